@@ -1,0 +1,253 @@
+"""The DynamoDB ledger adapter: one row per (bucket, decoded key).
+
+Row layout (attribute names are part of the product's interface: the CLI and reconciliation read
+them):
+
+=============  ====  ==========================================================================
+pk             S     ``<bucket>/<key>`` (bucket names cannot contain ``/``, so this is unique)
+bucket, key    S     bucket name and decoded key (CONTRACT C1)
+raw_key        S     the key as last received on the wire
+state          S     ``present`` or ``deleted`` (a tombstone, CONTRACT C6)
+seq            S     highest applied sequencer, normalised (see :mod:`sequencer`); absent when
+                     only observations touched the row
+raw_seq        S     that sequencer as received
+observed       BOOL  true when the state came from reading the bucket (C7), so it may be newer
+                     than ``seq``
+version_id     S     current version (absent: unversioned or null version)
+etag, size           current ETag (no quotes) and size
+rev            N     revision, +1 on every write (optimistic concurrency for observations)
+event_name     S     what last changed the row; ``reason``: why it was applied
+source         S     ``live``, ``replay`` or ``repair``
+updated_at     N     epoch milliseconds of the last write
+expires_at     N     epoch seconds; only on tombstones (DynamoDB TTL)
+=============  ====  ==========================================================================
+
+Writes use ``ReturnValuesOnConditionCheckFailure=ALL_OLD`` so a rejected conditional write tells
+duplicate from stale without a second request (CONTRACT C5;
+https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_UpdateItem.html).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from s3ingest_fn.model import TransientError
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient  # pragma: no cover
+
+PRESENT = "present"
+DELETED = "deleted"
+
+
+def row_pk(bucket: str, key: str) -> str:
+    """Partition key of a ledger row (CONTRACT C1: two buckets never share a row)."""
+    return f"{bucket}/{key}"
+
+
+@dataclass(frozen=True)
+class RowState:
+    """The object state a write records.
+
+    ``present=False`` makes the row a tombstone; ``version_id``/``etag``/``size`` describe the
+    current version when present.
+    """
+
+    present: bool
+    version_id: str | None = None
+    etag: str | None = None
+    size: int | None = None
+
+
+@dataclass(frozen=True)
+class WriteMeta:
+    """Bookkeeping written with a state: who changed the row and why."""
+
+    bucket: str
+    key: str
+    raw_key: str
+    event_name: str
+    reason: str
+    source: str
+    sequencer: str | None = None
+    raw_sequencer: str | None = None
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """Result of a conditional write: ``applied``, or the row that made the condition fail."""
+
+    applied: bool
+    old: dict[str, Any] | None = None
+
+
+class DynamoLedger:
+    """Ledger rows in one DynamoDB table.
+
+    Parameters
+    ----------
+    client : DynamoDBClient
+        A boto3 DynamoDB client (injected: tests pass one bound to the emulator).
+    table_name : str
+    tombstone_ttl_seconds : int
+        Lifetime of a tombstone; ``0`` keeps tombstones for ever (CONTRACT C6).
+    clock : callable, optional
+        Returns epoch seconds (float); injectable for tests.
+    """
+
+    def __init__(self, client: DynamoDBClient, table_name: str, tombstone_ttl_seconds: int,
+                 clock: Any = time.time) -> None:
+        self._ddb = client
+        self._table = table_name
+        self._ttl = tombstone_ttl_seconds
+        self._clock = clock
+
+    def get(self, bucket: str, key: str) -> dict[str, Any] | None:
+        """Strongly consistent read of a row, as plain Python values, or None.
+
+        Raises
+        ------
+        TransientError
+            On throttling or a service error.
+        """
+        try:
+            resp = self._ddb.get_item(TableName=self._table,
+                                      Key={"pk": {"S": row_pk(bucket, key)}},
+                                      ConsistentRead=True)
+        except (ClientError, BotoCoreError) as exc:
+            raise _transient(exc) from exc
+        item = resp.get("Item")
+        return from_item(item) if item else None
+
+    def write_sequenced(self, state: RowState, meta: WriteMeta, *, observed: bool,
+                        require_exact: bool, expected_rev: int | None = None) -> WriteResult:
+        """Record ``state`` at ``meta.sequencer`` if that sequencer is newer than the row's.
+
+        One UpdateItem request. Its condition: the row does not exist, or its ``seq`` is absent or
+        lower than the incoming one; with ``require_exact`` also the row must not hold an observed
+        state (C7: a sequenced event is verified against the bucket before it is applied over an
+        observation); with ``expected_rev`` also the row's revision must be unchanged.
+
+        Returns
+        -------
+        WriteResult
+            ``applied=False`` with the old row (from ``ALL_OLD``) when the condition failed.
+
+        Raises
+        ------
+        TransientError
+            On throttling or a service error.
+        """
+        if meta.sequencer is None:
+            raise ValueError("write_sequenced needs a sequencer")
+        clauses = ["(attribute_not_exists(#seq) OR #seq < :in_seq)"]
+        values: dict[str, Any] = {":in_seq": {"S": meta.sequencer}}
+        if require_exact:
+            clauses.append("(attribute_not_exists(#observed) OR #observed = :false)")
+            values[":false"] = {"BOOL": False}
+        if expected_rev is not None:
+            clauses.append("#rev = :expected_rev")
+            values[":expected_rev"] = {"N": str(expected_rev)}
+        inner = clauses[0] if len(clauses) == 1 else "(" + " AND ".join(clauses) + ")"
+        cond = "attribute_not_exists(#pk) OR " + inner
+        return self._update(state, meta, observed=observed, condition=cond, values=values)
+
+    def write_observation(self, state: RowState, meta: WriteMeta,
+                          expected_rev: int | None) -> WriteResult:
+        """Record an observed state (C7) if the row has not moved since it was read.
+
+        ``expected_rev=None`` means the row did not exist when read. The row's ``seq`` is kept.
+
+        Raises
+        ------
+        TransientError
+            On throttling or a service error.
+        """
+        if expected_rev is None:
+            cond, values = "attribute_not_exists(#pk)", {}
+        else:
+            cond, values = "#rev = :expected_rev", {":expected_rev": {"N": str(expected_rev)}}
+        return self._update(state, meta, observed=True, condition=cond, values=values)
+
+    def _update(self, state: RowState, meta: WriteMeta, *, observed: bool, condition: str,
+                values: dict[str, Any]) -> WriteResult:
+        now = self._clock()
+        sets = {
+            "bucket": {"S": meta.bucket}, "key": {"S": meta.key}, "raw_key": {"S": meta.raw_key},
+            "state": {"S": PRESENT if state.present else DELETED},
+            "observed": {"BOOL": observed}, "event_name": {"S": meta.event_name},
+            "reason": {"S": meta.reason}, "source": {"S": meta.source},
+            "updated_at": {"N": str(int(now * 1000))},
+        }
+        removes = []
+        if meta.sequencer is not None:
+            sets["seq"] = {"S": meta.sequencer}
+            sets["raw_seq"] = {"S": meta.raw_sequencer or meta.sequencer}
+        for name, value in (("version_id", state.version_id), ("etag", state.etag)):
+            if state.present and value is not None:
+                sets[name] = {"S": value}
+            else:
+                removes.append(name)
+        if state.present and state.size is not None:
+            sets["size"] = {"N": str(state.size)}
+        else:
+            removes.append("size")
+        if not state.present and self._ttl > 0:
+            sets["expires_at"] = {"N": str(int(now) + self._ttl)}
+        else:
+            removes.append("expires_at")
+        # Every attribute goes through a "#name" placeholder: several (key, size, state, source)
+        # are DynamoDB reserved words.
+        for name, value in sets.items():
+            values[f":{name}"] = value
+        values[":one"], values[":zero"] = {"N": "1"}, {"N": "0"}
+        expr = "SET " + ", ".join(f"#{name} = :{name}" for name in sets)
+        expr += ", #rev = if_not_exists(#rev, :zero) + :one"
+        if removes:
+            expr += " REMOVE " + ", ".join(f"#{name}" for name in removes)
+        used = expr + " " + condition
+        names = {f"#{n}": n for n in (*sets, *removes, "rev", "pk", "seq", "observed")
+                 if re.search(rf"#{n}\b", used)}
+        try:
+            self._ddb.update_item(
+                TableName=self._table, Key={"pk": {"S": row_pk(meta.bucket, meta.key)}},
+                UpdateExpression=expr, ConditionExpression=condition,
+                ExpressionAttributeNames=names, ExpressionAttributeValues=values,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                item = exc.response.get("Item")
+                return WriteResult(applied=False, old=from_item(item) if item else None)
+            raise _transient(exc) from exc
+        except BotoCoreError as exc:
+            raise _transient(exc) from exc
+        return WriteResult(applied=True)
+
+
+def _transient(exc: Exception) -> TransientError:
+    """Every DynamoDB failure but a failed condition is retried; SQS redrive bounds the retries."""
+    if isinstance(exc, ClientError):
+        return TransientError(f"dynamodb: {exc.response.get('Error', {}).get('Code', 'unknown')}")
+    return TransientError(f"dynamodb: {exc.__class__.__name__}")
+
+
+def from_item(item: dict[str, Any]) -> dict[str, Any]:
+    """Convert a DynamoDB attribute-value map of a ledger row to plain Python values."""
+    out: dict[str, Any] = {}
+    for name, av in item.items():
+        (typ, val), = av.items()
+        if typ == "N":
+            out[name] = int(val) if val.lstrip("-").isdigit() else float(val)
+        elif typ in ("S", "BOOL"):
+            out[name] = val
+        elif typ == "NULL":
+            out[name] = None
+        else:
+            out[name] = val
+    return out

@@ -1,0 +1,132 @@
+"""Types shared by the parser, the decision logic and the adapters.
+
+Pure data: no AWS calls here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Kind(str, Enum):
+    """What an event says happened to an object (CONTRACT C3)."""
+
+    CREATED = "created"
+    #: A delete that hides the key: unversioned delete, or a delete marker created.
+    REMOVED = "removed"
+    #: A delete of one specific version: the key may still be visible (CONTRACT C4).
+    VERSION_REMOVED = "version_removed"
+    #: Tagging, ACL, restore, storage class, access tier, replication: never moves ordering state.
+    METADATA = "metadata"
+    #: ``s3:TestEvent``: acknowledged, nothing ingested.
+    TEST = "test"
+    #: A sequencer-less input (repair, backfill): the handler reads the object's current state.
+    OBSERVE = "observe"
+
+
+class Outcome(str, Enum):
+    """How one message ended (CONTRACT C9). Each is a metric and a structured log line."""
+
+    APPLIED = "applied"
+    DUPLICATE = "duplicate"
+    STALE = "stale"
+    SUPERSEDED = "superseded"
+    IGNORED = "ignored"
+    INVALID = "invalid"
+    RETRIED = "retried"
+
+
+class Format(str, Enum):
+    """The wire format an event arrived in (decides how its key is decoded, CONTRACT C1)."""
+
+    EVENTBRIDGE = "eventbridge"
+    S3_NOTIFICATION = "s3-notification"
+    TEST_EVENT = "test-event"
+    REPAIR = "repair"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One S3 event about one object, parsed and normalised.
+
+    Attributes
+    ----------
+    bucket : str
+        Bucket name.
+    key : str
+        Decoded object key (CONTRACT C1: decoded exactly once by the format's rule).
+    raw_key : str
+        The key exactly as it appeared on the wire, kept for troubleshooting.
+    kind : Kind
+    event_name : str
+        ``ObjectCreated:Put``-style name, or EventBridge ``detail-type/reason``.
+    sequencer : str or None
+        Normalised sequencer (see :mod:`sequencer`), or ``None`` when absent or unusable.
+    raw_sequencer : str or None
+        The sequencer as received.
+    version_id : str or None
+        Object version; ``None`` when the bucket is unversioned or the field is absent.
+    etag : str or None
+        ETag without quotes.
+    size : int or None
+        Object size in bytes.
+    event_time : str or None
+        Event time as received (ISO-8601); informational only, never used for ordering.
+    fmt : Format
+    replay_name : str or None
+        EventBridge ``replay-name`` when the event was replayed from an archive.
+    """
+
+    bucket: str
+    key: str
+    raw_key: str
+    kind: Kind
+    event_name: str
+    fmt: Format
+    sequencer: str | None = None
+    raw_sequencer: str | None = None
+    version_id: str | None = None
+    etag: str | None = None
+    size: int | None = None
+    event_time: str | None = None
+    replay_name: str | None = None
+
+
+@dataclass(frozen=True)
+class ObjectState:
+    """What the bucket holds for a key right now (from a HEAD).
+
+    ``visible`` is False when the key does not exist or its current version is a delete marker.
+    """
+
+    visible: bool
+    version_id: str | None = None
+    etag: str | None = None
+    size: int | None = None
+
+
+@dataclass
+class Result:
+    """The outcome of one record, for the partial batch response, the metrics and the logs."""
+
+    outcome: Outcome
+    reason: str
+    bucket: str | None = None
+    key: str | None = None
+    sequencer: str | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+class InvalidMessageError(ValueError):
+    """A message that can never be ingested (bad JSON, unknown shape, bad key): the ``invalid``
+    outcome. ``reason`` is a short machine-readable code."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        self.reason = reason
+        self.detail = detail
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+
+
+class TransientError(RuntimeError):
+    """A failure worth retrying (throttling, a service error): the ``retried`` outcome."""

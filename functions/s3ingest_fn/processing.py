@@ -1,0 +1,171 @@
+"""One SQS message in, one outcome out: parsing, the decision, dead-lettering of invalid input.
+
+This is the layer between the thin Lambda handler and the decision logic. It never raises for a
+message: every message ends as exactly one :class:`~s3ingest_fn.model.Outcome` (CONTRACT C9).
+``retried`` is the only outcome the handler reports as a batch item failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from s3ingest_fn.events import parse_body
+from s3ingest_fn.ingest import IngestService
+from s3ingest_fn.model import InvalidMessageError, Outcome, Result, TransientError
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs.client import SQSClient  # pragma: no cover
+
+#: Message attribute names put on a dead-lettered invalid message.
+REASON_ATTRIBUTE = "s3ingest-reason"
+DETAIL_ATTRIBUTE = "s3ingest-detail"
+SOURCE_ID_ATTRIBUTE = "s3ingest-source-message-id"
+
+
+class DeadLetter:
+    """Sends invalid messages to the ingest queue's dead-letter queue, with their reason.
+
+    Invalid messages are not left to fail ``maxReceiveCount`` times: they go to the DLQ at once
+    with a ``s3ingest-reason`` message attribute and are acknowledged (CONTRACT C9).
+
+    Parameters
+    ----------
+    client : SQSClient
+    queue_url : str
+        The dead-letter queue's URL.
+    """
+
+    def __init__(self, client: SQSClient, queue_url: str) -> None:
+        self._sqs = client
+        self._url = queue_url
+
+    def send(self, body: str, reason: str, detail: str, message_id: str) -> None:
+        """Send ``body`` unchanged to the DLQ.
+
+        Raises
+        ------
+        TransientError
+            When SQS refused: the message is retried instead, so nothing is lost.
+        """
+        attrs = {
+            REASON_ATTRIBUTE: {"DataType": "String", "StringValue": reason},
+            SOURCE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": message_id or "unknown"},
+        }
+        if detail:
+            attrs[DETAIL_ATTRIBUTE] = {"DataType": "String", "StringValue": detail[:1000]}
+        try:
+            self._sqs.send_message(QueueUrl=self._url, MessageBody=body or "<empty body>",
+                                   MessageAttributes=attrs)
+        except (ClientError, BotoCoreError) as exc:
+            raise TransientError(f"sqs send_message to DLQ: {exc}") from exc
+
+
+@dataclass
+class MessageProcessor:
+    """Processes one SQS message body end to end.
+
+    Parameters
+    ----------
+    service : IngestService
+    dead_letter : DeadLetter
+    on_result : callable, optional
+        Called with every :class:`Result` (the local runtime counts outcomes with it).
+    """
+
+    service: IngestService
+    dead_letter: DeadLetter
+    on_result: Callable[[Result], None] | None = None
+
+    def process(self, body: Any, message_id: str = "") -> list[Result]:
+        """Process one message; return one Result per S3 record it held (at least one).
+
+        A message holding several records is retried whole if any record needs a retry.
+        """
+        results = self._process(body, message_id)
+        if self.on_result is not None:
+            for r in results:
+                self.on_result(r)
+        return results
+
+    def _process(self, body: Any, message_id: str) -> list[Result]:
+        try:
+            parsed = parse_body(body)
+        except InvalidMessageError as exc:
+            return [self._invalid(body, message_id, exc)]
+        if parsed.ignored_reason is not None:
+            return [Result(outcome=Outcome.IGNORED, reason=parsed.ignored_reason)]
+        results = []
+        for change in parsed.changes:
+            try:
+                results.append(self.service.handle(change))
+            except TransientError as exc:
+                results.append(Result(outcome=Outcome.RETRIED, reason=str(exc),
+                                      bucket=change.bucket, key=change.key,
+                                      sequencer=change.raw_sequencer))
+        return results
+
+    def _invalid(self, body: Any, message_id: str, exc: InvalidMessageError) -> Result:
+        text = body if isinstance(body, str) else json.dumps(body, default=str)
+        try:
+            self.dead_letter.send(text, exc.reason, exc.detail, message_id)
+        except TransientError as send_error:
+            return Result(outcome=Outcome.RETRIED, reason=f"dead-letter failed: {send_error}")
+        return Result(outcome=Outcome.INVALID, reason=exc.reason, extra={"detail": exc.detail})
+
+
+@dataclass(frozen=True)
+class FunctionSettings:
+    """The ingest function's environment, validated at cold start.
+
+    Attributes
+    ----------
+    ledger_table_name : str
+        ``LEDGER_TABLE_NAME``
+    dead_letter_queue_url : str
+        ``DEAD_LETTER_QUEUE_URL``
+    tombstone_ttl_seconds : int
+        ``TOMBSTONE_TTL_SECONDS`` (0: tombstones never expire)
+    record_concurrency : int
+        ``RECORD_CONCURRENCY``: records of one batch processed at once (1-64)
+    bucket_name : str or None
+        ``BUCKET_NAME``: only this bucket's events are ingested
+    """
+
+    ledger_table_name: str
+    dead_letter_queue_url: str
+    tombstone_ttl_seconds: int
+    record_concurrency: int
+    bucket_name: str | None
+
+    @classmethod
+    def from_env(cls, env: Any = None) -> FunctionSettings:
+        """Read and validate the environment.
+
+        Raises
+        ------
+        ValueError
+            Naming every missing or malformed variable.
+        """
+        env = os.environ if env is None else env
+        problems = [f"{name} is not set" for name in ("LEDGER_TABLE_NAME", "DEAD_LETTER_QUEUE_URL")
+                    if not env.get(name)]
+        ints = {}
+        for name, default, lo, hi in (("TOMBSTONE_TTL_SECONDS", "0", 0, 10 * 365 * 86400),
+                                      ("RECORD_CONCURRENCY", "8", 1, 64)):
+            raw = env.get(name, default)
+            if not str(raw).isdigit() or not lo <= int(raw) <= hi:
+                problems.append(f"{name}={raw!r} is not a whole number in {lo}..{hi}")
+            else:
+                ints[name] = int(raw)
+        if problems:
+            raise ValueError("ingest function misconfigured: " + "; ".join(problems))
+        return cls(ledger_table_name=env["LEDGER_TABLE_NAME"],
+                   dead_letter_queue_url=env["DEAD_LETTER_QUEUE_URL"],
+                   tombstone_ttl_seconds=ints["TOMBSTONE_TTL_SECONDS"],
+                   record_concurrency=ints["RECORD_CONCURRENCY"],
+                   bucket_name=env.get("BUCKET_NAME") or None)

@@ -1,0 +1,67 @@
+"""The chaos layer: at-least-once, unordered, lossy delivery, reproducible from a seed.
+
+S3 and EventBridge deliver at least once, in no order, after any delay; a misconfiguration can
+lose events. :class:`Chaos` turns a list of emitted events into the sequence actually delivered.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, Mapping, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Chaos:
+    """Delivery faults.
+
+    Attributes
+    ----------
+    seed : int
+        Makes the schedule reproducible.
+    duplicate : float
+        Probability (0-1) that an event is delivered one extra time (repeatedly: a duplicate can
+        itself be duplicated, up to 3 copies).
+    reorder : bool
+        Shuffle the delivery order.
+    drop : float
+        Probability (0-1) that an event is never delivered.
+    """
+
+    seed: int = 0
+    duplicate: float = 0.0
+    reorder: bool = False
+    drop: float = 0.0
+
+    @classmethod
+    def from_json(cls, spec: Mapping[str, Any] | None) -> Chaos:
+        """Build from a scenario's ``chaos`` object; unknown keys raise ValueError."""
+        spec = dict(spec or {})
+        unknown = set(spec) - {"seed", "duplicate", "reorder", "drop"}
+        if unknown:
+            raise ValueError(f"unknown chaos settings: {sorted(unknown)}")
+        chaos = cls(seed=int(spec.get("seed", 0)), duplicate=float(spec.get("duplicate", 0.0)),
+                    reorder=bool(spec.get("reorder", False)), drop=float(spec.get("drop", 0.0)))
+        for name in ("duplicate", "drop"):
+            if not 0.0 <= getattr(chaos, name) <= 1.0:
+                raise ValueError(f"chaos {name} must be within 0..1")
+        return chaos
+
+    def schedule(self, items: list[T]) -> tuple[list[T], list[T]]:
+        """Return (delivered, dropped) for ``items``."""
+        rng = random.Random(self.seed)
+        delivered: list[T] = []
+        dropped: list[T] = []
+        for item in items:
+            if self.drop and rng.random() < self.drop:
+                dropped.append(item)
+                continue
+            copies = 1
+            while copies < 3 and self.duplicate and rng.random() < self.duplicate:
+                copies += 1
+            delivered.extend([item] * copies)
+        if self.reorder:
+            rng.shuffle(delivered)
+        return delivered, dropped

@@ -1,0 +1,115 @@
+"""``s3ingest local demo``: the live pipeline on the emulator under chaotic delivery.
+
+The workload writes objects with hostile keys (spaces, ``+``, ``%``, non-ASCII, a trailing ``/``,
+a long key), overwrites them, deletes some (delete markers in the versioned bucket), deletes
+single versions, and delivers S3's events with duplicates and reordering. An ``s3:TestEvent`` and
+one malformed message ride along to show the ``ignored`` and ``invalid`` outcomes. The report
+gives the events per outcome and whether the ledger equals the bucket.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from s3ingest.local.chaos import Chaos
+from s3ingest.local.emulator import Emulator
+from s3ingest.local.runtime import LocalRuntime
+from s3ingest.settings import Settings
+
+HOSTILE_KEYS = (
+    "reports/2026-11-30 daily.csv",
+    "a+b=c&d.txt",
+    "100%/done.json",
+    "café/naïve résumé.pdf",
+    "日本語/ファイル.txt",
+    "folder/",
+    "deep/" + "x" * 200 + "/" + "y" * 200 + ".bin",
+    "this im + age blah.txt",
+    "a@b",
+    "5:00.log",
+    "plain.txt",
+    "tab\tand~tilde.txt",
+)
+
+TEST_EVENT = ('{"Service":"Amazon S3","Event":"s3:TestEvent","Time":"2026-11-30T00:00:00.000Z",'
+              '"Bucket":"%s","RequestId":"5582815E1AEA5ADF","HostId":"demo"}')
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """Demo knobs: rounds of operations, random seed, duplicate probability."""
+
+    rounds: int = 3
+    seed: int = 7
+    duplicate: float = 0.3
+
+
+def run_demo(options: DemoOptions, settings: Settings | None = None,
+             on_progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+    """Run the demo and return its report.
+
+    Parameters
+    ----------
+    options : DemoOptions
+    settings : Settings, optional
+    on_progress : callable, optional
+        ``on_progress(phase, done, total)``; ``total`` is the number of events to process.
+
+    Returns
+    -------
+    dict
+        ``{"bucket", "operations", "events_emitted", "events_delivered", "outcomes",
+        "invocations", "dead_letter_queue", "converged", "differences", "ledger_rows",
+        "visible_objects"}``.
+    """
+    rng = random.Random(options.seed)
+    with Emulator() as emu:
+        rt = LocalRuntime(emu, settings, versioning="Enabled", seed=options.seed)
+        s3 = rt.faithful
+        versions: dict[str, list[str]] = {k: [] for k in HOSTILE_KEYS}
+        delivered_total = 0
+        processed = 0
+
+        def progress(n: int) -> None:
+            nonlocal processed
+            processed += n
+            if on_progress:
+                on_progress("ingest", processed, delivered_total)
+
+        for rnd in range(options.rounds):
+            for key in HOSTILE_KEYS:
+                op = s3.put(key, f"{key} round {rnd} {rng.random()}")
+                if op.version_id:
+                    versions[key].append(op.version_id)
+            for key in rng.sample(HOSTILE_KEYS, 4):
+                s3.put(key, f"overwrite {rnd} {rng.random()}")
+            for key in rng.sample(HOSTILE_KEYS, 3):
+                s3.delete(key)  # a delete marker
+            for key in rng.sample(HOSTILE_KEYS, 2):
+                if versions[key]:  # remove one old version: the key's visibility may not change
+                    s3.delete(key, versions[key].pop(0))
+            chaos = Chaos(seed=options.seed + rnd, duplicate=options.duplicate, reorder=True)
+            delivered_total += rt.flush(chaos)
+            if rnd == 0:
+                rt.send_raw(TEST_EVENT % rt.resources.bucket)
+                rt.send_raw('{"detail-type": "Object Created", "detail": ')  # malformed
+                delivered_total += 2
+            rt.drain(on_batch=progress)
+        comparison = rt.compare()
+        return {
+            "bucket": rt.resources.bucket,
+            "operations": len(s3.log),
+            "events_emitted": len(s3.log),
+            "events_delivered": delivered_total,
+            "outcomes": dict(sorted(rt.outcome_counts().items())),
+            "invocations": rt.invocations,
+            "dead_letter_queue": [
+                {"reason": m.get("MessageAttributes", {}).get("s3ingest-reason", {})
+                 .get("StringValue"), "body": m["Body"][:80]} for m in rt.dlq_messages()],
+            "converged": comparison.converged,
+            "differences": comparison.differences,
+            "ledger_rows": len(comparison.ledger),
+            "visible_objects": len(comparison.bucket),
+        }

@@ -1,0 +1,135 @@
+"""An embedded AWS emulator (moto's server, in-process on 127.0.0.1) with the stack's resources.
+
+:class:`Emulator` starts the server on a free loopback port; :func:`provision` creates, from the
+same :class:`~s3ingest.settings.Settings` as the CDK stack, the landing bucket (versioned or not),
+the ingest queue and its dead-letter queue (redrive policy), the ledger table (key ``pk``, TTL
+``expires_at``), and the ingest rule with its SQS target and archive on the default bus, using the
+stack's own event pattern (:func:`~s3ingest.settings.ingest_event_pattern`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from s3ingest.settings import Settings, ingest_event_pattern
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+
+
+class Emulator:
+    """moto's server running in this process on ``127.0.0.1:<free port>``.
+
+    Use as a context manager; :meth:`client` returns boto3 clients bound to it with fake
+    credentials (no AWS account is ever contacted).
+    """
+
+    def __init__(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        self.port = _free_port()
+        self.endpoint_url = f"http://127.0.0.1:{self.port}"
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self._config = Config(retries={"max_attempts": 2, "mode": "standard"},
+                              max_pool_connections=64)
+
+    def __enter__(self) -> Emulator:
+        self._server.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.stop()
+
+    def client(self, service: str) -> Any:
+        """A boto3 client for ``service`` bound to the emulator."""
+        return boto3.session.Session().client(
+            service, endpoint_url=self.endpoint_url, region_name=REGION,
+            aws_access_key_id="testing", aws_secret_access_key="testing", config=self._config)
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Names and URLs of what :func:`provision` created."""
+
+    bucket: str
+    versioning: str | None
+    queue_url: str
+    queue_arn: str
+    dlq_url: str
+    table: str
+    rule: str
+    archive: str
+
+
+def provision(emu: Emulator, settings: Settings, *, bucket: str | None = None,
+              versioning: str | None = "Enabled") -> Resources:
+    """Create the stack's resources in the emulator.
+
+    Parameters
+    ----------
+    emu : Emulator
+    settings : Settings
+        The same settings the stack is synthesized from.
+    bucket : str, optional
+        Bucket name; a unique one by default.
+    versioning : {"Enabled", "Suspended", None}
+        The bucket's versioning status (``None``: never versioned).
+
+    Returns
+    -------
+    Resources
+    """
+    suffix = uuid.uuid4().hex[:8]
+    bucket = bucket or f"s3ingest-local-{suffix}"
+    s3, sqs, ddb, events = (emu.client(s) for s in ("s3", "sqs", "dynamodb", "events"))
+    s3.create_bucket(Bucket=bucket)
+    if versioning:
+        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": versioning})
+    day = 86_400
+    dlq_url = sqs.create_queue(QueueName=f"ingest-dlq-{suffix}", Attributes={
+        "MessageRetentionPeriod": str(settings.dlq_retention_days * day)})["QueueUrl"]
+    dlq_arn = _queue_arn(sqs, dlq_url)
+    queue_url = sqs.create_queue(QueueName=f"ingest-{suffix}", Attributes={
+        "MessageRetentionPeriod": str(settings.queue_retention_days * day),
+        "VisibilityTimeout": str(settings.queue_visibility_timeout_seconds),
+        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn,
+                                     "maxReceiveCount": settings.max_receive_count}),
+    })["QueueUrl"]
+    queue_arn = _queue_arn(sqs, queue_url)
+    table = f"ledger-{suffix}"
+    ddb.create_table(TableName=table, BillingMode="PAY_PER_REQUEST",
+                     KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                     AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}])
+    ddb.update_time_to_live(TableName=table, TimeToLiveSpecification={
+        "Enabled": True, "AttributeName": "expires_at"})
+    pattern = json.dumps(ingest_event_pattern(bucket))
+    rule = f"ingest-{suffix}"
+    events.put_rule(Name=rule, EventPattern=pattern, State="ENABLED")
+    events.put_targets(Rule=rule, Targets=[{"Id": "ingest-queue", "Arn": queue_arn}])
+    archive = f"ingest-archive-{suffix}"
+    bus_arn = events.describe_event_bus()["Arn"]
+    events.create_archive(ArchiveName=archive, EventSourceArn=bus_arn, EventPattern=pattern,
+                          RetentionDays=settings.archive_retention_days)
+    return Resources(bucket=bucket, versioning=versioning, queue_url=queue_url,
+                     queue_arn=queue_arn, dlq_url=dlq_url, table=table, rule=rule,
+                     archive=archive)
+
+
+def _queue_arn(sqs: Any, url: str) -> str:
+    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+    return str(attrs["QueueArn"])
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -1,0 +1,274 @@
+"""The whole pipeline on one machine: faithful S3 events -> EventBridge -> SQS -> the real ingest
+handler -> the DynamoDB ledger, all on the embedded emulator.
+
+:class:`LocalRuntime` owns one provisioned set of resources and drives them:
+
+* S3 operations go through :class:`~s3ingest.local.s3faithful.FaithfulS3`, which records the
+  events S3 would emit;
+* :meth:`LocalRuntime.flush` publishes those events to the emulator's default bus under a
+  :class:`~s3ingest.local.chaos.Chaos` schedule; the ingest rule routes them to the ingest queue
+  (and the archive keeps them);
+* :meth:`LocalRuntime.drain` plays the Lambda SQS event source: it receives batches, invokes the
+  real handler with the Lambda SQS event shape, and deletes only the messages the handler did not
+  report in ``batchItemFailures``; failed ones come back after a visibility timeout and move to
+  the dead-letter queue after ``maxReceiveCount`` receives;
+* :meth:`LocalRuntime.compare` checks the ledger against the bucket (CONTRACT C15).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from s3ingest.local.chaos import Chaos
+from s3ingest.local.emulator import REGION, Emulator, Resources, provision
+from s3ingest.local.s3faithful import FaithfulS3, SequencerClock
+from s3ingest.settings import Settings
+from s3ingest_fn.bucket import S3Objects
+from s3ingest_fn.events import normalize_etag, normalize_version
+from s3ingest_fn.handlers.ingest import make_handler
+from s3ingest_fn.ingest import IngestService
+from s3ingest_fn.ledger import DynamoLedger, from_item
+from s3ingest_fn.model import Result
+from s3ingest_fn.processing import DeadLetter, MessageProcessor
+
+#: Visibility timeout used by the local poller for a received batch, seconds: a failed record
+#: comes back this soon instead of after the deployed queue's timeout.
+LOCAL_VISIBILITY_TIMEOUT = 1
+
+
+@dataclass
+class Delivered:
+    """One processed record, for reports: the scenario step that delivered it and its Result."""
+
+    step: int | None
+    result: Result
+    message_id: str
+
+
+@dataclass
+class Comparison:
+    """Ledger against bucket (CONTRACT C15)."""
+
+    converged: bool
+    bucket: list[dict[str, Any]]
+    ledger: list[dict[str, Any]]
+    differences: list[str] = field(default_factory=list)
+
+
+class LocalRuntime:
+    """One deployment of the pipeline on the emulator.
+
+    Parameters
+    ----------
+    emu : Emulator
+        A started emulator.
+    settings : Settings
+        The stack's settings (same defaults as ``cdk.json``).
+    bucket : str, optional
+        Landing bucket name (unique by default).
+    versioning : {"Enabled", "Suspended", None}
+    seed : int
+        Seeds the sequencer suffixes.
+    """
+
+    def __init__(self, emu: Emulator, settings: Settings | None = None, *,
+                 bucket: str | None = None, versioning: str | None = "Enabled",
+                 seed: int = 0) -> None:
+        self.emu = emu
+        self.settings = settings or Settings()
+        self.resources: Resources = provision(emu, self.settings, bucket=bucket,
+                                              versioning=versioning)
+        self.s3 = emu.client("s3")
+        self.sqs = emu.client("sqs")
+        self.ddb = emu.client("dynamodb")
+        self.events = emu.client("events")
+        self.faithful = FaithfulS3(self.s3, self.resources.bucket, versioning,
+                                   SequencerClock(seed))
+        self.ledger = DynamoLedger(self.ddb, self.resources.table,
+                                   self.settings.tombstone_ttl_seconds)
+        self.objects = S3Objects(self.s3)
+        self.service = IngestService(self.ledger, self.objects,
+                                     scope_bucket=self.resources.bucket)
+        self.processor = MessageProcessor(self.service,
+                                          DeadLetter(self.sqs, self.resources.dlq_url))
+        self.delivered: list[Delivered] = []
+        self.dropped: list[dict[str, Any]] = []
+        self.step: int | None = None
+        self.handler = make_handler(self.processor, self.settings.record_concurrency,
+                                    emit=self._emit)
+        self.invocations = 0
+        #: Called after every handler invocation (tests check invariants from it).
+        self.after_batch: Callable[[LocalRuntime], None] | None = None
+
+    # -- delivery ------------------------------------------------------------------------
+
+    def _emit(self, result: Result, message_id: str) -> None:
+        self.delivered.append(Delivered(step=self.step, result=result, message_id=message_id))
+
+    def flush(self, chaos: Chaos | None = None) -> int:
+        """Publish every pending S3 event to the bus under ``chaos``; return how many were sent.
+
+        Dropped events are kept in :attr:`dropped` (lost for good: only reconciliation can
+        repair them).
+        """
+        chaos = chaos or Chaos()
+        deliver, dropped = chaos.schedule(self.faithful.take_pending())
+        self.dropped.extend(dropped)
+        for i in range(0, len(deliver), 10):
+            entries = [{
+                "Source": e["source"], "DetailType": e["detail-type"],
+                "Detail": json.dumps(e["detail"]), "Resources": e["resources"],
+            } for e in deliver[i:i + 10]]
+            resp = self.events.put_events(Entries=entries)
+            if resp.get("FailedEntryCount"):
+                raise RuntimeError(f"emulator refused events: {resp['Entries']}")
+        return len(deliver)
+
+    def send_raw(self, body: str) -> None:
+        """Put one message on the ingest queue exactly as given (a body as AWS would send it)."""
+        self.sqs.send_message(QueueUrl=self.resources.queue_url, MessageBody=body)
+
+    def drain(self, on_batch: Callable[[int], None] | None = None,
+              timeout_seconds: float = 300.0) -> None:
+        """Play the Lambda SQS event source until the ingest queue is empty.
+
+        Parameters
+        ----------
+        on_batch : callable, optional
+            Called with the number of records of each invoked batch (progress bars).
+        timeout_seconds : float
+            Gives up (RuntimeError) when the queue has not emptied by then.
+        """
+        url = self.resources.queue_url
+        deadline = time.monotonic() + timeout_seconds
+        batch = max(1, min(10, self.settings.batch_size))
+        while True:
+            msgs = self.sqs.receive_message(
+                QueueUrl=url, MaxNumberOfMessages=batch, AttributeNames=["All"],
+                MessageAttributeNames=["All"], VisibilityTimeout=LOCAL_VISIBILITY_TIMEOUT,
+            ).get("Messages", [])
+            if not msgs:
+                if self._queue_empty():
+                    return
+                if time.monotonic() > deadline:
+                    raise RuntimeError("ingest queue did not drain in time")
+                time.sleep(0.2)
+                continue
+            event = {"Records": [self._lambda_record(m) for m in msgs]}
+            response = self.handler(event, None)
+            self.invocations += 1
+            failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
+            done = [m for m in msgs if m["MessageId"] not in failed]
+            if done:
+                self.sqs.delete_message_batch(QueueUrl=url, Entries=[
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                    for i, m in enumerate(done)])
+            if on_batch:
+                on_batch(len(msgs))
+            if self.after_batch:
+                self.after_batch(self)
+
+    def _queue_empty(self) -> bool:
+        attrs = self.sqs.get_queue_attributes(
+            QueueUrl=self.resources.queue_url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return all(int(attrs.get(k, "0")) == 0 for k in attrs)
+
+    def _lambda_record(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """An SQS message in the shape Lambda hands it to a function
+        (https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html)."""
+        body = msg["Body"]
+        return {
+            "messageId": msg["MessageId"], "receiptHandle": msg["ReceiptHandle"], "body": body,
+            "attributes": {k: str(v) for k, v in msg.get("Attributes", {}).items()},
+            "messageAttributes": msg.get("MessageAttributes", {}),
+            "md5OfBody": hashlib.md5(body.encode()).hexdigest(),
+            "eventSource": "aws:sqs", "eventSourceARN": self.resources.queue_arn,
+            "awsRegion": REGION,
+        }
+
+    # -- state ---------------------------------------------------------------------------
+
+    def outcome_counts(self) -> Counter[str]:
+        """Processed records per outcome."""
+        return Counter(d.result.outcome.value for d in self.delivered)
+
+    def dlq_messages(self) -> list[dict[str, Any]]:
+        """Everything in the dead-letter queue (received without deleting)."""
+        out: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for _ in range(100):
+            msgs = self.sqs.receive_message(QueueUrl=self.resources.dlq_url,
+                                            MaxNumberOfMessages=10, VisibilityTimeout=30,
+                                            MessageAttributeNames=["All"]).get("Messages", [])
+            fresh = [m for m in msgs if m["MessageId"] not in seen]
+            if not fresh:
+                break
+            seen.update(m["MessageId"] for m in fresh)
+            out.extend(fresh)
+        return out
+
+    def ledger_rows(self) -> list[dict[str, Any]]:
+        """Every ledger row, as plain values, sorted by key."""
+        rows: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {"TableName": self.resources.table, "ConsistentRead": True}
+        while True:
+            page = self.ddb.scan(**kwargs)
+            rows.extend(from_item(i) for i in page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return sorted(rows, key=lambda r: str(r.get("key")))
+
+    def bucket_objects(self) -> list[dict[str, Any]]:
+        """Visible objects of the bucket: key, current version id (None when unversioned or
+        the null version) and ETag without quotes."""
+        bucket = self.resources.bucket
+        visible: list[dict[str, Any]] = []
+        if self.resources.versioning:
+            pages = self.s3.get_paginator("list_object_versions").paginate(Bucket=bucket)
+            latest: dict[str, dict[str, Any]] = {}
+            for page in pages:
+                for v in page.get("Versions", []):
+                    if v.get("IsLatest"):
+                        latest[v["Key"]] = {"key": v["Key"],
+                                            "version_id": normalize_version(v.get("VersionId")),
+                                            "etag": normalize_etag(v.get("ETag"))}
+                for m in page.get("DeleteMarkers", []):
+                    if m.get("IsLatest"):
+                        latest.pop(m["Key"], None)
+            visible = list(latest.values())
+        else:
+            for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+                visible.extend({"key": o["Key"], "version_id": None,
+                                "etag": normalize_etag(o.get("ETag"))}
+                               for o in page.get("Contents", []))
+        return sorted(visible, key=lambda o: o["key"])
+
+    def compare(self) -> Comparison:
+        """Whether the ledger equals the bucket: every visible key present with its current
+        version id and ETag; every other row a tombstone."""
+        objects = self.bucket_objects()
+        rows = self.ledger_rows()
+        by_key = {r["key"]: r for r in rows}
+        diffs: list[str] = []
+        for obj in objects:
+            row = by_key.get(obj["key"])
+            if row is None:
+                diffs.append(f"missing in ledger: {obj['key']!r}")
+            elif row.get("state") != "present":
+                diffs.append(f"tombstoned but visible: {obj['key']!r}")
+            elif (row.get("version_id"), row.get("etag")) != (obj["version_id"], obj["etag"]):
+                diffs.append(f"content mismatch: {obj['key']!r} ledger "
+                             f"{row.get('version_id')}/{row.get('etag')} bucket "
+                             f"{obj['version_id']}/{obj['etag']}")
+        visible = {o["key"] for o in objects}
+        diffs.extend(f"present in ledger but not visible: {r['key']!r}" for r in rows
+                     if r.get("state") == "present" and r["key"] not in visible)
+        return Comparison(converged=not diffs, bucket=objects, ledger=rows, differences=diffs)

@@ -1,0 +1,156 @@
+"""S3 operations on the emulator that emit S3-faithful EventBridge events.
+
+moto's own S3 notifications are not faithful (a constant sequencer, ``eTag`` instead of ``etag``,
+no delete events through EventBridge; ``shared/corpus/FACTS.md`` section 9), so this module does
+the S3 operation on the emulator and builds the event S3 would send, as documented in
+https://docs.aws.amazon.com/AmazonS3/latest/userguide/ev-events.html and FACTS section 5:
+
+* ``detail-type`` ``Object Created`` (reason ``PutObject``) or ``Object Deleted`` (reason
+  ``DeleteObject``, ``deletion-type`` ``Permanently Deleted`` or ``Delete Marker Created``);
+* form-encoded keys (space ``+``, ``+`` as ``%2B``, ``/`` literal);
+* per-key increasing sequencers in the real format: ``00`` + 8 hex digits of Unix seconds + a
+  suffix of varying length, upper-case (FACTS section 3), ordered by right-padding;
+* field presence: ``version-id`` only when the bucket is versioned (absent for the null version),
+  no ``etag``/``size`` on deletes, the empty-content MD5 as ``etag`` of a delete marker.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote_plus
+
+from s3ingest.local.emulator import ACCOUNT, REGION
+
+EMPTY_MD5 = "d41d8cd98f00b204e9800998ecf8427e"
+
+
+class SequencerClock:
+    """Issues sequencers that increase across the whole bucket (hence per key).
+
+    Format: ``00`` + 8 hex digits of Unix seconds + a 10-hex-digit counter + 0 to 6 random hex
+    digits, so lengths vary from 20 to 26 characters. Right-padding orders them by (seconds,
+    counter); left-padding would not (FACTS section 0).
+    """
+
+    def __init__(self, seed: int = 0, clock: Any = time.time) -> None:
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._counter = 0
+        self._last_seconds = 0
+        self._clock = clock
+
+    def next(self) -> str:
+        """The next sequencer (strictly greater than every one issued before)."""
+        with self._lock:
+            self._counter += 1
+            self._last_seconds = max(self._last_seconds, int(self._clock()))
+            tail = "".join(self._rng.choice("0123456789ABCDEF")
+                           for _ in range(self._rng.randint(0, 6)))
+            return f"00{self._last_seconds:08X}{self._counter:010X}{tail}"
+
+
+def encode_key(key: str) -> str:
+    """Form-encode a key as S3 does in event notifications (FACTS section 1.3)."""
+    return quote_plus(key, safe="/")
+
+
+@dataclass(frozen=True)
+class Op:
+    """One S3 operation and the EventBridge event it emitted."""
+
+    kind: str  # "put" | "delete"
+    key: str
+    version_id: str | None
+    event: dict[str, Any]
+
+
+class FaithfulS3:
+    """Performs S3 operations on the emulator and records the events S3 would emit.
+
+    Parameters
+    ----------
+    s3 : S3Client
+        Bound to the emulator.
+    bucket : str
+    versioning : {"Enabled", "Suspended", None}
+        The bucket's versioning status.
+    clock : SequencerClock
+    """
+
+    def __init__(self, s3: Any, bucket: str, versioning: str | None,
+                 clock: SequencerClock) -> None:
+        self._s3 = s3
+        self.bucket = bucket
+        self.versioning = versioning
+        self._clock = clock
+        self.pending: list[dict[str, Any]] = []
+        self.log: list[Op] = []
+
+    def put(self, key: str, body: bytes | str) -> Op:
+        """PutObject, and an ``Object Created`` event."""
+        data = body.encode() if isinstance(body, str) else body
+        resp = self._s3.put_object(Bucket=self.bucket, Key=key, Body=data)
+        version = _real_version(resp.get("VersionId"), self.versioning)
+        obj: dict[str, Any] = {"key": encode_key(key), "size": len(data),
+                               "etag": resp["ETag"].strip('"')}
+        if version:
+            obj["version-id"] = version
+        obj["sequencer"] = self._clock.next()
+        return self._record("put", key, version, "Object Created", obj, "PutObject", None)
+
+    def delete(self, key: str, version_id: str | None = None) -> Op:
+        """DeleteObject (of the key, or of one version), and an ``Object Deleted`` event."""
+        kwargs = {"VersionId": version_id} if version_id else {}
+        resp = self._s3.delete_object(Bucket=self.bucket, Key=key, **kwargs)
+        obj: dict[str, Any] = {"key": encode_key(key)}
+        if version_id:
+            deletion = "Permanently Deleted"
+            obj["version-id"] = version_id
+        elif self.versioning:
+            deletion = "Delete Marker Created"
+            obj["etag"] = EMPTY_MD5
+            marker = _real_version(resp.get("VersionId"), self.versioning)
+            if marker:
+                obj["version-id"] = marker
+        else:
+            deletion = "Permanently Deleted"
+        obj["sequencer"] = self._clock.next()
+        return self._record("delete", key, version_id, "Object Deleted", obj, "DeleteObject",
+                            deletion)
+
+    def _record(self, kind: str, key: str, version: str | None, detail_type: str,
+                obj: dict[str, Any], reason: str, deletion: str | None) -> Op:
+        detail: dict[str, Any] = {
+            "version": "0", "bucket": {"name": self.bucket}, "object": obj,
+            "request-id": uuid.uuid4().hex[:16].upper(), "requester": ACCOUNT,
+            "source-ip-address": "127.0.0.1", "reason": reason,
+        }
+        if deletion:
+            detail["deletion-type"] = deletion
+        event = {
+            "version": "0", "id": str(uuid.uuid4()), "detail-type": detail_type,
+            "source": "aws.s3", "account": ACCOUNT,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "region": REGION,
+            "resources": [f"arn:aws:s3:::{self.bucket}"], "detail": detail,
+        }
+        op = Op(kind=kind, key=key, version_id=version, event=event)
+        self.pending.append(event)
+        self.log.append(op)
+        return op
+
+    def take_pending(self) -> list[dict[str, Any]]:
+        """Events emitted since the last call, in emission order."""
+        out, self.pending = self.pending, []
+        return out
+
+
+def _real_version(version: str | None, versioning: str | None) -> str | None:
+    """The version id an event carries: none for unversioned buckets and the null version."""
+    if not versioning or not version or version == "null":
+        return None
+    return version

@@ -1,0 +1,266 @@
+"""Deployment settings shared by the CDK stack and the local runtime.
+
+One model, read from ``cdk.json`` context (or the same keys given to the local runtime), validated
+eagerly: every problem is reported in one :class:`SettingsError`. This module is pure (no CDK, no
+boto3) so the local runtime and the tests can import it cheaply.
+
+The tombstone lifetime (CONTRACT C6) and the ingest rule's event pattern are derived here, so the
+stack and the local runtime cannot disagree about them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Mapping
+
+SECONDS_PER_DAY = 86_400
+
+#: Context keys accepted in ``cdk.json`` (or ``-c key=value``), with their defaults.
+DEFAULTS: dict[str, Any] = {
+    "stage": "dev",
+    "bucketName": None,
+    "versioned": True,
+    "archiveRetentionDays": 30,
+    "queueRetentionDays": 4,
+    "dlqRetentionDays": 14,
+    "tombstoneMarginDays": 1,
+    "functionTimeoutSeconds": 30,
+    "functionMemoryMb": 512,
+    "batchSize": 10,
+    "maxBatchingWindowSeconds": 1,
+    "maxConcurrency": 10,
+    "maxReceiveCount": 5,
+    "recordConcurrency": 8,
+    "logRetentionDays": 30,
+    "inventoryEnabled": True,
+}
+
+# CloudWatch Logs accepts only these retention periods (days).
+# https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutRetentionPolicy.html
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827,
+                      2192, 2557, 2922, 3288, 3653)
+
+_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_STAGE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,31}$")
+
+
+class SettingsError(ValueError):
+    """Raised when context settings are invalid; ``problems`` lists every one of them."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("invalid s3ingest settings:\n  - " + "\n  - ".join(problems))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Validated deployment settings.
+
+    Attributes
+    ----------
+    stage : str
+        Environment name; the stack is named ``S3Ingest-<stage>`` (one stack per environment).
+    bucket_name : str or None
+        An existing bucket to adopt instead of creating one. ``None``: the stack owns the bucket.
+    versioned : bool
+        Versioning on the bucket the stack creates.
+    archive_retention_days : int
+        EventBridge archive retention, days (1 to 3650).
+    queue_retention_days, dlq_retention_days : int
+        SQS message retention of the ingest queue and its dead-letter queue, days (1 to 14).
+    tombstone_margin_days : int
+        Safety margin added to the tombstone lifetime, days.
+    function_timeout_seconds, function_memory_mb : int
+        Ingest Lambda timeout (seconds) and memory (MiB).
+    batch_size, max_batching_window_seconds, max_concurrency : int
+        SQS event source settings (records per batch, seconds, concurrent invocations).
+    max_receive_count : int
+        Receives before a message moves to the dead-letter queue.
+    record_concurrency : int
+        Records of one batch processed at once (bounded thread pool).
+    log_retention_days : int
+        CloudWatch Logs retention of the function's log group (an allowed value).
+    inventory_enabled : bool
+        Whether the stack configures a daily S3 Inventory on the bucket it creates.
+    """
+
+    stage: str = DEFAULTS["stage"]
+    bucket_name: str | None = DEFAULTS["bucketName"]
+    versioned: bool = DEFAULTS["versioned"]
+    archive_retention_days: int = DEFAULTS["archiveRetentionDays"]
+    queue_retention_days: int = DEFAULTS["queueRetentionDays"]
+    dlq_retention_days: int = DEFAULTS["dlqRetentionDays"]
+    tombstone_margin_days: int = DEFAULTS["tombstoneMarginDays"]
+    function_timeout_seconds: int = DEFAULTS["functionTimeoutSeconds"]
+    function_memory_mb: int = DEFAULTS["functionMemoryMb"]
+    batch_size: int = DEFAULTS["batchSize"]
+    max_batching_window_seconds: int = DEFAULTS["maxBatchingWindowSeconds"]
+    max_concurrency: int = DEFAULTS["maxConcurrency"]
+    max_receive_count: int = DEFAULTS["maxReceiveCount"]
+    record_concurrency: int = DEFAULTS["recordConcurrency"]
+    log_retention_days: int = DEFAULTS["logRetentionDays"]
+    inventory_enabled: bool = DEFAULTS["inventoryEnabled"]
+
+    @property
+    def stack_name(self) -> str:
+        """CloudFormation stack name for this stage."""
+        return f"S3Ingest-{self.stage}"
+
+    @property
+    def queue_visibility_timeout_seconds(self) -> int:
+        """Ingest queue visibility timeout: six times the function timeout (AWS Lambda guidance,
+        https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html)."""
+        return 6 * self.function_timeout_seconds
+
+    @property
+    def tombstone_ttl_seconds(self) -> int:
+        """Lifetime of a tombstone (CONTRACT C6), seconds.
+
+        The longest time an older event can still arrive: it may sit in the archive for the archive
+        retention before a replay, then in the ingest queue for its retention, then in the
+        dead-letter queue for its retention before a redrive; plus a margin.
+        """
+        days = (self.archive_retention_days + self.queue_retention_days
+                + self.dlq_retention_days + self.tombstone_margin_days)
+        return days * SECONDS_PER_DAY
+
+    def to_context(self) -> dict[str, Any]:
+        """The settings as ``cdk.json`` context keys."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            out[_camel(f.name)] = getattr(self, f.name)
+        return out
+
+    @classmethod
+    def from_context(cls, context: Mapping[str, Any]) -> Settings:
+        """Build settings from context values, applying defaults and validating all of them.
+
+        Parameters
+        ----------
+        context : Mapping[str, Any]
+            Context keys (``DEFAULTS``'s names). Values may be strings, as ``cdk -c k=v`` gives.
+
+        Raises
+        ------
+        SettingsError
+            With every problem found, not only the first.
+        """
+        problems: list[str] = []
+        values: dict[str, Any] = {}
+        untyped: list[str] = []  # keys whose value could not be converted
+        for f in fields(cls):
+            key = _camel(f.name)
+            raw = context.get(key, DEFAULTS[key])
+            default = DEFAULTS[key]
+            if isinstance(default, bool):
+                val = _to_bool(raw)
+                if val is None:
+                    problems.append(f"{key}: expected true or false, got {raw!r}")
+                    untyped.append(key)
+                    continue
+            elif isinstance(default, int):
+                val = _to_int(raw)
+                if val is None:
+                    problems.append(f"{key}: expected a whole number, got {raw!r}")
+                    untyped.append(key)
+                    continue
+            else:
+                val = None if raw in (None, "", "null") else str(raw)
+            values[f.name] = val
+        # Check the range and cross-key rules of every key that did convert, even when others did
+        # not: the keys that failed fall back to their defaults for this check only, and any rule
+        # that names one of them is dropped (it cannot be judged without a value).
+        unjudgeable = [re.compile(rf"\b{re.escape(key)}\b") for key in untyped]
+        for problem in cls(**values).problems():
+            if not any(rx.search(problem) for rx in unjudgeable):
+                problems.append(problem)
+        if problems:
+            raise SettingsError(problems)
+        return cls(**values)
+
+    def problems(self) -> list[str]:
+        """Every constraint this settings object breaks (empty when valid)."""
+        p: list[str] = []
+
+        def rng(name: str, value: int, lo: int, hi: int, why: str = "") -> None:
+            if not lo <= value <= hi:
+                p.append(f"{name}: {value} is outside {lo}..{hi}{why}")
+
+        if not _STAGE_RE.match(self.stage):
+            p.append(f"stage: {self.stage!r} must start with a letter and hold only letters, "
+                     "digits and '-' (at most 32)")
+        if self.bucket_name is not None and not _BUCKET_RE.match(self.bucket_name):
+            p.append(f"bucketName: {self.bucket_name!r} is not a valid S3 bucket name")
+        rng("archiveRetentionDays", self.archive_retention_days, 1, 3650)
+        rng("queueRetentionDays", self.queue_retention_days, 1, 14, " (SQS limit)")
+        rng("dlqRetentionDays", self.dlq_retention_days, 1, 14, " (SQS limit)")
+        if self.dlq_retention_days < self.queue_retention_days:
+            p.append("dlqRetentionDays must be at least queueRetentionDays: a standard queue keeps "
+                     "a message's original enqueue time when it moves to the dead-letter queue")
+        rng("tombstoneMarginDays", self.tombstone_margin_days, 0, 365)
+        rng("functionTimeoutSeconds", self.function_timeout_seconds, 3, 900)
+        rng("functionMemoryMb", self.function_memory_mb, 128, 10240)
+        rng("batchSize", self.batch_size, 1, 10000)
+        rng("maxBatchingWindowSeconds", self.max_batching_window_seconds, 0, 300)
+        if self.batch_size > 10 and self.max_batching_window_seconds < 1:
+            p.append("batchSize above 10 needs maxBatchingWindowSeconds of at least 1 (Lambda rule)")
+        rng("maxConcurrency", self.max_concurrency, 2, 1000, " (Lambda SQS maximum concurrency)")
+        rng("maxReceiveCount", self.max_receive_count, 1, 1000)
+        rng("recordConcurrency", self.record_concurrency, 1, 64)
+        if self.log_retention_days not in LOG_RETENTION_DAYS:
+            p.append(f"logRetentionDays: {self.log_retention_days} is not a CloudWatch Logs "
+                     f"retention value ({', '.join(map(str, LOG_RETENTION_DAYS))})")
+        if self.queue_visibility_timeout_seconds > 43_200:
+            p.append("functionTimeoutSeconds: six times it exceeds the SQS visibility limit (12 h)")
+        return p
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain dict of the settings (snake_case names)."""
+        return asdict(self)
+
+
+def ingest_event_pattern(bucket_name: str) -> dict[str, Any]:
+    """EventBridge event pattern of the ingest rule and its archive.
+
+    Matches only this bucket's ``Object Created`` and ``Object Deleted`` events from ``aws.s3``
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/ev-events.html).
+
+    Parameters
+    ----------
+    bucket_name : str
+        The landing bucket's name (a CDK token in the stack, a literal locally).
+
+    Returns
+    -------
+    dict
+        ``{"source": [...], "detail-type": [...], "detail": {"bucket": {"name": [...]}}}``
+    """
+    return {
+        "source": ["aws.s3"],
+        "detail-type": ["Object Created", "Object Deleted"],
+        "detail": {"bucket": {"name": [bucket_name]}},
+    }
+
+
+def _camel(snake: str) -> str:
+    head, *rest = snake.split("_")
+    return head + "".join(w.capitalize() for w in rest)
+
+
+def _to_bool(raw: Any) -> bool | None:
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    return None
+
+
+def _to_int(raw: Any) -> int | None:
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, str) and re.fullmatch(r"-?\d+", raw.strip()):
+        return int(raw)
+    return None
