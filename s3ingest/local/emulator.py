@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import threading
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -25,16 +26,45 @@ REGION = "us-east-1"
 ACCOUNT = "123456789012"
 
 
+_ITEM_LOCK = threading.RLock()
+
+
+def _serialize_item_writes() -> None:
+    """Make the emulator's DynamoDB item operations atomic with respect to each other.
+
+    Real DynamoDB evaluates a condition expression and applies the write atomically per item
+    (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.ConditionExpressions.html);
+    moto's server handles requests on several threads without a lock, so two conditional writes
+    to one item can both pass their condition. Without this, the emulator, not the product,
+    would break CONTRACT C10. Applied once per process; idempotent.
+    """
+    from moto.dynamodb.models import DynamoDBBackend
+
+    for name in ("put_item", "update_item", "delete_item", "get_item", "transact_write_items"):
+        original = getattr(DynamoDBBackend, name)
+        if getattr(original, "_s3ingest_locked", False):
+            continue
+
+        def locked(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            with _ITEM_LOCK:
+                return _original(self, *args, **kwargs)
+
+        locked._s3ingest_locked = True  # type: ignore[attr-defined]
+        setattr(DynamoDBBackend, name, locked)
+
+
 class Emulator:
     """moto's server running in this process on ``127.0.0.1:<free port>``.
 
     Use as a context manager; :meth:`client` returns boto3 clients bound to it with fake
-    credentials (no AWS account is ever contacted).
+    credentials (no AWS account is ever contacted). DynamoDB item writes are made atomic as in
+    AWS (see :func:`_serialize_item_writes`).
     """
 
     def __init__(self) -> None:
         from moto.server import ThreadedMotoServer
 
+        _serialize_item_writes()
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         self.port = _free_port()
         self.endpoint_url = f"http://127.0.0.1:{self.port}"

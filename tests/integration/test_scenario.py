@@ -1,0 +1,89 @@
+"""The scenario runner (``s3ingest local scenario``): raw bodies, S3 operations, flush chaos."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from s3ingest.cli import app
+from s3ingest.local.scenario import ScenarioError, parse_lines, run_scenario
+from tests.samples import load_sample
+
+
+def write(tmp_path: Path, lines: list[Any]) -> Path:
+    path = tmp_path / "scenario.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_scenario_with_raw_bodies_operations_and_chaos(emulator: Any, tmp_path: Path) -> None:
+    # GIVEN a real EventBridge sample retargeted at the scenario's bucket, a TestEvent, garbage,
+    # and S3 operations flushed with duplicates and reordering
+    sample = load_sample("powertools__s3EventBridgeNotificationObjectCreatedEvent.json")
+    assert isinstance(sample, dict)
+    sample["detail"]["bucket"]["name"] = "scenario-bucket"
+    path = write(tmp_path, [
+        {"bucket": "scenario-bucket", "versioning": "Enabled"},
+        {"op": "deliver", "body": sample},
+        {"op": "deliver", "body": load_sample("awsdocs-s3ug__notification-TestEvent.json")},
+        {"op": "deliver", "body": "not json at all"},
+        {"op": "put", "key": "a b+c.txt", "body": "one"},
+        {"op": "put", "key": "a b+c.txt", "body": "two"},
+        {"op": "delete", "key": "gone.txt"},
+        {"op": "flush", "chaos": {"seed": 4, "duplicate": 0.5, "reorder": True, "drop": 0.0}},
+    ])
+    # WHEN it runs
+    result = run_scenario(path, emulator=emulator)
+    # THEN each message has its outcome, attributed to its step
+    by_step = {}
+    for m in result["messages"]:
+        by_step.setdefault(m["step"], []).append(m["outcome"])
+    assert by_step[2] == ["applied"]  # the sample's object (bucket has no such key: still applied)
+    assert by_step[3] == ["ignored"]
+    assert by_step[4] == ["invalid"]
+    assert set(by_step[8]) <= {"applied", "duplicate", "stale"}
+    keys = {r["key"]: r for r in result["ledger"]}
+    assert keys["a b+c.txt"]["state"] == "present"
+    assert keys["gone.txt"]["state"] == "deleted"
+    # the sample's key was never written to the bucket: the ledger and bucket disagree on it
+    assert result["converged"] is False
+    assert result["differences"] == ["present in ledger but not visible: 'IMG_m7fzo3.jpg'"]
+    assert [o["key"] for o in result["bucket"]] == ["a b+c.txt"]
+
+
+def test_scenario_cli_json_output(tmp_path: Path) -> None:
+    path = write(tmp_path, [
+        {"bucket": "cli-bucket", "versioning": None},
+        {"op": "put", "key": "x", "body": "1"},
+        {"op": "delete", "key": "x"},
+        {"op": "flush", "chaos": {"seed": 1, "reorder": True}},
+    ])
+    result = CliRunner().invoke(app, ["local", "scenario", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert set(doc) >= {"messages", "ledger", "bucket", "converged"}
+    assert doc["converged"] is True
+    assert doc["bucket"] == []
+    assert [r["state"] for r in doc["ledger"]] == ["deleted"]
+    assert {m["outcome"] for m in doc["messages"]} <= {"applied", "stale"}
+    for m in doc["messages"]:
+        assert set(m) >= {"step", "outcome", "reason", "bucket", "key", "sequencer"}
+
+
+@pytest.mark.parametrize(("lines", "message"), [
+    (['{"op": "jump"}'], "unknown op"),
+    (['{"op": "put", "key": "k"}'], "needs body"),
+    (["[1, 2]"], "expected a JSON object"),
+    (["{nope"], "not JSON"),
+    (['{"op": "flush", "chaos": {"drop": 2}}'], "within 0..1"),
+    (['{"op": "put", "key": "k", "body": "b"}', '{"bucket": "late"}'], "only the first line"),
+    (['{"bucket": "b", "versioning": "Sometimes"}'], "versioning must be"),
+])
+def test_bad_scenario_lines_are_reported_with_their_line(lines: list[str], message: str) -> None:
+    with pytest.raises(ScenarioError, match=message) as info:
+        parse_lines(lines)
+    assert "line " in str(info.value)
