@@ -11,8 +11,9 @@ stack and the local runtime cannot disagree about them.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Mapping
+from typing import Any
 
 SECONDS_PER_DAY = 86_400
 
@@ -153,6 +154,7 @@ class Settings:
             key = _camel(f.name)
             raw = context.get(key, DEFAULTS[key])
             default = DEFAULTS[key]
+            val: Any
             if isinstance(default, bool):
                 val = _to_bool(raw)
                 if val is None:
@@ -204,7 +206,9 @@ class Settings:
         rng("batchSize", self.batch_size, 1, 10000)
         rng("maxBatchingWindowSeconds", self.max_batching_window_seconds, 0, 300)
         if self.batch_size > 10 and self.max_batching_window_seconds < 1:
-            p.append("batchSize above 10 needs maxBatchingWindowSeconds of at least 1 (Lambda rule)")
+            p.append(
+                "batchSize above 10 needs maxBatchingWindowSeconds of at least 1 (Lambda rule)"
+            )
         rng("maxConcurrency", self.max_concurrency, 2, 1000, " (Lambda SQS maximum concurrency)")
         rng("maxReceiveCount", self.max_receive_count, 1, 1000)
         rng("recordConcurrency", self.record_concurrency, 1, 64)

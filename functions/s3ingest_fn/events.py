@@ -96,14 +96,18 @@ def decode_form_key(raw: Any) -> str:
         raise InvalidMessageError("bad-percent-encoding", raw[:200])
     try:
         key = unquote_to_bytes(raw.replace("+", " ")).decode("utf-8")
-    except UnicodeDecodeError as exc:
+    except UnicodeError as exc:  # invalid UTF-8 after decoding, or a lone surrogate in the JSON
         raise InvalidMessageError("key-not-utf8", raw[:200]) from exc
     return _check_key(key)
 
 
 def _check_key(key: str) -> str:
-    if len(key.encode("utf-8")) > MAX_KEY_BYTES:
-        raise InvalidMessageError("key-too-long", f"{len(key.encode('utf-8'))} bytes")
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeError as exc:  # a lone surrogate (JSON "\ud800") is no S3 key
+        raise InvalidMessageError("key-not-utf8", repr(key[:200])) from exc
+    if size > MAX_KEY_BYTES:
+        raise InvalidMessageError("key-too-long", f"{size} bytes")
     return key
 
 
@@ -134,7 +138,7 @@ def parse_body(body: Any) -> Parsed:
 def _loads(text: str) -> Any:
     try:
         return json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, or an over-long integer
         raise InvalidMessageError("malformed-json", str(exc)[:200]) from exc
 
 
@@ -169,7 +173,7 @@ def _opt_size(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.isdigit():
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 20:
         return int(value)
     return None
 
@@ -177,7 +181,7 @@ def _opt_size(value: Any) -> int | None:
 def normalize_etag(value: Any) -> str | None:
     """ETag without surrounding quotes (events send it bare, the S3 API quoted; FACTS 1.4)."""
     text = _opt_str(value)
-    return text.strip('"') if text else None
+    return (text.strip('"') or None) if text else None
 
 
 def normalize_version(value: Any) -> str | None:
@@ -197,10 +201,11 @@ def _parse_eventbridge(doc: dict[str, Any]) -> Change:
     obj = detail.get("object")
     if not isinstance(bucket, str) or not bucket or not isinstance(obj, dict):
         raise InvalidMessageError("missing-field", "detail.bucket.name or detail.object")
-    raw_key = obj.get("key")
-    key = decode_form_key(raw_key)
+    key = decode_form_key(obj.get("key"))
+    raw_key: str = obj["key"]
     detail_type = doc.get("detail-type")
     version_id = normalize_version(obj.get("version-id"))
+    names_version = _opt_str(obj.get("version-id")) is not None  # "null" names the null version
     reason = _opt_str(detail.get("reason"))
     deletion_type = _opt_str(detail.get("deletion-type"))
     if detail_type == _CREATED:
@@ -209,7 +214,7 @@ def _parse_eventbridge(doc: dict[str, Any]) -> Change:
         if deletion_type == "Delete Marker Created":
             kind = Kind.REMOVED
         else:
-            kind = Kind.VERSION_REMOVED if version_id else Kind.REMOVED
+            kind = Kind.VERSION_REMOVED if names_version else Kind.REMOVED
     elif detail_type in _EB_METADATA:
         kind = Kind.METADATA
     else:
@@ -227,14 +232,14 @@ def _parse_eventbridge(doc: dict[str, Any]) -> Change:
     )
 
 
-def _notification_kind(event_name: str, version_id: str | None) -> Kind:
+def _notification_kind(event_name: str, names_version: bool) -> Kind:
     if event_name.startswith("ObjectCreated:"):
         return Kind.CREATED
     if event_name.endswith(":DeleteMarkerCreated") and event_name.startswith(
             ("ObjectRemoved:", "LifecycleExpiration:")):
         return Kind.REMOVED
     if event_name in ("ObjectRemoved:Delete", "LifecycleExpiration:Delete"):
-        return Kind.VERSION_REMOVED if version_id else Kind.REMOVED
+        return Kind.VERSION_REMOVED if names_version else Kind.REMOVED
     if event_name.startswith(_NOTIFICATION_METADATA):
         return Kind.METADATA
     if event_name == "ReducedRedundancyLostObject":
@@ -256,15 +261,15 @@ def _parse_record(record: Any) -> Change:
     if not isinstance(bucket, str) or not bucket:
         raise InvalidMessageError("missing-field", "s3.bucket.name")
     obj = s3["object"]
-    raw_key = obj.get("key")
-    key = decode_form_key(raw_key)
+    key = decode_form_key(obj.get("key"))
+    raw_key: str = obj["key"]
     event_name = record.get("eventName")
     if not isinstance(event_name, str) or not event_name:
         raise InvalidMessageError("missing-field", "eventName")
     # Real events carry no "s3:" prefix; several library fixtures do (FACTS 1.1). Accept both.
     event_name = event_name.removeprefix("s3:")
     version_id = normalize_version(obj.get("versionId"))
-    kind = _notification_kind(event_name, version_id)
+    kind = _notification_kind(event_name, _opt_str(obj.get("versionId")) is not None)
     raw_seq = obj.get("sequencer")
     return Change(
         bucket=bucket, key=key, raw_key=raw_key, kind=kind, event_name=event_name,

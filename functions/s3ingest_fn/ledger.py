@@ -188,11 +188,11 @@ class DynamoLedger:
         if meta.sequencer is not None:
             sets["seq"] = {"S": meta.sequencer}
             sets["raw_seq"] = {"S": meta.raw_sequencer or meta.sequencer}
-        for name, value in (("version_id", state.version_id), ("etag", state.etag)):
-            if state.present and value is not None:
-                sets[name] = {"S": value}
+        for attr, text in (("version_id", state.version_id), ("etag", state.etag)):
+            if state.present and text is not None:
+                sets[attr] = {"S": text}
             else:
-                removes.append(name)
+                removes.append(attr)
         if state.present and state.size is not None:
             sets["size"] = {"N": str(state.size)}
         else:

@@ -6,10 +6,10 @@ Pure data: no AWS calls here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 
-class Kind(str, Enum):
+class Kind(StrEnum):
     """What an event says happened to an object (CONTRACT C3)."""
 
     CREATED = "created"
@@ -25,7 +25,7 @@ class Kind(str, Enum):
     OBSERVE = "observe"
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     """How one message ended (CONTRACT C9). Each is a metric and a structured log line."""
 
     APPLIED = "applied"
@@ -37,7 +37,7 @@ class Outcome(str, Enum):
     RETRIED = "retried"
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     """The wire format an event arrived in (decides how its key is decoded, CONTRACT C1)."""
 
     EVENTBRIDGE = "eventbridge"

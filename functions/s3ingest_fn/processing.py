@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -158,7 +159,8 @@ class FunctionSettings:
         for name, default, lo, hi in (("TOMBSTONE_TTL_SECONDS", "0", 0, 10 * 365 * 86400),
                                       ("RECORD_CONCURRENCY", "8", 1, 64)):
             raw = env.get(name, default)
-            if not str(raw).isdigit() or not lo <= int(raw) <= hi:
+            text = str(raw)
+            if not (text.isascii() and text.isdigit()) or not lo <= int(text) <= hi:
                 problems.append(f"{name}={raw!r} is not a whole number in {lo}..{hi}")
             else:
                 ints[name] = int(raw)

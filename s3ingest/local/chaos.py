@@ -7,8 +7,9 @@ lose events. :class:`Chaos` turns a list of emitted events into the sequence act
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping, TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 

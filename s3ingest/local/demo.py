@@ -10,8 +10,9 @@ gives the events per outcome and whether the ledger equals the bucket.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from s3ingest.local.chaos import Chaos
 from s3ingest.local.emulator import Emulator

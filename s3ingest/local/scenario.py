@@ -18,8 +18,9 @@ The result (:func:`run_scenario`) is ``{"messages": [...], "ledger": [...], "buc
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from s3ingest.local.chaos import Chaos
 from s3ingest.local.emulator import Emulator

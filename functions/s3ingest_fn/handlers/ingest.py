@@ -1,7 +1,7 @@
 """The ingest Lambda handler: SQS batch in, partial batch response out.
 
-Thin by design: Powertools decorators, the batch processor, one call per record. Records of a
-batch run concurrently on a bounded thread pool (CONTRACT C10); a record whose outcome is
+Thin by design: Powertools decorators, Powertools' batch processor, one call per record. Records
+of a batch run concurrently on a bounded thread pool (CONTRACT C10); a record whose outcome is
 ``retried`` is reported in ``batchItemFailures`` and comes back after the visibility timeout
 (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-errorhandling.html).
 
@@ -11,33 +11,49 @@ Shape out: ``{"batchItemFailures": [{"itemIdentifier": messageId}, ...]}``.
 
 from __future__ import annotations
 
-import asyncio
+import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import (
-    AsyncBatchProcessor,
+    BatchProcessor,
     EventType,
-    async_process_partial_response,
+    process_partial_response,
 )
 
 from s3ingest_fn.model import Outcome, Result
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-    from aws_lambda_powertools.utilities.typing import LambdaContext
 
     from s3ingest_fn.processing import MessageProcessor
 
 logger = Logger(service="s3ingest")
 metrics = Metrics(namespace="S3Ingest", service="s3ingest")
-tracer = Tracer(service="s3ingest")
 
 
 class RetryRecordError(Exception):
     """Raised inside the batch processor to mark a record as a batch item failure."""
+
+
+class ConcurrentBatchProcessor(BatchProcessor):
+    """Powertools' SQS :class:`BatchProcessor`, with the records of a batch processed on a bounded
+    thread pool instead of one after another (CONTRACT C10).
+
+    Success and failure bookkeeping, and the partial batch response, stay Powertools'. Only for
+    standard queues: a FIFO queue needs in-order processing that stops at the first failure.
+    """
+
+    def __init__(self, pool: ThreadPoolExecutor) -> None:
+        super().__init__(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+        self._pool = pool
+
+    def process(self) -> list[tuple[Any, ...]]:
+        """Run the record handler for every record, at most ``pool`` size at once."""
+        return list(self._pool.map(self._process_record, self.records))
 
 
 def make_handler(processor: MessageProcessor, record_concurrency: int,
@@ -62,22 +78,20 @@ def make_handler(processor: MessageProcessor, record_concurrency: int,
     emit = emit or _log_and_count
 
     def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        batch = AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-        loop_results: list[tuple[Result, str]] = []
+        done: list[tuple[Result, str]] = []
 
-        async def record_handler(record: SQSRecord) -> str:
-            loop = asyncio.get_running_loop()
-            results = await loop.run_in_executor(pool, processor.process, record.body,
-                                                 record.message_id)
-            loop_results.extend((r, record.message_id) for r in results)
-            if any(r.outcome is Outcome.RETRIED for r in results):
-                raise RetryRecordError(next(r.reason for r in results
-                                            if r.outcome is Outcome.RETRIED))
+        def record_handler(record: SQSRecord) -> str:
+            results = processor.process(record.body, record.message_id)
+            done.extend((r, record.message_id) for r in results)  # list.append is atomic
+            retry = [r.reason for r in results if r.outcome is Outcome.RETRIED]
+            if retry:
+                raise RetryRecordError(retry[0])
             return ",".join(r.outcome.value for r in results)
 
-        response = async_process_partial_response(event=event, record_handler=record_handler,
-                                                  processor=batch, context=context)
-        for result, message_id in loop_results:
+        response = process_partial_response(event=event, record_handler=record_handler,
+                                            processor=ConcurrentBatchProcessor(pool),
+                                            context=context)
+        for result, message_id in done:
             emit(result, message_id)
         return dict(response)
 
@@ -85,9 +99,10 @@ def make_handler(processor: MessageProcessor, record_concurrency: int,
 
 
 def _log_and_count(result: Result, message_id: str) -> None:
-    logger.info("record processed", outcome=result.outcome.value, reason=result.reason,
-                bucket=result.bucket, key=result.key, sequencer=result.sequencer,
-                message_id=message_id, **result.extra)
+    logger.info("record processed", extra={
+        "outcome": result.outcome.value, "reason": result.reason, "bucket": result.bucket,
+        "key": result.key, "sequencer": result.sequencer, "message_id": message_id,
+        **result.extra})
     metrics.add_metric(name=result.outcome.value, unit=MetricUnit.Count, value=1)
     if result.extra.get("source") == "replay":
         metrics.add_metric(name="replayed", unit=MetricUnit.Count, value=1)
@@ -97,6 +112,8 @@ _handler: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None
 
 
 def _build_from_env() -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    """Cold start: settings from the environment, clients, and (unless disabled) the X-Ray
+    tracer, imported here so that importing this module stays cheap (see ``bench/``)."""
     import boto3
 
     from s3ingest_fn.bucket import S3Objects
@@ -105,6 +122,10 @@ def _build_from_env() -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     from s3ingest_fn.processing import DeadLetter, FunctionSettings, MessageProcessor
 
     settings = FunctionSettings.from_env()
+    if os.environ.get("POWERTOOLS_TRACE_DISABLED", "false").lower() != "true":
+        from aws_lambda_powertools import Tracer
+
+        Tracer(service="s3ingest", patch_modules=["boto3", "botocore"])
     service = IngestService(
         ledger=DynamoLedger(boto3.client("dynamodb"), settings.ledger_table_name,
                             settings.tombstone_ttl_seconds),
@@ -117,14 +138,14 @@ def _build_from_env() -> Callable[[dict[str, Any], Any], dict[str, Any]]:
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
 @metrics.log_metrics
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda entry point (``s3ingest_fn.handlers.ingest.handler``).
 
     Clients and settings are built on the first invocation (cold start) from the environment:
     ``LEDGER_TABLE_NAME``, ``DEAD_LETTER_QUEUE_URL``, ``TOMBSTONE_TTL_SECONDS``,
-    ``RECORD_CONCURRENCY``, ``BUCKET_NAME``.
+    ``RECORD_CONCURRENCY``, ``BUCKET_NAME``; ``POWERTOOLS_TRACE_DISABLED=true`` skips the X-Ray
+    SDK (Lambda's active tracing still records the invocation).
     """
     global _handler
     if _handler is None:

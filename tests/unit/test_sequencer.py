@@ -1,0 +1,123 @@
+"""The sequencer comparator (CONTRACT C2; FACTS sections 0 and 3)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from s3ingest_fn import sequencer
+
+HEX = "0123456789ABCDEFabcdef"
+
+
+def test_right_padding_orders_a_shorter_later_sequencer_after_a_longer_earlier_one() -> None:
+    # FACTS 0: B is one second after A (…F9 -> …FA) but four characters shorter.
+    a, b = "00643717F9F8B85354", "00643717FA1234"
+    # The pair discriminates: left-padding (the 2018-2021 doc wording) orders it the other way.
+    assert b.rjust(len(a), "0") < a
+    assert b.ljust(len(a), "0") > a
+
+    assert sequencer.compare(b, a) == 1
+    assert sequencer.compare(a, b) == -1
+
+
+def test_normalize_upper_cases_and_right_pads_to_the_stored_width() -> None:
+    assert sequencer.WIDTH == 64
+    assert sequencer.normalize("617f08299329d189") == "617F08299329D189" + "0" * 48
+    assert sequencer.normalize("00643717F9F8B85354") == "00643717F9F8B85354" + "0" * 46
+
+
+def test_case_is_normalised_before_comparing() -> None:
+    # As raw strings 'F' < 'f', so an upper-case newer value would sort below a lower-case older
+    # one (real captures are upper-case, the EventBridge doc examples lower-case).
+    newer, older = "00643717FA0000", "00643717f9ffff"
+    assert newer < older
+    assert sequencer.compare(newer, older) == 1
+    assert sequencer.compare(older, newer) == -1
+    assert sequencer.compare("006408cad69598b05e", "006408CAD69598B05E") == 0
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("006408CAD69598B05E", "006408CAD69598B05E"),  # the same event delivered twice
+    ("00643717FA1234", "00643717FA123400"),  # equal once the shorter is right-padded
+    ("617b3980", "617B398000000000"),
+])
+def test_equal_after_padding_is_a_duplicate(a: str, b: str) -> None:
+    assert sequencer.compare(a, b) == 0
+    assert sequencer.compare(b, a) == 0
+
+
+@pytest.mark.parametrize("raw", [
+    None, "", "   ", 0x643717, b"00643717F9F8B85354",
+    "Happy Sequencer", "0066LIFECYCLE890", "sequencer", "object-sequencer",  # fixtures, snapshots
+    "0x643717F9", "-00643717F9", "00643717 F9F8",
+    "0" * 65,  # longer than WIDTH
+])
+def test_unusable_value_normalises_to_none_and_cannot_be_compared(raw: object) -> None:
+    assert sequencer.normalize(raw) is None
+    with pytest.raises(ValueError):
+        sequencer.compare(raw, "00643717F9F8B85354")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        sequencer.compare("00643717F9F8B85354", raw)  # type: ignore[arg-type]
+
+
+def test_longest_accepted_value_is_width_characters() -> None:
+    longest = "A" * sequencer.WIDTH
+    assert sequencer.normalize(longest) == longest
+    assert sequencer.normalize(longest + "0") is None
+
+
+# --- properties on real-format sequencers: "00" + 8 hex digits of Unix seconds + a suffix ---------
+
+seconds = st.integers(min_value=0, max_value=0xFFFFFFFF)
+#: Suffixes of any length that keeps the whole value within WIDTH (10 + 54 = 64).
+suffixes = st.text(alphabet=HEX, max_size=sequencer.WIDTH - 10)
+
+
+def real_format(secs: int, suffix: str, lower: bool) -> str:
+    value = f"00{secs:08X}{suffix}"
+    return value.lower() if lower else value
+
+
+@given(seconds, seconds, suffixes, suffixes, st.booleans(), st.booleans())
+def test_a_later_second_always_compares_greater_whatever_the_suffix_lengths(
+    t1: int, t2: int, s1: str, s2: str, lower1: bool, lower2: bool
+) -> None:
+    a, b = real_format(t1, s1, lower1), real_format(t2, s2, lower2)
+    if t1 < t2:
+        assert (sequencer.compare(a, b), sequencer.compare(b, a)) == (-1, 1)
+    elif t1 > t2:
+        assert (sequencer.compare(a, b), sequencer.compare(b, a)) == (1, -1)
+
+
+@given(seconds, suffixes, suffixes)
+def test_within_one_second_the_suffix_decides_as_right_padded_strings(
+    t: int, s1: str, s2: str
+) -> None:
+    a, b = real_format(t, s1, False), real_format(t, s2, False)
+    width = max(len(a), len(b))
+    pa, pb = a.upper().ljust(width, "0"), b.upper().ljust(width, "0")
+    assert sequencer.compare(a, b) == (pa > pb) - (pa < pb)
+
+
+@given(seconds, suffixes, st.integers(min_value=0, max_value=54), st.booleans())
+def test_trailing_zeros_never_change_the_order(t: int, s: str, zeros: int, lower: bool) -> None:
+    a = real_format(t, s, lower)
+    padded = (a + "0" * zeros)[: sequencer.WIDTH]
+    assert sequencer.compare(a, padded) == 0
+
+
+@given(seconds, suffixes, seconds, suffixes, st.booleans())
+def test_normalize_is_idempotent_and_keeps_the_order(
+    t1: int, s1: str, t2: int, s2: str, lower: bool
+) -> None:
+    a, b = real_format(t1, s1, lower), real_format(t2, s2, not lower)
+    na, nb = sequencer.normalize(a), sequencer.normalize(b)
+    assert na is not None and nb is not None
+    assert len(na) == len(nb) == sequencer.WIDTH
+    # Normalising a normalised value, or one with its padding stripped, changes nothing.
+    assert sequencer.normalize(na) == na
+    assert sequencer.normalize(na.rstrip("0") or "0") == na
+    # Stored (normalised) values compare as plain strings exactly as the raw values do, which is
+    # what lets DynamoDB apply the rule with a string "<" in a condition expression.
+    assert (na > nb) - (na < nb) == sequencer.compare(a, b) == sequencer.compare(na, nb)
