@@ -32,7 +32,7 @@ DEFAULTS: dict[str, Any] = {
     "maxBatchingWindowSeconds": 1,
     "maxConcurrency": 10,
     "maxReceiveCount": 5,
-    "recordConcurrency": 8,
+    "recordConcurrency": 16,
     "logRetentionDays": 30,
     "inventoryEnabled": True,
 }

@@ -25,6 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from s3ingest.local.chaos import Chaos
+from s3ingest.local.emulator import REGION, Emulator, Resources, provision
+from s3ingest.local.s3faithful import FaithfulS3, SequencerClock
+from s3ingest.settings import Settings
 from s3ingest_fn.bucket import S3Objects
 from s3ingest_fn.events import normalize_etag, normalize_version
 from s3ingest_fn.handlers.ingest import make_handler
@@ -32,11 +36,6 @@ from s3ingest_fn.ingest import IngestService
 from s3ingest_fn.ledger import DynamoLedger, from_item
 from s3ingest_fn.model import Result
 from s3ingest_fn.processing import DeadLetter, MessageProcessor
-
-from s3ingest.local.chaos import Chaos
-from s3ingest.local.emulator import REGION, Emulator, Resources, provision
-from s3ingest.local.s3faithful import FaithfulS3, SequencerClock
-from s3ingest.settings import Settings
 
 #: Visibility timeout used by the local poller for a received batch, seconds: a failed record
 #: comes back this soon instead of after the deployed queue's timeout.

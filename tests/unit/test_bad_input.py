@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pytest
+
 from s3ingest_fn.events import MAX_BODY_BYTES, MAX_KEY_BYTES, decode_form_key, parse_body
 from s3ingest_fn.model import Format, InvalidMessageError, Kind
 

@@ -22,9 +22,9 @@ from functools import cache
 from typing import Any
 
 import pytest
+
 from s3ingest_fn.events import parse_body
 from s3ingest_fn.model import Format, InvalidMessageError, Kind
-
 from tests.samples import load_sample, samples_dir
 
 pytestmark = pytest.mark.skipif(

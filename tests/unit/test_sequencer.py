@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from s3ingest_fn import sequencer
 
 HEX = "0123456789ABCDEFabcdef"

@@ -1,0 +1,1 @@
+"""Benchmarks: figures and ratios against stated targets, printed, never asserted in tests."""

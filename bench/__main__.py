@@ -1,0 +1,41 @@
+"""Run the benchmarks: ``python -m bench [--events N] [--only NAME ...]``.
+
+Prints one block per benchmark with its figures, the ratio to its baseline and the target.
+Targets are reported, not asserted: this machine is shared and noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench import batch_concurrency, import_time, requests_per_event
+
+    benches = {
+        "requests": lambda a: requests_per_event.run(a.events, a.seed),
+        "concurrency": lambda a: batch_concurrency.run(),
+        "import": lambda a: import_time.run(),
+    }
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--events", type=int, default=10_000,
+                        help="events delivered in the requests-per-event run (default 10000)")
+    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--only", nargs="*", choices=sorted(benches), default=sorted(benches))
+    args = parser.parse_args(argv)
+    for name in args.only:
+        started = time.perf_counter()
+        print(f"== {name}", flush=True)
+        benches[name](args)
+        print(f"   ({time.perf_counter() - started:.1f} s)\n", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

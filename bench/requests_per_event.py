@@ -1,0 +1,118 @@
+"""DynamoDB requests per event in a chaotic local run, against a Powertools-Idempotency design.
+
+The run: puts, overwrites, delete markers and deletes of single versions over a few hundred keys
+of a versioned bucket, every event delivered through EventBridge, SQS and the real handler with
+20% duplication and full reordering, until ``--events`` deliveries. Every DynamoDB request the
+ledger makes is counted by operation (botocore ``before-call`` hook). Target: 1.00 write and 0.00
+reads per sequenced event.
+
+The baseline: the same deliveries through Powertools' ``idempotent_function`` (DynamoDB
+persistence layer, keyed by bucket, key and sequencer) around a plain ledger PutItem, counted the
+same way on the same emulator.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from typing import Any
+
+from s3ingest.local.chaos import Chaos
+from s3ingest.local.emulator import Emulator
+from s3ingest.local.runtime import LocalRuntime
+
+WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}
+READS = {"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"}
+DUPLICATE = 0.2
+
+
+def _workload(rt: LocalRuntime, target_events: int, seed: int) -> None:
+    rng = random.Random(seed)
+    keys = [f"data/{i:04d}/file {i}+x.csv" for i in range(max(10, target_events // 40))]
+    versions: dict[str, list[str]] = {k: [] for k in keys}
+    ops = int(target_events / (1 + DUPLICATE * 1.25))
+    for _ in range(ops):
+        key = rng.choice(keys)
+        roll = rng.random()
+        if roll < 0.75 or not versions[key]:
+            op = rt.faithful.put(key, f"{key} {rng.random()}")
+            if op.version_id:
+                versions[key].append(op.version_id)
+        elif roll < 0.92:
+            rt.faithful.delete(key)
+        else:
+            rt.faithful.delete(key, versions[key].pop(rng.randrange(len(versions[key]))))
+
+
+def _count_calls(client: Any) -> Counter[str]:
+    calls: Counter[str] = Counter()
+    client.meta.events.register("before-call.dynamodb",
+                                lambda model, **_: calls.update([model.name]))
+    return calls
+
+
+def _baseline(emu: Emulator, events: list[dict[str, Any]]) -> tuple[Counter[str], int]:
+    """Powertools idempotency around an unconditional ledger write, on the same deliveries."""
+    from aws_lambda_powertools.utilities.idempotency import (
+        DynamoDBPersistenceLayer,
+        IdempotencyConfig,
+        idempotent_function,
+    )
+
+    ddb = emu.client("dynamodb")
+    for name, key in (("idempotency", "id"), ("baseline-ledger", "pk")):
+        ddb.create_table(TableName=name, BillingMode="PAY_PER_REQUEST",
+                         KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+                         AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}])
+    calls = _count_calls(ddb)
+    layer = DynamoDBPersistenceLayer(table_name="idempotency", boto3_client=ddb)
+
+    @idempotent_function(data_keyword_argument="event", persistence_store=layer,
+                         config=IdempotencyConfig(event_key_jmespath="[bucket, key, sequencer]"))
+    def ingest(event: dict[str, Any]) -> dict[str, Any]:
+        ddb.put_item(TableName="baseline-ledger", Item={
+            "pk": {"S": f"{event['bucket']}/{event['key']}"},
+            "seq": {"S": event["sequencer"]}})
+        return {"ok": True}
+
+    for e in events:
+        obj = e["detail"]["object"]
+        ingest(event={"bucket": e["detail"]["bucket"]["name"], "key": obj["key"],
+                      "sequencer": obj["sequencer"]})
+    return calls, len(events)
+
+
+def run(target_events: int, seed: int) -> None:
+    with Emulator() as emu:
+        rt = LocalRuntime(emu, versioning="Enabled", seed=seed)
+        calls = _count_calls(rt.ddb)
+        _workload(rt, target_events, seed)
+        emitted = list(rt.faithful.pending)
+        delivered = rt.flush(Chaos(seed=seed, duplicate=DUPLICATE, reorder=True))
+        rt.drain()
+        counts = rt.outcome_counts()
+        processed = sum(counts.values())
+        writes = sum(n for op, n in calls.items() if op in WRITES)
+        reads = sum(n for op, n in calls.items() if op in READS)
+        converged = rt.compare().converged
+        heads = rt.objects.requests
+        chaos = Chaos(seed=seed, duplicate=DUPLICATE, reorder=True)
+        base_calls, base_events = _baseline(emu, chaos.schedule(emitted)[0])
+    base_writes = sum(n for op, n in base_calls.items() if op in WRITES)
+    base_reads = sum(n for op, n in base_calls.items() if op in READS)
+    print(f"   S3 operations {len(emitted)}, events delivered {delivered}, "
+          f"records processed {processed}")
+    print(f"   outcomes {json.dumps(dict(sorted(counts.items())))}")
+    print(f"   DynamoDB calls {json.dumps(dict(sorted(calls.items())))}")
+    print(f"   writes per sequenced event  {writes / processed:6.3f}  (target 1.00)")
+    print(f"   reads per sequenced event   {reads / processed:6.3f}  (target 0.00)")
+    print(f"   S3 HEADs per event          {heads / processed:6.3f}  "
+          "(deletes of one version only)")
+    print(f"   converged                   {converged}")
+    print(f"   baseline (Powertools idempotency + ledger PutItem), {base_events} deliveries:")
+    print(f"     DynamoDB calls {json.dumps(dict(sorted(base_calls.items())))}")
+    print(f"     writes per event {base_writes / base_events:6.3f}, "
+          f"reads per event {base_reads / base_events:6.3f}")
+    print(f"   ratio of writes (s3ingest / baseline) "
+          f"{(writes / processed) / (base_writes / base_events):6.3f}")

@@ -1,0 +1,81 @@
+"""Composition of the CDK app: settings from context, the one stack, cdk-nag on every synth."""
+
+from __future__ import annotations
+
+import os
+
+from aws_cdk import App, Environment, Validations
+from aws_cdk import aws_lambda as lambda_
+from cdk_nag import AwsSolutionsChecks
+
+from infra.stack import S3IngestStack
+from s3ingest.settings import DEFAULTS, Settings
+
+#: Region used when neither the CLI nor the environment names one (synth needs no credentials).
+FALLBACK_REGION = "us-east-1"
+
+
+def settings_from_app(app: App) -> Settings:
+    """Validated settings from the app's context (``cdk.json`` and ``cdk -c key=value``).
+
+    Raises
+    ------
+    s3ingest.settings.SettingsError
+        Listing every invalid key.
+    """
+    context = {}
+    for key in DEFAULTS:
+        value = app.node.try_get_context(key)
+        if value is not None:
+            context[key] = value
+    return Settings.from_context(context)
+
+
+def default_environment() -> Environment:
+    """The CLI's account and region when it has them; otherwise no account and us-east-1.
+
+    No lookup needs credentials: the stack is account-agnostic (``Aws.ACCOUNT_ID`` tokens).
+    """
+    return Environment(
+        account=os.environ.get("CDK_DEFAULT_ACCOUNT") or None,
+        region=os.environ.get("CDK_DEFAULT_REGION") or FALLBACK_REGION,
+    )
+
+
+def compose(
+    app: App,
+    *,
+    env: Environment | None = None,
+    nag: bool = True,
+    code: lambda_.Code | None = None,
+) -> S3IngestStack:
+    """Add the s3ingest stack (and, with ``nag``, the cdk-nag AwsSolutions checks) to ``app``.
+
+    Parameters
+    ----------
+    app : aws_cdk.App
+        The app whose context holds the settings.
+    env : aws_cdk.Environment, optional
+        Stack environment; :func:`default_environment` when omitted.
+    nag : bool
+        Register cdk-nag's AwsSolutions pack as a policy-validation plugin, so synth fails on any
+        unacknowledged finding (cdk-nag 3.x, ``Validations.of(app).add_plugins``).
+    code : aws_cdk.aws_lambda.Code, optional
+        Function code override (tests); the locally bundled ``functions/`` by default.
+
+    Raises
+    ------
+    s3ingest.settings.SettingsError
+        When the context settings are invalid.
+    """
+    settings = settings_from_app(app)
+    stack = S3IngestStack(
+        app,
+        settings.stack_name,
+        settings=settings,
+        code=code,
+        env=env if env is not None else default_environment(),
+    )
+    if nag:
+        Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
+    return stack

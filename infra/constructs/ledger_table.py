@@ -1,0 +1,52 @@
+"""The DynamoDB ledger: one item per (bucket, key)."""
+
+from __future__ import annotations
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from constructs import Construct
+
+#: Partition key of the ledger (string, built by the function from bucket name and decoded key).
+PARTITION_KEY = "pk"
+#: Epoch-seconds attribute after which DynamoDB TTL deletes a tombstone (CONTRACT C6).
+TTL_ATTRIBUTE = "expires_at"
+
+
+class LedgerTable(Construct):
+    """The ledger table.
+
+    Partition key ``pk`` (string) only; on-demand capacity; point-in-time recovery
+    (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Point-in-time-recovery.html);
+    TTL on ``expires_at`` so tombstones expire
+    (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/TTL.html); deletion
+    protection on and retained when the stack is deleted: the ledger is the product's state.
+
+    Parameters
+    ----------
+    scope : constructs.Construct
+        Parent construct.
+    construct_id : str
+        Construct id.
+
+    Attributes
+    ----------
+    table : aws_cdk.aws_dynamodb.Table
+        The ledger table.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str) -> None:
+        super().__init__(scope, construct_id)
+        self.table = dynamodb.Table(
+            self,
+            "Table",
+            partition_key=dynamodb.Attribute(
+                name=PARTITION_KEY, type=dynamodb.AttributeType.STRING
+            ),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            time_to_live_attribute=TTL_ATTRIBUTE,
+            deletion_protection=True,
+            removal_policy=RemovalPolicy.RETAIN,
+        )

@@ -1,0 +1,113 @@
+"""In-process synthesis of the app (no CDK CLI, no credentials), for tests and tooling."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import App, Environment
+from aws_cdk.assertions import Template
+
+from infra.compose import FALLBACK_REGION, compose
+from infra.stack import S3IngestStack
+from s3ingest.settings import Settings
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def cdk_json_context(cdk_json: Path = PROJECT_ROOT / "cdk.json") -> dict[str, Any]:
+    """The ``context`` block of ``cdk.json`` (settings defaults and feature flags)."""
+    context: dict[str, Any] = json.loads(cdk_json.read_text())["context"]
+    return context
+
+
+@dataclass(frozen=True)
+class Synth:
+    """One synthesized app.
+
+    Attributes
+    ----------
+    app : aws_cdk.App
+        The synthesized construct tree.
+    stack : infra.stack.S3IngestStack
+        The stack.
+    settings : s3ingest.settings.Settings
+        The settings it was built from.
+    template : dict
+        The CloudFormation template.
+    assertions : aws_cdk.assertions.Template
+        The same template, for ``aws_cdk.assertions``.
+    template_path : pathlib.Path
+        The template file in the cloud assembly.
+    outdir : pathlib.Path
+        The cloud assembly directory.
+    """
+
+    app: App
+    stack: S3IngestStack
+    settings: Settings
+    template: dict[str, Any]
+    assertions: Template
+    template_path: Path
+    outdir: Path
+
+    def resources(self, resource_type: str) -> dict[str, dict[str, Any]]:
+        """Logical id -> resource, for every resource of ``resource_type``."""
+        return {
+            logical_id: resource
+            for logical_id, resource in self.template["Resources"].items()
+            if resource["Type"] == resource_type
+        }
+
+    def one(self, resource_type: str) -> tuple[str, dict[str, Any]]:
+        """The only resource of ``resource_type``.
+
+        Raises
+        ------
+        AssertionError
+            When there is none, or more than one.
+        """
+        found = self.resources(resource_type)
+        if len(found) != 1:
+            raise AssertionError(f"expected one {resource_type}, found {sorted(found)}")
+        return next(iter(found.items()))
+
+    def logical_id(self, construct: Any) -> str:
+        """Logical id of an L2 construct's default resource (or of an L1 resource)."""
+        element = getattr(construct.node, "default_child", None) or construct
+        logical_id: str = self.stack.resolve(element.logical_id)
+        return logical_id
+
+
+def synthesize(
+    outdir: Path,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    region: str = FALLBACK_REGION,
+) -> Synth:
+    """Synthesize the app as ``app.py`` composes it, with ``cdk.json``'s context plus ``overrides``.
+
+    cdk-nag is not registered as a synth-time plugin (synth would stop at the first finding); run
+    ``AwsSolutionsChecks().validate_scope(result.app)`` to get every finding as data.
+
+    Raises
+    ------
+    s3ingest.settings.SettingsError
+        When the context settings are invalid.
+    """
+    app = App(context={**cdk_json_context(), **(overrides or {})}, outdir=str(outdir))
+    stack = compose(app, env=Environment(region=region), nag=False)
+    artifact = app.synth().get_stack_by_name(stack.stack_name)
+    template: dict[str, Any] = artifact.template
+    return Synth(
+        app=app,
+        stack=stack,
+        settings=stack.settings,
+        template=template,
+        assertions=Template.from_json(template),
+        template_path=Path(artifact.template_full_path),
+        outdir=outdir,
+    )

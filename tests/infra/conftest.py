@@ -1,0 +1,38 @@
+"""Infrastructure test fixtures: the app synthesized once per session, in-process (no CDK CLI).
+
+The app gets the context of ``cdk.json`` (settings defaults and feature flags), the composition of
+``app.py`` (:func:`infra.compose.compose`) and a fixed region, and needs no AWS credentials.
+"""
+
+from __future__ import annotations
+
+import os
+
+# jsii prints a banner about the Node.js version on stderr unless told not to; this must be set
+# before the first jsii import starts its runtime.
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "18,20")
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+
+from collections.abc import Iterator
+
+import pytest
+
+from infra.synth import Synth, synthesize
+
+#: The existing bucket the adoption tests deploy against.
+ADOPTED_BUCKET = "existing-landing-bucket"
+
+
+@pytest.fixture(scope="session")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
+    """The default app (``cdk.json`` context only), synthesized once for the session."""
+    yield synthesize(tmp_path_factory.mktemp("cdk-out"))
+
+
+@pytest.fixture(scope="session")
+def adopted_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
+    """The app adopting an existing bucket (``bucketName`` given), synthesized once."""
+    yield synthesize(
+        tmp_path_factory.mktemp("cdk-out-adopted"),
+        {"bucketName": ADOPTED_BUCKET, "stage": "adopted"},
+    )

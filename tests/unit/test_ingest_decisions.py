@@ -1,0 +1,464 @@
+"""The ingest decision (CONTRACT C2-C5, C7, C9) over in-memory ports.
+
+Every test runs twice: over :class:`FakeLedger` (the LedgerPort semantics of ``ledger.py``, in
+memory) and over the real :class:`DynamoLedger` on moto, so the fake is checked against the
+adapter it stands in for. The bucket is always :class:`FakeBucket`: the decision's view of S3 is
+one HEAD.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from s3ingest_fn.events import parse_body
+from s3ingest_fn.ingest import IngestService, LedgerPort
+from s3ingest_fn.ledger import DynamoLedger, RowState, WriteMeta, WriteResult, row_pk
+from s3ingest_fn.model import Change, Kind, ObjectState, Outcome
+from s3ingest_fn.sequencer import normalize as normalize_sequencer
+from tests.samples import load_sample
+
+BUCKET = "amzn-s3-demo-bucket"
+KEY = "reports/2024 q1.csv"
+TTL_SECONDS = 3600
+NOW = 1000.0
+# Real-format sequencers of one key, in write order; S2 is shorter than S1 (right-padding, C2).
+S1, S2, S3 = "00643717F9F8B85354", "00643717FA1234", "00643717FB00000001"
+
+
+# -- ports ---------------------------------------------------------------------------------------
+
+
+class FakeLedger:
+    """In-memory LedgerPort with the conditions :class:`DynamoLedger` documents.
+
+    ``write_sequenced`` applies when the row is absent, or its ``seq`` is absent or lower than the
+    incoming one AND (``require_exact``: the row is not observed) AND (``expected_rev``: the
+    row's revision equals it). ``write_observation`` applies when the row is absent
+    (``expected_rev=None``) or its revision equals ``expected_rev``, and keeps ``seq``. Every
+    applied write adds 1 to ``rev``. A refusal returns a copy of the row.
+    """
+
+    def __init__(self, clock: Any = lambda: NOW, tombstone_ttl_seconds: int = TTL_SECONDS) -> None:
+        self.rows: dict[str, dict[str, Any]] = {}
+        self._clock = clock
+        self._ttl = tombstone_ttl_seconds
+
+    def get(self, bucket: str, key: str) -> dict[str, Any] | None:
+        row = self.rows.get(row_pk(bucket, key))
+        return copy.deepcopy(row) if row is not None else None
+
+    def write_sequenced(self, state: RowState, meta: WriteMeta, *, observed: bool,
+                        require_exact: bool, expected_rev: int | None = None) -> WriteResult:
+        if meta.sequencer is None:
+            raise ValueError("write_sequenced needs a sequencer")
+        row = self.rows.get(row_pk(meta.bucket, meta.key))
+        ok = row is None or (
+            ("seq" not in row or row["seq"] < meta.sequencer)
+            and (not require_exact or row.get("observed") is not True)
+            and (expected_rev is None or row.get("rev") == expected_rev))
+        return self._apply(state, meta, observed) if ok else self._refuse(row)
+
+    def write_observation(self, state: RowState, meta: WriteMeta,
+                          expected_rev: int | None) -> WriteResult:
+        row = self.rows.get(row_pk(meta.bucket, meta.key))
+        ok = row is None if expected_rev is None else (
+            row is not None and row.get("rev") == expected_rev)
+        return self._apply(state, meta, True) if ok else self._refuse(row)
+
+    @staticmethod
+    def _refuse(row: dict[str, Any] | None) -> WriteResult:
+        return WriteResult(applied=False, old=copy.deepcopy(row))
+
+    def _apply(self, state: RowState, meta: WriteMeta, observed: bool) -> WriteResult:
+        pk = row_pk(meta.bucket, meta.key)
+        row = self.rows.setdefault(pk, {"pk": pk})
+        now = self._clock()
+        row.update(bucket=meta.bucket, key=meta.key, raw_key=meta.raw_key,
+                   state="present" if state.present else "deleted", observed=observed,
+                   event_name=meta.event_name, reason=meta.reason, source=meta.source,
+                   updated_at=int(now * 1000), rev=row.get("rev", 0) + 1)
+        if meta.sequencer is not None:
+            row["seq"] = meta.sequencer
+            row["raw_seq"] = meta.raw_sequencer or meta.sequencer
+        for name in ("version_id", "etag", "size"):
+            value = getattr(state, name)
+            if state.present and value is not None:
+                row[name] = value
+            else:
+                row.pop(name, None)
+        if not state.present and self._ttl > 0:
+            row["expires_at"] = int(now) + self._ttl
+        else:
+            row.pop("expires_at", None)
+        return WriteResult(applied=True)
+
+
+class CountingLedger:
+    """Wraps a LedgerPort and counts requests by method (C5: the common path costs one write)."""
+
+    def __init__(self, inner: LedgerPort) -> None:
+        self.inner = inner
+        self.calls: Counter[str] = Counter()
+
+    def get(self, bucket: str, key: str) -> dict[str, object] | None:
+        self.calls["get"] += 1
+        return self.inner.get(bucket, key)
+
+    def write_sequenced(self, state: RowState, meta: WriteMeta, *, observed: bool,
+                        require_exact: bool, expected_rev: int | None = None) -> WriteResult:
+        self.calls["write_sequenced"] += 1
+        return self.inner.write_sequenced(state, meta, observed=observed,
+                                          require_exact=require_exact, expected_rev=expected_rev)
+
+    def write_observation(self, state: RowState, meta: WriteMeta,
+                          expected_rev: int | None) -> WriteResult:
+        self.calls["write_observation"] += 1
+        return self.inner.write_observation(state, meta, expected_rev)
+
+
+class FakeBucket:
+    """BucketPort: what the bucket holds now, per (bucket, key); absent keys are not visible."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str], ObjectState] = {}
+        self.requests = 0
+
+    def put(self, version_id: str | None, etag: str, size: int = 5, key: str = KEY) -> None:
+        self.objects[(BUCKET, key)] = ObjectState(visible=True, version_id=version_id, etag=etag,
+                                                  size=size)
+
+    def hide(self, key: str = KEY) -> None:
+        self.objects.pop((BUCKET, key), None)
+
+    def current(self, bucket: str, key: str) -> ObjectState:
+        self.requests += 1
+        return self.objects.get((bucket, key), ObjectState(visible=False))
+
+
+@pytest.fixture(params=["fake", "dynamodb"])
+def ledger(request: pytest.FixtureRequest) -> Iterator[CountingLedger]:
+    if request.param == "fake":
+        yield CountingLedger(FakeLedger())
+        return
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1", aws_access_key_id="testing",
+                              aws_secret_access_key="testing")
+        client.create_table(TableName="ledger", BillingMode="PAY_PER_REQUEST",
+                            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+                            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}])
+        yield CountingLedger(DynamoLedger(client, "ledger", tombstone_ttl_seconds=TTL_SECONDS,
+                                          clock=lambda: NOW))
+
+
+@pytest.fixture
+def bucket() -> FakeBucket:
+    return FakeBucket()
+
+
+@pytest.fixture
+def service(ledger: CountingLedger, bucket: FakeBucket) -> IngestService:
+    return IngestService(ledger=ledger, bucket=bucket, scope_bucket=BUCKET)
+
+
+# -- events: the AWS doc samples, varied ---------------------------------------------------------
+
+
+def _eventbridge(sample: str, *, key: str, bucket: str, sequencer: str | None,
+                 version_id: str | None, etag: str | None, **detail: Any) -> Change:
+    doc = copy.deepcopy(load_sample(sample))
+    assert isinstance(doc, dict)
+    doc["detail"]["bucket"]["name"] = bucket
+    obj = doc["detail"]["object"]
+    obj["key"] = key.replace(" ", "+")  # form-encoded on the wire
+    for name, value in (("sequencer", sequencer), ("version-id", version_id), ("etag", etag)):
+        if value is None:
+            obj.pop(name, None)
+        else:
+            obj[name] = value
+    doc["detail"].update(detail)
+    (change,) = parse_body(json.dumps(doc)).changes
+    return change
+
+
+def created(sequencer: str | None, version_id: str | None = "v1", etag: str | None = "e1", *,
+            key: str = KEY, bucket: str = BUCKET) -> Change:
+    return _eventbridge("awsdocs-s3ug__eventbridge-ObjectCreated.json", key=key, bucket=bucket,
+                        sequencer=sequencer, version_id=version_id, etag=etag)
+
+
+def delete_marker(sequencer: str, version_id: str = "dm1") -> Change:
+    change = _eventbridge("awsdocs-s3ug__eventbridge-ObjectDeleted-DeleteObject.json", key=KEY,
+                          bucket=BUCKET, sequencer=sequencer, version_id=version_id, etag=None)
+    assert change.kind is Kind.REMOVED
+    return change
+
+
+def version_removed(sequencer: str, version_id: str) -> Change:
+    change = _eventbridge("awsdocs-s3ug__eventbridge-ObjectDeleted-DeleteObject.json", key=KEY,
+                          bucket=BUCKET, sequencer=sequencer, version_id=version_id, etag=None,
+                          **{"deletion-type": "Permanently Deleted"})
+    assert change.kind is Kind.VERSION_REMOVED
+    return change
+
+
+def row_view(ledger: CountingLedger, key: str = KEY) -> dict[str, Any] | None:
+    """The part of a row the decision is responsible for."""
+    row = ledger.inner.get(BUCKET, key)
+    if row is None:
+        return None
+    return {name: row.get(name) for name in ("state", "seq", "observed", "version_id", "etag")}
+
+
+def seq(raw: str) -> str:
+    normalized = normalize_sequencer(raw)
+    assert normalized is not None
+    return normalized
+
+
+def _outcome(service: IngestService, change: Change) -> tuple[Outcome, str]:
+    result = service.handle(change)
+    assert (result.bucket, result.key) == (change.bucket, change.key)
+    return result.outcome, result.reason
+
+
+# -- sequenced events ----------------------------------------------------------------------------
+
+
+def test_newer_created_applies_with_one_write_and_no_read(
+        service: IngestService, ledger: CountingLedger, bucket: FakeBucket) -> None:
+    # GIVEN a row at S1
+    assert _outcome(service, created(S1, "v1", "e1")) == (Outcome.APPLIED, "newer-sequencer")
+
+    # WHEN a create at S2 (newer, though shorter) arrives
+    outcome = _outcome(service, created(S2, "v2", "e2"))
+
+    # THEN it is applied at the cost of one conditional write each, no read, no HEAD (C5)
+    assert outcome == (Outcome.APPLIED, "newer-sequencer")
+    assert row_view(ledger) == {"state": "present", "seq": seq(S2), "observed": False,
+                                "version_id": "v2", "etag": "e2"}
+    assert ledger.calls == Counter(write_sequenced=2)
+    assert bucket.requests == 0
+
+
+@pytest.mark.parametrize(("incoming", "expected"), [
+    (created(S2, "v2", "e2"), (Outcome.DUPLICATE, "equal-sequencer")),
+    (created("00643717fa123400", "v2", "e2"), (Outcome.DUPLICATE, "equal-sequencer")),
+    (created(S1, "v1", "e1"), (Outcome.STALE, "older-sequencer")),
+    (delete_marker(S1), (Outcome.STALE, "older-sequencer")),
+], ids=["equal", "equal-after-case-and-padding", "older", "older-delete"])
+def test_equal_is_duplicate_and_older_is_stale_with_one_write(
+        service: IngestService, ledger: CountingLedger, bucket: FakeBucket, incoming: Change,
+        expected: tuple[Outcome, str]) -> None:
+    # GIVEN a row at S2
+    service.handle(created(S2, "v2", "e2"))
+    before = row_view(ledger)
+
+    # WHEN an equal or older event arrives
+    outcome = _outcome(service, incoming)
+
+    # THEN the refusal alone says which, and the row is unchanged
+    assert outcome == expected
+    assert row_view(ledger) == before
+    assert ledger.calls == Counter(write_sequenced=2)
+    assert bucket.requests == 0
+
+
+def test_older_create_never_undoes_a_delete(
+        service: IngestService, ledger: CountingLedger) -> None:
+    assert _outcome(service, delete_marker(S2)) == (Outcome.APPLIED, "newer-sequencer")
+
+    assert _outcome(service, created(S1)) == (Outcome.STALE, "older-sequencer")
+
+    assert row_view(ledger) == {"state": "deleted", "seq": seq(S2), "observed": False,
+                                "version_id": None, "etag": None}
+
+
+# -- ignored -------------------------------------------------------------------------------------
+
+
+def test_metadata_only_event_is_ignored_and_touches_nothing(
+        service: IngestService, ledger: CountingLedger, bucket: FakeBucket) -> None:
+    change = _eventbridge("awsdocs-s3ug__eventbridge-ObjectRestoreCompleted.json", key=KEY,
+                          bucket=BUCKET, sequencer=None, version_id="v1", etag="e1")
+    assert change.kind is Kind.METADATA
+
+    outcome = _outcome(service, change)
+
+    assert outcome == (Outcome.IGNORED, "metadata-only: Object Restore Completed")
+    assert ledger.calls == Counter()
+    assert bucket.requests == 0
+
+
+def test_event_of_another_bucket_is_out_of_scope(
+        service: IngestService, ledger: CountingLedger, bucket: FakeBucket) -> None:
+    outcome = _outcome(service, created(S1, bucket="some-other-bucket"))
+
+    assert outcome == (Outcome.IGNORED, "out-of-scope-bucket")
+    assert ledger.calls == Counter()
+    assert bucket.requests == 0
+
+
+# -- versioned deletes (C4) ----------------------------------------------------------------------
+
+
+def test_version_removed_records_the_still_visible_version(
+        service: IngestService, ledger: CountingLedger, bucket: FakeBucket) -> None:
+    # GIVEN v1 then v2 were written, and v2 (the current version) was then deleted by id
+    service.handle(created(S1, "v1", "e1"))
+    service.handle(created(S2, "v2", "e2"))
+    bucket.put("v1", "e1")
+
+    # WHEN the version delete arrives
+    outcome = _outcome(service, version_removed(S3, "v2"))
+
+    # THEN the bucket is consulted and the key stays present at v1: no tombstone (C4)
+    assert outcome == (Outcome.APPLIED, "version-removed-key-visible")
+    assert bucket.requests == 1
+    assert row_view(ledger) == {"state": "present", "seq": seq(S3), "observed": True,
+                                "version_id": "v1", "etag": "e1"}
+
+
+def test_version_removed_of_the_last_version_tombstones(
+        service: IngestService, ledger: CountingLedger, bucket: FakeBucket) -> None:
+    service.handle(created(S1, "v1", "e1"))
+
+    outcome = _outcome(service, version_removed(S2, "v1"))
+
+    assert outcome == (Outcome.APPLIED, "version-removed-key-hidden")
+    assert bucket.requests == 1
+    assert row_view(ledger) == {"state": "deleted", "seq": seq(S2), "observed": True,
+                                "version_id": None, "etag": None}
+
+
+def test_older_version_removed_is_stale(
+        service: IngestService, ledger: CountingLedger, bucket: FakeBucket) -> None:
+    service.handle(created(S2, "v2", "e2"))
+    bucket.put("v2", "e2")
+    before = row_view(ledger)
+
+    assert _outcome(service, version_removed(S1, "v0")) == (Outcome.STALE, "older-sequencer")
+    assert row_view(ledger) == before
+
+
+# -- observations (C7) ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("change", [
+    created(None, "v9", "e9"),
+    created("Happy Sequencer", "v9", "e9"),
+    parse_body(json.dumps({"s3ingestRepair": {"bucket": BUCKET, "key": KEY,
+                                               "reason": "missing"}})).changes[0],
+], ids=["no-sequencer", "garbage-sequencer", "repair"])
+def test_event_without_usable_sequencer_records_what_the_bucket_holds(
+        service: IngestService, ledger: CountingLedger, bucket: FakeBucket,
+        change: Change) -> None:
+    # GIVEN the bucket holds v1 and the ledger nothing
+    bucket.put("v1", "e1")
+
+    # WHEN the event arrives
+    outcome = _outcome(service, change)
+
+    # THEN the row is read, the bucket HEADed, and the bucket's state recorded as observed
+    assert outcome == (Outcome.APPLIED, "observed-bucket-state")
+    assert ledger.calls == Counter(get=1, write_observation=1)
+    assert bucket.requests == 1
+    assert row_view(ledger) == {"state": "present", "seq": None, "observed": True,
+                                "version_id": "v1", "etag": "e1"}
+
+
+def test_observation_keeps_the_row_sequencer(
+        service: IngestService, ledger: CountingLedger, bucket: FakeBucket) -> None:
+    service.handle(created(S1, "v1", "e1"))
+    bucket.hide()  # a delete whose event has not arrived (or was lost)
+
+    outcome = _outcome(service, created(None))
+
+    assert outcome == (Outcome.APPLIED, "observed-bucket-state")
+    assert row_view(ledger) == {"state": "deleted", "seq": seq(S1), "observed": True,
+                                "version_id": None, "etag": None}
+
+
+def test_observation_that_matches_the_ledger_writes_nothing(
+        service: IngestService, ledger: CountingLedger, bucket: FakeBucket) -> None:
+    service.handle(created(S1, "v1", "e1"))
+    bucket.put("v1", "e1")
+
+    assert _outcome(service, created(None)) == (Outcome.DUPLICATE, "observation-matches-ledger")
+    assert ledger.calls == Counter(write_sequenced=1, get=1)
+
+
+def test_observation_of_an_absent_key_not_in_the_ledger_is_ignored(
+        service: IngestService, ledger: CountingLedger) -> None:
+    assert _outcome(service, created(None)) == (Outcome.IGNORED, "observed-absent-not-in-ledger")
+    assert row_view(ledger) is None
+
+
+def test_older_sequenced_event_after_an_observation_does_not_regress_the_row(
+        service: IngestService, ledger: CountingLedger, bucket: FakeBucket) -> None:
+    # GIVEN v1 (S1) then v2 (S2) were written; a repair observed v2 before any event arrived
+    bucket.put("v2", "e2")
+    service.handle(created(None))
+    assert row_view(ledger) == {"state": "present", "seq": None, "observed": True,
+                                "version_id": "v2", "etag": "e2"}
+
+    # WHEN v1's event arrives late
+    outcome = _outcome(service, created(S1, "v1", "e1"))
+
+    # THEN it is verified against the bucket and superseded: the row keeps v2
+    assert outcome == (Outcome.SUPERSEDED, "bucket-moved-past-event")
+    assert row_view(ledger) == {"state": "present", "seq": seq(S1), "observed": True,
+                                "version_id": "v2", "etag": "e2"}
+
+    # AND its duplicate is a duplicate, and v2's own event then applies and clears observed
+    assert _outcome(service, created(S1, "v1", "e1")) == (Outcome.DUPLICATE, "equal-sequencer")
+    assert _outcome(service, created(S2, "v2", "e2")) == (Outcome.APPLIED,
+                                                          "verified-against-bucket")
+    assert row_view(ledger) == {"state": "present", "seq": seq(S2), "observed": False,
+                                "version_id": "v2", "etag": "e2"}
+
+
+def test_older_delete_after_an_observation_never_tombstones_a_visible_key(
+        service: IngestService, ledger: CountingLedger, bucket: FakeBucket) -> None:
+    # GIVEN the key was deleted (S1) and re-created (S2); a repair observed the re-created v2
+    bucket.put("v2", "e2")
+    service.handle(created(None))
+
+    # WHEN the delete's event arrives late
+    outcome = _outcome(service, delete_marker(S1))
+
+    # THEN the row stays present (C4, C7)
+    assert outcome == (Outcome.SUPERSEDED, "bucket-moved-past-event")
+    assert row_view(ledger) == {"state": "present", "seq": seq(S1), "observed": True,
+                                "version_id": "v2", "etag": "e2"}
+
+
+@pytest.mark.parametrize("versioned", [True, False], ids=["versioned", "unversioned"])
+def test_sequenced_event_matching_the_bucket_applies_over_an_observed_row(
+        service: IngestService, ledger: CountingLedger, bucket: FakeBucket,
+        versioned: bool) -> None:
+    # GIVEN an observed row that shows what the bucket holds
+    version = "v2" if versioned else None
+    bucket.put(version, "e2")
+    service.handle(created(None))
+
+    # WHEN the event of that very write arrives
+    outcome = _outcome(service, created(S2, version, "e2"))
+
+    # THEN it is verified with one HEAD and applied; the row is exact again
+    assert outcome == (Outcome.APPLIED, "verified-against-bucket")
+    assert bucket.requests == 2  # the observation's HEAD, then the verification's
+    assert row_view(ledger) == {"state": "present", "seq": seq(S2), "observed": False,
+                                "version_id": version, "etag": "e2"}
+
+    # AND the next event takes the one-write path again
+    ledger.calls.clear()
+    assert _outcome(service, created(S3, "v3" if versioned else None, "e3"))[0] is Outcome.APPLIED
+    assert ledger.calls == Counter(write_sequenced=1)
