@@ -62,15 +62,15 @@ def demo(
 
 
 def _render_demo(report: dict[str, Any]) -> None:
-    table = Table(title=f"s3ingest local demo: bucket {report['bucket']}")
+    table = Table(title="records per outcome")
     table.add_column("outcome")
     table.add_column("records", justify="right")
     for outcome, count in report["outcomes"].items():
         table.add_row(outcome, str(count))
     out.print(table)
-    out.print(f"S3 operations: {report['operations']}; events delivered (with duplicates and "
-              f"extras): {report['events_delivered']}; handler invocations: "
-              f"{report['invocations']}")
+    out.print(f"bucket {report['bucket']}: S3 operations {report['operations']}; events "
+              f"delivered (with duplicates and extras) {report['events_delivered']}; handler "
+              f"invocations {report['invocations']}")
     for m in report["dead_letter_queue"]:
         out.print(f"dead-letter queue: reason={m['reason']} body={m['body']!r}")
     out.print(f"ledger rows: {report['ledger_rows']}; visible objects: "

@@ -220,15 +220,23 @@ def _parse_eventbridge(doc: dict[str, Any]) -> Change:
     else:
         raise InvalidMessageError("unknown-event", f"detail-type {detail_type!r}")
     name = "/".join(p for p in (str(detail_type), reason, deletion_type) if p)
+    return _change(obj, bucket=bucket, key=key, raw_key=raw_key, kind=kind, event_name=name,
+                   fmt=Format.EVENTBRIDGE, version_id=version_id, etag=obj.get("etag"),
+                   event_time=doc.get("time"), replay_name=doc.get("replay-name"))
+
+
+def _change(obj: dict[str, Any], *, bucket: str, key: str, raw_key: str, kind: Kind,
+            event_name: str, fmt: Format, version_id: str | None, etag: Any, event_time: Any,
+            replay_name: Any = None) -> Change:
+    """The fields both S3 formats share (their names differ: ``etag``/``eTag``, ...)."""
     raw_seq = obj.get("sequencer")
     return Change(
-        bucket=bucket, key=key, raw_key=raw_key, kind=kind, event_name=name,
-        fmt=Format.EVENTBRIDGE,
+        bucket=bucket, key=key, raw_key=raw_key, kind=kind, event_name=event_name, fmt=fmt,
+        # Metadata events carry no sequencer of the object's write order (CONTRACT C3).
         sequencer=sequencer.normalize(raw_seq) if kind is not Kind.METADATA else None,
         raw_sequencer=raw_seq if isinstance(raw_seq, str) else None,
-        version_id=version_id, etag=normalize_etag(obj.get("etag")),
-        size=_opt_size(obj.get("size")), event_time=_opt_str(doc.get("time")),
-        replay_name=_opt_str(doc.get("replay-name")),
+        version_id=version_id, etag=normalize_etag(etag), size=_opt_size(obj.get("size")),
+        event_time=_opt_str(event_time), replay_name=_opt_str(replay_name),
     )
 
 
@@ -270,15 +278,9 @@ def _parse_record(record: Any) -> Change:
     event_name = event_name.removeprefix("s3:")
     version_id = normalize_version(obj.get("versionId"))
     kind = _notification_kind(event_name, _opt_str(obj.get("versionId")) is not None)
-    raw_seq = obj.get("sequencer")
-    return Change(
-        bucket=bucket, key=key, raw_key=raw_key, kind=kind, event_name=event_name,
-        fmt=Format.S3_NOTIFICATION,
-        sequencer=sequencer.normalize(raw_seq) if kind is not Kind.METADATA else None,
-        raw_sequencer=raw_seq if isinstance(raw_seq, str) else None,
-        version_id=version_id, etag=normalize_etag(obj.get("eTag")),
-        size=_opt_size(obj.get("size")), event_time=_opt_str(record.get("eventTime")),
-    )
+    return _change(obj, bucket=bucket, key=key, raw_key=raw_key, kind=kind,
+                   event_name=event_name, fmt=Format.S3_NOTIFICATION, version_id=version_id,
+                   etag=obj.get("eTag"), event_time=record.get("eventTime"))
 
 
 def _parse_repair(body: Any) -> Change:
