@@ -37,11 +37,18 @@ def demo(
     seed: Annotated[int, typer.Option(help="Seed of the workload and the chaos.")] = 7,
     duplicate: Annotated[float, typer.Option(min=0.0, max=1.0, help="Probability that an "
                                              "event is delivered more than once.")] = 0.3,
+    drop: Annotated[float, typer.Option(min=0.0, max=1.0, help="Probability that an event is "
+                                        "lost for good (reconciliation repairs it).")] = 0.1,
+    reconcile: Annotated[str, typer.Option(help="Reconciliation at the end: inventory, "
+                                           "listing or none.")] = "inventory",
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
-    """Run the live pipeline locally under duplicated, reordered delivery and report whether
-    the ledger equals the bucket (exit code 1 if it does not)."""
+    """Run the live pipeline locally under duplicated, reordered and lossy delivery, reconcile
+    once, and report whether the ledger equals the bucket (exit code 1 if it does not)."""
     from s3ingest.local.demo import DemoOptions, run_demo
+
+    if reconcile not in ("inventory", "listing", "none"):
+        raise typer.BadParameter("must be inventory, listing or none", param_hint="--reconcile")
 
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, transient=True,
@@ -52,7 +59,8 @@ def demo(
             bar.update(task, description=f"{phase}: records processed", completed=done,
                        total=max(total, done))
 
-        report = run_demo(DemoOptions(rounds=rounds, seed=seed, duplicate=duplicate),
+        report = run_demo(DemoOptions(rounds=rounds, seed=seed, duplicate=duplicate, drop=drop,
+                                      reconcile=None if reconcile == "none" else reconcile),
                           on_progress=on_progress)
     if as_json:
         out.print_json(json.dumps(report))
@@ -71,6 +79,11 @@ def _render_demo(report: dict[str, Any]) -> None:
     out.print(f"bucket {report['bucket']}: S3 operations {report['operations']}; events "
               f"delivered (with duplicates and extras) {report['events_delivered']}; handler "
               f"invocations {report['invocations']}")
+    print_reconciliation = report.get("reconciliation")
+    out.print(f"events lost for good: {report['events_dropped']}; ledger differences before "
+              f"reconciliation: {report['differences_before_reconciliation']}")
+    if print_reconciliation:
+        _render_reconciliation(print_reconciliation)
     for m in report["dead_letter_queue"]:
         out.print(f"dead-letter queue: reason={m['reason']} body={m['body']!r}")
     out.print(f"ledger rows: {report['ledger_rows']}; visible objects: "
@@ -81,6 +94,22 @@ def _render_demo(report: dict[str, Any]) -> None:
         out.print("[bold red]NOT CONVERGED[/]:")
         for d in report["differences"]:
             out.print(f"  {d}")
+
+
+def _render_reconciliation(rep: dict[str, Any]) -> None:
+    table = Table(title=f"reconciliation ({rep['source']}"
+                        + (", dry run)" if rep["dry_run"] else ")"))
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    rows = [("bucket rows read", rep["bucket_rows"]), ("bucket keys", rep["bucket_keys"]),
+            ("ledger rows", rep["ledger_rows"]), ("ledger requests", rep["ledger_requests"]),
+            ("skipped (changed after the snapshot)", rep["skipped_recent"])]
+    rows += [(f"drift: {kind}", n) for kind, n in rep["drift"].items()]
+    rows += [("resolved on HEAD", rep["resolved_on_head"]),
+             ("repairs queued", rep["repairs_queued"]), ("seconds", rep["duration_s"])]
+    for name, value in rows:
+        table.add_row(name, str(value))
+    out.print(table)
 
 
 @local_app.command("scenario")
@@ -117,6 +146,72 @@ def scenario(
     out.print("converged: " + ("[green]yes[/]" if result["converged"] else "[red]no[/]"))
     for d in result["differences"]:
         out.print(f"  {d}")
+
+
+@app.command("reconcile")
+def reconcile_command(
+    source: Annotated[str, typer.Option(help="Where the bucket's truth comes from: inventory "
+                                        "(the newest S3 Inventory report) or listing "
+                                        "(ListObjectVersions; for a prefix or a small bucket).")
+                      ] = "inventory",
+    prefix: Annotated[str, typer.Option(help="Only keys starting with this prefix.")] = "",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Report the drift; queue no "
+                                          "repair.")] = False,
+    stack: Annotated[str | None, typer.Option(help="Deployed stack name (S3Ingest-<stage>); "
+                                              "uses your AWS credentials.")] = None,
+    local: Annotated[bool, typer.Option("--local", help="Run against the local runtime: a "
+                                        "demo workload with lost events, then this "
+                                        "reconciliation.")] = False,
+    manifest: Annotated[str | None, typer.Option(help="Inventory manifest.json key (default: "
+                                                 "the newest report).")] = None,
+    margin_seconds: Annotated[int | None, typer.Option(min=0, help="Skip ledger rows changed "
+                                                       "this long before the snapshot (default "
+                                                       "60 for a listing, 3600 for an "
+                                                       "inventory).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Compare the bucket with the ledger and queue a repair event for every difference
+    (CONTRACT C12). Repairs go through the ingest queue and the same rules as live events."""
+    from s3ingest_fn.reconcile.service import ReconcileError, ReconcileRequest
+
+    if source not in ("inventory", "listing"):
+        raise typer.BadParameter("must be inventory or listing", param_hint="--source")
+    if local == (stack is not None):
+        raise typer.BadParameter("give exactly one of --stack NAME or --local")
+    if local:
+        from s3ingest.local.demo import DemoOptions, run_demo
+
+        report = run_demo(DemoOptions(reconcile=source, reconcile_prefix=prefix,
+                                      reconcile_dry_run=dry_run))["reconciliation"]
+    else:
+        import boto3
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        from s3ingest.deployed import DeployedStack, StackNotFoundError
+
+        session = boto3.session.Session()
+        try:
+            reconciler = DeployedStack.load(session.client("cloudformation"),
+                                            str(stack)).reconciler(session)
+            request = ReconcileRequest(
+                source=source, prefix=prefix, dry_run=dry_run, manifest_key=manifest,
+                margin_ms=margin_seconds * 1000 if margin_seconds is not None else None)
+            with Progress(TextColumn("[bold]{task.description}"), TextColumn("{task.completed}"),
+                          TimeElapsedColumn(), console=console, transient=True,
+                          disable=as_json) as bar:
+                tasks = {p: bar.add_task(f"{p} rows", total=None)
+                         for p in ("bucket", "ledger", "confirm")}
+                report = reconciler.run(request, lambda phase, n: bar.advance(tasks[phase], n)
+                                        ).as_dict()
+        except (StackNotFoundError, ReconcileError, BotoCoreError, ClientError) as exc:
+            console.print(f"[red]reconcile failed:[/] {exc}")
+            raise typer.Exit(2) from exc
+    if as_json:
+        sys.stdout.write(json.dumps(report) + "\n")
+    else:
+        _render_reconciliation(report)
+        for sample in report["samples"]:
+            out.print(f"  {sample['kind']}: {sample['key']!r}")
 
 
 def main() -> None:

@@ -2,9 +2,12 @@
 
 The workload writes objects with hostile keys (spaces, ``+``, ``%``, non-ASCII, a trailing ``/``,
 a long key), overwrites them, deletes some (delete markers in the versioned bucket), deletes
-single versions, and delivers S3's events with duplicates and reordering. An ``s3:TestEvent`` and
-one malformed message ride along to show the ``ignored`` and ``invalid`` outcomes. The report
-gives the events per outcome and whether the ledger equals the bucket.
+single versions, and delivers S3's events with duplicates, reordering and (by default 10%) drops: a
+dropped event is lost for good, as after a misconfigured rule. An ``s3:TestEvent`` and one
+malformed message ride along to show the ``ignored`` and ``invalid`` outcomes. Then one
+reconciliation against an S3 Inventory report of the bucket (written in the real format) finds
+what the lost events left behind and repairs it through the ingest queue. The report gives the
+events per outcome, the drift found, and whether the ledger equals the bucket.
 """
 
 from __future__ import annotations
@@ -40,11 +43,16 @@ TEST_EVENT = ('{"Service":"Amazon S3","Event":"s3:TestEvent","Time":"2026-11-30T
 
 @dataclass(frozen=True)
 class DemoOptions:
-    """Demo knobs: rounds of operations, random seed, duplicate probability."""
+    """Demo knobs: rounds of operations, random seed, duplicate and drop probabilities, and the
+    reconciliation source (``None``: no reconciliation)."""
 
     rounds: int = 3
     seed: int = 7
     duplicate: float = 0.3
+    drop: float = 0.1
+    reconcile: str | None = "inventory"
+    reconcile_prefix: str = ""
+    reconcile_dry_run: bool = False
 
 
 def run_demo(options: DemoOptions, settings: Settings | None = None,
@@ -61,9 +69,9 @@ def run_demo(options: DemoOptions, settings: Settings | None = None,
     Returns
     -------
     dict
-        ``{"bucket", "operations", "events_emitted", "events_delivered", "outcomes",
-        "invocations", "dead_letter_queue", "converged", "differences", "ledger_rows",
-        "visible_objects"}``.
+        ``{"bucket", "operations", "events_emitted", "events_delivered", "events_dropped",
+        "differences_before_reconciliation", "reconciliation", "outcomes", "invocations",
+        "dead_letter_queue", "converged", "differences", "ledger_rows", "visible_objects"}``.
     """
     rng = random.Random(options.seed)
     with Emulator() as emu:
@@ -91,19 +99,30 @@ def run_demo(options: DemoOptions, settings: Settings | None = None,
             for key in rng.sample(HOSTILE_KEYS, 2):
                 if versions[key]:  # remove one old version: the key's visibility may not change
                     s3.delete(key, versions[key].pop(0))
-            chaos = Chaos(seed=options.seed + rnd, duplicate=options.duplicate, reorder=True)
+            chaos = Chaos(seed=options.seed + rnd, duplicate=options.duplicate, reorder=True,
+                          drop=options.drop)
             delivered_total += rt.flush(chaos)
             if rnd == 0:
                 rt.send_raw(TEST_EVENT % rt.resources.bucket)
                 rt.send_raw('{"detail-type": "Object Created", "detail": ')  # malformed
                 delivered_total += 2
             rt.drain(on_batch=progress)
+        before = rt.compare()
+        reconciliation = None
+        if options.reconcile:
+            if on_progress:
+                on_progress("reconcile", processed, delivered_total)
+            reconciliation = rt.reconcile(options.reconcile, prefix=options.reconcile_prefix,
+                                          dry_run=options.reconcile_dry_run).as_dict()
         comparison = rt.compare()
         return {
             "bucket": rt.resources.bucket,
             "operations": len(s3.log),
             "events_emitted": len(s3.log),
             "events_delivered": delivered_total,
+            "events_dropped": len(rt.dropped),
+            "differences_before_reconciliation": len(before.differences),
+            "reconciliation": reconciliation,
             "outcomes": dict(sorted(rt.outcome_counts().items())),
             "invocations": rt.invocations,
             "dead_letter_queue": [

@@ -98,6 +98,7 @@ class Resources:
     table: str
     rule: str
     archive: str
+    inventory_bucket: str
 
 
 def provision(emu: Emulator, settings: Settings, *, bucket: str | None = None,
@@ -122,6 +123,8 @@ def provision(emu: Emulator, settings: Settings, *, bucket: str | None = None,
     bucket = bucket or f"s3ingest-local-{suffix}"
     s3, sqs, ddb, events = (emu.client(s) for s in ("s3", "sqs", "dynamodb", "events"))
     s3.create_bucket(Bucket=bucket)
+    inventory_bucket = f"s3ingest-inventory-{suffix}"
+    s3.create_bucket(Bucket=inventory_bucket)
     if versioning:
         s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": versioning})
     day = 86_400
@@ -151,7 +154,7 @@ def provision(emu: Emulator, settings: Settings, *, bucket: str | None = None,
                           RetentionDays=settings.archive_retention_days)
     return Resources(bucket=bucket, versioning=versioning, queue_url=queue_url,
                      queue_arn=queue_arn, dlq_url=dlq_url, table=table, rule=rule,
-                     archive=archive)
+                     archive=archive, inventory_bucket=inventory_bucket)
 
 
 def _queue_arn(sqs: Any, url: str) -> str:

@@ -27,6 +27,7 @@ from typing import Any
 
 from s3ingest.local.chaos import Chaos
 from s3ingest.local.emulator import REGION, Emulator, Resources, provision
+from s3ingest.local.inventory_writer import CONFIG_ID, write_inventory
 from s3ingest.local.s3faithful import FaithfulS3, SequencerClock
 from s3ingest.settings import Settings
 from s3ingest_fn.bucket import S3Objects
@@ -36,6 +37,13 @@ from s3ingest_fn.ingest import IngestService
 from s3ingest_fn.ledger import DynamoLedger, from_item
 from s3ingest_fn.model import Result
 from s3ingest_fn.processing import DeadLetter, MessageProcessor
+from s3ingest_fn.reconcile.service import (
+    INVENTORY,
+    Progress,
+    Reconciler,
+    ReconcileReport,
+    ReconcileRequest,
+)
 
 #: Visibility timeout used by the local poller for a received batch, seconds: a failed record
 #: comes back this soon instead of after the deployed queue's timeout.
@@ -193,6 +201,37 @@ class LocalRuntime:
             "eventSource": "aws:sqs", "eventSourceARN": self.resources.queue_arn,
             "awsRegion": REGION,
         }
+
+    # -- reconciliation --------------------------------------------------------------------
+
+    def reconciler(self) -> Reconciler:
+        """The reconcile code the Lambda runs, bound to this deployment's resources."""
+        return Reconciler(s3=self.s3, dynamodb=self.ddb, sqs=self.sqs,
+                          bucket=self.resources.bucket, table=self.resources.table,
+                          queue_url=self.resources.queue_url,
+                          inventory_bucket=self.resources.inventory_bucket,
+                          inventory_prefix=f"inventory/{self.resources.bucket}/{CONFIG_ID}/")
+
+    def write_inventory(self) -> str:
+        """Write an S3 Inventory report of the bucket now; return its manifest key."""
+        return write_inventory(self.s3, source_bucket=self.resources.bucket,
+                               destination_bucket=self.resources.inventory_bucket)
+
+    def reconcile(self, source: str = INVENTORY, *, prefix: str = "", dry_run: bool = False,
+                  margin_seconds: int = 0, progress: Progress | None = None,
+                  drain: bool = True) -> ReconcileReport:
+        """Run one reconciliation (writing an inventory report first for ``inventory``), then
+        drain the repairs through the ingest handler.
+
+        ``margin_seconds`` defaults to 0 here: locally, nothing changes after the snapshot.
+        """
+        manifest = self.write_inventory() if source == INVENTORY else None
+        request = ReconcileRequest(source=source, prefix=prefix, dry_run=dry_run,
+                                   manifest_key=manifest, margin_ms=margin_seconds * 1000)
+        report = self.reconciler().run(request, progress)
+        if drain and not dry_run:
+            self.drain()
+        return report
 
     # -- state ---------------------------------------------------------------------------
 

@@ -9,7 +9,10 @@ Format (one JSON object per line; blank lines and lines starting with ``#`` are 
 * ``{"op": "deliver", "body": B}``: one SQS message whose body is ``B`` exactly as AWS would send
   it (a JSON object, serialised, or a string, sent as is), then the queue is drained;
 * ``{"op": "flush", "chaos": {"seed": S, "duplicate": P, "reorder": true, "drop": 0.0}}``: deliver
-  every event the S3 operations emitted so far under that chaos, then drain the queue.
+  every event the S3 operations emitted so far under that chaos, then drain the queue; a dropped
+  event is lost for good (only reconciliation repairs what it would have done);
+* ``{"op": "reconcile", "source": "listing" | "inventory"}``: one reconciliation (an inventory
+  report of the bucket is written first for ``inventory``), then the repairs are drained.
 
 The result (:func:`run_scenario`) is ``{"messages": [...], "ledger": [...], "bucket": [...],
 "converged": bool}`` as documented in the README.
@@ -71,14 +74,17 @@ def parse_lines(lines: Iterable[str]) -> tuple[dict[str, Any], list[tuple[int, d
 def _check_step(lineno: int, doc: dict[str, Any]) -> None:
     op = doc["op"]
     required = {"put": ("key", "body"), "delete": ("key",), "deliver": ("body",),
-                "flush": ()}.get(op)
+                "flush": (), "reconcile": ()}.get(op)
     if required is None:
-        raise ScenarioError(f"line {lineno}: unknown op {op!r} (put, delete, deliver, flush)")
+        raise ScenarioError(f"line {lineno}: unknown op {op!r} "
+                            "(put, delete, deliver, flush, reconcile)")
     missing = [f for f in required if f not in doc]
     if missing:
         raise ScenarioError(f"line {lineno}: op {op!r} needs {', '.join(missing)}")
     if op in ("put", "delete") and (not isinstance(doc["key"], str) or not doc["key"]):
         raise ScenarioError(f"line {lineno}: key must be a non-empty string")
+    if op == "reconcile" and doc.get("source", "inventory") not in ("listing", "inventory"):
+        raise ScenarioError(f"line {lineno}: reconcile source must be listing or inventory")
     if op == "flush":
         try:
             Chaos.from_json(doc.get("chaos"))
@@ -113,6 +119,7 @@ def _run(emu: Emulator, setup: dict[str, Any], steps: list[tuple[int, dict[str, 
          settings: Settings | None) -> dict[str, Any]:
     rt = LocalRuntime(emu, settings, bucket=setup.get("bucket"),
                       versioning=setup.get("versioning"))
+    reconciliations = []
     for lineno, step in steps:
         rt.step = lineno
         op = step["op"]
@@ -128,6 +135,9 @@ def _run(emu: Emulator, setup: dict[str, Any], steps: list[tuple[int, dict[str, 
             elif op == "flush":
                 rt.flush(Chaos.from_json(step.get("chaos")))
                 rt.drain()
+            elif op == "reconcile":
+                report = rt.reconcile(step.get("source", "inventory"))
+                reconciliations.append({"step": lineno, **report.as_dict()})
         except ScenarioError:
             raise
         except Exception as exc:  # an S3 error on the emulator, e.g. an unknown version id
@@ -144,4 +154,6 @@ def _run(emu: Emulator, setup: dict[str, Any], steps: list[tuple[int, dict[str, 
         "bucket": comparison.bucket,
         "converged": comparison.converged,
         "differences": comparison.differences,
+        "dropped": len(rt.dropped),
+        "reconciliations": reconciliations,
     }

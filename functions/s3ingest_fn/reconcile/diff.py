@@ -1,0 +1,147 @@
+"""The bucket against the ledger (CONTRACT C12): what each key is in the bucket, what the ledger
+says, and the differences worth a repair.
+
+Memory: one small tuple per key of the bucket (about 200 bytes with the key), the ledger is
+streamed. Each ledger row is matched by popping its key from the bucket map, so what is left at
+the end is exactly the bucket's keys the ledger has no row for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from s3ingest_fn.reconcile.inventory import InventoryRow
+
+MISSING = "missing"
+DELETED_BUT_LIVE = "deleted_but_live"
+CONTENT_MISMATCH = "content_mismatch"
+DRIFT_KINDS = (MISSING, DELETED_BUT_LIVE, CONTENT_MISMATCH)
+
+
+class Truth(NamedTuple):
+    """A key's current state in the bucket, from its latest version in a listing or inventory.
+
+    ``visible`` is False when the latest version is a delete marker.
+    """
+
+    visible: bool
+    version_id: str | None
+    etag: str | None
+    last_modified_ms: int | None
+
+
+def bucket_truth(rows: Iterable[InventoryRow], *, prefix: str = "") -> dict[str, Truth]:
+    """Reduce version rows to each key's current state.
+
+    Parameters
+    ----------
+    rows : iterable of InventoryRow
+        One row per version (delete markers included) or one per object (current-only reports,
+        unversioned listings), in any order: inventory rows are not sorted.
+    prefix : str
+        Only keys starting with it.
+
+    Returns
+    -------
+    dict
+        key -> :class:`Truth`. Keys whose versions are all non-current (cannot happen in a
+        consistent report) are absent.
+    """
+    truth: dict[str, Truth] = {}
+    for row in rows:
+        if not row.is_latest or not row.key.startswith(prefix):
+            continue
+        seen = truth.get(row.key)
+        if seen is not None and (seen.last_modified_ms or 0) > (row.last_modified_ms or 0):
+            continue
+        truth[row.key] = Truth(
+            visible=not row.is_delete_marker,
+            version_id=None if row.is_delete_marker else row.version_id,
+            etag=None if row.is_delete_marker else row.etag,
+            last_modified_ms=row.last_modified_ms,
+        )
+    return truth
+
+
+@dataclass(frozen=True)
+class Drift:
+    """One difference between the ledger and the bucket.
+
+    Attributes
+    ----------
+    kind : str
+        ``missing`` (visible in the bucket, absent or tombstoned in the ledger),
+        ``deleted_but_live`` (present in the ledger, not visible in the bucket) or
+        ``content_mismatch`` (both present, other version id or ETag).
+    key : str
+    ledger : dict or None
+        The ledger row as scanned.
+    bucket : Truth or None
+    """
+
+    kind: str
+    key: str
+    ledger: dict[str, Any] | None
+    bucket: Truth | None
+
+
+@dataclass
+class DiffStats:
+    """Counts of one diff."""
+
+    ledger_rows: int = 0
+    skipped_recent: int = 0
+
+
+def diff(truth: dict[str, Truth], ledger_rows: Iterable[dict[str, Any]], *, taken_at_ms: int,
+         compare_versions: bool, compare_etags: bool, stats: DiffStats | None = None,
+         prefix: str = "") -> Iterator[Drift]:
+    """Yield the drift between the bucket (``truth``) and the ledger.
+
+    Parameters
+    ----------
+    truth : dict
+        From :func:`bucket_truth`; consumed (keys are popped as ledger rows match them).
+    ledger_rows : iterable of dict
+        Ledger rows with at least ``key``, ``state``, ``updated_at``; ``version_id``/``etag``.
+    taken_at_ms : int
+        When the listing or inventory was taken, minus the safety margin, epoch milliseconds.
+        A ledger row updated after it, or an object modified after it, is skipped: the source of
+        truth may not show that change yet (CONTRACT C12).
+    compare_versions, compare_etags : bool
+        Whether the source carries version ids / ETags (a report may lack the columns).
+    stats : DiffStats, optional
+        Filled with counts.
+    prefix : str
+        Only ledger keys starting with it.
+    """
+    stats = stats if stats is not None else DiffStats()
+    for row in ledger_rows:
+        key = str(row.get("key", ""))
+        if not key.startswith(prefix):
+            continue
+        stats.ledger_rows += 1
+        seen = truth.pop(key, None)
+        if int(row.get("updated_at") or 0) > taken_at_ms or (
+                seen is not None and (seen.last_modified_ms or 0) > taken_at_ms):
+            stats.skipped_recent += 1
+            continue
+        present = row.get("state") == "present"
+        if seen is None or not seen.visible:
+            if present:
+                yield Drift(DELETED_BUT_LIVE, key, row, seen)
+            continue
+        if not present:
+            yield Drift(MISSING, key, row, seen)
+        elif ((compare_versions and row.get("version_id") != seen.version_id)
+              or (compare_etags and row.get("etag") != seen.etag)):
+            yield Drift(CONTENT_MISMATCH, key, row, seen)
+    for key, seen in truth.items():
+        if not seen.visible:
+            continue
+        if (seen.last_modified_ms or 0) > taken_at_ms:
+            stats.skipped_recent += 1
+            continue
+        yield Drift(MISSING, key, None, seen)

@@ -1,0 +1,377 @@
+"""Reconciliation: the bucket is the truth (CONTRACT C12).
+
+One run: take the bucket's state from a listing or from the newest S3 Inventory report, scan the
+ledger (a parallel Scan: about one request per megabyte of rows, not one per key), diff them,
+confirm each difference with a HEAD (an inventory can lag), and queue a repair event for what is
+still different. Repairs go through the ingest queue and the ingest handler like any event, as
+observations (C7): they never override a newer sequenced state.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from s3ingest_fn.bucket import S3Objects
+from s3ingest_fn.ledger import from_item
+from s3ingest_fn.reconcile.diff import DRIFT_KINDS, DiffStats, Drift, Truth, bucket_truth, diff
+from s3ingest_fn.reconcile.inventory import InventoryError, InventoryRow, Manifest, read_rows
+
+LISTING = "listing"
+INVENTORY = "inventory"
+#: Default margins, milliseconds: ledger rows changed within this long before the source was
+#: taken are skipped. An inventory report is built over hours after its creationTimestamp.
+DEFAULT_MARGIN_MS = {LISTING: 60_000, INVENTORY: 3_600_000}
+#: Parallel Scan segments (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Scan.html#Scan.ParallelScan).
+SCAN_SEGMENTS = 8
+_LEDGER_ATTRIBUTES = ("key", "state", "version_id", "etag", "updated_at")
+
+Progress = Callable[[str, int], None]
+
+
+class ReconcileError(RuntimeError):
+    """Reconciliation could not run (no inventory report, unreadable manifest, AWS error)."""
+
+
+@dataclass(frozen=True)
+class ReconcileRequest:
+    """What to reconcile.
+
+    Attributes
+    ----------
+    source : {"listing", "inventory"}
+    prefix : str
+        Only keys starting with it.
+    dry_run : bool
+        Report the drift; queue no repair.
+    manifest_key : str or None
+        An inventory ``manifest.json`` key in the inventory bucket; the newest one by default.
+    margin_ms : int or None
+        Overrides :data:`DEFAULT_MARGIN_MS`.
+    """
+
+    source: str = INVENTORY
+    prefix: str = ""
+    dry_run: bool = False
+    manifest_key: str | None = None
+    margin_ms: int | None = None
+
+    @classmethod
+    def from_event(cls, event: dict[str, Any]) -> ReconcileRequest:
+        """From a Lambda event ``{"source", "prefix", "dryRun", "manifest", "marginSeconds"}``.
+
+        Raises
+        ------
+        ValueError
+            For an unknown source or a wrongly typed field.
+        """
+        source = event.get("source", INVENTORY)
+        if source not in (LISTING, INVENTORY):
+            raise ValueError(f"source must be 'listing' or 'inventory', not {source!r}")
+        margin = event.get("marginSeconds")
+        return cls(source=source, prefix=str(event.get("prefix") or ""),
+                   dry_run=bool(event.get("dryRun", False)), manifest_key=event.get("manifest"),
+                   margin_ms=int(margin) * 1000 if margin is not None else None)
+
+
+@dataclass
+class ReconcileReport:
+    """The run summary: the reconcile Lambda's result, the CLI's table, the log line."""
+
+    source: str
+    bucket: str
+    prefix: str
+    dry_run: bool
+    taken_at_ms: int = 0
+    manifest: str | None = None
+    bucket_rows: int = 0
+    bucket_keys: int = 0
+    ledger_rows: int = 0
+    ledger_requests: int = 0
+    skipped_recent: int = 0
+    drift: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DRIFT_KINDS, 0))
+    resolved_on_head: int = 0
+    repairs_queued: int = 0
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    duration_s: float = 0.0
+
+    @property
+    def drift_total(self) -> int:
+        """All differences found (before the HEAD confirmation)."""
+        return sum(self.drift.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready summary."""
+        out = dict(self.__dict__)
+        out["drift_total"] = self.drift_total
+        return out
+
+
+class Reconciler:
+    """Runs reconciliation with injected clients.
+
+    Parameters
+    ----------
+    s3, dynamodb, sqs : boto3 clients
+    bucket : str
+        The landing bucket.
+    table : str
+        The ledger table.
+    queue_url : str
+        The ingest queue (repairs go there).
+    inventory_bucket : str or None
+        Where the inventory reports are delivered.
+    inventory_prefix : str
+        ``<destination prefix>/<source bucket>/<configuration id>/``: the folder holding one
+        dated folder per report.
+    """
+
+    def __init__(self, *, s3: Any, dynamodb: Any, sqs: Any, bucket: str, table: str,
+                 queue_url: str, inventory_bucket: str | None = None,
+                 inventory_prefix: str = "", clock: Callable[[], float] = time.time) -> None:
+        self._s3, self._ddb, self._sqs = s3, dynamodb, sqs
+        self.bucket, self.table, self.queue_url = bucket, table, queue_url
+        self.inventory_bucket, self.inventory_prefix = inventory_bucket, inventory_prefix
+        self.objects = S3Objects(s3)
+        self._clock = clock
+
+    def run(self, request: ReconcileRequest, progress: Progress | None = None) -> ReconcileReport:
+        """Reconcile once.
+
+        Parameters
+        ----------
+        request : ReconcileRequest
+        progress : callable, optional
+            ``progress(phase, count)`` as rows are read ("bucket", "ledger", "confirm").
+
+        Returns
+        -------
+        ReconcileReport
+
+        Raises
+        ------
+        ReconcileError
+            When the source cannot be read.
+        """
+        started = self._clock()
+        report = ReconcileReport(source=request.source, bucket=self.bucket,
+                                 prefix=request.prefix, dry_run=request.dry_run)
+        tick = progress or (lambda phase, n: None)
+        try:
+            if request.source == LISTING:
+                report.taken_at_ms = int(self._clock() * 1000)
+                rows: Iterator[InventoryRow] = self._listing(request.prefix)
+                compare_versions = compare_etags = True
+            else:
+                manifest_key = request.manifest_key or self.newest_manifest()
+                manifest = self._manifest(manifest_key)
+                report.manifest = manifest_key
+                report.taken_at_ms = manifest.created_ms
+                rows = self._inventory_rows(manifest)
+                compare_versions = "VersionId" in manifest.columns or \
+                    "version_id" in manifest.columns
+                compare_etags = "ETag" in manifest.columns or "e_tag" in manifest.columns
+            counted = _counting(rows, report, tick)
+            truth = bucket_truth(counted, prefix=request.prefix)
+        except (ClientError, BotoCoreError) as exc:
+            raise ReconcileError(f"reading the bucket's state failed: {exc}") from exc
+        report.bucket_keys = len(truth)
+        margin = request.margin_ms if request.margin_ms is not None \
+            else DEFAULT_MARGIN_MS[request.source]
+        stats = DiffStats()
+        drifts = list(diff(truth, self._scan_ledger(report, tick),
+                           taken_at_ms=report.taken_at_ms - margin,
+                           compare_versions=compare_versions, compare_etags=compare_etags,
+                           stats=stats, prefix=request.prefix))
+        report.ledger_rows, report.skipped_recent = stats.ledger_rows, stats.skipped_recent
+        for d in drifts:
+            report.drift[d.kind] += 1
+        confirmed = self._confirm(drifts, report, tick)
+        report.samples = [_sample(d) for d in confirmed[:20]]
+        if not request.dry_run:
+            report.repairs_queued = self._queue_repairs(confirmed)
+        report.duration_s = round(self._clock() - started, 3)
+        return report
+
+    # -- the bucket's state -------------------------------------------------------------
+
+    def _listing(self, prefix: str) -> Iterator[InventoryRow]:
+        versioning = self._s3.get_bucket_versioning(Bucket=self.bucket).get("Status")
+        if versioning:
+            pages = self._s3.get_paginator("list_object_versions").paginate(
+                Bucket=self.bucket, Prefix=prefix)
+            for page in pages:
+                for v in page.get("Versions", []):
+                    yield _listed(self.bucket, v, delete_marker=False)
+                for m in page.get("DeleteMarkers", []):
+                    yield _listed(self.bucket, m, delete_marker=True)
+        else:
+            for page in self._s3.get_paginator("list_objects_v2").paginate(
+                    Bucket=self.bucket, Prefix=prefix):
+                for o in page.get("Contents", []):
+                    yield InventoryRow(bucket=self.bucket, key=o["Key"], version_id=None,
+                                       is_latest=True, is_delete_marker=False,
+                                       etag=str(o.get("ETag", "")).strip('"') or None,
+                                       size=o.get("Size"),
+                                       last_modified_ms=_ms(o.get("LastModified")))
+
+    def newest_manifest(self) -> str:
+        """Key of the newest report's ``manifest.json`` under the inventory prefix.
+
+        Raises
+        ------
+        ReconcileError
+            When no inventory bucket is configured or no report exists yet (the first report
+            arrives up to 48 hours after the configuration is created).
+        """
+        if not self.inventory_bucket:
+            raise ReconcileError("no inventory bucket configured; use --source listing")
+        prefix = self.inventory_prefix
+        folders: list[str] = []
+        for page in self._s3.get_paginator("list_objects_v2").paginate(
+                Bucket=self.inventory_bucket, Prefix=prefix, Delimiter="/"):
+            folders.extend(p["Prefix"] for p in page.get("CommonPrefixes", []))
+        dated = sorted((f for f in folders if f[len(prefix):len(prefix) + 2].isdigit()),
+                       reverse=True)
+        for folder in dated:
+            key = folder + "manifest.json"
+            try:
+                self._s3.head_object(Bucket=self.inventory_bucket, Key=key)
+                self._s3.head_object(Bucket=self.inventory_bucket, Key=folder + "manifest.checksum")
+            except ClientError:
+                continue  # a report still being written
+            return key
+        raise ReconcileError(f"no inventory report under s3://{self.inventory_bucket}/{prefix} "
+                             "yet (the first one can take up to 48 hours); use --source listing")
+
+    def _manifest(self, key: str) -> Manifest:
+        if not self.inventory_bucket:
+            raise ReconcileError("no inventory bucket configured")
+        try:
+            raw = self._get(key)
+            checksum = self._get(key.rsplit("/", 1)[0] + "/manifest.checksum")
+            return Manifest.parse(raw, checksum)
+        except InventoryError as exc:
+            raise ReconcileError(f"s3://{self.inventory_bucket}/{key}: {exc}") from exc
+
+    def _inventory_rows(self, manifest: Manifest) -> Iterator[InventoryRow]:
+        for data_key in manifest.files:
+            try:
+                yield from read_rows(manifest, self._get(data_key))
+            except InventoryError as exc:
+                raise ReconcileError(f"s3://{self.inventory_bucket}/{data_key}: {exc}") from exc
+
+    def _get(self, key: str) -> bytes:
+        body = self._s3.get_object(Bucket=self.inventory_bucket, Key=key)["Body"]
+        return bytes(body.read())
+
+    # -- the ledger -----------------------------------------------------------------------
+
+    def _scan_ledger(self, report: ReconcileReport,
+                     tick: Progress) -> Iterator[dict[str, Any]]:
+        """All ledger rows of this bucket: a parallel Scan, one thread per segment, projected to
+        the attributes the diff reads."""
+        names = {f"#{a}": a for a in (*_LEDGER_ATTRIBUTES, "bucket")}
+        base = {
+            "TableName": self.table, "TotalSegments": SCAN_SEGMENTS,
+            "ProjectionExpression": ", ".join(f"#{a}" for a in _LEDGER_ATTRIBUTES),
+            "FilterExpression": "#bucket = :bucket",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": {":bucket": {"S": self.bucket}},
+        }
+
+        def segment(i: int) -> tuple[list[dict[str, Any]], int]:
+            rows, requests, kwargs = [], 0, {**base, "Segment": i}
+            while True:
+                page = self._ddb.scan(**kwargs)
+                requests += 1
+                rows.extend(from_item(item) for item in page.get("Items", []))
+                if "LastEvaluatedKey" not in page:
+                    return rows, requests
+                kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+        with ThreadPoolExecutor(max_workers=SCAN_SEGMENTS) as pool:
+            try:
+                for rows, requests in pool.map(segment, range(SCAN_SEGMENTS)):
+                    report.ledger_requests += requests
+                    tick("ledger", len(rows))
+                    yield from rows
+            except (ClientError, BotoCoreError) as exc:
+                raise ReconcileError(f"scanning the ledger failed: {exc}") from exc
+
+    # -- confirmation and repair ----------------------------------------------------------
+
+    def _confirm(self, drifts: list[Drift], report: ReconcileReport,
+                 tick: Progress) -> list[Drift]:
+        """Keep the differences a HEAD still shows (an inventory can lag the bucket)."""
+        def still_different(d: Drift) -> bool:
+            now = self.objects.current(self.bucket, d.key)
+            row = d.ledger
+            if row is None:
+                return now.visible
+            if row.get("state") != "present":
+                return now.visible
+            return (not now.visible or row.get("version_id") != now.version_id
+                    or row.get("etag") != now.etag)
+
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            verdicts = list(pool.map(still_different, drifts))
+        tick("confirm", len(drifts))
+        confirmed = [d for d, keep in zip(drifts, verdicts, strict=True) if keep]
+        report.resolved_on_head = len(drifts) - len(confirmed)
+        return confirmed
+
+    def _queue_repairs(self, drifts: list[Drift]) -> int:
+        sent = 0
+        for i in range(0, len(drifts), 10):
+            chunk = drifts[i:i + 10]
+            entries = [{"Id": str(j), "MessageBody": json.dumps({"s3ingestRepair": {
+                "bucket": self.bucket, "key": d.key, "reason": d.kind,
+                "run": uuid.uuid4().hex}})} for j, d in enumerate(chunk)]
+            try:
+                resp = self._sqs.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
+            except (ClientError, BotoCoreError) as exc:
+                raise ReconcileError(f"queueing repairs failed after {sent}: {exc}") from exc
+            if resp.get("Failed"):
+                raise ReconcileError(f"SQS refused repairs: {resp['Failed']}")
+            sent += len(chunk)
+        return sent
+
+
+def _counting(rows: Iterator[InventoryRow], report: ReconcileReport,
+              tick: Progress) -> Iterator[InventoryRow]:
+    for row in rows:
+        report.bucket_rows += 1
+        if report.bucket_rows % 10_000 == 0:
+            tick("bucket", 10_000)
+        yield row
+    tick("bucket", report.bucket_rows % 10_000)
+
+
+def _listed(bucket: str, v: dict[str, Any], *, delete_marker: bool) -> InventoryRow:
+    version = v.get("VersionId")
+    return InventoryRow(bucket=bucket, key=v["Key"],
+                        version_id=None if version in (None, "null") else version,
+                        is_latest=bool(v.get("IsLatest")), is_delete_marker=delete_marker,
+                        etag=None if delete_marker else str(v.get("ETag", "")).strip('"') or None,
+                        size=v.get("Size"), last_modified_ms=_ms(v.get("LastModified")))
+
+
+def _ms(value: Any) -> int | None:
+    return int(value.timestamp() * 1000) if value is not None else None
+
+
+def _sample(d: Drift) -> dict[str, Any]:
+    row, truth = d.ledger or {}, d.bucket or Truth(False, None, None, None)
+    return {"kind": d.kind, "key": d.key, "ledger_state": row.get("state"),
+            "ledger_version_id": row.get("version_id"), "ledger_etag": row.get("etag"),
+            "bucket_visible": truth.visible, "bucket_version_id": truth.version_id,
+            "bucket_etag": truth.etag}
+

@@ -1,0 +1,62 @@
+"""A deployed s3ingest stack, found by its CloudFormation outputs.
+
+The CLI's commands against a deployed stack run here, in the operator's process, with the
+operator's credentials (the default boto3 chain: environment, profile, SSO, instance role).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from s3ingest_fn.reconcile.service import Reconciler
+
+#: The landing bucket's inventory configuration (infra/constructs/landing_bucket.py).
+INVENTORY_PREFIX = "inventory"
+INVENTORY_ID = "s3ingest-daily"
+
+
+class StackNotFoundError(RuntimeError):
+    """The stack does not exist, or lacks the outputs this command needs."""
+
+
+@dataclass(frozen=True)
+class DeployedStack:
+    """Outputs of an ``S3Ingest-<stage>`` stack."""
+
+    name: str
+    outputs: dict[str, str]
+
+    @classmethod
+    def load(cls, cloudformation: Any, name: str) -> DeployedStack:
+        """Read the stack's outputs.
+
+        Raises
+        ------
+        StackNotFoundError
+        """
+        from botocore.exceptions import ClientError
+
+        try:
+            stacks = cloudformation.describe_stacks(StackName=name)["Stacks"]
+        except ClientError as exc:
+            raise StackNotFoundError(f"stack {name!r}: {exc}") from exc
+        outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
+        return cls(name=name, outputs=outputs)
+
+    def require(self, *names: str) -> list[str]:
+        """The named outputs, or StackNotFoundError naming the missing ones."""
+        missing = [n for n in names if n not in self.outputs]
+        if missing:
+            raise StackNotFoundError(f"stack {self.name!r} has no output(s) {missing}; "
+                                     "is it an s3ingest stack, deployed from this version?")
+        return [self.outputs[n] for n in names]
+
+    def reconciler(self, session: Any) -> Reconciler:
+        """Reconciliation against this stack's bucket, ledger and ingest queue."""
+        bucket, table, queue = self.require("BucketName", "LedgerTableName", "QueueUrl")
+        return Reconciler(
+            s3=session.client("s3"), dynamodb=session.client("dynamodb"),
+            sqs=session.client("sqs"), bucket=bucket, table=table, queue_url=queue,
+            inventory_bucket=self.outputs.get("InventoryBucketName"),
+            inventory_prefix=f"{INVENTORY_PREFIX}/{bucket}/{INVENTORY_ID}/")

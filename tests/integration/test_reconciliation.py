@@ -1,0 +1,167 @@
+"""CONTRACT C12 and C15 with dropped events: the bucket is the truth.
+
+Histories run with lost events; after quiescence, one reconciliation (listing or S3 Inventory)
+must make the ledger equal the bucket. Plus the interleavings that break naive designs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from s3ingest.local.chaos import Chaos
+from s3ingest.local.runtime import LocalRuntime
+from tests.integration.test_convergence import KEYS, Monotonic, op_strategy
+
+drop_ops = st.lists(
+    st.one_of(op_strategy,
+              st.tuples(st.just("lossy_flush"), st.just(""), st.integers(0, 2**16))),
+    min_size=1, max_size=18)
+
+
+def run_lossy_history(rt: LocalRuntime, ops: list[tuple[str, str, int]], drop: float) -> None:
+    versions: dict[str, list[str]] = {k: [] for k in KEYS}
+    for op, key, n in ops:
+        if op == "put":
+            result = rt.faithful.put(key, f"body {n}")
+            if result.version_id:
+                versions[key].append(result.version_id)
+        elif op == "delete":
+            marker = rt.faithful.delete(key).event["detail"]["object"].get("version-id")
+            if marker:
+                versions[key].append(marker)
+        elif op == "delete_version" and rt.resources.versioning and versions[key]:
+            rt.faithful.delete(key, versions[key].pop(n % len(versions[key])))
+        elif op in ("flush", "lossy_flush"):
+            rt.flush(Chaos(seed=n, duplicate=0.3, reorder=True,
+                           drop=drop if op == "lossy_flush" else 0.0))
+            rt.drain()
+    rt.flush(Chaos(seed=len(ops), duplicate=0.3, reorder=True, drop=drop))
+    rt.drain()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=drop_ops, versioning=st.sampled_from(["Enabled", None]),
+       drop=st.sampled_from([0.2, 0.5, 1.0]), source=st.sampled_from(["listing", "inventory"]))
+def test_one_reconciliation_after_lossy_delivery_makes_ledger_equal_bucket(
+        emulator: Any, ops: list[tuple[str, str, int]], versioning: str | None, drop: float,
+        source: str) -> None:
+    # GIVEN a history whose events are partly lost for good, delivered until quiescence
+    rt = LocalRuntime(emulator, versioning=versioning)
+    monitor = Monotonic()
+    rt.after_batch = monitor
+    run_lossy_history(rt, ops, drop)
+    # WHEN one reconciliation runs and its repairs are processed
+    report = rt.reconcile(source)
+    # THEN the ledger equals the bucket, and no invariant broke on the way
+    comparison = rt.compare()
+    assert comparison.differences == [], report.as_dict()
+    assert monitor.violations == []
+    assert report.repairs_queued == report.drift_total - report.resolved_on_head
+    # AND a second reconciliation finds nothing
+    again = rt.reconcile(source)
+    assert again.drift_total == 0
+
+
+def test_repair_racing_a_late_real_event_keeps_the_newest_state(emulator: Any) -> None:
+    # GIVEN v1 ingested, v2's event lost for now (held back), and a reconciliation queued a repair
+    rt = LocalRuntime(emulator, versioning="Enabled")
+    rt.faithful.put("k", "one")
+    rt.flush()
+    rt.drain()
+    v2 = rt.faithful.put("k", "two").version_id
+    (late_v2,) = rt.faithful.take_pending()
+    report = rt.reconcile("listing", drain=False)
+    assert report.drift["content_mismatch"] == 1
+    # AND a later write v3 happens, its event delivered before the repair and the late v2 event
+    v3 = rt.faithful.put("k", "three").version_id
+    rt.flush()
+    rt.faithful.pending.append(late_v2)
+    rt.flush()
+    # WHEN everything drains (repair, v3, late v2 in queue order)
+    rt.drain()
+    # THEN the row shows v3 and the late v2 never regressed it
+    (row,) = rt.ledger_rows()
+    assert (row["state"], row["version_id"]) == ("present", v3)
+    assert v2 != v3
+    outcomes = [d.result.outcome.value for d in rt.delivered if d.result.sequencer]
+    assert outcomes[-1] in ("stale", "superseded")
+
+
+def test_missed_delete_then_late_older_create_does_not_resurrect(emulator: Any) -> None:
+    # GIVEN put (event held back) then delete (event lost) on an unversioned bucket
+    rt = LocalRuntime(emulator, versioning=None)
+    rt.faithful.put("x", "one")
+    (late_create,) = rt.faithful.take_pending()
+    rt.faithful.delete("x")
+    rt.faithful.take_pending()  # the delete event is lost
+    # AND the create is delivered late, before reconciliation
+    rt.faithful.pending.append(late_create)
+    rt.flush()
+    rt.drain()
+    assert rt.ledger_rows()[0]["state"] == "present"
+    # WHEN reconciliation runs
+    report = rt.reconcile("inventory")
+    # THEN the ledger shows the key deleted, and the same late create delivered again is a no-op
+    assert report.drift["deleted_but_live"] == 1
+    rt.faithful.pending.append(late_create)
+    rt.flush()
+    rt.drain()
+    (row,) = rt.ledger_rows()
+    assert row["state"] == "deleted"
+    assert rt.compare().converged
+
+
+def test_missed_overwrite_on_unversioned_bucket_is_repaired_and_late_event_applies(
+        emulator: Any) -> None:
+    rt = LocalRuntime(emulator, versioning=None)
+    rt.faithful.put("doc", "one")
+    rt.flush()
+    rt.drain()
+    rt.faithful.put("doc", "two")
+    (late_two,) = rt.faithful.take_pending()
+    report = rt.reconcile("listing")
+    assert report.drift["content_mismatch"] == 1
+    (row,) = rt.ledger_rows()
+    assert row["observed"] is True
+    etag_two = row["etag"]
+    # the late event of the overwrite matches the bucket: applied, the observation cleared
+    rt.faithful.pending.append(late_two)
+    rt.flush()
+    rt.drain()
+    (row,) = rt.ledger_rows()
+    assert (row["etag"], row["observed"]) == (etag_two, False)
+    assert rt.delivered[-1].result.outcome.value == "applied"
+    assert rt.compare().converged
+
+
+def test_dry_run_queues_nothing(emulator: Any) -> None:
+    rt = LocalRuntime(emulator, versioning="Enabled")
+    rt.faithful.put("a", "1")
+    rt.faithful.take_pending()
+    report = rt.reconcile("inventory", dry_run=True)
+    assert (report.drift["missing"], report.repairs_queued) == (1, 0)
+    assert report.samples[0]["key"] == "a"
+    assert rt.ledger_rows() == []
+
+
+def test_rows_changed_after_the_snapshot_are_skipped(emulator: Any) -> None:
+    # GIVEN an inventory written before an overwrite whose event is delivered
+    rt = LocalRuntime(emulator, versioning="Enabled")
+    rt.faithful.put("a", "1")
+    rt.flush()
+    rt.drain()
+    manifest = rt.write_inventory()
+    rt.faithful.put("a", "2")
+    rt.flush()
+    rt.drain()
+    from s3ingest_fn.reconcile.service import ReconcileRequest
+
+    # WHEN reconciling against the older report with a margin covering the new write
+    report = rt.reconciler().run(ReconcileRequest(source="inventory", manifest_key=manifest,
+                                                  margin_ms=0))
+    # THEN the row changed after the snapshot is skipped, not "repaired" backwards
+    assert report.skipped_recent == 1
+    assert report.drift_total == 0
