@@ -165,3 +165,26 @@ def test_rows_changed_after_the_snapshot_are_skipped(emulator: Any) -> None:
     # THEN the row changed after the snapshot is skipped, not "repaired" backwards
     assert report.skipped_recent == 1
     assert report.drift_total == 0
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=drop_ops, versioning=st.sampled_from(["Enabled", None]))
+def test_fanned_out_reconciliation_finds_what_the_single_run_finds(
+        emulator: Any, ops: list[tuple[str, str, int]], versioning: str | None) -> None:
+    # GIVEN a lossy history and one inventory report
+    from s3ingest.local.fanout_driver import run_fanout
+    from s3ingest_fn.reconcile.service import ReconcileRequest
+
+    rt = LocalRuntime(emulator, versioning=versioning)
+    run_lossy_history(rt, ops, 0.5)
+    manifest = rt.write_inventory()
+    single = rt.reconciler().run(ReconcileRequest(source="inventory", manifest_key=manifest,
+                                                  dry_run=True, margin_ms=0))
+    # WHEN the fan-out steps run over 4 partitions and 3 segments
+    summary = run_fanout(rt.reconciler(), {"manifest": manifest, "partitions": 4,
+                                           "segments": 3, "marginSeconds": 0})
+    rt.drain()
+    # THEN they find the same drift, and their repairs make the ledger equal the bucket
+    assert summary["drift"] == single.drift
+    assert summary["ledger_rows"] == single.ledger_rows
+    assert rt.compare().differences == []

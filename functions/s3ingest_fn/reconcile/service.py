@@ -136,7 +136,7 @@ class Reconciler:
     def __init__(self, *, s3: Any, dynamodb: Any, sqs: Any, bucket: str, table: str,
                  queue_url: str, inventory_bucket: str | None = None,
                  inventory_prefix: str = "", clock: Callable[[], float] = time.time) -> None:
-        self._s3, self._ddb, self._sqs = s3, dynamodb, sqs
+        self.s3, self._ddb, self._sqs = s3, dynamodb, sqs
         self.bucket, self.table, self.queue_url = bucket, table, queue_url
         self.inventory_bucket, self.inventory_prefix = inventory_bucket, inventory_prefix
         self.objects = S3Objects(s3)
@@ -171,7 +171,7 @@ class Reconciler:
                 compare_versions = compare_etags = True
             else:
                 manifest_key = request.manifest_key or self.newest_manifest()
-                manifest = self._manifest(manifest_key)
+                manifest = self.manifest(manifest_key)
                 report.manifest = manifest_key
                 report.taken_at_ms = manifest.created_ms
                 rows = self._inventory_rows(manifest)
@@ -193,19 +193,19 @@ class Reconciler:
         report.ledger_rows, report.skipped_recent = stats.ledger_rows, stats.skipped_recent
         for d in drifts:
             report.drift[d.kind] += 1
-        confirmed = self._confirm(drifts, report, tick)
+        confirmed = self.confirm(drifts, report, tick)
         report.samples = [_sample(d) for d in confirmed[:20]]
         if not request.dry_run:
-            report.repairs_queued = self._queue_repairs(confirmed)
+            report.repairs_queued = self.queue_repairs(confirmed)
         report.duration_s = round(self._clock() - started, 3)
         return report
 
     # -- the bucket's state -------------------------------------------------------------
 
     def _listing(self, prefix: str) -> Iterator[InventoryRow]:
-        versioning = self._s3.get_bucket_versioning(Bucket=self.bucket).get("Status")
+        versioning = self.s3.get_bucket_versioning(Bucket=self.bucket).get("Status")
         if versioning:
-            pages = self._s3.get_paginator("list_object_versions").paginate(
+            pages = self.s3.get_paginator("list_object_versions").paginate(
                 Bucket=self.bucket, Prefix=prefix)
             for page in pages:
                 for v in page.get("Versions", []):
@@ -213,7 +213,7 @@ class Reconciler:
                 for m in page.get("DeleteMarkers", []):
                     yield _listed(self.bucket, m, delete_marker=True)
         else:
-            for page in self._s3.get_paginator("list_objects_v2").paginate(
+            for page in self.s3.get_paginator("list_objects_v2").paginate(
                     Bucket=self.bucket, Prefix=prefix):
                 for o in page.get("Contents", []):
                     yield InventoryRow(bucket=self.bucket, key=o["Key"], version_id=None,
@@ -235,7 +235,7 @@ class Reconciler:
             raise ReconcileError("no inventory bucket configured; use --source listing")
         prefix = self.inventory_prefix
         folders: list[str] = []
-        for page in self._s3.get_paginator("list_objects_v2").paginate(
+        for page in self.s3.get_paginator("list_objects_v2").paginate(
                 Bucket=self.inventory_bucket, Prefix=prefix, Delimiter="/"):
             folders.extend(p["Prefix"] for p in page.get("CommonPrefixes", []))
         dated = sorted((f for f in folders if f[len(prefix):len(prefix) + 2].isdigit()),
@@ -243,20 +243,26 @@ class Reconciler:
         for folder in dated:
             key = folder + "manifest.json"
             try:
-                self._s3.head_object(Bucket=self.inventory_bucket, Key=key)
-                self._s3.head_object(Bucket=self.inventory_bucket, Key=folder + "manifest.checksum")
+                self.s3.head_object(Bucket=self.inventory_bucket, Key=key)
+                self.s3.head_object(Bucket=self.inventory_bucket, Key=folder + "manifest.checksum")
             except ClientError:
                 continue  # a report still being written
             return key
         raise ReconcileError(f"no inventory report under s3://{self.inventory_bucket}/{prefix} "
                              "yet (the first one can take up to 48 hours); use --source listing")
 
-    def _manifest(self, key: str) -> Manifest:
+    def manifest(self, key: str) -> Manifest:
+        """Read and verify one report's manifest (checksum included).
+
+        Raises
+        ------
+        ReconcileError
+        """
         if not self.inventory_bucket:
             raise ReconcileError("no inventory bucket configured")
         try:
-            raw = self._get(key)
-            checksum = self._get(key.rsplit("/", 1)[0] + "/manifest.checksum")
+            raw = self.get_inventory_object(key)
+            checksum = self.get_inventory_object(key.rsplit("/", 1)[0] + "/manifest.checksum")
             return Manifest.parse(raw, checksum)
         except InventoryError as exc:
             raise ReconcileError(f"s3://{self.inventory_bucket}/{key}: {exc}") from exc
@@ -264,12 +270,13 @@ class Reconciler:
     def _inventory_rows(self, manifest: Manifest) -> Iterator[InventoryRow]:
         for data_key in manifest.files:
             try:
-                yield from read_rows(manifest, self._get(data_key))
+                yield from read_rows(manifest, self.get_inventory_object(data_key))
             except InventoryError as exc:
                 raise ReconcileError(f"s3://{self.inventory_bucket}/{data_key}: {exc}") from exc
 
-    def _get(self, key: str) -> bytes:
-        body = self._s3.get_object(Bucket=self.inventory_bucket, Key=key)["Body"]
+    def get_inventory_object(self, key: str) -> bytes:
+        """Bytes of one object of the inventory bucket."""
+        body = self.s3.get_object(Bucket=self.inventory_bucket, Key=key)["Body"]
         return bytes(body.read())
 
     # -- the ledger -----------------------------------------------------------------------
@@ -278,38 +285,40 @@ class Reconciler:
                      tick: Progress) -> Iterator[dict[str, Any]]:
         """All ledger rows of this bucket: a parallel Scan, one thread per segment, projected to
         the attributes the diff reads."""
-        names = {f"#{a}": a for a in (*_LEDGER_ATTRIBUTES, "bucket")}
-        base = {
-            "TableName": self.table, "TotalSegments": SCAN_SEGMENTS,
-            "ProjectionExpression": ", ".join(f"#{a}" for a in _LEDGER_ATTRIBUTES),
-            "FilterExpression": "#bucket = :bucket",
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": {":bucket": {"S": self.bucket}},
-        }
-
-        def segment(i: int) -> tuple[list[dict[str, Any]], int]:
-            rows, requests, kwargs = [], 0, {**base, "Segment": i}
-            while True:
-                page = self._ddb.scan(**kwargs)
-                requests += 1
-                rows.extend(from_item(item) for item in page.get("Items", []))
-                if "LastEvaluatedKey" not in page:
-                    return rows, requests
-                kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-
         with ThreadPoolExecutor(max_workers=SCAN_SEGMENTS) as pool:
             try:
-                for rows, requests in pool.map(segment, range(SCAN_SEGMENTS)):
+                for rows, requests in pool.map(lambda i: self.scan_segment(i, SCAN_SEGMENTS),
+                                               range(SCAN_SEGMENTS)):
                     report.ledger_requests += requests
                     tick("ledger", len(rows))
                     yield from rows
             except (ClientError, BotoCoreError) as exc:
                 raise ReconcileError(f"scanning the ledger failed: {exc}") from exc
 
+    def scan_segment(self, segment: int, total: int) -> tuple[list[dict[str, Any]], int]:
+        """One segment of a parallel Scan of this bucket's ledger rows, projected to the
+        attributes the diff reads; returns (rows, Scan requests made)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table, "TotalSegments": total, "Segment": segment,
+            "ProjectionExpression": ", ".join(f"#{a}" for a in _LEDGER_ATTRIBUTES),
+            "FilterExpression": "#bucket = :bucket",
+            "ExpressionAttributeNames": {f"#{a}": a for a in (*_LEDGER_ATTRIBUTES, "bucket")},
+            "ExpressionAttributeValues": {":bucket": {"S": self.bucket}},
+        }
+        rows: list[dict[str, Any]] = []
+        requests = 0
+        while True:
+            page = self._ddb.scan(**kwargs)
+            requests += 1
+            rows.extend(from_item(item) for item in page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                return rows, requests
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
     # -- confirmation and repair ----------------------------------------------------------
 
-    def _confirm(self, drifts: list[Drift], report: ReconcileReport,
-                 tick: Progress) -> list[Drift]:
+    def confirm(self, drifts: list[Drift], report: ReconcileReport,
+                tick: Progress) -> list[Drift]:
         """Keep the differences a HEAD still shows (an inventory can lag the bucket)."""
         def still_different(d: Drift) -> bool:
             now = self.objects.current(self.bucket, d.key)
@@ -328,7 +337,14 @@ class Reconciler:
         report.resolved_on_head = len(drifts) - len(confirmed)
         return confirmed
 
-    def _queue_repairs(self, drifts: list[Drift]) -> int:
+    def queue_repairs(self, drifts: list[Drift]) -> int:
+        """Send one repair event per drift to the ingest queue (batches of 10); return the count.
+
+        Raises
+        ------
+        ReconcileError
+            When SQS refuses.
+        """
         sent = 0
         for i in range(0, len(drifts), 10):
             chunk = drifts[i:i + 10]

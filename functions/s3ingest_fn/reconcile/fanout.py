@@ -1,0 +1,171 @@
+"""Reconciliation fanned out over Step Functions, for buckets larger than one Lambda run handles.
+
+A hash-partitioned diff in three map phases, each step a Lambda invocation of
+:func:`~s3ingest_fn.handlers.reconcile_fanout.handler` with an ``action``:
+
+1. ``plan``: find the newest inventory manifest, verify its checksum; return the data files, the
+   ledger's Scan segments and the partitions to the state machine.
+2. ``shard_inventory`` (Distributed Map, one child per inventory data file) and ``shard_ledger``
+   (Map, one child per parallel-Scan segment), in parallel: each reads its slice and writes it,
+   split by ``hash(key) % partitions``, as gzip JSON Lines shards to a work prefix of the
+   inventory bucket (expired by a lifecycle rule). Only each key's latest inventory row is kept.
+3. ``diff_partition`` (Map, one child per partition): read the partition's inventory and ledger
+   shards, diff them with the same :func:`~s3ingest_fn.reconcile.diff.diff` as the single run,
+   confirm with HEAD, queue repairs.
+4. ``summarize``: add the children's counts up, emit the drift metrics.
+
+Every key's inventory row and ledger row land in the same partition, so each partition's diff is
+exact; memory per child is bounded by the partition count.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import uuid
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from s3ingest_fn.reconcile.diff import DRIFT_KINDS, DiffStats, Truth, bucket_truth, diff
+from s3ingest_fn.reconcile.inventory import read_rows
+from s3ingest_fn.reconcile.service import (
+    DEFAULT_MARGIN_MS,
+    INVENTORY,
+    Reconciler,
+    ReconcileReport,
+)
+
+WORK_PREFIX = "reconcile-work/"
+DEFAULT_PARTITIONS = 64
+DEFAULT_SEGMENTS = 16
+
+
+def partition_of(key: str, partitions: int) -> int:
+    """The partition of a key: stable across processes (not Python's salted ``hash``)."""
+    return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(),
+                          "big") % partitions
+
+
+class FanOut:
+    """The fan-out steps, over a :class:`Reconciler` (its clients, bucket, ledger and queue)."""
+
+    def __init__(self, reconciler: Reconciler) -> None:
+        self.r = reconciler
+        self._s3 = reconciler.s3
+
+    def plan(self, event: dict[str, Any]) -> dict[str, Any]:
+        """``{"manifest"?, "partitions"?, "segments"?, "prefix"?, "dryRun"?, "marginSeconds"?}``
+        -> the run's plan."""
+        manifest_key = event.get("manifest") or self.r.newest_manifest()
+        manifest = self.r.manifest(manifest_key)
+        partitions = int(event.get("partitions", DEFAULT_PARTITIONS))
+        segments = int(event.get("segments", DEFAULT_SEGMENTS))
+        margin = event.get("marginSeconds")
+        return {
+            "runId": event.get("runId") or uuid.uuid4().hex,
+            "manifest": manifest_key, "createdMs": manifest.created_ms,
+            "files": list(manifest.files), "partitions": partitions,
+            "partitionList": list(range(partitions)), "segments": segments,
+            "segmentList": list(range(segments)), "prefix": str(event.get("prefix") or ""),
+            "dryRun": bool(event.get("dryRun", False)),
+            "marginMs": int(margin) * 1000 if margin is not None else DEFAULT_MARGIN_MS[INVENTORY],
+            "compareVersions": "VersionId" in manifest.columns or "version_id" in manifest.columns,
+            "compareEtags": "ETag" in manifest.columns or "e_tag" in manifest.columns,
+        }
+
+    def shard_inventory(self, event: dict[str, Any]) -> dict[str, Any]:
+        """``{"runId", "manifest", "file", "partitions", "prefix"}``: split one data file."""
+        manifest = self.r.manifest(event["manifest"])
+        rows = read_rows(manifest, self.r.get_inventory_object(event["file"]))
+        truth = bucket_truth(rows, prefix=event.get("prefix", ""))
+        records = ([k, t.visible, t.version_id, t.etag, t.last_modified_ms]
+                   for k, t in truth.items())
+        name = hashlib.sha1(event["file"].encode()).hexdigest()[:16]
+        written = self._write_shards(event["runId"], "inventory", name, records,
+                                     int(event["partitions"]))
+        return {"file": event["file"], "keys": len(truth), "shards": written}
+
+    def shard_ledger(self, event: dict[str, Any]) -> dict[str, Any]:
+        """``{"runId", "segment", "segments", "partitions"}``: split one Scan segment."""
+        rows, requests = self.r.scan_segment(int(event["segment"]), int(event["segments"]))
+        records = ([r.get("key"), r.get("state"), r.get("version_id"), r.get("etag"),
+                    r.get("updated_at")] for r in rows)
+        written = self._write_shards(event["runId"], "ledger", f"segment-{event['segment']}",
+                                     records, int(event["partitions"]))
+        return {"segment": event["segment"], "rows": len(rows), "requests": requests,
+                "shards": written}
+
+    def diff_partition(self, event: dict[str, Any]) -> dict[str, Any]:
+        """``{"runId", "partition", "createdMs", "marginMs", "dryRun", "compareVersions",
+        "compareEtags", "prefix"}``: diff one partition, confirm, queue repairs."""
+        run, p = event["runId"], int(event["partition"])
+        truth = {rec[0]: Truth(rec[1], rec[2], rec[3], rec[4])
+                 for rec in self._read_shards(run, "inventory", p)}
+        ledger = ({"key": rec[0], "state": rec[1], "version_id": rec[2], "etag": rec[3],
+                   "updated_at": rec[4]} for rec in self._read_shards(run, "ledger", p))
+        report = ReconcileReport(source=INVENTORY, bucket=self.r.bucket,
+                                 prefix=event.get("prefix", ""), dry_run=bool(event["dryRun"]))
+        stats = DiffStats()
+        drifts = list(diff(truth, ledger, taken_at_ms=int(event["createdMs"]) -
+                           int(event["marginMs"]), compare_versions=bool(event["compareVersions"]),
+                           compare_etags=bool(event["compareEtags"]), stats=stats,
+                           prefix=event.get("prefix", "")))
+        for d in drifts:
+            report.drift[d.kind] += 1
+        confirmed = self.r.confirm(drifts, report, lambda phase, n: None)
+        if not report.dry_run:
+            report.repairs_queued = self.r.queue_repairs(confirmed)
+        return {"partition": p, "ledgerRows": stats.ledger_rows,
+                "skippedRecent": stats.skipped_recent, "drift": report.drift,
+                "resolvedOnHead": report.resolved_on_head, "repairsQueued": report.repairs_queued,
+                "samples": [d.key for d in confirmed[:5]]}
+
+    @staticmethod
+    def summarize(event: dict[str, Any]) -> dict[str, Any]:
+        """``{"plan", "inventory": [...], "ledger": [...], "partitions": [...]}`` -> totals."""
+        parts = event.get("partitions", [])
+        drift = {k: sum(int(p["drift"][k]) for p in parts) for k in DRIFT_KINDS}
+        return {
+            "source": INVENTORY, "manifest": event.get("plan", {}).get("manifest"),
+            "bucket_keys": sum(int(i["keys"]) for i in event.get("inventory", [])),
+            "ledger_rows": sum(int(s["rows"]) for s in event.get("ledger", [])),
+            "ledger_requests": sum(int(s["requests"]) for s in event.get("ledger", [])),
+            "skipped_recent": sum(int(p["skippedRecent"]) for p in parts),
+            "drift": drift, "drift_total": sum(drift.values()),
+            "resolved_on_head": sum(int(p["resolvedOnHead"]) for p in parts),
+            "repairs_queued": sum(int(p["repairsQueued"]) for p in parts),
+            "samples": [k for p in parts for k in p.get("samples", [])][:20],
+        }
+
+    # -- shards ---------------------------------------------------------------------------
+
+    def _shard_key(self, run: str, side: str, partition: int, name: str) -> str:
+        return f"{WORK_PREFIX}{run}/{side}/{partition:04d}/{name}.jsonl.gz"
+
+    def _write_shards(self, run: str, side: str, name: str, records: Iterable[list[Any]],
+                      partitions: int) -> int:
+        buckets: list[list[str]] = [[] for _ in range(partitions)]
+        for rec in records:
+            buckets[partition_of(str(rec[0]), partitions)].append(json.dumps(rec))
+        written = 0
+        for p, lines in enumerate(buckets):
+            if not lines:
+                continue
+            self._s3.put_object(Bucket=self.r.inventory_bucket,
+                                  Key=self._shard_key(run, side, p, name),
+                                  Body=gzip.compress(("\n".join(lines) + "\n").encode()))
+            written += 1
+        return written
+
+    def _read_shards(self, run: str, side: str, partition: int) -> Iterator[list[Any]]:
+        prefix = f"{WORK_PREFIX}{run}/{side}/{partition:04d}/"
+        pages = self._s3.get_paginator("list_objects_v2").paginate(
+            Bucket=self.r.inventory_bucket, Prefix=prefix)
+        for page in pages:
+            for obj in page.get("Contents", []):
+                text = gzip.decompress(self.r.get_inventory_object(obj["Key"])).decode("utf-8")
+                for line in text.splitlines():
+                    if line:
+                        yield json.loads(line)
+
