@@ -92,6 +92,8 @@ def decode_form_key(raw: Any) -> str:
     """
     if not isinstance(raw, str) or raw == "":
         raise InvalidMessageError("missing-key", f"key is {raw!r}")
+    if "%" not in raw:  # fast path (most keys): only "+" needs decoding
+        return _check_key(raw.replace("+", " "))
     if _BAD_PERCENT.search(raw):
         raise InvalidMessageError("bad-percent-encoding", raw[:200])
     try:

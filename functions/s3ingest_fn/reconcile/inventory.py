@@ -160,15 +160,23 @@ def _csv_rows(columns: tuple[str, ...], data: bytes) -> Iterator[InventoryRow]:
     index = {name: i for i, name in enumerate(columns)}
     if "Bucket" not in index or "Key" not in index:
         raise InventoryError(f"CSV schema without Bucket and Key: {columns}")
-    try:
-        text = gzip.decompress(data).decode("utf-8")
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
-        raise InventoryError(f"CSV data file is not gzip UTF-8: {exc}") from exc
+    # Stream the (possibly multi-member) gzip: no copy of the whole decompressed text.
+    text = io.TextIOWrapper(gzip.GzipFile(fileobj=io.BytesIO(data)), encoding="utf-8",
+                            newline="")
     b, k = index["Bucket"], index["Key"]
     v, lat, dm = index.get("VersionId"), index.get("IsLatest"), index.get("IsDeleteMarker")
     e, s, m = index.get("ETag"), index.get("Size"), index.get("LastModifiedDate")
-    for lineno, fields in enumerate(csv.reader(io.StringIO(text.rstrip())), start=1):
-        if not fields:
+    reader = csv.reader(text)
+    lineno = 0
+    while True:
+        try:
+            fields = next(reader, None)
+        except (OSError, EOFError, UnicodeDecodeError, csv.Error) as exc:
+            raise InventoryError(f"CSV data file is not gzip UTF-8 CSV: {exc}") from exc
+        if fields is None:
+            return
+        lineno += 1
+        if not fields or fields == [""] * len(fields):  # AWS adds blank lines at the end
             continue
         if len(fields) < len(columns):
             raise InventoryError(f"CSV line {lineno}: {len(fields)} fields, expected "

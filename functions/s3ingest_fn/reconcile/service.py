@@ -10,6 +10,8 @@ observations (C7): they never override a newer sequenced state.
 from __future__ import annotations
 
 import json
+import queue
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -186,7 +188,7 @@ class Reconciler:
         margin = request.margin_ms if request.margin_ms is not None \
             else DEFAULT_MARGIN_MS[request.source]
         stats = DiffStats()
-        drifts = list(diff(truth, self._scan_ledger(report, tick),
+        drifts = list(diff(truth, self.scan_ledger(report, tick),
                            taken_at_ms=report.taken_at_ms - margin,
                            compare_versions=compare_versions, compare_etags=compare_etags,
                            stats=stats, prefix=request.prefix))
@@ -281,23 +283,58 @@ class Reconciler:
 
     # -- the ledger -----------------------------------------------------------------------
 
-    def _scan_ledger(self, report: ReconcileReport,
+    def scan_ledger(self, report: ReconcileReport,
                      tick: Progress) -> Iterator[dict[str, Any]]:
-        """All ledger rows of this bucket: a parallel Scan, one thread per segment, projected to
-        the attributes the diff reads."""
-        with ThreadPoolExecutor(max_workers=SCAN_SEGMENTS) as pool:
-            try:
-                for rows, requests in pool.map(lambda i: self.scan_segment(i, SCAN_SEGMENTS),
-                                               range(SCAN_SEGMENTS)):
-                    report.ledger_requests += requests
-                    tick("ledger", len(rows))
-                    yield from rows
-            except (ClientError, BotoCoreError) as exc:
-                raise ReconcileError(f"scanning the ledger failed: {exc}") from exc
+        """All ledger rows of this bucket: a parallel Scan, one thread per segment, streamed
+        page by page through a bounded queue (memory stays a few pages, not the table)."""
+        pages: queue.Queue[list[dict[str, Any]] | BaseException | None] = queue.Queue(
+            maxsize=2 * SCAN_SEGMENTS)
 
-    def scan_segment(self, segment: int, total: int) -> tuple[list[dict[str, Any]], int]:
-        """One segment of a parallel Scan of this bucket's ledger rows, projected to the
-        attributes the diff reads; returns (rows, Scan requests made)."""
+        stop = threading.Event()
+
+        def put(item: list[dict[str, Any]] | BaseException | None) -> bool:
+            while not stop.is_set():
+                try:
+                    pages.put(item, timeout=0.5)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def worker(segment: int) -> None:
+            try:
+                for page in self.scan_pages(segment, SCAN_SEGMENTS):
+                    if not put(page):
+                        return
+            except BaseException as exc:  # handed to the consumer below
+                put(exc)
+            finally:
+                put(None)
+
+        threads = [threading.Thread(target=worker, args=(i,), daemon=True)
+                   for i in range(SCAN_SEGMENTS)]
+        for t in threads:
+            t.start()
+        running = len(threads)
+        try:
+            while running:
+                item = pages.get()
+                if item is None:
+                    running -= 1
+                elif isinstance(item, BaseException):
+                    if isinstance(item, (ClientError, BotoCoreError)):
+                        raise ReconcileError(f"scanning the ledger failed: {item}") from item
+                    raise item
+                else:
+                    report.ledger_requests += 1
+                    tick("ledger", len(item))
+                    yield from item
+        finally:
+            stop.set()  # the consumer stopped early or failed: let the workers end
+
+    def scan_pages(self, segment: int, total: int) -> Iterator[list[dict[str, Any]]]:
+        """The pages (one Scan request each) of one segment of a parallel Scan of this bucket's
+        ledger rows, projected to the attributes the diff reads, as plain rows."""
         kwargs: dict[str, Any] = {
             "TableName": self.table, "TotalSegments": total, "Segment": segment,
             "ProjectionExpression": ", ".join(f"#{a}" for a in _LEDGER_ATTRIBUTES),
@@ -305,15 +342,22 @@ class Reconciler:
             "ExpressionAttributeNames": {f"#{a}": a for a in (*_LEDGER_ATTRIBUTES, "bucket")},
             "ExpressionAttributeValues": {":bucket": {"S": self.bucket}},
         }
-        rows: list[dict[str, Any]] = []
-        requests = 0
         while True:
             page = self._ddb.scan(**kwargs)
-            requests += 1
-            rows.extend(from_item(item) for item in page.get("Items", []))
+            yield [from_item(item) for item in page.get("Items", [])]
             if "LastEvaluatedKey" not in page:
-                return rows, requests
+                return
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def scan_segment(self, segment: int, total: int) -> tuple[list[dict[str, Any]], int]:
+        """All rows of one Scan segment and the number of requests made (the fan-out's
+        ``shard_ledger`` step)."""
+        rows: list[dict[str, Any]] = []
+        requests = 0
+        for page in self.scan_pages(segment, total):
+            rows.extend(page)
+            requests += 1
+        return rows, requests
 
     # -- confirmation and repair ----------------------------------------------------------
 
