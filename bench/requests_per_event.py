@@ -1,8 +1,9 @@
 """DynamoDB requests per event in a chaotic local run, against a Powertools-Idempotency design.
 
 The run: puts, overwrites, delete markers and deletes of single versions over a few hundred keys
-of a versioned bucket, every event delivered through EventBridge, SQS and the real handler with
-20% duplication and full reordering, until ``--events`` deliveries. Every DynamoDB request the
+of a versioned bucket, in rounds of 400 operations, every event delivered through EventBridge, SQS
+and the real handler with 20% duplication and full reordering within its round, until about
+``--events`` deliveries. Every DynamoDB request the
 ledger makes is counted by operation (botocore ``before-call`` hook). Target: 1.00 write and 0.00
 reads per sequenced event.
 
@@ -27,12 +28,19 @@ READS = {"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"}
 DUPLICATE = 0.2
 
 
-def _workload(rt: LocalRuntime, target_events: int, seed: int) -> None:
+ROUND = 400  # S3 operations per delivery round (moto's SQS costs O(queue length) per send)
+
+
+def _workload(rt: LocalRuntime, target_events: int, seed: int) -> tuple[list[Any], int]:
+    """Rounds of S3 operations, each delivered under chaos and drained; returns the emitted
+    events and the deliveries made."""
     rng = random.Random(seed)
     keys = [f"data/{i:04d}/file {i}+x.csv" for i in range(max(10, target_events // 40))]
     versions: dict[str, list[str]] = {k: [] for k in keys}
     ops = int(target_events / (1 + DUPLICATE * 1.25))
-    for _ in range(ops):
+    emitted: list[Any] = []
+    delivered = 0
+    for n in range(ops):
         key = rng.choice(keys)
         roll = rng.random()
         if roll < 0.75 or not versions[key]:
@@ -43,6 +51,12 @@ def _workload(rt: LocalRuntime, target_events: int, seed: int) -> None:
             rt.faithful.delete(key)
         else:
             rt.faithful.delete(key, versions[key].pop(rng.randrange(len(versions[key]))))
+        if (n + 1) % ROUND == 0 or n + 1 == ops:
+            emitted.extend(rt.faithful.pending)
+            delivered += rt.flush(Chaos(seed=seed + n, duplicate=DUPLICATE, reorder=True))
+            rt.drain()
+            print(f"   ... {n + 1}/{ops} operations, {delivered} deliveries", flush=True)
+    return emitted, delivered
 
 
 def _count_calls(client: Any) -> Counter[str]:
@@ -87,10 +101,7 @@ def run(target_events: int, seed: int) -> None:
     with Emulator() as emu:
         rt = LocalRuntime(emu, versioning="Enabled", seed=seed)
         calls = _count_calls(rt.ddb)
-        _workload(rt, target_events, seed)
-        emitted = list(rt.faithful.pending)
-        delivered = rt.flush(Chaos(seed=seed, duplicate=DUPLICATE, reorder=True))
-        rt.drain()
+        emitted, delivered = _workload(rt, target_events, seed)
         counts = rt.outcome_counts()
         processed = sum(counts.values())
         writes = sum(n for op, n in calls.items() if op in WRITES)

@@ -26,7 +26,7 @@ local_app = typer.Typer(no_args_is_help=True, help="Run the pipeline on an embed
                         "emulator (moto), no AWS account needed.")
 app.add_typer(local_app, name="local")
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 out = Console()
 
 
@@ -118,7 +118,8 @@ def scenario(
                                          help="JSON Lines scenario (format: README).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Run a scenario file on a fresh local deployment and print what happened."""
+    """Run a scenario file on a fresh local deployment and print what happened (exit code 1 if
+    the ledger does not equal the bucket at the end, 2 for a scenario error)."""
     from s3ingest.local.scenario import ScenarioError, run_scenario
 
     try:
@@ -128,7 +129,7 @@ def scenario(
         raise typer.Exit(2) from exc
     if as_json:
         sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
-        return
+        raise typer.Exit(0 if result["converged"] else 1)
     msgs = Table(title="messages")
     for col in ("step", "outcome", "reason", "key", "sequencer"):
         msgs.add_column(col)
@@ -146,6 +147,7 @@ def scenario(
     out.print("converged: " + ("[green]yes[/]" if result["converged"] else "[red]no[/]"))
     for d in result["differences"]:
         out.print(f"  {d}")
+    raise typer.Exit(0 if result["converged"] else 1)
 
 
 @app.command("reconcile")

@@ -29,8 +29,9 @@ from typing import Protocol
 from s3ingest_fn.ledger import RowState, WriteMeta, WriteResult
 from s3ingest_fn.model import Change, Kind, ObjectState, Outcome, Result, TransientError
 
-#: Optimistic-concurrency attempts for an observation before the message is retried via SQS.
-MAX_OBSERVATION_ATTEMPTS = 3
+#: Optimistic-concurrency attempts (observations, verifications) before the message is retried
+#: via SQS. Conflicts come from other records of the same key in flight at the same moment.
+MAX_OBSERVATION_ATTEMPTS = 5
 
 
 class LedgerPort(Protocol):
@@ -96,32 +97,34 @@ class IngestService:
 
     def _sequenced(self, change: Change) -> Result:
         state = _event_state(change)
-        first = self.ledger.write_sequenced(state, self._meta(change, "newer-sequencer"),
-                                            observed=False, require_exact=True)
-        if first.applied:
-            return self._result(change, Outcome.APPLIED, "newer-sequencer")
-        old = first.old or {}
-        verdict = self._order_verdict(change, old)
-        if verdict is not None:
-            return verdict
-        # The row holds an observed state older than nothing we can name: verify (C7).
-        now = self.bucket.current(change.bucket, change.key)
-        if _matches(change, now):
-            result = self.ledger.write_sequenced(
-                state, self._meta(change, "verified-against-bucket"), observed=False,
-                require_exact=False, expected_rev=_rev(old))
-            outcome, reason = Outcome.APPLIED, "verified-against-bucket"
-        else:
-            result = self.ledger.write_sequenced(
-                _head_state(now), self._meta(change, "bucket-moved-past-event"), observed=True,
-                require_exact=False, expected_rev=_rev(old))
-            outcome, reason = Outcome.SUPERSEDED, "bucket-moved-past-event"
-        if result.applied:
-            return self._result(change, outcome, reason)
-        verdict = self._order_verdict(change, result.old or {})
-        if verdict is not None:
-            return verdict
-        raise TransientError("ledger row changed during verification")
+        for _ in range(MAX_OBSERVATION_ATTEMPTS):
+            first = self.ledger.write_sequenced(state, self._meta(change, "newer-sequencer"),
+                                                observed=False, require_exact=True)
+            if first.applied:
+                return self._result(change, Outcome.APPLIED, "newer-sequencer")
+            old = first.old or {}
+            verdict = self._order_verdict(change, old)
+            if verdict is not None:
+                return verdict
+            # The row holds an observed state, maybe newer than this event: verify (C7).
+            now = self.bucket.current(change.bucket, change.key)
+            if _matches(change, now):
+                result = self.ledger.write_sequenced(
+                    state, self._meta(change, "verified-against-bucket"), observed=False,
+                    require_exact=False, expected_rev=_rev(old))
+                outcome, reason = Outcome.APPLIED, "verified-against-bucket"
+            else:
+                result = self.ledger.write_sequenced(
+                    _head_state(now), self._meta(change, "bucket-moved-past-event"),
+                    observed=True, require_exact=False, expected_rev=_rev(old))
+                outcome, reason = Outcome.SUPERSEDED, "bucket-moved-past-event"
+            if result.applied:
+                return self._result(change, outcome, reason)
+            verdict = self._order_verdict(change, result.old or {})
+            if verdict is not None:
+                return verdict
+            # Another writer changed the row between our read of it and our write: start over.
+        raise TransientError("ledger row kept changing during verification")
 
     def _version_removed(self, change: Change) -> Result:
         now = self.bucket.current(change.bucket, change.key)

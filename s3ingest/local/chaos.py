@@ -39,12 +39,24 @@ class Chaos:
     @classmethod
     def from_json(cls, spec: Mapping[str, Any] | None) -> Chaos:
         """Build from a scenario's ``chaos`` object; unknown keys raise ValueError."""
-        spec = dict(spec or {})
+        if spec is None:
+            spec = {}
+        if not isinstance(spec, Mapping):
+            raise ValueError("chaos must be a JSON object like "
+                             '{"seed": 1, "duplicate": 0.3, "reorder": true, "drop": 0.0}')
         unknown = set(spec) - {"seed", "duplicate", "reorder", "drop"}
         if unknown:
             raise ValueError(f"unknown chaos settings: {sorted(unknown)}")
-        chaos = cls(seed=int(spec.get("seed", 0)), duplicate=float(spec.get("duplicate", 0.0)),
-                    reorder=bool(spec.get("reorder", False)), drop=float(spec.get("drop", 0.0)))
+        seed, reorder = spec.get("seed", 0), spec.get("reorder", False)
+        duplicate, drop = spec.get("duplicate", 0.0), spec.get("drop", 0.0)
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise ValueError(f"chaos seed must be a whole number, not {seed!r}")
+        if not isinstance(reorder, bool):
+            raise ValueError(f"chaos reorder must be true or false, not {reorder!r}")
+        for name, value in (("duplicate", duplicate), ("drop", drop)):
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise ValueError(f"chaos {name} must be a number within 0..1, not {value!r}")
+        chaos = cls(seed=seed, duplicate=float(duplicate), reorder=reorder, drop=float(drop))
         for name in ("duplicate", "drop"):
             if not 0.0 <= getattr(chaos, name) <= 1.0:
                 raise ValueError(f"chaos {name} must be within 0..1")

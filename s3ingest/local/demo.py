@@ -125,9 +125,7 @@ def run_demo(options: DemoOptions, settings: Settings | None = None,
             "reconciliation": reconciliation,
             "outcomes": dict(sorted(rt.outcome_counts().items())),
             "invocations": rt.invocations,
-            "dead_letter_queue": [
-                {"reason": m.get("MessageAttributes", {}).get("s3ingest-reason", {})
-                 .get("StringValue"), "body": m["Body"][:80]} for m in rt.dlq_messages()],
+            "dead_letter_queue": rt.dead_letters(),
             "converged": comparison.converged,
             "differences": comparison.differences,
             "ledger_rows": len(comparison.ledger),

@@ -254,6 +254,11 @@ class LocalRuntime:
             out.extend(fresh)
         return out
 
+    def dead_letters(self) -> list[dict[str, Any]]:
+        """The dead-letter queue's messages as ``{"reason", "body"}`` (body cut to 200 chars)."""
+        return [{"reason": m.get("MessageAttributes", {}).get("s3ingest-reason", {})
+                 .get("StringValue"), "body": m["Body"][:200]} for m in self.dlq_messages()]
+
     def ledger_rows(self) -> list[dict[str, Any]]:
         """Every ledger row, as plain values, sorted by key."""
         rows: list[dict[str, Any]] = []

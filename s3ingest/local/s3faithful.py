@@ -104,7 +104,20 @@ class FaithfulS3:
         return self._record("put", key, version, "Object Created", obj, "PutObject", None)
 
     def delete(self, key: str, version_id: str | None = None) -> Op:
-        """DeleteObject (of the key, or of one version), and an ``Object Deleted`` event."""
+        """DeleteObject (of the key, or of one version), and an ``Object Deleted`` event.
+
+        Raises
+        ------
+        ValueError
+            For a version id on an unversioned bucket (S3 answers InvalidArgument) or a version
+            the key does not have (nothing to delete, so S3 would emit no event).
+        """
+        if version_id and version_id != "null":
+            if not self.versioning:
+                raise ValueError(f"{self.bucket} is not versioned: S3 refuses a version id "
+                                 "other than 'null' (InvalidArgument)")
+            if version_id not in self.versions_of(key):
+                raise ValueError(f"{key!r} has no version {version_id!r}")
         kwargs = {"VersionId": version_id} if version_id else {}
         resp = self._s3.delete_object(Bucket=self.bucket, Key=key, **kwargs)
         obj: dict[str, Any] = {"key": encode_key(key)}
@@ -122,6 +135,17 @@ class FaithfulS3:
         obj["sequencer"] = self._clock.next()
         return self._record("delete", key, version_id, "Object Deleted", obj, "DeleteObject",
                             deletion)
+
+    def versions_of(self, key: str) -> set[str]:
+        """Version ids (delete markers included) the key has now."""
+        found: set[str] = set()
+        pages = self._s3.get_paginator("list_object_versions").paginate(Bucket=self.bucket,
+                                                                        Prefix=key)
+        for page in pages:
+            for v in (*page.get("Versions", []), *page.get("DeleteMarkers", [])):
+                if v["Key"] == key:
+                    found.add(v["VersionId"])
+        return found
 
     def _record(self, kind: str, key: str, version: str | None, detail_type: str,
                 obj: dict[str, Any], reason: str, deletion: str | None) -> Op:

@@ -21,6 +21,7 @@ The result (:func:`run_scenario`) is ``{"messages": [...], "ledger": [...], "buc
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,11 @@ from s3ingest.local.runtime import LocalRuntime
 from s3ingest.settings import Settings
 
 _VERSIONING = ("Enabled", "Suspended", None)
+_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: Fields each op accepts; anything else is a typo worth reporting.
+_FIELDS = {"put": {"key", "body"}, "delete": {"key", "version_id"}, "deliver": {"body"},
+           "flush": {"chaos"}, "reconcile": {"source"}}
 
 
 class ScenarioError(ValueError):
@@ -64,6 +70,11 @@ def parse_lines(lines: Iterable[str]) -> tuple[dict[str, Any], list[tuple[int, d
             if doc.get("versioning", "Enabled") not in _VERSIONING:
                 raise ScenarioError(f"line {lineno}: versioning must be Enabled, Suspended "
                                     "or null")
+            bucket = doc.get("bucket")
+            if bucket is not None and (not isinstance(bucket, str)
+                                       or not _BUCKET_RE.match(bucket)):
+                raise ScenarioError(f"line {lineno}: {bucket!r} is not a valid S3 bucket name "
+                                    "(3-63 lower-case letters, digits, '.' and '-')")
             setup.update(doc)
             continue
         _check_step(lineno, doc)
@@ -73,16 +84,27 @@ def parse_lines(lines: Iterable[str]) -> tuple[dict[str, Any], list[tuple[int, d
 
 def _check_step(lineno: int, doc: dict[str, Any]) -> None:
     op = doc["op"]
-    required = {"put": ("key", "body"), "delete": ("key",), "deliver": ("body",),
-                "flush": (), "reconcile": ()}.get(op)
-    if required is None:
+    allowed = _FIELDS.get(op)
+    if allowed is None:
         raise ScenarioError(f"line {lineno}: unknown op {op!r} "
                             "(put, delete, deliver, flush, reconcile)")
+    unknown = set(doc) - allowed - {"op"}
+    if unknown:
+        raise ScenarioError(f"line {lineno}: op {op!r} takes no {', '.join(sorted(unknown))} "
+                            f"(fields: {', '.join(sorted(allowed))})")
+    required = {"put": ("key", "body"), "delete": ("key",), "deliver": ("body",)}.get(op, ())
     missing = [f for f in required if f not in doc]
     if missing:
         raise ScenarioError(f"line {lineno}: op {op!r} needs {', '.join(missing)}")
-    if op in ("put", "delete") and (not isinstance(doc["key"], str) or not doc["key"]):
-        raise ScenarioError(f"line {lineno}: key must be a non-empty string")
+    if op in ("put", "delete"):
+        _check_key(lineno, doc["key"])
+    if op == "put" and not isinstance(doc["body"], str):
+        raise ScenarioError(f"line {lineno}: put body must be a string")
+    if op == "delete" and "version_id" in doc and (
+            not isinstance(doc["version_id"], str) or not doc["version_id"]):
+        raise ScenarioError(f"line {lineno}: version_id must be a non-empty string")
+    if op == "deliver" and not isinstance(doc["body"], (str, dict, list)):
+        raise ScenarioError(f"line {lineno}: deliver body must be a JSON object or a string")
     if op == "reconcile" and doc.get("source", "inventory") not in ("listing", "inventory"):
         raise ScenarioError(f"line {lineno}: reconcile source must be listing or inventory")
     if op == "flush":
@@ -90,6 +112,17 @@ def _check_step(lineno: int, doc: dict[str, Any]) -> None:
             Chaos.from_json(doc.get("chaos"))
         except (TypeError, ValueError) as exc:
             raise ScenarioError(f"line {lineno}: {exc}") from exc
+
+
+def _check_key(lineno: int, key: Any) -> None:
+    if not isinstance(key, str) or not key:
+        raise ScenarioError(f"line {lineno}: key must be a non-empty string")
+    if len(key.encode("utf-8")) > 1024:
+        raise ScenarioError(f"line {lineno}: key is {len(key.encode('utf-8'))} bytes; S3 "
+                            "refuses keys over 1024 bytes (KeyTooLongError)")
+    if _CONTROL.search(key):
+        raise ScenarioError(f"line {lineno}: key holds a control character; S3 allows it, but "
+                            "the local emulator cannot list such keys")
 
 
 def run_scenario(path: Path | str, settings: Settings | None = None,
@@ -108,7 +141,11 @@ def run_scenario(path: Path | str, settings: Settings | None = None,
     ------
     ScenarioError
     """
-    setup, steps = parse_lines(Path(path).read_text(encoding="utf-8").splitlines())
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    setup, steps = parse_lines(text.splitlines())
     if emulator is None:
         with Emulator() as emu:
             return _run(emu, setup, steps, settings)
@@ -155,5 +192,6 @@ def _run(emu: Emulator, setup: dict[str, Any], steps: list[tuple[int, dict[str, 
         "converged": comparison.converged,
         "differences": comparison.differences,
         "dropped": len(rt.dropped),
+        "dead_letter_queue": rt.dead_letters(),
         "reconciliations": reconciliations,
     }

@@ -82,8 +82,47 @@ def test_scenario_cli_json_output(tmp_path: Path) -> None:
     (['{"op": "flush", "chaos": {"drop": 2}}'], "within 0..1"),
     (['{"op": "put", "key": "k", "body": "b"}', '{"bucket": "late"}'], "only the first line"),
     (['{"bucket": "b", "versioning": "Sometimes"}'], "versioning must be"),
+    (['{"bucket": "Bad_Bucket!!"}'], "not a valid S3 bucket name"),
+    (['{"op": "flush", "chaos": "fast"}'], "chaos must be a JSON object"),
+    (['{"op": "flush", "chaos": {"seed": "abc"}}'], "seed must be a whole number"),
+    (['{"op": "flush", "chaos": {"reorder": "yes"}}'], "reorder must be true or false"),
+    (['{"op": "put", "key": "k", "body": 5}'], "body must be a string"),
+    (['{"op": "put", "key": "k", "body": "b", "extra": true}'], "takes no extra"),
+    (['{"op": "delete", "key": "k", "version_id": ""}'], "non-empty string"),
+    (['{"op": "put", "key": "' + "k" * 1025 + '", "body": "b"}'], "over 1024 bytes"),
+    (['{"op": "put", "key": "nul\\u0000", "body": "b"}'], "control character"),
 ])
 def test_bad_scenario_lines_are_reported_with_their_line(lines: list[str], message: str) -> None:
+    # each bad line is reported as a ScenarioError naming its line, never a traceback
     with pytest.raises(ScenarioError, match=message) as info:
         parse_lines(lines)
     assert "line " in str(info.value)
+
+
+def test_non_utf8_scenario_file_is_a_scenario_error(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b'\xff\xfe{"op":"put"}\n')
+    result = CliRunner().invoke(app, ["local", "scenario", str(path)])
+    assert result.exit_code == 2
+    assert "not UTF-8" in result.output
+
+
+@pytest.mark.parametrize(("setup", "version", "message"), [
+    ({"bucket": "unversioned-bkt", "versioning": None}, "xyz", "is not versioned"),
+    ({"bucket": "versioned-bkt", "versioning": "Enabled"}, "no-such-version", "has no version"),
+])
+def test_impossible_version_deletes_are_refused(emulator: Any, tmp_path: Path,
+                                                setup: dict[str, Any], version: str,
+                                                message: str) -> None:
+    path = write(tmp_path, [setup, {"op": "put", "key": "a", "body": "1"},
+                            {"op": "delete", "key": "a", "version_id": version}])
+    with pytest.raises(ScenarioError, match=f"line 3: delete failed: .*{message}"):
+        run_scenario(path, emulator=emulator)
+
+
+def test_scenario_exits_1_when_not_converged(tmp_path: Path) -> None:
+    # a put whose event is never flushed: the ledger is behind the bucket
+    path = write(tmp_path, [{"op": "put", "key": "x", "body": "1"}])
+    result = CliRunner().invoke(app, ["local", "scenario", str(path), "--json"])
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["converged"] is False
