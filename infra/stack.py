@@ -4,20 +4,55 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, Duration, Stack, Tags
+from aws_cdk import Arn, ArnFormat, CfnOutput, Duration, Stack, Tags
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from constructs import Construct
 
 from infra.bundling import function_code
-from infra.constructs import IngestFunction, IngestQueue, IngestRouting, LandingBucket, LedgerTable
+from infra.constructs import (
+    DriftAlarm,
+    IngestFunction,
+    IngestQueue,
+    IngestRouting,
+    LandingBucket,
+    LedgerTable,
+    ReconcileFunction,
+    ReconcileSchedule,
+    ReconcileStateMachine,
+)
+from infra.constructs.reconcile_function import (
+    FANOUT_HANDLER,
+    RECONCILE_HANDLER,
+    inventory_report_prefix,
+)
+from infra.constructs.reconcile_state_machine import (
+    INVENTORY_MAP_LABEL,
+    WORK_EXPIRATION,
+    WORK_PREFIX,
+)
 from infra.nag import acknowledge, wildcard_resource_finding
 from s3ingest.settings import Settings, ingest_event_pattern
 
+_XRAY_EVIDENCE = (
+    "X-Ray active tracing: xray:PutTraceSegments and xray:PutTelemetryRecords support no "
+    "resource-level permissions, so Resource must be '*' (Service Authorization Reference, "
+    "AWS X-Ray: https://docs.aws.amazon.com/service-authorization/latest/reference/"
+    "list_awsx-ray.html)."
+)
+_RUNTIME_EVIDENCE = (
+    "Python 3.13 is pinned on purpose: the function's dependency wheels are resolved for "
+    "CPython 3.13 (infra/bundling.py) and Powertools for AWS Lambda 3.37 is tested on it; "
+    "moving to a newer runtime is a deliberate upgrade, not a synth-time drift."
+)
+
 
 class S3IngestStack(Stack):
-    """S3 -> EventBridge (default bus, archived) -> SQS (+DLQ) -> Lambda -> DynamoDB ledger.
+    """S3 -> EventBridge (default bus, archived) -> SQS (+DLQ) -> Lambda -> DynamoDB ledger, and a
+    scheduled reconciliation of the ledger with the bucket (CONTRACT C12) with a drift alarm.
 
     Parameters
     ----------
@@ -36,6 +71,16 @@ class S3IngestStack(Stack):
     ----------
     landing, ingest_queue, routing, ledger, ingest : Construct
         The composed constructs, exposing the resources they create.
+    reconcile : infra.constructs.ReconcileFunction
+        The single-run reconcile function.
+    reconcile_fan_out : infra.constructs.ReconcileFunction or None
+        The fan-out step function (``reconcileFanOut`` only).
+    reconcile_state_machine : infra.constructs.ReconcileStateMachine or None
+        The fan-out state machine (``reconcileFanOut`` only).
+    reconcile_schedule : infra.constructs.ReconcileSchedule
+        The scheduled rule that starts reconciliation.
+    drift : infra.constructs.DriftAlarm
+        The drift metrics and ``drift.alarm``.
     """
 
     def __init__(
@@ -84,10 +129,11 @@ class S3IngestStack(Stack):
             dead_letter_retention_period=Duration.days(settings.dlq_retention_days),
         )
         self.ledger = LedgerTable(self, "Ledger")
+        code = code if code is not None else function_code()
         self.ingest = IngestFunction(
             self,
             "IngestFunction",
-            code=code if code is not None else function_code(),
+            code=code,
             ledger_table=self.ledger.table,
             bucket=bucket,
             dead_letter_queue=dead_letter_queue,
@@ -128,33 +174,137 @@ class S3IngestStack(Stack):
             )
         )
 
+        self._reconciliation(code)
         self._acknowledge(objects_arn)
         self._outputs()
 
+    def _reconciliation(self, code: lambda_.Code) -> None:
+        """Reconciliation (CONTRACT C12): the function(s), the schedule and the drift alarm."""
+        settings = self.settings
+        inventory_bucket = self.landing.inventory_bucket
+
+        def reconcile_function(construct_id: str, handler: str, what: str) -> ReconcileFunction:
+            return ReconcileFunction(
+                self,
+                construct_id,
+                code=code,
+                handler=handler,
+                description=f"s3ingest: {what}",
+                ledger_table=self.ledger.table,
+                queue=self.ingest_queue.queue,
+                bucket=self.landing.bucket,
+                inventory_bucket=inventory_bucket,
+                timeout=Duration.seconds(settings.reconcile_timeout_seconds),
+                memory_size_mib=settings.reconcile_memory_mb,
+                log_retention_days=settings.log_retention_days,
+            )
+
+        self.reconcile = reconcile_function(
+            "ReconcileFunction",
+            RECONCILE_HANDLER,
+            "compares the bucket with the ledger and queues repairs (reconciliation)",
+        )
+        self._grant_reconcile(self.reconcile.function)
+        self.reconcile_fan_out: ReconcileFunction | None = None
+        self.reconcile_state_machine: ReconcileStateMachine | None = None
+        target: events.IRuleTarget
+        if settings.reconcile_fan_out:
+            if inventory_bucket is None:  # pragma: no cover - Settings.problems() rules it out
+                raise ValueError("reconcileFanOut needs the stack's own S3 Inventory")
+            self.reconcile_fan_out = reconcile_function(
+                "ReconcileFanOutFunction",
+                FANOUT_HANDLER,
+                "one step of the fan-out reconciliation (plan, shard, diff, summarize)",
+            )
+            fan_out = self.reconcile_fan_out.function
+            self._grant_reconcile(fan_out)
+            # The fan-out's shards: written by one step, read by a later one of the same run.
+            iam.Grant.add_to_principal(
+                grantee=fan_out,
+                actions=["s3:GetObject", "s3:PutObject"],
+                resource_arns=[inventory_bucket.arn_for_objects(f"{WORK_PREFIX}*")],
+            )
+            inventory_bucket.add_lifecycle_rule(
+                id="ExpireReconcileWork", prefix=WORK_PREFIX, expiration=WORK_EXPIRATION
+            )
+            self.reconcile_state_machine = ReconcileStateMachine(
+                self,
+                "ReconcileStateMachine",
+                function=fan_out,
+                log_retention_days=settings.log_retention_days,
+            )
+            target = targets.SfnStateMachine(
+                self.reconcile_state_machine.state_machine,
+                input=events.RuleTargetInput.from_object({}),
+            )
+        else:
+            source = "inventory" if inventory_bucket is not None else "listing"
+            target = targets.LambdaFunction(
+                self.reconcile.function,
+                event=events.RuleTargetInput.from_object({"source": source}),
+            )
+        self.reconcile_schedule = ReconcileSchedule(
+            self,
+            "ReconcileSchedule",
+            schedule_expression=settings.reconcile_schedule,
+            target=target,
+        )
+        self.drift = DriftAlarm(self, "Drift")
+
+    def _grant_reconcile(self, function: lambda_.IFunction) -> None:
+        """What a reconcile function reads and writes, and nothing else."""
+        bucket = self.landing.bucket
+        # Listing: GetBucketVersioning picks ListObjectVersions or ListObjectsV2
+        # (https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectVersions.html: the
+        # s3:ListBucketVersions permission).
+        iam.Grant.add_to_principal(
+            grantee=function,
+            actions=["s3:ListBucket", "s3:ListBucketVersions", "s3:GetBucketVersioning"],
+            resource_arns=[bucket.bucket_arn],
+        )
+        # Confirmation: a HEAD of each key that differs (HeadObject needs s3:GetObject).
+        iam.Grant.add_to_principal(
+            grantee=function,
+            actions=["s3:GetObject", "s3:GetObjectVersion"],
+            resource_arns=[bucket.arn_for_objects("*")],
+        )
+        # The ledger: a parallel Scan. Repairs: through the same ingest queue and rules.
+        self.ledger.table.grant(function, "dynamodb:Scan")
+        self.ingest_queue.queue.grant(function, "sqs:SendMessage")
+        inventory_bucket = self.landing.inventory_bucket
+        if inventory_bucket is not None:
+            # The newest report: listed by prefix; manifests and data files read, this bucket's
+            # reports only.
+            iam.Grant.add_to_principal(
+                grantee=function,
+                actions=["s3:ListBucket"],
+                resource_arns=[inventory_bucket.bucket_arn],
+            )
+            iam.Grant.add_to_principal(
+                grantee=function,
+                actions=["s3:GetObject"],
+                resource_arns=[
+                    inventory_bucket.arn_for_objects(
+                        f"{inventory_report_prefix(bucket.bucket_name)}*"
+                    )
+                ],
+            )
+
     def _acknowledge(self, objects_arn: str) -> None:
         """cdk-nag findings accepted, each on its resource, with the evidence."""
-        role = self.ingest.role
+        functions: list[IngestFunction | ReconcileFunction] = [self.ingest, self.reconcile]
+        if self.reconcile_fan_out is not None:
+            functions.append(self.reconcile_fan_out)
+        for owner in functions:
+            acknowledge(owner.role, "AwsSolutions-IAM5[Resource::*]", _XRAY_EVIDENCE)
+            acknowledge(owner.function, "AwsSolutions-L1", _RUNTIME_EVIDENCE)
         acknowledge(
-            role,
-            "AwsSolutions-IAM5[Resource::*]",
-            "X-Ray active tracing: xray:PutTraceSegments and xray:PutTelemetryRecords support no "
-            "resource-level permissions, so Resource must be '*' (Service Authorization Reference, "
-            "AWS X-Ray: https://docs.aws.amazon.com/service-authorization/latest/reference/"
-            "list_awsx-ray.html).",
-        )
-        acknowledge(
-            role,
+            self.ingest.role,
             wildcard_resource_finding(self, objects_arn),
             "The function reads whichever object an event names: s3:GetObject and "
             "s3:GetObjectVersion on the landing bucket's objects only (key unknown in advance).",
         )
-        acknowledge(
-            self.ingest.function,
-            "AwsSolutions-L1",
-            "Python 3.13 is pinned on purpose: the function's dependency wheels are resolved for "
-            "CPython 3.13 (infra/bundling.py) and Powertools for AWS Lambda 3.37 is tested on it; "
-            "moving to a newer runtime is a deliberate upgrade, not a synth-time drift.",
-        )
+        self._acknowledge_reconciliation(objects_arn)
         acknowledge(
             self.routing.target_dead_letter_queue,
             "AwsSolutions-SQS3",
@@ -162,6 +312,87 @@ class S3IngestStack(Stack):
             "(https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html); "
             "cdk-nag only recognises SQS redrive and Lambda DLQs.",
         )
+
+    def _acknowledge_reconciliation(self, objects_arn: str) -> None:
+        """The reconcile functions' and the state machine's wildcard resources."""
+        inventory_bucket = self.landing.inventory_bucket
+        for owner in (self.reconcile, self.reconcile_fan_out):
+            if owner is None:
+                continue
+            acknowledge(
+                owner.role,
+                wildcard_resource_finding(self, objects_arn),
+                "Reconciliation HEADs each key whose ledger row differs from the bucket "
+                "(s3:GetObject, s3:GetObjectVersion), keys found only at run time: on the landing "
+                "bucket's objects only.",
+            )
+            if inventory_bucket is not None:
+                reports = inventory_bucket.arn_for_objects(
+                    f"{inventory_report_prefix(self.landing.bucket.bucket_name)}*"
+                )
+                acknowledge(
+                    owner.role,
+                    wildcard_resource_finding(self, reports),
+                    "s3:GetObject on this bucket's inventory reports only "
+                    "(inventory/<bucket>/s3ingest-daily/): each report's folder, manifest and data "
+                    "file names are chosen by S3 at delivery "
+                    "(https://docs.aws.amazon.com/AmazonS3/latest/userguide/storage-inventory-location.html).",
+                )
+        machine = self.reconcile_state_machine
+        if self.reconcile_fan_out is None or machine is None or inventory_bucket is None:
+            return
+        acknowledge(
+            self.reconcile_fan_out.role,
+            wildcard_resource_finding(self, inventory_bucket.arn_for_objects(f"{WORK_PREFIX}*")),
+            "The fan-out writes and reads its shards under reconcile-work/<run id>/ of the "
+            "inventory bucket only (s3:PutObject, s3:GetObject); the run id is made per "
+            "execution, and the prefix expires after 7 days.",
+        )
+        state_machine = machine.state_machine
+        acknowledge(
+            state_machine.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "Logging to CloudWatch Logs and X-Ray tracing: the logs:*LogDelivery, "
+            "logs:PutResourcePolicy, logs:DescribeResourcePolicies, logs:DescribeLogGroups and "
+            "xray:* actions Step Functions needs support no resource-level permissions "
+            "(https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html"
+            "#cloudwatch-iam-policy, "
+            "https://docs.aws.amazon.com/step-functions/latest/dg/concepts-xray-tracing.html).",
+        )
+        acknowledge(
+            state_machine.role,
+            wildcard_resource_finding(self, f"{self.reconcile_fan_out.function.function_arn}:*"),
+            "lambda:InvokeFunction on the fan-out step function and its own versions and aliases "
+            "only (CDK's LambdaInvoke grant: the function's resourceArnsForGrantInvoke).",
+        )
+        distributed_map_policy = state_machine.node.find_child("DistributedMapPolicy")
+        machine_name = Arn.split(
+            state_machine.state_machine_arn, ArnFormat.COLON_RESOURCE_NAME
+        ).resource_name
+        for resource_name, why in (
+            (
+                f"{machine_name}:*",
+                "states:DescribeExecution and states:StopExecution",
+            ),
+            (
+                f"{machine_name}/{INVENTORY_MAP_LABEL}:*",
+                "states:RedriveExecution (this Map Run label only)",
+            ),
+        ):
+            executions = self.format_arn(
+                service="states",
+                resource="execution",
+                resource_name=resource_name,
+                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+            )
+            acknowledge(
+                distributed_map_policy,
+                wildcard_resource_finding(self, executions),
+                "The Distributed Map runs one child execution of this state machine per "
+                f"inventory data file, named by Step Functions at run time; {why} on this state "
+                "machine's executions only "
+                "(https://docs.aws.amazon.com/step-functions/latest/dg/iam-policies-eg-dist-map.html).",
+            )
 
     def _outputs(self) -> None:
         """Stack outputs the operator CLI and the README read."""
@@ -179,5 +410,11 @@ class S3IngestStack(Stack):
         }
         if self.landing.inventory_bucket is not None:
             outputs["InventoryBucketName"] = self.landing.inventory_bucket.bucket_name
+        outputs["ReconcileFunctionName"] = self.reconcile.function.function_name
+        outputs["DriftAlarmName"] = self.drift.alarm.alarm_name
+        if self.reconcile_state_machine is not None:
+            outputs["ReconcileStateMachineArn"] = (
+                self.reconcile_state_machine.state_machine.state_machine_arn
+            )
         for output_id, value in outputs.items():
             CfnOutput(self, output_id, value=value)

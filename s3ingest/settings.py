@@ -35,6 +35,10 @@ DEFAULTS: dict[str, Any] = {
     "recordConcurrency": 16,
     "logRetentionDays": 30,
     "inventoryEnabled": True,
+    "reconcileSchedule": "rate(1 day)",
+    "reconcileFanOut": False,
+    "reconcileMemoryMb": 3008,
+    "reconcileTimeoutSeconds": 900,
 }
 
 # CloudWatch Logs accepts only these retention periods (days).
@@ -84,6 +88,14 @@ class Settings:
         CloudWatch Logs retention of the function's log group (an allowed value).
     inventory_enabled : bool
         Whether the stack configures a daily S3 Inventory on the bucket it creates.
+    reconcile_schedule : str
+        EventBridge schedule expression of the reconciliation (CONTRACT C12), ``rate(...)`` or
+        ``cron(...)``.
+    reconcile_fan_out : bool
+        Reconcile through the Step Functions fan-out instead of one Lambda run; needs the stack's
+        own inventory.
+    reconcile_memory_mb, reconcile_timeout_seconds : int
+        Reconcile Lambda memory (MiB) and timeout (seconds).
     """
 
     stage: str = DEFAULTS["stage"]
@@ -102,11 +114,20 @@ class Settings:
     record_concurrency: int = DEFAULTS["recordConcurrency"]
     log_retention_days: int = DEFAULTS["logRetentionDays"]
     inventory_enabled: bool = DEFAULTS["inventoryEnabled"]
+    reconcile_schedule: str = DEFAULTS["reconcileSchedule"]
+    reconcile_fan_out: bool = DEFAULTS["reconcileFanOut"]
+    reconcile_memory_mb: int = DEFAULTS["reconcileMemoryMb"]
+    reconcile_timeout_seconds: int = DEFAULTS["reconcileTimeoutSeconds"]
 
     @property
     def stack_name(self) -> str:
         """CloudFormation stack name for this stage."""
         return f"S3Ingest-{self.stage}"
+
+    @property
+    def owns_inventory(self) -> bool:
+        """Whether the stack configures (and so can read) the bucket's S3 Inventory."""
+        return self.bucket_name is None and self.inventory_enabled
 
     @property
     def queue_visibility_timeout_seconds(self) -> int:
@@ -217,6 +238,15 @@ class Settings:
                      f"retention value ({', '.join(map(str, LOG_RETENTION_DAYS))})")
         if self.queue_visibility_timeout_seconds > 43_200:
             p.append("functionTimeoutSeconds: six times it exceeds the SQS visibility limit (12 h)")
+        schedule = self.reconcile_schedule or ""
+        if not (schedule.startswith(("rate(", "cron(")) and schedule.endswith(")")):
+            p.append(f"reconcileSchedule: {self.reconcile_schedule!r} is not an EventBridge "
+                     "schedule expression (rate(...) or cron(...))")
+        rng("reconcileMemoryMb", self.reconcile_memory_mb, 128, 10240)
+        rng("reconcileTimeoutSeconds", self.reconcile_timeout_seconds, 60, 900)
+        if self.reconcile_fan_out and not self.owns_inventory:
+            p.append("reconcileFanOut needs the stack's own S3 Inventory: leave bucketName unset "
+                     "and inventoryEnabled true")
         return p
 
     def as_dict(self) -> dict[str, Any]:

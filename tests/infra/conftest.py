@@ -22,6 +22,9 @@ from infra.synth import Synth, synthesize
 #: The existing bucket the adoption tests deploy against.
 ADOPTED_BUCKET = "existing-landing-bucket"
 
+#: Every synthesized variant, for the checks that apply to each (cdk-nag, cfn-lint).
+VARIANTS = ["synth", "adopted_synth", "fanout_synth"]
+
 
 @pytest.fixture(scope="session")
 def synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
@@ -35,4 +38,13 @@ def adopted_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
     yield synthesize(
         tmp_path_factory.mktemp("cdk-out-adopted"),
         {"bucketName": ADOPTED_BUCKET, "stage": "adopted"},
+    )
+
+
+@pytest.fixture(scope="session")
+def fanout_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
+    """The app with the Step Functions fan-out reconciliation (``reconcileFanOut``), once."""
+    yield synthesize(
+        tmp_path_factory.mktemp("cdk-out-fanout"),
+        {"reconcileFanOut": True, "stage": "fanout"},
     )

@@ -26,9 +26,10 @@ def test_no_bucket_is_created_or_reconfigured(adopted_synth: Synth) -> None:
 
 def test_rule_archive_and_function_point_at_the_adopted_bucket(adopted_synth: Synth) -> None:
     pattern = ingest_event_pattern(ADOPTED_BUCKET)
-    _, rule = adopted_synth.one("AWS::Events::Rule")
+    stack = adopted_synth.stack
+    rule = adopted_synth.template["Resources"][adopted_synth.logical_id(stack.routing.rule)]
     _, archive = adopted_synth.one("AWS::Events::Archive")
-    _, function = adopted_synth.one("AWS::Lambda::Function")
+    function = adopted_synth.template["Resources"][adopted_synth.logical_id(stack.ingest.function)]
     assert rule["Properties"]["EventPattern"] == pattern
     assert archive["Properties"]["EventPattern"] == pattern
     assert function["Properties"]["Environment"]["Variables"]["BUCKET_NAME"] == ADOPTED_BUCKET
@@ -37,7 +38,10 @@ def test_rule_archive_and_function_point_at_the_adopted_bucket(adopted_synth: Sy
 
 def test_function_reads_the_adopted_bucket_by_partition_aware_arn(adopted_synth: Synth) -> None:
     resources: dict[str, object] = {}
+    role = {"Ref": adopted_synth.logical_id(adopted_synth.stack.ingest.role)}
     for policy in adopted_synth.resources("AWS::IAM::Policy").values():
+        if policy["Properties"]["Roles"] != [role]:
+            continue
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
             actions = statement["Action"]
             for action in [actions] if isinstance(actions, str) else actions:

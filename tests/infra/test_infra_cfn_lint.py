@@ -7,10 +7,12 @@ from cfnlint.api import ManualArgs, lint_file
 
 from infra.synth import Synth
 
+from .conftest import VARIANTS
+
 REGIONS = ["us-east-1", "eu-west-1"]
 
 
-@pytest.mark.parametrize("variant", ["synth", "adopted_synth"])
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_cfn_lint_clean(variant: str, request: pytest.FixtureRequest) -> None:
     synth: Synth = request.getfixturevalue(variant)
     matches = lint_file(synth.template_path, config=ManualArgs(regions=REGIONS))

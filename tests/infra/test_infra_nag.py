@@ -11,6 +11,8 @@ from cdk_nag import AwsSolutionsChecks
 
 from infra.synth import Synth
 
+from .conftest import VARIANTS
+
 
 def _findings(app: App) -> list[str]:
     report = AwsSolutionsChecks(verbose=True).validate_scope(app)
@@ -35,32 +37,82 @@ def _acknowledgements(app: App) -> dict[str, dict[str, Any]]:
     return found
 
 
-@pytest.mark.parametrize("variant", ["synth", "adopted_synth"])
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_no_unacknowledged_nag_finding(variant: str, request: pytest.FixtureRequest) -> None:
     synth: Synth = request.getfixturevalue(variant)
     findings = _findings(synth.app)
     assert not findings, "unacknowledged cdk-nag findings:\n" + "\n".join(findings)
 
 
-def test_acknowledgements_are_on_resources_with_reasons(synth: Synth) -> None:
-    acknowledgements = _acknowledgements(synth.app)
+def _expected_function_acknowledgements(synth: Synth) -> dict[str, set[str]]:
     stack_path = synth.stack.node.path
     bucket_id = synth.logical_id(synth.stack.landing.bucket)
-    # Each acknowledgement is on the one construct it is about, never on the stack or the app.
-    assert acknowledgements.keys() == {
-        f"{stack_path}/IngestFunction/Role",
-        f"{stack_path}/IngestFunction/Function",
-        f"{stack_path}/Routing/TargetDeadLetterQueue",
+    inventory = synth.stack.landing.inventory_bucket
+    assert inventory is not None
+    inventory_id = synth.logical_id(inventory)
+    objects = f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/*]"
+    reports = (
+        f"AwsSolutions-IAM5[Resource::<{inventory_id}.Arn>/inventory/<{bucket_id}>/"
+        "s3ingest-daily/*]"
+    )
+    reconcile_role = {"AwsSolutions-IAM5[Resource::*]", objects, reports}
+    return {
+        f"{stack_path}/IngestFunction/Role": {"AwsSolutions-IAM5[Resource::*]", objects},
+        f"{stack_path}/IngestFunction/Function": {"AwsSolutions-L1"},
+        f"{stack_path}/ReconcileFunction/Role": reconcile_role,
+        f"{stack_path}/ReconcileFunction/Function": {"AwsSolutions-L1"},
+        f"{stack_path}/Routing/TargetDeadLetterQueue": {"AwsSolutions-SQS3"},
     }
-    assert {rule for rules in acknowledgements.values() for rule in rules} == {
-        "AwsSolutions-IAM5[Resource::*]",
-        f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/*]",
-        "AwsSolutions-L1",
-        "AwsSolutions-SQS3",
-    }
+
+
+def _assert_reasons(acknowledgements: dict[str, dict[str, Any]]) -> None:
     for path, rules in acknowledgements.items():
         for rule, reason in rules.items():
             assert isinstance(reason, str) and len(reason) >= 60, (path, rule)
+
+
+def test_acknowledgements_are_on_resources_with_reasons(synth: Synth) -> None:
+    acknowledgements = _acknowledgements(synth.app)
+    # Each acknowledgement is on the one construct it is about, never on the stack or the app.
+    assert {
+        path: set(rules) for path, rules in acknowledgements.items()
+    } == _expected_function_acknowledgements(synth)
+    _assert_reasons(acknowledgements)
+
+
+def test_fanout_acknowledgements_are_on_resources_with_reasons(fanout_synth: Synth) -> None:
+    # GIVEN the fan-out reconciliation
+    synth = fanout_synth
+    acknowledgements = _acknowledgements(synth.app)
+    stack_path = synth.stack.node.path
+    inventory = synth.stack.landing.inventory_bucket
+    assert inventory is not None and synth.stack.reconcile_fan_out is not None
+    machine = synth.stack.reconcile_state_machine
+    assert machine is not None
+    inventory_id = synth.logical_id(inventory)
+    fan_out_id = synth.logical_id(synth.stack.reconcile_fan_out.function)
+    machine_id = synth.logical_id(machine.state_machine)
+    expected = _expected_function_acknowledgements(synth)
+    # THEN the fan-out function has the reconcile function's plus its work prefix ...
+    expected[f"{stack_path}/ReconcileFanOutFunction/Role"] = expected[
+        f"{stack_path}/ReconcileFunction/Role"
+    ] | {f"AwsSolutions-IAM5[Resource::<{inventory_id}.Arn>/reconcile-work/*]"}
+    expected[f"{stack_path}/ReconcileFanOutFunction/Function"] = {"AwsSolutions-L1"}
+    # ... and the state machine's role and Distributed Map policy carry their own wildcards only
+    expected[f"{stack_path}/ReconcileStateMachine/StateMachine/Role"] = {
+        "AwsSolutions-IAM5[Resource::*]",
+        f"AwsSolutions-IAM5[Resource::<{fan_out_id}.Arn>:*]",
+    }
+    executions = (
+        "arn:<AWS::Partition>:states:us-east-1:<AWS::AccountId>:execution:"
+        f'{{"Fn::Select":[6,{{"Fn::Split":[":",{{"Ref":"{machine_id}"}}]}}]}}'
+    )
+    expected[f"{stack_path}/ReconcileStateMachine/StateMachine/DistributedMapPolicy"] = {
+        f"AwsSolutions-IAM5[Resource::{executions}:*]",
+        f"AwsSolutions-IAM5[Resource::{executions}/ShardInventory:*]",
+    }
+    assert {path: set(rules) for path, rules in acknowledgements.items()} == expected
+    _assert_reasons(acknowledgements)
 
 
 def test_no_acknowledgement_on_stack_or_app(synth: Synth) -> None:

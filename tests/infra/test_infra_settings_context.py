@@ -73,3 +73,76 @@ def test_app_py_exits_with_one_clear_error() -> None:
     assert "invalid s3ingest settings" in done.stderr
     assert "batchSize: expected a whole number, got 'ten'" in done.stderr
     assert "queueRetentionDays: 15 is outside 1..14" in done.stderr
+
+
+# --- Reconciliation settings ---------------------------------------------------------------------
+
+
+def test_reconcile_defaults() -> None:
+    settings = Settings()
+    assert settings.reconcile_schedule == "rate(1 day)"
+    assert settings.reconcile_fan_out is False
+    assert settings.reconcile_memory_mb == 3008
+    assert settings.reconcile_timeout_seconds == 900
+    assert settings.owns_inventory is True
+
+
+def test_fan_out_with_an_adopted_bucket_is_a_problem() -> None:
+    # GIVEN fan-out asked for, with bucketName set (no inventory of the stack's own)
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_context({"reconcileFanOut": "true", "bucketName": "existing-bucket"})
+    # THEN that is the one problem reported
+    assert caught.value.problems == [
+        "reconcileFanOut needs the stack's own S3 Inventory: leave bucketName unset and "
+        "inventoryEnabled true"
+    ]
+
+
+def test_fan_out_without_inventory_is_a_problem() -> None:
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_context({"reconcileFanOut": True, "inventoryEnabled": False})
+    assert [p.split(" ")[0] for p in caught.value.problems] == ["reconcileFanOut"]
+    assert Settings.from_context({"reconcileFanOut": True}).reconcile_fan_out is True
+
+
+def test_fan_out_rule_is_not_judged_when_inventory_enabled_is_unparsable() -> None:
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_context({"reconcileFanOut": True, "inventoryEnabled": "maybe"})
+    assert caught.value.problems == ["inventoryEnabled: expected true or false, got 'maybe'"]
+
+
+@pytest.mark.parametrize("schedule", ["rate(1 day)", "rate(6 hours)", "cron(0 3 * * ? *)"])
+def test_reconcile_schedule_accepts_rate_and_cron(schedule: str) -> None:
+    assert Settings.from_context({"reconcileSchedule": schedule}).reconcile_schedule == schedule
+
+
+def test_reconcile_schedule_memory_and_timeout_are_validated() -> None:
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_context(
+            {
+                "reconcileSchedule": "every day",
+                "reconcileMemoryMb": 64,
+                "reconcileTimeoutSeconds": 901,
+            }
+        )
+    assert caught.value.problems == [
+        "reconcileSchedule: 'every day' is not an EventBridge schedule expression "
+        "(rate(...) or cron(...))",
+        "reconcileMemoryMb: 64 is outside 128..10240",
+        "reconcileTimeoutSeconds: 901 is outside 60..900",
+    ]
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_context({"reconcileSchedule": "", "reconcileTimeoutSeconds": 59})
+    assert [p.split(":")[0] for p in caught.value.problems] == [
+        "reconcileSchedule",
+        "reconcileTimeoutSeconds",
+    ]
+
+
+def test_compose_rejects_fan_out_with_an_adopted_bucket(tmp_path: Path) -> None:
+    context = {**cdk_json_context(), "reconcileFanOut": True, "bucketName": "existing-bucket"}
+    app = App(context=context, outdir=str(tmp_path))
+    with pytest.raises(SettingsError) as caught:
+        compose(app, nag=False)
+    assert [p.split(" ")[0] for p in caught.value.problems] == ["reconcileFanOut"]
+    assert not app.node.children

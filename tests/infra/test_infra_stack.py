@@ -5,9 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from infra.constructs.ingest_function import RETENTION_DAYS
+import pytest
+
+from infra.constructs.python_function import RETENTION_DAYS
 from infra.synth import Synth
 from s3ingest.settings import LOG_RETENTION_DAYS, Settings, ingest_event_pattern
+
+from .conftest import VARIANTS
 
 
 def _arn(logical_id: str) -> dict[str, Any]:
@@ -16,6 +20,19 @@ def _arn(logical_id: str) -> dict[str, Any]:
 
 def _ref(logical_id: str) -> dict[str, Any]:
     return {"Ref": logical_id}
+
+
+def _resource(synth: Synth, construct: Any) -> tuple[str, dict[str, Any]]:
+    logical_id = synth.logical_id(construct)
+    return logical_id, synth.template["Resources"][logical_id]
+
+
+def _ingest_function(synth: Synth) -> tuple[str, dict[str, Any]]:
+    return _resource(synth, synth.stack.ingest.function)
+
+
+def _ingest_rule(synth: Synth) -> tuple[str, dict[str, Any]]:
+    return _resource(synth, synth.stack.routing.rule)
 
 
 def _bucket_id(synth: Synth) -> str:
@@ -78,7 +95,7 @@ def test_every_queue_policy_denies_insecure_transport(synth: Synth) -> None:
 
 def test_queue_visibility_timeout_is_six_function_timeouts(synth: Synth) -> None:
     queue_id, _, _ = _queue_ids(synth)
-    _, function = synth.one("AWS::Lambda::Function")
+    _, function = _ingest_function(synth)
     visibility = synth.template["Resources"][queue_id]["Properties"]["VisibilityTimeout"]
     assert visibility >= 6 * function["Properties"]["Timeout"]
     assert visibility == Settings().queue_visibility_timeout_seconds
@@ -89,7 +106,7 @@ def test_queue_visibility_timeout_is_six_function_timeouts(synth: Synth) -> None
 
 def test_rule_matches_exactly_the_settings_pattern_and_targets_the_queue(synth: Synth) -> None:
     queue_id, _, target_dlq_id = _queue_ids(synth)
-    _, rule = synth.one("AWS::Events::Rule")
+    _, rule = _ingest_rule(synth)
     props = rule["Properties"]
     assert props["EventPattern"] == ingest_event_pattern(_ref(_bucket_id(synth)))  # type: ignore[arg-type]
     assert props.get("EventBusName", "default") == "default"
@@ -103,7 +120,7 @@ def test_rule_matches_exactly_the_settings_pattern_and_targets_the_queue(synth: 
 
 
 def test_rule_may_send_to_the_queue_and_its_dead_letter_queue(synth: Synth) -> None:
-    rule_id, _ = synth.one("AWS::Events::Rule")
+    rule_id, _ = _ingest_rule(synth)
     queue_id, _, target_dlq_id = _queue_ids(synth)
     allowed: dict[str, list[Any]] = {}
     for policy in synth.resources("AWS::SQS::QueuePolicy").values():
@@ -144,7 +161,7 @@ def test_archive_keeps_the_ingest_events_for_the_configured_retention(synth: Syn
 
 def test_event_source_mapping_reports_partial_batch_failures(synth: Synth) -> None:
     queue_id, _, _ = _queue_ids(synth)
-    function_id, _ = synth.one("AWS::Lambda::Function")
+    function_id, _ = _ingest_function(synth)
     _, mapping = synth.one("AWS::Lambda::EventSourceMapping")
     settings = Settings()
     assert mapping["Properties"] == {
@@ -162,8 +179,8 @@ def test_function_runtime_tracing_logging_and_environment(synth: Synth) -> None:
     settings = Settings()
     table_id = synth.logical_id(synth.stack.ledger.table)
     _, dlq_id, _ = _queue_ids(synth)
-    log_group_id, log_group = synth.one("AWS::Logs::LogGroup")
-    _, function = synth.one("AWS::Lambda::Function")
+    log_group_id, log_group = _resource(synth, synth.stack.ingest.log_group)
+    _, function = _ingest_function(synth)
     props = function["Properties"]
     assert props["Architectures"] == ["arm64"]
     assert props["Runtime"] == "python3.13"
@@ -186,7 +203,12 @@ def test_function_runtime_tracing_logging_and_environment(synth: Synth) -> None:
     assert log_group["Properties"]["RetentionInDays"] == settings.log_retention_days
     assert log_group["DeletionPolicy"] == "Retain"
     # Created after its policy; the role itself is ordered by the Role property's GetAtt.
-    policy_id, _ = synth.one("AWS::IAM::Policy")
+    role_id = synth.logical_id(synth.stack.ingest.role)
+    (policy_id,) = [
+        logical_id
+        for logical_id, policy in synth.resources("AWS::IAM::Policy").items()
+        if policy["Properties"]["Roles"] == [_ref(role_id)]
+    ]
     assert function["DependsOn"] == [policy_id]
     assert log_group["DeletionPolicy"] == "Retain"
 
@@ -345,7 +367,13 @@ def test_function_role_is_least_privilege(synth: Synth) -> None:
         }
     ]
     granted: dict[str, list[Any]] = {}
-    for policy in synth.resources("AWS::IAM::Policy").values():
+    policies = [
+        policy
+        for policy in synth.resources("AWS::IAM::Policy").values()
+        if _ref(role_id) in policy["Properties"]["Roles"]
+    ]
+    assert policies
+    for policy in policies:
         assert policy["Properties"]["Roles"] == [_ref(role_id)]
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
             assert statement["Effect"] == "Allow"
@@ -355,7 +383,7 @@ def test_function_role_is_least_privilege(synth: Synth) -> None:
     # THEN it holds exactly these actions, each on exactly these resources
     bucket_id = _bucket_id(synth)
     queue_id, dlq_id, _ = _queue_ids(synth)
-    log_group_id, _ = synth.one("AWS::Logs::LogGroup")
+    log_group_id = synth.logical_id(synth.stack.ingest.log_group)
     table_id = synth.logical_id(synth.stack.ledger.table)
     objects = {"Fn::Join": ["", [_arn(bucket_id), "/*"]]}
     assert granted == {
@@ -378,19 +406,22 @@ def test_function_role_is_least_privilege(synth: Synth) -> None:
     }
 
 
-def test_no_managed_policies_no_custom_resources_one_function(synth: Synth) -> None:
+def test_no_managed_policies_no_custom_resources_two_functions(synth: Synth) -> None:
     for logical_id, resource in synth.template["Resources"].items():
         assert not resource["Type"].startswith("Custom::"), logical_id
         assert resource["Type"] != "AWS::IAM::ManagedPolicy", logical_id
         assert "ManagedPolicyArns" not in resource.get("Properties", {}), logical_id
-    synth.assertions.resource_count_is("AWS::Lambda::Function", 1)
+    # The ingest function and the reconcile function; only ingest reads the queue.
+    synth.assertions.resource_count_is("AWS::Lambda::Function", 2)
     synth.assertions.resource_count_is("AWS::Lambda::EventSourceMapping", 1)
 
 
 # --- Template-wide -------------------------------------------------------------------------------
 
 
-def test_no_literal_partition_in_arns(synth: Synth) -> None:
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_no_literal_partition_in_arns(variant: str, request: pytest.FixtureRequest) -> None:
+    synth: Synth = request.getfixturevalue(variant)
     assert "arn:aws:" not in json.dumps(synth.template)
 
 
@@ -407,9 +438,9 @@ def test_outputs(synth: Synth) -> None:
     }
     assert required <= set(outputs)
     queue_id, dlq_id, _ = _queue_ids(synth)
-    rule_id, _ = synth.one("AWS::Events::Rule")
+    rule_id, _ = _ingest_rule(synth)
     archive_id, _ = synth.one("AWS::Events::Archive")
-    function_id, _ = synth.one("AWS::Lambda::Function")
+    function_id, _ = _ingest_function(synth)
     assert outputs["BucketName"]["Value"] == _ref(_bucket_id(synth))
     assert outputs["QueueUrl"]["Value"] == _ref(queue_id)
     assert outputs["DeadLetterQueueUrl"]["Value"] == _ref(dlq_id)
@@ -419,7 +450,9 @@ def test_outputs(synth: Synth) -> None:
     assert outputs["RuleName"]["Value"] == _ref(rule_id)
 
 
-def test_no_hard_coded_physical_names(synth: Synth) -> None:
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_no_hard_coded_physical_names(variant: str, request: pytest.FixtureRequest) -> None:
+    synth: Synth = request.getfixturevalue(variant)
     name_properties = {
         "AWS::S3::Bucket": "BucketName",
         "AWS::SQS::Queue": "QueueName",
@@ -429,6 +462,8 @@ def test_no_hard_coded_physical_names(synth: Synth) -> None:
         "AWS::Logs::LogGroup": "LogGroupName",
         "AWS::Events::Rule": "Name",
         "AWS::Events::Archive": "ArchiveName",
+        "AWS::CloudWatch::Alarm": "AlarmName",
+        "AWS::StepFunctions::StateMachine": "StateMachineName",
     }
     for logical_id, resource in synth.template["Resources"].items():
         name_property = name_properties.get(resource["Type"])

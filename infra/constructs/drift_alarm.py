@@ -1,0 +1,87 @@
+"""The drift metrics reconciliation emits, and the alarm on their total (CONTRACT C12)."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from constructs import Construct
+
+from infra.constructs.python_function import METRICS_NAMESPACE
+
+#: The ``service`` dimension Powertools Metrics adds: the reconcile handlers create
+#: ``Metrics(namespace="S3Ingest", service="s3ingest")``.
+METRICS_SERVICE = "s3ingest"
+#: Per-kind drift metrics (``drift_<kind>``), as ``s3ingest_fn.reconcile.diff.DRIFT_KINDS``.
+DRIFT_KINDS = ("missing", "deleted_but_live", "content_mismatch")
+TOTAL_METRIC = "drift_total"
+
+
+def drift_metric(metric_name: str, *, period: Duration) -> cloudwatch.Metric:
+    """One drift metric (Maximum over ``period``) as the reconcile handlers emit it (EMF).
+
+    Parameters
+    ----------
+    metric_name : str
+        ``"drift_total"`` or ``"drift_<kind>"``.
+    period : aws_cdk.Duration
+        Aggregation period.
+    """
+    return cloudwatch.Metric(
+        namespace=METRICS_NAMESPACE,
+        metric_name=metric_name,
+        dimensions_map={"service": METRICS_SERVICE},
+        statistic=cloudwatch.Stats.MAXIMUM,
+        period=period,
+    )
+
+
+class DriftAlarm(Construct):
+    """Alarm when a reconciliation run found any drift between the bucket and the ledger.
+
+    Each run emits ``drift_total`` once (CloudWatch embedded metric format, namespace
+    ``S3Ingest``, dimension ``service=s3ingest``); the alarm fires when the daily maximum is at
+    least 1. Days without a run are not breaching: no data is not drift (a failed run shows in the
+    function's or the state machine's own errors). No alarm action yet: a notification topic comes
+    with its own issue.
+
+    Parameters
+    ----------
+    scope : constructs.Construct
+        Parent construct.
+    construct_id : str
+        Construct id.
+    period : aws_cdk.Duration
+        Evaluation period (one day by default, the default schedule's interval).
+
+    Attributes
+    ----------
+    alarm : aws_cdk.aws_cloudwatch.Alarm
+        The alarm on ``drift_total``.
+    total : aws_cdk.aws_cloudwatch.Metric
+        ``drift_total``.
+    by_kind : dict[str, aws_cdk.aws_cloudwatch.Metric]
+        ``drift_missing``, ``drift_deleted_but_live``, ``drift_content_mismatch`` by kind, for
+        dashboards (no alarm on them).
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, period: Duration | None = None
+    ) -> None:
+        super().__init__(scope, construct_id)
+        period = period or Duration.days(1)
+        self.total = drift_metric(TOTAL_METRIC, period=period)
+        self.by_kind = {kind: drift_metric(f"drift_{kind}", period=period) for kind in DRIFT_KINDS}
+        self.alarm = cloudwatch.Alarm(
+            self,
+            "Alarm",
+            alarm_description=(
+                "s3ingest: reconciliation found keys where the ledger differs from the bucket "
+                "(drift_total >= 1); unless the run was a dry run, repairs went through the ingest "
+                "queue"
+            ),
+            metric=self.total,
+            threshold=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )

@@ -1,0 +1,173 @@
+"""The pattern every s3ingest Lambda function follows: its own role, its own log group, one setup.
+
+Not a construct of its own: :func:`python_function` adds ``Role``, ``LogGroup`` and ``Function``
+to the construct that owns the function (``IngestFunction``, ``ReconcileFunction``), so each keeps
+its construct ids (and so its logical ids) stable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.bundling import ARCHITECTURE, RUNTIME
+from infra.constructs.dependencies import depend_on_policies_not_role
+
+#: Namespace of every s3ingest metric (Powertools ``POWERTOOLS_METRICS_NAMESPACE``).
+METRICS_NAMESPACE = "S3Ingest"
+
+#: CloudWatch Logs retention values (days) and the CDK enum member of each.
+RETENTION_DAYS: dict[int, logs.RetentionDays] = {
+    1: logs.RetentionDays.ONE_DAY,
+    3: logs.RetentionDays.THREE_DAYS,
+    5: logs.RetentionDays.FIVE_DAYS,
+    7: logs.RetentionDays.ONE_WEEK,
+    14: logs.RetentionDays.TWO_WEEKS,
+    30: logs.RetentionDays.ONE_MONTH,
+    60: logs.RetentionDays.TWO_MONTHS,
+    90: logs.RetentionDays.THREE_MONTHS,
+    120: logs.RetentionDays.FOUR_MONTHS,
+    150: logs.RetentionDays.FIVE_MONTHS,
+    180: logs.RetentionDays.SIX_MONTHS,
+    365: logs.RetentionDays.ONE_YEAR,
+    400: logs.RetentionDays.THIRTEEN_MONTHS,
+    545: logs.RetentionDays.EIGHTEEN_MONTHS,
+    731: logs.RetentionDays.TWO_YEARS,
+    1096: logs.RetentionDays.THREE_YEARS,
+    1827: logs.RetentionDays.FIVE_YEARS,
+    2192: logs.RetentionDays.SIX_YEARS,
+    2557: logs.RetentionDays.SEVEN_YEARS,
+    2922: logs.RetentionDays.EIGHT_YEARS,
+    3288: logs.RetentionDays.NINE_YEARS,
+    3653: logs.RetentionDays.TEN_YEARS,
+}
+
+
+def retention(days: int) -> logs.RetentionDays:
+    """The CDK retention of ``days``.
+
+    Raises
+    ------
+    ValueError
+        When ``days`` is not a CloudWatch Logs retention value.
+    """
+    if days not in RETENTION_DAYS:
+        raise ValueError(f"log_retention_days {days} is not a CloudWatch value")
+    return RETENTION_DAYS[days]
+
+
+@dataclass(frozen=True)
+class PythonFunction:
+    """What :func:`python_function` creates.
+
+    Attributes
+    ----------
+    function : aws_cdk.aws_lambda.Function
+        The function.
+    role : aws_cdk.aws_iam.Role
+        Its execution role (no managed policy; only the log-group write grant).
+    log_group : aws_cdk.aws_logs.LogGroup
+        Its log group.
+    """
+
+    function: lambda_.Function
+    role: iam.Role
+    log_group: logs.LogGroup
+
+
+def python_function(
+    scope: Construct,
+    *,
+    description: str,
+    role_description: str,
+    handler: str,
+    code: lambda_.Code,
+    timeout: Duration,
+    memory_size_mib: int,
+    log_retention_days: int,
+    service_name: str,
+    environment: Mapping[str, str],
+) -> PythonFunction:
+    """Add an s3ingest Python function with its own role and log group to ``scope``.
+
+    Python 3.13 on ``arm64`` (the bundle's target, :mod:`infra.bundling`); X-Ray active tracing;
+    JSON log format to an explicit log group with a bounded retention, retained on stack deletion
+    (https://docs.aws.amazon.com/lambda/latest/dg/monitoring-cloudwatchlogs-advanced.html); no
+    reserved concurrency. The role is the function's own, with no managed policy: the log-group
+    write grant replaces ``AWSLambdaBasicExecutionRole``; the stack grants the rest.
+
+    Parameters
+    ----------
+    scope : constructs.Construct
+        The construct that owns the function; gets the children ``Role``, ``LogGroup`` and
+        ``Function``.
+    description : str
+        Function description.
+    role_description : str
+        Role description.
+    handler : str
+        Entry point inside the bundled ``s3ingest_fn`` package.
+    code : aws_cdk.aws_lambda.Code
+        The bundled ``functions/`` package (:func:`infra.bundling.function_code`).
+    timeout : aws_cdk.Duration
+        Function timeout.
+    memory_size_mib : int
+        Function memory, MiB.
+    log_retention_days : int
+        Log retention, days; one of CloudWatch Logs' allowed values.
+    service_name : str
+        ``POWERTOOLS_SERVICE_NAME``.
+    environment : Mapping[str, str]
+        The function's own variables; the Powertools variables (service name, metrics namespace
+        ``S3Ingest``, log level ``INFO``) are added.
+
+    Returns
+    -------
+    PythonFunction
+
+    Raises
+    ------
+    ValueError
+        When ``log_retention_days`` is not a CloudWatch Logs retention value.
+    """
+    log_retention = retention(log_retention_days)
+    role = iam.Role(
+        scope,
+        "Role",
+        assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+        description=role_description,
+    )
+    log_group = logs.LogGroup(
+        scope, "LogGroup", retention=log_retention, removal_policy=RemovalPolicy.RETAIN
+    )
+    function = lambda_.Function(
+        scope,
+        "Function",
+        description=description,
+        runtime=RUNTIME,
+        architecture=ARCHITECTURE,
+        handler=handler,
+        code=code,
+        role=role,
+        timeout=timeout,
+        memory_size=memory_size_mib,
+        tracing=lambda_.Tracing.ACTIVE,
+        logging_format=lambda_.LoggingFormat.JSON,
+        log_group=log_group,
+        environment={
+            **environment,
+            "POWERTOOLS_SERVICE_NAME": service_name,
+            "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+            "POWERTOOLS_LOG_LEVEL": "INFO",
+        },
+    )
+    # Replaces the AWSLambdaBasicExecutionRole managed policy: write to this log group only.
+    log_group.grant_write(role)
+    depend_on_policies_not_role(function, role)
+    return PythonFunction(function=function, role=role, log_group=log_group)

@@ -1,0 +1,126 @@
+"""A reconcile Lambda function (the single run, or the fan-out's step function), with its own role
+and log group."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.constructs.landing_bucket import INVENTORY_ID, INVENTORY_PREFIX
+from infra.constructs.python_function import python_function
+
+#: Entry point of the single reconciliation run (``{"source", "prefix", "dryRun", ...}``).
+RECONCILE_HANDLER = "s3ingest_fn.handlers.reconcile.handler"
+#: Entry point of the fan-out's steps (``{"action": "plan" | "shard_inventory" | ...}``).
+FANOUT_HANDLER = "s3ingest_fn.handlers.reconcile_fanout.handler"
+SERVICE_NAME = "s3ingest-reconcile"
+
+
+def inventory_report_prefix(bucket_name: str) -> str:
+    """Where S3 writes the landing bucket's inventory reports in the inventory bucket.
+
+    S3 delivers to ``<destination prefix>/<source bucket>/<configuration id>/``
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/storage-inventory-location.html).
+
+    Parameters
+    ----------
+    bucket_name : str
+        The landing bucket's name (a token in the stack).
+
+    Returns
+    -------
+    str
+        ``"inventory/<bucket>/s3ingest-daily/"``
+    """
+    return f"{INVENTORY_PREFIX}/{bucket_name}/{INVENTORY_ID}/"
+
+
+class ReconcileFunction(Construct):
+    """A function that compares the bucket with the ledger and queues repairs (CONTRACT C12).
+
+    Role, log group and function follow
+    :func:`infra.constructs.python_function.python_function` (as the ingest function); the stack
+    grants what it reads and writes.
+
+    Parameters
+    ----------
+    scope : constructs.Construct
+        Parent construct.
+    construct_id : str
+        Construct id.
+    code : aws_cdk.aws_lambda.Code
+        The bundled ``functions/`` package (the ingest function's asset).
+    handler : str
+        :data:`RECONCILE_HANDLER` or :data:`FANOUT_HANDLER`.
+    description : str
+        Function description.
+    ledger_table : aws_cdk.aws_dynamodb.ITable
+        The ledger (``LEDGER_TABLE_NAME``).
+    queue : aws_cdk.aws_sqs.IQueue
+        The ingest queue the repairs go to (``INGEST_QUEUE_URL``).
+    bucket : aws_cdk.aws_s3.IBucket
+        The landing bucket (``BUCKET_NAME``).
+    inventory_bucket : aws_cdk.aws_s3.IBucket or None
+        The stack's inventory bucket (``INVENTORY_BUCKET_NAME`` and ``INVENTORY_PREFIX``), or
+        ``None`` when the stack owns no inventory (the function can then only list the bucket).
+    timeout : aws_cdk.Duration
+        Function timeout.
+    memory_size_mib : int
+        Function memory, MiB.
+    log_retention_days : int
+        Log retention, days; one of CloudWatch Logs' allowed values.
+
+    Attributes
+    ----------
+    function : aws_cdk.aws_lambda.Function
+        The function.
+    role : aws_cdk.aws_iam.Role
+        Its execution role.
+    log_group : aws_cdk.aws_logs.LogGroup
+        Its log group.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        code: lambda_.Code,
+        handler: str,
+        description: str,
+        ledger_table: dynamodb.ITable,
+        queue: sqs.IQueue,
+        bucket: s3.IBucket,
+        inventory_bucket: s3.IBucket | None,
+        timeout: Duration,
+        memory_size_mib: int,
+        log_retention_days: int,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        environment = {
+            "LEDGER_TABLE_NAME": ledger_table.table_name,
+            "INGEST_QUEUE_URL": queue.queue_url,
+            "BUCKET_NAME": bucket.bucket_name,
+        }
+        if inventory_bucket is not None:
+            environment["INVENTORY_BUCKET_NAME"] = inventory_bucket.bucket_name
+            environment["INVENTORY_PREFIX"] = inventory_report_prefix(bucket.bucket_name)
+        parts = python_function(
+            self,
+            description=description,
+            role_description=description,
+            handler=handler,
+            code=code,
+            timeout=timeout,
+            memory_size_mib=memory_size_mib,
+            log_retention_days=log_retention_days,
+            service_name=SERVICE_NAME,
+            environment=environment,
+        )
+        self.function = parts.function
+        self.role = parts.role
+        self.log_group = parts.log_group

@@ -1,0 +1,695 @@
+"""Reconciliation in the stack (CONTRACT C12): schedule, functions, grants, drift alarm, fan-out."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from infra.constructs.drift_alarm import DRIFT_KINDS
+from infra.constructs.reconcile_function import inventory_report_prefix
+from infra.constructs.reconcile_state_machine import WORK_PREFIX
+from infra.synth import Synth
+from s3ingest.settings import Settings
+
+from .conftest import ADOPTED_BUCKET
+
+RECONCILE_HANDLER = "s3ingest_fn.handlers.reconcile.handler"
+FANOUT_HANDLER = "s3ingest_fn.handlers.reconcile_fanout.handler"
+LAMBDA_RETRY = {
+    "ErrorEquals": [
+        "Lambda.ClientExecutionTimeoutException",
+        "Lambda.ServiceException",
+        "Lambda.AWSLambdaException",
+        "Lambda.SdkClientException",
+    ],
+    "IntervalSeconds": 2,
+    "MaxAttempts": 6,
+    "BackoffRate": 2,
+}
+THROTTLE_RETRY = {
+    "ErrorEquals": ["Lambda.TooManyRequestsException"],
+    "IntervalSeconds": 2,
+    "MaxAttempts": 8,
+    "BackoffRate": 2,
+    "JitterStrategy": "FULL",
+}
+
+
+def _arn(logical_id: str) -> dict[str, Any]:
+    return {"Fn::GetAtt": [logical_id, "Arn"]}
+
+
+def _ref(logical_id: str) -> dict[str, Any]:
+    return {"Ref": logical_id}
+
+
+def _objects(bucket_arn: Any, suffix: str = "/*") -> dict[str, Any]:
+    return {"Fn::Join": ["", [bucket_arn, suffix]]}
+
+
+def _resource(synth: Synth, construct: Any) -> tuple[str, dict[str, Any]]:
+    logical_id = synth.logical_id(construct)
+    return logical_id, synth.template["Resources"][logical_id]
+
+
+def _granted(synth: Synth, role: Any) -> dict[str, list[Any]]:
+    """Action -> the resources it is allowed on, over every policy attached to ``role``."""
+    role_ref = _ref(synth.logical_id(role))
+    granted: dict[str, list[Any]] = {}
+    for policy in synth.resources("AWS::IAM::Policy").values():
+        if role_ref not in policy["Properties"]["Roles"]:
+            continue
+        assert policy["Properties"]["Roles"] == [role_ref]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            assert statement["Effect"] == "Allow"
+            assert "Condition" not in statement
+            actions = statement["Action"]
+            resources = statement["Resource"]
+            for action in [actions] if isinstance(actions, str) else actions:
+                for resource in resources if isinstance(resources, list) else [resources]:
+                    granted.setdefault(action, []).append(resource)
+    return granted
+
+
+def _reconcile_grants(synth: Synth) -> dict[str, list[Any]]:
+    """What every reconcile function may do, on exactly which resources."""
+    bucket_id = synth.logical_id(synth.stack.landing.bucket)
+    table_id = synth.logical_id(synth.stack.ledger.table)
+    queue_id = synth.logical_id(synth.stack.ingest_queue.queue)
+    inventory = synth.stack.landing.inventory_bucket
+    assert inventory is not None
+    inventory_id = synth.logical_id(inventory)
+    reports = {
+        "Fn::Join": [
+            "",
+            [_arn(inventory_id), "/inventory/", _ref(bucket_id), "/s3ingest-daily/*"],
+        ]
+    }
+    objects = _objects(_arn(bucket_id))
+    return {
+        "xray:PutTraceSegments": ["*"],
+        "xray:PutTelemetryRecords": ["*"],
+        "s3:ListBucket": [_arn(bucket_id), _arn(inventory_id)],
+        "s3:ListBucketVersions": [_arn(bucket_id)],
+        "s3:GetBucketVersioning": [_arn(bucket_id)],
+        "s3:GetObject": [objects, reports],
+        "s3:GetObjectVersion": [objects],
+        "dynamodb:Scan": [_arn(table_id)],
+        "sqs:SendMessage": [_arn(queue_id)],
+    }
+
+
+def _sorted(granted: dict[str, list[Any]]) -> dict[str, list[str]]:
+    return {
+        action: sorted(json.dumps(r, sort_keys=True) for r in resources)
+        for action, resources in granted.items()
+    }
+
+
+def _environment(synth: Synth) -> dict[str, Any]:
+    bucket_id = synth.logical_id(synth.stack.landing.bucket)
+    inventory = synth.stack.landing.inventory_bucket
+    assert inventory is not None
+    return {
+        "LEDGER_TABLE_NAME": _ref(synth.logical_id(synth.stack.ledger.table)),
+        "INGEST_QUEUE_URL": _ref(synth.logical_id(synth.stack.ingest_queue.queue)),
+        "BUCKET_NAME": _ref(bucket_id),
+        "INVENTORY_BUCKET_NAME": _ref(synth.logical_id(inventory)),
+        "INVENTORY_PREFIX": {"Fn::Join": ["", ["inventory/", _ref(bucket_id), "/s3ingest-daily/"]]},
+        "POWERTOOLS_SERVICE_NAME": "s3ingest-reconcile",
+        "POWERTOOLS_METRICS_NAMESPACE": "S3Ingest",
+        "POWERTOOLS_LOG_LEVEL": "INFO",
+    }
+
+
+# --- The default stack: one scheduled Lambda run over the inventory ------------------------------
+
+
+def test_schedule_invokes_the_reconcile_function_with_the_inventory_source(synth: Synth) -> None:
+    # GIVEN the default settings (the stack owns the bucket and its inventory)
+    rule_id, rule = _resource(synth, synth.stack.reconcile_schedule.rule)
+    function_id = synth.logical_id(synth.stack.reconcile.function)
+    props = rule["Properties"]
+    # THEN the rule runs on the settings' schedule and sends {"source": "inventory"}
+    assert props["ScheduleExpression"] == "rate(1 day)" == Settings().reconcile_schedule
+    assert props["State"] == "ENABLED"
+    assert "EventPattern" not in props
+    assert props.get("EventBusName", "default") == "default"
+    (target,) = props["Targets"]
+    assert {key: value for key, value in target.items() if key != "Id"} == {
+        "Arn": _arn(function_id),
+        "Input": '{"source":"inventory"}',
+    }
+    assert json.loads(target["Input"]) == {"source": "inventory"}
+    # AND only this rule may invoke the function
+    permissions = [
+        p["Properties"]
+        for p in synth.resources("AWS::Lambda::Permission").values()
+        if p["Properties"]["FunctionName"] == _arn(function_id)
+    ]
+    assert permissions == [
+        {
+            "Action": "lambda:InvokeFunction",
+            "FunctionName": _arn(function_id),
+            "Principal": "events.amazonaws.com",
+            "SourceArn": _arn(rule_id),
+        }
+    ]
+
+
+def test_reconcile_function_handler_runtime_and_environment(synth: Synth) -> None:
+    settings = Settings()
+    log_group_id, log_group = _resource(synth, synth.stack.reconcile.log_group)
+    _, function = _resource(synth, synth.stack.reconcile.function)
+    props = function["Properties"]
+    assert props["Handler"] == RECONCILE_HANDLER
+    assert props["Runtime"] == "python3.13"
+    assert props["Architectures"] == ["arm64"]
+    assert props["TracingConfig"] == {"Mode": "Active"}
+    assert props["LoggingConfig"] == {"LogFormat": "JSON", "LogGroup": _ref(log_group_id)}
+    assert props["MemorySize"] == settings.reconcile_memory_mb == 3008
+    assert props["Timeout"] == settings.reconcile_timeout_seconds == 900
+    assert props["Environment"]["Variables"] == _environment(synth)
+    assert props["Role"] == _arn(synth.logical_id(synth.stack.reconcile.role))
+    # The same bundled asset as the ingest function.
+    _, ingest = _resource(synth, synth.stack.ingest.function)
+    assert props["Code"] == ingest["Properties"]["Code"]
+    assert log_group["Properties"]["RetentionInDays"] == settings.log_retention_days
+    assert log_group["DeletionPolicy"] == "Retain"
+    (policy_id,) = [
+        logical_id
+        for logical_id, policy in synth.resources("AWS::IAM::Policy").items()
+        if policy["Properties"]["Roles"] == [_ref(synth.logical_id(synth.stack.reconcile.role))]
+    ]
+    assert function["DependsOn"] == [policy_id]
+
+
+def test_inventory_prefix_is_where_s3_delivers_the_report() -> None:
+    # S3 writes to <destination prefix>/<source bucket>/<configuration id>/, the same path the
+    # operator CLI and the local runtime read.
+    from s3ingest.deployed import INVENTORY_ID as CLI_ID
+    from s3ingest.deployed import INVENTORY_PREFIX as CLI_PREFIX
+
+    expected = "inventory/b/s3ingest-daily/"
+    assert inventory_report_prefix("b") == f"{CLI_PREFIX}/b/{CLI_ID}/" == expected
+
+
+def test_reconcile_role_is_least_privilege(synth: Synth) -> None:
+    # GIVEN the reconcile function's role
+    _, role = _resource(synth, synth.stack.reconcile.role)
+    assert "ManagedPolicyArns" not in role["Properties"]
+    assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"] == [
+        {
+            "Action": "sts:AssumeRole",
+            "Effect": "Allow",
+            "Principal": {"Service": "lambda.amazonaws.com"},
+        }
+    ]
+    log_group_id = synth.logical_id(synth.stack.reconcile.log_group)
+    granted = _granted(synth, synth.stack.reconcile.role)
+    # THEN Scan on the ledger table only, SendMessage on the ingest queue only, reads of the
+    # bucket and of this bucket's inventory reports, and nothing else
+    assert _sorted(granted) == _sorted(
+        {
+            **_reconcile_grants(synth),
+            "logs:CreateLogStream": [_arn(log_group_id)],
+            "logs:PutLogEvents": [_arn(log_group_id)],
+        }
+    )
+    table_id = synth.logical_id(synth.stack.ledger.table)
+    queue_id = synth.logical_id(synth.stack.ingest_queue.queue)
+    assert granted["dynamodb:Scan"] == [_arn(table_id)]
+    assert granted["sqs:SendMessage"] == [_arn(queue_id)]
+    assert not [action for action in granted if action.startswith(("dynamodb:Put", "s3:Put"))]
+
+
+def test_drift_alarm_watches_the_daily_maximum_of_drift_total(synth: Synth) -> None:
+    _, alarm = _resource(synth, synth.stack.drift.alarm)
+    props = alarm["Properties"]
+    assert {key: props[key] for key in props if key not in ("AlarmDescription", "Tags")} == {
+        "Namespace": "S3Ingest",
+        "MetricName": "drift_total",
+        "Dimensions": [{"Name": "service", "Value": "s3ingest"}],
+        "Statistic": "Maximum",
+        "Period": 86_400,
+        "Threshold": 1,
+        "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+        "EvaluationPeriods": 1,
+        "TreatMissingData": "notBreaching",
+    }
+    # No action yet (the notification topic is a later issue).
+    assert "AlarmActions" not in props and "OKActions" not in props
+    synth.assertions.resource_count_is("AWS::CloudWatch::Alarm", 1)
+
+
+def test_per_kind_drift_metrics_match_the_handlers() -> None:
+    from s3ingest_fn.reconcile.diff import DRIFT_KINDS as HANDLER_KINDS
+
+    assert DRIFT_KINDS == HANDLER_KINDS
+
+
+def test_reconcile_outputs(synth: Synth) -> None:
+    outputs = synth.template["Outputs"]
+    assert outputs["ReconcileFunctionName"]["Value"] == _ref(
+        synth.logical_id(synth.stack.reconcile.function)
+    )
+    assert outputs["DriftAlarmName"]["Value"] == _ref(synth.logical_id(synth.stack.drift.alarm))
+    assert "ReconcileStateMachineArn" not in outputs
+
+
+def test_no_fan_out_without_the_setting(synth: Synth) -> None:
+    assert synth.stack.reconcile_fan_out is None
+    assert synth.stack.reconcile_state_machine is None
+    assert not synth.resources("AWS::StepFunctions::StateMachine")
+    assert not synth.resources("AWS::KMS::Key")
+    inventory = synth.stack.landing.inventory_bucket
+    assert inventory is not None
+    _, bucket = _resource(synth, inventory)
+    assert "LifecycleConfiguration" not in bucket["Properties"]
+
+
+# --- An adopted bucket: no inventory, so the schedule lists the bucket ---------------------------
+
+
+def test_adopted_bucket_is_reconciled_by_listing(adopted_synth: Synth) -> None:
+    synth = adopted_synth
+    _, rule = _resource(synth, synth.stack.reconcile_schedule.rule)
+    (target,) = rule["Properties"]["Targets"]
+    assert json.loads(target["Input"]) == {"source": "listing"}
+    _, function = _resource(synth, synth.stack.reconcile.function)
+    variables = function["Properties"]["Environment"]["Variables"]
+    assert variables["BUCKET_NAME"] == ADOPTED_BUCKET
+    assert "INVENTORY_BUCKET_NAME" not in variables
+    assert "INVENTORY_PREFIX" not in variables
+
+
+def test_adopted_bucket_reconcile_grants(adopted_synth: Synth) -> None:
+    synth = adopted_synth
+    bucket_arn = {"Fn::Join": ["", ["arn:", _ref("AWS::Partition"), f":s3:::{ADOPTED_BUCKET}"]]}
+    objects = {"Fn::Join": ["", ["arn:", _ref("AWS::Partition"), f":s3:::{ADOPTED_BUCKET}/*"]]}
+    log_group_id = synth.logical_id(synth.stack.reconcile.log_group)
+    assert _sorted(_granted(synth, synth.stack.reconcile.role)) == _sorted(
+        {
+            "xray:PutTraceSegments": ["*"],
+            "xray:PutTelemetryRecords": ["*"],
+            "logs:CreateLogStream": [_arn(log_group_id)],
+            "logs:PutLogEvents": [_arn(log_group_id)],
+            "s3:ListBucket": [bucket_arn],
+            "s3:ListBucketVersions": [bucket_arn],
+            "s3:GetBucketVersioning": [bucket_arn],
+            "s3:GetObject": [objects],
+            "s3:GetObjectVersion": [objects],
+            "dynamodb:Scan": [_arn(synth.logical_id(synth.stack.ledger.table))],
+            "sqs:SendMessage": [_arn(synth.logical_id(synth.stack.ingest_queue.queue))],
+        }
+    )
+
+
+# --- The fan-out: a Step Functions state machine over the inventory ------------------------------
+
+
+def _placeholder(token: dict[str, Any]) -> str:
+    if "Ref" in token:
+        return f"<{token['Ref']}>"
+    if "Fn::GetAtt" in token:
+        logical_id, attribute = token["Fn::GetAtt"]
+        return f"<{logical_id}.{attribute}>"
+    raise AssertionError(f"unexpected token in the state machine definition: {token}")
+
+
+def _definition(synth: Synth) -> dict[str, Any]:
+    """The state machine's ASL, its ``Fn::Join`` rendered with ``<Id>`` / ``<Id.Attr>`` tokens."""
+    _, machine = _resource(synth, synth.stack.reconcile_state_machine.state_machine)  # type: ignore[union-attr]
+    delimiter, parts = machine["Properties"]["DefinitionString"]["Fn::Join"]
+    text = delimiter.join(part if isinstance(part, str) else _placeholder(part) for part in parts)
+    definition: dict[str, Any] = json.loads(text)
+    return definition
+
+
+def _walk(block: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every state in the order it runs: the chain from StartAt, each container before its
+    branches' or its item processor's states."""
+    name: str | None = block["StartAt"]
+    while name is not None:
+        state = block["States"][name]
+        yield name, state
+        for branch in state.get("Branches", []):
+            yield from _walk(branch)
+        if "ItemProcessor" in state:
+            yield from _walk(state["ItemProcessor"])
+        name = state.get("Next")
+        assert name is not None or state.get("End") is True, name
+
+
+def _task_actions(block: dict[str, Any], given: str | None = None) -> Iterator[tuple[str, str]]:
+    """(task, the ``action`` its Lambda payload carries), in the order the tasks run."""
+    action = given
+    name: str | None = block["StartAt"]
+    while name is not None:
+        state = block["States"][name]
+        if state["Type"] == "Pass" and state.get("ResultPath") == "$.action":
+            action = state["Result"]
+        elif state["Type"] == "Task":
+            parameters = state["Parameters"]
+            if "Payload" in parameters:
+                yield name, parameters["Payload"]["action"]
+            else:
+                assert parameters["Payload.$"] == "$", name  # the state's input as built
+                assert action is not None, name
+                yield name, action
+        for branch in state.get("Branches", []):
+            yield from _task_actions(branch, action)
+        if "ItemProcessor" in state:
+            yield from _task_actions(state["ItemProcessor"], state["ItemSelector"]["action"])
+        name = state.get("Next")
+
+
+def test_fanout_state_names_types_and_order(fanout_synth: Synth) -> None:
+    definition = _definition(fanout_synth)
+    assert [(name, state["Type"]) for name, state in _walk(definition)] == [
+        ("PlanRequest", "Pass"),
+        ("Plan", "Task"),
+        ("Shard", "Parallel"),
+        ("ShardInventory", "Map"),
+        ("ShardInventoryFile", "Task"),
+        ("ShardLedger", "Map"),
+        ("ShardLedgerSegment", "Task"),
+        ("DiffPartitions", "Map"),
+        ("DiffPartition", "Task"),
+        ("Summarize", "Task"),
+    ]
+    assert definition["TimeoutSeconds"] == 86_400
+
+
+def test_fanout_payload_actions_in_order(fanout_synth: Synth) -> None:
+    assert list(_task_actions(_definition(fanout_synth))) == [
+        ("Plan", "plan"),
+        ("ShardInventoryFile", "shard_inventory"),
+        ("ShardLedgerSegment", "shard_ledger"),
+        ("DiffPartition", "diff_partition"),
+        ("Summarize", "summarize"),
+    ]
+
+
+def test_fanout_plan_keeps_the_input_and_its_result_at_plan(fanout_synth: Synth) -> None:
+    states = _definition(fanout_synth)["States"]
+    # The execution input (manifest, partitions, segments, prefix, dryRun, marginSeconds: any of
+    # them, none required) plus action "plan" is the plan's payload ...
+    assert states["PlanRequest"] == {
+        "Type": "Pass",
+        "Result": "plan",
+        "ResultPath": "$.action",
+        "Next": "Plan",
+    }
+    assert states["Plan"]["Parameters"]["Payload.$"] == "$"
+    # ... and the state after it is {"plan": <the function's result>}.
+    assert states["Plan"]["ResultSelector"] == {"plan.$": "$.Payload"}
+    assert "ResultPath" not in states["Plan"] and "OutputPath" not in states["Plan"]
+    assert states["Shard"]["ResultPath"] == "$.shards"
+    assert states["DiffPartitions"]["ResultPath"] == "$.partitions"
+
+
+def test_fanout_distributed_map_over_the_inventory_files(fanout_synth: Synth) -> None:
+    (inventory_branch, ledger_branch) = _definition(fanout_synth)["States"]["Shard"]["Branches"]
+    shard_inventory = inventory_branch["States"]["ShardInventory"]
+    assert shard_inventory["ItemsPath"] == "$.plan.files"
+    # "$" in ItemSelector is the Map state's input ({"plan": ...}); the item is the file key.
+    assert shard_inventory["ItemSelector"] == {
+        "action": "shard_inventory",
+        "runId.$": "$.plan.runId",
+        "manifest.$": "$.plan.manifest",
+        "partitions.$": "$.plan.partitions",
+        "prefix.$": "$.plan.prefix",
+        "file.$": "$$.Map.Item.Value",
+    }
+    assert shard_inventory["MaxConcurrency"] == 100
+    assert shard_inventory["Label"] == "ShardInventory"
+    assert "ToleratedFailurePercentage" not in shard_inventory  # any failed file fails the run
+    processor = shard_inventory["ItemProcessor"]
+    assert processor["ProcessorConfig"] == {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
+    child = processor["States"]["ShardInventoryFile"]
+    assert child["Retry"] == [LAMBDA_RETRY, THROTTLE_RETRY]
+    assert child["ResultSelector"] == {"keys.$": "$.Payload.keys", "shards.$": "$.Payload.shards"}
+
+    shard_ledger = ledger_branch["States"]["ShardLedger"]
+    assert shard_ledger["ItemsPath"] == "$.plan.segmentList"
+    assert shard_ledger["ItemSelector"] == {
+        "action": "shard_ledger",
+        "runId.$": "$.plan.runId",
+        "segment.$": "$$.Map.Item.Value",
+        "segments.$": "$.plan.segments",
+        "partitions.$": "$.plan.partitions",
+        "prefix.$": "$.plan.prefix",
+    }
+    assert shard_ledger["ItemProcessor"]["ProcessorConfig"] == {"Mode": "INLINE"}
+
+
+def test_fanout_diff_map_and_summary(fanout_synth: Synth) -> None:
+    states = _definition(fanout_synth)["States"]
+    diff = states["DiffPartitions"]
+    assert diff["ItemsPath"] == "$.plan.partitionList"
+    assert diff["MaxConcurrency"] == 40
+    assert diff["ItemSelector"] == {
+        "action": "diff_partition",
+        "runId.$": "$.plan.runId",
+        "partition.$": "$$.Map.Item.Value",
+        "createdMs.$": "$.plan.createdMs",
+        "marginMs.$": "$.plan.marginMs",
+        "dryRun.$": "$.plan.dryRun",
+        "compareVersions.$": "$.plan.compareVersions",
+        "compareEtags.$": "$.plan.compareEtags",
+        "prefix.$": "$.plan.prefix",
+    }
+    assert states["Summarize"]["Parameters"]["Payload"] == {
+        "action": "summarize",
+        "plan.$": "$.plan",
+        "inventory.$": "$.shards[0]",
+        "ledger.$": "$.shards[1]",
+        "partitions.$": "$.partitions",
+    }
+    assert states["Summarize"]["OutputPath"] == "$.Payload"
+    assert states["Summarize"]["End"] is True
+
+
+def test_fanout_every_task_invokes_the_step_function_with_retries(fanout_synth: Synth) -> None:
+    assert fanout_synth.stack.reconcile_fan_out is not None
+    function_id = fanout_synth.logical_id(fanout_synth.stack.reconcile_fan_out.function)
+    tasks = [state for _, state in _walk(_definition(fanout_synth)) if state["Type"] == "Task"]
+    assert len(tasks) == 5
+    for task in tasks:
+        assert task["Resource"] == "arn:<AWS::Partition>:states:::lambda:invoke"
+        assert task["Parameters"]["FunctionName"] == f"<{function_id}.Arn>"
+        assert task["Retry"] == [LAMBDA_RETRY, THROTTLE_RETRY]
+
+
+def test_fanout_state_machine_logging_tracing_and_encryption(fanout_synth: Synth) -> None:
+    synth = fanout_synth
+    machine_construct = synth.stack.reconcile_state_machine
+    assert machine_construct is not None
+    _, machine = _resource(synth, machine_construct.state_machine)
+    log_group_id, log_group = _resource(synth, machine_construct.log_group)
+    key_id, key = _resource(synth, machine_construct.log_key)
+    props = machine["Properties"]
+    assert props["StateMachineType"] == "STANDARD"
+    assert props["TracingConfiguration"] == {"Enabled": True}
+    assert props["LoggingConfiguration"] == {
+        "Destinations": [{"CloudWatchLogsLogGroup": {"LogGroupArn": _arn(log_group_id)}}],
+        "IncludeExecutionData": True,
+        "Level": "ALL",
+    }
+    assert log_group["Properties"]["KmsKeyId"] == _arn(key_id)
+    assert log_group["Properties"]["RetentionInDays"] == Settings().log_retention_days
+    assert log_group["DeletionPolicy"] == "Retain"
+    assert key["Properties"]["EnableKeyRotation"] is True
+    assert key["DeletionPolicy"] == "Retain"
+    logs_statements = [
+        s
+        for s in key["Properties"]["KeyPolicy"]["Statement"]
+        if s.get("Principal", {}).get("Service") is not None
+    ]
+    assert logs_statements == [
+        {
+            "Sid": "AllowCloudWatchLogsOfThisAccountAndRegion",
+            "Effect": "Allow",
+            "Principal": {
+                "Service": {"Fn::Join": ["", ["logs.", _ref("AWS::Region"), ".amazonaws.com"]]}
+            },
+            "Action": [
+                "kms:Decrypt*",
+                "kms:Describe*",
+                "kms:Encrypt*",
+                "kms:GenerateDataKey*",
+                "kms:ReEncrypt*",
+            ],
+            "Resource": "*",
+            "Condition": {
+                "ArnLike": {
+                    "kms:EncryptionContext:aws:logs:arn": {
+                        "Fn::Join": [
+                            "",
+                            [
+                                "arn:",
+                                _ref("AWS::Partition"),
+                                ":logs:",
+                                _ref("AWS::Region"),
+                                ":",
+                                _ref("AWS::AccountId"),
+                                ":log-group:*",
+                            ],
+                        ]
+                    }
+                }
+            },
+        }
+    ]
+
+
+def test_fanout_state_machine_role(fanout_synth: Synth) -> None:
+    synth = fanout_synth
+    machine = synth.stack.reconcile_state_machine
+    assert machine is not None and synth.stack.reconcile_fan_out is not None
+    machine_id = synth.logical_id(machine.state_machine)
+    function_arn = _arn(synth.logical_id(synth.stack.reconcile_fan_out.function))
+    granted = _granted(synth, machine.state_machine.role)
+    # The step function (and its versions) only; child executions of this state machine only.
+    assert granted["lambda:InvokeFunction"] == [
+        function_arn,
+        {"Fn::Join": ["", [function_arn, ":*"]]},
+    ]
+    assert granted["states:StartExecution"] == [_ref(machine_id)]
+    executions = [
+        "arn:",
+        _ref("AWS::Partition"),
+        ":states:us-east-1:",
+        _ref("AWS::AccountId"),
+        ":execution:",
+        {"Fn::Select": [6, {"Fn::Split": [":", _ref(machine_id)]}]},
+    ]
+    assert granted["states:DescribeExecution"] == [{"Fn::Join": ["", [*executions, ":*"]]}]
+    assert granted["states:StopExecution"] == [{"Fn::Join": ["", [*executions, ":*"]]}]
+    assert granted["states:RedriveExecution"] == [
+        {"Fn::Join": ["", [*executions, "/ShardInventory:*"]]}
+    ]
+    wildcard_only = {action for action, resources in granted.items() if resources == ["*"]}
+    assert wildcard_only == {
+        "logs:CreateLogDelivery",
+        "logs:DeleteLogDelivery",
+        "logs:DescribeLogGroups",
+        "logs:DescribeResourcePolicies",
+        "logs:GetLogDelivery",
+        "logs:ListLogDeliveries",
+        "logs:PutResourcePolicy",
+        "logs:UpdateLogDelivery",
+        "xray:GetSamplingRules",
+        "xray:GetSamplingTargets",
+        "xray:PutTelemetryRecords",
+        "xray:PutTraceSegments",
+    }
+    assert set(granted) == wildcard_only | {
+        "lambda:InvokeFunction",
+        "states:StartExecution",
+        "states:DescribeExecution",
+        "states:StopExecution",
+        "states:RedriveExecution",
+    }
+
+
+def test_fanout_schedule_starts_the_state_machine(fanout_synth: Synth) -> None:
+    synth = fanout_synth
+    machine = synth.stack.reconcile_state_machine
+    assert machine is not None
+    machine_id = synth.logical_id(machine.state_machine)
+    _, rule = _resource(synth, synth.stack.reconcile_schedule.rule)
+    (target,) = rule["Properties"]["Targets"]
+    assert target["Arn"] == _ref(machine_id)
+    assert json.loads(target["Input"]) == {}
+    role_id = target["RoleArn"]["Fn::GetAtt"][0]
+    role = synth.template["Resources"][role_id]["Properties"]
+    assert role["AssumeRolePolicyDocument"]["Statement"] == [
+        {
+            "Action": "sts:AssumeRole",
+            "Effect": "Allow",
+            "Principal": {"Service": "events.amazonaws.com"},
+        }
+    ]
+    events_role = next(
+        construct
+        for construct in machine.state_machine.node.children
+        if synth.stack.resolve(getattr(construct.node.default_child, "logical_id", None)) == role_id
+    )
+    assert _granted(synth, events_role) == {"states:StartExecution": [_ref(machine_id)]}
+    # The single-run function stays deployed for on-demand runs, without a schedule.
+    reconcile_arn = _arn(synth.logical_id(synth.stack.reconcile.function))
+    assert not [
+        p
+        for p in synth.resources("AWS::Lambda::Permission").values()
+        if p["Properties"]["FunctionName"] == reconcile_arn
+    ]
+
+
+def test_fanout_function_env_handler_and_grants(fanout_synth: Synth) -> None:
+    synth = fanout_synth
+    fan_out = synth.stack.reconcile_fan_out
+    assert fan_out is not None
+    inventory = synth.stack.landing.inventory_bucket
+    assert inventory is not None
+    _, function = _resource(synth, fan_out.function)
+    props = function["Properties"]
+    assert props["Handler"] == FANOUT_HANDLER
+    assert props["Environment"]["Variables"] == _environment(synth)
+    assert props["MemorySize"] == 3008 and props["Timeout"] == 900
+    log_group_id = synth.logical_id(fan_out.log_group)
+    grants = _reconcile_grants(synth)
+    work = _objects(_arn(synth.logical_id(inventory)), f"/{WORK_PREFIX}*")
+    grants["s3:GetObject"] = [*grants["s3:GetObject"], work]
+    assert _sorted(_granted(synth, fan_out.role)) == _sorted(
+        {
+            **grants,
+            "s3:PutObject": [work],
+            "logs:CreateLogStream": [_arn(log_group_id)],
+            "logs:PutLogEvents": [_arn(log_group_id)],
+        }
+    )
+
+
+def test_fanout_work_prefix_expires(fanout_synth: Synth) -> None:
+    from s3ingest_fn.reconcile.fanout import WORK_PREFIX as FANOUT_WORK_PREFIX
+
+    assert WORK_PREFIX == FANOUT_WORK_PREFIX
+    inventory = fanout_synth.stack.landing.inventory_bucket
+    assert inventory is not None
+    _, bucket = _resource(fanout_synth, inventory)
+    assert bucket["Properties"]["LifecycleConfiguration"] == {
+        "Rules": [
+            {
+                "Id": "ExpireReconcileWork",
+                "Prefix": "reconcile-work/",
+                "ExpirationInDays": 7,
+                "Status": "Enabled",
+            }
+        ]
+    }
+
+
+def test_fanout_outputs(fanout_synth: Synth) -> None:
+    machine = fanout_synth.stack.reconcile_state_machine
+    assert machine is not None
+    outputs = fanout_synth.template["Outputs"]
+    assert outputs["ReconcileStateMachineArn"]["Value"] == _ref(
+        fanout_synth.logical_id(machine.state_machine)
+    )
+    assert outputs["ReconcileFunctionName"]["Value"] == _ref(
+        fanout_synth.logical_id(fanout_synth.stack.reconcile.function)
+    )
+    assert "DriftAlarmName" in outputs
+
+
+@pytest.mark.parametrize("handler", [RECONCILE_HANDLER, FANOUT_HANDLER])
+def test_handlers_exist_in_the_function_package(handler: str) -> None:
+    import importlib
+
+    module, name = handler.rsplit(".", 1)
+    assert callable(getattr(importlib.import_module(module), name))
