@@ -16,17 +16,23 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench import batch_concurrency, import_time, requests_per_event
+    from bench import batch_concurrency, import_time, reconcile_diff, requests_per_event
 
     benches = {
         "requests": lambda a: requests_per_event.run(a.events, a.seed),
         "concurrency": lambda a: batch_concurrency.run(),
         "import": lambda a: import_time.run(),
+        "reconcile": lambda a: reconcile_diff.run(a.rows, a.baseline_rows),
     }
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--events", type=int, default=10_000,
                         help="events delivered in the requests-per-event run (default 10000)")
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--rows", type=int, default=1_000_000,
+                        help="inventory and ledger rows in the reconciliation diff (default 10^6)")
+    parser.add_argument("--baseline-rows", type=int, default=50_000,
+                        help="rows the one-GetItem-per-key baseline runs on, scaled linearly "
+                             "(default 50000; 0 runs it on all rows, about 20 minutes)")
     parser.add_argument("--only", nargs="*", choices=sorted(benches), default=sorted(benches))
     args = parser.parse_args(argv)
     for name in args.only:

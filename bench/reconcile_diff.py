@@ -207,7 +207,7 @@ def run(rows: int = 1_000_000, baseline_rows: int | None = None) -> None:
     """Print the figures. ``baseline_rows`` runs the baseline on fewer rows and scales its time
     linearly (one GetItem per key is linear by construction); by default it runs on all."""
     mine = _run_child("ours", rows)
-    base_n = baseline_rows or rows
+    base_n = min(baseline_rows, rows) if baseline_rows else rows
     base = _run_child("baseline", base_n)
     base_seconds = base["seconds"] * rows / base_n
     mine_requests = sum(mine["requests"].values())
