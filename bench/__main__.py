@@ -19,7 +19,8 @@ def main(argv: list[str] | None = None) -> int:
     from bench import batch_concurrency, import_time, reconcile_diff, requests_per_event
 
     benches = {
-        "requests": lambda a: requests_per_event.run(a.events, a.seed),
+        "requests": lambda a: requests_per_event.run(a.events, a.seed,
+                                                     not a.no_version_deletes),
         "concurrency": lambda a: batch_concurrency.run(),
         "import": lambda a: import_time.run(),
         "reconcile": lambda a: reconcile_diff.run(a.rows, a.baseline_rows),
@@ -28,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=10_000,
                         help="events delivered in the requests-per-event run (default 10000)")
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--no-version-deletes", action="store_true",
+                        help="requests run without deletes of single versions (which need a "
+                             "HEAD and leave the row observed, CONTRACT C4/C7)")
     parser.add_argument("--rows", type=int, default=1_000_000,
                         help="inventory and ledger rows in the reconciliation diff (default 10^6)")
     parser.add_argument("--baseline-rows", type=int, default=50_000,

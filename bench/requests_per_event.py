@@ -31,7 +31,8 @@ DUPLICATE = 0.2
 ROUND = 400  # S3 operations per delivery round (moto's SQS costs O(queue length) per send)
 
 
-def _workload(rt: LocalRuntime, target_events: int, seed: int) -> tuple[list[Any], int]:
+def _workload(rt: LocalRuntime, target_events: int, seed: int,
+              version_deletes: bool) -> tuple[list[Any], int]:
     """Rounds of S3 operations, each delivered under chaos and drained; returns the emitted
     events and the deliveries made."""
     rng = random.Random(seed)
@@ -47,7 +48,7 @@ def _workload(rt: LocalRuntime, target_events: int, seed: int) -> tuple[list[Any
             op = rt.faithful.put(key, f"{key} {rng.random()}")
             if op.version_id:
                 versions[key].append(op.version_id)
-        elif roll < 0.92:
+        elif roll < 0.92 or not version_deletes:
             rt.faithful.delete(key)
         else:
             rt.faithful.delete(key, versions[key].pop(rng.randrange(len(versions[key]))))
@@ -97,11 +98,11 @@ def _baseline(emu: Emulator, events: list[dict[str, Any]]) -> tuple[Counter[str]
     return calls, len(events)
 
 
-def run(target_events: int, seed: int) -> None:
+def run(target_events: int, seed: int, version_deletes: bool = True) -> None:
     with Emulator() as emu:
         rt = LocalRuntime(emu, versioning="Enabled", seed=seed)
         calls = _count_calls(rt.ddb)
-        emitted, delivered = _workload(rt, target_events, seed)
+        emitted, delivered = _workload(rt, target_events, seed, version_deletes)
         counts = rt.outcome_counts()
         processed = sum(counts.values())
         writes = sum(n for op, n in calls.items() if op in WRITES)
@@ -112,6 +113,7 @@ def run(target_events: int, seed: int) -> None:
         base_calls, base_events = _baseline(emu, chaos.schedule(emitted)[0])
     base_writes = sum(n for op, n in base_calls.items() if op in WRITES)
     base_reads = sum(n for op, n in base_calls.items() if op in READS)
+    print(f"   deletes of single versions in the workload: {version_deletes}")
     print(f"   S3 operations {len(emitted)}, events delivered {delivered}, "
           f"records processed {processed}")
     print(f"   outcomes {json.dumps(dict(sorted(counts.items())))}")
