@@ -27,7 +27,15 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from s3ingest_fn.ledger import RowState, WriteMeta, WriteResult
-from s3ingest_fn.model import Change, Kind, ObjectState, Outcome, Result, TransientError
+from s3ingest_fn.model import (
+    Change,
+    Format,
+    Kind,
+    ObjectState,
+    Outcome,
+    Result,
+    TransientError,
+)
 
 #: Optimistic-concurrency attempts (observations, verifications) before the message is retried
 #: via SQS. Conflicts come from other records of the same key in flight at the same moment.
@@ -178,11 +186,13 @@ class IngestService:
 
 
 def source_of(change: Change) -> str:
-    """``replay`` (EventBridge ``replay-name`` set), ``repair`` or ``live``."""
+    """``replay`` (EventBridge ``replay-name`` set), ``repair``, ``backfill`` or ``live``."""
     if change.replay_name:
         return "replay"
-    if change.kind is Kind.OBSERVE and change.event_name.startswith("Repair/"):
+    if change.fmt is Format.REPAIR:
         return "repair"
+    if change.fmt is Format.BACKFILL:
+        return "backfill"
     return "live"
 
 

@@ -44,6 +44,7 @@ class Format(StrEnum):
     S3_NOTIFICATION = "s3-notification"
     TEST_EVENT = "test-event"
     REPAIR = "repair"
+    BACKFILL = "backfill"
 
 
 @dataclass(frozen=True)

@@ -233,6 +233,23 @@ class LocalRuntime:
             self.drain()
         return report
 
+    # -- backfill ----------------------------------------------------------------------------
+
+    def backfill(self, manifest_key: str | None = None,
+                 between: Callable[[int], None] | None = None) -> dict[str, Any]:
+        """Backfill from an S3 Inventory report (written now unless given): a Batch Operations
+        job driven locally through the real backfill code path (CONTRACT C13)."""
+        from s3ingest.local.batch_ops import run_job
+        from s3ingest_fn.backfill import handle_invocation
+
+        reconciler = self.reconciler()
+        manifest_key = manifest_key or self.write_inventory()
+        manifest = reconciler.manifest(manifest_key)
+        data = [reconciler.get_inventory_object(k) for k in manifest.files]
+        report = run_job(manifest_key, manifest, data,
+                         lambda event: handle_invocation(event, self.service), between)
+        return report.as_dict()
+
     # -- state ---------------------------------------------------------------------------
 
     def outcome_counts(self) -> Counter[str]:

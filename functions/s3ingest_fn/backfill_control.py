@@ -1,0 +1,112 @@
+"""The backfill state machine's Lambda steps (the S3 Control calls themselves are direct SDK
+integrations of the state machine).
+
+* ``prepare``: the inventory manifest to backfill from (the newest report, or the one given),
+  checked against its checksum, with its ETag (``CreateJob`` requires it) and its data files;
+* ``report``: read the job's completion report (failed tasks only) and count the failures;
+* ``backfill_file``: the ``distributed-map`` engine's child: backfill every key of one inventory
+  data file as observations, without S3 Batch Operations.
+
+Completion reports: ``<prefix>/job-<id>/manifest.json`` lists result CSV files (no header, schema
+``Bucket, Key, VersionId, TaskStatus, ErrorCode, HTTPStatusCode, ResultMessage``;
+https://docs.aws.amazon.com/AmazonS3/latest/userguide/batch-ops-examples-reports.html).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from s3ingest_fn.ingest import IngestService
+from s3ingest_fn.model import Change, Format, Kind, TransientError
+from s3ingest_fn.reconcile.inventory import read_rows
+from s3ingest_fn.reconcile.service import Reconciler
+
+REPORT_PREFIX = "backfill-reports"
+
+
+def prepare(reconciler: Reconciler, event: dict[str, Any]) -> dict[str, Any]:
+    """``{"manifest"?: key}`` -> ``{"manifestKey", "manifestEtag", "manifestObjectArn",
+    "files", "createdMs"}``.
+
+    Raises
+    ------
+    ReconcileError
+        No report yet, or a manifest whose checksum does not match.
+    """
+    key = event.get("manifest") or reconciler.newest_manifest()
+    manifest = reconciler.manifest(key)
+    head = reconciler.s3.head_object(Bucket=reconciler.inventory_bucket, Key=key)
+    partition = str(event.get("partition", "aws"))
+    return {"manifestKey": key, "manifestEtag": str(head["ETag"]).strip('"'),
+            "manifestObjectArn": f"arn:{partition}:s3:::{reconciler.inventory_bucket}/{key}",
+            "files": list(manifest.files), "createdMs": manifest.created_ms}
+
+
+def read_report(s3: Any, bucket: str, job_id: str, prefix: str = REPORT_PREFIX,
+                sample: int = 20) -> dict[str, Any]:
+    """Failed tasks of a finished job, from its completion report.
+
+    Returns
+    -------
+    dict
+        ``{"reportManifest", "failed", "errors": {ErrorCode: n}, "samples": [...]}``; ``failed``
+        0 and no manifest when the job had no failure report.
+    """
+    key = f"{prefix}/job-{job_id}/manifest.json"
+    try:
+        doc = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    except s3.exceptions.NoSuchKey:
+        return {"reportManifest": None, "failed": 0, "errors": {}, "samples": []}
+    schema = [c.strip() for c in str(doc.get("ReportSchema", "Bucket, Key, VersionId, "
+              "TaskStatus, ErrorCode, HTTPStatusCode, ResultMessage")).split(",")]
+    failed, errors = 0, Counter[str]()
+    samples: list[dict[str, str]] = []
+    for result in doc.get("Results", []):
+        if result.get("TaskExecutionStatus") != "failed":
+            continue
+        text = s3.get_object(Bucket=result["Bucket"], Key=result["Key"])["Body"].read().decode()
+        for row in csv.reader(io.StringIO(text)):
+            if not row:
+                continue
+            rec = dict(zip(schema, row, strict=False))
+            failed += 1
+            errors[rec.get("ErrorCode", "")] += 1
+            if len(samples) < sample:
+                samples.append(rec)
+    return {"reportManifest": key, "failed": failed, "errors": dict(errors), "samples": samples}
+
+
+def backfill_file(reconciler: Reconciler, service: IngestService, event: dict[str, Any],
+                  concurrency: int = 16) -> dict[str, Any]:
+    """``{"manifest", "file", "jobId"?}``: observe every key of one inventory data file.
+
+    Returns
+    -------
+    dict
+        ``{"file", "keys", "outcomes": {outcome: n}, "temporaryFailures"}``. Keys whose
+        observation kept failing are counted in ``temporaryFailures`` (the state machine retries
+        the file).
+    """
+    manifest = reconciler.manifest(event["manifest"])
+    keys = sorted({row.key for row in read_rows(manifest,
+                                                 reconciler.get_inventory_object(event["file"]))})
+    run = str(event.get("jobId") or "distributed-map")
+
+    def observe(key: str) -> str:
+        change = Change(bucket=reconciler.bucket, key=key, raw_key=key, kind=Kind.OBSERVE,
+                        event_name=f"Backfill/{run}", fmt=Format.BACKFILL)
+        try:
+            return service.handle(change).outcome.value
+        except TransientError:
+            return "temporary-failure"
+
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        outcomes = Counter(pool.map(observe, keys))
+    temporary = outcomes.pop("temporary-failure", 0)
+    return {"file": event["file"], "keys": len(keys), "outcomes": dict(outcomes),
+            "temporaryFailures": temporary}

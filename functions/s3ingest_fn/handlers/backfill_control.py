@@ -1,0 +1,47 @@
+"""The backfill state machine's Lambda steps: ``prepare``, ``report``, ``backfill_file``
+(see :mod:`s3ingest_fn.backfill_control`). Environment: as the reconcile and ingest functions,
+plus ``REPORT_BUCKET_NAME`` for ``report``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from aws_lambda_powertools import Logger
+
+from s3ingest_fn import backfill_control
+from s3ingest_fn.handlers import backfill as backfill_handler
+from s3ingest_fn.handlers import reconcile as reconcile_handler
+
+logger = Logger(service="s3ingest-backfill")
+ACTIONS = ("prepare", "report", "backfill_file")
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Lambda entry point (``s3ingest_fn.handlers.backfill_control.handler``).
+
+    Raises
+    ------
+    ValueError
+        For an unknown action.
+    """
+    action = event.get("action")
+    if action not in ACTIONS:
+        raise ValueError(f"action must be one of {ACTIONS}, not {action!r}")
+    if reconcile_handler._reconciler is None:
+        reconcile_handler._reconciler = reconcile_handler._build_from_env()
+    reconciler = reconcile_handler._reconciler
+    if action == "prepare":
+        result = backfill_control.prepare(reconciler, event)
+    elif action == "report":
+        result = backfill_control.read_report(reconciler.s3, os.environ["REPORT_BUCKET_NAME"],
+                                              str(event["jobId"]))
+    else:
+        if backfill_handler._service is None:
+            backfill_handler._service = backfill_handler._build_from_env()
+        result = backfill_control.backfill_file(reconciler, backfill_handler._service, event)
+    logger.info("backfill step", extra={"action": action, **{k: v for k, v in result.items()
+                                                               if k != "samples"}})
+    return result
