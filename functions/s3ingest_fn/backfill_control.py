@@ -5,7 +5,9 @@ integrations of the state machine).
   checked against its checksum, with its ETag (``CreateJob`` requires it) and its data files;
 * ``report``: read the job's completion report (failed tasks only) and count the failures;
 * ``backfill_file``: the ``distributed-map`` engine's child: backfill every key of one inventory
-  data file as observations, without S3 Batch Operations.
+  data file as observations, without S3 Batch Operations;
+* ``summarize``: the ``distributed-map`` engine's totals, in the shape of a Batch Operations
+  job's progress summary.
 
 Completion reports: ``<prefix>/job-<id>/manifest.json`` lists result CSV files (no header, schema
 ``Bucket, Key, VersionId, TaskStatus, ErrorCode, HTTPStatusCode, ResultMessage``;
@@ -110,3 +112,16 @@ def backfill_file(reconciler: Reconciler, service: IngestService, event: dict[st
     temporary = outcomes.pop("temporary-failure", 0)
     return {"file": event["file"], "keys": len(keys), "outcomes": dict(outcomes),
             "temporaryFailures": temporary}
+
+
+def summarize(event: dict[str, Any]) -> dict[str, Any]:
+    """``{"files": [backfill_file results]}`` -> ``{"total", "succeeded", "failed",
+    "outcomes"}`` (keys, not rows: each key is observed once)."""
+    outcomes: Counter[str] = Counter()
+    failed = 0
+    for result in event.get("files", []):
+        outcomes.update(result.get("outcomes", {}))
+        failed += int(result.get("temporaryFailures", 0))
+    succeeded = sum(outcomes.values())
+    return {"total": succeeded + failed, "succeeded": succeeded, "failed": failed,
+            "outcomes": dict(outcomes)}

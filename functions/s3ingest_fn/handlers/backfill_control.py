@@ -1,6 +1,6 @@
-"""The backfill state machine's Lambda steps: ``prepare``, ``report``, ``backfill_file``
-(see :mod:`s3ingest_fn.backfill_control`). Environment: as the reconcile and ingest functions,
-plus ``REPORT_BUCKET_NAME`` for ``report``.
+"""The backfill state machine's Lambda steps: ``prepare``, ``report``, ``backfill_file``,
+``summarize`` (see :mod:`s3ingest_fn.backfill_control`). Environment: as the reconcile and
+ingest functions, plus ``REPORT_BUCKET_NAME`` for ``report``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from s3ingest_fn.handlers import backfill as backfill_handler
 from s3ingest_fn.handlers import reconcile as reconcile_handler
 
 logger = Logger(service="s3ingest-backfill")
-ACTIONS = ("prepare", "report", "backfill_file")
+ACTIONS = ("prepare", "report", "backfill_file", "summarize")
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -30,6 +30,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     action = event.get("action")
     if action not in ACTIONS:
         raise ValueError(f"action must be one of {ACTIONS}, not {action!r}")
+    if action == "summarize":
+        return backfill_control.summarize(event)
     if reconcile_handler._reconciler is None:
         reconcile_handler._reconciler = reconcile_handler._build_from_env()
     reconciler = reconcile_handler._reconciler
