@@ -216,6 +216,154 @@ def reconcile_command(
             out.print(f"  {sample['kind']}: {sample['key']!r}")
 
 
+backfill_app = typer.Typer(no_args_is_help=True, help="Bring objects that existed before the "
+                           "pipeline into the ledger: an S3 Batch Operations job over the "
+                           "newest S3 Inventory report, through the same ledger rules.")
+app.add_typer(backfill_app, name="backfill")
+
+
+@backfill_app.command("start")
+def backfill_start(
+    manifest: Annotated[str | None, typer.Option(help="Inventory manifest.json key in the "
+                                                 "stack's inventory bucket (default: newest).")
+                        ] = None,
+    max_failures: Annotated[int, typer.Option(min=0, help="Fail the backfill when more tasks "
+                                              "than this fail.")] = 0,
+    stack: Annotated[str | None, typer.Option(help="Deployed stack name (S3Ingest-<stage>).")
+                     ] = None,
+    local: Annotated[bool, typer.Option("--local", help="Run on the local runtime: objects "
+                                        "that predate the pipeline, a backfill, live traffic "
+                                        "at the same time.")] = False,
+    wait: Annotated[bool, typer.Option(help="Follow the job until it ends.")] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Start a backfill (CONTRACT C13): safe to overlap with live traffic and to run twice."""
+    if local == (stack is not None):
+        raise typer.BadParameter("give exactly one of --stack NAME or --local")
+    if local:
+        from s3ingest.local.demo import run_backfill_demo
+
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                      MofNCompleteColumn(), TimeElapsedColumn(), console=console,
+                      transient=True, disable=as_json) as bar:
+            task = bar.add_task("starting the emulator", total=None)
+            report = run_backfill_demo(on_progress=lambda phase, done, total: bar.update(
+                task, description=phase, completed=done, total=total))
+        if report["failed"] > max_failures:
+            console.print(f"[red]backfill failed:[/] {report['failed']} tasks failed "
+                          f"(more than --max-failures {max_failures})")
+        _emit_backfill(report, as_json)
+        raise typer.Exit(0 if report["converged"] and report["failed"] <= max_failures else 1)
+    from s3ingest.backfill_ops import start_backfill
+
+    session, deployed = _deployed(str(stack))
+    (arn,) = _require(deployed, "BackfillStateMachineArn")
+    execution = _aws(lambda: start_backfill(session.client("stepfunctions"), arn,
+                                            manifest=manifest, max_failures=max_failures))
+    console.print(f"started {execution}")
+    if wait:
+        backfill_status(execution=execution, stack=str(stack), watch=True, as_json=as_json)
+    elif as_json:
+        sys.stdout.write(json.dumps({"execution": execution}) + "\n")
+
+
+@backfill_app.command("status")
+def backfill_status(
+    execution: Annotated[str | None, typer.Argument(help="Execution ARN (default: the most "
+                                                    "recent backfill).")] = None,
+    stack: Annotated[str, typer.Option(help="Deployed stack name (S3Ingest-<stage>).")] = "",
+    watch: Annotated[bool, typer.Option(help="Follow the job until it ends.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the status as JSON.")] = False,
+) -> None:
+    """Show a backfill's execution status and its Batch Operations job's progress."""
+    import time as _time
+
+    from s3ingest.backfill_ops import (
+        TERMINAL_EXECUTION,
+        latest_execution,
+    )
+    from s3ingest.backfill_ops import (
+        backfill_status as status_of,
+    )
+
+    if not stack:
+        raise typer.BadParameter("--stack NAME is required", param_hint="--stack")
+    session, deployed = _deployed(stack)
+    sfn, s3control = session.client("stepfunctions"), session.client("s3control")
+    if execution is None:
+        (arn,) = _require(deployed, "BackfillStateMachineArn")
+        execution = _aws(lambda: latest_execution(sfn, arn))
+        if execution is None:
+            console.print("no backfill has run yet")
+            raise typer.Exit(1)
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, transient=True,
+                  disable=as_json or not watch) as bar:
+        task = bar.add_task("backfill tasks", total=None)
+        while True:
+            status = _aws(lambda: status_of(sfn, s3control, str(execution)))
+            done = (status["succeeded"] or 0) + (status["failed"] or 0)
+            bar.update(task, completed=done, total=status["total"],
+                       description=f"job {status['jobStatus'] or 'not created yet'}")
+            if not watch or status["status"] in TERMINAL_EXECUTION:
+                break
+            _time.sleep(10)
+    _emit_backfill(status, as_json)
+    raise typer.Exit(0 if status["status"] in ("SUCCEEDED", "RUNNING") else 1)
+
+
+def _emit_backfill(report: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(report, default=str) + "\n")
+        return
+    table = Table(title="backfill")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for name in ("status", "jobId", "jobStatus", "total", "succeeded", "failed",
+                 "temporary_retries", "report", "converged"):
+        if name in report and report[name] is not None:
+            table.add_row(name, str(report[name]))
+    for text, count in sorted(report.get("result_strings", {}).items()):
+        table.add_row(f"tasks: {text}", str(count))
+    out.print(table)
+    for failure in report.get("failures", [])[:20]:
+        out.print(f"  failed: {failure['key']!r} {failure['resultCode']}: "
+                  f"{failure['resultString']}")
+
+
+def _deployed(stack: str) -> tuple[Any, Any]:
+    import boto3
+
+    from s3ingest.deployed import DeployedStack
+
+    session = boto3.session.Session()
+    return session, _aws(lambda: DeployedStack.load(session.client("cloudformation"), stack))
+
+
+def _require(deployed: Any, *names: str) -> list[str]:
+    from s3ingest.deployed import StackNotFoundError
+
+    try:
+        return list(deployed.require(*names))
+    except StackNotFoundError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
+
+
+def _aws(call: Any) -> Any:
+    """Run an AWS call; a credentials, region, stack or service error ends the command with
+    exit code 2 and one line, not a traceback."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from s3ingest.deployed import StackNotFoundError
+
+    try:
+        return call()
+    except (BotoCoreError, ClientError, StackNotFoundError) as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

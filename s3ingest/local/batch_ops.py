@@ -86,7 +86,7 @@ def run_job(manifest_key: str, manifest: Manifest, data_files: list[bytes], invo
         if between:
             between(index)
         report.total += 1
-        for attempt in range(MAX_TEMPORARY_RETRIES + 1):
+        for _attempt in range(MAX_TEMPORARY_RETRIES + 1):
             code, text = _invoke_one(invoke, job_id, task)
             if code != "TemporaryFailure":
                 break

@@ -12,7 +12,10 @@ Format (one JSON object per line; blank lines and lines starting with ``#`` are 
   every event the S3 operations emitted so far under that chaos, then drain the queue; a dropped
   event is lost for good (only reconciliation repairs what it would have done);
 * ``{"op": "reconcile", "source": "listing" | "inventory"}``: one reconciliation (an inventory
-  report of the bucket is written first for ``inventory``), then the repairs are drained.
+  report of the bucket is written first for ``inventory``), then the repairs are drained;
+* ``{"op": "backfill"}``: an S3 Inventory report of the bucket, then an S3 Batch Operations job
+  over it through the real backfill handler (objects whose events were never delivered, for
+  instance those put before the scenario's first flush with ``"drop": 1.0``, come in).
 
 The result (:func:`run_scenario`) is ``{"messages": [...], "ledger": [...], "bucket": [...],
 "converged": bool}`` as documented in the README.
@@ -36,7 +39,7 @@ _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 #: Fields each op accepts; anything else is a typo worth reporting.
 _FIELDS = {"put": {"key", "body"}, "delete": {"key", "version_id"}, "deliver": {"body"},
-           "flush": {"chaos"}, "reconcile": {"source"}}
+           "flush": {"chaos"}, "reconcile": {"source"}, "backfill": set()}
 
 
 class ScenarioError(ValueError):
@@ -87,7 +90,7 @@ def _check_step(lineno: int, doc: dict[str, Any]) -> None:
     allowed = _FIELDS.get(op)
     if allowed is None:
         raise ScenarioError(f"line {lineno}: unknown op {op!r} "
-                            "(put, delete, deliver, flush, reconcile)")
+                            "(put, delete, deliver, flush, reconcile, backfill)")
     unknown = set(doc) - allowed - {"op"}
     if unknown:
         raise ScenarioError(f"line {lineno}: op {op!r} takes no {', '.join(sorted(unknown))} "
@@ -157,6 +160,7 @@ def _run(emu: Emulator, setup: dict[str, Any], steps: list[tuple[int, dict[str, 
     rt = LocalRuntime(emu, settings, bucket=setup.get("bucket"),
                       versioning=setup.get("versioning"))
     reconciliations = []
+    backfills = []
     for lineno, step in steps:
         rt.step = lineno
         op = step["op"]
@@ -175,6 +179,8 @@ def _run(emu: Emulator, setup: dict[str, Any], steps: list[tuple[int, dict[str, 
             elif op == "reconcile":
                 report = rt.reconcile(step.get("source", "inventory"))
                 reconciliations.append({"step": lineno, **report.as_dict()})
+            elif op == "backfill":
+                backfills.append({"step": lineno, **rt.backfill()})
         except ScenarioError:
             raise
         except Exception as exc:  # an S3 error on the emulator, e.g. an unknown version id
@@ -194,4 +200,5 @@ def _run(emu: Emulator, setup: dict[str, Any], steps: list[tuple[int, dict[str, 
         "dropped": len(rt.dropped),
         "dead_letter_queue": rt.dead_letters(),
         "reconciliations": reconciliations,
+        "backfills": backfills,
     }

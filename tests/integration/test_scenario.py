@@ -126,3 +126,21 @@ def test_scenario_exits_1_when_not_converged(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["local", "scenario", str(path), "--json"])
     assert result.exit_code == 1
     assert json.loads(result.stdout)["converged"] is False
+
+
+def test_backfill_step_brings_in_objects_whose_events_were_lost(emulator: Any,
+                                                                tmp_path: Path) -> None:
+    path = write(tmp_path, [
+        {"bucket": "backfill-bkt", "versioning": "Enabled"},
+        {"op": "put", "key": "before pipeline.csv", "body": "1"},
+        {"op": "put", "key": "also+before", "body": "2"},
+        {"op": "flush", "chaos": {"drop": 1.0}},
+        {"op": "backfill"},
+        {"op": "put", "key": "live.csv", "body": "3"},
+        {"op": "flush", "chaos": {"seed": 1, "duplicate": 0.5, "reorder": True}},
+    ])
+    result = run_scenario(path, emulator=emulator)
+    assert result["converged"] is True
+    (job,) = result["backfills"]
+    assert (job["step"], job["total"], job["succeeded"], job["failed"]) == (5, 2, 2, 0)
+    assert {m["key"] for m in result["messages"]} == {"live.csv"}
