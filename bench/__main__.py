@@ -16,7 +16,13 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench import batch_concurrency, import_time, reconcile_diff, requests_per_event
+    from bench import (
+        backfill_cost,
+        batch_concurrency,
+        import_time,
+        reconcile_diff,
+        requests_per_event,
+    )
 
     benches = {
         "requests": lambda a: requests_per_event.run(a.events, a.seed,
@@ -24,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         "concurrency": lambda a: batch_concurrency.run(),
         "import": lambda a: import_time.run(),
         "reconcile": lambda a: reconcile_diff.run(a.rows, a.baseline_rows),
+        "backfill": lambda a: backfill_cost.run(),
     }
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--events", type=int, default=10_000,
