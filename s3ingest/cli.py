@@ -144,6 +144,15 @@ def scenario(
         ledger.add_row(repr(r["key"]), r["state"], str(r["sequencer"]), str(r["version_id"]),
                        str(r["etag"]))
     out.print(ledger)
+    for rep in result["reconciliations"]:
+        out.print(f"line {rep['step']}:")
+        _render_reconciliation(rep)
+    for job in result["backfills"]:
+        out.print(f"line {job['step']}:")
+        _emit_backfill(job, as_json=False)
+    out.print(f"events lost for good: {result['dropped']}")
+    for m in result["dead_letter_queue"]:
+        out.print(f"dead-letter queue: reason={m['reason']} body={m['body']!r}")
     out.print("converged: " + ("[green]yes[/]" if result["converged"] else "[red]no[/]"))
     for d in result["differences"]:
         out.print(f"  {d}")
@@ -174,46 +183,42 @@ def reconcile_command(
 ) -> None:
     """Compare the bucket with the ledger and queue a repair event for every difference
     (CONTRACT C12). Repairs go through the ingest queue and the same rules as live events."""
-    from s3ingest_fn.reconcile.service import ReconcileError, ReconcileRequest
+    from s3ingest_fn.reconcile.service import ReconcileRequest
 
     if source not in ("inventory", "listing"):
         raise typer.BadParameter("must be inventory or listing", param_hint="--source")
-    if local == (stack is not None):
-        raise typer.BadParameter("give exactly one of --stack NAME or --local")
+    _one_target(stack, local)
     if local:
         from s3ingest.local.demo import DemoOptions, run_demo
 
-        report = run_demo(DemoOptions(reconcile=source, reconcile_prefix=prefix,
-                                      reconcile_dry_run=dry_run))["reconciliation"]
+        if manifest or margin_seconds is not None:
+            raise typer.BadParameter("--manifest and --margin-seconds apply to --stack only")
+        demo = run_demo(DemoOptions(reconcile=source, reconcile_prefix=prefix,
+                                    reconcile_dry_run=dry_run))
+        report = {**demo["reconciliation"], "converged": demo["converged"],
+                  "differences": demo["differences"]}
     else:
-        import boto3
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        from s3ingest.deployed import DeployedStack, StackNotFoundError
-
-        session = boto3.session.Session()
-        try:
-            reconciler = DeployedStack.load(session.client("cloudformation"),
-                                            str(stack)).reconciler(session)
-            request = ReconcileRequest(
-                source=source, prefix=prefix, dry_run=dry_run, manifest_key=manifest,
-                margin_ms=margin_seconds * 1000 if margin_seconds is not None else None)
-            with Progress(TextColumn("[bold]{task.description}"), TextColumn("{task.completed}"),
-                          TimeElapsedColumn(), console=console, transient=True,
-                          disable=as_json) as bar:
-                tasks = {p: bar.add_task(f"{p} rows", total=None)
-                         for p in ("bucket", "ledger", "confirm")}
-                report = reconciler.run(request, lambda phase, n: bar.advance(tasks[phase], n)
-                                        ).as_dict()
-        except (StackNotFoundError, ReconcileError, BotoCoreError, ClientError) as exc:
-            console.print(f"[red]reconcile failed:[/] {exc}")
-            raise typer.Exit(2) from exc
+        session, deployed = _deployed(str(stack))
+        reconciler = _aws(lambda: deployed.reconciler(session))
+        request = ReconcileRequest(
+            source=source, prefix=prefix, dry_run=dry_run, manifest_key=manifest,
+            margin_ms=margin_seconds * 1000 if margin_seconds is not None else None)
+        with Progress(TextColumn("[bold]{task.description}"), TextColumn("{task.completed}"),
+                      TimeElapsedColumn(), console=console, transient=True,
+                      disable=as_json) as bar:
+            tasks = {p: bar.add_task(f"{p} rows", total=None)
+                     for p in ("bucket", "ledger", "confirm")}
+            report = _aws(lambda: reconciler.run(
+                request, lambda phase, n: bar.advance(tasks[phase], n)).as_dict())
     if as_json:
         sys.stdout.write(json.dumps(report) + "\n")
     else:
         _render_reconciliation(report)
         for sample in report["samples"]:
             out.print(f"  {sample['kind']}: {sample['key']!r}")
+        if "converged" in report:
+            out.print("ledger equals bucket after the repairs: "
+                      + ("[green]yes[/]" if report["converged"] else "[red]no[/]"))
 
 
 backfill_app = typer.Typer(no_args_is_help=True, help="Bring objects that existed before the "
@@ -238,10 +243,12 @@ def backfill_start(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Start a backfill (CONTRACT C13): safe to overlap with live traffic and to run twice."""
-    if local == (stack is not None):
-        raise typer.BadParameter("give exactly one of --stack NAME or --local")
+    _one_target(stack, local)
     if local:
         from s3ingest.local.demo import run_backfill_demo
+
+        if manifest or not wait:
+            raise typer.BadParameter("--manifest and --no-wait apply to --stack only")
 
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                       MofNCompleteColumn(), TimeElapsedColumn(), console=console,
@@ -286,7 +293,7 @@ def backfill_status(
         backfill_status as status_of,
     )
 
-    if not stack:
+    if not stack.strip():
         raise typer.BadParameter("--stack NAME is required", param_hint="--stack")
     session, deployed = _deployed(stack)
     sfn, s3control = session.client("stepfunctions"), session.client("s3control")
@@ -331,12 +338,20 @@ def _emit_backfill(report: dict[str, Any], as_json: bool) -> None:
                   f"{failure['resultString']}")
 
 
+def _one_target(stack: str | None, local: bool) -> None:
+    if local == (stack is not None):
+        raise typer.BadParameter("give exactly one of --stack NAME or --local")
+    if stack is not None and not stack.strip():
+        raise typer.BadParameter("the stack name is empty", param_hint="--stack")
+
+
 def _deployed(stack: str) -> tuple[Any, Any]:
+    """The boto3 session (default credential chain) and the stack's outputs."""
     import boto3
 
     from s3ingest.deployed import DeployedStack
 
-    session = boto3.session.Session()
+    session = _aws(boto3.session.Session)
     return session, _aws(lambda: DeployedStack.load(session.client("cloudformation"), stack))
 
 
@@ -351,15 +366,21 @@ def _require(deployed: Any, *names: str) -> list[str]:
 
 
 def _aws(call: Any) -> Any:
-    """Run an AWS call; a credentials, region, stack or service error ends the command with
-    exit code 2 and one line, not a traceback."""
-    from botocore.exceptions import BotoCoreError, ClientError
+    """Run an AWS call; a profile, credentials, region, stack or service error ends the command
+    with exit code 2 and one line, not a traceback."""
+    from botocore.exceptions import BotoCoreError, ClientError, NoRegionError
 
     from s3ingest.deployed import StackNotFoundError
+    from s3ingest_fn.reconcile.service import ReconcileError
 
     try:
         return call()
-    except (BotoCoreError, ClientError, StackNotFoundError) as exc:
+    except NoRegionError as exc:
+        console.print("[red]error:[/] no AWS region: set AWS_REGION (or a region in your AWS "
+                      "profile); credentials come from the usual AWS chain (environment, "
+                      "AWS_PROFILE, SSO, instance role)")
+        raise typer.Exit(2) from exc
+    except (BotoCoreError, ClientError, StackNotFoundError, ReconcileError) as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from exc
 

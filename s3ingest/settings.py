@@ -39,7 +39,13 @@ DEFAULTS: dict[str, Any] = {
     "reconcileFanOut": False,
     "reconcileMemoryMb": 3008,
     "reconcileTimeoutSeconds": 900,
+    "backfillEngine": "batch-operations",
+    "backfillFunctionTimeoutSeconds": 60,
 }
+
+#: How the backfill (CONTRACT C13) runs over the inventory: an S3 Batch Operations job invoking the
+#: backfill Lambda per object, or a Step Functions Distributed Map with one child per data file.
+BACKFILL_ENGINES = ("batch-operations", "distributed-map")
 
 # CloudWatch Logs accepts only these retention periods (days).
 # https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutRetentionPolicy.html
@@ -96,6 +102,12 @@ class Settings:
         own inventory.
     reconcile_memory_mb, reconcile_timeout_seconds : int
         Reconcile Lambda memory (MiB) and timeout (seconds).
+    backfill_engine : str
+        ``"batch-operations"`` (an S3 Batch Operations job over the inventory manifest) or
+        ``"distributed-map"`` (a Step Functions Distributed Map over its data files). The backfill
+        (CONTRACT C13) is deployed only when the stack owns the inventory (:attr:`owns_inventory`).
+    backfill_function_timeout_seconds : int
+        Timeout of the backfill Lambda S3 Batch Operations invokes, seconds (3 to 900).
     """
 
     stage: str = DEFAULTS["stage"]
@@ -118,6 +130,8 @@ class Settings:
     reconcile_fan_out: bool = DEFAULTS["reconcileFanOut"]
     reconcile_memory_mb: int = DEFAULTS["reconcileMemoryMb"]
     reconcile_timeout_seconds: int = DEFAULTS["reconcileTimeoutSeconds"]
+    backfill_engine: str = DEFAULTS["backfillEngine"]
+    backfill_function_timeout_seconds: int = DEFAULTS["backfillFunctionTimeoutSeconds"]
 
     @property
     def stack_name(self) -> str:
@@ -247,6 +261,10 @@ class Settings:
         if self.reconcile_fan_out and not self.owns_inventory:
             p.append("reconcileFanOut needs the stack's own S3 Inventory: leave bucketName unset "
                      "and inventoryEnabled true")
+        if self.backfill_engine not in BACKFILL_ENGINES:
+            p.append(f"backfillEngine: {self.backfill_engine!r} is not one of "
+                     f"{', '.join(BACKFILL_ENGINES)}")
+        rng("backfillFunctionTimeoutSeconds", self.backfill_function_timeout_seconds, 3, 900)
         return p
 
     def as_dict(self) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from s3ingest.settings import Settings
 
 _VERSIONING = ("Enabled", "Suspended", None)
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_BUCKET_FORBIDDEN = re.compile(r"\.\.|^\d+\.\d+\.\d+\.\d+$|^xn--|^sthree-|-s3alias$|--ol-s3$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 #: Fields each op accepts; anything else is a typo worth reporting.
 _FIELDS = {"put": {"key", "body"}, "delete": {"key", "version_id"}, "deliver": {"body"},
@@ -56,18 +57,21 @@ def parse_lines(lines: Iterable[str]) -> tuple[dict[str, Any], list[tuple[int, d
     """
     setup: dict[str, Any] = {"bucket": None, "versioning": "Enabled"}
     steps: list[tuple[int, dict[str, Any]]] = []
+    seen_setup = False
     for lineno, line in enumerate(lines, start=1):
         text = line.strip()
         if not text or text.startswith("#"):
             continue
         try:
-            doc = json.loads(text)
+            doc = json.loads(text, object_pairs_hook=_no_duplicate_fields)
         except json.JSONDecodeError as exc:
             raise ScenarioError(f"line {lineno}: not JSON ({exc.msg})") from exc
+        except ValueError as exc:
+            raise ScenarioError(f"line {lineno}: {exc}") from exc
         if not isinstance(doc, dict):
             raise ScenarioError(f"line {lineno}: expected a JSON object")
         if "op" not in doc:
-            if steps or set(doc) - {"bucket", "versioning"}:
+            if steps or seen_setup or set(doc) - {"bucket", "versioning"}:
                 raise ScenarioError(f"line {lineno}: a step needs \"op\"; only the first line "
                                     "may be the set-up {\"bucket\", \"versioning\"}")
             if doc.get("versioning", "Enabled") not in _VERSIONING:
@@ -75,14 +79,29 @@ def parse_lines(lines: Iterable[str]) -> tuple[dict[str, Any], list[tuple[int, d
                                     "or null")
             bucket = doc.get("bucket")
             if bucket is not None and (not isinstance(bucket, str)
-                                       or not _BUCKET_RE.match(bucket)):
+                                       or not _BUCKET_RE.match(bucket)
+                                       or _BUCKET_FORBIDDEN.search(bucket)):
                 raise ScenarioError(f"line {lineno}: {bucket!r} is not a valid S3 bucket name "
-                                    "(3-63 lower-case letters, digits, '.' and '-')")
+                                    "(3-63 lower-case letters, digits, '.' and '-'; no '..', "
+                                    "no IP address form, no 'xn--' prefix)")
             setup.update(doc)
+            seen_setup = True
             continue
         _check_step(lineno, doc)
+        if (doc["op"] == "delete" and setup.get("versioning") is None
+                and doc.get("version_id") not in (None, "null")):
+            raise ScenarioError(f"line {lineno}: the bucket is not versioned: S3 refuses a "
+                                "version_id other than 'null' (InvalidArgument)")
         steps.append((lineno, doc))
     return setup, steps
+
+
+def _no_duplicate_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    names = [name for name, _ in pairs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"field {', '.join(duplicates)} given twice")
+    return dict(pairs)
 
 
 def _check_step(lineno: int, doc: dict[str, Any]) -> None:
@@ -93,8 +112,9 @@ def _check_step(lineno: int, doc: dict[str, Any]) -> None:
                             "(put, delete, deliver, flush, reconcile, backfill)")
     unknown = set(doc) - allowed - {"op"}
     if unknown:
+        accepted = ", ".join(sorted(allowed)) or "no fields"
         raise ScenarioError(f"line {lineno}: op {op!r} takes no {', '.join(sorted(unknown))} "
-                            f"(fields: {', '.join(sorted(allowed))})")
+                            f"(accepts: {accepted})")
     required = {"put": ("key", "body"), "delete": ("key",), "deliver": ("body",)}.get(op, ())
     missing = [f for f in required if f not in doc]
     if missing:
@@ -148,7 +168,7 @@ def run_scenario(path: Path | str, settings: Settings | None = None,
         text = Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise ScenarioError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-    setup, steps = parse_lines(text.splitlines())
+    setup, steps = parse_lines(text.split("\n"))  # JSON Lines: only "\n" ends a line
     if emulator is None:
         with Emulator() as emu:
             return _run(emu, setup, steps, settings)

@@ -75,7 +75,7 @@ def test_reconcile_cli_local_json() -> None:
 def test_reconcile_cli_needs_exactly_one_target() -> None:
     result = CliRunner().invoke(app, ["reconcile"])
     assert result.exit_code == 2
-    assert "exactly one of --stack NAME or --local" in result.output
+    assert "exactly one of --stack NAME or --local" in " ".join(result.output.split())
 
 
 def test_deployed_stack_outputs_build_the_reconciler() -> None:

@@ -108,7 +108,7 @@ def test_non_utf8_scenario_file_is_a_scenario_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("setup", "version", "message"), [
-    ({"bucket": "unversioned-bkt", "versioning": None}, "xyz", "is not versioned"),
+    ({"bucket": "unversioned-bkt", "versioning": None}, "xyz", "not versioned"),
     ({"bucket": "versioned-bkt", "versioning": "Enabled"}, "no-such-version", "has no version"),
 ])
 def test_impossible_version_deletes_are_refused(emulator: Any, tmp_path: Path,
@@ -116,7 +116,7 @@ def test_impossible_version_deletes_are_refused(emulator: Any, tmp_path: Path,
                                                 message: str) -> None:
     path = write(tmp_path, [setup, {"op": "put", "key": "a", "body": "1"},
                             {"op": "delete", "key": "a", "version_id": version}])
-    with pytest.raises(ScenarioError, match=f"line 3: delete failed: .*{message}"):
+    with pytest.raises(ScenarioError, match=f"line 3: .*{message}"):
         run_scenario(path, emulator=emulator)
 
 
@@ -144,3 +144,27 @@ def test_backfill_step_brings_in_objects_whose_events_were_lost(emulator: Any,
     (job,) = result["backfills"]
     assert (job["step"], job["total"], job["succeeded"], job["failed"]) == (5, 2, 2, 0)
     assert {m["key"] for m in result["messages"]} == {"live.csv"}
+
+
+@pytest.mark.parametrize(("lines", "message"), [
+    (['{"bucket": "a..b"}'], "not a valid S3 bucket name"),
+    (['{"bucket": "192.168.1.1"}'], "not a valid S3 bucket name"),
+    (['{"bucket": "b-one"}', '{"bucket": "b-two"}'], "only the first line"),
+    (['{"op": "put", "key": "a", "key": "b", "body": "1"}'], "given twice"),
+    (['{"op": "backfill", "source": "listing"}'], "accepts: no fields"),
+    (['{"bucket": "plain-bkt", "versioning": null}', '{"op": "put", "key": "k", "body": "1"}',
+      '{"op": "delete", "key": "k", "version_id": "abc"}'], "line 3: the bucket is not versioned"),
+])
+def test_more_bad_lines_are_caught_before_anything_runs(lines: list[str], message: str) -> None:
+    with pytest.raises(ScenarioError, match=message):
+        parse_lines(lines)
+
+
+def test_unicode_line_separators_inside_strings_are_not_line_breaks(emulator: Any,
+                                                                     tmp_path: Path) -> None:
+    path = tmp_path / "u2028.jsonl"
+    path.write_text('{"op": "put", "key": "a\u2028b\u0085c", "body": "1"}\n{"op": "flush"}\n',
+                    encoding="utf-8")
+    result = run_scenario(path, emulator=emulator)
+    assert [r["key"] for r in result["ledger"]] == ["a\u2028b\u0085c"]
+    assert result["converged"] is True
