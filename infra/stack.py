@@ -4,16 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Arn, ArnFormat, CfnOutput, Duration, Stack, Tags
+from aws_cdk import Arn, ArnFormat, Aws, CfnOutput, Duration, Stack, Tags
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from infra.bundling import function_code
 from infra.constructs import (
+    BackfillControlFunction,
+    BackfillFunction,
+    BackfillStateMachine,
+    BatchOperationsRole,
     DriftAlarm,
     IngestFunction,
     IngestQueue,
@@ -24,6 +29,8 @@ from infra.constructs import (
     ReconcileSchedule,
     ReconcileStateMachine,
 )
+from infra.constructs.backfill_control_function import REPORT_PREFIX
+from infra.constructs.backfill_state_machine import BATCH_OPERATIONS, FILES_MAP_LABEL
 from infra.constructs.reconcile_function import (
     FANOUT_HANDLER,
     RECONCILE_HANDLER,
@@ -43,6 +50,14 @@ _XRAY_EVIDENCE = (
     "AWS X-Ray: https://docs.aws.amazon.com/service-authorization/latest/reference/"
     "list_awsx-ray.html)."
 )
+_SFN_LOGGING_EVIDENCE = (
+    "Logging to CloudWatch Logs and X-Ray tracing: the logs:*LogDelivery, "
+    "logs:PutResourcePolicy, logs:DescribeResourcePolicies, logs:DescribeLogGroups and "
+    "xray:* actions Step Functions needs support no resource-level permissions "
+    "(https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html"
+    "#cloudwatch-iam-policy, "
+    "https://docs.aws.amazon.com/step-functions/latest/dg/concepts-xray-tracing.html)."
+)
 _RUNTIME_EVIDENCE = (
     "Python 3.13 is pinned on purpose: the function's dependency wheels are resolved for "
     "CPython 3.13 (infra/bundling.py) and Powertools for AWS Lambda 3.37 is tested on it; "
@@ -51,8 +66,9 @@ _RUNTIME_EVIDENCE = (
 
 
 class S3IngestStack(Stack):
-    """S3 -> EventBridge (default bus, archived) -> SQS (+DLQ) -> Lambda -> DynamoDB ledger, and a
-    scheduled reconciliation of the ledger with the bucket (CONTRACT C12) with a drift alarm.
+    """S3 -> EventBridge (default bus, archived) -> SQS (+DLQ) -> Lambda -> DynamoDB ledger, a
+    scheduled reconciliation of the ledger with the bucket (CONTRACT C12) with a drift alarm, and
+    the backfill of pre-existing objects over the bucket's inventory (CONTRACT C13).
 
     Parameters
     ----------
@@ -81,6 +97,15 @@ class S3IngestStack(Stack):
         The scheduled rule that starts reconciliation.
     drift : infra.constructs.DriftAlarm
         The drift metrics and ``drift.alarm``.
+    backfill_control : infra.constructs.BackfillControlFunction or None
+        The backfill state machine's step function (CONTRACT C13); ``None`` unless the stack owns
+        the inventory (``bucketName`` unset, ``inventoryEnabled``), as the three below.
+    backfill_state_machine : infra.constructs.BackfillStateMachine or None
+        The backfill state machine (``backfillEngine`` picks its engine).
+    backfill : infra.constructs.BackfillFunction or None
+        The function S3 Batch Operations invokes (``batch-operations`` engine only).
+    batch_operations : infra.constructs.BatchOperationsRole or None
+        The role the Batch Operations job runs as (``batch-operations`` engine only).
     """
 
     def __init__(
@@ -146,22 +171,7 @@ class S3IngestStack(Stack):
         function = self.ingest.function
 
         # Least privilege, granted here at the composition root.
-        # Ledger: one conditional UpdateItem per event (C5); GetItem/PutItem for observations (C7).
-        self.ledger.table.grant(
-            function, "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"
-        )
-        # Bucket: HEAD/GET pinned to a version or ETag (C7, C8). ListBucket makes a HEAD of a
-        # missing key answer 404 rather than 403
-        # (https://docs.aws.amazon.com/AmazonS3/latest/API/API_HeadObject.html#API_HeadObject_RequestSyntax).
-        objects_arn = bucket.arn_for_objects("*")
-        iam.Grant.add_to_principal(
-            grantee=function,
-            actions=["s3:GetObject", "s3:GetObjectVersion"],
-            resource_arns=[objects_arn],
-        )
-        iam.Grant.add_to_principal(
-            grantee=function, actions=["s3:ListBucket"], resource_arns=[bucket.bucket_arn]
-        )
+        objects_arn = self._grant_ledger_rules(function)
         # Invalid messages go to the DLQ with their reason (C9).
         dead_letter_queue.grant(function, "sqs:SendMessage")
         function.add_event_source(
@@ -175,8 +185,33 @@ class S3IngestStack(Stack):
         )
 
         self._reconciliation(code)
+        self._backfill(code)
         self._acknowledge(objects_arn)
         self._outputs()
+
+    def _grant_ledger_rules(self, function: lambda_.IFunction) -> str:
+        """What applying the ledger rules to the landing bucket's objects takes; returns the
+        objects' ARN pattern.
+
+        Ledger: one conditional UpdateItem per event (C5); GetItem/PutItem for observations (C7).
+        Bucket: HEAD/GET pinned to a version or ETag (C7, C8). ListBucket makes a HEAD of a
+        missing key answer 404 rather than 403
+        (https://docs.aws.amazon.com/AmazonS3/latest/API/API_HeadObject.html#API_HeadObject_RequestSyntax).
+        """
+        bucket = self.landing.bucket
+        self.ledger.table.grant(
+            function, "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"
+        )
+        objects_arn = bucket.arn_for_objects("*")
+        iam.Grant.add_to_principal(
+            grantee=function,
+            actions=["s3:GetObject", "s3:GetObjectVersion"],
+            resource_arns=[objects_arn],
+        )
+        iam.Grant.add_to_principal(
+            grantee=function, actions=["s3:ListBucket"], resource_arns=[bucket.bucket_arn]
+        )
+        return objects_arn
 
     def _reconciliation(self, code: lambda_.Code) -> None:
         """Reconciliation (CONTRACT C12): the function(s), the schedule and the drift alarm."""
@@ -251,6 +286,116 @@ class S3IngestStack(Stack):
         )
         self.drift = DriftAlarm(self, "Drift")
 
+    def _backfill(self, code: lambda_.Code) -> None:
+        """Backfill of pre-existing objects (CONTRACT C13): only when the stack owns the inventory
+        (the manifest the job reads); nothing otherwise."""
+        settings = self.settings
+        inventory_bucket = self.landing.inventory_bucket
+        self.backfill: BackfillFunction | None = None
+        self.backfill_control: BackfillControlFunction | None = None
+        self.batch_operations: BatchOperationsRole | None = None
+        self.backfill_state_machine: BackfillStateMachine | None = None
+        if not settings.owns_inventory or inventory_bucket is None:
+            return
+        bucket = self.landing.bucket
+        self.backfill_control = BackfillControlFunction(
+            self,
+            "BackfillControlFunction",
+            code=code,
+            ledger_table=self.ledger.table,
+            queue=self.ingest_queue.queue,
+            dead_letter_queue=self.ingest_queue.dead_letter_queue,
+            bucket=bucket,
+            inventory_bucket=inventory_bucket,
+            tombstone_ttl_seconds=settings.tombstone_ttl_seconds,
+            timeout=Duration.seconds(settings.reconcile_timeout_seconds),
+            memory_size_mib=settings.reconcile_memory_mb,
+            log_retention_days=settings.log_retention_days,
+        )
+        control = self.backfill_control.function
+        reports = inventory_bucket.arn_for_objects(
+            f"{inventory_report_prefix(bucket.bucket_name)}*"
+        )
+        # prepare: the newest report is listed by prefix; its manifest HEAD and read (checksum
+        # included); backfill_file reads the data files.
+        iam.Grant.add_to_principal(
+            grantee=control, actions=["s3:ListBucket"], resource_arns=[inventory_bucket.bucket_arn]
+        )
+        iam.Grant.add_to_principal(
+            grantee=control, actions=["s3:GetObject"], resource_arns=[reports]
+        )
+        batch_role: iam.IRole | None = None
+        if settings.backfill_engine == BATCH_OPERATIONS:
+            self.backfill = BackfillFunction(
+                self,
+                "BackfillFunction",
+                code=code,
+                ledger_table=self.ledger.table,
+                bucket=bucket,
+                dead_letter_queue=self.ingest_queue.dead_letter_queue,
+                tombstone_ttl_seconds=settings.tombstone_ttl_seconds,
+                record_concurrency=settings.record_concurrency,
+                timeout=Duration.seconds(settings.backfill_function_timeout_seconds),
+                memory_size_mib=settings.function_memory_mb,
+                log_retention_days=settings.log_retention_days,
+            )
+            batch_role = self._batch_operations(self.backfill.function, reports)
+        else:
+            # distributed-map: the control function observes each data file's keys itself (C7).
+            self._grant_ledger_rules(control)
+        self.backfill_state_machine = BackfillStateMachine(
+            self,
+            "BackfillStateMachine",
+            engine=settings.backfill_engine,
+            control_function=control,
+            backfill_function=self.backfill.function if self.backfill is not None else None,
+            batch_role=batch_role,
+            report_bucket=inventory_bucket,
+            log_retention_days=settings.log_retention_days,
+        )
+
+    def _batch_operations(self, backfill: lambda_.Function, reports: str) -> iam.IRole:
+        """The S3 Batch Operations side of the ``batch-operations`` engine: the backfill function's
+        grants, the role the job runs as, and who may invoke the function."""
+        inventory_bucket = self.landing.inventory_bucket
+        control = self.backfill_control
+        if inventory_bucket is None or control is None:  # pragma: no cover - see _backfill
+            raise ValueError("the batch-operations backfill needs the stack's own inventory")
+        # Each task is observed by the ledger rules (C7).
+        self._grant_ledger_rules(backfill)
+        # report: the completion reports (ListBucket above makes a missing one a 404, which it
+        # reads as "no failure").
+        completion_reports = inventory_bucket.arn_for_objects(f"{REPORT_PREFIX}/*")
+        iam.Grant.add_to_principal(
+            grantee=control.function, actions=["s3:GetObject"], resource_arns=[completion_reports]
+        )
+        # S3 Batch Operations runs the job as this role: it reads the manifest and the data files
+        # it lists, invokes the backfill function, writes the completion report; nothing else
+        # (https://docs.aws.amazon.com/AmazonS3/latest/userguide/batch-ops-iam-role-policies.html).
+        self.batch_operations = BatchOperationsRole(self, "BatchOperations")
+        batch_role = self.batch_operations.role
+        iam.Grant.add_to_principal(
+            grantee=batch_role,
+            actions=["s3:GetObject", "s3:GetObjectVersion"],
+            resource_arns=[reports],
+        )
+        iam.Grant.add_to_principal(
+            grantee=batch_role,
+            actions=["lambda:InvokeFunction"],
+            resource_arns=[backfill.function_arn],
+        )
+        iam.Grant.add_to_principal(
+            grantee=batch_role, actions=["s3:PutObject"], resource_arns=[completion_reports]
+        )
+        # The function's resource policy names that role only: no service principal, no other
+        # account (Batch Operations invokes the function as the role it assumed).
+        backfill.add_permission(
+            "BatchOperationsInvoke",
+            principal=iam.ArnPrincipal(batch_role.role_arn),
+            action="lambda:InvokeFunction",
+        )
+        return batch_role
+
     def _grant_reconcile(self, function: lambda_.IFunction) -> None:
         """What a reconcile function reads and writes, and nothing else."""
         bucket = self.landing.bucket
@@ -305,6 +450,7 @@ class S3IngestStack(Stack):
             "s3:GetObjectVersion on the landing bucket's objects only (key unknown in advance).",
         )
         self._acknowledge_reconciliation(objects_arn)
+        self._acknowledge_backfill(objects_arn)
         acknowledge(
             self.routing.target_dead_letter_queue,
             "AwsSolutions-SQS3",
@@ -349,22 +495,19 @@ class S3IngestStack(Stack):
             "execution, and the prefix expires after 7 days.",
         )
         state_machine = machine.state_machine
-        acknowledge(
-            state_machine.role,
-            "AwsSolutions-IAM5[Resource::*]",
-            "Logging to CloudWatch Logs and X-Ray tracing: the logs:*LogDelivery, "
-            "logs:PutResourcePolicy, logs:DescribeResourcePolicies, logs:DescribeLogGroups and "
-            "xray:* actions Step Functions needs support no resource-level permissions "
-            "(https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html"
-            "#cloudwatch-iam-policy, "
-            "https://docs.aws.amazon.com/step-functions/latest/dg/concepts-xray-tracing.html).",
-        )
+        acknowledge(state_machine.role, "AwsSolutions-IAM5[Resource::*]", _SFN_LOGGING_EVIDENCE)
         acknowledge(
             state_machine.role,
             wildcard_resource_finding(self, f"{self.reconcile_fan_out.function.function_arn}:*"),
             "lambda:InvokeFunction on the fan-out step function and its own versions and aliases "
             "only (CDK's LambdaInvoke grant: the function's resourceArnsForGrantInvoke).",
         )
+        self._acknowledge_distributed_map(state_machine, INVENTORY_MAP_LABEL, "inventory data file")
+
+    def _acknowledge_distributed_map(
+        self, state_machine: sfn.StateMachine, label: str, item: str
+    ) -> None:
+        """The child executions a Distributed Map's policy names (CDK's DistributedMapPolicy)."""
         distributed_map_policy = state_machine.node.find_child("DistributedMapPolicy")
         machine_name = Arn.split(
             state_machine.state_machine_arn, ArnFormat.COLON_RESOURCE_NAME
@@ -375,7 +518,7 @@ class S3IngestStack(Stack):
                 "states:DescribeExecution and states:StopExecution",
             ),
             (
-                f"{machine_name}/{INVENTORY_MAP_LABEL}:*",
+                f"{machine_name}/{label}:*",
                 "states:RedriveExecution (this Map Run label only)",
             ),
         ):
@@ -389,10 +532,108 @@ class S3IngestStack(Stack):
                 distributed_map_policy,
                 wildcard_resource_finding(self, executions),
                 "The Distributed Map runs one child execution of this state machine per "
-                f"inventory data file, named by Step Functions at run time; {why} on this state "
+                f"{item}, named by Step Functions at run time; {why} on this state "
                 "machine's executions only "
                 "(https://docs.aws.amazon.com/step-functions/latest/dg/iam-policies-eg-dist-map.html).",
             )
+
+    def _acknowledge_backfill(self, objects_arn: str) -> None:
+        """The backfill functions', the Batch Operations role's and the state machine's
+        wildcard resources."""
+        control = self.backfill_control
+        machine = self.backfill_state_machine
+        inventory_bucket = self.landing.inventory_bucket
+        if control is None or machine is None or inventory_bucket is None:
+            return
+        reports = wildcard_resource_finding(
+            self,
+            inventory_bucket.arn_for_objects(
+                f"{inventory_report_prefix(self.landing.bucket.bucket_name)}*"
+            ),
+        )
+        completion_reports = wildcard_resource_finding(
+            self, inventory_bucket.arn_for_objects(f"{REPORT_PREFIX}/*")
+        )
+        reports_evidence = (
+            "on this bucket's inventory reports only (inventory/<bucket>/s3ingest-daily/): each "
+            "report's folder, manifest and data file names are chosen by S3 at delivery "
+            "(https://docs.aws.amazon.com/AmazonS3/latest/userguide/storage-inventory-location.html)."
+        )
+        completion_evidence = (
+            "under backfill-reports/ of the inventory bucket only: S3 Batch Operations names each "
+            "completion report backfill-reports/job-<job id>/... at run time "
+            "(https://docs.aws.amazon.com/AmazonS3/latest/userguide/batch-ops-examples-reports.html)."
+        )
+        observe_evidence = (
+            "The backfill observes whichever objects the inventory lists (C7): s3:GetObject and "
+            "s3:GetObjectVersion (HEAD) on the landing bucket's objects only, keys known at run "
+            "time."
+        )
+        acknowledge(control.role, "AwsSolutions-IAM5[Resource::*]", _XRAY_EVIDENCE)
+        acknowledge(control.function, "AwsSolutions-L1", _RUNTIME_EVIDENCE)
+        acknowledge(control.role, reports, f"s3:GetObject (and HEAD) {reports_evidence}")
+        backfill = self.backfill
+        batch = self.batch_operations
+        if backfill is not None and batch is not None:
+            acknowledge(backfill.role, "AwsSolutions-IAM5[Resource::*]", _XRAY_EVIDENCE)
+            acknowledge(backfill.function, "AwsSolutions-L1", _RUNTIME_EVIDENCE)
+            acknowledge(
+                backfill.role, wildcard_resource_finding(self, objects_arn), observe_evidence
+            )
+            acknowledge(
+                control.role,
+                completion_reports,
+                "s3:GetObject (the report step reads the job's failed tasks) "
+                f"{completion_evidence}",
+            )
+            acknowledge(
+                batch.role,
+                reports,
+                "S3 Batch Operations reads the job's manifest and the data files it lists "
+                f"(s3:GetObject, s3:GetObjectVersion) {reports_evidence}",
+            )
+            acknowledge(
+                batch.role,
+                completion_reports,
+                f"S3 Batch Operations writes the job's completion report (s3:PutObject) "
+                f"{completion_evidence}",
+            )
+        else:
+            acknowledge(
+                control.role, wildcard_resource_finding(self, objects_arn), observe_evidence
+            )
+        state_machine = machine.state_machine
+        acknowledge(
+            state_machine.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            _SFN_LOGGING_EVIDENCE
+            if machine.create_job is None
+            else f"{_SFN_LOGGING_EVIDENCE} And s3:CreateJob, which has no resource type: its "
+            "only resource is '*' (Service Authorization Reference, Amazon S3: "
+            "https://docs.aws.amazon.com/service-authorization/latest/reference/"
+            "list_amazons3.html); what a job can do is bounded by the one role this state "
+            "machine may pass (iam:PassRole on the Batch Operations role, to "
+            "batchoperations.s3.amazonaws.com only).",
+        )
+        acknowledge(
+            state_machine.role,
+            wildcard_resource_finding(self, f"{control.function.function_arn}:*"),
+            "lambda:InvokeFunction on the backfill control function and its own versions and "
+            "aliases only (CDK's LambdaInvoke grant: the function's resourceArnsForGrantInvoke).",
+        )
+        if machine.create_job is not None:
+            acknowledge(
+                state_machine.role,
+                wildcard_resource_finding(
+                    self, f"arn:{Aws.PARTITION}:s3:{Aws.REGION}:{Aws.ACCOUNT_ID}:job/*"
+                ),
+                "s3:DescribeJob on this account's and region's Batch Operations jobs: the job id "
+                "is made by CreateJob at run time (resource type job, "
+                "https://docs.aws.amazon.com/service-authorization/latest/reference/"
+                "list_amazons3.html).",
+            )
+        else:
+            self._acknowledge_distributed_map(state_machine, FILES_MAP_LABEL, "inventory data file")
 
     def _outputs(self) -> None:
         """Stack outputs the operator CLI and the README read."""
@@ -416,5 +657,14 @@ class S3IngestStack(Stack):
             outputs["ReconcileStateMachineArn"] = (
                 self.reconcile_state_machine.state_machine.state_machine_arn
             )
+        if self.backfill_state_machine is not None:
+            outputs["BackfillStateMachineArn"] = (
+                self.backfill_state_machine.state_machine.state_machine_arn
+            )
+        if self.backfill is not None and self.batch_operations is not None:
+            outputs["BackfillFunctionName"] = self.backfill.function.function_name
+            outputs["BackfillRoleArn"] = self.batch_operations.role.role_arn
+            if self.landing.inventory_bucket is not None:
+                outputs["ReportBucketName"] = self.landing.inventory_bucket.bucket_name
         for output_id, value in outputs.items():
             CfnOutput(self, output_id, value=value)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from infra.constructs.backfill_control_function import BackfillControlFunction
+from infra.constructs.backfill_function import BackfillFunction
+from infra.constructs.backfill_state_machine import BackfillStateMachine
+from infra.constructs.batch_operations_role import BatchOperationsRole
 from infra.constructs.drift_alarm import DriftAlarm
 from infra.constructs.event_routing import IngestRouting
 from infra.constructs.ingest_function import IngestFunction
@@ -13,6 +17,10 @@ from infra.constructs.reconcile_schedule import ReconcileSchedule
 from infra.constructs.reconcile_state_machine import ReconcileStateMachine
 
 __all__ = [
+    "BackfillControlFunction",
+    "BackfillFunction",
+    "BackfillStateMachine",
+    "BatchOperationsRole",
     "DriftAlarm",
     "IngestFunction",
     "IngestQueue",

@@ -8,17 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Aws, Duration, RemovalPolicy
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
+from aws_cdk import Duration
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from infra.constructs.dependencies import depend_on_policies_not_role
-from infra.constructs.python_function import retention
+from infra.constructs.state_machine_parts import execution_logs, lambda_step
 
 #: Where the fan-out writes its shards in the inventory bucket (``fanout.WORK_PREFIX``).
 WORK_PREFIX = "reconcile-work/"
@@ -102,45 +99,13 @@ class ReconcileStateMachine(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self._function = function
-        self.log_key = kms.Key(
+        parts = execution_logs(
             self,
-            "LogKey",
             description="s3ingest: encrypts the reconcile state machine's execution logs",
-            enable_key_rotation=True,
-            removal_policy=RemovalPolicy.RETAIN,
+            log_retention_days=log_retention_days,
         )
-        # CloudWatch Logs encrypts with the key on the log group's behalf; the condition keeps the
-        # grant to log groups of this account and region. The log group's own ARN cannot be named:
-        # the log group refers to the key, so the key's policy referring back would be a cycle.
-        # https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html
-        self.log_key.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="AllowCloudWatchLogsOfThisAccountAndRegion",
-                principals=[iam.ServicePrincipal(f"logs.{Aws.REGION}.amazonaws.com")],
-                actions=[
-                    "kms:Encrypt*",
-                    "kms:Decrypt*",
-                    "kms:ReEncrypt*",
-                    "kms:GenerateDataKey*",
-                    "kms:Describe*",
-                ],
-                resources=["*"],
-                conditions={
-                    "ArnLike": {
-                        "kms:EncryptionContext:aws:logs:arn": (
-                            f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:{Aws.ACCOUNT_ID}:log-group:*"
-                        )
-                    }
-                },
-            )
-        )
-        self.log_group = logs.LogGroup(
-            self,
-            "LogGroup",
-            retention=retention(log_retention_days),
-            encryption_key=self.log_key,
-            removal_policy=RemovalPolicy.RETAIN,
-        )
+        self.log_group = parts.log_group
+        self.log_key = parts.log_key
         self.state_machine = sfn.StateMachine(
             self,
             "StateMachine",
@@ -163,30 +128,15 @@ class ReconcileStateMachine(Construct):
         result_selector: dict[str, Any] | None = None,
         output_path: str | None = None,
     ) -> tasks.LambdaInvoke:
-        """One invocation of the step function, retrying Lambda's transient errors and throttling.
-
-        ``retry_on_service_exceptions`` (CDK's default) adds the retry on
-        ``Lambda.ServiceException``, ``Lambda.AWSLambdaException``, ``Lambda.SdkClientException``
-        and ``Lambda.ClientExecutionTimeoutException``
-        (https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html).
-        """
-        step = tasks.LambdaInvoke(
+        """One invocation of the step function (:func:`lambda_step`: retries included)."""
+        return lambda_step(
             self,
             state_id,
-            lambda_function=self._function,
+            function=self._function,
             payload=payload,
-            retry_on_service_exceptions=True,
             result_selector=result_selector,
             output_path=output_path,
         )
-        step.add_retry(
-            errors=["Lambda.TooManyRequestsException"],
-            interval=Duration.seconds(2),
-            max_attempts=8,
-            backoff_rate=2,
-            jitter_strategy=sfn.JitterType.FULL,
-        )
-        return step
 
     def _definition(self) -> sfn.IChainable:
         # The state's input as is: the execution input plus "action" for Plan; in a Map, the

@@ -43,8 +43,9 @@ def adopted_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
 
 @pytest.fixture(scope="session")
 def fanout_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
-    """The app with the Step Functions fan-out reconciliation (``reconcileFanOut``), once."""
+    """The app with the Step Functions engines: the fan-out reconciliation (``reconcileFanOut``)
+    and the Distributed Map backfill (``backfillEngine=distributed-map``), synthesized once."""
     yield synthesize(
         tmp_path_factory.mktemp("cdk-out-fanout"),
-        {"reconcileFanOut": True, "stage": "fanout"},
+        {"reconcileFanOut": True, "backfillEngine": "distributed-map", "stage": "fanout"},
     )

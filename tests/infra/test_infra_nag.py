@@ -65,6 +65,64 @@ def _expected_function_acknowledgements(synth: Synth) -> dict[str, set[str]]:
     }
 
 
+def _expected_backfill_acknowledgements(synth: Synth) -> dict[str, set[str]]:
+    """The backfill's: the control function's and (batch-operations) the backfill function's,
+    the Batch Operations role's and the state machine's wildcards; (distributed-map) the
+    Distributed Map policy's."""
+    stack_path = synth.stack.node.path
+    bucket_id = synth.logical_id(synth.stack.landing.bucket)
+    inventory = synth.stack.landing.inventory_bucket
+    control = synth.stack.backfill_control
+    machine = synth.stack.backfill_state_machine
+    assert inventory is not None and control is not None and machine is not None
+    inventory_id = synth.logical_id(inventory)
+    control_id = synth.logical_id(control.function)
+    machine_id = synth.logical_id(machine.state_machine)
+    objects = f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/*]"
+    reports = (
+        f"AwsSolutions-IAM5[Resource::<{inventory_id}.Arn>/inventory/<{bucket_id}>/"
+        "s3ingest-daily/*]"
+    )
+    completion_reports = f"AwsSolutions-IAM5[Resource::<{inventory_id}.Arn>/backfill-reports/*]"
+    machine_role = {
+        "AwsSolutions-IAM5[Resource::*]",
+        f"AwsSolutions-IAM5[Resource::<{control_id}.Arn>:*]",
+    }
+    expected = {f"{stack_path}/BackfillControlFunction/Function": {"AwsSolutions-L1"}}
+    if synth.settings.backfill_engine == "batch-operations":
+        expected[f"{stack_path}/BackfillControlFunction/Role"] = {
+            "AwsSolutions-IAM5[Resource::*]",
+            reports,
+            completion_reports,
+        }
+        expected[f"{stack_path}/BackfillFunction/Role"] = {
+            "AwsSolutions-IAM5[Resource::*]",
+            objects,
+        }
+        expected[f"{stack_path}/BackfillFunction/Function"] = {"AwsSolutions-L1"}
+        expected[f"{stack_path}/BatchOperations/Role"] = {reports, completion_reports}
+        expected[f"{stack_path}/BackfillStateMachine/StateMachine/Role"] = machine_role | {
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:<AWS::Region>:"
+            "<AWS::AccountId>:job/*]"
+        }
+    else:
+        expected[f"{stack_path}/BackfillControlFunction/Role"] = {
+            "AwsSolutions-IAM5[Resource::*]",
+            reports,
+            objects,
+        }
+        expected[f"{stack_path}/BackfillStateMachine/StateMachine/Role"] = machine_role
+        executions = (
+            "arn:<AWS::Partition>:states:us-east-1:<AWS::AccountId>:execution:"
+            f'{{"Fn::Select":[6,{{"Fn::Split":[":",{{"Ref":"{machine_id}"}}]}}]}}'
+        )
+        expected[f"{stack_path}/BackfillStateMachine/StateMachine/DistributedMapPolicy"] = {
+            f"AwsSolutions-IAM5[Resource::{executions}:*]",
+            f"AwsSolutions-IAM5[Resource::{executions}/BackfillFiles:*]",
+        }
+    return expected
+
+
 def _assert_reasons(acknowledgements: dict[str, dict[str, Any]]) -> None:
     for path, rules in acknowledgements.items():
         for rule, reason in rules.items():
@@ -74,14 +132,15 @@ def _assert_reasons(acknowledgements: dict[str, dict[str, Any]]) -> None:
 def test_acknowledgements_are_on_resources_with_reasons(synth: Synth) -> None:
     acknowledgements = _acknowledgements(synth.app)
     # Each acknowledgement is on the one construct it is about, never on the stack or the app.
-    assert {
-        path: set(rules) for path, rules in acknowledgements.items()
-    } == _expected_function_acknowledgements(synth)
+    assert {path: set(rules) for path, rules in acknowledgements.items()} == {
+        **_expected_function_acknowledgements(synth),
+        **_expected_backfill_acknowledgements(synth),
+    }
     _assert_reasons(acknowledgements)
 
 
 def test_fanout_acknowledgements_are_on_resources_with_reasons(fanout_synth: Synth) -> None:
-    # GIVEN the fan-out reconciliation
+    # GIVEN the fan-out reconciliation and the distributed-map backfill
     synth = fanout_synth
     acknowledgements = _acknowledgements(synth.app)
     stack_path = synth.stack.node.path
@@ -92,7 +151,10 @@ def test_fanout_acknowledgements_are_on_resources_with_reasons(fanout_synth: Syn
     inventory_id = synth.logical_id(inventory)
     fan_out_id = synth.logical_id(synth.stack.reconcile_fan_out.function)
     machine_id = synth.logical_id(machine.state_machine)
-    expected = _expected_function_acknowledgements(synth)
+    expected = {
+        **_expected_function_acknowledgements(synth),
+        **_expected_backfill_acknowledgements(synth),
+    }
     # THEN the fan-out function has the reconcile function's plus its work prefix ...
     expected[f"{stack_path}/ReconcileFanOutFunction/Role"] = expected[
         f"{stack_path}/ReconcileFunction/Role"
@@ -113,6 +175,18 @@ def test_fanout_acknowledgements_are_on_resources_with_reasons(fanout_synth: Syn
     }
     assert {path: set(rules) for path, rules in acknowledgements.items()} == expected
     _assert_reasons(acknowledgements)
+
+
+def test_create_job_wildcard_is_acknowledged_with_its_evidence(synth: Synth) -> None:
+    # GIVEN the batch-operations backfill: s3:CreateJob shares the role's Resource "*" statement
+    machine = synth.stack.backfill_state_machine
+    assert machine is not None and machine.create_job is not None
+    rules = _acknowledgements(synth.app)[machine.state_machine.role.node.path]
+    reason = rules["AwsSolutions-IAM5[Resource::*]"]
+    # THEN the reason names it, the reference that shows it has no resource type, and the bound
+    assert "s3:CreateJob" in reason
+    assert "service-authorization/latest/reference/list_amazons3.html" in reason
+    assert "iam:PassRole" in reason
 
 
 def test_no_acknowledgement_on_stack_or_app(synth: Synth) -> None:

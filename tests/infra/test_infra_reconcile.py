@@ -14,28 +14,11 @@ from infra.constructs.reconcile_state_machine import WORK_PREFIX
 from infra.synth import Synth
 from s3ingest.settings import Settings
 
+from .asl import LAMBDA_RETRY, THROTTLE_RETRY, definition
 from .conftest import ADOPTED_BUCKET
 
 RECONCILE_HANDLER = "s3ingest_fn.handlers.reconcile.handler"
 FANOUT_HANDLER = "s3ingest_fn.handlers.reconcile_fanout.handler"
-LAMBDA_RETRY = {
-    "ErrorEquals": [
-        "Lambda.ClientExecutionTimeoutException",
-        "Lambda.ServiceException",
-        "Lambda.AWSLambdaException",
-        "Lambda.SdkClientException",
-    ],
-    "IntervalSeconds": 2,
-    "MaxAttempts": 6,
-    "BackoffRate": 2,
-}
-THROTTLE_RETRY = {
-    "ErrorEquals": ["Lambda.TooManyRequestsException"],
-    "IntervalSeconds": 2,
-    "MaxAttempts": 8,
-    "BackoffRate": 2,
-    "JitterStrategy": "FULL",
-}
 
 
 def _arn(logical_id: str) -> dict[str, Any]:
@@ -263,8 +246,13 @@ def test_reconcile_outputs(synth: Synth) -> None:
 def test_no_fan_out_without_the_setting(synth: Synth) -> None:
     assert synth.stack.reconcile_fan_out is None
     assert synth.stack.reconcile_state_machine is None
-    assert not synth.resources("AWS::StepFunctions::StateMachine")
-    assert not synth.resources("AWS::KMS::Key")
+    # The only state machine (and the only key) is the backfill's.
+    backfill = synth.stack.backfill_state_machine
+    assert backfill is not None
+    assert set(synth.resources("AWS::StepFunctions::StateMachine")) == {
+        synth.logical_id(backfill.state_machine)
+    }
+    assert set(synth.resources("AWS::KMS::Key")) == {synth.logical_id(backfill.log_key)}
     inventory = synth.stack.landing.inventory_bucket
     assert inventory is not None
     _, bucket = _resource(synth, inventory)
@@ -311,22 +299,11 @@ def test_adopted_bucket_reconcile_grants(adopted_synth: Synth) -> None:
 # --- The fan-out: a Step Functions state machine over the inventory ------------------------------
 
 
-def _placeholder(token: dict[str, Any]) -> str:
-    if "Ref" in token:
-        return f"<{token['Ref']}>"
-    if "Fn::GetAtt" in token:
-        logical_id, attribute = token["Fn::GetAtt"]
-        return f"<{logical_id}.{attribute}>"
-    raise AssertionError(f"unexpected token in the state machine definition: {token}")
-
-
 def _definition(synth: Synth) -> dict[str, Any]:
     """The state machine's ASL, its ``Fn::Join`` rendered with ``<Id>`` / ``<Id.Attr>`` tokens."""
-    _, machine = _resource(synth, synth.stack.reconcile_state_machine.state_machine)  # type: ignore[union-attr]
-    delimiter, parts = machine["Properties"]["DefinitionString"]["Fn::Join"]
-    text = delimiter.join(part if isinstance(part, str) else _placeholder(part) for part in parts)
-    definition: dict[str, Any] = json.loads(text)
-    return definition
+    machine = synth.stack.reconcile_state_machine
+    assert machine is not None
+    return definition(synth, machine.state_machine)
 
 
 def _walk(block: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:

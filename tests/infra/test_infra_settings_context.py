@@ -146,3 +146,48 @@ def test_compose_rejects_fan_out_with_an_adopted_bucket(tmp_path: Path) -> None:
         compose(app, nag=False)
     assert [p.split(" ")[0] for p in caught.value.problems] == ["reconcileFanOut"]
     assert not app.node.children
+
+
+# --- Backfill settings ---------------------------------------------------------------------------
+
+
+def test_backfill_defaults() -> None:
+    settings = Settings()
+    assert settings.backfill_engine == "batch-operations"
+    assert settings.backfill_function_timeout_seconds == 60
+
+
+@pytest.mark.parametrize("engine", ["batch-operations", "distributed-map"])
+def test_backfill_engine_accepts_both_engines(engine: str) -> None:
+    assert Settings.from_context({"backfillEngine": engine}).backfill_engine == engine
+
+
+def test_backfill_engine_and_timeout_are_validated() -> None:
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_context(
+            {"backfillEngine": "step-functions", "backfillFunctionTimeoutSeconds": 901}
+        )
+    assert caught.value.problems == [
+        "backfillEngine: 'step-functions' is not one of batch-operations, distributed-map",
+        "backfillFunctionTimeoutSeconds: 901 is outside 3..900",
+    ]
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_context({"backfillEngine": "", "backfillFunctionTimeoutSeconds": "2"})
+    assert caught.value.problems == [
+        "backfillEngine: None is not one of batch-operations, distributed-map",
+        "backfillFunctionTimeoutSeconds: 2 is outside 3..900",
+    ]
+    assert (
+        Settings.from_context(
+            {"backfillFunctionTimeoutSeconds": "3"}
+        ).backfill_function_timeout_seconds
+        == 3
+    )
+
+
+def test_backfill_engine_with_an_adopted_bucket_is_no_problem() -> None:
+    # The backfill needs the stack's own inventory; without it, the stack creates none of it.
+    settings = Settings.from_context(
+        {"backfillEngine": "distributed-map", "bucketName": "existing-bucket"}
+    )
+    assert settings.owns_inventory is False

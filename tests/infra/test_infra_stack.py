@@ -406,13 +406,13 @@ def test_function_role_is_least_privilege(synth: Synth) -> None:
     }
 
 
-def test_no_managed_policies_no_custom_resources_two_functions(synth: Synth) -> None:
+def test_no_managed_policies_no_custom_resources_four_functions(synth: Synth) -> None:
     for logical_id, resource in synth.template["Resources"].items():
         assert not resource["Type"].startswith("Custom::"), logical_id
         assert resource["Type"] != "AWS::IAM::ManagedPolicy", logical_id
         assert "ManagedPolicyArns" not in resource.get("Properties", {}), logical_id
-    # The ingest function and the reconcile function; only ingest reads the queue.
-    synth.assertions.resource_count_is("AWS::Lambda::Function", 2)
+    # The ingest, reconcile, backfill and backfill control functions; only ingest reads the queue.
+    synth.assertions.resource_count_is("AWS::Lambda::Function", 4)
     synth.assertions.resource_count_is("AWS::Lambda::EventSourceMapping", 1)
 
 

@@ -1,0 +1,962 @@
+"""Backfill in the stack (CONTRACT C13): the state machine of each engine, the S3 Batch Operations
+role, the functions, their grants, and nothing of it without the stack's own inventory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from aws_cdk import App
+from aws_cdk import aws_lambda as lambda_
+
+from infra.compose import compose
+from infra.constructs.backfill_state_machine import PREPARED_FIELDS
+from infra.synth import Synth, cdk_json_context
+from s3ingest.settings import Settings
+
+from .asl import LAMBDA_RETRY, THROTTLE_RETRY, definition, reachable
+
+BACKFILL_HANDLER = "s3ingest_fn.handlers.backfill.handler"
+CONTROL_HANDLER = "s3ingest_fn.handlers.backfill_control.handler"
+S3CONTROL_RETRY = {
+    "ErrorEquals": [
+        "S3Control.TooManyRequestsException",
+        "S3Control.InternalServiceException",
+        "S3Control.S3ControlException",
+        "S3Control.SdkClientException",
+    ],
+    "IntervalSeconds": 2,
+    "MaxAttempts": 6,
+    "BackoffRate": 2,
+    "JitterStrategy": "FULL",
+}
+PARTITION = "<AWS::Partition>"
+
+
+def _arn(logical_id: str) -> dict[str, Any]:
+    return {"Fn::GetAtt": [logical_id, "Arn"]}
+
+
+def _ref(logical_id: str) -> dict[str, Any]:
+    return {"Ref": logical_id}
+
+
+def _join(*parts: Any) -> dict[str, Any]:
+    return {"Fn::Join": ["", list(parts)]}
+
+
+def _resource(synth: Synth, construct: Any) -> tuple[str, dict[str, Any]]:
+    logical_id = synth.logical_id(construct)
+    return logical_id, synth.template["Resources"][logical_id]
+
+
+def _statements(synth: Synth, role: Any) -> list[dict[str, Any]]:
+    """Every statement of every policy attached to ``role`` (attached to that role only)."""
+    role_ref = _ref(synth.logical_id(role))
+    found = []
+    for policy in synth.resources("AWS::IAM::Policy").values():
+        if role_ref in policy["Properties"]["Roles"]:
+            assert policy["Properties"]["Roles"] == [role_ref]
+            found.extend(policy["Properties"]["PolicyDocument"]["Statement"])
+    return found
+
+
+def _granted(synth: Synth, role: Any) -> dict[str, list[str]]:
+    """Action -> the resources it is allowed on (sorted JSON), no condition on any of them."""
+    granted: dict[str, list[str]] = {}
+    for statement in _statements(synth, role):
+        assert statement["Effect"] == "Allow"
+        assert "Condition" not in statement, statement
+        actions = statement["Action"]
+        resources = statement["Resource"]
+        for action in [actions] if isinstance(actions, str) else actions:
+            for resource in resources if isinstance(resources, list) else [resources]:
+                granted.setdefault(action, []).append(json.dumps(resource, sort_keys=True))
+    return {action: sorted(resources) for action, resources in granted.items()}
+
+
+def _grants(expected: dict[str, list[Any]]) -> dict[str, list[str]]:
+    return {
+        action: sorted(json.dumps(resource, sort_keys=True) for resource in resources)
+        for action, resources in expected.items()
+    }
+
+
+class _Ids:
+    """Logical ids of what the backfill uses."""
+
+    def __init__(self, synth: Synth) -> None:
+        stack = synth.stack
+        inventory = stack.landing.inventory_bucket
+        control = stack.backfill_control
+        machine = stack.backfill_state_machine
+        assert inventory is not None and control is not None and machine is not None
+        self.bucket = synth.logical_id(stack.landing.bucket)
+        self.inventory = synth.logical_id(inventory)
+        self.table = synth.logical_id(stack.ledger.table)
+        self.queue = synth.logical_id(stack.ingest_queue.queue)
+        self.dlq = synth.logical_id(stack.ingest_queue.dead_letter_queue)
+        self.control = synth.logical_id(control.function)
+        self.control_log_group = synth.logical_id(control.log_group)
+        self.machine = synth.logical_id(machine.state_machine)
+        self.reports = _join(
+            _arn(self.inventory), "/inventory/", _ref(self.bucket), "/s3ingest-daily/*"
+        )
+        self.completion_reports = _join(_arn(self.inventory), "/backfill-reports/*")
+        self.objects = _join(_arn(self.bucket), "/*")
+
+
+def _states(synth: Synth) -> dict[str, Any]:
+    machine = synth.stack.backfill_state_machine
+    assert machine is not None
+    states: dict[str, Any] = definition(synth, machine.state_machine)["States"]
+    return states
+
+
+# --- The shared start and end --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", ["synth", "fanout_synth"])
+def test_input_defaults_and_manifest_choice(variant: str, request: pytest.FixtureRequest) -> None:
+    synth: Synth = request.getfixturevalue(variant)
+    machine = synth.stack.backfill_state_machine
+    assert machine is not None
+    asl = definition(synth, machine.state_machine)
+    states = asl["States"]
+    # GIVEN an execution input with or without maxFailures
+    assert asl["StartAt"] == "Defaults"
+    # THEN a missing maxFailures becomes 0, a number goes on, anything else fails at once
+    assert states["Defaults"] == {
+        "Type": "Choice",
+        "Choices": [
+            {"Variable": "$.maxFailures", "IsPresent": False, "Next": "DefaultMaxFailures"},
+            {"Variable": "$.maxFailures", "IsNumeric": True, "Next": "ManifestGiven"},
+        ],
+        "Default": "InvalidInput",
+    }
+    assert states["DefaultMaxFailures"] == {
+        "Type": "Pass",
+        "Result": 0,
+        "ResultPath": "$.maxFailures",
+        "Next": "ManifestGiven",
+    }
+    assert states["InvalidInput"] == {
+        "Type": "Fail",
+        "Error": "InvalidInput",
+        "Cause": "maxFailures must be a number",
+    }
+    # AND the manifest is passed on only when given ("manifest.$" on an absent field would fail)
+    assert states["ManifestGiven"] == {
+        "Type": "Choice",
+        "Choices": [{"Variable": "$.manifest", "IsPresent": True, "Next": "PrepareManifest"}],
+        "Default": "PrepareNewest",
+    }
+
+
+@pytest.mark.parametrize(
+    ("variant", "engine", "after"),
+    [
+        ("synth", "batch-operations", "CreateJob"),
+        ("fanout_synth", "distributed-map", "BackfillFiles"),
+    ],
+)
+def test_prepare_payloads_and_result(
+    variant: str, engine: str, after: str, request: pytest.FixtureRequest
+) -> None:
+    synth: Synth = request.getfixturevalue(variant)
+    assert synth.settings.backfill_engine == engine
+    states = _states(synth)
+    ids = _Ids(synth)
+    selector = {f"{name}.$": f"$.Payload.{name}" for name in PREPARED_FIELDS[engine]}
+    for name, payload in (
+        (
+            "PrepareManifest",
+            {"action": "prepare", "partition": PARTITION, "manifest.$": "$.manifest"},
+        ),
+        ("PrepareNewest", {"action": "prepare", "partition": PARTITION}),
+    ):
+        assert states[name] == {
+            "Type": "Task",
+            "Resource": f"arn:{PARTITION}:states:::lambda:invoke",
+            "Parameters": {"FunctionName": f"<{ids.control}.Arn>", "Payload": payload},
+            "ResultSelector": selector,
+            "ResultPath": "$.prepared",
+            "Retry": [LAMBDA_RETRY, THROTTLE_RETRY],
+            "Next": after,
+        }, name
+
+
+def test_prepared_fields_are_what_prepare_returns() -> None:
+    # GIVEN the control function's prepare step over a fake inventory
+    from s3ingest_fn import backfill_control
+
+    head = {"ETag": '"0123abcd"'}
+    reconciler = SimpleNamespace(
+        inventory_bucket="inv",
+        newest_manifest=lambda: "inventory/b/s3ingest-daily/2026-01-01T01-00Z/manifest.json",
+        manifest=lambda key: SimpleNamespace(files=("data/a.csv.gz",), created_ms=1),
+        s3=SimpleNamespace(head_object=lambda **_: head),
+    )
+    event = {"action": "prepare", "partition": "aws-cn"}
+    result = backfill_control.prepare(reconciler, event)  # type: ignore[arg-type]
+    # THEN every field either engine selects is in its result, in the shape CreateJob takes
+    for fields in PREPARED_FIELDS.values():
+        assert set(fields) <= set(result)
+    assert result["manifestEtag"] == "0123abcd"
+    assert result["manifestObjectArn"] == (
+        "arn:aws-cn:s3:::inv/inventory/b/s3ingest-daily/2026-01-01T01-00Z/manifest.json"
+    )
+
+
+@pytest.mark.parametrize(
+    ("variant", "failed", "output"),
+    [
+        (
+            "synth",
+            "$.report.failed",
+            {
+                "jobId.$": "$.job.JobId",
+                "total.$": "$.describe.Job.ProgressSummary.TotalNumberOfTasks",
+                "succeeded.$": "$.describe.Job.ProgressSummary.NumberOfTasksSucceeded",
+                "failed.$": "$.describe.Job.ProgressSummary.NumberOfTasksFailed",
+                "reportManifest.$": "$.report.reportManifest",
+            },
+        ),
+        (
+            "fanout_synth",
+            "$.summary.failed",
+            {
+                "total.$": "$.summary.total",
+                "succeeded.$": "$.summary.succeeded",
+                "failed.$": "$.summary.failed",
+            },
+        ),
+    ],
+)
+def test_failure_threshold_and_output(
+    variant: str, failed: str, output: dict[str, str], request: pytest.FixtureRequest
+) -> None:
+    states = _states(request.getfixturevalue(variant))
+    # More failures than the input's maxFailures fails the execution ...
+    assert states["FailureThreshold"] == {
+        "Type": "Choice",
+        "Choices": [
+            {
+                "Variable": failed,
+                "NumericGreaterThanPath": "$.maxFailures",
+                "Next": "TooManyFailures",
+            }
+        ],
+        "Default": "Output",
+    }
+    assert states["TooManyFailures"] == {
+        "Type": "Fail",
+        "Error": "TooManyFailures",
+        "Cause": "more objects failed to backfill than the execution input's maxFailures",
+    }
+    # ... otherwise the output is the counts (what `s3ingest backfill status` reads).
+    assert states["Output"] == {"Type": "Pass", "Parameters": output, "Next": "Done"}
+    assert states["Done"] == {"Type": "Succeed"}
+
+
+@pytest.mark.parametrize("variant", ["synth", "fanout_synth"])
+def test_state_machine_logging_tracing_and_encryption(
+    variant: str, request: pytest.FixtureRequest
+) -> None:
+    synth: Synth = request.getfixturevalue(variant)
+    machine = synth.stack.backfill_state_machine
+    assert machine is not None
+    _, resource = _resource(synth, machine.state_machine)
+    log_group_id, log_group = _resource(synth, machine.log_group)
+    key_id, key = _resource(synth, machine.log_key)
+    props = resource["Properties"]
+    assert props["StateMachineType"] == "STANDARD"
+    assert props["TracingConfiguration"] == {"Enabled": True}
+    assert props["LoggingConfiguration"] == {
+        "Destinations": [{"CloudWatchLogsLogGroup": {"LogGroupArn": _arn(log_group_id)}}],
+        "IncludeExecutionData": True,
+        "Level": "ALL",
+    }
+    assert log_group["Properties"]["KmsKeyId"] == _arn(key_id)
+    assert log_group["Properties"]["RetentionInDays"] == Settings().log_retention_days
+    assert log_group["DeletionPolicy"] == "Retain"
+    assert key["Properties"]["EnableKeyRotation"] is True
+    assert key["DeletionPolicy"] == "Retain"
+    # The machine waits for its role's policy, not for the role twice (cfn-lint W3005).
+    (policy_id,) = [
+        logical_id
+        for logical_id, policy in synth.resources("AWS::IAM::Policy").items()
+        if policy["Properties"]["Roles"] == [_ref(synth.logical_id(machine.state_machine.role))]
+        and logical_id.startswith("BackfillStateMachineRoleDefaultPolicy")
+    ]
+    assert policy_id in resource["DependsOn"]
+
+
+# --- Engine batch-operations (the default) -------------------------------------------------------
+
+
+def test_batch_state_names_types_and_order(synth: Synth) -> None:
+    machine = synth.stack.backfill_state_machine
+    assert machine is not None
+    asl = definition(synth, machine.state_machine)
+    walked = [(name, state["Type"]) for name, state in reachable(asl)]
+    assert walked == [
+        ("Defaults", "Choice"),
+        ("DefaultMaxFailures", "Pass"),
+        ("ManifestGiven", "Choice"),
+        ("InvalidInput", "Fail"),
+        ("PrepareManifest", "Task"),
+        ("PrepareNewest", "Task"),
+        ("CreateJob", "Task"),
+        ("WaitForJob", "Wait"),
+        ("DescribeJob", "Task"),
+        ("JobStatus", "Choice"),
+        ("Report", "Task"),
+        ("JobFailed", "Fail"),
+        ("FailureThreshold", "Choice"),
+        ("TooManyFailures", "Fail"),
+        ("Output", "Pass"),
+        ("Done", "Succeed"),
+    ]
+    assert {name for name, _ in walked} == set(asl["States"])  # nothing unreachable
+    assert "TimeoutSeconds" not in asl
+
+
+def test_create_job_is_a_direct_s3_control_call_with_the_job_spec(synth: Synth) -> None:
+    states = _states(synth)
+    ids = _Ids(synth)
+    stack = synth.stack
+    assert stack.backfill is not None and stack.batch_operations is not None
+    function_id = synth.logical_id(stack.backfill.function)
+    role_id = synth.logical_id(stack.batch_operations.role)
+    assert states["CreateJob"] == {
+        "Type": "Task",
+        "Resource": f"arn:{PARTITION}:states:::aws-sdk:s3control:createJob",
+        "Parameters": {
+            "AccountId": "<AWS::AccountId>",
+            # The same token for a retried state and a redriven execution: no second job.
+            "ClientRequestToken.$": "States.Hash($$.Execution.Id, 'MD5')",
+            "ConfirmationRequired": False,
+            "Operation": {
+                "LambdaInvoke": {
+                    "FunctionArn": f"<{function_id}.Arn>",
+                    "InvocationSchemaVersion": "2.0",
+                }
+            },
+            "Manifest": {
+                "Spec": {"Format": "S3InventoryReport_CSV_20161130"},
+                "Location": {
+                    "ObjectArn.$": "$.prepared.manifestObjectArn",
+                    "ETag.$": "$.prepared.manifestEtag",
+                },
+            },
+            "Report": {
+                "Bucket": f"<{ids.inventory}.Arn>",
+                "Format": "Report_CSV_20180820",
+                "Enabled": True,
+                "Prefix": "backfill-reports",
+                "ReportScope": "FailedTasksOnly",
+            },
+            "Priority": 10,
+            "RoleArn": f"<{role_id}.Arn>",
+            "Description": "s3ingest backfill",
+        },
+        "ResultPath": "$.job",
+        "Retry": [S3CONTROL_RETRY],
+        "Next": "WaitForJob",
+    }
+
+
+def test_report_prefix_is_where_the_control_function_reads() -> None:
+    from infra.constructs.backfill_control_function import REPORT_PREFIX
+    from s3ingest_fn.backfill_control import REPORT_PREFIX as HANDLER_PREFIX
+
+    assert REPORT_PREFIX == HANDLER_PREFIX == "backfill-reports"
+
+
+def test_wait_describe_loop_until_the_job_ends(synth: Synth) -> None:
+    states = _states(synth)
+    assert states["WaitForJob"] == {"Type": "Wait", "Seconds": 30, "Next": "DescribeJob"}
+    assert states["DescribeJob"] == {
+        "Type": "Task",
+        "Resource": f"arn:{PARTITION}:states:::aws-sdk:s3control:describeJob",
+        "Parameters": {"AccountId": "<AWS::AccountId>", "JobId.$": "$.job.JobId"},
+        "ResultPath": "$.describe",
+        "Retry": [S3CONTROL_RETRY],
+        "Next": "JobStatus",
+    }
+    # Complete -> the report; Failed or Cancelled -> fail; any other status -> wait again.
+    assert states["JobStatus"] == {
+        "Type": "Choice",
+        "Choices": [
+            {"Variable": "$.describe.Job.Status", "StringEquals": "Complete", "Next": "Report"},
+            {
+                "Or": [
+                    {"Variable": "$.describe.Job.Status", "StringEquals": "Failed"},
+                    {"Variable": "$.describe.Job.Status", "StringEquals": "Cancelled"},
+                ],
+                "Next": "JobFailed",
+            },
+        ],
+        "Default": "WaitForJob",
+    }
+    assert states["JobFailed"] == {
+        "Type": "Fail",
+        "Error": "BackfillJobFailed",
+        "Cause": "the S3 Batch Operations job failed or was cancelled (see its FailureReasons)",
+    }
+
+
+def test_report_reads_the_jobs_completion_report(synth: Synth) -> None:
+    states = _states(synth)
+    ids = _Ids(synth)
+    assert states["Report"] == {
+        "Type": "Task",
+        "Resource": f"arn:{PARTITION}:states:::lambda:invoke",
+        "Parameters": {
+            "FunctionName": f"<{ids.control}.Arn>",
+            "Payload": {"action": "report", "jobId.$": "$.job.JobId"},
+        },
+        "ResultSelector": {
+            "reportManifest.$": "$.Payload.reportManifest",
+            "failed.$": "$.Payload.failed",
+            "errors.$": "$.Payload.errors",
+            "samples.$": "$.Payload.samples",
+        },
+        "ResultPath": "$.report",
+        "Retry": [LAMBDA_RETRY, THROTTLE_RETRY],
+        "Next": "FailureThreshold",
+    }
+
+
+def test_state_machine_role_creates_and_describes_jobs_with_the_batch_role_only(
+    synth: Synth,
+) -> None:
+    machine = synth.stack.backfill_state_machine
+    batch = synth.stack.batch_operations
+    assert machine is not None and batch is not None
+    ids = _Ids(synth)
+    statements = _statements(synth, machine.state_machine.role)
+    # GIVEN the state machine's role
+    actions = {
+        action
+        for statement in statements
+        for action in (
+            [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
+        )
+    }
+    # THEN S3 Control's actions are in the s3 namespace (there is no "s3control:" IAM prefix)
+    assert not [action for action in actions if action.startswith("s3control:")]
+    assert {action for action in actions if action.startswith("s3:")} == {
+        "s3:CreateJob",
+        "s3:DescribeJob",
+    }
+    # AND iam:PassRole on the Batch Operations role only, to S3 Batch Operations only
+    pass_role = [s for s in statements if "iam:PassRole" in json.dumps(s["Action"])]
+    assert pass_role == [
+        {
+            "Action": "iam:PassRole",
+            "Condition": {
+                "StringEquals": {"iam:PassedToService": "batchoperations.s3.amazonaws.com"}
+            },
+            "Effect": "Allow",
+            "Resource": _arn(synth.logical_id(batch.role)),
+        }
+    ]
+    # AND the rest carries no condition: CreateJob on "*" (no resource type), DescribeJob on this
+    # account's and region's jobs, the control function, logging and tracing
+    rest: dict[str, list[str]] = {}
+    for statement in statements:
+        if statement in pass_role:
+            continue
+        assert statement["Effect"] == "Allow" and "Condition" not in statement
+        acts = statement["Action"]
+        resources = statement["Resource"]
+        for action in [acts] if isinstance(acts, str) else acts:
+            for resource in resources if isinstance(resources, list) else [resources]:
+                rest.setdefault(action, []).append(json.dumps(resource, sort_keys=True))
+    rest = {action: sorted(resources) for action, resources in rest.items()}
+    wildcard = [
+        "logs:CreateLogDelivery",
+        "logs:DeleteLogDelivery",
+        "logs:DescribeLogGroups",
+        "logs:DescribeResourcePolicies",
+        "logs:GetLogDelivery",
+        "logs:ListLogDeliveries",
+        "logs:PutResourcePolicy",
+        "logs:UpdateLogDelivery",
+        "xray:GetSamplingRules",
+        "xray:GetSamplingTargets",
+        "xray:PutTelemetryRecords",
+        "xray:PutTraceSegments",
+    ]
+    assert rest == _grants(
+        {
+            **{action: ["*"] for action in wildcard},
+            "s3:CreateJob": ["*"],
+            "s3:DescribeJob": [
+                _join(
+                    "arn:",
+                    _ref("AWS::Partition"),
+                    ":s3:",
+                    _ref("AWS::Region"),
+                    ":",
+                    _ref("AWS::AccountId"),
+                    ":job/*",
+                )
+            ],
+            "lambda:InvokeFunction": [_arn(ids.control), _join(_arn(ids.control), ":*")],
+        }
+    )
+
+
+def test_batch_role_trust_and_its_exact_statements(synth: Synth) -> None:
+    batch = synth.stack.batch_operations
+    backfill = synth.stack.backfill
+    assert batch is not None and backfill is not None
+    ids = _Ids(synth)
+    _, role = _resource(synth, batch.role)
+    # GIVEN the role the job runs as
+    assert "ManagedPolicyArns" not in role["Properties"]
+    assert "Policies" not in role["Properties"]
+    # THEN only S3 Batch Operations, on behalf of this account, may assume it
+    assert role["Properties"]["AssumeRolePolicyDocument"] == {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Action": "sts:AssumeRole",
+                "Condition": {"StringEquals": {"aws:SourceAccount": _ref("AWS::AccountId")}},
+                "Effect": "Allow",
+                "Principal": {"Service": "batchoperations.s3.amazonaws.com"},
+            }
+        ],
+    }
+    # AND it reads the inventory reports, invokes the backfill function, writes the completion
+    # report, and nothing else
+    assert _statements(synth, batch.role) == [
+        {
+            "Action": ["s3:GetObject", "s3:GetObjectVersion"],
+            "Effect": "Allow",
+            "Resource": ids.reports,
+        },
+        {
+            "Action": "lambda:InvokeFunction",
+            "Effect": "Allow",
+            "Resource": _arn(synth.logical_id(backfill.function)),
+        },
+        {"Action": "s3:PutObject", "Effect": "Allow", "Resource": ids.completion_reports},
+    ]
+
+
+def test_only_the_batch_role_is_named_in_the_backfill_functions_policy(synth: Synth) -> None:
+    batch = synth.stack.batch_operations
+    backfill = synth.stack.backfill
+    assert batch is not None and backfill is not None
+    function_arn = _arn(synth.logical_id(backfill.function))
+    permissions = [
+        p["Properties"]
+        for p in synth.resources("AWS::Lambda::Permission").values()
+        if p["Properties"]["FunctionName"] == function_arn
+    ]
+    # No service principal (Batch Operations invokes as the role), no other account.
+    assert permissions == [
+        {
+            "Action": "lambda:InvokeFunction",
+            "FunctionName": function_arn,
+            "Principal": _arn(synth.logical_id(batch.role)),
+        }
+    ]
+    assert not synth.resources("AWS::Lambda::EventInvokeConfig")
+
+
+def test_inventory_bucket_policy_blocks_nothing_the_batch_role_does(synth: Synth) -> None:
+    ids = _Ids(synth)
+    (policy,) = [
+        p
+        for p in synth.resources("AWS::S3::BucketPolicy").values()
+        if p["Properties"]["Bucket"] == _ref(ids.inventory)
+    ]
+    denies = [
+        s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"
+    ]
+    # Only requests without TLS (1.2 or later) are denied; S3 Batch Operations uses TLS.
+    assert [d["Condition"] for d in denies] == [
+        {"Bool": {"aws:SecureTransport": "false"}},
+        {"NumericLessThan": {"s3:TlsVersion": 1.2}},
+    ]
+
+
+def test_backfill_function_handler_environment_and_grants(synth: Synth) -> None:
+    backfill = synth.stack.backfill
+    assert backfill is not None
+    settings = Settings()
+    ids = _Ids(synth)
+    log_group_id = synth.logical_id(backfill.log_group)
+    _, function = _resource(synth, backfill.function)
+    props = function["Properties"]
+    assert props["Handler"] == BACKFILL_HANDLER
+    assert props["Runtime"] == "python3.13"
+    assert props["Architectures"] == ["arm64"]
+    assert props["TracingConfig"] == {"Mode": "Active"}
+    assert props["LoggingConfig"] == {"LogFormat": "JSON", "LogGroup": _ref(log_group_id)}
+    assert props["Timeout"] == settings.backfill_function_timeout_seconds == 60
+    assert props["MemorySize"] == settings.function_memory_mb
+    assert props["Environment"]["Variables"] == {
+        "LEDGER_TABLE_NAME": _ref(ids.table),
+        "DEAD_LETTER_QUEUE_URL": _ref(ids.dlq),
+        "TOMBSTONE_TTL_SECONDS": str(settings.tombstone_ttl_seconds),
+        "BUCKET_NAME": _ref(ids.bucket),
+        "RECORD_CONCURRENCY": str(settings.record_concurrency),
+        "POWERTOOLS_SERVICE_NAME": "s3ingest-backfill",
+        "POWERTOOLS_METRICS_NAMESPACE": "S3Ingest",
+        "POWERTOOLS_LOG_LEVEL": "INFO",
+    }
+    _, ingest = _resource(synth, synth.stack.ingest.function)
+    assert props["Code"] == ingest["Properties"]["Code"]
+    # Ledger rules (C7) on the landing bucket's objects; no queue, no DLQ write.
+    assert _granted(synth, backfill.role) == _grants(
+        {
+            "xray:PutTraceSegments": ["*"],
+            "xray:PutTelemetryRecords": ["*"],
+            "logs:CreateLogStream": [_arn(log_group_id)],
+            "logs:PutLogEvents": [_arn(log_group_id)],
+            "dynamodb:GetItem": [_arn(ids.table)],
+            "dynamodb:PutItem": [_arn(ids.table)],
+            "dynamodb:UpdateItem": [_arn(ids.table)],
+            "s3:GetObject": [ids.objects],
+            "s3:GetObjectVersion": [ids.objects],
+            "s3:ListBucket": [_arn(ids.bucket)],
+        }
+    )
+
+
+def _control_environment(synth: Synth) -> dict[str, Any]:
+    ids = _Ids(synth)
+    return {
+        "LEDGER_TABLE_NAME": _ref(ids.table),
+        "INGEST_QUEUE_URL": _ref(ids.queue),
+        "DEAD_LETTER_QUEUE_URL": _ref(ids.dlq),
+        "TOMBSTONE_TTL_SECONDS": str(Settings().tombstone_ttl_seconds),
+        "BUCKET_NAME": _ref(ids.bucket),
+        "INVENTORY_BUCKET_NAME": _ref(ids.inventory),
+        "INVENTORY_PREFIX": _join("inventory/", _ref(ids.bucket), "/s3ingest-daily/"),
+        "REPORT_BUCKET_NAME": _ref(ids.inventory),
+        "POWERTOOLS_SERVICE_NAME": "s3ingest-backfill",
+        "POWERTOOLS_METRICS_NAMESPACE": "S3Ingest",
+        "POWERTOOLS_LOG_LEVEL": "INFO",
+    }
+
+
+@pytest.mark.parametrize("variant", ["synth", "fanout_synth"])
+def test_control_function_handler_and_environment(
+    variant: str, request: pytest.FixtureRequest
+) -> None:
+    synth: Synth = request.getfixturevalue(variant)
+    control = synth.stack.backfill_control
+    assert control is not None
+    _, function = _resource(synth, control.function)
+    props = function["Properties"]
+    assert props["Handler"] == CONTROL_HANDLER
+    assert props["Environment"]["Variables"] == _control_environment(synth)
+    assert props["Timeout"] == Settings().reconcile_timeout_seconds
+    assert props["MemorySize"] == Settings().reconcile_memory_mb
+
+
+def test_control_function_grants_for_batch_operations(synth: Synth) -> None:
+    control = synth.stack.backfill_control
+    assert control is not None
+    ids = _Ids(synth)
+    # prepare (list, HEAD and read the inventory reports) and report (the completion reports);
+    # no ledger and no landing-bucket access: Batch Operations' tasks go to the backfill function
+    assert _granted(synth, control.role) == _grants(
+        {
+            "xray:PutTraceSegments": ["*"],
+            "xray:PutTelemetryRecords": ["*"],
+            "logs:CreateLogStream": [_arn(ids.control_log_group)],
+            "logs:PutLogEvents": [_arn(ids.control_log_group)],
+            "s3:ListBucket": [_arn(ids.inventory)],
+            "s3:GetObject": [ids.reports, ids.completion_reports],
+        }
+    )
+
+
+def test_batch_outputs(synth: Synth) -> None:
+    stack = synth.stack
+    machine = stack.backfill_state_machine
+    assert machine is not None and stack.backfill is not None
+    assert stack.batch_operations is not None
+    ids = _Ids(synth)
+    outputs = synth.template["Outputs"]
+    assert outputs["BackfillStateMachineArn"]["Value"] == _ref(ids.machine)
+    function_id = synth.logical_id(stack.backfill.function)
+    role_id = synth.logical_id(stack.batch_operations.role)
+    assert outputs["BackfillFunctionName"]["Value"] == _ref(function_id)
+    assert outputs["BackfillRoleArn"]["Value"] == _arn(role_id)
+    assert outputs["ReportBucketName"]["Value"] == _ref(ids.inventory)
+
+
+# --- Engine distributed-map (the fan-out synth) --------------------------------------------------
+
+
+def test_distributed_map_state_names_types_and_order(fanout_synth: Synth) -> None:
+    machine = fanout_synth.stack.backfill_state_machine
+    assert machine is not None
+    asl = definition(fanout_synth, machine.state_machine)
+    walked = [(name, state["Type"]) for name, state in reachable(asl)]
+    assert walked == [
+        ("Defaults", "Choice"),
+        ("DefaultMaxFailures", "Pass"),
+        ("ManifestGiven", "Choice"),
+        ("InvalidInput", "Fail"),
+        ("PrepareManifest", "Task"),
+        ("PrepareNewest", "Task"),
+        ("BackfillFiles", "Map"),
+        ("BackfillFile", "Task"),
+        ("FileRetry", "Choice"),
+        ("NextFileAttempt", "Pass"),
+        ("FileResult", "Pass"),
+        ("FileRetryWait", "Wait"),
+        ("Summarize", "Task"),
+        ("FailureThreshold", "Choice"),
+        ("TooManyFailures", "Fail"),
+        ("Output", "Pass"),
+        ("Done", "Succeed"),
+    ]
+    # No S3 Batch Operations job in this engine.
+    text = json.dumps(asl)
+    assert "s3control" not in text and "CreateJob" not in text and "DescribeJob" not in text
+
+
+def test_distributed_map_over_the_inventory_data_files(fanout_synth: Synth) -> None:
+    states = _states(fanout_synth)
+    ids = _Ids(fanout_synth)
+    backfill_files = states["BackfillFiles"]
+    processor = backfill_files.pop("ItemProcessor")
+    # One child per data file; "$" in ItemSelector is the Map's input, the item the file's key.
+    assert backfill_files == {
+        "Type": "Map",
+        "ItemsPath": "$.prepared.files",
+        "ItemSelector": {
+            "action": "backfill_file",
+            "manifest.$": "$.prepared.manifestKey",
+            "file.$": "$$.Map.Item.Value",
+            "attempt": 1,
+        },
+        "MaxConcurrency": 50,
+        "Label": "BackfillFiles",
+        "ResultPath": "$.files",
+        "Next": "Summarize",
+    }
+    assert processor["ProcessorConfig"] == {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
+    assert processor["StartAt"] == "BackfillFile"
+    child = processor["States"]
+    # The child's result is the file's counts only (small: one per data file in the Map's output).
+    assert child["BackfillFile"] == {
+        "Type": "Task",
+        "Resource": f"arn:{PARTITION}:states:::lambda:invoke",
+        "Parameters": {"FunctionName": f"<{ids.control}.Arn>", "Payload.$": "$"},
+        "ResultSelector": {
+            "file.$": "$.Payload.file",
+            "keys.$": "$.Payload.keys",
+            "outcomes.$": "$.Payload.outcomes",
+            "temporaryFailures.$": "$.Payload.temporaryFailures",
+        },
+        "ResultPath": "$.result",
+        "Retry": [LAMBDA_RETRY, THROTTLE_RETRY],
+        "Next": "FileRetry",
+    }
+    # Keys that kept failing temporarily: the file again, at most 3 runs in all.
+    assert child["FileRetry"] == {
+        "Type": "Choice",
+        "Choices": [
+            {
+                "And": [
+                    {"Variable": "$.result.temporaryFailures", "NumericGreaterThan": 0},
+                    {"Variable": "$.attempt", "NumericLessThan": 3},
+                ],
+                "Next": "NextFileAttempt",
+            }
+        ],
+        "Default": "FileResult",
+    }
+    assert child["NextFileAttempt"] == {
+        "Type": "Pass",
+        "Parameters": {
+            "action.$": "$.action",
+            "manifest.$": "$.manifest",
+            "file.$": "$.file",
+            "attempt.$": "States.MathAdd($.attempt, 1)",
+        },
+        "Next": "FileRetryWait",
+    }
+    assert child["FileRetryWait"] == {"Type": "Wait", "Seconds": 30, "Next": "BackfillFile"}
+    assert child["FileResult"] == {"Type": "Pass", "OutputPath": "$.result", "End": True}
+
+
+def test_distributed_map_summary(fanout_synth: Synth) -> None:
+    states = _states(fanout_synth)
+    ids = _Ids(fanout_synth)
+    assert states["Summarize"] == {
+        "Type": "Task",
+        "Resource": f"arn:{PARTITION}:states:::lambda:invoke",
+        "Parameters": {
+            "FunctionName": f"<{ids.control}.Arn>",
+            "Payload": {"action": "summarize", "files.$": "$.files"},
+        },
+        "ResultSelector": {
+            "total.$": "$.Payload.total",
+            "succeeded.$": "$.Payload.succeeded",
+            "failed.$": "$.Payload.failed",
+            "outcomes.$": "$.Payload.outcomes",
+        },
+        "ResultPath": "$.summary",
+        "Retry": [LAMBDA_RETRY, THROTTLE_RETRY],
+        "Next": "FailureThreshold",
+    }
+
+
+def test_summarize_counts_what_the_children_return() -> None:
+    # GIVEN two children's results as FileResult passes them on
+    from s3ingest_fn import backfill_control
+
+    files = [
+        {
+            "file": "a",
+            "keys": 3,
+            "outcomes": {"applied": 2, "duplicate": 1},
+            "temporaryFailures": 0,
+        },
+        {"file": "b", "keys": 2, "outcomes": {"applied": 1}, "temporaryFailures": 1},
+    ]
+    # THEN summarize counts a key still failing after the retries as failed
+    assert backfill_control.summarize({"action": "summarize", "files": files}) == {
+        "total": 5,
+        "succeeded": 4,
+        "failed": 1,
+        "outcomes": {"applied": 3, "duplicate": 1},
+    }
+
+
+def test_distributed_map_creates_no_batch_operations_resources(fanout_synth: Synth) -> None:
+    stack = fanout_synth.stack
+    assert stack.backfill is None and stack.batch_operations is None
+    assert stack.backfill_state_machine is not None
+    assert stack.backfill_state_machine.create_job is None
+    for resource in fanout_synth.resources("AWS::IAM::Role").values():
+        assert "batchoperations" not in json.dumps(resource)
+    handlers = {
+        f["Properties"]["Handler"] for f in fanout_synth.resources("AWS::Lambda::Function").values()
+    }
+    assert BACKFILL_HANDLER not in handlers and CONTROL_HANDLER in handlers
+    outputs = fanout_synth.template["Outputs"]
+    assert outputs["BackfillStateMachineArn"]["Value"] == _ref(_Ids(fanout_synth).machine)
+    assert not {"BackfillFunctionName", "BackfillRoleArn", "ReportBucketName"} & set(outputs)
+
+
+def test_distributed_map_state_machine_role(fanout_synth: Synth) -> None:
+    machine = fanout_synth.stack.backfill_state_machine
+    assert machine is not None
+    ids = _Ids(fanout_synth)
+    granted = _granted(fanout_synth, machine.state_machine.role)
+    assert not [a for a in granted if a.startswith(("s3", "iam:"))]
+    assert (
+        granted["lambda:InvokeFunction"]
+        == _grants({"a": [_arn(ids.control), _join(_arn(ids.control), ":*")]})["a"]
+    )
+    executions = [
+        "arn:",
+        _ref("AWS::Partition"),
+        ":states:us-east-1:",
+        _ref("AWS::AccountId"),
+        ":execution:",
+        {"Fn::Select": [6, {"Fn::Split": [":", _ref(ids.machine)]}]},
+    ]
+    assert granted["states:StartExecution"] == _grants({"a": [_ref(ids.machine)]})["a"]
+    assert (
+        granted["states:RedriveExecution"]
+        == _grants({"a": [_join(*executions, "/BackfillFiles:*")]})["a"]
+    )
+
+
+def test_control_function_grants_for_distributed_map(fanout_synth: Synth) -> None:
+    control = fanout_synth.stack.backfill_control
+    assert control is not None
+    ids = _Ids(fanout_synth)
+    # prepare, and backfill_file: the data files, then each key by the ledger rules (C7); no
+    # completion reports in this engine
+    assert _granted(fanout_synth, control.role) == _grants(
+        {
+            "xray:PutTraceSegments": ["*"],
+            "xray:PutTelemetryRecords": ["*"],
+            "logs:CreateLogStream": [_arn(ids.control_log_group)],
+            "logs:PutLogEvents": [_arn(ids.control_log_group)],
+            "s3:ListBucket": [_arn(ids.inventory), _arn(ids.bucket)],
+            "s3:GetObject": [ids.reports, ids.objects],
+            "s3:GetObjectVersion": [ids.objects],
+            "dynamodb:GetItem": [_arn(ids.table)],
+            "dynamodb:PutItem": [_arn(ids.table)],
+            "dynamodb:UpdateItem": [_arn(ids.table)],
+        }
+    )
+
+
+# --- No backfill without the stack's own inventory -----------------------------------------------
+
+
+def test_adopted_bucket_has_no_backfill(adopted_synth: Synth) -> None:
+    stack = adopted_synth.stack
+    assert stack.backfill is None and stack.backfill_control is None
+    assert stack.batch_operations is None and stack.backfill_state_machine is None
+    assert not adopted_synth.resources("AWS::StepFunctions::StateMachine")
+    assert not [
+        logical_id
+        for logical_id in adopted_synth.template["Resources"]
+        if logical_id.startswith(("Backfill", "BatchOperations"))
+    ]
+    assert not [name for name in adopted_synth.template["Outputs"] if "Backfill" in name]
+    assert "ReportBucketName" not in adopted_synth.template["Outputs"]
+
+
+@pytest.mark.parametrize("engine", ["batch-operations", "distributed-map"])
+def test_no_backfill_without_inventory(engine: str, tmp_path: Path) -> None:
+    # GIVEN a stack that owns its bucket but configures no inventory (built, not synthesized)
+    app = App(
+        context={**cdk_json_context(), "inventoryEnabled": False, "backfillEngine": engine},
+        outdir=str(tmp_path),
+    )
+    stack = compose(app, nag=False, code=lambda_.Code.from_inline("def handler(e, c): pass"))
+    # THEN nothing of the backfill is created
+    assert stack.backfill is None and stack.backfill_control is None
+    assert stack.batch_operations is None and stack.backfill_state_machine is None
+    assert not [
+        construct.node.path
+        for construct in stack.node.find_all()
+        if "Backfill" in construct.node.id or "BatchOperations" in construct.node.id
+    ]
+
+
+@pytest.mark.parametrize("handler", [BACKFILL_HANDLER, CONTROL_HANDLER])
+def test_handlers_exist_in_the_function_package(handler: str) -> None:
+    import importlib
+
+    module, name = handler.rsplit(".", 1)
+    assert callable(getattr(importlib.import_module(module), name))
+
+
+def test_every_action_the_state_machines_send_is_handled(synth: Synth, fanout_synth: Synth) -> None:
+    from s3ingest_fn.handlers.backfill_control import ACTIONS
+
+    sent = set()
+    for variant in (synth, fanout_synth):
+        machine = variant.stack.backfill_state_machine
+        assert machine is not None
+        for _, state in reachable(definition(variant, machine.state_machine)):
+            payload = state.get("Parameters", {}).get("Payload")
+            if isinstance(payload, dict):
+                sent.add(payload["action"])
+            if "ItemSelector" in state:
+                sent.add(state["ItemSelector"]["action"])
+    assert sent == set(ACTIONS) == {"prepare", "report", "backfill_file", "summarize"}
