@@ -319,6 +319,193 @@ def backfill_status(
     raise typer.Exit(0 if status["status"] in ("SUCCEEDED", "RUNNING") else 1)
 
 
+def _parse_when(value: str, option: str) -> Any:
+    from datetime import UTC, datetime
+
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise typer.BadParameter(f"{value!r} is not an ISO-8601 time such as "
+                                 "2026-11-30T08:00:00Z", param_hint=option) from exc
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+@app.command("replay")
+def replay_command(
+    start: Annotated[str, typer.Option("--from", help="Window start, ISO-8601 (UTC if no zone).")],
+    end: Annotated[str, typer.Option("--to", help="Window end, ISO-8601; at least 10 minutes "
+                                     "before now (the archive's ingestion lag).")],
+    stack: Annotated[str, typer.Option(help="Deployed stack name (S3Ingest-<stage>).")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Check the window and show what "
+                                          "would be replayed; start nothing.")] = False,
+    wait: Annotated[bool, typer.Option(help="Follow the replay until it ends.")] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Replay the archived S3 events of a time window to the ingest rule only (CONTRACT C14).
+    The ledger makes it safe: replaying the same window twice changes nothing. Replayed events
+    are counted apart (metric "replayed", log field source=replay)."""
+    from s3ingest.operations import (
+        OperationError,
+        ReplayTarget,
+        check_window,
+        start_replay,
+        to_json,
+        wait_replay,
+    )
+
+    window = (_parse_when(start, "--from"), _parse_when(end, "--to"))
+    session, deployed = _deployed(stack)
+    archive, rule = _require(deployed, "ArchiveArn", "RuleArn")
+    events = session.client("events")
+    bus = _aws(lambda: events.describe_event_bus()["Arn"])
+    target = ReplayTarget(archive_arn=archive, bus_arn=bus, rule_arn=rule)
+    result: dict[str, Any] = {"from": window[0].isoformat(), "to": window[1].isoformat(),
+                              "archive": archive, "rule": rule}
+    try:
+        if dry_run:
+            check_window(*window)
+            result["archive_event_count"] = _aws(lambda: events.describe_archive(
+                ArchiveName=archive.rsplit("/", 1)[-1]).get("EventCount"))
+            result["dry_run"] = True
+        else:
+            name = _aws(lambda: start_replay(events, target, *window))
+            result["replay"] = name
+            console.print(f"started replay {name}")
+            if wait:
+                with Progress(TextColumn("[bold]{task.description}"), TimeElapsedColumn(),
+                              console=console, transient=True, disable=as_json) as bar:
+                    task = bar.add_task("replaying", total=None)
+                    desc = _aws(lambda: wait_replay(events, name, on_state=lambda d: bar.update(
+                        task, description=f"replay {d['State'].lower()}, last event "
+                        f"{d.get('EventLastReplayedTime', '-')}")))
+                result["state"] = desc["State"]
+    except OperationError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
+    if as_json:
+        sys.stdout.write(to_json(result) + "\n")
+    else:
+        for k, v in result.items():
+            out.print(f"{k}: {v}")
+
+
+@app.command("redrive")
+def redrive_command(
+    stack: Annotated[str, typer.Option(help="Deployed stack name (S3Ingest-<stage>).")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count and classify the DLQ; move "
+                                          "nothing.")] = False,
+    max_messages: Annotated[int, typer.Option("--max", min=1, help="Most messages to look at "
+                                              "or move.")] = 1000,
+    include_invalid: Annotated[bool, typer.Option(help="Also move messages the handler marked "
+                                                  "invalid (they will be invalid again).")
+                               ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Count and classify the ingest dead-letter queue, then move its messages back to the
+    ingest queue. Invalid messages are listed and stay unless --include-invalid."""
+    from s3ingest.operations import (
+        inspect_dlq,
+        move_task_status,
+        redrive_all,
+        redrive_valid,
+        to_json,
+    )
+
+    session, deployed = _deployed(stack)
+    dlq_url, queue_url = _require(deployed, "DeadLetterQueueUrl", "QueueUrl")
+    sqs = session.client("sqs")
+    summary = _aws(lambda: inspect_dlq(sqs, dlq_url, max_messages=min(max_messages, 100)))
+    result: dict[str, Any] = {"dlq": summary}
+    if not dry_run and summary["approximate"]:
+        if include_invalid or not summary["invalid_ids"]:
+            arns = [_aws(lambda u=u: sqs.get_queue_attributes(
+                QueueUrl=u, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"])
+                for u in (dlq_url, queue_url)]
+            result["task"] = _aws(lambda: redrive_all(sqs, arns[0], arns[1]))
+            result["progress"] = _aws(lambda: move_task_status(sqs, arns[0]))
+        else:
+            result["moved"] = _aws(lambda: redrive_valid(sqs, dlq_url, queue_url,
+                                                         max_messages=max_messages))
+    if as_json:
+        sys.stdout.write(to_json(result) + "\n")
+        return
+    out.print(f"dead-letter queue: about {summary['approximate']} messages, "
+              f"{summary['sampled']} sampled")
+    for name in ("by_reason", "by_kind"):
+        for k, v in summary[name].items():
+            out.print(f"  {name[3:]}: {k}: {v}")
+    for key in summary["sample_keys"][:10]:
+        out.print(f"  key: {key!r}")
+    if "task" in result:
+        out.print(f"message-move task started: {result['task']} ({result['progress']})")
+    if "moved" in result:
+        out.print(f"moved {result['moved']['moved']}; kept "
+                  f"{result['moved']['kept_invalid']} invalid in the DLQ")
+
+
+@app.command("explain")
+def explain_command(
+    bucket: Annotated[str, typer.Argument(help="Bucket name.")],
+    key: Annotated[str, typer.Argument(help="Object key, decoded (as in the bucket).")],
+    stack: Annotated[str, typer.Option(help="Deployed stack name (S3Ingest-<stage>).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Why does the ledger say this about this object? The ledger row (state, sequencer,
+    version, ETag, last decision and its reason, source, times) beside what the bucket holds."""
+    from s3ingest.operations import explain, to_json
+    from s3ingest_fn.bucket import S3Objects
+    from s3ingest_fn.ledger import DynamoLedger
+
+    session, deployed = _deployed(stack)
+    (table,) = _require(deployed, "LedgerTableName")
+    row = _aws(lambda: DynamoLedger(session.client("dynamodb"), table, 0).get(bucket, key))
+    now = _aws(lambda: S3Objects(session.client("s3")).current(bucket, key))
+    result = explain(row, now)
+    if as_json:
+        sys.stdout.write(to_json(result) + "\n")
+        return
+    table_ = Table(title=f"{bucket}/{key}")
+    table_.add_column("field")
+    table_.add_column("ledger")
+    table_.add_column("bucket now")
+    for name in ("state", "version_id", "etag", "size", "sequencer", "observed", "last_event",
+                 "last_reason", "source", "updated_at", "tombstone_expires_at", "revision"):
+        table_.add_row(name, str(result["ledger"].get(name)),
+                       str(result["bucket"].get(name, "") if name != "state" else
+                           ("visible" if result["bucket"]["visible"] else "absent")))
+    out.print(table_)
+    out.print(result["verdict"])
+
+
+@app.command("status")
+def status_command(
+    stack: Annotated[str, typer.Option(help="Deployed stack name (S3Ingest-<stage>).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the status as JSON.")] = False,
+) -> None:
+    """Queue depth and age of the oldest message, DLQ depths, last reconciliation drift,
+    running backfills and replays, in one screen."""
+    from s3ingest.operations import status, to_json
+
+    session, deployed = _deployed(stack)
+    _require(deployed, "QueueUrl", "DeadLetterQueueUrl")
+    result = _aws(lambda: status(sqs=session.client("sqs"),
+                                 cloudwatch=session.client("cloudwatch"),
+                                 sfn=session.client("stepfunctions"),
+                                 events=session.client("events"), outputs=deployed.outputs))
+    if as_json:
+        sys.stdout.write(to_json(result) + "\n")
+        return
+    q = result["queue"]
+    out.print(f"ingest queue: {q['visible']} waiting, {q['in_flight']} in flight, oldest "
+              f"{q['oldest_age_seconds']} s")
+    out.print(f"dead-letter queue: {result['dead_letter_queue']['visible']}")
+    if "target_dead_letter_queue" in result:
+        out.print(f"rule-target DLQ: {result['target_dead_letter_queue']['visible']}")
+    out.print(f"last reconciliation drift: {result['last_drift']}")
+    out.print(f"running backfills: {result['running_backfills'] or 'none'}")
+    out.print(f"running replays: {result['running_replays'] or 'none'}")
+
+
 def _emit_backfill(report: dict[str, Any], as_json: bool) -> None:
     if as_json:
         sys.stdout.write(json.dumps(report, default=str) + "\n")

@@ -233,6 +233,32 @@ class LocalRuntime:
             self.drain()
         return report
 
+    # -- replay --------------------------------------------------------------------------------
+
+    def replay_target(self) -> Any:
+        """The archive, bus and ingest rule ARNs (the replay is scoped to the ingest rule)."""
+        from s3ingest.operations import ReplayTarget
+
+        archive = self.events.describe_archive(ArchiveName=self.resources.archive)["ArchiveArn"]
+        return ReplayTarget(archive_arn=archive, bus_arn=self.events.describe_event_bus()["Arn"],
+                            rule_arn=self.events.describe_rule(Name=self.resources.rule)["Arn"])
+
+    def replay(self, start: Any = None, end: Any = None, name: str | None = None) -> dict[str, Any]:
+        """Replay the archive (default: everything archived so far) to the ingest rule, then
+        drain. The emulator archives at once, so no ingestion lag is enforced here."""
+        from datetime import UTC, datetime, timedelta
+
+        from s3ingest.operations import start_replay, wait_replay
+
+        now = datetime.now(UTC)
+        start = start or now - timedelta(days=1)
+        end = end or now + timedelta(seconds=1)
+        replay = start_replay(self.events, self.replay_target(), start, end, name=name,
+                              now=now + timedelta(days=1), min_lag=timedelta(0))
+        wait_replay(self.events, replay, poll_seconds=0.2)
+        self.drain()
+        return {"replay": replay, "from": start.isoformat(), "to": end.isoformat()}
+
     # -- backfill ----------------------------------------------------------------------------
 
     def backfill(self, manifest_key: str | None = None,

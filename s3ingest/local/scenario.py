@@ -13,6 +13,8 @@ Format (one JSON object per line; blank lines and lines starting with ``#`` are 
   event is lost for good (only reconciliation repairs what it would have done);
 * ``{"op": "reconcile", "source": "listing" | "inventory"}``: one reconciliation (an inventory
   report of the bucket is written first for ``inventory``), then the repairs are drained;
+* ``{"op": "replay", "from": ISO-8601, "to": ISO-8601}`` (both optional: everything archived so
+  far): an EventBridge replay from the archive, scoped to the ingest rule, then a drain;
 * ``{"op": "backfill"}``: an S3 Inventory report of the bucket, then an S3 Batch Operations job
   over it through the real backfill handler (objects whose events were never delivered, for
   instance those put before the scenario's first flush with ``"drop": 1.0``, come in).
@@ -40,7 +42,8 @@ _BUCKET_FORBIDDEN = re.compile(r"\.\.|^\d+\.\d+\.\d+\.\d+$|^xn--|^sthree-|-s3ali
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 #: Fields each op accepts; anything else is a typo worth reporting.
 _FIELDS = {"put": {"key", "body"}, "delete": {"key", "version_id"}, "deliver": {"body"},
-           "flush": {"chaos"}, "reconcile": {"source"}, "backfill": set()}
+           "flush": {"chaos"}, "reconcile": {"source"}, "backfill": set(),
+           "replay": {"from", "to"}}
 
 
 class ScenarioError(ValueError):
@@ -109,7 +112,7 @@ def _check_step(lineno: int, doc: dict[str, Any]) -> None:
     allowed = _FIELDS.get(op)
     if allowed is None:
         raise ScenarioError(f"line {lineno}: unknown op {op!r} "
-                            "(put, delete, deliver, flush, reconcile, backfill)")
+                            "(put, delete, deliver, flush, reconcile, backfill, replay)")
     unknown = set(doc) - allowed - {"op"}
     if unknown:
         accepted = ", ".join(sorted(allowed)) or "no fields"
@@ -128,6 +131,10 @@ def _check_step(lineno: int, doc: dict[str, Any]) -> None:
         raise ScenarioError(f"line {lineno}: version_id must be a non-empty string")
     if op == "deliver" and not isinstance(doc["body"], (str, dict, list)):
         raise ScenarioError(f"line {lineno}: deliver body must be a JSON object or a string")
+    if op == "replay":
+        for name in ("from", "to"):
+            if name in doc:
+                _parse_time(lineno, name, doc[name])
     if op == "reconcile" and doc.get("source", "inventory") not in ("listing", "inventory"):
         raise ScenarioError(f"line {lineno}: reconcile source must be listing or inventory")
     if op == "flush":
@@ -135,6 +142,17 @@ def _check_step(lineno: int, doc: dict[str, Any]) -> None:
             Chaos.from_json(doc.get("chaos"))
         except (TypeError, ValueError) as exc:
             raise ScenarioError(f"line {lineno}: {exc}") from exc
+
+
+def _parse_time(lineno: int, name: str, value: Any) -> Any:
+    from datetime import UTC, datetime
+
+    try:
+        parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ScenarioError(f"line {lineno}: replay {name} must be an ISO-8601 time, not "
+                            f"{value!r}") from exc
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _check_key(lineno: int, key: Any) -> None:
@@ -181,6 +199,7 @@ def _run(emu: Emulator, setup: dict[str, Any], steps: list[tuple[int, dict[str, 
                       versioning=setup.get("versioning"))
     reconciliations = []
     backfills = []
+    replays = []
     for lineno, step in steps:
         rt.step = lineno
         op = step["op"]
@@ -201,6 +220,10 @@ def _run(emu: Emulator, setup: dict[str, Any], steps: list[tuple[int, dict[str, 
                 reconciliations.append({"step": lineno, **report.as_dict()})
             elif op == "backfill":
                 backfills.append({"step": lineno, **rt.backfill()})
+            elif op == "replay":
+                start = _parse_time(lineno, "from", step["from"]) if "from" in step else None
+                end = _parse_time(lineno, "to", step["to"]) if "to" in step else None
+                replays.append({"step": lineno, **rt.replay(start, end)})
         except ScenarioError:
             raise
         except Exception as exc:  # an S3 error on the emulator, e.g. an unknown version id
@@ -209,7 +232,8 @@ def _run(emu: Emulator, setup: dict[str, Any], steps: list[tuple[int, dict[str, 
     return {
         "messages": [{"step": d.step, "outcome": d.result.outcome.value,
                       "reason": d.result.reason, "bucket": d.result.bucket,
-                      "key": d.result.key, "sequencer": d.result.sequencer}
+                      "key": d.result.key, "sequencer": d.result.sequencer,
+                      "source": d.result.extra.get("source")}
                      for d in rt.delivered],
         "ledger": [{"bucket": r.get("bucket"), "key": r.get("key"), "state": r.get("state"),
                     "sequencer": r.get("raw_seq"), "version_id": r.get("version_id"),
@@ -221,4 +245,5 @@ def _run(emu: Emulator, setup: dict[str, Any], steps: list[tuple[int, dict[str, 
         "dead_letter_queue": rt.dead_letters(),
         "reconciliations": reconciliations,
         "backfills": backfills,
+        "replays": replays,
     }

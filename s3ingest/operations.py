@@ -1,0 +1,338 @@
+"""Operating the pipeline after an incident: replay, DLQ redrive, explain a key, status.
+
+Plain functions over injected boto3 clients; the CLI parses arguments and renders, the local
+runtime and the tests pass clients bound to the emulator or stubbed with botocore ``Stubber``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from s3ingest_fn.events import parse_body
+from s3ingest_fn.model import InvalidMessageError
+from s3ingest_fn.processing import REASON_ATTRIBUTE
+
+#: EventBridge archives events with a delay; a replay window must end this long before now
+#: (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-replay-archived-event.html).
+ARCHIVE_INGESTION_LAG = timedelta(minutes=10)
+TERMINAL_REPLAY = ("COMPLETED", "CANCELLED", "FAILED")
+
+
+class OperationError(RuntimeError):
+    """An operation refused or failed, with a message for the operator."""
+
+
+# -- replay --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReplayTarget:
+    """The stack's archive, bus and ingest rule (the replay is scoped to that rule only)."""
+
+    archive_arn: str
+    bus_arn: str
+    rule_arn: str
+
+
+def start_replay(events: Any, target: ReplayTarget, start: datetime, end: datetime, *,
+                 name: str | None = None, now: datetime | None = None,
+                 min_lag: timedelta = ARCHIVE_INGESTION_LAG) -> str:
+    """Start an EventBridge replay of the archive to the default bus, filtered to the ingest
+    rule, so other rules on the bus do not see the events again (CONTRACT C14).
+
+    Parameters
+    ----------
+    start, end : datetime
+        The window (timezone-aware).
+    min_lag : timedelta
+        ``end`` must be at least this long before ``now``: events reach the archive late, and a
+        replay ending too close to now would miss some of them.
+
+    Returns
+    -------
+    str
+        The replay's name.
+
+    Raises
+    ------
+    OperationError
+        For an empty window, or one ending too close to now.
+    """
+    check_window(start, end, now=now, min_lag=min_lag)
+    name = name or f"s3ingest-{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
+    events.start_replay(ReplayName=name, EventSourceArn=target.archive_arn,
+                        EventStartTime=start, EventEndTime=end,
+                        Destination={"Arn": target.bus_arn, "FilterArns": [target.rule_arn]})
+    return name
+
+
+def check_window(start: datetime, end: datetime, *, now: datetime | None = None,
+                 min_lag: timedelta = ARCHIVE_INGESTION_LAG) -> None:
+    """Refuse an empty window, or one ending closer to ``now`` than ``min_lag``.
+
+    Raises
+    ------
+    OperationError
+    """
+    now = now or datetime.now(UTC)
+    if end <= start:
+        raise OperationError(f"--to ({end.isoformat()}) must be after --from "
+                             f"({start.isoformat()})")
+    if end > now - min_lag:
+        raise OperationError(
+            f"--to {end.isoformat()} is closer to now than the archive's ingestion lag "
+            f"({int(min_lag.total_seconds() // 60)} min): events of that window may not be "
+            f"archived yet; use --to {(now - min_lag).replace(microsecond=0).isoformat()} or "
+            "earlier")
+
+
+def wait_replay(events: Any, name: str, *, poll_seconds: float = 5.0,
+                on_state: Callable[[dict[str, Any]], None] | None = None,
+                timeout_seconds: float = 6 * 3600) -> dict[str, Any]:
+    """Poll DescribeReplay until the replay ends; return its last description.
+
+    Raises
+    ------
+    OperationError
+        When the replay fails or is cancelled, or does not end in ``timeout_seconds``.
+    """
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        desc = events.describe_replay(ReplayName=name)
+        if on_state:
+            on_state(desc)
+        if desc["State"] in TERMINAL_REPLAY:
+            if desc["State"] != "COMPLETED":
+                raise OperationError(f"replay {name} {desc['State']}: "
+                                     f"{desc.get('StateReason', 'no reason given')}")
+            return dict(desc)
+        if time.monotonic() > deadline:
+            raise OperationError(f"replay {name} still {desc['State']} after "
+                                 f"{timeout_seconds:.0f} s")
+        time.sleep(poll_seconds)
+
+
+# -- DLQ inspection and redrive ------------------------------------------------------------------
+
+
+def inspect_dlq(sqs: Any, dlq_url: str, *, max_messages: int = 100,
+                peek_visibility: int = 30) -> dict[str, Any]:
+    """Count and classify what is in the dead-letter queue.
+
+    Messages are received (not deleted) with a short visibility timeout, so they come back; this
+    adds one to their receive count, as any peek at SQS does.
+
+    Returns
+    -------
+    dict
+        ``{"approximate": n, "sampled": n, "by_reason": {...}, "by_kind": {...},
+        "sample_keys": [...], "invalid_ids": [...]}``: ``by_reason`` from the
+        ``s3ingest-reason`` attribute (``retries-exhausted`` when absent: SQS moved it after
+        ``maxReceiveCount``), ``by_kind`` from parsing the body.
+    """
+    attrs = sqs.get_queue_attributes(QueueUrl=dlq_url,
+                                     AttributeNames=["ApproximateNumberOfMessages"])
+    approximate = int(attrs["Attributes"].get("ApproximateNumberOfMessages", 0))
+    seen: dict[str, dict[str, Any]] = {}
+    while len(seen) < max_messages:
+        msgs = sqs.receive_message(QueueUrl=dlq_url, MaxNumberOfMessages=10,
+                                   VisibilityTimeout=peek_visibility,
+                                   MessageAttributeNames=["All"]).get("Messages", [])
+        fresh = [m for m in msgs if m["MessageId"] not in seen]
+        if not fresh:
+            break
+        for m in fresh[:max_messages - len(seen)]:
+            seen[m["MessageId"]] = m
+    by_reason: Counter[str] = Counter()
+    by_kind: Counter[str] = Counter()
+    keys: list[str] = []
+    invalid: list[str] = []
+    for m in seen.values():
+        reason = (m.get("MessageAttributes", {}).get(REASON_ATTRIBUTE, {})
+                  .get("StringValue"))
+        by_reason[reason or "retries-exhausted"] += 1
+        if reason:
+            invalid.append(m["MessageId"])
+        try:
+            parsed = parse_body(m["Body"])
+            kinds = [c.kind.value for c in parsed.changes] or [parsed.ignored_reason or "none"]
+            by_kind.update(kinds)
+            keys.extend(c.key for c in parsed.changes if len(keys) < 20)
+        except InvalidMessageError as exc:
+            by_kind[f"invalid:{exc.reason}"] += 1
+    return {"approximate": approximate, "sampled": len(seen), "by_reason": dict(by_reason),
+            "by_kind": dict(by_kind), "sample_keys": keys, "invalid_ids": invalid}
+
+
+def redrive_all(sqs: Any, dlq_arn: str, source_arn: str, *,
+                max_per_second: int | None = None) -> str:
+    """Move every DLQ message back to the ingest queue with an SQS message-move task
+    (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_StartMessageMoveTask.html).
+
+    Returns the task handle.
+    """
+    kwargs: dict[str, Any] = {"SourceArn": dlq_arn, "DestinationArn": source_arn}
+    if max_per_second:
+        kwargs["MaxNumberOfMessagesPerSecond"] = max_per_second
+    return str(sqs.start_message_move_task(**kwargs)["TaskHandle"])
+
+
+def move_task_status(sqs: Any, dlq_arn: str) -> dict[str, Any]:
+    """The most recent message-move task of the DLQ: status, moved and to-move counts."""
+    results = sqs.list_message_move_tasks(SourceArn=dlq_arn, MaxResults=1).get("Results", [])
+    if not results:
+        return {"status": "NONE"}
+    task = results[0]
+    return {"status": task.get("Status"), "moved": task.get("ApproximateNumberOfMessagesMoved"),
+            "to_move": task.get("ApproximateNumberOfMessagesToMove"),
+            "failure": task.get("FailureReason")}
+
+
+def redrive_valid(sqs: Any, dlq_url: str, queue_url: str, *, max_messages: int) -> dict[str, int]:
+    """Move the DLQ messages that were not classified invalid back to the ingest queue, one by
+    one (receive, send, delete), leaving invalid ones in the DLQ. A message-move task cannot
+    filter, so this is the path when invalid messages must stay.
+
+    Returns ``{"moved": n, "kept_invalid": n}``.
+    """
+    moved = kept = 0
+    kept_ids: set[str] = set()
+    kept_handles: list[str] = []
+    while moved < max_messages:
+        msgs = sqs.receive_message(QueueUrl=dlq_url, MaxNumberOfMessages=10,
+                                   VisibilityTimeout=60, MessageAttributeNames=["All"]
+                                   ).get("Messages", [])
+        fresh = [m for m in msgs if m["MessageId"] not in kept_ids]
+        if not fresh:
+            break
+        for m in fresh:
+            if REASON_ATTRIBUTE in m.get("MessageAttributes", {}):
+                kept_ids.add(m["MessageId"])
+                kept_handles.append(m["ReceiptHandle"])
+                kept += 1
+                continue
+            if moved >= max_messages:
+                break
+            sqs.send_message(QueueUrl=queue_url, MessageBody=m["Body"])
+            sqs.delete_message(QueueUrl=dlq_url, ReceiptHandle=m["ReceiptHandle"])
+            moved += 1
+    for handle in kept_handles:  # the invalid ones stay, visible again at once
+        sqs.change_message_visibility(QueueUrl=dlq_url, ReceiptHandle=handle,
+                                      VisibilityTimeout=0)
+    return {"moved": moved, "kept_invalid": kept}
+
+
+# -- explain -------------------------------------------------------------------------------------
+
+
+def explain(ledger_row: dict[str, Any] | None, bucket_state: Any) -> dict[str, Any]:
+    """The ledger row and the bucket's current state side by side, with a verdict.
+
+    Parameters
+    ----------
+    ledger_row : dict or None
+        From :meth:`s3ingest_fn.ledger.DynamoLedger.get`.
+    bucket_state : ObjectState
+        From :meth:`s3ingest_fn.bucket.S3Objects.current`.
+    """
+    row = ledger_row or {}
+    ledger = {
+        "state": row.get("state", "absent"), "sequencer": row.get("raw_seq"),
+        "version_id": row.get("version_id"), "etag": row.get("etag"), "size": row.get("size"),
+        "observed": row.get("observed"), "last_event": row.get("event_name"),
+        "last_reason": row.get("reason"), "source": row.get("source"),
+        "updated_at": _iso_ms(row.get("updated_at")),
+        "tombstone_expires_at": _iso_s(row.get("expires_at")), "revision": row.get("rev"),
+    }
+    bucket = {"visible": bucket_state.visible, "version_id": bucket_state.version_id,
+              "etag": bucket_state.etag, "size": bucket_state.size}
+    if row.get("state") == "present":
+        agrees = bucket_state.visible and (row.get("version_id"), row.get("etag")) == \
+            (bucket_state.version_id, bucket_state.etag)
+    else:
+        agrees = not bucket_state.visible
+    verdict = "ledger agrees with the bucket" if agrees else (
+        "ledger differs from the bucket: an event may be in flight, lost (run reconcile), "
+        "or in the DLQ")
+    return {"ledger": ledger, "bucket": bucket, "agrees": agrees, "verdict": verdict}
+
+
+def _iso_ms(value: Any) -> str | None:
+    return datetime.fromtimestamp(value / 1000, UTC).isoformat() if isinstance(value, int) \
+        else None
+
+
+def _iso_s(value: Any) -> str | None:
+    return datetime.fromtimestamp(value, UTC).isoformat() if isinstance(value, int) else None
+
+
+# -- status --------------------------------------------------------------------------------------
+
+
+def status(*, sqs: Any, cloudwatch: Any, sfn: Any, events: Any, outputs: dict[str, str],
+           now: datetime | None = None) -> dict[str, Any]:
+    """One screen of the pipeline's health.
+
+    Returns
+    -------
+    dict
+        ``{"queue": {"visible", "in_flight", "oldest_age_seconds"}, "dead_letter_queue":
+        {"visible"}, "target_dead_letter_queue": {"visible"}, "last_drift": {...} | None,
+        "running_backfills": [...], "running_replays": [...]}``.
+    """
+    now = now or datetime.now(UTC)
+
+    def depth(url: str) -> dict[str, int]:
+        a = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[
+            "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+        return {"visible": int(a.get("ApproximateNumberOfMessages", 0)),
+                "in_flight": int(a.get("ApproximateNumberOfMessagesNotVisible", 0))}
+
+    queue: dict[str, Any] = dict(depth(outputs["QueueUrl"]))
+    queue_name = outputs["QueueUrl"].rsplit("/", 1)[-1]
+    metrics = cloudwatch.get_metric_data(
+        StartTime=now - timedelta(days=2), EndTime=now, ScanBy="TimestampDescending",
+        MetricDataQueries=[
+            {"Id": "age", "ReturnData": True, "MetricStat": {"Stat": "Maximum", "Period": 300,
+             "Metric": {"Namespace": "AWS/SQS", "MetricName": "ApproximateAgeOfOldestMessage",
+                        "Dimensions": [{"Name": "QueueName", "Value": queue_name}]}}},
+            {"Id": "drift", "ReturnData": True, "MetricStat": {"Stat": "Maximum",
+             "Period": 3600, "Metric": {"Namespace": "S3Ingest", "MetricName": "drift_total",
+                                        "Dimensions": [{"Name": "service",
+                                                        "Value": "s3ingest"}]}}},
+        ])["MetricDataResults"]
+    by_id = {r["Id"]: r for r in metrics}
+    age = by_id.get("age", {}).get("Values", [])
+    drift = by_id.get("drift", {})
+    queue["oldest_age_seconds"] = int(age[0]) if age else None
+    backfills = []
+    if "BackfillStateMachineArn" in outputs:
+        backfills = [e["executionArn"] for e in sfn.list_executions(
+            stateMachineArn=outputs["BackfillStateMachineArn"], statusFilter="RUNNING"
+        ).get("executions", [])]
+    replays = [r["ReplayName"] for r in events.list_replays(
+        EventSourceArn=outputs["ArchiveArn"], State="RUNNING").get("Replays", [])] \
+        if "ArchiveArn" in outputs else []
+    out: dict[str, Any] = {
+        "queue": queue,
+        "dead_letter_queue": depth(outputs["DeadLetterQueueUrl"]),
+        "last_drift": ({"drift_total": int(drift["Values"][0]),
+                        "at": drift["Timestamps"][0].isoformat()}
+                       if drift.get("Values") else None),
+        "running_backfills": backfills, "running_replays": replays,
+    }
+    if "EventTargetDeadLetterQueueUrl" in outputs:
+        out["target_dead_letter_queue"] = depth(outputs["EventTargetDeadLetterQueueUrl"])
+    return out
+
+
+def to_json(doc: Any) -> str:
+    """JSON for ``--json`` output (datetimes as ISO-8601)."""
+    return json.dumps(doc, default=lambda o: o.isoformat() if isinstance(o, datetime) else str(o))

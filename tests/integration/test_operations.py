@@ -1,0 +1,180 @@
+"""Operating after an incident (CONTRACT C14, C9): replay, DLQ redrive, explain, status.
+Against the emulator where it implements the calls, with botocore Stubber where it does not
+(SQS message-move tasks; CloudWatch metric data)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import ANY, Stubber
+
+from s3ingest.local.chaos import Chaos
+from s3ingest.local.runtime import LocalRuntime
+from s3ingest.operations import (
+    OperationError,
+    ReplayTarget,
+    check_window,
+    explain,
+    inspect_dlq,
+    move_task_status,
+    redrive_all,
+    redrive_valid,
+    start_replay,
+    status,
+)
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def test_replay_is_scoped_to_the_ingest_rule() -> None:
+    # moto's StartReplay ignores FilterArns (it re-delivers to every matching rule), so the
+    # scoping is proven on the exact request instead
+    events = boto3.client("events", region_name="us-east-1", aws_access_key_id="x",
+                          aws_secret_access_key="x")
+    target = ReplayTarget(archive_arn="arn:aws:events:us-east-1:1:archive/a",
+                          bus_arn="arn:aws:events:us-east-1:1:event-bus/default",
+                          rule_arn="arn:aws:events:us-east-1:1:rule/ingest")
+    start, end = NOW - timedelta(hours=2), NOW - timedelta(minutes=30)
+    with Stubber(events) as stub:
+        stub.add_response("start_replay", {"State": "STARTING"}, {
+            "ReplayName": "r-1", "EventSourceArn": target.archive_arn,
+            "EventStartTime": start, "EventEndTime": end,
+            "Destination": {"Arn": target.bus_arn, "FilterArns": [target.rule_arn]}})
+        assert start_replay(events, target, start, end, name="r-1", now=NOW) == "r-1"
+
+
+def test_replay_twice_changes_nothing_and_is_counted_apart(emulator: Any) -> None:
+    rt = LocalRuntime(emulator, versioning="Enabled")
+    rt.faithful.put("a b", "1")
+    rt.faithful.put("a b", "2")
+    rt.faithful.delete("gone")
+    rt.flush(Chaos(seed=2, reorder=True))
+    rt.drain()
+    rows = rt.ledger_rows()
+    live = len(rt.delivered)
+    # WHEN the archive is replayed twice
+    rt.replay()
+    rt.replay()
+    # THEN the replayed events were counted apart and changed nothing
+    replayed = rt.delivered[live:]
+    assert len(replayed) == 2 * live
+    assert {d.result.extra["source"] for d in replayed} == {"replay"}
+    assert {d.result.outcome.value for d in replayed} <= {"duplicate", "stale"}
+    assert rt.ledger_rows() == rows
+
+
+def test_replay_repairs_a_ledger_a_bad_deploy_lost(emulator: Any) -> None:
+    rt = LocalRuntime(emulator, versioning=None)
+    for i in range(5):
+        rt.faithful.put(f"k{i}", "x")
+    rt.flush()
+    rt.drain()
+    for row in rt.ledger_rows()[:3]:  # a bad deploy deleted rows
+        rt.ddb.delete_item(TableName=rt.resources.table, Key={"pk": {"S": row["pk"]}})
+    assert not rt.compare().converged
+    rt.replay()
+    assert rt.compare().converged
+
+
+@pytest.mark.parametrize(("start", "end", "message"), [
+    (NOW - timedelta(hours=1), NOW - timedelta(minutes=5), "ingestion lag"),
+    (NOW - timedelta(hours=1), NOW - timedelta(hours=2), "must be after"),
+])
+def test_replay_window_is_refused_when_unsafe(start: datetime, end: datetime,
+                                              message: str) -> None:
+    with pytest.raises(OperationError, match=message):
+        check_window(start, end, now=NOW)
+    check_window(NOW - timedelta(hours=2), NOW - timedelta(minutes=10), now=NOW)
+
+
+def test_dlq_is_classified_and_only_valid_messages_move_back(emulator: Any) -> None:
+    # GIVEN an invalid message dead-lettered by the handler, and a valid one whose retries ran
+    # out (sent straight to the DLQ, as SQS would after maxReceiveCount)
+    rt = LocalRuntime(emulator, versioning="Enabled")
+    rt.send_raw("{not json")
+    rt.drain()
+    rt.faithful.put("retry me", "1")
+    (event,) = rt.faithful.take_pending()
+    rt.sqs.send_message(QueueUrl=rt.resources.dlq_url, MessageBody=json.dumps(event))
+    # WHEN the DLQ is inspected and redriven without --include-invalid
+    summary = inspect_dlq(rt.sqs, rt.resources.dlq_url, peek_visibility=0)
+    moved = redrive_valid(rt.sqs, rt.resources.dlq_url, rt.resources.queue_url,
+                          max_messages=10)
+    rt.drain()
+    # THEN the invalid one stays, the valid one is ingested
+    assert summary["by_reason"] == {"malformed-json": 1, "retries-exhausted": 1}
+    assert summary["by_kind"] == {"invalid:malformed-json": 1, "created": 1}
+    assert summary["sample_keys"] == ["retry me"]
+    assert moved == {"moved": 1, "kept_invalid": 1}
+    assert rt.compare().converged
+    assert [m["reason"] for m in rt.dead_letters()] == ["malformed-json"]
+
+
+def test_message_move_task_is_started_and_followed() -> None:
+    sqs = boto3.client("sqs", region_name="us-east-1", aws_access_key_id="x",
+                       aws_secret_access_key="x")
+    dlq, src = "arn:aws:sqs:us-east-1:1:dlq", "arn:aws:sqs:us-east-1:1:ingest"
+    with Stubber(sqs) as stub:
+        stub.add_response("start_message_move_task", {"TaskHandle": "h1"},
+                          {"SourceArn": dlq, "DestinationArn": src,
+                           "MaxNumberOfMessagesPerSecond": 50})
+        stub.add_response("list_message_move_tasks", {"Results": [{
+            "TaskHandle": "h1", "Status": "RUNNING", "SourceArn": dlq, "DestinationArn": src,
+            "ApproximateNumberOfMessagesMoved": 40, "ApproximateNumberOfMessagesToMove": 100}]},
+            {"SourceArn": dlq, "MaxResults": 1})
+        assert redrive_all(sqs, dlq, src, max_per_second=50) == "h1"
+        assert move_task_status(sqs, dlq) == {"status": "RUNNING", "moved": 40,
+                                              "to_move": 100, "failure": None}
+
+
+def test_explain_shows_ledger_beside_bucket(emulator: Any) -> None:
+    rt = LocalRuntime(emulator, versioning="Enabled")
+    v = rt.faithful.put("doc", "1").version_id
+    rt.flush()
+    rt.drain()
+    rt.faithful.delete("doc")
+    rt.faithful.take_pending()  # the delete event is lost
+    result = explain(rt.ledger.get(rt.resources.bucket, "doc"),
+                     rt.objects.current(rt.resources.bucket, "doc"))
+    assert result["ledger"]["state"] == "present"
+    assert result["ledger"]["version_id"] == v
+    assert (result["ledger"]["last_reason"], result["ledger"]["source"]) == \
+        ("newer-sequencer", "live")
+    assert result["bucket"]["visible"] is False
+    assert result["agrees"] is False
+    assert explain(None, rt.objects.current(rt.resources.bucket, "never"))["agrees"] is True
+
+
+def test_status_gathers_one_screen() -> None:
+    kw = {"region_name": "us-east-1", "aws_access_key_id": "x", "aws_secret_access_key": "x"}
+    sqs, cw, sfn, events = (boto3.client(s, **kw) for s in
+                            ("sqs", "cloudwatch", "stepfunctions", "events"))
+    outputs = {"QueueUrl": "https://sqs/1/ingest", "DeadLetterQueueUrl": "https://sqs/1/dlq",
+               "BackfillStateMachineArn": "arn:aws:states:us-east-1:1:stateMachine:B",
+               "ArchiveArn": "arn:aws:events:us-east-1:1:archive/a"}
+    with Stubber(sqs) as q, Stubber(cw) as c, Stubber(sfn) as f, Stubber(events) as e:
+        q.add_response("get_queue_attributes", {"Attributes": {
+            "ApproximateNumberOfMessages": "7", "ApproximateNumberOfMessagesNotVisible": "3"}})
+        c.add_response("get_metric_data", {"MetricDataResults": [
+            {"Id": "age", "Values": [42.0], "Timestamps": [NOW]},
+            {"Id": "drift", "Values": [2.0], "Timestamps": [NOW]}]},
+            {"StartTime": NOW - timedelta(days=2), "EndTime": NOW,
+             "ScanBy": "TimestampDescending", "MetricDataQueries": ANY})
+        f.add_response("list_executions", {"executions": []},
+                       {"stateMachineArn": outputs["BackfillStateMachineArn"],
+                        "statusFilter": "RUNNING"})
+        e.add_response("list_replays", {"Replays": [{"ReplayName": "r1"}]},
+                       {"EventSourceArn": outputs["ArchiveArn"], "State": "RUNNING"})
+        q.add_response("get_queue_attributes", {"Attributes": {
+            "ApproximateNumberOfMessages": "1", "ApproximateNumberOfMessagesNotVisible": "0"}})
+        result = status(sqs=sqs, cloudwatch=cw, sfn=sfn, events=events, outputs=outputs,
+                        now=NOW)
+    assert result == {
+        "queue": {"visible": 7, "in_flight": 3, "oldest_age_seconds": 42},
+        "dead_letter_queue": {"visible": 1, "in_flight": 0},
+        "last_drift": {"drift_total": 2, "at": NOW.isoformat()},
+        "running_backfills": [], "running_replays": ["r1"]}
