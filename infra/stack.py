@@ -15,6 +15,7 @@ from constructs import Construct
 
 from infra.bundling import function_code
 from infra.constructs import (
+    AlarmTopic,
     BackfillControlFunction,
     BackfillFunction,
     BackfillStateMachine,
@@ -25,6 +26,8 @@ from infra.constructs import (
     IngestRouting,
     LandingBucket,
     LedgerTable,
+    OperationalAlarms,
+    OperationsDashboard,
     ReconcileFunction,
     ReconcileSchedule,
     ReconcileStateMachine,
@@ -100,6 +103,12 @@ class S3IngestStack(Stack):
     backfill_control : infra.constructs.BackfillControlFunction or None
         The backfill state machine's step function (CONTRACT C13); ``None`` unless the stack owns
         the inventory (``bucketName`` unset, ``inventoryEnabled``), as the three below.
+    alarm_topic : infra.constructs.AlarmTopic
+        The topic every alarm notifies (``alarmEmail`` subscribes an address).
+    alarms : infra.constructs.OperationalAlarms
+        The operational alarms (the drift alarm included).
+    dashboard : infra.constructs.OperationsDashboard
+        The stage's dashboard, ``s3ingest-<stage>``.
     backfill_state_machine : infra.constructs.BackfillStateMachine or None
         The backfill state machine (``backfillEngine`` picks its engine).
     backfill : infra.constructs.BackfillFunction or None
@@ -186,6 +195,7 @@ class S3IngestStack(Stack):
 
         self._reconciliation(code)
         self._backfill(code)
+        self._monitoring()
         self._acknowledge(objects_arn)
         self._outputs()
 
@@ -352,6 +362,50 @@ class S3IngestStack(Stack):
             batch_role=batch_role,
             report_bucket=inventory_bucket,
             log_retention_days=settings.log_retention_days,
+        )
+
+    def _monitoring(self) -> None:
+        """The alarm topic, the operational alarms and the dashboard."""
+        self.alarm_topic = AlarmTopic(self, "AlarmTopic", email=self.settings.alarm_email)
+        reconcile_machine = self.reconcile_state_machine
+        backfill_machine = self.backfill_state_machine
+        self.alarms = OperationalAlarms(
+            self,
+            "Alarms",
+            topic=self.alarm_topic.topic,
+            queue=self.ingest_queue.queue,
+            dead_letter_queue=self.ingest_queue.dead_letter_queue,
+            target_dead_letter_queue=self.routing.target_dead_letter_queue,
+            ingest_function=self.ingest.function,
+            reconcile_function=self.reconcile.function,
+            drift_alarm=self.drift.alarm,
+            reconcile_state_machine=(
+                reconcile_machine.state_machine if reconcile_machine is not None else None
+            ),
+            backfill_state_machine=(
+                backfill_machine.state_machine if backfill_machine is not None else None
+            ),
+        )
+        functions: dict[str, lambda_.IFunction] = {
+            "ingest": self.ingest.function,
+            "reconcile": self.reconcile.function,
+        }
+        for name, owner in (
+            ("reconcile fan-out", self.reconcile_fan_out),
+            ("backfill control", self.backfill_control),
+            ("backfill", self.backfill),
+        ):
+            if owner is not None:
+                functions[name] = owner.function
+        self.dashboard = OperationsDashboard(
+            self,
+            "Dashboard",
+            dashboard_name=f"s3ingest-{self.settings.stage}",
+            queue=self.ingest_queue.queue,
+            dead_letter_queue=self.ingest_queue.dead_letter_queue,
+            target_dead_letter_queue=self.routing.target_dead_letter_queue,
+            functions=functions,
+            alarms=self.alarms.alarms,
         )
 
     def _batch_operations(self, backfill: lambda_.Function, reports: str) -> iam.IRole:
@@ -648,6 +702,8 @@ class S3IngestStack(Stack):
             "ArchiveArn": self.routing.archive.archive_arn,
             "RuleName": self.routing.rule.rule_name,
             "RuleArn": self.routing.rule.rule_arn,
+            "AlarmTopicArn": self.alarm_topic.topic.topic_arn,
+            "DashboardName": self.dashboard.dashboard.dashboard_name,
         }
         if self.landing.inventory_bucket is not None:
             outputs["InventoryBucketName"] = self.landing.inventory_bucket.bucket_name

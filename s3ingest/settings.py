@@ -41,6 +41,7 @@ DEFAULTS: dict[str, Any] = {
     "reconcileTimeoutSeconds": 900,
     "backfillEngine": "batch-operations",
     "backfillFunctionTimeoutSeconds": 60,
+    "alarmEmail": None,
 }
 
 #: How the backfill (CONTRACT C13) runs over the inventory: an S3 Batch Operations job invoking the
@@ -54,6 +55,8 @@ LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 
 
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _STAGE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,31}$")
+# A plausible address (one "@", a dotted domain, no spaces); SNS confirms it by mail anyway.
+_EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s.]+(\.[^@\s.]+)+$")
 
 
 class SettingsError(ValueError):
@@ -108,6 +111,9 @@ class Settings:
         (CONTRACT C13) is deployed only when the stack owns the inventory (:attr:`owns_inventory`).
     backfill_function_timeout_seconds : int
         Timeout of the backfill Lambda S3 Batch Operations invokes, seconds (3 to 900).
+    alarm_email : str or None
+        An e-mail address subscribed to the alarm topic (SNS sends it a confirmation first).
+        ``None``: the topic has no subscription; subscribe to it yourself.
     """
 
     stage: str = DEFAULTS["stage"]
@@ -132,6 +138,7 @@ class Settings:
     reconcile_timeout_seconds: int = DEFAULTS["reconcileTimeoutSeconds"]
     backfill_engine: str = DEFAULTS["backfillEngine"]
     backfill_function_timeout_seconds: int = DEFAULTS["backfillFunctionTimeoutSeconds"]
+    alarm_email: str | None = DEFAULTS["alarmEmail"]
 
     @property
     def stack_name(self) -> str:
@@ -265,6 +272,8 @@ class Settings:
             p.append(f"backfillEngine: {self.backfill_engine!r} is not one of "
                      f"{', '.join(BACKFILL_ENGINES)}")
         rng("backfillFunctionTimeoutSeconds", self.backfill_function_timeout_seconds, 3, 900)
+        if self.alarm_email is not None and not _EMAIL_RE.match(self.alarm_email):
+            p.append(f"alarmEmail: {self.alarm_email!r} is not an e-mail address")
         return p
 
     def as_dict(self) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from infra.constructs.alarm_topic import AlarmTopic
 from infra.constructs.backfill_control_function import BackfillControlFunction
 from infra.constructs.backfill_function import BackfillFunction
 from infra.constructs.backfill_state_machine import BackfillStateMachine
@@ -12,11 +13,14 @@ from infra.constructs.ingest_function import IngestFunction
 from infra.constructs.ingest_queue import IngestQueue
 from infra.constructs.landing_bucket import LandingBucket
 from infra.constructs.ledger_table import LedgerTable
+from infra.constructs.operational_alarms import OperationalAlarms
+from infra.constructs.operations_dashboard import OperationsDashboard
 from infra.constructs.reconcile_function import ReconcileFunction
 from infra.constructs.reconcile_schedule import ReconcileSchedule
 from infra.constructs.reconcile_state_machine import ReconcileStateMachine
 
 __all__ = [
+    "AlarmTopic",
     "BackfillControlFunction",
     "BackfillFunction",
     "BackfillStateMachine",
@@ -27,6 +31,8 @@ __all__ = [
     "IngestRouting",
     "LandingBucket",
     "LedgerTable",
+    "OperationalAlarms",
+    "OperationsDashboard",
     "ReconcileFunction",
     "ReconcileSchedule",
     "ReconcileStateMachine",

@@ -6,6 +6,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
+from infra.constructs.operational_alarms import runbook
 from infra.constructs.python_function import METRICS_NAMESPACE
 
 #: The ``service`` dimension Powertools Metrics adds: the reconcile handlers create
@@ -41,8 +42,8 @@ class DriftAlarm(Construct):
     Each run emits ``drift_total`` once (CloudWatch embedded metric format, namespace
     ``S3Ingest``, dimension ``service=s3ingest``); the alarm fires when the daily maximum is at
     least 1. Days without a run are not breaching: no data is not drift (a failed run shows in the
-    function's or the state machine's own errors). No alarm action yet: a notification topic comes
-    with its own issue.
+    function's or the state machine's own errors). Its actions are added by
+    :class:`infra.constructs.OperationalAlarms`, which notifies the alarm topic.
 
     Parameters
     ----------
@@ -77,7 +78,7 @@ class DriftAlarm(Construct):
             alarm_description=(
                 "s3ingest: reconciliation found keys where the ledger differs from the bucket "
                 "(drift_total >= 1); unless the run was a dry run, repairs went through the ingest "
-                "queue"
+                f"queue. Runbook: {runbook('events-lost-upstream')}"
             ),
             metric=self.total,
             threshold=1,

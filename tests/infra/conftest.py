@@ -22,6 +22,9 @@ from infra.synth import Synth, synthesize
 #: The existing bucket the adoption tests deploy against.
 ADOPTED_BUCKET = "existing-landing-bucket"
 
+#: The address the fan-out synth subscribes to the alarm topic (``alarmEmail``).
+ALARM_EMAIL = "oncall@example.com"
+
 #: Every synthesized variant, for the checks that apply to each (cdk-nag, cfn-lint).
 VARIANTS = ["synth", "adopted_synth", "fanout_synth"]
 
@@ -44,8 +47,14 @@ def adopted_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
 @pytest.fixture(scope="session")
 def fanout_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
     """The app with the Step Functions engines: the fan-out reconciliation (``reconcileFanOut``)
-    and the Distributed Map backfill (``backfillEngine=distributed-map``), synthesized once."""
+    and the Distributed Map backfill (``backfillEngine=distributed-map``), with an alarm e-mail
+    subscription (``alarmEmail``), synthesized once."""
     yield synthesize(
         tmp_path_factory.mktemp("cdk-out-fanout"),
-        {"reconcileFanOut": True, "backfillEngine": "distributed-map", "stage": "fanout"},
+        {
+            "reconcileFanOut": True,
+            "backfillEngine": "distributed-map",
+            "stage": "fanout",
+            "alarmEmail": ALARM_EMAIL,
+        },
     )

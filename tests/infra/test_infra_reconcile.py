@@ -222,10 +222,11 @@ def test_drift_alarm_watches_the_daily_maximum_of_drift_total(synth: Synth) -> N
         "ComparisonOperator": "GreaterThanOrEqualToThreshold",
         "EvaluationPeriods": 1,
         "TreatMissingData": "notBreaching",
+        # The alarm topic is notified on ALARM and on OK (test_infra_alarms.py has the topic).
+        "AlarmActions": [_ref(synth.logical_id(synth.stack.alarm_topic.topic))],
+        "OKActions": [_ref(synth.logical_id(synth.stack.alarm_topic.topic))],
     }
-    # No action yet (the notification topic is a later issue).
-    assert "AlarmActions" not in props and "OKActions" not in props
-    synth.assertions.resource_count_is("AWS::CloudWatch::Alarm", 1)
+    assert props["AlarmDescription"].endswith("Runbook: docs/runbook.md#events-lost-upstream")
 
 
 def test_per_kind_drift_metrics_match_the_handlers() -> None:
@@ -246,13 +247,16 @@ def test_reconcile_outputs(synth: Synth) -> None:
 def test_no_fan_out_without_the_setting(synth: Synth) -> None:
     assert synth.stack.reconcile_fan_out is None
     assert synth.stack.reconcile_state_machine is None
-    # The only state machine (and the only key) is the backfill's.
+    # The only state machine (and the only key besides the alarm topic's) is the backfill's.
     backfill = synth.stack.backfill_state_machine
     assert backfill is not None
     assert set(synth.resources("AWS::StepFunctions::StateMachine")) == {
         synth.logical_id(backfill.state_machine)
     }
-    assert set(synth.resources("AWS::KMS::Key")) == {synth.logical_id(backfill.log_key)}
+    assert set(synth.resources("AWS::KMS::Key")) == {
+        synth.logical_id(backfill.log_key),
+        synth.logical_id(synth.stack.alarm_topic.key),
+    }
     inventory = synth.stack.landing.inventory_bucket
     assert inventory is not None
     _, bucket = _resource(synth, inventory)

@@ -191,3 +191,26 @@ def test_backfill_engine_with_an_adopted_bucket_is_no_problem() -> None:
         {"backfillEngine": "distributed-map", "bucketName": "existing-bucket"}
     )
     assert settings.owns_inventory is False
+
+
+# --- Alarm settings ------------------------------------------------------------------------------
+
+
+def test_alarm_email_defaults_to_none() -> None:
+    assert Settings().alarm_email is None
+    assert Settings.from_context({"alarmEmail": ""}).alarm_email is None
+    assert Settings.from_context({"alarmEmail": "null"}).alarm_email is None
+
+
+@pytest.mark.parametrize("email", ["oncall@example.com", "first.last+s3ingest@ops.example.co.uk"])
+def test_alarm_email_accepts_an_address(email: str) -> None:
+    assert Settings.from_context({"alarmEmail": email}).alarm_email == email
+
+
+@pytest.mark.parametrize(
+    "email", ["oncall", "oncall@", "@example.com", "on call@example.com", "a@b@example.com", "a@b"]
+)
+def test_alarm_email_rejects_what_is_no_address(email: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_context({"alarmEmail": email})
+    assert caught.value.problems == [f"alarmEmail: {email!r} is not an e-mail address"]

@@ -1,0 +1,173 @@
+"""The operations dashboard: outcomes, drift, queues, functions and every alarm's state."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.constructs.drift_alarm import DRIFT_KINDS, METRICS_SERVICE, TOTAL_METRIC, drift_metric
+from infra.constructs.python_function import METRICS_NAMESPACE
+
+#: The ingest handler's per-message metrics: one per outcome (CONTRACT C9,
+#: ``s3ingest_fn.model.Outcome``), and ``replayed`` for events replayed from the archive (C14).
+OUTCOME_METRICS = (
+    "applied",
+    "duplicate",
+    "stale",
+    "superseded",
+    "ignored",
+    "invalid",
+    "retried",
+    "replayed",
+)
+
+_PERIOD = Duration.minutes(5)
+_WIDTH = 12  # half of the dashboard's 24 columns
+
+
+def outcome_metric(metric_name: str) -> cloudwatch.Metric:
+    """One ingest outcome metric as the handler emits it (EMF), summed per 5 minutes."""
+    return cloudwatch.Metric(
+        namespace=METRICS_NAMESPACE,
+        metric_name=metric_name,
+        dimensions_map={"service": METRICS_SERVICE},
+        statistic=cloudwatch.Stats.SUM,
+        period=_PERIOD,
+        label=metric_name,
+    )
+
+
+class OperationsDashboard(Construct):
+    """One CloudWatch dashboard for the stage.
+
+    Rows: the ingest outcomes and the drift found by reconciliation; the ingest queue (depth, age
+    of its oldest message) and both dead-letter queues; every function's errors, throttles and
+    duration; the state of every alarm.
+
+    Parameters
+    ----------
+    scope : constructs.Construct
+        Parent construct.
+    construct_id : str
+        Construct id.
+    dashboard_name : str
+        The dashboard's name (``s3ingest-<stage>``).
+    queue, dead_letter_queue, target_dead_letter_queue : aws_cdk.aws_sqs.IQueue
+        The ingest queue, its dead-letter queue and the rule target's dead-letter queue.
+    functions : Mapping[str, aws_cdk.aws_lambda.IFunction]
+        Label -> function, for the Lambda widgets.
+    alarms : Sequence[aws_cdk.aws_cloudwatch.IAlarm]
+        The alarms of the status widget.
+
+    Attributes
+    ----------
+    dashboard : aws_cdk.aws_cloudwatch.Dashboard
+        The dashboard.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        dashboard_name: str,
+        queue: sqs.IQueue,
+        dead_letter_queue: sqs.IQueue,
+        target_dead_letter_queue: sqs.IQueue,
+        functions: Mapping[str, lambda_.IFunction],
+        alarms: Sequence[cloudwatch.IAlarm],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        maximum, summed = cloudwatch.Stats.MAXIMUM, cloudwatch.Stats.SUM
+        # Reconciliation emits the drift metrics once per run: the hourly maximum shows each run.
+        drift = [
+            drift_metric(name, period=Duration.hours(1))
+            for name in (TOTAL_METRIC, *(f"drift_{kind}" for kind in DRIFT_KINDS))
+        ]
+        self.dashboard = cloudwatch.Dashboard(
+            self,
+            "Dashboard",
+            dashboard_name=dashboard_name,
+            widgets=[
+                [
+                    cloudwatch.GraphWidget(
+                        title="Ingest outcomes (messages per 5 minutes)",
+                        left=[outcome_metric(name) for name in OUTCOME_METRICS],
+                        width=_WIDTH,
+                    ),
+                    cloudwatch.GraphWidget(
+                        title="Drift found by reconciliation (keys per run)",
+                        left=drift,
+                        width=_WIDTH,
+                    ),
+                ],
+                [
+                    cloudwatch.GraphWidget(
+                        title="Ingest queue",
+                        left=[
+                            queue.metric_approximate_number_of_messages_visible(
+                                label="Messages visible", statistic=maximum, period=_PERIOD
+                            )
+                        ],
+                        right=[
+                            queue.metric_approximate_age_of_oldest_message(
+                                label="Age of oldest message (s)", statistic=maximum, period=_PERIOD
+                            )
+                        ],
+                        width=_WIDTH,
+                    ),
+                    cloudwatch.GraphWidget(
+                        title="Dead-letter queues (messages visible)",
+                        left=[
+                            dead_letter_queue.metric_approximate_number_of_messages_visible(
+                                label="Ingest DLQ", statistic=maximum, period=_PERIOD
+                            ),
+                            target_dead_letter_queue.metric_approximate_number_of_messages_visible(
+                                label="Rule target DLQ", statistic=maximum, period=_PERIOD
+                            ),
+                        ],
+                        width=_WIDTH,
+                    ),
+                ],
+                [
+                    cloudwatch.GraphWidget(
+                        title="Lambda errors and throttles (per 5 minutes)",
+                        left=[
+                            function.metric_errors(
+                                label=f"{name} errors", statistic=summed, period=_PERIOD
+                            )
+                            for name, function in functions.items()
+                        ],
+                        right=[
+                            function.metric_throttles(
+                                label=f"{name} throttles", statistic=summed, period=_PERIOD
+                            )
+                            for name, function in functions.items()
+                        ],
+                        width=_WIDTH,
+                    ),
+                    cloudwatch.GraphWidget(
+                        title="Lambda duration (maximum, ms)",
+                        left=[
+                            function.metric_duration(
+                                label=f"{name} duration", statistic=maximum, period=_PERIOD
+                            )
+                            for name, function in functions.items()
+                        ],
+                        width=_WIDTH,
+                    ),
+                ],
+                [
+                    cloudwatch.AlarmStatusWidget(
+                        title="Alarms",
+                        alarms=list(alarms),
+                        width=2 * _WIDTH,
+                    )
+                ],
+            ],
+        )

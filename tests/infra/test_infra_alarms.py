@@ -1,0 +1,464 @@
+"""Alarms, the alarm topic and the dashboard: exact properties on every synthesized variant."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from infra.constructs.operations_dashboard import OUTCOME_METRICS
+from infra.synth import PROJECT_ROOT, Synth
+
+from .conftest import ALARM_EMAIL, VARIANTS
+
+FIVE_MINUTES = 300
+ONE_HOUR = 3_600
+
+
+def _ref(logical_id: str) -> dict[str, Any]:
+    return {"Ref": logical_id}
+
+
+def _topic_id(synth: Synth) -> str:
+    return synth.logical_id(synth.stack.alarm_topic.topic)
+
+
+def _props(synth: Synth, construct: Any) -> dict[str, Any]:
+    properties: dict[str, Any] = synth.template["Resources"][synth.logical_id(construct)][
+        "Properties"
+    ]
+    return properties
+
+
+def _notifies_topic(synth: Synth, threshold: float, evaluation_periods: int) -> dict[str, Any]:
+    """What every operational alarm shares: > threshold in all periods, missing data not
+    breaching, the topic on ALARM and on OK."""
+    return {
+        "Threshold": threshold,
+        "ComparisonOperator": "GreaterThanThreshold",
+        "EvaluationPeriods": evaluation_periods,
+        "DatapointsToAlarm": evaluation_periods,
+        "TreatMissingData": "notBreaching",
+        "AlarmActions": [_ref(_topic_id(synth))],
+        "OKActions": [_ref(_topic_id(synth))],
+    }
+
+
+def _queue_alarm(synth: Synth, queue: Any, metric_name: str) -> dict[str, Any]:
+    return {
+        "Namespace": "AWS/SQS",
+        "MetricName": metric_name,
+        "Dimensions": [
+            {
+                "Name": "QueueName",
+                "Value": {"Fn::GetAtt": [synth.logical_id(queue), "QueueName"]},
+            }
+        ],
+        "Statistic": "Maximum",
+        "Period": FIVE_MINUTES,
+    }
+
+
+def _function_alarm(synth: Synth, function: Any, metric_name: str, period: int) -> dict[str, Any]:
+    return {
+        "Namespace": "AWS/Lambda",
+        "MetricName": metric_name,
+        "Dimensions": [{"Name": "FunctionName", "Value": _ref(synth.logical_id(function))}],
+        "Statistic": "Sum",
+        "Period": period,
+    }
+
+
+def _expected_alarms(synth: Synth) -> dict[str, tuple[dict[str, Any], str]]:
+    """Logical id -> (exact properties but the description and tags, runbook anchor)."""
+    stack = synth.stack
+    alarms = stack.alarms
+    topic = _topic_id(synth)
+    expected: dict[str, tuple[dict[str, Any], str]] = {
+        synth.logical_id(alarms.dead_letters): (
+            {
+                **_queue_alarm(
+                    synth,
+                    stack.ingest_queue.dead_letter_queue,
+                    "ApproximateNumberOfMessagesVisible",
+                ),
+                **_notifies_topic(synth, 0, 1),
+            },
+            "poison-message-in-the-dlq",
+        ),
+        synth.logical_id(alarms.target_dead_letters): (
+            {
+                **_queue_alarm(
+                    synth,
+                    stack.routing.target_dead_letter_queue,
+                    "ApproximateNumberOfMessagesVisible",
+                ),
+                **_notifies_topic(synth, 0, 1),
+            },
+            "events-lost-upstream",
+        ),
+        synth.logical_id(alarms.oldest_message_age): (
+            {
+                **_queue_alarm(synth, stack.ingest_queue.queue, "ApproximateAgeOfOldestMessage"),
+                **_notifies_topic(synth, 900, 3),
+            },
+            "ingest-falling-behind",
+        ),
+        synth.logical_id(alarms.ingest_errors): (
+            {
+                **_function_alarm(synth, stack.ingest.function, "Errors", FIVE_MINUTES),
+                **_notifies_topic(synth, 0, 1),
+            },
+            "ingest-falling-behind",
+        ),
+        synth.logical_id(alarms.ingest_throttles): (
+            {
+                **_function_alarm(synth, stack.ingest.function, "Throttles", FIVE_MINUTES),
+                **_notifies_topic(synth, 0, 2),
+            },
+            "ingest-falling-behind",
+        ),
+        synth.logical_id(alarms.reconcile_errors): (
+            {
+                **_function_alarm(synth, stack.reconcile.function, "Errors", ONE_HOUR),
+                **_notifies_topic(synth, 0, 1),
+            },
+            "events-lost-upstream",
+        ),
+        # The drift alarm keeps its own metric and threshold (test_infra_reconcile.py) and gains
+        # the topic's actions.
+        synth.logical_id(stack.drift.alarm): (
+            {
+                "Namespace": "S3Ingest",
+                "MetricName": "drift_total",
+                "Dimensions": [{"Name": "service", "Value": "s3ingest"}],
+                "Statistic": "Maximum",
+                "Period": 86_400,
+                "Threshold": 1,
+                "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+                "EvaluationPeriods": 1,
+                "TreatMissingData": "notBreaching",
+                "AlarmActions": [_ref(topic)],
+                "OKActions": [_ref(topic)],
+            },
+            "events-lost-upstream",
+        ),
+    }
+    reconcile_machine = stack.reconcile_state_machine
+    if reconcile_machine is not None:
+        assert alarms.reconcile_failed is not None
+        expected[synth.logical_id(alarms.reconcile_failed)] = (
+            {
+                "Namespace": "AWS/States",
+                "MetricName": "ExecutionsFailed",
+                "Dimensions": [
+                    {
+                        "Name": "StateMachineArn",
+                        "Value": _ref(synth.logical_id(reconcile_machine.state_machine)),
+                    }
+                ],
+                "Statistic": "Sum",
+                "Period": ONE_HOUR,
+                **_notifies_topic(synth, 0, 1),
+            },
+            "events-lost-upstream",
+        )
+    else:
+        assert alarms.reconcile_failed is None
+    backfill_machine = stack.backfill_state_machine
+    if backfill_machine is not None:
+        assert alarms.backfill_failed is not None
+        machine_arn = _ref(synth.logical_id(backfill_machine.state_machine))
+        expected[synth.logical_id(alarms.backfill_failed)] = (
+            {
+                "Metrics": [
+                    {
+                        "Expression": "failed + timedOut + aborted",
+                        "Id": "expr_1",
+                        "Label": "Backfill executions failed, timed out or aborted",
+                        "ReturnData": True,
+                    },
+                    *(
+                        {
+                            "Id": metric_id,
+                            "MetricStat": {
+                                "Metric": {
+                                    "Namespace": "AWS/States",
+                                    "MetricName": metric_name,
+                                    "Dimensions": [
+                                        {"Name": "StateMachineArn", "Value": machine_arn}
+                                    ],
+                                },
+                                "Period": FIVE_MINUTES,
+                                "Stat": "Sum",
+                            },
+                            "ReturnData": False,
+                        }
+                        for metric_id, metric_name in (
+                            ("failed", "ExecutionsFailed"),
+                            ("timedOut", "ExecutionsTimedOut"),
+                            ("aborted", "ExecutionsAborted"),
+                        )
+                    ),
+                ],
+                **_notifies_topic(synth, 0, 1),
+            },
+            "bucket-adopted-with-existing-objects",
+        )
+    else:
+        assert alarms.backfill_failed is None
+    return expected
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_alarm_is_exact_and_notifies_the_topic(
+    variant: str, request: pytest.FixtureRequest
+) -> None:
+    synth: Synth = request.getfixturevalue(variant)
+    expected = _expected_alarms(synth)
+    # THEN there are exactly these alarms, each with exactly these properties ...
+    alarms = synth.resources("AWS::CloudWatch::Alarm")
+    assert set(alarms) == set(expected)
+    for logical_id, (properties, anchor) in expected.items():
+        actual = alarms[logical_id]["Properties"]
+        ignored = ("AlarmDescription", "Tags")
+        assert {key: actual[key] for key in actual if key not in ignored} == properties, logical_id
+        # ... and a description that names its runbook section
+        assert actual["AlarmDescription"].startswith("s3ingest: "), logical_id
+        assert actual["AlarmDescription"].endswith(f"Runbook: docs/runbook.md#{anchor}")
+    # The construct's list is the dashboard's: every alarm, once.
+    assert sorted(synth.logical_id(alarm) for alarm in synth.stack.alarms.alarms) == sorted(
+        expected
+    )
+
+
+def test_every_runbook_anchor_exists(fanout_synth: Synth) -> None:
+    # GIVEN the variant with every alarm (the backfill's included)
+    anchors = {anchor for _, anchor in _expected_alarms(fanout_synth).values()}
+    runbook = (PROJECT_ROOT / "docs" / "runbook.md").read_text()
+    # THEN each section an alarm names has its anchor in the runbook
+    assert anchors == {
+        "poison-message-in-the-dlq",
+        "events-lost-upstream",
+        "ingest-falling-behind",
+        "bucket-adopted-with-existing-objects",
+    }
+    for anchor in anchors:
+        assert f'<a id="{anchor}"></a>' in runbook, anchor
+
+
+def test_variants_cover_every_optional_alarm(synth: Synth, adopted_synth: Synth) -> None:
+    # The default synth has the backfill alarm; the adopted one neither optional alarm.
+    assert synth.stack.alarms.backfill_failed is not None
+    assert synth.stack.alarms.reconcile_failed is None
+    assert adopted_synth.stack.alarms.backfill_failed is None
+    assert adopted_synth.stack.alarms.reconcile_failed is None
+
+
+def test_fanout_variant_has_the_reconcile_execution_alarm(fanout_synth: Synth) -> None:
+    assert fanout_synth.stack.alarms.reconcile_failed is not None
+    assert fanout_synth.stack.alarms.backfill_failed is not None
+
+
+# --- The topic -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_topic_is_encrypted_with_a_rotated_key_cloudwatch_may_use(
+    variant: str, request: pytest.FixtureRequest
+) -> None:
+    synth: Synth = request.getfixturevalue(variant)
+    key_id = synth.logical_id(synth.stack.alarm_topic.key)
+    topic = _props(synth, synth.stack.alarm_topic.topic)
+    # THEN the topic uses the stack's own key, not alias/aws/sns ...
+    assert topic["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    key = _props(synth, synth.stack.alarm_topic.key)
+    assert key["EnableKeyRotation"] is True
+    # ... whose policy lets CloudWatch alarms encrypt for it (and nothing else beyond the account)
+    statements = key["KeyPolicy"]["Statement"]
+    assert [s for s in statements if s.get("Principal") != {"AWS": _account_root()}] == [
+        {
+            "Sid": "AllowCloudWatchAlarmsToPublishToTheEncryptedTopic",
+            "Effect": "Allow",
+            "Principal": {"Service": "cloudwatch.amazonaws.com"},
+            "Action": ["kms:Decrypt", "kms:GenerateDataKey*"],
+            "Resource": "*",
+        }
+    ]
+
+
+def _account_root() -> dict[str, Any]:
+    return {
+        "Fn::Join": [
+            "",
+            ["arn:", {"Ref": "AWS::Partition"}, ":iam::", {"Ref": "AWS::AccountId"}, ":root"],
+        ]
+    }
+
+
+def test_topic_policy_denies_insecure_transport_and_admits_this_accounts_alarms(
+    synth: Synth,
+) -> None:
+    topic = _ref(_topic_id(synth))
+    _, policy = synth.one("AWS::SNS::TopicPolicy")
+    assert policy["Properties"]["Topics"] == [topic]
+    assert policy["Properties"]["PolicyDocument"]["Statement"] == [
+        {
+            "Sid": "AllowPublishThroughSSLOnly",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "sns:Publish",
+            "Resource": topic,
+            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+        },
+        {
+            "Sid": "AllowCloudWatchAlarmsOfThisAccountAndRegion",
+            "Effect": "Allow",
+            "Principal": {"Service": "cloudwatch.amazonaws.com"},
+            "Action": "sns:Publish",
+            "Resource": topic,
+            "Condition": {
+                "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}},
+                "ArnLike": {
+                    "aws:SourceArn": {
+                        "Fn::Join": [
+                            "",
+                            [
+                                "arn:",
+                                {"Ref": "AWS::Partition"},
+                                ":cloudwatch:",
+                                {"Ref": "AWS::Region"},
+                                ":",
+                                {"Ref": "AWS::AccountId"},
+                                ":alarm:*",
+                            ],
+                        ]
+                    }
+                },
+            },
+        },
+    ]
+
+
+def test_no_subscription_without_alarm_email(synth: Synth, adopted_synth: Synth) -> None:
+    for variant in (synth, adopted_synth):
+        assert variant.settings.alarm_email is None
+        assert variant.stack.alarm_topic.subscription is None
+        assert variant.resources("AWS::SNS::Subscription") == {}
+
+
+def test_alarm_email_subscribes_the_address(fanout_synth: Synth) -> None:
+    # GIVEN alarmEmail in the context
+    assert fanout_synth.settings.alarm_email == ALARM_EMAIL
+    # THEN the topic has exactly one subscription: that address, by e-mail
+    _, subscription = fanout_synth.one("AWS::SNS::Subscription")
+    assert subscription["Properties"] == {
+        "Protocol": "email",
+        "Endpoint": ALARM_EMAIL,
+        "TopicArn": _ref(_topic_id(fanout_synth)),
+    }
+
+
+# --- The dashboard -------------------------------------------------------------------------------
+
+
+def _placeholder(token: Any) -> str:
+    if isinstance(token, dict) and "Ref" in token:
+        return f"<{token['Ref']}>"
+    if isinstance(token, dict) and "Fn::GetAtt" in token:
+        return "<{}.{}>".format(*token["Fn::GetAtt"])
+    raise AssertionError(f"unexpected token in the dashboard body: {token!r}")
+
+
+def _dashboard_body(synth: Synth) -> dict[str, Any]:
+    """The dashboard body with each CloudFormation token rendered as ``<LogicalId[.Attr]>``."""
+    _, dashboard = synth.one("AWS::CloudWatch::Dashboard")
+    delimiter, parts = dashboard["Properties"]["DashboardBody"]["Fn::Join"]
+    body: dict[str, Any] = json.loads(
+        delimiter.join(part if isinstance(part, str) else _placeholder(part) for part in parts)
+    )
+    return body
+
+
+def _widgets(body: dict[str, Any], title: str) -> dict[str, Any]:
+    found = [w["properties"] for w in body["widgets"] if w["properties"].get("title") == title]
+    assert len(found) == 1, title
+    widget: dict[str, Any] = found[0]
+    return widget
+
+
+def _metric_names(widget: dict[str, Any]) -> list[str]:
+    return [metric[1] for metric in widget["metrics"]]
+
+
+def test_outcome_metrics_are_the_handlers() -> None:
+    from s3ingest_fn.model import Outcome
+
+    emitted = (*(outcome.value for outcome in Outcome), "replayed")
+    assert emitted == OUTCOME_METRICS
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_dashboard_shows_outcomes_drift_queues_functions_and_alarms(
+    variant: str, request: pytest.FixtureRequest
+) -> None:
+    synth: Synth = request.getfixturevalue(variant)
+    _, dashboard = synth.one("AWS::CloudWatch::Dashboard")
+    assert dashboard["Properties"]["DashboardName"] == f"s3ingest-{synth.settings.stage}"
+    body = _dashboard_body(synth)
+    serialized = json.dumps(body)
+    for name in OUTCOME_METRICS:
+        assert f'"{name}"' in serialized, name
+    # The outcomes: S3Ingest, service=s3ingest, summed per 5 minutes.
+    outcomes = _widgets(body, "Ingest outcomes (messages per 5 minutes)")
+    assert outcomes["metrics"] == [
+        ["S3Ingest", name, "service", "s3ingest", {"label": name, "stat": "Sum"}]
+        for name in OUTCOME_METRICS
+    ]
+    # No period: CDK leaves out CloudWatch's default, 300 seconds.
+    assert "period" not in outcomes
+    drift = _widgets(body, "Drift found by reconciliation (keys per run)")
+    assert _metric_names(drift) == [
+        "drift_total",
+        "drift_missing",
+        "drift_deleted_but_live",
+        "drift_content_mismatch",
+    ]
+    stack = synth.stack
+    queue = _widgets(body, "Ingest queue")
+    queue_name = f"<{synth.logical_id(stack.ingest_queue.queue)}.QueueName>"
+    assert [metric[:4] for metric in queue["metrics"]] == [
+        ["AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", queue_name],
+        ["AWS/SQS", "ApproximateAgeOfOldestMessage", "QueueName", queue_name],
+    ]
+    dead_letters = _widgets(body, "Dead-letter queues (messages visible)")
+    assert [metric[3] for metric in dead_letters["metrics"]] == [
+        f"<{synth.logical_id(stack.ingest_queue.dead_letter_queue)}.QueueName>",
+        f"<{synth.logical_id(stack.routing.target_dead_letter_queue)}.QueueName>",
+    ]
+    functions = {f"<{synth.logical_id(stack.ingest.function)}>"}
+    functions.add(f"<{synth.logical_id(stack.reconcile.function)}>")
+    errors = _widgets(body, "Lambda errors and throttles (per 5 minutes)")
+    duration = _widgets(body, "Lambda duration (maximum, ms)")
+    assert set(_metric_names(errors)) == {"Errors", "Throttles"}
+    assert set(_metric_names(duration)) == {"Duration"}
+    assert functions <= {metric[3] for metric in errors["metrics"]}
+    assert functions <= {metric[3] for metric in duration["metrics"]}
+    # The alarm status widget lists every alarm.
+    alarm_status = _widgets(body, "Alarms")
+    assert sorted(alarm_status["alarms"]) == sorted(
+        f"<{synth.logical_id(alarm)}.Arn>" for alarm in stack.alarms.alarms
+    )
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_outputs_name_the_topic_and_the_dashboard(
+    variant: str, request: pytest.FixtureRequest
+) -> None:
+    synth: Synth = request.getfixturevalue(variant)
+    outputs = synth.template["Outputs"]
+    assert outputs["AlarmTopicArn"]["Value"] == _ref(_topic_id(synth))
+    assert outputs["DashboardName"]["Value"] == _ref(
+        synth.logical_id(synth.stack.dashboard.dashboard)
+    )
