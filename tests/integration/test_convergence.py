@@ -89,8 +89,13 @@ def test_ledger_converges_to_bucket_under_duplication_and_reordering(
     comparison = rt.compare()
     assert comparison.differences == []
     assert comparison.converged
-    assert "retried" not in rt.outcome_counts()
+    # a record may be retried only for losing optimistic-concurrency races on its key (then it
+    # comes back and is processed); any other retry reason is a defect
+    retries = {d.result.reason for d in rt.delivered if d.result.outcome.value == "retried"}
+    assert retries <= {"ledger row kept changing during verification",
+                       "ledger row kept changing during observation"}
     assert "invalid" not in rt.outcome_counts()
+    assert rt.dead_letters() == []
 
 
 def test_delete_of_current_version_leaves_previous_version_visible(emulator: Any) -> None:
