@@ -50,7 +50,9 @@ class Monotonic:
 
 
 def run_history(rt: LocalRuntime, ops: list[tuple[str, str, int]], duplicate: float,
-                monitor: Monotonic) -> None:
+                drop: float = 0.0) -> None:
+    """Run the S3 operations; ``flush`` delivers everything so far, ``lossy_flush`` loses
+    events with probability ``drop``; a final flush (lossy too) delivers the rest."""
     versions: dict[str, list[str]] = {k: [] for k in KEYS}
     for op, key, n in ops:
         if op == "put":
@@ -62,12 +64,12 @@ def run_history(rt: LocalRuntime, ops: list[tuple[str, str, int]], duplicate: fl
             if marker:
                 versions[key].append(marker)
         elif op == "delete_version" and rt.resources.versioning and versions[key]:
-            vid = versions[key].pop(n % len(versions[key]))
-            rt.faithful.delete(key, vid)
-        elif op == "flush":
-            rt.flush(Chaos(seed=n, duplicate=duplicate, reorder=True))
+            rt.faithful.delete(key, versions[key].pop(n % len(versions[key])))
+        elif op in ("flush", "lossy_flush"):
+            rt.flush(Chaos(seed=n, duplicate=duplicate, reorder=True,
+                           drop=drop if op == "lossy_flush" else 0.0))
             rt.drain()
-    rt.flush(Chaos(seed=len(ops), duplicate=duplicate, reorder=True))
+    rt.flush(Chaos(seed=len(ops), duplicate=duplicate, reorder=True, drop=drop))
     rt.drain()
 
 
@@ -83,7 +85,7 @@ def test_ledger_converges_to_bucket_under_duplication_and_reordering(
     monitor = Monotonic()
     rt.after_batch = monitor
     # WHEN the history runs and every event is delivered (duplicated, reordered, in segments)
-    run_history(rt, ops, duplicate, monitor)
+    run_history(rt, ops, duplicate)
     # THEN no invariant broke along the way and the ledger equals the bucket
     assert monitor.violations == []
     comparison = rt.compare()

@@ -11,9 +11,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from s3ingest.local.chaos import Chaos
 from s3ingest.local.runtime import LocalRuntime
-from tests.integration.test_convergence import KEYS, Monotonic, op_strategy
+from tests.integration.test_convergence import Monotonic, op_strategy, run_history
 
 drop_ops = st.lists(
     st.one_of(op_strategy,
@@ -22,24 +21,7 @@ drop_ops = st.lists(
 
 
 def run_lossy_history(rt: LocalRuntime, ops: list[tuple[str, str, int]], drop: float) -> None:
-    versions: dict[str, list[str]] = {k: [] for k in KEYS}
-    for op, key, n in ops:
-        if op == "put":
-            result = rt.faithful.put(key, f"body {n}")
-            if result.version_id:
-                versions[key].append(result.version_id)
-        elif op == "delete":
-            marker = rt.faithful.delete(key).event["detail"]["object"].get("version-id")
-            if marker:
-                versions[key].append(marker)
-        elif op == "delete_version" and rt.resources.versioning and versions[key]:
-            rt.faithful.delete(key, versions[key].pop(n % len(versions[key])))
-        elif op in ("flush", "lossy_flush"):
-            rt.flush(Chaos(seed=n, duplicate=0.3, reorder=True,
-                           drop=drop if op == "lossy_flush" else 0.0))
-            rt.drain()
-    rt.flush(Chaos(seed=len(ops), duplicate=0.3, reorder=True, drop=drop))
-    rt.drain()
+    run_history(rt, ops, duplicate=0.3, drop=drop)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
