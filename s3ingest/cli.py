@@ -475,6 +475,14 @@ def explain_command(
                            ("visible" if result["bucket"]["visible"] else "absent")))
     out.print(table_)
     out.print(result["verdict"])
+    history = Table(title="last applied decisions (newest first)")
+    for col in ("at", "sequencer", "event", "reason", "source", "state"):
+        history.add_column(col)
+    for h in result["history"]:
+        history.add_row(str(h["at"]), str(h["seq"]), h["event"], h["reason"], h["source"],
+                        h["state"])
+    out.print(history)
+    out.print(result["skipped_rule"])
 
 
 @app.command("status")

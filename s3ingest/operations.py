@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from s3ingest_fn.events import parse_body
+from s3ingest_fn.ledger import HISTORY_SLOTS
 from s3ingest_fn.model import InvalidMessageError
 from s3ingest_fn.processing import REASON_ATTRIBUTE
 
@@ -233,7 +234,8 @@ def redrive_valid(sqs: Any, dlq_url: str, queue_url: str, *, max_messages: int) 
 
 
 def explain(ledger_row: dict[str, Any] | None, bucket_state: Any) -> dict[str, Any]:
-    """The ledger row and the bucket's current state side by side, with a verdict.
+    """The ledger row and the bucket's current state side by side, with a verdict and the row's
+    last applied decisions (``history``, newest first).
 
     Parameters
     ----------
@@ -251,6 +253,9 @@ def explain(ledger_row: dict[str, Any] | None, bucket_state: Any) -> dict[str, A
         "updated_at": _iso_ms(row.get("updated_at")),
         "tombstone_expires_at": _iso_s(row.get("expires_at")), "revision": row.get("rev"),
     }
+    history = [{**entry, "at": _iso_ms(entry.get("at"))}
+               for entry in (row.get(f"h{i}") for i in range(HISTORY_SLOTS))
+               if isinstance(entry, dict)]
     bucket = {"visible": bucket_state.visible, "version_id": bucket_state.version_id,
               "etag": bucket_state.etag, "size": bucket_state.size}
     if row.get("state") == "present":
@@ -261,7 +266,11 @@ def explain(ledger_row: dict[str, Any] | None, bucket_state: Any) -> dict[str, A
     verdict = "ledger agrees with the bucket" if agrees else (
         "ledger differs from the bucket: an event may be in flight, lost (run reconcile), "
         "or in the DLQ")
-    return {"ledger": ledger, "bucket": bucket, "agrees": agrees, "verdict": verdict}
+    return {"ledger": ledger, "bucket": bucket, "agrees": agrees, "verdict": verdict,
+            "history": history,
+            "skipped_rule": "an event whose sequencer is lower than the row's is stale, an equal "
+                            "one a duplicate; both leave the row as it is (see the log line of "
+                            "each record for its outcome)"}
 
 
 def _iso_ms(value: Any) -> str | None:

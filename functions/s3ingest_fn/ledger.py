@@ -20,6 +20,10 @@ event_name     S     what last changed the row; ``reason``: why it was applied
 source         S     ``live``, ``replay`` or ``repair``
 updated_at     N     epoch milliseconds of the last write
 expires_at     N     epoch seconds; only on tombstones (DynamoDB TTL)
+h0, h1, h2     M     the last three applied decisions, newest first: ``seq``, ``event``,
+                     ``reason``, ``source``, ``at`` (epoch ms), ``state``; NULL until filled.
+                     Skipped events (duplicate, stale) write nothing (CONTRACT C5); they are
+                     explained by the row's ``seq`` and this history, and logged one line each.
 =============  ====  ==========================================================================
 
 Writes use ``ReturnValuesOnConditionCheckFailure=ALL_OLD`` so a rejected conditional write tells
@@ -43,6 +47,9 @@ if TYPE_CHECKING:
 
 PRESENT = "present"
 DELETED = "deleted"
+#: Applied decisions kept on a row (``h0`` newest). Three compact entries keep a typical row
+#: under 1 KB, so a write stays one write request unit.
+HISTORY_SLOTS = 3
 
 
 def row_pk(bucket: str, key: str) -> str:
@@ -208,10 +215,22 @@ class DynamoLedger:
         values[":one"], values[":zero"] = {"N": "1"}, {"N": "0"}
         expr = "SET " + ", ".join(f"#{name} = :{name}" for name in sets)
         expr += ", #rev = if_not_exists(#rev, :zero) + :one"
+        # Decision history: the last HISTORY_SLOTS applied decisions, newest in h0, shifted in
+        # the same request (operands read the item as it was before this update).
+        values[":decision"] = {"M": {
+            "seq": {"S": meta.raw_sequencer or meta.sequencer or "-"},
+            "event": {"S": meta.event_name[:200]}, "reason": {"S": meta.reason},
+            "source": {"S": meta.source}, "at": {"N": str(int(now * 1000))},
+            "state": sets["state"]}}
+        values[":nodecision"] = {"NULL": True}
+        for i in range(HISTORY_SLOTS - 1, 0, -1):
+            expr += f", #h{i} = if_not_exists(#h{i - 1}, :nodecision)"
+        expr += ", #h0 = :decision"
         if removes:
             expr += " REMOVE " + ", ".join(f"#{name}" for name in removes)
         used = expr + " " + condition
-        names = {f"#{n}": n for n in (*sets, *removes, "rev", "pk", "seq", "observed")
+        history = tuple(f"h{i}" for i in range(HISTORY_SLOTS))
+        names = {f"#{n}": n for n in (*sets, *removes, "rev", "pk", "seq", "observed", *history)
                  if re.search(rf"#{n}\b", used)}
         try:
             self._ddb.update_item(
@@ -248,6 +267,8 @@ def from_item(item: dict[str, Any]) -> dict[str, Any]:
             out[name] = val
         elif typ == "NULL":
             out[name] = None
+        elif typ == "M":
+            out[name] = from_item(val)
         else:
             out[name] = val
     return out

@@ -178,3 +178,29 @@ def test_status_gathers_one_screen() -> None:
         "dead_letter_queue": {"visible": 1, "in_flight": 0},
         "last_drift": {"drift_total": 2, "at": NOW.isoformat()},
         "running_backfills": [], "running_replays": ["r1"]}
+
+
+def test_rows_keep_their_last_three_applied_decisions(emulator: Any) -> None:
+    # GIVEN four writes to one key, delivered in order, and a duplicate
+    rt = LocalRuntime(emulator, versioning="Enabled")
+    for body in ("1", "2", "3"):
+        rt.faithful.put("k", body)
+        rt.flush()
+        rt.drain()
+    rt.faithful.delete("k")
+    (marker,) = rt.faithful.take_pending()
+    for _ in range(2):  # the second delivery is a duplicate: no write, no history entry
+        rt.faithful.pending.append(marker)
+        rt.flush()
+        rt.drain()
+    # WHEN the key is explained
+    result = explain(rt.ledger.get(rt.resources.bucket, "k"),
+                     rt.objects.current(rt.resources.bucket, "k"))
+    # THEN the newest three applied decisions are there, newest first, and the sequencers fall
+    seqs = [e["sequencer"] for e in (d.result.__dict__ for d in rt.delivered)
+            if e["outcome"].value == "applied"]
+    assert [h["seq"] for h in result["history"]] == seqs[::-1][:3]
+    assert [h["state"] for h in result["history"]] == ["deleted", "present", "present"]
+    assert result["history"][0]["event"] == "Object Deleted/DeleteObject/Delete Marker Created"
+    assert [d.result.outcome.value for d in rt.delivered][-1] == "duplicate"
+    assert result["agrees"] is True
