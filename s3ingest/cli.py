@@ -344,10 +344,13 @@ def replay_command(
     """Replay the archived S3 events of a time window to the ingest rule only (CONTRACT C14).
     The ledger makes it safe: replaying the same window twice changes nothing. Replayed events
     are counted apart (metric "replayed", log field source=replay)."""
+    from datetime import UTC, datetime
+
     from s3ingest.operations import (
         OperationError,
         ReplayTarget,
         check_window,
+        replay_outcomes,
         start_replay,
         to_json,
         wait_replay,
@@ -379,6 +382,12 @@ def replay_command(
                         task, description=f"replay {d['State'].lower()}, last event "
                         f"{d.get('EventLastReplayedTime', '-')}")))
                 result["state"] = desc["State"]
+                result["outcomes_so_far"] = _aws(lambda: replay_outcomes(
+                    session.client("cloudwatch"), desc["ReplayStartTime"],
+                    datetime.now(UTC)))
+                result["note"] = ("replayed records are still being processed while the queue "
+                                  "drains; run `s3ingest status` and look at the dashboard's "
+                                  "replayed_* metrics for the final counts")
     except OperationError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from exc

@@ -120,6 +120,26 @@ def wait_replay(events: Any, name: str, *, poll_seconds: float = 5.0,
         time.sleep(poll_seconds)
 
 
+REPLAY_OUTCOMES = ("applied", "duplicate", "stale", "superseded", "ignored", "invalid", "retried")
+
+
+def replay_outcomes(cloudwatch: Any, start: datetime, end: datetime) -> dict[str, int]:
+    """Outcomes of replayed records between ``start`` and ``end``, from the handler's
+    ``replayed_<outcome>`` metrics (namespace ``S3Ingest``, dimension ``service=s3ingest``).
+
+    Metrics arrive a minute or two after the records are processed; call it after the replay
+    completed and the queue drained.
+    """
+    queries = [{"Id": f"o{i}", "Label": outcome, "ReturnData": True, "MetricStat": {
+        "Stat": "Sum", "Period": 60, "Metric": {
+            "Namespace": "S3Ingest", "MetricName": f"replayed_{outcome}",
+            "Dimensions": [{"Name": "service", "Value": "s3ingest"}]}}}
+        for i, outcome in enumerate(REPLAY_OUTCOMES)]
+    results = cloudwatch.get_metric_data(MetricDataQueries=queries, StartTime=start,
+                                         EndTime=end)["MetricDataResults"]
+    return {r["Label"]: int(sum(r.get("Values", []))) for r in results}
+
+
 # -- DLQ inspection and redrive ------------------------------------------------------------------
 
 

@@ -23,6 +23,7 @@ from s3ingest.operations import (
     move_task_status,
     redrive_all,
     redrive_valid,
+    replay_outcomes,
     start_replay,
     status,
 )
@@ -204,3 +205,16 @@ def test_rows_keep_their_last_three_applied_decisions(emulator: Any) -> None:
     assert result["history"][0]["event"] == "Object Deleted/DeleteObject/Delete Marker Created"
     assert [d.result.outcome.value for d in rt.delivered][-1] == "duplicate"
     assert result["agrees"] is True
+
+
+def test_replay_outcomes_come_from_the_replayed_metrics() -> None:
+    cw = boto3.client("cloudwatch", region_name="us-east-1", aws_access_key_id="x",
+                      aws_secret_access_key="x")
+    with Stubber(cw) as stub:
+        stub.add_response("get_metric_data", {"MetricDataResults": [
+            {"Id": "o0", "Label": "applied", "Values": [2.0, 1.0]},
+            {"Id": "o1", "Label": "duplicate", "Values": [40.0]},
+            {"Id": "o2", "Label": "stale", "Values": []},
+        ]}, {"MetricDataQueries": ANY, "StartTime": NOW - timedelta(hours=1), "EndTime": NOW})
+        counts = replay_outcomes(cw, NOW - timedelta(hours=1), NOW)
+    assert counts == {"applied": 3, "duplicate": 40, "stale": 0}

@@ -105,7 +105,10 @@ def _log_and_count(result: Result, message_id: str) -> None:
         **result.extra})
     metrics.add_metric(name=result.outcome.value, unit=MetricUnit.Count, value=1)
     if result.extra.get("source") == "replay":
+        # counted apart (CONTRACT C14): all replayed records, and per outcome
         metrics.add_metric(name="replayed", unit=MetricUnit.Count, value=1)
+        metrics.add_metric(name=f"replayed_{result.outcome.value}", unit=MetricUnit.Count,
+                           value=1)
 
 
 _handler: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None
