@@ -34,18 +34,14 @@ from infra.constructs import (
 )
 from infra.constructs.backfill_control_function import REPORT_PREFIX
 from infra.constructs.backfill_state_machine import BATCH_OPERATIONS, FILES_MAP_LABEL
-from infra.constructs.reconcile_function import (
-    FANOUT_HANDLER,
-    RECONCILE_HANDLER,
-    inventory_report_prefix,
-)
+from infra.constructs.reconcile_function import FANOUT_HANDLER, RECONCILE_HANDLER
 from infra.constructs.reconcile_state_machine import (
     INVENTORY_MAP_LABEL,
     WORK_EXPIRATION,
     WORK_PREFIX,
 )
 from infra.nag import acknowledge, wildcard_resource_finding
-from s3ingest.settings import Settings, ingest_event_pattern
+from s3ingest.settings import Settings, ingest_event_pattern, inventory_report_prefix
 
 _XRAY_EVIDENCE = (
     "X-Ray active tracing: xray:PutTraceSegments and xray:PutTelemetryRecords support no "

@@ -9,11 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from s3ingest.settings import inventory_report_prefix
 from s3ingest_fn.reconcile.service import Reconciler
-
-#: The landing bucket's inventory configuration (infra/constructs/landing_bucket.py).
-INVENTORY_PREFIX = "inventory"
-INVENTORY_ID = "s3ingest-daily"
 
 
 class StackNotFoundError(RuntimeError):
@@ -59,4 +56,4 @@ class DeployedStack:
             s3=session.client("s3"), dynamodb=session.client("dynamodb"),
             sqs=session.client("sqs"), bucket=bucket, table=table, queue_url=queue,
             inventory_bucket=self.outputs.get("InventoryBucketName"),
-            inventory_prefix=f"{INVENTORY_PREFIX}/{bucket}/{INVENTORY_ID}/")
+            inventory_prefix=inventory_report_prefix(bucket))

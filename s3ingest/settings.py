@@ -281,6 +281,19 @@ class Settings:
         return asdict(self)
 
 
+#: Where the stack's S3 Inventory reports land in the inventory bucket, and the id of the
+#: inventory configuration: S3 writes ``<prefix>/<source bucket>/<configuration id>/<date>/``
+#: (https://docs.aws.amazon.com/AmazonS3/latest/userguide/storage-inventory-location.html).
+INVENTORY_PREFIX = "inventory"
+INVENTORY_ID = "s3ingest-daily"
+
+
+def inventory_report_prefix(bucket_name: str) -> str:
+    """The folder holding one dated folder per inventory report of ``bucket_name``:
+    ``"inventory/<bucket>/s3ingest-daily/"`` (a CDK token in the stack works too)."""
+    return f"{INVENTORY_PREFIX}/{bucket_name}/{INVENTORY_ID}/"
+
+
 def ingest_event_pattern(bucket_name: str) -> dict[str, Any]:
     """EventBridge event pattern of the ingest rule and its archive.
 

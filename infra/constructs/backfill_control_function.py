@@ -12,7 +12,7 @@ from constructs import Construct
 
 from infra.constructs.backfill_function import BACKFILL_SERVICE_NAME
 from infra.constructs.python_function import python_function
-from infra.constructs.reconcile_function import inventory_report_prefix
+from s3ingest.settings import inventory_report_prefix
 
 #: Entry point of the state machine's steps (``{"action": "prepare" | "report" | ...}``).
 BACKFILL_CONTROL_HANDLER = "s3ingest_fn.handlers.backfill_control.handler"

@@ -7,10 +7,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-#: Prefix of the inventory reports in the inventory bucket.
-INVENTORY_PREFIX = "inventory"
-#: Id of the daily inventory configuration on the landing bucket.
-INVENTORY_ID = "s3ingest-daily"
+from s3ingest.settings import INVENTORY_ID, INVENTORY_PREFIX
+
 #: Optional inventory fields reconciliation reads (CONTRACT C12: ETag / versionId mismatches).
 INVENTORY_OPTIONAL_FIELDS = (
     "Size",

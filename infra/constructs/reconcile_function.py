@@ -10,8 +10,8 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.constructs.landing_bucket import INVENTORY_ID, INVENTORY_PREFIX
 from infra.constructs.python_function import python_function
+from s3ingest.settings import inventory_report_prefix
 
 #: Entry point of the single reconciliation run (``{"source", "prefix", "dryRun", ...}``).
 RECONCILE_HANDLER = "s3ingest_fn.handlers.reconcile.handler"
@@ -20,23 +20,6 @@ FANOUT_HANDLER = "s3ingest_fn.handlers.reconcile_fanout.handler"
 SERVICE_NAME = "s3ingest-reconcile"
 
 
-def inventory_report_prefix(bucket_name: str) -> str:
-    """Where S3 writes the landing bucket's inventory reports in the inventory bucket.
-
-    S3 delivers to ``<destination prefix>/<source bucket>/<configuration id>/``
-    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/storage-inventory-location.html).
-
-    Parameters
-    ----------
-    bucket_name : str
-        The landing bucket's name (a token in the stack).
-
-    Returns
-    -------
-    str
-        ``"inventory/<bucket>/s3ingest-daily/"``
-    """
-    return f"{INVENTORY_PREFIX}/{bucket_name}/{INVENTORY_ID}/"
 
 
 class ReconcileFunction(Construct):

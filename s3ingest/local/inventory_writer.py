@@ -22,14 +22,14 @@ import uuid
 from typing import Any
 
 from s3ingest.local.s3faithful import encode_key
+from s3ingest.settings import inventory_report_prefix
 
-CONFIG_ID = "s3ingest-daily"
 SCHEMA = ("Bucket", "Key", "VersionId", "IsLatest", "IsDeleteMarker", "Size", "LastModifiedDate",
           "ETag", "StorageClass", "IsMultipartUploaded")
 
 
 def write_inventory(s3: Any, *, source_bucket: str, destination_bucket: str,
-                    prefix: str = "inventory", rows_per_file: int = 1000,
+                    rows_per_file: int = 1000,
                     clock: Any = time.time) -> str:
     """List ``source_bucket``'s versions and write one inventory report of them.
 
@@ -39,8 +39,8 @@ def write_inventory(s3: Any, *, source_bucket: str, destination_bucket: str,
         The key of the report's ``manifest.json`` in ``destination_bucket``.
     """
     now = clock()
-    folder = f"{prefix}/{source_bucket}/{CONFIG_ID}/" + time.strftime("%Y-%m-%dT%H-%MZ",
-                                                                       time.gmtime(now))
+    folder = inventory_report_prefix(source_bucket) + time.strftime("%Y-%m-%dT%H-%MZ",
+                                                                     time.gmtime(now))
     rows = list(_rows(s3, source_bucket))
     files = []
     for i in range(0, max(len(rows), 1), rows_per_file):

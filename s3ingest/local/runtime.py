@@ -27,9 +27,9 @@ from typing import Any
 
 from s3ingest.local.chaos import Chaos
 from s3ingest.local.emulator import REGION, Emulator, Resources, provision
-from s3ingest.local.inventory_writer import CONFIG_ID, write_inventory
+from s3ingest.local.inventory_writer import write_inventory
 from s3ingest.local.s3faithful import FaithfulS3, SequencerClock
-from s3ingest.settings import Settings
+from s3ingest.settings import Settings, inventory_report_prefix
 from s3ingest_fn.bucket import S3Objects
 from s3ingest_fn.events import normalize_etag, normalize_version
 from s3ingest_fn.handlers.ingest import make_handler
@@ -210,7 +210,7 @@ class LocalRuntime:
                           bucket=self.resources.bucket, table=self.resources.table,
                           queue_url=self.resources.queue_url,
                           inventory_bucket=self.resources.inventory_bucket,
-                          inventory_prefix=f"inventory/{self.resources.bucket}/{CONFIG_ID}/")
+                          inventory_prefix=inventory_report_prefix(self.resources.bucket))
 
     def write_inventory(self) -> str:
         """Write an S3 Inventory report of the bucket now; return its manifest key."""

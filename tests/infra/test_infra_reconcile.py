@@ -9,10 +9,9 @@ from typing import Any
 import pytest
 
 from infra.constructs.drift_alarm import DRIFT_KINDS
-from infra.constructs.reconcile_function import inventory_report_prefix
 from infra.constructs.reconcile_state_machine import WORK_PREFIX
 from infra.synth import Synth
-from s3ingest.settings import Settings
+from s3ingest.settings import Settings, inventory_report_prefix
 
 from .asl import LAMBDA_RETRY, THROTTLE_RETRY, definition
 from .conftest import ADOPTED_BUCKET
@@ -173,11 +172,16 @@ def test_reconcile_function_handler_runtime_and_environment(synth: Synth) -> Non
 def test_inventory_prefix_is_where_s3_delivers_the_report() -> None:
     # S3 writes to <destination prefix>/<source bucket>/<configuration id>/, the same path the
     # operator CLI and the local runtime read.
-    from s3ingest.deployed import INVENTORY_ID as CLI_ID
-    from s3ingest.deployed import INVENTORY_PREFIX as CLI_PREFIX
+    import boto3
+
+    from s3ingest.deployed import DeployedStack
 
     expected = "inventory/b/s3ingest-daily/"
-    assert inventory_report_prefix("b") == f"{CLI_PREFIX}/b/{CLI_ID}/" == expected
+    assert inventory_report_prefix("b") == expected
+    stack = DeployedStack("S3Ingest-t", {"BucketName": "b", "LedgerTableName": "l",
+                                         "QueueUrl": "q", "InventoryBucketName": "i"})
+    reconciler = stack.reconciler(boto3.session.Session(region_name="us-east-1"))
+    assert reconciler.inventory_prefix == expected
 
 
 def test_reconcile_role_is_least_privilege(synth: Synth) -> None:
