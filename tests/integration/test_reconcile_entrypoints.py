@@ -45,9 +45,9 @@ def test_reconcile_handler_returns_summary_and_emits_drift_metrics(
         "POWERTOOLS_METRICS_DISABLED": "false",
     }.items():
         monkeypatch.setenv(name, value)
-    from s3ingest_fn.handlers import reconcile
+    from s3ingest_fn.handlers import reconcile, wiring
 
-    monkeypatch.setattr(reconcile, "_reconciler", None)
+    wiring.reconciler.cache_clear()  # built from this test's environment
     # WHEN the scheduled event runs
     summary = reconcile.handler({"source": "inventory", "marginSeconds": 0}, Context())
     # THEN the summary names the newest report and the drift, and metrics were emitted

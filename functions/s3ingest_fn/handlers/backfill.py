@@ -13,36 +13,16 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from s3ingest_fn.backfill import handle_invocation
-from s3ingest_fn.ingest import IngestService
+from s3ingest_fn.handlers import wiring
 
 logger = Logger(service="s3ingest-backfill")
 metrics = Metrics(namespace="S3Ingest", service="s3ingest")
-
-_service: IngestService | None = None
-
-
-def _build_from_env() -> IngestService:
-    import boto3
-
-    from s3ingest_fn.bucket import S3Objects
-    from s3ingest_fn.ledger import DynamoLedger
-    from s3ingest_fn.processing import FunctionSettings
-
-    settings = FunctionSettings.from_env()
-    return IngestService(
-        ledger=DynamoLedger(boto3.client("dynamodb"), settings.ledger_table_name,
-                            settings.tombstone_ttl_seconds),
-        bucket=S3Objects(boto3.client("s3")), scope_bucket=settings.bucket_name)
-
 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda entry point (``s3ingest_fn.handlers.backfill.handler``)."""
-    global _service
-    if _service is None:
-        _service = _build_from_env()
-    response = handle_invocation(event, _service)
+    response = handle_invocation(event, wiring.ingest_service())
     for result in response["results"]:
         metrics.add_metric(name=f"backfill_{result['resultCode']}", unit=MetricUnit.Count,
                            value=1)

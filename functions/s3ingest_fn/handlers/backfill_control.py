@@ -11,8 +11,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from s3ingest_fn import backfill_control
-from s3ingest_fn.handlers import backfill as backfill_handler
-from s3ingest_fn.handlers import reconcile as reconcile_handler
+from s3ingest_fn.handlers import wiring
 
 logger = Logger(service="s3ingest-backfill")
 ACTIONS = ("prepare", "report", "backfill_file", "summarize")
@@ -32,18 +31,14 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         raise ValueError(f"action must be one of {ACTIONS}, not {action!r}")
     if action == "summarize":
         return backfill_control.summarize(event)
-    if reconcile_handler._reconciler is None:
-        reconcile_handler._reconciler = reconcile_handler._build_from_env()
-    reconciler = reconcile_handler._reconciler
+    reconciler = wiring.reconciler()
     if action == "prepare":
         result = backfill_control.prepare(reconciler, event)
     elif action == "report":
         result = backfill_control.read_report(reconciler.s3, os.environ["REPORT_BUCKET_NAME"],
                                               str(event["jobId"]))
     else:
-        if backfill_handler._service is None:
-            backfill_handler._service = backfill_handler._build_from_env()
-        result = backfill_control.backfill_file(reconciler, backfill_handler._service, event)
+        result = backfill_control.backfill_file(reconciler, wiring.ingest_service(), event)
     logger.info("backfill step", extra={"action": action, **{k: v for k, v in result.items()
                                                                if k != "samples"}})
     return result

@@ -119,23 +119,15 @@ def _build_from_env() -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     tracer, imported here so that importing this module stays cheap (see ``bench/``)."""
     import boto3
 
-    from s3ingest_fn.bucket import S3Objects
-    from s3ingest_fn.ingest import IngestService
-    from s3ingest_fn.ledger import DynamoLedger
-    from s3ingest_fn.processing import DeadLetter, FunctionSettings, MessageProcessor
+    from s3ingest_fn.handlers import wiring
+    from s3ingest_fn.processing import DeadLetter, MessageProcessor
 
-    settings = FunctionSettings.from_env()
+    settings = wiring.function_settings()
     if os.environ.get("POWERTOOLS_TRACE_DISABLED", "false").lower() != "true":
         from aws_lambda_powertools import Tracer
 
         Tracer(service="s3ingest", patch_modules=["boto3", "botocore"])
-    service = IngestService(
-        ledger=DynamoLedger(boto3.client("dynamodb"), settings.ledger_table_name,
-                            settings.tombstone_ttl_seconds),
-        bucket=S3Objects(boto3.client("s3")),
-        scope_bucket=settings.bucket_name,
-    )
-    processor = MessageProcessor(service=service, dead_letter=DeadLetter(
+    processor = MessageProcessor(service=wiring.ingest_service(), dead_letter=DeadLetter(
         boto3.client("sqs"), settings.dead_letter_queue_url))
     return make_handler(processor, settings.record_concurrency)
 
