@@ -42,6 +42,9 @@ DEFAULTS: dict[str, Any] = {
     "backfillEngine": "batch-operations",
     "backfillFunctionTimeoutSeconds": 60,
     "alarmEmail": None,
+    "processor": None,
+    "processorPackageDir": None,
+    "changeStream": False,
 }
 
 #: How the backfill (CONTRACT C13) runs over the inventory: an S3 Batch Operations job invoking the
@@ -57,6 +60,12 @@ _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _STAGE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,31}$")
 # A plausible address (one "@", a dotted domain, no spaces); SNS confirms it by mail anyway.
 _EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s.]+(\.[^@\s.]+)+$")
+# "package.module:function": dotted Python identifiers, a colon, an identifier.
+_PROCESSOR_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+
+#: The change stream's event ``source``, and its ``detail-type`` per kind of applied change.
+CHANGE_SOURCE = "s3ingest"
+CHANGE_DETAIL_TYPES = {"created": "Object Ingested", "removed": "Object Tombstoned"}
 
 
 class SettingsError(ValueError):
@@ -114,6 +123,16 @@ class Settings:
     alarm_email : str or None
         An e-mail address subscribed to the alarm topic (SNS sends it a confirmation first).
         ``None``: the topic has no subscription; subscribe to it yourself.
+    processor : str or None
+        The team's effect, ``"package.module:function"``, run by the ingest Lambda for every
+        applied change (CONTRACT C11; :mod:`s3ingest_fn.effects`). ``None``: no effects, one
+        write per event. The repository's example is ``s3ingest_examples.sidecar:process``.
+    processor_package_dir : str or None
+        A directory (relative to the project) whose top-level packages are copied into the
+        ingest Lambda's package, for a processor that does not live under ``functions/``.
+    change_stream : bool
+        Publish every applied change to the stack's own EventBridge bus (source ``s3ingest``),
+        from the ledger's DynamoDB stream.
     """
 
     stage: str = DEFAULTS["stage"]
@@ -139,6 +158,9 @@ class Settings:
     backfill_engine: str = DEFAULTS["backfillEngine"]
     backfill_function_timeout_seconds: int = DEFAULTS["backfillFunctionTimeoutSeconds"]
     alarm_email: str | None = DEFAULTS["alarmEmail"]
+    processor: str | None = DEFAULTS["processor"]
+    processor_package_dir: str | None = DEFAULTS["processorPackageDir"]
+    change_stream: bool = DEFAULTS["changeStream"]
 
     @property
     def stack_name(self) -> str:
@@ -274,6 +296,10 @@ class Settings:
         rng("backfillFunctionTimeoutSeconds", self.backfill_function_timeout_seconds, 3, 900)
         if self.alarm_email is not None and not _EMAIL_RE.match(self.alarm_email):
             p.append(f"alarmEmail: {self.alarm_email!r} is not an e-mail address")
+        if self.processor is not None and not _PROCESSOR_RE.match(self.processor):
+            p.append(f"processor: {self.processor!r} is not 'package.module:function'")
+        if self.processor_package_dir is not None and self.processor is None:
+            p.append("processorPackageDir is set but processor is not")
         return p
 
     def as_dict(self) -> dict[str, Any]:

@@ -19,14 +19,19 @@ Paths, by what the event can tell on its own:
   key the bucket still shows.
 * **No usable sequencer** (repairs, backfill, ``ReducedRedundancyLostObject``, a garbage
   sequencer): an observation: read the row, HEAD, write only if the row's revision is unchanged.
+
+With a processor configured (:class:`~s3ingest_fn.effects.EffectRunner`), every write that
+applies a change also claims its effect; the processor runs after it and a second write commits
+(CONTRACT C11; the protocol is in :mod:`s3ingest_fn.effects`). Without one, nothing changes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-from s3ingest_fn.ledger import RowState, WriteMeta, WriteResult
+from s3ingest_fn.effects import PENDING, AppliedChange, Claim, EffectRunner
+from s3ingest_fn.ledger import PRESENT, RowState, WriteMeta, WriteResult
 from s3ingest_fn.model import (
     Change,
     Format,
@@ -48,10 +53,18 @@ class LedgerPort(Protocol):
     def get(self, bucket: str, key: str) -> dict[str, object] | None: ...
 
     def write_sequenced(self, state: RowState, meta: WriteMeta, *, observed: bool,
-                        require_exact: bool, expected_rev: int | None = None) -> WriteResult: ...
+                        require_exact: bool, expected_rev: int | None = None,
+                        claim: Claim | None = None) -> WriteResult: ...
 
     def write_observation(self, state: RowState, meta: WriteMeta,
-                          expected_rev: int | None) -> WriteResult: ...
+                          expected_rev: int | None, claim: Claim | None = None
+                          ) -> WriteResult: ...
+
+    def reclaim(self, bucket: str, key: str, old_token: int, claim: Claim) -> WriteResult: ...
+
+    def finish_effect(self, bucket: str, key: str, token: int, status: str = ...) -> bool: ...
+
+    def release(self, bucket: str, key: str, token: int) -> bool: ...
 
 
 class BucketPort(Protocol):
@@ -70,11 +83,19 @@ class IngestService:
     bucket : BucketPort
     scope_bucket : str or None
         Only this bucket's events are ingested; others end ``ignored`` (out of scope). None: all.
+    effects : EffectRunner or None
+        The team's processor; None keeps the one-write path (CONTRACT C5).
     """
 
     ledger: LedgerPort
     bucket: BucketPort
     scope_bucket: str | None = None
+    effects: EffectRunner | None = None
+
+    def bind_context(self, context: Any) -> None:
+        """Give the effect leases the Lambda invocation's remaining time (no-op without one)."""
+        if self.effects is not None:
+            self.effects.bind_context(context)
 
     def handle(self, change: Change) -> Result:
         """Decide and record one change.
@@ -106,29 +127,35 @@ class IngestService:
     def _sequenced(self, change: Change) -> Result:
         state = _event_state(change)
         for _ in range(MAX_OBSERVATION_ATTEMPTS):
-            first = self.ledger.write_sequenced(state, self._meta(change, "newer-sequencer"),
-                                                observed=False, require_exact=True)
+            claim = self._claim()
+            meta = self._meta(change, "newer-sequencer")
+            first = self.ledger.write_sequenced(state, meta, observed=False, require_exact=True,
+                                                claim=claim)
             if first.applied:
-                return self._result(change, Outcome.APPLIED, "newer-sequencer")
+                return self._applied(change, Outcome.APPLIED, first, state, meta)
             old = first.old or {}
-            verdict = self._order_verdict(change, old)
+            verdict = self._rejected(change, old, claim)
             if verdict is not None:
                 return verdict
             # The row holds an observed state, maybe newer than this event: verify (C7).
             now = self.bucket.current(change.bucket, change.key)
+            claim = self._claim()
             if _matches(change, now):
-                result = self.ledger.write_sequenced(
-                    state, self._meta(change, "verified-against-bucket"), observed=False,
-                    require_exact=False, expected_rev=_rev(old))
-                outcome, reason = Outcome.APPLIED, "verified-against-bucket"
+                meta = self._meta(change, "verified-against-bucket")
+                result = self.ledger.write_sequenced(state, meta, observed=False,
+                                                     require_exact=False, expected_rev=_rev(old),
+                                                     claim=claim)
+                outcome, written = Outcome.APPLIED, state
             else:
-                result = self.ledger.write_sequenced(
-                    _head_state(now), self._meta(change, "bucket-moved-past-event"),
-                    observed=True, require_exact=False, expected_rev=_rev(old))
-                outcome, reason = Outcome.SUPERSEDED, "bucket-moved-past-event"
+                meta = self._meta(change, "bucket-moved-past-event")
+                written = _head_state(now)
+                result = self.ledger.write_sequenced(written, meta, observed=True,
+                                                     require_exact=False, expected_rev=_rev(old),
+                                                     claim=claim)
+                outcome = Outcome.SUPERSEDED
             if result.applied:
-                return self._result(change, outcome, reason)
-            verdict = self._order_verdict(change, result.old or {})
+                return self._applied(change, outcome, result, written, meta)
+            verdict = self._rejected(change, result.old or {}, claim)
             if verdict is not None:
                 return verdict
             # Another writer changed the row between our read of it and our write: start over.
@@ -137,11 +164,13 @@ class IngestService:
     def _version_removed(self, change: Change) -> Result:
         now = self.bucket.current(change.bucket, change.key)
         reason = "version-removed-key-visible" if now.visible else "version-removed-key-hidden"
-        result = self.ledger.write_sequenced(_head_state(now), self._meta(change, reason),
-                                             observed=True, require_exact=False)
+        claim = self._claim()
+        meta, written = self._meta(change, reason), _head_state(now)
+        result = self.ledger.write_sequenced(written, meta, observed=True, require_exact=False,
+                                             claim=claim)
         if result.applied:
-            return self._result(change, Outcome.APPLIED, reason)
-        verdict = self._order_verdict(change, result.old or {})
+            return self._applied(change, Outcome.APPLIED, result, written, meta)
+        verdict = self._rejected(change, result.old or {}, claim)
         if verdict is not None:
             return verdict
         raise TransientError("ledger rejected a newer sequencer")  # pragma: no cover
@@ -151,15 +180,102 @@ class IngestService:
             row = self.ledger.get(change.bucket, change.key)
             now = self.bucket.current(change.bucket, change.key)
             if row is not None and _row_equals(row, now):
-                return self._result(change, Outcome.DUPLICATE, "observation-matches-ledger")
+                return self._resume(self._result(change, Outcome.DUPLICATE,
+                                                 "observation-matches-ledger"), row)
             if row is None and not now.visible:
                 return self._result(change, Outcome.IGNORED, "observed-absent-not-in-ledger")
+            claim = self._claim()
+            meta, written = self._meta(change, "observed-bucket-state"), _head_state(now)
             result = self.ledger.write_observation(
-                _head_state(now), self._meta(change, "observed-bucket-state"),
-                expected_rev=_rev(row) if row is not None else None)
+                written, meta, expected_rev=_rev(row) if row is not None else None, claim=claim)
             if result.applied:
-                return self._result(change, Outcome.APPLIED, "observed-bucket-state")
+                return self._applied(change, Outcome.APPLIED, result, written, meta)
+            if _lease_live(result.old or {}, claim):
+                raise TransientError("effect-in-progress: another change of the key is running "
+                                     "its effect")
         raise TransientError("ledger row kept changing during observation")
+
+    # -- effects (CONTRACT C11, module s3ingest_fn.effects) ---------------------------------
+
+    def _claim(self) -> Claim | None:
+        return self.effects.claim() if self.effects is not None else None
+
+    def _rejected(self, change: Change, old: dict[str, object],
+                  claim: Claim | None) -> Result | None:
+        """After a rejected write: duplicate/stale (resuming an abandoned effect), a retry when
+        another change's effect holds a live lease, or None (the caller goes on)."""
+        verdict = self._order_verdict(change, old)
+        if verdict is not None:
+            return self._resume(verdict, old)
+        if _lease_live(old, claim):
+            raise TransientError("effect-in-progress: another change of the key is running its "
+                                 "effect")
+        return None
+
+    def _applied(self, change: Change, outcome: Outcome, write: WriteResult, state: RowState,
+                 meta: WriteMeta) -> Result:
+        result = self._result(change, outcome, meta.reason)
+        if write.change_id:
+            result.extra["change_id"] = write.change_id
+        if self.effects is None or write.token is None:
+            return result
+        applied = AppliedChange(
+            bucket=change.bucket, key=change.key,
+            kind="created" if state.present else "removed",
+            sequencer=meta.raw_sequencer or meta.sequencer, version_id=state.version_id,
+            etag=state.etag, size=state.size, source=meta.source, event_name=meta.event_name,
+            change_id=write.change_id or "", token=write.token)
+        return self._effect(result, applied)
+
+    def _resume(self, verdict: Result, row: dict[str, object]) -> Result:
+        """Re-run the pending effect of the row's change when its worker's lease has expired."""
+        if self.effects is None or row.get("fx") != PENDING:
+            return verdict
+        lease, token = row.get("fx_lease"), row.get("fx_token")
+        if not isinstance(token, int) or not isinstance(lease, int):
+            return verdict
+        claim = self.effects.claim()
+        if lease >= claim.now_ms:
+            return verdict  # its worker is still running and will commit
+        taken = self.ledger.reclaim(str(verdict.bucket), str(verdict.key), token, claim)
+        if not taken.applied or taken.token is None:
+            return verdict
+        present = row.get("state") == PRESENT
+        applied = AppliedChange(
+            bucket=str(verdict.bucket), key=str(verdict.key),
+            kind="created" if present else "removed", sequencer=_opt(row.get("raw_seq")),
+            version_id=_opt(row.get("version_id")) if present else None,
+            etag=_opt(row.get("etag")) if present else None,
+            size=_opt_int(row.get("size")) if present else None,
+            source=str(row.get("source", "")), event_name=str(row.get("event_name", "")),
+            change_id=str(row.get("chg_id", "")), token=taken.token)
+        resumed = self._effect(Result(outcome=verdict.outcome, reason=verdict.reason,
+                                      bucket=verdict.bucket, key=verdict.key,
+                                      sequencer=verdict.sequencer, extra=dict(verdict.extra)),
+                               applied)
+        resumed.extra["effect"] = f"resumed-{resumed.extra.get('effect')}"
+        return resumed
+
+    def _effect(self, result: Result, change: AppliedChange) -> Result:
+        """Run the processor under the claim ``change.token`` and commit it."""
+        assert self.effects is not None
+        result.extra.update(change_id=change.change_id, token=change.token)
+        try:
+            status = self.effects.run(change)
+        except TransientError:
+            self.ledger.release(change.bucket, change.key, change.token)
+            raise
+        except Exception as exc:  # the team's code: any failure is retried, never lost
+            self.ledger.release(change.bucket, change.key, change.token)
+            raise TransientError(f"processor-failed: {exc.__class__.__name__}: {exc}"[:300]
+                                 ) from exc
+        if self.effects.after_effect is not None:
+            self.effects.after_effect(change)  # crash-injection seam (local runtime)
+        committed = self.ledger.finish_effect(change.bucket, change.key, change.token, status)
+        result.extra["effect"] = status if committed else "lease-lost"
+        if status == "superseded" and result.outcome is Outcome.APPLIED:
+            result.outcome, result.reason = Outcome.SUPERSEDED, "content-superseded"
+        return result
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -194,6 +310,20 @@ def source_of(change: Change) -> str:
     if change.fmt is Format.BACKFILL:
         return "backfill"
     return "live"
+
+
+def _lease_live(old: dict[str, object], claim: Claim | None) -> bool:
+    lease = old.get("fx_lease")
+    return (claim is not None and old.get("fx") == PENDING and isinstance(lease, int)
+            and lease >= claim.now_ms)
+
+
+def _opt_int(value: object) -> int | None:
+    return value if isinstance(value, int) else None
+
+
+def _opt(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _rev(row: dict[str, object]) -> int:

@@ -24,6 +24,14 @@ h0, h1, h2     M     the last three applied decisions, newest first: ``seq``, ``
                      ``reason``, ``source``, ``at`` (epoch ms), ``state``; NULL until filled.
                      Skipped events (duplicate, stale) write nothing (CONTRACT C5); they are
                      explained by the row's ``seq`` and this history, and logged one line each.
+op             S     what the last write was: ``apply`` (a change was applied: the change
+                     stream publishes exactly these), ``claim`` (an effect was re-claimed) or
+                     ``commit`` (an effect was committed)
+chg_id         S     deterministic id of the applied change (:func:`effects.change_id`)
+fx             S     effect of the applied change (only with a processor): ``pending``,
+                     ``done`` or ``superseded`` (CONTRACT C11, :mod:`s3ingest_fn.effects`)
+fx_token       N     fencing token of the effect's claim (the row's ``rev`` when claimed)
+fx_lease       N     epoch ms until which the claiming worker may still run; removed on commit
 =============  ====  ==========================================================================
 
 Writes use ``ReturnValuesOnConditionCheckFailure=ALL_OLD`` so a rejected conditional write tells
@@ -40,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from s3ingest_fn.effects import DONE, PENDING, Claim, change_id
 from s3ingest_fn.model import TransientError
 
 if TYPE_CHECKING:
@@ -91,6 +100,10 @@ class WriteResult:
 
     applied: bool
     old: dict[str, Any] | None = None
+    #: The claim's fencing token, when the write claimed an effect.
+    token: int | None = None
+    #: The applied change's id (``chg_id``), when applied.
+    change_id: str | None = None
 
 
 class DynamoLedger:
@@ -132,13 +145,15 @@ class DynamoLedger:
         return from_item(item) if item else None
 
     def write_sequenced(self, state: RowState, meta: WriteMeta, *, observed: bool,
-                        require_exact: bool, expected_rev: int | None = None) -> WriteResult:
+                        require_exact: bool, expected_rev: int | None = None,
+                        claim: Claim | None = None) -> WriteResult:
         """Record ``state`` at ``meta.sequencer`` if that sequencer is newer than the row's.
 
         One UpdateItem request. Its condition: the row does not exist, or its ``seq`` is absent or
         lower than the incoming one; with ``require_exact`` also the row must not hold an observed
         state (C7: a sequenced event is verified against the bucket before it is applied over an
-        observation); with ``expected_rev`` also the row's revision must be unchanged.
+        observation); with ``expected_rev`` also the row's revision must be unchanged. With a
+        ``claim``, the same write claims the change's effect, and needs no live lease on the row.
 
         Returns
         -------
@@ -162,10 +177,11 @@ class DynamoLedger:
             values[":expected_rev"] = {"N": str(expected_rev)}
         inner = clauses[0] if len(clauses) == 1 else "(" + " AND ".join(clauses) + ")"
         cond = "attribute_not_exists(#pk) OR " + inner
-        return self._update(state, meta, observed=observed, condition=cond, values=values)
+        return self._update(state, meta, observed=observed, condition=cond, values=values,
+                            claim=claim)
 
     def write_observation(self, state: RowState, meta: WriteMeta,
-                          expected_rev: int | None) -> WriteResult:
+                          expected_rev: int | None, claim: Claim | None = None) -> WriteResult:
         """Record an observed state (C7) if the row has not moved since it was read.
 
         ``expected_rev=None`` means the row did not exist when read. The row's ``seq`` is kept.
@@ -179,19 +195,113 @@ class DynamoLedger:
             cond, values = "attribute_not_exists(#pk)", {}
         else:
             cond, values = "#rev = :expected_rev", {":expected_rev": {"N": str(expected_rev)}}
-        return self._update(state, meta, observed=True, condition=cond, values=values)
+        return self._update(state, meta, observed=True, condition=cond, values=values,
+                            claim=claim)
+
+    def reclaim(self, bucket: str, key: str, old_token: int, claim: Claim) -> WriteResult:
+        """Take over a pending effect whose lease has expired (its worker crashed or timed out).
+
+        One UpdateItem, conditional on the row still holding that pending claim (``fx_token`` =
+        ``old_token``) with an expired lease. The new token is the row's new revision.
+
+        Returns
+        -------
+        WriteResult
+            ``applied`` with the new ``token``, or the row that made the condition fail.
+
+        Raises
+        ------
+        TransientError
+            On throttling or a service error.
+        """
+        return self._call(bucket, key, {
+            "UpdateExpression": "SET #rev = if_not_exists(#rev, :zero) + :one, "
+                                "#fx_token = if_not_exists(#rev, :zero) + :one, "
+                                "#fx_lease = :lease, #op = :claim",
+            "ConditionExpression": "#fx = :pending AND #fx_token = :old AND #fx_lease < :now",
+            "ExpressionAttributeNames": {f"#{n}": n for n in ("rev", "fx_token", "fx_lease",
+                                                              "op", "fx")},
+            "ExpressionAttributeValues": {
+                ":zero": {"N": "0"}, ":one": {"N": "1"}, ":claim": {"S": "claim"},
+                ":lease": {"N": str(claim.lease_until_ms)}, ":pending": {"S": PENDING},
+                ":old": {"N": str(old_token)}, ":now": {"N": str(claim.now_ms)}},
+            "ReturnValues": "UPDATED_NEW"})
+
+    def finish_effect(self, bucket: str, key: str, token: int, status: str = DONE) -> bool:
+        """Commit an effect (``status``: ``done`` or ``superseded``) if ``token`` still holds the
+        claim; removes the lease. One UpdateItem.
+
+        Returns
+        -------
+        bool
+            False when another worker claimed the row since (this worker's lease expired).
+
+        Raises
+        ------
+        TransientError
+            On throttling or a service error.
+        """
+        return self._call(bucket, key, {
+            "UpdateExpression": "SET #fx = :status, #op = :commit REMOVE #fx_lease",
+            "ConditionExpression": "#fx_token = :token",
+            "ExpressionAttributeNames": {"#fx": "fx", "#op": "op", "#fx_lease": "fx_lease",
+                                         "#fx_token": "fx_token"},
+            "ExpressionAttributeValues": {":status": {"S": status}, ":commit": {"S": "commit"},
+                                          ":token": {"N": str(token)}}}).applied
+
+    def release(self, bucket: str, key: str, token: int) -> bool:
+        """End a claim's lease now (the processor failed): the retry may re-claim at once.
+
+        Raises
+        ------
+        TransientError
+            On throttling or a service error.
+        """
+        return self._call(bucket, key, {
+            "UpdateExpression": "SET #fx_lease = :zero",
+            "ConditionExpression": "#fx_token = :token AND #fx = :pending",
+            "ExpressionAttributeNames": {"#fx_lease": "fx_lease", "#fx_token": "fx_token",
+                                         "#fx": "fx"},
+            "ExpressionAttributeValues": {":zero": {"N": "0"}, ":token": {"N": str(token)},
+                                          ":pending": {"S": PENDING}}}).applied
+
+    def _call(self, bucket: str, key: str, request: dict[str, Any]) -> WriteResult:
+        try:
+            resp = self._ddb.update_item(
+                TableName=self._table, Key={"pk": {"S": row_pk(bucket, key)}},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD", **request)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                item = exc.response.get("Item")
+                return WriteResult(applied=False, old=from_item(item) if item else None)
+            raise _transient(exc) from exc
+        except BotoCoreError as exc:
+            raise _transient(exc) from exc
+        token = resp.get("Attributes", {}).get("fx_token", {}).get("N")
+        return WriteResult(applied=True, token=int(token) if token is not None else None)
 
     def _update(self, state: RowState, meta: WriteMeta, *, observed: bool, condition: str,
-                values: dict[str, Any]) -> WriteResult:
+                values: dict[str, Any], claim: Claim | None = None) -> WriteResult:
         now = self._clock()
         sets = {
             "bucket": {"S": meta.bucket}, "key": {"S": meta.key}, "raw_key": {"S": meta.raw_key},
             "state": {"S": PRESENT if state.present else DELETED},
             "observed": {"BOOL": observed}, "event_name": {"S": meta.event_name},
             "reason": {"S": meta.reason}, "source": {"S": meta.source},
-            "updated_at": {"N": str(int(now * 1000))},
+            "updated_at": {"N": str(int(now * 1000))}, "op": {"S": "apply"},
         }
-        removes = []
+        chg = change_id(meta.bucket, meta.key, meta.sequencer, state.present, state.version_id,
+                        state.etag)
+        sets["chg_id"] = {"S": chg}
+        removes: list[str] = []
+        if claim is not None:
+            sets["fx"] = {"S": PENDING}
+            sets["fx_lease"] = {"N": str(claim.lease_until_ms)}
+            values[":now"] = {"N": str(claim.now_ms)}
+            # a live lease of another change's effect blocks this write (module effects)
+            condition = f"({condition}) AND (attribute_not_exists(#fx_lease) OR #fx_lease < :now)"
+        else:
+            removes.extend(("fx", "fx_lease", "fx_token"))
         if meta.sequencer is not None:
             sets["seq"] = {"S": meta.sequencer}
             sets["raw_seq"] = {"S": meta.raw_sequencer or meta.sequencer}
@@ -215,6 +325,8 @@ class DynamoLedger:
         values[":one"], values[":zero"] = {"N": "1"}, {"N": "0"}
         expr = "SET " + ", ".join(f"#{name} = :{name}" for name in sets)
         expr += ", #rev = if_not_exists(#rev, :zero) + :one"
+        if claim is not None:
+            expr += ", #fx_token = if_not_exists(#rev, :zero) + :one"
         # Decision history: the last HISTORY_SLOTS applied decisions, newest in h0, shifted in
         # the same request (operands read the item as it was before this update).
         values[":decision"] = {"M": {
@@ -230,23 +342,18 @@ class DynamoLedger:
             expr += " REMOVE " + ", ".join(f"#{name}" for name in removes)
         used = expr + " " + condition
         history = tuple(f"h{i}" for i in range(HISTORY_SLOTS))
-        names = {f"#{n}": n for n in (*sets, *removes, "rev", "pk", "seq", "observed", *history)
+        names = {f"#{n}": n for n in (*sets, *removes, "rev", "pk", "seq", "observed", *history,
+                                      "fx_token", "fx_lease")
                  if re.search(rf"#{n}\b", used)}
-        try:
-            self._ddb.update_item(
-                TableName=self._table, Key={"pk": {"S": row_pk(meta.bucket, meta.key)}},
-                UpdateExpression=expr, ConditionExpression=condition,
-                ExpressionAttributeNames=names, ExpressionAttributeValues=values,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                item = exc.response.get("Item")
-                return WriteResult(applied=False, old=from_item(item) if item else None)
-            raise _transient(exc) from exc
-        except BotoCoreError as exc:
-            raise _transient(exc) from exc
-        return WriteResult(applied=True)
+        request: dict[str, Any] = {
+            "UpdateExpression": expr, "ConditionExpression": condition,
+            "ExpressionAttributeNames": names, "ExpressionAttributeValues": values}
+        if claim is not None:
+            request["ReturnValues"] = "UPDATED_NEW"
+        result = self._call(meta.bucket, meta.key, request)
+        if result.applied:
+            return WriteResult(applied=True, token=result.token, change_id=chg)
+        return result
 
 
 def _transient(exc: Exception) -> TransientError:

@@ -18,6 +18,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from s3ingest_fn.effects import Claim
 from s3ingest_fn.events import parse_body
 from s3ingest_fn.ingest import IngestService, LedgerPort
 from s3ingest_fn.ledger import DynamoLedger, RowState, WriteMeta, WriteResult, row_pk
@@ -56,7 +57,9 @@ class FakeLedger:
         return copy.deepcopy(row) if row is not None else None
 
     def write_sequenced(self, state: RowState, meta: WriteMeta, *, observed: bool,
-                        require_exact: bool, expected_rev: int | None = None) -> WriteResult:
+                        require_exact: bool, expected_rev: int | None = None,
+                        claim: Claim | None = None) -> WriteResult:
+        _no_claims(claim)
         if meta.sequencer is None:
             raise ValueError("write_sequenced needs a sequencer")
         row = self.rows.get(row_pk(meta.bucket, meta.key))
@@ -67,7 +70,8 @@ class FakeLedger:
         return self._apply(state, meta, observed) if ok else self._refuse(row)
 
     def write_observation(self, state: RowState, meta: WriteMeta,
-                          expected_rev: int | None) -> WriteResult:
+                          expected_rev: int | None, claim: Claim | None = None) -> WriteResult:
+        _no_claims(claim)
         row = self.rows.get(row_pk(meta.bucket, meta.key))
         ok = row is None if expected_rev is None else (
             row is not None and row.get("rev") == expected_rev)
@@ -101,6 +105,13 @@ class FakeLedger:
         return WriteResult(applied=True)
 
 
+def _no_claims(claim: Claim | None) -> None:
+    """The fake has no effect bookkeeping: effects are tested against the real ledger adapter
+    (tests/integration/test_effects.py)."""
+    if claim is not None:
+        raise NotImplementedError("FakeLedger does not model effect claims")
+
+
 class CountingLedger:
     """Wraps a LedgerPort and counts requests by method (C5: the common path costs one write)."""
 
@@ -113,15 +124,29 @@ class CountingLedger:
         return self.inner.get(bucket, key)
 
     def write_sequenced(self, state: RowState, meta: WriteMeta, *, observed: bool,
-                        require_exact: bool, expected_rev: int | None = None) -> WriteResult:
+                        require_exact: bool, expected_rev: int | None = None,
+                        claim: Claim | None = None) -> WriteResult:
         self.calls["write_sequenced"] += 1
         return self.inner.write_sequenced(state, meta, observed=observed,
-                                          require_exact=require_exact, expected_rev=expected_rev)
+                                          require_exact=require_exact, expected_rev=expected_rev,
+                                          claim=claim)
 
     def write_observation(self, state: RowState, meta: WriteMeta,
-                          expected_rev: int | None) -> WriteResult:
+                          expected_rev: int | None, claim: Claim | None = None) -> WriteResult:
         self.calls["write_observation"] += 1
-        return self.inner.write_observation(state, meta, expected_rev)
+        return self.inner.write_observation(state, meta, expected_rev, claim)
+
+    def reclaim(self, bucket: str, key: str, old_token: int, claim: Claim) -> WriteResult:
+        self.calls["reclaim"] += 1
+        return self.inner.reclaim(bucket, key, old_token, claim)
+
+    def finish_effect(self, bucket: str, key: str, token: int, status: str = "done") -> bool:
+        self.calls["finish_effect"] += 1
+        return self.inner.finish_effect(bucket, key, token, status)
+
+    def release(self, bucket: str, key: str, token: int) -> bool:
+        self.calls["release"] += 1
+        return self.inner.release(bucket, key, token)
 
 
 class FakeBucket:

@@ -22,7 +22,9 @@ metrics = Metrics(namespace="S3Ingest", service="s3ingest")
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda entry point (``s3ingest_fn.handlers.backfill.handler``)."""
-    response = handle_invocation(event, wiring.ingest_service())
+    service = wiring.ingest_service()
+    service.bind_context(context)
+    response = handle_invocation(event, service)
     for result in response["results"]:
         metrics.add_metric(name=f"backfill_{result['resultCode']}", unit=MetricUnit.Count,
                            value=1)

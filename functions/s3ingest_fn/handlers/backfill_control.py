@@ -38,7 +38,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         result = backfill_control.read_report(reconciler.s3, os.environ["REPORT_BUCKET_NAME"],
                                               str(event["jobId"]))
     else:
-        result = backfill_control.backfill_file(reconciler, wiring.ingest_service(), event)
+        service = wiring.ingest_service()
+        service.bind_context(context)
+        result = backfill_control.backfill_file(reconciler, service, event)
     logger.info("backfill step", extra={"action": action, **{k: v for k, v in result.items()
                                                                if k != "samples"}})
     return result

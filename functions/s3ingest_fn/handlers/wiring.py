@@ -34,7 +34,14 @@ def function_settings() -> FunctionSettings:
 @cache
 def ingest_service() -> IngestService:
     """The ingest decision logic over the ledger (``LEDGER_TABLE_NAME``,
-    ``TOMBSTONE_TTL_SECONDS``) and the landing bucket (``BUCKET_NAME``)."""
+    ``TOMBSTONE_TTL_SECONDS``) and the landing bucket (``BUCKET_NAME``), with the team's
+    processor when ``PROCESSOR`` names one (``package.module:function``, CONTRACT C11).
+
+    Raises
+    ------
+    ValueError
+        When the environment is incomplete or the processor cannot be imported.
+    """
     import boto3
 
     from s3ingest_fn.bucket import S3Objects
@@ -42,10 +49,16 @@ def ingest_service() -> IngestService:
     from s3ingest_fn.ledger import DynamoLedger
 
     settings = function_settings()
+    s3 = boto3.client("s3")
+    effects = None
+    if os.environ.get("PROCESSOR"):
+        from s3ingest_fn.effects import EffectRunner, load_processor
+
+        effects = EffectRunner(load_processor(os.environ["PROCESSOR"]), s3)
     return IngestService(
         ledger=DynamoLedger(boto3.client("dynamodb"), settings.ledger_table_name,
                             settings.tombstone_ttl_seconds),
-        bucket=S3Objects(boto3.client("s3")), scope_bucket=settings.bucket_name)
+        bucket=S3Objects(s3), scope_bucket=settings.bucket_name, effects=effects)
 
 
 @cache

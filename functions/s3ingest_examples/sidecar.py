@@ -1,0 +1,93 @@
+"""Example processor: a JSON metadata sidecar per object, in a separate output bucket.
+
+Configure it with the context key ``processor`` = ``"s3ingest_examples.sidecar:process"``; the
+stack then creates the output bucket and passes ``OUTPUT_BUCKET`` (and optionally
+``OUTPUT_PREFIX``, default ``sidecars/``).
+
+For a created object it reads the bytes *of that change* (pinned by version or ETag, CONTRACT
+C8) and writes ``<OUTPUT_PREFIX><key>.json``::
+
+    {"bucket", "key", "versionId", "etag", "sequencer", "changeId", "token",
+     "bytes", "sha256", "lines", "json": true|false}
+
+(``lines`` counts newline characters; ``json`` says whether the whole object parses as JSON).
+For a removed object it deletes the sidecar. Both are idempotent: running the effect twice
+leaves the same sidecar, which is what an effectively-once hook may do after a crash.
+
+It never writes where it reads: when the output bucket is the landing bucket itself, keys under
+the output prefix are skipped, so the processor cannot trigger itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from functools import cache
+from typing import Any
+
+from s3ingest_fn.effects import AppliedChange, PinnedContent
+
+DEFAULT_PREFIX = "sidecars/"
+
+
+@cache
+def _s3() -> Any:
+    import boto3
+
+    return boto3.client("s3")
+
+
+def sidecar_key(key: str, prefix: str = DEFAULT_PREFIX) -> str:
+    """Where the sidecar of ``key`` goes."""
+    return f"{prefix}{key}.json"
+
+
+def describe(change: AppliedChange, data: bytes) -> dict[str, Any]:
+    """The sidecar document for ``data``, the bytes of ``change``."""
+    try:
+        json.loads(data)
+        is_json = True
+    except ValueError:
+        is_json = False
+    return {"bucket": change.bucket, "key": change.key, "versionId": change.version_id,
+            "etag": change.etag, "sequencer": change.sequencer, "changeId": change.change_id,
+            "token": change.token, "bytes": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(), "lines": data.count(b"\n"),
+            "json": is_json}
+
+
+def process(change: AppliedChange, content: PinnedContent | None, s3: Any = None,
+            output_bucket: str | None = None, prefix: str | None = None) -> None:
+    """The processor entry point (``s3ingest_examples.sidecar:process``).
+
+    Parameters
+    ----------
+    change : AppliedChange
+    content : PinnedContent or None
+        The change's bytes (creates only).
+    s3, output_bucket, prefix : optional
+        Overrides for tests and the local runtime; default to a boto3 client, ``OUTPUT_BUCKET``
+        and ``OUTPUT_PREFIX``.
+
+    Raises
+    ------
+    SupersededError
+        From the pinned read, when a newer write replaced the object.
+    KeyError
+        When ``OUTPUT_BUCKET`` is not set.
+    """
+    s3 = s3 or _s3()
+    output_bucket = output_bucket or os.environ["OUTPUT_BUCKET"]
+    prefix = os.environ.get("OUTPUT_PREFIX", DEFAULT_PREFIX) if prefix is None else prefix
+    if output_bucket == change.bucket and change.key.startswith(prefix):
+        return  # our own output: never process it
+    target = sidecar_key(change.key, prefix)
+    if content is None:
+        s3.delete_object(Bucket=output_bucket, Key=target)
+        return
+    doc = describe(change, content.read())
+    s3.put_object(Bucket=output_bucket, Key=target, Body=json.dumps(doc, indent=2).encode(),
+                  ContentType="application/json",
+                  Metadata={"s3ingest-change-id": change.change_id,
+                            "s3ingest-token": str(change.token)})

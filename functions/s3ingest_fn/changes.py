@@ -1,0 +1,127 @@
+"""The ordered change stream: applied ledger changes -> events on the stack's own bus (C11).
+
+The outbox is the ledger itself: every write that applies a change sets ``op=apply`` and a
+deterministic ``chg_id`` in the same conditional write (:mod:`s3ingest_fn.ledger`), and the
+table's DynamoDB stream carries the row's new image. A relay Lambda, subscribed to the stream
+with the filter :data:`STREAM_FILTER` (so it is invoked only for applied changes, never for effect
+commits, claims or TTL deletions), turns each record into one event with :func:`change_event` and
+publishes it with PutEvents.
+
+Guarantees, and where they come from:
+
+* **No losses.** A change is published iff its ledger write happened (same item, same write).
+  A record whose PutEvents entry failed is reported in ``batchItemFailures``; Lambda retries
+  from it (and everything after it in the shard, so order is kept) until the record leaves the
+  stream (24 h), then sends its position to the on-failure destination
+  (https://docs.aws.amazon.com/lambda/latest/dg/services-ddb-batchfailurereporting.html).
+* **Duplicates at most.** Retries re-publish; every event carries ``detail.id`` (the change id,
+  the same for every delivery of one change) for consumers to drop them.
+* **Order.** DynamoDB Streams keeps the order of writes to one item within its shard; the relay
+  publishes the records of a batch in order and stops at the first failure. EventBridge does not
+  promise delivery order to targets, so ``detail.sequencer`` and ``detail.rev`` (the row
+  revision, strictly increasing per key) let a consumer order or drop late events per key.
+
+Event shape: ``source`` :data:`~s3ingest.settings.CHANGE_SOURCE` (``"s3ingest"``),
+``detail-type`` ``"Object Ingested"`` (created) or ``"Object Tombstoned"`` (removed), ``detail``
+as :func:`change_event` documents.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+#: Kept in step with ``s3ingest.settings.CHANGE_SOURCE`` / ``CHANGE_DETAIL_TYPES`` (the function
+#: package does not ship the ``s3ingest`` package; a unit test checks they agree).
+SOURCE = "s3ingest"
+DETAIL_TYPES = {"created": "Object Ingested", "removed": "Object Tombstoned"}
+
+#: The event source mapping's filter: applied changes only
+#: (https://docs.aws.amazon.com/lambda/latest/dg/with-ddb-filtering.html).
+STREAM_FILTER: dict[str, Any] = {
+    "eventName": ["INSERT", "MODIFY"],
+    "dynamodb": {"NewImage": {"op": {"S": ["apply"]}}},
+}
+
+#: PutEvents takes at most 10 entries per request.
+PUT_EVENTS_MAX = 10
+
+
+def _value(av: dict[str, Any] | None) -> Any:
+    if not av:
+        return None
+    (typ, val), = av.items()
+    if typ == "N":
+        return int(val) if val.lstrip("-").isdigit() else float(val)
+    if typ == "NULL":
+        return None
+    return val
+
+
+def is_applied_change(record: dict[str, Any]) -> bool:
+    """Whether a DynamoDB stream record is an applied change (the relay's own check of
+    :data:`STREAM_FILTER`, so it is right even where the filter is not applied)."""
+    image = record.get("dynamodb", {}).get("NewImage") or {}
+    return (record.get("eventName") in ("INSERT", "MODIFY")
+            and _value(image.get("op")) == "apply" and "chg_id" in image)
+
+
+def change_event(record: dict[str, Any], bus_name: str) -> dict[str, Any]:
+    """The PutEvents entry for one applied-change stream record.
+
+    Parameters
+    ----------
+    record : dict
+        A DynamoDB stream record as Lambda delivers it (``NewImage`` in attribute-value form).
+    bus_name : str
+
+    Returns
+    -------
+    dict
+        ``{"Source", "DetailType", "Detail", "EventBusName", "Resources"}``; ``Detail`` is JSON
+        of ``{"id", "bucket", "key", "kind", "sequencer", "versionId", "etag", "size", "rev",
+        "source", "eventName", "reason", "observed", "appliedAt"}`` (``appliedAt`` in epoch ms;
+        absent values are null).
+    """
+    image = record["dynamodb"]["NewImage"]
+    kind = "created" if _value(image.get("state")) == "present" else "removed"
+    bucket = _value(image.get("bucket"))
+    detail = {
+        "id": _value(image.get("chg_id")), "bucket": bucket, "key": _value(image.get("key")),
+        "kind": kind, "sequencer": _value(image.get("raw_seq")),
+        "versionId": _value(image.get("version_id")), "etag": _value(image.get("etag")),
+        "size": _value(image.get("size")), "rev": _value(image.get("rev")),
+        "source": _value(image.get("source")), "eventName": _value(image.get("event_name")),
+        "reason": _value(image.get("reason")), "observed": bool(_value(image.get("observed"))),
+        "appliedAt": _value(image.get("updated_at")),
+    }
+    return {"Source": SOURCE, "DetailType": DETAIL_TYPES[kind], "EventBusName": bus_name,
+            "Detail": json.dumps(detail), "Resources": [f"arn:aws:s3:::{bucket}"]}
+
+
+def publish(events_client: Any, bus_name: str,
+            records: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
+    """Publish the applied changes among ``records`` in order.
+
+    Returns
+    -------
+    (published, failed_sequence_number)
+        The entries published, and the stream ``SequenceNumber`` of the first record not
+        published (None when all were): Lambda resumes from it.
+    """
+    todo = [(r, change_event(r, bus_name)) for r in records if is_applied_change(r)]
+    published: list[dict[str, Any]] = []
+    for i in range(0, len(todo), PUT_EVENTS_MAX):
+        chunk = todo[i:i + PUT_EVENTS_MAX]
+        try:
+            resp = events_client.put_events(Entries=[entry for _, entry in chunk])
+        except (ClientError, BotoCoreError):
+            return published, chunk[0][0]["dynamodb"]["SequenceNumber"]
+        for (record, entry), result in zip(chunk, resp.get("Entries", []), strict=False):
+            if result.get("ErrorCode") or not result.get("EventId"):
+                return published, record["dynamodb"]["SequenceNumber"]
+            published.append(entry)
+    return published, None

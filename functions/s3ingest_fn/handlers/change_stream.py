@@ -1,0 +1,53 @@
+"""The change-stream relay Lambda: ledger DynamoDB stream in, events on the stack's bus out.
+
+Event shape in: the Lambda DynamoDB Streams event (``{"Records": [{"eventName", "dynamodb":
+{"NewImage", "SequenceNumber", ...}}, ...]}``), filtered by the event source mapping to applied
+changes (:data:`s3ingest_fn.changes.STREAM_FILTER`). Shape out: the partial batch response,
+``{"batchItemFailures": [{"itemIdentifier": <SequenceNumber>}]}``, naming the first record not
+published; Lambda retries from there
+(https://docs.aws.amazon.com/lambda/latest/dg/services-ddb-batchfailurereporting.html).
+Environment: ``CHANGE_BUS_NAME``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+
+from s3ingest_fn.changes import publish
+
+logger = Logger(service="s3ingest")
+metrics = Metrics(namespace="S3Ingest", service="s3ingest")
+
+_events: Any = None
+
+
+def relay(events_client: Any, bus_name: str, event: dict[str, Any]) -> dict[str, Any]:
+    """Publish the applied changes of one stream batch; return the partial batch response."""
+    records = event.get("Records", [])
+    published, failed_at = publish(events_client, bus_name, records)
+    metrics.add_metric(name="changes_published", unit=MetricUnit.Count, value=len(published))
+    for entry in published:
+        logger.debug("change published", extra={"detail_type": entry["DetailType"],
+                                                "detail": entry["Detail"]})
+    if failed_at is None:
+        return {"batchItemFailures": []}
+    metrics.add_metric(name="changes_publish_failed", unit=MetricUnit.Count, value=1)
+    logger.warning("change stream publish failed; Lambda retries from this record",
+                   extra={"sequence_number": failed_at})
+    return {"batchItemFailures": [{"itemIdentifier": failed_at}]}
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Lambda entry point (``s3ingest_fn.handlers.change_stream.handler``)."""
+    global _events
+    if _events is None:
+        import boto3
+
+        _events = boto3.client("events")
+    return relay(_events, os.environ["CHANGE_BUS_NAME"], event)
