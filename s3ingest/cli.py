@@ -41,10 +41,14 @@ def demo(
                                         "lost for good (reconciliation repairs it).")] = 0.1,
     reconcile: Annotated[str, typer.Option(help="Reconciliation at the end: inventory, "
                                            "listing or none.")] = "inventory",
+    crash: Annotated[float, typer.Option(min=0.0, max=1.0, help="Probability that a worker is "
+                                         "killed after the processor's effect, before its "
+                                         "commit (the effect must run again).")] = 0.05,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
-    """Run the live pipeline locally under duplicated, reordered and lossy delivery, reconcile
-    once, and report whether the ledger equals the bucket (exit code 1 if it does not)."""
+    """Run the live pipeline locally under duplicated, reordered and lossy delivery, with the
+    example processor (a JSON sidecar per object) and the change stream, reconcile once, and
+    report whether the ledger equals the bucket and the sidecars match it (exit code 1 if not)."""
     from s3ingest.local.demo import DemoOptions, run_demo
 
     if reconcile not in ("inventory", "listing", "none"):
@@ -60,7 +64,8 @@ def demo(
                        total=max(total, done))
 
         report = run_demo(DemoOptions(rounds=rounds, seed=seed, duplicate=duplicate, drop=drop,
-                                      reconcile=None if reconcile == "none" else reconcile),
+                                      reconcile=None if reconcile == "none" else reconcile,
+                                      crash=crash),
                           on_progress=on_progress)
     if as_json:
         out.print_json(json.dumps(report))
@@ -88,8 +93,15 @@ def _render_demo(report: dict[str, Any]) -> None:
         out.print(f"dead-letter queue: reason={m['reason']} body={m['body']!r}")
     out.print(f"ledger rows: {report['ledger_rows']}; visible objects: "
               f"{report['visible_objects']}")
+    fx = report.get("effects")
+    if fx and fx["processor"]:
+        out.print(f"effects ({fx['processor']}): {fx['effects_run']} runs, "
+                  f"{fx['crashes_injected']} killed before commit and re-run; change events "
+                  f"published: {fx['change_events']} ({fx['change_events_unique']} distinct ids; "
+                  + ", ".join(f"{k}: {v}" for k, v in fx["change_events_by_type"].items()) + ")")
     if report["converged"]:
-        out.print("[bold green]CONVERGED[/]: the ledger equals the bucket")
+        out.print("[bold green]CONVERGED[/]: the ledger equals the bucket"
+                  + ("; every sidecar matches its object" if fx and fx["processor"] else ""))
     else:
         out.print("[bold red]NOT CONVERGED[/]:")
         for d in report["differences"]:
@@ -118,8 +130,10 @@ def scenario(
                                          help="JSON Lines scenario (format: README).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Run a scenario file on a fresh local deployment and print what happened (exit code 1 if
-    the ledger does not equal the bucket at the end, 2 for a scenario error)."""
+    """Run a scenario file on a fresh local deployment and print what happened: messages, the
+    ledger, the processor's effects and the change events, with their ids (exit code 1 if the
+    ledger does not equal the bucket at the end or the effects broke a rule, 2 for a scenario
+    error)."""
     from s3ingest.local.scenario import ScenarioError, run_scenario
 
     try:
@@ -127,9 +141,10 @@ def scenario(
     except ScenarioError as exc:
         console.print(f"[red]scenario error:[/] {exc}")
         raise typer.Exit(2) from exc
+    ok = result["converged"] and not result["effects_problems"]
     if as_json:
         sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
-        raise typer.Exit(0 if result["converged"] else 1)
+        raise typer.Exit(0 if ok else 1)
     msgs = Table(title="messages")
     for col in ("step", "outcome", "reason", "key", "sequencer"):
         msgs.add_column(col)
@@ -150,13 +165,32 @@ def scenario(
     for job in result["backfills"]:
         out.print(f"line {job['step']}:")
         _emit_backfill(job, as_json=False)
+    if result["effects"]:
+        fx = Table(title="effects run (processor)")
+        for col in ("step", "key", "kind", "sequencer", "change id", "token", "then"):
+            fx.add_column(col)
+        for e in result["effects"]:
+            fx.add_row(str(e["step"]), repr(e["key"]), e["kind"], str(e["sequencer"]),
+                       e["id"], str(e["token"]),
+                       "killed before commit" if e["crashed_before_commit"] else "committed")
+        out.print(fx)
+    if result["changes"]:
+        ch = Table(title="change stream (events a subscriber received)")
+        for col in ("detail-type", "key", "sequencer", "id"):
+            ch.add_column(col)
+        for c in result["changes"]:
+            d = c["detail"]
+            ch.add_row(str(c["detail-type"]), repr(d["key"]), str(d["sequencer"]), d["id"])
+        out.print(ch)
+    for problem in result["effects_problems"]:
+        out.print(f"[red]effects problem:[/] {problem}")
     out.print(f"events lost for good: {result['dropped']}")
     for m in result["dead_letter_queue"]:
         out.print(f"dead-letter queue: reason={m['reason']} body={m['body']!r}")
     out.print("converged: " + ("[green]yes[/]" if result["converged"] else "[red]no[/]"))
     for d in result["differences"]:
         out.print(f"  {d}")
-    raise typer.Exit(0 if result["converged"] else 1)
+    raise typer.Exit(0 if ok else 1)
 
 
 @app.command("reconcile")

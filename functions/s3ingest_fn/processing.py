@@ -82,6 +82,10 @@ class MessageProcessor:
     dead_letter: DeadLetter
     on_result: Callable[[Result], None] | None = None
 
+    def bind_context(self, context: Any) -> None:
+        """Pass the Lambda context on (effect leases last as long as the invocation)."""
+        self.service.bind_context(context)
+
     def process(self, body: Any, message_id: str = "") -> list[Result]:
         """Process one message; return one Result per S3 record it held (at least one).
 

@@ -8,6 +8,11 @@ malformed message ride along to show the ``ignored`` and ``invalid`` outcomes. T
 reconciliation against an S3 Inventory report of the bucket (written in the real format) finds
 what the lost events left behind and repairs it through the ingest queue. The report gives the
 events per outcome, the drift found, and whether the ledger equals the bucket.
+
+Effects (CONTRACT C11): the example processor writes a JSON sidecar per object to a separate
+output bucket for every applied change, and by default 5% of workers are killed between an effect
+and its commit; every applied change is also published on the change bus. The report checks that
+the effects ran in order with only crash-caused repeats and that the sidecars match the bucket.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import Any
 
 from s3ingest.local.chaos import Chaos
 from s3ingest.local.emulator import Emulator
-from s3ingest.local.runtime import LocalRuntime
+from s3ingest.local.runtime import LocalRuntime, local_settings
 from s3ingest.settings import Settings
 
 HOSTILE_KEYS = (
@@ -53,6 +58,7 @@ class DemoOptions:
     reconcile: str | None = "inventory"
     reconcile_prefix: str = ""
     reconcile_dry_run: bool = False
+    crash: float = 0.05
 
 
 def run_demo(options: DemoOptions, settings: Settings | None = None,
@@ -71,11 +77,14 @@ def run_demo(options: DemoOptions, settings: Settings | None = None,
     dict
         ``{"bucket", "operations", "events_emitted", "events_delivered", "events_dropped",
         "differences_before_reconciliation", "reconciliation", "outcomes", "invocations",
-        "dead_letter_queue", "converged", "differences", "ledger_rows", "visible_objects"}``.
+        "dead_letter_queue", "effects", "converged", "differences", "ledger_rows",
+        "visible_objects"}``; ``effects`` is :meth:`LocalRuntime.effects_report`, and
+        ``converged`` also needs its problem lists empty.
     """
     rng = random.Random(options.seed)
     with Emulator() as emu:
-        rt = LocalRuntime(emu, settings, versioning="Enabled", seed=options.seed)
+        rt = LocalRuntime(emu, settings or local_settings(), versioning="Enabled",
+                          seed=options.seed)
         s3 = rt.faithful
         versions: dict[str, list[str]] = {k: [] for k in HOSTILE_KEYS}
         delivered_total = 0
@@ -100,7 +109,7 @@ def run_demo(options: DemoOptions, settings: Settings | None = None,
                 if versions[key]:  # remove one old version: the key's visibility may not change
                     s3.delete(key, versions[key].pop(0))
             chaos = Chaos(seed=options.seed + rnd, duplicate=options.duplicate, reorder=True,
-                          drop=options.drop)
+                          drop=options.drop, crash=options.crash)
             delivered_total += rt.flush(chaos)
             if rnd == 0:
                 rt.send_raw(TEST_EVENT % rt.resources.bucket)
@@ -114,7 +123,10 @@ def run_demo(options: DemoOptions, settings: Settings | None = None,
                 on_progress("reconcile", processed, delivered_total)
             reconciliation = rt.reconcile(options.reconcile, prefix=options.reconcile_prefix,
                                           dry_run=options.reconcile_dry_run).as_dict()
+        rt.pump_changes()
         comparison = rt.compare()
+        effects = rt.effects_report()
+        effects_ok = not effects["problems"] and not effects["sidecar_differences"]
         return {
             "bucket": rt.resources.bucket,
             "operations": len(s3.log),
@@ -126,8 +138,10 @@ def run_demo(options: DemoOptions, settings: Settings | None = None,
             "outcomes": dict(sorted(rt.outcome_counts().items())),
             "invocations": rt.invocations,
             "dead_letter_queue": rt.dead_letters(),
-            "converged": comparison.converged,
-            "differences": comparison.differences,
+            "effects": effects,
+            "converged": comparison.converged and effects_ok,
+            "differences": comparison.differences + effects["problems"]
+            + effects["sidecar_differences"],
             "ledger_rows": len(comparison.ledger),
             "visible_objects": len(comparison.bucket),
         }

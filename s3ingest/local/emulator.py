@@ -20,7 +20,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from s3ingest.settings import Settings, ingest_event_pattern
+from s3ingest.settings import CHANGE_SOURCE, Settings, ingest_event_pattern
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -99,6 +99,13 @@ class Resources:
     rule: str
     archive: str
     inventory_bucket: str
+    #: The processor's output bucket (with a processor configured).
+    output_bucket: str | None = None
+    #: Change stream (``changeStream``): the ledger's DynamoDB stream, the stack's own bus, and
+    #: a queue subscribed to it by a rule (the local stand-in for the audit log group).
+    stream_arn: str | None = None
+    change_bus: str | None = None
+    change_queue_url: str | None = None
 
 
 def provision(emu: Emulator, settings: Settings, *, bucket: str | None = None,
@@ -139,9 +146,13 @@ def provision(emu: Emulator, settings: Settings, *, bucket: str | None = None,
     })["QueueUrl"]
     queue_arn = _queue_arn(sqs, queue_url)
     table = f"ledger-{suffix}"
-    ddb.create_table(TableName=table, BillingMode="PAY_PER_REQUEST",
-                     KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-                     AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}])
+    stream: dict[str, Any] = {}
+    if settings.change_stream:
+        stream = {"StreamSpecification": {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}}
+    created = ddb.create_table(TableName=table, BillingMode="PAY_PER_REQUEST",
+                               KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                               AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+                               **stream)
     ddb.update_time_to_live(TableName=table, TimeToLiveSpecification={
         "Enabled": True, "AttributeName": "expires_at"})
     pattern = json.dumps(ingest_event_pattern(bucket))
@@ -152,9 +163,25 @@ def provision(emu: Emulator, settings: Settings, *, bucket: str | None = None,
     bus_arn = events.describe_event_bus()["Arn"]
     events.create_archive(ArchiveName=archive, EventSourceArn=bus_arn, EventPattern=pattern,
                           RetentionDays=settings.archive_retention_days)
+    output_bucket = None
+    if settings.processor:
+        output_bucket = f"s3ingest-output-{suffix}"
+        s3.create_bucket(Bucket=output_bucket)
+    stream_arn = change_bus = change_queue_url = None
+    if settings.change_stream:
+        stream_arn = created["TableDescription"]["LatestStreamArn"]
+        change_bus = f"s3ingest-changes-{suffix}"
+        events.create_event_bus(Name=change_bus)
+        change_queue_url = sqs.create_queue(QueueName=f"changes-{suffix}")["QueueUrl"]
+        events.put_rule(Name=f"changes-{suffix}", EventBusName=change_bus, State="ENABLED",
+                        EventPattern=json.dumps({"source": [CHANGE_SOURCE]}))
+        events.put_targets(Rule=f"changes-{suffix}", EventBusName=change_bus, Targets=[
+            {"Id": "subscriber", "Arn": _queue_arn(sqs, change_queue_url)}])
     return Resources(bucket=bucket, versioning=versioning, queue_url=queue_url,
                      queue_arn=queue_arn, dlq_url=dlq_url, table=table, rule=rule,
-                     archive=archive, inventory_bucket=inventory_bucket)
+                     archive=archive, inventory_bucket=inventory_bucket,
+                     output_bucket=output_bucket, stream_arn=stream_arn, change_bus=change_bus,
+                     change_queue_url=change_queue_url)
 
 
 def _queue_arn(sqs: Any, url: str) -> str:

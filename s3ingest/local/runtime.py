@@ -12,13 +12,24 @@ handler -> the DynamoDB ledger, all on the embedded emulator.
   real handler with the Lambda SQS event shape, and deletes only the messages the handler did not
   report in ``batchItemFailures``; failed ones come back after a visibility timeout and move to
   the dead-letter queue after ``maxReceiveCount`` receives;
-* :meth:`LocalRuntime.compare` checks the ledger against the bucket (CONTRACT C15).
+* :meth:`LocalRuntime.compare` checks the ledger against the bucket (CONTRACT C15);
+* with a processor configured, the real effect protocol runs it for every applied change
+  (CONTRACT C11) and :attr:`LocalRuntime.effects` records what ran; ``Chaos.crash`` kills a
+  worker between an effect and its commit (its lease then expires: the local lease clock jumps
+  past it) so the retried message must re-run the effect;
+* with the change stream on, :meth:`LocalRuntime.pump_changes` plays the relay Lambda's event
+  source: it reads the ledger's DynamoDB stream, invokes the real relay with the Lambda event
+  shape, and collects what a rule on the change bus delivered (:attr:`LocalRuntime.changes`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
+import itertools
 import json
+import random
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -31,7 +42,17 @@ from s3ingest.local.inventory_writer import write_inventory
 from s3ingest.local.s3faithful import FaithfulS3, SequencerClock
 from s3ingest.settings import Settings, inventory_report_prefix
 from s3ingest_fn.bucket import S3Objects
+from s3ingest_fn.effects import (
+    DEFAULT_REMAINING_MS,
+    LEASE_SKEW_MS,
+    AppliedChange,
+    EffectRunner,
+    PinnedContent,
+    Processor,
+    load_processor,
+)
 from s3ingest_fn.events import normalize_etag, normalize_version
+from s3ingest_fn.handlers.change_stream import relay
 from s3ingest_fn.handlers.ingest import make_handler
 from s3ingest_fn.ingest import IngestService
 from s3ingest_fn.ledger import DynamoLedger, from_item
@@ -45,6 +66,16 @@ from s3ingest_fn.reconcile.service import (
     ReconcileRequest,
 )
 
+#: The repository's example processor (JSON sidecars), which local demos and scenarios run.
+EXAMPLE_PROCESSOR = "s3ingest_examples.sidecar:process"
+
+
+def local_settings(**overrides: Any) -> Settings:
+    """Settings for local demos and scenarios: the stack's defaults plus the example processor
+    and the change stream, so local runs show effects and change events."""
+    return Settings(**{"processor": EXAMPLE_PROCESSOR, "change_stream": True, **overrides})
+
+
 #: Visibility timeout used by the local poller for a received batch, seconds: a failed record
 #: comes back this soon instead of after the deployed queue's timeout.
 LOCAL_VISIBILITY_TIMEOUT = 1
@@ -57,6 +88,32 @@ class Delivered:
     step: int | None
     result: Result
     message_id: str
+
+
+class InjectedCrash(Exception):
+    """The local runtime's worker 'died' between an effect and its commit (``Chaos.crash``)."""
+
+
+@dataclass
+class EffectRun:
+    """One completed run of the processor: the change it ran for, and whether the worker was
+    then killed before committing (so the effect must run again)."""
+
+    change_id: str
+    key: str
+    kind: str
+    sequencer: str | None
+    version_id: str | None
+    etag: str | None
+    token: int
+    step: int | None
+    crashed_before_commit: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.change_id, "key": self.key, "kind": self.kind,
+                "sequencer": self.sequencer, "versionId": self.version_id, "etag": self.etag,
+                "token": self.token, "step": self.step,
+                "crashed_before_commit": self.crashed_before_commit}
 
 
 @dataclass
@@ -113,6 +170,175 @@ class LocalRuntime:
         self.invocations = 0
         #: Called after every handler invocation (tests check invariants from it).
         self.after_batch: Callable[[LocalRuntime], None] | None = None
+        #: Completed processor runs, in completion order (CONTRACT C11).
+        self.effects: list[EffectRun] = []
+        #: Change-stream events a subscriber received: ``{"detail-type", "detail"}``.
+        self.changes: list[dict[str, Any]] = []
+        self.lease_offset_ms = 0
+        self._crash_rate = 0.0
+        self._crash_rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._stream_iterators: dict[str, str | None] = {}
+        if self.settings.processor:
+            self.service.effects = EffectRunner(
+                self._recording(load_processor(self.settings.processor)), self.s3,
+                clock_ms=self._lease_clock, after_effect=self._maybe_crash)
+
+    # -- effects (CONTRACT C11) --------------------------------------------------------------
+
+    def _lease_clock(self) -> int:
+        return int(time.time() * 1000) + self.lease_offset_ms
+
+    def _recording(self, processor: Processor) -> Processor:
+        """The team's processor, given the emulator's S3 client and the output bucket when it
+        takes them as keyword arguments (``s3``, ``output_bucket``), and recorded when it
+        completes."""
+        params = inspect.signature(processor).parameters
+        extra: dict[str, Any] = {}
+        if "s3" in params:
+            extra["s3"] = self.s3
+        if "output_bucket" in params:
+            extra["output_bucket"] = self.resources.output_bucket
+
+        def run(change: AppliedChange, content: PinnedContent | None) -> None:
+            processor(change, content, **extra)
+            self.effects.append(EffectRun(
+                change_id=change.change_id, key=change.key, kind=change.kind,
+                sequencer=change.sequencer, version_id=change.version_id, etag=change.etag,
+                token=change.token, step=self.step))
+
+        return run
+
+    def _maybe_crash(self, change: AppliedChange) -> None:
+        with self._lock:
+            crash = self._crash_rate > 0 and self._crash_rng.random() < self._crash_rate
+            if not crash:
+                return
+            for run in reversed(self.effects):
+                if run.change_id == change.change_id and run.token == change.token:
+                    run.crashed_before_commit = True
+                    break
+            # The dead worker's invocation would have timed out by the time SQS shows the
+            # message again: move the lease clock past any lease it held.
+            self.lease_offset_ms += DEFAULT_REMAINING_MS + LEASE_SKEW_MS + 1
+        raise InjectedCrash(f"worker killed after the effect of {change.key!r}, before commit")
+
+    # -- change stream -----------------------------------------------------------------------
+
+    def pump_changes(self) -> int:
+        """Play the relay's DynamoDB-stream event source once over everything new in the
+        ledger's stream; return how many events the change bus delivered to the subscriber."""
+        if not self.resources.stream_arn or not self.resources.change_bus:
+            return 0
+        streams = self.emu.client("dynamodbstreams")
+        shards = streams.describe_stream(
+            StreamArn=self.resources.stream_arn)["StreamDescription"]["Shards"]
+        for shard in shards:
+            shard_id = shard["ShardId"]
+            it = self._stream_iterators.get(shard_id)
+            if it is None:
+                it = streams.get_shard_iterator(StreamArn=self.resources.stream_arn,
+                                                ShardId=shard_id,
+                                                ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+            while it:
+                page = streams.get_records(ShardIterator=it, Limit=100)
+                records = page.get("Records", [])
+                it = page.get("NextShardIterator")
+                if not records:
+                    break
+                response = relay(self.events, self.resources.change_bus, {"Records": [
+                    {**r, "eventSource": "aws:dynamodb",
+                     "eventSourceARN": self.resources.stream_arn} for r in records]})
+                if response["batchItemFailures"]:
+                    raise RuntimeError(f"change relay failed: {response}")
+            self._stream_iterators[shard_id] = it
+        return self._collect_changes()
+
+    def _collect_changes(self) -> int:
+        url = self.resources.change_queue_url
+        got = 0
+        while url:
+            msgs = self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get(
+                "Messages", [])
+            if not msgs:
+                break
+            for m in msgs:
+                event = json.loads(m["Body"])
+                self.changes.append({"detail-type": event.get("detail-type"),
+                                     "source": event.get("source"), "detail": event["detail"]})
+            self.sqs.delete_message_batch(QueueUrl=url, Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs)])
+            got += len(msgs)
+        return got
+
+    def effects_report(self) -> dict[str, Any]:
+        """Effects and change events of this run, with every problem :meth:`check_effects` and
+        :meth:`check_sidecars` found (empty lists when all is well)."""
+        ids = [c["detail"]["id"] for c in self.changes]
+        return {
+            "processor": self.settings.processor,
+            "effects_run": len(self.effects),
+            "crashes_injected": sum(r.crashed_before_commit for r in self.effects),
+            "change_events": len(self.changes),
+            "change_events_unique": len(set(ids)),
+            "change_events_by_type": dict(sorted(Counter(
+                str(c["detail-type"]) for c in self.changes).items())),
+            "problems": self.check_effects(),
+            "sidecar_differences": self.check_sidecars(),
+        }
+
+    def check_sidecars(self) -> list[str]:
+        """For the example processor: every visible object has a sidecar describing its current
+        version/ETag, and no other key has one. Empty when another processor is configured."""
+        if self.settings.processor != EXAMPLE_PROCESSOR or not self.resources.output_bucket:
+            return []
+        from s3ingest_examples.sidecar import DEFAULT_PREFIX
+
+        out = self.resources.output_bucket
+        sidecars: dict[str, dict[str, Any]] = {}
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=out):
+            for obj in page.get("Contents", []):
+                doc = json.loads(self.s3.get_object(Bucket=out, Key=obj["Key"])["Body"].read())
+                sidecars[doc["key"]] = doc
+        problems = []
+        for obj in self.bucket_objects():
+            doc = sidecars.pop(obj["key"], None)
+            if doc is None:
+                problems.append(f"no sidecar for visible {obj['key']!r}")
+            elif (doc["versionId"], doc["etag"]) != (obj["version_id"], obj["etag"]):
+                problems.append(f"sidecar of {obj['key']!r} describes {doc['versionId']}/"
+                                f"{doc['etag']}, the bucket holds {obj['version_id']}/"
+                                f"{obj['etag']}")
+        problems.extend(f"sidecar left for deleted {k!r} (under {DEFAULT_PREFIX})"
+                        for k in sidecars)
+        return problems
+
+    def check_effects(self) -> list[str]:
+        """Effects against the ledger (CONTRACT C11): per key, the processor runs in sequencer
+        order with only crash-caused repeats, and the last one ran for the row's current change;
+        every published change id is a change the ledger applied. Returns the problems found."""
+        problems: list[str] = []
+        rows = {r["key"]: r for r in self.ledger_rows()}
+        by_key: dict[str, list[EffectRun]] = {}
+        for run in self.effects:
+            by_key.setdefault(run.key, []).append(run)
+        for key, runs in by_key.items():
+            tokens = [r.token for r in runs]
+            if tokens != sorted(tokens) or len(set(tokens)) != len(tokens):
+                problems.append(f"{key!r}: effects not in claim order: tokens {tokens}")
+            for before, after in itertools.pairwise(runs):
+                if before.change_id == after.change_id and not before.crashed_before_commit:
+                    problems.append(f"{key!r}: effect {before.change_id} ran twice without a "
+                                    "crash")
+            row = rows.get(key)
+            if row is not None and row.get("fx") == "done" and runs[-1].change_id != row.get(
+                    "chg_id"):
+                problems.append(f"{key!r}: last effect {runs[-1].change_id} is not the row's "
+                                f"change {row.get('chg_id')}")
+        for key, row in rows.items():
+            if row.get("fx") == "pending":
+                problems.append(f"{key!r}: effect still pending after quiescence")
+        return problems
 
     # -- delivery ------------------------------------------------------------------------
 
@@ -126,6 +352,9 @@ class LocalRuntime:
         repair them).
         """
         chaos = chaos or Chaos()
+        with self._lock:
+            self._crash_rate = chaos.crash
+            self._crash_rng = random.Random(chaos.seed)
         deliver, dropped = chaos.schedule(self.faithful.take_pending())
         self.dropped.extend(dropped)
         for i in range(0, len(deliver), 10):
@@ -163,6 +392,7 @@ class LocalRuntime:
             ).get("Messages", [])
             if not msgs:
                 if self._queue_empty():
+                    self.pump_changes()
                     return
                 if time.monotonic() > deadline:
                     raise RuntimeError("ingest queue did not drain in time")

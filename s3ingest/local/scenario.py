@@ -2,15 +2,18 @@
 
 Format (one JSON object per line; blank lines and lines starting with ``#`` are skipped):
 
-* optional first line ``{"bucket": NAME, "versioning": "Enabled" | "Suspended" | null}``;
+* optional first line ``{"bucket": NAME, "versioning": "Enabled" | "Suspended" | null,
+  "processor": "package.module:function" | null, "change_stream": true | false}``; by default
+  the example processor (``s3ingest_examples.sidecar:process``) and the change stream run;
 * ``{"op": "put", "key": K, "body": TEXT}``: PutObject; S3's event is queued for a flush;
 * ``{"op": "delete", "key": K}`` or with ``"version_id": V``: DeleteObject (a delete marker in a
   versioned bucket, one version when ``version_id`` is given);
 * ``{"op": "deliver", "body": B}``: one SQS message whose body is ``B`` exactly as AWS would send
   it (a JSON object, serialised, or a string, sent as is), then the queue is drained;
-* ``{"op": "flush", "chaos": {"seed": S, "duplicate": P, "reorder": true, "drop": 0.0}}``: deliver
-  every event the S3 operations emitted so far under that chaos, then drain the queue; a dropped
-  event is lost for good (only reconciliation repairs what it would have done);
+* ``{"op": "flush", "chaos": {"seed": S, "duplicate": P, "reorder": true, "drop": 0.0,
+  "crash": 0.0}}``: deliver every event the S3 operations emitted so far under that chaos, then
+  drain the queue; a dropped event is lost for good (only reconciliation repairs what it would
+  have done); ``crash`` kills the worker after a processor's effect, before its commit;
 * ``{"op": "reconcile", "source": "listing" | "inventory"}``: one reconciliation (an inventory
   report of the bucket is written first for ``inventory``), then the repairs are drained;
 * ``{"op": "replay", "from": ISO-8601, "to": ISO-8601}`` (both optional: everything archived so
@@ -20,7 +23,9 @@ Format (one JSON object per line; blank lines and lines starting with ``#`` are 
   instance those put before the scenario's first flush with ``"drop": 1.0``, come in).
 
 The result (:func:`run_scenario`) is ``{"messages": [...], "ledger": [...], "bucket": [...],
-"converged": bool}`` as documented in the README.
+"effects": [...], "changes": [...], "effects_problems": [...], "converged": bool}`` as documented
+in the README: ``effects`` lists every completed processor run with its change id and fencing
+token, ``changes`` every event the change bus delivered to a subscriber.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from typing import Any
 
 from s3ingest.local.chaos import Chaos
 from s3ingest.local.emulator import Emulator
-from s3ingest.local.runtime import LocalRuntime
+from s3ingest.local.runtime import LocalRuntime, local_settings
 from s3ingest.settings import Settings
 
 _VERSIONING = ("Enabled", "Suspended", None)
@@ -44,6 +49,9 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _FIELDS = {"put": {"key", "body"}, "delete": {"key", "version_id"}, "deliver": {"body"},
            "flush": {"chaos"}, "reconcile": {"source"}, "backfill": set(),
            "replay": {"from", "to"}}
+
+
+_SETUP_FIELDS = {"bucket", "versioning", "processor", "change_stream"}
 
 
 class ScenarioError(ValueError):
@@ -74,9 +82,11 @@ def parse_lines(lines: Iterable[str]) -> tuple[dict[str, Any], list[tuple[int, d
         if not isinstance(doc, dict):
             raise ScenarioError(f"line {lineno}: expected a JSON object")
         if "op" not in doc:
-            if steps or seen_setup or set(doc) - {"bucket", "versioning"}:
+            if steps or seen_setup or set(doc) - _SETUP_FIELDS:
                 raise ScenarioError(f"line {lineno}: a step needs \"op\"; only the first line "
-                                    "may be the set-up {\"bucket\", \"versioning\"}")
+                                    "may be the set-up {\"bucket\", \"versioning\", "
+                                    "\"processor\", \"change_stream\"}")
+            _check_effects_setup(lineno, doc)
             if doc.get("versioning", "Enabled") not in _VERSIONING:
                 raise ScenarioError(f"line {lineno}: versioning must be Enabled, Suspended "
                                     "or null")
@@ -105,6 +115,19 @@ def _no_duplicate_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     if duplicates:
         raise ValueError(f"field {', '.join(duplicates)} given twice")
     return dict(pairs)
+
+
+def _check_effects_setup(lineno: int, doc: dict[str, Any]) -> None:
+    if "change_stream" in doc and not isinstance(doc["change_stream"], bool):
+        raise ScenarioError(f"line {lineno}: change_stream must be true or false")
+    if "processor" in doc:
+        processor = doc["processor"]
+        if processor is not None and not isinstance(processor, str):
+            raise ScenarioError(f"line {lineno}: processor must be 'package.module:function' "
+                                "or null")
+        problems = local_settings(processor=processor).problems()
+        if problems:
+            raise ScenarioError(f"line {lineno}: {'; '.join(problems)}")
 
 
 def _check_step(lineno: int, doc: dict[str, Any]) -> None:
@@ -195,8 +218,14 @@ def run_scenario(path: Path | str, settings: Settings | None = None,
 
 def _run(emu: Emulator, setup: dict[str, Any], steps: list[tuple[int, dict[str, Any]]],
          settings: Settings | None) -> dict[str, Any]:
-    rt = LocalRuntime(emu, settings, bucket=setup.get("bucket"),
-                      versioning=setup.get("versioning"))
+    if settings is None:
+        overrides = {k: setup[k] for k in ("processor", "change_stream") if k in setup}
+        settings = local_settings(**overrides)
+    try:
+        rt = LocalRuntime(emu, settings, bucket=setup.get("bucket"),
+                          versioning=setup.get("versioning"))
+    except ValueError as exc:  # a processor that cannot be imported
+        raise ScenarioError(f"set-up: {exc}") from exc
     reconciliations = []
     backfills = []
     replays = []
@@ -228,13 +257,20 @@ def _run(emu: Emulator, setup: dict[str, Any], steps: list[tuple[int, dict[str, 
             raise
         except Exception as exc:  # an S3 error on the emulator, e.g. an unknown version id
             raise ScenarioError(f"line {lineno}: {op} failed: {exc}") from exc
+    rt.pump_changes()
     comparison = rt.compare()
+    fx = rt.effects_report()
     return {
         "messages": [{"step": d.step, "outcome": d.result.outcome.value,
                       "reason": d.result.reason, "bucket": d.result.bucket,
                       "key": d.result.key, "sequencer": d.result.sequencer,
-                      "source": d.result.extra.get("source")}
+                      "source": d.result.extra.get("source"),
+                      "change_id": d.result.extra.get("change_id"),
+                      "effect": d.result.extra.get("effect")}
                      for d in rt.delivered],
+        "effects": [run.as_dict() for run in rt.effects],
+        "changes": rt.changes,
+        "effects_problems": fx["problems"] + fx["sidecar_differences"],
         "ledger": [{"bucket": r.get("bucket"), "key": r.get("key"), "state": r.get("state"),
                     "sequencer": r.get("raw_seq"), "version_id": r.get("version_id"),
                     "etag": r.get("etag")} for r in comparison.ledger],

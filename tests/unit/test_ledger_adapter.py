@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from moto import mock_aws
 
 from s3ingest_fn import sequencer
+from s3ingest_fn.effects import change_id
 from s3ingest_fn.ledger import DynamoLedger, RowState, WriteMeta, WriteResult
 from s3ingest_fn.model import TransientError
 
@@ -121,7 +122,8 @@ def test_write_sequenced_present_state_is_one_conditional_update(stubbed: Any) -
     result = ledger.write_sequenced(PRESENT, _meta(), observed=False, require_exact=True)
 
     # THEN it applied, with one request whose condition compares sequencers
-    assert result == WriteResult(applied=True)
+    assert result.applied and result.token is None  # no processor: no effect claimed
+    assert result.change_id == change_id(BUCKET, KEY, SEQ, True, "v1", "etag1")
     assert len(sent) == 1
     params = sent[0]
     _assert_every_placeholder_used(params)
@@ -142,6 +144,10 @@ def test_write_sequenced_present_state_is_one_conditional_update(stubbed: Any) -
     assert sets["rev"] == "if_not_exists(rev, 0) + 1"
     assert "expires_at" in removes
     assert "expires_at" not in sets
+    # the change stream's outbox marker and id ride on the same write
+    assert sets["op"] == {"S": "apply"}
+    assert sets["chg_id"] == {"S": result.change_id}
+    assert {"fx", "fx_lease", "fx_token"} <= set(removes)
 
 
 def test_write_sequenced_without_require_exact_does_not_test_observed(stubbed: Any) -> None:

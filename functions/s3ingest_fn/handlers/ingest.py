@@ -79,7 +79,9 @@ def make_handler(processor: MessageProcessor, record_concurrency: int,
 
     def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
         done: list[tuple[Result, str]] = []
-        processor.service.bind_context(context)  # effect leases end with this invocation
+        bind = getattr(processor, "bind_context", None)
+        if bind is not None:
+            bind(context)  # effect leases end with this invocation
 
         def record_handler(record: SQSRecord) -> str:
             results = processor.process(record.body, record.message_id)
