@@ -163,8 +163,8 @@ class PinnedContent:
             err = exc.response.get("Error", {})
             code = str(err.get("Code", ""))
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            if code in ("PreconditionFailed", "412", "NoSuchKey", "NoSuchVersion", "404",
-                        "InvalidArgument") or status in (404, 412):
+            if code in ("PreconditionFailed", "412", "NoSuchKey", "NoSuchVersion",
+                        "404") or status in (404, 412):
                 raise SupersededError(f"{self.change.key!r}: {code or status}") from exc
             raise TransientError(f"s3 get_object: {code}") from exc
         except BotoCoreError as exc:

@@ -1,0 +1,359 @@
+"""CONTRACT C8 and C11 against the emulator: the processor hook runs for the winning changes only,
+in sequencer order, at least once when a worker dies between effect and commit and exactly once
+otherwise; a stale worker can never commit; pinned reads return the event's bytes.
+
+The ledger, the effect protocol and S3 are the real code on the emulator; the delivery loop here
+is a plain at-least-once queue (a crashed message goes back to the end), so hypothesis can run
+many schedules quickly. The end-to-end path through SQS and the Lambda handler is covered by the
+scenario tests and ``s3ingest local demo``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from collections import deque
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from s3ingest.local.runtime import LocalRuntime
+from s3ingest_fn.effects import (
+    DEFAULT_REMAINING_MS,
+    LEASE_SKEW_MS,
+    AppliedChange,
+    Claim,
+    EffectRunner,
+    PinnedContent,
+    SupersededError,
+)
+from s3ingest_fn.events import parse_body
+from s3ingest_fn.ledger import DynamoLedger, RowState, WriteMeta, WriteResult
+from s3ingest_fn.model import Change, Outcome, TransientError
+from s3ingest_fn.sequencer import normalize
+
+
+class Killed(Exception):
+    """The worker died after the effect, before the commit."""
+
+
+class Clock:
+    """Epoch ms for leases; ``advance`` plays the time a dead worker's invocation had left."""
+
+    def __init__(self) -> None:
+        self.now = 1_900_000_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, ms: int) -> None:
+        self.now += ms
+
+
+class RecordingLedger(DynamoLedger):
+    """The real adapter, noting every applied write (the ground truth of which changes won)."""
+
+    def __init__(self, inner: DynamoLedger) -> None:
+        super().__init__(inner._ddb, inner._table, inner._ttl)
+        self.wins: dict[str, list[str]] = {}
+
+    def write_sequenced(self, state: RowState, meta: WriteMeta, **kw: Any) -> WriteResult:
+        return self._note(meta, super().write_sequenced(state, meta, **kw))
+
+    def write_observation(self, state: RowState, meta: WriteMeta, expected_rev: int | None,
+                          claim: Claim | None = None) -> WriteResult:
+        return self._note(meta, super().write_observation(state, meta, expected_rev, claim))
+
+    def _note(self, meta: WriteMeta, result: WriteResult) -> WriteResult:
+        if result.applied:
+            self.wins.setdefault(meta.key, []).append(str(result.change_id))
+        return result
+
+
+class Harness:
+    """A runtime whose ingest service runs a recording processor under the real protocol."""
+
+    def __init__(self, emulator: Any, versioning: str | None, crash: float = 0.0,
+                 seed: int = 0) -> None:
+        import random
+
+        self.rt = LocalRuntime(emulator, versioning=versioning)
+        self.ledger = RecordingLedger(self.rt.ledger)
+        self.rt.service.ledger = self.ledger
+        self.clock = Clock()
+        self.crash = crash
+        self.rng = random.Random(seed)
+        self.effects: list[AppliedChange] = []
+        self.crashed: list[tuple[str, int]] = []
+        self.read_errors: list[str] = []
+        #: changes whose pinned read found a newer write (C8): they end superseded, no effect
+        self.superseded: set[str] = set()
+        #: body of every object version ever written, by version id (versioned) or ETag
+        self.bodies: dict[str, bytes] = {}
+        self.rt.service.effects = EffectRunner(self.process, self.rt.s3, clock_ms=self.clock,
+                                               after_effect=self.maybe_crash)
+
+    def put(self, key: str, body: bytes) -> None:
+        op = self.rt.faithful.put(key, body)
+        self.bodies[op.version_id or hashlib.md5(body).hexdigest()] = body
+
+    def process(self, change: AppliedChange, content: PinnedContent | None) -> None:
+        if content is not None:
+            try:
+                data = content.read()
+            except SupersededError:  # the protocol ends the record superseded
+                self.superseded.add(change.change_id)
+                raise
+            expected = self.bodies.get(change.version_id or str(change.etag))
+            if data != expected:
+                self.read_errors.append(f"{change.key}: read {data!r}, change wrote {expected!r}")
+        self.effects.append(change)
+
+    def maybe_crash(self, change: AppliedChange) -> None:
+        if self.crash and self.rng.random() < self.crash:
+            self.crashed.append((change.change_id, change.token))
+            self.clock.advance(DEFAULT_REMAINING_MS + LEASE_SKEW_MS + 1)
+            raise Killed(change.key)
+
+    def deliver(self, changes: list[Change]) -> list[Any]:
+        """At-least-once delivery: a message whose worker died comes back at the end."""
+        queue = deque(changes)
+        results = []
+        for _ in range(50 * len(changes) + 50):
+            if not queue:
+                return results
+            change = queue.popleft()
+            try:
+                results.append(self.rt.service.handle(change))
+            except (Killed, TransientError):
+                queue.append(change)
+        raise AssertionError("delivery did not become quiescent")
+
+
+def _changes(rt: LocalRuntime) -> list[Change]:
+    return [parse_body(json.dumps(e)).changes[0] for e in rt.faithful.take_pending()]
+
+
+ops = st.lists(st.tuples(st.sampled_from(["put", "put", "put", "delete"]),
+                         st.sampled_from(["a", "b c", "d+e"])), min_size=1, max_size=10)
+
+
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(history=ops, versioning=st.sampled_from(["Enabled", None]),
+       crash=st.sampled_from([0.0, 0.0, 0.4]), data=st.data())
+def test_effects_are_the_winning_changes_in_sequencer_order(
+        emulator: Any, history: list[tuple[str, str]], versioning: str | None, crash: float,
+        data: st.DataObject) -> None:
+    # GIVEN a history of puts and deletes, delivered with duplicates, in any order, with workers
+    # killed between effect and commit
+    h = Harness(emulator, versioning, crash=crash, seed=data.draw(st.integers(0, 999)))
+    for i, (op, key) in enumerate(history):
+        if op == "put":
+            h.put(key, f"{key} body {i}".encode())
+        else:
+            h.rt.faithful.delete(key)
+    events = _changes(h.rt)
+    copies = data.draw(st.lists(st.integers(1, 3), min_size=len(events), max_size=len(events)))
+    deliveries = data.draw(st.permutations(
+        [e for e, n in zip(events, copies, strict=True) for _ in range(n)]))
+
+    # WHEN they are delivered until quiescent
+    h.deliver(list(deliveries))
+
+    # THEN per key the effects are exactly the winning changes, in the order they won (less
+    # those whose content was already replaced when their effect read it: superseded, C8) ...
+    ran: dict[str, list[AppliedChange]] = {}
+    for change in h.effects:
+        ran.setdefault(change.key, []).append(change)
+    crashed = set(h.crashed)
+    completed = {c.change_id for c in h.effects}
+    for key, all_wins in h.ledger.wins.items():
+        wins = [w for w in all_wins if w in completed or w not in h.superseded]
+        ids = [c.change_id for c in ran.get(key, [])]
+        collapsed = [x for i, x in enumerate(ids) if i == 0 or ids[i - 1] != x]
+        assert collapsed == wins, key
+        # ... a repeat only right after a run whose worker was killed ...
+        runs = ran.get(key, [])
+        for before, after in itertools.pairwise(runs):
+            if before.change_id == after.change_id:
+                assert (before.change_id, before.token) in crashed
+        if not crash:
+            assert ids == wins  # exactly once
+        # ... in sequencer order, with strictly increasing fencing tokens ...
+        seqs = [normalize(c.sequencer) for c in runs if c.sequencer]
+        assert seqs == sorted(seqs)
+        tokens = [c.token for c in runs]
+        assert tokens == sorted(set(tokens))
+    assert set(ran) <= set(h.ledger.wins)
+    if versioning:
+        assert not h.superseded  # a version stays readable by its id
+    # ... every pinned read returned the bytes of its change ...
+    assert h.read_errors == []
+    # ... and nothing is left pending: the last effect committed is the row's change
+    for row in h.rt.ledger_rows():
+        assert row["fx"] in ("done", "superseded"), row["key"]
+        if row["fx"] == "done":
+            assert ran[row["key"]][-1].change_id == row["chg_id"]
+    # and a reconciliation-free history of puts/deletes leaves the ledger equal to the bucket
+    assert h.rt.compare().converged
+
+
+def test_a_stale_worker_whose_lease_expired_cannot_commit(emulator: Any) -> None:
+    # GIVEN a change applied and claimed by worker 1, which then stalls past its lease
+    h = Harness(emulator, "Enabled")
+    h.put("k", b"one")
+    (change,) = _changes(h.rt)
+    ledger, clock = h.ledger, h.clock
+    first = ledger.write_sequenced(
+        RowState(present=True, version_id=change.version_id, etag=change.etag),
+        WriteMeta(bucket=change.bucket, key=change.key, raw_key=change.raw_key,
+                  event_name=change.event_name, reason="test", source="live",
+                  sequencer=change.sequencer, raw_sequencer=change.raw_sequencer),
+        observed=False, require_exact=True, claim=Claim(clock(), clock() + 1000))
+    assert first.applied and first.token is not None
+    # WHEN, before the lease ends, another worker tries to take the effect over: refused
+    early = ledger.reclaim(change.bucket, change.key, first.token, Claim(clock() + 10,
+                                                                       clock() + 2000))
+    assert not early.applied
+    # and after the lease ended worker 2 re-claims it
+    clock.advance(1001)
+    second = ledger.reclaim(change.bucket, change.key, first.token,
+                            Claim(clock(), clock() + 1000))
+    assert second.applied and second.token is not None and second.token > first.token
+    # THEN worker 1's commit is refused and worker 2's goes through
+    assert ledger.finish_effect(change.bucket, change.key, first.token) is False
+    assert ledger.finish_effect(change.bucket, change.key, second.token) is True
+    (row,) = h.rt.ledger_rows()
+    assert row["fx"] == "done" and "fx_lease" not in row and row["fx_token"] == second.token
+
+
+def test_a_newer_change_waits_while_an_older_effect_holds_a_live_lease(emulator: Any) -> None:
+    # GIVEN the first put's effect is running (claimed, lease live, not committed)
+    h = Harness(emulator, "Enabled")
+    h.put("k", b"one")
+    h.put("k", b"two")
+    older, newer = _changes(h.rt)
+    started: list[str] = []
+
+    def slow(change: AppliedChange, content: PinnedContent | None) -> None:
+        started.append(change.change_id)
+        if len(started) == 1:
+            # WHILE it runs, the newer event arrives at another worker: it must not overtake
+            with pytest.raises(TransientError, match="effect-in-progress"):
+                h.rt.service.handle(newer)
+
+    h.rt.service.effects = EffectRunner(slow, h.rt.s3, clock_ms=h.clock)
+    assert h.rt.service.handle(older).outcome is Outcome.APPLIED
+    # THEN once the older effect committed, the newer change applies and runs its effect
+    assert h.rt.service.handle(newer).outcome is Outcome.APPLIED
+    assert len(started) == 2 and started[0] != started[1]
+
+
+def test_a_killed_worker_effect_is_re_run_by_the_next_delivery(emulator: Any) -> None:
+    # GIVEN the worker dies after the effect and before the commit
+    h = Harness(emulator, None, crash=1.0)
+    h.put("k", b"one")
+    (change,) = _changes(h.rt)
+    with pytest.raises(Killed):
+        h.rt.service.handle(change)
+    (row,) = h.rt.ledger_rows()
+    assert row["fx"] == "pending"
+    # WHEN the message comes back (its lease has expired)
+    h.crash = 0.0
+    result = h.rt.service.handle(change)
+    # THEN it is a duplicate for the ledger, but the effect ran again and committed
+    assert result.outcome is Outcome.DUPLICATE
+    assert result.extra["effect"] == "resumed-done"
+    assert [c.change_id for c in h.effects] == [row["chg_id"]] * 2
+    assert h.rt.ledger_rows()[0]["fx"] == "done"
+    # and a further duplicate runs nothing
+    assert h.rt.service.handle(change).outcome is Outcome.DUPLICATE
+    assert len(h.effects) == 2
+
+
+def test_a_failing_processor_releases_its_claim_and_the_retry_runs_it(emulator: Any) -> None:
+    h = Harness(emulator, "Enabled")
+    h.put("k", b"one")
+    (change,) = _changes(h.rt)
+    calls: list[int] = []
+
+    def flaky(change: AppliedChange, content: PinnedContent | None) -> None:
+        calls.append(change.token)
+        if len(calls) == 1:
+            raise ConnectionError("downstream unavailable")
+
+    h.rt.service.effects = EffectRunner(flaky, h.rt.s3, clock_ms=h.clock)
+    with pytest.raises(TransientError, match="processor-failed: ConnectionError"):
+        h.rt.service.handle(change)
+    # the retry comes at once (no clock change): the lease was released, not left to expire
+    assert h.rt.service.handle(change).extra["effect"] == "resumed-done"
+    assert len(calls) == 2 and calls[1] > calls[0]
+
+
+@pytest.mark.parametrize("versioning", ["Enabled", None])
+def test_pinned_reads_return_the_event_bytes_not_newer_ones(emulator: Any,
+                                                           versioning: str | None) -> None:
+    # GIVEN two puts of one key; the first event is delivered after the second put happened
+    h = Harness(emulator, versioning)
+    h.put("k", b"first")
+    h.put("k", b"second")
+    first, second = _changes(h.rt)
+    seen: list[bytes | str] = []
+
+    def reader(change: AppliedChange, content: PinnedContent | None) -> None:
+        assert content is not None
+        try:
+            seen.append(content.read())
+        except SupersededError:
+            seen.append("superseded")
+            raise
+
+    h.rt.service.effects = EffectRunner(reader, h.rt.s3, clock_ms=h.clock)
+    result = h.rt.service.handle(first)
+    if versioning:
+        # THEN by versionId the first version's bytes come back, though a newer one exists
+        assert seen == [b"first"] and result.outcome is Outcome.APPLIED
+    else:
+        # THEN with If-Match on the first ETag S3 answers 412: superseded, not a retry (C8)
+        assert seen == ["superseded"] and result.outcome is Outcome.SUPERSEDED
+        assert result.reason == "content-superseded"
+    assert h.rt.ledger_rows()[0]["fx"] == ("done" if versioning else "superseded")
+    # and the second change reads the second bytes
+    assert h.rt.service.handle(second).outcome is Outcome.APPLIED
+    assert seen[-1] == b"second"
+
+
+def test_without_a_processor_the_one_write_path_is_unchanged(emulator: Any) -> None:
+    h = Harness(emulator, "Enabled")
+    h.rt.service.effects = None
+    calls: list[str] = []
+    h.rt.ddb.meta.events.register("before-call.dynamodb",
+                                  lambda model, **_: calls.append(model.name))
+    h.put("k", b"one")
+    (change,) = _changes(h.rt)
+    assert h.rt.service.handle(change).outcome is Outcome.APPLIED
+    assert h.rt.service.handle(change).outcome is Outcome.DUPLICATE
+    assert calls == ["UpdateItem", "UpdateItem"]
+    (row,) = h.rt.ledger_rows()
+    assert "fx" not in row and row["op"] == "apply"
+
+
+def test_the_applied_path_with_a_processor_costs_two_writes_and_no_read(emulator: Any) -> None:
+    h = Harness(emulator, "Enabled")
+    calls: list[str] = []
+    h.rt.ddb.meta.events.register("before-call.dynamodb",
+                                  lambda model, **_: calls.append(model.name))
+    h.put("k", b"one")
+    h.put("k", b"two")
+    older, newer = _changes(h.rt)
+    assert h.rt.service.handle(newer).outcome is Outcome.APPLIED
+    assert calls == ["UpdateItem", "UpdateItem"]  # apply+claim, commit
+    calls.clear()
+    assert h.rt.service.handle(newer).outcome is Outcome.DUPLICATE
+    assert h.rt.service.handle(older).outcome is Outcome.STALE
+    assert calls == ["UpdateItem", "UpdateItem"]  # one rejected write each
+    assert len(h.effects) == 1
