@@ -19,6 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench import (
         backfill_cost,
         batch_concurrency,
+        effects_cost,
         import_time,
         reconcile_diff,
         requests_per_event,
@@ -31,10 +32,15 @@ def main(argv: list[str] | None = None) -> int:
         "import": lambda a: import_time.run(),
         "reconcile": lambda a: reconcile_diff.run(a.rows, a.baseline_rows),
         "backfill": lambda a: backfill_cost.run(),
+        "effects": lambda a: effects_cost.run(a.effect_events, a.seed),
     }
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--events", type=int, default=10_000,
                         help="events delivered in the requests-per-event run (default 10000)")
+    parser.add_argument("--effect-events", type=int, default=500,
+                        help="deliveries in the effects run: s3ingest's effect protocol against "
+                             "Powertools idempotency around the same hook (default 500; moto "
+                             "spends about 60 ms of CPU per delivery over the four designs)")
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--no-version-deletes", action="store_true",
                         help="requests run without deletes of single versions (which need a "

@@ -9,21 +9,29 @@ and no container is needed
 The resolved dependencies are cached in the git-ignored ``.build/`` directory under a key made of
 the requirements file's hash, the platform and the Python version, so repeated synths do not
 reinstall them.
+
+With a ``processor`` (CONTRACT C11) the package also holds the processor's top-level package, found
+by :func:`processor_sources`: under ``functions/`` (``s3ingest_examples``), or in the directory
+``processorPackageDir`` names.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import jsii
-from aws_cdk import BundlingOptions, DockerImage, ILocalBundling
+from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
 from aws_cdk import aws_lambda as lambda_
+
+from s3ingest.settings import SettingsError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 FUNCTIONS_DIR = PROJECT_ROOT / "functions"
@@ -43,6 +51,128 @@ class BundlingError(RuntimeError):
     """Raised when the function's dependencies cannot be resolved for the Lambda platform."""
 
 
+class ProcessorPackageError(SettingsError):
+    """Raised at synth when the ``processor``'s top-level package cannot be found (a settings
+    problem: ``app.py`` reports it like any invalid setting)."""
+
+
+def _ignored(name: str) -> bool:
+    return any(fnmatch.fnmatch(name, pattern) for pattern in _IGNORED)
+
+
+def _top_level_sources(directory: Path) -> list[Path]:
+    """The regular packages (directories holding ``__init__.py``) and modules (``*.py``) at the
+    top of ``directory``, by name."""
+    found = [
+        entry
+        for entry in directory.iterdir()
+        if not _ignored(entry.name)
+        and (
+            (entry.is_dir() and entry.name.isidentifier() and (entry / "__init__.py").is_file())
+            or (entry.is_file() and entry.suffix == ".py" and entry.stem.isidentifier())
+        )
+    ]
+    return sorted(found, key=lambda entry: entry.name)
+
+
+def _import_name(source: Path) -> str:
+    return source.stem if source.is_file() else source.name
+
+
+def processor_sources(
+    processor: str | None,
+    package_dir: str | None = None,
+    *,
+    functions_dir: Path = FUNCTIONS_DIR,
+    project_root: Path = PROJECT_ROOT,
+    package: str = FUNCTION_PACKAGE,
+) -> list[Path]:
+    """What the function package needs besides ``package`` to import ``processor``.
+
+    Parameters
+    ----------
+    processor : str or None
+        ``"package.module:function"`` (the ``processor`` setting); ``None``: nothing.
+    package_dir : str, optional
+        The ``processorPackageDir`` setting, relative to ``project_root`` (or absolute): every
+        top-level package and module in it is copied, and the processor's top-level package must
+        be one of them.
+    functions_dir : pathlib.Path
+        Where the processor's top-level package is looked for without ``package_dir``.
+    project_root : pathlib.Path
+        What a relative ``package_dir`` is relative to (the directory of ``cdk.json``).
+    package : str
+        The function package (a processor inside it needs nothing more).
+
+    Returns
+    -------
+    list[pathlib.Path]
+        Package directories and module files, each copied to the root of the function package.
+
+    Raises
+    ------
+    ProcessorPackageError
+        When the processor's top-level package is not found, ``package_dir`` is not a directory,
+        or it holds a package named like the function package (which it would replace).
+    """
+    if processor is None:
+        return []
+    top = processor.partition(":")[0].split(".")[0]
+    if package_dir is not None:
+        directory = project_root / package_dir
+        if not directory.is_dir():
+            raise ProcessorPackageError(
+                [f"processorPackageDir: {package_dir!r} is not a directory ({directory})"]
+            )
+        sources = _top_level_sources(directory)
+        names = [_import_name(source) for source in sources]
+        problems = []
+        if top not in names:
+            problems.append(
+                f"processor: {processor!r} needs the top-level package {top!r}, which "
+                f"processorPackageDir {package_dir!r} does not hold (a directory with "
+                f"__init__.py or a {top}.py module at its top; found: {', '.join(names) or 'none'})"
+            )
+        if package in names:
+            problems.append(
+                f"processorPackageDir: {package_dir!r} holds a {package!r} package, which would "
+                "replace the function's own"
+            )
+        if problems:
+            raise ProcessorPackageError(problems)
+        return sources
+    if top == package:
+        return []
+    for candidate in (functions_dir / top, functions_dir / f"{top}.py"):
+        if candidate in _top_level_sources(functions_dir):
+            return [candidate]
+    raise ProcessorPackageError(
+        [
+            f"processor: {processor!r} needs the top-level package {top!r}, which is not under "
+            f"{functions_dir} (a directory with __init__.py or a {top}.py module); put it "
+            "there or name its directory with processorPackageDir"
+        ]
+    )
+
+
+def _files(source: Path) -> Iterator[Path]:
+    if source.is_file():
+        yield source
+        return
+    for path in sorted(source.rglob("*")):
+        relative = path.relative_to(source)
+        if path.is_file() and not any(_ignored(part) for part in relative.parts):
+            yield path
+
+
+def _fingerprint(digest: Any, root: Path, label: str) -> None:
+    """Add every file of ``root`` (path relative to it, and content) to ``digest``."""
+    base = root if root.is_dir() else root.parent
+    for path in _files(root):
+        digest.update(f"{label}\0{path.relative_to(base).as_posix()}\0".encode())
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+
+
 @jsii.implements(ILocalBundling)
 class PipLocalBundling:
     """Build the function package on the host with ``pip install --platform`` (no Docker).
@@ -59,6 +189,9 @@ class PipLocalBundling:
         Target CPython version, ``"3.13"``.
     platform : str
         Target wheel platform tag, ``"manylinux2014_aarch64"`` for ``arm64`` functions.
+    extra_sources : Sequence[pathlib.Path]
+        Package directories and module files copied to the package root beside ``package``
+        (a processor's, :func:`processor_sources`).
 
     Notes
     -----
@@ -74,12 +207,14 @@ class PipLocalBundling:
         cache_dir: Path,
         python_version: str,
         platform: str,
+        extra_sources: Sequence[Path] = (),
     ) -> None:
         self.functions_dir = functions_dir
         self.package = package
         self.cache_dir = cache_dir
         self.python_version = python_version
         self.platform = platform
+        self.extra_sources = tuple(extra_sources)
 
     def try_bundle(self, output_dir: str, *, image: DockerImage | None = None, **_: Any) -> bool:
         """Write the package into ``output_dir``; always bundles locally (returns ``True``).
@@ -91,12 +226,16 @@ class PipLocalBundling:
         """
         out = Path(output_dir)
         shutil.copytree(self.dependencies(), out, dirs_exist_ok=True)
-        shutil.copytree(
-            self.functions_dir / self.package,
-            out / self.package,
-            ignore=shutil.ignore_patterns(*_IGNORED),
-            dirs_exist_ok=True,
-        )
+        for source in (self.functions_dir / self.package, *self.extra_sources):
+            if source.is_file():
+                shutil.copy2(source, out / source.name)
+                continue
+            shutil.copytree(
+                source,
+                out / source.name,
+                ignore=shutil.ignore_patterns(*_IGNORED),
+                dirs_exist_ok=True,
+            )
         return True
 
     def cache_key(self) -> str:
@@ -152,20 +291,42 @@ def function_code(
     functions_dir: Path = FUNCTIONS_DIR,
     package: str = FUNCTION_PACKAGE,
     cache_dir: Path = BUILD_DIR,
+    extra_sources: Sequence[Path] = (),
 ) -> lambda_.Code:
     """Asset code of the ingest function, bundled locally by :class:`PipLocalBundling`.
 
     The asset hash is the source hash of ``functions_dir`` (requirements and code), so CDK
-    re-bundles only when either changes.
+    re-bundles only when either changes. With ``extra_sources`` (a processor's package) it is a
+    hash of ``functions_dir`` and of those sources, names and contents: the package differs from
+    the one without them even when ``functions_dir`` does not, and a change to a processor
+    outside ``functions_dir`` re-bundles too.
+
+    Parameters
+    ----------
+    functions_dir, package, cache_dir
+        As for :class:`PipLocalBundling`.
+    extra_sources : Sequence[pathlib.Path]
+        Copied beside ``package`` (:func:`processor_sources`).
 
     Returns
     -------
     aws_cdk.aws_lambda.Code
         ``Code.from_asset`` with local bundling; the Docker image is never pulled.
     """
+    custom_hash: dict[str, Any] = {}
+    if extra_sources:
+        digest = hashlib.sha256(b"s3ingest-function-package\0")
+        _fingerprint(digest, functions_dir, "functions")
+        for source in extra_sources:
+            _fingerprint(digest, source, f"extra:{source.name}")
+        custom_hash = {
+            "asset_hash_type": AssetHashType.CUSTOM,
+            "asset_hash": digest.hexdigest(),
+        }
     return lambda_.Code.from_asset(
         str(functions_dir),
         exclude=[f"**/{pattern}" for pattern in _IGNORED],
+        **custom_hash,
         bundling=BundlingOptions(
             image=RUNTIME.bundling_image,
             local=PipLocalBundling(
@@ -174,6 +335,7 @@ def function_code(
                 cache_dir=cache_dir,
                 python_version=PYTHON_VERSION,
                 platform=PIP_PLATFORM,
+                extra_sources=extra_sources,
             ),
         ),
     )

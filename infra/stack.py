@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import Arn, ArnFormat, Aws, CfnOutput, Duration, Stack, Tags
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -13,13 +14,15 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from infra.bundling import function_code
+from infra.bundling import function_code, processor_sources
 from infra.constructs import (
     AlarmTopic,
     BackfillControlFunction,
     BackfillFunction,
     BackfillStateMachine,
     BatchOperationsRole,
+    ChangeBus,
+    ChangeRelayFunction,
     DriftAlarm,
     IngestFunction,
     IngestQueue,
@@ -28,6 +31,7 @@ from infra.constructs import (
     LedgerTable,
     OperationalAlarms,
     OperationsDashboard,
+    ProcessorOutputBucket,
     ReconcileFunction,
     ReconcileSchedule,
     ReconcileStateMachine,
@@ -42,6 +46,11 @@ from infra.constructs.reconcile_state_machine import (
 )
 from infra.nag import acknowledge, wildcard_resource_finding
 from s3ingest.settings import Settings, ingest_event_pattern, inventory_report_prefix
+from s3ingest_fn.changes import STREAM_FILTER
+
+#: The change stream's batch: records of one shard per invocation (the relay publishes them in
+#: order, ten per PutEvents request).
+CHANGE_BATCH_SIZE = 100
 
 _XRAY_EVIDENCE = (
     "X-Ray active tracing: xray:PutTraceSegments and xray:PutTelemetryRecords support no "
@@ -57,6 +66,13 @@ _SFN_LOGGING_EVIDENCE = (
     "#cloudwatch-iam-policy, "
     "https://docs.aws.amazon.com/step-functions/latest/dg/concepts-xray-tracing.html)."
 )
+_STREAM_EVIDENCE = (
+    " And dynamodb:ListStreams (CDK's DynamoEventSource grant), which has no resource type: its "
+    "only resource is '*' (Service Authorization Reference, Amazon DynamoDB: "
+    "https://docs.aws.amazon.com/service-authorization/latest/reference/"
+    "list_amazondynamodb.html); the stream's records are read only from the ledger's stream "
+    "(DescribeStream, GetRecords, GetShardIterator on its ARN)."
+)
 _RUNTIME_EVIDENCE = (
     "Python 3.13 is pinned on purpose: the function's dependency wheels are resolved for "
     "CPython 3.13 (infra/bundling.py) and Powertools for AWS Lambda 3.37 is tested on it; "
@@ -69,6 +85,11 @@ class S3IngestStack(Stack):
     scheduled reconciliation of the ledger with the bucket (CONTRACT C12) with a drift alarm, and
     the backfill of pre-existing objects over the bucket's inventory (CONTRACT C13).
 
+    Downstream effects (CONTRACT C11), each optional: with ``processor`` every function that
+    applies the ledger rules runs the team's processor and may write its output bucket; with
+    ``changeStream`` the ledger's DynamoDB stream feeds a relay that publishes every applied
+    change, in order per key, to the stack's own bus.
+
     Parameters
     ----------
     scope : constructs.Construct
@@ -78,7 +99,8 @@ class S3IngestStack(Stack):
     settings : s3ingest.settings.Settings
         Validated deployment settings.
     code : aws_cdk.aws_lambda.Code, optional
-        The function's code; the locally bundled ``functions/`` package by default.
+        The function's code; the locally bundled ``functions/`` package by default (with the
+        processor's package when ``processor`` is set).
     **kwargs
         Passed to :class:`aws_cdk.Stack` (``env``, ...).
 
@@ -111,6 +133,18 @@ class S3IngestStack(Stack):
         The function S3 Batch Operations invokes (``batch-operations`` engine only).
     batch_operations : infra.constructs.BatchOperationsRole or None
         The role the Batch Operations job runs as (``batch-operations`` engine only).
+    processor_output : infra.constructs.ProcessorOutputBucket or None
+        The processor's output bucket (``processor`` only).
+    ingest_service_functions : list[aws_cdk.aws_lambda.Function]
+        The functions that build the ingest service and so run the processor, when there is one:
+        the ingest function, and the backfill function or (``distributed-map``) the backfill
+        control function.
+    change_bus : infra.constructs.ChangeBus or None
+        The change bus, its archive and the change-stream rule (``changeStream`` only).
+    change_relay : infra.constructs.ChangeRelayFunction or None
+        The relay from the ledger's stream to the change bus (``changeStream`` only).
+    change_source : aws_cdk.aws_lambda_event_sources.DynamoEventSource or None
+        The relay's event source (``changeStream`` only).
     """
 
     def __init__(
@@ -158,8 +192,22 @@ class S3IngestStack(Stack):
             archive_retention=Duration.days(settings.archive_retention_days),
             dead_letter_retention_period=Duration.days(settings.dlq_retention_days),
         )
-        self.ledger = LedgerTable(self, "Ledger")
-        code = code if code is not None else function_code()
+        self.ledger = LedgerTable(
+            self,
+            "Ledger",
+            stream=dynamodb.StreamViewType.NEW_IMAGE if settings.change_stream else None,
+        )
+        self.processor_output: ProcessorOutputBucket | None = None
+        if settings.processor is not None:
+            self.processor_output = ProcessorOutputBucket(
+                self, "ProcessorOutput", access_logs_bucket=self.landing.access_logs_bucket
+            )
+        if code is None:
+            code = function_code(
+                extra_sources=processor_sources(settings.processor, settings.processor_package_dir)
+            )
+        # The functions that build the ingest service (and so run the processor).
+        self.ingest_service_functions: list[lambda_.Function] = []
         self.ingest = IngestFunction(
             self,
             "IngestFunction",
@@ -176,7 +224,7 @@ class S3IngestStack(Stack):
         function = self.ingest.function
 
         # Least privilege, granted here at the composition root.
-        objects_arn = self._grant_ledger_rules(function)
+        objects_arn = self._ingest_service(function)
         # Invalid messages go to the DLQ with their reason (C9).
         dead_letter_queue.grant(function, "sqs:SendMessage")
         function.add_event_source(
@@ -191,9 +239,39 @@ class S3IngestStack(Stack):
 
         self._reconciliation(code)
         self._backfill(code)
+        self._change_stream(code)
         self._monitoring()
         self._acknowledge(objects_arn)
         self._outputs()
+
+    def _ingest_service(self, function: lambda_.Function) -> str:
+        """What a function that builds the ingest service takes (``wiring.ingest_service`` in the
+        ingest, backfill and distributed-map backfill control functions): the ledger rules and,
+        with a processor, the processor; returns the landing objects' ARN pattern.
+
+        The processor reads the bytes of the change pinned by version or ETag (CONTRACT C8:
+        GetObject with ``VersionId`` or ``If-Match``), which the ledger rules' s3:GetObject and
+        s3:GetObjectVersion on the landing objects already cover. Its output: ``PROCESSOR`` and
+        ``OUTPUT_BUCKET``, and read, write and delete of the output bucket's objects (ListBucket
+        on the bucket, so a missing output reads as 404 rather than 403).
+        """
+        objects_arn = self._grant_ledger_rules(function)
+        self.ingest_service_functions.append(function)
+        output = self.processor_output
+        processor = self.settings.processor
+        if output is None or processor is None:
+            return objects_arn
+        function.add_environment("PROCESSOR", processor)
+        function.add_environment("OUTPUT_BUCKET", output.bucket.bucket_name)
+        iam.Grant.add_to_principal(
+            grantee=function,
+            actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+            resource_arns=[output.bucket.arn_for_objects("*")],
+        )
+        iam.Grant.add_to_principal(
+            grantee=function, actions=["s3:ListBucket"], resource_arns=[output.bucket.bucket_arn]
+        )
+        return objects_arn
 
     def _grant_ledger_rules(self, function: lambda_.IFunction) -> str:
         """What applying the ledger rules to the landing bucket's objects takes; returns the
@@ -348,7 +426,7 @@ class S3IngestStack(Stack):
             batch_role = self._batch_operations(self.backfill.function, reports)
         else:
             # distributed-map: the control function observes each data file's keys itself (C7).
-            self._grant_ledger_rules(control)
+            self._ingest_service(control)
         self.backfill_state_machine = BackfillStateMachine(
             self,
             "BackfillStateMachine",
@@ -360,11 +438,76 @@ class S3IngestStack(Stack):
             log_retention_days=settings.log_retention_days,
         )
 
+    def _change_stream(self, code: lambda_.Code) -> None:
+        """The ordered change stream (CONTRACT C11): the ledger's stream -> the relay -> the
+        change bus; nothing unless ``changeStream``."""
+        settings = self.settings
+        self.change_bus: ChangeBus | None = None
+        self.change_relay: ChangeRelayFunction | None = None
+        self.change_source: event_sources.DynamoEventSource | None = None
+        if not settings.change_stream:
+            return
+        self.change_bus = ChangeBus(
+            self,
+            "ChangeBus",
+            bus_name=f"s3ingest-changes-{settings.stage}",
+            archive_retention=Duration.days(settings.archive_retention_days),
+            log_retention_days=settings.log_retention_days,
+        )
+        self.change_relay = ChangeRelayFunction(
+            self,
+            "ChangeRelay",
+            code=code,
+            bus=self.change_bus.bus,
+            timeout=Duration.seconds(settings.function_timeout_seconds),
+            memory_size_mib=settings.function_memory_mb,
+            log_retention_days=settings.log_retention_days,
+        )
+        relay = self.change_relay.function
+        # PutEvents on the change bus only.
+        self.change_bus.bus.grant_put_events_to(relay)
+        # The mapping reads the stream (CDK grants the stream read) and sends dropped batches'
+        # positions to the dead-letter queue (CDK grants sqs:SendMessage on it).
+        self.change_source = event_sources.DynamoEventSource(
+            self.ledger.table,
+            starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+            batch_size=CHANGE_BATCH_SIZE,
+            # Order: one concurrent batch per shard, so a key's changes (one item's stream records
+            # stay in one shard, in write order) are published one after another.
+            parallelization_factor=1,
+            # A function error halves the batch until the failing record is alone; a failed
+            # PutEvents entry is reported by sequence number and Lambda retries from it.
+            bisect_batch_on_error=True,
+            report_batch_item_failures=True,
+            # Retry without limit (-1; MaximumRecordAgeInSeconds -1 below): skipping a record
+            # would break the order and lose a change, so the shard waits until the record is
+            # published or leaves the stream (24 hours). Only then does Lambda drop it and send
+            # its position to the dead-letter queue, whose alarm sends the operator to re-publish
+            # it from the ledger row, which still holds it (docs/runbook.md#change-stream-dlq).
+            # https://docs.aws.amazon.com/lambda/latest/dg/services-ddb-params.html
+            retry_attempts=-1,
+            # Applied changes only (never effect claims or commits, nor TTL deletions): the
+            # relay's own filter, so the two cannot drift.
+            filters=[lambda_.FilterCriteria.filter(STREAM_FILTER)],
+            on_failure=event_sources.SqsDlq(self.change_relay.dead_letter_queue),
+        )
+        relay.add_event_source(self.change_source)
+        # CDK's max_record_age takes 60 s..7 days; unlimited (-1, the service default) is set on
+        # the mapping itself so the template states it.
+        (mapping,) = [
+            child for child in relay.node.children if isinstance(child, lambda_.EventSourceMapping)
+        ]
+        cfn_mapping = mapping.node.default_child
+        if not isinstance(cfn_mapping, lambda_.CfnEventSourceMapping):  # pragma: no cover
+            raise TypeError("EventSourceMapping's default child is not a CfnEventSourceMapping")
+        cfn_mapping.maximum_record_age_in_seconds = -1
+
     def _monitoring(self) -> None:
         """The alarm topic, the operational alarms and the dashboard."""
         self.alarm_topic = AlarmTopic(self, "AlarmTopic", email=self.settings.alarm_email)
         reconcile_machine = self.reconcile_state_machine
         backfill_machine = self.backfill_state_machine
+        relay = self.change_relay
         self.alarms = OperationalAlarms(
             self,
             "Alarms",
@@ -381,6 +524,8 @@ class S3IngestStack(Stack):
             backfill_state_machine=(
                 backfill_machine.state_machine if backfill_machine is not None else None
             ),
+            change_relay_function=relay.function if relay is not None else None,
+            change_dead_letter_queue=relay.dead_letter_queue if relay is not None else None,
         )
         functions: dict[str, lambda_.IFunction] = {
             "ingest": self.ingest.function,
@@ -390,6 +535,7 @@ class S3IngestStack(Stack):
             ("reconcile fan-out", self.reconcile_fan_out),
             ("backfill control", self.backfill_control),
             ("backfill", self.backfill),
+            ("change relay", self.change_relay),
         ):
             if owner is not None:
                 functions[name] = owner.function
@@ -402,6 +548,7 @@ class S3IngestStack(Stack):
             target_dead_letter_queue=self.routing.target_dead_letter_queue,
             functions=functions,
             alarms=self.alarms.alarms,
+            change_dead_letter_queue=relay.dead_letter_queue if relay is not None else None,
         )
 
     def _batch_operations(self, backfill: lambda_.Function, reports: str) -> iam.IRole:
@@ -412,7 +559,7 @@ class S3IngestStack(Stack):
         if inventory_bucket is None or control is None:  # pragma: no cover - see _backfill
             raise ValueError("the batch-operations backfill needs the stack's own inventory")
         # Each task is observed by the ledger rules (C7).
-        self._grant_ledger_rules(backfill)
+        self._ingest_service(backfill)
         # report: the completion reports (ListBucket above makes a missing one a 404, which it
         # reads as "no failure").
         completion_reports = inventory_bucket.arn_for_objects(f"{REPORT_PREFIX}/*")
@@ -501,11 +648,40 @@ class S3IngestStack(Stack):
         )
         self._acknowledge_reconciliation(objects_arn)
         self._acknowledge_backfill(objects_arn)
+        self._acknowledge_effects()
         acknowledge(
             self.routing.target_dead_letter_queue,
             "AwsSolutions-SQS3",
             "This queue is a dead-letter queue: the ingest rule target's DeadLetterConfig "
             "(https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html); "
+            "cdk-nag only recognises SQS redrive and Lambda DLQs.",
+        )
+
+    def _acknowledge_effects(self) -> None:
+        """The processor's output wildcard on each role that runs it; the change relay's."""
+        output = self.processor_output
+        if output is not None:
+            for function in self.ingest_service_functions:
+                if function.role is None:  # pragma: no cover - python_function gives a role
+                    continue
+                acknowledge(
+                    function.role,
+                    wildcard_resource_finding(self, output.bucket.arn_for_objects("*")),
+                    "The processor writes (and deletes) one output per object whose change it "
+                    "ran for: s3:GetObject, s3:PutObject and s3:DeleteObject on the processor "
+                    "output bucket's objects only (keys made from the landing keys at run time).",
+                )
+        relay = self.change_relay
+        if relay is None:
+            return
+        acknowledge(relay.role, "AwsSolutions-IAM5[Resource::*]", _XRAY_EVIDENCE + _STREAM_EVIDENCE)
+        acknowledge(relay.function, "AwsSolutions-L1", _RUNTIME_EVIDENCE)
+        acknowledge(
+            relay.dead_letter_queue,
+            "AwsSolutions-SQS3",
+            "This queue is a dead-letter queue: the change relay's event source mapping's "
+            "on-failure destination (DestinationConfig.OnFailure, "
+            "https://docs.aws.amazon.com/lambda/latest/dg/services-dynamodb-errors.html); "
             "cdk-nag only recognises SQS redrive and Lambda DLQs.",
         )
 
@@ -718,5 +894,14 @@ class S3IngestStack(Stack):
             outputs["BackfillRoleArn"] = self.batch_operations.role.role_arn
             if self.landing.inventory_bucket is not None:
                 outputs["ReportBucketName"] = self.landing.inventory_bucket.bucket_name
+        if self.processor_output is not None:
+            outputs["ProcessorOutputBucket"] = self.processor_output.bucket.bucket_name
+        if self.change_bus is not None and self.change_relay is not None:
+            outputs["ChangeBusName"] = self.change_bus.bus.event_bus_name
+            outputs["ChangeBusArn"] = self.change_bus.bus.event_bus_arn
+            outputs["ChangeArchiveName"] = self.change_bus.archive.archive_name
+            outputs["ChangeAuditLogGroupName"] = self.change_bus.audit_log_group.log_group_name
+            outputs["ChangeDeadLetterQueueUrl"] = self.change_relay.dead_letter_queue.queue_url
+            outputs["ChangeRelayFunctionName"] = self.change_relay.function.function_name
         for output_id, value in outputs.items():
             CfnOutput(self, output_id, value=value)

@@ -298,6 +298,13 @@ class Settings:
             p.append(f"alarmEmail: {self.alarm_email!r} is not an e-mail address")
         if self.processor is not None and not _PROCESSOR_RE.match(self.processor):
             p.append(f"processor: {self.processor!r} is not 'package.module:function'")
+        if self.processor is not None:
+            for name, timeout in (("functionTimeoutSeconds", self.function_timeout_seconds),
+                                  ("backfillFunctionTimeoutSeconds",
+                                   self.backfill_function_timeout_seconds)):
+                if timeout < 10:
+                    p.append(f"{name}: at least 10 with a processor (an effect is started only "
+                             "with 3 s or more left in the invocation)")
         if self.processor_package_dir is not None and self.processor is None:
             p.append("processorPackageDir is set but processor is not")
         return p

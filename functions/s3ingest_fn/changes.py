@@ -98,8 +98,10 @@ def change_event(record: dict[str, Any], bus_name: str) -> dict[str, Any]:
         "reason": _value(image.get("reason")), "observed": bool(_value(image.get("observed"))),
         "appliedAt": _value(image.get("updated_at")),
     }
+    # the partition (aws, aws-cn, aws-us-gov) of the stream the record came from
+    partition = str(record.get("eventSourceARN") or "arn:aws").split(":")[1] or "aws"
     return {"Source": SOURCE, "DetailType": DETAIL_TYPES[kind], "EventBusName": bus_name,
-            "Detail": json.dumps(detail), "Resources": [f"arn:aws:s3:::{bucket}"]}
+            "Detail": json.dumps(detail), "Resources": [f"arn:{partition}:s3:::{bucket}"]}
 
 
 def publish(events_client: Any, bus_name: str,

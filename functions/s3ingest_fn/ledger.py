@@ -25,8 +25,9 @@ h0, h1, h2     M     the last three applied decisions, newest first: ``seq``, ``
                      Skipped events (duplicate, stale) write nothing (CONTRACT C5); they are
                      explained by the row's ``seq`` and this history, and logged one line each.
 op             S     what the last write was: ``apply`` (a change was applied: the change
-                     stream publishes exactly these), ``claim`` (an effect was re-claimed) or
-                     ``commit`` (an effect was committed)
+                     stream publishes exactly these), ``claim`` (an effect was re-claimed),
+                     ``release`` (a failed effect gave its lease up) or ``commit`` (an effect
+                     was committed)
 chg_id         S     deterministic id of the applied change (:func:`effects.change_id`)
 fx             S     effect of the applied change (only with a processor): ``pending``,
                      ``done`` or ``superseded`` (CONTRACT C11, :mod:`s3ingest_fn.effects`)
@@ -258,12 +259,14 @@ class DynamoLedger:
             On throttling or a service error.
         """
         return self._call(bucket, key, {
-            "UpdateExpression": "SET #fx_lease = :zero",
+            # op changes too, so the change stream (op = apply) does not publish it again
+            "UpdateExpression": "SET #fx_lease = :zero, #op = :release",
             "ConditionExpression": "#fx_token = :token AND #fx = :pending",
             "ExpressionAttributeNames": {"#fx_lease": "fx_lease", "#fx_token": "fx_token",
-                                         "#fx": "fx"},
+                                         "#fx": "fx", "#op": "op"},
             "ExpressionAttributeValues": {":zero": {"N": "0"}, ":token": {"N": str(token)},
-                                          ":pending": {"S": PENDING}}}).applied
+                                          ":pending": {"S": PENDING},
+                                          ":release": {"S": "release"}}}).applied
 
     def _call(self, bucket: str, key: str, request: dict[str, Any]) -> WriteResult:
         try:

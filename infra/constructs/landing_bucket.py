@@ -19,7 +19,7 @@ INVENTORY_OPTIONAL_FIELDS = (
 )
 
 
-def _secure_bucket(
+def secure_bucket(
     scope: Construct,
     construct_id: str,
     *,
@@ -115,13 +115,13 @@ class LandingBucket(Construct):
             return
 
         self.owned = True
-        self.access_logs_bucket = _secure_bucket(
+        self.access_logs_bucket = secure_bucket(
             self, "AccessLogs", versioned=False, access_logs_bucket=None, access_logs_prefix=None
         )
         # No cdk-nag AwsSolutions-S1 finding here: the rule accepts a bucket that is itself a server
         # access logs destination (S3 advises against logging a bucket to itself,
         # https://docs.aws.amazon.com/AmazonS3/latest/userguide/ServerLogs.html).
-        bucket = _secure_bucket(
+        bucket = secure_bucket(
             self,
             "Bucket",
             versioned=versioned,
@@ -142,7 +142,7 @@ class LandingBucket(Construct):
         self.bucket = bucket
 
         if inventory_enabled:
-            self.inventory_bucket = _secure_bucket(
+            self.inventory_bucket = secure_bucket(
                 self,
                 "Inventory",
                 versioned=False,

@@ -21,12 +21,19 @@ class LedgerTable(Construct):
     (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/TTL.html); deletion
     protection on and retained when the stack is deleted: the ledger is the product's state.
 
+    With ``stream`` the table has a DynamoDB stream of that view type: the change stream's outbox
+    (``NEW_IMAGE``: the relay reads the row as written, :mod:`s3ingest_fn.changes`;
+    https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Streams.html). Adding or
+    removing it updates the table in place.
+
     Parameters
     ----------
     scope : constructs.Construct
         Parent construct.
     construct_id : str
         Construct id.
+    stream : aws_cdk.aws_dynamodb.StreamViewType, optional
+        The stream's view type; no stream when omitted.
 
     Attributes
     ----------
@@ -34,7 +41,13 @@ class LedgerTable(Construct):
         The ledger table.
     """
 
-    def __init__(self, scope: Construct, construct_id: str) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        stream: dynamodb.StreamViewType | None = None,
+    ) -> None:
         super().__init__(scope, construct_id)
         self.table = dynamodb.Table(
             self,
@@ -47,6 +60,7 @@ class LedgerTable(Construct):
                 point_in_time_recovery_enabled=True
             ),
             time_to_live_attribute=TTL_ATTRIBUTE,
+            stream=stream,
             deletion_protection=True,
             removal_policy=RemovalPolicy.RETAIN,
         )

@@ -15,6 +15,9 @@ from constructs import Construct
 RUNBOOK = "docs/runbook.md"
 #: Oldest message in the ingest queue before the ingest path counts as falling behind.
 MAX_MESSAGE_AGE = Duration.minutes(15)
+#: Age of the newest stream record the change relay got before the change stream counts as stuck
+#: (the relay's ``IteratorAge``; a partial batch failure is not a function error).
+MAX_CHANGE_AGE = Duration.minutes(15)
 
 _FIVE_MINUTES = Duration.minutes(5)
 _ONE_HOUR = Duration.hours(1)
@@ -51,6 +54,10 @@ class OperationalAlarms(Construct):
         The fan-out reconciliation (``reconcileFanOut`` only).
     backfill_state_machine : aws_cdk.aws_stepfunctions.IStateMachine, optional
         The backfill (only when the stack owns the inventory).
+    change_relay_function : aws_cdk.aws_lambda.IFunction, optional
+        The change-stream relay (``changeStream`` only; with ``change_dead_letter_queue``).
+    change_dead_letter_queue : aws_cdk.aws_sqs.IQueue, optional
+        The relay's on-failure destination: stream batches it gave up on.
 
     Attributes
     ----------
@@ -60,6 +67,10 @@ class OperationalAlarms(Construct):
         Lambda ``Errors`` / ``Throttles`` > 0.
     reconcile_failed, backfill_failed : aws_cdk.aws_cloudwatch.Alarm or None
         Failed fan-out reconciliations; failed, timed-out or aborted backfills.
+    change_dead_letters, change_relay_errors, change_relay_behind : aws_cdk.aws_cloudwatch.Alarm
+        or None
+        Change-stream DLQ depth > 0; relay ``Errors`` > 0; relay ``IteratorAge`` > 15 minutes for
+        15 minutes (``changeStream`` only).
     alarms : list[aws_cdk.aws_cloudwatch.Alarm]
         Every alarm above that exists, and the drift alarm.
     """
@@ -78,6 +89,8 @@ class OperationalAlarms(Construct):
         drift_alarm: cloudwatch.Alarm,
         reconcile_state_machine: sfn.IStateMachine | None = None,
         backfill_state_machine: sfn.IStateMachine | None = None,
+        change_relay_function: lambda_.IFunction | None = None,
+        change_dead_letter_queue: sqs.IQueue | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarms: list[cloudwatch.Alarm] = []
@@ -169,9 +182,45 @@ class OperationalAlarms(Construct):
                 "objects may be missing from the ledger",
                 "bucket-adopted-with-existing-objects",
             )
+        self.change_dead_letters: cloudwatch.Alarm | None = None
+        self.change_relay_errors: cloudwatch.Alarm | None = None
+        self.change_relay_behind: cloudwatch.Alarm | None = None
+        if change_relay_function is not None and change_dead_letter_queue is not None:
+            self._change_stream(change_relay_function, change_dead_letter_queue)
         drift_alarm.add_alarm_action(self._action)
         drift_alarm.add_ok_action(self._action)
         self.alarms.append(drift_alarm)
+
+    def _change_stream(self, relay: lambda_.IFunction, dead_letter_queue: sqs.IQueue) -> None:
+        """The change stream's alarms: dropped batches, relay failures, a stuck stream."""
+        self.change_dead_letters = self._above_zero(
+            "ChangeStreamDeadLetterQueueDepth",
+            dead_letter_queue.metric_approximate_number_of_messages_visible(
+                statistic=cloudwatch.Stats.MAXIMUM, period=_FIVE_MINUTES
+            ),
+            "s3ingest: the change stream gave up on changes it could not publish for 24 hours "
+            "(their stream positions are in its dead-letter queue; the ledger rows still hold "
+            "them)",
+            "change-stream-dlq",
+        )
+        self.change_relay_errors = self._above_zero(
+            "ChangeRelayErrors",
+            relay.metric_errors(statistic=cloudwatch.Stats.SUM, period=_FIVE_MINUTES),
+            "s3ingest: the change-stream relay failed invocations (Lambda retries the batch; "
+            "the stream's shard waits)",
+            "change-stream-errors",
+        )
+        self.change_relay_behind = self._alarm(
+            "ChangeRelayIteratorAge",
+            relay.metric("IteratorAge", statistic=cloudwatch.Stats.MAXIMUM, period=_FIVE_MINUTES),
+            threshold=MAX_CHANGE_AGE.to_milliseconds(),
+            evaluation_periods=3,
+            description=(
+                "s3ingest: the change-stream relay has been more than 15 minutes behind the "
+                "ledger for 15 minutes (changes are not being published)"
+            ),
+            anchor="change-stream-errors",
+        )
 
     def _above_zero(
         self, alarm_id: str, metric: cloudwatch.IMetric, description: str, anchor: str

@@ -46,7 +46,7 @@ class OperationsDashboard(Construct):
     """One CloudWatch dashboard for the stage.
 
     Rows: the ingest outcomes and the drift found by reconciliation; the ingest queue (depth, age
-    of its oldest message) and both dead-letter queues; every function's errors, throttles and
+    of its oldest message) and the dead-letter queues; every function's errors, throttles and
     duration; the state of every alarm.
 
     Parameters
@@ -59,6 +59,8 @@ class OperationsDashboard(Construct):
         The dashboard's name (``s3ingest-<stage>``).
     queue, dead_letter_queue, target_dead_letter_queue : aws_cdk.aws_sqs.IQueue
         The ingest queue, its dead-letter queue and the rule target's dead-letter queue.
+    change_dead_letter_queue : aws_cdk.aws_sqs.IQueue, optional
+        The change-stream relay's dead-letter queue (``changeStream`` only).
     functions : Mapping[str, aws_cdk.aws_lambda.IFunction]
         Label -> function, for the Lambda widgets.
     alarms : Sequence[aws_cdk.aws_cloudwatch.IAlarm]
@@ -81,9 +83,16 @@ class OperationsDashboard(Construct):
         target_dead_letter_queue: sqs.IQueue,
         functions: Mapping[str, lambda_.IFunction],
         alarms: Sequence[cloudwatch.IAlarm],
+        change_dead_letter_queue: sqs.IQueue | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         maximum, summed = cloudwatch.Stats.MAXIMUM, cloudwatch.Stats.SUM
+        dead_letter_queues = {
+            "Ingest DLQ": dead_letter_queue,
+            "Rule target DLQ": target_dead_letter_queue,
+        }
+        if change_dead_letter_queue is not None:
+            dead_letter_queues["Change stream DLQ"] = change_dead_letter_queue
         # Reconciliation emits the drift metrics once per run: the hourly maximum shows each run.
         drift = [
             drift_metric(name, period=Duration.hours(1))
@@ -124,12 +133,10 @@ class OperationsDashboard(Construct):
                     cloudwatch.GraphWidget(
                         title="Dead-letter queues (messages visible)",
                         left=[
-                            dead_letter_queue.metric_approximate_number_of_messages_visible(
-                                label="Ingest DLQ", statistic=maximum, period=_PERIOD
-                            ),
-                            target_dead_letter_queue.metric_approximate_number_of_messages_visible(
-                                label="Rule target DLQ", statistic=maximum, period=_PERIOD
-                            ),
+                            dlq.metric_approximate_number_of_messages_visible(
+                                label=label, statistic=maximum, period=_PERIOD
+                            )
+                            for label, dlq in dead_letter_queues.items()
                         ],
                         width=_WIDTH,
                     ),

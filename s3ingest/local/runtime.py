@@ -15,8 +15,8 @@ handler -> the DynamoDB ledger, all on the embedded emulator.
 * :meth:`LocalRuntime.compare` checks the ledger against the bucket (CONTRACT C15);
 * with a processor configured, the real effect protocol runs it for every applied change
   (CONTRACT C11) and :attr:`LocalRuntime.effects` records what ran; ``Chaos.crash`` kills a
-  worker between an effect and its commit (its lease then expires: the local lease clock jumps
-  past it) so the retried message must re-run the effect;
+  worker between an effect and its commit (its lease is then ended, as the invocation's timeout
+  would) so the retried message must re-run the effect;
 * with the change stream on, :meth:`LocalRuntime.pump_changes` plays the relay Lambda's event
   source: it reads the ledger's DynamoDB stream, invokes the real relay with the Lambda event
   shape, and collects what a rule on the change bus delivered (:attr:`LocalRuntime.changes`).
@@ -43,8 +43,6 @@ from s3ingest.local.s3faithful import FaithfulS3, SequencerClock
 from s3ingest.settings import Settings, inventory_report_prefix
 from s3ingest_fn.bucket import S3Objects
 from s3ingest_fn.effects import (
-    DEFAULT_REMAINING_MS,
-    LEASE_SKEW_MS,
     AppliedChange,
     EffectRunner,
     PinnedContent,
@@ -174,7 +172,6 @@ class LocalRuntime:
         self.effects: list[EffectRun] = []
         #: Change-stream events a subscriber received: ``{"detail-type", "detail"}``.
         self.changes: list[dict[str, Any]] = []
-        self.lease_offset_ms = 0
         self._crash_rate = 0.0
         self._crash_rng = random.Random(seed)
         self._lock = threading.Lock()
@@ -182,12 +179,9 @@ class LocalRuntime:
         if self.settings.processor:
             self.service.effects = EffectRunner(
                 self._recording(load_processor(self.settings.processor)), self.s3,
-                clock_ms=self._lease_clock, after_effect=self._maybe_crash)
+                after_effect=self._maybe_crash)
 
     # -- effects (CONTRACT C11) --------------------------------------------------------------
-
-    def _lease_clock(self) -> int:
-        return int(time.time() * 1000) + self.lease_offset_ms
 
     def _recording(self, processor: Processor) -> Processor:
         """The team's processor, given the emulator's S3 client and the output bucket when it
@@ -218,9 +212,11 @@ class LocalRuntime:
                 if run.change_id == change.change_id and run.token == change.token:
                     run.crashed_before_commit = True
                     break
-            # The dead worker's invocation would have timed out by the time SQS shows the
-            # message again: move the lease clock past any lease it held.
-            self.lease_offset_ms += DEFAULT_REMAINING_MS + LEASE_SKEW_MS + 1
+        # The dead worker's invocation would have timed out by the time SQS shows the message
+        # again, so its lease has run out: end that one lease now. (Moving a shared clock would
+        # also expire the leases of workers still running on other threads, which in AWS are
+        # separate invocations that never outlive their own leases.)
+        self.ledger.release(change.bucket, change.key, change.token)
         raise InjectedCrash(f"worker killed after the effect of {change.key!r}, before commit")
 
     # -- change stream -----------------------------------------------------------------------

@@ -25,6 +25,9 @@ ADOPTED_BUCKET = "existing-landing-bucket"
 #: The address the fan-out synth subscribes to the alarm topic (``alarmEmail``).
 ALARM_EMAIL = "oncall@example.com"
 
+#: The processor the fan-out synth runs: the repository's example (``functions/s3ingest_examples``).
+PROCESSOR = "s3ingest_examples.sidecar:process"
+
 #: Every synthesized variant, for the checks that apply to each (cdk-nag, cfn-lint).
 VARIANTS = ["synth", "adopted_synth", "fanout_synth"]
 
@@ -46,9 +49,10 @@ def adopted_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
 
 @pytest.fixture(scope="session")
 def fanout_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
-    """The app with the Step Functions engines: the fan-out reconciliation (``reconcileFanOut``)
-    and the Distributed Map backfill (``backfillEngine=distributed-map``), with an alarm e-mail
-    subscription (``alarmEmail``), synthesized once."""
+    """The app with every optional part: the Step Functions engines (the fan-out reconciliation,
+    ``reconcileFanOut``, and the Distributed Map backfill, ``backfillEngine=distributed-map``), an
+    alarm e-mail subscription (``alarmEmail``), the example processor (``processor``) and the
+    change stream (``changeStream``), synthesized once."""
     yield synthesize(
         tmp_path_factory.mktemp("cdk-out-fanout"),
         {
@@ -56,5 +60,7 @@ def fanout_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
             "backfillEngine": "distributed-map",
             "stage": "fanout",
             "alarmEmail": ALARM_EMAIL,
+            "processor": PROCESSOR,
+            "changeStream": True,
         },
     )

@@ -208,6 +208,41 @@ def _expected_alarms(synth: Synth) -> dict[str, tuple[dict[str, Any], str]]:
         )
     else:
         assert alarms.backfill_failed is None
+    relay = stack.change_relay
+    if relay is not None:
+        assert alarms.change_dead_letters is not None
+        assert alarms.change_relay_errors is not None
+        assert alarms.change_relay_behind is not None
+        expected[synth.logical_id(alarms.change_dead_letters)] = (
+            {
+                **_queue_alarm(
+                    synth, relay.dead_letter_queue, "ApproximateNumberOfMessagesVisible"
+                ),
+                **_notifies_topic(synth, 0, 1),
+            },
+            "change-stream-dlq",
+        )
+        expected[synth.logical_id(alarms.change_relay_errors)] = (
+            {
+                **_function_alarm(synth, relay.function, "Errors", FIVE_MINUTES),
+                **_notifies_topic(synth, 0, 1),
+            },
+            "change-stream-errors",
+        )
+        # A failed PutEvents entry is a partial batch failure, not a function error: the stream
+        # waiting behind it shows as the iterator age (milliseconds).
+        expected[synth.logical_id(alarms.change_relay_behind)] = (
+            {
+                **_function_alarm(synth, relay.function, "IteratorAge", FIVE_MINUTES),
+                "Statistic": "Maximum",
+                **_notifies_topic(synth, 900_000, 3),
+            },
+            "change-stream-errors",
+        )
+    else:
+        assert alarms.change_dead_letters is None
+        assert alarms.change_relay_errors is None
+        assert alarms.change_relay_behind is None
     return expected
 
 
@@ -234,7 +269,7 @@ def test_every_alarm_is_exact_and_notifies_the_topic(
 
 
 def test_every_runbook_anchor_exists(fanout_synth: Synth) -> None:
-    # GIVEN the variant with every alarm (the backfill's included)
+    # GIVEN the variant with every alarm (the backfill's and the change stream's included)
     anchors = {anchor for _, anchor in _expected_alarms(fanout_synth).values()}
     runbook = (PROJECT_ROOT / "docs" / "runbook.md").read_text()
     # THEN each section an alarm names has its anchor in the runbook
@@ -243,6 +278,8 @@ def test_every_runbook_anchor_exists(fanout_synth: Synth) -> None:
         "events-lost-upstream",
         "ingest-falling-behind",
         "bucket-adopted-with-existing-objects",
+        "change-stream-dlq",
+        "change-stream-errors",
     }
     for anchor in anchors:
         assert f'<a id="{anchor}"></a>' in runbook, anchor
@@ -259,6 +296,19 @@ def test_variants_cover_every_optional_alarm(synth: Synth, adopted_synth: Synth)
 def test_fanout_variant_has_the_reconcile_execution_alarm(fanout_synth: Synth) -> None:
     assert fanout_synth.stack.alarms.reconcile_failed is not None
     assert fanout_synth.stack.alarms.backfill_failed is not None
+
+
+def test_only_the_change_stream_variant_has_its_alarms(
+    synth: Synth, adopted_synth: Synth, fanout_synth: Synth
+) -> None:
+    for variant in (synth, adopted_synth):
+        assert variant.stack.alarms.change_dead_letters is None
+        assert variant.stack.alarms.change_relay_errors is None
+        assert variant.stack.alarms.change_relay_behind is None
+    alarms = fanout_synth.stack.alarms
+    assert alarms.change_dead_letters in alarms.alarms
+    assert alarms.change_relay_errors in alarms.alarms
+    assert alarms.change_relay_behind in alarms.alarms
 
 
 # --- The topic -----------------------------------------------------------------------------------
@@ -433,12 +483,16 @@ def test_dashboard_shows_outcomes_drift_queues_functions_and_alarms(
         ["AWS/SQS", "ApproximateAgeOfOldestMessage", "QueueName", queue_name],
     ]
     dead_letters = _widgets(body, "Dead-letter queues (messages visible)")
+    queues = [stack.ingest_queue.dead_letter_queue, stack.routing.target_dead_letter_queue]
+    if stack.change_relay is not None:
+        queues.append(stack.change_relay.dead_letter_queue)
     assert [metric[3] for metric in dead_letters["metrics"]] == [
-        f"<{synth.logical_id(stack.ingest_queue.dead_letter_queue)}.QueueName>",
-        f"<{synth.logical_id(stack.routing.target_dead_letter_queue)}.QueueName>",
+        f"<{synth.logical_id(queue)}.QueueName>" for queue in queues
     ]
     functions = {f"<{synth.logical_id(stack.ingest.function)}>"}
     functions.add(f"<{synth.logical_id(stack.reconcile.function)}>")
+    if stack.change_relay is not None:
+        functions.add(f"<{synth.logical_id(stack.change_relay.function)}>")
     errors = _widgets(body, "Lambda errors and throttles (per 5 minutes)")
     duration = _widgets(body, "Lambda duration (maximum, ms)")
     assert set(_metric_names(errors)) == {"Errors", "Throttles"}

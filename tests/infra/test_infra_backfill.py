@@ -107,6 +107,8 @@ class _Ids:
         )
         self.completion_reports = _join(_arn(self.inventory), "/backfill-reports/*")
         self.objects = _join(_arn(self.bucket), "/*")
+        output = stack.processor_output
+        self.output = synth.logical_id(output.bucket) if output is not None else None
 
 
 def _states(synth: Synth) -> dict[str, Any]:
@@ -647,6 +649,12 @@ def _control_environment(synth: Synth) -> dict[str, Any]:
         "POWERTOOLS_SERVICE_NAME": "s3ingest-backfill",
         "POWERTOOLS_METRICS_NAMESPACE": "S3Ingest",
         "POWERTOOLS_LOG_LEVEL": "INFO",
+        # The distributed-map engine's backfill_file step runs the processor (fan-out synth).
+        **(
+            {"PROCESSOR": synth.settings.processor, "OUTPUT_BUCKET": _ref(ids.output)}
+            if ids.output is not None and synth.settings.backfill_engine == "distributed-map"
+            else {}
+        ),
     }
 
 
@@ -885,17 +893,22 @@ def test_control_function_grants_for_distributed_map(fanout_synth: Synth) -> Non
     control = fanout_synth.stack.backfill_control
     assert control is not None
     ids = _Ids(fanout_synth)
-    # prepare, and backfill_file: the data files, then each key by the ledger rules (C7); no
-    # completion reports in this engine
+    assert ids.output is not None
+    outputs = _join(_arn(ids.output), "/*")
+    # prepare, and backfill_file: the data files, then each key by the ledger rules (C7) and the
+    # processor's output (the fan-out synth has the example processor); no completion reports in
+    # this engine
     assert _granted(fanout_synth, control.role) == _grants(
         {
             "xray:PutTraceSegments": ["*"],
             "xray:PutTelemetryRecords": ["*"],
             "logs:CreateLogStream": [_arn(ids.control_log_group)],
             "logs:PutLogEvents": [_arn(ids.control_log_group)],
-            "s3:ListBucket": [_arn(ids.inventory), _arn(ids.bucket)],
-            "s3:GetObject": [ids.reports, ids.objects],
+            "s3:ListBucket": [_arn(ids.inventory), _arn(ids.bucket), _arn(ids.output)],
+            "s3:GetObject": [ids.reports, ids.objects, outputs],
             "s3:GetObjectVersion": [ids.objects],
+            "s3:PutObject": [outputs],
+            "s3:DeleteObject": [outputs],
             "dynamodb:GetItem": [_arn(ids.table)],
             "dynamodb:PutItem": [_arn(ids.table)],
             "dynamodb:UpdateItem": [_arn(ids.table)],

@@ -1,11 +1,23 @@
-"""The function asset: the package plus arm64 / CPython 3.13 wheels, built without Docker."""
+"""The function asset: the package plus arm64 / CPython 3.13 wheels, built without Docker, and a
+processor's package when one is configured."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from infra.bundling import BUILD_DIR, FUNCTIONS_DIR, PIP_PLATFORM, PYTHON_VERSION, PipLocalBundling
+import pytest
+
+from infra.bundling import (
+    BUILD_DIR,
+    FUNCTIONS_DIR,
+    PIP_PLATFORM,
+    PYTHON_VERSION,
+    PipLocalBundling,
+    ProcessorPackageError,
+    processor_sources,
+)
 from infra.synth import Synth
+from s3ingest.settings import SettingsError
 
 
 def _asset_dir(synth: Synth) -> Path:
@@ -43,3 +55,105 @@ def test_dependency_cache_key_follows_the_requirements(tmp_path: Path) -> None:
     assert bundler.cache_key() != first
     assert first.startswith(f"deps-{PIP_PLATFORM}-cp{PYTHON_VERSION}-")
     assert (FUNCTIONS_DIR / "requirements.txt").is_file()
+
+
+# --- The processor's package (CONTRACT C11) ------------------------------------------------------
+
+
+def test_fanout_asset_holds_the_example_processor(synth: Synth, fanout_synth: Synth) -> None:
+    # GIVEN processor = "s3ingest_examples.sidecar:process" (fan-out synth) or none (default)
+    with_processor = _asset_dir(fanout_synth)
+    # THEN its package is copied beside the function package, compiled files left out ...
+    assert (with_processor / "s3ingest_examples" / "sidecar.py").is_file()
+    assert (with_processor / "s3ingest_examples" / "__init__.py").is_file()
+    assert (with_processor / "s3ingest_fn" / "__init__.py").is_file()
+    assert not list(with_processor.rglob("__pycache__"))
+    # ... and only there: the two packages are two assets
+    without = _asset_dir(synth)
+    assert not (without / "s3ingest_examples").exists()
+    assert with_processor.name != without.name
+
+
+def test_processor_sources_without_a_processor_or_inside_the_function_package() -> None:
+    assert processor_sources(None) == []
+    assert processor_sources("s3ingest_fn.effects:process") == []
+
+
+def test_processor_sources_under_functions() -> None:
+    assert processor_sources("s3ingest_examples.sidecar:process") == [
+        FUNCTIONS_DIR / "s3ingest_examples"
+    ]
+
+
+def test_processor_sources_missing_is_a_settings_error(tmp_path: Path) -> None:
+    with pytest.raises(ProcessorPackageError) as raised:
+        processor_sources("team_effects.thumbnails:make", functions_dir=tmp_path)
+    # A settings error: app.py reports it like any invalid setting, without a traceback.
+    assert isinstance(raised.value, SettingsError)
+    (problem,) = raised.value.problems
+    assert "'team_effects'" in problem and "processorPackageDir" in problem
+
+
+def _team_dir(root: Path) -> Path:
+    team = root / "team"
+    (team / "team_effects").mkdir(parents=True)
+    (team / "team_effects" / "__init__.py").write_text("")
+    (team / "team_effects" / "thumbnails.py").write_text("def make(change, content): pass\n")
+    (team / "team_effects" / "__pycache__").mkdir()
+    (team / "helpers.py").write_text("")
+    (team / "data").mkdir()  # not a package: left out
+    (team / "README.md").write_text("")
+    return team
+
+
+def test_processor_package_dir_copies_its_top_level_packages_and_modules(tmp_path: Path) -> None:
+    team = _team_dir(tmp_path)
+    # GIVEN processorPackageDir relative to the project root
+    sources = processor_sources(
+        "team_effects.thumbnails:make", "team", project_root=tmp_path, functions_dir=tmp_path
+    )
+    assert sources == [team / "helpers.py", team / "team_effects"]
+    # WHEN bundled (the dependency cache already holds this requirements file's wheels)
+    functions = tmp_path / "functions"
+    (functions / "s3ingest_fn").mkdir(parents=True)
+    (functions / "s3ingest_fn" / "__init__.py").write_text("")
+    (functions / "requirements.txt").write_text("a==1\n")
+    bundler = PipLocalBundling(
+        functions_dir=functions,
+        package="s3ingest_fn",
+        cache_dir=tmp_path / "cache",
+        python_version=PYTHON_VERSION,
+        platform=PIP_PLATFORM,
+        extra_sources=sources,
+    )
+    (tmp_path / "cache" / bundler.cache_key()).mkdir(parents=True)
+    out = tmp_path / "out"
+    out.mkdir()
+    assert bundler.try_bundle(str(out)) is True
+    # THEN the package root holds the function package, the team's package and module
+    assert (out / "s3ingest_fn" / "__init__.py").is_file()
+    assert (out / "team_effects" / "thumbnails.py").is_file()
+    assert (out / "helpers.py").is_file()
+    assert not (out / "team_effects" / "__pycache__").exists()
+    assert not (out / "data").exists() and not (out / "README.md").exists()
+
+
+@pytest.mark.parametrize(
+    ("package_dir", "expected"),
+    [
+        ("missing", "is not a directory"),
+        ("team/data", "does not hold"),
+    ],
+)
+def test_processor_package_dir_problems(tmp_path: Path, package_dir: str, expected: str) -> None:
+    _team_dir(tmp_path)
+    with pytest.raises(ProcessorPackageError, match=expected):
+        processor_sources("team_effects.thumbnails:make", package_dir, project_root=tmp_path)
+
+
+def test_processor_package_dir_cannot_replace_the_function_package(tmp_path: Path) -> None:
+    team = _team_dir(tmp_path)
+    (team / "s3ingest_fn").mkdir()
+    (team / "s3ingest_fn" / "__init__.py").write_text("")
+    with pytest.raises(ProcessorPackageError, match="would replace the function's own"):
+        processor_sources("team_effects.thumbnails:make", "team", project_root=tmp_path)

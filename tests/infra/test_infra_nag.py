@@ -140,7 +140,8 @@ def test_acknowledgements_are_on_resources_with_reasons(synth: Synth) -> None:
 
 
 def test_fanout_acknowledgements_are_on_resources_with_reasons(fanout_synth: Synth) -> None:
-    # GIVEN the fan-out reconciliation and the distributed-map backfill
+    # GIVEN the fan-out reconciliation, the distributed-map backfill, the processor and the
+    # change stream
     synth = fanout_synth
     acknowledgements = _acknowledgements(synth.app)
     stack_path = synth.stack.node.path
@@ -173,8 +174,21 @@ def test_fanout_acknowledgements_are_on_resources_with_reasons(fanout_synth: Syn
         f"AwsSolutions-IAM5[Resource::{executions}:*]",
         f"AwsSolutions-IAM5[Resource::{executions}/ShardInventory:*]",
     }
+    # ... the processor's output objects on each role that runs it (ingest, distributed-map
+    # backfill control) ...
+    output = synth.stack.processor_output
+    assert output is not None
+    outputs = f"AwsSolutions-IAM5[Resource::<{synth.logical_id(output.bucket)}.Arn>/*]"
+    for role in ("IngestFunction/Role", "BackfillControlFunction/Role"):
+        expected[f"{stack_path}/{role}"] = expected[f"{stack_path}/{role}"] | {outputs}
+    # ... and the change relay: X-Ray and dynamodb:ListStreams, its runtime, its on-failure DLQ
+    expected[f"{stack_path}/ChangeRelay/Role"] = {"AwsSolutions-IAM5[Resource::*]"}
+    expected[f"{stack_path}/ChangeRelay/Function"] = {"AwsSolutions-L1"}
+    expected[f"{stack_path}/ChangeRelay/DeadLetterQueue"] = {"AwsSolutions-SQS3"}
     assert {path: set(rules) for path, rules in acknowledgements.items()} == expected
     _assert_reasons(acknowledgements)
+    relay_role = acknowledgements[f"{stack_path}/ChangeRelay/Role"]
+    assert "dynamodb:ListStreams" in relay_role["AwsSolutions-IAM5[Resource::*]"]
 
 
 def test_create_job_wildcard_is_acknowledged_with_its_evidence(synth: Synth) -> None:

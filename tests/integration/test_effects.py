@@ -357,3 +357,39 @@ def test_the_applied_path_with_a_processor_costs_two_writes_and_no_read(emulator
     assert h.rt.service.handle(older).outcome is Outcome.STALE
     assert calls == ["UpdateItem", "UpdateItem"]  # one rejected write each
     assert len(h.effects) == 1
+
+
+def test_through_the_handler_the_change_stream_publishes_every_applied_change(
+        emulator: Any) -> None:
+    # GIVEN the local pipeline with the example processor and the change stream, and workers
+    # killed between effect and commit
+    from s3ingest.local.chaos import Chaos
+    from s3ingest.local.runtime import local_settings
+
+    rt = LocalRuntime(emulator, local_settings(), versioning="Enabled", seed=5)
+    for i in range(12):
+        rt.faithful.put(f"k{i % 4}", f"body {i}")
+        if i % 5 == 4:
+            rt.faithful.delete(f"k{i % 4}")
+    # WHEN S3's events arrive duplicated and reordered
+    rt.flush(Chaos(seed=9, duplicate=0.5, reorder=True, crash=0.3))
+    rt.drain()
+    rt.pump_changes()
+    # THEN the effects kept the rules, some workers were killed, and the sidecars match the bucket
+    assert rt.check_effects() == []
+    assert rt.check_sidecars() == []
+    assert any(run.crashed_before_commit for run in rt.effects)
+    # and every change whose effect ran was published once, with its id, in per-key order;
+    # the last event of each key is the row's current change
+    published = [c["detail"]["id"] for c in rt.changes]
+    assert len(published) == len(set(published))
+    assert {run.change_id for run in rt.effects} <= set(published)
+    last: dict[str, dict[str, Any]] = {}
+    for c in rt.changes:
+        assert c["source"] == "s3ingest"
+        prev = last.get(c["detail"]["key"])
+        assert prev is None or c["detail"]["rev"] > prev["rev"]
+        last[c["detail"]["key"]] = c["detail"]
+    for row in rt.ledger_rows():
+        assert last[row["key"]]["id"] == row["chg_id"]
+    assert rt.compare().converged

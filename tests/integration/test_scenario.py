@@ -42,7 +42,9 @@ def test_scenario_with_raw_bodies_operations_and_chaos(emulator: Any, tmp_path: 
     by_step = {}
     for m in result["messages"]:
         by_step.setdefault(m["step"], []).append(m["outcome"])
-    assert by_step[2] == ["applied"]  # the sample's object (bucket has no such key: still applied)
+    # the sample's object: the ledger applies it, but the bucket has no such key, so the example
+    # processor's pinned read finds nothing: the record ends superseded (C8), with no effect
+    assert by_step[2] == ["superseded"]
     assert by_step[3] == ["ignored"]
     assert by_step[4] == ["invalid"]
     assert set(by_step[8]) <= {"applied", "duplicate", "stale"}
@@ -53,6 +55,16 @@ def test_scenario_with_raw_bodies_operations_and_chaos(emulator: Any, tmp_path: 
     assert result["converged"] is False
     assert result["differences"] == ["present in ledger but not visible: 'IMG_m7fzo3.jpg'"]
     assert [o["key"] for o in result["bucket"]] == ["a b+c.txt"]
+    # the effects ran for the winning changes and were listed with their ids; every applied
+    # change was published on the change bus
+    effects = {(e["key"], e["kind"]) for e in result["effects"]}
+    assert ("a b+c.txt", "created") in effects and ("gone.txt", "removed") in effects
+    assert "IMG_m7fzo3.jpg" not in {e["key"] for e in result["effects"]}
+    rows = {r["key"]: r for r in result["ledger"]}
+    published = {c["detail"]["key"]: c["detail"]["id"] for c in result["changes"]}
+    assert set(published) == set(rows)
+    assert all(len(e["id"]) == 32 for e in result["effects"])
+    assert result["effects_problems"] == []
 
 
 def test_scenario_cli_json_output(tmp_path: Path) -> None:

@@ -1,0 +1,158 @@
+"""The change stream's bus: the stack's own EventBridge bus, its archive, and the change-stream
+rule (every change to an audit log group), the example subscription teams copy."""
+
+from __future__ import annotations
+
+import jsii
+from aws_cdk import ArnFormat, Aws, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_events as events
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk.interfaces.aws_events import IRuleRef
+from constructs import Construct
+
+from infra.constructs.python_function import retention
+from s3ingest.settings import CHANGE_SOURCE
+
+#: The principal EventBridge writes to a CloudWatch Logs target as
+#: (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html#eb-cloudwatchlogs-permissions).
+EVENTS_PRINCIPAL = "events.amazonaws.com"
+
+
+def change_pattern() -> events.EventPattern:
+    """Every change the relay publishes: ``source`` ``s3ingest`` (``CHANGE_SOURCE``), both
+    detail types (``Object Ingested``, ``Object Tombstoned``)."""
+    return events.EventPattern(source=[CHANGE_SOURCE])
+
+
+@jsii.implements(events.IRuleTarget)
+class LogGroupTarget:
+    """A CloudWatch Logs log group as a rule target, with no custom resource.
+
+    ``aws_events_targets.CloudWatchLogGroup`` writes the log group's resource policy with an
+    ``AwsCustomResource`` (a singleton Lambda function with a managed policy); here the policy is
+    the native ``AWS::Logs::ResourcePolicy`` :class:`ChangeBus` creates, so the target is only the
+    log group's ARN (without the trailing ``:*``, as CDK's target formats it).
+
+    Parameters
+    ----------
+    log_group : aws_cdk.aws_logs.ILogGroup
+        The log group the rule writes matching events to.
+    """
+
+    def __init__(self, log_group: logs.ILogGroup) -> None:
+        self._log_group = log_group
+
+    def bind(self, rule: IRuleRef, id: str | None = None) -> events.RuleTargetConfig:
+        """The target's configuration (``aws_events.IRuleTarget``)."""
+        # Pseudo-parameters, not the synth-time region: the ARN follows where the stack deploys.
+        arn = Stack.of(self._log_group).format_arn(
+            service="logs",
+            region=Aws.REGION,
+            account=Aws.ACCOUNT_ID,
+            resource="log-group",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+            resource_name=self._log_group.log_group_name,
+        )
+        return events.RuleTargetConfig(arn=arn, target_resource=self._log_group)
+
+
+class ChangeBus(Construct):
+    """The stack's own event bus for the ordered change stream (CONTRACT C11).
+
+    The change-stream relay publishes one event per applied ledger change to it
+    (:mod:`s3ingest_fn.changes`: ``source`` ``s3ingest``, ``detail-type`` ``Object Ingested`` or
+    ``Object Tombstoned``, ``detail.id`` the change id for de-duplication, ``detail.rev`` /
+    ``detail.sequencer`` for per-key order). Teams subscribe with their own rules on this bus.
+
+    * An archive of every change, kept ``archive_retention``, so a consumer can replay what it
+      missed (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-archive.html); replayed
+      events carry ``replay-name`` and the same ``detail.id``.
+    * "The change-stream rule": every change to the change audit log group (retained with the
+      stack's other logs). It is the example subscription: copy it, change the target. The log
+      group's resource policy lets ``events.amazonaws.com`` create streams and put events in this
+      log group only (the native ``AWS::Logs::ResourcePolicy``; CloudWatch Logs allows 10 such
+      policies per account and region).
+
+    Parameters
+    ----------
+    scope : constructs.Construct
+        Parent construct.
+    construct_id : str
+        Construct id.
+    bus_name : str
+        The bus name (``s3ingest-changes-<stage>``): consumers' rules name it.
+    archive_retention : aws_cdk.Duration
+        How long the archive keeps changes (whole days).
+    log_retention_days : int
+        Retention of the change audit log, days; one of CloudWatch Logs' allowed values.
+
+    Attributes
+    ----------
+    bus : aws_cdk.aws_events.EventBus
+        The change bus.
+    archive : aws_cdk.aws_events.Archive
+        The archive of every change.
+    audit_log_group : aws_cdk.aws_logs.LogGroup
+        The change audit log.
+    audit_log_policy : aws_cdk.aws_logs.ResourcePolicy
+        What lets EventBridge write to it.
+    rule : aws_cdk.aws_events.Rule
+        The change-stream rule.
+
+    Raises
+    ------
+    ValueError
+        When ``log_retention_days`` is not a CloudWatch Logs retention value.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        bus_name: str,
+        archive_retention: Duration,
+        log_retention_days: int,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.bus = events.EventBus(
+            self,
+            "Bus",
+            event_bus_name=bus_name,
+            description="s3ingest: the ordered change stream (one event per applied change)",
+        )
+        self.archive = self.bus.archive(
+            "Archive",
+            event_pattern=change_pattern(),
+            retention=archive_retention,
+            description="s3ingest: replayable copy of the change stream",
+        )
+        self.audit_log_group = logs.LogGroup(
+            self,
+            "AuditLog",
+            retention=retention(log_retention_days),
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        self.audit_log_policy = logs.ResourcePolicy(
+            self,
+            "AuditLogPolicy",
+            policy_statements=[
+                iam.PolicyStatement(
+                    sid="AllowEventBridgeToWriteTheChangeAuditLog",
+                    principals=[iam.ServicePrincipal(EVENTS_PRINCIPAL)],
+                    actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                    resources=[self.audit_log_group.log_group_arn],
+                )
+            ],
+        )
+        self.rule = events.Rule(
+            self,
+            "Rule",
+            event_bus=self.bus,
+            description="s3ingest: the change-stream rule: every change to the change audit log",
+            event_pattern=change_pattern(),
+            targets=[LogGroupTarget(self.audit_log_group)],
+        )
+        # Deliveries before the policy exists would be refused.
+        self.rule.node.add_dependency(self.audit_log_policy)

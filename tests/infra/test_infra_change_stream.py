@@ -1,0 +1,348 @@
+"""The ordered change stream (CONTRACT C11, ``changeStream``): the ledger's DynamoDB stream, the
+relay and its event source mapping, the change bus, its archive and the change-stream rule; and
+none of it without ``changeStream``."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from typing import Any
+
+import pytest
+
+from infra.constructs.change_relay_function import CHANGE_STREAM_HANDLER
+from infra.synth import Synth
+from s3ingest.settings import CHANGE_SOURCE, Settings
+from s3ingest_fn.changes import STREAM_FILTER
+
+FOURTEEN_DAYS = 14 * 86_400
+
+
+def _arn(logical_id: str) -> dict[str, Any]:
+    return {"Fn::GetAtt": [logical_id, "Arn"]}
+
+
+def _ref(logical_id: str) -> dict[str, Any]:
+    return {"Ref": logical_id}
+
+
+def _props(synth: Synth, construct: Any) -> dict[str, Any]:
+    properties: dict[str, Any] = synth.template["Resources"][synth.logical_id(construct)][
+        "Properties"
+    ]
+    return properties
+
+
+def _granted(synth: Synth, role: Any) -> dict[str, list[str]]:
+    """Action -> the resources it is allowed on (sorted JSON), over every policy of ``role``."""
+    role_ref = _ref(synth.logical_id(role))
+    granted: dict[str, list[str]] = {}
+    for policy in synth.resources("AWS::IAM::Policy").values():
+        if role_ref not in policy["Properties"]["Roles"]:
+            continue
+        assert policy["Properties"]["Roles"] == [role_ref]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            assert statement["Effect"] == "Allow"
+            assert "Condition" not in statement, statement
+            actions, resources = statement["Action"], statement["Resource"]
+            for action in [actions] if isinstance(actions, str) else actions:
+                for resource in resources if isinstance(resources, list) else [resources]:
+                    granted.setdefault(action, []).append(json.dumps(resource, sort_keys=True))
+    return {action: sorted(resources) for action, resources in granted.items()}
+
+
+def _grants(expected: dict[str, list[Any]]) -> dict[str, list[str]]:
+    return {
+        action: sorted(json.dumps(resource, sort_keys=True) for resource in resources)
+        for action, resources in expected.items()
+    }
+
+
+def _relay(synth: Synth) -> Any:
+    relay = synth.stack.change_relay
+    assert relay is not None
+    return relay
+
+
+def _bus(synth: Synth) -> Any:
+    bus = synth.stack.change_bus
+    assert bus is not None
+    return bus
+
+
+def _relay_mapping(synth: Synth) -> dict[str, Any]:
+    function = _ref(synth.logical_id(_relay(synth).function))
+    (mapping,) = [
+        resource
+        for resource in synth.resources("AWS::Lambda::EventSourceMapping").values()
+        if resource["Properties"]["FunctionName"] == function
+    ]
+    return mapping
+
+
+# --- The ledger's stream -------------------------------------------------------------------------
+
+
+def test_ledger_table_streams_new_images(fanout_synth: Synth) -> None:
+    # GIVEN changeStream
+    props = _props(fanout_synth, fanout_synth.stack.ledger.table)
+    # THEN the ledger is the outbox: its stream carries each row as written
+    assert props["StreamSpecification"] == {"StreamViewType": "NEW_IMAGE"}
+
+
+# --- The relay and its event source mapping ------------------------------------------------------
+
+
+def test_relay_mapping_is_ordered_filtered_and_never_skips(fanout_synth: Synth) -> None:
+    synth = fanout_synth
+    relay = _relay(synth)
+    mapping = _relay_mapping(synth)
+    props = {key: value for key, value in mapping["Properties"].items() if key != "Tags"}
+    filters = props.pop("FilterCriteria")
+    # THEN the mapping reads the ledger's stream from its start, one batch per shard at a time,
+    # halves a failing batch, resumes from the reported record, retries until the record leaves
+    # the stream, and then parks its position in the relay's dead-letter queue ...
+    assert props == {
+        "EventSourceArn": {"Fn::GetAtt": [synth.logical_id(synth.stack.ledger.table), "StreamArn"]},
+        "FunctionName": _ref(synth.logical_id(relay.function)),
+        "StartingPosition": "TRIM_HORIZON",
+        "BatchSize": 100,
+        "ParallelizationFactor": 1,
+        "BisectBatchOnFunctionError": True,
+        "FunctionResponseTypes": ["ReportBatchItemFailures"],
+        "MaximumRetryAttempts": -1,
+        "MaximumRecordAgeInSeconds": -1,
+        "DestinationConfig": {
+            "OnFailure": {"Destination": _arn(synth.logical_id(relay.dead_letter_queue))}
+        },
+    }
+    # ... and passes applied changes only: exactly the relay's own filter
+    (only,) = filters["Filters"]
+    assert json.loads(only["Pattern"]) == STREAM_FILTER
+
+
+def test_relay_function_handler_and_environment(fanout_synth: Synth) -> None:
+    synth = fanout_synth
+    relay = _relay(synth)
+    props = _props(synth, relay.function)
+    assert props["Handler"] == CHANGE_STREAM_HANDLER
+    assert props["Runtime"] == "python3.13"
+    assert props["Architectures"] == ["arm64"]
+    assert props["TracingConfig"] == {"Mode": "Active"}
+    assert props["LoggingConfig"] == {
+        "LogFormat": "JSON",
+        "LogGroup": _ref(synth.logical_id(relay.log_group)),
+    }
+    assert props["Environment"]["Variables"] == {
+        "CHANGE_BUS_NAME": _ref(synth.logical_id(_bus(synth).bus)),
+        "POWERTOOLS_SERVICE_NAME": "s3ingest",
+        "POWERTOOLS_METRICS_NAMESPACE": "S3Ingest",
+        "POWERTOOLS_LOG_LEVEL": "INFO",
+    }
+    assert "ManagedPolicyArns" not in _props(synth, relay.role)
+
+
+def test_relay_handler_exists_in_the_function_package() -> None:
+    module_name, _, attribute = CHANGE_STREAM_HANDLER.rpartition(".")
+    assert callable(getattr(importlib.import_module(module_name), attribute))
+
+
+def test_relay_role_is_least_privilege(fanout_synth: Synth) -> None:
+    synth = fanout_synth
+    relay = _relay(synth)
+    table = synth.logical_id(synth.stack.ledger.table)
+    bus = synth.logical_id(_bus(synth).bus)
+    dlq = synth.logical_id(relay.dead_letter_queue)
+    log_group = synth.logical_id(relay.log_group)
+    stream = {"Fn::GetAtt": [table, "StreamArn"]}
+    # THEN PutEvents on the change bus only; the ledger's stream, read; the DLQ, written
+    assert _granted(synth, relay.role) == _grants(
+        {
+            "xray:PutTraceSegments": ["*"],
+            "xray:PutTelemetryRecords": ["*"],
+            "logs:CreateLogStream": [_arn(log_group)],
+            "logs:PutLogEvents": [_arn(log_group)],
+            "events:PutEvents": [_arn(bus)],
+            "dynamodb:ListStreams": ["*"],
+            "dynamodb:DescribeStream": [stream],
+            "dynamodb:GetRecords": [stream],
+            "dynamodb:GetShardIterator": [stream],
+            "sqs:SendMessage": [_arn(dlq)],
+            "sqs:GetQueueAttributes": [_arn(dlq)],
+            "sqs:GetQueueUrl": [_arn(dlq)],
+        }
+    )
+
+
+def test_only_the_relay_may_put_events(fanout_synth: Synth) -> None:
+    relay_role = _ref(fanout_synth.logical_id(_relay(fanout_synth).role))
+    putters = []
+    for policy in fanout_synth.resources("AWS::IAM::Policy").values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            actions = statement["Action"]
+            if "events:PutEvents" in ([actions] if isinstance(actions, str) else actions):
+                putters.extend(policy["Properties"]["Roles"])
+    assert putters == [relay_role]
+
+
+def test_relay_dead_letter_queue_is_encrypted_tls_only_and_kept_14_days(
+    fanout_synth: Synth,
+) -> None:
+    synth = fanout_synth
+    dlq = synth.logical_id(_relay(synth).dead_letter_queue)
+    props = synth.template["Resources"][dlq]["Properties"]
+    assert props["SqsManagedSseEnabled"] is True
+    assert "KmsMasterKeyId" not in props
+    assert props["MessageRetentionPeriod"] == FOURTEEN_DAYS
+    assert "RedrivePolicy" not in props
+    (policy,) = [
+        p
+        for p in synth.resources("AWS::SQS::QueuePolicy").values()
+        if p["Properties"]["Queues"] == [_ref(dlq)]
+    ]
+    assert policy["Properties"]["PolicyDocument"]["Statement"] == [
+        {
+            "Action": "sqs:*",
+            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            "Effect": "Deny",
+            "Principal": {"AWS": "*"},
+            "Resource": _arn(dlq),
+        }
+    ]
+
+
+# --- The change bus, its archive and the change-stream rule --------------------------------------
+
+
+def test_bus_is_the_stages_own(fanout_synth: Synth) -> None:
+    props = _props(fanout_synth, _bus(fanout_synth).bus)
+    assert props["Name"] == "s3ingest-changes-fanout"
+    assert "Policy" not in props  # same-account publishing only, through IAM
+
+
+def test_archive_keeps_every_change_for_the_archive_retention(fanout_synth: Synth) -> None:
+    synth = fanout_synth
+    bus = _bus(synth)
+    props = _props(synth, bus.archive)
+    assert props["SourceArn"] == _arn(synth.logical_id(bus.bus))
+    assert props["EventPattern"] == {"source": [CHANGE_SOURCE]}
+    assert props["RetentionDays"] == Settings().archive_retention_days
+    assert "ArchiveName" not in props
+
+
+def test_change_stream_rule_sends_every_change_to_the_audit_log(fanout_synth: Synth) -> None:
+    synth = fanout_synth
+    bus = _bus(synth)
+    rule_id = synth.logical_id(bus.rule)
+    rule = synth.template["Resources"][rule_id]
+    log_group_id = synth.logical_id(bus.audit_log_group)
+    policy_id = synth.logical_id(bus.audit_log_policy)
+    props = {key: value for key, value in rule["Properties"].items() if key != "Tags"}
+    # THEN the rule on the change bus matches every change and targets the log group by ARN ...
+    assert props == {
+        "Description": "s3ingest: the change-stream rule: every change to the change audit log",
+        "EventBusName": _ref(synth.logical_id(bus.bus)),
+        "EventPattern": {"source": [CHANGE_SOURCE]},
+        "State": "ENABLED",
+        "Targets": [
+            {
+                "Arn": {
+                    "Fn::Join": [
+                        "",
+                        [
+                            "arn:",
+                            _ref("AWS::Partition"),
+                            ":logs:",
+                            _ref("AWS::Region"),
+                            ":",
+                            _ref("AWS::AccountId"),
+                            ":log-group:",
+                            _ref(log_group_id),
+                        ],
+                    ]
+                },
+                "Id": "Target0",
+            }
+        ],
+    }
+    # ... created after the log group's resource policy lets EventBridge write to it
+    assert rule["DependsOn"] == [policy_id]
+
+
+def test_audit_log_is_retained_for_the_log_retention(fanout_synth: Synth) -> None:
+    synth = fanout_synth
+    log_group = synth.template["Resources"][synth.logical_id(_bus(synth).audit_log_group)]
+    assert log_group["Properties"]["RetentionInDays"] == Settings().log_retention_days
+    assert "LogGroupName" not in log_group["Properties"]
+    assert log_group["DeletionPolicy"] == "Retain"
+
+
+def test_audit_log_policy_admits_eventbridge_to_that_log_group_only(fanout_synth: Synth) -> None:
+    synth = fanout_synth
+    bus = _bus(synth)
+    log_group_id = synth.logical_id(bus.audit_log_group)
+    props = _props(synth, bus.audit_log_policy)
+    # The document is a JSON string joined around the log group's ARN.
+    delimiter, parts = props["PolicyDocument"]["Fn::Join"]
+    document = json.loads(
+        delimiter.join(
+            part if isinstance(part, str) else f"<{part['Fn::GetAtt'][0]}.Arn>" for part in parts
+        )
+    )
+    assert document["Statement"] == [
+        {
+            "Sid": "AllowEventBridgeToWriteTheChangeAuditLog",
+            "Effect": "Allow",
+            "Principal": {"Service": "events.amazonaws.com"},
+            "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+            "Resource": f"<{log_group_id}.Arn>",
+        }
+    ]
+
+
+def test_no_custom_resource_or_managed_policy(fanout_synth: Synth) -> None:
+    # The log group target's resource policy is native (no AwsCustomResource singleton).
+    for logical_id, resource in fanout_synth.template["Resources"].items():
+        assert not resource["Type"].startswith("Custom::"), logical_id
+        assert resource["Type"] != "AWS::IAM::ManagedPolicy", logical_id
+        assert "ManagedPolicyArns" not in resource.get("Properties", {}), logical_id
+
+
+def test_outputs_name_the_bus_and_what_the_runbook_reads(fanout_synth: Synth) -> None:
+    synth = fanout_synth
+    bus = _bus(synth)
+    relay = _relay(synth)
+    outputs = synth.template["Outputs"]
+    assert outputs["ChangeBusName"]["Value"] == _ref(synth.logical_id(bus.bus))
+    assert outputs["ChangeBusArn"]["Value"] == _arn(synth.logical_id(bus.bus))
+    assert outputs["ChangeArchiveName"]["Value"] == _ref(synth.logical_id(bus.archive))
+    assert outputs["ChangeAuditLogGroupName"]["Value"] == _ref(
+        synth.logical_id(bus.audit_log_group)
+    )
+    assert outputs["ChangeDeadLetterQueueUrl"]["Value"] == _ref(
+        synth.logical_id(relay.dead_letter_queue)
+    )
+    assert outputs["ChangeRelayFunctionName"]["Value"] == _ref(synth.logical_id(relay.function))
+
+
+# --- Nothing of it without changeStream ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", ["synth", "adopted_synth"])
+def test_no_change_stream_by_default(variant: str, request: pytest.FixtureRequest) -> None:
+    synth: Synth = request.getfixturevalue(variant)
+    assert synth.settings.change_stream is False
+    stack = synth.stack
+    assert stack.change_bus is None and stack.change_relay is None and stack.change_source is None
+    _, table = synth.one("AWS::DynamoDB::Table")
+    assert "StreamSpecification" not in table["Properties"]
+    assert not synth.resources("AWS::Events::EventBus")
+    assert not synth.resources("AWS::Logs::ResourcePolicy")
+    # The ingest queue's mapping only.
+    synth.one("AWS::Lambda::EventSourceMapping")
+    handlers = {
+        function["Properties"]["Handler"]
+        for function in synth.resources("AWS::Lambda::Function").values()
+    }
+    assert CHANGE_STREAM_HANDLER not in handlers
+    assert not [name for name in synth.template["Outputs"] if name.startswith("Change")]

@@ -1,0 +1,108 @@
+"""The effect hook's pieces that need no ledger: loading a processor, change ids, leases, and
+the example sidecar processor (CONTRACT C8, C11)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from s3ingest.settings import Settings
+from s3ingest_examples import sidecar
+from s3ingest_fn.effects import (
+    LEASE_SKEW_MS,
+    MIN_EFFECT_MS,
+    AppliedChange,
+    EffectRunner,
+    PinnedContent,
+    change_id,
+    load_processor,
+)
+from s3ingest_fn.model import TransientError
+
+
+def test_load_processor_imports_module_colon_function() -> None:
+    assert load_processor("s3ingest_examples.sidecar:process") is sidecar.process
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("s3ingest_examples.sidecar", "is not 'package.module:function'"),
+    ("no_such_module_xyz:run", "cannot be imported"),
+    ("s3ingest_examples.sidecar:DEFAULT_PREFIX", "is not a callable"),
+    ("s3ingest_examples.sidecar:missing", "is not a callable"),
+])
+def test_load_processor_errors_are_clear(spec: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        load_processor(spec)
+
+
+def test_settings_validate_the_processor_spec() -> None:
+    assert Settings(processor="pkg.mod:fn").problems() == []
+    assert any("processor" in p for p in Settings(processor="pkg.mod").problems())
+    assert any("processorPackageDir" in p
+               for p in Settings(processor_package_dir="x").problems())
+
+
+def test_change_id_is_deterministic_and_distinguishes_changes() -> None:
+    a = change_id("b", "k", "00AA", True, "v1", "e1")
+    assert a == change_id("b", "k", "00AA", True, "v1", "e1") and len(a) == 32
+    others = {change_id("b", "k", "00AB", True, "v1", "e1"),
+              change_id("b", "k", "00AA", False, None, None),
+              change_id("b2", "k", "00AA", True, "v1", "e1"),
+              change_id("b", "k2", "00AA", True, "v1", "e1"),
+              change_id("b", "k", None, True, "v1", "e1")}
+    assert a not in others and len(others) == 5
+
+
+class Ctx:
+    def __init__(self, ms: int) -> None:
+        self.ms = ms
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.ms
+
+
+def test_the_lease_lasts_the_invocation_remaining_time_plus_skew() -> None:
+    runner = EffectRunner(lambda c, x: None, s3=None, clock_ms=lambda: 1_000)
+    runner.bind_context(Ctx(25_000))
+    claim = runner.claim()
+    assert claim.now_ms == 1_000 and claim.lease_until_ms == 1_000 + 25_000 + LEASE_SKEW_MS
+    runner.bind_context(Ctx(MIN_EFFECT_MS - 1))
+    with pytest.raises(TransientError, match="effect not started"):
+        runner.claim()
+
+
+def _change(**kw: Any) -> AppliedChange:
+    base: dict[str, Any] = {
+        "bucket": "landing", "key": "in/a b.json", "kind": "created", "sequencer": "00AA",
+        "version_id": None, "etag": None, "size": 2, "source": "live",
+        "event_name": "Object Created/PutObject", "change_id": "c" * 32, "token": 7}
+    return AppliedChange(**(base | kw))
+
+
+@mock_aws
+def test_sidecar_describes_the_pinned_bytes_and_deletes_on_remove() -> None:
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket="landing")
+    s3.create_bucket(Bucket="out")
+    put = s3.put_object(Bucket="landing", Key="in/a b.json", Body=b'{"a": 1}\n')
+    change = _change(etag=put["ETag"].strip('"'), size=9)
+    sidecar.process(change, PinnedContent(s3, change), s3=s3, output_bucket="out")
+    doc = json.loads(s3.get_object(Bucket="out", Key="sidecars/in/a b.json.json")["Body"].read())
+    assert doc["json"] is True and doc["lines"] == 1 and doc["bytes"] == 9
+    assert doc["changeId"] == "c" * 32 and doc["token"] == 7
+    sidecar.process(_change(kind="removed"), None, s3=s3, output_bucket="out")
+    assert s3.list_objects_v2(Bucket="out")["KeyCount"] == 0
+
+
+@mock_aws
+def test_sidecar_never_processes_its_own_output() -> None:
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket="landing")
+    own = _change(key="sidecars/x.json")
+    sidecar.process(own, None, s3=s3, output_bucket="landing")  # would delete: skipped
+    sidecar.process(own, PinnedContent(s3, own), s3=s3, output_bucket="landing")
+    assert s3.list_objects_v2(Bucket="landing")["KeyCount"] == 0
