@@ -512,12 +512,19 @@ def explain_command(
     table_.add_column("ledger")
     table_.add_column("bucket now")
     for name in ("state", "version_id", "etag", "size", "sequencer", "observed", "last_event",
-                 "last_reason", "source", "updated_at", "tombstone_expires_at", "revision"):
+                 "last_reason", "source", "updated_at", "tombstone_expires_at", "revision",
+                 "change_id"):
         table_.add_row(name, str(result["ledger"].get(name)),
                        str(result["bucket"].get(name, "") if name != "state" else
                            ("visible" if result["bucket"]["visible"] else "absent")))
     out.print(table_)
     out.print(result["verdict"])
+    effect = result["effect"]
+    if effect is not None:
+        out.print(f"processor effect of this change: {effect['status']} (fencing token "
+                  f"{effect['fencing_token']}"
+                  + (f", lease until {effect['lease_until']}" if effect["lease_until"] else "")
+                  + ")")
     history = Table(title="last applied decisions (newest first)")
     for col in ("at", "sequencer", "event", "reason", "source", "state"):
         history.add_column(col)

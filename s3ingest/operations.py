@@ -254,8 +254,10 @@ def redrive_valid(sqs: Any, dlq_url: str, queue_url: str, *, max_messages: int) 
 
 
 def explain(ledger_row: dict[str, Any] | None, bucket_state: Any) -> dict[str, Any]:
-    """The ledger row and the bucket's current state side by side, with a verdict and the row's
-    last applied decisions (``history``, newest first).
+    """The ledger row and the bucket's current state side by side, with a verdict, the row's
+    last applied decisions (``history``, newest first) and the state of the processor's effect
+    for the row's change (``effect``: ``status`` pending/done/superseded, ``fencing_token``,
+    ``lease_until``; None without a processor).
 
     Parameters
     ----------
@@ -272,7 +274,13 @@ def explain(ledger_row: dict[str, Any] | None, bucket_state: Any) -> dict[str, A
         "last_reason": row.get("reason"), "source": row.get("source"),
         "updated_at": _iso_ms(row.get("updated_at")),
         "tombstone_expires_at": _iso_s(row.get("expires_at")), "revision": row.get("rev"),
+        "change_id": row.get("chg_id"),
     }
+    # The processor's effect for the row's change (CONTRACT C11), when a processor runs.
+    effect = None
+    if row.get("fx") is not None:
+        effect = {"status": row.get("fx"), "fencing_token": row.get("fx_token"),
+                  "lease_until": _iso_ms(row.get("fx_lease"))}
     history = [{**entry, "at": _iso_ms(entry.get("at"))}
                for entry in (row.get(f"h{i}") for i in range(HISTORY_SLOTS))
                if isinstance(entry, dict)]
@@ -287,7 +295,7 @@ def explain(ledger_row: dict[str, Any] | None, bucket_state: Any) -> dict[str, A
         "ledger differs from the bucket: an event may be in flight, lost (run reconcile), "
         "or in the DLQ")
     return {"ledger": ledger, "bucket": bucket, "agrees": agrees, "verdict": verdict,
-            "history": history,
+            "history": history, "effect": effect,
             "skipped_rule": "an event whose sequencer is lower than the row's is stale, an equal "
                             "one a duplicate; both leave the row as it is (see the log line of "
                             "each record for its outcome)"}

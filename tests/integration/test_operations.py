@@ -147,7 +147,22 @@ def test_explain_shows_ledger_beside_bucket(emulator: Any) -> None:
         ("newer-sequencer", "live")
     assert result["bucket"]["visible"] is False
     assert result["agrees"] is False
+    assert result["effect"] is None  # no processor
     assert explain(None, rt.objects.current(rt.resources.bucket, "never"))["agrees"] is True
+
+
+def test_explain_shows_the_processor_effect_of_the_row_change(emulator: Any) -> None:
+    from s3ingest.local.runtime import local_settings
+
+    rt = LocalRuntime(emulator, local_settings(change_stream=False), versioning="Enabled")
+    rt.faithful.put("doc", "1")
+    rt.flush()
+    rt.drain()
+    row = rt.ledger.get(rt.resources.bucket, "doc")
+    result = explain(row, rt.objects.current(rt.resources.bucket, "doc"))
+    assert result["effect"] == {"status": "done", "fencing_token": row["fx_token"],
+                                "lease_until": None}
+    assert result["ledger"]["change_id"] == rt.effects[-1].change_id
 
 
 def test_status_gathers_one_screen() -> None:
