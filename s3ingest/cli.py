@@ -559,6 +559,9 @@ def status_command(
     out.print(f"dead-letter queue: {result['dead_letter_queue']['visible']}")
     if "target_dead_letter_queue" in result:
         out.print(f"rule-target DLQ: {result['target_dead_letter_queue']['visible']}")
+    if "change_dead_letter_queue" in result:
+        out.print("change-stream DLQ (batches not published for 24 h): "
+                  f"{result['change_dead_letter_queue']['visible']}")
     out.print(f"last reconciliation drift: {result['last_drift']}")
     out.print(f"running backfills: {result['running_backfills'] or 'none'}")
     out.print(f"running replays: {result['running_replays'] or 'none'}")

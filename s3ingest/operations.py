@@ -322,7 +322,8 @@ def status(*, sqs: Any, cloudwatch: Any, sfn: Any, events: Any, outputs: dict[st
     dict
         ``{"queue": {"visible", "in_flight", "oldest_age_seconds"}, "dead_letter_queue":
         {"visible"}, "target_dead_letter_queue": {"visible"}, "last_drift": {...} | None,
-        "running_backfills": [...], "running_replays": [...]}``.
+        "running_backfills": [...], "running_replays": [...]}``, plus
+        ``"change_dead_letter_queue"`` when the stack has the change stream.
     """
     now = now or datetime.now(UTC)
 
@@ -367,6 +368,9 @@ def status(*, sqs: Any, cloudwatch: Any, sfn: Any, events: Any, outputs: dict[st
     }
     if "EventTargetDeadLetterQueueUrl" in outputs:
         out["target_dead_letter_queue"] = depth(outputs["EventTargetDeadLetterQueueUrl"])
+    if "ChangeDeadLetterQueueUrl" in outputs:
+        # change-stream batches the relay could not publish for 24 h (docs/runbook.md)
+        out["change_dead_letter_queue"] = depth(outputs["ChangeDeadLetterQueueUrl"])
     return out
 
 

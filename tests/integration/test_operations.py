@@ -171,7 +171,8 @@ def test_status_gathers_one_screen() -> None:
                             ("sqs", "cloudwatch", "stepfunctions", "events"))
     outputs = {"QueueUrl": "https://sqs/1/ingest", "DeadLetterQueueUrl": "https://sqs/1/dlq",
                "BackfillStateMachineArn": "arn:aws:states:us-east-1:1:stateMachine:B",
-               "ArchiveArn": "arn:aws:events:us-east-1:1:archive/a"}
+               "ArchiveArn": "arn:aws:events:us-east-1:1:archive/a",
+               "ChangeDeadLetterQueueUrl": "https://sqs/1/change-dlq"}
     with Stubber(sqs) as q, Stubber(cw) as c, Stubber(sfn) as f, Stubber(events) as e:
         q.add_response("get_queue_attributes", {"Attributes": {
             "ApproximateNumberOfMessages": "7", "ApproximateNumberOfMessagesNotVisible": "3"}})
@@ -187,13 +188,17 @@ def test_status_gathers_one_screen() -> None:
                        {"EventSourceArn": outputs["ArchiveArn"], "State": "RUNNING"})
         q.add_response("get_queue_attributes", {"Attributes": {
             "ApproximateNumberOfMessages": "1", "ApproximateNumberOfMessagesNotVisible": "0"}})
+        q.add_response("get_queue_attributes", {"Attributes": {
+            "ApproximateNumberOfMessages": "2", "ApproximateNumberOfMessagesNotVisible": "0"}},
+            {"QueueUrl": "https://sqs/1/change-dlq", "AttributeNames": ANY})
         result = status(sqs=sqs, cloudwatch=cw, sfn=sfn, events=events, outputs=outputs,
                         now=NOW)
     assert result == {
         "queue": {"visible": 7, "in_flight": 3, "oldest_age_seconds": 42},
         "dead_letter_queue": {"visible": 1, "in_flight": 0},
         "last_drift": {"drift_total": 2, "at": NOW.isoformat()},
-        "running_backfills": [], "running_replays": ["r1"]}
+        "running_backfills": [], "running_replays": ["r1"],
+        "change_dead_letter_queue": {"visible": 2, "in_flight": 0}}
 
 
 def test_rows_keep_their_last_three_applied_decisions(emulator: Any) -> None:
