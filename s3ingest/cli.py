@@ -96,7 +96,7 @@ def _render_demo(report: dict[str, Any]) -> None:
     fx = report.get("effects")
     if fx and fx["processor"]:
         out.print(f"effects ({fx['processor']}): {fx['effects_run']} runs, "
-                  f"{fx['crashes_injected']} killed before commit and re-run; change events "
+                  f"{fx['crashes_injected']} killed before their commit; change events "
                   f"published: {fx['change_events']} ({fx['change_events_unique']} distinct ids; "
                   + ", ".join(f"{k}: {v}" for k, v in fx["change_events_by_type"].items()) + ")")
     if report["converged"]:
@@ -117,7 +117,8 @@ def _render_reconciliation(rep: dict[str, Any]) -> None:
             ("ledger rows", rep["ledger_rows"]), ("ledger requests", rep["ledger_requests"]),
             ("skipped (changed after the snapshot)", rep["skipped_recent"])]
     rows += [(f"drift: {kind}", n) for kind, n in rep["drift"].items()]
-    rows += [("resolved on HEAD", rep["resolved_on_head"]),
+    rows += [("effects pending (re-run by a repair)", rep.get("pending_effects", 0)),
+             ("resolved on HEAD", rep["resolved_on_head"]),
              ("repairs queued", rep["repairs_queued"]), ("seconds", rep["duration_s"])]
     for name, value in rows:
         table.add_row(name, str(value))
@@ -168,7 +169,7 @@ def scenario(
     if result["effects"]:
         fx = Table(title="effects run (processor)")
         for col in ("step", "key", "kind", "sequencer", "change id", "token", "then"):
-            fx.add_column(col)
+            fx.add_column(col, overflow="fold")  # ids are matched by eye: never cut them
         for e in result["effects"]:
             fx.add_row(str(e["step"]), repr(e["key"]), e["kind"], str(e["sequencer"]),
                        e["id"], str(e["token"]),
@@ -177,7 +178,7 @@ def scenario(
     if result["changes"]:
         ch = Table(title="change stream (events a subscriber received)")
         for col in ("detail-type", "key", "sequencer", "id"):
-            ch.add_column(col)
+            ch.add_column(col, overflow="fold")
         for c in result["changes"]:
             d = c["detail"]
             ch.add_row(str(c["detail-type"]), repr(d["key"]), str(d["sequencer"]), d["id"])

@@ -27,6 +27,8 @@ applies a change also claims its effect; the processor runs after it and a secon
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -41,6 +43,11 @@ from s3ingest_fn.model import (
     Result,
     TransientError,
 )
+
+#: While another change's effect holds a live lease on the row, a newer change waits this long
+#: (seconds, doubling: 0.05 + 0.1 + ... + 0.8 = 1.55 s) before its message is retried via SQS:
+#: most effects end well within it, and a retry costs one of the message's receives.
+LEASE_WAITS = (0.05, 0.1, 0.2, 0.4, 0.8)
 
 #: Optimistic-concurrency attempts (observations, verifications) before the message is retried
 #: via SQS. Conflicts come from other records of the same key in flight at the same moment.
@@ -91,6 +98,8 @@ class IngestService:
     bucket: BucketPort
     scope_bucket: str | None = None
     effects: EffectRunner | None = None
+    #: Injectable for tests (waits for a live effect lease, :data:`LEASE_WAITS`).
+    sleep: Callable[[float], None] = time.sleep
 
     def bind_context(self, context: Any) -> None:
         """Give the effect leases the Lambda invocation's remaining time (no-op without one)."""
@@ -117,10 +126,20 @@ class IngestService:
         if self.scope_bucket is not None and change.bucket != self.scope_bucket:
             return self._result(change, Outcome.IGNORED, "out-of-scope-bucket")
         if change.kind is Kind.OBSERVE or change.sequencer is None:
-            return self._observe(change)
-        if change.kind is Kind.VERSION_REMOVED:
-            return self._version_removed(change)
-        return self._sequenced(change)
+            path = self._observe
+        elif change.kind is Kind.VERSION_REMOVED:
+            path = self._version_removed
+        else:
+            path = self._sequenced
+        for wait in (*LEASE_WAITS, None):
+            try:
+                return path(change)
+            except _LeaseBusy:
+                if wait is None:
+                    raise TransientError("effect-in-progress: another change of the key is "
+                                         "running its effect") from None
+                self.sleep(wait)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     # -- paths -----------------------------------------------------------------------------
 
@@ -191,8 +210,7 @@ class IngestService:
             if result.applied:
                 return self._applied(change, Outcome.APPLIED, result, written, meta)
             if _lease_live(result.old or {}, claim):
-                raise TransientError("effect-in-progress: another change of the key is running "
-                                     "its effect")
+                raise _LeaseBusy
         raise TransientError("ledger row kept changing during observation")
 
     # -- effects (CONTRACT C11, module s3ingest_fn.effects) ---------------------------------
@@ -202,14 +220,14 @@ class IngestService:
 
     def _rejected(self, change: Change, old: dict[str, object],
                   claim: Claim | None) -> Result | None:
-        """After a rejected write: duplicate/stale (resuming an abandoned effect), a retry when
-        another change's effect holds a live lease, or None (the caller goes on)."""
+        """After a rejected write: duplicate/stale (resuming an abandoned effect),
+        :class:`_LeaseBusy` when another change's effect holds a live lease, or None (the caller
+        goes on)."""
         verdict = self._order_verdict(change, old)
         if verdict is not None:
             return self._resume(verdict, old)
         if _lease_live(old, claim):
-            raise TransientError("effect-in-progress: another change of the key is running its "
-                                 "effect")
+            raise _LeaseBusy
         return None
 
     def _applied(self, change: Change, outcome: Outcome, write: WriteResult, state: RowState,
@@ -310,6 +328,10 @@ def source_of(change: Change) -> str:
     if change.fmt is Format.BACKFILL:
         return "backfill"
     return "live"
+
+
+class _LeaseBusy(Exception):
+    """Another change's effect holds a live lease on the row: wait, then start over."""
 
 
 def _lease_live(old: dict[str, object], claim: Claim | None) -> bool:

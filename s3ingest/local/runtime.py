@@ -524,9 +524,12 @@ class LocalRuntime:
         return out
 
     def dead_letters(self) -> list[dict[str, Any]]:
-        """The dead-letter queue's messages as ``{"reason", "body"}`` (body cut to 200 chars)."""
+        """The dead-letter queue's messages as ``{"reason", "body"}`` (body cut to 200 chars);
+        ``retries-exhausted`` for a message that used up its receives."""
+        # A message SQS moved there after maxReceiveCount receives carries no reason of ours.
         return [{"reason": m.get("MessageAttributes", {}).get("s3ingest-reason", {})
-                 .get("StringValue"), "body": m["Body"][:200]} for m in self.dlq_messages()]
+                 .get("StringValue") or "retries-exhausted", "body": m["Body"][:200]}
+                for m in self.dlq_messages()]
 
     def ledger_rows(self) -> list[dict[str, Any]]:
         """Every ledger row, as plain values, sorted by key."""

@@ -82,7 +82,12 @@ def parse_lines(lines: Iterable[str]) -> tuple[dict[str, Any], list[tuple[int, d
         if not isinstance(doc, dict):
             raise ScenarioError(f"line {lineno}: expected a JSON object")
         if "op" not in doc:
-            if steps or seen_setup or set(doc) - _SETUP_FIELDS:
+            unknown = sorted(set(doc) - _SETUP_FIELDS)
+            if unknown and not steps and not seen_setup:
+                raise ScenarioError(f"line {lineno}: unknown set-up field {', '.join(unknown)} "
+                                    "(a step needs \"op\"; the set-up line takes bucket, "
+                                    "versioning, processor, change_stream)")
+            if steps or seen_setup or unknown:
                 raise ScenarioError(f"line {lineno}: a step needs \"op\"; only the first line "
                                     "may be the set-up {\"bucket\", \"versioning\", "
                                     "\"processor\", \"change_stream\"}")

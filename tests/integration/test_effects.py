@@ -31,6 +31,7 @@ from s3ingest_fn.effects import (
     SupersededError,
 )
 from s3ingest_fn.events import parse_body
+from s3ingest_fn.ingest import LEASE_WAITS
 from s3ingest_fn.ledger import DynamoLedger, RowState, WriteMeta, WriteResult
 from s3ingest_fn.model import Change, Outcome, TransientError
 from s3ingest_fn.sequencer import normalize
@@ -247,10 +248,69 @@ def test_a_newer_change_waits_while_an_older_effect_holds_a_live_lease(emulator:
                 h.rt.service.handle(newer)
 
     h.rt.service.effects = EffectRunner(slow, h.rt.s3, clock_ms=h.clock)
+    waits: list[float] = []
+    h.rt.service.sleep = waits.append  # the lease never ends while we wait on this thread
     assert h.rt.service.handle(older).outcome is Outcome.APPLIED
+    assert waits == list(LEASE_WAITS)  # it waited, then gave up to an SQS retry
     # THEN once the older effect committed, the newer change applies and runs its effect
     assert h.rt.service.handle(newer).outcome is Outcome.APPLIED
     assert len(started) == 2 and started[0] != started[1]
+
+
+def test_a_newer_change_that_waits_for_a_short_effect_needs_no_retry(emulator: Any) -> None:
+    # GIVEN the older change's effect takes 0.3 s on one thread
+    import threading
+    import time
+
+    h = Harness(emulator, "Enabled")
+    h.put("k", b"one")
+    h.put("k", b"two")
+    older, newer = _changes(h.rt)
+    order: list[str] = []
+    running = threading.Event()
+
+    def slow(change: AppliedChange, content: PinnedContent | None) -> None:
+        order.append(f"start {change.sequencer}")
+        running.set()
+        if change.sequencer == older.raw_sequencer:
+            time.sleep(0.3)
+        order.append(f"end {change.sequencer}")
+
+    h.rt.service.effects = EffectRunner(slow, h.rt.s3)
+    worker = threading.Thread(target=h.rt.service.handle, args=(older,))
+    worker.start()
+    running.wait(5)
+    # WHEN the newer event is handled meanwhile on another thread
+    result = h.rt.service.handle(newer)
+    worker.join()
+    # THEN it waited for the lease instead of failing, and the effects did not overlap
+    assert result.outcome is Outcome.APPLIED
+    assert order == [f"start {older.raw_sequencer}", f"end {older.raw_sequencer}",
+                     f"start {newer.raw_sequencer}", f"end {newer.raw_sequencer}"]
+
+
+def test_reconciliation_re_runs_an_effect_whose_message_reached_the_dlq(emulator: Any) -> None:
+    # GIVEN a worker killed between effect and commit on every receive, and a message allowed
+    # one receive: it goes to the dead-letter queue with its effect left pending
+    from s3ingest.local.chaos import Chaos
+    from s3ingest.local.runtime import local_settings
+
+    rt = LocalRuntime(emulator, local_settings(change_stream=False, max_receive_count=1),
+                      versioning="Enabled")
+    rt.faithful.put("stuck", "bytes")
+    rt.flush(Chaos(crash=1.0))
+    rt.drain()
+    (row,) = rt.ledger_rows()
+    assert row["fx"] == "pending" and len(rt.dlq_messages()) == 1
+    rt.flush(Chaos())  # no more kills
+    # WHEN reconciliation runs (the ledger agrees with the bucket: there is no drift)
+    report = rt.reconcile("listing")
+    # THEN it found the pending effect, queued a repair, and the repair re-ran the effect
+    assert report.pending_effects == 1 and report.drift_total == 0
+    assert report.repairs_queued == 1
+    (row,) = rt.ledger_rows()
+    assert row["fx"] == "done"
+    assert [run.change_id for run in rt.effects] == [row["chg_id"]] * 2
 
 
 def test_a_killed_worker_effect_is_re_run_by_the_next_delivery(emulator: Any) -> None:

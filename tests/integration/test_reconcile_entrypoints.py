@@ -69,7 +69,8 @@ def test_reconcile_cli_local_json() -> None:
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["source"] == "listing"
-    assert report["repairs_queued"] == report["drift_total"] - report["resolved_on_head"]
+    assert report["repairs_queued"] == (report["drift_total"] - report["resolved_on_head"]
+                                        + report["pending_effects"])
 
 
 def test_reconcile_cli_needs_exactly_one_target() -> None:

@@ -24,13 +24,16 @@ from s3ingest_fn.reconcile.service import ReconcileError, ReconcileRequest
 logger = Logger(service="s3ingest-reconcile")
 metrics = Metrics(namespace="S3Ingest", service="s3ingest")
 
-def emit_drift_metrics(sink: Metrics, drift: dict[str, int], repairs_queued: int) -> None:
-    """Add ``drift_<kind>``, ``drift_total`` and ``repairs_queued`` to ``sink`` (the drift alarm
-    watches ``drift_total``); the calling handler's ``log_metrics`` flushes them."""
+def emit_drift_metrics(sink: Metrics, drift: dict[str, int], repairs_queued: int,
+                       pending_effects: int = 0) -> None:
+    """Add ``drift_<kind>``, ``drift_total``, ``repairs_queued`` and ``effects_pending`` (processor
+    effects found stuck and re-queued) to ``sink`` (the drift alarm watches ``drift_total``); the
+    calling handler's ``log_metrics`` flushes them."""
     for kind, count in drift.items():
         sink.add_metric(name=f"drift_{kind}", unit=MetricUnit.Count, value=count)
     sink.add_metric(name="drift_total", unit=MetricUnit.Count, value=sum(drift.values()))
     sink.add_metric(name="repairs_queued", unit=MetricUnit.Count, value=repairs_queued)
+    sink.add_metric(name="effects_pending", unit=MetricUnit.Count, value=pending_effects)
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -51,7 +54,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     except ReconcileError:
         logger.exception("reconciliation failed", extra={"source": request.source})
         raise
-    emit_drift_metrics(metrics, report.drift, report.repairs_queued)
+    emit_drift_metrics(metrics, report.drift, report.repairs_queued, report.pending_effects)
     summary = report.as_dict()
     logger.info("reconciliation finished", extra=summary)
     return summary

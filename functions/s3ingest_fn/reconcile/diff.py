@@ -18,6 +18,10 @@ MISSING = "missing"
 DELETED_BUT_LIVE = "deleted_but_live"
 CONTENT_MISMATCH = "content_mismatch"
 DRIFT_KINDS = (MISSING, DELETED_BUT_LIVE, CONTENT_MISMATCH)
+#: Not drift between ledger and bucket: a processor effect left ``pending`` by a worker that
+#: died, whose lease expired before the snapshot, and whose message never came back (it reached
+#: the dead-letter queue). A repair event for the key re-claims and re-runs it (CONTRACT C11).
+PENDING_EFFECT = "pending_effect"
 
 
 class Truth(NamedTuple):
@@ -74,7 +78,8 @@ class Drift:
     kind : str
         ``missing`` (visible in the bucket, absent or tombstoned in the ledger),
         ``deleted_but_live`` (present in the ledger, not visible in the bucket) or
-        ``content_mismatch`` (both present, other version id or ETag).
+        ``content_mismatch`` (both present, other version id or ETag); or
+        ``pending_effect`` (:data:`PENDING_EFFECT`, not counted as drift).
     key : str
     ledger : dict or None
         The ledger row as scanned.
@@ -105,7 +110,8 @@ def diff(truth: dict[str, Truth], ledger_rows: Iterable[dict[str, Any]], *, take
     truth : dict
         From :func:`bucket_truth`; consumed (keys are popped as ledger rows match them).
     ledger_rows : iterable of dict
-        Ledger rows with at least ``key``, ``state``, ``updated_at``; ``version_id``/``etag``.
+        Ledger rows with at least ``key``, ``state``, ``updated_at``; ``version_id``/``etag``;
+        ``fx``/``fx_lease`` when a processor runs.
     taken_at_ms : int
         When the listing or inventory was taken, minus the safety margin, epoch milliseconds.
         A ledger row updated after it, or an object modified after it, is skipped: the source of
@@ -124,6 +130,9 @@ def diff(truth: dict[str, Truth], ledger_rows: Iterable[dict[str, Any]], *, take
             continue
         stats.ledger_rows += 1
         seen = truth.pop(key, None)
+        if row.get("fx") == "pending" and int(row.get("fx_lease") or 0) < taken_at_ms:
+            yield Drift(PENDING_EFFECT, key, row, seen)  # one repair serves both
+            continue
         if int(row.get("updated_at") or 0) > taken_at_ms or (
                 seen is not None and (seen.last_modified_ms or 0) > taken_at_ms):
             stats.skipped_recent += 1

@@ -90,7 +90,7 @@ class FanOut:
         """``{"runId", "segment", "segments", "partitions"}``: split one Scan segment."""
         rows, requests = self.r.scan_segment(int(event["segment"]), int(event["segments"]))
         records = ([r.get("key"), r.get("state"), r.get("version_id"), r.get("etag"),
-                    r.get("updated_at")] for r in rows)
+                    r.get("updated_at"), r.get("fx"), r.get("fx_lease")] for r in rows)
         written = self._write_shards(event["runId"], "ledger", f"segment-{event['segment']}",
                                      records, int(event["partitions"]))
         return {"segment": event["segment"], "rows": len(rows), "requests": requests,
@@ -103,7 +103,9 @@ class FanOut:
         truth = {rec[0]: Truth(rec[1], rec[2], rec[3], rec[4])
                  for rec in self._read_shards(run, "inventory", p)}
         ledger = ({"key": rec[0], "state": rec[1], "version_id": rec[2], "etag": rec[3],
-                   "updated_at": rec[4]} for rec in self._read_shards(run, "ledger", p))
+                   "updated_at": rec[4], "fx": rec[5] if len(rec) > 5 else None,
+                   "fx_lease": rec[6] if len(rec) > 6 else None}
+                  for rec in self._read_shards(run, "ledger", p))
         report = ReconcileReport(source=INVENTORY, bucket=self.r.bucket,
                                  prefix=event.get("prefix", ""), dry_run=bool(event["dryRun"]))
         stats = DiffStats()
@@ -112,13 +114,14 @@ class FanOut:
                            compare_etags=bool(event["compareEtags"]), stats=stats,
                            prefix=event.get("prefix", "")))
         for d in drifts:
-            report.drift[d.kind] += 1
+            report.count(d)
         confirmed = self.r.confirm(drifts, report, lambda phase, n: None)
         if not report.dry_run:
             report.repairs_queued = self.r.queue_repairs(confirmed)
         return {"partition": p, "ledgerRows": stats.ledger_rows,
                 "skippedRecent": stats.skipped_recent, "drift": report.drift,
                 "resolvedOnHead": report.resolved_on_head, "repairsQueued": report.repairs_queued,
+                "pendingEffects": report.pending_effects,
                 "samples": [d.key for d in confirmed[:5]]}
 
     @staticmethod
@@ -135,6 +138,7 @@ class FanOut:
             "drift": drift, "drift_total": sum(drift.values()),
             "resolved_on_head": sum(int(p["resolvedOnHead"]) for p in parts),
             "repairs_queued": sum(int(p["repairsQueued"]) for p in parts),
+            "pending_effects": sum(int(p.get("pendingEffects", 0)) for p in parts),
             "samples": [k for p in parts for k in p.get("samples", [])][:20],
         }
 

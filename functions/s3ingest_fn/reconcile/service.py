@@ -23,7 +23,15 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from s3ingest_fn.bucket import S3Objects
 from s3ingest_fn.ledger import from_item
-from s3ingest_fn.reconcile.diff import DRIFT_KINDS, DiffStats, Drift, Truth, bucket_truth, diff
+from s3ingest_fn.reconcile.diff import (
+    DRIFT_KINDS,
+    PENDING_EFFECT,
+    DiffStats,
+    Drift,
+    Truth,
+    bucket_truth,
+    diff,
+)
 from s3ingest_fn.reconcile.inventory import InventoryError, InventoryRow, Manifest, read_rows
 
 LISTING = "listing"
@@ -33,7 +41,7 @@ INVENTORY = "inventory"
 DEFAULT_MARGIN_MS = {LISTING: 60_000, INVENTORY: 3_600_000}
 #: Parallel Scan segments (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Scan.html#Scan.ParallelScan).
 SCAN_SEGMENTS = 8
-_LEDGER_ATTRIBUTES = ("key", "state", "version_id", "etag", "updated_at")
+_LEDGER_ATTRIBUTES = ("key", "state", "version_id", "etag", "updated_at", "fx", "fx_lease")
 
 Progress = Callable[[str, int], None]
 
@@ -101,8 +109,17 @@ class ReconcileReport:
     drift: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DRIFT_KINDS, 0))
     resolved_on_head: int = 0
     repairs_queued: int = 0
+    #: Processor effects found pending with an expired lease (a repair re-runs each; C11).
+    pending_effects: int = 0
     samples: list[dict[str, Any]] = field(default_factory=list)
     duration_s: float = 0.0
+
+    def count(self, drift: Drift) -> None:
+        """Count one difference found by :func:`~s3ingest_fn.reconcile.diff.diff`."""
+        if drift.kind == PENDING_EFFECT:
+            self.pending_effects += 1
+        else:
+            self.drift[drift.kind] += 1
 
     @property
     def drift_total(self) -> int:
@@ -194,7 +211,7 @@ class Reconciler:
                            stats=stats, prefix=request.prefix))
         report.ledger_rows, report.skipped_recent = stats.ledger_rows, stats.skipped_recent
         for d in drifts:
-            report.drift[d.kind] += 1
+            report.count(d)
         confirmed = self.confirm(drifts, report, tick)
         report.samples = [_sample(d) for d in confirmed[:20]]
         if not request.dry_run:
@@ -363,8 +380,11 @@ class Reconciler:
 
     def confirm(self, drifts: list[Drift], report: ReconcileReport,
                 tick: Progress) -> list[Drift]:
-        """Keep the differences a HEAD still shows (an inventory can lag the bucket)."""
+        """Keep the differences a HEAD still shows (an inventory can lag the bucket), and every
+        pending effect (the bucket cannot resolve those)."""
         def still_different(d: Drift) -> bool:
+            if d.kind == PENDING_EFFECT:
+                return True
             now = self.objects.current(self.bucket, d.key)
             row = d.ledger
             if row is None:
@@ -378,7 +398,7 @@ class Reconciler:
             verdicts = list(pool.map(still_different, drifts))
         tick("confirm", len(drifts))
         confirmed = [d for d, keep in zip(drifts, verdicts, strict=True) if keep]
-        report.resolved_on_head = len(drifts) - len(confirmed)
+        report.resolved_on_head = len(drifts) - len(confirmed)  # never a pending effect
         return confirmed
 
     def queue_repairs(self, drifts: list[Drift]) -> int:
