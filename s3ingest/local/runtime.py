@@ -54,7 +54,7 @@ from s3ingest_fn.handlers.change_stream import relay
 from s3ingest_fn.handlers.ingest import make_handler
 from s3ingest_fn.ingest import IngestService
 from s3ingest_fn.ledger import DynamoLedger, from_item
-from s3ingest_fn.model import Result
+from s3ingest_fn.model import Outcome, Result
 from s3ingest_fn.processing import DeadLetter, MessageProcessor
 from s3ingest_fn.reconcile.service import (
     INVENTORY,
@@ -217,6 +217,11 @@ class LocalRuntime:
         # also expire the leases of workers still running on other threads, which in AWS are
         # separate invocations that never outlive their own leases.)
         self.ledger.release(change.bucket, change.key, change.token)
+        # The dead worker logs nothing; the report still shows the delivery, as retried.
+        self._emit(Result(outcome=Outcome.RETRIED, reason="worker-killed-before-commit",
+                          bucket=change.bucket, key=change.key, sequencer=change.sequencer,
+                          extra={"source": change.source, "change_id": change.change_id,
+                                 "effect": "killed"}), message_id="")
         raise InjectedCrash(f"worker killed after the effect of {change.key!r}, before commit")
 
     # -- change stream -----------------------------------------------------------------------
