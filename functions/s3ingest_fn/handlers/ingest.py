@@ -142,8 +142,10 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
     Clients and settings are built on the first invocation (cold start) from the environment:
     ``LEDGER_TABLE_NAME``, ``DEAD_LETTER_QUEUE_URL``, ``TOMBSTONE_TTL_SECONDS``,
-    ``RECORD_CONCURRENCY``, ``BUCKET_NAME``; ``POWERTOOLS_TRACE_DISABLED=true`` skips the X-Ray
-    SDK (Lambda's active tracing still records the invocation).
+    ``RECORD_CONCURRENCY``, ``BUCKET_NAME``; ``PROCESSOR`` (``package.module:function``) runs
+    the team's effect for every applied change (CONTRACT C11), with leases that end with this
+    invocation; ``POWERTOOLS_TRACE_DISABLED=true`` skips the X-Ray SDK (Lambda's active tracing
+    still records the invocation).
     """
     global _handler
     if _handler is None:
