@@ -83,15 +83,15 @@ def change_event(record: dict[str, Any], bus_name: str) -> dict[str, Any]:
     dict
         ``{"Source", "DetailType", "Detail", "EventBusName", "Resources"}``; ``Detail`` is JSON
         of ``{"id", "bucket", "key", "kind", "sequencer", "versionId", "etag", "size", "rev",
-        "source", "eventName", "reason", "observed", "appliedAt"}`` (``appliedAt`` in epoch ms;
-        absent values are null).
+        "source", "eventName", "reason", "observed", "appliedAt"}`` (``sequencer``: the change's
+        own, null for an observation; ``appliedAt`` in epoch ms; absent values are null).
     """
     image = record["dynamodb"]["NewImage"]
     kind = "created" if _value(image.get("state")) == "present" else "removed"
     bucket = _value(image.get("bucket"))
     detail = {
         "id": _value(image.get("chg_id")), "bucket": bucket, "key": _value(image.get("key")),
-        "kind": kind, "sequencer": _value(image.get("raw_seq")),
+        "kind": kind, "sequencer": _value(image.get("chg_seq")),
         "versionId": _value(image.get("version_id")), "etag": _value(image.get("etag")),
         "size": _value(image.get("size")), "rev": _value(image.get("rev")),
         "source": _value(image.get("source")), "eventName": _value(image.get("event_name")),

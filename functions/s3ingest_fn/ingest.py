@@ -61,7 +61,8 @@ class LedgerPort(Protocol):
 
     def write_sequenced(self, state: RowState, meta: WriteMeta, *, observed: bool,
                         require_exact: bool, expected_rev: int | None = None,
-                        claim: Claim | None = None) -> WriteResult: ...
+                        claim: Claim | None = None, same_change: bool = False
+                        ) -> WriteResult: ...
 
     def write_observation(self, state: RowState, meta: WriteMeta,
                           expected_rev: int | None, claim: Claim | None = None
@@ -158,22 +159,30 @@ class IngestService:
                 return verdict
             # The row holds an observed state, maybe newer than this event: verify (C7).
             now = self.bucket.current(change.bucket, change.key)
-            claim = self._claim()
             if _matches(change, now):
                 meta = self._meta(change, "verified-against-bucket")
-                result = self.ledger.write_sequenced(state, meta, observed=False,
-                                                     require_exact=False, expected_rev=_rev(old),
-                                                     claim=claim)
-                outcome, written = Outcome.APPLIED, state
+                outcome, written, observed = Outcome.APPLIED, state, False
             else:
                 meta = self._meta(change, "bucket-moved-past-event")
-                written = _head_state(now)
-                result = self.ledger.write_sequenced(written, meta, observed=True,
+                outcome, written, observed = Outcome.SUPERSEDED, _head_state(now), True
+            if _same_state(old, written):
+                # The row already holds this state (an observation recorded it, and ran its
+                # effect): only the sequencer moves; no new change, no second effect.
+                claim = None
+                result = self.ledger.write_sequenced(written, meta, observed=observed,
+                                                     require_exact=False, expected_rev=_rev(old),
+                                                     same_change=True)
+                if result.applied:
+                    done = self._result(change, outcome, meta.reason)
+                    done.extra["effect"] = "already-recorded"
+                    return self._resume(done, old)
+            else:
+                claim = self._claim()
+                result = self.ledger.write_sequenced(written, meta, observed=observed,
                                                      require_exact=False, expected_rev=_rev(old),
                                                      claim=claim)
-                outcome = Outcome.SUPERSEDED
-            if result.applied:
-                return self._applied(change, outcome, result, written, meta)
+                if result.applied:
+                    return self._applied(change, outcome, result, written, meta)
             verdict = self._rejected(change, result.old or {}, claim)
             if verdict is not None:
                 return verdict
@@ -183,16 +192,31 @@ class IngestService:
     def _version_removed(self, change: Change) -> Result:
         now = self.bucket.current(change.bucket, change.key)
         reason = "version-removed-key-visible" if now.visible else "version-removed-key-hidden"
-        claim = self._claim()
         meta, written = self._meta(change, reason), _head_state(now)
-        result = self.ledger.write_sequenced(written, meta, observed=True, require_exact=False,
-                                             claim=claim)
-        if result.applied:
-            return self._applied(change, Outcome.APPLIED, result, written, meta)
-        verdict = self._rejected(change, result.old or {}, claim)
-        if verdict is not None:
-            return verdict
-        raise TransientError("ledger rejected a newer sequencer")  # pragma: no cover
+        for _ in range(MAX_OBSERVATION_ATTEMPTS):
+            # Read the row (this rare path already pays a HEAD): removing a non-current version
+            # usually leaves the state the row holds, which is then no new change.
+            row = self.ledger.get(change.bucket, change.key)
+            claim = None
+            if row is not None and _same_state(row, written):
+                result = self.ledger.write_sequenced(written, meta, observed=True,
+                                                     require_exact=False, expected_rev=_rev(row),
+                                                     same_change=True)
+                if result.applied:
+                    done = self._result(change, Outcome.APPLIED, reason)
+                    done.extra["effect"] = "already-recorded"
+                    return self._resume(done, row)
+            else:
+                claim = self._claim()
+                result = self.ledger.write_sequenced(
+                    written, meta, observed=True, require_exact=False,
+                    expected_rev=_rev(row) if row is not None else None, claim=claim)
+                if result.applied:
+                    return self._applied(change, Outcome.APPLIED, result, written, meta)
+            verdict = self._rejected(change, result.old or {}, claim)
+            if verdict is not None:
+                return verdict
+        raise TransientError("ledger row kept changing during a version removal")
 
     def _observe(self, change: Change) -> Result:
         for _ in range(MAX_OBSERVATION_ATTEMPTS):
@@ -261,7 +285,7 @@ class IngestService:
         present = row.get("state") == PRESENT
         applied = AppliedChange(
             bucket=str(verdict.bucket), key=str(verdict.key),
-            kind="created" if present else "removed", sequencer=_opt(row.get("raw_seq")),
+            kind="created" if present else "removed", sequencer=_opt(row.get("chg_seq")),
             version_id=_opt(row.get("version_id")) if present else None,
             etag=_opt(row.get("etag")) if present else None,
             size=_opt_int(row.get("size")) if present else None,
@@ -346,6 +370,17 @@ def _opt_int(value: object) -> int | None:
 
 def _opt(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def _same_state(row: dict[str, object], state: RowState) -> bool:
+    """Whether the row already holds ``state`` (present with the same version and ETag, or a
+    tombstone)."""
+    if not row:
+        return False
+    if not state.present:
+        return row.get("state") == "deleted"
+    return (row.get("state") == PRESENT and row.get("version_id") == state.version_id
+            and row.get("etag") == state.etag)
 
 
 def _rev(row: dict[str, object]) -> int:

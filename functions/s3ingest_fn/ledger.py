@@ -26,9 +26,12 @@ h0, h1, h2     M     the last three applied decisions, newest first: ``seq``, ``
                      explained by the row's ``seq`` and this history, and logged one line each.
 op             S     what the last write was: ``apply`` (a change was applied: the change
                      stream publishes exactly these), ``claim`` (an effect was re-claimed),
-                     ``release`` (a failed effect gave its lease up) or ``commit`` (an effect
-                     was committed)
+                     ``release`` (a failed effect gave its lease up), ``commit`` (an effect
+                     was committed) or ``seq`` (an event moved the sequencer but the row
+                     already held its state: no new change)
 chg_id         S     deterministic id of the applied change (:func:`effects.change_id`)
+chg_seq        S     that change's own sequencer as received; absent when the change is an
+                     observation (``raw_seq`` may then be an older event's)
 fx             S     effect of the applied change (only with a processor): ``pending``,
                      ``done`` or ``superseded`` (CONTRACT C11, :mod:`s3ingest_fn.effects`)
 fx_token       N     fencing token of the effect's claim (the row's ``rev`` when claimed)
@@ -147,7 +150,7 @@ class DynamoLedger:
 
     def write_sequenced(self, state: RowState, meta: WriteMeta, *, observed: bool,
                         require_exact: bool, expected_rev: int | None = None,
-                        claim: Claim | None = None) -> WriteResult:
+                        claim: Claim | None = None, same_change: bool = False) -> WriteResult:
         """Record ``state`` at ``meta.sequencer`` if that sequencer is newer than the row's.
 
         One UpdateItem request. Its condition: the row does not exist, or its ``seq`` is absent or
@@ -155,6 +158,9 @@ class DynamoLedger:
         state (C7: a sequenced event is verified against the bucket before it is applied over an
         observation); with ``expected_rev`` also the row's revision must be unchanged. With a
         ``claim``, the same write claims the change's effect, and needs no live lease on the row.
+        With ``same_change`` (the caller saw the row already holds ``state``, and passes
+        ``expected_rev``), only the sequencer and bookkeeping move: the row keeps its change id
+        and effect, and the write is not a new change (``op=seq``: not published, no effect).
 
         Returns
         -------
@@ -179,7 +185,8 @@ class DynamoLedger:
         inner = clauses[0] if len(clauses) == 1 else "(" + " AND ".join(clauses) + ")"
         cond = "attribute_not_exists(#pk) OR " + inner
         return self._update(state, meta, observed=observed, condition=cond, values=values,
-                            claim=claim)
+                            claim=claim, same_change=same_change,
+                            change_key=meta.sequencer)
 
     def write_observation(self, state: RowState, meta: WriteMeta,
                           expected_rev: int | None, claim: Claim | None = None) -> WriteResult:
@@ -196,8 +203,10 @@ class DynamoLedger:
             cond, values = "attribute_not_exists(#pk)", {}
         else:
             cond, values = "#rev = :expected_rev", {":expected_rev": {"N": str(expected_rev)}}
+        # An observation has no sequencer: its change is named by the revision it creates, so
+        # the same state observed again after another change is a new change.
         return self._update(state, meta, observed=True, condition=cond, values=values,
-                            claim=claim)
+                            claim=claim, change_key=f"obs@{(expected_rev or 0) + 1}")
 
     def reclaim(self, bucket: str, key: str, old_token: int, claim: Claim) -> WriteResult:
         """Take over a pending effect whose lease has expired (its worker crashed or timed out).
@@ -284,27 +293,39 @@ class DynamoLedger:
         return WriteResult(applied=True, token=int(token) if token is not None else None)
 
     def _update(self, state: RowState, meta: WriteMeta, *, observed: bool, condition: str,
-                values: dict[str, Any], claim: Claim | None = None) -> WriteResult:
+                values: dict[str, Any], change_key: str | None, claim: Claim | None = None,
+                same_change: bool = False) -> WriteResult:
         now = self._clock()
         sets = {
             "bucket": {"S": meta.bucket}, "key": {"S": meta.key}, "raw_key": {"S": meta.raw_key},
             "state": {"S": PRESENT if state.present else DELETED},
             "observed": {"BOOL": observed}, "event_name": {"S": meta.event_name},
             "reason": {"S": meta.reason}, "source": {"S": meta.source},
-            "updated_at": {"N": str(int(now * 1000))}, "op": {"S": "apply"},
+            "updated_at": {"N": str(int(now * 1000))},
+            "op": {"S": "seq" if same_change else "apply"},
         }
-        chg = change_id(meta.bucket, meta.key, meta.sequencer, state.present, state.version_id,
-                        state.etag)
-        sets["chg_id"] = {"S": chg}
         removes: list[str] = []
-        if claim is not None:
-            sets["fx"] = {"S": PENDING}
-            sets["fx_lease"] = {"N": str(claim.lease_until_ms)}
-            values[":now"] = {"N": str(claim.now_ms)}
-            # a live lease of another change's effect blocks this write (module effects)
-            condition = f"({condition}) AND (attribute_not_exists(#fx_lease) OR #fx_lease < :now)"
+        chg: str | None = None
+        if same_change:
+            if claim is not None:
+                raise ValueError("a same-change write claims no effect")
         else:
-            removes.extend(("fx", "fx_lease", "fx_token"))
+            chg = change_id(meta.bucket, meta.key, change_key, state.present, state.version_id,
+                            state.etag)
+            sets["chg_id"] = {"S": chg}
+            if meta.sequencer is not None:  # the applied change's own sequencer
+                sets["chg_seq"] = {"S": meta.raw_sequencer or meta.sequencer}
+            else:
+                removes.append("chg_seq")
+            if claim is not None:
+                sets["fx"] = {"S": PENDING}
+                sets["fx_lease"] = {"N": str(claim.lease_until_ms)}
+                values[":now"] = {"N": str(claim.now_ms)}
+                # a live lease of another change's effect blocks this write (module effects)
+                condition = (f"({condition}) AND "
+                             "(attribute_not_exists(#fx_lease) OR #fx_lease < :now)")
+            else:
+                removes.extend(("fx", "fx_lease", "fx_token"))
         if meta.sequencer is not None:
             sets["seq"] = {"S": meta.sequencer}
             sets["raw_seq"] = {"S": meta.raw_sequencer or meta.sequencer}

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from s3ingest_fn.events import parse_body
-from s3ingest_fn.ingest import IngestService
+from s3ingest_fn.ingest import IngestService, source_of
 from s3ingest_fn.model import InvalidMessageError, Outcome, Result, TransientError
 
 if TYPE_CHECKING:
@@ -111,7 +111,9 @@ class MessageProcessor:
             except TransientError as exc:
                 results.append(Result(outcome=Outcome.RETRIED, reason=str(exc),
                                       bucket=change.bucket, key=change.key,
-                                      sequencer=change.raw_sequencer))
+                                      sequencer=change.raw_sequencer,
+                                      extra={"source": source_of(change),
+                                             "event_name": change.event_name}))
         return results
 
     def _invalid(self, body: Any, message_id: str, exc: InvalidMessageError) -> Result:

@@ -69,7 +69,7 @@ class RecordingLedger(DynamoLedger):
         return self._note(meta, super().write_observation(state, meta, expected_rev, claim))
 
     def _note(self, meta: WriteMeta, result: WriteResult) -> WriteResult:
-        if result.applied:
+        if result.applied and result.change_id is not None:  # None: only the sequencer moved
             self.wins.setdefault(meta.key, []).append(str(result.change_id))
         return result
 

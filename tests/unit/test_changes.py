@@ -25,7 +25,7 @@ def _record(seq: str, op: str = "apply", state: str = "present", event: str = "M
             key: str = "a b.txt") -> dict[str, Any]:
     image: dict[str, Any] = {
         "pk": {"S": f"bkt/{key}"}, "bucket": {"S": "bkt"}, "key": {"S": key},
-        "state": {"S": state}, "raw_seq": {"S": "0055AED6DCD90281E5"}, "op": {"S": op},
+        "state": {"S": state}, "chg_seq": {"S": "0055AED6DCD90281E5"}, "op": {"S": op},
         "chg_id": {"S": f"id-{seq}"}, "rev": {"N": "3"}, "source": {"S": "live"},
         "event_name": {"S": "Object Created/PutObject"}, "reason": {"S": "newer-sequencer"},
         "observed": {"BOOL": False}, "updated_at": {"N": "1764460800000"}}

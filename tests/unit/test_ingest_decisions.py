@@ -58,7 +58,8 @@ class FakeLedger:
 
     def write_sequenced(self, state: RowState, meta: WriteMeta, *, observed: bool,
                         require_exact: bool, expected_rev: int | None = None,
-                        claim: Claim | None = None) -> WriteResult:
+                        claim: Claim | None = None, same_change: bool = False) -> WriteResult:
+        # same_change only keeps the change id and effect, which this fake does not model
         _no_claims(claim)
         if meta.sequencer is None:
             raise ValueError("write_sequenced needs a sequencer")
@@ -125,11 +126,11 @@ class CountingLedger:
 
     def write_sequenced(self, state: RowState, meta: WriteMeta, *, observed: bool,
                         require_exact: bool, expected_rev: int | None = None,
-                        claim: Claim | None = None) -> WriteResult:
+                        claim: Claim | None = None, same_change: bool = False) -> WriteResult:
         self.calls["write_sequenced"] += 1
         return self.inner.write_sequenced(state, meta, observed=observed,
                                           require_exact=require_exact, expected_rev=expected_rev,
-                                          claim=claim)
+                                          claim=claim, same_change=same_change)
 
     def write_observation(self, state: RowState, meta: WriteMeta,
                           expected_rev: int | None, claim: Claim | None = None) -> WriteResult:
