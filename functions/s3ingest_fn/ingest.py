@@ -61,8 +61,8 @@ class LedgerPort(Protocol):
 
     def write_sequenced(self, state: RowState, meta: WriteMeta, *, observed: bool,
                         require_exact: bool, expected_rev: int | None = None,
-                        claim: Claim | None = None, same_change: bool = False
-                        ) -> WriteResult: ...
+                        claim: Claim | None = None, same_change: bool = False,
+                        state_is: bool | None = None) -> WriteResult: ...
 
     def write_observation(self, state: RowState, meta: WriteMeta,
                           expected_rev: int | None, claim: Claim | None = None
@@ -193,29 +193,28 @@ class IngestService:
         now = self.bucket.current(change.bucket, change.key)
         reason = "version-removed-key-visible" if now.visible else "version-removed-key-hidden"
         meta, written = self._meta(change, reason), _head_state(now)
+        # Removing a version other than the one now visible usually leaves the state the row
+        # already holds: then only the sequencer moves (no new change, no second effect). The
+        # guess costs no read: each write is conditional on it, and a rejection returns the
+        # row, which settles it for the next attempt.
+        same = (now.visible and change.version_id is not None
+                and change.version_id != now.version_id)
         for _ in range(MAX_OBSERVATION_ATTEMPTS):
-            # Read the row (this rare path already pays a HEAD): removing a non-current version
-            # usually leaves the state the row holds, which is then no new change.
-            row = self.ledger.get(change.bucket, change.key)
-            claim = None
-            if row is not None and _same_state(row, written):
-                result = self.ledger.write_sequenced(written, meta, observed=True,
-                                                     require_exact=False, expected_rev=_rev(row),
-                                                     same_change=True)
-                if result.applied:
+            claim = None if same else self._claim()
+            result = self.ledger.write_sequenced(written, meta, observed=True,
+                                                 require_exact=False, claim=claim,
+                                                 same_change=same, state_is=same)
+            if result.applied:
+                if same:
                     done = self._result(change, Outcome.APPLIED, reason)
                     done.extra["effect"] = "already-recorded"
-                    return self._resume(done, row)
-            else:
-                claim = self._claim()
-                result = self.ledger.write_sequenced(
-                    written, meta, observed=True, require_exact=False,
-                    expected_rev=_rev(row) if row is not None else None, claim=claim)
-                if result.applied:
-                    return self._applied(change, Outcome.APPLIED, result, written, meta)
-            verdict = self._rejected(change, result.old or {}, claim)
+                    return done
+                return self._applied(change, Outcome.APPLIED, result, written, meta)
+            old = result.old or {}
+            verdict = self._rejected(change, old, claim)
             if verdict is not None:
                 return verdict
+            same = _same_state(old, written)
         raise TransientError("ledger row kept changing during a version removal")
 
     def _observe(self, change: Change) -> Result:

@@ -150,7 +150,8 @@ class DynamoLedger:
 
     def write_sequenced(self, state: RowState, meta: WriteMeta, *, observed: bool,
                         require_exact: bool, expected_rev: int | None = None,
-                        claim: Claim | None = None, same_change: bool = False) -> WriteResult:
+                        claim: Claim | None = None, same_change: bool = False,
+                        state_is: bool | None = None) -> WriteResult:
         """Record ``state`` at ``meta.sequencer`` if that sequencer is newer than the row's.
 
         One UpdateItem request. Its condition: the row does not exist, or its ``seq`` is absent or
@@ -184,6 +185,9 @@ class DynamoLedger:
             values[":expected_rev"] = {"N": str(expected_rev)}
         inner = clauses[0] if len(clauses) == 1 else "(" + " AND ".join(clauses) + ")"
         cond = "attribute_not_exists(#pk) OR " + inner
+        if state_is is not None:
+            held = _state_equals(state, values)
+            cond = f"({cond}) AND " + (held if state_is else f"(NOT {held})")
         return self._update(state, meta, observed=observed, condition=cond, values=values,
                             claim=claim, same_change=same_change,
                             change_key=meta.sequencer)
@@ -378,6 +382,22 @@ class DynamoLedger:
         if result.applied:
             return WriteResult(applied=True, token=result.token, change_id=chg)
         return result
+
+
+def _state_equals(state: RowState, values: dict[str, Any]) -> str:
+    """A condition: the row holds ``state`` (same presence, version id and ETag)."""
+    if not state.present:
+        values[":st_deleted"] = {"S": DELETED}
+        return "#state = :st_deleted"
+    values[":st_present"] = {"S": PRESENT}
+    clauses = ["#state = :st_present"]
+    for attr, text in (("version_id", state.version_id), ("etag", state.etag)):
+        if text is None:
+            clauses.append(f"attribute_not_exists(#{attr})")
+        else:
+            values[f":st_{attr}"] = {"S": text}
+            clauses.append(f"#{attr} = :st_{attr}")
+    return "(" + " AND ".join(clauses) + ")"
 
 
 def _transient(exc: Exception) -> TransientError:

@@ -58,7 +58,8 @@ class FakeLedger:
 
     def write_sequenced(self, state: RowState, meta: WriteMeta, *, observed: bool,
                         require_exact: bool, expected_rev: int | None = None,
-                        claim: Claim | None = None, same_change: bool = False) -> WriteResult:
+                        claim: Claim | None = None, same_change: bool = False,
+                        state_is: bool | None = None) -> WriteResult:
         # same_change only keeps the change id and effect, which this fake does not model
         _no_claims(claim)
         if meta.sequencer is None:
@@ -68,6 +69,8 @@ class FakeLedger:
             ("seq" not in row or row["seq"] < meta.sequencer)
             and (not require_exact or row.get("observed") is not True)
             and (expected_rev is None or row.get("rev") == expected_rev))
+        if state_is is not None:
+            ok = ok and _holds(row, state) == state_is
         return self._apply(state, meta, observed) if ok else self._refuse(row)
 
     def write_observation(self, state: RowState, meta: WriteMeta,
@@ -106,6 +109,16 @@ class FakeLedger:
         return WriteResult(applied=True)
 
 
+def _holds(row: dict[str, Any] | None, state: RowState) -> bool:
+    """Whether the row holds ``state`` (the ledger's ``state_is`` condition)."""
+    if row is None:
+        return False
+    if not state.present:
+        return row.get("state") == "deleted"
+    return (row.get("state") == "present" and row.get("version_id") == state.version_id
+            and row.get("etag") == state.etag)
+
+
 def _no_claims(claim: Claim | None) -> None:
     """The fake has no effect bookkeeping: effects are tested against the real ledger adapter
     (tests/integration/test_effects.py)."""
@@ -126,11 +139,13 @@ class CountingLedger:
 
     def write_sequenced(self, state: RowState, meta: WriteMeta, *, observed: bool,
                         require_exact: bool, expected_rev: int | None = None,
-                        claim: Claim | None = None, same_change: bool = False) -> WriteResult:
+                        claim: Claim | None = None, same_change: bool = False,
+                        state_is: bool | None = None) -> WriteResult:
         self.calls["write_sequenced"] += 1
         return self.inner.write_sequenced(state, meta, observed=observed,
                                           require_exact=require_exact, expected_rev=expected_rev,
-                                          claim=claim, same_change=same_change)
+                                          claim=claim, same_change=same_change,
+                                          state_is=state_is)
 
     def write_observation(self, state: RowState, meta: WriteMeta,
                           expected_rev: int | None, claim: Claim | None = None) -> WriteResult:
