@@ -11,8 +11,9 @@ C8) and writes ``<OUTPUT_PREFIX><key>.json``::
      "bytes", "sha256", "lines", "json": true|false}
 
 (``lines`` counts newline characters; ``json`` says whether the whole object parses as JSON).
-For a removed object it deletes the sidecar. Both are idempotent: running the effect twice
-leaves the same sidecar, which is what an effectively-once hook may do after a crash.
+For a removed object it deletes the sidecar. Both are idempotent: running the effect again after
+a crash leaves an equivalent sidecar (only ``token``, the fencing token of the run, differs).
+Objects are read in chunks; only the first :data:`JSON_CHECK_BYTES` are held to tell JSON.
 
 It never writes where it reads: when the output bucket is the landing bucket itself, keys under
 the output prefix are skipped, so the processor cannot trigger itself.
@@ -23,12 +24,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
 from s3ingest_fn.effects import AppliedChange, PinnedContent
 
 DEFAULT_PREFIX = "sidecars/"
+#: Objects up to this size are checked for being JSON (the rest report ``"json": null``).
+JSON_CHECK_BYTES = 8 << 20
 
 
 @cache
@@ -43,18 +47,41 @@ def sidecar_key(key: str, prefix: str = DEFAULT_PREFIX) -> str:
     return f"{prefix}{key}.json"
 
 
-def describe(change: AppliedChange, data: bytes) -> dict[str, Any]:
-    """The sidecar document for ``data``, the bytes of ``change``."""
-    try:
-        json.loads(data)
-        is_json = True
-    except ValueError:
-        is_json = False
+def describe(change: AppliedChange, chunks: Iterable[bytes]) -> dict[str, Any]:
+    """The sidecar document of one created object.
+
+    Parameters
+    ----------
+    change : AppliedChange
+    chunks : iterable of bytes
+        The change's bytes (from :meth:`PinnedContent.stream`).
+
+    Returns
+    -------
+    dict
+        ``{"bucket", "key", "versionId", "etag", "sequencer", "changeId", "token", "bytes",
+        "sha256", "lines", "json"}``; ``json`` is None for objects over
+        :data:`JSON_CHECK_BYTES`.
+    """
+    digest, size, lines = hashlib.sha256(), 0, 0
+    head = bytearray()
+    for chunk in chunks:
+        digest.update(chunk)
+        size += len(chunk)
+        lines += chunk.count(b"\n")
+        if len(head) <= JSON_CHECK_BYTES:
+            head += chunk
+    is_json: bool | None = None
+    if size <= JSON_CHECK_BYTES:
+        try:
+            json.loads(bytes(head))
+            is_json = True
+        except (ValueError, RecursionError):  # RecursionError: absurdly deep nesting
+            is_json = False
     return {"bucket": change.bucket, "key": change.key, "versionId": change.version_id,
             "etag": change.etag, "sequencer": change.sequencer, "changeId": change.change_id,
-            "token": change.token, "bytes": len(data),
-            "sha256": hashlib.sha256(data).hexdigest(), "lines": data.count(b"\n"),
-            "json": is_json}
+            "token": change.token, "bytes": size, "sha256": digest.hexdigest(),
+            "lines": lines, "json": is_json}
 
 
 def process(change: AppliedChange, content: PinnedContent | None, s3: Any = None,
@@ -86,7 +113,7 @@ def process(change: AppliedChange, content: PinnedContent | None, s3: Any = None
     if content is None:
         s3.delete_object(Bucket=output_bucket, Key=target)
         return
-    doc = describe(change, content.read())
+    doc = describe(change, content.stream())
     s3.put_object(Bucket=output_bucket, Key=target, Body=json.dumps(doc, indent=2).encode(),
                   ContentType="application/json",
                   Metadata={"s3ingest-change-id": change.change_id,

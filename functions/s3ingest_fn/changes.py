@@ -19,7 +19,9 @@ Guarantees, and where they come from:
 * **Order.** DynamoDB Streams keeps the order of writes to one item within its shard; the relay
   publishes the records of a batch in order and stops at the first failure. EventBridge does not
   promise delivery order to targets, so ``detail.sequencer`` and ``detail.rev`` (the row
-  revision, strictly increasing per key) let a consumer order or drop late events per key.
+  revision, strictly increasing per key for the lifetime of the ledger row; a tombstone row
+  expires by TTL and a re-created key starts again) let a consumer order or drop late events
+  per key.
 
 Event shape: ``source`` :data:`~s3ingest.settings.CHANGE_SOURCE` (``"s3ingest"``),
 ``detail-type`` ``"Object Ingested"`` (created) or ``"Object Tombstoned"`` (removed), ``detail``
@@ -106,7 +108,15 @@ def change_event(record: dict[str, Any], bus_name: str) -> dict[str, Any]:
 
 def publish(events_client: Any, bus_name: str,
             records: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
-    """Publish the applied changes among ``records`` in order.
+    """Publish the applied changes among ``records`` in order, ten per PutEvents request,
+    stopping at the first entry EventBridge did not accept.
+
+    Parameters
+    ----------
+    events_client : EventBridge client
+    bus_name : str
+    records : iterable of dict
+        DynamoDB stream records as Lambda delivers them; each has ``dynamodb.SequenceNumber``.
 
     Returns
     -------
@@ -122,7 +132,9 @@ def publish(events_client: Any, bus_name: str,
             resp = events_client.put_events(Entries=[entry for _, entry in chunk])
         except (ClientError, BotoCoreError):
             return published, chunk[0][0]["dynamodb"]["SequenceNumber"]
-        for (record, entry), result in zip(chunk, resp.get("Entries", []), strict=False):
+        results = resp.get("Entries", [])
+        for i, (record, entry) in enumerate(chunk):
+            result = results[i] if i < len(results) else {}  # unanswered: not published
             if result.get("ErrorCode") or not result.get("EventId"):
                 return published, record["dynamodb"]["SequenceNumber"]
             published.append(entry)

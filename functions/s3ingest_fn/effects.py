@@ -78,8 +78,10 @@ class AppliedChange:
     kind : str
         ``"created"`` (the key is visible with this version/ETag) or ``"removed"`` (tombstone).
     sequencer : str or None
-        The S3 sequencer as received; None for observations (repairs, backfill), whose state
-        was read from the bucket.
+        The S3 sequencer as received of the event that made the change; None for observations
+        without one (repairs, backfill), whose state was read from the bucket. A change recorded
+        from a HEAD on behalf of an event (a version removal, a verification that found the
+        bucket moved on) carries that event's sequencer.
     version_id, etag : str or None
         Version (None: unversioned, or the null version) and ETag without quotes.
     size : int or None
@@ -92,8 +94,10 @@ class AppliedChange:
         Deterministic id of this change: the same change always has the same id (32 hex chars).
         Use it as an idempotency key downstream.
     token : int
-        Fencing token of this claim: strictly increasing per key. A downstream store that keeps
-        the highest token it has seen per key can refuse a stale writer.
+        Fencing token of this claim: strictly increasing per key for the lifetime of its ledger
+        row. A downstream store that keeps the highest token it has seen per key can refuse a
+        stale writer; reset that per-key high-water mark on a ``removed`` change, because a
+        tombstone row expires (TTL) and a later row starts again from 1.
     """
 
     bucket: str
@@ -116,14 +120,15 @@ class AppliedChange:
                 "token": self.token}
 
 
-def change_id(bucket: str, key: str, sequencer: str | None, present: bool,
+def change_id(bucket: str, key: str, change_key: str | None, present: bool,
               version_id: str | None, etag: str | None) -> str:
-    """Deterministic id of an applied change: (bucket, key, sequencer or observed version).
+    """Deterministic id of an applied change: (bucket, key, change key, state).
 
     32 hex characters of SHA-256 over the fields, NUL-separated (keys may hold any other
-    character). ``sequencer`` is the normalised one.
+    character). ``change_key`` is the normalised sequencer of an event, or ``obs@<rev>`` for an
+    observation (named by the row revision it creates).
     """
-    parts = (bucket, key, sequencer or "-", "present" if present else "deleted",
+    parts = (bucket, key, change_key or "-", "present" if present else "deleted",
              version_id or "", etag or "")
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
 
@@ -147,8 +152,6 @@ class PinnedContent:
     def __init__(self, client: S3Client, change: AppliedChange) -> None:
         self._s3 = client
         self.change = change
-        #: GetObject requests made.
-        self.requests = 0
 
     def _get(self, **extra: Any) -> Any:
         args: dict[str, Any] = {"Bucket": self.change.bucket, "Key": self.change.key, **extra}
@@ -156,7 +159,11 @@ class PinnedContent:
             args["VersionId"] = self.change.version_id
         elif self.change.etag:
             args["IfMatch"] = f'"{self.change.etag}"'
-        self.requests += 1
+        else:
+            # An event may lack both (CONTRACT C3): an unpinned read could return newer bytes.
+            # Reconciliation records the object's ETag later as a change of its own.
+            raise SupersededError(f"{self.change.key!r}: the change names neither a version "
+                                  "nor an ETag, so its bytes cannot be pinned")
         try:
             return self._s3.get_object(**args)
         except ClientError as exc:
@@ -183,6 +190,8 @@ class PinnedContent:
         body = self._get()["Body"]
         try:
             return bytes(body.read())
+        except BotoCoreError as exc:  # the connection broke while streaming the body
+            raise TransientError(f"s3 get_object body: {exc.__class__.__name__}") from exc
         finally:
             body.close()
 
@@ -197,6 +206,8 @@ class PinnedContent:
         body = self._get()["Body"]
         try:
             yield from body.iter_chunks(chunk_size)
+        except BotoCoreError as exc:
+            raise TransientError(f"s3 get_object body: {exc.__class__.__name__}") from exc
         finally:
             body.close()
 
@@ -225,8 +236,9 @@ def load_processor(spec: str) -> Processor:
         raise ValueError(f"processor {spec!r} is not 'package.module:function'")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"processor module {module_name!r} cannot be imported: {exc}") from exc
+    except Exception as exc:  # ImportError, or the team module failing while it loads
+        raise ValueError(f"processor module {module_name!r} cannot be imported: "
+                         f"{exc.__class__.__name__}: {exc}") from exc
     func = getattr(module, attr, None)
     if not callable(func):
         raise ValueError(f"processor {spec!r}: {attr!r} is not a callable in {module_name}")

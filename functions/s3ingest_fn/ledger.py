@@ -17,7 +17,7 @@ version_id     S     current version (absent: unversioned or null version)
 etag, size           current ETag (no quotes) and size
 rev            N     revision, +1 on every write (optimistic concurrency for observations)
 event_name     S     what last changed the row; ``reason``: why it was applied
-source         S     ``live``, ``replay`` or ``repair``
+source         S     ``live``, ``replay``, ``repair`` or ``backfill``
 updated_at     N     epoch milliseconds of the last write
 expires_at     N     epoch seconds; only on tombstones (DynamoDB TTL)
 h0, h1, h2     M     the last three applied decisions, newest first: ``seq``, ``event``,
@@ -159,9 +159,10 @@ class DynamoLedger:
         state (C7: a sequenced event is verified against the bucket before it is applied over an
         observation); with ``expected_rev`` also the row's revision must be unchanged. With a
         ``claim``, the same write claims the change's effect, and needs no live lease on the row.
-        With ``same_change`` (the caller saw the row already holds ``state``, and passes
-        ``expected_rev``), only the sequencer and bookkeeping move: the row keeps its change id
-        and effect, and the write is not a new change (``op=seq``: not published, no effect).
+        With ``same_change`` (the row already holds ``state``: the caller either read the row and
+        passes ``expected_rev``, or passes ``state_is=True``), only the sequencer and bookkeeping
+        move: the row keeps its change id and effect, and the write is not a new change
+        (``op=seq``: not published, no effect).
 
         Returns
         -------
@@ -208,9 +209,13 @@ class DynamoLedger:
         else:
             cond, values = "#rev = :expected_rev", {":expected_rev": {"N": str(expected_rev)}}
         # An observation has no sequencer: its change is named by the revision it creates, so
-        # the same state observed again after another change is a new change.
+        # the same state observed again after another change is a new change. A row created by
+        # an observation is named by the time too: a tombstone row expires (TTL) and a later
+        # row of the key starts again from revision 1.
         return self._update(state, meta, observed=True, condition=cond, values=values,
-                            claim=claim, change_key=f"obs@{(expected_rev or 0) + 1}")
+                            claim=claim, change_key=(f"obs@{expected_rev + 1}"
+                                                     if expected_rev is not None
+                                                     else f"obs@new@{int(self._clock() * 1000)}"))
 
     def reclaim(self, bucket: str, key: str, old_token: int, claim: Claim) -> WriteResult:
         """Take over a pending effect whose lease has expired (its worker crashed or timed out).
@@ -265,6 +270,11 @@ class DynamoLedger:
 
     def release(self, bucket: str, key: str, token: int) -> bool:
         """End a claim's lease now (the processor failed): the retry may re-claim at once.
+
+        Returns
+        -------
+        bool
+            False when the claim was no longer this token's.
 
         Raises
         ------

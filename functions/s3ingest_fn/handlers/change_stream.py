@@ -26,7 +26,22 @@ _events: Any = None
 
 
 def relay(events_client: Any, bus_name: str, event: dict[str, Any]) -> dict[str, Any]:
-    """Publish the applied changes of one stream batch; return the partial batch response."""
+    """Publish the applied changes of one stream batch.
+
+    Parameters
+    ----------
+    events_client : EventBridge client
+    bus_name : str
+        The change bus.
+    event : dict
+        The Lambda DynamoDB Streams event.
+
+    Returns
+    -------
+    dict
+        The partial batch response: ``{"batchItemFailures": [{"itemIdentifier": seq}]}`` naming
+        the first record not published, or an empty list.
+    """
     records = event.get("Records", [])
     published, failed_at = publish(events_client, bus_name, records)
     metrics.add_metric(name="changes_published", unit=MetricUnit.Count, value=len(published))
