@@ -17,6 +17,7 @@ by :func:`processor_sources`: under ``functions/`` (``s3ingest_examples``), or i
 
 from __future__ import annotations
 
+import ast
 import fnmatch
 import hashlib
 import shutil
@@ -140,11 +141,14 @@ def processor_sources(
             )
         if problems:
             raise ProcessorPackageError(problems)
+        _check_defined(processor, directory)
         return sources
     if top == package:
+        _check_defined(processor, functions_dir)
         return []
     for candidate in (functions_dir / top, functions_dir / f"{top}.py"):
         if candidate in _top_level_sources(functions_dir):
+            _check_defined(processor, functions_dir)
             return [candidate]
     raise ProcessorPackageError(
         [
@@ -153,6 +157,41 @@ def processor_sources(
             "there or name its directory with processorPackageDir"
         ]
     )
+
+
+def _check_defined(processor: str, root: Path) -> None:
+    """Fail synth when the processor's module file or its function is missing, read with
+    :mod:`ast` (team code is never imported at synth: it may need dependencies the synth
+    environment lacks, or do work when imported).
+
+    Raises
+    ------
+    ProcessorPackageError
+        Naming the missing module file or function.
+    """
+    module, _, attr = processor.partition(":")
+    base = root.joinpath(*module.split("."))
+    path = next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()), None)
+    if path is None:
+        raise ProcessorPackageError([f"processor: {processor!r}: no module file {module!r} "
+                                     f"under {root} ({base}.py or {base}/__init__.py)"])
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except (SyntaxError, UnicodeDecodeError) as exc:
+        raise ProcessorPackageError([f"processor: {processor!r}: {path} does not parse: "
+                                     f"{exc}"]) from exc
+    defined: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            defined.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            defined.update((a.asname or a.name).split(".")[0] for a in node.names)
+    if attr not in defined:
+        raise ProcessorPackageError([f"processor: {processor!r}: {path} defines no {attr!r} "
+                                     "at its top level"])
 
 
 def _files(source: Path) -> Iterator[Path]:
