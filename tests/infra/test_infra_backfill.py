@@ -18,6 +18,9 @@ from infra.synth import Synth, cdk_json_context
 from s3ingest.settings import Settings
 
 from .asl import LAMBDA_RETRY, THROTTLE_RETRY, definition, reachable
+from .iam import expected as _grants
+from .iam import role_allowed as _granted
+from .iam import statements_of as _statements
 
 BACKFILL_HANDLER = "s3ingest_fn.handlers.backfill.handler"
 CONTROL_HANDLER = "s3ingest_fn.handlers.backfill_control.handler"
@@ -53,36 +56,10 @@ def _resource(synth: Synth, construct: Any) -> tuple[str, dict[str, Any]]:
     return logical_id, synth.template["Resources"][logical_id]
 
 
-def _statements(synth: Synth, role: Any) -> list[dict[str, Any]]:
-    """Every statement of every policy attached to ``role`` (attached to that role only)."""
-    role_ref = _ref(synth.logical_id(role))
-    found = []
-    for policy in synth.resources("AWS::IAM::Policy").values():
-        if role_ref in policy["Properties"]["Roles"]:
-            assert policy["Properties"]["Roles"] == [role_ref]
-            found.extend(policy["Properties"]["PolicyDocument"]["Statement"])
-    return found
 
 
-def _granted(synth: Synth, role: Any) -> dict[str, list[str]]:
-    """Action -> the resources it is allowed on (sorted JSON), no condition on any of them."""
-    granted: dict[str, list[str]] = {}
-    for statement in _statements(synth, role):
-        assert statement["Effect"] == "Allow"
-        assert "Condition" not in statement, statement
-        actions = statement["Action"]
-        resources = statement["Resource"]
-        for action in [actions] if isinstance(actions, str) else actions:
-            for resource in resources if isinstance(resources, list) else [resources]:
-                granted.setdefault(action, []).append(json.dumps(resource, sort_keys=True))
-    return {action: sorted(resources) for action, resources in granted.items()}
 
 
-def _grants(expected: dict[str, list[Any]]) -> dict[str, list[str]]:
-    return {
-        action: sorted(json.dumps(resource, sort_keys=True) for resource in resources)
-        for action, resources in expected.items()
-    }
 
 
 class _Ids:

@@ -15,6 +15,9 @@ from infra.synth import Synth
 from s3ingest.settings import CHANGE_SOURCE, Settings
 from s3ingest_fn.changes import STREAM_FILTER
 
+from .iam import expected as _grants
+from .iam import role_allowed as _granted
+
 FOURTEEN_DAYS = 14 * 86_400
 
 
@@ -33,29 +36,8 @@ def _props(synth: Synth, construct: Any) -> dict[str, Any]:
     return properties
 
 
-def _granted(synth: Synth, role: Any) -> dict[str, list[str]]:
-    """Action -> the resources it is allowed on (sorted JSON), over every policy of ``role``."""
-    role_ref = _ref(synth.logical_id(role))
-    granted: dict[str, list[str]] = {}
-    for policy in synth.resources("AWS::IAM::Policy").values():
-        if role_ref not in policy["Properties"]["Roles"]:
-            continue
-        assert policy["Properties"]["Roles"] == [role_ref]
-        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
-            assert statement["Effect"] == "Allow"
-            assert "Condition" not in statement, statement
-            actions, resources = statement["Action"], statement["Resource"]
-            for action in [actions] if isinstance(actions, str) else actions:
-                for resource in resources if isinstance(resources, list) else [resources]:
-                    granted.setdefault(action, []).append(json.dumps(resource, sort_keys=True))
-    return {action: sorted(resources) for action, resources in granted.items()}
 
 
-def _grants(expected: dict[str, list[Any]]) -> dict[str, list[str]]:
-    return {
-        action: sorted(json.dumps(resource, sort_keys=True) for resource in resources)
-        for action, resources in expected.items()
-    }
 
 
 def _relay(synth: Synth) -> Any:

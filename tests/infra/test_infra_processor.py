@@ -17,6 +17,9 @@ from infra.stack import S3IngestStack
 from infra.synth import Synth, cdk_json_context
 
 from .conftest import ADOPTED_BUCKET, PROCESSOR
+from .iam import allowed as _granted
+from .iam import expected as _grants
+from .iam import statements_of as _role_statements
 
 
 def _arn(logical_id: str) -> dict[str, Any]:
@@ -31,34 +34,10 @@ def _objects(logical_id: str) -> dict[str, Any]:
     return {"Fn::Join": ["", [_arn(logical_id), "/*"]]}
 
 
-def _granted(statements: list[dict[str, Any]]) -> dict[str, list[str]]:
-    """Action -> the resources it is allowed on (sorted JSON)."""
-    granted: dict[str, list[str]] = {}
-    for statement in statements:
-        assert statement["Effect"] == "Allow"
-        assert "Condition" not in statement, statement
-        actions, resources = statement["Action"], statement["Resource"]
-        for action in [actions] if isinstance(actions, str) else actions:
-            for resource in resources if isinstance(resources, list) else [resources]:
-                granted.setdefault(action, []).append(json.dumps(resource, sort_keys=True))
-    return {action: sorted(resources) for action, resources in granted.items()}
 
 
-def _grants(expected: dict[str, list[Any]]) -> dict[str, list[str]]:
-    return {
-        action: sorted(json.dumps(resource, sort_keys=True) for resource in resources)
-        for action, resources in expected.items()
-    }
 
 
-def _role_statements(synth: Synth, role: Any) -> list[dict[str, Any]]:
-    role_ref = _ref(synth.logical_id(role))
-    found: list[dict[str, Any]] = []
-    for policy in synth.resources("AWS::IAM::Policy").values():
-        if role_ref in policy["Properties"]["Roles"]:
-            assert policy["Properties"]["Roles"] == [role_ref]
-            found.extend(policy["Properties"]["PolicyDocument"]["Statement"])
-    return found
 
 
 def _output_id(synth: Synth) -> str:

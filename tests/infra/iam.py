@@ -1,0 +1,44 @@
+"""IAM assertions shared by the infrastructure tests: what a role is allowed, as comparable data."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from infra.synth import Synth
+
+
+def statements_of(synth: Synth, role: Any) -> list[dict[str, Any]]:
+    """Every statement of every policy attached to ``role`` (each attached to that role only)."""
+    role_ref = {"Ref": synth.logical_id(role)}
+    found: list[dict[str, Any]] = []
+    for policy in synth.resources("AWS::IAM::Policy").values():
+        if role_ref in policy["Properties"]["Roles"]:
+            assert policy["Properties"]["Roles"] == [role_ref]
+            found.extend(policy["Properties"]["PolicyDocument"]["Statement"])
+    return found
+
+
+def allowed(statements: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Action -> the resources it is allowed on (sorted JSON); every statement an Allow without
+    a condition."""
+    granted: dict[str, list[str]] = {}
+    for statement in statements:
+        assert statement["Effect"] == "Allow"
+        assert "Condition" not in statement, statement
+        actions, resources = statement["Action"], statement["Resource"]
+        for action in [actions] if isinstance(actions, str) else actions:
+            for resource in resources if isinstance(resources, list) else [resources]:
+                granted.setdefault(action, []).append(json.dumps(resource, sort_keys=True))
+    return {action: sorted(resources) for action, resources in granted.items()}
+
+
+def role_allowed(synth: Synth, role: Any) -> dict[str, list[str]]:
+    """:func:`allowed` over every policy of ``role``."""
+    return allowed(statements_of(synth, role))
+
+
+def expected(grants: dict[str, list[Any]]) -> dict[str, list[str]]:
+    """Action -> resources written as template values, in :func:`allowed`'s form."""
+    return {action: sorted(json.dumps(resource, sort_keys=True) for resource in resources)
+            for action, resources in grants.items()}
