@@ -22,8 +22,6 @@ from hypothesis import strategies as st
 
 from s3ingest.local.runtime import LocalRuntime
 from s3ingest_fn.effects import (
-    DEFAULT_REMAINING_MS,
-    LEASE_SKEW_MS,
     AppliedChange,
     Claim,
     EffectRunner,
@@ -32,46 +30,10 @@ from s3ingest_fn.effects import (
 )
 from s3ingest_fn.events import parse_body
 from s3ingest_fn.ingest import LEASE_WAITS
-from s3ingest_fn.ledger import DynamoLedger, RowState, WriteMeta, WriteResult
+from s3ingest_fn.ledger import RowState, WriteMeta
 from s3ingest_fn.model import Change, Outcome, TransientError
 from s3ingest_fn.sequencer import normalize
-
-
-class Killed(Exception):
-    """The worker died after the effect, before the commit."""
-
-
-class Clock:
-    """Epoch ms for leases; ``advance`` plays the time a dead worker's invocation had left."""
-
-    def __init__(self) -> None:
-        self.now = 1_900_000_000_000
-
-    def __call__(self) -> int:
-        return self.now
-
-    def advance(self, ms: int) -> None:
-        self.now += ms
-
-
-class RecordingLedger(DynamoLedger):
-    """The real adapter, noting every applied write (the ground truth of which changes won)."""
-
-    def __init__(self, inner: DynamoLedger) -> None:
-        super().__init__(inner._ddb, inner._table, inner._ttl)
-        self.wins: dict[str, list[str]] = {}
-
-    def write_sequenced(self, state: RowState, meta: WriteMeta, **kw: Any) -> WriteResult:
-        return self._note(meta, super().write_sequenced(state, meta, **kw))
-
-    def write_observation(self, state: RowState, meta: WriteMeta, expected_rev: int | None,
-                          claim: Claim | None = None) -> WriteResult:
-        return self._note(meta, super().write_observation(state, meta, expected_rev, claim))
-
-    def _note(self, meta: WriteMeta, result: WriteResult) -> WriteResult:
-        if result.applied and result.change_id is not None:  # None: only the sequencer moved
-            self.wins.setdefault(meta.key, []).append(str(result.change_id))
-        return result
+from tests.integration.effects_support import Clock, Killed, RecordingLedger
 
 
 class Harness:
@@ -116,7 +78,7 @@ class Harness:
     def maybe_crash(self, change: AppliedChange) -> None:
         if self.crash and self.rng.random() < self.crash:
             self.crashed.append((change.change_id, change.token))
-            self.clock.advance(DEFAULT_REMAINING_MS + LEASE_SKEW_MS + 1)
+            self.clock.expire_leases()
             raise Killed(change.key)
 
     def deliver(self, changes: list[Change]) -> list[Any]:

@@ -20,63 +20,17 @@ from s3ingest.local.chaos import Chaos
 from s3ingest.local.runtime import LocalRuntime, local_settings
 from s3ingest_fn.backfill import handle_invocation
 from s3ingest_fn.effects import (
-    DEFAULT_REMAINING_MS,
-    LEASE_SKEW_MS,
     AppliedChange,
-    Claim,
     EffectRunner,
     PinnedContent,
     SupersededError,
 )
 from s3ingest_fn.events import parse_body
-from s3ingest_fn.ledger import DynamoLedger, RowState, WriteMeta, WriteResult
 from s3ingest_fn.model import Change, Kind, Outcome, TransientError
 from s3ingest_fn.sequencer import normalize
+from tests.integration.effects_support import Clock, Killed, RecordingLedger
 
 # -- harness ---------------------------------------------------------------------------------
-
-
-class Killed(Exception):
-    """The worker died after the effect, before the commit."""
-
-
-class Clock:
-    """Epoch ms for leases; ``advance`` plays the time a dead worker's invocation had left."""
-
-    def __init__(self) -> None:
-        self.now = 1_900_000_000_000
-
-    def __call__(self) -> int:
-        return self.now
-
-    def expire_leases(self) -> None:
-        self.now += DEFAULT_REMAINING_MS + LEASE_SKEW_MS + 1
-
-
-class Recording(DynamoLedger):
-    """The real adapter, noting every write that applied a new change: ``(key, chg_id,
-    state)``."""
-
-    def __init__(self, inner: DynamoLedger) -> None:
-        super().__init__(inner._ddb, inner._table, inner._ttl)
-        self.applied: list[tuple[str, str, RowState]] = []
-        self._lock = threading.Lock()
-
-    def write_sequenced(self, state: RowState, meta: WriteMeta, **kw: Any) -> WriteResult:
-        return self._note(meta, state, super().write_sequenced(state, meta, **kw))
-
-    def write_observation(self, state: RowState, meta: WriteMeta, expected_rev: int | None,
-                          claim: Claim | None = None) -> WriteResult:
-        return self._note(meta, state,
-                          super().write_observation(state, meta, expected_rev, claim))
-
-    def _note(self, meta: WriteMeta, state: RowState, result: WriteResult) -> WriteResult:
-        # a write that only moved the sequencer (the row already held the state) makes no
-        # change: it has no change id
-        if result.applied and result.change_id is not None:
-            with self._lock:
-                self.applied.append((meta.key, str(result.change_id), state))
-        return result
 
 
 class Rig:
@@ -91,7 +45,7 @@ class Rig:
     def __init__(self, emulator: Any, versioning: str | None = "Enabled", *,
                  settings: Any = None, delay: float = 0.0) -> None:
         self.rt = LocalRuntime(emulator, settings, versioning=versioning)
-        self.ledger = Recording(self.rt.ledger)
+        self.ledger = RecordingLedger(self.rt.ledger)
         self.rt.service.ledger = self.ledger
         self.clock = Clock()
         self.delay = delay
@@ -606,9 +560,9 @@ def test_without_a_processor_every_sequenced_event_is_one_update_item_and_rows_h
 
 
 def _chaotic_run(emulator: Any, versioning: str | None, seed: int) -> tuple[LocalRuntime,
-                                                                            Recording]:
+                                                                            RecordingLedger]:
     rt = LocalRuntime(emulator, local_settings(), versioning=versioning, seed=seed)
-    recording = Recording(rt.ledger)
+    recording = RecordingLedger(rt.ledger)
     rt.service.ledger = recording
     for i in range(14):
         key = f"k{i % 4}"
