@@ -36,6 +36,8 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from s3ingest_fn.ledger import from_item
+
 #: Kept in step with ``s3ingest.settings.CHANGE_SOURCE`` / ``CHANGE_DETAIL_TYPES`` (the function
 #: package does not ship the ``s3ingest`` package; a unit test checks they agree).
 SOURCE = "s3ingest"
@@ -52,15 +54,6 @@ STREAM_FILTER: dict[str, Any] = {
 PUT_EVENTS_MAX = 10
 
 
-def _value(av: dict[str, Any] | None) -> Any:
-    if not av:
-        return None
-    (typ, val), = av.items()
-    if typ == "N":
-        return int(val) if val.lstrip("-").isdigit() else float(val)
-    if typ == "NULL":
-        return None
-    return val
 
 
 def is_applied_change(record: dict[str, Any]) -> bool:
@@ -68,7 +61,7 @@ def is_applied_change(record: dict[str, Any]) -> bool:
     :data:`STREAM_FILTER`, so it is right even where the filter is not applied)."""
     image = record.get("dynamodb", {}).get("NewImage") or {}
     return (record.get("eventName") in ("INSERT", "MODIFY")
-            and _value(image.get("op")) == "apply" and "chg_id" in image)
+            and image.get("op") == {"S": "apply"} and "chg_id" in image)
 
 
 def change_event(record: dict[str, Any], bus_name: str) -> dict[str, Any]:
@@ -88,17 +81,16 @@ def change_event(record: dict[str, Any], bus_name: str) -> dict[str, Any]:
         "source", "eventName", "reason", "observed", "appliedAt"}`` (``sequencer``: the change's
         own, null for an observation; ``appliedAt`` in epoch ms; absent values are null).
     """
-    image = record["dynamodb"]["NewImage"]
-    kind = "created" if _value(image.get("state")) == "present" else "removed"
-    bucket = _value(image.get("bucket"))
+    row = from_item(record["dynamodb"]["NewImage"])
+    kind = "created" if row.get("state") == "present" else "removed"
+    bucket = row.get("bucket")
     detail = {
-        "id": _value(image.get("chg_id")), "bucket": bucket, "key": _value(image.get("key")),
-        "kind": kind, "sequencer": _value(image.get("chg_seq")),
-        "versionId": _value(image.get("version_id")), "etag": _value(image.get("etag")),
-        "size": _value(image.get("size")), "rev": _value(image.get("rev")),
-        "source": _value(image.get("source")), "eventName": _value(image.get("event_name")),
-        "reason": _value(image.get("reason")), "observed": bool(_value(image.get("observed"))),
-        "appliedAt": _value(image.get("updated_at")),
+        "id": row.get("chg_id"), "bucket": bucket, "key": row.get("key"), "kind": kind,
+        "sequencer": row.get("chg_seq"), "versionId": row.get("version_id"),
+        "etag": row.get("etag"), "size": row.get("size"), "rev": row.get("rev"),
+        "source": row.get("source"), "eventName": row.get("event_name"),
+        "reason": row.get("reason"), "observed": bool(row.get("observed")),
+        "appliedAt": row.get("updated_at"),
     }
     # the partition (aws, aws-cn, aws-us-gov) of the stream the record came from
     partition = str(record.get("eventSourceARN") or "arn:aws").split(":")[1] or "aws"

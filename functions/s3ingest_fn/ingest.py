@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from s3ingest_fn.effects import PENDING, AppliedChange, Claim, EffectRunner
+from s3ingest_fn.effects import PENDING, SUPERSEDED, AppliedChange, Claim, EffectRunner
 from s3ingest_fn.ledger import PRESENT, RowState, WriteMeta, WriteResult
 from s3ingest_fn.model import (
     Change,
@@ -121,11 +121,11 @@ class IngestService:
             When AWS failed or the row kept moving under an observation: the message is retried.
         """
         if change.kind is Kind.TEST:
-            return self._result(change, Outcome.IGNORED, "test-event")
+            return result_of(change, Outcome.IGNORED, "test-event")
         if change.kind is Kind.METADATA:
-            return self._result(change, Outcome.IGNORED, f"metadata-only: {change.event_name}")
+            return result_of(change, Outcome.IGNORED, f"metadata-only: {change.event_name}")
         if self.scope_bucket is not None and change.bucket != self.scope_bucket:
-            return self._result(change, Outcome.IGNORED, "out-of-scope-bucket")
+            return result_of(change, Outcome.IGNORED, "out-of-scope-bucket")
         if change.kind is Kind.OBSERVE or change.sequencer is None:
             path = self._observe
         elif change.kind is Kind.VERSION_REMOVED:
@@ -173,7 +173,7 @@ class IngestService:
                                                      require_exact=False, expected_rev=_rev(old),
                                                      same_change=True)
                 if result.applied:
-                    done = self._result(change, outcome, meta.reason)
+                    done = result_of(change, outcome, meta.reason)
                     done.extra["effect"] = "already-recorded"
                     return self._resume(done, old)
             else:
@@ -206,7 +206,7 @@ class IngestService:
                                                  same_change=same, state_is=same)
             if result.applied:
                 if same:
-                    done = self._result(change, Outcome.APPLIED, reason)
+                    done = result_of(change, Outcome.APPLIED, reason)
                     done.extra["effect"] = "already-recorded"
                     return done
                 return self._applied(change, Outcome.APPLIED, result, written, meta)
@@ -221,11 +221,11 @@ class IngestService:
         for _ in range(MAX_OBSERVATION_ATTEMPTS):
             row = self.ledger.get(change.bucket, change.key)
             now = self.bucket.current(change.bucket, change.key)
-            if row is not None and _row_equals(row, now):
-                return self._resume(self._result(change, Outcome.DUPLICATE,
+            if row is not None and _same_state(row, _head_state(now)):
+                return self._resume(result_of(change, Outcome.DUPLICATE,
                                                  "observation-matches-ledger"), row)
             if row is None and not now.visible:
-                return self._result(change, Outcome.IGNORED, "observed-absent-not-in-ledger")
+                return result_of(change, Outcome.IGNORED, "observed-absent-not-in-ledger")
             claim = self._claim()
             meta, written = self._meta(change, "observed-bucket-state"), _head_state(now)
             result = self.ledger.write_observation(
@@ -255,7 +255,7 @@ class IngestService:
 
     def _applied(self, change: Change, outcome: Outcome, write: WriteResult, state: RowState,
                  meta: WriteMeta) -> Result:
-        result = self._result(change, outcome, meta.reason)
+        result = result_of(change, outcome, meta.reason)
         if write.change_id:
             result.extra["change_id"] = write.change_id
         if self.effects is None or write.token is None:
@@ -314,7 +314,7 @@ class IngestService:
             self.effects.after_effect(change)  # crash-injection seam (local runtime)
         committed = self.ledger.finish_effect(change.bucket, change.key, change.token, status)
         result.extra["effect"] = status if committed else "lease-lost"
-        if status == "superseded" and result.outcome is Outcome.APPLIED:
+        if status == SUPERSEDED and result.outcome is Outcome.APPLIED:
             result.outcome, result.reason = Outcome.SUPERSEDED, "content-superseded"
         return result
 
@@ -325,9 +325,9 @@ class IngestService:
         if not isinstance(stored, str) or change.sequencer is None:
             return None
         if stored == change.sequencer:
-            return self._result(change, Outcome.DUPLICATE, "equal-sequencer")
+            return result_of(change, Outcome.DUPLICATE, "equal-sequencer")
         if stored > change.sequencer:
-            return self._result(change, Outcome.STALE, "older-sequencer")
+            return result_of(change, Outcome.STALE, "older-sequencer")
         return None
 
     def _meta(self, change: Change, reason: str) -> WriteMeta:
@@ -335,11 +335,13 @@ class IngestService:
                          event_name=change.event_name, reason=reason, source=source_of(change),
                          sequencer=change.sequencer, raw_sequencer=change.raw_sequencer)
 
-    @staticmethod
-    def _result(change: Change, outcome: Outcome, reason: str) -> Result:
-        return Result(outcome=outcome, reason=reason, bucket=change.bucket, key=change.key,
-                      sequencer=change.raw_sequencer,
-                      extra={"source": source_of(change), "event_name": change.event_name})
+
+def result_of(change: Change, outcome: Outcome, reason: str) -> Result:
+    """The :class:`Result` of ``change``: bucket, key, sequencer as received, and ``source``
+    and ``event_name`` for the logs and the replay metrics."""
+    return Result(outcome=outcome, reason=reason, bucket=change.bucket, key=change.key,
+                  sequencer=change.raw_sequencer,
+                  extra={"source": source_of(change), "event_name": change.event_name})
 
 
 def source_of(change: Change) -> str:
@@ -410,9 +412,3 @@ def _matches(change: Change, now: ObjectState) -> bool:
         return change.version_id == now.version_id
     return change.etag is not None and change.etag == now.etag
 
-
-def _row_equals(row: dict[str, object], now: ObjectState) -> bool:
-    if not now.visible:
-        return row.get("state") == "deleted"
-    return (row.get("state") == "present" and row.get("version_id") == now.version_id
-            and row.get("etag") == now.etag)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from s3ingest_fn.events import parse_body
-from s3ingest_fn.ingest import IngestService, source_of
+from s3ingest_fn.ingest import IngestService, result_of
 from s3ingest_fn.model import InvalidMessageError, Outcome, Result, TransientError
 
 if TYPE_CHECKING:
@@ -109,11 +109,7 @@ class MessageProcessor:
             try:
                 results.append(self.service.handle(change))
             except TransientError as exc:
-                results.append(Result(outcome=Outcome.RETRIED, reason=str(exc),
-                                      bucket=change.bucket, key=change.key,
-                                      sequencer=change.raw_sequencer,
-                                      extra={"source": source_of(change),
-                                             "event_name": change.event_name}))
+                results.append(result_of(change, Outcome.RETRIED, str(exc)))
         return results
 
     def _invalid(self, body: Any, message_id: str, exc: InvalidMessageError) -> Result:

@@ -123,7 +123,6 @@ def run_demo(options: DemoOptions, settings: Settings | None = None,
                 on_progress("reconcile", processed, delivered_total)
             reconciliation = rt.reconcile(options.reconcile, prefix=options.reconcile_prefix,
                                           dry_run=options.reconcile_dry_run).as_dict()
-        rt.pump_changes()
         comparison = rt.compare()
         effects = rt.effects_report()
         effects_ok = not effects["problems"] and not effects["sidecar_differences"]

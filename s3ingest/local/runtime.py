@@ -17,9 +17,10 @@ handler -> the DynamoDB ledger, all on the embedded emulator.
   (CONTRACT C11) and :attr:`LocalRuntime.effects` records what ran; ``Chaos.crash`` kills a
   worker between an effect and its commit (its lease is then ended, as the invocation's timeout
   would) so the retried message must re-run the effect;
-* with the change stream on, :meth:`LocalRuntime.pump_changes` plays the relay Lambda's event
-  source: it reads the ledger's DynamoDB stream, invokes the real relay with the Lambda event
-  shape, and collects what a rule on the change bus delivered (:attr:`LocalRuntime.changes`).
+* with the change stream on, :meth:`LocalRuntime.pump_changes` (run at the end of every drain
+  and backfill) plays the relay Lambda's event source: it reads the ledger's DynamoDB stream,
+  invokes the real relay with the Lambda event shape, and collects what a rule on the change
+  bus delivered (:attr:`LocalRuntime.changes`).
 """
 
 from __future__ import annotations
@@ -505,6 +506,7 @@ class LocalRuntime:
         data = [reconciler.get_inventory_object(k) for k in manifest.files]
         report = run_job(manifest_key, manifest, data,
                          lambda event: handle_invocation(event, self.service), between)
+        self.pump_changes()  # the job wrote to the ledger outside drain()
         return report.as_dict()
 
     # -- state ---------------------------------------------------------------------------

@@ -262,7 +262,6 @@ def _run(emu: Emulator, setup: dict[str, Any], steps: list[tuple[int, dict[str, 
             raise
         except Exception as exc:  # an S3 error on the emulator, e.g. an unknown version id
             raise ScenarioError(f"line {lineno}: {op} failed: {exc}") from exc
-    rt.pump_changes()
     comparison = rt.compare()
     fx = rt.effects_report()
     return {
