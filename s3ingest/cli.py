@@ -118,6 +118,7 @@ def _render_reconciliation(rep: dict[str, Any]) -> None:
             ("skipped (changed after the snapshot)", rep["skipped_recent"])]
     rows += [(f"drift: {kind}", n) for kind, n in rep["drift"].items()]
     rows += [("effects pending (re-run by a repair)", rep.get("pending_effects", 0)),
+             ("effects behind the row (re-run by a repair)", rep.get("effects_behind", 0)),
              ("resolved on HEAD", rep["resolved_on_head"]),
              ("repairs queued", rep["repairs_queued"]), ("seconds", rep["duration_s"])]
     for name, value in rows:
@@ -133,8 +134,8 @@ def scenario(
 ) -> None:
     """Run a scenario file on a fresh local deployment and print what happened: messages, the
     ledger, the processor's effects and the change events, with their ids (exit code 1 if the
-    ledger does not equal the bucket at the end or the effects broke a rule, 2 for a scenario
-    error)."""
+    ledger does not equal the bucket at the end, the effects broke a rule or a step failed, 2
+    for an invalid scenario file)."""
     from s3ingest.local.scenario import ScenarioError, run_scenario
 
     try:
@@ -142,7 +143,7 @@ def scenario(
     except ScenarioError as exc:
         console.print(f"[red]scenario error:[/] {exc}")
         raise typer.Exit(2) from exc
-    ok = result["converged"] and not result["effects_problems"]
+    ok = result["converged"] and not result["effects_problems"] and not result["error"]
     if as_json:
         sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
         raise typer.Exit(0 if ok else 1)
@@ -185,6 +186,8 @@ def scenario(
         out.print(ch)
     for problem in result["effects_problems"]:
         out.print(f"[red]effects problem:[/] {problem}")
+    if result["error"]:
+        out.print(f"[red]run stopped:[/] {result['error']}")
     out.print(f"events lost for good: {result['dropped']}")
     for m in result["dead_letter_queue"]:
         out.print(f"dead-letter queue: reason={m['reason']} body={m['body']!r}")

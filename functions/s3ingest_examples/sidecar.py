@@ -5,7 +5,8 @@ stack then creates the output bucket and passes ``OUTPUT_BUCKET`` (and optionall
 ``OUTPUT_PREFIX``, default ``sidecars/``).
 
 For a created object it reads the bytes *of that change* (pinned by version or ETag, CONTRACT
-C8) and writes ``<OUTPUT_PREFIX><key>.json``::
+C8) and writes ``<OUTPUT_PREFIX><key>.json`` (for a key too long for that name to fit S3's
+1,024-byte limit: ``<OUTPUT_PREFIX>_sha256/<SHA-256 of the key>.json``, see :func:`sidecar_key`)::
 
     {"bucket", "key", "versionId", "etag", "sequencer", "changeId", "token",
      "bytes", "sha256", "lines", "json": true|false}
@@ -31,6 +32,10 @@ from typing import Any
 from s3ingest_fn.effects import AppliedChange, PinnedContent
 
 DEFAULT_PREFIX = "sidecars/"
+#: S3's limit on a key, UTF-8 bytes (https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-keys.html).
+MAX_KEY_BYTES = 1024
+#: Folder under the prefix for sidecars of keys too long to be named after.
+HASHED_FOLDER = "_sha256/"
 #: Objects up to this size are checked for being JSON (the rest report ``"json": null``).
 JSON_CHECK_BYTES = 8 << 20
 
@@ -43,8 +48,13 @@ def _s3() -> Any:
 
 
 def sidecar_key(key: str, prefix: str = DEFAULT_PREFIX) -> str:
-    """Where the sidecar of ``key`` goes."""
-    return f"{prefix}{key}.json"
+    """Where the sidecar of ``key`` goes: ``<prefix><key>.json``, or, when that would pass S3's
+    limit of :data:`MAX_KEY_BYTES` UTF-8 bytes, ``<prefix>_sha256/<hex digest of key>.json``
+    (the sidecar's ``key`` field names the object)."""
+    plain = f"{prefix}{key}.json"
+    if len(plain.encode("utf-8")) <= MAX_KEY_BYTES:
+        return plain
+    return f"{prefix}{HASHED_FOLDER}{hashlib.sha256(key.encode('utf-8')).hexdigest()}.json"
 
 
 def describe(change: AppliedChange, chunks: Iterable[bytes]) -> dict[str, Any]:

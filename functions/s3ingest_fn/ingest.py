@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from s3ingest_fn.effects import PENDING, SUPERSEDED, AppliedChange, Claim, EffectRunner
-from s3ingest_fn.ledger import PRESENT, RowState, WriteMeta, WriteResult
+from s3ingest_fn.ledger import PRESENT, RowState, WriteMeta, WriteResult, effect_behind
 from s3ingest_fn.model import (
     Change,
     Format,
@@ -167,7 +167,8 @@ class IngestService:
                 outcome, written, observed = Outcome.SUPERSEDED, _head_state(now), True
             if _same_state(old, written):
                 # The row already holds this state (an observation recorded it, and ran its
-                # effect): only the sequencer moves; no new change, no second effect.
+                # effect): only the sequencer moves; no new change, no second effect (unless
+                # that effect is behind the row: the bucket was just read, so it runs now).
                 claim = None
                 result = self.ledger.write_sequenced(written, meta, observed=observed,
                                                      require_exact=False, expected_rev=_rev(old),
@@ -175,7 +176,7 @@ class IngestService:
                 if result.applied:
                     done = result_of(change, outcome, meta.reason)
                     done.extra["effect"] = "already-recorded"
-                    return self._resume(done, old)
+                    return self._resume(done, old, verified=True)
             else:
                 claim = self._claim()
                 result = self.ledger.write_sequenced(written, meta, observed=observed,
@@ -223,7 +224,7 @@ class IngestService:
             now = self.bucket.current(change.bucket, change.key)
             if row is not None and _same_state(row, _head_state(now)):
                 return self._resume(result_of(change, Outcome.DUPLICATE,
-                                                 "observation-matches-ledger"), row)
+                                              "observation-matches-ledger"), row, verified=True)
             if row is None and not now.visible:
                 return result_of(change, Outcome.IGNORED, "observed-absent-not-in-ledger")
             claim = self._claim()
@@ -268,16 +269,28 @@ class IngestService:
             change_id=write.change_id or "", token=write.token)
         return self._effect(result, applied)
 
-    def _resume(self, verdict: Result, row: dict[str, object]) -> Result:
-        """Re-run the pending effect of the row's change when its worker's lease has expired."""
-        if self.effects is None or row.get("fx") != PENDING:
+    def _resume(self, verdict: Result, row: dict[str, object], *,
+                verified: bool = False) -> Result:
+        """Re-run the effect of the row's change: a pending one whose worker's lease has
+        expired, or, when ``verified`` (the bucket was just read and shows the row's state), one
+        that is behind the row (:func:`~s3ingest_fn.ledger.effect_behind`: it ended superseded
+        and no newer change came; CONTRACT C11)."""
+        if self.effects is None:
             return verdict
-        lease, token = row.get("fx_lease"), row.get("fx_token")
-        if not isinstance(token, int) or not isinstance(lease, int):
+        token = row.get("fx_token")
+        if not isinstance(token, int):
             return verdict
-        claim = self.effects.claim()
-        if lease >= claim.now_ms:
-            return verdict  # its worker is still running and will commit
+        if row.get("fx") == PENDING:
+            lease = row.get("fx_lease")
+            if not isinstance(lease, int):
+                return verdict
+            claim = self.effects.claim()
+            if lease >= claim.now_ms:
+                return verdict  # its worker is still running and will commit
+        elif verified and effect_behind(row):
+            claim = self.effects.claim()
+        else:
+            return verdict
         taken = self.ledger.reclaim(str(verdict.bucket), str(verdict.key), token, claim)
         if not taken.applied or taken.token is None:
             return verdict
@@ -293,25 +306,38 @@ class IngestService:
         resumed = self._effect(Result(outcome=verdict.outcome, reason=verdict.reason,
                                       bucket=verdict.bucket, key=verdict.key,
                                       sequencer=verdict.sequencer, extra=dict(verdict.extra)),
-                               applied)
+                               applied, resumed=True)
         resumed.extra["effect"] = f"resumed-{resumed.extra.get('effect')}"
         return resumed
 
-    def _effect(self, result: Result, change: AppliedChange) -> Result:
-        """Run the processor under the claim ``change.token`` and commit it."""
+    def _effect(self, result: Result, change: AppliedChange, *, resumed: bool = False) -> Result:
+        """Run the processor under the claim ``change.token`` and commit it.
+
+        ``resumed``: the change is the row's, re-run for a record of another event; it is named
+        ``resumed_change_id`` in the record's result, so the record keeps its own identity. A
+        :class:`TransientError` raised here carries those fields (``extra``) to the ``retried``
+        result.
+        """
         assert self.effects is not None
-        result.extra.update(change_id=change.change_id, token=change.token)
+        result.extra.update({"resumed_change_id" if resumed else "change_id": change.change_id,
+                             "token": change.token})
         try:
             status = self.effects.run(change)
-        except TransientError:
+        except TransientError as exc:
             self.ledger.release(change.bucket, change.key, change.token)
+            exc.extra.update(result.extra)
             raise
         except Exception as exc:  # the team's code: any failure is retried, never lost
             self.ledger.release(change.bucket, change.key, change.token)
-            raise TransientError(f"processor-failed: {exc.__class__.__name__}: {exc}"[:300]
-                                 ) from exc
+            error = TransientError(f"processor-failed: {exc.__class__.__name__}: {exc}"[:300])
+            error.extra.update(result.extra)
+            raise error from exc
         if self.effects.after_effect is not None:
-            self.effects.after_effect(change)  # crash-injection seam (local runtime)
+            try:
+                self.effects.after_effect(change)  # crash-injection seam (local runtime)
+            except TransientError as exc:  # a killed worker: its lease ends, nothing commits
+                exc.extra.update(result.extra, effect="killed")
+                raise
         committed = self.ledger.finish_effect(change.bucket, change.key, change.token, status)
         result.extra["effect"] = status if committed else "lease-lost"
         if status == SUPERSEDED and result.outcome is Outcome.APPLIED:

@@ -36,6 +36,10 @@ fx             S     effect of the applied change (only with a processor): ``pen
                      ``done`` or ``superseded`` (CONTRACT C11, :mod:`s3ingest_fn.effects`)
 fx_token       N     fencing token of the effect's claim (the row's ``rev`` when claimed)
 fx_lease       N     epoch ms until which the claiming worker may still run; removed on commit
+fx_done        S     the change id (``chg_id``) whose effect last completed (``done``): the
+                     state the effect output describes. Behind the row (:func:`effect_behind`)
+                     when the row's change ended ``superseded`` and no newer change has been
+                     applied since: reconciliation re-runs it (CONTRACT C11, C12)
 =============  ====  ==========================================================================
 
 Writes use ``ReturnValuesOnConditionCheckFailure=ALL_OLD`` so a rejected conditional write tells
@@ -47,12 +51,13 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from s3ingest_fn.effects import DONE, PENDING, Claim, change_id
+from s3ingest_fn.effects import DONE, PENDING, SUPERSEDED, Claim, change_id
 from s3ingest_fn.model import TransientError
 
 if TYPE_CHECKING:
@@ -63,6 +68,23 @@ DELETED = "deleted"
 #: Applied decisions kept on a row (``h0`` newest). Three compact entries keep a typical row
 #: under 1 KB, so a write stays one write request unit.
 HISTORY_SLOTS = 3
+
+
+def effect_behind(row: Mapping[str, Any]) -> bool:
+    """Whether the row's effect has not completed for the row's current change (CONTRACT C11).
+
+    True when the change's effect ended ``superseded`` (its pinned read found newer bytes) and
+    the row still holds that change, or when it is ``done`` for another change than the row's.
+    A superseded effect is final only once a newer change of the key has been applied (that
+    change claims the row's effect anew). Rows without ``fx`` (no processor when they were
+    written) are never behind; a ``pending`` effect is counted apart (reconciliation's
+    ``pending_effects``).
+    """
+    fx = row.get("fx")
+    if fx == SUPERSEDED:
+        return True
+    done = row.get("fx_done")
+    return fx == DONE and done is not None and done != row.get("chg_id")
 
 
 def row_pk(bucket: str, key: str) -> str:
@@ -218,10 +240,13 @@ class DynamoLedger:
                                                      else f"obs@new@{int(self._clock() * 1000)}"))
 
     def reclaim(self, bucket: str, key: str, old_token: int, claim: Claim) -> WriteResult:
-        """Take over a pending effect whose lease has expired (its worker crashed or timed out).
+        """Take over the row's effect: a pending one whose lease has expired (its worker crashed
+        or timed out), or one that ended ``superseded`` while the row still holds its change
+        (:func:`effect_behind`; the caller has verified the bucket shows the row's state).
 
-        One UpdateItem, conditional on the row still holding that pending claim (``fx_token`` =
-        ``old_token``) with an expired lease. The new token is the row's new revision.
+        One UpdateItem, conditional on the row still holding that claim (``fx_token`` =
+        ``old_token``), pending with an expired lease or superseded. The effect becomes
+        ``pending`` again; the new token is the row's new revision.
 
         Returns
         -------
@@ -236,19 +261,22 @@ class DynamoLedger:
         return self._call(bucket, key, {
             "UpdateExpression": "SET #rev = if_not_exists(#rev, :zero) + :one, "
                                 "#fx_token = if_not_exists(#rev, :zero) + :one, "
-                                "#fx_lease = :lease, #op = :claim",
-            "ConditionExpression": "#fx = :pending AND #fx_token = :old AND #fx_lease < :now",
+                                "#fx_lease = :lease, #op = :claim, #fx = :pending",
+            "ConditionExpression": "#fx_token = :old AND ((#fx = :pending AND #fx_lease < :now)"
+                                   " OR #fx = :superseded)",
             "ExpressionAttributeNames": {f"#{n}": n for n in ("rev", "fx_token", "fx_lease",
                                                               "op", "fx")},
             "ExpressionAttributeValues": {
                 ":zero": {"N": "0"}, ":one": {"N": "1"}, ":claim": {"S": "claim"},
                 ":lease": {"N": str(claim.lease_until_ms)}, ":pending": {"S": PENDING},
+                ":superseded": {"S": SUPERSEDED},
                 ":old": {"N": str(old_token)}, ":now": {"N": str(claim.now_ms)}},
             "ReturnValues": "UPDATED_NEW"})
 
     def finish_effect(self, bucket: str, key: str, token: int, status: str = DONE) -> bool:
         """Commit an effect (``status``: ``done`` or ``superseded``) if ``token`` still holds the
-        claim; removes the lease. One UpdateItem.
+        claim; removes the lease; ``done`` also records the change it completed for
+        (``fx_done``). One UpdateItem.
 
         Returns
         -------
@@ -260,11 +288,15 @@ class DynamoLedger:
         TransientError
             On throttling or a service error.
         """
+        names = {"#fx": "fx", "#op": "op", "#fx_lease": "fx_lease", "#fx_token": "fx_token"}
+        expr = "SET #fx = :status, #op = :commit"
+        if status == DONE:
+            expr += ", #fx_done = #chg_id"
+            names.update({"#fx_done": "fx_done", "#chg_id": "chg_id"})
         return self._call(bucket, key, {
-            "UpdateExpression": "SET #fx = :status, #op = :commit REMOVE #fx_lease",
+            "UpdateExpression": expr + " REMOVE #fx_lease",
             "ConditionExpression": "#fx_token = :token",
-            "ExpressionAttributeNames": {"#fx": "fx", "#op": "op", "#fx_lease": "fx_lease",
-                                         "#fx_token": "fx_token"},
+            "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": {":status": {"S": status}, ":commit": {"S": "commit"},
                                           ":token": {"N": str(token)}}}).applied
 
@@ -339,7 +371,7 @@ class DynamoLedger:
                 condition = (f"({condition}) AND "
                              "(attribute_not_exists(#fx_lease) OR #fx_lease < :now)")
             else:
-                removes.extend(("fx", "fx_lease", "fx_token"))
+                removes.extend(("fx", "fx_lease", "fx_token", "fx_done"))
         if meta.sequencer is not None:
             sets["seq"] = {"S": meta.sequencer}
             sets["raw_seq"] = {"S": meta.raw_sequencer or meta.sequencer}

@@ -130,4 +130,12 @@ class InvalidMessageError(ValueError):
 
 
 class TransientError(RuntimeError):
-    """A failure worth retrying (throttling, a service error): the ``retried`` outcome."""
+    """A failure worth retrying (throttling, a service error): the ``retried`` outcome.
+
+    ``extra`` holds fields for the record's result (the change id and effect of the claim that
+    failed), merged into the ``retried`` Result by the processing layer.
+    """
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        self.extra: dict[str, object] = {}

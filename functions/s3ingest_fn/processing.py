@@ -109,7 +109,9 @@ class MessageProcessor:
             try:
                 results.append(self.service.handle(change))
             except TransientError as exc:
-                results.append(result_of(change, Outcome.RETRIED, str(exc)))
+                retried = result_of(change, Outcome.RETRIED, str(exc))
+                retried.extra.update(exc.extra)
+                results.append(retried)
         return results
 
     def _invalid(self, body: Any, message_id: str, exc: InvalidMessageError) -> Result:

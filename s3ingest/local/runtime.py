@@ -33,14 +33,15 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from s3ingest.local.chaos import Chaos
 from s3ingest.local.emulator import REGION, Emulator, Resources, provision
 from s3ingest.local.inventory_writer import write_inventory
-from s3ingest.local.s3faithful import FaithfulS3, SequencerClock
+from s3ingest.local.s3faithful import MAX_KEY_BYTES, FaithfulS3, SequencerClock
 from s3ingest.settings import Settings, inventory_report_prefix
 from s3ingest_fn.bucket import S3Objects
 from s3ingest_fn.effects import (
@@ -54,8 +55,8 @@ from s3ingest_fn.events import normalize_etag, normalize_version
 from s3ingest_fn.handlers.change_stream import relay
 from s3ingest_fn.handlers.ingest import make_handler
 from s3ingest_fn.ingest import IngestService
-from s3ingest_fn.ledger import DynamoLedger, from_item
-from s3ingest_fn.model import Outcome, Result
+from s3ingest_fn.ledger import DynamoLedger, effect_behind, from_item
+from s3ingest_fn.model import Result, TransientError
 from s3ingest_fn.processing import DeadLetter, MessageProcessor
 from s3ingest_fn.reconcile.service import (
     INVENTORY,
@@ -89,8 +90,12 @@ class Delivered:
     message_id: str
 
 
-class InjectedCrash(Exception):
-    """The local runtime's worker 'died' between an effect and its commit (``Chaos.crash``)."""
+class InjectedCrash(TransientError):
+    """The local runtime's worker 'died' between an effect and its commit (``Chaos.crash``).
+
+    A :class:`TransientError`: the record ends ``retried`` (its message comes back, as after a
+    Lambda timeout) and a backfill task ends ``TemporaryFailure`` (Batch Operations retries it).
+    """
 
 
 @dataclass
@@ -175,6 +180,8 @@ class LocalRuntime:
         self.changes: list[dict[str, Any]] = []
         self._crash_rate = 0.0
         self._crash_rng = random.Random(seed)
+        #: Crash chaos of the last flush, applied to the next drain only (then cleared).
+        self._flush_chaos: Chaos | None = None
         self._lock = threading.Lock()
         self._stream_iterators: dict[str, str | None] = {}
         if self.settings.processor:
@@ -218,12 +225,21 @@ class LocalRuntime:
         # also expire the leases of workers still running on other threads, which in AWS are
         # separate invocations that never outlive their own leases.)
         self.ledger.release(change.bucket, change.key, change.token)
-        # The dead worker logs nothing; the report still shows the delivery, as retried.
-        self._emit(Result(outcome=Outcome.RETRIED, reason="worker-killed-before-commit",
-                          bucket=change.bucket, key=change.key, sequencer=change.sequencer,
-                          extra={"source": change.source, "change_id": change.change_id,
-                                 "effect": "killed"}), message_id="")
-        raise InjectedCrash(f"worker killed after the effect of {change.key!r}, before commit")
+        # The dead worker logs nothing; the report still shows the delivery, as retried with its
+        # own event's fields (the processing layer builds that record).
+        raise InjectedCrash("worker-killed-before-commit")
+
+    @contextmanager
+    def crashing(self, chaos: Chaos | None) -> Iterator[None]:
+        """Inject ``chaos.crash`` into the effects run inside the block, and only there."""
+        with self._lock:
+            self._crash_rate = chaos.crash if chaos is not None else 0.0
+            self._crash_rng = random.Random(chaos.seed if chaos is not None else 0)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._crash_rate = 0.0
 
     # -- change stream -----------------------------------------------------------------------
 
@@ -298,8 +314,10 @@ class LocalRuntime:
 
         out = self.resources.output_bucket
         sidecars: dict[str, dict[str, Any]] = {}
+        names: list[str] = []  # the emulator stores keys S3 would refuse: check their length
         for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=out):
             for obj in page.get("Contents", []):
+                names.append(obj["Key"])
                 doc = json.loads(self.s3.get_object(Bucket=out, Key=obj["Key"])["Body"].read())
                 sidecars[doc["key"]] = doc
         problems = []
@@ -313,12 +331,15 @@ class LocalRuntime:
                                 f"{obj['etag']}")
         problems.extend(f"sidecar left for deleted {k!r} (under {DEFAULT_PREFIX})"
                         for k in sidecars)
+        problems.extend(f"sidecar key of {len(k.encode())} bytes: S3 refuses keys over "
+                        f"{MAX_KEY_BYTES} bytes" for k in names if len(k.encode()) > MAX_KEY_BYTES)
         return problems
 
     def check_effects(self) -> list[str]:
         """Effects against the ledger (CONTRACT C11): per key, the processor runs in sequencer
-        order with only crash-caused repeats, and the last one ran for the row's current change;
-        every published change id is a change the ledger applied. Returns the problems found."""
+        order with only crash-caused repeats, the last one ran for the row's current change, and
+        no effect is pending or behind the row (:func:`~s3ingest_fn.ledger.effect_behind`).
+        Returns the problems found."""
         problems: list[str] = []
         rows = {r["key"]: r for r in self.ledger_rows()}
         by_key: dict[str, list[EffectRun]] = {}
@@ -337,9 +358,16 @@ class LocalRuntime:
                     "chg_id"):
                 problems.append(f"{key!r}: last effect {runs[-1].change_id} is not the row's "
                                 f"change {row.get('chg_id')}")
+        visible = {o["key"]: o for o in self.bucket_objects()}
         for key, row in rows.items():
             if row.get("fx") == "pending":
                 problems.append(f"{key!r}: effect still pending after quiescence")
+            elif effect_behind(row) and _row_matches(row, visible.get(key)):
+                # (a row that differs from the bucket is ledger drift, reported by compare();
+                # its repair records a new change, which runs its own effect)
+                problems.append(f"{key!r}: effect {row.get('fx')} for the row's change "
+                                f"{row.get('chg_id')} and no newer change came (a reconciliation "
+                                "re-runs it)")
         return problems
 
     # -- delivery ------------------------------------------------------------------------
@@ -351,12 +379,11 @@ class LocalRuntime:
         """Publish every pending S3 event to the bus under ``chaos``; return how many were sent.
 
         Dropped events are kept in :attr:`dropped` (lost for good: only reconciliation can
-        repair them).
+        repair them). ``chaos.crash`` applies to the next :meth:`drain` only, which delivers this
+        flush's messages; later drains, reconciliations and backfills run without it.
         """
         chaos = chaos or Chaos()
-        with self._lock:
-            self._crash_rate = chaos.crash
-            self._crash_rng = random.Random(chaos.seed)
+        self._flush_chaos = chaos
         deliver, dropped = chaos.schedule(self.faithful.take_pending())
         self.dropped.extend(dropped)
         for i in range(0, len(deliver), 10):
@@ -384,6 +411,11 @@ class LocalRuntime:
         timeout_seconds : float
             Gives up (RuntimeError) when the queue has not emptied by then.
         """
+        chaos, self._flush_chaos = self._flush_chaos, None
+        with self.crashing(chaos):
+            self._drain(on_batch, timeout_seconds)
+
+    def _drain(self, on_batch: Callable[[int], None] | None, timeout_seconds: float) -> None:
         url = self.resources.queue_url
         deadline = time.monotonic() + timeout_seconds
         batch = max(1, min(10, self.settings.batch_size))
@@ -494,9 +526,12 @@ class LocalRuntime:
     # -- backfill ----------------------------------------------------------------------------
 
     def backfill(self, manifest_key: str | None = None,
-                 between: Callable[[int], None] | None = None) -> dict[str, Any]:
+                 between: Callable[[int], None] | None = None,
+                 chaos: Chaos | None = None) -> dict[str, Any]:
         """Backfill from an S3 Inventory report (written now unless given): a Batch Operations
-        job driven locally through the real backfill code path (CONTRACT C13)."""
+        job driven locally through the real backfill code path (CONTRACT C13). ``chaos.crash``
+        kills workers of this job's tasks: each becomes a ``TemporaryFailure`` that the job
+        retries."""
         from s3ingest.local.batch_ops import run_job
         from s3ingest_fn.backfill import handle_invocation
 
@@ -504,8 +539,9 @@ class LocalRuntime:
         manifest_key = manifest_key or self.write_inventory()
         manifest = reconciler.manifest(manifest_key)
         data = [reconciler.get_inventory_object(k) for k in manifest.files]
-        report = run_job(manifest_key, manifest, data,
-                         lambda event: handle_invocation(event, self.service), between)
+        with self.crashing(chaos):
+            report = run_job(manifest_key, manifest, data,
+                             lambda event: handle_invocation(event, self.service), between)
         self.pump_changes()  # the job wrote to the ledger outside drain()
         return report.as_dict()
 
@@ -588,7 +624,7 @@ class LocalRuntime:
                 diffs.append(f"missing in ledger: {obj['key']!r}")
             elif row.get("state") != "present":
                 diffs.append(f"tombstoned but visible: {obj['key']!r}")
-            elif (row.get("version_id"), row.get("etag")) != (obj["version_id"], obj["etag"]):
+            elif not _row_matches(row, obj):
                 diffs.append(f"content mismatch: {obj['key']!r} ledger "
                              f"{row.get('version_id')}/{row.get('etag')} bucket "
                              f"{obj['version_id']}/{obj['etag']}")
@@ -596,3 +632,12 @@ class LocalRuntime:
         diffs.extend(f"present in ledger but not visible: {r['key']!r}" for r in rows
                      if r.get("state") == "present" and r["key"] not in visible)
         return Comparison(converged=not diffs, bucket=objects, ledger=rows, differences=diffs)
+
+
+def _row_matches(row: dict[str, Any], obj: dict[str, Any] | None) -> bool:
+    """Whether a ledger row records what the bucket shows: present with the visible object's
+    version id and ETag, or a tombstone of a key that is not visible (``obj`` None)."""
+    if obj is None:
+        return row.get("state") != "present"
+    return (row.get("state") == "present"
+            and (row.get("version_id"), row.get("etag")) == (obj["version_id"], obj["etag"]))

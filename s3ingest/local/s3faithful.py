@@ -17,6 +17,7 @@ https://docs.aws.amazon.com/AmazonS3/latest/userguide/ev-events.html and FACTS s
 from __future__ import annotations
 
 import random
+import re
 import threading
 import time
 import uuid
@@ -92,7 +93,14 @@ class FaithfulS3:
         self.log: list[Op] = []
 
     def put(self, key: str, body: bytes | str) -> Op:
-        """PutObject, and an ``Object Created`` event."""
+        """PutObject, and an ``Object Created`` event.
+
+        Raises
+        ------
+        ValueError
+            For a key S3 refuses (:func:`check_key`).
+        """
+        check_key(key)
         data = body.encode() if isinstance(body, str) else body
         resp = self._s3.put_object(Bucket=self.bucket, Key=key, Body=data)
         version = _real_version(resp.get("VersionId"), self.versioning)
@@ -112,6 +120,7 @@ class FaithfulS3:
             For a version id on an unversioned bucket (S3 answers InvalidArgument) or a version
             the key does not have (nothing to delete, so S3 would emit no event).
         """
+        check_key(key)
         if version_id and version_id != "null":
             if not self.versioning:
                 raise ValueError(f"{self.bucket} is not versioned: S3 refuses a version id "
@@ -171,6 +180,37 @@ class FaithfulS3:
         """Events emitted since the last call, in emission order."""
         out, self.pending = self.pending, []
         return out
+
+
+#: S3's limit on a key's length, in UTF-8 bytes (the emulator accepts longer ones).
+MAX_KEY_BYTES = 1024
+
+
+#: Control characters the emulator's XML listings cannot carry (a tab can: it is allowed).
+_UNLISTABLE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def check_key(key: str) -> None:
+    """Refuse a key the local runtime cannot stand for faithfully, the same way in the demo and
+    in scenarios: an empty key, one over :data:`MAX_KEY_BYTES` UTF-8 bytes (S3 answers
+    ``KeyTooLongError``, the emulator accepts it;
+    https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-keys.html), or one holding a
+    control character other than tab (S3 allows it, the emulator cannot list it).
+
+    Raises
+    ------
+    ValueError
+        Naming the limit.
+    """
+    size = len(key.encode("utf-8"))
+    if size == 0:
+        raise ValueError("S3 refuses an empty key")
+    if size > MAX_KEY_BYTES:
+        raise ValueError(f"key is {size} bytes; S3 refuses keys over {MAX_KEY_BYTES} bytes "
+                         "(KeyTooLongError)")
+    if _UNLISTABLE.search(key):
+        raise ValueError("key holds a control character other than tab; S3 allows it, but the "
+                         "local emulator cannot list such keys")
 
 
 def _real_version(version: str | None, versioning: str | None) -> str | None:

@@ -22,10 +22,13 @@ Format (one JSON object per line; blank lines and lines starting with ``#`` are 
   over it through the real backfill handler (objects whose events were never delivered, for
   instance those put before the scenario's first flush with ``"drop": 1.0``, come in).
 
-The result (:func:`run_scenario`) is ``{"messages": [...], "ledger": [...], "bucket": [...],
-"effects": [...], "changes": [...], "effects_problems": [...], "converged": bool}`` as documented
-in the README: ``effects`` lists every completed processor run with its change id and fencing
-token, ``changes`` every event the change bus delivered to a subscriber.
+The result (:func:`run_scenario`) is ``{"error": str | None, "messages": [...], "ledger": [...],
+"bucket": [...], "effects": [...], "changes": [...], "effects_problems": [...], "converged":
+bool}`` as documented in the README: ``effects`` lists every completed processor run with its
+change id and fencing token, ``changes`` every event the change bus delivered to a subscriber.
+An invalid file raises :class:`ScenarioError` before anything runs (or when S3 itself refuses a
+``put``/``delete`` of it); any failure of the pipeline after that ends the run and is reported
+in ``error``, with everything that happened up to it.
 """
 
 from __future__ import annotations
@@ -36,15 +39,17 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from s3ingest.local.chaos import Chaos
 from s3ingest.local.emulator import Emulator
 from s3ingest.local.runtime import LocalRuntime, local_settings
+from s3ingest.local.s3faithful import check_key
 from s3ingest.settings import Settings
 
 _VERSIONING = ("Enabled", "Suspended", None)
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _BUCKET_FORBIDDEN = re.compile(r"\.\.|^\d+\.\d+\.\d+\.\d+$|^xn--|^sthree-|-s3alias$|--ol-s3$")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 #: Fields each op accepts; anything else is a typo worth reporting.
 _FIELDS = {"put": {"key", "body"}, "delete": {"key", "version_id"}, "deliver": {"body"},
            "flush": {"chaos"}, "reconcile": {"source"}, "backfill": set(),
@@ -186,12 +191,10 @@ def _parse_time(lineno: int, name: str, value: Any) -> Any:
 def _check_key(lineno: int, key: Any) -> None:
     if not isinstance(key, str) or not key:
         raise ScenarioError(f"line {lineno}: key must be a non-empty string")
-    if len(key.encode("utf-8")) > 1024:
-        raise ScenarioError(f"line {lineno}: key is {len(key.encode('utf-8'))} bytes; S3 "
-                            "refuses keys over 1024 bytes (KeyTooLongError)")
-    if _CONTROL.search(key):
-        raise ScenarioError(f"line {lineno}: key holds a control character; S3 allows it, but "
-                            "the local emulator cannot list such keys")
+    try:
+        check_key(key)
+    except ValueError as exc:
+        raise ScenarioError(f"line {lineno}: {exc}") from exc
 
 
 def run_scenario(path: Path | str, settings: Settings | None = None,
@@ -231,9 +234,10 @@ def _run(emu: Emulator, setup: dict[str, Any], steps: list[tuple[int, dict[str, 
                           versioning=setup.get("versioning"))
     except ValueError as exc:  # a processor that cannot be imported
         raise ScenarioError(f"set-up: {exc}") from exc
-    reconciliations = []
-    backfills = []
-    replays = []
+    reconciliations: list[dict[str, Any]] = []
+    backfills: list[dict[str, Any]] = []
+    replays: list[dict[str, Any]] = []
+    error: str | None = None
     for lineno, step in steps:
         rt.step = lineno
         op = step["op"]
@@ -260,16 +264,25 @@ def _run(emu: Emulator, setup: dict[str, Any], steps: list[tuple[int, dict[str, 
                 replays.append({"step": lineno, **rt.replay(start, end)})
         except ScenarioError:
             raise
-        except Exception as exc:  # an S3 error on the emulator, e.g. an unknown version id
+        except (ValueError, ClientError) as exc:
+            if op not in ("put", "delete"):
+                error = f"line {lineno}: {op} failed: {exc}"
+                break
+            # what S3 itself refuses (an unknown version id, a key too long): the file is wrong
             raise ScenarioError(f"line {lineno}: {op} failed: {exc}") from exc
+        except Exception as exc:  # the pipeline failed: part of the report, never lost
+            error = f"line {lineno}: {op} failed: {exc.__class__.__name__}: {exc}"
+            break
     comparison = rt.compare()
     fx = rt.effects_report()
     return {
+        "error": error,
         "messages": [{"step": d.step, "outcome": d.result.outcome.value,
                       "reason": d.result.reason, "bucket": d.result.bucket,
                       "key": d.result.key, "sequencer": d.result.sequencer,
                       "source": d.result.extra.get("source"),
                       "change_id": d.result.extra.get("change_id"),
+                      "resumed_change_id": d.result.extra.get("resumed_change_id"),
                       "effect": d.result.extra.get("effect")}
                      for d in rt.delivered],
         "effects": [run.as_dict() for run in rt.effects],

@@ -13,11 +13,12 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import random
 from collections import deque
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from s3ingest.local.runtime import LocalRuntime
@@ -32,6 +33,7 @@ from s3ingest_fn.events import parse_body
 from s3ingest_fn.ingest import LEASE_WAITS
 from s3ingest_fn.ledger import RowState, WriteMeta
 from s3ingest_fn.model import Change, Outcome, TransientError
+from s3ingest_fn.reconcile.service import ReconcileRequest
 from s3ingest_fn.sequencer import normalize
 from tests.integration.effects_support import Clock, Killed, RecordingLedger
 
@@ -415,3 +417,130 @@ def test_through_the_handler_the_change_stream_publishes_every_applied_change(
     for row in rt.ledger_rows():
         assert last[row["key"]]["id"] == row["chg_id"]
     assert rt.compare().converged
+
+
+# -- effects converge with the bucket (CONTRACT C11, C12, C15) ----------------------------------
+
+converging_ops = st.lists(st.tuples(st.sampled_from(["put", "put", "delete", "flush", "flush"]),
+                                    st.sampled_from(["a", "a", "b c"]),
+                                    st.sampled_from([b"x", b"y"])), min_size=3, max_size=14)
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(history=converging_ops, versioning=st.sampled_from(["Enabled", "Suspended", None]),
+       crash=st.sampled_from([0.0, 0.4]), data=st.data())
+def test_after_one_reconciliation_every_effect_output_describes_the_bucket(
+        emulator: Any, history: list[tuple[str, str, bytes]], versioning: str | None,
+        crash: float, data: st.DataObject) -> None:
+    # GIVEN a history whose keys return to identical bytes (same ETag, null versions when
+    # unversioned or Suspended), delivered over several flushes that drop, duplicate and reorder
+    # events and kill workers between effect and commit
+    h = Harness(emulator, versioning, crash=crash, seed=data.draw(st.integers(0, 999)))
+    #: what the effect output holds per key: the last completed run's (kind, version, ETag)
+    output: dict[str, tuple[str, str | None, str | None]] = {}
+    record = h.process
+
+    def process(change: AppliedChange, content: PinnedContent | None) -> None:
+        record(change, content)  # raises SupersededError before any output is written
+        output[change.key] = (change.kind, change.version_id, change.etag)
+
+    assert h.rt.service.effects is not None
+    h.rt.service.effects.processor = process
+
+    rng = random.Random(data.draw(st.integers(0, 2**16)))
+    delayed: list[Change] = []
+
+    def flush(last: bool = False) -> None:
+        drop = rng.choice((0.0, 0.5, 0.8))  # each flush loses events at its own rate
+        deliveries: list[Change] = []
+        waiting = [*delayed, *_changes(h.rt)]
+        delayed.clear()
+        for e in waiting:
+            fate = rng.random()
+            if fate < drop:
+                continue  # lost for good
+            if fate < drop + (1 - drop) / 3 and not last:
+                delayed.append(e)  # arrives in a later flush, after newer writes
+                continue
+            deliveries.extend([e] * rng.choice((1, 1, 2)))
+        rng.shuffle(deliveries)
+        h.deliver(deliveries)
+
+    for op, key, body in history:
+        if op == "put":
+            h.put(key, body)
+        elif op == "delete":
+            h.rt.faithful.delete(key)
+        else:
+            flush()
+    flush(last=True)
+
+    # WHEN delivery is quiescent and one reconciliation runs, its repairs delivered the same way
+    report = h.rt.reconciler().run(ReconcileRequest(source="listing", margin_ms=0))
+    repairs = _queued(h.rt)
+    assert len(repairs) == report.repairs_queued
+    event(f"effects behind found: {report.effects_behind > 0}")
+    h.deliver(repairs)
+
+    # THEN the ledger equals the bucket, no effect is pending or behind its row, and every
+    # visible key's effect output describes its current version and ETag; every other key's
+    # output, if any, is a removal
+    assert h.rt.compare().converged
+    for row in h.rt.ledger_rows():
+        assert row["fx"] == "done", row
+        assert row["fx_done"] == row["chg_id"]
+    visible = {o["key"]: o for o in h.rt.bucket_objects()}
+    for key, obj in visible.items():
+        assert output.get(key) == ("created", obj["version_id"], obj["etag"]), key
+    for key in set(output) - set(visible):
+        assert output[key][0] == "removed", key
+    assert h.read_errors == []
+
+
+def _queued(rt: LocalRuntime) -> list[Change]:
+    """Receive and delete every message of the ingest queue; return its changes."""
+    changes: list[Change] = []
+    while True:
+        msgs = rt.sqs.receive_message(QueueUrl=rt.resources.queue_url,
+                                      MaxNumberOfMessages=10).get("Messages", [])
+        if not msgs:
+            return changes
+        for m in msgs:
+            changes.extend(parse_body(m["Body"]).changes)
+            rt.sqs.delete_message(QueueUrl=rt.resources.queue_url,
+                                  ReceiptHandle=m["ReceiptHandle"])
+
+
+def test_a_superseded_effect_whose_newer_events_were_lost_is_re_run_by_reconciliation(
+        emulator: Any) -> None:
+    # GIVEN an unversioned key written x, y, then x again; only the first event is delivered, so
+    # its effect's pinned read (If-Match x) finds y: superseded
+    h = Harness(emulator, None)
+    h.put("k", b"x")
+    first = _changes(h.rt)
+    h.put("k", b"y")
+    (result,) = h.deliver(first)
+    h.put("k", b"x")
+    _changes(h.rt)  # the events of y and of x again are lost for good
+    assert result.outcome is Outcome.SUPERSEDED and result.extra["effect"] == "superseded"
+    (row,) = h.rt.ledger_rows()
+    assert row["fx"] == "superseded" and "fx_done" not in row
+    # WHEN reconciliation runs: the row equals the bucket (same null version, same ETag), yet
+    # the effect is behind
+    report = h.rt.reconciler().run(ReconcileRequest(source="listing", margin_ms=0))
+    assert report.drift_total == 0
+    assert (report.effects_behind, report.pending_effects, report.repairs_queued) == (1, 0, 1)
+    (repaired,) = h.deliver(_queued(h.rt))
+    # THEN the repair re-ran the effect for the row's change against the current object
+    assert repaired.outcome is Outcome.DUPLICATE
+    assert repaired.extra["effect"] == "resumed-done"
+    assert repaired.extra["resumed_change_id"] == row["chg_id"]
+    assert "change_id" not in repaired.extra  # the repair applied no change of its own
+    (after,) = h.rt.ledger_rows()
+    assert after["fx"] == "done" and after["fx_done"] == row["chg_id"]
+    assert after["fx_token"] > row["fx_token"]
+    assert [c.change_id for c in h.effects] == [row["chg_id"]]
+    # and a second reconciliation finds nothing behind
+    again = h.rt.reconciler().run(ReconcileRequest(source="listing", margin_ms=0))
+    assert (again.effects_behind, again.repairs_queued) == (0, 0)

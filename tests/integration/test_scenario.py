@@ -182,3 +182,129 @@ def test_unicode_line_separators_inside_strings_are_not_line_breaks(emulator: An
     result = run_scenario(path, emulator=emulator)
     assert [r["key"] for r in result["ledger"]] == ["a\u2028b\u0085c"]
     assert result["converged"] is True
+
+
+# -- effects converge with the bucket; chaos stays in its flush; a report always ---------------
+
+def test_a_superseded_effect_whose_newer_events_were_lost_converges_after_reconciliation(
+        emulator: Any, tmp_path: Path) -> None:
+    # GIVEN the first put's event arrives while the key holds "y" (its effect is superseded),
+    # and the events of "y" and of "x" again are lost: the object is back at the first bytes
+    path = write(tmp_path, [
+        {"bucket": "hand7-bkt", "versioning": None},
+        {"op": "put", "key": "k", "body": "x"},
+        {"op": "put", "key": "k", "body": "y"},
+        {"op": "flush", "chaos": {"seed": 10, "duplicate": 0.0, "reorder": False, "drop": 0.5,
+                                  "crash": 0.0}},
+        {"op": "put", "key": "k", "body": "x"},
+        {"op": "flush", "chaos": {"seed": 1, "duplicate": 0.0, "reorder": False, "drop": 1.0,
+                                  "crash": 0.0}},
+        {"op": "reconcile", "source": "listing"},
+    ])
+    # WHEN it runs
+    result = run_scenario(path, emulator=emulator)
+    # THEN the one reconciliation finds no ledger drift but the effect behind, and its repair
+    # runs the effect for the current object: the sidecar is in place
+    (first,) = [m for m in result["messages"] if m["step"] == 4]
+    assert (first["outcome"], first["effect"]) == ("superseded", "superseded")
+    (rep,) = result["reconciliations"]
+    assert (rep["drift_total"], rep["effects_behind"], rep["repairs_queued"]) == (0, 1, 1)
+    (repair,) = [m for m in result["messages"] if m["step"] == 7]
+    assert repair["effect"] == "resumed-done"
+    assert repair["resumed_change_id"] == first["change_id"]
+    assert repair["change_id"] is None and repair["sequencer"] is None  # its own: none
+    assert result["converged"] is True
+    assert result["effects_problems"] == []
+    assert result["error"] is None
+
+
+def test_a_flush_crash_rate_does_not_reach_later_steps(emulator: Any, tmp_path: Path) -> None:
+    # GIVEN a flush that kills every worker after its effect (the message uses up its receives
+    # and reaches the dead-letter queue, the effect left pending), then a backfill and a
+    # reconciliation
+    path = write(tmp_path, [
+        {"bucket": "crash-scope-bkt", "versioning": "Enabled"},
+        {"op": "put", "key": "a", "body": "1"},
+        {"op": "put", "key": "b", "body": "2"},
+        {"op": "flush", "chaos": {"seed": 3, "drop": 0.5, "crash": 1.0}},
+        {"op": "backfill"},
+        {"op": "reconcile", "source": "listing"},
+    ])
+    # WHEN it runs
+    result = run_scenario(path, emulator=emulator)
+    # THEN the flush's deliveries were killed, the backfill and the reconciliation's repairs
+    # were not, and it all converged with every sidecar in place
+    killed = [m for m in result["messages"] if m["effect"] == "killed"]
+    assert killed and {m["step"] for m in killed} == {4}
+    assert all(m["reason"] == "worker-killed-before-commit" for m in killed)
+    assert result["error"] is None
+    (job,) = result["backfills"]
+    assert (job["failed"], job["temporary_retries"]) == (0, 0)
+    assert all(m["effect"] != "killed" for m in result["messages"] if m["step"] != 4)
+    assert result["converged"] is True
+    assert result["effects_problems"] == []
+
+
+def test_crashes_injected_into_a_backfill_are_temporary_task_failures(emulator: Any) -> None:
+    from s3ingest.local.chaos import Chaos
+    from s3ingest.local.runtime import LocalRuntime, local_settings
+
+    # GIVEN objects whose events were lost, and a backfill whose workers die after the effect
+    rt = LocalRuntime(emulator, local_settings(), versioning="Enabled")
+    for i in range(6):
+        rt.faithful.put(f"old-{i}", str(i))
+    rt.faithful.take_pending()
+    # WHEN the backfill job runs with half its workers killed
+    report = rt.backfill(chaos=Chaos(seed=1, crash=0.5))
+    # THEN Batch Operations saw temporary failures and retried them; nothing is lost
+    assert report["temporary_retries"] > 0
+    assert (report["total"], report["succeeded"], report["failed"]) == (6, 6, 0)
+    assert rt.compare().converged
+    assert rt.effects_report()["problems"] == []
+    assert rt.check_sidecars() == []
+
+
+def test_a_long_key_gets_a_sidecar_that_fits_s3s_key_limit(emulator: Any,
+                                                          tmp_path: Path) -> None:
+    key = "deep/" + "k" * 1010  # 1,015 bytes: sidecars/<key>.json would be 1,029
+    path = write(tmp_path, [{"bucket": "long-key-bkt"}, {"op": "put", "key": key, "body": "1"},
+                            {"op": "flush"}])
+    result = run_scenario(path, emulator=emulator)
+    assert result["converged"] is True
+    assert result["effects_problems"] == []  # includes: no sidecar key over 1,024 bytes
+    assert [e["key"] for e in result["effects"]] == [key]
+
+
+def test_a_step_that_fails_is_reported_with_everything_before_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from s3ingest.local.runtime import LocalRuntime
+
+    def broken(self: LocalRuntime, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        raise RuntimeError("the job was cancelled")
+
+    monkeypatch.setattr(LocalRuntime, "backfill", broken)
+    path = write(tmp_path, [
+        {"bucket": "report-always-bkt", "processor": None},
+        {"op": "put", "key": "a", "body": "1"},
+        {"op": "flush"},
+        {"op": "backfill"},
+        {"op": "put", "key": "never", "body": "2"},
+    ])
+    result = CliRunner().invoke(app, ["local", "scenario", str(path), "--json"])
+    assert result.exit_code == 1
+    doc = json.loads(result.stdout)
+    assert doc["error"] == "line 4: backfill failed: RuntimeError: the job was cancelled"
+    assert [m["key"] for m in doc["messages"]] == ["a"]  # what ran before it is reported
+    assert [o["key"] for o in doc["bucket"]] == ["a"]  # and nothing after it ran
+
+
+def test_keys_s3_refuses_are_refused_by_the_local_runtime(emulator: Any) -> None:
+    from s3ingest.local.runtime import LocalRuntime
+
+    rt = LocalRuntime(emulator, versioning=None)
+    with pytest.raises(ValueError, match="over 1024 bytes"):
+        rt.faithful.put("k" * 1025, "1")
+    with pytest.raises(ValueError, match="control character"):
+        rt.faithful.put("bell\x07", "1")
+    rt.faithful.put("tab\there", "1")  # a tab is listed faithfully: accepted, as in the demo
+    assert [o["key"] for o in rt.bucket_objects()] == ["tab\there"]

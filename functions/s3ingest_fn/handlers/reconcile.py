@@ -25,15 +25,17 @@ logger = Logger(service="s3ingest-reconcile")
 metrics = Metrics(namespace="S3Ingest", service="s3ingest")
 
 def emit_drift_metrics(sink: Metrics, drift: dict[str, int], repairs_queued: int,
-                       pending_effects: int = 0) -> None:
-    """Add ``drift_<kind>``, ``drift_total``, ``repairs_queued`` and ``effects_pending`` (processor
-    effects found stuck and re-queued) to ``sink`` (the drift alarm watches ``drift_total``); the
-    calling handler's ``log_metrics`` flushes them."""
+                       pending_effects: int = 0, effects_behind: int = 0) -> None:
+    """Add ``drift_<kind>``, ``drift_total``, ``repairs_queued``, ``effects_pending`` (processor
+    effects found stuck and re-queued) and ``effects_behind`` (effects superseded with no newer
+    change, re-queued) to ``sink`` (the drift alarm watches ``drift_total``); the calling
+    handler's ``log_metrics`` flushes them."""
     for kind, count in drift.items():
         sink.add_metric(name=f"drift_{kind}", unit=MetricUnit.Count, value=count)
     sink.add_metric(name="drift_total", unit=MetricUnit.Count, value=sum(drift.values()))
     sink.add_metric(name="repairs_queued", unit=MetricUnit.Count, value=repairs_queued)
     sink.add_metric(name="effects_pending", unit=MetricUnit.Count, value=pending_effects)
+    sink.add_metric(name="effects_behind", unit=MetricUnit.Count, value=effects_behind)
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -54,7 +56,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     except ReconcileError:
         logger.exception("reconciliation failed", extra={"source": request.source})
         raise
-    emit_drift_metrics(metrics, report.drift, report.repairs_queued, report.pending_effects)
+    emit_drift_metrics(metrics, report.drift, report.repairs_queued, report.pending_effects,
+                       report.effects_behind)
     summary = report.as_dict()
     logger.info("reconciliation finished", extra=summary)
     return summary

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from s3ingest_fn.ledger import effect_behind
 from s3ingest_fn.reconcile.inventory import InventoryRow
 
 MISSING = "missing"
@@ -22,6 +23,14 @@ DRIFT_KINDS = (MISSING, DELETED_BUT_LIVE, CONTENT_MISMATCH)
 #: died, whose lease expired before the snapshot, and whose message never came back (it reached
 #: the dead-letter queue). A repair event for the key re-claims and re-runs it (CONTRACT C11).
 PENDING_EFFECT = "pending_effect"
+#: Not drift either: the ledger equals the bucket, but the row's effect has not completed for the
+#: row's change (it ended ``superseded`` and the newer changes that would have run their own were
+#: lost). A repair event verifies the bucket still shows the row's state and re-runs the effect
+#: against the current object (CONTRACT C11, C12; :func:`~s3ingest_fn.ledger.effect_behind`).
+EFFECT_BEHIND = "effect_behind"
+#: The ledger attributes :func:`diff` reads.
+ROW_ATTRIBUTES = ("key", "state", "version_id", "etag", "updated_at", "fx", "fx_lease",
+                  "fx_done", "chg_id")
 
 
 class Truth(NamedTuple):
@@ -79,7 +88,8 @@ class Drift:
         ``missing`` (visible in the bucket, absent or tombstoned in the ledger),
         ``deleted_but_live`` (present in the ledger, not visible in the bucket) or
         ``content_mismatch`` (both present, other version id or ETag); or
-        ``pending_effect`` (:data:`PENDING_EFFECT`, not counted as drift).
+        ``pending_effect`` (:data:`PENDING_EFFECT`) or ``effect_behind``
+        (:data:`EFFECT_BEHIND`), neither counted as drift.
     key : str
     ledger : dict or None
         The ledger row as scanned.
@@ -110,8 +120,8 @@ def diff(truth: dict[str, Truth], ledger_rows: Iterable[dict[str, Any]], *, take
     truth : dict
         From :func:`bucket_truth`; consumed (keys are popped as ledger rows match them).
     ledger_rows : iterable of dict
-        Ledger rows with at least ``key``, ``state``, ``updated_at``; ``version_id``/``etag``;
-        ``fx``/``fx_lease`` when a processor runs.
+        Ledger rows with the attributes :data:`ROW_ATTRIBUTES` (the ``fx*`` and ``chg_id``
+        ones only when a processor runs).
     taken_at_ms : int
         When the listing or inventory was taken, minus the safety margin, epoch milliseconds.
         A ledger row updated after it, or an object modified after it, is skipped: the source of
@@ -138,15 +148,18 @@ def diff(truth: dict[str, Truth], ledger_rows: Iterable[dict[str, Any]], *, take
             stats.skipped_recent += 1
             continue
         present = row.get("state") == "present"
+        kind: str | None = None
         if seen is None or not seen.visible:
-            if present:
-                yield Drift(DELETED_BUT_LIVE, key, row, seen)
-            continue
-        if not present:
-            yield Drift(MISSING, key, row, seen)
+            kind = DELETED_BUT_LIVE if present else None
+        elif not present:
+            kind = MISSING
         elif ((compare_versions and row.get("version_id") != seen.version_id)
               or (compare_etags and row.get("etag") != seen.etag)):
-            yield Drift(CONTENT_MISMATCH, key, row, seen)
+            kind = CONTENT_MISMATCH
+        if kind is None and effect_behind(row):
+            kind = EFFECT_BEHIND  # a drift's repair records a new change, which runs its own
+        if kind is not None:
+            yield Drift(kind, key, row, seen)
     for key, seen in truth.items():
         if not seen.visible:
             continue

@@ -27,7 +27,14 @@ import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from s3ingest_fn.reconcile.diff import DRIFT_KINDS, DiffStats, Truth, bucket_truth, diff
+from s3ingest_fn.reconcile.diff import (
+    DRIFT_KINDS,
+    ROW_ATTRIBUTES,
+    DiffStats,
+    Truth,
+    bucket_truth,
+    diff,
+)
 from s3ingest_fn.reconcile.inventory import read_rows
 from s3ingest_fn.reconcile.service import (
     DEFAULT_MARGIN_MS,
@@ -89,8 +96,7 @@ class FanOut:
     def shard_ledger(self, event: dict[str, Any]) -> dict[str, Any]:
         """``{"runId", "segment", "segments", "partitions"}``: split one Scan segment."""
         rows, requests = self.r.scan_segment(int(event["segment"]), int(event["segments"]))
-        records = ([r.get("key"), r.get("state"), r.get("version_id"), r.get("etag"),
-                    r.get("updated_at"), r.get("fx"), r.get("fx_lease")] for r in rows)
+        records = ([r.get(a) for a in ROW_ATTRIBUTES] for r in rows)
         written = self._write_shards(event["runId"], "ledger", f"segment-{event['segment']}",
                                      records, int(event["partitions"]))
         return {"segment": event["segment"], "rows": len(rows), "requests": requests,
@@ -102,9 +108,7 @@ class FanOut:
         run, p = event["runId"], int(event["partition"])
         truth = {rec[0]: Truth(rec[1], rec[2], rec[3], rec[4])
                  for rec in self._read_shards(run, "inventory", p)}
-        ledger = ({"key": rec[0], "state": rec[1], "version_id": rec[2], "etag": rec[3],
-                   "updated_at": rec[4], "fx": rec[5] if len(rec) > 5 else None,
-                   "fx_lease": rec[6] if len(rec) > 6 else None}
+        ledger = (dict(zip(ROW_ATTRIBUTES, rec, strict=False))
                   for rec in self._read_shards(run, "ledger", p))
         report = ReconcileReport(source=INVENTORY, bucket=self.r.bucket,
                                  prefix=event.get("prefix", ""), dry_run=bool(event["dryRun"]))
@@ -122,6 +126,7 @@ class FanOut:
                 "skippedRecent": stats.skipped_recent, "drift": report.drift,
                 "resolvedOnHead": report.resolved_on_head, "repairsQueued": report.repairs_queued,
                 "pendingEffects": report.pending_effects,
+                "effectsBehind": report.effects_behind,
                 "samples": [d.key for d in confirmed[:5]]}
 
     @staticmethod
@@ -139,6 +144,7 @@ class FanOut:
             "resolved_on_head": sum(int(p["resolvedOnHead"]) for p in parts),
             "repairs_queued": sum(int(p["repairsQueued"]) for p in parts),
             "pending_effects": sum(int(p.get("pendingEffects", 0)) for p in parts),
+            "effects_behind": sum(int(p.get("effectsBehind", 0)) for p in parts),
             "samples": [k for p in parts for k in p.get("samples", [])][:20],
         }
 

@@ -25,7 +25,9 @@ from s3ingest_fn.bucket import S3Objects
 from s3ingest_fn.ledger import from_item
 from s3ingest_fn.reconcile.diff import (
     DRIFT_KINDS,
+    EFFECT_BEHIND,
     PENDING_EFFECT,
+    ROW_ATTRIBUTES,
     DiffStats,
     Drift,
     Truth,
@@ -41,7 +43,6 @@ INVENTORY = "inventory"
 DEFAULT_MARGIN_MS = {LISTING: 60_000, INVENTORY: 3_600_000}
 #: Parallel Scan segments (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Scan.html#Scan.ParallelScan).
 SCAN_SEGMENTS = 8
-_LEDGER_ATTRIBUTES = ("key", "state", "version_id", "etag", "updated_at", "fx", "fx_lease")
 
 Progress = Callable[[str, int], None]
 
@@ -111,6 +112,9 @@ class ReconcileReport:
     repairs_queued: int = 0
     #: Processor effects found pending with an expired lease (a repair re-runs each; C11).
     pending_effects: int = 0
+    #: Processor effects behind the row: superseded with no newer change applied (a repair
+    #: verifies the bucket and re-runs each against the current object; C11, C12).
+    effects_behind: int = 0
     samples: list[dict[str, Any]] = field(default_factory=list)
     duration_s: float = 0.0
 
@@ -118,6 +122,8 @@ class ReconcileReport:
         """Count one difference found by :func:`~s3ingest_fn.reconcile.diff.diff`."""
         if drift.kind == PENDING_EFFECT:
             self.pending_effects += 1
+        elif drift.kind == EFFECT_BEHIND:
+            self.effects_behind += 1
         else:
             self.drift[drift.kind] += 1
 
@@ -354,9 +360,9 @@ class Reconciler:
         ledger rows, projected to the attributes the diff reads, as plain rows."""
         kwargs: dict[str, Any] = {
             "TableName": self.table, "TotalSegments": total, "Segment": segment,
-            "ProjectionExpression": ", ".join(f"#{a}" for a in _LEDGER_ATTRIBUTES),
+            "ProjectionExpression": ", ".join(f"#{a}" for a in ROW_ATTRIBUTES),
             "FilterExpression": "#bucket = :bucket",
-            "ExpressionAttributeNames": {f"#{a}": a for a in (*_LEDGER_ATTRIBUTES, "bucket")},
+            "ExpressionAttributeNames": {f"#{a}": a for a in (*ROW_ATTRIBUTES, "bucket")},
             "ExpressionAttributeValues": {":bucket": {"S": self.bucket}},
         }
         while True:
@@ -381,9 +387,9 @@ class Reconciler:
     def confirm(self, drifts: list[Drift], report: ReconcileReport,
                 tick: Progress) -> list[Drift]:
         """Keep the differences a HEAD still shows (an inventory can lag the bucket), and every
-        pending effect (the bucket cannot resolve those)."""
+        pending or behind effect (the bucket cannot resolve those; the repair reads it)."""
         def still_different(d: Drift) -> bool:
-            if d.kind == PENDING_EFFECT:
+            if d.kind in (PENDING_EFFECT, EFFECT_BEHIND):
                 return True
             now = self.objects.current(self.bucket, d.key)
             row = d.ledger
@@ -398,7 +404,7 @@ class Reconciler:
             verdicts = list(pool.map(still_different, drifts))
         tick("confirm", len(drifts))
         confirmed = [d for d, keep in zip(drifts, verdicts, strict=True) if keep]
-        report.resolved_on_head = len(drifts) - len(confirmed)  # never a pending effect
+        report.resolved_on_head = len(drifts) - len(confirmed)  # never an effect
         return confirmed
 
     def queue_repairs(self, drifts: list[Drift]) -> int:
