@@ -220,7 +220,8 @@ def reconcile_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Compare the bucket with the ledger and queue a repair event for every difference
-    (CONTRACT C12). Repairs go through the ingest queue and the same rules as live events."""
+    (rule C12 of docs/contract.md). Repairs go through the ingest queue and the same rules as
+    live events."""
     from s3ingest_fn.reconcile.service import ReconcileRequest
 
     if source not in ("inventory", "listing"):
@@ -280,7 +281,8 @@ def backfill_start(
     wait: Annotated[bool, typer.Option(help="Follow the job until it ends.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Start a backfill (CONTRACT C13): safe to overlap with live traffic and to run twice."""
+    """Start a backfill (rule C13 of docs/contract.md): safe to overlap with live traffic and to
+    run twice."""
     _one_target(stack, local)
     if local:
         from s3ingest.local.demo import run_backfill_demo
@@ -379,9 +381,9 @@ def replay_command(
     wait: Annotated[bool, typer.Option(help="Follow the replay until it ends.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    """Replay the archived S3 events of a time window to the ingest rule only (CONTRACT C14).
-    The ledger makes it safe: replaying the same window twice changes nothing. Replayed events
-    are counted apart (metric "replayed", log field source=replay)."""
+    """Replay the archived S3 events of a time window to the ingest rule only (rule C14 of
+    docs/contract.md). The ledger makes it safe: replaying the same window twice changes nothing.
+    Replayed events are counted apart (metric "replayed", log field source=replay)."""
     from datetime import UTC, datetime
 
     from s3ingest.operations import (

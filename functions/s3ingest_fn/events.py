@@ -1,13 +1,13 @@
 """Parse SQS message bodies carrying S3 events into :class:`~s3ingest_fn.model.Change` objects.
 
-Accepted bodies (shapes and quirks from ``shared/corpus/FACTS.md``):
+Accepted bodies (shapes and quirks from ``docs/payloads.md``):
 
-* an EventBridge S3 event (``source: aws.s3``; the deployed path, FACTS section 5,
+* an EventBridge S3 event (``source: aws.s3``; the deployed path, docs/payloads.md section 5,
   https://docs.aws.amazon.com/AmazonS3/latest/userguide/ev-events.html);
-* an S3 event notification ``{"Records": [...]}`` (direct S3-to-SQS, FACTS section 1,
+* an S3 event notification ``{"Records": [...]}`` (direct S3-to-SQS, docs/payloads.md section 1,
   https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-content-structure.html);
 * either of those inside an SNS envelope (``Type: Notification``, ``Message`` a JSON string);
-* ``s3:TestEvent`` (FACTS section 2): acknowledged, nothing ingested;
+* ``s3:TestEvent`` (docs/payloads.md section 2): acknowledged, nothing ingested;
 * a repair event written by this product (``{"s3ingestRepair": {"bucket", "key", "reason"}}``),
   an observation without a sequencer (CONTRACT C7).
 
@@ -41,7 +41,8 @@ _BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 _CREATED = "Object Created"
 _DELETED = "Object Deleted"
-#: EventBridge detail-types that never move ordering state (FACTS section 5 mapping table).
+#: EventBridge detail-types that never move ordering state (docs/payloads.md section 5, the
+#: mapping table).
 _EB_METADATA = frozenset({
     "Object Restore Initiated", "Object Restore Completed", "Object Restore Expired",
     "Object Storage Class Changed", "Object Access Tier Changed", "Object Tags Added",
@@ -181,7 +182,10 @@ def _opt_size(value: Any) -> int | None:
 
 
 def normalize_etag(value: Any) -> str | None:
-    """ETag without surrounding quotes (events send it bare, the S3 API quoted; FACTS 1.4)."""
+    """ETag without surrounding quotes (events send it bare, the S3 API quoted).
+
+    See docs/payloads.md section 1.4.
+    """
     text = _opt_str(value)
     return (text.strip('"') or None) if text else None
 
@@ -276,7 +280,8 @@ def _parse_record(record: Any) -> Change:
     event_name = record.get("eventName")
     if not isinstance(event_name, str) or not event_name:
         raise InvalidMessageError("missing-field", "eventName")
-    # Real events carry no "s3:" prefix; several library fixtures do (FACTS 1.1). Accept both.
+    # Real events carry no "s3:" prefix; several library fixtures do (docs/payloads.md 1.1).
+    # Accept both.
     event_name = event_name.removeprefix("s3:")
     version_id = normalize_version(obj.get("versionId"))
     kind = _notification_kind(event_name, _opt_str(obj.get("versionId")) is not None)

@@ -10,7 +10,7 @@ lexicographical comparison" (notification-content-structure.html, wording since 
 real sequencers are ``00`` + 8 hex digits of Unix seconds + a suffix of variable length, so only
 right-padding keeps time order: ``00643717FA1234`` (one second later) left-padded sorts *below*
 ``00643717F9F8B85354``; right-padded it sorts above. Evidence: ``docs/sequencer.md`` and
-``shared/corpus/FACTS.md`` section 0. Case is normalised because real captures are upper-case and
+``docs/payloads.md`` section 0. Case is normalised because real captures are upper-case and
 the EventBridge doc examples lower-case (``'a' > 'F'`` in ASCII).
 
 A normalised sequencer is stored right-padded to :data:`WIDTH` characters: padding both sides of a

@@ -2,7 +2,7 @@
 
 Layout and format as S3 delivers them
 (https://docs.aws.amazon.com/AmazonS3/latest/userguide/storage-inventory-location.html,
-``shared/corpus/FACTS.md`` section 8): ``<prefix>/<source bucket>/<config id>/<YYYY-MM-DDTHH-MMZ>/``
+``docs/payloads.md`` section 8): ``<prefix>/<source bucket>/<config id>/<YYYY-MM-DDTHH-MMZ>/``
 holds ``manifest.json`` (pretty-printed, ``creationTimestamp`` a string of epoch milliseconds,
 ``destinationBucket`` an ARN, ``fileSchema`` comma-and-space separated), ``manifest.checksum``
 (MD5 hex of the manifest and a newline) and ``data/<uuid>.csv.gz``: gzip, no header row, every

@@ -1,15 +1,15 @@
 """S3 operations on the emulator that emit S3-faithful EventBridge events.
 
 moto's own S3 notifications are not faithful (a constant sequencer, ``eTag`` instead of ``etag``,
-no delete events through EventBridge; ``shared/corpus/FACTS.md`` section 9), so this module does
+no delete events through EventBridge; ``docs/payloads.md`` section 9), so this module does
 the S3 operation on the emulator and builds the event S3 would send, as documented in
-https://docs.aws.amazon.com/AmazonS3/latest/userguide/ev-events.html and FACTS section 5:
+https://docs.aws.amazon.com/AmazonS3/latest/userguide/ev-events.html and docs/payloads.md section 5:
 
 * ``detail-type`` ``Object Created`` (reason ``PutObject``) or ``Object Deleted`` (reason
   ``DeleteObject``, ``deletion-type`` ``Permanently Deleted`` or ``Delete Marker Created``);
 * form-encoded keys (space ``+``, ``+`` as ``%2B``, ``/`` literal);
 * per-key increasing sequencers in the real format: ``00`` + 8 hex digits of Unix seconds + a
-  suffix of varying length, upper-case (FACTS section 3), ordered by right-padding;
+  suffix of varying length, upper-case (docs/payloads.md section 3), ordered by right-padding;
 * field presence: ``version-id`` only when the bucket is versioned (absent for the null version),
   no ``etag``/``size`` on deletes, the empty-content MD5 as ``etag`` of a delete marker.
 """
@@ -35,7 +35,7 @@ class SequencerClock:
 
     Format: ``00`` + 8 hex digits of Unix seconds + a 10-hex-digit counter + 0 to 6 random hex
     digits, so lengths vary from 20 to 26 characters. Right-padding orders them by (seconds,
-    counter); left-padding would not (FACTS section 0).
+    counter); left-padding would not (docs/payloads.md section 0).
     """
 
     def __init__(self, seed: int = 0, clock: Any = time.time) -> None:
@@ -56,7 +56,7 @@ class SequencerClock:
 
 
 def encode_key(key: str) -> str:
-    """Form-encode a key as S3 does in event notifications (FACTS section 1.3)."""
+    """Form-encode a key as S3 does in event notifications (docs/payloads.md section 1.3)."""
     return quote_plus(key, safe="/")
 
 

@@ -1,5 +1,5 @@
-"""The backfill handler against the corpus's Batch Operations samples (FACTS section 7):
-request shapes of schema 1.0 and 2.0, and the response S3 requires."""
+"""The backfill handler against the Batch Operations fixtures in ``tests/events/``
+(docs/payloads.md section 7): request shapes of schema 1.0 and 2.0, and the response S3 requires."""
 
 from __future__ import annotations
 

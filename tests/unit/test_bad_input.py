@@ -1,5 +1,5 @@
 """Bodies the parser must classify as invalid, with their exact reason (CONTRACT C3, C9), and
-key decoding (CONTRACT C1; FACTS 1.3)."""
+key decoding (CONTRACT C1; docs/payloads.md 1.3)."""
 
 from __future__ import annotations
 
@@ -232,7 +232,7 @@ def test_key_is_form_decoded_exactly_once(raw: str, key: str) -> None:
 
 
 def test_eventbridge_key_is_form_decoded_like_a_notification_key() -> None:
-    # FACTS 5 (inferred, undocumented): EventBridge keys are encoded like classic ones.
+    # docs/payloads.md 5 (inferred, undocumented): EventBridge keys are encoded like classic ones.
     (change,) = parse_body(eventbridge("a+b%2Bc%40%C3%A9.txt")).changes
     assert (change.fmt, change.key) == (Format.EVENTBRIDGE, "a b+c@é.txt")
 

@@ -1,6 +1,6 @@
-"""Every S3 event payload of the shared corpus through ``parse_body`` (CONTRACT C1, C2, C3, C9).
+"""Every S3 event fixture in ``tests/events/`` through ``parse_body`` (CONTRACT C1, C2, C3, C9).
 
-Expectations are written by hand from the sample files and ``corpus/FACTS.md``; none is computed
+Expectations are written by hand from the fixture files and ``docs/payloads.md``; none is computed
 by the code under test. How a sample file becomes SQS message bodies depends on its shape:
 
 * ``PLAIN``: a notification, EventBridge event, TestEvent or SNS envelope; the body is the file.
@@ -25,11 +25,7 @@ import pytest
 
 from s3ingest_fn.events import parse_body
 from s3ingest_fn.model import Format, InvalidMessageError, Kind
-from tests.samples import load_sample, samples_dir
-
-pytestmark = pytest.mark.skipif(
-    not samples_dir().is_dir(), reason=f"corpus samples not found at {samples_dir()}"
-)
+from tests.samples import load_sample, sample_names
 
 EMPTY_MD5 = "d41d8cd98f00b204e9800998ecf8427e"
 
@@ -118,7 +114,7 @@ _LS_ETAG = "437b930db84b8079c2dd804a71936b5f"
 _LS_PUT = dict(_LS_SQS, kind=CREATED, event="ObjectCreated:Put")
 
 EXPECTED: dict[str, tuple[str, dict[str, Expected]]] = {
-    # Real S3 -> SNS -> SQS bodies of 2018 (FACTS 1.2, 3, 4).
+    # Real S3 -> SNS -> SQS bodies of 2018 (docs/payloads.md 1.2, 3, 4).
     "arbor-kafka-bind__sns-wrapped_exampleS3CompleteMultipartUploadMessage.json": (PLAIN, {
         BODY: rec(kind=CREATED, event="ObjectCreated:CompleteMultipartUpload", bucket=_KB,
                   key=_KB_KEY, seq="005A935416CD0A0275", ordered=True,
@@ -139,7 +135,8 @@ EXPECTED: dict[str, tuple[str, dict[str, Expected]]] = {
                   etag="9e30708dc09064bb76d8460c08cbabcb", size=336),
     }),
     "arbor-kafka-bind__sns-wrapped_exampleTestMessage.json": (PLAIN, {BODY: TEST_EVENT}),
-    # aws-lambda-go fixtures: %20 and %2D keys, "s3:" prefixes, non-hex sequencers (FACTS 1.3, 3).
+    # aws-lambda-go fixtures: %20 and %2D keys, "s3:" prefixes, non-hex sequencers
+    # (docs/payloads.md 1.3, 3).
     "aws-lambda-go__s3-event-with-decoded.json": (PLAIN, {BODY: rec(**_HAPPY)}),
     "aws-lambda-go__s3-event.json": (PLAIN, {BODY: rec(**_HAPPY)}),
     "aws-lambda-go__s3-glacier-event.json": (PLAIN, {BODY: rec(**_GO_RESTORE)}),
@@ -156,7 +153,7 @@ EXPECTED: dict[str, tuple[str, dict[str, Expected]]] = {
                   etag="abcd1234ef5678901234567890abcdef", size=10485760),
     }),
     "aws-lambda-go__s3-replication-event.json": (PLAIN, {
-        # Its sequencer is the original PUT's (FACTS 1.2): metadata, never ordered.
+        # Its sequencer is the original PUT's (docs/payloads.md 1.2): metadata, never ordered.
         BODY: rec(kind=METADATA, event="Replication:OperationFailedReplication",
                   bucket="amzn-s3-demo-bucket1", key="replication-test.png",
                   raw_key="replication%2Dtest.png", seq="0066DA1CBF104C0D51", ordered=False,
@@ -169,7 +166,7 @@ EXPECTED: dict[str, tuple[str, dict[str, Expected]]] = {
     "awsdocs-lambda__sqs-event-standard.json": (SQS, {
         "Records/0/body": MALFORMED, "Records/1/body": MALFORMED,
     }),
-    # AWS doc EventBridge examples: 16-character lower-case sequencers (FACTS 3, 5).
+    # AWS doc EventBridge examples: 16-character lower-case sequencers (docs/payloads.md 3, 5).
     "awsdocs-s3ug__eventbridge-ObjectCreated.json": (PLAIN, {
         BODY: ebe(kind=CREATED, **_DOC_EB, seq="617f08299329d189", ordered=True,
                   version="IYV3p45BT0ac8hjHg1houSdS1a.Mro8e",
@@ -255,7 +252,7 @@ EXPECTED: dict[str, tuple[str, dict[str, Expected]]] = {
     }),
     "sam-cli__Sns.json": (LAMBDA_SNS, {"Records/0/Sns/Message": MALFORMED}),
     "sam-cli__Sqs.json": (SQS, {"Records/0/body": MALFORMED}),
-    # AWS-validated LocalStack snapshots (FACTS 1.2, 5, 6).
+    # AWS-validated LocalStack snapshots (docs/payloads.md 1.2, 5, 6).
     "localstack__test_s3_notifications_sqs.snapshot.json": (LOCALSTACK, {
         "test_object_created_put/receive_messages/messages/0": rec(
             **_LS_PUT, key="my_key_0", etag=_LS_ETAG, size=9),
@@ -310,7 +307,7 @@ EXPECTED: dict[str, tuple[str, dict[str, Expected]]] = {
         "test_restore_object/receive_messages/messages/1": rec(
             **_LS_SQS, kind=METADATA, event="ObjectRestore:Completed", key="my_key_restore",
             etag=_LS_ETAG, size=9),
-        # FACTS 6: PUT v1, PUT v2, DELETE of version v1, delete marker; then suspended: a
+        # docs/payloads.md 6: PUT v1, PUT v2, DELETE of version v1, delete marker; then suspended: a
         # null-version PUT (no versionId) and the DELETE of the delete marker's version.
         "test_object_created_put_versioned/message-versioning-active/0": rec(
             **_LS_PUT, key="test-key", version="version-id",
@@ -500,7 +497,7 @@ def bodies(name: str) -> dict[str, str]:
 
 
 def test_every_sample_file_is_covered_or_explicitly_skipped() -> None:
-    on_disk = {p.name for p in samples_dir().iterdir() if p.is_file()}
+    on_disk = sample_names()
     assert not set(EXPECTED) & set(SKIPPED)
     assert sorted(on_disk - set(EXPECTED) - set(SKIPPED)) == [], "classify the new sample file(s)"
     assert sorted((set(EXPECTED) | set(SKIPPED)) - on_disk) == [], "sample file(s) gone"

@@ -1,5 +1,5 @@
-"""The real S3 Inventory files of the corpus (OrcaBus filemanager), read with hand-written
-expected rows (FACTS section 8): CSV with and without version columns, ORC, Parquet."""
+"""The real S3 Inventory fixtures (OrcaBus filemanager, ``tests/events/``), read with hand-written
+expected rows (docs/payloads.md section 8): CSV with and without version columns, ORC, Parquet."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from s3ingest_fn.reconcile.inventory import (
     parse_schema,
     read_rows,
 )
-from tests.samples import samples_dir
+from tests.samples import load_sample, read_sample_bytes
 
 B = "filemanager-inventory-test"
 EMPTY = "d41d8cd98f00b204e9800998ecf8427e"
@@ -41,13 +41,7 @@ CURRENT_ONLY = [
 
 
 def read(name: str) -> bytes:
-    return (samples_dir() / f"orcabus-filemanager__{name}").read_bytes()
-
-
-@pytest.fixture(autouse=True)
-def _corpus_present() -> None:
-    if not samples_dir().is_dir():
-        pytest.skip(f"corpus not found at {samples_dir()}")
+    return read_sample_bytes(f"orcabus-filemanager__{name}")
 
 
 @pytest.mark.parametrize(("manifest", "data", "fmt", "expected"), [
@@ -84,8 +78,8 @@ def test_checksum_mismatch_is_refused() -> None:
 def test_doc_manifests_give_their_columns() -> None:
     for fmt, first, etag in (("CSV", "Bucket", "ETag"), ("ORC", "bucket", "e_tag"),
                              ("Parquet", "bucket", "e_tag")):
-        doc = json.loads((samples_dir() / f"awsdocs-s3ug__inventory-manifest-{fmt}.json")
-                         .read_text())
+        doc = load_sample(f"awsdocs-s3ug__inventory-manifest-{fmt}.json")
+        assert isinstance(doc, dict)
         columns = parse_schema(doc["fileFormat"], doc["fileSchema"])
         assert columns[0] == first and columns[1] in ("Key", "key") and etag in columns
 

@@ -1,4 +1,4 @@
-"""The sequencer comparator (CONTRACT C2; FACTS sections 0 and 3)."""
+"""The sequencer comparator (CONTRACT C2; docs/payloads.md sections 0 and 3)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ HEX = "0123456789ABCDEFabcdef"
 
 
 def test_right_padding_orders_a_shorter_later_sequencer_after_a_longer_earlier_one() -> None:
-    # FACTS 0: B is one second after A (…F9 -> …FA) but four characters shorter.
+    # docs/payloads.md 0: B is one second after A (…F9 -> …FA) but four characters shorter.
     a, b = "00643717F9F8B85354", "00643717FA1234"
     # The pair discriminates: left-padding (the 2018-2021 doc wording) orders it the other way.
     assert b.rjust(len(a), "0") < a

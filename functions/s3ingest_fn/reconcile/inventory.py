@@ -1,7 +1,7 @@
 """S3 Inventory reports: the manifest, its checksum, and the rows of its data files.
 
 Formats and quirks from https://docs.aws.amazon.com/AmazonS3/latest/userguide/storage-inventory-location.html
-and ``shared/corpus/FACTS.md`` section 8:
+and ``docs/payloads.md`` section 8:
 
 * ``manifest.json`` names the data files (``files[].key``, never a hard-coded ``data/``), the
   format (``CSV``, ``ORC`` or ``Parquet``), the column list (``fileSchema``) and the creation time
