@@ -530,7 +530,8 @@ def explain_command(
         out.print(f"processor effect of this change: {effect['status']} (fencing token "
                   f"{effect['fencing_token']}"
                   + (f", lease until {effect['lease_until']}" if effect["lease_until"] else "")
-                  + ")")
+                  + ")" + ("; behind the row: a reconciliation re-runs it (runbook: "
+                           "effects-behind)" if effect["behind"] else ""))
     history = Table(title="last applied decisions (newest first)")
     for col in ("at", "sequencer", "event", "reason", "source", "state"):
         history.add_column(col)

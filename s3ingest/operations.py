@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from s3ingest_fn.events import parse_body
-from s3ingest_fn.ledger import HISTORY_SLOTS
+from s3ingest_fn.ledger import HISTORY_SLOTS, effect_behind
 from s3ingest_fn.model import InvalidMessageError
 from s3ingest_fn.processing import REASON_ATTRIBUTE
 
@@ -257,7 +257,8 @@ def explain(ledger_row: dict[str, Any] | None, bucket_state: Any) -> dict[str, A
     """The ledger row and the bucket's current state side by side, with a verdict, the row's
     last applied decisions (``history``, newest first) and the state of the processor's effect
     for the row's change (``effect``: ``status`` pending/done/superseded, ``fencing_token``,
-    ``lease_until``; None without a processor).
+    ``lease_until``, ``completed_for_change`` (the change id its last completed run was for) and
+    ``behind`` (CONTRACT C11: a reconciliation re-runs it); None without a processor).
 
     Parameters
     ----------
@@ -280,7 +281,8 @@ def explain(ledger_row: dict[str, Any] | None, bucket_state: Any) -> dict[str, A
     effect = None
     if row.get("fx") is not None:
         effect = {"status": row.get("fx"), "fencing_token": row.get("fx_token"),
-                  "lease_until": _iso_ms(row.get("fx_lease"))}
+                  "lease_until": _iso_ms(row.get("fx_lease")),
+                  "completed_for_change": row.get("fx_done"), "behind": effect_behind(row)}
     history = [{**entry, "at": _iso_ms(entry.get("at"))}
                for entry in (row.get(f"h{i}") for i in range(HISTORY_SLOTS))
                if isinstance(entry, dict)]

@@ -161,7 +161,8 @@ def test_explain_shows_the_processor_effect_of_the_row_change(emulator: Any) -> 
     row = rt.ledger.get(rt.resources.bucket, "doc")
     result = explain(row, rt.objects.current(rt.resources.bucket, "doc"))
     assert result["effect"] == {"status": "done", "fencing_token": row["fx_token"],
-                                "lease_until": None}
+                                "lease_until": None, "completed_for_change": row["chg_id"],
+                                "behind": False}
     assert result["ledger"]["change_id"] == rt.effects[-1].change_id
 
 
