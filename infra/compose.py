@@ -9,7 +9,7 @@ from aws_cdk import aws_lambda as lambda_
 from cdk_nag import AwsSolutionsChecks
 
 from infra.stack import S3IngestStack
-from s3ingest.settings import DEFAULTS, Settings
+from s3ingest.settings import Settings
 
 #: Region used when neither the CLI nor the environment names one (synth needs no credentials).
 FALLBACK_REGION = "us-east-1"
@@ -21,13 +21,10 @@ def settings_from_app(app: App) -> Settings:
     Raises
     ------
     s3ingest.settings.SettingsError
-        Listing every invalid key.
+        Listing every invalid value and every unknown key (the CDK's own keys excepted).
     """
-    context = {}
-    for key in DEFAULTS:
-        value = app.node.try_get_context(key)
-        if value is not None:
-            context[key] = value
+    context = {key: value for key, value in app.node.get_all_context().items()
+               if value is not None}
     return Settings.from_context(context)
 
 

@@ -10,6 +10,7 @@ stack and the local runtime cannot disagree about them.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
@@ -204,14 +205,16 @@ class Settings:
         Parameters
         ----------
         context : Mapping[str, Any]
-            Context keys (``DEFAULTS``'s names). Values may be strings, as ``cdk -c k=v`` gives.
+            The app's whole context: ``DEFAULTS``'s names, whose values may be strings as
+            ``cdk -c k=v`` gives them, and the CDK's own keys (:func:`is_cdk_key`).
 
         Raises
         ------
         SettingsError
-            With every problem found, not only the first.
+            With every problem found, not only the first; an unknown key is one (with the
+            closest known name, when there is one).
         """
-        problems: list[str] = []
+        problems: list[str] = unknown_keys(context)
         values: dict[str, Any] = {}
         untyped: list[str] = []  # keys whose value could not be converted
         for f in fields(cls):
@@ -319,6 +322,31 @@ class Settings:
 #: (https://docs.aws.amazon.com/AmazonS3/latest/userguide/storage-inventory-location.html).
 INVENTORY_PREFIX = "inventory"
 INVENTORY_ID = "s3ingest-daily"
+
+
+#: Context keys without ``@`` or ``:`` that the CDK CLI itself writes (``cdk acknowledge``,
+#: telemetry); everything else the CDK uses is ``@aws-cdk/...`` or has a ``:``
+#: (``aws:cdk:...``, context lookups cached in ``cdk.context.json``).
+CDK_PLAIN_KEYS = frozenset({"acknowledged-issue-numbers", "cli-telemetry"})
+
+
+def is_cdk_key(key: str) -> bool:
+    """Whether a context key belongs to the CDK (feature flags, CLI and lookup keys), not to
+    s3ingest (https://docs.aws.amazon.com/cdk/v2/guide/context.html)."""
+    return key.startswith("@") or ":" in key or key in CDK_PLAIN_KEYS
+
+
+def unknown_keys(context: Mapping[str, Any]) -> list[str]:
+    """One problem per context key that is neither a setting nor the CDK's, naming the closest
+    setting (``archiveRetentionDay`` -> ``did you mean archiveRetentionDays?``)."""
+    problems = []
+    for key in sorted(k for k in context if k not in DEFAULTS and not is_cdk_key(k)):
+        close = difflib.get_close_matches(key, list(DEFAULTS), n=1, cutoff=0.6)
+        if not close:  # a different case is the commonest typo after a missing letter
+            close = [k for k in DEFAULTS if k.lower() == key.lower()]
+        hint = f"; did you mean {close[0]}?" if close else f" (known: {', '.join(DEFAULTS)})"
+        problems.append(f"{key}: unknown setting{hint}")
+    return problems
 
 
 def inventory_report_prefix(bucket_name: str) -> str:

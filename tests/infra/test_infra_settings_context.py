@@ -75,6 +75,45 @@ def test_app_py_exits_with_one_clear_error() -> None:
     assert "queueRetentionDays: 15 is outside 1..14" in done.stderr
 
 
+def test_an_unknown_key_is_a_problem_that_names_the_closest_setting() -> None:
+    # GIVEN a typo (cdk synth -c archiveRetentionDay=7), a case slip, and a bad value beside them
+    context = {"archiveRetentionDay": "7", "BatchSize": 5, "queueRetentionDays": 0}
+    # WHEN the settings are read
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_context(context)
+    # THEN each is one problem of the same error, with a suggestion
+    assert caught.value.problems == [
+        "BatchSize: unknown setting; did you mean batchSize?",
+        "archiveRetentionDay: unknown setting; did you mean archiveRetentionDays?",
+        "queueRetentionDays: 0 is outside 1..14 (SQS limit)",
+    ]
+    # and a key like no setting lists them all
+    assert _problems({"zzz": 1}) == [f"zzz: unknown setting (known: {', '.join(DEFAULTS)})"]
+
+
+def _problems(context: dict[str, object]) -> list[str]:
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_context(context)
+    return caught.value.problems
+
+
+@pytest.mark.parametrize("key", [
+    "@aws-cdk/aws-lambda:recognizeLayerVersion",  # feature flags (cdk.json)
+    "aws:cdk:enable-path-metadata", "aws:cdk:version-reporting",  # written by the CDK CLI
+    "availability-zones:account=123456789012:region=us-east-1",  # cdk.context.json lookups
+    "acknowledged-issue-numbers",  # cdk acknowledge
+])
+def test_the_cdks_own_context_keys_stay_allowed(key: str) -> None:
+    assert Settings.from_context({key: "x"}) == Settings()
+
+
+def test_synth_fails_on_an_unknown_key_before_building(tmp_path: Path) -> None:
+    app = App(context={**cdk_json_context(), "archiveRetentionDay": "7"}, outdir=str(tmp_path))
+    with pytest.raises(SettingsError, match="did you mean archiveRetentionDays"):
+        compose(app, nag=False)
+    assert not app.node.children
+
+
 # --- Reconciliation settings ---------------------------------------------------------------------
 
 
