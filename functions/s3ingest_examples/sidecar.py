@@ -40,8 +40,14 @@ HASHED_FOLDER = "_sha256/"
 JSON_CHECK_BYTES = 8 << 20
 
 
-@cache
 def _s3() -> Any:
+    """boto3's default S3 client, one per endpoint (``AWS_ENDPOINT_URL`` points the local
+    runtime's function environment at its emulator)."""
+    return _client(os.environ.get("AWS_ENDPOINT_URL"))
+
+
+@cache
+def _client(endpoint: str | None) -> Any:
     import boto3
 
     return boto3.client("s3")
@@ -94,18 +100,11 @@ def describe(change: AppliedChange, chunks: Iterable[bytes]) -> dict[str, Any]:
             "lines": lines, "json": is_json}
 
 
-def process(change: AppliedChange, content: PinnedContent | None, s3: Any = None,
-            output_bucket: str | None = None, prefix: str | None = None) -> None:
-    """The processor entry point (``s3ingest_examples.sidecar:process``).
-
-    Parameters
-    ----------
-    change : AppliedChange
-    content : PinnedContent or None
-        The change's bytes (creates only).
-    s3, output_bucket, prefix : optional
-        Overrides for tests and the local runtime; default to a boto3 client, ``OUTPUT_BUCKET``
-        and ``OUTPUT_PREFIX``.
+def process(change: AppliedChange, content: PinnedContent | None) -> None:
+    """The processor entry point (``s3ingest_examples.sidecar:process``), called the same way by
+    the deployed functions and the local runtime: configuration comes from the function's
+    environment (``OUTPUT_BUCKET``, optional ``OUTPUT_PREFIX``), the S3 client from boto3's
+    default chain.
 
     Raises
     ------
@@ -114,9 +113,24 @@ def process(change: AppliedChange, content: PinnedContent | None, s3: Any = None
     KeyError
         When ``OUTPUT_BUCKET`` is not set.
     """
-    s3 = s3 or _s3()
-    output_bucket = output_bucket or os.environ["OUTPUT_BUCKET"]
-    prefix = os.environ.get("OUTPUT_PREFIX", DEFAULT_PREFIX) if prefix is None else prefix
+    write_sidecar(change, content, s3=_s3(), output_bucket=os.environ["OUTPUT_BUCKET"],
+                  prefix=os.environ.get("OUTPUT_PREFIX", DEFAULT_PREFIX))
+
+
+def write_sidecar(change: AppliedChange, content: PinnedContent | None, *, s3: Any,
+                  output_bucket: str, prefix: str = DEFAULT_PREFIX) -> None:
+    """Write (created) or delete (removed) the sidecar of ``change``.
+
+    Parameters
+    ----------
+    change : AppliedChange
+    content : PinnedContent or None
+        The change's bytes (creates only).
+    s3 : S3Client
+        Needs PutObject and DeleteObject on ``output_bucket``.
+    output_bucket, prefix : str
+        Where sidecars go.
+    """
     if output_bucket == change.bucket and change.key.startswith(prefix):
         return  # our own output: never process it
     target = sidecar_key(change.key, prefix)

@@ -79,6 +79,15 @@ class Emulator:
     def __exit__(self, *exc: object) -> None:
         self._server.stop()
 
+    def function_environment(self) -> dict[str, str]:
+        """What a Lambda function's environment gives boto3's default chain, pointed at the
+        emulator: a client a processor creates with ``boto3.client(...)`` reaches it
+        (``AWS_ENDPOINT_URL``,
+        https://docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html)."""
+        return {"AWS_ENDPOINT_URL": self.endpoint_url, "AWS_ACCESS_KEY_ID": "testing",
+                "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION,
+                "AWS_REGION": REGION}
+
     def client(self, service: str) -> Any:
         """A boto3 client for ``service`` bound to the emulator."""
         return boto3.session.Session().client(

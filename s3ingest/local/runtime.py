@@ -26,9 +26,9 @@ handler -> the DynamoDB ledger, all on the embedded emulator.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import itertools
 import json
+import os
 import random
 import threading
 import time
@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from unittest.mock import patch
 
 from s3ingest.local.chaos import Chaos
 from s3ingest.local.emulator import REGION, Emulator, Resources, provision
@@ -192,18 +193,12 @@ class LocalRuntime:
     # -- effects (CONTRACT C11) --------------------------------------------------------------
 
     def _recording(self, processor: Processor) -> Processor:
-        """The team's processor, given the emulator's S3 client and the output bucket when it
-        takes them as keyword arguments (``s3``, ``output_bucket``), and recorded when it
+        """The team's processor, called exactly as the deployed functions call it (``processor(
+        change, content)``, under :meth:`function_environment`), and recorded when it
         completes."""
-        params = inspect.signature(processor).parameters
-        extra: dict[str, Any] = {}
-        if "s3" in params:
-            extra["s3"] = self.s3
-        if "output_bucket" in params:
-            extra["output_bucket"] = self.resources.output_bucket
 
         def run(change: AppliedChange, content: PinnedContent | None) -> None:
-            processor(change, content, **extra)
+            processor(change, content)
             self.effects.append(EffectRun(
                 change_id=change.change_id, key=change.key, kind=change.kind,
                 sequencer=change.sequencer, version_id=change.version_id, etag=change.etag,
@@ -228,6 +223,19 @@ class LocalRuntime:
         # The dead worker logs nothing; the report still shows the delivery, as retried with its
         # own event's fields (the processing layer builds that record).
         raise InjectedCrash("worker-killed-before-commit")
+
+    @contextmanager
+    def function_environment(self) -> Iterator[None]:
+        """The environment the stack gives the functions that run the processor (``PROCESSOR``,
+        ``OUTPUT_BUCKET``), with boto3's default chain pointed at the emulator, in force while
+        the block runs: the local runtime's invocations, as a Lambda function's."""
+        env = self.emu.function_environment()
+        if self.settings.processor:
+            env["PROCESSOR"] = self.settings.processor
+            if self.resources.output_bucket:
+                env["OUTPUT_BUCKET"] = self.resources.output_bucket
+        with patch.dict(os.environ, env):
+            yield
 
     @contextmanager
     def crashing(self, chaos: Chaos | None) -> Iterator[None]:
@@ -433,7 +441,8 @@ class LocalRuntime:
                 time.sleep(0.2)
                 continue
             event = {"Records": [self._lambda_record(m) for m in msgs]}
-            response = self.handler(event, None)
+            with self.function_environment():
+                response = self.handler(event, None)
             self.invocations += 1
             failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
             done = [m for m in msgs if m["MessageId"] not in failed]
@@ -539,7 +548,7 @@ class LocalRuntime:
         manifest_key = manifest_key or self.write_inventory()
         manifest = reconciler.manifest(manifest_key)
         data = [reconciler.get_inventory_object(k) for k in manifest.files]
-        with self.crashing(chaos):
+        with self.crashing(chaos), self.function_environment():
             report = run_job(manifest_key, manifest, data,
                              lambda event: handle_invocation(event, self.service), between)
         self.pump_changes()  # the job wrote to the ledger outside drain()

@@ -90,11 +90,11 @@ def test_sidecar_describes_the_pinned_bytes_and_deletes_on_remove() -> None:
     s3.create_bucket(Bucket="out")
     put = s3.put_object(Bucket="landing", Key="in/a b.json", Body=b'{"a": 1}\n')
     change = _change(etag=put["ETag"].strip('"'), size=9)
-    sidecar.process(change, PinnedContent(s3, change), s3=s3, output_bucket="out")
+    sidecar.write_sidecar(change, PinnedContent(s3, change), s3=s3, output_bucket="out")
     doc = json.loads(s3.get_object(Bucket="out", Key="sidecars/in/a b.json.json")["Body"].read())
     assert doc["json"] is True and doc["lines"] == 1 and doc["bytes"] == 9
     assert doc["changeId"] == "c" * 32 and doc["token"] == 7
-    sidecar.process(_change(kind="removed"), None, s3=s3, output_bucket="out")
+    sidecar.write_sidecar(_change(kind="removed"), None, s3=s3, output_bucket="out")
     assert s3.list_objects_v2(Bucket="out")["KeyCount"] == 0
 
 
@@ -103,6 +103,6 @@ def test_sidecar_never_processes_its_own_output() -> None:
     s3 = boto3.client("s3", region_name="us-east-1")
     s3.create_bucket(Bucket="landing")
     own = _change(key="sidecars/x.json")
-    sidecar.process(own, None, s3=s3, output_bucket="landing")  # would delete: skipped
-    sidecar.process(own, PinnedContent(s3, own), s3=s3, output_bucket="landing")
+    sidecar.write_sidecar(own, None, s3=s3, output_bucket="landing")  # would delete: skipped
+    sidecar.write_sidecar(own, PinnedContent(s3, own), s3=s3, output_bucket="landing")
     assert s3.list_objects_v2(Bucket="landing")["KeyCount"] == 0
