@@ -147,16 +147,16 @@ def scenario(
     if as_json:
         sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
         raise typer.Exit(0 if ok else 1)
-    msgs = Table(title="messages")
-    for col in ("step", "outcome", "reason", "key", "sequencer"):
-        msgs.add_column(col)
+    msgs = Table(title="messages (step: the line whose S3 operation emitted the event)")
+    for col in ("step", "delivered at", "event", "outcome", "reason", "key", "sequencer"):
+        msgs.add_column(col, overflow="fold")  # wrapped, never cut: read whole by operators
     for m in result["messages"]:
-        msgs.add_row(str(m["step"]), m["outcome"], m["reason"], repr(m["key"]),
-                     str(m["sequencer"]))
+        msgs.add_row(str(m["step"]), str(m["delivered_at"]), str(m["event"]), m["outcome"],
+                     m["reason"], repr(m["key"]), str(m["sequencer"]))
     out.print(msgs)
     ledger = Table(title="ledger")
     for col in ("key", "state", "sequencer", "version_id", "etag"):
-        ledger.add_column(col)
+        ledger.add_column(col, overflow="fold")
     for r in result["ledger"]:
         ledger.add_row(repr(r["key"]), r["state"], str(r["sequencer"]), str(r["version_id"]),
                        str(r["etag"]))

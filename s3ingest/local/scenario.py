@@ -7,7 +7,8 @@ Format (one JSON object per line; blank lines and lines starting with ``#`` are 
   the example processor (``s3ingest_examples.sidecar:process``) and the change stream run;
 * ``{"op": "put", "key": K, "body": TEXT}``: PutObject; S3's event is queued for a flush;
 * ``{"op": "delete", "key": K}`` or with ``"version_id": V``: DeleteObject (a delete marker in a
-  versioned bucket, one version when ``version_id`` is given);
+  versioned bucket, one version when ``version_id`` is given; ``"@N"`` names the version the
+  ``put`` on line N created);
 * ``{"op": "deliver", "body": B}``: one SQS message whose body is ``B`` exactly as AWS would send
   it (a JSON object, serialised, or a string, sent as is), then the queue is drained;
 * ``{"op": "flush", "chaos": {"seed": S, "duplicate": P, "reorder": true, "drop": 0.0,
@@ -44,7 +45,7 @@ from botocore.exceptions import ClientError
 from s3ingest.local.chaos import Chaos
 from s3ingest.local.emulator import Emulator
 from s3ingest.local.runtime import LocalRuntime, local_settings
-from s3ingest.local.s3faithful import check_key
+from s3ingest.local.s3faithful import Op, check_key
 from s3ingest.settings import Settings
 
 _VERSIONING = ("Enabled", "Suspended", None)
@@ -73,6 +74,7 @@ def parse_lines(lines: Iterable[str]) -> tuple[dict[str, Any], list[tuple[int, d
     """
     setup: dict[str, Any] = {"bucket": None, "versioning": "Enabled"}
     steps: list[tuple[int, dict[str, Any]]] = []
+    puts: dict[int, str] = {}  # line -> key of each put so far, for "version_id": "@N"
     seen_setup = False
     for lineno, line in enumerate(lines, start=1):
         text = line.strip()
@@ -112,11 +114,36 @@ def parse_lines(lines: Iterable[str]) -> tuple[dict[str, Any], list[tuple[int, d
             continue
         _check_step(lineno, doc)
         if (doc["op"] == "delete" and setup.get("versioning") is None
-                and doc.get("version_id") not in (None, "null")):
+                and doc.get("version_id") not in (None, "null")
+                and version_ref(doc.get("version_id")) is None):
             raise ScenarioError(f"line {lineno}: the bucket is not versioned: S3 refuses a "
                                 "version_id other than 'null' (InvalidArgument)")
+        if doc["op"] == "put":
+            puts[lineno] = doc["key"]
+        elif doc["op"] == "delete":
+            _check_version_ref(lineno, doc, puts)
         steps.append((lineno, doc))
     return setup, steps
+
+
+def version_ref(version_id: Any) -> int | None:
+    """The put line ``N`` of a ``"version_id": "@N"`` reference; None for a literal version."""
+    if isinstance(version_id, str) and version_id.startswith("@"):
+        number = version_id[1:]
+        return int(number) if number.isascii() and number.isdigit() else -1
+    return None
+
+
+def _check_version_ref(lineno: int, doc: dict[str, Any], puts: dict[int, str]) -> None:
+    ref = version_ref(doc.get("version_id"))
+    if ref is None:
+        return
+    if ref not in puts:
+        raise ScenarioError(f"line {lineno}: version_id {doc['version_id']!r} names no put "
+                            "(\"@N\" is the version created by the put on an earlier line N)")
+    if puts[ref] != doc["key"]:
+        raise ScenarioError(f"line {lineno}: version_id {doc['version_id']!r} names the put of "
+                            f"{puts[ref]!r} on line {ref}, not of {doc['key']!r}")
 
 
 def _no_duplicate_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -234,6 +261,9 @@ def _run(emu: Emulator, setup: dict[str, Any], steps: list[tuple[int, dict[str, 
                           versioning=setup.get("versioning"))
     except ValueError as exc:  # a processor that cannot be imported
         raise ScenarioError(f"set-up: {exc}") from exc
+    # (key, sequencer) of every event an S3 operation emitted -> that operation's line
+    origins: dict[tuple[str, str], int] = {}
+    versions = _Versions()
     reconciliations: list[dict[str, Any]] = []
     backfills: list[dict[str, Any]] = []
     replays: list[dict[str, Any]] = []
@@ -242,10 +272,12 @@ def _run(emu: Emulator, setup: dict[str, Any], steps: list[tuple[int, dict[str, 
         rt.step = lineno
         op = step["op"]
         try:
-            if op == "put":
-                rt.faithful.put(step["key"], str(step["body"]))
-            elif op == "delete":
-                rt.faithful.delete(step["key"], step.get("version_id"))
+            if op in ("put", "delete"):
+                version = versions.resolve(lineno, step)
+                done = (rt.faithful.put(step["key"], str(step["body"])) if op == "put"
+                        else rt.faithful.delete(step["key"], version))
+                versions.record(lineno, done, rt.faithful.versioning)
+                origins[(done.key, done.event["detail"]["object"]["sequencer"])] = lineno
             elif op == "deliver":
                 body = step["body"]
                 rt.send_raw(body if isinstance(body, str) else json.dumps(body))
@@ -277,7 +309,10 @@ def _run(emu: Emulator, setup: dict[str, Any], steps: list[tuple[int, dict[str, 
     fx = rt.effects_report()
     return {
         "error": error,
-        "messages": [{"step": d.step, "outcome": d.result.outcome.value,
+        "messages": [{"step": origins.get((str(d.result.key), str(d.result.sequencer)),
+                                          d.step),
+                      "delivered_at": d.step, "event": d.result.extra.get("event_name"),
+                      "outcome": d.result.outcome.value,
                       "reason": d.result.reason, "bucket": d.result.bucket,
                       "key": d.result.key, "sequencer": d.result.sequencer,
                       "source": d.result.extra.get("source"),
@@ -300,3 +335,52 @@ def _run(emu: Emulator, setup: dict[str, Any], steps: list[tuple[int, dict[str, 
         "backfills": backfills,
         "replays": replays,
     }
+
+
+class _Versions:
+    """Which version each put line created, and whether it still exists, for ``"@N"``."""
+
+    def __init__(self) -> None:
+        self._created: dict[int, str] = {}  # put line -> version id ("null": the null version)
+        self._gone: set[int] = set()
+        self._null_owner: dict[str, int] = {}  # key -> the put line owning its null version
+
+    def resolve(self, lineno: int, step: dict[str, Any]) -> str | None:
+        """The version id a delete step names (``@N`` resolved).
+
+        Raises
+        ------
+        ScenarioError
+            When the version put on line N does not exist any more.
+        """
+        version = step.get("version_id")
+        ref = version_ref(version)
+        if step["op"] != "delete" or ref is None:
+            return version
+        if ref in self._gone:
+            raise ScenarioError(f"line {lineno}: version_id {version!r}: the version put on line "
+                                f"{ref} does not exist any more")
+        return self._created[ref]
+
+    def record(self, lineno: int, op: Op, versioning: str | None) -> None:
+        """Note what ``op`` created or removed."""
+        owner = self._null_owner.get(op.key)
+        if op.kind == "put":
+            version = op.version_id or "null"
+            self._created[lineno] = version
+            if version == "null":  # a new null version replaces the old one
+                self._replace_null(op.key, lineno)
+        elif op.version_id is not None:  # one version deleted
+            self._gone.update(line for line, v in self._created.items()
+                              if v == op.version_id and (v != "null" or line == owner))
+            if op.version_id == "null":
+                self._null_owner.pop(op.key, None)
+        elif versioning != "Enabled":  # unversioned, or a null delete marker (Suspended)
+            self._replace_null(op.key, None)
+
+    def _replace_null(self, key: str, line: int | None) -> None:
+        owner = self._null_owner.pop(key, None)
+        if owner is not None:
+            self._gone.add(owner)
+        if line is not None:
+            self._null_owner[key] = line

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,10 @@ def test_scenario_with_raw_bodies_operations_and_chaos(emulator: Any, tmp_path: 
     assert by_step[2] == ["superseded"]
     assert by_step[3] == ["ignored"]
     assert by_step[4] == ["invalid"]
-    assert set(by_step[8]) <= {"applied", "duplicate", "stale"}
+    # (the flush on line 8 delivered the events of the operations on lines 5-7)
+    flushed = [m for m in result["messages"] if m["delivered_at"] == 8]
+    assert {m["outcome"] for m in flushed} <= {"applied", "duplicate", "stale"}
+    assert {m["step"] for m in flushed} == {5, 6, 7}
     keys = {r["key"]: r for r in result["ledger"]}
     assert keys["a b+c.txt"]["state"] == "present"
     assert keys["gone.txt"]["state"] == "deleted"
@@ -205,8 +209,8 @@ def test_a_superseded_effect_whose_newer_events_were_lost_converges_after_reconc
     result = run_scenario(path, emulator=emulator)
     # THEN the one reconciliation finds no ledger drift but the effect behind, and its repair
     # runs the effect for the current object: the sidecar is in place
-    (first,) = [m for m in result["messages"] if m["step"] == 4]
-    assert (first["outcome"], first["effect"]) == ("superseded", "superseded")
+    (first,) = [m for m in result["messages"] if m["delivered_at"] == 4]
+    assert (first["outcome"], first["effect"], first["step"]) == ("superseded", "superseded", 2)
     (rep,) = result["reconciliations"]
     assert (rep["drift_total"], rep["effects_behind"], rep["repairs_queued"]) == (0, 1, 1)
     (repair,) = [m for m in result["messages"] if m["step"] == 7]
@@ -235,12 +239,12 @@ def test_a_flush_crash_rate_does_not_reach_later_steps(emulator: Any, tmp_path: 
     # THEN the flush's deliveries were killed, the backfill and the reconciliation's repairs
     # were not, and it all converged with every sidecar in place
     killed = [m for m in result["messages"] if m["effect"] == "killed"]
-    assert killed and {m["step"] for m in killed} == {4}
+    assert killed and {m["delivered_at"] for m in killed} == {4}
     assert all(m["reason"] == "worker-killed-before-commit" for m in killed)
     assert result["error"] is None
     (job,) = result["backfills"]
     assert (job["failed"], job["temporary_retries"]) == (0, 0)
-    assert all(m["effect"] != "killed" for m in result["messages"] if m["step"] != 4)
+    assert all(m["effect"] != "killed" for m in result["messages"] if m["delivered_at"] != 4)
     assert result["converged"] is True
     assert result["effects_problems"] == []
 
@@ -308,3 +312,112 @@ def test_keys_s3_refuses_are_refused_by_the_local_runtime(emulator: Any) -> None
         rt.faithful.put("bell\x07", "1")
     rt.faithful.put("tab\there", "1")  # a tab is listed faithfully: accepted, as in the demo
     assert [o["key"] for o in rt.bucket_objects()] == ["tab\there"]
+
+
+# -- scenario format: "@N" versions, messages by the line of their S3 operation ---------------
+
+def test_a_scenario_deletes_a_non_current_version_by_its_put_line(emulator: Any,
+                                                                  tmp_path: Path) -> None:
+    # GIVEN two versions of a key, and a delete of the older (non-current) one by "@2"
+    path = write(tmp_path, [
+        {"bucket": "at-n-bkt", "versioning": "Enabled"},
+        {"op": "put", "key": "k", "body": "one"},
+        {"op": "put", "key": "k", "body": "two"},
+        {"op": "flush"},
+        {"op": "delete", "key": "k", "version_id": "@2"},
+        {"op": "flush", "chaos": {"seed": 2, "duplicate": 1.0}},
+        {"op": "reconcile", "source": "listing"},
+    ])
+    # WHEN it runs
+    result = run_scenario(path, emulator=emulator)
+    # THEN the version put on line 2 is gone, the key stays visible with line 3's version (C4),
+    # and the ledger converged with it
+    assert result["converged"] is True and result["error"] is None
+    (obj,) = result["bucket"]
+    (row,) = result["ledger"]
+    assert row["state"] == "present" and row["version_id"] == obj["version_id"]
+    (put3,) = [e for e in result["effects"] if e["step"] == 4 and e["versionId"] == row[
+        "version_id"]]
+    assert put3["kind"] == "created"
+    # each message names the line of the S3 operation that emitted its event, the flush that
+    # delivered it, and the event's name
+    by_step = {(m["step"], m["delivered_at"]) for m in result["messages"]}
+    assert by_step == {(2, 4), (3, 4), (5, 6)}
+    version_removed = [m for m in result["messages"] if m["step"] == 5]
+    assert len(version_removed) >= 2  # duplicated: every copy is attributed to line 5
+    assert {m["event"] for m in version_removed} == {
+        "Object Deleted/DeleteObject/Permanently Deleted"}
+    assert {m["outcome"] for m in version_removed} <= {"applied", "duplicate"}
+
+
+def test_a_suspended_buckets_null_version_is_named_by_its_put_line(emulator: Any,
+                                                                   tmp_path: Path) -> None:
+    path = write(tmp_path, [
+        {"bucket": "at-n-suspended", "versioning": "Suspended"},
+        {"op": "put", "key": "k", "body": "one"},
+        {"op": "put", "key": "j", "body": "two"},
+        {"op": "delete", "key": "k", "version_id": "@2"},
+        {"op": "flush", "chaos": {"seed": 1, "reorder": True}},
+    ])
+    result = run_scenario(path, emulator=emulator)
+    assert result["converged"] is True
+    assert [o["key"] for o in result["bucket"]] == ["j"]
+    assert {r["key"]: r["state"] for r in result["ledger"]} == {"j": "present", "k": "deleted"}
+
+
+@pytest.mark.parametrize(("versioning", "lines", "message"), [
+    ("Enabled", [{"op": "delete", "key": "k", "version_id": "@2"}], "line 2: .*names no put"),
+    ("Enabled", [{"op": "put", "key": "k", "body": "1"},
+                 {"op": "delete", "key": "other", "version_id": "@2"}],
+     "line 3: .*names the put of 'k' on line 2, not of 'other'"),
+    ("Enabled", [{"op": "put", "key": "k", "body": "1"},
+                 {"op": "delete", "key": "k", "version_id": "@x"}], "line 3: .*names no put"),
+])
+def test_a_version_reference_that_names_no_put_is_refused_before_anything_runs(
+        versioning: str, lines: list[dict[str, Any]], message: str) -> None:
+    with pytest.raises(ScenarioError, match=message):
+        parse_lines([json.dumps({"versioning": versioning}), *map(json.dumps, lines)])
+
+
+@pytest.mark.parametrize(("versioning", "second"), [
+    ("Enabled", {"op": "delete", "key": "k", "version_id": "@2"}),  # deleted already
+    ("Suspended", {"op": "put", "key": "k", "body": "again"}),  # null version replaced
+    (None, {"op": "delete", "key": "k"}),  # the object is gone
+])
+def test_a_version_reference_to_a_version_that_is_gone_is_a_scenario_error(
+        emulator: Any, tmp_path: Path, versioning: str | None, second: dict[str, Any]) -> None:
+    path = write(tmp_path, [
+        {"bucket": "gone-version-bkt", "versioning": versioning},
+        {"op": "put", "key": "k", "body": "1"},
+        {"op": "delete", "key": "k", "version_id": "@2"} if versioning == "Enabled" else second,
+        second if versioning == "Enabled" else {"op": "delete", "key": "k", "version_id": "@2"},
+    ])
+    with pytest.raises(ScenarioError, match="line 4: version_id '@2': the version put on line "
+                                            "2 does not exist any more"):
+        run_scenario(path, emulator=emulator)
+
+
+def test_the_plain_report_wraps_sequencers_and_reasons_instead_of_cutting_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")  # a narrow terminal
+    path = write(tmp_path, [
+        {"bucket": "narrow-bkt", "processor": None},
+        {"op": "put", "key": "a key long enough to need wrapping.txt", "body": "1"},
+        {"op": "flush"},
+    ])
+    result = CliRunner().invoke(app, ["local", "scenario", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output
+    # the messages table's one row, its cells joined back across the lines they wrap over
+    lines = result.output.splitlines()
+    body = lines[lines.index(next(x for x in lines if x.startswith("┡"))) + 1:]
+    body = body[:body.index(next(x for x in body if x.startswith("└")))]
+    columns = ["".join(part.strip() for part in parts) for parts in zip(
+        *(line.split("│")[1:-1] for line in body), strict=True)]
+    doc = json.loads(CliRunner().invoke(app, ["local", "scenario", str(path), "--json"]).stdout)
+    (message,) = doc["messages"]
+    assert len(message["sequencer"]) >= 18  # long enough to wrap in its column
+    assert columns[4] == message["reason"] == "newer-sequencer"
+    # (each run has its own sequencers: the same shape, whole)
+    assert re.fullmatch(r"00[0-9A-F]{16,}", columns[6])
+    assert len(columns[6]) == len(message["sequencer"])
