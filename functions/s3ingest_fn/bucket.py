@@ -59,3 +59,21 @@ class S3Objects:
         return ObjectState(visible=True, version_id=normalize_version(resp.get("VersionId")),
                            etag=normalize_etag(resp.get("ETag")),
                            size=resp.get("ContentLength"))
+
+
+def eventbridge_delivery_enabled(client: S3Client, bucket: str) -> bool:
+    """Whether the bucket sends its events to EventBridge: its notification configuration holds
+    ``EventBridgeConfiguration``
+    (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetBucketNotificationConfiguration.html).
+    Needs ``s3:GetBucketNotification``.
+
+    Raises
+    ------
+    TransientError
+        When S3 does not answer (the check runs again on its schedule).
+    """
+    try:
+        config = client.get_bucket_notification_configuration(Bucket=bucket)
+    except (ClientError, BotoCoreError) as exc:
+        raise TransientError(f"s3 get_bucket_notification_configuration: {exc}") from exc
+    return "EventBridgeConfiguration" in config

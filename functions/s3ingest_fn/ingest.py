@@ -363,11 +363,14 @@ class IngestService:
 
 
 def result_of(change: Change, outcome: Outcome, reason: str) -> Result:
-    """The :class:`Result` of ``change``: bucket, key, sequencer as received, and ``source``
-    and ``event_name`` for the logs and the replay metrics."""
+    """The :class:`Result` of ``change``: bucket, key, sequencer as received, and ``source``,
+    ``event_name`` and ``event_time`` (when the event has one) for the logs, the replay
+    metrics and the end-to-end lag."""
+    extra: dict[str, object] = {"source": source_of(change), "event_name": change.event_name}
+    if change.event_time:
+        extra["event_time"] = change.event_time
     return Result(outcome=outcome, reason=reason, bucket=change.bucket, key=change.key,
-                  sequencer=change.raw_sequencer,
-                  extra={"source": source_of(change), "event_name": change.event_name})
+                  sequencer=change.raw_sequencer, extra=extra)
 
 
 def source_of(change: Change) -> str:

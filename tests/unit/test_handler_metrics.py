@@ -1,17 +1,94 @@
-"""Every outcome is a metric; replayed records are counted apart (CONTRACT C9, C14)."""
+"""Every outcome is a metric; replayed records are counted apart (CONTRACT C9, C14); live records
+carry their end-to-end lag; every metric names its stack; a record's log line is written when
+that record finishes."""
 
 from __future__ import annotations
 
+from typing import Any, cast
+
+import pytest
+
+from s3ingest_fn.contract import LAG_METRIC
 from s3ingest_fn.handlers import ingest
+from s3ingest_fn.handlers.telemetry import stack_metrics
 from s3ingest_fn.model import Outcome, Result
+from s3ingest_fn.processing import MessageProcessor
 
 
 def test_replayed_records_are_counted_apart_per_outcome() -> None:
     ingest.metrics.clear_metrics()
-    ingest._log_and_count(Result(Outcome.STALE, "older-sequencer", "b", "k", "00AB",
-                                 extra={"source": "replay"}), "m-1")
-    ingest._log_and_count(Result(Outcome.APPLIED, "newer-sequencer", "b", "k2", "00AC",
-                                 extra={"source": "live"}), "m-2")
+    ingest._count(Result(Outcome.STALE, "older-sequencer", "b", "k", "00AB",
+                         extra={"source": "replay"}))
+    ingest._count(Result(Outcome.APPLIED, "newer-sequencer", "b", "k2", "00AC",
+                         extra={"source": "live"}))
     recorded = {name: sum(m["Value"]) for name, m in ingest.metrics.metric_set.items()}
     ingest.metrics.clear_metrics()
     assert recorded == {"stale": 1, "replayed": 1, "replayed_stale": 1, "applied": 1}
+
+
+@pytest.mark.parametrize(("outcome", "source", "event_time", "lag"), [
+    (Outcome.APPLIED, "live", "2026-12-01T10:00:00Z", 1_500),
+    (Outcome.DUPLICATE, "live", "2026-12-01T09:59:58.500Z", 3_000),
+    (Outcome.APPLIED, "replay", "2026-12-01T10:00:00Z", None),  # replayed: not S3's latency
+    (Outcome.APPLIED, "repair", None, None),
+    (Outcome.RETRIED, "live", "2026-12-01T10:00:00Z", None),  # measured when it completes
+    (Outcome.APPLIED, "live", "yesterday", None),  # informational field: no crash (C3)
+])
+def test_live_records_carry_their_end_to_end_lag(outcome: Outcome, source: str,
+                                                 event_time: str | None,
+                                                 lag: int | None) -> None:
+    extra: dict[str, object] = {"source": source}
+    if event_time:
+        extra["event_time"] = event_time
+    result = Result(outcome, "r", "b", "k", "00AB", extra=extra)
+    ingest._add_lag(result, finished_ms=1_796_119_201_500.0)  # 2026-12-01T10:00:01.5Z
+    assert result.extra.get("lag_ms") == lag
+    ingest.metrics.clear_metrics()
+    ingest._count(result)
+    recorded = {name: m["Value"] for name, m in ingest.metrics.metric_set.items()}
+    ingest.metrics.clear_metrics()
+    assert recorded.get(LAG_METRIC) == ([lag] if lag is not None else None)
+
+
+def test_every_metric_carries_the_stack_as_a_dimension(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("S3INGEST_STACK", "s3ingest-prod")
+    metrics = stack_metrics()
+    try:
+        metrics.add_metric(name="applied", unit="Count", value=1)
+        doc = metrics.serialize_metric_set()
+    finally:
+        metrics.clear_metrics()
+        metrics.clear_default_dimensions()
+    (directive,) = doc["_aws"]["CloudWatchMetrics"]
+    assert directive["Namespace"] == "S3Ingest"
+    assert sorted(directive["Dimensions"][0]) == ["service", "stack"]
+    assert (doc["service"], doc["stack"]) == ("s3ingest", "s3ingest-prod")
+
+
+class _Stalling:
+    """Records each body; the second one fails the test if the first one's log line is not
+    written yet (as if the invocation timed out while it ran)."""
+
+    def __init__(self, logged: list[str]) -> None:
+        self.logged = logged
+
+    def process(self, body: Any, message_id: str = "") -> list[Result]:
+        if body == "second":
+            assert self.logged == ["m-1"], "the first record's line waited for the batch"
+        return [Result(Outcome.IGNORED, "test-event", extra={"source": "live"})]
+
+
+def test_a_records_log_line_is_written_when_that_record_finishes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    logged: list[str] = []
+    monkeypatch.setattr(ingest, "_log_record", lambda result, message_id: logged.append(
+        message_id))
+    handler = ingest.make_handler(cast(MessageProcessor, _Stalling(logged)), 1)
+    records = [{"messageId": f"m-{i}", "receiptHandle": "r", "body": body, "attributes": {},
+                "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q", "awsRegion": "us-east-1"}
+               for i, body in ((1, "first"), (2, "second"))]
+    response = handler({"Records": records}, None)
+    ingest.metrics.clear_metrics()
+    assert response == {"batchItemFailures": []}
+    assert logged == ["m-1", "m-2"]

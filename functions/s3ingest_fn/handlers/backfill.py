@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit
 
 from s3ingest_fn.backfill import handle_invocation
 from s3ingest_fn.handlers import wiring
+from s3ingest_fn.handlers.telemetry import stack_metrics
 
 logger = Logger(service="s3ingest-backfill")
-metrics = Metrics(namespace="S3Ingest", service="s3ingest")
+metrics = stack_metrics()
 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics

@@ -14,13 +14,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit
 
 from s3ingest_fn.changes import publish
+from s3ingest_fn.handlers.telemetry import stack_metrics
 
 logger = Logger(service="s3ingest")
-metrics = Metrics(namespace="S3Ingest", service="s3ingest")
+metrics = stack_metrics()
 
 _events: Any = None
 

@@ -12,11 +12,13 @@ Shape out: ``{"batchItemFailures": [{"itemIdentifier": messageId}, ...]}``.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import (
     BatchProcessor,
@@ -24,6 +26,8 @@ from aws_lambda_powertools.utilities.batch import (
     process_partial_response,
 )
 
+from s3ingest_fn.contract import LAG_METRIC
+from s3ingest_fn.handlers.telemetry import stack_metrics
 from s3ingest_fn.model import Outcome, Result
 
 if TYPE_CHECKING:
@@ -32,7 +36,7 @@ if TYPE_CHECKING:
     from s3ingest_fn.processing import MessageProcessor
 
 logger = Logger(service="s3ingest")
-metrics = Metrics(namespace="S3Ingest", service="s3ingest")
+metrics = stack_metrics()
 
 
 class RetryRecordError(Exception):
@@ -57,7 +61,8 @@ class ConcurrentBatchProcessor(BatchProcessor):
 
 
 def make_handler(processor: MessageProcessor, record_concurrency: int,
-                 emit: Callable[[Result, str], None] | None = None
+                 emit: Callable[[Result, str], None] | None = None,
+                 clock_ms: Callable[[], float] = lambda: time.time() * 1000,
                  ) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     """Build an SQS batch handler around a :class:`MessageProcessor`.
 
@@ -67,7 +72,11 @@ def make_handler(processor: MessageProcessor, record_concurrency: int,
     record_concurrency : int
         Records processed at once (thread pool size).
     emit : callable, optional
-        Receives every (Result, messageId); defaults to a structured log line and a metric.
+        Receives every (Result, messageId) as soon as its record finishes (from the record's
+        worker thread), so a timeout later in the batch loses no line. Default: a structured
+        log line per record, and, once the batch is done, its metrics.
+    clock_ms : callable
+        Epoch milliseconds, for the end-to-end lag (``lag_ms`` on live records).
 
     Returns
     -------
@@ -75,17 +84,21 @@ def make_handler(processor: MessageProcessor, record_concurrency: int,
         ``handler(event, context) -> {"batchItemFailures": [...]}``.
     """
     pool = ThreadPoolExecutor(max_workers=record_concurrency, thread_name_prefix="record")
-    emit = emit or _log_and_count
+    log = emit or _log_record
 
     def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        done: list[tuple[Result, str]] = []
+        done: list[Result] = []
         bind = getattr(processor, "bind_context", None)
         if bind is not None:
             bind(context)  # effect leases end with this invocation
 
         def record_handler(record: SQSRecord) -> str:
             results = processor.process(record.body, record.message_id)
-            done.extend((r, record.message_id) for r in results)  # list.append is atomic
+            finished = clock_ms()
+            for result in results:
+                _add_lag(result, finished)
+                log(result, record.message_id)
+            done.extend(results)  # list.extend of a list is atomic under the GIL
             retry = [r.reason for r in results if r.outcome is Outcome.RETRIED]
             if retry:
                 raise RetryRecordError(retry[0])
@@ -94,19 +107,46 @@ def make_handler(processor: MessageProcessor, record_concurrency: int,
         response = process_partial_response(event=event, record_handler=record_handler,
                                             processor=ConcurrentBatchProcessor(pool),
                                             context=context)
-        for result, message_id in done:
-            emit(result, message_id)
+        if emit is None:
+            for result in done:
+                _count(result)
         return dict(response)
 
     return handle
 
 
-def _log_and_count(result: Result, message_id: str) -> None:
+#: Outcomes that end a live event's trip to the ledger (the lag is measured for these).
+_DECIDED = frozenset({Outcome.APPLIED, Outcome.DUPLICATE, Outcome.STALE, Outcome.SUPERSEDED})
+
+
+def _add_lag(result: Result, finished_ms: float) -> None:
+    """``lag_ms``: S3's event time to this record's ledger decision, for live events only
+    (replayed, repaired and backfilled records are not S3's latency)."""
+    event_time = result.extra.get("event_time")
+    if (result.outcome not in _DECIDED or result.extra.get("source") != "live"
+            or not isinstance(event_time, str)):
+        return
+    try:
+        at = datetime.fromisoformat(event_time.replace("Z", "+00:00"))
+    except ValueError:
+        return  # a malformed time is informational only (CONTRACT C3)
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    result.extra["lag_ms"] = max(0, int(finished_ms - at.timestamp() * 1000))
+
+
+def _log_record(result: Result, message_id: str) -> None:
     logger.info("record processed", extra={
         "outcome": result.outcome.value, "reason": result.reason, "bucket": result.bucket,
         "key": result.key, "sequencer": result.sequencer, "message_id": message_id,
         **result.extra})
+
+
+def _count(result: Result) -> None:
     metrics.add_metric(name=result.outcome.value, unit=MetricUnit.Count, value=1)
+    lag = result.extra.get("lag_ms")
+    if isinstance(lag, int):
+        metrics.add_metric(name=LAG_METRIC, unit=MetricUnit.Milliseconds, value=lag)
     if result.extra.get("source") == "replay":
         # counted apart (CONTRACT C14): all replayed records, and per outcome
         metrics.add_metric(name="replayed", unit=MetricUnit.Count, value=1)

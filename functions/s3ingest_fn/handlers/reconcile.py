@@ -18,24 +18,29 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from s3ingest_fn.contract import RECONCILE_HEARTBEAT_METRIC
 from s3ingest_fn.handlers import wiring
+from s3ingest_fn.handlers.telemetry import stack_metrics
 from s3ingest_fn.reconcile.service import ReconcileError, ReconcileRequest
 
 logger = Logger(service="s3ingest-reconcile")
-metrics = Metrics(namespace="S3Ingest", service="s3ingest")
+metrics = stack_metrics()
 
 def emit_drift_metrics(sink: Metrics, drift: dict[str, int], repairs_queued: int,
                        pending_effects: int = 0, effects_behind: int = 0) -> None:
     """Add ``drift_<kind>``, ``drift_total``, ``repairs_queued``, ``effects_pending`` (processor
     effects found stuck and re-queued) and ``effects_behind`` (effects superseded with no newer
-    change, re-queued) to ``sink`` (the drift alarm watches ``drift_total``); the calling
-    handler's ``log_metrics`` flushes them."""
+    change, re-queued) and the heartbeat ``reconcile_completed`` (1) to ``sink`` (the drift
+    alarm watches ``drift_total``, the heartbeat alarm the heartbeat); the calling handler's
+    ``log_metrics`` flushes them."""
     for kind, count in drift.items():
         sink.add_metric(name=f"drift_{kind}", unit=MetricUnit.Count, value=count)
     sink.add_metric(name="drift_total", unit=MetricUnit.Count, value=sum(drift.values()))
     sink.add_metric(name="repairs_queued", unit=MetricUnit.Count, value=repairs_queued)
     sink.add_metric(name="effects_pending", unit=MetricUnit.Count, value=pending_effects)
     sink.add_metric(name="effects_behind", unit=MetricUnit.Count, value=effects_behind)
+    # the heartbeat: a run that got this far completed (its alarm fires when none did)
+    sink.add_metric(name=RECONCILE_HEARTBEAT_METRIC, unit=MetricUnit.Count, value=1)
 
 
 @logger.inject_lambda_context(clear_state=True)

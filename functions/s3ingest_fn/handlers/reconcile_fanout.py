@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger
 
 from s3ingest_fn.handlers import wiring
 from s3ingest_fn.handlers.reconcile import emit_drift_metrics
+from s3ingest_fn.handlers.telemetry import stack_metrics
 from s3ingest_fn.reconcile.fanout import FanOut
 
 logger = Logger(service="s3ingest-reconcile")
-metrics = Metrics(namespace="S3Ingest", service="s3ingest")
+metrics = stack_metrics()
 
 ACTIONS = ("plan", "shard_inventory", "shard_ledger", "diff_partition", "summarize")
 

@@ -1,0 +1,32 @@
+"""Names shared by the functions, the stack and the CLI: telemetry and function environment.
+
+The stack (``infra``) builds its alarms, dashboard and grants from these, the handlers emit
+under them and the CLI queries them, so the three cannot drift apart. Pure constants: importing
+this module loads nothing else.
+"""
+
+from __future__ import annotations
+
+#: CloudWatch namespace of every metric the functions emit (Powertools Metrics, EMF).
+METRICS_NAMESPACE = "S3Ingest"
+#: The ``service`` dimension Powertools Metrics adds to every metric.
+METRICS_SERVICE = "s3ingest"
+#: The dimension naming the stack that emitted a metric: stages in one account (dev, prod)
+#: never share a series, so one stage's alarm cannot fire on another's data.
+STACK_DIMENSION = "stack"
+#: Environment variable holding the stack name, set by the stack on every function.
+STACK_ENV = "S3INGEST_STACK"
+
+#: End-to-end lag of a live event, S3 event time to the record's ledger decision, milliseconds.
+LAG_METRIC = "ingest_lag_ms"
+#: 1 each time a reconciliation run completes (the heartbeat alarm watches for its absence).
+RECONCILE_HEARTBEAT_METRIC = "reconcile_completed"
+#: 1 when the bucket's EventBridge delivery is on, 0 when off (the scheduled delivery check).
+DELIVERY_METRIC = "eventbridge_delivery_enabled"
+#: Environment variable naming the buckets the delivery check reads (comma-separated).
+DELIVERY_BUCKETS_ENV = "DELIVERY_CHECK_BUCKETS"
+
+
+def metric_dimensions(stack_name: str) -> dict[str, str]:
+    """The dimensions of every metric the stack ``stack_name``'s functions emit."""
+    return {"service": METRICS_SERVICE, STACK_DIMENSION: stack_name}

@@ -1,0 +1,59 @@
+"""The scheduled EventBridge delivery check: is each landing bucket still sending its events?
+
+If another deploy rewrites a bucket's notification configuration without
+``EventBridgeConfiguration``, S3 stops emitting events to EventBridge and nothing else notices:
+ingestion just stops. Each run reads the configuration of every bucket in
+``DELIVERY_CHECK_BUCKETS`` (comma-separated) and emits ``eventbridge_delivery_enabled``: 1 when
+every bucket has delivery on, 0 when any has it off (the alarm fires on 0 and on missing data).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.metrics import MetricUnit
+
+from s3ingest_fn.bucket import eventbridge_delivery_enabled
+from s3ingest_fn.contract import DELIVERY_BUCKETS_ENV, DELIVERY_METRIC
+from s3ingest_fn.handlers.telemetry import stack_metrics
+
+logger = Logger(service="s3ingest-delivery-check")
+metrics = stack_metrics()
+
+
+def check(s3: Any, buckets: list[str]) -> dict[str, bool]:
+    """Each bucket's EventBridge delivery, on or off.
+
+    Raises
+    ------
+    TransientError
+        When S3 does not answer for a bucket.
+    """
+    return {bucket: eventbridge_delivery_enabled(s3, bucket) for bucket in buckets}
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Lambda entry point (``s3ingest_fn.handlers.delivery_check.handler``), on a schedule.
+
+    Returns
+    -------
+    dict
+        ``{"buckets": {name: bool}, "enabled": bool}``.
+    """
+    import boto3
+
+    buckets = [b for b in os.environ.get(DELIVERY_BUCKETS_ENV, "").split(",") if b]
+    if not buckets:
+        raise ValueError(f"{DELIVERY_BUCKETS_ENV} names no bucket")
+    states = check(boto3.client("s3"), buckets)
+    enabled = all(states.values())
+    for bucket, on in states.items():
+        (logger.info if on else logger.error)(
+            "eventbridge delivery " + ("on" if on else "OFF: events are not reaching s3ingest"),
+            extra={"bucket": bucket, "enabled": on})
+    metrics.add_metric(name=DELIVERY_METRIC, unit=MetricUnit.Count, value=int(enabled))
+    return {"buckets": states, "enabled": enabled}
