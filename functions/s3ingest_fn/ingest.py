@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from s3ingest_fn.contract import CANARY_PREFIX
 from s3ingest_fn.effects import PENDING, SUPERSEDED, AppliedChange, Claim, EffectRunner
 from s3ingest_fn.ledger import PRESENT, RowState, WriteMeta, WriteResult, effect_behind
 from s3ingest_fn.model import (
@@ -147,7 +148,7 @@ class IngestService:
     def _sequenced(self, change: Change) -> Result:
         state = _event_state(change)
         for _ in range(MAX_OBSERVATION_ATTEMPTS):
-            claim = self._claim()
+            claim = self._claim(change)
             meta = self._meta(change, "newer-sequencer")
             first = self.ledger.write_sequenced(state, meta, observed=False, require_exact=True,
                                                 claim=claim)
@@ -178,7 +179,7 @@ class IngestService:
                     done.extra["effect"] = "already-recorded"
                     return self._resume(done, old, verified=True)
             else:
-                claim = self._claim()
+                claim = self._claim(change)
                 result = self.ledger.write_sequenced(written, meta, observed=observed,
                                                      require_exact=False, expected_rev=_rev(old),
                                                      claim=claim)
@@ -201,7 +202,7 @@ class IngestService:
         same = (now.visible and change.version_id is not None
                 and change.version_id != now.version_id)
         for _ in range(MAX_OBSERVATION_ATTEMPTS):
-            claim = None if same else self._claim()
+            claim = None if same else self._claim(change)
             result = self.ledger.write_sequenced(written, meta, observed=True,
                                                  require_exact=False, claim=claim,
                                                  same_change=same, state_is=same)
@@ -227,7 +228,7 @@ class IngestService:
                                               "observation-matches-ledger"), row, verified=True)
             if row is None and not now.visible:
                 return result_of(change, Outcome.IGNORED, "observed-absent-not-in-ledger")
-            claim = self._claim()
+            claim = self._claim(change)
             meta, written = self._meta(change, "observed-bucket-state"), _head_state(now)
             result = self.ledger.write_observation(
                 written, meta, expected_rev=_rev(row) if row is not None else None, claim=claim)
@@ -239,8 +240,12 @@ class IngestService:
 
     # -- effects (CONTRACT C11, module s3ingest_fn.effects) ---------------------------------
 
-    def _claim(self) -> Claim | None:
-        return self.effects.claim() if self.effects is not None else None
+    def _claim(self, change: Change) -> Claim | None:
+        """The effect claim for a write applying ``change``; None without a processor, and for
+        ``s3ingest verify``'s canary keys, which never reach one."""
+        if self.effects is None or change.key.startswith(CANARY_PREFIX):
+            return None
+        return self.effects.claim()
 
     def _rejected(self, change: Change, old: dict[str, object],
                   claim: Claim | None) -> Result | None:
