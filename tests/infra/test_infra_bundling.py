@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.bundling import (
+from s3ingest.settings import SettingsError
+from s3ingest_cdk.bundling import (
     BUILD_DIR,
     FUNCTIONS_DIR,
     PIP_PLATFORM,
@@ -16,8 +17,7 @@ from infra.bundling import (
     ProcessorPackageError,
     processor_sources,
 )
-from infra.synth import Synth
-from s3ingest.settings import SettingsError
+from s3ingest_cdk.synth import Synth
 
 
 def _asset_dir(synth: Synth) -> Path:

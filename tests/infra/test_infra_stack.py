@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from infra.constructs.python_function import RETENTION_DAYS
-from infra.synth import Synth
 from s3ingest.settings import LOG_RETENTION_DAYS, Settings, ingest_event_pattern
+from s3ingest_cdk.constructs.python_function import RETENTION_DAYS
+from s3ingest_cdk.synth import Synth
 
 from .conftest import VARIANTS
 

@@ -34,7 +34,29 @@ from aws_cdk import aws_lambda as lambda_
 
 from s3ingest.settings import SettingsError
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+def project_root() -> Path:
+    """The checkout the CDK app runs from: the nearest directory holding ``cdk.json`` and
+    ``functions/``, above this file (a source checkout or an editable install: the package lives
+    in ``infra/s3ingest_cdk/``) or else above the working directory (a non-editable install, with
+    ``cdk`` run from the checkout).
+
+    Raises
+    ------
+    RuntimeError
+        When neither is inside a checkout of the project.
+    """
+    for start in (Path(__file__).resolve().parent, Path.cwd().resolve()):
+        for candidate in (start, *start.parents):
+            if (candidate / "cdk.json").is_file() and (candidate / "functions").is_dir():
+                return candidate
+    raise RuntimeError(
+        "s3ingest_cdk: no project checkout (a directory with cdk.json and functions/) above "
+        f"{Path(__file__).resolve().parent} or the working directory {Path.cwd()}"
+    )
+
+
+PROJECT_ROOT = project_root()
 FUNCTIONS_DIR = PROJECT_ROOT / "functions"
 BUILD_DIR = PROJECT_ROOT / ".build"
 FUNCTION_PACKAGE = "s3ingest_fn"
