@@ -15,6 +15,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from s3ingest.settings import Settings, ingest_event_pattern, inventory_report_prefix
+from s3ingest.version import version
 from s3ingest_cdk.bundling import function_code, processor_sources
 from s3ingest_cdk.constructs import (
     AlarmTopic,
@@ -73,6 +74,8 @@ _STREAM_EVIDENCE = (
     "list_amazondynamodb.html); the stream's records are read only from the ledger's stream "
     "(DescribeStream, GetRecords, GetShardIterator on its ARN)."
 )
+#: The stack tag that records the s3ingest version deployed (:func:`s3ingest.version.version`).
+VERSION_TAG = "s3ingest:version"
 _RUNTIME_EVIDENCE = (
     "Python 3.13 is pinned on purpose: the function's dependency wheels are resolved for "
     "CPython 3.13 (s3ingest_cdk.bundling) and Powertools for AWS Lambda 3.37 is tested on it; "
@@ -156,6 +159,8 @@ class S3IngestStack(Stack):
         code: lambda_.Code | None = None,
         **kwargs: Any,
     ) -> None:
+        # The version deployed, as a stack tag (not a resource tag: a release changes no resource).
+        kwargs["tags"] = {**(kwargs.get("tags") or {}), VERSION_TAG: version()}
         super().__init__(
             scope,
             construct_id,
@@ -876,6 +881,7 @@ class S3IngestStack(Stack):
             "RuleArn": self.routing.rule.rule_arn,
             "AlarmTopicArn": self.alarm_topic.topic.topic_arn,
             "DashboardName": self.dashboard.dashboard.dashboard_name,
+            "Version": version(),
         }
         if self.landing.inventory_bucket is not None:
             outputs["InventoryBucketName"] = self.landing.inventory_bucket.bucket_name
