@@ -199,3 +199,30 @@ def test_a_local_command_without_its_extra_names_the_extra(
         result.output
     )
     assert "pip install 's3ingest[local]'" in result.output
+
+
+def test_the_lock_satisfies_every_requirement_of_pyproject() -> None:
+    """``requirements.lock`` is in step with ``pyproject.toml`` (run ``make lock`` after an
+    edit): every direct dependency of the base and of every extra is pinned, with hashes, at a
+    version its specifier admits."""
+    from packaging.requirements import Requirement
+
+    text = (ROOT / "requirements.lock").read_text()
+    pins = {
+        _normalize(name): version
+        for name, version in re.findall(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)", text, re.M)
+    }
+    project = _project()
+    requirements = [Requirement(r) for r in project["dependencies"]]
+    for group in project["optional-dependencies"].values():
+        requirements += [Requirement(r) for r in group if not r.startswith(project["name"])]
+    assert requirements
+    locked = {str(r): pins.get(_normalize(r.name)) for r in requirements}
+    wrong = {
+        r: version
+        for r, version in locked.items()
+        if version is None or not Requirement(r).specifier.contains(version)
+    }
+    assert wrong == {}
+    entries = re.split(r"\n(?=[a-z0-9])", text.split("\n", 2)[2])
+    assert all("--hash=sha256:" in entry for entry in entries if "==" in entry)
