@@ -13,8 +13,10 @@ UV := $(BIN)/uv
 # existing pins are kept and only what the inputs changed is resolved again.
 LOCK_ARGS ?=
 STAMP_NPM := node_modules/.stamp
-export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+# Node.js (package.json pins an LTS release, installed by npm ci from the npm registry) and the CDK
+# CLI come first on PATH wherever jsii (the Python CDK) or the CDK CLI runs, whatever Node the
+# machine has (any npm bootstraps it); then the venv, for the `python3 app.py` that cdk runs.
+WITH_NODE := PATH="$(CURDIR)/node_modules/.bin:$(CURDIR)/$(BIN):$$PATH"
 export AWS_DEFAULT_REGION ?= us-east-1
 
 .PHONY: demo test lint typecheck unit synth bench lock clean help
@@ -35,6 +37,7 @@ $(STAMP): $(LOCK) pyproject.toml | $(BIN)/python
 
 $(STAMP_NPM): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
+	$(WITH_NODE) node --version
 	touch $@
 
 demo: $(STAMP)  ## run the live pipeline on the local emulator and report convergence
@@ -46,13 +49,13 @@ lint: $(STAMP)  ## ruff
 typecheck: $(STAMP)  ## mypy
 	$(BIN)/mypy
 
-unit: $(STAMP)  ## pytest only
-	$(BIN)/pytest
+unit: $(STAMP) $(STAMP_NPM)  ## pytest only (the infra tests synthesize: jsii runs on the pinned Node)
+	$(WITH_NODE) $(BIN)/pytest
 
 test: lint typecheck unit  ## everything CI checks: lint, types, tests (synth included)
 
-synth: $(STAMP) $(STAMP_NPM)  ## npx cdk synth (no AWS credentials needed)
-	PATH="$(CURDIR)/$(BIN):$$PATH" npx cdk synth --quiet
+synth: $(STAMP) $(STAMP_NPM)  ## cdk synth with the pinned CDK CLI and Node (no AWS credentials needed)
+	$(WITH_NODE) cdk synth --quiet
 
 bench: $(STAMP)  ## benchmarks: figures and ratios, not pass/fail
 	$(BIN)/python -m bench
