@@ -60,11 +60,14 @@ synth: $(STAMP) $(STAMP_NPM)  ## cdk synth with the pinned CDK CLI and Node (no 
 bench: $(STAMP)  ## benchmarks: figures and ratios, not pass/fail
 	$(BIN)/python -m bench
 
+# UV_PYTHON_DOWNLOADS=never: uv resolves for Python 3.13 from the metadata alone; it must not
+# fetch an interpreter from outside the package index.
 lock: $(STAMP)  ## regenerate the hashed lock files from pyproject.toml and functions/requirements.txt
-	$(UV) pip compile pyproject.toml --all-extras --universal --generate-hashes $(LOCK_ARGS) \
-		-o $(LOCK)
-	$(UV) pip compile functions/requirements.txt --python-platform aarch64-manylinux2014 \
-		--python-version 3.13 --generate-hashes $(LOCK_ARGS) -o $(FN_LOCK)
+	UV_PYTHON_DOWNLOADS=never $(UV) pip compile pyproject.toml --all-extras --universal \
+		--generate-hashes $(LOCK_ARGS) -o $(LOCK)
+	UV_PYTHON_DOWNLOADS=never $(UV) pip compile functions/requirements.txt \
+		--python-platform aarch64-manylinux2014 --python-version 3.13 --generate-hashes \
+		$(LOCK_ARGS) -o $(FN_LOCK)
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out .build .pytest_cache .mypy_cache
