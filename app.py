@@ -7,8 +7,8 @@ import sys
 
 from aws_cdk import App
 
-from infra.compose import compose
 from s3ingest.settings import SettingsError
+from s3ingest_cdk.compose import compose
 
 
 def main() -> None:

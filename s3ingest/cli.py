@@ -13,8 +13,12 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+from s3ingest.extras import MissingExtraError, require
+from s3ingest.version import version
 
 app = typer.Typer(
     name="s3ingest", no_args_is_help=True, rich_markup_mode=None,
@@ -25,6 +29,22 @@ app = typer.Typer(
 local_app = typer.Typer(no_args_is_help=True, help="Run the pipeline on an embedded AWS "
                         "emulator (moto), no AWS account needed.")
 app.add_typer(local_app, name="local")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        out.print(f"s3ingest {version()}", highlight=False)
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    show_version: Annotated[bool | None, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print the s3ingest version and exit.")] = None,
+) -> None:
+    # Options of the command itself (the help text is the Typer app's).
+    return None
 
 console = Console(stderr=True, soft_wrap=True)
 out = Console()
@@ -49,6 +69,7 @@ def demo(
     """Run the live pipeline locally under duplicated, reordered and lossy delivery, with the
     example processor (a JSON sidecar per object) and the change stream, reconcile once, and
     report whether the ledger equals the bucket and the sidecars match it (exit code 1 if not)."""
+    _require_local("s3ingest local demo")
     from s3ingest.local.demo import DemoOptions, run_demo
 
     if reconcile not in ("inventory", "listing", "none"):
@@ -136,6 +157,7 @@ def scenario(
     ledger, the processor's effects and the change events, with their ids (exit code 1 if the
     ledger does not equal the bucket at the end, the effects broke a rule or a step failed, 2
     for an invalid scenario file)."""
+    _require_local("s3ingest local scenario")
     from s3ingest.local.scenario import ScenarioError, run_scenario
 
     try:
@@ -228,6 +250,7 @@ def reconcile_command(
         raise typer.BadParameter("must be inventory or listing", param_hint="--source")
     _one_target(stack, local)
     if local:
+        _require_local("s3ingest reconcile --local")
         from s3ingest.local.demo import DemoOptions, run_demo
 
         if manifest or margin_seconds is not None:
@@ -285,6 +308,7 @@ def backfill_start(
     run twice."""
     _one_target(stack, local)
     if local:
+        _require_local("s3ingest backfill start --local")
         from s3ingest.local.demo import run_backfill_demo
 
         if manifest or not wait:
@@ -591,6 +615,16 @@ def _emit_backfill(report: dict[str, Any], as_json: bool) -> None:
     for failure in report.get("failures", [])[:20]:
         out.print(f"  failed: {failure['key']!r} {failure['resultCode']}: "
                   f"{failure['resultString']}")
+
+
+def _require_local(what: str) -> None:
+    """End the command with exit code 2 and the pip install to run when the local runtime's
+    extra (moto's server, Powertools) is missing."""
+    try:
+        require("local", what)
+    except MissingExtraError as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(2) from exc
 
 
 def _one_target(stack: str | None, local: bool) -> None:

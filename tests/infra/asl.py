@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from infra.synth import Synth
+from s3ingest_cdk.synth import Synth
 
 
 def placeholder(token: dict[str, Any]) -> str:
@@ -52,7 +52,8 @@ def reachable(block: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
                 queue.append(target)
 
 
-#: The retriers every Lambda task carries (``infra.constructs.state_machine_parts.lambda_step``).
+#: The retriers every Lambda task carries
+#: (``s3ingest_cdk.constructs.state_machine_parts.lambda_step``).
 LAMBDA_RETRY = {
     "ErrorEquals": [
         "Lambda.ClientExecutionTimeoutException",

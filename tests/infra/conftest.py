@@ -1,7 +1,7 @@
 """Infrastructure test fixtures: the app synthesized once per session, in-process (no CDK CLI).
 
 The app gets the context of ``cdk.json`` (settings defaults and feature flags), the composition of
-``app.py`` (:func:`infra.compose.compose`) and a fixed region, and needs no AWS credentials.
+``app.py`` (:func:`s3ingest_cdk.compose.compose`) and a fixed region, and needs no AWS credentials.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from infra.synth import Synth, synthesize
+from s3ingest_cdk.synth import Synth, synthesize
 
 #: The existing bucket the adoption tests deploy against.
 ADOPTED_BUCKET = "existing-landing-bucket"

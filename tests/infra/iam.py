@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from infra.synth import Synth
+from s3ingest_cdk.synth import Synth
 
 
 def statements_of(synth: Synth, role: Any) -> list[dict[str, Any]]:

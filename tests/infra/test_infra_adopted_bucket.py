@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from infra.synth import Synth
 from s3ingest.settings import ingest_event_pattern
+from s3ingest_cdk.synth import Synth
 
 from .conftest import ADOPTED_BUCKET
 

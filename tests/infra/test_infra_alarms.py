@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from infra.constructs.operations_dashboard import OUTCOME_METRICS
-from infra.synth import PROJECT_ROOT, Synth
+from s3ingest_cdk.constructs.operations_dashboard import OUTCOME_METRICS
+from s3ingest_cdk.synth import PROJECT_ROOT, Synth
 
 from .conftest import ALARM_EMAIL, VARIANTS
 

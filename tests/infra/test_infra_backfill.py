@@ -12,10 +12,10 @@ import pytest
 from aws_cdk import App
 from aws_cdk import aws_lambda as lambda_
 
-from infra.compose import compose
-from infra.constructs.backfill_state_machine import PREPARED_FIELDS
-from infra.synth import Synth, cdk_json_context
 from s3ingest.settings import Settings
+from s3ingest_cdk.compose import compose
+from s3ingest_cdk.constructs.backfill_state_machine import PREPARED_FIELDS
+from s3ingest_cdk.synth import Synth, cdk_json_context
 
 from .asl import LAMBDA_RETRY, THROTTLE_RETRY, definition, reachable
 from .iam import expected as _grants
@@ -350,7 +350,7 @@ def test_create_job_is_a_direct_s3_control_call_with_the_job_spec(synth: Synth) 
 
 
 def test_report_prefix_is_where_the_control_function_reads() -> None:
-    from infra.constructs.backfill_control_function import REPORT_PREFIX
+    from s3ingest_cdk.constructs.backfill_control_function import REPORT_PREFIX
     from s3ingest_fn.backfill_control import REPORT_PREFIX as HANDLER_PREFIX
 
     assert REPORT_PREFIX == HANDLER_PREFIX == "backfill-reports"

@@ -3,21 +3,23 @@ processor's package when one is configured."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from infra.bundling import (
+from s3ingest.settings import SettingsError
+from s3ingest_cdk.bundling import (
     BUILD_DIR,
     FUNCTIONS_DIR,
+    LOCK_FILE,
     PIP_PLATFORM,
     PYTHON_VERSION,
     PipLocalBundling,
     ProcessorPackageError,
     processor_sources,
 )
-from infra.synth import Synth
-from s3ingest.settings import SettingsError
+from s3ingest_cdk.synth import Synth
 
 
 def _asset_dir(synth: Synth) -> Path:
@@ -41,8 +43,8 @@ def test_native_wheels_target_linux_arm64(synth: Synth) -> None:
         assert "aarch64" in extension.name or "abi3" in extension.name, extension
 
 
-def test_dependency_cache_key_follows_the_requirements(tmp_path: Path) -> None:
-    (tmp_path / "requirements.txt").write_text("a==1\n")
+def test_dependency_cache_key_follows_the_lock(tmp_path: Path) -> None:
+    (tmp_path / LOCK_FILE).write_text("a==1 --hash=sha256:00\n")
     bundler = PipLocalBundling(
         functions_dir=tmp_path,
         package="pkg",
@@ -51,10 +53,35 @@ def test_dependency_cache_key_follows_the_requirements(tmp_path: Path) -> None:
         platform=PIP_PLATFORM,
     )
     first = bundler.cache_key()
-    (tmp_path / "requirements.txt").write_text("a==2\n")
+    (tmp_path / LOCK_FILE).write_text("a==2 --hash=sha256:01\n")
     assert bundler.cache_key() != first
     assert first.startswith(f"deps-{PIP_PLATFORM}-cp{PYTHON_VERSION}-")
-    assert (FUNCTIONS_DIR / "requirements.txt").is_file()
+    assert (FUNCTIONS_DIR / LOCK_FILE).is_file()
+    # the human-edited input is not what is installed: editing it alone changes nothing
+    (tmp_path / "requirements.txt").write_text("a==3\n")
+    assert bundler.cache_key() == PipLocalBundling(
+        functions_dir=tmp_path, package="pkg", cache_dir=BUILD_DIR,
+        python_version=PYTHON_VERSION, platform=PIP_PLATFORM,
+    ).cache_key()
+
+
+def test_the_lambda_lock_pins_with_hashes_what_its_input_pins() -> None:
+    pins = _pins((FUNCTIONS_DIR / "requirements.txt").read_text())
+    lock_text = (FUNCTIONS_DIR / LOCK_FILE).read_text()
+    locked = _pins(lock_text)
+    assert pins and {name: locked.get(name) for name in pins} == pins
+    # every pinned distribution carries at least one hash (pip runs with --require-hashes)
+    entries = re.split(r"\n(?=[a-z0-9])", lock_text.split("\n", 2)[2])
+    assert entries and all("--hash=sha256:" in entry for entry in entries if "==" in entry)
+    # resolved for the function's platform and Python (make lock)
+    assert "--python-platform aarch64-manylinux2014" in lock_text
+    assert "--python-version 3.13" in lock_text
+
+
+def _pins(text: str) -> dict[str, str]:
+    """``name -> version`` of the ``name[extras]==version`` lines of a requirements file."""
+    found = re.findall(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)", text, re.M)
+    return {re.sub(r"[-_.]+", "-", name).lower(): version for name, version in found}
 
 
 # --- The processor's package (CONTRACT C11) ------------------------------------------------------
@@ -129,7 +156,7 @@ def test_processor_package_dir_copies_its_top_level_packages_and_modules(tmp_pat
     functions = tmp_path / "functions"
     (functions / "s3ingest_fn").mkdir(parents=True)
     (functions / "s3ingest_fn" / "__init__.py").write_text("")
-    (functions / "requirements.txt").write_text("a==1\n")
+    (functions / LOCK_FILE).write_text("a==1 --hash=sha256:00\n")
     bundler = PipLocalBundling(
         functions_dir=functions,
         package="s3ingest_fn",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from cfnlint.api import ManualArgs, lint_file
 
-from infra.synth import Synth
+from s3ingest_cdk.synth import Synth
 
 from .conftest import VARIANTS
 

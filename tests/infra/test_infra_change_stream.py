@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from infra.constructs.change_relay_function import CHANGE_STREAM_HANDLER
-from infra.synth import Synth
 from s3ingest.settings import CHANGE_SOURCE, Settings
+from s3ingest_cdk.constructs.change_relay_function import CHANGE_STREAM_HANDLER
+from s3ingest_cdk.synth import Synth
 from s3ingest_fn.changes import STREAM_FILTER
 
 from .iam import expected as _grants

@@ -9,7 +9,7 @@ import pytest
 from aws_cdk import App, Stack, Validations
 from cdk_nag import AwsSolutionsChecks
 
-from infra.synth import Synth
+from s3ingest_cdk.synth import Synth
 
 from .conftest import VARIANTS
 

@@ -12,9 +12,9 @@ from aws_cdk import App, Stack
 from aws_cdk import aws_lambda as lambda_
 from cdk_nag import AwsSolutionsChecks
 
-from infra.compose import compose
-from infra.stack import S3IngestStack
-from infra.synth import Synth, cdk_json_context
+from s3ingest_cdk.compose import compose
+from s3ingest_cdk.stack import S3IngestStack
+from s3ingest_cdk.synth import Synth, cdk_json_context
 
 from .conftest import ADOPTED_BUCKET, PROCESSOR
 from .iam import allowed as _granted

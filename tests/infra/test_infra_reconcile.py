@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from infra.constructs.drift_alarm import DRIFT_KINDS
-from infra.constructs.reconcile_state_machine import WORK_PREFIX
-from infra.synth import Synth
 from s3ingest.settings import Settings, inventory_report_prefix
+from s3ingest_cdk.constructs.drift_alarm import DRIFT_KINDS
+from s3ingest_cdk.constructs.reconcile_state_machine import WORK_PREFIX
+from s3ingest_cdk.synth import Synth
 
 from .asl import LAMBDA_RETRY, THROTTLE_RETRY, definition
 from .conftest import ADOPTED_BUCKET

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from aws_cdk import App
 
-from infra.compose import compose, settings_from_app
-from infra.synth import PROJECT_ROOT, cdk_json_context
 from s3ingest.settings import DEFAULTS, Settings, SettingsError
+from s3ingest_cdk.compose import compose, settings_from_app
+from s3ingest_cdk.synth import PROJECT_ROOT, cdk_json_context
 
 INVALID = {
     "batchSize": "ten",  # type error

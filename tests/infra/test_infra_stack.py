@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
-from infra.constructs.python_function import RETENTION_DAYS
-from infra.synth import Synth
 from s3ingest.settings import LOG_RETENTION_DAYS, Settings, ingest_event_pattern
+from s3ingest.version import UNKNOWN, version
+from s3ingest_cdk.constructs.python_function import RETENTION_DAYS
+from s3ingest_cdk.stack import VERSION_TAG
+from s3ingest_cdk.synth import Synth
 
 from .conftest import VARIANTS
 
@@ -469,3 +471,21 @@ def test_no_hard_coded_physical_names(variant: str, request: pytest.FixtureReque
         name_property = name_properties.get(resource["Type"])
         if name_property:
             assert name_property not in resource["Properties"], logical_id
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_stack_records_the_version_as_a_stack_tag_and_an_output(
+    variant: str, request: pytest.FixtureRequest
+) -> None:
+    synth: Synth = request.getfixturevalue(variant)
+    assert synth.template["Outputs"]["Version"] == {"Value": version()}
+    manifest = json.loads((synth.outdir / "manifest.json").read_text())
+    (artifact,) = [
+        a for a in manifest["artifacts"].values() if a["type"] == "aws:cloudformation:stack"
+    ]
+    assert artifact["properties"]["tags"][VERSION_TAG] == version() != UNKNOWN
+    # a stack tag, not a resource tag: a release changes no resource
+    for logical_id, resource in synth.template["Resources"].items():
+        tags = resource.get("Properties", {}).get("Tags", [])
+        keys = [t["Key"] for t in tags] if isinstance(tags, list) else list(tags)
+        assert VERSION_TAG not in keys, logical_id

@@ -206,7 +206,10 @@ def _arrow_rows(fmt: str, data: bytes) -> Iterator[InventoryRow]:
             import pyarrow.parquet as pq
             table = pq.read_table(pa.BufferReader(data))
     except ImportError as exc:
-        raise InventoryError(f"reading {fmt} inventories needs pyarrow") from exc
+        raise InventoryError(
+            f"reading {fmt} inventories needs pyarrow, which is not installed (for the s3ingest "
+            "CLI: pip install 's3ingest[arrow]')"
+        ) from exc
     except Exception as exc:  # pyarrow raises its own ArrowInvalid and friends
         raise InventoryError(f"{fmt} data file unreadable: {exc}") from exc
     names = set(table.column_names)

@@ -10,9 +10,9 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.constructs.backfill_function import BACKFILL_SERVICE_NAME
-from infra.constructs.python_function import python_function
 from s3ingest.settings import inventory_report_prefix
+from s3ingest_cdk.constructs.backfill_function import BACKFILL_SERVICE_NAME
+from s3ingest_cdk.constructs.python_function import python_function
 
 #: Entry point of the state machine's steps (``{"action": "prepare" | "report" | ...}``).
 BACKFILL_CONTROL_HANDLER = "s3ingest_fn.handlers.backfill_control.handler"
@@ -29,7 +29,7 @@ class BackfillControlFunction(Construct):
     inventory data file by the ledger rules, ``summarize`` adds the files' counts up. Its
     environment is the reconcile function's (the inventory it reads) plus the backfill function's
     (the ledger rules it applies) plus ``REPORT_BUCKET_NAME``. Role, log group and function follow
-    :func:`infra.constructs.python_function.python_function`, as the reconcile functions; the
+    :func:`s3ingest_cdk.constructs.python_function.python_function`, as the reconcile functions; the
     stack grants what it reads and writes.
 
     Parameters

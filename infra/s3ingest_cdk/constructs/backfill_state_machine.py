@@ -18,10 +18,10 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from infra.constructs.backfill_control_function import REPORT_PREFIX
-from infra.constructs.batch_operations_role import BATCH_OPERATIONS_PRINCIPAL
-from infra.constructs.dependencies import depend_on_policies_not_role
-from infra.constructs.state_machine_parts import execution_logs, lambda_step
+from s3ingest_cdk.constructs.backfill_control_function import REPORT_PREFIX
+from s3ingest_cdk.constructs.batch_operations_role import BATCH_OPERATIONS_PRINCIPAL
+from s3ingest_cdk.constructs.dependencies import depend_on_policies_not_role
+from s3ingest_cdk.constructs.state_machine_parts import execution_logs, lambda_step
 
 #: ``backfillEngine`` values (``s3ingest.settings.BACKFILL_ENGINES``).
 BATCH_OPERATIONS = "batch-operations"

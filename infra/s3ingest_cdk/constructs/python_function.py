@@ -16,8 +16,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.bundling import ARCHITECTURE, RUNTIME
-from infra.constructs.dependencies import depend_on_policies_not_role
+from s3ingest_cdk.bundling import ARCHITECTURE, RUNTIME
+from s3ingest_cdk.constructs.dependencies import depend_on_policies_not_role
 
 #: Namespace of every s3ingest metric (Powertools ``POWERTOOLS_METRICS_NAMESPACE``).
 METRICS_NAMESPACE = "S3Ingest"
@@ -96,8 +96,9 @@ def python_function(
 ) -> PythonFunction:
     """Add an s3ingest Python function with its own role and log group to ``scope``.
 
-    Python 3.13 on ``arm64`` (the bundle's target, :mod:`infra.bundling`); X-Ray active tracing;
-    JSON log format to an explicit log group with a bounded retention, retained on stack deletion
+    Python 3.13 on ``arm64`` (the bundle's target, :mod:`s3ingest_cdk.bundling`); X-Ray active
+    tracing; JSON log format to an explicit log group with a bounded retention, retained on stack
+    deletion
     (https://docs.aws.amazon.com/lambda/latest/dg/monitoring-cloudwatchlogs-advanced.html); no
     reserved concurrency. The role is the function's own, with no managed policy: the log-group
     write grant replaces ``AWSLambdaBasicExecutionRole``; the stack grants the rest.
@@ -114,7 +115,7 @@ def python_function(
     handler : str
         Entry point inside the bundled ``s3ingest_fn`` package.
     code : aws_cdk.aws_lambda.Code
-        The bundled ``functions/`` package (:func:`infra.bundling.function_code`).
+        The bundled ``functions/`` package (:func:`s3ingest_cdk.bundling.function_code`).
     timeout : aws_cdk.Duration
         Function timeout.
     memory_size_mib : int

@@ -8,8 +8,8 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from infra.constructs.ingest_queue import secure_queue
-from infra.constructs.python_function import python_function
+from s3ingest_cdk.constructs.ingest_queue import secure_queue
+from s3ingest_cdk.constructs.python_function import python_function
 
 #: Entry point of the relay (``{"Records": [<DynamoDB stream record>, ...]}``).
 CHANGE_STREAM_HANDLER = "s3ingest_fn.handlers.change_stream.handler"
@@ -26,14 +26,15 @@ class ChangeRelayFunction(Construct):
     It reads the ledger table's stream (new images) through an event source mapping the stack
     adds, filtered to applied changes, and answers with a partial batch response naming the first
     record it could not publish (``s3ingest_fn.handlers.change_stream``). Role, log group and
-    function follow :func:`infra.constructs.python_function.python_function`; the stack grants
+    function follow :func:`s3ingest_cdk.constructs.python_function.python_function`; the stack
+    grants
     ``events:PutEvents`` on the bus and adds the stream.
 
     The dead-letter queue is the mapping's on-failure destination: when Lambda gives up on a
     batch (its records left the stream after 24 hours), it sends the batch's position (shard,
     first and last sequence numbers, arrival times), not the records
     (https://docs.aws.amazon.com/lambda/latest/dg/services-dynamodb-errors.html). SSE-SQS,
-    TLS only (:func:`infra.constructs.ingest_queue.secure_queue`), kept 14 days.
+    TLS only (:func:`s3ingest_cdk.constructs.ingest_queue.secure_queue`), kept 14 days.
 
     Parameters
     ----------

@@ -10,8 +10,8 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.constructs.python_function import python_function
 from s3ingest.settings import inventory_report_prefix
+from s3ingest_cdk.constructs.python_function import python_function
 
 #: Entry point of the single reconciliation run (``{"source", "prefix", "dryRun", ...}``).
 RECONCILE_HANDLER = "s3ingest_fn.handlers.reconcile.handler"
@@ -26,8 +26,8 @@ class ReconcileFunction(Construct):
     """A function that compares the bucket with the ledger and queues repairs (CONTRACT C12).
 
     Role, log group and function follow
-    :func:`infra.constructs.python_function.python_function` (as the ingest function); the stack
-    grants what it reads and writes.
+    :func:`s3ingest_cdk.constructs.python_function.python_function` (as the ingest function); the
+    stack grants what it reads and writes.
 
     Parameters
     ----------

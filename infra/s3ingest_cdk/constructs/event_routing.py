@@ -11,7 +11,7 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.constructs.ingest_queue import secure_queue
+from s3ingest_cdk.constructs.ingest_queue import secure_queue
 
 #: EventBridge's maxima for a target's retry policy: 185 attempts within 24 hours
 #: (https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_RetryPolicy.html).

@@ -14,8 +14,8 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from infra.constructs.dependencies import depend_on_policies_not_role
-from infra.constructs.state_machine_parts import execution_logs, lambda_step
+from s3ingest_cdk.constructs.dependencies import depend_on_policies_not_role
+from s3ingest_cdk.constructs.state_machine_parts import execution_logs, lambda_step
 
 #: Where the fan-out writes its shards in the inventory bucket (``fanout.WORK_PREFIX``).
 WORK_PREFIX = "reconcile-work/"

@@ -1,7 +1,8 @@
 """What every s3ingest state machine shares: an encrypted execution log group and Lambda steps.
 
-Not constructs of their own: like :func:`infra.constructs.python_function.python_function`, the
-helpers add their children to the construct that owns the state machine
+Not constructs of their own: like
+:func:`s3ingest_cdk.constructs.python_function.python_function`, the helpers add their
+children to the construct that owns the state machine
 (``ReconcileStateMachine``, ``BackfillStateMachine``), so construct ids (and logical ids) stay
 stable.
 """
@@ -20,7 +21,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from infra.constructs.python_function import retention
+from s3ingest_cdk.constructs.python_function import retention
 
 
 @dataclass(frozen=True)

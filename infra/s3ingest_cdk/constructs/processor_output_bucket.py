@@ -5,7 +5,7 @@ from __future__ import annotations
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from infra.constructs.landing_bucket import secure_bucket
+from s3ingest_cdk.constructs.landing_bucket import secure_bucket
 
 #: Prefix of the output bucket's server access logs in the access-logs bucket.
 ACCESS_LOGS_PREFIX = "processor-output/"
@@ -15,8 +15,8 @@ class ProcessorOutputBucket(Construct):
     """Where the processor (CONTRACT C11) writes: ``OUTPUT_BUCKET`` of the functions that run it.
 
     The defaults every bucket of the stack shares
-    (:func:`infra.constructs.landing_bucket.secure_bucket`: SSE-S3, all public access blocked,
-    ACLs disabled, TLS 1.2 or later only, retained on stack deletion: its objects are the
+    (:func:`s3ingest_cdk.constructs.landing_bucket.secure_bucket`: SSE-S3, all public access
+    blocked, ACLs disabled, TLS 1.2 or later only, retained on stack deletion: its objects are the
     processor's results), not versioned (the processor rewrites an output idempotently, keyed by
     the change; its history is the ledger's), with server access logs under
     ``processor-output/`` in the stack's access-logs bucket. An adopted landing bucket has no

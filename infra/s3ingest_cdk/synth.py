@@ -11,11 +11,10 @@ from typing import Any
 from aws_cdk import App, Environment
 from aws_cdk.assertions import Template
 
-from infra.compose import FALLBACK_REGION, compose
-from infra.stack import S3IngestStack
 from s3ingest.settings import Settings
-
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from s3ingest_cdk.bundling import PROJECT_ROOT
+from s3ingest_cdk.compose import FALLBACK_REGION, compose
+from s3ingest_cdk.stack import S3IngestStack
 
 
 def cdk_json_context(cdk_json: Path = PROJECT_ROOT / "cdk.json") -> dict[str, Any]:
@@ -32,7 +31,7 @@ class Synth:
     ----------
     app : aws_cdk.App
         The synthesized construct tree.
-    stack : infra.stack.S3IngestStack
+    stack : s3ingest_cdk.stack.S3IngestStack
         The stack.
     settings : s3ingest.settings.Settings
         The settings it was built from.

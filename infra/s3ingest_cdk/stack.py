@@ -14,8 +14,10 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from infra.bundling import function_code, processor_sources
-from infra.constructs import (
+from s3ingest.settings import Settings, ingest_event_pattern, inventory_report_prefix
+from s3ingest.version import version
+from s3ingest_cdk.bundling import function_code, processor_sources
+from s3ingest_cdk.constructs import (
     AlarmTopic,
     BackfillControlFunction,
     BackfillFunction,
@@ -36,16 +38,15 @@ from infra.constructs import (
     ReconcileSchedule,
     ReconcileStateMachine,
 )
-from infra.constructs.backfill_control_function import REPORT_PREFIX
-from infra.constructs.backfill_state_machine import BATCH_OPERATIONS, FILES_MAP_LABEL
-from infra.constructs.reconcile_function import FANOUT_HANDLER, RECONCILE_HANDLER
-from infra.constructs.reconcile_state_machine import (
+from s3ingest_cdk.constructs.backfill_control_function import REPORT_PREFIX
+from s3ingest_cdk.constructs.backfill_state_machine import BATCH_OPERATIONS, FILES_MAP_LABEL
+from s3ingest_cdk.constructs.reconcile_function import FANOUT_HANDLER, RECONCILE_HANDLER
+from s3ingest_cdk.constructs.reconcile_state_machine import (
     INVENTORY_MAP_LABEL,
     WORK_EXPIRATION,
     WORK_PREFIX,
 )
-from infra.nag import acknowledge, wildcard_resource_finding
-from s3ingest.settings import Settings, ingest_event_pattern, inventory_report_prefix
+from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
 from s3ingest_fn.changes import STREAM_FILTER
 
 #: The change stream's batch: records of one shard per invocation (the relay publishes them in
@@ -73,9 +74,11 @@ _STREAM_EVIDENCE = (
     "list_amazondynamodb.html); the stream's records are read only from the ledger's stream "
     "(DescribeStream, GetRecords, GetShardIterator on its ARN)."
 )
+#: The stack tag that records the s3ingest version deployed (:func:`s3ingest.version.version`).
+VERSION_TAG = "s3ingest:version"
 _RUNTIME_EVIDENCE = (
     "Python 3.13 is pinned on purpose: the function's dependency wheels are resolved for "
-    "CPython 3.13 (infra/bundling.py) and Powertools for AWS Lambda 3.37 is tested on it; "
+    "CPython 3.13 (s3ingest_cdk.bundling) and Powertools for AWS Lambda 3.37 is tested on it; "
     "moving to a newer runtime is a deliberate upgrade, not a synth-time drift."
 )
 
@@ -108,40 +111,40 @@ class S3IngestStack(Stack):
     ----------
     landing, ingest_queue, routing, ledger, ingest : Construct
         The composed constructs, exposing the resources they create.
-    reconcile : infra.constructs.ReconcileFunction
+    reconcile : s3ingest_cdk.constructs.ReconcileFunction
         The single-run reconcile function.
-    reconcile_fan_out : infra.constructs.ReconcileFunction or None
+    reconcile_fan_out : s3ingest_cdk.constructs.ReconcileFunction or None
         The fan-out step function (``reconcileFanOut`` only).
-    reconcile_state_machine : infra.constructs.ReconcileStateMachine or None
+    reconcile_state_machine : s3ingest_cdk.constructs.ReconcileStateMachine or None
         The fan-out state machine (``reconcileFanOut`` only).
-    reconcile_schedule : infra.constructs.ReconcileSchedule
+    reconcile_schedule : s3ingest_cdk.constructs.ReconcileSchedule
         The scheduled rule that starts reconciliation.
-    drift : infra.constructs.DriftAlarm
+    drift : s3ingest_cdk.constructs.DriftAlarm
         The drift metrics and ``drift.alarm``.
-    backfill_control : infra.constructs.BackfillControlFunction or None
+    backfill_control : s3ingest_cdk.constructs.BackfillControlFunction or None
         The backfill state machine's step function (CONTRACT C13); ``None`` unless the stack owns
         the inventory (``bucketName`` unset, ``inventoryEnabled``), as the three below.
-    alarm_topic : infra.constructs.AlarmTopic
+    alarm_topic : s3ingest_cdk.constructs.AlarmTopic
         The topic every alarm notifies (``alarmEmail`` subscribes an address).
-    alarms : infra.constructs.OperationalAlarms
+    alarms : s3ingest_cdk.constructs.OperationalAlarms
         The operational alarms (the drift alarm included).
-    dashboard : infra.constructs.OperationsDashboard
+    dashboard : s3ingest_cdk.constructs.OperationsDashboard
         The stage's dashboard, ``s3ingest-<stage>``.
-    backfill_state_machine : infra.constructs.BackfillStateMachine or None
+    backfill_state_machine : s3ingest_cdk.constructs.BackfillStateMachine or None
         The backfill state machine (``backfillEngine`` picks its engine).
-    backfill : infra.constructs.BackfillFunction or None
+    backfill : s3ingest_cdk.constructs.BackfillFunction or None
         The function S3 Batch Operations invokes (``batch-operations`` engine only).
-    batch_operations : infra.constructs.BatchOperationsRole or None
+    batch_operations : s3ingest_cdk.constructs.BatchOperationsRole or None
         The role the Batch Operations job runs as (``batch-operations`` engine only).
-    processor_output : infra.constructs.ProcessorOutputBucket or None
+    processor_output : s3ingest_cdk.constructs.ProcessorOutputBucket or None
         The processor's output bucket (``processor`` only).
     ingest_service_functions : list[aws_cdk.aws_lambda.Function]
         The functions that build the ingest service and so run the processor, when there is one:
         the ingest function, and the backfill function or (``distributed-map``) the backfill
         control function.
-    change_bus : infra.constructs.ChangeBus or None
+    change_bus : s3ingest_cdk.constructs.ChangeBus or None
         The change bus, its archive and the change-stream rule (``changeStream`` only).
-    change_relay : infra.constructs.ChangeRelayFunction or None
+    change_relay : s3ingest_cdk.constructs.ChangeRelayFunction or None
         The relay from the ledger's stream to the change bus (``changeStream`` only).
     change_source : aws_cdk.aws_lambda_event_sources.DynamoEventSource or None
         The relay's event source (``changeStream`` only).
@@ -156,6 +159,8 @@ class S3IngestStack(Stack):
         code: lambda_.Code | None = None,
         **kwargs: Any,
     ) -> None:
+        # The version deployed, as a stack tag (not a resource tag: a release changes no resource).
+        kwargs["tags"] = {**(kwargs.get("tags") or {}), VERSION_TAG: version()}
         super().__init__(
             scope,
             construct_id,
@@ -876,6 +881,7 @@ class S3IngestStack(Stack):
             "RuleArn": self.routing.rule.rule_arn,
             "AlarmTopicArn": self.alarm_topic.topic.topic_arn,
             "DashboardName": self.dashboard.dashboard.dashboard_name,
+            "Version": version(),
         }
         if self.landing.inventory_bucket is not None:
             outputs["InventoryBucketName"] = self.landing.inventory_bucket.bucket_name

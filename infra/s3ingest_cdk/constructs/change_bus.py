@@ -11,8 +11,8 @@ from aws_cdk import aws_logs as logs
 from aws_cdk.interfaces.aws_events import IRuleRef
 from constructs import Construct
 
-from infra.constructs.python_function import retention
 from s3ingest.settings import CHANGE_SOURCE
+from s3ingest_cdk.constructs.python_function import retention
 
 #: The principal EventBridge writes to a CloudWatch Logs target as
 #: (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html#eb-cloudwatchlogs-permissions).

@@ -6,8 +6,8 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from infra.constructs.operational_alarms import runbook
-from infra.constructs.python_function import METRICS_NAMESPACE
+from s3ingest_cdk.constructs.operational_alarms import runbook
+from s3ingest_cdk.constructs.python_function import METRICS_NAMESPACE
 
 #: The ``service`` dimension Powertools Metrics adds: the reconcile handlers create
 #: ``Metrics(namespace="S3Ingest", service="s3ingest")``.
@@ -43,7 +43,7 @@ class DriftAlarm(Construct):
     ``S3Ingest``, dimension ``service=s3ingest``); the alarm fires when the daily maximum is at
     least 1. Days without a run are not breaching: no data is not drift (a failed run shows in the
     function's or the state machine's own errors). Its actions are added by
-    :class:`infra.constructs.OperationalAlarms`, which notifies the alarm topic.
+    :class:`s3ingest_cdk.constructs.OperationalAlarms`, which notifies the alarm topic.
 
     Parameters
     ----------

@@ -8,8 +8,8 @@ from aws_cdk import App, Environment, Validations
 from aws_cdk import aws_lambda as lambda_
 from cdk_nag import AwsSolutionsChecks
 
-from infra.stack import S3IngestStack
 from s3ingest.settings import Settings
+from s3ingest_cdk.stack import S3IngestStack
 
 #: Region used when neither the CLI nor the environment names one (synth needs no credentials).
 FALLBACK_REGION = "us-east-1"

@@ -1,4 +1,4 @@
-"""The ingest Lambda function, its own role and its own log group."""
+"""The backfill Lambda function S3 Batch Operations invokes, with its own role and log group."""
 
 from __future__ import annotations
 
@@ -9,25 +9,23 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.constructs.python_function import python_function
+from s3ingest_cdk.constructs.python_function import python_function
 
-#: The function's entry point inside the bundled ``s3ingest_fn`` package.
-HANDLER = "s3ingest_fn.handlers.ingest.handler"
-SERVICE_NAME = "s3ingest"
+#: Entry point of the Batch Operations task handler (invocation schema 2.0 or 1.0).
+BACKFILL_HANDLER = "s3ingest_fn.handlers.backfill.handler"
+#: ``POWERTOOLS_SERVICE_NAME`` of both backfill functions (their handlers' logger service).
+BACKFILL_SERVICE_NAME = "s3ingest-backfill"
 
 
-class IngestFunction(Construct):
-    """The function that applies the queue's events to the ledger.
+class BackfillFunction(Construct):
+    """The function an S3 Batch Operations job invokes once per inventory row (CONTRACT C13).
 
-    Python 3.13 on ``arm64``; X-Ray active tracing; JSON log format to an explicit log group with
-    a bounded retention (https://docs.aws.amazon.com/lambda/latest/dg/monitoring-cloudwatchlogs-advanced.html);
-    no reserved concurrency (the event source's maximum concurrency bounds it,
-    https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html). The role is its own,
-    with no managed policy: only the log-group write grant here; the stack grants the rest.
-
-    The log group is retained when the stack is deleted: it holds the per-message outcome records
-    (CONTRACT C9), which matter most after an incident; its retention still bounds it. Role, log
-    group and function follow :func:`infra.constructs.python_function.python_function`.
+    Each task is observed by the same ledger rules as a repair (C7) and answered with a
+    schema-2.0 response (``results`` with the task ids and result codes,
+    https://docs.aws.amazon.com/AmazonS3/latest/userguide/batch-ops-invoke-lambda.html). Role, log
+    group and function follow
+    :func:`s3ingest_cdk.constructs.python_function.python_function`; the stack grants
+    what it reads and writes, and which role may invoke it.
 
     Parameters
     ----------
@@ -36,19 +34,21 @@ class IngestFunction(Construct):
     construct_id : str
         Construct id.
     code : aws_cdk.aws_lambda.Code
-        The bundled ``functions/`` package.
+        The bundled ``functions/`` package (the ingest function's asset).
     ledger_table : aws_cdk.aws_dynamodb.ITable
         The ledger (``LEDGER_TABLE_NAME``).
     bucket : aws_cdk.aws_s3.IBucket
-        The landing bucket (``BUCKET_NAME``).
+        The landing bucket (``BUCKET_NAME``): only its objects are backfilled.
     dead_letter_queue : aws_cdk.aws_sqs.IQueue
-        Where the function sends invalid messages (``DEAD_LETTER_QUEUE_URL``).
+        The ingest dead-letter queue (``DEAD_LETTER_QUEUE_URL``); validated by the handler's
+        settings like the ingest function's, never written to (an invalid task is a
+        ``PermanentFailure`` in the job's report instead).
     tombstone_ttl_seconds : int
         Lifetime of a tombstone, seconds (``TOMBSTONE_TTL_SECONDS``).
     record_concurrency : int
-        Records of one batch processed at once (``RECORD_CONCURRENCY``).
+        ``RECORD_CONCURRENCY``, as the ingest function's.
     timeout : aws_cdk.Duration
-        Function timeout.
+        Function timeout (``backfillFunctionTimeoutSeconds``).
     memory_size_mib : int
         Function memory, MiB.
     log_retention_days : int
@@ -57,7 +57,7 @@ class IngestFunction(Construct):
     Attributes
     ----------
     function : aws_cdk.aws_lambda.Function
-        The ingest function.
+        The function.
     role : aws_cdk.aws_iam.Role
         Its execution role.
     log_group : aws_cdk.aws_logs.LogGroup
@@ -80,22 +80,23 @@ class IngestFunction(Construct):
         log_retention_days: int,
     ) -> None:
         super().__init__(scope, construct_id)
+        description = "s3ingest: backfills one object per S3 Batch Operations task (ledger rules)"
         parts = python_function(
             self,
-            description="s3ingest: applies S3 events from the ingest queue to the ledger",
-            role_description="s3ingest ingest function",
-            handler=HANDLER,
+            description=description,
+            role_description="s3ingest backfill function (S3 Batch Operations tasks)",
+            handler=BACKFILL_HANDLER,
             code=code,
             timeout=timeout,
             memory_size_mib=memory_size_mib,
             log_retention_days=log_retention_days,
-            service_name=SERVICE_NAME,
+            service_name=BACKFILL_SERVICE_NAME,
             environment={
                 "LEDGER_TABLE_NAME": ledger_table.table_name,
                 "DEAD_LETTER_QUEUE_URL": dead_letter_queue.queue_url,
                 "TOMBSTONE_TTL_SECONDS": str(tombstone_ttl_seconds),
-                "RECORD_CONCURRENCY": str(record_concurrency),
                 "BUCKET_NAME": bucket.bucket_name,
+                "RECORD_CONCURRENCY": str(record_concurrency),
             },
         )
         self.function = parts.function

@@ -1,14 +1,17 @@
 """Docker-free bundling of ``functions/`` into the ingest Lambda's deployment package.
 
-The package is the ``s3ingest_fn`` source tree plus the wheels of ``functions/requirements.txt``
-resolved for the Lambda platform (Amazon Linux, ``arm64``, CPython 3.13) with ``pip --platform``:
+The package is the ``s3ingest_fn`` source tree plus the wheels of ``functions/requirements.lock``
+installed for the Lambda platform (Amazon Linux, ``arm64``, CPython 3.13) with ``pip --platform``:
 pip then only accepts binary wheels built for that platform, so nothing is compiled on the host
 and no container is needed
 (https://docs.aws.amazon.com/lambda/latest/dg/python-package.html#python-package-native-libraries).
+The lock is generated from ``functions/requirements.txt`` (the human-edited direct dependencies)
+by ``make lock`` (``uv pip compile`` for ``aarch64-manylinux2014`` and Python 3.13); pip installs
+it with ``--require-hashes``, so every wheel in the package is the one the lock names.
 
-The resolved dependencies are cached in the git-ignored ``.build/`` directory under a key made of
-the requirements file's hash, the platform and the Python version, so repeated synths do not
-reinstall them.
+The installed dependencies are cached in the git-ignored ``.build/`` directory under a key made of
+the lock file's hash, the platform and the Python version, so repeated synths do not reinstall
+them.
 
 With a ``processor`` (CONTRACT C11) the package also holds the processor's top-level package, found
 by :func:`processor_sources`: under ``functions/`` (``s3ingest_examples``), or in the directory
@@ -34,10 +37,34 @@ from aws_cdk import aws_lambda as lambda_
 
 from s3ingest.settings import SettingsError
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+def project_root() -> Path:
+    """The checkout the CDK app runs from: the nearest directory holding ``cdk.json`` and
+    ``functions/``, above this file (a source checkout or an editable install: the package lives
+    in ``infra/s3ingest_cdk/``) or else above the working directory (a non-editable install, with
+    ``cdk`` run from the checkout).
+
+    Raises
+    ------
+    RuntimeError
+        When neither is inside a checkout of the project.
+    """
+    for start in (Path(__file__).resolve().parent, Path.cwd().resolve()):
+        for candidate in (start, *start.parents):
+            if (candidate / "cdk.json").is_file() and (candidate / "functions").is_dir():
+                return candidate
+    raise RuntimeError(
+        "s3ingest_cdk: no project checkout (a directory with cdk.json and functions/) above "
+        f"{Path(__file__).resolve().parent} or the working directory {Path.cwd()}"
+    )
+
+
+PROJECT_ROOT = project_root()
 FUNCTIONS_DIR = PROJECT_ROOT / "functions"
 BUILD_DIR = PROJECT_ROOT / ".build"
 FUNCTION_PACKAGE = "s3ingest_fn"
+#: The function's hashed lock file, in ``functions/`` (generated from ``requirements.txt``).
+LOCK_FILE = "requirements.lock"
 
 #: The Lambda runtime the package is built for; keep these three in step.
 RUNTIME = lambda_.Runtime.PYTHON_3_13
@@ -219,11 +246,11 @@ class PipLocalBundling:
     Parameters
     ----------
     functions_dir : Path
-        Directory holding ``requirements.txt`` and the function package.
+        Directory holding ``requirements.lock`` (:data:`LOCK_FILE`) and the function package.
     package : str
         Name of the package directory copied into the bundle.
     cache_dir : Path
-        Where resolved dependencies are cached, one directory per requirements hash.
+        Where installed dependencies are cached, one directory per lock file hash.
     python_version : str
         Target CPython version, ``"3.13"``.
     platform : str
@@ -261,7 +288,7 @@ class PipLocalBundling:
         Raises
         ------
         BundlingError
-            When pip cannot resolve the requirements for the target platform.
+            When pip cannot install the lock for the target platform (or a hash differs).
         """
         out = Path(output_dir)
         shutil.copytree(self.dependencies(), out, dirs_exist_ok=True)
@@ -277,9 +304,14 @@ class PipLocalBundling:
             )
         return True
 
+    @property
+    def lock_file(self) -> Path:
+        """The hashed lock the dependencies are installed from."""
+        return self.functions_dir / LOCK_FILE
+
     def cache_key(self) -> str:
-        """Key of the dependency cache: requirements hash, platform and Python version."""
-        digest = hashlib.sha256((self.functions_dir / "requirements.txt").read_bytes())
+        """Key of the dependency cache: lock file hash, platform and Python version."""
+        digest = hashlib.sha256(self.lock_file.read_bytes())
         return f"deps-{self.platform}-cp{self.python_version}-{digest.hexdigest()[:20]}"
 
     def dependencies(self) -> Path:
@@ -297,8 +329,9 @@ class PipLocalBundling:
             "--quiet",
             "--disable-pip-version-check",
             "--no-compile",
+            "--require-hashes",
             "-r",
-            str(self.functions_dir / "requirements.txt"),
+            str(self.lock_file),
             "--target",
             str(staging),
             "--platform",
@@ -314,7 +347,7 @@ class PipLocalBundling:
         except subprocess.CalledProcessError as err:
             shutil.rmtree(staging, ignore_errors=True)
             raise BundlingError(
-                f"pip could not resolve {self.functions_dir / 'requirements.txt'} for "
+                f"pip could not install {self.lock_file} for "
                 f"{self.platform} / CPython {self.python_version}:\n{err.stderr}"
             ) from err
         shutil.rmtree(staging / "bin", ignore_errors=True)  # console scripts: unused on Lambda
@@ -334,7 +367,7 @@ def function_code(
 ) -> lambda_.Code:
     """Asset code of the ingest function, bundled locally by :class:`PipLocalBundling`.
 
-    The asset hash is the source hash of ``functions_dir`` (requirements and code), so CDK
+    The asset hash is the source hash of ``functions_dir`` (lock and code), so CDK
     re-bundles only when either changes. With ``extra_sources`` (a processor's package) it is a
     hash of ``functions_dir`` and of those sources, names and contents: the package differs from
     the one without them even when ``functions_dir`` does not, and a change to a processor

@@ -10,8 +10,13 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.constructs.drift_alarm import DRIFT_KINDS, METRICS_SERVICE, TOTAL_METRIC, drift_metric
-from infra.constructs.python_function import METRICS_NAMESPACE
+from s3ingest_cdk.constructs.drift_alarm import (
+    DRIFT_KINDS,
+    METRICS_SERVICE,
+    TOTAL_METRIC,
+    drift_metric,
+)
+from s3ingest_cdk.constructs.python_function import METRICS_NAMESPACE
 
 #: The ingest handler's per-message metrics: one per outcome (CONTRACT C9,
 #: ``s3ingest_fn.model.Outcome``), and ``replayed`` for events replayed from the archive (C14).
