@@ -7,7 +7,9 @@ Command functions only parse arguments and render; the work is done by plain fun
 from __future__ import annotations
 
 import json
+import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,6 +22,23 @@ from rich.table import Table
 from s3ingest.extras import MissingExtraError, require
 from s3ingest.version import version
 
+
+def _plain_argument_help() -> None:
+    """Write arguments the classic way, ``KEY`` and ``[EXECUTION_ARN]``: typer 0.2x writes a
+    required argument as ``{KEY}`` in the usage line and adds its type (``<str>``) to the help,
+    which reads like syntax to type."""
+    from typer.core import TyperArgument
+
+    def usage_name(self: TyperArgument) -> str:
+        name = self.display_name_raw
+        return name if self.required or name.startswith("[") else f"[{name}]"
+
+    TyperArgument._usage_display_name = usage_name  # type: ignore[method-assign]
+    TyperArgument.display_type_rich = lambda self, ctx: None  # type: ignore[method-assign]
+
+
+_plain_argument_help()
+
 app = typer.Typer(
     name="s3ingest", no_args_is_help=True, rich_markup_mode=None,
     help="Turn S3's at-least-once, unordered events into a correct per-key ledger.\n\n"
@@ -28,7 +47,8 @@ app = typer.Typer(
 )
 local_app = typer.Typer(no_args_is_help=True, help="Run the pipeline on an embedded AWS "
                         "emulator (moto), no AWS account needed.")
-app.add_typer(local_app, name="local")
+app.add_typer(local_app, name="local",
+              short_help="Run the pipeline on an embedded emulator (no AWS).")
 
 
 def _print_version(value: bool) -> None:
@@ -37,33 +57,81 @@ def _print_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
+@dataclass
+class AwsOptions:
+    """The global options every command against AWS uses (``--profile``, ``--region``)."""
+
+    profile: str | None = None
+    region: str | None = None
+
+
+_aws_options = AwsOptions()
+
+
 @app.callback()
 def _main(
     show_version: Annotated[bool | None, typer.Option(
         "--version", callback=_print_version, is_eager=True,
         help="Print the s3ingest version and exit.")] = None,
+    profile: Annotated[str | None, typer.Option(
+        metavar="NAME", envvar="AWS_PROFILE",
+        help="AWS profile for the credentials and region (default: AWS_PROFILE, then the "
+             "default chain).")] = None,
+    region: Annotated[str | None, typer.Option(
+        metavar="REGION",
+        help="AWS region (default: AWS_REGION, then AWS_DEFAULT_REGION, then the "
+             "profile's).")] = None,
+    debug: Annotated[bool, typer.Option(
+        "--debug", help="Log every AWS request and response (botocore's wire log) to "
+                        "standard error.")] = False,
 ) -> None:
     # Options of the command itself (the help text is the Typer app's).
-    return None
+    _aws_options.profile = profile
+    # The AWS CLI reads AWS_REGION before AWS_DEFAULT_REGION; boto3 reads only the latter.
+    _aws_options.region = region or os.environ.get("AWS_REGION") or None
+    if debug:
+        import logging
+
+        import boto3
+
+        boto3.set_stream_logger("botocore", logging.DEBUG)
 
 console = Console(stderr=True, soft_wrap=True)
 out = Console()
 
+#: Exit codes (README): 0 ok, 1 unhealthy or not converged, 2 usage error, 3 AWS error.
+EXIT_UNHEALTHY, EXIT_USAGE, EXIT_AWS = 1, 2, 3
+#: Where the stack name comes from when --stack is not given.
+STACK_ENV = "S3INGEST_STACK"
+_STACK_HELP = "Deployed stack name (S3Ingest-<stage>); default: $S3INGEST_STACK."
+Stack = Annotated[str, typer.Option(metavar="NAME", envvar=STACK_ENV, show_envvar=False,
+                                    help=_STACK_HELP)]
+StackOrLocal = Annotated[str | None, typer.Option(
+    metavar="NAME", envvar=STACK_ENV, show_envvar=False,
+    help=_STACK_HELP + " Uses your AWS credentials.")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
 
-@local_app.command("demo")
+
+@local_app.command("demo", short_help="The live pipeline under chaotic delivery.")
 def demo(
-    rounds: Annotated[int, typer.Option(min=1, max=50, help="Rounds of puts, overwrites and "
-                                        "deletes over the hostile keys.")] = 3,
-    seed: Annotated[int, typer.Option(help="Seed of the workload and the chaos.")] = 7,
-    duplicate: Annotated[float, typer.Option(min=0.0, max=1.0, help="Probability that an "
-                                             "event is delivered more than once.")] = 0.3,
-    drop: Annotated[float, typer.Option(min=0.0, max=1.0, help="Probability that an event is "
-                                        "lost for good (reconciliation repairs it).")] = 0.1,
-    reconcile: Annotated[str, typer.Option(help="Reconciliation at the end: inventory, "
-                                           "listing or none.")] = "inventory",
-    crash: Annotated[float, typer.Option(min=0.0, max=1.0, help="Probability that a worker is "
-                                         "killed after the processor's effect, before its "
-                                         "commit (the effect must run again).")] = 0.05,
+    rounds: Annotated[int, typer.Option(
+        min=1, max=50, metavar="N",
+        help="Rounds of puts, overwrites and deletes over the hostile keys.")] = 3,
+    seed: Annotated[int, typer.Option(
+        metavar="N", help="Seed of the workload and the chaos.")] = 7,
+    duplicate: Annotated[float, typer.Option(
+        min=0.0, max=1.0, metavar="P",
+        help="Probability that an event is delivered more than once.")] = 0.3,
+    drop: Annotated[float, typer.Option(
+        min=0.0, max=1.0, metavar="P",
+        help="Probability that an event is lost for good (reconciliation repairs it).")] = 0.1,
+    reconcile: Annotated[str, typer.Option(
+        metavar="SOURCE",
+        help="Reconciliation at the end: inventory, listing or none.")] = "inventory",
+    crash: Annotated[float, typer.Option(
+        min=0.0, max=1.0, metavar="P",
+        help="Probability that a worker is killed after the processor's effect, before its "
+             "commit (the effect must run again).")] = 0.05,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Run the live pipeline locally under duplicated, reordered and lossy delivery, with the
@@ -147,7 +215,7 @@ def _render_reconciliation(rep: dict[str, Any]) -> None:
     out.print(table)
 
 
-@local_app.command("scenario")
+@local_app.command("scenario", short_help="Run a JSON Lines scenario file.")
 def scenario(
     file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True,
                                          help="JSON Lines scenario (format: README).")],
@@ -219,23 +287,27 @@ def scenario(
     raise typer.Exit(0 if ok else 1)
 
 
-@app.command("reconcile")
+@app.command("reconcile", short_help="Compare bucket and ledger; queue repairs.")
 def reconcile_command(
-    source: Annotated[str, typer.Option(help="Where the bucket's truth comes from: inventory "
+    ctx: typer.Context,
+    source: Annotated[str, typer.Option(metavar="SOURCE",
+                                        help="Where the bucket's truth comes from: inventory "
                                         "(the newest S3 Inventory report) or listing "
                                         "(ListObjectVersions; for a prefix or a small bucket).")
                       ] = "inventory",
-    prefix: Annotated[str, typer.Option(help="Only keys starting with this prefix.")] = "",
+    prefix: Annotated[str, typer.Option(metavar="PREFIX",
+                                        help="Only keys starting with this prefix.")] = "",
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Report the drift; queue no "
                                           "repair.")] = False,
-    stack: Annotated[str | None, typer.Option(help="Deployed stack name (S3Ingest-<stage>); "
-                                              "uses your AWS credentials.")] = None,
+    stack: StackOrLocal = None,
     local: Annotated[bool, typer.Option("--local", help="Run against the local runtime: a "
                                         "demo workload with lost events, then this "
                                         "reconciliation.")] = False,
-    manifest: Annotated[str | None, typer.Option(help="Inventory manifest.json key (default: "
+    manifest: Annotated[str | None, typer.Option(metavar="KEY",
+                                                 help="Inventory manifest.json key (default: "
                                                  "the newest report).")] = None,
-    margin_seconds: Annotated[int | None, typer.Option(min=0, help="Skip ledger rows changed "
+    margin_seconds: Annotated[int | None, typer.Option(min=0, metavar="SECONDS",
+                                                       help="Skip ledger rows changed "
                                                        "this long before the snapshot (default "
                                                        "60 for a listing, 3600 for an "
                                                        "inventory).")] = None,
@@ -248,7 +320,7 @@ def reconcile_command(
 
     if source not in ("inventory", "listing"):
         raise typer.BadParameter("must be inventory or listing", param_hint="--source")
-    _one_target(stack, local)
+    stack = _one_target(ctx, stack, local)
     if local:
         _require_local("s3ingest reconcile --local")
         from s3ingest.local.demo import DemoOptions, run_demo
@@ -286,18 +358,21 @@ def reconcile_command(
 backfill_app = typer.Typer(no_args_is_help=True, help="Bring objects that existed before the "
                            "pipeline into the ledger: an S3 Batch Operations job over the "
                            "newest S3 Inventory report, through the same ledger rules.")
-app.add_typer(backfill_app, name="backfill")
+app.add_typer(backfill_app, name="backfill",
+              short_help="Bring pre-existing objects into the ledger.")
 
 
-@backfill_app.command("start")
+@backfill_app.command("start", short_help="Start a backfill of pre-existing objects.")
 def backfill_start(
-    manifest: Annotated[str | None, typer.Option(help="Inventory manifest.json key in the "
+    ctx: typer.Context,
+    manifest: Annotated[str | None, typer.Option(metavar="KEY",
+                                                 help="Inventory manifest.json key in the "
                                                  "stack's inventory bucket (default: newest).")
                         ] = None,
-    max_failures: Annotated[int, typer.Option(min=0, help="Fail the backfill when more tasks "
+    max_failures: Annotated[int, typer.Option(min=0, metavar="N",
+                                              help="Fail the backfill when more tasks "
                                               "than this fail.")] = 0,
-    stack: Annotated[str | None, typer.Option(help="Deployed stack name (S3Ingest-<stage>).")
-                     ] = None,
+    stack: StackOrLocal = None,
     local: Annotated[bool, typer.Option("--local", help="Run on the local runtime: objects "
                                         "that predate the pipeline, a backfill, live traffic "
                                         "at the same time.")] = False,
@@ -306,7 +381,7 @@ def backfill_start(
 ) -> None:
     """Start a backfill (rule C13 of docs/contract.md): safe to overlap with live traffic and to
     run twice."""
-    _one_target(stack, local)
+    stack = _one_target(ctx, stack, local)
     if local:
         _require_local("s3ingest backfill start --local")
         from s3ingest.local.demo import run_backfill_demo
@@ -338,11 +413,12 @@ def backfill_start(
         sys.stdout.write(json.dumps({"execution": execution}) + "\n")
 
 
-@backfill_app.command("status")
+@backfill_app.command("status", short_help="Show a backfill's progress.")
 def backfill_status(
-    execution: Annotated[str | None, typer.Argument(help="Execution ARN (default: the most "
+    stack: Stack,
+    execution: Annotated[str | None, typer.Argument(metavar="[EXECUTION_ARN]",
+                                                    help="Execution ARN (default: the most "
                                                     "recent backfill).")] = None,
-    stack: Annotated[str, typer.Option(help="Deployed stack name (S3Ingest-<stage>).")] = "",
     watch: Annotated[bool, typer.Option(help="Follow the job until it ends.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the status as JSON.")] = False,
 ) -> None:
@@ -357,8 +433,6 @@ def backfill_status(
         backfill_status as status_of,
     )
 
-    if not stack.strip():
-        raise typer.BadParameter("--stack NAME is required", param_hint="--stack")
     session, deployed = _deployed(stack)
     sfn, s3control = session.client("stepfunctions"), session.client("s3control")
     if execution is None:
@@ -394,12 +468,14 @@ def _parse_when(value: str, option: str) -> Any:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-@app.command("replay")
+@app.command("replay", short_help="Replay archived S3 events of a time window.")
 def replay_command(
-    start: Annotated[str, typer.Option("--from", help="Window start, ISO-8601 (UTC if no zone).")],
-    end: Annotated[str, typer.Option("--to", help="Window end, ISO-8601; at least 10 minutes "
-                                     "before now (the archive's ingestion lag).")],
-    stack: Annotated[str, typer.Option(help="Deployed stack name (S3Ingest-<stage>).")],
+    start: Annotated[str, typer.Option("--from", metavar="TIME",
+                                       help="Window start, ISO-8601 (UTC if no zone).")],
+    end: Annotated[str, typer.Option("--to", metavar="TIME",
+                                     help="Window end, ISO-8601; at least 10 minutes before now "
+                                     "(the archive's ingestion lag).")],
+    stack: Stack,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Check the window and show what "
                                           "would be replayed; start nothing.")] = False,
     wait: Annotated[bool, typer.Option(help="Follow the replay until it ends.")] = True,
@@ -421,6 +497,10 @@ def replay_command(
     )
 
     window = (_parse_when(start, "--from"), _parse_when(end, "--to"))
+    try:  # arguments are checked before any AWS call
+        check_window(*window)
+    except OperationError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--from/--to") from exc
     session, deployed = _deployed(stack)
     archive, rule = _require(deployed, "ArchiveArn", "RuleArn")
     events = session.client("events")
@@ -430,7 +510,6 @@ def replay_command(
                               "archive": archive, "rule": rule}
     try:
         if dry_run:
-            check_window(*window)
             result["archive_event_count"] = _aws(lambda: events.describe_archive(
                 ArchiveName=archive.rsplit("/", 1)[-1]).get("EventCount"))
             result["dry_run"] = True
@@ -447,14 +526,14 @@ def replay_command(
                         f"{d.get('EventLastReplayedTime', '-')}")))
                 result["state"] = desc["State"]
                 result["outcomes_so_far"] = _aws(lambda: replay_outcomes(
-                    session.client("cloudwatch"), desc["ReplayStartTime"],
+                    session.client("cloudwatch"), deployed.name, desc["ReplayStartTime"],
                     datetime.now(UTC)))
                 result["note"] = ("replayed records are still being processed while the queue "
                                   "drains; run `s3ingest status` and look at the dashboard's "
                                   "replayed_* metrics for the final counts")
-    except OperationError as exc:
+    except OperationError as exc:  # the replay failed or was cancelled
         console.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(2) from exc
+        raise typer.Exit(EXIT_UNHEALTHY) from exc
     if as_json:
         sys.stdout.write(to_json(result) + "\n")
     else:
@@ -462,12 +541,13 @@ def replay_command(
             out.print(f"{k}: {v}")
 
 
-@app.command("redrive")
+@app.command("redrive", short_help="Inspect the dead-letter queue and redrive it.")
 def redrive_command(
-    stack: Annotated[str, typer.Option(help="Deployed stack name (S3Ingest-<stage>).")],
+    stack: Stack,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count and classify the DLQ; move "
                                           "nothing.")] = False,
-    max_messages: Annotated[int, typer.Option("--max", min=1, help="Most messages to look at "
+    max_messages: Annotated[int, typer.Option("--max", min=1, metavar="N",
+                                              help="Most messages to look at "
                                               "or move.")] = 1000,
     include_invalid: Annotated[bool, typer.Option(help="Also move messages the handler marked "
                                                   "invalid (they will be invalid again).")
@@ -516,11 +596,12 @@ def redrive_command(
                   f"{result['moved']['kept_invalid']} invalid in the DLQ")
 
 
-@app.command("explain")
+@app.command("explain", short_help="Why the ledger says what it says of one key.")
 def explain_command(
-    bucket: Annotated[str, typer.Argument(help="Bucket name.")],
-    key: Annotated[str, typer.Argument(help="Object key, decoded (as in the bucket).")],
-    stack: Annotated[str, typer.Option(help="Deployed stack name (S3Ingest-<stage>).")],
+    bucket: Annotated[str, typer.Argument(metavar="BUCKET", help="Bucket name.")],
+    key: Annotated[str, typer.Argument(metavar="KEY",
+                                       help="Object key, decoded (as in the bucket).")],
+    stack: Stack,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Why does the ledger say this about this object? The ledger row (state, sequencer,
@@ -566,13 +647,17 @@ def explain_command(
     out.print(result["skipped_rule"])
 
 
-@app.command("status")
+@app.command("status", short_help="One screen of health; exit 1 when unhealthy.")
 def status_command(
-    stack: Annotated[str, typer.Option(help="Deployed stack name (S3Ingest-<stage>).")],
+    stack: Stack,
+    max_age_seconds: Annotated[int, typer.Option(
+        min=1, metavar="SECONDS", help="Oldest ingest message age above which the stack is "
+        "unhealthy (the alarm's threshold).")] = 900,
     as_json: Annotated[bool, typer.Option("--json", help="Print the status as JSON.")] = False,
 ) -> None:
-    """Queue depth and age of the oldest message, DLQ depths, last reconciliation drift,
-    running backfills and replays, in one screen."""
+    """Queue depth and age of the oldest message, DLQ depths, EventBridge delivery, last
+    reconciliation drift, the newest backfill, running backfills and replays, in one screen.
+    Exit code 1 when the stack is unhealthy (a probe can use it)."""
     from s3ingest.operations import status, to_json
 
     session, deployed = _deployed(stack)
@@ -580,10 +665,15 @@ def status_command(
     result = _aws(lambda: status(sqs=session.client("sqs"),
                                  cloudwatch=session.client("cloudwatch"),
                                  sfn=session.client("stepfunctions"),
-                                 events=session.client("events"), outputs=deployed.outputs))
+                                 events=session.client("events"), s3=session.client("s3"),
+                                 outputs=deployed.outputs, stack=deployed.name,
+                                 max_age_seconds=max_age_seconds))
+    exit_code = 0 if result["healthy"] else EXIT_UNHEALTHY
     if as_json:
         sys.stdout.write(to_json(result) + "\n")
-        return
+        raise typer.Exit(exit_code)
+    out.print("healthy" if result["healthy"] else "[red]UNHEALTHY[/]: "
+              + "; ".join(result["problems"]))
     q = result["queue"]
     out.print(f"ingest queue: {q['visible']} waiting, {q['in_flight']} in flight, oldest "
               f"{q['oldest_age_seconds']} s")
@@ -594,8 +684,58 @@ def status_command(
         out.print("change-stream DLQ (batches not published for 24 h): "
                   f"{result['change_dead_letter_queue']['visible']}")
     out.print(f"last reconciliation drift: {result['last_drift']}")
+    out.print(f"EventBridge delivery: {_on_off(result['eventbridge_delivery'])}")
+    out.print(f"newest backfill: {result['last_backfill'] or 'none'}")
     out.print(f"running backfills: {result['running_backfills'] or 'none'}")
     out.print(f"running replays: {result['running_replays'] or 'none'}")
+    raise typer.Exit(exit_code)
+
+
+def _on_off(value: bool | None) -> str:
+    return "unknown" if value is None else ("on" if value else "[red]OFF[/]")
+
+
+@app.command("verify", short_help="Send a canary through the pipeline; time each hop.")
+def verify_command(
+    ctx: typer.Context,
+    stack: StackOrLocal = None,
+    local: Annotated[bool, typer.Option("--local", help="Run against the local runtime.")
+                     ] = False,
+    timeout_seconds: Annotated[float, typer.Option(
+        min=1, metavar="SECONDS", help="How long each hop may take.")] = 120.0,
+    as_json: AsJson = False,
+) -> None:
+    """The deploy check: write a canary object under the reserved prefix _s3ingest-canary/
+    (never given to a processor), wait for its ledger row and, with the change stream, its
+    change event; delete it, wait for the tombstone and its change event; remove its versions.
+    Prints each hop's latency; exit code 0 when every hop arrived, 1 when one did not."""
+    from s3ingest.verify import DeployedPipeline, Hop, LocalPipeline, verify
+
+    stack = _one_target(ctx, stack, local)
+
+    def show(hop: Hop) -> None:
+        if not as_json:
+            out.print(f"{hop.name}: " + (f"{hop.ms} ms" if hop.ms is not None
+                                          else "[red]did not arrive[/]"))
+
+    if local:
+        _require_local("s3ingest verify --local")
+        from s3ingest.local.emulator import Emulator
+        from s3ingest.local.runtime import LocalRuntime, local_settings
+
+        with Emulator() as emu:
+            report = verify(LocalPipeline(LocalRuntime(emu, local_settings())),
+                            timeout_seconds=timeout_seconds, on_hop=show)
+    else:
+        session, deployed = _deployed(str(stack))
+        _require(deployed, "BucketName", "LedgerTableName")
+        report = _aws(lambda: verify(DeployedPipeline(session, deployed.outputs),
+                                     timeout_seconds=timeout_seconds, on_hop=show))
+    if as_json:
+        sys.stdout.write(json.dumps(report.as_dict()) + "\n")
+    else:
+        out.print("[green]verified[/]" if report.ok else "[red]not verified[/]")
+    raise typer.Exit(0 if report.ok else EXIT_UNHEALTHY)
 
 
 def _emit_backfill(report: dict[str, Any], as_json: bool) -> None:
@@ -627,20 +767,29 @@ def _require_local(what: str) -> None:
         raise typer.Exit(2) from exc
 
 
-def _one_target(stack: str | None, local: bool) -> None:
+def _one_target(ctx: typer.Context, stack: str | None, local: bool) -> str | None:
+    """The stack to act on, or None with ``--local``; a usage error unless exactly one is
+    given (a stack from $S3INGEST_STACK gives way to ``--local``)."""
+    source = ctx.get_parameter_source("stack")  # click's ParameterSource
+    if local and source is not None and source.name == "ENVIRONMENT":
+        stack = None
     if local == (stack is not None):
-        raise typer.BadParameter("give exactly one of --stack NAME or --local")
+        raise typer.BadParameter("give exactly one of --stack NAME or --local (the stack may "
+                                 "come from $S3INGEST_STACK)")
     if stack is not None and not stack.strip():
         raise typer.BadParameter("the stack name is empty", param_hint="--stack")
+    return stack
 
 
 def _deployed(stack: str) -> tuple[Any, Any]:
-    """The boto3 session (default credential chain) and the stack's outputs."""
+    """The boto3 session (``--profile``, ``--region``, else the default chain) and the stack's
+    outputs."""
     import boto3
 
     from s3ingest.deployed import DeployedStack
 
-    session = _aws(boto3.session.Session)
+    session = _aws(lambda: boto3.session.Session(profile_name=_aws_options.profile,
+                                                 region_name=_aws_options.region))
     return session, _aws(lambda: DeployedStack.load(session.client("cloudformation"), stack))
 
 
@@ -651,27 +800,38 @@ def _require(deployed: Any, *names: str) -> list[str]:
         return list(deployed.require(*names))
     except StackNotFoundError as exc:
         console.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(2) from exc
+        raise typer.Exit(EXIT_AWS) from exc
 
 
 def _aws(call: Any) -> Any:
     """Run an AWS call; a profile, credentials, region, stack or service error ends the command
-    with exit code 2 and one line, not a traceback."""
-    from botocore.exceptions import BotoCoreError, ClientError, NoRegionError
+    with exit code 3 (:data:`EXIT_AWS`) and one line, not a traceback."""
+    from botocore.exceptions import (
+        BotoCoreError,
+        ClientError,
+        NoCredentialsError,
+        NoRegionError,
+    )
 
     from s3ingest.deployed import StackNotFoundError
+    from s3ingest_fn.model import TransientError
     from s3ingest_fn.reconcile.service import ReconcileError
 
     try:
         return call()
     except NoRegionError as exc:
-        console.print("[red]error:[/] no AWS region: set AWS_REGION (or a region in your AWS "
-                      "profile); credentials come from the usual AWS chain (environment, "
-                      "AWS_PROFILE, SSO, instance role)")
-        raise typer.Exit(2) from exc
-    except (BotoCoreError, ClientError, StackNotFoundError, ReconcileError) as exc:
+        console.print("[red]error:[/] no AWS region: give --region, or set AWS_REGION (or "
+                      "AWS_DEFAULT_REGION, or a region in your AWS profile)")
+        raise typer.Exit(EXIT_AWS) from exc
+    except NoCredentialsError as exc:
+        console.print("[red]error:[/] no AWS credentials: give --profile, or set AWS_PROFILE "
+                      "or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (or use SSO or an instance "
+                      "role)")
+        raise typer.Exit(EXIT_AWS) from exc
+    except (BotoCoreError, ClientError, StackNotFoundError, ReconcileError,
+            TransientError) as exc:
         console.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(2) from exc
+        raise typer.Exit(EXIT_AWS) from exc
 
 
 def main() -> None:

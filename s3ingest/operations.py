@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from s3ingest_fn.bucket import eventbridge_delivery_enabled
+from s3ingest_fn.contract import METRICS_NAMESPACE, metric_dimensions
 from s3ingest_fn.events import parse_body
 from s3ingest_fn.ledger import HISTORY_SLOTS, effect_behind
 from s3ingest_fn.model import InvalidMessageError
@@ -123,17 +125,24 @@ def wait_replay(events: Any, name: str, *, poll_seconds: float = 5.0,
 REPLAY_OUTCOMES = ("applied", "duplicate", "stale", "superseded", "ignored", "invalid", "retried")
 
 
-def replay_outcomes(cloudwatch: Any, start: datetime, end: datetime) -> dict[str, int]:
-    """Outcomes of replayed records between ``start`` and ``end``, from the handler's
-    ``replayed_<outcome>`` metrics (namespace ``S3Ingest``, dimension ``service=s3ingest``).
+def stack_metric(name: str, stack: str) -> dict[str, Any]:
+    """A ``GetMetricData`` metric of stack ``stack``'s own series (namespace ``S3Ingest``,
+    dimensions ``service`` and ``stack``: another stage's series are never summed in)."""
+    return {"Namespace": METRICS_NAMESPACE, "MetricName": name,
+            "Dimensions": [{"Name": k, "Value": v}
+                           for k, v in metric_dimensions(stack).items()]}
+
+
+def replay_outcomes(cloudwatch: Any, stack: str, start: datetime,
+                    end: datetime) -> dict[str, int]:
+    """Outcomes of stack ``stack``'s replayed records between ``start`` and ``end``, from the
+    handler's ``replayed_<outcome>`` metrics (:func:`stack_metric`).
 
     Metrics arrive a minute or two after the records are processed; call it after the replay
     completed and the queue drained.
     """
     queries = [{"Id": f"o{i}", "Label": outcome, "ReturnData": True, "MetricStat": {
-        "Stat": "Sum", "Period": 60, "Metric": {
-            "Namespace": "S3Ingest", "MetricName": f"replayed_{outcome}",
-            "Dimensions": [{"Name": "service", "Value": "s3ingest"}]}}}
+        "Stat": "Sum", "Period": 60, "Metric": stack_metric(f"replayed_{outcome}", stack)}}
         for i, outcome in enumerate(REPLAY_OUTCOMES)]
     results = cloudwatch.get_metric_data(MetricDataQueries=queries, StartTime=start,
                                          EndTime=end)["MetricDataResults"]
@@ -315,17 +324,28 @@ def _iso_s(value: Any) -> str | None:
 # -- status --------------------------------------------------------------------------------------
 
 
-def status(*, sqs: Any, cloudwatch: Any, sfn: Any, events: Any, outputs: dict[str, str],
-           now: datetime | None = None) -> dict[str, Any]:
-    """One screen of the pipeline's health.
+#: Oldest ingest message, seconds, above which the stack is unhealthy (its alarm's threshold).
+MAX_MESSAGE_AGE_SECONDS = 900
+#: Final states of a Step Functions execution that failed.
+FAILED_EXECUTION = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
+
+
+def status(*, sqs: Any, cloudwatch: Any, sfn: Any, events: Any, s3: Any,
+           outputs: dict[str, str], stack: str, now: datetime | None = None,
+           max_age_seconds: int = MAX_MESSAGE_AGE_SECONDS) -> dict[str, Any]:
+    """One screen of the pipeline's health, read from everything it shows.
 
     Returns
     -------
     dict
-        ``{"queue": {"visible", "in_flight", "oldest_age_seconds"}, "dead_letter_queue":
-        {"visible"}, "target_dead_letter_queue": {"visible"}, "last_drift": {...} | None,
-        "running_backfills": [...], "running_replays": [...]}``, plus
-        ``"change_dead_letter_queue"`` when the stack has the change stream.
+        ``{"healthy": bool, "problems": [str], "queue": {"visible", "in_flight",
+        "oldest_age_seconds"}, "dead_letter_queue": {"visible", "in_flight"},
+        "target_dead_letter_queue": {...}, "eventbridge_delivery": bool | None, "last_drift":
+        {...} | None, "last_backfill": {"arn", "status"} | None, "running_backfills": [...],
+        "running_replays": [...]}``, plus ``"change_dead_letter_queue"`` with the change stream.
+        Unhealthy (``problems`` says why): a dead-letter queue not empty, the oldest message
+        older than ``max_age_seconds``, EventBridge delivery off on the bucket, drift above
+        zero in the last reconciliation, or the newest backfill failed.
     """
     now = now or datetime.now(UTC)
 
@@ -344,19 +364,24 @@ def status(*, sqs: Any, cloudwatch: Any, sfn: Any, events: Any, outputs: dict[st
              "Metric": {"Namespace": "AWS/SQS", "MetricName": "ApproximateAgeOfOldestMessage",
                         "Dimensions": [{"Name": "QueueName", "Value": queue_name}]}}},
             {"Id": "drift", "ReturnData": True, "MetricStat": {"Stat": "Maximum",
-             "Period": 3600, "Metric": {"Namespace": "S3Ingest", "MetricName": "drift_total",
-                                        "Dimensions": [{"Name": "service",
-                                                        "Value": "s3ingest"}]}}},
+             "Period": 3600, "Metric": stack_metric("drift_total", stack)}},
         ])["MetricDataResults"]
     by_id = {r["Id"]: r for r in metrics}
     age = by_id.get("age", {}).get("Values", [])
     drift = by_id.get("drift", {})
     queue["oldest_age_seconds"] = int(age[0]) if age else None
-    backfills = []
+    backfills: list[str] = []
+    last_backfill = None
     if "BackfillStateMachineArn" in outputs:
         backfills = [e["executionArn"] for e in sfn.list_executions(
             stateMachineArn=outputs["BackfillStateMachineArn"], statusFilter="RUNNING"
         ).get("executions", [])]
+        newest = sfn.list_executions(stateMachineArn=outputs["BackfillStateMachineArn"],
+                                     maxResults=1).get("executions", [])
+        if newest:
+            last_backfill = {"arn": newest[0]["executionArn"], "status": newest[0]["status"]}
+    delivery = (eventbridge_delivery_enabled(s3, outputs["BucketName"])
+                if "BucketName" in outputs else None)
     replays = [r["ReplayName"] for r in events.list_replays(
         EventSourceArn=outputs["ArchiveArn"], State="RUNNING").get("Replays", [])] \
         if "ArchiveArn" in outputs else []
@@ -366,6 +391,7 @@ def status(*, sqs: Any, cloudwatch: Any, sfn: Any, events: Any, outputs: dict[st
         "last_drift": ({"drift_total": int(drift["Values"][0]),
                         "at": drift["Timestamps"][0].isoformat()}
                        if drift.get("Values") else None),
+        "eventbridge_delivery": delivery, "last_backfill": last_backfill,
         "running_backfills": backfills, "running_replays": replays,
     }
     if "EventTargetDeadLetterQueueUrl" in outputs:
@@ -373,7 +399,22 @@ def status(*, sqs: Any, cloudwatch: Any, sfn: Any, events: Any, outputs: dict[st
     if "ChangeDeadLetterQueueUrl" in outputs:
         # change-stream batches the relay could not publish for 24 h (docs/runbook.md)
         out["change_dead_letter_queue"] = depth(outputs["ChangeDeadLetterQueueUrl"])
-    return out
+    problems = [f"{name.replace('_', ' ')} holds {out[name]['visible']} message(s)"
+                for name in ("dead_letter_queue", "target_dead_letter_queue",
+                             "change_dead_letter_queue")
+                if name in out and out[name]["visible"] + out[name]["in_flight"] > 0]
+    if queue["oldest_age_seconds"] is not None and queue["oldest_age_seconds"] > max_age_seconds:
+        problems.append(f"the oldest ingest message is {queue['oldest_age_seconds']} s old "
+                        f"(more than {max_age_seconds} s)")
+    if delivery is False:
+        problems.append(f"EventBridge delivery is off on {outputs['BucketName']}: no events "
+                        "reach the pipeline")
+    if out["last_drift"] and out["last_drift"]["drift_total"] > 0:
+        problems.append(f"the last reconciliation found {out['last_drift']['drift_total']} "
+                        "difference(s)")
+    if last_backfill and last_backfill["status"] in FAILED_EXECUTION:
+        problems.append(f"the newest backfill ended {last_backfill['status']}")
+    return {"healthy": not problems, "problems": problems, **out}
 
 
 def to_json(doc: Any) -> str:

@@ -15,6 +15,7 @@ from botocore.stub import ANY, Stubber
 from s3ingest.local.chaos import Chaos
 from s3ingest.local.runtime import LocalRuntime
 from s3ingest.operations import (
+    REPLAY_OUTCOMES,
     OperationError,
     ReplayTarget,
     check_window,
@@ -167,39 +168,88 @@ def test_explain_shows_the_processor_effect_of_the_row_change(emulator: Any) -> 
 
 
 def test_status_gathers_one_screen() -> None:
-    kw = {"region_name": "us-east-1", "aws_access_key_id": "x", "aws_secret_access_key": "x"}
-    sqs, cw, sfn, events = (boto3.client(s, **kw) for s in
-                            ("sqs", "cloudwatch", "stepfunctions", "events"))
-    outputs = {"QueueUrl": "https://sqs/1/ingest", "DeadLetterQueueUrl": "https://sqs/1/dlq",
-               "BackfillStateMachineArn": "arn:aws:states:us-east-1:1:stateMachine:B",
-               "ArchiveArn": "arn:aws:events:us-east-1:1:archive/a",
-               "ChangeDeadLetterQueueUrl": "https://sqs/1/change-dlq"}
-    with Stubber(sqs) as q, Stubber(cw) as c, Stubber(sfn) as f, Stubber(events) as e:
-        q.add_response("get_queue_attributes", {"Attributes": {
-            "ApproximateNumberOfMessages": "7", "ApproximateNumberOfMessagesNotVisible": "3"}})
-        c.add_response("get_metric_data", {"MetricDataResults": [
-            {"Id": "age", "Values": [42.0], "Timestamps": [NOW]},
-            {"Id": "drift", "Values": [2.0], "Timestamps": [NOW]}]},
-            {"StartTime": NOW - timedelta(days=2), "EndTime": NOW,
-             "ScanBy": "TimestampDescending", "MetricDataQueries": ANY})
-        f.add_response("list_executions", {"executions": []},
-                       {"stateMachineArn": outputs["BackfillStateMachineArn"],
-                        "statusFilter": "RUNNING"})
-        e.add_response("list_replays", {"Replays": [{"ReplayName": "r1"}]},
-                       {"EventSourceArn": outputs["ArchiveArn"], "State": "RUNNING"})
-        q.add_response("get_queue_attributes", {"Attributes": {
-            "ApproximateNumberOfMessages": "1", "ApproximateNumberOfMessagesNotVisible": "0"}})
-        q.add_response("get_queue_attributes", {"Attributes": {
-            "ApproximateNumberOfMessages": "2", "ApproximateNumberOfMessagesNotVisible": "0"}},
-            {"QueueUrl": "https://sqs/1/change-dlq", "AttributeNames": ANY})
-        result = status(sqs=sqs, cloudwatch=cw, sfn=sfn, events=events, outputs=outputs,
-                        now=NOW)
+    result = _stubbed_status(dlq=1, change_dlq=2, age=42.0, drift=2.0, delivery=True,
+                             newest_backfill="SUCCEEDED")
     assert result == {
+        "healthy": False,
+        "problems": ["dead letter queue holds 1 message(s)",
+                     "change dead letter queue holds 2 message(s)",
+                     "the last reconciliation found 2 difference(s)"],
         "queue": {"visible": 7, "in_flight": 3, "oldest_age_seconds": 42},
         "dead_letter_queue": {"visible": 1, "in_flight": 0},
         "last_drift": {"drift_total": 2, "at": NOW.isoformat()},
+        "eventbridge_delivery": True,
+        "last_backfill": {"arn": "arn:aws:states:us-east-1:1:execution:B:e1",
+                          "status": "SUCCEEDED"},
         "running_backfills": [], "running_replays": ["r1"],
         "change_dead_letter_queue": {"visible": 2, "in_flight": 0}}
+
+
+def test_status_is_healthy_only_when_nothing_is_wrong() -> None:
+    healthy = _stubbed_status(dlq=0, change_dlq=0, age=42.0, drift=0.0, delivery=True,
+                              newest_backfill="SUCCEEDED")
+    assert (healthy["healthy"], healthy["problems"]) == (True, [])
+    sick = _stubbed_status(dlq=0, change_dlq=0, age=1200.0, drift=0.0, delivery=False,
+                           newest_backfill="FAILED")
+    assert sick["healthy"] is False
+    assert sick["problems"] == [
+        "the oldest ingest message is 1200 s old (more than 900 s)",
+        "EventBridge delivery is off on landing-bkt: no events reach the pipeline",
+        "the newest backfill ended FAILED"]
+
+
+def _stubbed_status(*, dlq: int, change_dlq: int, age: float, drift: float, delivery: bool,
+                    newest_backfill: str) -> dict[str, Any]:
+    """``status`` of stack ``S3Ingest-prod`` against botocore Stubber, which checks that every
+    metric query selects that stack's own series."""
+    kw = {"region_name": "us-east-1", "aws_access_key_id": "x", "aws_secret_access_key": "x"}
+    sqs, cw, sfn, events, s3 = (boto3.client(s, **kw) for s in
+                                ("sqs", "cloudwatch", "stepfunctions", "events", "s3"))
+    outputs = {"QueueUrl": "https://sqs/1/ingest", "DeadLetterQueueUrl": "https://sqs/1/dlq",
+               "BackfillStateMachineArn": "arn:aws:states:us-east-1:1:stateMachine:B",
+               "ArchiveArn": "arn:aws:events:us-east-1:1:archive/a",
+               "ChangeDeadLetterQueueUrl": "https://sqs/1/change-dlq",
+               "BucketName": "landing-bkt"}
+    own = [{"Name": "service", "Value": "s3ingest"}, {"Name": "stack", "Value": "S3Ingest-prod"}]
+    with Stubber(sqs) as q, Stubber(cw) as c, Stubber(sfn) as f, Stubber(events) as e, \
+            Stubber(s3) as b:
+        q.add_response("get_queue_attributes", {"Attributes": {
+            "ApproximateNumberOfMessages": "7", "ApproximateNumberOfMessagesNotVisible": "3"}})
+        c.add_response("get_metric_data", {"MetricDataResults": [
+            {"Id": "age", "Values": [age], "Timestamps": [NOW]},
+            {"Id": "drift", "Values": [drift], "Timestamps": [NOW]}]},
+            {"StartTime": NOW - timedelta(days=2), "EndTime": NOW,
+             "ScanBy": "TimestampDescending", "MetricDataQueries": [
+                 {"Id": "age", "ReturnData": True, "MetricStat": {
+                     "Stat": "Maximum", "Period": 300, "Metric": {
+                         "Namespace": "AWS/SQS", "MetricName": "ApproximateAgeOfOldestMessage",
+                         "Dimensions": [{"Name": "QueueName", "Value": "ingest"}]}}},
+                 {"Id": "drift", "ReturnData": True, "MetricStat": {
+                     "Stat": "Maximum", "Period": 3600, "Metric": {
+                         "Namespace": "S3Ingest", "MetricName": "drift_total",
+                         "Dimensions": own}}}]})
+        f.add_response("list_executions", {"executions": []},
+                       {"stateMachineArn": outputs["BackfillStateMachineArn"],
+                        "statusFilter": "RUNNING"})
+        f.add_response("list_executions", {"executions": [{
+            "executionArn": "arn:aws:states:us-east-1:1:execution:B:e1",
+            "stateMachineArn": outputs["BackfillStateMachineArn"], "name": "e1",
+            "status": newest_backfill, "startDate": NOW}]},
+            {"stateMachineArn": outputs["BackfillStateMachineArn"], "maxResults": 1})
+        b.add_response("get_bucket_notification_configuration",
+                       {"EventBridgeConfiguration": {}} if delivery else {},
+                       {"Bucket": "landing-bkt"})
+        e.add_response("list_replays", {"Replays": [{"ReplayName": "r1"}]},
+                       {"EventSourceArn": outputs["ArchiveArn"], "State": "RUNNING"})
+        q.add_response("get_queue_attributes", {"Attributes": {
+            "ApproximateNumberOfMessages": str(dlq),
+            "ApproximateNumberOfMessagesNotVisible": "0"}})
+        q.add_response("get_queue_attributes", {"Attributes": {
+            "ApproximateNumberOfMessages": str(change_dlq),
+            "ApproximateNumberOfMessagesNotVisible": "0"}},
+            {"QueueUrl": "https://sqs/1/change-dlq", "AttributeNames": ANY})
+        return status(sqs=sqs, cloudwatch=cw, sfn=sfn, events=events, s3=s3, outputs=outputs,
+                      stack="S3Ingest-prod", now=NOW)
 
 
 def test_rows_keep_their_last_three_applied_decisions(emulator: Any) -> None:
@@ -236,6 +286,13 @@ def test_replay_outcomes_come_from_the_replayed_metrics() -> None:
             {"Id": "o0", "Label": "applied", "Values": [2.0, 1.0]},
             {"Id": "o1", "Label": "duplicate", "Values": [40.0]},
             {"Id": "o2", "Label": "stale", "Values": []},
-        ]}, {"MetricDataQueries": ANY, "StartTime": NOW - timedelta(hours=1), "EndTime": NOW})
-        counts = replay_outcomes(cw, NOW - timedelta(hours=1), NOW)
+        ]}, {"MetricDataQueries": [
+            {"Id": f"o{i}", "Label": outcome, "ReturnData": True, "MetricStat": {
+                "Stat": "Sum", "Period": 60, "Metric": {
+                    "Namespace": "S3Ingest", "MetricName": f"replayed_{outcome}",
+                    "Dimensions": [{"Name": "service", "Value": "s3ingest"},
+                                   {"Name": "stack", "Value": "S3Ingest-dev"}]}}}
+            for i, outcome in enumerate(REPLAY_OUTCOMES)],
+            "StartTime": NOW - timedelta(hours=1), "EndTime": NOW})
+        counts = replay_outcomes(cw, "S3Ingest-dev", NOW - timedelta(hours=1), NOW)
     assert counts == {"applied": 3, "duplicate": 40, "stale": 0}
