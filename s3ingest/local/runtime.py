@@ -524,10 +524,11 @@ class LocalRuntime:
         from s3ingest.operations import start_replay, wait_replay
 
         now = datetime.now(UTC)
-        start = start or now - timedelta(days=1)
-        end = end or now + timedelta(seconds=1)
+        start = start or now - timedelta(days=1)  # before anything this runtime archived
+        # nothing is archived after now, and the emulator archives at once: no lag to keep
+        end = min(end or now, now) + timedelta(seconds=1)
         replay = start_replay(self.events, self.replay_target(), start, end, name=name,
-                              now=now + timedelta(days=1), min_lag=timedelta(0))
+                              now=end, min_lag=timedelta(0))
         wait_replay(self.events, replay, poll_seconds=0.2)
         self.drain()
         return {"replay": replay, "from": start.isoformat(), "to": end.isoformat()}

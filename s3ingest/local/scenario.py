@@ -192,9 +192,11 @@ def _check_step(lineno: int, doc: dict[str, Any]) -> None:
     if op == "deliver" and not isinstance(doc["body"], (str, dict, list)):
         raise ScenarioError(f"line {lineno}: deliver body must be a JSON object or a string")
     if op == "replay":
-        for name in ("from", "to"):
-            if name in doc:
-                _parse_time(lineno, name, doc[name])
+        times = {name: _parse_time(lineno, name, doc[name]) for name in ("from", "to")
+                 if name in doc}
+        if len(times) == 2 and times["to"] <= times["from"]:
+            raise ScenarioError(f"line {lineno}: replay \"to\" ({doc['to']}) must be after "
+                                f"\"from\" ({doc['from']})")
     if op == "reconcile" and doc.get("source", "inventory") not in ("listing", "inventory"):
         raise ScenarioError(f"line {lineno}: reconcile source must be listing or inventory")
     if op == "flush":

@@ -170,6 +170,8 @@ def test_backfill_step_brings_in_objects_whose_events_were_lost(emulator: Any,
     (['{"bucket": "b-one"}', '{"bucket": "b-two"}'], "only the first line"),
     (['{"op": "put", "key": "a", "key": "b", "body": "1"}'], "given twice"),
     (['{"op": "backfill", "source": "listing"}'], "accepts: no fields"),
+    (['{"op": "replay", "from": "2026-11-30T10:00:00Z", "to": "2026-11-30T09:00:00Z"}'],
+     "line 1: replay \"to\" .* must be after \"from\""),
     (['{"bucket": "plain-bkt", "versioning": null}', '{"op": "put", "key": "k", "body": "1"}',
       '{"op": "delete", "key": "k", "version_id": "abc"}'], "line 3: the bucket is not versioned"),
 ])
