@@ -16,6 +16,14 @@ FIVE_MINUTES = 300
 ONE_HOUR = 3_600
 
 
+def _stack_dimensions(synth: Synth) -> list[dict[str, Any]]:
+    """The dimensions of the stack's own custom metrics: ``service`` and ``stack``."""
+    return [
+        {"Name": "service", "Value": "s3ingest"},
+        {"Name": "stack", "Value": synth.stack.stack_name},
+    ]
+
+
 def _ref(logical_id: str) -> dict[str, Any]:
     return {"Ref": logical_id}
 
@@ -132,7 +140,7 @@ def _expected_alarms(synth: Synth) -> dict[str, tuple[dict[str, Any], str]]:
             {
                 "Namespace": "S3Ingest",
                 "MetricName": "drift_total",
-                "Dimensions": [{"Name": "service", "Value": "s3ingest"}],
+                "Dimensions": _stack_dimensions(synth),
                 "Statistic": "Maximum",
                 "Period": 86_400,
                 "Threshold": 1,
@@ -463,7 +471,15 @@ def test_dashboard_shows_outcomes_drift_queues_functions_and_alarms(
     # The outcomes: S3Ingest, service=s3ingest, summed per 5 minutes.
     outcomes = _widgets(body, "Ingest outcomes (messages per 5 minutes)")
     assert outcomes["metrics"] == [
-        ["S3Ingest", name, "service", "s3ingest", {"label": name, "stat": "Sum"}]
+        [
+            "S3Ingest",
+            name,
+            "service",
+            "s3ingest",
+            "stack",
+            synth.stack.stack_name,
+            {"label": name, "stat": "Sum"},
+        ]
         for name in OUTCOME_METRICS
     ]
     # No period: CDK leaves out CloudWatch's default, 300 seconds.

@@ -18,6 +18,7 @@ from s3ingest_cdk.constructs.backfill_state_machine import PREPARED_FIELDS
 from s3ingest_cdk.synth import Synth, cdk_json_context
 
 from .asl import LAMBDA_RETRY, THROTTLE_RETRY, definition, reachable
+from .functions import common_environment
 from .iam import expected as _grants
 from .iam import role_allowed as _granted
 from .iam import statements_of as _statements
@@ -589,9 +590,7 @@ def test_backfill_function_handler_environment_and_grants(synth: Synth) -> None:
         "TOMBSTONE_TTL_SECONDS": str(settings.tombstone_ttl_seconds),
         "BUCKET_NAME": _ref(ids.bucket),
         "RECORD_CONCURRENCY": str(settings.record_concurrency),
-        "POWERTOOLS_SERVICE_NAME": "s3ingest-backfill",
-        "POWERTOOLS_METRICS_NAMESPACE": "S3Ingest",
-        "POWERTOOLS_LOG_LEVEL": "INFO",
+        **common_environment(synth, "s3ingest-backfill"),
     }
     _, ingest = _resource(synth, synth.stack.ingest.function)
     assert props["Code"] == ingest["Properties"]["Code"]
@@ -623,9 +622,7 @@ def _control_environment(synth: Synth) -> dict[str, Any]:
         "INVENTORY_BUCKET_NAME": _ref(ids.inventory),
         "INVENTORY_PREFIX": _join("inventory/", _ref(ids.bucket), "/s3ingest-daily/"),
         "REPORT_BUCKET_NAME": _ref(ids.inventory),
-        "POWERTOOLS_SERVICE_NAME": "s3ingest-backfill",
-        "POWERTOOLS_METRICS_NAMESPACE": "S3Ingest",
-        "POWERTOOLS_LOG_LEVEL": "INFO",
+        **common_environment(synth, "s3ingest-backfill"),
         # The distributed-map engine's backfill_file step runs the processor (fan-out synth).
         **(
             {"PROCESSOR": synth.settings.processor, "OUTPUT_BUCKET": _ref(ids.output)}

@@ -15,6 +15,7 @@ from s3ingest_cdk.constructs.change_relay_function import CHANGE_STREAM_HANDLER
 from s3ingest_cdk.synth import Synth
 from s3ingest_fn.changes import STREAM_FILTER
 
+from .functions import common_environment
 from .iam import expected as _grants
 from .iam import role_allowed as _granted
 
@@ -117,9 +118,7 @@ def test_relay_function_handler_and_environment(fanout_synth: Synth) -> None:
     }
     assert props["Environment"]["Variables"] == {
         "CHANGE_BUS_NAME": _ref(synth.logical_id(_bus(synth).bus)),
-        "POWERTOOLS_SERVICE_NAME": "s3ingest",
-        "POWERTOOLS_METRICS_NAMESPACE": "S3Ingest",
-        "POWERTOOLS_LOG_LEVEL": "INFO",
+        **common_environment(synth, "s3ingest"),
     }
     assert "ManagedPolicyArns" not in _props(synth, relay.role)
 

@@ -15,6 +15,7 @@ from s3ingest_cdk.synth import Synth
 
 from .asl import LAMBDA_RETRY, THROTTLE_RETRY, definition
 from .conftest import ADOPTED_BUCKET
+from .functions import common_environment
 
 RECONCILE_HANDLER = "s3ingest_fn.handlers.reconcile.handler"
 FANOUT_HANDLER = "s3ingest_fn.handlers.reconcile_fanout.handler"
@@ -101,9 +102,7 @@ def _environment(synth: Synth) -> dict[str, Any]:
         "BUCKET_NAME": _ref(bucket_id),
         "INVENTORY_BUCKET_NAME": _ref(synth.logical_id(inventory)),
         "INVENTORY_PREFIX": {"Fn::Join": ["", ["inventory/", _ref(bucket_id), "/s3ingest-daily/"]]},
-        "POWERTOOLS_SERVICE_NAME": "s3ingest-reconcile",
-        "POWERTOOLS_METRICS_NAMESPACE": "S3Ingest",
-        "POWERTOOLS_LOG_LEVEL": "INFO",
+        **common_environment(synth, "s3ingest-reconcile"),
     }
 
 
@@ -219,7 +218,11 @@ def test_drift_alarm_watches_the_daily_maximum_of_drift_total(synth: Synth) -> N
     assert {key: props[key] for key in props if key not in ("AlarmDescription", "Tags")} == {
         "Namespace": "S3Ingest",
         "MetricName": "drift_total",
-        "Dimensions": [{"Name": "service", "Value": "s3ingest"}],
+        # This stack's series only (the reconcile handlers emit stack=<S3INGEST_STACK>).
+        "Dimensions": [
+            {"Name": "service", "Value": "s3ingest"},
+            {"Name": "stack", "Value": synth.stack.stack_name},
+        ],
         "Statistic": "Maximum",
         "Period": 86_400,
         "Threshold": 1,

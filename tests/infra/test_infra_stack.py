@@ -14,6 +14,7 @@ from s3ingest_cdk.stack import VERSION_TAG
 from s3ingest_cdk.synth import Synth
 
 from .conftest import VARIANTS
+from .functions import common_environment
 
 
 def _arn(logical_id: str) -> dict[str, Any]:
@@ -198,9 +199,7 @@ def test_function_runtime_tracing_logging_and_environment(synth: Synth) -> None:
         "TOMBSTONE_TTL_SECONDS": str(settings.tombstone_ttl_seconds),
         "RECORD_CONCURRENCY": str(settings.record_concurrency),
         "BUCKET_NAME": _ref(_bucket_id(synth)),
-        "POWERTOOLS_SERVICE_NAME": "s3ingest",
-        "POWERTOOLS_METRICS_NAMESPACE": "S3Ingest",
-        "POWERTOOLS_LOG_LEVEL": "INFO",
+        **common_environment(synth, "s3ingest"),
     }
     assert log_group["Properties"]["RetentionInDays"] == settings.log_retention_days
     assert log_group["DeletionPolicy"] == "Retain"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -18,9 +18,7 @@ from constructs import Construct
 
 from s3ingest_cdk.bundling import ARCHITECTURE, RUNTIME
 from s3ingest_cdk.constructs.dependencies import depend_on_policies_not_role
-
-#: Namespace of every s3ingest metric (Powertools ``POWERTOOLS_METRICS_NAMESPACE``).
-METRICS_NAMESPACE = "S3Ingest"
+from s3ingest_fn.contract import METRICS_NAMESPACE, STACK_ENV
 
 #: CloudWatch Logs retention values (days) and the CDK enum member of each.
 RETENTION_DAYS: dict[int, logs.RetentionDays] = {
@@ -126,7 +124,8 @@ def python_function(
         ``POWERTOOLS_SERVICE_NAME``.
     environment : Mapping[str, str]
         The function's own variables; the Powertools variables (service name, metrics namespace
-        ``S3Ingest``, log level ``INFO``) are added.
+        ``S3Ingest``, log level ``INFO``) and ``S3INGEST_STACK`` (the stack's name, the ``stack``
+        dimension of every metric the function emits) are added.
 
     Returns
     -------
@@ -166,6 +165,7 @@ def python_function(
             "POWERTOOLS_SERVICE_NAME": service_name,
             "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
             "POWERTOOLS_LOG_LEVEL": "INFO",
+            STACK_ENV: Stack.of(scope).stack_name,
         },
     )
     # Replaces the AWSLambdaBasicExecutionRole managed policy: write to this log group only.
