@@ -156,10 +156,11 @@ class Settings:
         The runbook's absolute URL (``https://``); each alarm description links to
         ``<runbookBaseUrl>#<anchor>``.
     tracing : bool
-        X-Ray: active tracing of every function (with the Powertools tracer in the ingest
-        function) and of the state machines. Off by default: the X-Ray SDK adds about 300 ms to
-        a cold start; off, the functions get ``POWERTOOLS_TRACE_DISABLED=true`` and no X-Ray
-        permission.
+        X-Ray active tracing of every Lambda function (with the Powertools tracer in the ingest
+        function). Off by default: the X-Ray SDK adds about 300 ms to a cold start; off, the
+        functions get ``POWERTOOLS_TRACE_DISABLED=true`` and no X-Ray permission. The state
+        machines keep their X-Ray tracing either way (no cold start there; cdk-nag
+        AwsSolutions-SF2).
     """
 
     stage: str = DEFAULTS["stage"]

@@ -68,7 +68,7 @@ _SFN_LOGGING_EVIDENCE = (
     "https://docs.aws.amazon.com/step-functions/latest/dg/concepts-xray-tracing.html)."
 )
 _STREAM_EVIDENCE = (
-    " And dynamodb:ListStreams (CDK's DynamoEventSource grant), which has no resource type: its "
+    "dynamodb:ListStreams (CDK's DynamoEventSource grant), which has no resource type: its "
     "only resource is '*' (Service Authorization Reference, Amazon DynamoDB: "
     "https://docs.aws.amazon.com/service-authorization/latest/reference/"
     "list_amazondynamodb.html); the stream's records are read only from the ledger's stream "
@@ -225,6 +225,7 @@ class S3IngestStack(Stack):
             timeout=Duration.seconds(settings.function_timeout_seconds),
             memory_size_mib=settings.function_memory_mb,
             log_retention_days=settings.log_retention_days,
+            tracing=settings.tracing,
         )
         function = self.ingest.function
 
@@ -321,6 +322,7 @@ class S3IngestStack(Stack):
                 timeout=Duration.seconds(settings.reconcile_timeout_seconds),
                 memory_size_mib=settings.reconcile_memory_mb,
                 log_retention_days=settings.log_retention_days,
+                tracing=settings.tracing,
             )
 
         self.reconcile = reconcile_function(
@@ -400,6 +402,7 @@ class S3IngestStack(Stack):
             timeout=Duration.seconds(settings.reconcile_timeout_seconds),
             memory_size_mib=settings.reconcile_memory_mb,
             log_retention_days=settings.log_retention_days,
+            tracing=settings.tracing,
         )
         control = self.backfill_control.function
         reports = inventory_bucket.arn_for_objects(
@@ -427,6 +430,7 @@ class S3IngestStack(Stack):
                 timeout=Duration.seconds(settings.backfill_function_timeout_seconds),
                 memory_size_mib=settings.function_memory_mb,
                 log_retention_days=settings.log_retention_days,
+                tracing=settings.tracing,
             )
             batch_role = self._batch_operations(self.backfill.function, reports)
         else:
@@ -467,6 +471,7 @@ class S3IngestStack(Stack):
             timeout=Duration.seconds(settings.function_timeout_seconds),
             memory_size_mib=settings.function_memory_mb,
             log_retention_days=settings.log_retention_days,
+            tracing=settings.tracing,
         )
         relay = self.change_relay.function
         # PutEvents on the change bus only.
@@ -643,7 +648,7 @@ class S3IngestStack(Stack):
         if self.reconcile_fan_out is not None:
             functions.append(self.reconcile_fan_out)
         for owner in functions:
-            acknowledge(owner.role, "AwsSolutions-IAM5[Resource::*]", _XRAY_EVIDENCE)
+            self._acknowledge_xray(owner.role)
             acknowledge(owner.function, "AwsSolutions-L1", _RUNTIME_EVIDENCE)
         acknowledge(
             self.ingest.role,
@@ -662,6 +667,12 @@ class S3IngestStack(Stack):
             "cdk-nag only recognises SQS redrive and Lambda DLQs.",
         )
 
+    def _acknowledge_xray(self, role: iam.IRole) -> None:
+        """X-Ray's wildcard on a function's role, with ``tracing`` only (off, the role has no
+        xray:* statement and nothing is acknowledged)."""
+        if self.settings.tracing:
+            acknowledge(role, "AwsSolutions-IAM5[Resource::*]", _XRAY_EVIDENCE)
+
     def _acknowledge_effects(self) -> None:
         """The processor's output wildcard on each role that runs it; the change relay's."""
         output = self.processor_output
@@ -679,7 +690,13 @@ class S3IngestStack(Stack):
         relay = self.change_relay
         if relay is None:
             return
-        acknowledge(relay.role, "AwsSolutions-IAM5[Resource::*]", _XRAY_EVIDENCE + _STREAM_EVIDENCE)
+        acknowledge(
+            relay.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            f"{_XRAY_EVIDENCE} And {_STREAM_EVIDENCE}"
+            if self.settings.tracing
+            else _STREAM_EVIDENCE,
+        )
         acknowledge(relay.function, "AwsSolutions-L1", _RUNTIME_EVIDENCE)
         acknowledge(
             relay.dead_letter_queue,
@@ -800,13 +817,13 @@ class S3IngestStack(Stack):
             "s3:GetObjectVersion (HEAD) on the landing bucket's objects only, keys known at run "
             "time."
         )
-        acknowledge(control.role, "AwsSolutions-IAM5[Resource::*]", _XRAY_EVIDENCE)
+        self._acknowledge_xray(control.role)
         acknowledge(control.function, "AwsSolutions-L1", _RUNTIME_EVIDENCE)
         acknowledge(control.role, reports, f"s3:GetObject (and HEAD) {reports_evidence}")
         backfill = self.backfill
         batch = self.batch_operations
         if backfill is not None and batch is not None:
-            acknowledge(backfill.role, "AwsSolutions-IAM5[Resource::*]", _XRAY_EVIDENCE)
+            self._acknowledge_xray(backfill.role)
             acknowledge(backfill.function, "AwsSolutions-L1", _RUNTIME_EVIDENCE)
             acknowledge(
                 backfill.role, wildcard_resource_finding(self, objects_arn), observe_evidence

@@ -15,7 +15,7 @@ from s3ingest_cdk.constructs.change_relay_function import CHANGE_STREAM_HANDLER
 from s3ingest_cdk.synth import Synth
 from s3ingest_fn.changes import STREAM_FILTER
 
-from .functions import common_environment
+from .functions import common_environment, tracing_config, xray_grants
 from .iam import expected as _grants
 from .iam import role_allowed as _granted
 
@@ -111,7 +111,7 @@ def test_relay_function_handler_and_environment(fanout_synth: Synth) -> None:
     assert props["Handler"] == CHANGE_STREAM_HANDLER
     assert props["Runtime"] == "python3.13"
     assert props["Architectures"] == ["arm64"]
-    assert props["TracingConfig"] == {"Mode": "Active"}
+    assert props.get("TracingConfig") == tracing_config(fanout_synth)
     assert props["LoggingConfig"] == {
         "LogFormat": "JSON",
         "LogGroup": _ref(synth.logical_id(relay.log_group)),
@@ -139,8 +139,7 @@ def test_relay_role_is_least_privilege(fanout_synth: Synth) -> None:
     # THEN PutEvents on the change bus only; the ledger's stream, read; the DLQ, written
     assert _granted(synth, relay.role) == _grants(
         {
-            "xray:PutTraceSegments": ["*"],
-            "xray:PutTelemetryRecords": ["*"],
+            **xray_grants(fanout_synth),
             "logs:CreateLogStream": [_arn(log_group)],
             "logs:PutLogEvents": [_arn(log_group)],
             "events:PutEvents": [_arn(bus)],

@@ -15,7 +15,7 @@ from s3ingest_cdk.synth import Synth
 
 from .asl import LAMBDA_RETRY, THROTTLE_RETRY, definition
 from .conftest import ADOPTED_BUCKET
-from .functions import common_environment
+from .functions import common_environment, tracing_config, xray_grants
 
 RECONCILE_HANDLER = "s3ingest_fn.handlers.reconcile.handler"
 FANOUT_HANDLER = "s3ingest_fn.handlers.reconcile_fanout.handler"
@@ -73,8 +73,7 @@ def _reconcile_grants(synth: Synth) -> dict[str, list[Any]]:
     }
     objects = _objects(_arn(bucket_id))
     return {
-        "xray:PutTraceSegments": ["*"],
-        "xray:PutTelemetryRecords": ["*"],
+        **xray_grants(synth),
         "s3:ListBucket": [_arn(bucket_id), _arn(inventory_id)],
         "s3:ListBucketVersions": [_arn(bucket_id)],
         "s3:GetBucketVersioning": [_arn(bucket_id)],
@@ -149,7 +148,7 @@ def test_reconcile_function_handler_runtime_and_environment(synth: Synth) -> Non
     assert props["Handler"] == RECONCILE_HANDLER
     assert props["Runtime"] == "python3.13"
     assert props["Architectures"] == ["arm64"]
-    assert props["TracingConfig"] == {"Mode": "Active"}
+    assert props.get("TracingConfig") == tracing_config(synth)
     assert props["LoggingConfig"] == {"LogFormat": "JSON", "LogGroup": _ref(log_group_id)}
     assert props["MemorySize"] == settings.reconcile_memory_mb == 3008
     assert props["Timeout"] == settings.reconcile_timeout_seconds == 900
@@ -292,8 +291,7 @@ def test_adopted_bucket_reconcile_grants(adopted_synth: Synth) -> None:
     log_group_id = synth.logical_id(synth.stack.reconcile.log_group)
     assert _sorted(_granted(synth, synth.stack.reconcile.role)) == _sorted(
         {
-            "xray:PutTraceSegments": ["*"],
-            "xray:PutTelemetryRecords": ["*"],
+            **xray_grants(synth),
             "logs:CreateLogStream": [_arn(log_group_id)],
             "logs:PutLogEvents": [_arn(log_group_id)],
             "s3:ListBucket": [bucket_arn],

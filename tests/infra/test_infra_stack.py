@@ -14,7 +14,7 @@ from s3ingest_cdk.stack import VERSION_TAG
 from s3ingest_cdk.synth import Synth
 
 from .conftest import VARIANTS
-from .functions import common_environment
+from .functions import common_environment, tracing_config, xray_grants
 
 
 def _arn(logical_id: str) -> dict[str, Any]:
@@ -188,7 +188,7 @@ def test_function_runtime_tracing_logging_and_environment(synth: Synth) -> None:
     assert props["Architectures"] == ["arm64"]
     assert props["Runtime"] == "python3.13"
     assert props["Handler"] == "s3ingest_fn.handlers.ingest.handler"
-    assert props["TracingConfig"] == {"Mode": "Active"}
+    assert props.get("TracingConfig") == tracing_config(synth)
     assert props["LoggingConfig"] == {"LogFormat": "JSON", "LogGroup": _ref(log_group_id)}
     assert props["Timeout"] == settings.function_timeout_seconds
     assert props["MemorySize"] == settings.function_memory_mb
@@ -388,8 +388,7 @@ def test_function_role_is_least_privilege(synth: Synth) -> None:
     table_id = synth.logical_id(synth.stack.ledger.table)
     objects = {"Fn::Join": ["", [_arn(bucket_id), "/*"]]}
     assert granted == {
-        "xray:PutTraceSegments": ["*"],
-        "xray:PutTelemetryRecords": ["*"],
+        **xray_grants(synth),
         "logs:CreateLogStream": [_arn(log_group_id)],
         "logs:PutLogEvents": [_arn(log_group_id)],
         "dynamodb:GetItem": [_arn(table_id)],
@@ -488,3 +487,36 @@ def test_stack_records_the_version_as_a_stack_tag_and_an_output(
         tags = resource.get("Properties", {}).get("Tags", [])
         keys = [t["Key"] for t in tags] if isinstance(tags, list) else list(tags)
         assert VERSION_TAG not in keys, logical_id
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_tracing_is_a_setting(variant: str, request: pytest.FixtureRequest) -> None:
+    synth: Synth = request.getfixturevalue(variant)
+    functions = {
+        logical_id: function["Properties"]
+        for logical_id, function in synth.resources("AWS::Lambda::Function").items()
+        if function["Properties"].get("Handler", "").startswith("s3ingest_fn.")
+    }
+    assert functions
+    xray_roles = {
+        json.dumps(role, sort_keys=True)
+        for policy in synth.resources("AWS::IAM::Policy").values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if any(str(action).startswith("xray:") for action in (
+            statement["Action"] if isinstance(statement["Action"], list)
+            else [statement["Action"]]))
+        for role in policy["Properties"]["Roles"]
+    }
+    for logical_id, props in functions.items():
+        variables = props["Environment"]["Variables"]
+        role = json.dumps({"Ref": props["Role"]["Fn::GetAtt"][0]}, sort_keys=True)
+        if synth.settings.tracing:
+            # On: active tracing (the Powertools tracer in the ingest function), as before
+            assert props["TracingConfig"] == {"Mode": "Active"}, logical_id
+            assert "POWERTOOLS_TRACE_DISABLED" not in variables, logical_id
+            assert role in xray_roles, logical_id
+        else:
+            # Off (the default): no tracing configuration, the tracer disabled, no X-Ray grant
+            assert "TracingConfig" not in props, logical_id
+            assert variables["POWERTOOLS_TRACE_DISABLED"] == "true", logical_id
+            assert role not in xray_roles, logical_id
