@@ -63,7 +63,13 @@ def _expected_function_acknowledgements(synth: Synth) -> dict[str, set[str]]:
     )
     xray = _xray(synth)
     reconcile_role = {*xray, objects, reports}
+    # The delivery check: its runtime, and X-Ray on its role with tracing (its one grant,
+    # s3:GetBucketNotification, names the landing bucket).
+    delivery_check = {f"{stack_path}/DeliveryCheck/Function": {"AwsSolutions-L1"}}
+    if xray:
+        delivery_check[f"{stack_path}/DeliveryCheck/Role"] = xray
     return {
+        **delivery_check,
         f"{stack_path}/IngestFunction/Role": {*xray, objects},
         f"{stack_path}/IngestFunction/Function": {"AwsSolutions-L1"},
         f"{stack_path}/ReconcileFunction/Role": reconcile_role,

@@ -215,6 +215,7 @@ def test_drift_alarm_watches_the_daily_maximum_of_drift_total(synth: Synth) -> N
     _, alarm = _resource(synth, synth.stack.drift.alarm)
     props = alarm["Properties"]
     assert {key: props[key] for key in props if key not in ("AlarmDescription", "Tags")} == {
+        "AlarmName": f"s3ingest-{synth.settings.stage}-drift",
         "Namespace": "S3Ingest",
         "MetricName": "drift_total",
         # This stack's series only (the reconcile handlers emit stack=<S3INGEST_STACK>).
@@ -232,7 +233,9 @@ def test_drift_alarm_watches_the_daily_maximum_of_drift_total(synth: Synth) -> N
         "AlarmActions": [_ref(synth.logical_id(synth.stack.alarm_topic.topic))],
         "OKActions": [_ref(synth.logical_id(synth.stack.alarm_topic.topic))],
     }
-    assert props["AlarmDescription"].endswith("Runbook: docs/runbook.md#events-lost-upstream")
+    assert props["AlarmDescription"].endswith(
+        f"Runbook: {synth.settings.runbook_base_url}#events-lost-upstream"
+    )
 
 
 def test_per_kind_drift_metrics_match_the_handlers() -> None:

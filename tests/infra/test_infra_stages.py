@@ -89,3 +89,13 @@ def test_two_stages_alarms_watch_disjoint_series(synth: Synth, prod_synth: Synth
         assert ("stack", synth.stack.stack_name) in dimensions
         assert ("service", "s3ingest") in dimensions
 
+
+
+def test_alarm_names_are_stage_scoped(synth: Synth, prod_synth: Synth) -> None:
+    # Two stages' alarms never collide on a name (alarm names are unique per account and region).
+    names = [
+        {alarm["Properties"]["AlarmName"] for alarm in variant.resources(
+            "AWS::CloudWatch::Alarm").values()}
+        for variant in (synth, prod_synth)
+    ]
+    assert not names[0] & names[1]

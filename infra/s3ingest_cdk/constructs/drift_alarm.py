@@ -6,7 +6,7 @@ from aws_cdk import Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from s3ingest_cdk.constructs.operational_alarms import runbook
+from s3ingest_cdk.constructs.operational_alarms import alarm_name, runbook
 from s3ingest_fn.contract import METRICS_NAMESPACE, metric_dimensions
 
 #: Per-kind drift metrics (``drift_<kind>``), as ``s3ingest_fn.reconcile.diff.DRIFT_KINDS``.
@@ -52,6 +52,10 @@ class DriftAlarm(Construct):
         Parent construct.
     construct_id : str
         Construct id.
+    stage : str
+        The stage: the alarm is ``s3ingest-<stage>-drift``.
+    runbook_base_url : str
+        The runbook's URL (``runbookBaseUrl``); the description links its section.
     period : aws_cdk.Duration
         Evaluation period (one day by default, the default schedule's interval).
 
@@ -67,7 +71,13 @@ class DriftAlarm(Construct):
     """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, period: Duration | None = None
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        stage: str,
+        runbook_base_url: str,
+        period: Duration | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         period = period or Duration.days(1)
@@ -80,10 +90,11 @@ class DriftAlarm(Construct):
         self.alarm = cloudwatch.Alarm(
             self,
             "Alarm",
+            alarm_name=alarm_name(stage, "drift"),
             alarm_description=(
                 "s3ingest: reconciliation found keys where the ledger differs from the bucket "
                 "(drift_total >= 1); unless the run was a dry run, repairs went through the ingest "
-                f"queue. Runbook: {runbook('events-lost-upstream')}"
+                f"queue. Runbook: {runbook(runbook_base_url, 'events-lost-upstream')}"
             ),
             metric=self.total,
             threshold=1,
