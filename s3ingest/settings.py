@@ -46,6 +46,9 @@ DEFAULTS: dict[str, Any] = {
     "processor": None,
     "processorPackageDir": None,
     "changeStream": False,
+    "lagAlarmSeconds": 300,
+    "runbookBaseUrl": "https://github.com/s3ingest/s3ingest/blob/main/docs/runbook.md",
+    "tracing": False,
 }
 
 #: How the backfill (CONTRACT C13) runs over the inventory: an S3 Batch Operations job invoking the
@@ -63,6 +66,18 @@ _STAGE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,31}$")
 _EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s.]+(\.[^@\s.]+)+$")
 # "package.module:function": dotted Python identifiers, a colon, an identifier.
 _PROCESSOR_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+# rate(value unit), as EventBridge writes it (https://docs.aws.amazon.com/eventbridge/latest/
+# userguide/eb-scheduled-rule-pattern.html#eb-rate-expressions).
+_RATE_RE = re.compile(r"^rate\(\s*(?P<value>[1-9]\d*)\s+(?P<unit>minutes?|hours?|days?)\s*\)$")
+_RATE_UNIT_SECONDS = {"minute": 60, "hour": 3_600, "day": SECONDS_PER_DAY}
+#: Added to the reconcile schedule's interval for the heartbeat alarm's period: a run may start
+#: late and take up to 15 minutes (the Lambda limit), or longer with the fan-out.
+HEARTBEAT_MARGIN_SECONDS = 3_600
+#: CloudWatch's longest evaluation range (Period x EvaluationPeriods), seconds
+#: (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_PutMetricAlarm.html).
+MAX_ALARM_RANGE_SECONDS = 7 * SECONDS_PER_DAY
+# An absolute https URL with a host, no whitespace and no fragment of its own.
+_RUNBOOK_URL_RE = re.compile(r"^https://[^/\s#?]+(/[^\s#]*)?$")
 
 #: The change stream's event ``source``, and its ``detail-type`` per kind of applied change.
 CHANGE_SOURCE = "s3ingest"
@@ -134,6 +149,18 @@ class Settings:
     change_stream : bool
         Publish every applied change to the stack's own EventBridge bus (source ``s3ingest``),
         from the ledger's DynamoDB stream.
+    lag_alarm_seconds : int
+        The end-to-end lag alarm's threshold: p99 of live events' ``ingest_lag_ms`` over
+        5 minutes above this many seconds (1 to 86400).
+    runbook_base_url : str
+        The runbook's absolute URL (``https://``); each alarm description links to
+        ``<runbookBaseUrl>#<anchor>``.
+    tracing : bool
+        X-Ray active tracing of every Lambda function (with the Powertools tracer in the ingest
+        function). Off by default: the X-Ray SDK adds about 300 ms to a cold start; off, the
+        functions get ``POWERTOOLS_TRACE_DISABLED=true`` and no X-Ray permission. The state
+        machines keep their X-Ray tracing either way (no cold start there; cdk-nag
+        AwsSolutions-SF2).
     """
 
     stage: str = DEFAULTS["stage"]
@@ -162,6 +189,9 @@ class Settings:
     processor: str | None = DEFAULTS["processor"]
     processor_package_dir: str | None = DEFAULTS["processorPackageDir"]
     change_stream: bool = DEFAULTS["changeStream"]
+    lag_alarm_seconds: int = DEFAULTS["lagAlarmSeconds"]
+    runbook_base_url: str = DEFAULTS["runbookBaseUrl"]
+    tracing: bool = DEFAULTS["tracing"]
 
     @property
     def stack_name(self) -> str:
@@ -190,6 +220,21 @@ class Settings:
         days = (self.archive_retention_days + self.queue_retention_days
                 + self.dlq_retention_days + self.tombstone_margin_days)
         return days * SECONDS_PER_DAY
+
+    @property
+    def reconcile_heartbeat_seconds(self) -> int:
+        """The reconciliation heartbeat alarm's period, seconds: the schedule's interval plus
+        :data:`HEARTBEAT_MARGIN_SECONDS`, at most CloudWatch's 7-day evaluation range.
+
+        A ``rate(N unit)`` gives its interval (``rate(1 day)``: 25 hours). A ``cron(...)`` is
+        taken as daily (25 hours): a cron that runs less often than daily keeps the heartbeat
+        alarm in ALARM between runs, so prefer ``rate(...)`` for those.
+        """
+        match = _RATE_RE.match(self.reconcile_schedule or "")
+        interval = SECONDS_PER_DAY
+        if match is not None:
+            interval = int(match["value"]) * _RATE_UNIT_SECONDS[match["unit"].rstrip("s")]
+        return min(interval + HEARTBEAT_MARGIN_SECONDS, MAX_ALARM_RANGE_SECONDS)
 
     def to_context(self) -> dict[str, Any]:
         """The settings as ``cdk.json`` context keys."""
@@ -310,6 +355,11 @@ class Settings:
                              "with 3 s or more left in the invocation)")
         if self.processor_package_dir is not None and self.processor is None:
             p.append("processorPackageDir is set but processor is not")
+        rng("lagAlarmSeconds", self.lag_alarm_seconds, 1, SECONDS_PER_DAY)
+        url = self.runbook_base_url or ""
+        if not _RUNBOOK_URL_RE.match(url):
+            p.append(f"runbookBaseUrl: {self.runbook_base_url!r} must be an https:// URL with a "
+                     "host and no fragment (each alarm appends #<section>)")
         return p
 
     def as_dict(self) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from s3ingest_cdk.constructs import (
     BatchOperationsRole,
     ChangeBus,
     ChangeRelayFunction,
+    DeliveryCheckFunction,
     DriftAlarm,
     IngestFunction,
     IngestQueue,
@@ -68,7 +69,7 @@ _SFN_LOGGING_EVIDENCE = (
     "https://docs.aws.amazon.com/step-functions/latest/dg/concepts-xray-tracing.html)."
 )
 _STREAM_EVIDENCE = (
-    " And dynamodb:ListStreams (CDK's DynamoEventSource grant), which has no resource type: its "
+    "dynamodb:ListStreams (CDK's DynamoEventSource grant), which has no resource type: its "
     "only resource is '*' (Service Authorization Reference, Amazon DynamoDB: "
     "https://docs.aws.amazon.com/service-authorization/latest/reference/"
     "list_amazondynamodb.html); the stream's records are read only from the ledger's stream "
@@ -124,6 +125,9 @@ class S3IngestStack(Stack):
     backfill_control : s3ingest_cdk.constructs.BackfillControlFunction or None
         The backfill state machine's step function (CONTRACT C13); ``None`` unless the stack owns
         the inventory (``bucketName`` unset, ``inventoryEnabled``), as the three below.
+    delivery_check : s3ingest_cdk.constructs.DeliveryCheckFunction
+        The scheduled check of the landing bucket's EventBridge delivery (its alarm is
+        ``alarms.delivery_off``).
     alarm_topic : s3ingest_cdk.constructs.AlarmTopic
         The topic every alarm notifies (``alarmEmail`` subscribes an address).
     alarms : s3ingest_cdk.constructs.OperationalAlarms
@@ -225,6 +229,7 @@ class S3IngestStack(Stack):
             timeout=Duration.seconds(settings.function_timeout_seconds),
             memory_size_mib=settings.function_memory_mb,
             log_retention_days=settings.log_retention_days,
+            tracing=settings.tracing,
         )
         function = self.ingest.function
 
@@ -245,6 +250,15 @@ class S3IngestStack(Stack):
         self._reconciliation(code)
         self._backfill(code)
         self._change_stream(code)
+        # Is the bucket still sending its events? (Nothing else notices when it stops.)
+        self.delivery_check = DeliveryCheckFunction(
+            self,
+            "DeliveryCheck",
+            code=code,
+            bucket=bucket,
+            log_retention_days=settings.log_retention_days,
+            tracing=settings.tracing,
+        )
         self._monitoring()
         self._acknowledge(objects_arn)
         self._outputs()
@@ -321,6 +335,7 @@ class S3IngestStack(Stack):
                 timeout=Duration.seconds(settings.reconcile_timeout_seconds),
                 memory_size_mib=settings.reconcile_memory_mb,
                 log_retention_days=settings.log_retention_days,
+                tracing=settings.tracing,
             )
 
         self.reconcile = reconcile_function(
@@ -373,7 +388,12 @@ class S3IngestStack(Stack):
             schedule_expression=settings.reconcile_schedule,
             target=target,
         )
-        self.drift = DriftAlarm(self, "Drift")
+        self.drift = DriftAlarm(
+            self,
+            "Drift",
+            stage=settings.stage,
+            runbook_base_url=settings.runbook_base_url,
+        )
 
     def _backfill(self, code: lambda_.Code) -> None:
         """Backfill of pre-existing objects (CONTRACT C13): only when the stack owns the inventory
@@ -400,6 +420,7 @@ class S3IngestStack(Stack):
             timeout=Duration.seconds(settings.reconcile_timeout_seconds),
             memory_size_mib=settings.reconcile_memory_mb,
             log_retention_days=settings.log_retention_days,
+            tracing=settings.tracing,
         )
         control = self.backfill_control.function
         reports = inventory_bucket.arn_for_objects(
@@ -427,6 +448,7 @@ class S3IngestStack(Stack):
                 timeout=Duration.seconds(settings.backfill_function_timeout_seconds),
                 memory_size_mib=settings.function_memory_mb,
                 log_retention_days=settings.log_retention_days,
+                tracing=settings.tracing,
             )
             batch_role = self._batch_operations(self.backfill.function, reports)
         else:
@@ -467,6 +489,7 @@ class S3IngestStack(Stack):
             timeout=Duration.seconds(settings.function_timeout_seconds),
             memory_size_mib=settings.function_memory_mb,
             log_retention_days=settings.log_retention_days,
+            tracing=settings.tracing,
         )
         relay = self.change_relay.function
         # PutEvents on the change bus only.
@@ -509,13 +532,34 @@ class S3IngestStack(Stack):
 
     def _monitoring(self) -> None:
         """The alarm topic, the operational alarms and the dashboard."""
-        self.alarm_topic = AlarmTopic(self, "AlarmTopic", email=self.settings.alarm_email)
+        settings = self.settings
+        self.alarm_topic = AlarmTopic(self, "AlarmTopic", email=settings.alarm_email)
         reconcile_machine = self.reconcile_state_machine
         backfill_machine = self.backfill_state_machine
         relay = self.change_relay
+        # Every function with a timeout setting, and that timeout (the duration alarms).
+        function_timeout = Duration.seconds(settings.function_timeout_seconds)
+        reconcile_timeout = Duration.seconds(settings.reconcile_timeout_seconds)
+        timeouts: dict[str, tuple[lambda_.IFunction, Duration]] = {
+            "ingest": (self.ingest.function, function_timeout),
+            "reconcile": (self.reconcile.function, reconcile_timeout),
+        }
+        if self.reconcile_fan_out is not None:
+            timeouts["reconcile-fan-out"] = (self.reconcile_fan_out.function, reconcile_timeout)
+        if self.backfill_control is not None:
+            timeouts["backfill-control"] = (self.backfill_control.function, reconcile_timeout)
+        if self.backfill is not None:
+            timeouts["backfill"] = (
+                self.backfill.function,
+                Duration.seconds(settings.backfill_function_timeout_seconds),
+            )
+        if relay is not None:
+            timeouts["change-relay"] = (relay.function, function_timeout)
         self.alarms = OperationalAlarms(
             self,
             "Alarms",
+            stage=settings.stage,
+            runbook_base_url=settings.runbook_base_url,
             topic=self.alarm_topic.topic,
             queue=self.ingest_queue.queue,
             dead_letter_queue=self.ingest_queue.dead_letter_queue,
@@ -523,6 +567,11 @@ class S3IngestStack(Stack):
             ingest_function=self.ingest.function,
             reconcile_function=self.reconcile.function,
             drift_alarm=self.drift.alarm,
+            ledger_table=self.ledger.table,
+            ingest_rule=self.routing.rule,
+            lag_threshold=Duration.seconds(settings.lag_alarm_seconds),
+            heartbeat_period=Duration.seconds(settings.reconcile_heartbeat_seconds),
+            timeouts=timeouts,
             reconcile_state_machine=(
                 reconcile_machine.state_machine if reconcile_machine is not None else None
             ),
@@ -541,13 +590,14 @@ class S3IngestStack(Stack):
             ("backfill control", self.backfill_control),
             ("backfill", self.backfill),
             ("change relay", self.change_relay),
+            ("delivery check", self.delivery_check),
         ):
             if owner is not None:
                 functions[name] = owner.function
         self.dashboard = OperationsDashboard(
             self,
             "Dashboard",
-            dashboard_name=f"s3ingest-{self.settings.stage}",
+            dashboard_name=f"s3ingest-{settings.stage}",
             queue=self.ingest_queue.queue,
             dead_letter_queue=self.ingest_queue.dead_letter_queue,
             target_dead_letter_queue=self.routing.target_dead_letter_queue,
@@ -643,7 +693,7 @@ class S3IngestStack(Stack):
         if self.reconcile_fan_out is not None:
             functions.append(self.reconcile_fan_out)
         for owner in functions:
-            acknowledge(owner.role, "AwsSolutions-IAM5[Resource::*]", _XRAY_EVIDENCE)
+            self._acknowledge_xray(owner.role)
             acknowledge(owner.function, "AwsSolutions-L1", _RUNTIME_EVIDENCE)
         acknowledge(
             self.ingest.role,
@@ -651,6 +701,8 @@ class S3IngestStack(Stack):
             "The function reads whichever object an event names: s3:GetObject and "
             "s3:GetObjectVersion on the landing bucket's objects only (key unknown in advance).",
         )
+        self._acknowledge_xray(self.delivery_check.role)
+        acknowledge(self.delivery_check.function, "AwsSolutions-L1", _RUNTIME_EVIDENCE)
         self._acknowledge_reconciliation(objects_arn)
         self._acknowledge_backfill(objects_arn)
         self._acknowledge_effects()
@@ -661,6 +713,12 @@ class S3IngestStack(Stack):
             "(https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html); "
             "cdk-nag only recognises SQS redrive and Lambda DLQs.",
         )
+
+    def _acknowledge_xray(self, role: iam.IRole) -> None:
+        """X-Ray's wildcard on a function's role, with ``tracing`` only (off, the role has no
+        xray:* statement and nothing is acknowledged)."""
+        if self.settings.tracing:
+            acknowledge(role, "AwsSolutions-IAM5[Resource::*]", _XRAY_EVIDENCE)
 
     def _acknowledge_effects(self) -> None:
         """The processor's output wildcard on each role that runs it; the change relay's."""
@@ -679,7 +737,13 @@ class S3IngestStack(Stack):
         relay = self.change_relay
         if relay is None:
             return
-        acknowledge(relay.role, "AwsSolutions-IAM5[Resource::*]", _XRAY_EVIDENCE + _STREAM_EVIDENCE)
+        acknowledge(
+            relay.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            f"{_XRAY_EVIDENCE} And {_STREAM_EVIDENCE}"
+            if self.settings.tracing
+            else _STREAM_EVIDENCE,
+        )
         acknowledge(relay.function, "AwsSolutions-L1", _RUNTIME_EVIDENCE)
         acknowledge(
             relay.dead_letter_queue,
@@ -800,13 +864,13 @@ class S3IngestStack(Stack):
             "s3:GetObjectVersion (HEAD) on the landing bucket's objects only, keys known at run "
             "time."
         )
-        acknowledge(control.role, "AwsSolutions-IAM5[Resource::*]", _XRAY_EVIDENCE)
+        self._acknowledge_xray(control.role)
         acknowledge(control.function, "AwsSolutions-L1", _RUNTIME_EVIDENCE)
         acknowledge(control.role, reports, f"s3:GetObject (and HEAD) {reports_evidence}")
         backfill = self.backfill
         batch = self.batch_operations
         if backfill is not None and batch is not None:
-            acknowledge(backfill.role, "AwsSolutions-IAM5[Resource::*]", _XRAY_EVIDENCE)
+            self._acknowledge_xray(backfill.role)
             acknowledge(backfill.function, "AwsSolutions-L1", _RUNTIME_EVIDENCE)
             acknowledge(
                 backfill.role, wildcard_resource_finding(self, objects_arn), observe_evidence
@@ -887,6 +951,7 @@ class S3IngestStack(Stack):
             outputs["InventoryBucketName"] = self.landing.inventory_bucket.bucket_name
         outputs["ReconcileFunctionName"] = self.reconcile.function.function_name
         outputs["DriftAlarmName"] = self.drift.alarm.alarm_name
+        outputs["DeliveryCheckFunctionName"] = self.delivery_check.function.function_name
         if self.reconcile_state_machine is not None:
             outputs["ReconcileStateMachineArn"] = (
                 self.reconcile_state_machine.state_machine.state_machine_arn

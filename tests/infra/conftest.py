@@ -51,8 +51,8 @@ def adopted_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
 def fanout_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
     """The app with every optional part: the Step Functions engines (the fan-out reconciliation,
     ``reconcileFanOut``, and the Distributed Map backfill, ``backfillEngine=distributed-map``), an
-    alarm e-mail subscription (``alarmEmail``), the example processor (``processor``) and the
-    change stream (``changeStream``), synthesized once."""
+    alarm e-mail subscription (``alarmEmail``), the example processor (``processor``), the
+    change stream (``changeStream``) and X-Ray tracing (``tracing``), synthesized once."""
     yield synthesize(
         tmp_path_factory.mktemp("cdk-out-fanout"),
         {
@@ -62,5 +62,6 @@ def fanout_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
             "alarmEmail": ALARM_EMAIL,
             "processor": PROCESSOR,
             "changeStream": True,
+            "tracing": True,
         },
     )

@@ -16,6 +16,14 @@ FIVE_MINUTES = 300
 ONE_HOUR = 3_600
 
 
+def _stack_dimensions(synth: Synth) -> list[dict[str, Any]]:
+    """The dimensions of the stack's own custom metrics: ``service`` and ``stack``."""
+    return [
+        {"Name": "service", "Value": "s3ingest"},
+        {"Name": "stack", "Value": synth.stack.stack_name},
+    ]
+
+
 def _ref(logical_id: str) -> dict[str, Any]:
     return {"Ref": logical_id}
 
@@ -132,7 +140,7 @@ def _expected_alarms(synth: Synth) -> dict[str, tuple[dict[str, Any], str]]:
             {
                 "Namespace": "S3Ingest",
                 "MetricName": "drift_total",
-                "Dimensions": [{"Name": "service", "Value": "s3ingest"}],
+                "Dimensions": _stack_dimensions(synth),
                 "Statistic": "Maximum",
                 "Period": 86_400,
                 "Threshold": 1,
@@ -243,7 +251,184 @@ def _expected_alarms(synth: Synth) -> dict[str, tuple[dict[str, Any], str]]:
         assert alarms.change_dead_letters is None
         assert alarms.change_relay_errors is None
         assert alarms.change_relay_behind is None
+    expected.update(_expected_operating_alarms(synth))
     return expected
+
+
+def _custom_alarm(synth: Synth, metric_name: str, statistic: str, period: int) -> dict[str, Any]:
+    """An alarm on one of the stack's own custom metrics (service and stack dimensions); a
+    percentile is an ``ExtendedStatistic``."""
+    key = "ExtendedStatistic" if statistic.startswith("p") else "Statistic"
+    return {
+        "Namespace": "S3Ingest",
+        "MetricName": metric_name,
+        "Dimensions": _stack_dimensions(synth),
+        key: statistic,
+        "Period": period,
+    }
+
+
+def _breaching_below_one(synth: Synth, evaluation_periods: int) -> dict[str, Any]:
+    """A heartbeat: < 1 in all periods, missing data breaching (no run is the failure)."""
+    return {
+        **_notifies_topic(synth, 1, evaluation_periods),
+        "ComparisonOperator": "LessThanThreshold",
+        "TreatMissingData": "breaching",
+    }
+
+
+def _rule_alarm(synth: Synth, metric_name: str) -> dict[str, Any]:
+    # A rule on the default bus: RuleName is its only dimension (eb-monitoring.html).
+    return {
+        "Namespace": "AWS/Events",
+        "MetricName": metric_name,
+        "Dimensions": [
+            {"Name": "RuleName", "Value": _ref(synth.logical_id(synth.stack.routing.rule))}
+        ],
+        "Statistic": "Sum",
+        "Period": FIVE_MINUTES,
+        **_notifies_topic(synth, 0, 1),
+    }
+
+
+def _duration_timeouts(synth: Synth) -> dict[str, tuple[Any, int]]:
+    """``what`` -> (function, its timeout setting in seconds): every function with one."""
+    stack, settings = synth.stack, synth.settings
+    timeouts = {
+        "ingest": (stack.ingest.function, settings.function_timeout_seconds),
+        "reconcile": (stack.reconcile.function, settings.reconcile_timeout_seconds),
+    }
+    if stack.reconcile_fan_out is not None:
+        timeouts["reconcile-fan-out"] = (
+            stack.reconcile_fan_out.function,
+            settings.reconcile_timeout_seconds,
+        )
+    if stack.backfill_control is not None:
+        timeouts["backfill-control"] = (
+            stack.backfill_control.function,
+            settings.reconcile_timeout_seconds,
+        )
+    if stack.backfill is not None:
+        timeouts["backfill"] = (stack.backfill.function, settings.backfill_function_timeout_seconds)
+    if stack.change_relay is not None:
+        timeouts["change-relay"] = (stack.change_relay.function, settings.function_timeout_seconds)
+    return timeouts
+
+
+def _expected_operating_alarms(synth: Synth) -> dict[str, tuple[dict[str, Any], str]]:
+    """Lag, the reconcile heartbeat, ledger throttling, durations, the ingest rule, delivery."""
+    alarms, settings = synth.stack.alarms, synth.settings
+    table = _ref(synth.logical_id(synth.stack.ledger.table))
+    expected: dict[str, tuple[dict[str, Any], str]] = {
+        synth.logical_id(alarms.ingest_lag): (
+            {
+                **_custom_alarm(synth, "ingest_lag_ms", "p99", FIVE_MINUTES),
+                **_notifies_topic(synth, settings.lag_alarm_seconds * 1000, 1),
+            },
+            "ingest-lag",
+        ),
+        synth.logical_id(alarms.reconcile_heartbeat): (
+            {
+                # rate(1 day): one day and one hour
+                **_custom_alarm(synth, "reconcile_completed", "Sum", 25 * ONE_HOUR),
+                **_breaching_below_one(synth, 1),
+            },
+            "reconciliation-not-running",
+        ),
+        synth.logical_id(alarms.ledger_throttles): (
+            {
+                "Metrics": [
+                    {
+                        "Expression": "reads + writes",
+                        "Id": "expr_1",
+                        "Label": "Ledger read and write throttle events",
+                        "ReturnData": True,
+                    },
+                    *(
+                        {
+                            "Id": metric_id,
+                            "MetricStat": {
+                                "Metric": {
+                                    "Namespace": "AWS/DynamoDB",
+                                    "MetricName": metric_name,
+                                    "Dimensions": [{"Name": "TableName", "Value": table}],
+                                },
+                                "Period": FIVE_MINUTES,
+                                "Stat": "Sum",
+                            },
+                            "ReturnData": False,
+                        }
+                        for metric_id, metric_name in (
+                            ("reads", "ReadThrottleEvents"),
+                            ("writes", "WriteThrottleEvents"),
+                        )
+                    ),
+                ],
+                **_notifies_topic(synth, 0, 1),
+            },
+            "ledger-throttled",
+        ),
+        synth.logical_id(alarms.rule_failed_invocations): (
+            _rule_alarm(synth, "FailedInvocations"),
+            "ingest-rule-failing",
+        ),
+        synth.logical_id(alarms.rule_dlq_failures): (
+            _rule_alarm(synth, "InvocationsFailedToBeSentToDlq"),
+            "ingest-rule-failing",
+        ),
+        synth.logical_id(alarms.delivery_off): (
+            {
+                **_custom_alarm(synth, "eventbridge_delivery_enabled", "Minimum", 1_800),
+                **_breaching_below_one(synth, 2),
+            },
+            "eventbridge-delivery-off",
+        ),
+    }
+    timeouts = _duration_timeouts(synth)
+    assert set(alarms.durations) == set(timeouts)
+    for what, (function, timeout_seconds) in timeouts.items():
+        expected[synth.logical_id(alarms.durations[what])] = (
+            {
+                **_function_alarm(synth, function, "Duration", FIVE_MINUTES),
+                "Statistic": "Maximum",
+                # 80% of the timeout, in milliseconds
+                **_notifies_topic(synth, timeout_seconds * 800, 1),
+            },
+            "function-near-timeout",
+        )
+    return expected
+
+
+def _expected_names(synth: Synth) -> dict[str, str]:
+    """Logical id -> the alarm's name, ``s3ingest-<stage>-<what>``."""
+    stack = synth.stack
+    alarms = stack.alarms
+    whats: dict[str, Any] = {
+        "ingest-dlq-depth": alarms.dead_letters,
+        "rule-target-dlq-depth": alarms.target_dead_letters,
+        "ingest-oldest-message-age": alarms.oldest_message_age,
+        "ingest-errors": alarms.ingest_errors,
+        "ingest-throttles": alarms.ingest_throttles,
+        "reconcile-errors": alarms.reconcile_errors,
+        "reconcile-executions-failed": alarms.reconcile_failed,
+        "backfill-executions-failed": alarms.backfill_failed,
+        "change-stream-dlq-depth": alarms.change_dead_letters,
+        "change-relay-errors": alarms.change_relay_errors,
+        "change-relay-iterator-age": alarms.change_relay_behind,
+        "drift": stack.drift.alarm,
+        "ingest-lag": alarms.ingest_lag,
+        "reconcile-heartbeat": alarms.reconcile_heartbeat,
+        "ledger-throttles": alarms.ledger_throttles,
+        "ingest-rule-failed-invocations": alarms.rule_failed_invocations,
+        "ingest-rule-dlq-failures": alarms.rule_dlq_failures,
+        "eventbridge-delivery-off": alarms.delivery_off,
+        **{f"{what}-duration": alarm for what, alarm in alarms.durations.items()},
+    }
+    return {
+        synth.logical_id(alarm): f"s3ingest-{synth.settings.stage}-{what}"
+        for what, alarm in whats.items()
+        if alarm is not None
+    }
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -255,13 +440,19 @@ def test_every_alarm_is_exact_and_notifies_the_topic(
     # THEN there are exactly these alarms, each with exactly these properties ...
     alarms = synth.resources("AWS::CloudWatch::Alarm")
     assert set(alarms) == set(expected)
+    names = _expected_names(synth)
     for logical_id, (properties, anchor) in expected.items():
         actual = alarms[logical_id]["Properties"]
-        ignored = ("AlarmDescription", "Tags")
+        ignored = ("AlarmDescription", "AlarmName", "Tags")
         assert {key: actual[key] for key in actual if key not in ignored} == properties, logical_id
-        # ... and a description that names its runbook section
+        # ... named s3ingest-<stage>-<what> ...
+        assert actual["AlarmName"] == names[logical_id]
+        # ... with a description that links its runbook section (an absolute URL)
         assert actual["AlarmDescription"].startswith("s3ingest: "), logical_id
-        assert actual["AlarmDescription"].endswith(f"Runbook: docs/runbook.md#{anchor}")
+        assert actual["AlarmDescription"].endswith(
+            f"Runbook: {synth.settings.runbook_base_url}#{anchor}"
+        ), logical_id
+    assert len(set(names.values())) == len(names)
     # The construct's list is the dashboard's: every alarm, once.
     assert sorted(synth.logical_id(alarm) for alarm in synth.stack.alarms.alarms) == sorted(
         expected
@@ -280,6 +471,12 @@ def test_every_runbook_anchor_exists(fanout_synth: Synth) -> None:
         "bucket-adopted-with-existing-objects",
         "change-stream-dlq",
         "change-stream-errors",
+        "ingest-lag",
+        "reconciliation-not-running",
+        "ledger-throttled",
+        "function-near-timeout",
+        "ingest-rule-failing",
+        "eventbridge-delivery-off",
     }
     for anchor in anchors:
         assert f'<a id="{anchor}"></a>' in runbook, anchor
@@ -463,7 +660,15 @@ def test_dashboard_shows_outcomes_drift_queues_functions_and_alarms(
     # The outcomes: S3Ingest, service=s3ingest, summed per 5 minutes.
     outcomes = _widgets(body, "Ingest outcomes (messages per 5 minutes)")
     assert outcomes["metrics"] == [
-        ["S3Ingest", name, "service", "s3ingest", {"label": name, "stat": "Sum"}]
+        [
+            "S3Ingest",
+            name,
+            "service",
+            "s3ingest",
+            "stack",
+            synth.stack.stack_name,
+            {"label": name, "stat": "Sum"},
+        ]
         for name in OUTCOME_METRICS
     ]
     # No period: CDK leaves out CloudWatch's default, 300 seconds.

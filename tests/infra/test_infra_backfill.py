@@ -18,6 +18,7 @@ from s3ingest_cdk.constructs.backfill_state_machine import PREPARED_FIELDS
 from s3ingest_cdk.synth import Synth, cdk_json_context
 
 from .asl import LAMBDA_RETRY, THROTTLE_RETRY, definition, reachable
+from .functions import common_environment, tracing_config, xray_grants
 from .iam import expected as _grants
 from .iam import role_allowed as _granted
 from .iam import statements_of as _statements
@@ -579,7 +580,7 @@ def test_backfill_function_handler_environment_and_grants(synth: Synth) -> None:
     assert props["Handler"] == BACKFILL_HANDLER
     assert props["Runtime"] == "python3.13"
     assert props["Architectures"] == ["arm64"]
-    assert props["TracingConfig"] == {"Mode": "Active"}
+    assert props.get("TracingConfig") == tracing_config(synth)
     assert props["LoggingConfig"] == {"LogFormat": "JSON", "LogGroup": _ref(log_group_id)}
     assert props["Timeout"] == settings.backfill_function_timeout_seconds == 60
     assert props["MemorySize"] == settings.function_memory_mb
@@ -589,17 +590,14 @@ def test_backfill_function_handler_environment_and_grants(synth: Synth) -> None:
         "TOMBSTONE_TTL_SECONDS": str(settings.tombstone_ttl_seconds),
         "BUCKET_NAME": _ref(ids.bucket),
         "RECORD_CONCURRENCY": str(settings.record_concurrency),
-        "POWERTOOLS_SERVICE_NAME": "s3ingest-backfill",
-        "POWERTOOLS_METRICS_NAMESPACE": "S3Ingest",
-        "POWERTOOLS_LOG_LEVEL": "INFO",
+        **common_environment(synth, "s3ingest-backfill"),
     }
     _, ingest = _resource(synth, synth.stack.ingest.function)
     assert props["Code"] == ingest["Properties"]["Code"]
     # Ledger rules (C7) on the landing bucket's objects; no queue, no DLQ write.
     assert _granted(synth, backfill.role) == _grants(
         {
-            "xray:PutTraceSegments": ["*"],
-            "xray:PutTelemetryRecords": ["*"],
+            **xray_grants(synth),
             "logs:CreateLogStream": [_arn(log_group_id)],
             "logs:PutLogEvents": [_arn(log_group_id)],
             "dynamodb:GetItem": [_arn(ids.table)],
@@ -623,9 +621,7 @@ def _control_environment(synth: Synth) -> dict[str, Any]:
         "INVENTORY_BUCKET_NAME": _ref(ids.inventory),
         "INVENTORY_PREFIX": _join("inventory/", _ref(ids.bucket), "/s3ingest-daily/"),
         "REPORT_BUCKET_NAME": _ref(ids.inventory),
-        "POWERTOOLS_SERVICE_NAME": "s3ingest-backfill",
-        "POWERTOOLS_METRICS_NAMESPACE": "S3Ingest",
-        "POWERTOOLS_LOG_LEVEL": "INFO",
+        **common_environment(synth, "s3ingest-backfill"),
         # The distributed-map engine's backfill_file step runs the processor (fan-out synth).
         **(
             {"PROCESSOR": synth.settings.processor, "OUTPUT_BUCKET": _ref(ids.output)}
@@ -658,8 +654,7 @@ def test_control_function_grants_for_batch_operations(synth: Synth) -> None:
     # no ledger and no landing-bucket access: Batch Operations' tasks go to the backfill function
     assert _granted(synth, control.role) == _grants(
         {
-            "xray:PutTraceSegments": ["*"],
-            "xray:PutTelemetryRecords": ["*"],
+            **xray_grants(synth),
             "logs:CreateLogStream": [_arn(ids.control_log_group)],
             "logs:PutLogEvents": [_arn(ids.control_log_group)],
             "s3:ListBucket": [_arn(ids.inventory)],
@@ -877,8 +872,7 @@ def test_control_function_grants_for_distributed_map(fanout_synth: Synth) -> Non
     # this engine
     assert _granted(fanout_synth, control.role) == _grants(
         {
-            "xray:PutTraceSegments": ["*"],
-            "xray:PutTelemetryRecords": ["*"],
+            **xray_grants(fanout_synth),
             "logs:CreateLogStream": [_arn(ids.control_log_group)],
             "logs:PutLogEvents": [_arn(ids.control_log_group)],
             "s3:ListBucket": [_arn(ids.inventory), _arn(ids.bucket), _arn(ids.output)],

@@ -15,6 +15,7 @@ from s3ingest_cdk.constructs.change_relay_function import CHANGE_STREAM_HANDLER
 from s3ingest_cdk.synth import Synth
 from s3ingest_fn.changes import STREAM_FILTER
 
+from .functions import common_environment, tracing_config, xray_grants
 from .iam import expected as _grants
 from .iam import role_allowed as _granted
 
@@ -110,16 +111,14 @@ def test_relay_function_handler_and_environment(fanout_synth: Synth) -> None:
     assert props["Handler"] == CHANGE_STREAM_HANDLER
     assert props["Runtime"] == "python3.13"
     assert props["Architectures"] == ["arm64"]
-    assert props["TracingConfig"] == {"Mode": "Active"}
+    assert props.get("TracingConfig") == tracing_config(fanout_synth)
     assert props["LoggingConfig"] == {
         "LogFormat": "JSON",
         "LogGroup": _ref(synth.logical_id(relay.log_group)),
     }
     assert props["Environment"]["Variables"] == {
         "CHANGE_BUS_NAME": _ref(synth.logical_id(_bus(synth).bus)),
-        "POWERTOOLS_SERVICE_NAME": "s3ingest",
-        "POWERTOOLS_METRICS_NAMESPACE": "S3Ingest",
-        "POWERTOOLS_LOG_LEVEL": "INFO",
+        **common_environment(synth, "s3ingest"),
     }
     assert "ManagedPolicyArns" not in _props(synth, relay.role)
 
@@ -140,8 +139,7 @@ def test_relay_role_is_least_privilege(fanout_synth: Synth) -> None:
     # THEN PutEvents on the change bus only; the ledger's stream, read; the DLQ, written
     assert _granted(synth, relay.role) == _grants(
         {
-            "xray:PutTraceSegments": ["*"],
-            "xray:PutTelemetryRecords": ["*"],
+            **xray_grants(fanout_synth),
             "logs:CreateLogStream": [_arn(log_group)],
             "logs:PutLogEvents": [_arn(log_group)],
             "events:PutEvents": [_arn(bus)],

@@ -44,6 +44,12 @@ def test_no_unacknowledged_nag_finding(variant: str, request: pytest.FixtureRequ
     assert not findings, "unacknowledged cdk-nag findings:\n" + "\n".join(findings)
 
 
+def _xray(synth: Synth) -> set[str]:
+    """A function role's X-Ray wildcard acknowledgement: with ``tracing`` only (off, the role
+    has no xray:* statement)."""
+    return {"AwsSolutions-IAM5[Resource::*]"} if synth.settings.tracing else set()
+
+
 def _expected_function_acknowledgements(synth: Synth) -> dict[str, set[str]]:
     stack_path = synth.stack.node.path
     bucket_id = synth.logical_id(synth.stack.landing.bucket)
@@ -55,9 +61,16 @@ def _expected_function_acknowledgements(synth: Synth) -> dict[str, set[str]]:
         f"AwsSolutions-IAM5[Resource::<{inventory_id}.Arn>/inventory/<{bucket_id}>/"
         "s3ingest-daily/*]"
     )
-    reconcile_role = {"AwsSolutions-IAM5[Resource::*]", objects, reports}
+    xray = _xray(synth)
+    reconcile_role = {*xray, objects, reports}
+    # The delivery check: its runtime, and X-Ray on its role with tracing (its one grant,
+    # s3:GetBucketNotification, names the landing bucket).
+    delivery_check = {f"{stack_path}/DeliveryCheck/Function": {"AwsSolutions-L1"}}
+    if xray:
+        delivery_check[f"{stack_path}/DeliveryCheck/Role"] = xray
     return {
-        f"{stack_path}/IngestFunction/Role": {"AwsSolutions-IAM5[Resource::*]", objects},
+        **delivery_check,
+        f"{stack_path}/IngestFunction/Role": {*xray, objects},
         f"{stack_path}/IngestFunction/Function": {"AwsSolutions-L1"},
         f"{stack_path}/ReconcileFunction/Role": reconcile_role,
         f"{stack_path}/ReconcileFunction/Function": {"AwsSolutions-L1"},
@@ -91,14 +104,11 @@ def _expected_backfill_acknowledgements(synth: Synth) -> dict[str, set[str]]:
     expected = {f"{stack_path}/BackfillControlFunction/Function": {"AwsSolutions-L1"}}
     if synth.settings.backfill_engine == "batch-operations":
         expected[f"{stack_path}/BackfillControlFunction/Role"] = {
-            "AwsSolutions-IAM5[Resource::*]",
+            *_xray(synth),
             reports,
             completion_reports,
         }
-        expected[f"{stack_path}/BackfillFunction/Role"] = {
-            "AwsSolutions-IAM5[Resource::*]",
-            objects,
-        }
+        expected[f"{stack_path}/BackfillFunction/Role"] = {*_xray(synth), objects}
         expected[f"{stack_path}/BackfillFunction/Function"] = {"AwsSolutions-L1"}
         expected[f"{stack_path}/BatchOperations/Role"] = {reports, completion_reports}
         expected[f"{stack_path}/BackfillStateMachine/StateMachine/Role"] = machine_role | {
@@ -107,7 +117,7 @@ def _expected_backfill_acknowledgements(synth: Synth) -> dict[str, set[str]]:
         }
     else:
         expected[f"{stack_path}/BackfillControlFunction/Role"] = {
-            "AwsSolutions-IAM5[Resource::*]",
+            *_xray(synth),
             reports,
             objects,
         }

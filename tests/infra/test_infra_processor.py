@@ -17,6 +17,7 @@ from s3ingest_cdk.stack import S3IngestStack
 from s3ingest_cdk.synth import Synth, cdk_json_context
 
 from .conftest import ADOPTED_BUCKET, PROCESSOR
+from .functions import xray_grants
 from .iam import allowed as _granted
 from .iam import expected as _grants
 from .iam import statements_of as _role_statements
@@ -93,8 +94,7 @@ def test_ingest_role_reads_pinned_content_and_writes_outputs_only(fanout_synth: 
     # serve the pinned reads, C8) plus read, write and delete of the output objects, nothing more
     assert _granted(_role_statements(synth, stack.ingest.role)) == _grants(
         {
-            "xray:PutTraceSegments": ["*"],
-            "xray:PutTelemetryRecords": ["*"],
+            **xray_grants(fanout_synth),
             "logs:CreateLogStream": [_arn(log_group)],
             "logs:PutLogEvents": [_arn(log_group)],
             "dynamodb:GetItem": [_arn(table)],

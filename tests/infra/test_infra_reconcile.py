@@ -15,6 +15,7 @@ from s3ingest_cdk.synth import Synth
 
 from .asl import LAMBDA_RETRY, THROTTLE_RETRY, definition
 from .conftest import ADOPTED_BUCKET
+from .functions import common_environment, tracing_config, xray_grants
 
 RECONCILE_HANDLER = "s3ingest_fn.handlers.reconcile.handler"
 FANOUT_HANDLER = "s3ingest_fn.handlers.reconcile_fanout.handler"
@@ -72,8 +73,7 @@ def _reconcile_grants(synth: Synth) -> dict[str, list[Any]]:
     }
     objects = _objects(_arn(bucket_id))
     return {
-        "xray:PutTraceSegments": ["*"],
-        "xray:PutTelemetryRecords": ["*"],
+        **xray_grants(synth),
         "s3:ListBucket": [_arn(bucket_id), _arn(inventory_id)],
         "s3:ListBucketVersions": [_arn(bucket_id)],
         "s3:GetBucketVersioning": [_arn(bucket_id)],
@@ -101,9 +101,7 @@ def _environment(synth: Synth) -> dict[str, Any]:
         "BUCKET_NAME": _ref(bucket_id),
         "INVENTORY_BUCKET_NAME": _ref(synth.logical_id(inventory)),
         "INVENTORY_PREFIX": {"Fn::Join": ["", ["inventory/", _ref(bucket_id), "/s3ingest-daily/"]]},
-        "POWERTOOLS_SERVICE_NAME": "s3ingest-reconcile",
-        "POWERTOOLS_METRICS_NAMESPACE": "S3Ingest",
-        "POWERTOOLS_LOG_LEVEL": "INFO",
+        **common_environment(synth, "s3ingest-reconcile"),
     }
 
 
@@ -150,7 +148,7 @@ def test_reconcile_function_handler_runtime_and_environment(synth: Synth) -> Non
     assert props["Handler"] == RECONCILE_HANDLER
     assert props["Runtime"] == "python3.13"
     assert props["Architectures"] == ["arm64"]
-    assert props["TracingConfig"] == {"Mode": "Active"}
+    assert props.get("TracingConfig") == tracing_config(synth)
     assert props["LoggingConfig"] == {"LogFormat": "JSON", "LogGroup": _ref(log_group_id)}
     assert props["MemorySize"] == settings.reconcile_memory_mb == 3008
     assert props["Timeout"] == settings.reconcile_timeout_seconds == 900
@@ -217,9 +215,14 @@ def test_drift_alarm_watches_the_daily_maximum_of_drift_total(synth: Synth) -> N
     _, alarm = _resource(synth, synth.stack.drift.alarm)
     props = alarm["Properties"]
     assert {key: props[key] for key in props if key not in ("AlarmDescription", "Tags")} == {
+        "AlarmName": f"s3ingest-{synth.settings.stage}-drift",
         "Namespace": "S3Ingest",
         "MetricName": "drift_total",
-        "Dimensions": [{"Name": "service", "Value": "s3ingest"}],
+        # This stack's series only (the reconcile handlers emit stack=<S3INGEST_STACK>).
+        "Dimensions": [
+            {"Name": "service", "Value": "s3ingest"},
+            {"Name": "stack", "Value": synth.stack.stack_name},
+        ],
         "Statistic": "Maximum",
         "Period": 86_400,
         "Threshold": 1,
@@ -230,7 +233,9 @@ def test_drift_alarm_watches_the_daily_maximum_of_drift_total(synth: Synth) -> N
         "AlarmActions": [_ref(synth.logical_id(synth.stack.alarm_topic.topic))],
         "OKActions": [_ref(synth.logical_id(synth.stack.alarm_topic.topic))],
     }
-    assert props["AlarmDescription"].endswith("Runbook: docs/runbook.md#events-lost-upstream")
+    assert props["AlarmDescription"].endswith(
+        f"Runbook: {synth.settings.runbook_base_url}#events-lost-upstream"
+    )
 
 
 def test_per_kind_drift_metrics_match_the_handlers() -> None:
@@ -289,8 +294,7 @@ def test_adopted_bucket_reconcile_grants(adopted_synth: Synth) -> None:
     log_group_id = synth.logical_id(synth.stack.reconcile.log_group)
     assert _sorted(_granted(synth, synth.stack.reconcile.role)) == _sorted(
         {
-            "xray:PutTraceSegments": ["*"],
-            "xray:PutTelemetryRecords": ["*"],
+            **xray_grants(synth),
             "logs:CreateLogStream": [_arn(log_group_id)],
             "logs:PutLogEvents": [_arn(log_group_id)],
             "s3:ListBucket": [bucket_arn],

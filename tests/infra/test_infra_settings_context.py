@@ -253,3 +253,49 @@ def test_alarm_email_rejects_what_is_no_address(email: str) -> None:
     with pytest.raises(SettingsError) as caught:
         Settings.from_context({"alarmEmail": email})
     assert caught.value.problems == [f"alarmEmail: {email!r} is not an e-mail address"]
+
+
+# --- Operating settings: lag alarm, runbook URL, tracing -----------------------------------------
+
+
+def test_operating_defaults() -> None:
+    settings = Settings()
+    assert settings.lag_alarm_seconds == 300
+    assert settings.runbook_base_url.startswith("https://")
+    assert settings.tracing is False
+
+
+@pytest.mark.parametrize("url", [
+    "http://example.com/runbook.md",  # not https
+    "https://",  # no host
+    "https://example.com/runbook.md#section",  # its own fragment
+    "https://example.com/run book.md",  # whitespace
+    "docs/runbook.md",  # relative
+    "",  # empty
+])
+def test_runbook_base_url_must_be_an_absolute_https_url(url: str) -> None:
+    problems = _problems({"runbookBaseUrl": url})
+    assert len(problems) == 1
+    assert problems[0].startswith("runbookBaseUrl: ")
+
+
+def test_lag_alarm_seconds_and_tracing_are_checked() -> None:
+    assert _problems({"lagAlarmSeconds": 0, "tracing": "sometimes"}) == [
+        "tracing: expected true or false, got 'sometimes'",
+        "lagAlarmSeconds: 0 is outside 1..86400",
+    ]
+    assert Settings.from_context({"tracing": "true", "lagAlarmSeconds": "60"}) == Settings(
+        tracing=True, lag_alarm_seconds=60
+    )
+
+
+@pytest.mark.parametrize(("schedule", "seconds"), [
+    ("rate(1 day)", 25 * 3_600),
+    ("rate(12 hours)", 13 * 3_600),
+    ("rate(30 minutes)", 5_400),
+    ("rate(2 days)", 49 * 3_600),
+    ("rate(7 days)", 7 * 86_400),  # capped: CloudWatch's 7-day evaluation range
+    ("cron(0 3 * * ? *)", 25 * 3_600),  # a cron is taken as daily
+])
+def test_heartbeat_period_follows_the_reconcile_schedule(schedule: str, seconds: int) -> None:
+    assert Settings(reconcile_schedule=schedule).reconcile_heartbeat_seconds == seconds

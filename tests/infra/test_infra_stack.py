@@ -14,6 +14,7 @@ from s3ingest_cdk.stack import VERSION_TAG
 from s3ingest_cdk.synth import Synth
 
 from .conftest import VARIANTS
+from .functions import common_environment, tracing_config, xray_grants
 
 
 def _arn(logical_id: str) -> dict[str, Any]:
@@ -187,7 +188,7 @@ def test_function_runtime_tracing_logging_and_environment(synth: Synth) -> None:
     assert props["Architectures"] == ["arm64"]
     assert props["Runtime"] == "python3.13"
     assert props["Handler"] == "s3ingest_fn.handlers.ingest.handler"
-    assert props["TracingConfig"] == {"Mode": "Active"}
+    assert props.get("TracingConfig") == tracing_config(synth)
     assert props["LoggingConfig"] == {"LogFormat": "JSON", "LogGroup": _ref(log_group_id)}
     assert props["Timeout"] == settings.function_timeout_seconds
     assert props["MemorySize"] == settings.function_memory_mb
@@ -198,9 +199,7 @@ def test_function_runtime_tracing_logging_and_environment(synth: Synth) -> None:
         "TOMBSTONE_TTL_SECONDS": str(settings.tombstone_ttl_seconds),
         "RECORD_CONCURRENCY": str(settings.record_concurrency),
         "BUCKET_NAME": _ref(_bucket_id(synth)),
-        "POWERTOOLS_SERVICE_NAME": "s3ingest",
-        "POWERTOOLS_METRICS_NAMESPACE": "S3Ingest",
-        "POWERTOOLS_LOG_LEVEL": "INFO",
+        **common_environment(synth, "s3ingest"),
     }
     assert log_group["Properties"]["RetentionInDays"] == settings.log_retention_days
     assert log_group["DeletionPolicy"] == "Retain"
@@ -389,8 +388,7 @@ def test_function_role_is_least_privilege(synth: Synth) -> None:
     table_id = synth.logical_id(synth.stack.ledger.table)
     objects = {"Fn::Join": ["", [_arn(bucket_id), "/*"]]}
     assert granted == {
-        "xray:PutTraceSegments": ["*"],
-        "xray:PutTelemetryRecords": ["*"],
+        **xray_grants(synth),
         "logs:CreateLogStream": [_arn(log_group_id)],
         "logs:PutLogEvents": [_arn(log_group_id)],
         "dynamodb:GetItem": [_arn(table_id)],
@@ -408,13 +406,14 @@ def test_function_role_is_least_privilege(synth: Synth) -> None:
     }
 
 
-def test_no_managed_policies_no_custom_resources_four_functions(synth: Synth) -> None:
+def test_no_managed_policies_no_custom_resources_five_functions(synth: Synth) -> None:
     for logical_id, resource in synth.template["Resources"].items():
         assert not resource["Type"].startswith("Custom::"), logical_id
         assert resource["Type"] != "AWS::IAM::ManagedPolicy", logical_id
         assert "ManagedPolicyArns" not in resource.get("Properties", {}), logical_id
-    # The ingest, reconcile, backfill and backfill control functions; only ingest reads the queue.
-    synth.assertions.resource_count_is("AWS::Lambda::Function", 4)
+    # The ingest, reconcile, backfill, backfill control and delivery check functions; only ingest
+    # reads the queue.
+    synth.assertions.resource_count_is("AWS::Lambda::Function", 5)
     synth.assertions.resource_count_is("AWS::Lambda::EventSourceMapping", 1)
 
 
@@ -464,13 +463,14 @@ def test_no_hard_coded_physical_names(variant: str, request: pytest.FixtureReque
         "AWS::Logs::LogGroup": "LogGroupName",
         "AWS::Events::Rule": "Name",
         "AWS::Events::Archive": "ArchiveName",
-        "AWS::CloudWatch::Alarm": "AlarmName",
         "AWS::StepFunctions::StateMachine": "StateMachineName",
     }
     for logical_id, resource in synth.template["Resources"].items():
         name_property = name_properties.get(resource["Type"])
         if name_property:
             assert name_property not in resource["Properties"], logical_id
+    # Alarms are the exception: named s3ingest-<stage>-<what> so an operator paged by one knows
+    # the stage and the signal (test_infra_alarms.py; stage-scoped, test_infra_stages.py).
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -489,3 +489,36 @@ def test_stack_records_the_version_as_a_stack_tag_and_an_output(
         tags = resource.get("Properties", {}).get("Tags", [])
         keys = [t["Key"] for t in tags] if isinstance(tags, list) else list(tags)
         assert VERSION_TAG not in keys, logical_id
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_tracing_is_a_setting(variant: str, request: pytest.FixtureRequest) -> None:
+    synth: Synth = request.getfixturevalue(variant)
+    functions = {
+        logical_id: function["Properties"]
+        for logical_id, function in synth.resources("AWS::Lambda::Function").items()
+        if function["Properties"].get("Handler", "").startswith("s3ingest_fn.")
+    }
+    assert functions
+    xray_roles = {
+        json.dumps(role, sort_keys=True)
+        for policy in synth.resources("AWS::IAM::Policy").values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if any(str(action).startswith("xray:") for action in (
+            statement["Action"] if isinstance(statement["Action"], list)
+            else [statement["Action"]]))
+        for role in policy["Properties"]["Roles"]
+    }
+    for logical_id, props in functions.items():
+        variables = props["Environment"]["Variables"]
+        role = json.dumps({"Ref": props["Role"]["Fn::GetAtt"][0]}, sort_keys=True)
+        if synth.settings.tracing:
+            # On: active tracing (the Powertools tracer in the ingest function), as before
+            assert props["TracingConfig"] == {"Mode": "Active"}, logical_id
+            assert "POWERTOOLS_TRACE_DISABLED" not in variables, logical_id
+            assert role in xray_roles, logical_id
+        else:
+            # Off (the default): no tracing configuration, the tracer disabled, no X-Ray grant
+            assert "TracingConfig" not in props, logical_id
+            assert variables["POWERTOOLS_TRACE_DISABLED"] == "true", logical_id
+            assert role not in xray_roles, logical_id

@@ -9,6 +9,7 @@ from s3ingest_cdk.constructs.backfill_state_machine import BackfillStateMachine
 from s3ingest_cdk.constructs.batch_operations_role import BatchOperationsRole
 from s3ingest_cdk.constructs.change_bus import ChangeBus
 from s3ingest_cdk.constructs.change_relay_function import ChangeRelayFunction
+from s3ingest_cdk.constructs.delivery_check_function import DeliveryCheckFunction
 from s3ingest_cdk.constructs.drift_alarm import DriftAlarm
 from s3ingest_cdk.constructs.event_routing import IngestRouting
 from s3ingest_cdk.constructs.ingest_function import IngestFunction
@@ -30,6 +31,7 @@ __all__ = [
     "BatchOperationsRole",
     "ChangeBus",
     "ChangeRelayFunction",
+    "DeliveryCheckFunction",
     "DriftAlarm",
     "IngestFunction",
     "IngestQueue",

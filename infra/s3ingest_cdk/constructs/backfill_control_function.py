@@ -60,6 +60,8 @@ class BackfillControlFunction(Construct):
         Function memory, MiB.
     log_retention_days : int
         Log retention, days; one of CloudWatch Logs' allowed values.
+    tracing : bool
+        X-Ray tracing (the ``tracing`` setting).
 
     Attributes
     ----------
@@ -86,6 +88,7 @@ class BackfillControlFunction(Construct):
         timeout: Duration,
         memory_size_mib: int,
         log_retention_days: int,
+        tracing: bool,
     ) -> None:
         super().__init__(scope, construct_id)
         description = (
@@ -100,6 +103,7 @@ class BackfillControlFunction(Construct):
             timeout=timeout,
             memory_size_mib=memory_size_mib,
             log_retention_days=log_retention_days,
+            tracing=tracing,
             service_name=BACKFILL_SERVICE_NAME,
             environment={
                 "LEDGER_TABLE_NAME": ledger_table.table_name,

@@ -53,6 +53,8 @@ class BackfillFunction(Construct):
         Function memory, MiB.
     log_retention_days : int
         Log retention, days; one of CloudWatch Logs' allowed values.
+    tracing : bool
+        X-Ray tracing (the ``tracing`` setting).
 
     Attributes
     ----------
@@ -78,6 +80,7 @@ class BackfillFunction(Construct):
         timeout: Duration,
         memory_size_mib: int,
         log_retention_days: int,
+        tracing: bool,
     ) -> None:
         super().__init__(scope, construct_id)
         description = "s3ingest: backfills one object per S3 Batch Operations task (ledger rules)"
@@ -90,6 +93,7 @@ class BackfillFunction(Construct):
             timeout=timeout,
             memory_size_mib=memory_size_mib,
             log_retention_days=log_retention_days,
+            tracing=tracing,
             service_name=BACKFILL_SERVICE_NAME,
             environment={
                 "LEDGER_TABLE_NAME": ledger_table.table_name,

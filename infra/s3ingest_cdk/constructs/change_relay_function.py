@@ -52,6 +52,8 @@ class ChangeRelayFunction(Construct):
         Function memory, MiB.
     log_retention_days : int
         Log retention, days; one of CloudWatch Logs' allowed values.
+    tracing : bool
+        X-Ray tracing (the ``tracing`` setting).
 
     Attributes
     ----------
@@ -75,6 +77,7 @@ class ChangeRelayFunction(Construct):
         timeout: Duration,
         memory_size_mib: int,
         log_retention_days: int,
+        tracing: bool,
     ) -> None:
         super().__init__(scope, construct_id)
         self.dead_letter_queue = secure_queue(
@@ -90,6 +93,7 @@ class ChangeRelayFunction(Construct):
             timeout=timeout,
             memory_size_mib=memory_size_mib,
             log_retention_days=log_retention_days,
+            tracing=tracing,
             service_name=CHANGE_STREAM_SERVICE_NAME,
             environment={"CHANGE_BUS_NAME": bus.event_bus_name},
         )

@@ -2,35 +2,35 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from s3ingest_cdk.constructs.operational_alarms import runbook
-from s3ingest_cdk.constructs.python_function import METRICS_NAMESPACE
+from s3ingest_cdk.constructs.operational_alarms import alarm_name, runbook
+from s3ingest_fn.contract import METRICS_NAMESPACE, metric_dimensions
 
-#: The ``service`` dimension Powertools Metrics adds: the reconcile handlers create
-#: ``Metrics(namespace="S3Ingest", service="s3ingest")``.
-METRICS_SERVICE = "s3ingest"
 #: Per-kind drift metrics (``drift_<kind>``), as ``s3ingest_fn.reconcile.diff.DRIFT_KINDS``.
 DRIFT_KINDS = ("missing", "deleted_but_live", "content_mismatch")
 TOTAL_METRIC = "drift_total"
 
 
-def drift_metric(metric_name: str, *, period: Duration) -> cloudwatch.Metric:
-    """One drift metric (Maximum over ``period``) as the reconcile handlers emit it (EMF).
+def drift_metric(metric_name: str, *, stack_name: str, period: Duration) -> cloudwatch.Metric:
+    """One drift metric (Maximum over ``period``) as the reconcile handlers of the stack
+    ``stack_name`` emit it (EMF).
 
     Parameters
     ----------
     metric_name : str
         ``"drift_total"`` or ``"drift_<kind>"``.
+    stack_name : str
+        The stack whose series it is (the ``stack`` dimension).
     period : aws_cdk.Duration
         Aggregation period.
     """
     return cloudwatch.Metric(
         namespace=METRICS_NAMESPACE,
         metric_name=metric_name,
-        dimensions_map={"service": METRICS_SERVICE},
+        dimensions_map=metric_dimensions(stack_name),
         statistic=cloudwatch.Stats.MAXIMUM,
         period=period,
     )
@@ -40,9 +40,10 @@ class DriftAlarm(Construct):
     """Alarm when a reconciliation run found any drift between the bucket and the ledger.
 
     Each run emits ``drift_total`` once (CloudWatch embedded metric format, namespace
-    ``S3Ingest``, dimension ``service=s3ingest``); the alarm fires when the daily maximum is at
-    least 1. Days without a run are not breaching: no data is not drift (a failed run shows in the
-    function's or the state machine's own errors). Its actions are added by
+    ``S3Ingest``, dimensions ``service=s3ingest`` and ``stack=<this stack>``); the alarm fires
+    when the daily maximum is at least 1. Days without a run are not breaching: no data is not
+    drift (a failed run shows in the function's or the state machine's own errors, a run that
+    never starts in the heartbeat alarm). Its actions are added by
     :class:`s3ingest_cdk.constructs.OperationalAlarms`, which notifies the alarm topic.
 
     Parameters
@@ -51,6 +52,10 @@ class DriftAlarm(Construct):
         Parent construct.
     construct_id : str
         Construct id.
+    stage : str
+        The stage: the alarm is ``s3ingest-<stage>-drift``.
+    runbook_base_url : str
+        The runbook's URL (``runbookBaseUrl``); the description links its section.
     period : aws_cdk.Duration
         Evaluation period (one day by default, the default schedule's interval).
 
@@ -66,19 +71,30 @@ class DriftAlarm(Construct):
     """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, period: Duration | None = None
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        stage: str,
+        runbook_base_url: str,
+        period: Duration | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         period = period or Duration.days(1)
-        self.total = drift_metric(TOTAL_METRIC, period=period)
-        self.by_kind = {kind: drift_metric(f"drift_{kind}", period=period) for kind in DRIFT_KINDS}
+        stack_name = Stack.of(self).stack_name
+        self.total = drift_metric(TOTAL_METRIC, stack_name=stack_name, period=period)
+        self.by_kind = {
+            kind: drift_metric(f"drift_{kind}", stack_name=stack_name, period=period)
+            for kind in DRIFT_KINDS
+        }
         self.alarm = cloudwatch.Alarm(
             self,
             "Alarm",
+            alarm_name=alarm_name(stage, "drift"),
             alarm_description=(
                 "s3ingest: reconciliation found keys where the ledger differs from the bucket "
                 "(drift_total >= 1); unless the run was a dry run, repairs went through the ingest "
-                f"queue. Runbook: {runbook('events-lost-upstream')}"
+                f"queue. Runbook: {runbook(runbook_base_url, 'events-lost-upstream')}"
             ),
             metric=self.total,
             threshold=1,

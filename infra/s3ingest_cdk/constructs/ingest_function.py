@@ -19,8 +19,9 @@ SERVICE_NAME = "s3ingest"
 class IngestFunction(Construct):
     """The function that applies the queue's events to the ledger.
 
-    Python 3.13 on ``arm64``; X-Ray active tracing; JSON log format to an explicit log group with
-    a bounded retention (https://docs.aws.amazon.com/lambda/latest/dg/monitoring-cloudwatchlogs-advanced.html);
+    Python 3.13 on ``arm64``; X-Ray active tracing with ``tracing``; JSON log format to an
+    explicit log group with a bounded retention
+    (https://docs.aws.amazon.com/lambda/latest/dg/monitoring-cloudwatchlogs-advanced.html);
     no reserved concurrency (the event source's maximum concurrency bounds it,
     https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html). The role is its own,
     with no managed policy: only the log-group write grant here; the stack grants the rest.
@@ -53,6 +54,8 @@ class IngestFunction(Construct):
         Function memory, MiB.
     log_retention_days : int
         Log retention, days; one of CloudWatch Logs' allowed values.
+    tracing : bool
+        X-Ray tracing (the ``tracing`` setting).
 
     Attributes
     ----------
@@ -78,6 +81,7 @@ class IngestFunction(Construct):
         timeout: Duration,
         memory_size_mib: int,
         log_retention_days: int,
+        tracing: bool,
     ) -> None:
         super().__init__(scope, construct_id)
         parts = python_function(
@@ -89,6 +93,7 @@ class IngestFunction(Construct):
             timeout=timeout,
             memory_size_mib=memory_size_mib,
             log_retention_days=log_retention_days,
+            tracing=tracing,
             service_name=SERVICE_NAME,
             environment={
                 "LEDGER_TABLE_NAME": ledger_table.table_name,

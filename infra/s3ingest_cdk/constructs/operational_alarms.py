@@ -1,38 +1,66 @@
-"""The operational alarms: dead letters, a falling-behind ingest path, failed runs."""
+"""The operational alarms: dead letters, a falling-behind or lagging ingest path, failed or
+missing runs, throttling, functions near their timeout, and events that stopped arriving."""
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from collections.abc import Mapping
+
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-#: Where each alarm's description sends the operator.
-RUNBOOK = "docs/runbook.md"
+from s3ingest_fn.contract import (
+    DELIVERY_METRIC,
+    LAG_METRIC,
+    METRICS_NAMESPACE,
+    RECONCILE_HEARTBEAT_METRIC,
+    metric_dimensions,
+)
+
 #: Oldest message in the ingest queue before the ingest path counts as falling behind.
 MAX_MESSAGE_AGE = Duration.minutes(15)
 #: Age of the newest stream record the change relay got before the change stream counts as stuck
 #: (the relay's ``IteratorAge``; a partial batch failure is not a function error).
 MAX_CHANGE_AGE = Duration.minutes(15)
 
+#: A function whose longest invocation in 5 minutes took more than this share of its timeout is
+#: about to time out (a timed-out batch is retried whole).
+DURATION_TIMEOUT_SHARE = 0.8
+#: The delivery check runs every 15 minutes; each 30-minute period holds at least one run.
+DELIVERY_PERIOD = Duration.minutes(30)
+
 _FIVE_MINUTES = Duration.minutes(5)
 _ONE_HOUR = Duration.hours(1)
 
 
-def runbook(anchor: str) -> str:
-    """``docs/runbook.md#<anchor>``: the runbook section an alarm description names."""
-    return f"{RUNBOOK}#{anchor}"
+def runbook(base_url: str, anchor: str) -> str:
+    """``<base_url>#<anchor>``: the runbook section an alarm description links to (the
+    ``runbookBaseUrl`` setting, an absolute ``https://`` URL)."""
+    return f"{base_url}#{anchor}"
+
+
+def alarm_name(stage: str, what: str) -> str:
+    """``s3ingest-<stage>-<what>``: every alarm's name (unique per account and region, so two
+    stages never collide)."""
+    return f"s3ingest-{stage}-{what}"
 
 
 class OperationalAlarms(Construct):
-    """Alarms on what needs an operator, each notifying ``topic`` on ALARM and on OK.
+    """Alarms on what needs an operator, each notifying ``topic`` on ALARM and on OK, each named
+    ``s3ingest-<stage>-<what>``.
 
-    Missing data is not breaching throughout: a queue, function or state machine that is idle
-    emits no datapoint, and idle is healthy. Every description names its runbook section.
+    Missing data is not breaching, except for the two heartbeats: a queue, function or state
+    machine that is idle emits no datapoint, and idle is healthy; but a reconciliation that never
+    completes, or a delivery check that stops reporting, is exactly what those alarms are for.
+    Every description ends with its runbook section's absolute URL. Custom metrics are this
+    stack's own series (``service=s3ingest``, ``stack=<stack name>``).
 
     Parameters
     ----------
@@ -40,6 +68,10 @@ class OperationalAlarms(Construct):
         Parent construct.
     construct_id : str
         Construct id.
+    stage : str
+        The stage, in every alarm's name.
+    runbook_base_url : str
+        The runbook's URL (``runbookBaseUrl``); descriptions link ``<url>#<section>``.
     topic : aws_cdk.aws_sns.ITopic
         The alarm and OK action of every alarm (and of ``drift_alarm``).
     queue, dead_letter_queue : aws_cdk.aws_sqs.IQueue
@@ -50,6 +82,20 @@ class OperationalAlarms(Construct):
         The ingest function and the single-run reconcile function.
     drift_alarm : aws_cdk.aws_cloudwatch.Alarm
         The drift alarm (``DriftAlarm.alarm``); gets the same actions.
+    ledger_table : aws_cdk.aws_dynamodb.ITable
+        The ledger (its read and write throttle events).
+    ingest_rule : aws_cdk.aws_events.IRule
+        The ingest rule on the default bus (its ``FailedInvocations`` and
+        ``InvocationsFailedToBeSentToDlq``, dimension ``RuleName`` only).
+    lag_threshold : aws_cdk.Duration
+        End-to-end lag (p99 of ``ingest_lag_ms`` over 5 minutes) above which the lag alarm fires
+        (``lagAlarmSeconds``).
+    heartbeat_period : aws_cdk.Duration
+        The reconcile schedule's interval plus a margin: no completed reconciliation in it fires
+        the heartbeat alarm.
+    timeouts : Mapping[str, tuple[aws_cdk.aws_lambda.IFunction, aws_cdk.Duration]]
+        ``what`` (``"ingest"``, ``"reconcile"``, ...) -> a function with a timeout setting and
+        that timeout; each gets a duration alarm, ``s3ingest-<stage>-<what>-duration``.
     reconcile_state_machine : aws_cdk.aws_stepfunctions.IStateMachine, optional
         The fan-out reconciliation (``reconcileFanOut`` only).
     backfill_state_machine : aws_cdk.aws_stepfunctions.IStateMachine, optional
@@ -71,6 +117,16 @@ class OperationalAlarms(Construct):
         or None
         Change-stream DLQ depth > 0; relay ``Errors`` > 0; relay ``IteratorAge`` > 15 minutes for
         15 minutes (``changeStream`` only).
+    ingest_lag, reconcile_heartbeat, ledger_throttles : aws_cdk.aws_cloudwatch.Alarm
+        p99 lag over 5 minutes > ``lag_threshold``; ``reconcile_completed`` Sum < 1 over
+        ``heartbeat_period`` (missing data breaching); ledger read + write throttle events > 0.
+    durations : dict[str, aws_cdk.aws_cloudwatch.Alarm]
+        ``what`` -> Maximum ``Duration`` over 5 minutes > 80% of the function's timeout.
+    rule_failed_invocations, rule_dlq_failures : aws_cdk.aws_cloudwatch.Alarm
+        The ingest rule's ``FailedInvocations`` > 0 and ``InvocationsFailedToBeSentToDlq`` > 0.
+    delivery_off : aws_cdk.aws_cloudwatch.Alarm
+        ``eventbridge_delivery_enabled`` Minimum < 1 in two 30-minute periods (missing data
+        breaching): the bucket stopped sending events to EventBridge, or the check stopped.
     alarms : list[aws_cdk.aws_cloudwatch.Alarm]
         Every alarm above that exists, and the drift alarm.
     """
@@ -80,6 +136,8 @@ class OperationalAlarms(Construct):
         scope: Construct,
         construct_id: str,
         *,
+        stage: str,
+        runbook_base_url: str,
         topic: sns.ITopic,
         queue: sqs.IQueue,
         dead_letter_queue: sqs.IQueue,
@@ -87,6 +145,11 @@ class OperationalAlarms(Construct):
         ingest_function: lambda_.IFunction,
         reconcile_function: lambda_.IFunction,
         drift_alarm: cloudwatch.Alarm,
+        ledger_table: dynamodb.ITable,
+        ingest_rule: events.IRule,
+        lag_threshold: Duration,
+        heartbeat_period: Duration,
+        timeouts: Mapping[str, tuple[lambda_.IFunction, Duration]],
         reconcile_state_machine: sfn.IStateMachine | None = None,
         backfill_state_machine: sfn.IStateMachine | None = None,
         change_relay_function: lambda_.IFunction | None = None,
@@ -95,9 +158,13 @@ class OperationalAlarms(Construct):
         super().__init__(scope, construct_id)
         self.alarms: list[cloudwatch.Alarm] = []
         self._action = actions.SnsAction(topic)
+        self._stage = stage
+        self._runbook_base_url = runbook_base_url
+        self._dimensions = metric_dimensions(Stack.of(self).stack_name)
 
         self.dead_letters = self._above_zero(
             "DeadLetterQueueDepth",
+            "ingest-dlq-depth",
             dead_letter_queue.metric_approximate_number_of_messages_visible(
                 statistic=cloudwatch.Stats.MAXIMUM, period=_FIVE_MINUTES
             ),
@@ -107,6 +174,7 @@ class OperationalAlarms(Construct):
         )
         self.target_dead_letters = self._above_zero(
             "TargetDeadLetterQueueDepth",
+            "rule-target-dlq-depth",
             target_dead_letter_queue.metric_approximate_number_of_messages_visible(
                 statistic=cloudwatch.Stats.MAXIMUM, period=_FIVE_MINUTES
             ),
@@ -116,6 +184,7 @@ class OperationalAlarms(Construct):
         )
         self.oldest_message_age = self._alarm(
             "OldestMessageAge",
+            "ingest-oldest-message-age",
             queue.metric_approximate_age_of_oldest_message(
                 statistic=cloudwatch.Stats.MAXIMUM, period=_FIVE_MINUTES
             ),
@@ -129,12 +198,14 @@ class OperationalAlarms(Construct):
         )
         self.ingest_errors = self._above_zero(
             "IngestErrors",
+            "ingest-errors",
             ingest_function.metric_errors(statistic=cloudwatch.Stats.SUM, period=_FIVE_MINUTES),
             "s3ingest: the ingest function failed invocations (whole batches go back to the queue)",
             "ingest-falling-behind",
         )
         self.ingest_throttles = self._alarm(
             "IngestThrottles",
+            "ingest-throttles",
             ingest_function.metric_throttles(statistic=cloudwatch.Stats.SUM, period=_FIVE_MINUTES),
             threshold=0,
             evaluation_periods=2,
@@ -143,6 +214,7 @@ class OperationalAlarms(Construct):
         )
         self.reconcile_errors = self._above_zero(
             "ReconcileErrors",
+            "reconcile-errors",
             reconcile_function.metric_errors(statistic=cloudwatch.Stats.SUM, period=_ONE_HOUR),
             "s3ingest: a reconciliation run failed; lost events stay unrepaired until one succeeds",
             "events-lost-upstream",
@@ -151,6 +223,7 @@ class OperationalAlarms(Construct):
         if reconcile_state_machine is not None:
             self.reconcile_failed = self._above_zero(
                 "ReconcileExecutionsFailed",
+                "reconcile-executions-failed",
                 reconcile_state_machine.metric_failed(
                     statistic=cloudwatch.Stats.SUM, period=_ONE_HOUR
                 ),
@@ -162,6 +235,7 @@ class OperationalAlarms(Construct):
         if backfill_state_machine is not None:
             self.backfill_failed = self._above_zero(
                 "BackfillExecutionsFailed",
+                "backfill-executions-failed",
                 cloudwatch.MathExpression(
                     expression="failed + timedOut + aborted",
                     using_metrics={
@@ -187,6 +261,13 @@ class OperationalAlarms(Construct):
         self.change_relay_behind: cloudwatch.Alarm | None = None
         if change_relay_function is not None and change_dead_letter_queue is not None:
             self._change_stream(change_relay_function, change_dead_letter_queue)
+        self._operating(
+            ledger_table=ledger_table,
+            ingest_rule=ingest_rule,
+            lag_threshold=lag_threshold,
+            heartbeat_period=heartbeat_period,
+            timeouts=timeouts,
+        )
         drift_alarm.add_alarm_action(self._action)
         drift_alarm.add_ok_action(self._action)
         self.alarms.append(drift_alarm)
@@ -195,6 +276,7 @@ class OperationalAlarms(Construct):
         """The change stream's alarms: dropped batches, relay failures, a stuck stream."""
         self.change_dead_letters = self._above_zero(
             "ChangeStreamDeadLetterQueueDepth",
+            "change-stream-dlq-depth",
             dead_letter_queue.metric_approximate_number_of_messages_visible(
                 statistic=cloudwatch.Stats.MAXIMUM, period=_FIVE_MINUTES
             ),
@@ -205,6 +287,7 @@ class OperationalAlarms(Construct):
         )
         self.change_relay_errors = self._above_zero(
             "ChangeRelayErrors",
+            "change-relay-errors",
             relay.metric_errors(statistic=cloudwatch.Stats.SUM, period=_FIVE_MINUTES),
             "s3ingest: the change-stream relay failed invocations (Lambda retries the batch; "
             "the stream's shard waits)",
@@ -212,6 +295,7 @@ class OperationalAlarms(Construct):
         )
         self.change_relay_behind = self._alarm(
             "ChangeRelayIteratorAge",
+            "change-relay-iterator-age",
             relay.metric("IteratorAge", statistic=cloudwatch.Stats.MAXIMUM, period=_FIVE_MINUTES),
             threshold=MAX_CHANGE_AGE.to_milliseconds(),
             evaluation_periods=3,
@@ -222,11 +306,140 @@ class OperationalAlarms(Construct):
             anchor="change-stream-errors",
         )
 
+    def _operating(
+        self,
+        *,
+        ledger_table: dynamodb.ITable,
+        ingest_rule: events.IRule,
+        lag_threshold: Duration,
+        heartbeat_period: Duration,
+        timeouts: Mapping[str, tuple[lambda_.IFunction, Duration]],
+    ) -> None:
+        """The signals of a pipeline in production: lag, the reconciliation heartbeat, ledger
+        throttling, functions near their timeout, the ingest rule failing, delivery off."""
+        seconds = int(lag_threshold.to_seconds())
+        self.ingest_lag = self._alarm(
+            "IngestLag",
+            "ingest-lag",
+            self._custom(LAG_METRIC, cloudwatch.Stats.p(99), _FIVE_MINUTES),
+            threshold=lag_threshold.to_milliseconds(),
+            evaluation_periods=1,
+            description=(
+                f"s3ingest: the p99 end-to-end lag of live events (S3 event time to ledger "
+                f"decision) was above {seconds} s over 5 minutes (replays excluded)"
+            ),
+            anchor="ingest-lag",
+        )
+        hours = heartbeat_period.to_hours()
+        self.reconcile_heartbeat = self._alarm(
+            "ReconcileHeartbeat",
+            "reconcile-heartbeat",
+            self._custom(RECONCILE_HEARTBEAT_METRIC, cloudwatch.Stats.SUM, heartbeat_period),
+            threshold=1,
+            comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            missing=cloudwatch.TreatMissingData.BREACHING,
+            evaluation_periods=1,
+            description=(
+                f"s3ingest: no reconciliation completed in the last {hours:g} hours (the "
+                "schedule's interval plus 1 hour); lost events are not being repaired"
+            ),
+            anchor="reconciliation-not-running",
+        )
+        self.ledger_throttles = self._above_zero(
+            "LedgerThrottles",
+            "ledger-throttles",
+            cloudwatch.MathExpression(
+                expression="reads + writes",
+                using_metrics={
+                    "reads": ledger_table.metric(
+                        "ReadThrottleEvents", statistic=cloudwatch.Stats.SUM
+                    ),
+                    "writes": ledger_table.metric(
+                        "WriteThrottleEvents", statistic=cloudwatch.Stats.SUM
+                    ),
+                },
+                label="Ledger read and write throttle events",
+                period=_FIVE_MINUTES,
+            ),
+            "s3ingest: DynamoDB throttled reads or writes of the ledger table (records are "
+            "retried; a sustained burst fills the dead-letter queue)",
+            "ledger-throttled",
+        )
+        self.durations: dict[str, cloudwatch.Alarm] = {}
+        for what, (function, timeout) in timeouts.items():
+            construct_id = "".join(word.capitalize() for word in what.split("-")) + "Duration"
+            self.durations[what] = self._alarm(
+                construct_id,
+                f"{what}-duration",
+                function.metric_duration(statistic=cloudwatch.Stats.MAXIMUM, period=_FIVE_MINUTES),
+                threshold=DURATION_TIMEOUT_SHARE * timeout.to_milliseconds(),
+                evaluation_periods=1,
+                description=(
+                    f"s3ingest: an invocation of the {what} function took more than 80% of its "
+                    f"{int(timeout.to_seconds())} s timeout"
+                ),
+                anchor="function-near-timeout",
+            )
+        self.rule_failed_invocations = self._above_zero(
+            "IngestRuleFailedInvocations",
+            "ingest-rule-failed-invocations",
+            self._rule_metric(ingest_rule, "FailedInvocations"),
+            "s3ingest: the ingest rule failed to deliver events to the ingest queue and could not "
+            "put them in its dead-letter queue either",
+            "ingest-rule-failing",
+        )
+        self.rule_dlq_failures = self._above_zero(
+            "IngestRuleDlqFailures",
+            "ingest-rule-dlq-failures",
+            self._rule_metric(ingest_rule, "InvocationsFailedToBeSentToDlq"),
+            "s3ingest: the ingest rule could not send undeliverable events to its dead-letter "
+            "queue: those events are lost",
+            "ingest-rule-failing",
+        )
+        self.delivery_off = self._alarm(
+            "DeliveryOff",
+            "eventbridge-delivery-off",
+            self._custom(DELIVERY_METRIC, cloudwatch.Stats.MINIMUM, DELIVERY_PERIOD),
+            threshold=1,
+            comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            missing=cloudwatch.TreatMissingData.BREACHING,
+            evaluation_periods=2,
+            description=(
+                "s3ingest: the landing bucket's EventBridge delivery is off, or the delivery "
+                "check stopped reporting, for 1 hour; no event reaches the pipeline"
+            ),
+            anchor="eventbridge-delivery-off",
+        )
+
+    def _custom(self, metric_name: str, statistic: str, period: Duration) -> cloudwatch.Metric:
+        """One of this stack's own custom metrics (namespace ``S3Ingest``)."""
+        return cloudwatch.Metric(
+            namespace=METRICS_NAMESPACE,
+            metric_name=metric_name,
+            dimensions_map=self._dimensions,
+            statistic=statistic,
+            period=period,
+        )
+
+    @staticmethod
+    def _rule_metric(rule: events.IRule, metric_name: str) -> cloudwatch.Metric:
+        """A metric of a rule on the default bus: dimension ``RuleName`` only (a custom bus's
+        rules add ``EventBusName``;
+        https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-monitoring.html)."""
+        return cloudwatch.Metric(
+            namespace="AWS/Events",
+            metric_name=metric_name,
+            dimensions_map={"RuleName": rule.rule_name},
+            statistic=cloudwatch.Stats.SUM,
+            period=_FIVE_MINUTES,
+        )
+
     def _above_zero(
-        self, alarm_id: str, metric: cloudwatch.IMetric, description: str, anchor: str
+        self, alarm_id: str, what: str, metric: cloudwatch.IMetric, description: str, anchor: str
     ) -> cloudwatch.Alarm:
         return self._alarm(
             alarm_id,
+            what,
             metric,
             threshold=0,
             evaluation_periods=1,
@@ -237,25 +450,34 @@ class OperationalAlarms(Construct):
     def _alarm(
         self,
         alarm_id: str,
+        what: str,
         metric: cloudwatch.IMetric,
         *,
         threshold: float,
         evaluation_periods: int,
         description: str,
         anchor: str,
+        comparison: cloudwatch.ComparisonOperator = (
+            cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
+        ),
+        missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
     ) -> cloudwatch.Alarm:
-        """``metric`` > ``threshold`` in all of ``evaluation_periods`` periods; notifies the
-        topic on ALARM and on OK."""
+        """``metric`` compared with ``threshold`` (by default: above it) in all of
+        ``evaluation_periods`` periods, named ``s3ingest-<stage>-<what>``; notifies the topic on
+        ALARM and on OK."""
         alarm = cloudwatch.Alarm(
             self,
             alarm_id,
+            alarm_name=alarm_name(self._stage, what),
             metric=metric,
             threshold=threshold,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            comparison_operator=comparison,
             evaluation_periods=evaluation_periods,
             datapoints_to_alarm=evaluation_periods,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-            alarm_description=f"{description}. Runbook: {runbook(anchor)}",
+            treat_missing_data=missing,
+            alarm_description=(
+                f"{description}. Runbook: {runbook(self._runbook_base_url, anchor)}"
+            ),
         )
         alarm.add_alarm_action(self._action)
         alarm.add_ok_action(self._action)

@@ -4,19 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from s3ingest_cdk.constructs.drift_alarm import (
-    DRIFT_KINDS,
-    METRICS_SERVICE,
-    TOTAL_METRIC,
-    drift_metric,
-)
-from s3ingest_cdk.constructs.python_function import METRICS_NAMESPACE
+from s3ingest_cdk.constructs.drift_alarm import DRIFT_KINDS, TOTAL_METRIC, drift_metric
+from s3ingest_fn.contract import METRICS_NAMESPACE, metric_dimensions
 
 #: The ingest handler's per-message metrics: one per outcome (CONTRACT C9,
 #: ``s3ingest_fn.model.Outcome``), and ``replayed`` for events replayed from the archive (C14).
@@ -35,12 +30,13 @@ _PERIOD = Duration.minutes(5)
 _WIDTH = 12  # half of the dashboard's 24 columns
 
 
-def outcome_metric(metric_name: str) -> cloudwatch.Metric:
-    """One ingest outcome metric as the handler emits it (EMF), summed per 5 minutes."""
+def outcome_metric(metric_name: str, *, stack_name: str) -> cloudwatch.Metric:
+    """One ingest outcome metric as the stack ``stack_name``'s handler emits it (EMF), summed per
+    5 minutes."""
     return cloudwatch.Metric(
         namespace=METRICS_NAMESPACE,
         metric_name=metric_name,
-        dimensions_map={"service": METRICS_SERVICE},
+        dimensions_map=metric_dimensions(stack_name),
         statistic=cloudwatch.Stats.SUM,
         period=_PERIOD,
         label=metric_name,
@@ -99,8 +95,9 @@ class OperationsDashboard(Construct):
         if change_dead_letter_queue is not None:
             dead_letter_queues["Change stream DLQ"] = change_dead_letter_queue
         # Reconciliation emits the drift metrics once per run: the hourly maximum shows each run.
+        stack_name = Stack.of(self).stack_name
         drift = [
-            drift_metric(name, period=Duration.hours(1))
+            drift_metric(name, stack_name=stack_name, period=Duration.hours(1))
             for name in (TOTAL_METRIC, *(f"drift_{kind}" for kind in DRIFT_KINDS))
         ]
         self.dashboard = cloudwatch.Dashboard(
@@ -111,7 +108,10 @@ class OperationsDashboard(Construct):
                 [
                     cloudwatch.GraphWidget(
                         title="Ingest outcomes (messages per 5 minutes)",
-                        left=[outcome_metric(name) for name in OUTCOME_METRICS],
+                        left=[
+                            outcome_metric(name, stack_name=stack_name)
+                            for name in OUTCOME_METRICS
+                        ],
                         width=_WIDTH,
                     ),
                     cloudwatch.GraphWidget(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -18,9 +18,7 @@ from constructs import Construct
 
 from s3ingest_cdk.bundling import ARCHITECTURE, RUNTIME
 from s3ingest_cdk.constructs.dependencies import depend_on_policies_not_role
-
-#: Namespace of every s3ingest metric (Powertools ``POWERTOOLS_METRICS_NAMESPACE``).
-METRICS_NAMESPACE = "S3Ingest"
+from s3ingest_fn.contract import METRICS_NAMESPACE, STACK_ENV
 
 #: CloudWatch Logs retention values (days) and the CDK enum member of each.
 RETENTION_DAYS: dict[int, logs.RetentionDays] = {
@@ -91,14 +89,16 @@ def python_function(
     timeout: Duration,
     memory_size_mib: int,
     log_retention_days: int,
+    tracing: bool,
     service_name: str,
     environment: Mapping[str, str],
 ) -> PythonFunction:
     """Add an s3ingest Python function with its own role and log group to ``scope``.
 
     Python 3.13 on ``arm64`` (the bundle's target, :mod:`s3ingest_cdk.bundling`); X-Ray active
-    tracing; JSON log format to an explicit log group with a bounded retention, retained on stack
-    deletion
+    tracing with ``tracing``, otherwise none (no tracing configuration, so no X-Ray permission, and
+    ``POWERTOOLS_TRACE_DISABLED=true`` so the handlers never load the X-Ray SDK); JSON log format
+    to an explicit log group with a bounded retention, retained on stack deletion
     (https://docs.aws.amazon.com/lambda/latest/dg/monitoring-cloudwatchlogs-advanced.html); no
     reserved concurrency. The role is the function's own, with no managed policy: the log-group
     write grant replaces ``AWSLambdaBasicExecutionRole``; the stack grants the rest.
@@ -122,11 +122,15 @@ def python_function(
         Function memory, MiB.
     log_retention_days : int
         Log retention, days; one of CloudWatch Logs' allowed values.
+    tracing : bool
+        X-Ray active tracing (the ``tracing`` setting; off by default: the X-Ray SDK adds about
+        300 ms to a cold start).
     service_name : str
         ``POWERTOOLS_SERVICE_NAME``.
     environment : Mapping[str, str]
         The function's own variables; the Powertools variables (service name, metrics namespace
-        ``S3Ingest``, log level ``INFO``) are added.
+        ``S3Ingest``, log level ``INFO``) and ``S3INGEST_STACK`` (the stack's name, the ``stack``
+        dimension of every metric the function emits) are added.
 
     Returns
     -------
@@ -158,7 +162,9 @@ def python_function(
         role=role,
         timeout=timeout,
         memory_size=memory_size_mib,
-        tracing=lambda_.Tracing.ACTIVE,
+        # Unset (not PASS_THROUGH, which CDK grants X-Ray for) when off: no TracingConfig, no
+        # xray:* statement on the role.
+        tracing=lambda_.Tracing.ACTIVE if tracing else None,
         logging_format=lambda_.LoggingFormat.JSON,
         log_group=log_group,
         environment={
@@ -166,6 +172,8 @@ def python_function(
             "POWERTOOLS_SERVICE_NAME": service_name,
             "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
             "POWERTOOLS_LOG_LEVEL": "INFO",
+            STACK_ENV: Stack.of(scope).stack_name,
+            **({} if tracing else {"POWERTOOLS_TRACE_DISABLED": "true"}),
         },
     )
     # Replaces the AWSLambdaBasicExecutionRole managed policy: write to this log group only.

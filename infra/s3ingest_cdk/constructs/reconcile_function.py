@@ -56,6 +56,8 @@ class ReconcileFunction(Construct):
         Function memory, MiB.
     log_retention_days : int
         Log retention, days; one of CloudWatch Logs' allowed values.
+    tracing : bool
+        X-Ray tracing (the ``tracing`` setting).
 
     Attributes
     ----------
@@ -82,6 +84,7 @@ class ReconcileFunction(Construct):
         timeout: Duration,
         memory_size_mib: int,
         log_retention_days: int,
+        tracing: bool,
     ) -> None:
         super().__init__(scope, construct_id)
         environment = {
@@ -101,6 +104,7 @@ class ReconcileFunction(Construct):
             timeout=timeout,
             memory_size_mib=memory_size_mib,
             log_retention_days=log_retention_days,
+            tracing=tracing,
             service_name=SERVICE_NAME,
             environment=environment,
         )

@@ -1,0 +1,31 @@
+"""Function assertions shared by the infrastructure tests: what every s3ingest function gets."""
+
+from __future__ import annotations
+
+from s3ingest_cdk.synth import Synth
+
+
+def common_environment(synth: Synth, service: str) -> dict[str, str]:
+    """The variables ``python_function`` adds to every function: Powertools' (the tracer
+    disabled without ``tracing``) and the stack's."""
+    return {
+        "POWERTOOLS_SERVICE_NAME": service,
+        "POWERTOOLS_METRICS_NAMESPACE": "S3Ingest",
+        "POWERTOOLS_LOG_LEVEL": "INFO",
+        "S3INGEST_STACK": synth.stack.stack_name,
+        **({} if synth.settings.tracing else {"POWERTOOLS_TRACE_DISABLED": "true"}),
+    }
+
+
+def tracing_config(synth: Synth) -> dict[str, str] | None:
+    """A function's ``TracingConfig``: active with ``tracing``, absent otherwise."""
+    return {"Mode": "Active"} if synth.settings.tracing else None
+
+
+def xray_grants(synth: Synth) -> dict[str, list[str]]:
+    """What active tracing grants a function's role (nothing without ``tracing``), in the form
+    of :func:`tests.infra.iam.expected`'s input."""
+    if not synth.settings.tracing:
+        return {}
+    return {"xray:PutTraceSegments": ["*"], "xray:PutTelemetryRecords": ["*"]}
+
