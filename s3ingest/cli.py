@@ -21,6 +21,7 @@ from rich.table import Table
 
 from s3ingest.extras import MissingExtraError, require
 from s3ingest.version import version
+from s3ingest_fn.contract import STACK_ENV as STACK_ENV_NAME
 
 
 def _plain_argument_help() -> None:
@@ -74,9 +75,9 @@ def _main(
         "--version", callback=_print_version, is_eager=True,
         help="Print the s3ingest version and exit.")] = None,
     profile: Annotated[str | None, typer.Option(
-        metavar="NAME", envvar="AWS_PROFILE",
-        help="AWS profile for the credentials and region (default: AWS_PROFILE, then the "
-             "default chain).")] = None,
+        metavar="NAME",
+        help="AWS profile for the credentials and region (default: the AWS default chain, "
+             "which reads AWS_PROFILE).")] = None,
     region: Annotated[str | None, typer.Option(
         metavar="REGION",
         help="AWS region (default: AWS_REGION, then AWS_DEFAULT_REGION, then the "
@@ -101,8 +102,8 @@ out = Console()
 
 #: Exit codes (README): 0 ok, 1 unhealthy or not converged, 2 usage error, 3 AWS error.
 EXIT_UNHEALTHY, EXIT_USAGE, EXIT_AWS = 1, 2, 3
-#: Where the stack name comes from when --stack is not given.
-STACK_ENV = "S3INGEST_STACK"
+#: Where the stack name comes from when --stack is not given (the functions' own variable).
+STACK_ENV = STACK_ENV_NAME
 _STACK_HELP = "Deployed stack name (S3Ingest-<stage>); default: $S3INGEST_STACK."
 Stack = Annotated[str, typer.Option(metavar="NAME", envvar=STACK_ENV, show_envvar=False,
                                     help=_STACK_HELP)]

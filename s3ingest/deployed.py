@@ -39,7 +39,8 @@ class DeployedStack:
         except ClientError as exc:
             raise StackNotFoundError(f"stack {name!r}: {exc}") from exc
         outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
-        return cls(name=name, outputs=outputs)
+        # the stack's name even when given as an ARN: metrics carry it as their stack dimension
+        return cls(name=str(stacks[0].get("StackName") or name), outputs=outputs)
 
     def require(self, *names: str) -> list[str]:
         """The named outputs, or StackNotFoundError naming the missing ones."""

@@ -19,7 +19,7 @@ from s3ingest_fn.bucket import eventbridge_delivery_enabled
 from s3ingest_fn.contract import METRICS_NAMESPACE, metric_dimensions
 from s3ingest_fn.events import parse_body
 from s3ingest_fn.ledger import HISTORY_SLOTS, effect_behind
-from s3ingest_fn.model import InvalidMessageError
+from s3ingest_fn.model import InvalidMessageError, TransientError
 from s3ingest_fn.processing import REASON_ATTRIBUTE
 
 #: EventBridge archives events with a delay; a replay window must end this long before now
@@ -326,8 +326,8 @@ def _iso_s(value: Any) -> str | None:
 
 #: Oldest ingest message, seconds, above which the stack is unhealthy (its alarm's threshold).
 MAX_MESSAGE_AGE_SECONDS = 900
-#: Final states of a Step Functions execution that failed.
-FAILED_EXECUTION = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
+#: Final states of a Step Functions execution that failed (ABORTED is an operator's choice).
+FAILED_EXECUTION = frozenset({"FAILED", "TIMED_OUT"})
 
 
 def status(*, sqs: Any, cloudwatch: Any, sfn: Any, events: Any, s3: Any,
@@ -345,7 +345,8 @@ def status(*, sqs: Any, cloudwatch: Any, sfn: Any, events: Any, s3: Any,
         "running_replays": [...]}``, plus ``"change_dead_letter_queue"`` with the change stream.
         Unhealthy (``problems`` says why): a dead-letter queue not empty, the oldest message
         older than ``max_age_seconds``, EventBridge delivery off on the bucket, drift above
-        zero in the last reconciliation, or the newest backfill failed.
+        zero in the last reconciliation, or the newest backfill FAILED or TIMED_OUT (an ABORTED
+        one was stopped on purpose). ``eventbridge_delivery`` is None when it cannot be read.
     """
     now = now or datetime.now(UTC)
 
@@ -363,8 +364,9 @@ def status(*, sqs: Any, cloudwatch: Any, sfn: Any, events: Any, s3: Any,
             {"Id": "age", "ReturnData": True, "MetricStat": {"Stat": "Maximum", "Period": 300,
              "Metric": {"Namespace": "AWS/SQS", "MetricName": "ApproximateAgeOfOldestMessage",
                         "Dimensions": [{"Name": "QueueName", "Value": queue_name}]}}},
+            # one-minute periods, newest first: the last run's value, not the hour's maximum
             {"Id": "drift", "ReturnData": True, "MetricStat": {"Stat": "Maximum",
-             "Period": 3600, "Metric": stack_metric("drift_total", stack)}},
+             "Period": 60, "Metric": stack_metric("drift_total", stack)}},
         ])["MetricDataResults"]
     by_id = {r["Id"]: r for r in metrics}
     age = by_id.get("age", {}).get("Values", [])
@@ -380,8 +382,12 @@ def status(*, sqs: Any, cloudwatch: Any, sfn: Any, events: Any, s3: Any,
                                      maxResults=1).get("executions", [])
         if newest:
             last_backfill = {"arn": newest[0]["executionArn"], "status": newest[0]["status"]}
-    delivery = (eventbridge_delivery_enabled(s3, outputs["BucketName"])
-                if "BucketName" in outputs else None)
+    delivery: bool | None = None
+    if "BucketName" in outputs:
+        try:
+            delivery = eventbridge_delivery_enabled(s3, outputs["BucketName"])
+        except TransientError:  # e.g. no s3:GetBucketNotification: shown as unknown
+            delivery = None
     replays = [r["ReplayName"] for r in events.list_replays(
         EventSourceArn=outputs["ArchiveArn"], State="RUNNING").get("Replays", [])] \
         if "ArchiveArn" in outputs else []
@@ -399,7 +405,8 @@ def status(*, sqs: Any, cloudwatch: Any, sfn: Any, events: Any, s3: Any,
     if "ChangeDeadLetterQueueUrl" in outputs:
         # change-stream batches the relay could not publish for 24 h (docs/runbook.md)
         out["change_dead_letter_queue"] = depth(outputs["ChangeDeadLetterQueueUrl"])
-    problems = [f"{name.replace('_', ' ')} holds {out[name]['visible']} message(s)"
+    problems = [f"{name.replace('_', ' ')} holds "
+                f"{out[name]['visible'] + out[name]['in_flight']} message(s)"
                 for name in ("dead_letter_queue", "target_dead_letter_queue",
                              "change_dead_letter_queue")
                 if name in out and out[name]["visible"] + out[name]["in_flight"] > 0]

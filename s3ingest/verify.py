@@ -105,7 +105,7 @@ def verify(pipeline: Pipeline, *, timeout_seconds: float = 120.0,
     report = VerifyReport(key=key)
 
     def await_hop(name: str, since: float, arrived: Callable[[], bool]) -> bool:
-        deadline = since + timeout_seconds
+        deadline = clock() + timeout_seconds  # each hop its own budget; latency from ``since``
         while not arrived():
             if clock() > deadline:
                 report.hops.append(Hop(name, None))

@@ -24,7 +24,8 @@ RECONCILE_HEARTBEAT_METRIC = "reconcile_completed"
 #: 1 when the bucket's EventBridge delivery is on, 0 when off (the scheduled delivery check).
 DELIVERY_METRIC = "eventbridge_delivery_enabled"
 #: Reserved key prefix of ``s3ingest verify``'s canary objects: ingested like any key, never
-#: handed to a processor.
+#: handed to a processor; their change events are published (verify awaits them), so change-bus
+#: subscribers may filter this prefix out.
 CANARY_PREFIX = "_s3ingest-canary/"
 #: Environment variable naming the buckets the delivery check reads (comma-separated).
 DELIVERY_BUCKETS_ENV = "DELIVERY_CHECK_BUCKETS"

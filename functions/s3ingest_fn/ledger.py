@@ -74,17 +74,14 @@ def effect_behind(row: Mapping[str, Any]) -> bool:
     """Whether the row's effect has not completed for the row's current change (CONTRACT C11).
 
     True when the change's effect ended ``superseded`` (its pinned read found newer bytes) and
-    the row still holds that change, or when it is ``done`` for another change than the row's.
-    A superseded effect is final only once a newer change of the key has been applied (that
-    change claims the row's effect anew). Rows without ``fx`` (no processor when they were
-    written) are never behind; a ``pending`` effect is counted apart (reconciliation's
-    ``pending_effects``).
+    the row still holds that change: a superseded effect is final only once a newer change of
+    the key has been applied (that write claims the row's effect anew, so ``fx`` is then the
+    newer change's). A ``done`` effect is always the row's change's (``fx_done`` = ``chg_id``):
+    every write that changes ``chg_id`` claims the effect or removes ``fx``. Rows without
+    ``fx`` (no processor when they were written) are never behind; a ``pending`` effect is
+    counted apart (reconciliation's ``pending_effects``).
     """
-    fx = row.get("fx")
-    if fx == SUPERSEDED:
-        return True
-    done = row.get("fx_done")
-    return fx == DONE and done is not None and done != row.get("chg_id")
+    return row.get("fx") == SUPERSEDED
 
 
 def row_pk(bucket: str, key: str) -> str:

@@ -241,13 +241,14 @@ class LocalRuntime:
     def crashing(self, chaos: Chaos | None) -> Iterator[None]:
         """Inject ``chaos.crash`` into the effects run inside the block, and only there."""
         with self._lock:
-            self._crash_rate = chaos.crash if chaos is not None else 0.0
-            self._crash_rng = random.Random(chaos.seed if chaos is not None else 0)
+            saved = (self._crash_rate, self._crash_rng)
+            if chaos is not None:  # None: the enclosing block's crash rate goes on
+                self._crash_rate, self._crash_rng = chaos.crash, random.Random(chaos.seed)
         try:
             yield
         finally:
             with self._lock:
-                self._crash_rate = 0.0
+                self._crash_rate, self._crash_rng = saved
 
     # -- change stream -----------------------------------------------------------------------
 

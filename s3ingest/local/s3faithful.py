@@ -132,7 +132,9 @@ class FaithfulS3:
         obj: dict[str, Any] = {"key": encode_key(key)}
         if version_id:
             deletion = "Permanently Deleted"
-            obj["version-id"] = version_id
+            real = _real_version(version_id, self.versioning)
+            if real:  # the null version is named by no version-id field
+                obj["version-id"] = real
         elif self.versioning:
             deletion = "Delete Marker Created"
             obj["etag"] = EMPTY_MD5

@@ -225,7 +225,7 @@ def _stubbed_status(*, dlq: int, change_dlq: int, age: float, drift: float, deli
                          "Namespace": "AWS/SQS", "MetricName": "ApproximateAgeOfOldestMessage",
                          "Dimensions": [{"Name": "QueueName", "Value": "ingest"}]}}},
                  {"Id": "drift", "ReturnData": True, "MetricStat": {
-                     "Stat": "Maximum", "Period": 3600, "Metric": {
+                     "Stat": "Maximum", "Period": 60, "Metric": {
                          "Namespace": "S3Ingest", "MetricName": "drift_total",
                          "Dimensions": own}}}]})
         f.add_response("list_executions", {"executions": []},

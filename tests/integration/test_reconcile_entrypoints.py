@@ -110,3 +110,14 @@ def test_deployed_stack_missing_outputs_are_named() -> None:
                               "not exist")
         with pytest.raises(StackNotFoundError, match="does not exist"):
             DeployedStack.load(cfn, "x")
+
+
+def test_a_stack_given_by_arn_is_named_by_its_stack_name() -> None:
+    # (its metrics carry the stack's name as their dimension, never the ARN)
+    cfn = boto3.client("cloudformation", region_name="us-east-1")
+    arn = "arn:aws:cloudformation:us-east-1:123456789012:stack/S3Ingest-prod/0a1b2c3d"
+    with Stubber(cfn) as stub:
+        stub.add_response("describe_stacks", {"Stacks": [{
+            "StackName": "S3Ingest-prod", "CreationTime": "2026-01-01T00:00:00Z",
+            "StackStatus": "CREATE_COMPLETE", "Outputs": []}]}, {"StackName": arn})
+        assert DeployedStack.load(cfn, arn).name == "S3Ingest-prod"

@@ -28,7 +28,8 @@ def test_replayed_records_are_counted_apart_per_outcome() -> None:
 
 @pytest.mark.parametrize(("outcome", "source", "event_time", "lag"), [
     (Outcome.APPLIED, "live", "2026-12-01T10:00:00Z", 1_500),
-    (Outcome.DUPLICATE, "live", "2026-12-01T09:59:58.500Z", 3_000),
+    (Outcome.SUPERSEDED, "live", "2026-12-01T09:59:58.500Z", 3_000),
+    (Outcome.DUPLICATE, "live", "2026-12-01T09:00:00Z", None),  # a redriven copy: no write
     (Outcome.APPLIED, "replay", "2026-12-01T10:00:00Z", None),  # replayed: not S3's latency
     (Outcome.APPLIED, "repair", None, None),
     (Outcome.RETRIED, "live", "2026-12-01T10:00:00Z", None),  # measured when it completes

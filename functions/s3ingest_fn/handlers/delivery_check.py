@@ -52,8 +52,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     states = check(boto3.client("s3"), buckets)
     enabled = all(states.values())
     for bucket, on in states.items():
-        (logger.info if on else logger.error)(
-            "eventbridge delivery " + ("on" if on else "OFF: events are not reaching s3ingest"),
-            extra={"bucket": bucket, "enabled": on})
+        # off: S3 sends this bucket's events nowhere s3ingest listens (runbook:
+        # eventbridge-delivery-off)
+        (logger.info if on else logger.error)("eventbridge delivery checked",
+                                               extra={"bucket": bucket, "enabled": on})
     metrics.add_metric(name=DELIVERY_METRIC, unit=MetricUnit.Count, value=int(enabled))
     return {"buckets": states, "enabled": enabled}

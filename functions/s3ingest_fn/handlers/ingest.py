@@ -115,13 +115,15 @@ def make_handler(processor: MessageProcessor, record_concurrency: int,
     return handle
 
 
-#: Outcomes that end a live event's trip to the ledger (the lag is measured for these).
-_DECIDED = frozenset({Outcome.APPLIED, Outcome.DUPLICATE, Outcome.STALE, Outcome.SUPERSEDED})
+#: Outcomes of a live event that wrote the ledger (the lag is measured for these: a duplicate
+#: or stale copy, e.g. a message redriven from the DLQ hours later, is no ingestion latency).
+_DECIDED = frozenset({Outcome.APPLIED, Outcome.SUPERSEDED})
 
 
 def _add_lag(result: Result, finished_ms: float) -> None:
-    """``lag_ms``: S3's event time to this record's ledger decision, for live events only
-    (replayed, repaired and backfilled records are not S3's latency)."""
+    """``lag_ms``: S3's event time to the end of this record (its ledger write, and its
+    processor's effect when one runs), for live events that wrote the ledger only (replayed,
+    repaired and backfilled records are not S3's latency)."""
     event_time = result.extra.get("event_time")
     if (result.outcome not in _DECIDED or result.extra.get("source") != "live"
             or not isinstance(event_time, str)):
