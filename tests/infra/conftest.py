@@ -6,13 +6,6 @@ The app gets the context of ``cdk.json`` (settings defaults and feature flags), 
 
 from __future__ import annotations
 
-import os
-
-# jsii prints a banner about the Node.js version on stderr unless told not to; this must be set
-# before the first jsii import starts its runtime.
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "18,20")
-os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
-
 from collections.abc import Iterator
 
 import pytest

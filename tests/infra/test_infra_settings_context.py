@@ -58,7 +58,6 @@ def test_compose_rejects_invalid_context_before_building(tmp_path: Path) -> None
 
 def test_app_py_exits_with_one_clear_error() -> None:
     env = {**os.environ, "CDK_CONTEXT_JSON": '{"batchSize": "ten", "queueRetentionDays": 15}'}
-    env.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "18,20")
     done = subprocess.run(
         [sys.executable, "app.py"],
         cwd=PROJECT_ROOT,
