@@ -19,7 +19,7 @@ STAMP_NPM := node_modules/.stamp
 WITH_NODE := PATH="$(CURDIR)/node_modules/.bin:$(CURDIR)/$(BIN):$$PATH"
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: demo test lint typecheck unit synth bench lock clean help
+.PHONY: demo test lint format typecheck unit synth bench lock clean help
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -43,8 +43,12 @@ $(STAMP_NPM): package.json package-lock.json
 demo: $(STAMP)  ## run the live pipeline on the local emulator and report convergence
 	$(BIN)/s3ingest local demo
 
-lint: $(STAMP)  ## ruff
+lint: $(STAMP)  ## ruff: lint and format (make format rewrites)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)  ## ruff format the sources
+	$(BIN)/ruff format .
 
 typecheck: $(STAMP)  ## mypy
 	$(BIN)/mypy

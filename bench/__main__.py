@@ -26,8 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     benches = {
-        "requests": lambda a: requests_per_event.run(a.events, a.seed,
-                                                     not a.no_version_deletes),
+        "requests": lambda a: requests_per_event.run(a.events, a.seed, not a.no_version_deletes),
         "concurrency": lambda a: batch_concurrency.run(),
         "import": lambda a: import_time.run(),
         "reconcile": lambda a: reconcile_diff.run(a.rows, a.baseline_rows),
@@ -35,21 +34,40 @@ def main(argv: list[str] | None = None) -> int:
         "effects": lambda a: effects_cost.run(a.effect_events, a.seed),
     }
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--events", type=int, default=10_000,
-                        help="events delivered in the requests-per-event run (default 10000)")
-    parser.add_argument("--effect-events", type=int, default=500,
-                        help="deliveries in the effects run: s3ingest's effect protocol against "
-                             "Powertools idempotency around the same hook (default 500; moto "
-                             "spends about 60 ms of CPU per delivery over the four designs)")
+    parser.add_argument(
+        "--events",
+        type=int,
+        default=10_000,
+        help="events delivered in the requests-per-event run (default 10000)",
+    )
+    parser.add_argument(
+        "--effect-events",
+        type=int,
+        default=500,
+        help="deliveries in the effects run: s3ingest's effect protocol against "
+        "Powertools idempotency around the same hook (default 500; moto "
+        "spends about 60 ms of CPU per delivery over the four designs)",
+    )
     parser.add_argument("--seed", type=int, default=11)
-    parser.add_argument("--no-version-deletes", action="store_true",
-                        help="requests run without deletes of single versions (which need a "
-                             "HEAD and leave the row observed, CONTRACT C4/C7)")
-    parser.add_argument("--rows", type=int, default=1_000_000,
-                        help="inventory and ledger rows in the reconciliation diff (default 10^6)")
-    parser.add_argument("--baseline-rows", type=int, default=50_000,
-                        help="rows the one-GetItem-per-key baseline runs on, scaled linearly "
-                             "(default 50000; 0 runs it on all rows, about 20 minutes)")
+    parser.add_argument(
+        "--no-version-deletes",
+        action="store_true",
+        help="requests run without deletes of single versions (which need a "
+        "HEAD and leave the row observed, CONTRACT C4/C7)",
+    )
+    parser.add_argument(
+        "--rows",
+        type=int,
+        default=1_000_000,
+        help="inventory and ledger rows in the reconciliation diff (default 10^6)",
+    )
+    parser.add_argument(
+        "--baseline-rows",
+        type=int,
+        default=50_000,
+        help="rows the one-GetItem-per-key baseline runs on, scaled linearly "
+        "(default 50000; 0 runs it on all rows, about 20 minutes)",
+    )
     parser.add_argument("--only", nargs="*", choices=sorted(benches), default=sorted(benches))
     args = parser.parse_args(argv)
     for name in args.only:

@@ -17,8 +17,9 @@ from s3ingest.local.runtime import LocalRuntime
 
 def _count(client: Any, service: str) -> Counter[str]:
     calls: Counter[str] = Counter()
-    client.meta.events.register(f"before-call.{service}",
-                                lambda model, **_: calls.update([model.name]))
+    client.meta.events.register(
+        f"before-call.{service}", lambda model, **_: calls.update([model.name])
+    )
     return calls
 
 
@@ -34,8 +35,10 @@ def run(objects: int = 500) -> None:
             report = rt.backfill(manifest)
             tasks = report["total"]
             print(f"   {label}: {tasks} tasks, results {json.dumps(report['result_strings'])}")
-            print(f"     DynamoDB per task {sum(ddb.values()) / tasks:.2f} "
-                  f"{json.dumps(dict(ddb))}; S3 per task {sum(s3.values()) / tasks:.2f} "
-                  f"{json.dumps(dict(s3))}")
+            print(
+                f"     DynamoDB per task {sum(ddb.values()) / tasks:.2f} "
+                f"{json.dumps(dict(ddb))}; S3 per task {sum(s3.values()) / tasks:.2f} "
+                f"{json.dumps(dict(s3))}"
+            )
             rt.ddb.meta.events.unregister("before-call.dynamodb")
             rt.s3.meta.events.unregister("before-call.s3")

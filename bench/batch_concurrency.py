@@ -46,16 +46,34 @@ def _event(tag: str) -> dict[str, Any]:
     clock = SequencerClock(seed=1)
     records = []
     for i in range(RECORDS):
-        body = {"version": "0", "detail-type": "Object Created", "source": "aws.s3",
-                "detail": {"bucket": {"name": "bench-bucket"}, "reason": "PutObject",
-                           "object": {"key": encode_key(f"{tag}/object {i}"), "size": 3,
-                                      "etag": "0123456789abcdef0123456789abcdef",
-                                      "sequencer": clock.next()}}}
-        records.append({"messageId": f"{tag}-{i}", "receiptHandle": "rh",
-                        "body": json.dumps(body), "attributes": {}, "messageAttributes": {},
-                        "md5OfBody": "", "eventSource": "aws:sqs",
-                        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:ingest",
-                        "awsRegion": "us-east-1"})
+        body = {
+            "version": "0",
+            "detail-type": "Object Created",
+            "source": "aws.s3",
+            "detail": {
+                "bucket": {"name": "bench-bucket"},
+                "reason": "PutObject",
+                "object": {
+                    "key": encode_key(f"{tag}/object {i}"),
+                    "size": 3,
+                    "etag": "0123456789abcdef0123456789abcdef",
+                    "sequencer": clock.next(),
+                },
+            },
+        }
+        records.append(
+            {
+                "messageId": f"{tag}-{i}",
+                "receiptHandle": "rh",
+                "body": json.dumps(body),
+                "attributes": {},
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:ingest",
+                "awsRegion": "us-east-1",
+            }
+        )
     return {"Records": records}
 
 
@@ -78,8 +96,10 @@ def run() -> None:
     _timed(concurrency, "warmup")
     seq, seq_calls = _timed(1, "sequential")
     conc, conc_calls = _timed(concurrency, "concurrent")
-    print(f"   {RECORDS} records, {INJECTED_S * 1000:.0f} ms injected per DynamoDB call "
-          f"({seq_calls} and {conc_calls} calls)")
+    print(
+        f"   {RECORDS} records, {INJECTED_S * 1000:.0f} ms injected per DynamoDB call "
+        f"({seq_calls} and {conc_calls} calls)"
+    )
     print(f"   sequential (1 at a time)           {seq * 1000:8.1f} ms")
     print(f"   concurrent ({concurrency} at a time)          {conc * 1000:8.1f} ms")
     print(f"   ratio                              {conc / seq:8.3f}  (target <= 0.15)")

@@ -174,8 +174,11 @@ class Tally:
 
     def per_event(self, category: str, ops: set[str] | None = None) -> float:
         n = self.events[category]
-        total = sum(c for (cat, op), c in self.calls.items()
-                    if cat == category and (ops is None or op in ops))
+        total = sum(
+            c
+            for (cat, op), c in self.calls.items()
+            if cat == category and (ops is None or op in ops)
+        )
         return total / n if n else 0.0
 
     def ops(self, category: str) -> dict[str, int]:
@@ -191,22 +194,29 @@ def _fast_moto() -> Iterator[None]:
     ``ActionCountValidator`` (at most one SET/REMOVE/ADD clause) only rejects malformed requests.
     """
     make = functools.lru_cache(maxsize=512)(UpdateExpressionParser.make)
-    with mock.patch.object(UpdateExpressionParser, "make", staticmethod(make)), \
-            mock.patch.object(ActionCountValidator, "_processing_map", lambda self: {}):
+    with (
+        mock.patch.object(UpdateExpressionParser, "make", staticmethod(make)),
+        mock.patch.object(ActionCountValidator, "_processing_map", lambda self: {}),
+    ):
         yield
 
 
 def _client(service: str) -> Any:
-    return boto3.client(service, region_name=REGION, aws_access_key_id="testing",
-                        aws_secret_access_key="testing")
+    return boto3.client(
+        service, region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
 
 
 def _create_table(ddb: Any, name: str, key: str, ttl_attribute: str) -> None:
-    ddb.create_table(TableName=name, BillingMode="PAY_PER_REQUEST",
-                     KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
-                     AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}])
-    ddb.update_time_to_live(TableName=name, TimeToLiveSpecification={
-        "Enabled": True, "AttributeName": ttl_attribute})
+    ddb.create_table(
+        TableName=name,
+        BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+    )
+    ddb.update_time_to_live(
+        TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl_attribute}
+    )
 
 
 def _key_schedule(events: list[dict[str, Any]], rng: random.Random) -> list[dict[str, Any]]:
@@ -250,7 +260,7 @@ def workload(s3: Any, events: int, seed: int) -> list[Delivery]:
     for k in slots:
         event = per_key[k][cursor[k]]
         cursor[k] += 1
-        change, = parse_body(json.dumps(event)).changes
+        (change,) = parse_body(json.dumps(event)).changes
         seq, top = change.sequencer or "", newest.get(change.key, "")
         category = "applied" if seq > top else "duplicate" if seq == top else "stale"
         newest[change.key] = max(seq, top)
@@ -263,24 +273,39 @@ def _applied_change(change: Change) -> AppliedChange:
     present = change.kind is Kind.CREATED
     version, etag = (change.version_id, change.etag) if present else (None, None)
     return AppliedChange(
-        bucket=change.bucket, key=change.key, kind="created" if present else "removed",
-        sequencer=change.raw_sequencer, version_id=version, etag=etag,
-        size=change.size if present else None, source="live", event_name=change.event_name,
+        bucket=change.bucket,
+        key=change.key,
+        kind="created" if present else "removed",
+        sequencer=change.raw_sequencer,
+        version_id=version,
+        etag=etag,
+        size=change.size if present else None,
+        source="live",
+        event_name=change.event_name,
         change_id=change_id(change.bucket, change.key, change.sequencer, present, version, etag),
-        token=0)
+        token=0,
+    )
 
 
 class S3ingestDesign:
     """Design A: ``IngestService`` + ``EffectRunner`` (claim in the applying write, commit)."""
 
-    def __init__(self, label: str, s3: Any, table: str, context: _Context,
-                 clock_ms: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        label: str,
+        s3: Any,
+        table: str,
+        context: _Context,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> None:
         ddb = _client("dynamodb")
         self.tally = Tally(label)
         self.tally.attach(ddb)
         self.service = IngestService(
-            ledger=DynamoLedger(ddb, table, TTL_SECONDS), bucket=S3Objects(s3),
-            effects=EffectRunner(self.tally.hook, s3, clock_ms=clock_ms))
+            ledger=DynamoLedger(ddb, table, TTL_SECONDS),
+            bucket=S3Objects(s3),
+            effects=EffectRunner(self.tally.hook, s3, clock_ms=clock_ms),
+        )
         self.service.bind_context(context)
 
     def deliver(self, change: Change) -> str:
@@ -291,29 +316,48 @@ class PowertoolsDesign:
     """Designs B, B+dup and N: Powertools ``idempotent_function`` around the same hook, after the
     ledger decision (``table`` set) or alone (``table`` None)."""
 
-    def __init__(self, label: str, s3: Any, table: str | None, idempotency_table: str,
-                 context: _Context, hook_on: frozenset[str]) -> None:
+    def __init__(
+        self,
+        label: str,
+        s3: Any,
+        table: str | None,
+        idempotency_table: str,
+        context: _Context,
+        hook_on: frozenset[str],
+    ) -> None:
         ddb = _client("dynamodb")
         self.tally = Tally(label)
         self.tally.attach(ddb)
-        self.service = (IngestService(ledger=DynamoLedger(ddb, table, TTL_SECONDS),
-                                      bucket=S3Objects(s3)) if table else None)
+        self.service = (
+            IngestService(ledger=DynamoLedger(ddb, table, TTL_SECONDS), bucket=S3Objects(s3))
+            if table
+            else None
+        )
         self.hook_on = hook_on
         layer = DynamoDBPersistenceLayer(table_name=idempotency_table, boto3_client=ddb)
-        config = IdempotencyConfig(event_key_jmespath="[bucket, key, sequencer]",
-                                   raise_on_no_idempotency_key=True,
-                                   expires_after_seconds=3600)
+        config = IdempotencyConfig(
+            event_key_jmespath="[bucket, key, sequencer]",
+            raise_on_no_idempotency_key=True,
+            expires_after_seconds=3600,
+        )
         config.register_lambda_context(cast("LambdaContext", context))
         tally = self.tally
 
-        @idempotent_function(data_keyword_argument="change", persistence_store=layer,
-                             config=config)
+        @idempotent_function(data_keyword_argument="change", persistence_store=layer, config=config)
         def effect(change: dict[str, Any]) -> None:
             applied = AppliedChange(
-                bucket=change["bucket"], key=change["key"], kind=change["kind"],
-                sequencer=change["sequencer"], version_id=change["versionId"],
-                etag=change["etag"], size=change["size"], source=change["source"],
-                event_name=change["eventName"], change_id=change["id"], token=change["token"])
+                bucket=change["bucket"],
+                key=change["key"],
+                kind=change["kind"],
+                sequencer=change["sequencer"],
+                version_id=change["versionId"],
+                etag=change["etag"],
+                size=change["size"],
+                source=change["source"],
+                event_name=change["eventName"],
+                change_id=change["id"],
+                token=change["token"],
+            )
             content = PinnedContent(s3, applied) if applied.kind == "created" else None
             tally.hook(applied, content)
 
@@ -336,7 +380,7 @@ def _item_bytes(item: dict[str, Any]) -> int:
 
 
 def _value_bytes(av: dict[str, Any]) -> int:
-    (typ, val), = av.items()
+    ((typ, val),) = av.items()
     if typ == "S":
         return len(val.encode())
     if typ == "N":
@@ -400,12 +444,24 @@ def _crash_run(s3: Any, seed: int, keys: int) -> dict[str, dict[str, float]]:
     deliveries = [Delivery(c, "applied") for c in changes]
     short = _Context(remaining_ms=CRASH_REMAINING_MS)
     designs: dict[str, S3ingestDesign | PowertoolsDesign] = {
-        "A": S3ingestDesign("A", s3, "crash-ledger-a", _Context(),
-                            clock_ms=lambda: int(time.time() * 1000) + offset["ms"]),
-        "B": PowertoolsDesign("B", s3, "crash-ledger-b", "crash-idem-b", short,
-                              frozenset({"applied"})),
-        "B+dup": PowertoolsDesign("B+dup", s3, "crash-ledger-b2", "crash-idem-b2", short,
-                                  frozenset({"applied", "duplicate"})),
+        "A": S3ingestDesign(
+            "A",
+            s3,
+            "crash-ledger-a",
+            _Context(),
+            clock_ms=lambda: int(time.time() * 1000) + offset["ms"],
+        ),
+        "B": PowertoolsDesign(
+            "B", s3, "crash-ledger-b", "crash-idem-b", short, frozenset({"applied"})
+        ),
+        "B+dup": PowertoolsDesign(
+            "B+dup",
+            s3,
+            "crash-ledger-b2",
+            "crash-idem-b2",
+            short,
+            frozenset({"applied", "duplicate"}),
+        ),
         "N": PowertoolsDesign("N", s3, None, "crash-idem-n", short, frozenset()),
     }
     for design in designs.values():
@@ -427,8 +483,12 @@ def _crash_run(s3: Any, seed: int, keys: int) -> dict[str, dict[str, float]]:
         t = design.tally
         writes = sum(c for (_, op), c in t.calls.items() if op in WRITES)
         reads = sum(c for (_, op), c in t.calls.items() if op in READS)
-        out[label] = {"completed": len(t.outputs), "keys": len(deliveries),
-                      "writes": writes / len(deliveries), "reads": reads / len(deliveries)}
+        out[label] = {
+            "completed": len(t.outputs),
+            "keys": len(deliveries),
+            "writes": writes / len(deliveries),
+            "reads": reads / len(deliveries),
+        }
     return out
 
 
@@ -439,25 +499,48 @@ def run(events: int = 500, seed: int = 11, crash_keys: int = CRASH_KEYS) -> Repo
         s3, admin = _client("s3"), _client("dynamodb")
         for bucket in (BUCKET,):
             s3.create_bucket(Bucket=bucket)
-            s3.put_bucket_versioning(Bucket=bucket,
-                                     VersioningConfiguration={"Status": "Enabled"})
-        for name in ("ledger-a", "ledger-b", "ledger-b2", "crash-ledger-a", "crash-ledger-b",
-                     "crash-ledger-b2"):
+            s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+        for name in (
+            "ledger-a",
+            "ledger-b",
+            "ledger-b2",
+            "crash-ledger-a",
+            "crash-ledger-b",
+            "crash-ledger-b2",
+        ):
             _create_table(admin, name, "pk", "expires_at")
-        for name in ("idem-b", "idem-b2", "idem-n", "crash-idem-b", "crash-idem-b2",
-                     "crash-idem-n"):
+        for name in (
+            "idem-b",
+            "idem-b2",
+            "idem-n",
+            "crash-idem-b",
+            "crash-idem-b2",
+            "crash-idem-n",
+        ):
             _create_table(admin, name, "id", "expiration")  # as the Powertools docs create it
         deliveries = workload(s3, events, seed)
         context = _Context()
         designs: dict[str, S3ingestDesign | PowertoolsDesign] = {
             "A": S3ingestDesign("A  s3ingest claim+commit", s3, "ledger-a", context),
-            "B": PowertoolsDesign("B  ledger + Powertools(hook) on applied", s3, "ledger-b",
-                                  "idem-b", context, frozenset({"applied"})),
-            "B+dup": PowertoolsDesign("B+dup  ledger + Powertools(hook) on applied|duplicate",
-                                      s3, "ledger-b2", "idem-b2", context,
-                                      frozenset({"applied", "duplicate"})),
-            "N": PowertoolsDesign("N  Powertools(hook) only, no ledger", s3, None, "idem-n",
-                                  context, frozenset()),
+            "B": PowertoolsDesign(
+                "B  ledger + Powertools(hook) on applied",
+                s3,
+                "ledger-b",
+                "idem-b",
+                context,
+                frozenset({"applied"}),
+            ),
+            "B+dup": PowertoolsDesign(
+                "B+dup  ledger + Powertools(hook) on applied|duplicate",
+                s3,
+                "ledger-b2",
+                "idem-b2",
+                context,
+                frozenset({"applied", "duplicate"}),
+            ),
+            "N": PowertoolsDesign(
+                "N  Powertools(hook) only, no ledger", s3, None, "idem-n", context, frozenset()
+            ),
         }
         for design in designs.values():
             t = design.tally
@@ -473,9 +556,13 @@ def run(events: int = 500, seed: int = 11, crash_keys: int = CRASH_KEYS) -> Repo
             "N": _max_item_bytes(admin, ["idem-n"]),
         }
         crash_figures = _crash_run(s3, seed, crash_keys) if crash_keys else {}
-    report = Report(deliveries=deliveries, tallies=tallies,
-                    wrong_keys={n: _wrong_keys(t, deliveries) for n, t in tallies.items()},
-                    item_bytes=item_bytes, crash=crash_figures)
+    report = Report(
+        deliveries=deliveries,
+        tallies=tallies,
+        wrong_keys={n: _wrong_keys(t, deliveries) for n, t in tallies.items()},
+        item_bytes=item_bytes,
+        crash=crash_figures,
+    )
     _print(report)
     return report
 
@@ -483,60 +570,82 @@ def run(events: int = 500, seed: int = 11, crash_keys: int = CRASH_KEYS) -> Repo
 def _print(report: Report) -> None:
     mix = Counter(d.category for d in report.deliveries)
     keys = len({d.change.key for d in report.deliveries})
-    print(f"   {len(report.deliveries)} deliveries over {keys} keys (versioned bucket, puts and "
-          f"delete markers): " + ", ".join(f"{c} {mix[c]}" for c in CATEGORIES))
-    print(f"     {'category':<9} {'writes/ev':>9} {'reads/ev':>8} {'req/ev':>7} "
-          f"{'rejected/ev':>11} {'hook runs':>9}  DynamoDB calls; outcomes")
+    print(
+        f"   {len(report.deliveries)} deliveries over {keys} keys (versioned bucket, puts and "
+        f"delete markers): " + ", ".join(f"{c} {mix[c]}" for c in CATEGORIES)
+    )
+    print(
+        f"     {'category':<9} {'writes/ev':>9} {'reads/ev':>8} {'req/ev':>7} "
+        f"{'rejected/ev':>11} {'hook runs':>9}  DynamoDB calls; outcomes"
+    )
     for t in report.tallies.values():
         print(f"   {t.label}")
         for c in CATEGORIES:
             n = t.events[c] or 1
             outcomes = {o: k for (cat, o), k in sorted(t.outcomes.items()) if cat == c}
-            print(f"     {c:<9} {t.per_event(c, WRITES):9.3f} {t.per_event(c, READS):8.3f} "
-                  f"{t.per_event(c):7.3f} {t.rejected[c] / n:11.3f} {t.hook_runs[c]:9d}  "
-                  f"{json.dumps(t.ops(c))}; {json.dumps(outcomes)}")
+            print(
+                f"     {c:<9} {t.per_event(c, WRITES):9.3f} {t.per_event(c, READS):8.3f} "
+                f"{t.per_event(c):7.3f} {t.rejected[c] / n:11.3f} {t.hook_runs[c]:9d}  "
+                f"{json.dumps(t.ops(c))}; {json.dumps(outcomes)}"
+            )
         total = sum(t.events.values())
         writes = sum(c for (_, op), c in t.calls.items() if op in WRITES)
-        print(f"     {'all':<9} {writes / total:9.3f} "
-              f"{sum(c for (_, op), c in t.calls.items() if op in READS) / total:8.3f} "
-              f"{sum(t.calls.values()) / total:7.3f} {sum(t.rejected.values()) / total:11.3f} "
-              f"{sum(t.hook_runs.values()):9d}")
+        print(
+            f"     {'all':<9} {writes / total:9.3f} "
+            f"{sum(c for (_, op), c in t.calls.items() if op in READS) / total:8.3f} "
+            f"{sum(t.calls.values()) / total:7.3f} {sum(t.rejected.values()) / total:11.3f} "
+            f"{sum(t.hook_runs.values()):9d}"
+        )
     a = report.tallies["A"]
     print("   targets (A): applied 2 writes 0 reads, duplicate and stale 1 write 0 reads")
     for c, want in (("applied", 2), ("duplicate", 1), ("stale", 1)):
         w, r = a.per_event(c, WRITES), a.per_event(c, READS)
-        print(f"     A {c:<9} {w:.3f} writes {r:.3f} reads  (target {want} / 0: "
-              f"{'met' if math.isclose(w, want) and r == 0 else 'NOT met'})")
+        print(
+            f"     A {c:<9} {w:.3f} writes {r:.3f} reads  (target {want} / 0: "
+            f"{'met' if math.isclose(w, want) and r == 0 else 'NOT met'})"
+        )
     base = a.per_event("applied")
     all_a = sum(a.calls.values()) / sum(a.events.values())
     for name, t in report.tallies.items():
         if name == "A":
             continue
-        print(f"   ratio {name}/A requests per applied event "
-              f"{t.per_event('applied') / base:6.3f}; per event, all categories "
-              f"{sum(t.calls.values()) / sum(t.events.values()) / all_a:6.3f}")
-    print("   write request units (on-demand: 1 WRU per write of an item up to 1 KB; a rejected "
-          "conditional write is billed too):")
+        print(
+            f"   ratio {name}/A requests per applied event "
+            f"{t.per_event('applied') / base:6.3f}; per event, all categories "
+            f"{sum(t.calls.values()) / sum(t.events.values()) / all_a:6.3f}"
+        )
+    print(
+        "   write request units (on-demand: 1 WRU per write of an item up to 1 KB; a rejected "
+        "conditional write is billed too):"
+    )
     for name, t in report.tallies.items():
         unit = max(1, math.ceil(report.item_bytes[name] / 1024))
         writes = sum(c for (_, op), c in t.calls.items() if op in WRITES)
         total = sum(t.events.values())
-        print(f"     {name:<6} largest item {report.item_bytes[name]:4d} B -> {unit} WRU/write; "
-              f"{writes * unit / total:6.3f} WRU/event, "
-              f"{writes * unit / total * 1e6:,.0f} WRU per million events")
+        print(
+            f"     {name:<6} largest item {report.item_bytes[name]:4d} B -> {unit} WRU/write; "
+            f"{writes * unit / total:6.3f} WRU/event, "
+            f"{writes * unit / total * 1e6:,.0f} WRU per million events"
+        )
     print("   correctness (same events, same hook):")
     for name, t in report.tallies.items():
         again = sum(1 for k in t.runs_per_change.values() if k > 1)
-        print(f"     {name:<6} hook runs {sum(t.hook_runs.values()):5d}, on stale events "
-              f"{t.hook_runs['stale']:4d}, older change after a newer one "
-              f"{t.older_after_newer:4d}, changes run twice {again:3d}, keys whose final "
-              f"output is not the newest change {report.wrong_keys[name]:4d}")
+        print(
+            f"     {name:<6} hook runs {sum(t.hook_runs.values()):5d}, on stale events "
+            f"{t.hook_runs['stale']:4d}, older change after a newer one "
+            f"{t.older_after_newer:4d}, changes run twice {again:3d}, keys whose final "
+            f"output is not the newest change {report.wrong_keys[name]:4d}"
+        )
     if report.crash:
         crash_keys = next(iter(report.crash.values()))["keys"]
-        print(f"   crash sub-run: {crash_keys:.0f} keys, one put each; the first delivery dies as "
-              "the hook starts, the retry comes after the lease / in-progress expiry")
+        print(
+            f"   crash sub-run: {crash_keys:.0f} keys, one put each; the first delivery dies as "
+            "the hook starts, the retry comes after the lease / in-progress expiry"
+        )
         for name, f in report.crash.items():
             lost = f["keys"] - f["completed"]
-            print(f"     {name:<6} effects completed {f['completed']:.0f}/{f['keys']:.0f} "
-                  f"(lost {lost:.0f}); DynamoDB writes per key {f['writes']:.2f}, "
-                  f"reads {f['reads']:.2f} (crashed delivery + retry)")
+            print(
+                f"     {name:<6} effects completed {f['completed']:.0f}/{f['keys']:.0f} "
+                f"(lost {lost:.0f}); DynamoDB writes per key {f['writes']:.2f}, "
+                f"reads {f['reads']:.2f} (crashed delivery + retry)"
+            )

@@ -67,14 +67,22 @@ def inventory(n: int) -> tuple[Manifest, bytes]:
         k = quote_plus(key_of(i), safe="/")
         if drift_kind(i) == "deleted_but_live":
             w.writerow([BUCKET, k, f"m{i}", "true", "true", "", "2026-01-01T00:00:00.000Z", ""])
-            w.writerow([BUCKET, k, f"v{i}", "false", "false", "5", "2025-12-31T00:00:00.000Z",
-                        etag_of(i)])
+            w.writerow(
+                [BUCKET, k, f"v{i}", "false", "false", "5", "2025-12-31T00:00:00.000Z", etag_of(i)]
+            )
         else:
-            w.writerow([BUCKET, k, f"v{i}", "true", "false", "5", "2025-12-31T00:00:00.000Z",
-                        etag_of(i)])
+            w.writerow(
+                [BUCKET, k, f"v{i}", "true", "false", "5", "2025-12-31T00:00:00.000Z", etag_of(i)]
+            )
     data = gzip.compress(out.getvalue().encode(), compresslevel=1)
-    manifest = Manifest(BUCKET, "inv", 1_800_000_000_000, "CSV",
-                        tuple(c.strip() for c in SCHEMA.split(",")), ("data.csv.gz",))
+    manifest = Manifest(
+        BUCKET,
+        "inv",
+        1_800_000_000_000,
+        "CSV",
+        tuple(c.strip() for c in SCHEMA.split(",")),
+        ("data.csv.gz",),
+    )
     return manifest, data
 
 
@@ -82,11 +90,18 @@ def ledger_item(i: int) -> dict[str, Any] | None:
     kind = drift_kind(i)
     if kind == "missing":
         return None
-    return {"pk": {"S": f"{BUCKET}/{key_of(i)}"}, "bucket": {"S": BUCKET},
-            "key": {"S": key_of(i)}, "state": {"S": "present"}, "version_id": {"S": f"v{i}"},
-            "etag": {"S": etag_of(i, kind == "content_mismatch")},
-            "updated_at": {"N": "1700000000000"}, "seq": {"S": "00" + "0" * 62},
-            "rev": {"N": "1"}, "observed": {"BOOL": False}}
+    return {
+        "pk": {"S": f"{BUCKET}/{key_of(i)}"},
+        "bucket": {"S": BUCKET},
+        "key": {"S": key_of(i)},
+        "state": {"S": "present"},
+        "version_id": {"S": f"v{i}"},
+        "etag": {"S": etag_of(i, kind == "content_mismatch")},
+        "updated_at": {"N": "1700000000000"},
+        "seq": {"S": "00" + "0" * 62},
+        "rev": {"N": "1"},
+        "observed": {"BOOL": False},
+    }
 
 
 class FakeDynamoHttp:
@@ -116,8 +131,9 @@ class FakeDynamoHttp:
         while i < self.n and size < PAGE_BYTES:
             item = ledger_item(i)
             if item is not None:
-                projected = {k: item[k] for k in ("key", "state", "version_id", "etag",
-                                                  "updated_at")}
+                projected = {
+                    k: item[k] for k in ("key", "state", "version_id", "etag", "updated_at")
+                }
                 items.append(projected)
                 size += ITEM_BYTES
             last = i
@@ -137,8 +153,9 @@ class _Raw:
 
 
 def _client(fake: FakeDynamoHttp) -> Any:
-    client = boto3.client("dynamodb", region_name="us-east-1", aws_access_key_id="x",
-                          aws_secret_access_key="x")
+    client = boto3.client(
+        "dynamodb", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
     client.meta.events.register("before-send.dynamodb", fake)
     return client
 
@@ -146,14 +163,21 @@ def _client(fake: FakeDynamoHttp) -> Any:
 def ours(n: int) -> dict[str, Any]:
     manifest, data = inventory(n)
     fake = FakeDynamoHttp(n)
-    reconciler = Reconciler(s3=None, dynamodb=_client(fake), sqs=None, bucket=BUCKET,
-                            table="ledger", queue_url="unused")
+    reconciler = Reconciler(
+        s3=None, dynamodb=_client(fake), sqs=None, bucket=BUCKET, table="ledger", queue_url="unused"
+    )
     report = ReconcileReport(source="inventory", bucket=BUCKET, prefix="", dry_run=True)
     started = time.perf_counter()
     truth = bucket_truth(read_rows(manifest, data))
-    drifts = list(diff(truth, reconciler.scan_ledger(report, lambda p, c: None),
-                       taken_at_ms=manifest.created_ms, compare_versions=True,
-                       compare_etags=True))
+    drifts = list(
+        diff(
+            truth,
+            reconciler.scan_ledger(report, lambda p, c: None),
+            taken_at_ms=manifest.created_ms,
+            compare_versions=True,
+            compare_etags=True,
+        )
+    )
     elapsed = time.perf_counter() - started
     kinds: dict[str, int] = {}
     for d in drifts:
@@ -172,8 +196,9 @@ def baseline(n: int) -> dict[str, Any]:
         if row[3] != "true":
             continue
         key = unquote_plus(row[1])
-        item = client.get_item(TableName="ledger", Key={"pk": {"S": f"{BUCKET}/{key}"}},
-                               ConsistentRead=True).get("Item")
+        item = client.get_item(
+            TableName="ledger", Key={"pk": {"S": f"{BUCKET}/{key}"}}, ConsistentRead=True
+        ).get("Item")
         visible = row[4] != "true"
         kind = None
         if item is None or item["state"]["S"] != "present":
@@ -184,8 +209,7 @@ def baseline(n: int) -> dict[str, Any]:
             kind = "content_mismatch"
         if kind:
             kinds[kind] = kinds.get(kind, 0) + 1
-    return {"seconds": time.perf_counter() - started, "requests": fake.requests,
-            "drift": kinds}
+    return {"seconds": time.perf_counter() - started, "requests": fake.requests, "drift": kinds}
 
 
 def _child(name: str, n: int, conn: Any) -> None:
@@ -211,14 +235,20 @@ def run(rows: int = 1_000_000, baseline_rows: int | None = None) -> None:
     base = _run_child("baseline", base_n)
     base_seconds = base["seconds"] * rows / base_n
     mine_requests = sum(mine["requests"].values())
-    print(f"   rows {rows:,} (1% drift); ours: {mine['seconds']:.1f} s, peak "
-          f"{mine['peak_mib']:.0f} MiB, ledger requests {mine['requests']} = "
-          f"{mine_requests / rows:.5f} per key")
+    print(
+        f"   rows {rows:,} (1% drift); ours: {mine['seconds']:.1f} s, peak "
+        f"{mine['peak_mib']:.0f} MiB, ledger requests {mine['requests']} = "
+        f"{mine_requests / rows:.5f} per key"
+    )
     print(f"   ours found {json.dumps(mine['drift'], sort_keys=True)}")
     scaled = "" if base_n == rows else f" (measured on {base_n:,} rows, scaled)"
-    print(f"   baseline (csv + GetItem per key): {base_seconds:.1f} s{scaled}, peak "
-          f"{base['peak_mib']:.0f} MiB, {sum(base['requests'].values()) / base_n:.3f} "
-          f"requests per key; found {json.dumps(base['drift'], sort_keys=True)}")
-    print(f"   speed-up {base_seconds / mine['seconds']:.1f}x  (target >= 5); peak "
-          f"{mine['peak_mib'] / 1024:.2f} GiB (target < 1.5); requests per key "
-          f"{mine_requests / rows:.5f} (target < 0.01)")
+    print(
+        f"   baseline (csv + GetItem per key): {base_seconds:.1f} s{scaled}, peak "
+        f"{base['peak_mib']:.0f} MiB, {sum(base['requests'].values()) / base_n:.3f} "
+        f"requests per key; found {json.dumps(base['drift'], sort_keys=True)}"
+    )
+    print(
+        f"   speed-up {base_seconds / mine['seconds']:.1f}x  (target >= 5); peak "
+        f"{mine['peak_mib'] / 1024:.2f} GiB (target < 1.5); requests per key "
+        f"{mine_requests / rows:.5f} (target < 0.01)"
+    )

@@ -31,8 +31,9 @@ DUPLICATE = 0.2
 ROUND = 400  # S3 operations per delivery round (moto's SQS costs O(queue length) per send)
 
 
-def _workload(rt: LocalRuntime, target_events: int, seed: int,
-              version_deletes: bool) -> tuple[list[Any], int]:
+def _workload(
+    rt: LocalRuntime, target_events: int, seed: int, version_deletes: bool
+) -> tuple[list[Any], int]:
     """Rounds of S3 operations, each delivered under chaos and drained; returns the emitted
     events and the deliveries made."""
     rng = random.Random(seed)
@@ -62,8 +63,9 @@ def _workload(rt: LocalRuntime, target_events: int, seed: int,
 
 def _count_calls(client: Any) -> Counter[str]:
     calls: Counter[str] = Counter()
-    client.meta.events.register("before-call.dynamodb",
-                                lambda model, **_: calls.update([model.name]))
+    client.meta.events.register(
+        "before-call.dynamodb", lambda model, **_: calls.update([model.name])
+    )
     return calls
 
 
@@ -77,24 +79,39 @@ def _baseline(emu: Emulator, events: list[dict[str, Any]]) -> tuple[Counter[str]
 
     ddb = emu.client("dynamodb")
     for name, key in (("idempotency", "id"), ("baseline-ledger", "pk")):
-        ddb.create_table(TableName=name, BillingMode="PAY_PER_REQUEST",
-                         KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
-                         AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}])
+        ddb.create_table(
+            TableName=name,
+            BillingMode="PAY_PER_REQUEST",
+            KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+        )
     calls = _count_calls(ddb)
     layer = DynamoDBPersistenceLayer(table_name="idempotency", boto3_client=ddb)
 
-    @idempotent_function(data_keyword_argument="event", persistence_store=layer,
-                         config=IdempotencyConfig(event_key_jmespath="[bucket, key, sequencer]"))
+    @idempotent_function(
+        data_keyword_argument="event",
+        persistence_store=layer,
+        config=IdempotencyConfig(event_key_jmespath="[bucket, key, sequencer]"),
+    )
     def ingest(event: dict[str, Any]) -> dict[str, Any]:
-        ddb.put_item(TableName="baseline-ledger", Item={
-            "pk": {"S": f"{event['bucket']}/{event['key']}"},
-            "seq": {"S": event["sequencer"]}})
+        ddb.put_item(
+            TableName="baseline-ledger",
+            Item={
+                "pk": {"S": f"{event['bucket']}/{event['key']}"},
+                "seq": {"S": event["sequencer"]},
+            },
+        )
         return {"ok": True}
 
     for e in events:
         obj = e["detail"]["object"]
-        ingest(event={"bucket": e["detail"]["bucket"]["name"], "key": obj["key"],
-                      "sequencer": obj["sequencer"]})
+        ingest(
+            event={
+                "bucket": e["detail"]["bucket"]["name"],
+                "key": obj["key"],
+                "sequencer": obj["sequencer"],
+            }
+        )
     return calls, len(events)
 
 
@@ -114,18 +131,23 @@ def run(target_events: int, seed: int, version_deletes: bool = True) -> None:
     base_writes = sum(n for op, n in base_calls.items() if op in WRITES)
     base_reads = sum(n for op, n in base_calls.items() if op in READS)
     print(f"   deletes of single versions in the workload: {version_deletes}")
-    print(f"   S3 operations {len(emitted)}, events delivered {delivered}, "
-          f"records processed {processed}")
+    print(
+        f"   S3 operations {len(emitted)}, events delivered {delivered}, "
+        f"records processed {processed}"
+    )
     print(f"   outcomes {json.dumps(dict(sorted(counts.items())))}")
     print(f"   DynamoDB calls {json.dumps(dict(sorted(calls.items())))}")
     print(f"   writes per sequenced event  {writes / processed:6.3f}  (target 1.00)")
     print(f"   reads per sequenced event   {reads / processed:6.3f}  (target 0.00)")
-    print(f"   S3 HEADs per event          {heads / processed:6.3f}  "
-          "(deletes of one version only)")
+    print(f"   S3 HEADs per event          {heads / processed:6.3f}  (deletes of one version only)")
     print(f"   converged                   {converged}")
     print(f"   baseline (Powertools idempotency + ledger PutItem), {base_events} deliveries:")
     print(f"     DynamoDB calls {json.dumps(dict(sorted(base_calls.items())))}")
-    print(f"     writes per event {base_writes / base_events:6.3f}, "
-          f"reads per event {base_reads / base_events:6.3f}")
-    print(f"   ratio of writes (s3ingest / baseline) "
-          f"{(writes / processed) / (base_writes / base_events):6.3f}")
+    print(
+        f"     writes per event {base_writes / base_events:6.3f}, "
+        f"reads per event {base_reads / base_events:6.3f}"
+    )
+    print(
+        f"   ratio of writes (s3ingest / baseline) "
+        f"{(writes / processed) / (base_writes / base_events):6.3f}"
+    )

@@ -17,8 +17,14 @@ TERMINAL_JOB = ("Complete", "Failed", "Cancelled")
 TERMINAL_EXECUTION = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
 
 
-def start_backfill(sfn: Any, state_machine_arn: str, *, manifest: str | None = None,
-                   max_failures: int = 0, name: str | None = None) -> str:
+def start_backfill(
+    sfn: Any,
+    state_machine_arn: str,
+    *,
+    manifest: str | None = None,
+    max_failures: int = 0,
+    name: str | None = None,
+) -> str:
     """Start one backfill execution; return its ARN.
 
     Parameters
@@ -33,10 +39,11 @@ def start_backfill(sfn: Any, state_machine_arn: str, *, manifest: str | None = N
     payload: dict[str, Any] = {"maxFailures": max_failures}
     if manifest:
         payload["manifest"] = manifest
-    resp = sfn.start_execution(stateMachineArn=state_machine_arn,
-                               name=name or time.strftime("backfill-%Y%m%dT%H%M%SZ",
-                                                          time.gmtime()),
-                               input=json.dumps(payload))
+    resp = sfn.start_execution(
+        stateMachineArn=state_machine_arn,
+        name=name or time.strftime("backfill-%Y%m%dT%H%M%SZ", time.gmtime()),
+        input=json.dumps(payload),
+    )
     return str(resp["executionArn"])
 
 
@@ -49,13 +56,16 @@ def latest_execution(sfn: Any, state_machine_arn: str) -> str | None:
 
 def job_id_of(sfn: Any, execution_arn: str) -> str | None:
     """The Batch Operations job id the execution created (None before CreateJob ran)."""
-    pages = sfn.get_paginator("get_execution_history").paginate(executionArn=execution_arn,
-                                                                reverseOrder=True)
+    pages = sfn.get_paginator("get_execution_history").paginate(
+        executionArn=execution_arn, reverseOrder=True
+    )
     for page in pages:
         for event in page.get("events", []):
             details = event.get("taskSucceededEventDetails") or {}
-            if details.get("resourceType") == "aws-sdk:s3control" and \
-                    details.get("resource") == "createJob":
+            if (
+                details.get("resourceType") == "aws-sdk:s3control"
+                and details.get("resource") == "createJob"
+            ):
                 return str(json.loads(details["output"])["JobId"])
     return None
 
@@ -70,22 +80,33 @@ def backfill_status(sfn: Any, s3control: Any, execution_arn: str) -> dict[str, A
         "report", "output"}`` (job fields None before the job exists).
     """
     desc = sfn.describe_execution(executionArn=execution_arn)
-    out: dict[str, Any] = {"execution": execution_arn, "status": desc["status"], "jobId": None,
-                           "jobStatus": None, "total": None, "succeeded": None, "failed": None,
-                           "report": None,
-                           "output": json.loads(desc["output"]) if desc.get("output") else None}
+    out: dict[str, Any] = {
+        "execution": execution_arn,
+        "status": desc["status"],
+        "jobId": None,
+        "jobStatus": None,
+        "total": None,
+        "succeeded": None,
+        "failed": None,
+        "report": None,
+        "output": json.loads(desc["output"]) if desc.get("output") else None,
+    }
     job_id = job_id_of(sfn, execution_arn)
     if job_id:
         account = execution_arn.split(":")[4]
         job = s3control.describe_job(AccountId=account, JobId=job_id)["Job"]
         progress = job.get("ProgressSummary", {})
         report = job.get("Report", {})
-        out.update(jobId=job_id, jobStatus=job.get("Status"),
-                   total=progress.get("TotalNumberOfTasks"),
-                   succeeded=progress.get("NumberOfTasksSucceeded"),
-                   failed=progress.get("NumberOfTasksFailed"),
-                   report=f"{report.get('Bucket', '')}/{report.get('Prefix', '')}/job-{job_id}/"
-                   if report.get("Enabled") else None)
+        out.update(
+            jobId=job_id,
+            jobStatus=job.get("Status"),
+            total=progress.get("TotalNumberOfTasks"),
+            succeeded=progress.get("NumberOfTasksSucceeded"),
+            failed=progress.get("NumberOfTasksFailed"),
+            report=f"{report.get('Bucket', '')}/{report.get('Prefix', '')}/job-{job_id}/"
+            if report.get("Enabled")
+            else None,
+        )
     elif isinstance(out["output"], dict):  # the distributed-map engine reports its totals
         out.update({k: out["output"].get(k) for k in ("total", "succeeded", "failed")})
     return out

@@ -41,15 +41,20 @@ def _plain_argument_help() -> None:
 _plain_argument_help()
 
 app = typer.Typer(
-    name="s3ingest", no_args_is_help=True, rich_markup_mode=None,
+    name="s3ingest",
+    no_args_is_help=True,
+    rich_markup_mode=None,
     help="Turn S3's at-least-once, unordered events into a correct per-key ledger.\n\n"
-         "Deploy the CDK app with `npx cdk deploy`; try everything locally first with "
-         "`s3ingest local demo`.",
+    "Deploy the CDK app with `npx cdk deploy`; try everything locally first with "
+    "`s3ingest local demo`.",
 )
-local_app = typer.Typer(no_args_is_help=True, help="Run the pipeline on an embedded AWS "
-                        "emulator (moto), no AWS account needed.")
-app.add_typer(local_app, name="local",
-              short_help="Run the pipeline on an embedded emulator (no AWS).")
+local_app = typer.Typer(
+    no_args_is_help=True,
+    help="Run the pipeline on an embedded AWS emulator (moto), no AWS account needed.",
+)
+app.add_typer(
+    local_app, name="local", short_help="Run the pipeline on an embedded emulator (no AWS)."
+)
 
 
 def _print_version(value: bool) -> None:
@@ -71,20 +76,37 @@ _aws_options = AwsOptions()
 
 @app.callback()
 def _main(
-    show_version: Annotated[bool | None, typer.Option(
-        "--version", callback=_print_version, is_eager=True,
-        help="Print the s3ingest version and exit.")] = None,
-    profile: Annotated[str | None, typer.Option(
-        metavar="NAME",
-        help="AWS profile for the credentials and region (default: the AWS default chain, "
-             "which reads AWS_PROFILE).")] = None,
-    region: Annotated[str | None, typer.Option(
-        metavar="REGION",
-        help="AWS region (default: AWS_REGION, then AWS_DEFAULT_REGION, then the "
-             "profile's).")] = None,
-    debug: Annotated[bool, typer.Option(
-        "--debug", help="Log every AWS request and response (botocore's wire log) to "
-                        "standard error.")] = False,
+    show_version: Annotated[
+        bool | None,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the s3ingest version and exit.",
+        ),
+    ] = None,
+    profile: Annotated[
+        str | None,
+        typer.Option(
+            metavar="NAME",
+            help="AWS profile for the credentials and region (default: the AWS default chain, "
+            "which reads AWS_PROFILE).",
+        ),
+    ] = None,
+    region: Annotated[
+        str | None,
+        typer.Option(
+            metavar="REGION",
+            help="AWS region (default: AWS_REGION, then AWS_DEFAULT_REGION, then the profile's).",
+        ),
+    ] = None,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug",
+            help="Log every AWS request and response (botocore's wire log) to standard error.",
+        ),
+    ] = False,
 ) -> None:
     # Options of the command itself (the help text is the Typer app's).
     _aws_options.profile = profile
@@ -97,6 +119,7 @@ def _main(
 
         boto3.set_stream_logger("botocore", logging.DEBUG)
 
+
 console = Console(stderr=True, soft_wrap=True)
 out = Console()
 
@@ -105,34 +128,67 @@ EXIT_UNHEALTHY, EXIT_USAGE, EXIT_AWS = 1, 2, 3
 #: Where the stack name comes from when --stack is not given (the functions' own variable).
 STACK_ENV = STACK_ENV_NAME
 _STACK_HELP = "Deployed stack name (S3Ingest-<stage>); default: $S3INGEST_STACK."
-Stack = Annotated[str, typer.Option(metavar="NAME", envvar=STACK_ENV, show_envvar=False,
-                                    help=_STACK_HELP)]
-StackOrLocal = Annotated[str | None, typer.Option(
-    metavar="NAME", envvar=STACK_ENV, show_envvar=False,
-    help=_STACK_HELP + " Uses your AWS credentials.")]
+Stack = Annotated[
+    str, typer.Option(metavar="NAME", envvar=STACK_ENV, show_envvar=False, help=_STACK_HELP)
+]
+StackOrLocal = Annotated[
+    str | None,
+    typer.Option(
+        metavar="NAME",
+        envvar=STACK_ENV,
+        show_envvar=False,
+        help=_STACK_HELP + " Uses your AWS credentials.",
+    ),
+]
 AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
 
 
 @local_app.command("demo", short_help="The live pipeline under chaotic delivery.")
 def demo(
-    rounds: Annotated[int, typer.Option(
-        min=1, max=50, metavar="N",
-        help="Rounds of puts, overwrites and deletes over the hostile keys.")] = 3,
-    seed: Annotated[int, typer.Option(
-        metavar="N", help="Seed of the workload and the chaos.")] = 7,
-    duplicate: Annotated[float, typer.Option(
-        min=0.0, max=1.0, metavar="P",
-        help="Probability that an event is delivered more than once.")] = 0.3,
-    drop: Annotated[float, typer.Option(
-        min=0.0, max=1.0, metavar="P",
-        help="Probability that an event is lost for good (reconciliation repairs it).")] = 0.1,
-    reconcile: Annotated[str, typer.Option(
-        metavar="SOURCE",
-        help="Reconciliation at the end: inventory, listing or none.")] = "inventory",
-    crash: Annotated[float, typer.Option(
-        min=0.0, max=1.0, metavar="P",
-        help="Probability that a worker is killed after the processor's effect, before its "
-             "commit (the effect must run again).")] = 0.05,
+    rounds: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=50,
+            metavar="N",
+            help="Rounds of puts, overwrites and deletes over the hostile keys.",
+        ),
+    ] = 3,
+    seed: Annotated[int, typer.Option(metavar="N", help="Seed of the workload and the chaos.")] = 7,
+    duplicate: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            metavar="P",
+            help="Probability that an event is delivered more than once.",
+        ),
+    ] = 0.3,
+    drop: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            metavar="P",
+            help="Probability that an event is lost for good (reconciliation repairs it).",
+        ),
+    ] = 0.1,
+    reconcile: Annotated[
+        str,
+        typer.Option(
+            metavar="SOURCE", help="Reconciliation at the end: inventory, listing or none."
+        ),
+    ] = "inventory",
+    crash: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            metavar="P",
+            help="Probability that a worker is killed after the processor's effect, before its "
+            "commit (the effect must run again).",
+        ),
+    ] = 0.05,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Run the live pipeline locally under duplicated, reordered and lossy delivery, with the
@@ -144,19 +200,36 @@ def demo(
     if reconcile not in ("inventory", "listing", "none"):
         raise typer.BadParameter("must be inventory, listing or none", param_hint="--reconcile")
 
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console, transient=True,
-                  disable=as_json) as bar:
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=as_json,
+    ) as bar:
         task = bar.add_task("starting the emulator", total=None)
 
         def on_progress(phase: str, done: int, total: int) -> None:
-            bar.update(task, description=f"{phase}: records processed", completed=done,
-                       total=max(total, done))
+            bar.update(
+                task,
+                description=f"{phase}: records processed",
+                completed=done,
+                total=max(total, done),
+            )
 
-        report = run_demo(DemoOptions(rounds=rounds, seed=seed, duplicate=duplicate, drop=drop,
-                                      reconcile=None if reconcile == "none" else reconcile,
-                                      crash=crash),
-                          on_progress=on_progress)
+        report = run_demo(
+            DemoOptions(
+                rounds=rounds,
+                seed=seed,
+                duplicate=duplicate,
+                drop=drop,
+                reconcile=None if reconcile == "none" else reconcile,
+                crash=crash,
+            ),
+            on_progress=on_progress,
+        )
     if as_json:
         out.print_json(json.dumps(report))
     else:
@@ -171,27 +244,35 @@ def _render_demo(report: dict[str, Any]) -> None:
     for outcome, count in report["outcomes"].items():
         table.add_row(outcome, str(count))
     out.print(table)
-    out.print(f"bucket {report['bucket']}: S3 operations {report['operations']}; events "
-              f"delivered (with duplicates and extras) {report['events_delivered']}; handler "
-              f"invocations {report['invocations']}")
+    out.print(
+        f"bucket {report['bucket']}: S3 operations {report['operations']}; events "
+        f"delivered (with duplicates and extras) {report['events_delivered']}; handler "
+        f"invocations {report['invocations']}"
+    )
     print_reconciliation = report.get("reconciliation")
-    out.print(f"events lost for good: {report['events_dropped']}; ledger differences before "
-              f"reconciliation: {report['differences_before_reconciliation']}")
+    out.print(
+        f"events lost for good: {report['events_dropped']}; ledger differences before "
+        f"reconciliation: {report['differences_before_reconciliation']}"
+    )
     if print_reconciliation:
         _render_reconciliation(print_reconciliation)
     for m in report["dead_letter_queue"]:
         out.print(f"dead-letter queue: reason={m['reason']} body={m['body']!r}")
-    out.print(f"ledger rows: {report['ledger_rows']}; visible objects: "
-              f"{report['visible_objects']}")
+    out.print(f"ledger rows: {report['ledger_rows']}; visible objects: {report['visible_objects']}")
     fx = report.get("effects")
     if fx and fx["processor"]:
-        out.print(f"effects ({fx['processor']}): {fx['effects_run']} runs, "
-                  f"{fx['crashes_injected']} killed before their commit; change events "
-                  f"published: {fx['change_events']} ({fx['change_events_unique']} distinct ids; "
-                  + ", ".join(f"{k}: {v}" for k, v in fx["change_events_by_type"].items()) + ")")
+        out.print(
+            f"effects ({fx['processor']}): {fx['effects_run']} runs, "
+            f"{fx['crashes_injected']} killed before their commit; change events "
+            f"published: {fx['change_events']} ({fx['change_events_unique']} distinct ids; "
+            + ", ".join(f"{k}: {v}" for k, v in fx["change_events_by_type"].items())
+            + ")"
+        )
     if report["converged"]:
-        out.print("[bold green]CONVERGED[/]: the ledger equals the bucket"
-                  + ("; every sidecar matches its object" if fx and fx["processor"] else ""))
+        out.print(
+            "[bold green]CONVERGED[/]: the ledger equals the bucket"
+            + ("; every sidecar matches its object" if fx and fx["processor"] else "")
+        )
     else:
         out.print("[bold red]NOT CONVERGED[/]:")
         for d in report["differences"]:
@@ -199,18 +280,26 @@ def _render_demo(report: dict[str, Any]) -> None:
 
 
 def _render_reconciliation(rep: dict[str, Any]) -> None:
-    table = Table(title=f"reconciliation ({rep['source']}"
-                        + (", dry run)" if rep["dry_run"] else ")"))
+    table = Table(
+        title=f"reconciliation ({rep['source']}" + (", dry run)" if rep["dry_run"] else ")")
+    )
     table.add_column("figure")
     table.add_column("value", justify="right")
-    rows = [("bucket rows read", rep["bucket_rows"]), ("bucket keys", rep["bucket_keys"]),
-            ("ledger rows", rep["ledger_rows"]), ("ledger requests", rep["ledger_requests"]),
-            ("skipped (changed after the snapshot)", rep["skipped_recent"])]
+    rows = [
+        ("bucket rows read", rep["bucket_rows"]),
+        ("bucket keys", rep["bucket_keys"]),
+        ("ledger rows", rep["ledger_rows"]),
+        ("ledger requests", rep["ledger_requests"]),
+        ("skipped (changed after the snapshot)", rep["skipped_recent"]),
+    ]
     rows += [(f"drift: {kind}", n) for kind, n in rep["drift"].items()]
-    rows += [("effects pending (re-run by a repair)", rep.get("pending_effects", 0)),
-             ("effects behind the row (re-run by a repair)", rep.get("effects_behind", 0)),
-             ("resolved on HEAD", rep["resolved_on_head"]),
-             ("repairs queued", rep["repairs_queued"]), ("seconds", rep["duration_s"])]
+    rows += [
+        ("effects pending (re-run by a repair)", rep.get("pending_effects", 0)),
+        ("effects behind the row (re-run by a repair)", rep.get("effects_behind", 0)),
+        ("resolved on HEAD", rep["resolved_on_head"]),
+        ("repairs queued", rep["repairs_queued"]),
+        ("seconds", rep["duration_s"]),
+    ]
     for name, value in rows:
         table.add_row(name, str(value))
     out.print(table)
@@ -218,8 +307,12 @@ def _render_reconciliation(rep: dict[str, Any]) -> None:
 
 @local_app.command("scenario", short_help="Run a JSON Lines scenario file.")
 def scenario(
-    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True,
-                                         help="JSON Lines scenario (format: README).")],
+    file: Annotated[
+        Path,
+        typer.Argument(
+            exists=True, dir_okay=False, readable=True, help="JSON Lines scenario (format: README)."
+        ),
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Run a scenario file on a fresh local deployment and print what happened: messages, the
@@ -242,15 +335,23 @@ def scenario(
     for col in ("step", "delivered at", "event", "outcome", "reason", "key", "sequencer"):
         msgs.add_column(col, overflow="fold")  # wrapped, never cut: read whole by operators
     for m in result["messages"]:
-        msgs.add_row(str(m["step"]), str(m["delivered_at"]), str(m["event"]), m["outcome"],
-                     m["reason"], repr(m["key"]), str(m["sequencer"]))
+        msgs.add_row(
+            str(m["step"]),
+            str(m["delivered_at"]),
+            str(m["event"]),
+            m["outcome"],
+            m["reason"],
+            repr(m["key"]),
+            str(m["sequencer"]),
+        )
     out.print(msgs)
     ledger = Table(title="ledger")
     for col in ("key", "state", "sequencer", "version_id", "etag"):
         ledger.add_column(col, overflow="fold")
     for r in result["ledger"]:
-        ledger.add_row(repr(r["key"]), r["state"], str(r["sequencer"]), str(r["version_id"]),
-                       str(r["etag"]))
+        ledger.add_row(
+            repr(r["key"]), r["state"], str(r["sequencer"]), str(r["version_id"]), str(r["etag"])
+        )
     out.print(ledger)
     for rep in result["reconciliations"]:
         out.print(f"line {rep['step']}:")
@@ -263,9 +364,15 @@ def scenario(
         for col in ("step", "key", "kind", "sequencer", "change id", "token", "then"):
             fx.add_column(col, overflow="fold")  # ids are matched by eye: never cut them
         for e in result["effects"]:
-            fx.add_row(str(e["step"]), repr(e["key"]), e["kind"], str(e["sequencer"]),
-                       e["id"], str(e["token"]),
-                       "killed before commit" if e["crashed_before_commit"] else "committed")
+            fx.add_row(
+                str(e["step"]),
+                repr(e["key"]),
+                e["kind"],
+                str(e["sequencer"]),
+                e["id"],
+                str(e["token"]),
+                "killed before commit" if e["crashed_before_commit"] else "committed",
+            )
         out.print(fx)
     if result["changes"]:
         ch = Table(title="change stream (events a subscriber received)")
@@ -291,27 +398,48 @@ def scenario(
 @app.command("reconcile", short_help="Compare bucket and ledger; queue repairs.")
 def reconcile_command(
     ctx: typer.Context,
-    source: Annotated[str, typer.Option(metavar="SOURCE",
-                                        help="Where the bucket's truth comes from: inventory "
-                                        "(the newest S3 Inventory report) or listing "
-                                        "(ListObjectVersions; for a prefix or a small bucket).")
-                      ] = "inventory",
-    prefix: Annotated[str, typer.Option(metavar="PREFIX",
-                                        help="Only keys starting with this prefix.")] = "",
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Report the drift; queue no "
-                                          "repair.")] = False,
+    source: Annotated[
+        str,
+        typer.Option(
+            metavar="SOURCE",
+            help="Where the bucket's truth comes from: inventory "
+            "(the newest S3 Inventory report) or listing "
+            "(ListObjectVersions; for a prefix or a small bucket).",
+        ),
+    ] = "inventory",
+    prefix: Annotated[
+        str, typer.Option(metavar="PREFIX", help="Only keys starting with this prefix.")
+    ] = "",
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Report the drift; queue no repair.")
+    ] = False,
     stack: StackOrLocal = None,
-    local: Annotated[bool, typer.Option("--local", help="Run against the local runtime: a "
-                                        "demo workload with lost events, then this "
-                                        "reconciliation.")] = False,
-    manifest: Annotated[str | None, typer.Option(metavar="KEY",
-                                                 help="Inventory manifest.json key (default: "
-                                                 "the newest report).")] = None,
-    margin_seconds: Annotated[int | None, typer.Option(min=0, metavar="SECONDS",
-                                                       help="Skip ledger rows changed "
-                                                       "this long before the snapshot (default "
-                                                       "60 for a listing, 3600 for an "
-                                                       "inventory).")] = None,
+    local: Annotated[
+        bool,
+        typer.Option(
+            "--local",
+            help="Run against the local runtime: a "
+            "demo workload with lost events, then this "
+            "reconciliation.",
+        ),
+    ] = False,
+    manifest: Annotated[
+        str | None,
+        typer.Option(
+            metavar="KEY", help="Inventory manifest.json key (default: the newest report)."
+        ),
+    ] = None,
+    margin_seconds: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            metavar="SECONDS",
+            help="Skip ledger rows changed "
+            "this long before the snapshot (default "
+            "60 for a listing, 3600 for an "
+            "inventory).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Compare the bucket with the ledger and queue a repair event for every difference
@@ -328,23 +456,40 @@ def reconcile_command(
 
         if manifest or margin_seconds is not None:
             raise typer.BadParameter("--manifest and --margin-seconds apply to --stack only")
-        demo = run_demo(DemoOptions(reconcile=source, reconcile_prefix=prefix,
-                                    reconcile_dry_run=dry_run))
-        report = {**demo["reconciliation"], "converged": demo["converged"],
-                  "differences": demo["differences"]}
+        demo = run_demo(
+            DemoOptions(reconcile=source, reconcile_prefix=prefix, reconcile_dry_run=dry_run)
+        )
+        report = {
+            **demo["reconciliation"],
+            "converged": demo["converged"],
+            "differences": demo["differences"],
+        }
     else:
         session, deployed = _deployed(str(stack))
         reconciler = _aws(lambda: deployed.reconciler(session))
         request = ReconcileRequest(
-            source=source, prefix=prefix, dry_run=dry_run, manifest_key=manifest,
-            margin_ms=margin_seconds * 1000 if margin_seconds is not None else None)
-        with Progress(TextColumn("[bold]{task.description}"), TextColumn("{task.completed}"),
-                      TimeElapsedColumn(), console=console, transient=True,
-                      disable=as_json) as bar:
-            tasks = {p: bar.add_task(f"{p} rows", total=None)
-                     for p in ("bucket", "ledger", "confirm")}
-            report = _aws(lambda: reconciler.run(
-                request, lambda phase, n: bar.advance(tasks[phase], n)).as_dict())
+            source=source,
+            prefix=prefix,
+            dry_run=dry_run,
+            manifest_key=manifest,
+            margin_ms=margin_seconds * 1000 if margin_seconds is not None else None,
+        )
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            TextColumn("{task.completed}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+            disable=as_json,
+        ) as bar:
+            tasks = {
+                p: bar.add_task(f"{p} rows", total=None) for p in ("bucket", "ledger", "confirm")
+            }
+            report = _aws(
+                lambda: reconciler.run(
+                    request, lambda phase, n: bar.advance(tasks[phase], n)
+                ).as_dict()
+            )
     if as_json:
         sys.stdout.write(json.dumps(report) + "\n")
     else:
@@ -352,31 +497,47 @@ def reconcile_command(
         for sample in report["samples"]:
             out.print(f"  {sample['kind']}: {sample['key']!r}")
         if "converged" in report:
-            out.print("ledger equals bucket after the repairs: "
-                      + ("[green]yes[/]" if report["converged"] else "[red]no[/]"))
+            out.print(
+                "ledger equals bucket after the repairs: "
+                + ("[green]yes[/]" if report["converged"] else "[red]no[/]")
+            )
 
 
-backfill_app = typer.Typer(no_args_is_help=True, help="Bring objects that existed before the "
-                           "pipeline into the ledger: an S3 Batch Operations job over the "
-                           "newest S3 Inventory report, through the same ledger rules.")
-app.add_typer(backfill_app, name="backfill",
-              short_help="Bring pre-existing objects into the ledger.")
+backfill_app = typer.Typer(
+    no_args_is_help=True,
+    help="Bring objects that existed before the "
+    "pipeline into the ledger: an S3 Batch Operations job over the "
+    "newest S3 Inventory report, through the same ledger rules.",
+)
+app.add_typer(
+    backfill_app, name="backfill", short_help="Bring pre-existing objects into the ledger."
+)
 
 
 @backfill_app.command("start", short_help="Start a backfill of pre-existing objects.")
 def backfill_start(
     ctx: typer.Context,
-    manifest: Annotated[str | None, typer.Option(metavar="KEY",
-                                                 help="Inventory manifest.json key in the "
-                                                 "stack's inventory bucket (default: newest).")
-                        ] = None,
-    max_failures: Annotated[int, typer.Option(min=0, metavar="N",
-                                              help="Fail the backfill when more tasks "
-                                              "than this fail.")] = 0,
+    manifest: Annotated[
+        str | None,
+        typer.Option(
+            metavar="KEY",
+            help="Inventory manifest.json key in the stack's inventory bucket (default: newest).",
+        ),
+    ] = None,
+    max_failures: Annotated[
+        int,
+        typer.Option(min=0, metavar="N", help="Fail the backfill when more tasks than this fail."),
+    ] = 0,
     stack: StackOrLocal = None,
-    local: Annotated[bool, typer.Option("--local", help="Run on the local runtime: objects "
-                                        "that predate the pipeline, a backfill, live traffic "
-                                        "at the same time.")] = False,
+    local: Annotated[
+        bool,
+        typer.Option(
+            "--local",
+            help="Run on the local runtime: objects "
+            "that predate the pipeline, a backfill, live traffic "
+            "at the same time.",
+        ),
+    ] = False,
     wait: Annotated[bool, typer.Option(help="Follow the job until it ends.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
@@ -390,23 +551,37 @@ def backfill_start(
         if manifest or not wait:
             raise typer.BadParameter("--manifest and --no-wait apply to --stack only")
 
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                      MofNCompleteColumn(), TimeElapsedColumn(), console=console,
-                      transient=True, disable=as_json) as bar:
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+            disable=as_json,
+        ) as bar:
             task = bar.add_task("starting the emulator", total=None)
-            report = run_backfill_demo(on_progress=lambda phase, done, total: bar.update(
-                task, description=phase, completed=done, total=total))
+            report = run_backfill_demo(
+                on_progress=lambda phase, done, total: bar.update(
+                    task, description=phase, completed=done, total=total
+                )
+            )
         if report["failed"] > max_failures:
-            console.print(f"[red]backfill failed:[/] {report['failed']} tasks failed "
-                          f"(more than --max-failures {max_failures})")
+            console.print(
+                f"[red]backfill failed:[/] {report['failed']} tasks failed "
+                f"(more than --max-failures {max_failures})"
+            )
         _emit_backfill(report, as_json)
         raise typer.Exit(0 if report["converged"] and report["failed"] <= max_failures else 1)
     from s3ingest.backfill_ops import start_backfill
 
     session, deployed = _deployed(str(stack))
     (arn,) = _require(deployed, "BackfillStateMachineArn")
-    execution = _aws(lambda: start_backfill(session.client("stepfunctions"), arn,
-                                            manifest=manifest, max_failures=max_failures))
+    execution = _aws(
+        lambda: start_backfill(
+            session.client("stepfunctions"), arn, manifest=manifest, max_failures=max_failures
+        )
+    )
     console.print(f"started {execution}")
     if wait:
         backfill_status(execution=execution, stack=str(stack), watch=True, as_json=as_json)
@@ -417,9 +592,12 @@ def backfill_start(
 @backfill_app.command("status", short_help="Show a backfill's progress.")
 def backfill_status(
     stack: Stack,
-    execution: Annotated[str | None, typer.Argument(metavar="[EXECUTION_ARN]",
-                                                    help="Execution ARN (default: the most "
-                                                    "recent backfill).")] = None,
+    execution: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[EXECUTION_ARN]", help="Execution ARN (default: the most recent backfill)."
+        ),
+    ] = None,
     watch: Annotated[bool, typer.Option(help="Follow the job until it ends.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the status as JSON.")] = False,
 ) -> None:
@@ -442,15 +620,25 @@ def backfill_status(
         if execution is None:
             console.print("no backfill has run yet")
             raise typer.Exit(1)
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console, transient=True,
-                  disable=as_json or not watch) as bar:
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=as_json or not watch,
+    ) as bar:
         task = bar.add_task("backfill tasks", total=None)
         while True:
             status = _aws(lambda: status_of(sfn, s3control, str(execution)))
             done = (status["succeeded"] or 0) + (status["failed"] or 0)
-            bar.update(task, completed=done, total=status["total"],
-                       description=f"job {status['jobStatus'] or 'not created yet'}")
+            bar.update(
+                task,
+                completed=done,
+                total=status["total"],
+                description=f"job {status['jobStatus'] or 'not created yet'}",
+            )
             if not watch or status["status"] in TERMINAL_EXECUTION:
                 break
             _time.sleep(10)
@@ -464,21 +652,33 @@ def _parse_when(value: str, option: str) -> Any:
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError as exc:
-        raise typer.BadParameter(f"{value!r} is not an ISO-8601 time such as "
-                                 "2026-11-30T08:00:00Z", param_hint=option) from exc
+        raise typer.BadParameter(
+            f"{value!r} is not an ISO-8601 time such as 2026-11-30T08:00:00Z", param_hint=option
+        ) from exc
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 @app.command("replay", short_help="Replay archived S3 events of a time window.")
 def replay_command(
-    start: Annotated[str, typer.Option("--from", metavar="TIME",
-                                       help="Window start, ISO-8601 (UTC if no zone).")],
-    end: Annotated[str, typer.Option("--to", metavar="TIME",
-                                     help="Window end, ISO-8601; at least 10 minutes before now "
-                                     "(the archive's ingestion lag).")],
+    start: Annotated[
+        str, typer.Option("--from", metavar="TIME", help="Window start, ISO-8601 (UTC if no zone).")
+    ],
+    end: Annotated[
+        str,
+        typer.Option(
+            "--to",
+            metavar="TIME",
+            help="Window end, ISO-8601; at least 10 minutes before now "
+            "(the archive's ingestion lag).",
+        ),
+    ],
     stack: Stack,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Check the window and show what "
-                                          "would be replayed; start nothing.")] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="Check the window and show what would be replayed; start nothing."
+        ),
+    ] = False,
     wait: Annotated[bool, typer.Option(help="Follow the replay until it ends.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
@@ -507,31 +707,58 @@ def replay_command(
     events = session.client("events")
     bus = _aws(lambda: events.describe_event_bus()["Arn"])
     target = ReplayTarget(archive_arn=archive, bus_arn=bus, rule_arn=rule)
-    result: dict[str, Any] = {"from": window[0].isoformat(), "to": window[1].isoformat(),
-                              "archive": archive, "rule": rule}
+    result: dict[str, Any] = {
+        "from": window[0].isoformat(),
+        "to": window[1].isoformat(),
+        "archive": archive,
+        "rule": rule,
+    }
     try:
         if dry_run:
-            result["archive_event_count"] = _aws(lambda: events.describe_archive(
-                ArchiveName=archive.rsplit("/", 1)[-1]).get("EventCount"))
+            result["archive_event_count"] = _aws(
+                lambda: events.describe_archive(ArchiveName=archive.rsplit("/", 1)[-1]).get(
+                    "EventCount"
+                )
+            )
             result["dry_run"] = True
         else:
             name = _aws(lambda: start_replay(events, target, *window))
             result["replay"] = name
             console.print(f"started replay {name}")
             if wait:
-                with Progress(TextColumn("[bold]{task.description}"), TimeElapsedColumn(),
-                              console=console, transient=True, disable=as_json) as bar:
+                with Progress(
+                    TextColumn("[bold]{task.description}"),
+                    TimeElapsedColumn(),
+                    console=console,
+                    transient=True,
+                    disable=as_json,
+                ) as bar:
                     task = bar.add_task("replaying", total=None)
-                    desc = _aws(lambda: wait_replay(events, name, on_state=lambda d: bar.update(
-                        task, description=f"replay {d['State'].lower()}, last event "
-                        f"{d.get('EventLastReplayedTime', '-')}")))
+                    desc = _aws(
+                        lambda: wait_replay(
+                            events,
+                            name,
+                            on_state=lambda d: bar.update(
+                                task,
+                                description=f"replay {d['State'].lower()}, last event "
+                                f"{d.get('EventLastReplayedTime', '-')}",
+                            ),
+                        )
+                    )
                 result["state"] = desc["State"]
-                result["outcomes_so_far"] = _aws(lambda: replay_outcomes(
-                    session.client("cloudwatch"), deployed.name, desc["ReplayStartTime"],
-                    datetime.now(UTC)))
-                result["note"] = ("replayed records are still being processed while the queue "
-                                  "drains; run `s3ingest status` and look at the dashboard's "
-                                  "replayed_* metrics for the final counts")
+                result["outcomes_so_far"] = _aws(
+                    lambda: replay_outcomes(
+                        session.client("cloudwatch"),
+                        deployed.name,
+                        desc["ReplayStartTime"],
+                        datetime.now(UTC),
+                    )
+                )
+                result["note"] = (
+                    "replayed records are still being processed while the queue "
+                    "drains; run `s3ingest status` and look at the dashboard's "
+                    "replayed_* metrics for the final counts"
+                )
     except OperationError as exc:  # the replay failed or was cancelled
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(EXIT_UNHEALTHY) from exc
@@ -545,14 +772,18 @@ def replay_command(
 @app.command("redrive", short_help="Inspect the dead-letter queue and redrive it.")
 def redrive_command(
     stack: Stack,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count and classify the DLQ; move "
-                                          "nothing.")] = False,
-    max_messages: Annotated[int, typer.Option("--max", min=1, metavar="N",
-                                              help="Most messages to look at "
-                                              "or move.")] = 1000,
-    include_invalid: Annotated[bool, typer.Option(help="Also move messages the handler marked "
-                                                  "invalid (they will be invalid again).")
-                               ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Count and classify the DLQ; move nothing.")
+    ] = False,
+    max_messages: Annotated[
+        int, typer.Option("--max", min=1, metavar="N", help="Most messages to look at or move.")
+    ] = 1000,
+    include_invalid: Annotated[
+        bool,
+        typer.Option(
+            help="Also move messages the handler marked invalid (they will be invalid again)."
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Count and classify the ingest dead-letter queue, then move its messages back to the
@@ -572,19 +803,26 @@ def redrive_command(
     result: dict[str, Any] = {"dlq": summary}
     if not dry_run and summary["approximate"]:
         if include_invalid or not summary["invalid_ids"]:
-            arns = [_aws(lambda u=u: sqs.get_queue_attributes(
-                QueueUrl=u, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"])
-                for u in (dlq_url, queue_url)]
+            arns = [
+                _aws(
+                    lambda u=u: sqs.get_queue_attributes(QueueUrl=u, AttributeNames=["QueueArn"])[
+                        "Attributes"
+                    ]["QueueArn"]
+                )
+                for u in (dlq_url, queue_url)
+            ]
             result["task"] = _aws(lambda: redrive_all(sqs, arns[0], arns[1]))
             result["progress"] = _aws(lambda: move_task_status(sqs, arns[0]))
         else:
-            result["moved"] = _aws(lambda: redrive_valid(sqs, dlq_url, queue_url,
-                                                         max_messages=max_messages))
+            result["moved"] = _aws(
+                lambda: redrive_valid(sqs, dlq_url, queue_url, max_messages=max_messages)
+            )
     if as_json:
         sys.stdout.write(to_json(result) + "\n")
         return
-    out.print(f"dead-letter queue: about {summary['approximate']} messages, "
-              f"{summary['sampled']} sampled")
+    out.print(
+        f"dead-letter queue: about {summary['approximate']} messages, {summary['sampled']} sampled"
+    )
     for name in ("by_reason", "by_kind"):
         for k, v in summary[name].items():
             out.print(f"  {name[3:]}: {k}: {v}")
@@ -593,15 +831,18 @@ def redrive_command(
     if "task" in result:
         out.print(f"message-move task started: {result['task']} ({result['progress']})")
     if "moved" in result:
-        out.print(f"moved {result['moved']['moved']}; kept "
-                  f"{result['moved']['kept_invalid']} invalid in the DLQ")
+        out.print(
+            f"moved {result['moved']['moved']}; kept "
+            f"{result['moved']['kept_invalid']} invalid in the DLQ"
+        )
 
 
 @app.command("explain", short_help="Why the ledger says what it says of one key.")
 def explain_command(
     bucket: Annotated[str, typer.Argument(metavar="BUCKET", help="Bucket name.")],
-    key: Annotated[str, typer.Argument(metavar="KEY",
-                                       help="Object key, decoded (as in the bucket).")],
+    key: Annotated[
+        str, typer.Argument(metavar="KEY", help="Object key, decoded (as in the bucket).")
+    ],
     stack: Stack,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
@@ -623,27 +864,52 @@ def explain_command(
     table_.add_column("field")
     table_.add_column("ledger")
     table_.add_column("bucket now")
-    for name in ("state", "version_id", "etag", "size", "sequencer", "observed", "last_event",
-                 "last_reason", "source", "updated_at", "tombstone_expires_at", "revision",
-                 "change_id"):
-        table_.add_row(name, str(result["ledger"].get(name)),
-                       str(result["bucket"].get(name, "") if name != "state" else
-                           ("visible" if result["bucket"]["visible"] else "absent")))
+    for name in (
+        "state",
+        "version_id",
+        "etag",
+        "size",
+        "sequencer",
+        "observed",
+        "last_event",
+        "last_reason",
+        "source",
+        "updated_at",
+        "tombstone_expires_at",
+        "revision",
+        "change_id",
+    ):
+        table_.add_row(
+            name,
+            str(result["ledger"].get(name)),
+            str(
+                result["bucket"].get(name, "")
+                if name != "state"
+                else ("visible" if result["bucket"]["visible"] else "absent")
+            ),
+        )
     out.print(table_)
     out.print(result["verdict"])
     effect = result["effect"]
     if effect is not None:
-        out.print(f"processor effect of this change: {effect['status']} (fencing token "
-                  f"{effect['fencing_token']}"
-                  + (f", lease until {effect['lease_until']}" if effect["lease_until"] else "")
-                  + ")" + ("; behind the row: a reconciliation re-runs it (runbook: "
-                           "effects-behind)" if effect["behind"] else ""))
+        out.print(
+            f"processor effect of this change: {effect['status']} (fencing token "
+            f"{effect['fencing_token']}"
+            + (f", lease until {effect['lease_until']}" if effect["lease_until"] else "")
+            + ")"
+            + (
+                "; behind the row: a reconciliation re-runs it (runbook: effects-behind)"
+                if effect["behind"]
+                else ""
+            )
+        )
     history = Table(title="last applied decisions (newest first)")
     for col in ("at", "sequencer", "event", "reason", "source", "state"):
         history.add_column(col)
     for h in result["history"]:
-        history.add_row(str(h["at"]), str(h["seq"]), h["event"], h["reason"], h["source"],
-                        h["state"])
+        history.add_row(
+            str(h["at"]), str(h["seq"]), h["event"], h["reason"], h["source"], h["state"]
+        )
     out.print(history)
     out.print(result["skipped_rule"])
 
@@ -651,9 +917,15 @@ def explain_command(
 @app.command("status", short_help="One screen of health; exit 1 when unhealthy.")
 def status_command(
     stack: Stack,
-    max_age_seconds: Annotated[int, typer.Option(
-        min=1, metavar="SECONDS", help="Oldest ingest message age above which the stack is "
-        "unhealthy (the alarm's threshold).")] = 900,
+    max_age_seconds: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            metavar="SECONDS",
+            help="Oldest ingest message age above which the stack is "
+            "unhealthy (the alarm's threshold).",
+        ),
+    ] = 900,
     as_json: Annotated[bool, typer.Option("--json", help="Print the status as JSON.")] = False,
 ) -> None:
     """Queue depth and age of the oldest message, DLQ depths, EventBridge delivery, last
@@ -663,27 +935,38 @@ def status_command(
 
     session, deployed = _deployed(stack)
     _require(deployed, "QueueUrl", "DeadLetterQueueUrl")
-    result = _aws(lambda: status(sqs=session.client("sqs"),
-                                 cloudwatch=session.client("cloudwatch"),
-                                 sfn=session.client("stepfunctions"),
-                                 events=session.client("events"), s3=session.client("s3"),
-                                 outputs=deployed.outputs, stack=deployed.name,
-                                 max_age_seconds=max_age_seconds))
+    result = _aws(
+        lambda: status(
+            sqs=session.client("sqs"),
+            cloudwatch=session.client("cloudwatch"),
+            sfn=session.client("stepfunctions"),
+            events=session.client("events"),
+            s3=session.client("s3"),
+            outputs=deployed.outputs,
+            stack=deployed.name,
+            max_age_seconds=max_age_seconds,
+        )
+    )
     exit_code = 0 if result["healthy"] else EXIT_UNHEALTHY
     if as_json:
         sys.stdout.write(to_json(result) + "\n")
         raise typer.Exit(exit_code)
-    out.print("healthy" if result["healthy"] else "[red]UNHEALTHY[/]: "
-              + "; ".join(result["problems"]))
+    out.print(
+        "healthy" if result["healthy"] else "[red]UNHEALTHY[/]: " + "; ".join(result["problems"])
+    )
     q = result["queue"]
-    out.print(f"ingest queue: {q['visible']} waiting, {q['in_flight']} in flight, oldest "
-              f"{q['oldest_age_seconds']} s")
+    out.print(
+        f"ingest queue: {q['visible']} waiting, {q['in_flight']} in flight, oldest "
+        f"{q['oldest_age_seconds']} s"
+    )
     out.print(f"dead-letter queue: {result['dead_letter_queue']['visible']}")
     if "target_dead_letter_queue" in result:
         out.print(f"rule-target DLQ: {result['target_dead_letter_queue']['visible']}")
     if "change_dead_letter_queue" in result:
-        out.print("change-stream DLQ (batches not published for 24 h): "
-                  f"{result['change_dead_letter_queue']['visible']}")
+        out.print(
+            "change-stream DLQ (batches not published for 24 h): "
+            f"{result['change_dead_letter_queue']['visible']}"
+        )
     out.print(f"last reconciliation drift: {result['last_drift']}")
     out.print(f"EventBridge delivery: {_on_off(result['eventbridge_delivery'])}")
     out.print(f"newest backfill: {result['last_backfill'] or 'none'}")
@@ -700,10 +983,10 @@ def _on_off(value: bool | None) -> str:
 def verify_command(
     ctx: typer.Context,
     stack: StackOrLocal = None,
-    local: Annotated[bool, typer.Option("--local", help="Run against the local runtime.")
-                     ] = False,
-    timeout_seconds: Annotated[float, typer.Option(
-        min=1, metavar="SECONDS", help="How long each hop may take.")] = 120.0,
+    local: Annotated[bool, typer.Option("--local", help="Run against the local runtime.")] = False,
+    timeout_seconds: Annotated[
+        float, typer.Option(min=1, metavar="SECONDS", help="How long each hop may take.")
+    ] = 120.0,
     as_json: AsJson = False,
 ) -> None:
     """The deploy check: write a canary object under the reserved prefix _s3ingest-canary/
@@ -716,8 +999,10 @@ def verify_command(
 
     def show(hop: Hop) -> None:
         if not as_json:
-            out.print(f"{hop.name}: " + (f"{hop.ms} ms" if hop.ms is not None
-                                          else "[red]did not arrive[/]"))
+            out.print(
+                f"{hop.name}: "
+                + (f"{hop.ms} ms" if hop.ms is not None else "[red]did not arrive[/]")
+            )
 
     if local:
         _require_local("s3ingest verify --local")
@@ -725,13 +1010,21 @@ def verify_command(
         from s3ingest.local.runtime import LocalRuntime, local_settings
 
         with Emulator() as emu:
-            report = verify(LocalPipeline(LocalRuntime(emu, local_settings())),
-                            timeout_seconds=timeout_seconds, on_hop=show)
+            report = verify(
+                LocalPipeline(LocalRuntime(emu, local_settings())),
+                timeout_seconds=timeout_seconds,
+                on_hop=show,
+            )
     else:
         session, deployed = _deployed(str(stack))
         _require(deployed, "BucketName", "LedgerTableName")
-        report = _aws(lambda: verify(DeployedPipeline(session, deployed.outputs),
-                                     timeout_seconds=timeout_seconds, on_hop=show))
+        report = _aws(
+            lambda: verify(
+                DeployedPipeline(session, deployed.outputs),
+                timeout_seconds=timeout_seconds,
+                on_hop=show,
+            )
+        )
     if as_json:
         sys.stdout.write(json.dumps(report.as_dict()) + "\n")
     else:
@@ -746,16 +1039,26 @@ def _emit_backfill(report: dict[str, Any], as_json: bool) -> None:
     table = Table(title="backfill")
     table.add_column("figure")
     table.add_column("value", justify="right")
-    for name in ("status", "jobId", "jobStatus", "total", "succeeded", "failed",
-                 "temporary_retries", "report", "converged"):
+    for name in (
+        "status",
+        "jobId",
+        "jobStatus",
+        "total",
+        "succeeded",
+        "failed",
+        "temporary_retries",
+        "report",
+        "converged",
+    ):
         if name in report and report[name] is not None:
             table.add_row(name, str(report[name]))
     for text, count in sorted(report.get("result_strings", {}).items()):
         table.add_row(f"tasks: {text}", str(count))
     out.print(table)
     for failure in report.get("failures", [])[:20]:
-        out.print(f"  failed: {failure['key']!r} {failure['resultCode']}: "
-                  f"{failure['resultString']}")
+        out.print(
+            f"  failed: {failure['key']!r} {failure['resultCode']}: {failure['resultString']}"
+        )
 
 
 def _require_local(what: str) -> None:
@@ -775,8 +1078,9 @@ def _one_target(ctx: typer.Context, stack: str | None, local: bool) -> str | Non
     if local and source is not None and source.name == "ENVIRONMENT":
         stack = None
     if local == (stack is not None):
-        raise typer.BadParameter("give exactly one of --stack NAME or --local (the stack may "
-                                 "come from $S3INGEST_STACK)")
+        raise typer.BadParameter(
+            "give exactly one of --stack NAME or --local (the stack may come from $S3INGEST_STACK)"
+        )
     if stack is not None and not stack.strip():
         raise typer.BadParameter("the stack name is empty", param_hint="--stack")
     return stack
@@ -789,8 +1093,11 @@ def _deployed(stack: str) -> tuple[Any, Any]:
 
     from s3ingest.deployed import DeployedStack
 
-    session = _aws(lambda: boto3.session.Session(profile_name=_aws_options.profile,
-                                                 region_name=_aws_options.region))
+    session = _aws(
+        lambda: boto3.session.Session(
+            profile_name=_aws_options.profile, region_name=_aws_options.region
+        )
+    )
     return session, _aws(lambda: DeployedStack.load(session.client("cloudformation"), stack))
 
 
@@ -821,16 +1128,19 @@ def _aws(call: Any) -> Any:
     try:
         return call()
     except NoRegionError as exc:
-        console.print("[red]error:[/] no AWS region: give --region, or set AWS_REGION (or "
-                      "AWS_DEFAULT_REGION, or a region in your AWS profile)")
+        console.print(
+            "[red]error:[/] no AWS region: give --region, or set AWS_REGION (or "
+            "AWS_DEFAULT_REGION, or a region in your AWS profile)"
+        )
         raise typer.Exit(EXIT_AWS) from exc
     except NoCredentialsError as exc:
-        console.print("[red]error:[/] no AWS credentials: give --profile, or set AWS_PROFILE "
-                      "or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (or use SSO or an instance "
-                      "role)")
+        console.print(
+            "[red]error:[/] no AWS credentials: give --profile, or set AWS_PROFILE "
+            "or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (or use SSO or an instance "
+            "role)"
+        )
         raise typer.Exit(EXIT_AWS) from exc
-    except (BotoCoreError, ClientError, StackNotFoundError, ReconcileError,
-            TransientError) as exc:
+    except (BotoCoreError, ClientError, StackNotFoundError, ReconcileError, TransientError) as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(EXIT_AWS) from exc
 

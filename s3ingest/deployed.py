@@ -46,15 +46,22 @@ class DeployedStack:
         """The named outputs, or StackNotFoundError naming the missing ones."""
         missing = [n for n in names if n not in self.outputs]
         if missing:
-            raise StackNotFoundError(f"stack {self.name!r} has no output(s) {missing}; "
-                                     "is it an s3ingest stack, deployed from this version?")
+            raise StackNotFoundError(
+                f"stack {self.name!r} has no output(s) {missing}; "
+                "is it an s3ingest stack, deployed from this version?"
+            )
         return [self.outputs[n] for n in names]
 
     def reconciler(self, session: Any) -> Reconciler:
         """Reconciliation against this stack's bucket, ledger and ingest queue."""
         bucket, table, queue = self.require("BucketName", "LedgerTableName", "QueueUrl")
         return Reconciler(
-            s3=session.client("s3"), dynamodb=session.client("dynamodb"),
-            sqs=session.client("sqs"), bucket=bucket, table=table, queue_url=queue,
+            s3=session.client("s3"),
+            dynamodb=session.client("dynamodb"),
+            sqs=session.client("sqs"),
+            bucket=bucket,
+            table=table,
+            queue_url=queue,
             inventory_bucket=self.outputs.get("InventoryBucketName"),
-            inventory_prefix=inventory_report_prefix(bucket))
+            inventory_prefix=inventory_report_prefix(bucket),
+        )

@@ -44,9 +44,16 @@ class ReplayTarget:
     rule_arn: str
 
 
-def start_replay(events: Any, target: ReplayTarget, start: datetime, end: datetime, *,
-                 name: str | None = None, now: datetime | None = None,
-                 min_lag: timedelta = ARCHIVE_INGESTION_LAG) -> str:
+def start_replay(
+    events: Any,
+    target: ReplayTarget,
+    start: datetime,
+    end: datetime,
+    *,
+    name: str | None = None,
+    now: datetime | None = None,
+    min_lag: timedelta = ARCHIVE_INGESTION_LAG,
+) -> str:
     """Start an EventBridge replay of the archive to the default bus, filtered to the ingest
     rule, so other rules on the bus do not see the events again (CONTRACT C14).
 
@@ -70,14 +77,23 @@ def start_replay(events: Any, target: ReplayTarget, start: datetime, end: dateti
     """
     check_window(start, end, now=now, min_lag=min_lag)
     name = name or f"s3ingest-{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
-    events.start_replay(ReplayName=name, EventSourceArn=target.archive_arn,
-                        EventStartTime=start, EventEndTime=end,
-                        Destination={"Arn": target.bus_arn, "FilterArns": [target.rule_arn]})
+    events.start_replay(
+        ReplayName=name,
+        EventSourceArn=target.archive_arn,
+        EventStartTime=start,
+        EventEndTime=end,
+        Destination={"Arn": target.bus_arn, "FilterArns": [target.rule_arn]},
+    )
     return name
 
 
-def check_window(start: datetime, end: datetime, *, now: datetime | None = None,
-                 min_lag: timedelta = ARCHIVE_INGESTION_LAG) -> None:
+def check_window(
+    start: datetime,
+    end: datetime,
+    *,
+    now: datetime | None = None,
+    min_lag: timedelta = ARCHIVE_INGESTION_LAG,
+) -> None:
     """Refuse an empty window, or one ending closer to ``now`` than ``min_lag``.
 
     Raises
@@ -86,19 +102,24 @@ def check_window(start: datetime, end: datetime, *, now: datetime | None = None,
     """
     now = now or datetime.now(UTC)
     if end <= start:
-        raise OperationError(f"--to ({end.isoformat()}) must be after --from "
-                             f"({start.isoformat()})")
+        raise OperationError(f"--to ({end.isoformat()}) must be after --from ({start.isoformat()})")
     if end > now - min_lag:
         raise OperationError(
             f"--to {end.isoformat()} is closer to now than the archive's ingestion lag "
             f"({int(min_lag.total_seconds() // 60)} min): events of that window may not be "
             f"archived yet; use --to {(now - min_lag).replace(microsecond=0).isoformat()} or "
-            "earlier")
+            "earlier"
+        )
 
 
-def wait_replay(events: Any, name: str, *, poll_seconds: float = 5.0,
-                on_state: Callable[[dict[str, Any]], None] | None = None,
-                timeout_seconds: float = 6 * 3600) -> dict[str, Any]:
+def wait_replay(
+    events: Any,
+    name: str,
+    *,
+    poll_seconds: float = 5.0,
+    on_state: Callable[[dict[str, Any]], None] | None = None,
+    timeout_seconds: float = 6 * 3600,
+) -> dict[str, Any]:
     """Poll DescribeReplay until the replay ends; return its last description.
 
     Raises
@@ -113,12 +134,14 @@ def wait_replay(events: Any, name: str, *, poll_seconds: float = 5.0,
             on_state(desc)
         if desc["State"] in TERMINAL_REPLAY:
             if desc["State"] != "COMPLETED":
-                raise OperationError(f"replay {name} {desc['State']}: "
-                                     f"{desc.get('StateReason', 'no reason given')}")
+                raise OperationError(
+                    f"replay {name} {desc['State']}: {desc.get('StateReason', 'no reason given')}"
+                )
             return dict(desc)
         if time.monotonic() > deadline:
-            raise OperationError(f"replay {name} still {desc['State']} after "
-                                 f"{timeout_seconds:.0f} s")
+            raise OperationError(
+                f"replay {name} still {desc['State']} after {timeout_seconds:.0f} s"
+            )
         time.sleep(poll_seconds)
 
 
@@ -128,32 +151,45 @@ REPLAY_OUTCOMES = ("applied", "duplicate", "stale", "superseded", "ignored", "in
 def stack_metric(name: str, stack: str) -> dict[str, Any]:
     """A ``GetMetricData`` metric of stack ``stack``'s own series (namespace ``S3Ingest``,
     dimensions ``service`` and ``stack``: another stage's series are never summed in)."""
-    return {"Namespace": METRICS_NAMESPACE, "MetricName": name,
-            "Dimensions": [{"Name": k, "Value": v}
-                           for k, v in metric_dimensions(stack).items()]}
+    return {
+        "Namespace": METRICS_NAMESPACE,
+        "MetricName": name,
+        "Dimensions": [{"Name": k, "Value": v} for k, v in metric_dimensions(stack).items()],
+    }
 
 
-def replay_outcomes(cloudwatch: Any, stack: str, start: datetime,
-                    end: datetime) -> dict[str, int]:
+def replay_outcomes(cloudwatch: Any, stack: str, start: datetime, end: datetime) -> dict[str, int]:
     """Outcomes of stack ``stack``'s replayed records between ``start`` and ``end``, from the
     handler's ``replayed_<outcome>`` metrics (:func:`stack_metric`).
 
     Metrics arrive a minute or two after the records are processed; call it after the replay
     completed and the queue drained.
     """
-    queries = [{"Id": f"o{i}", "Label": outcome, "ReturnData": True, "MetricStat": {
-        "Stat": "Sum", "Period": 60, "Metric": stack_metric(f"replayed_{outcome}", stack)}}
-        for i, outcome in enumerate(REPLAY_OUTCOMES)]
-    results = cloudwatch.get_metric_data(MetricDataQueries=queries, StartTime=start,
-                                         EndTime=end)["MetricDataResults"]
+    queries = [
+        {
+            "Id": f"o{i}",
+            "Label": outcome,
+            "ReturnData": True,
+            "MetricStat": {
+                "Stat": "Sum",
+                "Period": 60,
+                "Metric": stack_metric(f"replayed_{outcome}", stack),
+            },
+        }
+        for i, outcome in enumerate(REPLAY_OUTCOMES)
+    ]
+    results = cloudwatch.get_metric_data(MetricDataQueries=queries, StartTime=start, EndTime=end)[
+        "MetricDataResults"
+    ]
     return {r["Label"]: int(sum(r.get("Values", []))) for r in results}
 
 
 # -- DLQ inspection and redrive ------------------------------------------------------------------
 
 
-def inspect_dlq(sqs: Any, dlq_url: str, *, max_messages: int = 100,
-                peek_visibility: int = 30) -> dict[str, Any]:
+def inspect_dlq(
+    sqs: Any, dlq_url: str, *, max_messages: int = 100, peek_visibility: int = 30
+) -> dict[str, Any]:
     """Count and classify what is in the dead-letter queue.
 
     Messages are received (not deleted) with a short visibility timeout, so they come back; this
@@ -167,26 +203,29 @@ def inspect_dlq(sqs: Any, dlq_url: str, *, max_messages: int = 100,
         ``s3ingest-reason`` attribute (``retries-exhausted`` when absent: SQS moved it after
         ``maxReceiveCount``), ``by_kind`` from parsing the body.
     """
-    attrs = sqs.get_queue_attributes(QueueUrl=dlq_url,
-                                     AttributeNames=["ApproximateNumberOfMessages"])
+    attrs = sqs.get_queue_attributes(
+        QueueUrl=dlq_url, AttributeNames=["ApproximateNumberOfMessages"]
+    )
     approximate = int(attrs["Attributes"].get("ApproximateNumberOfMessages", 0))
     seen: dict[str, dict[str, Any]] = {}
     while len(seen) < max_messages:
-        msgs = sqs.receive_message(QueueUrl=dlq_url, MaxNumberOfMessages=10,
-                                   VisibilityTimeout=peek_visibility,
-                                   MessageAttributeNames=["All"]).get("Messages", [])
+        msgs = sqs.receive_message(
+            QueueUrl=dlq_url,
+            MaxNumberOfMessages=10,
+            VisibilityTimeout=peek_visibility,
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
         fresh = [m for m in msgs if m["MessageId"] not in seen]
         if not fresh:
             break
-        for m in fresh[:max_messages - len(seen)]:
+        for m in fresh[: max_messages - len(seen)]:
             seen[m["MessageId"]] = m
     by_reason: Counter[str] = Counter()
     by_kind: Counter[str] = Counter()
     keys: list[str] = []
     invalid: list[str] = []
     for m in seen.values():
-        reason = (m.get("MessageAttributes", {}).get(REASON_ATTRIBUTE, {})
-                  .get("StringValue"))
+        reason = m.get("MessageAttributes", {}).get(REASON_ATTRIBUTE, {}).get("StringValue")
         by_reason[reason or "retries-exhausted"] += 1
         if reason:
             invalid.append(m["MessageId"])
@@ -197,12 +236,19 @@ def inspect_dlq(sqs: Any, dlq_url: str, *, max_messages: int = 100,
             keys.extend(c.key for c in parsed.changes if len(keys) < 20)
         except InvalidMessageError as exc:
             by_kind[f"invalid:{exc.reason}"] += 1
-    return {"approximate": approximate, "sampled": len(seen), "by_reason": dict(by_reason),
-            "by_kind": dict(by_kind), "sample_keys": keys, "invalid_ids": invalid}
+    return {
+        "approximate": approximate,
+        "sampled": len(seen),
+        "by_reason": dict(by_reason),
+        "by_kind": dict(by_kind),
+        "sample_keys": keys,
+        "invalid_ids": invalid,
+    }
 
 
-def redrive_all(sqs: Any, dlq_arn: str, source_arn: str, *,
-                max_per_second: int | None = None) -> str:
+def redrive_all(
+    sqs: Any, dlq_arn: str, source_arn: str, *, max_per_second: int | None = None
+) -> str:
     """Move every DLQ message back to the ingest queue with an SQS message-move task
     (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_StartMessageMoveTask.html).
 
@@ -220,9 +266,12 @@ def move_task_status(sqs: Any, dlq_arn: str) -> dict[str, Any]:
     if not results:
         return {"status": "NONE"}
     task = results[0]
-    return {"status": task.get("Status"), "moved": task.get("ApproximateNumberOfMessagesMoved"),
-            "to_move": task.get("ApproximateNumberOfMessagesToMove"),
-            "failure": task.get("FailureReason")}
+    return {
+        "status": task.get("Status"),
+        "moved": task.get("ApproximateNumberOfMessagesMoved"),
+        "to_move": task.get("ApproximateNumberOfMessagesToMove"),
+        "failure": task.get("FailureReason"),
+    }
 
 
 def redrive_valid(sqs: Any, dlq_url: str, queue_url: str, *, max_messages: int) -> dict[str, int]:
@@ -236,9 +285,12 @@ def redrive_valid(sqs: Any, dlq_url: str, queue_url: str, *, max_messages: int) 
     kept_ids: set[str] = set()
     kept_handles: list[str] = []
     while moved < max_messages:
-        msgs = sqs.receive_message(QueueUrl=dlq_url, MaxNumberOfMessages=10,
-                                   VisibilityTimeout=60, MessageAttributeNames=["All"]
-                                   ).get("Messages", [])
+        msgs = sqs.receive_message(
+            QueueUrl=dlq_url,
+            MaxNumberOfMessages=10,
+            VisibilityTimeout=60,
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
         fresh = [m for m in msgs if m["MessageId"] not in kept_ids]
         if not fresh:
             break
@@ -254,8 +306,7 @@ def redrive_valid(sqs: Any, dlq_url: str, queue_url: str, *, max_messages: int) 
             sqs.delete_message(QueueUrl=dlq_url, ReceiptHandle=m["ReceiptHandle"])
             moved += 1
     for handle in kept_handles:  # the invalid ones stay, visible again at once
-        sqs.change_message_visibility(QueueUrl=dlq_url, ReceiptHandle=handle,
-                                      VisibilityTimeout=0)
+        sqs.change_message_visibility(QueueUrl=dlq_url, ReceiptHandle=handle, VisibilityTimeout=0)
     return {"moved": moved, "kept_invalid": kept}
 
 
@@ -278,43 +329,71 @@ def explain(ledger_row: dict[str, Any] | None, bucket_state: Any) -> dict[str, A
     """
     row = ledger_row or {}
     ledger = {
-        "state": row.get("state", "absent"), "sequencer": row.get("raw_seq"),
-        "version_id": row.get("version_id"), "etag": row.get("etag"), "size": row.get("size"),
-        "observed": row.get("observed"), "last_event": row.get("event_name"),
-        "last_reason": row.get("reason"), "source": row.get("source"),
+        "state": row.get("state", "absent"),
+        "sequencer": row.get("raw_seq"),
+        "version_id": row.get("version_id"),
+        "etag": row.get("etag"),
+        "size": row.get("size"),
+        "observed": row.get("observed"),
+        "last_event": row.get("event_name"),
+        "last_reason": row.get("reason"),
+        "source": row.get("source"),
         "updated_at": _iso_ms(row.get("updated_at")),
-        "tombstone_expires_at": _iso_s(row.get("expires_at")), "revision": row.get("rev"),
+        "tombstone_expires_at": _iso_s(row.get("expires_at")),
+        "revision": row.get("rev"),
         "change_id": row.get("chg_id"),
     }
     # The processor's effect for the row's change (CONTRACT C11), when a processor runs.
     effect = None
     if row.get("fx") is not None:
-        effect = {"status": row.get("fx"), "fencing_token": row.get("fx_token"),
-                  "lease_until": _iso_ms(row.get("fx_lease")),
-                  "completed_for_change": row.get("fx_done"), "behind": effect_behind(row)}
-    history = [{**entry, "at": _iso_ms(entry.get("at"))}
-               for entry in (row.get(f"h{i}") for i in range(HISTORY_SLOTS))
-               if isinstance(entry, dict)]
-    bucket = {"visible": bucket_state.visible, "version_id": bucket_state.version_id,
-              "etag": bucket_state.etag, "size": bucket_state.size}
+        effect = {
+            "status": row.get("fx"),
+            "fencing_token": row.get("fx_token"),
+            "lease_until": _iso_ms(row.get("fx_lease")),
+            "completed_for_change": row.get("fx_done"),
+            "behind": effect_behind(row),
+        }
+    history = [
+        {**entry, "at": _iso_ms(entry.get("at"))}
+        for entry in (row.get(f"h{i}") for i in range(HISTORY_SLOTS))
+        if isinstance(entry, dict)
+    ]
+    bucket = {
+        "visible": bucket_state.visible,
+        "version_id": bucket_state.version_id,
+        "etag": bucket_state.etag,
+        "size": bucket_state.size,
+    }
     if row.get("state") == "present":
-        agrees = bucket_state.visible and (row.get("version_id"), row.get("etag")) == \
-            (bucket_state.version_id, bucket_state.etag)
+        agrees = bucket_state.visible and (row.get("version_id"), row.get("etag")) == (
+            bucket_state.version_id,
+            bucket_state.etag,
+        )
     else:
         agrees = not bucket_state.visible
-    verdict = "ledger agrees with the bucket" if agrees else (
-        "ledger differs from the bucket: an event may be in flight, lost (run reconcile), "
-        "or in the DLQ")
-    return {"ledger": ledger, "bucket": bucket, "agrees": agrees, "verdict": verdict,
-            "history": history, "effect": effect,
-            "skipped_rule": "an event whose sequencer is lower than the row's is stale, an equal "
-                            "one a duplicate; both leave the row as it is (see the log line of "
-                            "each record for its outcome)"}
+    verdict = (
+        "ledger agrees with the bucket"
+        if agrees
+        else (
+            "ledger differs from the bucket: an event may be in flight, lost (run reconcile), "
+            "or in the DLQ"
+        )
+    )
+    return {
+        "ledger": ledger,
+        "bucket": bucket,
+        "agrees": agrees,
+        "verdict": verdict,
+        "history": history,
+        "effect": effect,
+        "skipped_rule": "an event whose sequencer is lower than the row's is stale, an equal "
+        "one a duplicate; both leave the row as it is (see the log line of "
+        "each record for its outcome)",
+    }
 
 
 def _iso_ms(value: Any) -> str | None:
-    return datetime.fromtimestamp(value / 1000, UTC).isoformat() if isinstance(value, int) \
-        else None
+    return datetime.fromtimestamp(value / 1000, UTC).isoformat() if isinstance(value, int) else None
 
 
 def _iso_s(value: Any) -> str | None:
@@ -330,9 +409,18 @@ MAX_MESSAGE_AGE_SECONDS = 900
 FAILED_EXECUTION = frozenset({"FAILED", "TIMED_OUT"})
 
 
-def status(*, sqs: Any, cloudwatch: Any, sfn: Any, events: Any, s3: Any,
-           outputs: dict[str, str], stack: str, now: datetime | None = None,
-           max_age_seconds: int = MAX_MESSAGE_AGE_SECONDS) -> dict[str, Any]:
+def status(
+    *,
+    sqs: Any,
+    cloudwatch: Any,
+    sfn: Any,
+    events: Any,
+    s3: Any,
+    outputs: dict[str, str],
+    stack: str,
+    now: datetime | None = None,
+    max_age_seconds: int = MAX_MESSAGE_AGE_SECONDS,
+) -> dict[str, Any]:
     """One screen of the pipeline's health, read from everything it shows.
 
     Returns
@@ -351,23 +439,47 @@ def status(*, sqs: Any, cloudwatch: Any, sfn: Any, events: Any, s3: Any,
     now = now or datetime.now(UTC)
 
     def depth(url: str) -> dict[str, int]:
-        a = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[
-            "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
-        return {"visible": int(a.get("ApproximateNumberOfMessages", 0)),
-                "in_flight": int(a.get("ApproximateNumberOfMessagesNotVisible", 0))}
+        a = sqs.get_queue_attributes(
+            QueueUrl=url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return {
+            "visible": int(a.get("ApproximateNumberOfMessages", 0)),
+            "in_flight": int(a.get("ApproximateNumberOfMessagesNotVisible", 0)),
+        }
 
     queue: dict[str, Any] = dict(depth(outputs["QueueUrl"]))
     queue_name = outputs["QueueUrl"].rsplit("/", 1)[-1]
     metrics = cloudwatch.get_metric_data(
-        StartTime=now - timedelta(days=2), EndTime=now, ScanBy="TimestampDescending",
+        StartTime=now - timedelta(days=2),
+        EndTime=now,
+        ScanBy="TimestampDescending",
         MetricDataQueries=[
-            {"Id": "age", "ReturnData": True, "MetricStat": {"Stat": "Maximum", "Period": 300,
-             "Metric": {"Namespace": "AWS/SQS", "MetricName": "ApproximateAgeOfOldestMessage",
-                        "Dimensions": [{"Name": "QueueName", "Value": queue_name}]}}},
+            {
+                "Id": "age",
+                "ReturnData": True,
+                "MetricStat": {
+                    "Stat": "Maximum",
+                    "Period": 300,
+                    "Metric": {
+                        "Namespace": "AWS/SQS",
+                        "MetricName": "ApproximateAgeOfOldestMessage",
+                        "Dimensions": [{"Name": "QueueName", "Value": queue_name}],
+                    },
+                },
+            },
             # one-minute periods, newest first: the last run's value, not the hour's maximum
-            {"Id": "drift", "ReturnData": True, "MetricStat": {"Stat": "Maximum",
-             "Period": 60, "Metric": stack_metric("drift_total", stack)}},
-        ])["MetricDataResults"]
+            {
+                "Id": "drift",
+                "ReturnData": True,
+                "MetricStat": {
+                    "Stat": "Maximum",
+                    "Period": 60,
+                    "Metric": stack_metric("drift_total", stack),
+                },
+            },
+        ],
+    )["MetricDataResults"]
     by_id = {r["Id"]: r for r in metrics}
     age = by_id.get("age", {}).get("Values", [])
     drift = by_id.get("drift", {})
@@ -375,11 +487,15 @@ def status(*, sqs: Any, cloudwatch: Any, sfn: Any, events: Any, s3: Any,
     backfills: list[str] = []
     last_backfill = None
     if "BackfillStateMachineArn" in outputs:
-        backfills = [e["executionArn"] for e in sfn.list_executions(
-            stateMachineArn=outputs["BackfillStateMachineArn"], statusFilter="RUNNING"
-        ).get("executions", [])]
-        newest = sfn.list_executions(stateMachineArn=outputs["BackfillStateMachineArn"],
-                                     maxResults=1).get("executions", [])
+        backfills = [
+            e["executionArn"]
+            for e in sfn.list_executions(
+                stateMachineArn=outputs["BackfillStateMachineArn"], statusFilter="RUNNING"
+            ).get("executions", [])
+        ]
+        newest = sfn.list_executions(
+            stateMachineArn=outputs["BackfillStateMachineArn"], maxResults=1
+        ).get("executions", [])
         if newest:
             last_backfill = {"arn": newest[0]["executionArn"], "status": newest[0]["status"]}
     delivery: bool | None = None
@@ -388,37 +504,52 @@ def status(*, sqs: Any, cloudwatch: Any, sfn: Any, events: Any, s3: Any,
             delivery = eventbridge_delivery_enabled(s3, outputs["BucketName"])
         except TransientError:  # e.g. no s3:GetBucketNotification: shown as unknown
             delivery = None
-    replays = [r["ReplayName"] for r in events.list_replays(
-        EventSourceArn=outputs["ArchiveArn"], State="RUNNING").get("Replays", [])] \
-        if "ArchiveArn" in outputs else []
+    replays = (
+        [
+            r["ReplayName"]
+            for r in events.list_replays(EventSourceArn=outputs["ArchiveArn"], State="RUNNING").get(
+                "Replays", []
+            )
+        ]
+        if "ArchiveArn" in outputs
+        else []
+    )
     out: dict[str, Any] = {
         "queue": queue,
         "dead_letter_queue": depth(outputs["DeadLetterQueueUrl"]),
-        "last_drift": ({"drift_total": int(drift["Values"][0]),
-                        "at": drift["Timestamps"][0].isoformat()}
-                       if drift.get("Values") else None),
-        "eventbridge_delivery": delivery, "last_backfill": last_backfill,
-        "running_backfills": backfills, "running_replays": replays,
+        "last_drift": (
+            {"drift_total": int(drift["Values"][0]), "at": drift["Timestamps"][0].isoformat()}
+            if drift.get("Values")
+            else None
+        ),
+        "eventbridge_delivery": delivery,
+        "last_backfill": last_backfill,
+        "running_backfills": backfills,
+        "running_replays": replays,
     }
     if "EventTargetDeadLetterQueueUrl" in outputs:
         out["target_dead_letter_queue"] = depth(outputs["EventTargetDeadLetterQueueUrl"])
     if "ChangeDeadLetterQueueUrl" in outputs:
         # change-stream batches the relay could not publish for 24 h (docs/runbook.md)
         out["change_dead_letter_queue"] = depth(outputs["ChangeDeadLetterQueueUrl"])
-    problems = [f"{name.replace('_', ' ')} holds "
-                f"{out[name]['visible'] + out[name]['in_flight']} message(s)"
-                for name in ("dead_letter_queue", "target_dead_letter_queue",
-                             "change_dead_letter_queue")
-                if name in out and out[name]["visible"] + out[name]["in_flight"] > 0]
+    problems = [
+        f"{name.replace('_', ' ')} holds {out[name]['visible'] + out[name]['in_flight']} message(s)"
+        for name in ("dead_letter_queue", "target_dead_letter_queue", "change_dead_letter_queue")
+        if name in out and out[name]["visible"] + out[name]["in_flight"] > 0
+    ]
     if queue["oldest_age_seconds"] is not None and queue["oldest_age_seconds"] > max_age_seconds:
-        problems.append(f"the oldest ingest message is {queue['oldest_age_seconds']} s old "
-                        f"(more than {max_age_seconds} s)")
+        problems.append(
+            f"the oldest ingest message is {queue['oldest_age_seconds']} s old "
+            f"(more than {max_age_seconds} s)"
+        )
     if delivery is False:
-        problems.append(f"EventBridge delivery is off on {outputs['BucketName']}: no events "
-                        "reach the pipeline")
+        problems.append(
+            f"EventBridge delivery is off on {outputs['BucketName']}: no events reach the pipeline"
+        )
     if out["last_drift"] and out["last_drift"]["drift_total"] > 0:
-        problems.append(f"the last reconciliation found {out['last_drift']['drift_total']} "
-                        "difference(s)")
+        problems.append(
+            f"the last reconciliation found {out['last_drift']['drift_total']} difference(s)"
+        )
     if last_backfill and last_backfill["status"] in FAILED_EXECUTION:
         problems.append(f"the newest backfill ended {last_backfill['status']}")
     return {"healthy": not problems, "problems": problems, **out}

@@ -57,8 +57,30 @@ BACKFILL_ENGINES = ("batch-operations", "distributed-map")
 
 # CloudWatch Logs accepts only these retention periods (days).
 # https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutRetentionPolicy.html
-LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827,
-                      2192, 2557, 2922, 3288, 3653)
+LOG_RETENTION_DAYS = (
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
+)
 
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _STAGE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,31}$")
@@ -217,8 +239,12 @@ class Settings:
         retention before a replay, then in the ingest queue for its retention, then in the
         dead-letter queue for its retention before a redrive; plus a margin.
         """
-        days = (self.archive_retention_days + self.queue_retention_days
-                + self.dlq_retention_days + self.tombstone_margin_days)
+        days = (
+            self.archive_retention_days
+            + self.queue_retention_days
+            + self.dlq_retention_days
+            + self.tombstone_margin_days
+        )
         return days * SECONDS_PER_DAY
 
     @property
@@ -302,16 +328,20 @@ class Settings:
                 p.append(f"{name}: {value} is outside {lo}..{hi}{why}")
 
         if not _STAGE_RE.match(self.stage):
-            p.append(f"stage: {self.stage!r} must start with a letter and hold only letters, "
-                     "digits and '-' (at most 32)")
+            p.append(
+                f"stage: {self.stage!r} must start with a letter and hold only letters, "
+                "digits and '-' (at most 32)"
+            )
         if self.bucket_name is not None and not _BUCKET_RE.match(self.bucket_name):
             p.append(f"bucketName: {self.bucket_name!r} is not a valid S3 bucket name")
         rng("archiveRetentionDays", self.archive_retention_days, 1, 3650)
         rng("queueRetentionDays", self.queue_retention_days, 1, 14, " (SQS limit)")
         rng("dlqRetentionDays", self.dlq_retention_days, 1, 14, " (SQS limit)")
         if self.dlq_retention_days < self.queue_retention_days:
-            p.append("dlqRetentionDays must be at least queueRetentionDays: a standard queue keeps "
-                     "a message's original enqueue time when it moves to the dead-letter queue")
+            p.append(
+                "dlqRetentionDays must be at least queueRetentionDays: a standard queue keeps "
+                "a message's original enqueue time when it moves to the dead-letter queue"
+            )
         rng("tombstoneMarginDays", self.tombstone_margin_days, 0, 365)
         rng("functionTimeoutSeconds", self.function_timeout_seconds, 3, 900)
         rng("functionMemoryMb", self.function_memory_mb, 128, 10240)
@@ -325,41 +355,54 @@ class Settings:
         rng("maxReceiveCount", self.max_receive_count, 1, 1000)
         rng("recordConcurrency", self.record_concurrency, 1, 64)
         if self.log_retention_days not in LOG_RETENTION_DAYS:
-            p.append(f"logRetentionDays: {self.log_retention_days} is not a CloudWatch Logs "
-                     f"retention value ({', '.join(map(str, LOG_RETENTION_DAYS))})")
+            p.append(
+                f"logRetentionDays: {self.log_retention_days} is not a CloudWatch Logs "
+                f"retention value ({', '.join(map(str, LOG_RETENTION_DAYS))})"
+            )
         if self.queue_visibility_timeout_seconds > 43_200:
             p.append("functionTimeoutSeconds: six times it exceeds the SQS visibility limit (12 h)")
         schedule = self.reconcile_schedule or ""
         if not (schedule.startswith(("rate(", "cron(")) and schedule.endswith(")")):
-            p.append(f"reconcileSchedule: {self.reconcile_schedule!r} is not an EventBridge "
-                     "schedule expression (rate(...) or cron(...))")
+            p.append(
+                f"reconcileSchedule: {self.reconcile_schedule!r} is not an EventBridge "
+                "schedule expression (rate(...) or cron(...))"
+            )
         rng("reconcileMemoryMb", self.reconcile_memory_mb, 128, 10240)
         rng("reconcileTimeoutSeconds", self.reconcile_timeout_seconds, 60, 900)
         if self.reconcile_fan_out and not self.owns_inventory:
-            p.append("reconcileFanOut needs the stack's own S3 Inventory: leave bucketName unset "
-                     "and inventoryEnabled true")
+            p.append(
+                "reconcileFanOut needs the stack's own S3 Inventory: leave bucketName unset "
+                "and inventoryEnabled true"
+            )
         if self.backfill_engine not in BACKFILL_ENGINES:
-            p.append(f"backfillEngine: {self.backfill_engine!r} is not one of "
-                     f"{', '.join(BACKFILL_ENGINES)}")
+            p.append(
+                f"backfillEngine: {self.backfill_engine!r} is not one of "
+                f"{', '.join(BACKFILL_ENGINES)}"
+            )
         rng("backfillFunctionTimeoutSeconds", self.backfill_function_timeout_seconds, 3, 900)
         if self.alarm_email is not None and not _EMAIL_RE.match(self.alarm_email):
             p.append(f"alarmEmail: {self.alarm_email!r} is not an e-mail address")
         if self.processor is not None and not _PROCESSOR_RE.match(self.processor):
             p.append(f"processor: {self.processor!r} is not 'package.module:function'")
         if self.processor is not None:
-            for name, timeout in (("functionTimeoutSeconds", self.function_timeout_seconds),
-                                  ("backfillFunctionTimeoutSeconds",
-                                   self.backfill_function_timeout_seconds)):
+            for name, timeout in (
+                ("functionTimeoutSeconds", self.function_timeout_seconds),
+                ("backfillFunctionTimeoutSeconds", self.backfill_function_timeout_seconds),
+            ):
                 if timeout < 10:
-                    p.append(f"{name}: at least 10 with a processor (an effect is started only "
-                             "with 3 s or more left in the invocation)")
+                    p.append(
+                        f"{name}: at least 10 with a processor (an effect is started only "
+                        "with 3 s or more left in the invocation)"
+                    )
         if self.processor_package_dir is not None and self.processor is None:
             p.append("processorPackageDir is set but processor is not")
         rng("lagAlarmSeconds", self.lag_alarm_seconds, 1, SECONDS_PER_DAY)
         url = self.runbook_base_url or ""
         if not _RUNBOOK_URL_RE.match(url):
-            p.append(f"runbookBaseUrl: {self.runbook_base_url!r} must be an https:// URL with a "
-                     "host and no fragment (each alarm appends #<section>)")
+            p.append(
+                f"runbookBaseUrl: {self.runbook_base_url!r} must be an https:// URL with a "
+                "host and no fragment (each alarm appends #<section>)"
+            )
         return p
 
     def as_dict(self) -> dict[str, Any]:

@@ -78,13 +78,20 @@ class VerifyReport:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: ``{"ok", "key", "hops": [{"name", "ms"}]}``."""
-        return {"ok": self.ok, "key": self.key,
-                "hops": [{"name": h.name, "ms": h.ms} for h in self.hops]}
+        return {
+            "ok": self.ok,
+            "key": self.key,
+            "hops": [{"name": h.name, "ms": h.ms} for h in self.hops],
+        }
 
 
-def verify(pipeline: Pipeline, *, timeout_seconds: float = 120.0,
-           clock: Callable[[], float] = time.monotonic,
-           on_hop: Callable[[Hop], None] | None = None) -> VerifyReport:
+def verify(
+    pipeline: Pipeline,
+    *,
+    timeout_seconds: float = 120.0,
+    clock: Callable[[], float] = time.monotonic,
+    on_hop: Callable[[Hop], None] | None = None,
+) -> VerifyReport:
     """Send one canary through ``pipeline`` and time each hop.
 
     Parameters
@@ -121,8 +128,12 @@ def verify(pipeline: Pipeline, *, timeout_seconds: float = 120.0,
     def row_is(state: str, etag: str | None = None) -> Callable[[], bool]:
         def check() -> bool:
             row = pipeline.ledger_row(key)
-            return row is not None and row.get("state") == state and (
-                etag is None or row.get("etag") == etag)
+            return (
+                row is not None
+                and row.get("state") == state
+                and (etag is None or row.get("etag") == etag)
+            )
+
         return check
 
     try:
@@ -131,16 +142,17 @@ def verify(pipeline: Pipeline, *, timeout_seconds: float = 120.0,
         if not await_hop("put -> ledger row", started, row_is("present", etag)):
             return report
         if pipeline.change_stream and not await_hop(
-                "put -> change event", started,
-                lambda: INGESTED in pipeline.change_events(key)):
+            "put -> change event", started, lambda: INGESTED in pipeline.change_events(key)
+        ):
             return report
         deleted = clock()
         pipeline.delete(key)
         if not await_hop("delete -> tombstone", deleted, row_is("deleted")):
             return report
         if pipeline.change_stream:
-            await_hop("delete -> change event", deleted,
-                      lambda: TOMBSTONED in pipeline.change_events(key))
+            await_hop(
+                "delete -> change event", deleted, lambda: TOMBSTONED in pipeline.change_events(key)
+            )
         return report
     finally:
         pipeline.purge(key)
@@ -182,8 +194,7 @@ class DeployedPipeline:
     bucket, GetItem on the ledger, and FilterLogEvents on the change stream's audit log group.
     """
 
-    def __init__(self, session: Any, outputs: dict[str, str], *,
-                 poll_seconds: float = 1.0) -> None:
+    def __init__(self, session: Any, outputs: dict[str, str], *, poll_seconds: float = 1.0) -> None:
         from s3ingest_fn.ledger import DynamoLedger
 
         self.bucket = outputs["BucketName"]
@@ -196,8 +207,7 @@ class DeployedPipeline:
         self._since_ms = int(time.time() * 1000) - 60_000
 
     def put(self, key: str, body: bytes) -> str:
-        return str(self._s3.put_object(Bucket=self.bucket, Key=key, Body=body)["ETag"]).strip(
-            '"')
+        return str(self._s3.put_object(Bucket=self.bucket, Key=key, Body=body)["ETag"]).strip('"')
 
     def delete(self, key: str) -> None:
         self._s3.delete_object(Bucket=self.bucket, Key=key)
@@ -215,7 +225,8 @@ class DeployedPipeline:
         assert self._logs is not None
         found: set[str] = set()
         pages = self._logs.get_paginator("filter_log_events").paginate(
-            logGroupName=self._audit, startTime=self._since_ms, filterPattern=f'"{key}"')
+            logGroupName=self._audit, startTime=self._since_ms, filterPattern=f'"{key}"'
+        )
         for page in pages:
             for event in page.get("events", []):
                 doc = json.loads(event["message"])
@@ -230,8 +241,11 @@ class DeployedPipeline:
 def _purge(s3: Any, bucket: str, key: str) -> None:
     """Delete every version and delete marker of ``key`` (or the object, unversioned)."""
     versions = s3.list_object_versions(Bucket=bucket, Prefix=key)
-    found = [v for v in (*versions.get("Versions", []), *versions.get("DeleteMarkers", []))
-             if v["Key"] == key]
+    found = [
+        v
+        for v in (*versions.get("Versions", []), *versions.get("DeleteMarkers", []))
+        if v["Key"] == key
+    ]
     for v in found:
         s3.delete_object(Bucket=bucket, Key=key, VersionId=v["VersionId"])
     if not found:

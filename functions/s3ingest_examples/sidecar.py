@@ -94,10 +94,19 @@ def describe(change: AppliedChange, chunks: Iterable[bytes]) -> dict[str, Any]:
             is_json = True
         except (ValueError, RecursionError):  # RecursionError: absurdly deep nesting
             is_json = False
-    return {"bucket": change.bucket, "key": change.key, "versionId": change.version_id,
-            "etag": change.etag, "sequencer": change.sequencer, "changeId": change.change_id,
-            "token": change.token, "bytes": size, "sha256": digest.hexdigest(),
-            "lines": lines, "json": is_json}
+    return {
+        "bucket": change.bucket,
+        "key": change.key,
+        "versionId": change.version_id,
+        "etag": change.etag,
+        "sequencer": change.sequencer,
+        "changeId": change.change_id,
+        "token": change.token,
+        "bytes": size,
+        "sha256": digest.hexdigest(),
+        "lines": lines,
+        "json": is_json,
+    }
 
 
 def process(change: AppliedChange, content: PinnedContent | None) -> None:
@@ -113,12 +122,23 @@ def process(change: AppliedChange, content: PinnedContent | None) -> None:
     KeyError
         When ``OUTPUT_BUCKET`` is not set.
     """
-    write_sidecar(change, content, s3=_s3(), output_bucket=os.environ["OUTPUT_BUCKET"],
-                  prefix=os.environ.get("OUTPUT_PREFIX", DEFAULT_PREFIX))
+    write_sidecar(
+        change,
+        content,
+        s3=_s3(),
+        output_bucket=os.environ["OUTPUT_BUCKET"],
+        prefix=os.environ.get("OUTPUT_PREFIX", DEFAULT_PREFIX),
+    )
 
 
-def write_sidecar(change: AppliedChange, content: PinnedContent | None, *, s3: Any,
-                  output_bucket: str, prefix: str = DEFAULT_PREFIX) -> None:
+def write_sidecar(
+    change: AppliedChange,
+    content: PinnedContent | None,
+    *,
+    s3: Any,
+    output_bucket: str,
+    prefix: str = DEFAULT_PREFIX,
+) -> None:
     """Write (created) or delete (removed) the sidecar of ``change``.
 
     Parameters
@@ -138,7 +158,10 @@ def write_sidecar(change: AppliedChange, content: PinnedContent | None, *, s3: A
         s3.delete_object(Bucket=output_bucket, Key=target)
         return
     doc = describe(change, content.stream())
-    s3.put_object(Bucket=output_bucket, Key=target, Body=json.dumps(doc, indent=2).encode(),
-                  ContentType="application/json",
-                  Metadata={"s3ingest-change-id": change.change_id,
-                            "s3ingest-token": str(change.token)})
+    s3.put_object(
+        Bucket=output_bucket,
+        Key=target,
+        Body=json.dumps(doc, indent=2).encode(),
+        ContentType="application/json",
+        Metadata={"s3ingest-change-id": change.change_id, "s3ingest-token": str(change.token)},
+    )

@@ -67,9 +67,13 @@ def parse_task(task: dict[str, Any], schema: str) -> Task:
     raw_key = task.get("s3Key")
     key = decode_form_key(raw_key)
     version = task.get("s3VersionId")
-    return Task(task_id=str(task.get("taskId", "")), bucket=bucket_of(task, schema), key=key,
-                raw_key=str(raw_key), version_id=version if isinstance(version, str) and version
-                else None)
+    return Task(
+        task_id=str(task.get("taskId", "")),
+        bucket=bucket_of(task, schema),
+        key=key,
+        raw_key=str(raw_key),
+        version_id=version if isinstance(version, str) and version else None,
+    )
 
 
 def handle_invocation(event: dict[str, Any], service: IngestService) -> dict[str, Any]:
@@ -99,9 +103,12 @@ def handle_invocation(event: dict[str, Any], service: IngestService) -> dict[str
         task_id = str(raw.get("taskId", "")) if isinstance(raw, dict) else ""
         code, text = _one(raw, schema, job_id, service)
         results.append({"taskId": task_id, "resultCode": code, "resultString": text[:1000]})
-    return {"invocationSchemaVersion": event.get("invocationSchemaVersion"),
-            "treatMissingKeysAs": PERMANENT_FAILURE,
-            "invocationId": event.get("invocationId"), "results": results}
+    return {
+        "invocationSchemaVersion": event.get("invocationSchemaVersion"),
+        "treatMissingKeysAs": PERMANENT_FAILURE,
+        "invocationId": event.get("invocationId"),
+        "results": results,
+    }
 
 
 def _one(raw: Any, schema: str, job_id: str, service: IngestService) -> tuple[str, str]:
@@ -115,9 +122,15 @@ def _one(raw: Any, schema: str, job_id: str, service: IngestService) -> tuple[st
         return PERMANENT_FAILURE, f"invalid: {exc}"
     if service.scope_bucket is not None and task.bucket != service.scope_bucket:
         return PERMANENT_FAILURE, f"bucket {task.bucket} is not this stack's landing bucket"
-    change = Change(bucket=task.bucket, key=task.key, raw_key=task.raw_key, kind=Kind.OBSERVE,
-                    event_name=f"Backfill/{job_id}", fmt=Format.BACKFILL,
-                    version_id=task.version_id)
+    change = Change(
+        bucket=task.bucket,
+        key=task.key,
+        raw_key=task.raw_key,
+        kind=Kind.OBSERVE,
+        event_name=f"Backfill/{job_id}",
+        fmt=Format.BACKFILL,
+        version_id=task.version_id,
+    )
     try:
         result = service.handle(change)
     except TransientError as exc:

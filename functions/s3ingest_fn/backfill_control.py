@@ -44,13 +44,18 @@ def prepare(reconciler: Reconciler, event: dict[str, Any]) -> dict[str, Any]:
     manifest = reconciler.manifest(key)
     head = reconciler.s3.head_object(Bucket=reconciler.inventory_bucket, Key=key)
     partition = str(event.get("partition", "aws"))
-    return {"manifestKey": key, "manifestEtag": str(head["ETag"]).strip('"'),
-            "manifestObjectArn": f"arn:{partition}:s3:::{reconciler.inventory_bucket}/{key}",
-            "files": list(manifest.files), "createdMs": manifest.created_ms}
+    return {
+        "manifestKey": key,
+        "manifestEtag": str(head["ETag"]).strip('"'),
+        "manifestObjectArn": f"arn:{partition}:s3:::{reconciler.inventory_bucket}/{key}",
+        "files": list(manifest.files),
+        "createdMs": manifest.created_ms,
+    }
 
 
-def read_report(s3: Any, bucket: str, job_id: str, prefix: str = REPORT_PREFIX,
-                sample: int = 20) -> dict[str, Any]:
+def read_report(
+    s3: Any, bucket: str, job_id: str, prefix: str = REPORT_PREFIX, sample: int = 20
+) -> dict[str, Any]:
     """Failed tasks of a finished job, from its completion report.
 
     Returns
@@ -64,8 +69,15 @@ def read_report(s3: Any, bucket: str, job_id: str, prefix: str = REPORT_PREFIX,
         doc = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
     except s3.exceptions.NoSuchKey:
         return {"reportManifest": None, "failed": 0, "errors": {}, "samples": []}
-    schema = [c.strip() for c in str(doc.get("ReportSchema", "Bucket, Key, VersionId, "
-              "TaskStatus, ErrorCode, HTTPStatusCode, ResultMessage")).split(",")]
+    schema = [
+        c.strip()
+        for c in str(
+            doc.get(
+                "ReportSchema",
+                "Bucket, Key, VersionId, TaskStatus, ErrorCode, HTTPStatusCode, ResultMessage",
+            )
+        ).split(",")
+    ]
     failed, errors = 0, Counter[str]()
     samples: list[dict[str, str]] = []
     for result in doc.get("Results", []):
@@ -83,8 +95,9 @@ def read_report(s3: Any, bucket: str, job_id: str, prefix: str = REPORT_PREFIX,
     return {"reportManifest": key, "failed": failed, "errors": dict(errors), "samples": samples}
 
 
-def backfill_file(reconciler: Reconciler, service: IngestService, event: dict[str, Any],
-                  concurrency: int = 16) -> dict[str, Any]:
+def backfill_file(
+    reconciler: Reconciler, service: IngestService, event: dict[str, Any], concurrency: int = 16
+) -> dict[str, Any]:
     """``{"manifest", "file", "jobId"?}``: observe every key of one inventory data file.
 
     Returns
@@ -95,13 +108,20 @@ def backfill_file(reconciler: Reconciler, service: IngestService, event: dict[st
         the file).
     """
     manifest = reconciler.manifest(event["manifest"])
-    keys = sorted({row.key for row in read_rows(manifest,
-                                                 reconciler.get_inventory_object(event["file"]))})
+    keys = sorted(
+        {row.key for row in read_rows(manifest, reconciler.get_inventory_object(event["file"]))}
+    )
     run = str(event.get("jobId") or "distributed-map")
 
     def observe(key: str) -> str:
-        change = Change(bucket=reconciler.bucket, key=key, raw_key=key, kind=Kind.OBSERVE,
-                        event_name=f"Backfill/{run}", fmt=Format.BACKFILL)
+        change = Change(
+            bucket=reconciler.bucket,
+            key=key,
+            raw_key=key,
+            kind=Kind.OBSERVE,
+            event_name=f"Backfill/{run}",
+            fmt=Format.BACKFILL,
+        )
         try:
             return service.handle(change).outcome.value
         except TransientError:
@@ -110,8 +130,12 @@ def backfill_file(reconciler: Reconciler, service: IngestService, event: dict[st
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         outcomes = Counter(pool.map(observe, keys))
     temporary = outcomes.pop("temporary-failure", 0)
-    return {"file": event["file"], "keys": len(keys), "outcomes": dict(outcomes),
-            "temporaryFailures": temporary}
+    return {
+        "file": event["file"],
+        "keys": len(keys),
+        "outcomes": dict(outcomes),
+        "temporaryFailures": temporary,
+    }
 
 
 def summarize(event: dict[str, Any]) -> dict[str, Any]:
@@ -123,5 +147,9 @@ def summarize(event: dict[str, Any]) -> dict[str, Any]:
         outcomes.update(result.get("outcomes", {}))
         failed += int(result.get("temporaryFailures", 0))
     succeeded = sum(outcomes.values())
-    return {"total": succeeded + failed, "succeeded": succeeded, "failed": failed,
-            "outcomes": dict(outcomes)}
+    return {
+        "total": succeeded + failed,
+        "succeeded": succeeded,
+        "failed": failed,
+        "outcomes": dict(outcomes),
+    }

@@ -56,9 +56,12 @@ class S3Objects:
             raise TransientError(f"s3 head_object: {code}") from exc
         except BotoCoreError as exc:
             raise TransientError(f"s3 head_object: {exc.__class__.__name__}") from exc
-        return ObjectState(visible=True, version_id=normalize_version(resp.get("VersionId")),
-                           etag=normalize_etag(resp.get("ETag")),
-                           size=resp.get("ContentLength"))
+        return ObjectState(
+            visible=True,
+            version_id=normalize_version(resp.get("VersionId")),
+            etag=normalize_etag(resp.get("ETag")),
+            size=resp.get("ContentLength"),
+        )
 
 
 def eventbridge_delivery_enabled(client: S3Client, bucket: str) -> bool:

@@ -54,14 +54,15 @@ STREAM_FILTER: dict[str, Any] = {
 PUT_EVENTS_MAX = 10
 
 
-
-
 def is_applied_change(record: dict[str, Any]) -> bool:
     """Whether a DynamoDB stream record is an applied change (the relay's own check of
     :data:`STREAM_FILTER`, so it is right even where the filter is not applied)."""
     image = record.get("dynamodb", {}).get("NewImage") or {}
-    return (record.get("eventName") in ("INSERT", "MODIFY")
-            and image.get("op") == {"S": "apply"} and "chg_id" in image)
+    return (
+        record.get("eventName") in ("INSERT", "MODIFY")
+        and image.get("op") == {"S": "apply"}
+        and "chg_id" in image
+    )
 
 
 def change_event(record: dict[str, Any], bus_name: str) -> dict[str, Any]:
@@ -85,21 +86,35 @@ def change_event(record: dict[str, Any], bus_name: str) -> dict[str, Any]:
     kind = "created" if row.get("state") == "present" else "removed"
     bucket = row.get("bucket")
     detail = {
-        "id": row.get("chg_id"), "bucket": bucket, "key": row.get("key"), "kind": kind,
-        "sequencer": row.get("chg_seq"), "versionId": row.get("version_id"),
-        "etag": row.get("etag"), "size": row.get("size"), "rev": row.get("rev"),
-        "source": row.get("source"), "eventName": row.get("event_name"),
-        "reason": row.get("reason"), "observed": bool(row.get("observed")),
+        "id": row.get("chg_id"),
+        "bucket": bucket,
+        "key": row.get("key"),
+        "kind": kind,
+        "sequencer": row.get("chg_seq"),
+        "versionId": row.get("version_id"),
+        "etag": row.get("etag"),
+        "size": row.get("size"),
+        "rev": row.get("rev"),
+        "source": row.get("source"),
+        "eventName": row.get("event_name"),
+        "reason": row.get("reason"),
+        "observed": bool(row.get("observed")),
         "appliedAt": row.get("updated_at"),
     }
     # the partition (aws, aws-cn, aws-us-gov) of the stream the record came from
     partition = str(record.get("eventSourceARN") or "arn:aws").split(":")[1] or "aws"
-    return {"Source": SOURCE, "DetailType": DETAIL_TYPES[kind], "EventBusName": bus_name,
-            "Detail": json.dumps(detail), "Resources": [f"arn:{partition}:s3:::{bucket}"]}
+    return {
+        "Source": SOURCE,
+        "DetailType": DETAIL_TYPES[kind],
+        "EventBusName": bus_name,
+        "Detail": json.dumps(detail),
+        "Resources": [f"arn:{partition}:s3:::{bucket}"],
+    }
 
 
-def publish(events_client: Any, bus_name: str,
-            records: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
+def publish(
+    events_client: Any, bus_name: str, records: Iterable[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], str | None]:
     """Publish the applied changes among ``records`` in order, ten per PutEvents request,
     stopping at the first entry EventBridge did not accept.
 
@@ -119,7 +134,7 @@ def publish(events_client: Any, bus_name: str,
     todo = [(r, change_event(r, bus_name)) for r in records if is_applied_change(r)]
     published: list[dict[str, Any]] = []
     for i in range(0, len(todo), PUT_EVENTS_MAX):
-        chunk = todo[i:i + PUT_EVENTS_MAX]
+        chunk = todo[i : i + PUT_EVENTS_MAX]
         try:
             resp = events_client.put_events(Entries=[entry for _, entry in chunk])
         except (ClientError, BotoCoreError):

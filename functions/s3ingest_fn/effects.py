@@ -114,22 +114,43 @@ class AppliedChange:
 
     def as_dict(self) -> dict[str, Any]:
         """The change as JSON-ready values (camelCase, as in the change stream's detail)."""
-        return {"id": self.change_id, "bucket": self.bucket, "key": self.key, "kind": self.kind,
-                "sequencer": self.sequencer, "versionId": self.version_id, "etag": self.etag,
-                "size": self.size, "source": self.source, "eventName": self.event_name,
-                "token": self.token}
+        return {
+            "id": self.change_id,
+            "bucket": self.bucket,
+            "key": self.key,
+            "kind": self.kind,
+            "sequencer": self.sequencer,
+            "versionId": self.version_id,
+            "etag": self.etag,
+            "size": self.size,
+            "source": self.source,
+            "eventName": self.event_name,
+            "token": self.token,
+        }
 
 
-def change_id(bucket: str, key: str, change_key: str | None, present: bool,
-              version_id: str | None, etag: str | None) -> str:
+def change_id(
+    bucket: str,
+    key: str,
+    change_key: str | None,
+    present: bool,
+    version_id: str | None,
+    etag: str | None,
+) -> str:
     """Deterministic id of an applied change: (bucket, key, change key, state).
 
     32 hex characters of SHA-256 over the fields, NUL-separated (keys may hold any other
     character). ``change_key`` is the normalised sequencer of an event, or ``obs@<rev>`` for an
     observation (named by the row revision it creates).
     """
-    parts = (bucket, key, change_key or "-", "present" if present else "deleted",
-             version_id or "", etag or "")
+    parts = (
+        bucket,
+        key,
+        change_key or "-",
+        "present" if present else "deleted",
+        version_id or "",
+        etag or "",
+    )
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
 
 
@@ -162,16 +183,23 @@ class PinnedContent:
         else:
             # An event may lack both (CONTRACT C3): an unpinned read could return newer bytes.
             # Reconciliation records the object's ETag later as a change of its own.
-            raise SupersededError(f"{self.change.key!r}: the change names neither a version "
-                                  "nor an ETag, so its bytes cannot be pinned")
+            raise SupersededError(
+                f"{self.change.key!r}: the change names neither a version "
+                "nor an ETag, so its bytes cannot be pinned"
+            )
         try:
             return self._s3.get_object(**args)
         except ClientError as exc:
             err = exc.response.get("Error", {})
             code = str(err.get("Code", ""))
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            if code in ("PreconditionFailed", "412", "NoSuchKey", "NoSuchVersion",
-                        "404") or status in (404, 412):
+            if code in (
+                "PreconditionFailed",
+                "412",
+                "NoSuchKey",
+                "NoSuchVersion",
+                "404",
+            ) or status in (404, 412):
                 raise SupersededError(f"{self.change.key!r}: {code or status}") from exc
             raise TransientError(f"s3 get_object: {code}") from exc
         except BotoCoreError as exc:
@@ -237,8 +265,9 @@ def load_processor(spec: str) -> Processor:
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # ImportError, or the team module failing while it loads
-        raise ValueError(f"processor module {module_name!r} cannot be imported: "
-                         f"{exc.__class__.__name__}: {exc}") from exc
+        raise ValueError(
+            f"processor module {module_name!r} cannot be imported: {exc.__class__.__name__}: {exc}"
+        ) from exc
     func = getattr(module, attr, None)
     if not callable(func):
         raise ValueError(f"processor {spec!r}: {attr!r} is not a callable in {module_name}")
@@ -270,9 +299,14 @@ class EffectRunner:
         crashes there.
     """
 
-    def __init__(self, processor: Processor, s3: Any, *,
-                 clock_ms: Callable[[], int] | None = None,
-                 after_effect: Callable[[AppliedChange], None] | None = None) -> None:
+    def __init__(
+        self,
+        processor: Processor,
+        s3: Any,
+        *,
+        clock_ms: Callable[[], int] | None = None,
+        after_effect: Callable[[AppliedChange], None] | None = None,
+    ) -> None:
         self.processor = processor
         self._s3 = s3
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))

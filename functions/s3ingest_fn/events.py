@@ -43,14 +43,27 @@ _CREATED = "Object Created"
 _DELETED = "Object Deleted"
 #: EventBridge detail-types that never move ordering state (docs/payloads.md section 5, the
 #: mapping table).
-_EB_METADATA = frozenset({
-    "Object Restore Initiated", "Object Restore Completed", "Object Restore Expired",
-    "Object Storage Class Changed", "Object Access Tier Changed", "Object Tags Added",
-    "Object Tags Deleted", "Object ACL Updated",
-})
+_EB_METADATA = frozenset(
+    {
+        "Object Restore Initiated",
+        "Object Restore Completed",
+        "Object Restore Expired",
+        "Object Storage Class Changed",
+        "Object Access Tier Changed",
+        "Object Tags Added",
+        "Object Tags Deleted",
+        "Object ACL Updated",
+    }
+)
 #: Notification ``eventName`` prefixes that never move ordering state (CONTRACT C3).
-_NOTIFICATION_METADATA = ("ObjectRestore:", "ObjectTagging:", "ObjectAcl:", "LifecycleTransition",
-                          "IntelligentTiering", "Replication:")
+_NOTIFICATION_METADATA = (
+    "ObjectRestore:",
+    "ObjectTagging:",
+    "ObjectAcl:",
+    "LifecycleTransition",
+    "IntelligentTiering",
+    "Replication:",
+)
 
 
 @dataclass
@@ -202,8 +215,9 @@ def _parse_eventbridge(doc: dict[str, Any]) -> Change:
     detail = doc.get("detail")
     if not isinstance(detail, dict):
         raise InvalidMessageError("unknown-shape", "detail is not an object")
-    bucket = (detail.get("bucket") or {}).get("name") if isinstance(detail.get("bucket"), dict) \
-        else None
+    bucket = (
+        (detail.get("bucket") or {}).get("name") if isinstance(detail.get("bucket"), dict) else None
+    )
     obj = detail.get("object")
     if not isinstance(bucket, str) or not bucket or not isinstance(obj, dict):
         raise InvalidMessageError("missing-field", "detail.bucket.name or detail.object")
@@ -226,23 +240,52 @@ def _parse_eventbridge(doc: dict[str, Any]) -> Change:
     else:
         raise InvalidMessageError("unknown-event", f"detail-type {detail_type!r}")
     name = "/".join(p for p in (str(detail_type), reason, deletion_type) if p)
-    return _change(obj, bucket=bucket, key=key, raw_key=raw_key, kind=kind, event_name=name,
-                   fmt=Format.EVENTBRIDGE, version_id=version_id, etag=obj.get("etag"),
-                   event_time=doc.get("time"), replay_name=doc.get("replay-name"))
+    return _change(
+        obj,
+        bucket=bucket,
+        key=key,
+        raw_key=raw_key,
+        kind=kind,
+        event_name=name,
+        fmt=Format.EVENTBRIDGE,
+        version_id=version_id,
+        etag=obj.get("etag"),
+        event_time=doc.get("time"),
+        replay_name=doc.get("replay-name"),
+    )
 
 
-def _change(obj: dict[str, Any], *, bucket: str, key: str, raw_key: str, kind: Kind,
-            event_name: str, fmt: Format, version_id: str | None, etag: Any, event_time: Any,
-            replay_name: Any = None) -> Change:
+def _change(
+    obj: dict[str, Any],
+    *,
+    bucket: str,
+    key: str,
+    raw_key: str,
+    kind: Kind,
+    event_name: str,
+    fmt: Format,
+    version_id: str | None,
+    etag: Any,
+    event_time: Any,
+    replay_name: Any = None,
+) -> Change:
     """The fields both S3 formats share (their names differ: ``etag``/``eTag``, ...)."""
     raw_seq = obj.get("sequencer")
     return Change(
-        bucket=bucket, key=key, raw_key=raw_key, kind=kind, event_name=event_name, fmt=fmt,
+        bucket=bucket,
+        key=key,
+        raw_key=raw_key,
+        kind=kind,
+        event_name=event_name,
+        fmt=fmt,
         # Metadata events carry no sequencer of the object's write order (CONTRACT C3).
         sequencer=sequencer.normalize(raw_seq) if kind is not Kind.METADATA else None,
         raw_sequencer=raw_seq if isinstance(raw_seq, str) else None,
-        version_id=version_id, etag=normalize_etag(etag), size=_opt_size(obj.get("size")),
-        event_time=_opt_str(event_time), replay_name=_opt_str(replay_name),
+        version_id=version_id,
+        etag=normalize_etag(etag),
+        size=_opt_size(obj.get("size")),
+        event_time=_opt_str(event_time),
+        replay_name=_opt_str(replay_name),
     )
 
 
@@ -250,7 +293,8 @@ def _notification_kind(event_name: str, names_version: bool) -> Kind:
     if event_name.startswith("ObjectCreated:"):
         return Kind.CREATED
     if event_name.endswith(":DeleteMarkerCreated") and event_name.startswith(
-            ("ObjectRemoved:", "LifecycleExpiration:")):
+        ("ObjectRemoved:", "LifecycleExpiration:")
+    ):
         return Kind.REMOVED
     if event_name in ("ObjectRemoved:Delete", "LifecycleExpiration:Delete"):
         return Kind.VERSION_REMOVED if names_version else Kind.REMOVED
@@ -268,8 +312,11 @@ def _parse_record(record: Any) -> Change:
     if record.get("eventSource") not in ("aws:s3", None):
         raise InvalidMessageError("unknown-shape", f"eventSource {record.get('eventSource')!r}")
     s3 = record.get("s3")
-    if not isinstance(s3, dict) or not isinstance(s3.get("bucket"), dict) \
-            or not isinstance(s3.get("object"), dict):
+    if (
+        not isinstance(s3, dict)
+        or not isinstance(s3.get("bucket"), dict)
+        or not isinstance(s3.get("object"), dict)
+    ):
         raise InvalidMessageError("missing-field", "s3.bucket or s3.object")
     bucket = s3["bucket"].get("name")
     if not isinstance(bucket, str) or not bucket:
@@ -285,9 +332,18 @@ def _parse_record(record: Any) -> Change:
     event_name = event_name.removeprefix("s3:")
     version_id = normalize_version(obj.get("versionId"))
     kind = _notification_kind(event_name, _opt_str(obj.get("versionId")) is not None)
-    return _change(obj, bucket=bucket, key=key, raw_key=raw_key, kind=kind,
-                   event_name=event_name, fmt=Format.S3_NOTIFICATION, version_id=version_id,
-                   etag=obj.get("eTag"), event_time=record.get("eventTime"))
+    return _change(
+        obj,
+        bucket=bucket,
+        key=key,
+        raw_key=raw_key,
+        kind=kind,
+        event_name=event_name,
+        fmt=Format.S3_NOTIFICATION,
+        version_id=version_id,
+        etag=obj.get("eTag"),
+        event_time=record.get("eventTime"),
+    )
 
 
 def _parse_repair(body: Any) -> Change:
@@ -296,5 +352,11 @@ def _parse_repair(body: Any) -> Change:
     bucket, key = body.get("bucket"), body.get("key")
     if not isinstance(bucket, str) or not bucket or not isinstance(key, str) or not key:
         raise InvalidMessageError("missing-field", "s3ingestRepair.bucket/key")
-    return Change(bucket=bucket, key=_check_key(key), raw_key=key, kind=Kind.OBSERVE,
-                  event_name=f"Repair/{body.get('reason', 'unspecified')}", fmt=Format.REPAIR)
+    return Change(
+        bucket=bucket,
+        key=_check_key(key),
+        raw_key=key,
+        kind=Kind.OBSERVE,
+        event_name=f"Repair/{body.get('reason', 'unspecified')}",
+        fmt=Format.REPAIR,
+    )

@@ -60,14 +60,22 @@ class LedgerPort(Protocol):
 
     def get(self, bucket: str, key: str) -> dict[str, object] | None: ...
 
-    def write_sequenced(self, state: RowState, meta: WriteMeta, *, observed: bool,
-                        require_exact: bool, expected_rev: int | None = None,
-                        claim: Claim | None = None, same_change: bool = False,
-                        state_is: bool | None = None) -> WriteResult: ...
+    def write_sequenced(
+        self,
+        state: RowState,
+        meta: WriteMeta,
+        *,
+        observed: bool,
+        require_exact: bool,
+        expected_rev: int | None = None,
+        claim: Claim | None = None,
+        same_change: bool = False,
+        state_is: bool | None = None,
+    ) -> WriteResult: ...
 
-    def write_observation(self, state: RowState, meta: WriteMeta,
-                          expected_rev: int | None, claim: Claim | None = None
-                          ) -> WriteResult: ...
+    def write_observation(
+        self, state: RowState, meta: WriteMeta, expected_rev: int | None, claim: Claim | None = None
+    ) -> WriteResult: ...
 
     def reclaim(self, bucket: str, key: str, old_token: int, claim: Claim) -> WriteResult: ...
 
@@ -138,8 +146,9 @@ class IngestService:
                 return path(change)
             except _LeaseBusy:
                 if wait is None:
-                    raise TransientError("effect-in-progress: another change of the key is "
-                                         "running its effect") from None
+                    raise TransientError(
+                        "effect-in-progress: another change of the key is running its effect"
+                    ) from None
                 self.sleep(wait)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -150,8 +159,9 @@ class IngestService:
         for _ in range(MAX_OBSERVATION_ATTEMPTS):
             claim = self._claim(change)
             meta = self._meta(change, "newer-sequencer")
-            first = self.ledger.write_sequenced(state, meta, observed=False, require_exact=True,
-                                                claim=claim)
+            first = self.ledger.write_sequenced(
+                state, meta, observed=False, require_exact=True, claim=claim
+            )
             if first.applied:
                 return self._applied(change, Outcome.APPLIED, first, state, meta)
             old = first.old or {}
@@ -171,18 +181,28 @@ class IngestService:
                 # effect): only the sequencer moves; no new change, no second effect (unless
                 # that effect is behind the row: the bucket was just read, so it runs now).
                 claim = None
-                result = self.ledger.write_sequenced(written, meta, observed=observed,
-                                                     require_exact=False, expected_rev=_rev(old),
-                                                     same_change=True)
+                result = self.ledger.write_sequenced(
+                    written,
+                    meta,
+                    observed=observed,
+                    require_exact=False,
+                    expected_rev=_rev(old),
+                    same_change=True,
+                )
                 if result.applied:
                     done = result_of(change, outcome, meta.reason)
                     done.extra["effect"] = "already-recorded"
                     return self._resume(done, old, verified=True)
             else:
                 claim = self._claim(change)
-                result = self.ledger.write_sequenced(written, meta, observed=observed,
-                                                     require_exact=False, expected_rev=_rev(old),
-                                                     claim=claim)
+                result = self.ledger.write_sequenced(
+                    written,
+                    meta,
+                    observed=observed,
+                    require_exact=False,
+                    expected_rev=_rev(old),
+                    claim=claim,
+                )
                 if result.applied:
                     return self._applied(change, outcome, result, written, meta)
             verdict = self._rejected(change, result.old or {}, claim)
@@ -199,13 +219,18 @@ class IngestService:
         # already holds: then only the sequencer moves (no new change, no second effect). The
         # guess costs no read: each write is conditional on it, and a rejection returns the
         # row, which settles it for the next attempt.
-        same = (now.visible and change.version_id is not None
-                and change.version_id != now.version_id)
+        same = now.visible and change.version_id is not None and change.version_id != now.version_id
         for _ in range(MAX_OBSERVATION_ATTEMPTS):
             claim = None if same else self._claim(change)
-            result = self.ledger.write_sequenced(written, meta, observed=True,
-                                                 require_exact=False, claim=claim,
-                                                 same_change=same, state_is=same)
+            result = self.ledger.write_sequenced(
+                written,
+                meta,
+                observed=True,
+                require_exact=False,
+                claim=claim,
+                same_change=same,
+                state_is=same,
+            )
             if result.applied:
                 if same:
                     done = result_of(change, Outcome.APPLIED, reason)
@@ -224,14 +249,18 @@ class IngestService:
             row = self.ledger.get(change.bucket, change.key)
             now = self.bucket.current(change.bucket, change.key)
             if row is not None and _same_state(row, _head_state(now)):
-                return self._resume(result_of(change, Outcome.DUPLICATE,
-                                              "observation-matches-ledger"), row, verified=True)
+                return self._resume(
+                    result_of(change, Outcome.DUPLICATE, "observation-matches-ledger"),
+                    row,
+                    verified=True,
+                )
             if row is None and not now.visible:
                 return result_of(change, Outcome.IGNORED, "observed-absent-not-in-ledger")
             claim = self._claim(change)
             meta, written = self._meta(change, "observed-bucket-state"), _head_state(now)
             result = self.ledger.write_observation(
-                written, meta, expected_rev=_rev(row) if row is not None else None, claim=claim)
+                written, meta, expected_rev=_rev(row) if row is not None else None, claim=claim
+            )
             if result.applied:
                 return self._applied(change, Outcome.APPLIED, result, written, meta)
             if _lease_live(result.old or {}, claim):
@@ -247,8 +276,9 @@ class IngestService:
             return None
         return self.effects.claim()
 
-    def _rejected(self, change: Change, old: dict[str, object],
-                  claim: Claim | None) -> Result | None:
+    def _rejected(
+        self, change: Change, old: dict[str, object], claim: Claim | None
+    ) -> Result | None:
         """After a rejected write: duplicate/stale (resuming an abandoned effect),
         :class:`_LeaseBusy` when another change's effect holds a live lease, or None (the caller
         goes on)."""
@@ -259,23 +289,30 @@ class IngestService:
             raise _LeaseBusy
         return None
 
-    def _applied(self, change: Change, outcome: Outcome, write: WriteResult, state: RowState,
-                 meta: WriteMeta) -> Result:
+    def _applied(
+        self, change: Change, outcome: Outcome, write: WriteResult, state: RowState, meta: WriteMeta
+    ) -> Result:
         result = result_of(change, outcome, meta.reason)
         if write.change_id:
             result.extra["change_id"] = write.change_id
         if self.effects is None or write.token is None:
             return result
         applied = AppliedChange(
-            bucket=change.bucket, key=change.key,
+            bucket=change.bucket,
+            key=change.key,
             kind="created" if state.present else "removed",
-            sequencer=meta.raw_sequencer or meta.sequencer, version_id=state.version_id,
-            etag=state.etag, size=state.size, source=meta.source, event_name=meta.event_name,
-            change_id=write.change_id or "", token=write.token)
+            sequencer=meta.raw_sequencer or meta.sequencer,
+            version_id=state.version_id,
+            etag=state.etag,
+            size=state.size,
+            source=meta.source,
+            event_name=meta.event_name,
+            change_id=write.change_id or "",
+            token=write.token,
+        )
         return self._effect(result, applied)
 
-    def _resume(self, verdict: Result, row: dict[str, object], *,
-                verified: bool = False) -> Result:
+    def _resume(self, verdict: Result, row: dict[str, object], *, verified: bool = False) -> Result:
         """Re-run the effect of the row's change: a pending one whose worker's lease has
         expired, or, when ``verified`` (the bucket was just read and shows the row's state), one
         that is behind the row (:func:`~s3ingest_fn.ledger.effect_behind`: it ended superseded
@@ -301,17 +338,30 @@ class IngestService:
             return verdict
         present = row.get("state") == PRESENT
         applied = AppliedChange(
-            bucket=str(verdict.bucket), key=str(verdict.key),
-            kind="created" if present else "removed", sequencer=_opt(row.get("chg_seq")),
+            bucket=str(verdict.bucket),
+            key=str(verdict.key),
+            kind="created" if present else "removed",
+            sequencer=_opt(row.get("chg_seq")),
             version_id=_opt(row.get("version_id")) if present else None,
             etag=_opt(row.get("etag")) if present else None,
             size=_opt_int(row.get("size")) if present else None,
-            source=str(row.get("source", "")), event_name=str(row.get("event_name", "")),
-            change_id=str(row.get("chg_id", "")), token=taken.token)
-        resumed = self._effect(Result(outcome=verdict.outcome, reason=verdict.reason,
-                                      bucket=verdict.bucket, key=verdict.key,
-                                      sequencer=verdict.sequencer, extra=dict(verdict.extra)),
-                               applied, resumed=True)
+            source=str(row.get("source", "")),
+            event_name=str(row.get("event_name", "")),
+            change_id=str(row.get("chg_id", "")),
+            token=taken.token,
+        )
+        resumed = self._effect(
+            Result(
+                outcome=verdict.outcome,
+                reason=verdict.reason,
+                bucket=verdict.bucket,
+                key=verdict.key,
+                sequencer=verdict.sequencer,
+                extra=dict(verdict.extra),
+            ),
+            applied,
+            resumed=True,
+        )
         resumed.extra["effect"] = f"resumed-{resumed.extra.get('effect')}"
         return resumed
 
@@ -324,8 +374,12 @@ class IngestService:
         result.
         """
         assert self.effects is not None
-        result.extra.update({"resumed_change_id" if resumed else "change_id": change.change_id,
-                             "token": change.token})
+        result.extra.update(
+            {
+                "resumed_change_id" if resumed else "change_id": change.change_id,
+                "token": change.token,
+            }
+        )
         try:
             status = self.effects.run(change)
         except TransientError as exc:
@@ -362,9 +416,16 @@ class IngestService:
         return None
 
     def _meta(self, change: Change, reason: str) -> WriteMeta:
-        return WriteMeta(bucket=change.bucket, key=change.key, raw_key=change.raw_key,
-                         event_name=change.event_name, reason=reason, source=source_of(change),
-                         sequencer=change.sequencer, raw_sequencer=change.raw_sequencer)
+        return WriteMeta(
+            bucket=change.bucket,
+            key=change.key,
+            raw_key=change.raw_key,
+            event_name=change.event_name,
+            reason=reason,
+            source=source_of(change),
+            sequencer=change.sequencer,
+            raw_sequencer=change.raw_sequencer,
+        )
 
 
 def result_of(change: Change, outcome: Outcome, reason: str) -> Result:
@@ -374,8 +435,14 @@ def result_of(change: Change, outcome: Outcome, reason: str) -> Result:
     extra: dict[str, object] = {"source": source_of(change), "event_name": change.event_name}
     if change.event_time:
         extra["event_time"] = change.event_time
-    return Result(outcome=outcome, reason=reason, bucket=change.bucket, key=change.key,
-                  sequencer=change.raw_sequencer, extra=extra)
+    return Result(
+        outcome=outcome,
+        reason=reason,
+        bucket=change.bucket,
+        key=change.key,
+        sequencer=change.raw_sequencer,
+        extra=extra,
+    )
 
 
 def source_of(change: Change) -> str:
@@ -395,8 +462,12 @@ class _LeaseBusy(Exception):
 
 def _lease_live(old: dict[str, object], claim: Claim | None) -> bool:
     lease = old.get("fx_lease")
-    return (claim is not None and old.get("fx") == PENDING and isinstance(lease, int)
-            and lease >= claim.now_ms)
+    return (
+        claim is not None
+        and old.get("fx") == PENDING
+        and isinstance(lease, int)
+        and lease >= claim.now_ms
+    )
 
 
 def _opt_int(value: object) -> int | None:
@@ -414,8 +485,11 @@ def _same_state(row: dict[str, object], state: RowState) -> bool:
         return False
     if not state.present:
         return row.get("state") == "deleted"
-    return (row.get("state") == PRESENT and row.get("version_id") == state.version_id
-            and row.get("etag") == state.etag)
+    return (
+        row.get("state") == PRESENT
+        and row.get("version_id") == state.version_id
+        and row.get("etag") == state.etag
+    )
 
 
 def _rev(row: dict[str, object]) -> int:
@@ -425,8 +499,9 @@ def _rev(row: dict[str, object]) -> int:
 
 def _event_state(change: Change) -> RowState:
     if change.kind is Kind.CREATED:
-        return RowState(present=True, version_id=change.version_id, etag=change.etag,
-                        size=change.size)
+        return RowState(
+            present=True, version_id=change.version_id, etag=change.etag, size=change.size
+        )
     return RowState(present=False)
 
 
@@ -445,4 +520,3 @@ def _matches(change: Change, now: ObjectState) -> bool:
     if change.version_id or now.version_id:
         return change.version_id == now.version_id
     return change.etag is not None and change.etag == now.etag
-

@@ -143,8 +143,13 @@ class DynamoLedger:
         Returns epoch seconds (float); injectable for tests.
     """
 
-    def __init__(self, client: DynamoDBClient, table_name: str, tombstone_ttl_seconds: int,
-                 clock: Any = time.time) -> None:
+    def __init__(
+        self,
+        client: DynamoDBClient,
+        table_name: str,
+        tombstone_ttl_seconds: int,
+        clock: Any = time.time,
+    ) -> None:
         self._ddb = client
         self._table = table_name
         self._ttl = tombstone_ttl_seconds
@@ -159,18 +164,26 @@ class DynamoLedger:
             On throttling or a service error.
         """
         try:
-            resp = self._ddb.get_item(TableName=self._table,
-                                      Key={"pk": {"S": row_pk(bucket, key)}},
-                                      ConsistentRead=True)
+            resp = self._ddb.get_item(
+                TableName=self._table, Key={"pk": {"S": row_pk(bucket, key)}}, ConsistentRead=True
+            )
         except (ClientError, BotoCoreError) as exc:
             raise _transient(exc) from exc
         item = resp.get("Item")
         return from_item(item) if item else None
 
-    def write_sequenced(self, state: RowState, meta: WriteMeta, *, observed: bool,
-                        require_exact: bool, expected_rev: int | None = None,
-                        claim: Claim | None = None, same_change: bool = False,
-                        state_is: bool | None = None) -> WriteResult:
+    def write_sequenced(
+        self,
+        state: RowState,
+        meta: WriteMeta,
+        *,
+        observed: bool,
+        require_exact: bool,
+        expected_rev: int | None = None,
+        claim: Claim | None = None,
+        same_change: bool = False,
+        state_is: bool | None = None,
+    ) -> WriteResult:
         """Record ``state`` at ``meta.sequencer`` if that sequencer is newer than the row's.
 
         One UpdateItem request. Its condition: the row does not exist, or its ``seq`` is absent or
@@ -208,12 +221,20 @@ class DynamoLedger:
         if state_is is not None:
             held = _state_equals(state, values)
             cond = f"({cond}) AND " + (held if state_is else f"(NOT {held})")
-        return self._update(state, meta, observed=observed, condition=cond, values=values,
-                            claim=claim, same_change=same_change,
-                            change_key=meta.sequencer)
+        return self._update(
+            state,
+            meta,
+            observed=observed,
+            condition=cond,
+            values=values,
+            claim=claim,
+            same_change=same_change,
+            change_key=meta.sequencer,
+        )
 
-    def write_observation(self, state: RowState, meta: WriteMeta,
-                          expected_rev: int | None, claim: Claim | None = None) -> WriteResult:
+    def write_observation(
+        self, state: RowState, meta: WriteMeta, expected_rev: int | None, claim: Claim | None = None
+    ) -> WriteResult:
         """Record an observed state (C7) if the row has not moved since it was read.
 
         ``expected_rev=None`` means the row did not exist when read. The row's ``seq`` is kept.
@@ -231,10 +252,19 @@ class DynamoLedger:
         # the same state observed again after another change is a new change. A row created by
         # an observation is named by the time too: a tombstone row expires (TTL) and a later
         # row of the key starts again from revision 1.
-        return self._update(state, meta, observed=True, condition=cond, values=values,
-                            claim=claim, change_key=(f"obs@{expected_rev + 1}"
-                                                     if expected_rev is not None
-                                                     else f"obs@new@{int(self._clock() * 1000)}"))
+        return self._update(
+            state,
+            meta,
+            observed=True,
+            condition=cond,
+            values=values,
+            claim=claim,
+            change_key=(
+                f"obs@{expected_rev + 1}"
+                if expected_rev is not None
+                else f"obs@new@{int(self._clock() * 1000)}"
+            ),
+        )
 
     def reclaim(self, bucket: str, key: str, old_token: int, claim: Claim) -> WriteResult:
         """Take over the row's effect: a pending one whose lease has expired (its worker crashed
@@ -255,20 +285,31 @@ class DynamoLedger:
         TransientError
             On throttling or a service error.
         """
-        return self._call(bucket, key, {
-            "UpdateExpression": "SET #rev = if_not_exists(#rev, :zero) + :one, "
-                                "#fx_token = if_not_exists(#rev, :zero) + :one, "
-                                "#fx_lease = :lease, #op = :claim, #fx = :pending",
-            "ConditionExpression": "#fx_token = :old AND ((#fx = :pending AND #fx_lease < :now)"
-                                   " OR #fx = :superseded)",
-            "ExpressionAttributeNames": {f"#{n}": n for n in ("rev", "fx_token", "fx_lease",
-                                                              "op", "fx")},
-            "ExpressionAttributeValues": {
-                ":zero": {"N": "0"}, ":one": {"N": "1"}, ":claim": {"S": "claim"},
-                ":lease": {"N": str(claim.lease_until_ms)}, ":pending": {"S": PENDING},
-                ":superseded": {"S": SUPERSEDED},
-                ":old": {"N": str(old_token)}, ":now": {"N": str(claim.now_ms)}},
-            "ReturnValues": "UPDATED_NEW"})
+        return self._call(
+            bucket,
+            key,
+            {
+                "UpdateExpression": "SET #rev = if_not_exists(#rev, :zero) + :one, "
+                "#fx_token = if_not_exists(#rev, :zero) + :one, "
+                "#fx_lease = :lease, #op = :claim, #fx = :pending",
+                "ConditionExpression": "#fx_token = :old AND ((#fx = :pending AND #fx_lease < :now)"
+                " OR #fx = :superseded)",
+                "ExpressionAttributeNames": {
+                    f"#{n}": n for n in ("rev", "fx_token", "fx_lease", "op", "fx")
+                },
+                "ExpressionAttributeValues": {
+                    ":zero": {"N": "0"},
+                    ":one": {"N": "1"},
+                    ":claim": {"S": "claim"},
+                    ":lease": {"N": str(claim.lease_until_ms)},
+                    ":pending": {"S": PENDING},
+                    ":superseded": {"S": SUPERSEDED},
+                    ":old": {"N": str(old_token)},
+                    ":now": {"N": str(claim.now_ms)},
+                },
+                "ReturnValues": "UPDATED_NEW",
+            },
+        )
 
     def finish_effect(self, bucket: str, key: str, token: int, status: str = DONE) -> bool:
         """Commit an effect (``status``: ``done`` or ``superseded``) if ``token`` still holds the
@@ -290,12 +331,20 @@ class DynamoLedger:
         if status == DONE:
             expr += ", #fx_done = #chg_id"
             names.update({"#fx_done": "fx_done", "#chg_id": "chg_id"})
-        return self._call(bucket, key, {
-            "UpdateExpression": expr + " REMOVE #fx_lease",
-            "ConditionExpression": "#fx_token = :token",
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": {":status": {"S": status}, ":commit": {"S": "commit"},
-                                          ":token": {"N": str(token)}}}).applied
+        return self._call(
+            bucket,
+            key,
+            {
+                "UpdateExpression": expr + " REMOVE #fx_lease",
+                "ConditionExpression": "#fx_token = :token",
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": {
+                    ":status": {"S": status},
+                    ":commit": {"S": "commit"},
+                    ":token": {"N": str(token)},
+                },
+            },
+        ).applied
 
     def release(self, bucket: str, key: str, token: int) -> bool:
         """End a claim's lease now (the processor failed): the retry may re-claim at once.
@@ -310,21 +359,36 @@ class DynamoLedger:
         TransientError
             On throttling or a service error.
         """
-        return self._call(bucket, key, {
-            # op changes too, so the change stream (op = apply) does not publish it again
-            "UpdateExpression": "SET #fx_lease = :zero, #op = :release",
-            "ConditionExpression": "#fx_token = :token AND #fx = :pending",
-            "ExpressionAttributeNames": {"#fx_lease": "fx_lease", "#fx_token": "fx_token",
-                                         "#fx": "fx", "#op": "op"},
-            "ExpressionAttributeValues": {":zero": {"N": "0"}, ":token": {"N": str(token)},
-                                          ":pending": {"S": PENDING},
-                                          ":release": {"S": "release"}}}).applied
+        return self._call(
+            bucket,
+            key,
+            {
+                # op changes too, so the change stream (op = apply) does not publish it again
+                "UpdateExpression": "SET #fx_lease = :zero, #op = :release",
+                "ConditionExpression": "#fx_token = :token AND #fx = :pending",
+                "ExpressionAttributeNames": {
+                    "#fx_lease": "fx_lease",
+                    "#fx_token": "fx_token",
+                    "#fx": "fx",
+                    "#op": "op",
+                },
+                "ExpressionAttributeValues": {
+                    ":zero": {"N": "0"},
+                    ":token": {"N": str(token)},
+                    ":pending": {"S": PENDING},
+                    ":release": {"S": "release"},
+                },
+            },
+        ).applied
 
     def _call(self, bucket: str, key: str, request: dict[str, Any]) -> WriteResult:
         try:
             resp = self._ddb.update_item(
-                TableName=self._table, Key={"pk": {"S": row_pk(bucket, key)}},
-                ReturnValuesOnConditionCheckFailure="ALL_OLD", **request)
+                TableName=self._table,
+                Key={"pk": {"S": row_pk(bucket, key)}},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **request,
+            )
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
                 item = exc.response.get("Item")
@@ -335,15 +399,28 @@ class DynamoLedger:
         token = resp.get("Attributes", {}).get("fx_token", {}).get("N")
         return WriteResult(applied=True, token=int(token) if token is not None else None)
 
-    def _update(self, state: RowState, meta: WriteMeta, *, observed: bool, condition: str,
-                values: dict[str, Any], change_key: str | None, claim: Claim | None = None,
-                same_change: bool = False) -> WriteResult:
+    def _update(
+        self,
+        state: RowState,
+        meta: WriteMeta,
+        *,
+        observed: bool,
+        condition: str,
+        values: dict[str, Any],
+        change_key: str | None,
+        claim: Claim | None = None,
+        same_change: bool = False,
+    ) -> WriteResult:
         now = self._clock()
         sets = {
-            "bucket": {"S": meta.bucket}, "key": {"S": meta.key}, "raw_key": {"S": meta.raw_key},
+            "bucket": {"S": meta.bucket},
+            "key": {"S": meta.key},
+            "raw_key": {"S": meta.raw_key},
             "state": {"S": PRESENT if state.present else DELETED},
-            "observed": {"BOOL": observed}, "event_name": {"S": meta.event_name},
-            "reason": {"S": meta.reason}, "source": {"S": meta.source},
+            "observed": {"BOOL": observed},
+            "event_name": {"S": meta.event_name},
+            "reason": {"S": meta.reason},
+            "source": {"S": meta.source},
             "updated_at": {"N": str(int(now * 1000))},
             "op": {"S": "seq" if same_change else "apply"},
         }
@@ -353,8 +430,9 @@ class DynamoLedger:
             if claim is not None:
                 raise ValueError("a same-change write claims no effect")
         else:
-            chg = change_id(meta.bucket, meta.key, change_key, state.present, state.version_id,
-                            state.etag)
+            chg = change_id(
+                meta.bucket, meta.key, change_key, state.present, state.version_id, state.etag
+            )
             sets["chg_id"] = {"S": chg}
             if meta.sequencer is not None:  # the applied change's own sequencer
                 sets["chg_seq"] = {"S": meta.raw_sequencer or meta.sequencer}
@@ -365,8 +443,9 @@ class DynamoLedger:
                 sets["fx_lease"] = {"N": str(claim.lease_until_ms)}
                 values[":now"] = {"N": str(claim.now_ms)}
                 # a live lease of another change's effect blocks this write (module effects)
-                condition = (f"({condition}) AND "
-                             "(attribute_not_exists(#fx_lease) OR #fx_lease < :now)")
+                condition = (
+                    f"({condition}) AND (attribute_not_exists(#fx_lease) OR #fx_lease < :now)"
+                )
             else:
                 removes.extend(("fx", "fx_lease", "fx_token", "fx_done"))
         if meta.sequencer is not None:
@@ -396,11 +475,16 @@ class DynamoLedger:
             expr += ", #fx_token = if_not_exists(#rev, :zero) + :one"
         # Decision history: the last HISTORY_SLOTS applied decisions, newest in h0, shifted in
         # the same request (operands read the item as it was before this update).
-        values[":decision"] = {"M": {
-            "seq": {"S": meta.raw_sequencer or meta.sequencer or "-"},
-            "event": {"S": meta.event_name[:200]}, "reason": {"S": meta.reason},
-            "source": {"S": meta.source}, "at": {"N": str(int(now * 1000))},
-            "state": sets["state"]}}
+        values[":decision"] = {
+            "M": {
+                "seq": {"S": meta.raw_sequencer or meta.sequencer or "-"},
+                "event": {"S": meta.event_name[:200]},
+                "reason": {"S": meta.reason},
+                "source": {"S": meta.source},
+                "at": {"N": str(int(now * 1000))},
+                "state": sets["state"],
+            }
+        }
         values[":nodecision"] = {"NULL": True}
         for i in range(HISTORY_SLOTS - 1, 0, -1):
             expr += f", #h{i} = if_not_exists(#h{i - 1}, :nodecision)"
@@ -409,12 +493,27 @@ class DynamoLedger:
             expr += " REMOVE " + ", ".join(f"#{name}" for name in removes)
         used = expr + " " + condition
         history = tuple(f"h{i}" for i in range(HISTORY_SLOTS))
-        names = {f"#{n}": n for n in (*sets, *removes, "rev", "pk", "seq", "observed", *history,
-                                      "fx_token", "fx_lease")
-                 if re.search(rf"#{n}\b", used)}
+        names = {
+            f"#{n}": n
+            for n in (
+                *sets,
+                *removes,
+                "rev",
+                "pk",
+                "seq",
+                "observed",
+                *history,
+                "fx_token",
+                "fx_lease",
+            )
+            if re.search(rf"#{n}\b", used)
+        }
         request: dict[str, Any] = {
-            "UpdateExpression": expr, "ConditionExpression": condition,
-            "ExpressionAttributeNames": names, "ExpressionAttributeValues": values}
+            "UpdateExpression": expr,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
         if claim is not None:
             request["ReturnValues"] = "UPDATED_NEW"
         result = self._call(meta.bucket, meta.key, request)
@@ -450,7 +549,7 @@ def from_item(item: dict[str, Any]) -> dict[str, Any]:
     """Convert a DynamoDB attribute-value map of a ledger row to plain Python values."""
     out: dict[str, Any] = {}
     for name, av in item.items():
-        (typ, val), = av.items()
+        ((typ, val),) = av.items()
         if typ == "N":
             out[name] = int(val) if val.lstrip("-").isdigit() else float(val)
         elif typ in ("S", "BOOL"):

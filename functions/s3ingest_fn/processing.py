@@ -60,8 +60,9 @@ class DeadLetter:
         if detail:
             attrs[DETAIL_ATTRIBUTE] = {"DataType": "String", "StringValue": detail[:1000]}
         try:
-            self._sqs.send_message(QueueUrl=self._url, MessageBody=body or "<empty body>",
-                                   MessageAttributes=attrs)
+            self._sqs.send_message(
+                QueueUrl=self._url, MessageBody=body or "<empty body>", MessageAttributes=attrs
+            )
         except (ClientError, BotoCoreError) as exc:
             raise TransientError(f"sqs send_message to DLQ: {exc}") from exc
 
@@ -157,11 +158,16 @@ class FunctionSettings:
             Naming every missing or malformed variable.
         """
         env = os.environ if env is None else env
-        problems = [f"{name} is not set" for name in ("LEDGER_TABLE_NAME", "DEAD_LETTER_QUEUE_URL")
-                    if not env.get(name)]
+        problems = [
+            f"{name} is not set"
+            for name in ("LEDGER_TABLE_NAME", "DEAD_LETTER_QUEUE_URL")
+            if not env.get(name)
+        ]
         ints = {}
-        for name, default, lo, hi in (("TOMBSTONE_TTL_SECONDS", "0", 0, 10 * 365 * 86400),
-                                      ("RECORD_CONCURRENCY", "8", 1, 64)):
+        for name, default, lo, hi in (
+            ("TOMBSTONE_TTL_SECONDS", "0", 0, 10 * 365 * 86400),
+            ("RECORD_CONCURRENCY", "8", 1, 64),
+        ):
             raw = env.get(name, default)
             text = str(raw)
             if not (text.isascii() and text.isdigit()) or not lo <= int(text) <= hi:
@@ -170,8 +176,10 @@ class FunctionSettings:
                 ints[name] = int(raw)
         if problems:
             raise ValueError("ingest function misconfigured: " + "; ".join(problems))
-        return cls(ledger_table_name=env["LEDGER_TABLE_NAME"],
-                   dead_letter_queue_url=env["DEAD_LETTER_QUEUE_URL"],
-                   tombstone_ttl_seconds=ints["TOMBSTONE_TTL_SECONDS"],
-                   record_concurrency=ints["RECORD_CONCURRENCY"],
-                   bucket_name=env.get("BUCKET_NAME") or None)
+        return cls(
+            ledger_table_name=env["LEDGER_TABLE_NAME"],
+            dead_letter_queue_url=env["DEAD_LETTER_QUEUE_URL"],
+            tombstone_ttl_seconds=ints["TOMBSTONE_TTL_SECONDS"],
+            record_concurrency=ints["RECORD_CONCURRENCY"],
+            bucket_name=env.get("BUCKET_NAME") or None,
+        )

@@ -200,13 +200,18 @@ def _check_defined(processor: str, root: Path) -> None:
     base = root.joinpath(*module.split("."))
     path = next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()), None)
     if path is None:
-        raise ProcessorPackageError([f"processor: {processor!r}: no module file {module!r} "
-                                     f"under {root} ({base}.py or {base}/__init__.py)"])
+        raise ProcessorPackageError(
+            [
+                f"processor: {processor!r}: no module file {module!r} "
+                f"under {root} ({base}.py or {base}/__init__.py)"
+            ]
+        )
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     except (SyntaxError, UnicodeDecodeError) as exc:
-        raise ProcessorPackageError([f"processor: {processor!r}: {path} does not parse: "
-                                     f"{exc}"]) from exc
+        raise ProcessorPackageError(
+            [f"processor: {processor!r}: {path} does not parse: {exc}"]
+        ) from exc
     defined: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
@@ -217,8 +222,9 @@ def _check_defined(processor: str, root: Path) -> None:
         elif isinstance(node, ast.Import | ast.ImportFrom):
             defined.update((a.asname or a.name).split(".")[0] for a in node.names)
     if attr not in defined:
-        raise ProcessorPackageError([f"processor: {processor!r}: {path} defines no {attr!r} "
-                                     "at its top level"])
+        raise ProcessorPackageError(
+            [f"processor: {processor!r}: {path} defines no {attr!r} at its top level"]
+        )
 
 
 def _files(source: Path) -> Iterator[Path]:

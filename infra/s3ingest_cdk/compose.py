@@ -23,8 +23,7 @@ def settings_from_app(app: App) -> Settings:
     s3ingest.settings.SettingsError
         Listing every invalid value and every unknown key (the CDK's own keys excepted).
     """
-    context = {key: value for key, value in app.node.get_all_context().items()
-               if value is not None}
+    context = {key: value for key, value in app.node.get_all_context().items() if value is not None}
     return Settings.from_context(context)
 
 

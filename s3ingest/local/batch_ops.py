@@ -61,13 +61,21 @@ def manifest_tasks(manifest: Manifest, data_files: list[bytes]) -> Iterator[dict
         for row in csv.reader(io.StringIO(text)):
             if not row:
                 continue
-            yield {"taskId": base64.b64encode(uuid.uuid4().bytes).decode().rstrip("="),
-                   "s3Key": row[columns["Key"]], "s3Bucket": row[columns["Bucket"]],
-                   "s3VersionId": (row[v] or None) if v is not None else None}
+            yield {
+                "taskId": base64.b64encode(uuid.uuid4().bytes).decode().rstrip("="),
+                "s3Key": row[columns["Key"]],
+                "s3Bucket": row[columns["Bucket"]],
+                "s3VersionId": (row[v] or None) if v is not None else None,
+            }
 
 
-def run_job(manifest_key: str, manifest: Manifest, data_files: list[bytes], invoke: Invoke,
-            between: Callable[[int], None] | None = None) -> JobReport:
+def run_job(
+    manifest_key: str,
+    manifest: Manifest,
+    data_files: list[bytes],
+    invoke: Invoke,
+    between: Callable[[int], None] | None = None,
+) -> JobReport:
     """Run the job's tasks through ``invoke`` (one task per invocation, as S3 does).
 
     Parameters
@@ -97,15 +105,17 @@ def run_job(manifest_key: str, manifest: Manifest, data_files: list[bytes], invo
             report.succeeded += 1
         else:
             report.failed += 1
-            report.failures.append({"key": task["s3Key"], "resultCode": code,
-                                    "resultString": text})
+            report.failures.append({"key": task["s3Key"], "resultCode": code, "resultString": text})
     return report
 
 
 def _invoke_one(invoke: Invoke, job_id: str, task: dict[str, Any]) -> tuple[str, str]:
-    request = {"invocationSchemaVersion": "2.0",
-               "invocationId": base64.b64encode(uuid.uuid4().bytes).decode(),
-               "job": {"id": job_id, "userArguments": {}}, "tasks": [task]}
+    request = {
+        "invocationSchemaVersion": "2.0",
+        "invocationId": base64.b64encode(uuid.uuid4().bytes).decode(),
+        "job": {"id": job_id, "userArguments": {}},
+        "tasks": [task],
+    }
     response = json.loads(json.dumps(invoke(request)))  # what crosses the wire is JSON
     for name in ("invocationSchemaVersion", "invocationId"):
         if response.get(name) != request[name]:

@@ -46,9 +46,11 @@ class Chaos:
         if spec is None:
             spec = {}
         if not isinstance(spec, Mapping):
-            raise ValueError("chaos must be a JSON object like "
-                             '{"seed": 1, "duplicate": 0.3, "reorder": true, "drop": 0.0, '
-                             '"crash": 0.0}')
+            raise ValueError(
+                "chaos must be a JSON object like "
+                '{"seed": 1, "duplicate": 0.3, "reorder": true, "drop": 0.0, '
+                '"crash": 0.0}'
+            )
         unknown = set(spec) - {"seed", "duplicate", "reorder", "drop", "crash"}
         if unknown:
             raise ValueError(f"unknown chaos settings: {sorted(unknown)}")
@@ -62,8 +64,13 @@ class Chaos:
         for name, value in (("duplicate", duplicate), ("drop", drop), ("crash", crash)):
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise ValueError(f"chaos {name} must be a number within 0..1, not {value!r}")
-        chaos = cls(seed=seed, duplicate=float(duplicate), reorder=reorder, drop=float(drop),
-                    crash=float(crash))
+        chaos = cls(
+            seed=seed,
+            duplicate=float(duplicate),
+            reorder=reorder,
+            drop=float(drop),
+            crash=float(crash),
+        )
         for name in ("duplicate", "drop", "crash"):
             if not 0.0 <= getattr(chaos, name) <= 1.0:
                 raise ValueError(f"chaos {name} must be within 0..1")

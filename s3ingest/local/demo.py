@@ -42,8 +42,10 @@ HOSTILE_KEYS = (
     "tab\tand~tilde.txt",
 )
 
-TEST_EVENT = ('{"Service":"Amazon S3","Event":"s3:TestEvent","Time":"2026-11-30T00:00:00.000Z",'
-              '"Bucket":"%s","RequestId":"5582815E1AEA5ADF","HostId":"demo"}')
+TEST_EVENT = (
+    '{"Service":"Amazon S3","Event":"s3:TestEvent","Time":"2026-11-30T00:00:00.000Z",'
+    '"Bucket":"%s","RequestId":"5582815E1AEA5ADF","HostId":"demo"}'
+)
 
 
 @dataclass(frozen=True)
@@ -61,8 +63,11 @@ class DemoOptions:
     crash: float = 0.05
 
 
-def run_demo(options: DemoOptions, settings: Settings | None = None,
-             on_progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+def run_demo(
+    options: DemoOptions,
+    settings: Settings | None = None,
+    on_progress: Callable[[str, int, int], None] | None = None,
+) -> dict[str, Any]:
     """Run the demo and return its report.
 
     Parameters
@@ -83,8 +88,9 @@ def run_demo(options: DemoOptions, settings: Settings | None = None,
     """
     rng = random.Random(options.seed)
     with Emulator() as emu:
-        rt = LocalRuntime(emu, settings or local_settings(), versioning="Enabled",
-                          seed=options.seed)
+        rt = LocalRuntime(
+            emu, settings or local_settings(), versioning="Enabled", seed=options.seed
+        )
         s3 = rt.faithful
         versions: dict[str, list[str]] = {k: [] for k in HOSTILE_KEYS}
         delivered_total = 0
@@ -108,8 +114,13 @@ def run_demo(options: DemoOptions, settings: Settings | None = None,
             for key in rng.sample(HOSTILE_KEYS, 2):
                 if versions[key]:  # remove one old version: the key's visibility may not change
                     s3.delete(key, versions[key].pop(0))
-            chaos = Chaos(seed=options.seed + rnd, duplicate=options.duplicate, reorder=True,
-                          drop=options.drop, crash=options.crash)
+            chaos = Chaos(
+                seed=options.seed + rnd,
+                duplicate=options.duplicate,
+                reorder=True,
+                drop=options.drop,
+                crash=options.crash,
+            )
             delivered_total += rt.flush(chaos)
             if rnd == 0:
                 rt.send_raw(TEST_EVENT % rt.resources.bucket)
@@ -121,8 +132,11 @@ def run_demo(options: DemoOptions, settings: Settings | None = None,
         if options.reconcile:
             if on_progress:
                 on_progress("reconcile", processed, delivered_total)
-            reconciliation = rt.reconcile(options.reconcile, prefix=options.reconcile_prefix,
-                                          dry_run=options.reconcile_dry_run).as_dict()
+            reconciliation = rt.reconcile(
+                options.reconcile,
+                prefix=options.reconcile_prefix,
+                dry_run=options.reconcile_dry_run,
+            ).as_dict()
         comparison = rt.compare()
         effects = rt.effects_report()
         effects_ok = not effects["problems"] and not effects["sidecar_differences"]
@@ -139,16 +153,20 @@ def run_demo(options: DemoOptions, settings: Settings | None = None,
             "dead_letter_queue": rt.dead_letters(),
             "effects": effects,
             "converged": comparison.converged and effects_ok,
-            "differences": comparison.differences + effects["problems"]
+            "differences": comparison.differences
+            + effects["problems"]
             + effects["sidecar_differences"],
             "ledger_rows": len(comparison.ledger),
             "visible_objects": len(comparison.bucket),
         }
 
 
-def run_backfill_demo(objects: int = 60, live_operations: int = 20, seed: int = 7,
-                      on_progress: Callable[[str, int, int], None] | None = None
-                      ) -> dict[str, Any]:
+def run_backfill_demo(
+    objects: int = 60,
+    live_operations: int = 20,
+    seed: int = 7,
+    on_progress: Callable[[str, int, int], None] | None = None,
+) -> dict[str, Any]:
     """Backfill locally: ``objects`` exist before the pipeline (their events never reach it),
     an S3 Inventory report is written, and a Batch Operations job runs through the real backfill
     handler while ``live_operations`` happen and are delivered (duplicated, reordered).
@@ -184,6 +202,11 @@ def run_backfill_demo(objects: int = 60, live_operations: int = 20, seed: int = 
         rt.flush(Chaos(seed=seed, duplicate=0.3, reorder=True))
         rt.drain()
         comparison = rt.compare()
-        return {**report, "bucket": rt.resources.bucket, "converged": comparison.converged,
-                "differences": comparison.differences, "ledger_rows": len(comparison.ledger),
-                "visible_objects": len(comparison.bucket)}
+        return {
+            **report,
+            "bucket": rt.resources.bucket,
+            "converged": comparison.converged,
+            "differences": comparison.differences,
+            "ledger_rows": len(comparison.ledger),
+            "visible_objects": len(comparison.bucket),
+        }

@@ -69,8 +69,9 @@ class Emulator:
         self.port = _free_port()
         self.endpoint_url = f"http://127.0.0.1:{self.port}"
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
-        self._config = Config(retries={"max_attempts": 2, "mode": "standard"},
-                              max_pool_connections=64)
+        self._config = Config(
+            retries={"max_attempts": 2, "mode": "standard"}, max_pool_connections=64
+        )
 
     def __enter__(self) -> Emulator:
         self._server.start()
@@ -84,15 +85,24 @@ class Emulator:
         emulator: a client a processor creates with ``boto3.client(...)`` reaches it
         (``AWS_ENDPOINT_URL``,
         https://docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html)."""
-        return {"AWS_ENDPOINT_URL": self.endpoint_url, "AWS_ACCESS_KEY_ID": "testing",
-                "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION,
-                "AWS_REGION": REGION}
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint_url,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_REGION": REGION,
+        }
 
     def client(self, service: str) -> Any:
         """A boto3 client for ``service`` bound to the emulator."""
         return boto3.session.Session().client(
-            service, endpoint_url=self.endpoint_url, region_name=REGION,
-            aws_access_key_id="testing", aws_secret_access_key="testing", config=self._config)
+            service,
+            endpoint_url=self.endpoint_url,
+            region_name=REGION,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            config=self._config,
+        )
 
 
 @dataclass(frozen=True)
@@ -117,8 +127,13 @@ class Resources:
     change_queue_url: str | None = None
 
 
-def provision(emu: Emulator, settings: Settings, *, bucket: str | None = None,
-              versioning: str | None = "Enabled") -> Resources:
+def provision(
+    emu: Emulator,
+    settings: Settings,
+    *,
+    bucket: str | None = None,
+    versioning: str | None = "Enabled",
+) -> Resources:
     """Create the stack's resources in the emulator.
 
     Parameters
@@ -144,34 +159,48 @@ def provision(emu: Emulator, settings: Settings, *, bucket: str | None = None,
     if versioning:
         s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": versioning})
     day = 86_400
-    dlq_url = sqs.create_queue(QueueName=f"ingest-dlq-{suffix}", Attributes={
-        "MessageRetentionPeriod": str(settings.dlq_retention_days * day)})["QueueUrl"]
+    dlq_url = sqs.create_queue(
+        QueueName=f"ingest-dlq-{suffix}",
+        Attributes={"MessageRetentionPeriod": str(settings.dlq_retention_days * day)},
+    )["QueueUrl"]
     dlq_arn = _queue_arn(sqs, dlq_url)
-    queue_url = sqs.create_queue(QueueName=f"ingest-{suffix}", Attributes={
-        "MessageRetentionPeriod": str(settings.queue_retention_days * day),
-        "VisibilityTimeout": str(settings.queue_visibility_timeout_seconds),
-        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn,
-                                     "maxReceiveCount": settings.max_receive_count}),
-    })["QueueUrl"]
+    queue_url = sqs.create_queue(
+        QueueName=f"ingest-{suffix}",
+        Attributes={
+            "MessageRetentionPeriod": str(settings.queue_retention_days * day),
+            "VisibilityTimeout": str(settings.queue_visibility_timeout_seconds),
+            "RedrivePolicy": json.dumps(
+                {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": settings.max_receive_count}
+            ),
+        },
+    )["QueueUrl"]
     queue_arn = _queue_arn(sqs, queue_url)
     table = f"ledger-{suffix}"
     stream: dict[str, Any] = {}
     if settings.change_stream:
         stream = {"StreamSpecification": {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}}
-    created = ddb.create_table(TableName=table, BillingMode="PAY_PER_REQUEST",
-                               KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-                               AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-                               **stream)
-    ddb.update_time_to_live(TableName=table, TimeToLiveSpecification={
-        "Enabled": True, "AttributeName": "expires_at"})
+    created = ddb.create_table(
+        TableName=table,
+        BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        **stream,
+    )
+    ddb.update_time_to_live(
+        TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"}
+    )
     pattern = json.dumps(ingest_event_pattern(bucket))
     rule = f"ingest-{suffix}"
     events.put_rule(Name=rule, EventPattern=pattern, State="ENABLED")
     events.put_targets(Rule=rule, Targets=[{"Id": "ingest-queue", "Arn": queue_arn}])
     archive = f"ingest-archive-{suffix}"
     bus_arn = events.describe_event_bus()["Arn"]
-    events.create_archive(ArchiveName=archive, EventSourceArn=bus_arn, EventPattern=pattern,
-                          RetentionDays=settings.archive_retention_days)
+    events.create_archive(
+        ArchiveName=archive,
+        EventSourceArn=bus_arn,
+        EventPattern=pattern,
+        RetentionDays=settings.archive_retention_days,
+    )
     output_bucket = None
     if settings.processor:
         output_bucket = f"s3ingest-output-{suffix}"
@@ -182,15 +211,32 @@ def provision(emu: Emulator, settings: Settings, *, bucket: str | None = None,
         change_bus = f"s3ingest-changes-{suffix}"
         events.create_event_bus(Name=change_bus)
         change_queue_url = sqs.create_queue(QueueName=f"changes-{suffix}")["QueueUrl"]
-        events.put_rule(Name=f"changes-{suffix}", EventBusName=change_bus, State="ENABLED",
-                        EventPattern=json.dumps({"source": [CHANGE_SOURCE]}))
-        events.put_targets(Rule=f"changes-{suffix}", EventBusName=change_bus, Targets=[
-            {"Id": "subscriber", "Arn": _queue_arn(sqs, change_queue_url)}])
-    return Resources(bucket=bucket, versioning=versioning, queue_url=queue_url,
-                     queue_arn=queue_arn, dlq_url=dlq_url, table=table, rule=rule,
-                     archive=archive, inventory_bucket=inventory_bucket,
-                     output_bucket=output_bucket, stream_arn=stream_arn, change_bus=change_bus,
-                     change_queue_url=change_queue_url)
+        events.put_rule(
+            Name=f"changes-{suffix}",
+            EventBusName=change_bus,
+            State="ENABLED",
+            EventPattern=json.dumps({"source": [CHANGE_SOURCE]}),
+        )
+        events.put_targets(
+            Rule=f"changes-{suffix}",
+            EventBusName=change_bus,
+            Targets=[{"Id": "subscriber", "Arn": _queue_arn(sqs, change_queue_url)}],
+        )
+    return Resources(
+        bucket=bucket,
+        versioning=versioning,
+        queue_url=queue_url,
+        queue_arn=queue_arn,
+        dlq_url=dlq_url,
+        table=table,
+        rule=rule,
+        archive=archive,
+        inventory_bucket=inventory_bucket,
+        output_bucket=output_bucket,
+        stream_arn=stream_arn,
+        change_bus=change_bus,
+        change_queue_url=change_queue_url,
+    )
 
 
 def _queue_arn(sqs: Any, url: str) -> str:

@@ -15,13 +15,28 @@ def run_fanout(reconciler: Reconciler, event: dict[str, Any]) -> dict[str, Any]:
     steps = FanOut(reconciler)
     plan = steps.plan(event)
     common = {"runId": plan["runId"], "partitions": plan["partitions"], "prefix": plan["prefix"]}
-    inventory = [steps.shard_inventory({**common, "manifest": plan["manifest"], "file": f})
-                 for f in plan["files"]]
-    ledger = [steps.shard_ledger({**common, "segment": s, "segments": plan["segments"]})
-              for s in plan["segmentList"]]
-    partitions = [steps.diff_partition({
-        **common, "partition": p, "createdMs": plan["createdMs"], "marginMs": plan["marginMs"],
-        "dryRun": plan["dryRun"], "compareVersions": plan["compareVersions"],
-        "compareEtags": plan["compareEtags"]}) for p in plan["partitionList"]]
-    return steps.summarize({"plan": plan, "inventory": inventory, "ledger": ledger,
-                            "partitions": partitions})
+    inventory = [
+        steps.shard_inventory({**common, "manifest": plan["manifest"], "file": f})
+        for f in plan["files"]
+    ]
+    ledger = [
+        steps.shard_ledger({**common, "segment": s, "segments": plan["segments"]})
+        for s in plan["segmentList"]
+    ]
+    partitions = [
+        steps.diff_partition(
+            {
+                **common,
+                "partition": p,
+                "createdMs": plan["createdMs"],
+                "marginMs": plan["marginMs"],
+                "dryRun": plan["dryRun"],
+                "compareVersions": plan["compareVersions"],
+                "compareEtags": plan["compareEtags"],
+            }
+        )
+        for p in plan["partitionList"]
+    ]
+    return steps.summarize(
+        {"plan": plan, "inventory": inventory, "ledger": ledger, "partitions": partitions}
+    )

@@ -24,13 +24,28 @@ from typing import Any
 from s3ingest.local.s3faithful import encode_key
 from s3ingest.settings import inventory_report_prefix
 
-SCHEMA = ("Bucket", "Key", "VersionId", "IsLatest", "IsDeleteMarker", "Size", "LastModifiedDate",
-          "ETag", "StorageClass", "IsMultipartUploaded")
+SCHEMA = (
+    "Bucket",
+    "Key",
+    "VersionId",
+    "IsLatest",
+    "IsDeleteMarker",
+    "Size",
+    "LastModifiedDate",
+    "ETag",
+    "StorageClass",
+    "IsMultipartUploaded",
+)
 
 
-def write_inventory(s3: Any, *, source_bucket: str, destination_bucket: str,
-                    rows_per_file: int = 1000,
-                    clock: Any = time.time) -> str:
+def write_inventory(
+    s3: Any,
+    *,
+    source_bucket: str,
+    destination_bucket: str,
+    rows_per_file: int = 1000,
+    clock: Any = time.time,
+) -> str:
     """List ``source_bucket``'s versions and write one inventory report of them.
 
     Returns
@@ -39,27 +54,35 @@ def write_inventory(s3: Any, *, source_bucket: str, destination_bucket: str,
         The key of the report's ``manifest.json`` in ``destination_bucket``.
     """
     now = clock()
-    folder = inventory_report_prefix(source_bucket) + time.strftime("%Y-%m-%dT%H-%MZ",
-                                                                     time.gmtime(now))
+    folder = inventory_report_prefix(source_bucket) + time.strftime(
+        "%Y-%m-%dT%H-%MZ", time.gmtime(now)
+    )
     rows = list(_rows(s3, source_bucket))
     files = []
     for i in range(0, max(len(rows), 1), rows_per_file):
-        data = _csv_gz(rows[i:i + rows_per_file])
+        data = _csv_gz(rows[i : i + rows_per_file])
         key = f"{folder}/data/{uuid.uuid4()}.csv.gz"
         s3.put_object(Bucket=destination_bucket, Key=key, Body=data)
         files.append({"key": key, "size": len(data), "MD5checksum": hashlib.md5(data).hexdigest()})
-    manifest = json.dumps({
-        "sourceBucket": source_bucket,
-        "destinationBucket": f"arn:aws:s3:::{destination_bucket}",
-        "version": "2016-11-30",
-        "creationTimestamp": str(int(now * 1000)),
-        "fileFormat": "CSV",
-        "fileSchema": ", ".join(SCHEMA),
-        "files": files,
-    }, indent=2, separators=(",", " : ")).encode()
+    manifest = json.dumps(
+        {
+            "sourceBucket": source_bucket,
+            "destinationBucket": f"arn:aws:s3:::{destination_bucket}",
+            "version": "2016-11-30",
+            "creationTimestamp": str(int(now * 1000)),
+            "fileFormat": "CSV",
+            "fileSchema": ", ".join(SCHEMA),
+            "files": files,
+        },
+        indent=2,
+        separators=(",", " : "),
+    ).encode()
     s3.put_object(Bucket=destination_bucket, Key=f"{folder}/manifest.json", Body=manifest)
-    s3.put_object(Bucket=destination_bucket, Key=f"{folder}/manifest.checksum",
-                  Body=(hashlib.md5(manifest).hexdigest() + "\n").encode())
+    s3.put_object(
+        Bucket=destination_bucket,
+        Key=f"{folder}/manifest.checksum",
+        Body=(hashlib.md5(manifest).hexdigest() + "\n").encode(),
+    )
     return f"{folder}/manifest.json"
 
 
@@ -68,19 +91,48 @@ def _rows(s3: Any, bucket: str) -> Any:
     if not status:
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
             for o in page.get("Contents", []):
-                yield [bucket, encode_key(o["Key"]), "", "true", "false", str(o["Size"]),
-                       _iso(o["LastModified"]), o["ETag"].strip('"'), "STANDARD", "false"]
+                yield [
+                    bucket,
+                    encode_key(o["Key"]),
+                    "",
+                    "true",
+                    "false",
+                    str(o["Size"]),
+                    _iso(o["LastModified"]),
+                    o["ETag"].strip('"'),
+                    "STANDARD",
+                    "false",
+                ]
         return
     for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
         for v in page.get("Versions", []):
             version = "" if v.get("VersionId") in (None, "null") else v["VersionId"]
-            yield [bucket, encode_key(v["Key"]), version, _bool(v["IsLatest"]), "false",
-                   str(v["Size"]), _iso(v["LastModified"]), v["ETag"].strip('"'), "STANDARD",
-                   "false"]
+            yield [
+                bucket,
+                encode_key(v["Key"]),
+                version,
+                _bool(v["IsLatest"]),
+                "false",
+                str(v["Size"]),
+                _iso(v["LastModified"]),
+                v["ETag"].strip('"'),
+                "STANDARD",
+                "false",
+            ]
         for m in page.get("DeleteMarkers", []):
             version = "" if m.get("VersionId") in (None, "null") else m["VersionId"]
-            yield [bucket, encode_key(m["Key"]), version, _bool(m["IsLatest"]), "true", "",
-                   _iso(m["LastModified"]), "", "", ""]
+            yield [
+                bucket,
+                encode_key(m["Key"]),
+                version,
+                _bool(m["IsLatest"]),
+                "true",
+                "",
+                _iso(m["LastModified"]),
+                "",
+                "",
+                "",
+            ]
 
 
 def _csv_gz(rows: list[list[str]]) -> bytes:

@@ -115,10 +115,17 @@ class EffectRun:
     crashed_before_commit: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.change_id, "key": self.key, "kind": self.kind,
-                "sequencer": self.sequencer, "versionId": self.version_id, "etag": self.etag,
-                "token": self.token, "step": self.step,
-                "crashed_before_commit": self.crashed_before_commit}
+        return {
+            "id": self.change_id,
+            "key": self.key,
+            "kind": self.kind,
+            "sequencer": self.sequencer,
+            "versionId": self.version_id,
+            "etag": self.etag,
+            "token": self.token,
+            "step": self.step,
+            "crashed_before_commit": self.crashed_before_commit,
+        }
 
 
 @dataclass
@@ -147,31 +154,39 @@ class LocalRuntime:
         Seeds the sequencer suffixes.
     """
 
-    def __init__(self, emu: Emulator, settings: Settings | None = None, *,
-                 bucket: str | None = None, versioning: str | None = "Enabled",
-                 seed: int = 0) -> None:
+    def __init__(
+        self,
+        emu: Emulator,
+        settings: Settings | None = None,
+        *,
+        bucket: str | None = None,
+        versioning: str | None = "Enabled",
+        seed: int = 0,
+    ) -> None:
         self.emu = emu
         self.settings = settings or Settings()
-        self.resources: Resources = provision(emu, self.settings, bucket=bucket,
-                                              versioning=versioning)
+        self.resources: Resources = provision(
+            emu, self.settings, bucket=bucket, versioning=versioning
+        )
         self.s3 = emu.client("s3")
         self.sqs = emu.client("sqs")
         self.ddb = emu.client("dynamodb")
         self.events = emu.client("events")
-        self.faithful = FaithfulS3(self.s3, self.resources.bucket, versioning,
-                                   SequencerClock(seed))
-        self.ledger = DynamoLedger(self.ddb, self.resources.table,
-                                   self.settings.tombstone_ttl_seconds)
+        self.faithful = FaithfulS3(self.s3, self.resources.bucket, versioning, SequencerClock(seed))
+        self.ledger = DynamoLedger(
+            self.ddb, self.resources.table, self.settings.tombstone_ttl_seconds
+        )
         self.objects = S3Objects(self.s3)
-        self.service = IngestService(self.ledger, self.objects,
-                                     scope_bucket=self.resources.bucket)
-        self.processor = MessageProcessor(self.service,
-                                          DeadLetter(self.sqs, self.resources.dlq_url))
+        self.service = IngestService(self.ledger, self.objects, scope_bucket=self.resources.bucket)
+        self.processor = MessageProcessor(
+            self.service, DeadLetter(self.sqs, self.resources.dlq_url)
+        )
         self.delivered: list[Delivered] = []
         self.dropped: list[dict[str, Any]] = []
         self.step: int | None = None
-        self.handler = make_handler(self.processor, self.settings.record_concurrency,
-                                    emit=self._emit)
+        self.handler = make_handler(
+            self.processor, self.settings.record_concurrency, emit=self._emit
+        )
         self.invocations = 0
         #: Called after every handler invocation (tests check invariants from it).
         self.after_batch: Callable[[LocalRuntime], None] | None = None
@@ -187,8 +202,10 @@ class LocalRuntime:
         self._stream_iterators: dict[str, str | None] = {}
         if self.settings.processor:
             self.service.effects = EffectRunner(
-                self._recording(load_processor(self.settings.processor)), self.s3,
-                after_effect=self._maybe_crash)
+                self._recording(load_processor(self.settings.processor)),
+                self.s3,
+                after_effect=self._maybe_crash,
+            )
 
     # -- effects (CONTRACT C11) --------------------------------------------------------------
 
@@ -199,10 +216,18 @@ class LocalRuntime:
 
         def run(change: AppliedChange, content: PinnedContent | None) -> None:
             processor(change, content)
-            self.effects.append(EffectRun(
-                change_id=change.change_id, key=change.key, kind=change.kind,
-                sequencer=change.sequencer, version_id=change.version_id, etag=change.etag,
-                token=change.token, step=self.step))
+            self.effects.append(
+                EffectRun(
+                    change_id=change.change_id,
+                    key=change.key,
+                    kind=change.kind,
+                    sequencer=change.sequencer,
+                    version_id=change.version_id,
+                    etag=change.etag,
+                    token=change.token,
+                    step=self.step,
+                )
+            )
 
         return run
 
@@ -258,24 +283,38 @@ class LocalRuntime:
         if not self.resources.stream_arn or not self.resources.change_bus:
             return 0
         streams = self.emu.client("dynamodbstreams")
-        shards = streams.describe_stream(
-            StreamArn=self.resources.stream_arn)["StreamDescription"]["Shards"]
+        shards = streams.describe_stream(StreamArn=self.resources.stream_arn)["StreamDescription"][
+            "Shards"
+        ]
         for shard in shards:
             shard_id = shard["ShardId"]
             it = self._stream_iterators.get(shard_id)
             if it is None:
-                it = streams.get_shard_iterator(StreamArn=self.resources.stream_arn,
-                                                ShardId=shard_id,
-                                                ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+                it = streams.get_shard_iterator(
+                    StreamArn=self.resources.stream_arn,
+                    ShardId=shard_id,
+                    ShardIteratorType="TRIM_HORIZON",
+                )["ShardIterator"]
             while it:
                 page = streams.get_records(ShardIterator=it, Limit=100)
                 records = page.get("Records", [])
                 it = page.get("NextShardIterator")
                 if not records:
                     break
-                response = relay(self.events, self.resources.change_bus, {"Records": [
-                    {**r, "eventSource": "aws:dynamodb",
-                     "eventSourceARN": self.resources.stream_arn} for r in records]})
+                response = relay(
+                    self.events,
+                    self.resources.change_bus,
+                    {
+                        "Records": [
+                            {
+                                **r,
+                                "eventSource": "aws:dynamodb",
+                                "eventSourceARN": self.resources.stream_arn,
+                            }
+                            for r in records
+                        ]
+                    },
+                )
                 if response["batchItemFailures"]:
                     raise RuntimeError(f"change relay failed: {response}")
             self._stream_iterators[shard_id] = it
@@ -286,15 +325,25 @@ class LocalRuntime:
         got = 0
         while url:
             msgs = self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get(
-                "Messages", [])
+                "Messages", []
+            )
             if not msgs:
                 break
             for m in msgs:
                 event = json.loads(m["Body"])
-                self.changes.append({"detail-type": event.get("detail-type"),
-                                     "source": event.get("source"), "detail": event["detail"]})
-            self.sqs.delete_message_batch(QueueUrl=url, Entries=[
-                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs)])
+                self.changes.append(
+                    {
+                        "detail-type": event.get("detail-type"),
+                        "source": event.get("source"),
+                        "detail": event["detail"],
+                    }
+                )
+            self.sqs.delete_message_batch(
+                QueueUrl=url,
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs)
+                ],
+            )
             got += len(msgs)
         return got
 
@@ -308,8 +357,9 @@ class LocalRuntime:
             "crashes_injected": sum(r.crashed_before_commit for r in self.effects),
             "change_events": len(self.changes),
             "change_events_unique": len(set(ids)),
-            "change_events_by_type": dict(sorted(Counter(
-                str(c["detail-type"]) for c in self.changes).items())),
+            "change_events_by_type": dict(
+                sorted(Counter(str(c["detail-type"]) for c in self.changes).items())
+            ),
             "problems": self.check_effects(),
             "sidecar_differences": self.check_sidecars(),
         }
@@ -335,13 +385,19 @@ class LocalRuntime:
             if doc is None:
                 problems.append(f"no sidecar for visible {obj['key']!r}")
             elif (doc["versionId"], doc["etag"]) != (obj["version_id"], obj["etag"]):
-                problems.append(f"sidecar of {obj['key']!r} describes {doc['versionId']}/"
-                                f"{doc['etag']}, the bucket holds {obj['version_id']}/"
-                                f"{obj['etag']}")
-        problems.extend(f"sidecar left for deleted {k!r} (under {DEFAULT_PREFIX})"
-                        for k in sidecars)
-        problems.extend(f"sidecar key of {len(k.encode())} bytes: S3 refuses keys over "
-                        f"{MAX_KEY_BYTES} bytes" for k in names if len(k.encode()) > MAX_KEY_BYTES)
+                problems.append(
+                    f"sidecar of {obj['key']!r} describes {doc['versionId']}/"
+                    f"{doc['etag']}, the bucket holds {obj['version_id']}/"
+                    f"{obj['etag']}"
+                )
+        problems.extend(
+            f"sidecar left for deleted {k!r} (under {DEFAULT_PREFIX})" for k in sidecars
+        )
+        problems.extend(
+            f"sidecar key of {len(k.encode())} bytes: S3 refuses keys over {MAX_KEY_BYTES} bytes"
+            for k in names
+            if len(k.encode()) > MAX_KEY_BYTES
+        )
         return problems
 
     def check_effects(self) -> list[str]:
@@ -360,13 +416,17 @@ class LocalRuntime:
                 problems.append(f"{key!r}: effects not in claim order: tokens {tokens}")
             for before, after in itertools.pairwise(runs):
                 if before.change_id == after.change_id and not before.crashed_before_commit:
-                    problems.append(f"{key!r}: effect {before.change_id} ran twice without a "
-                                    "crash")
+                    problems.append(f"{key!r}: effect {before.change_id} ran twice without a crash")
             row = rows.get(key)
-            if row is not None and row.get("fx") == "done" and runs[-1].change_id != row.get(
-                    "chg_id"):
-                problems.append(f"{key!r}: last effect {runs[-1].change_id} is not the row's "
-                                f"change {row.get('chg_id')}")
+            if (
+                row is not None
+                and row.get("fx") == "done"
+                and runs[-1].change_id != row.get("chg_id")
+            ):
+                problems.append(
+                    f"{key!r}: last effect {runs[-1].change_id} is not the row's "
+                    f"change {row.get('chg_id')}"
+                )
         visible = {o["key"]: o for o in self.bucket_objects()}
         for key, row in rows.items():
             if row.get("fx") == "pending":
@@ -374,9 +434,11 @@ class LocalRuntime:
             elif effect_behind(row) and _row_matches(row, visible.get(key)):
                 # (a row that differs from the bucket is ledger drift, reported by compare();
                 # its repair records a new change, which runs its own effect)
-                problems.append(f"{key!r}: effect {row.get('fx')} for the row's change "
-                                f"{row.get('chg_id')} and no newer change came (a reconciliation "
-                                "re-runs it)")
+                problems.append(
+                    f"{key!r}: effect {row.get('fx')} for the row's change "
+                    f"{row.get('chg_id')} and no newer change came (a reconciliation "
+                    "re-runs it)"
+                )
         return problems
 
     # -- delivery ------------------------------------------------------------------------
@@ -396,10 +458,15 @@ class LocalRuntime:
         deliver, dropped = chaos.schedule(self.faithful.take_pending())
         self.dropped.extend(dropped)
         for i in range(0, len(deliver), 10):
-            entries = [{
-                "Source": e["source"], "DetailType": e["detail-type"],
-                "Detail": json.dumps(e["detail"]), "Resources": e["resources"],
-            } for e in deliver[i:i + 10]]
+            entries = [
+                {
+                    "Source": e["source"],
+                    "DetailType": e["detail-type"],
+                    "Detail": json.dumps(e["detail"]),
+                    "Resources": e["resources"],
+                }
+                for e in deliver[i : i + 10]
+            ]
             resp = self.events.put_events(Entries=entries)
             if resp.get("FailedEntryCount"):
                 raise RuntimeError(f"emulator refused events: {resp['Entries']}")
@@ -409,8 +476,9 @@ class LocalRuntime:
         """Put one message on the ingest queue exactly as given (a body as AWS would send it)."""
         self.sqs.send_message(QueueUrl=self.resources.queue_url, MessageBody=body)
 
-    def drain(self, on_batch: Callable[[int], None] | None = None,
-              timeout_seconds: float = 300.0) -> None:
+    def drain(
+        self, on_batch: Callable[[int], None] | None = None, timeout_seconds: float = 300.0
+    ) -> None:
         """Play the Lambda SQS event source until the ingest queue is empty.
 
         Parameters
@@ -430,8 +498,11 @@ class LocalRuntime:
         batch = max(1, min(10, self.settings.batch_size))
         while True:
             msgs = self.sqs.receive_message(
-                QueueUrl=url, MaxNumberOfMessages=batch, AttributeNames=["All"],
-                MessageAttributeNames=["All"], VisibilityTimeout=LOCAL_VISIBILITY_TIMEOUT,
+                QueueUrl=url,
+                MaxNumberOfMessages=batch,
+                AttributeNames=["All"],
+                MessageAttributeNames=["All"],
+                VisibilityTimeout=LOCAL_VISIBILITY_TIMEOUT,
             ).get("Messages", [])
             if not msgs:
                 if self._queue_empty():
@@ -448,9 +519,13 @@ class LocalRuntime:
             failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
             done = [m for m in msgs if m["MessageId"] not in failed]
             if done:
-                self.sqs.delete_message_batch(QueueUrl=url, Entries=[
-                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-                    for i, m in enumerate(done)])
+                self.sqs.delete_message_batch(
+                    QueueUrl=url,
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                        for i, m in enumerate(done)
+                    ],
+                )
             if on_batch:
                 on_batch(len(msgs))
             if self.after_batch:
@@ -468,11 +543,14 @@ class LocalRuntime:
         (https://docs.aws.amazon.com/lambda/latest/dg/with-sqs.html)."""
         body = msg["Body"]
         return {
-            "messageId": msg["MessageId"], "receiptHandle": msg["ReceiptHandle"], "body": body,
+            "messageId": msg["MessageId"],
+            "receiptHandle": msg["ReceiptHandle"],
+            "body": body,
             "attributes": {k: str(v) for k, v in msg.get("Attributes", {}).items()},
             "messageAttributes": msg.get("MessageAttributes", {}),
             "md5OfBody": hashlib.md5(body.encode()).hexdigest(),
-            "eventSource": "aws:sqs", "eventSourceARN": self.resources.queue_arn,
+            "eventSource": "aws:sqs",
+            "eventSourceARN": self.resources.queue_arn,
             "awsRegion": REGION,
         }
 
@@ -480,28 +558,48 @@ class LocalRuntime:
 
     def reconciler(self) -> Reconciler:
         """The reconcile code the Lambda runs, bound to this deployment's resources."""
-        return Reconciler(s3=self.s3, dynamodb=self.ddb, sqs=self.sqs,
-                          bucket=self.resources.bucket, table=self.resources.table,
-                          queue_url=self.resources.queue_url,
-                          inventory_bucket=self.resources.inventory_bucket,
-                          inventory_prefix=inventory_report_prefix(self.resources.bucket))
+        return Reconciler(
+            s3=self.s3,
+            dynamodb=self.ddb,
+            sqs=self.sqs,
+            bucket=self.resources.bucket,
+            table=self.resources.table,
+            queue_url=self.resources.queue_url,
+            inventory_bucket=self.resources.inventory_bucket,
+            inventory_prefix=inventory_report_prefix(self.resources.bucket),
+        )
 
     def write_inventory(self) -> str:
         """Write an S3 Inventory report of the bucket now; return its manifest key."""
-        return write_inventory(self.s3, source_bucket=self.resources.bucket,
-                               destination_bucket=self.resources.inventory_bucket)
+        return write_inventory(
+            self.s3,
+            source_bucket=self.resources.bucket,
+            destination_bucket=self.resources.inventory_bucket,
+        )
 
-    def reconcile(self, source: str = INVENTORY, *, prefix: str = "", dry_run: bool = False,
-                  margin_seconds: int = 0, progress: Progress | None = None,
-                  drain: bool = True) -> ReconcileReport:
+    def reconcile(
+        self,
+        source: str = INVENTORY,
+        *,
+        prefix: str = "",
+        dry_run: bool = False,
+        margin_seconds: int = 0,
+        progress: Progress | None = None,
+        drain: bool = True,
+    ) -> ReconcileReport:
         """Run one reconciliation (writing an inventory report first for ``inventory``), then
         drain the repairs through the ingest handler.
 
         ``margin_seconds`` defaults to 0 here: locally, nothing changes after the snapshot.
         """
         manifest = self.write_inventory() if source == INVENTORY else None
-        request = ReconcileRequest(source=source, prefix=prefix, dry_run=dry_run,
-                                   manifest_key=manifest, margin_ms=margin_seconds * 1000)
+        request = ReconcileRequest(
+            source=source,
+            prefix=prefix,
+            dry_run=dry_run,
+            manifest_key=manifest,
+            margin_ms=margin_seconds * 1000,
+        )
         report = self.reconciler().run(request, progress)
         if drain and not dry_run:
             self.drain()
@@ -514,8 +612,11 @@ class LocalRuntime:
         from s3ingest.operations import ReplayTarget
 
         archive = self.events.describe_archive(ArchiveName=self.resources.archive)["ArchiveArn"]
-        return ReplayTarget(archive_arn=archive, bus_arn=self.events.describe_event_bus()["Arn"],
-                            rule_arn=self.events.describe_rule(Name=self.resources.rule)["Arn"])
+        return ReplayTarget(
+            archive_arn=archive,
+            bus_arn=self.events.describe_event_bus()["Arn"],
+            rule_arn=self.events.describe_rule(Name=self.resources.rule)["Arn"],
+        )
 
     def replay(self, start: Any = None, end: Any = None, name: str | None = None) -> dict[str, Any]:
         """Replay the archive (default: everything archived so far) to the ingest rule, then
@@ -528,17 +629,21 @@ class LocalRuntime:
         start = start or now - timedelta(days=1)  # before anything this runtime archived
         # nothing is archived after now, and the emulator archives at once: no lag to keep
         end = min(end or now, now) + timedelta(seconds=1)
-        replay = start_replay(self.events, self.replay_target(), start, end, name=name,
-                              now=end, min_lag=timedelta(0))
+        replay = start_replay(
+            self.events, self.replay_target(), start, end, name=name, now=end, min_lag=timedelta(0)
+        )
         wait_replay(self.events, replay, poll_seconds=0.2)
         self.drain()
         return {"replay": replay, "from": start.isoformat(), "to": end.isoformat()}
 
     # -- backfill ----------------------------------------------------------------------------
 
-    def backfill(self, manifest_key: str | None = None,
-                 between: Callable[[int], None] | None = None,
-                 chaos: Chaos | None = None) -> dict[str, Any]:
+    def backfill(
+        self,
+        manifest_key: str | None = None,
+        between: Callable[[int], None] | None = None,
+        chaos: Chaos | None = None,
+    ) -> dict[str, Any]:
         """Backfill from an S3 Inventory report (written now unless given): a Batch Operations
         job driven locally through the real backfill code path (CONTRACT C13). ``chaos.crash``
         kills workers of this job's tasks: each becomes a ``TemporaryFailure`` that the job
@@ -551,8 +656,13 @@ class LocalRuntime:
         manifest = reconciler.manifest(manifest_key)
         data = [reconciler.get_inventory_object(k) for k in manifest.files]
         with self.crashing(chaos), self.function_environment():
-            report = run_job(manifest_key, manifest, data,
-                             lambda event: handle_invocation(event, self.service), between)
+            report = run_job(
+                manifest_key,
+                manifest,
+                data,
+                lambda event: handle_invocation(event, self.service),
+                between,
+            )
         self.pump_changes()  # the job wrote to the ledger outside drain()
         return report.as_dict()
 
@@ -567,9 +677,12 @@ class LocalRuntime:
         out: list[dict[str, Any]] = []
         seen: set[str] = set()
         for _ in range(100):
-            msgs = self.sqs.receive_message(QueueUrl=self.resources.dlq_url,
-                                            MaxNumberOfMessages=10, VisibilityTimeout=30,
-                                            MessageAttributeNames=["All"]).get("Messages", [])
+            msgs = self.sqs.receive_message(
+                QueueUrl=self.resources.dlq_url,
+                MaxNumberOfMessages=10,
+                VisibilityTimeout=30,
+                MessageAttributeNames=["All"],
+            ).get("Messages", [])
             fresh = [m for m in msgs if m["MessageId"] not in seen]
             if not fresh:
                 break
@@ -581,9 +694,16 @@ class LocalRuntime:
         """The dead-letter queue's messages as ``{"reason", "body"}`` (body cut to 200 chars);
         ``retries-exhausted`` for a message that used up its receives."""
         # A message SQS moved there after maxReceiveCount receives carries no reason of ours.
-        return [{"reason": m.get("MessageAttributes", {}).get("s3ingest-reason", {})
-                 .get("StringValue") or "retries-exhausted", "body": m["Body"][:200]}
-                for m in self.dlq_messages()]
+        return [
+            {
+                "reason": m.get("MessageAttributes", {})
+                .get("s3ingest-reason", {})
+                .get("StringValue")
+                or "retries-exhausted",
+                "body": m["Body"][:200],
+            }
+            for m in self.dlq_messages()
+        ]
 
     def ledger_rows(self) -> list[dict[str, Any]]:
         """Every ledger row, as plain values, sorted by key."""
@@ -608,18 +728,21 @@ class LocalRuntime:
             for page in pages:
                 for v in page.get("Versions", []):
                     if v.get("IsLatest"):
-                        latest[v["Key"]] = {"key": v["Key"],
-                                            "version_id": normalize_version(v.get("VersionId")),
-                                            "etag": normalize_etag(v.get("ETag"))}
+                        latest[v["Key"]] = {
+                            "key": v["Key"],
+                            "version_id": normalize_version(v.get("VersionId")),
+                            "etag": normalize_etag(v.get("ETag")),
+                        }
                 for m in page.get("DeleteMarkers", []):
                     if m.get("IsLatest"):
                         latest.pop(m["Key"], None)
             visible = list(latest.values())
         else:
             for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
-                visible.extend({"key": o["Key"], "version_id": None,
-                                "etag": normalize_etag(o.get("ETag"))}
-                               for o in page.get("Contents", []))
+                visible.extend(
+                    {"key": o["Key"], "version_id": None, "etag": normalize_etag(o.get("ETag"))}
+                    for o in page.get("Contents", [])
+                )
         return sorted(visible, key=lambda o: o["key"])
 
     def compare(self) -> Comparison:
@@ -636,12 +759,17 @@ class LocalRuntime:
             elif row.get("state") != "present":
                 diffs.append(f"tombstoned but visible: {obj['key']!r}")
             elif not _row_matches(row, obj):
-                diffs.append(f"content mismatch: {obj['key']!r} ledger "
-                             f"{row.get('version_id')}/{row.get('etag')} bucket "
-                             f"{obj['version_id']}/{obj['etag']}")
+                diffs.append(
+                    f"content mismatch: {obj['key']!r} ledger "
+                    f"{row.get('version_id')}/{row.get('etag')} bucket "
+                    f"{obj['version_id']}/{obj['etag']}"
+                )
         visible = {o["key"] for o in objects}
-        diffs.extend(f"present in ledger but not visible: {r['key']!r}" for r in rows
-                     if r.get("state") == "present" and r["key"] not in visible)
+        diffs.extend(
+            f"present in ledger but not visible: {r['key']!r}"
+            for r in rows
+            if r.get("state") == "present" and r["key"] not in visible
+        )
         return Comparison(converged=not diffs, bucket=objects, ledger=rows, differences=diffs)
 
 
@@ -650,5 +778,7 @@ def _row_matches(row: dict[str, Any], obj: dict[str, Any] | None) -> bool:
     version id and ETag, or a tombstone of a key that is not visible (``obj`` None)."""
     if obj is None:
         return row.get("state") != "present"
-    return (row.get("state") == "present"
-            and (row.get("version_id"), row.get("etag")) == (obj["version_id"], obj["etag"]))
+    return row.get("state") == "present" and (row.get("version_id"), row.get("etag")) == (
+        obj["version_id"],
+        obj["etag"],
+    )

@@ -50,8 +50,9 @@ class SequencerClock:
         with self._lock:
             self._counter += 1
             self._last_seconds = max(self._last_seconds, int(self._clock()))
-            tail = "".join(self._rng.choice("0123456789ABCDEF")
-                           for _ in range(self._rng.randint(0, 6)))
+            tail = "".join(
+                self._rng.choice("0123456789ABCDEF") for _ in range(self._rng.randint(0, 6))
+            )
             return f"00{self._last_seconds:08X}{self._counter:010X}{tail}"
 
 
@@ -83,8 +84,7 @@ class FaithfulS3:
     clock : SequencerClock
     """
 
-    def __init__(self, s3: Any, bucket: str, versioning: str | None,
-                 clock: SequencerClock) -> None:
+    def __init__(self, s3: Any, bucket: str, versioning: str | None, clock: SequencerClock) -> None:
         self._s3 = s3
         self.bucket = bucket
         self.versioning = versioning
@@ -104,8 +104,11 @@ class FaithfulS3:
         data = body.encode() if isinstance(body, str) else body
         resp = self._s3.put_object(Bucket=self.bucket, Key=key, Body=data)
         version = _real_version(resp.get("VersionId"), self.versioning)
-        obj: dict[str, Any] = {"key": encode_key(key), "size": len(data),
-                               "etag": resp["ETag"].strip('"')}
+        obj: dict[str, Any] = {
+            "key": encode_key(key),
+            "size": len(data),
+            "etag": resp["ETag"].strip('"'),
+        }
         if version:
             obj["version-id"] = version
         obj["sequencer"] = self._clock.next()
@@ -123,8 +126,10 @@ class FaithfulS3:
         check_key(key)
         if version_id and version_id != "null":
             if not self.versioning:
-                raise ValueError(f"{self.bucket} is not versioned: S3 refuses a version id "
-                                 "other than 'null' (InvalidArgument)")
+                raise ValueError(
+                    f"{self.bucket} is not versioned: S3 refuses a version id "
+                    "other than 'null' (InvalidArgument)"
+                )
             if version_id not in self.versions_of(key):
                 raise ValueError(f"{key!r} has no version {version_id!r}")
         kwargs = {"VersionId": version_id} if version_id else {}
@@ -144,34 +149,53 @@ class FaithfulS3:
         else:
             deletion = "Permanently Deleted"
         obj["sequencer"] = self._clock.next()
-        return self._record("delete", key, version_id, "Object Deleted", obj, "DeleteObject",
-                            deletion)
+        return self._record(
+            "delete", key, version_id, "Object Deleted", obj, "DeleteObject", deletion
+        )
 
     def versions_of(self, key: str) -> set[str]:
         """Version ids (delete markers included) the key has now."""
         found: set[str] = set()
-        pages = self._s3.get_paginator("list_object_versions").paginate(Bucket=self.bucket,
-                                                                        Prefix=key)
+        pages = self._s3.get_paginator("list_object_versions").paginate(
+            Bucket=self.bucket, Prefix=key
+        )
         for page in pages:
             for v in (*page.get("Versions", []), *page.get("DeleteMarkers", [])):
                 if v["Key"] == key:
                     found.add(v["VersionId"])
         return found
 
-    def _record(self, kind: str, key: str, version: str | None, detail_type: str,
-                obj: dict[str, Any], reason: str, deletion: str | None) -> Op:
+    def _record(
+        self,
+        kind: str,
+        key: str,
+        version: str | None,
+        detail_type: str,
+        obj: dict[str, Any],
+        reason: str,
+        deletion: str | None,
+    ) -> Op:
         detail: dict[str, Any] = {
-            "version": "0", "bucket": {"name": self.bucket}, "object": obj,
-            "request-id": uuid.uuid4().hex[:16].upper(), "requester": ACCOUNT,
-            "source-ip-address": "127.0.0.1", "reason": reason,
+            "version": "0",
+            "bucket": {"name": self.bucket},
+            "object": obj,
+            "request-id": uuid.uuid4().hex[:16].upper(),
+            "requester": ACCOUNT,
+            "source-ip-address": "127.0.0.1",
+            "reason": reason,
         }
         if deletion:
             detail["deletion-type"] = deletion
         event = {
-            "version": "0", "id": str(uuid.uuid4()), "detail-type": detail_type,
-            "source": "aws.s3", "account": ACCOUNT,
-            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "region": REGION,
-            "resources": [f"arn:aws:s3:::{self.bucket}"], "detail": detail,
+            "version": "0",
+            "id": str(uuid.uuid4()),
+            "detail-type": detail_type,
+            "source": "aws.s3",
+            "account": ACCOUNT,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "region": REGION,
+            "resources": [f"arn:aws:s3:::{self.bucket}"],
+            "detail": detail,
         }
         op = Op(kind=kind, key=key, version_id=version, event=event)
         self.pending.append(event)
@@ -208,11 +232,14 @@ def check_key(key: str) -> None:
     if size == 0:
         raise ValueError("S3 refuses an empty key")
     if size > MAX_KEY_BYTES:
-        raise ValueError(f"key is {size} bytes; S3 refuses keys over {MAX_KEY_BYTES} bytes "
-                         "(KeyTooLongError)")
+        raise ValueError(
+            f"key is {size} bytes; S3 refuses keys over {MAX_KEY_BYTES} bytes (KeyTooLongError)"
+        )
     if _UNLISTABLE.search(key):
-        raise ValueError("key holds a control character other than tab; S3 allows it, but the "
-                         "local emulator cannot list such keys")
+        raise ValueError(
+            "key holds a control character other than tab; S3 allows it, but the "
+            "local emulator cannot list such keys"
+        )
 
 
 def _real_version(version: str | None, versioning: str | None) -> str | None:

@@ -52,9 +52,15 @@ _VERSIONING = ("Enabled", "Suspended", None)
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _BUCKET_FORBIDDEN = re.compile(r"\.\.|^\d+\.\d+\.\d+\.\d+$|^xn--|^sthree-|-s3alias$|--ol-s3$")
 #: Fields each op accepts; anything else is a typo worth reporting.
-_FIELDS = {"put": {"key", "body"}, "delete": {"key", "version_id"}, "deliver": {"body"},
-           "flush": {"chaos"}, "reconcile": {"source"}, "backfill": set(),
-           "replay": {"from", "to"}}
+_FIELDS = {
+    "put": {"key", "body"},
+    "delete": {"key", "version_id"},
+    "deliver": {"body"},
+    "flush": {"chaos"},
+    "reconcile": {"source"},
+    "backfill": set(),
+    "replay": {"from", "to"},
+}
 
 
 _SETUP_FIELDS = {"bucket", "versioning", "processor", "change_stream"}
@@ -91,33 +97,45 @@ def parse_lines(lines: Iterable[str]) -> tuple[dict[str, Any], list[tuple[int, d
         if "op" not in doc:
             unknown = sorted(set(doc) - _SETUP_FIELDS)
             if unknown and not steps and not seen_setup:
-                raise ScenarioError(f"line {lineno}: unknown set-up field {', '.join(unknown)} "
-                                    "(a step needs \"op\"; the set-up line takes bucket, "
-                                    "versioning, processor, change_stream)")
+                raise ScenarioError(
+                    f"line {lineno}: unknown set-up field {', '.join(unknown)} "
+                    '(a step needs "op"; the set-up line takes bucket, '
+                    "versioning, processor, change_stream)"
+                )
             if steps or seen_setup or unknown:
-                raise ScenarioError(f"line {lineno}: a step needs \"op\"; only the first line "
-                                    "may be the set-up {\"bucket\", \"versioning\", "
-                                    "\"processor\", \"change_stream\"}")
+                raise ScenarioError(
+                    f'line {lineno}: a step needs "op"; only the first line '
+                    'may be the set-up {"bucket", "versioning", '
+                    '"processor", "change_stream"}'
+                )
             _check_effects_setup(lineno, doc)
             if doc.get("versioning", "Enabled") not in _VERSIONING:
-                raise ScenarioError(f"line {lineno}: versioning must be Enabled, Suspended "
-                                    "or null")
+                raise ScenarioError(f"line {lineno}: versioning must be Enabled, Suspended or null")
             bucket = doc.get("bucket")
-            if bucket is not None and (not isinstance(bucket, str)
-                                       or not _BUCKET_RE.match(bucket)
-                                       or _BUCKET_FORBIDDEN.search(bucket)):
-                raise ScenarioError(f"line {lineno}: {bucket!r} is not a valid S3 bucket name "
-                                    "(3-63 lower-case letters, digits, '.' and '-'; no '..', "
-                                    "no IP address form, no 'xn--' prefix)")
+            if bucket is not None and (
+                not isinstance(bucket, str)
+                or not _BUCKET_RE.match(bucket)
+                or _BUCKET_FORBIDDEN.search(bucket)
+            ):
+                raise ScenarioError(
+                    f"line {lineno}: {bucket!r} is not a valid S3 bucket name "
+                    "(3-63 lower-case letters, digits, '.' and '-'; no '..', "
+                    "no IP address form, no 'xn--' prefix)"
+                )
             setup.update(doc)
             seen_setup = True
             continue
         _check_step(lineno, doc)
-        if (doc["op"] == "delete" and setup.get("versioning") is None
-                and doc.get("version_id") not in (None, "null")
-                and version_ref(doc.get("version_id")) is None):
-            raise ScenarioError(f"line {lineno}: the bucket is not versioned: S3 refuses a "
-                                "version_id other than 'null' (InvalidArgument)")
+        if (
+            doc["op"] == "delete"
+            and setup.get("versioning") is None
+            and doc.get("version_id") not in (None, "null")
+            and version_ref(doc.get("version_id")) is None
+        ):
+            raise ScenarioError(
+                f"line {lineno}: the bucket is not versioned: S3 refuses a "
+                "version_id other than 'null' (InvalidArgument)"
+            )
         if doc["op"] == "put":
             puts[lineno] = doc["key"]
         elif doc["op"] == "delete":
@@ -139,11 +157,15 @@ def _check_version_ref(lineno: int, doc: dict[str, Any], puts: dict[int, str]) -
     if ref is None:
         return
     if ref not in puts:
-        raise ScenarioError(f"line {lineno}: version_id {doc['version_id']!r} names no put "
-                            "(\"@N\" is the version created by the put on an earlier line N)")
+        raise ScenarioError(
+            f"line {lineno}: version_id {doc['version_id']!r} names no put "
+            '("@N" is the version created by the put on an earlier line N)'
+        )
     if puts[ref] != doc["key"]:
-        raise ScenarioError(f"line {lineno}: version_id {doc['version_id']!r} names the put of "
-                            f"{puts[ref]!r} on line {ref}, not of {doc['key']!r}")
+        raise ScenarioError(
+            f"line {lineno}: version_id {doc['version_id']!r} names the put of "
+            f"{puts[ref]!r} on line {ref}, not of {doc['key']!r}"
+        )
 
 
 def _no_duplicate_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -160,8 +182,9 @@ def _check_effects_setup(lineno: int, doc: dict[str, Any]) -> None:
     if "processor" in doc:
         processor = doc["processor"]
         if processor is not None and not isinstance(processor, str):
-            raise ScenarioError(f"line {lineno}: processor must be 'package.module:function' "
-                                "or null")
+            raise ScenarioError(
+                f"line {lineno}: processor must be 'package.module:function' or null"
+            )
         problems = local_settings(processor=processor).problems()
         if problems:
             raise ScenarioError(f"line {lineno}: {'; '.join(problems)}")
@@ -171,13 +194,16 @@ def _check_step(lineno: int, doc: dict[str, Any]) -> None:
     op = doc["op"]
     allowed = _FIELDS.get(op)
     if allowed is None:
-        raise ScenarioError(f"line {lineno}: unknown op {op!r} "
-                            "(put, delete, deliver, flush, reconcile, backfill, replay)")
+        raise ScenarioError(
+            f"line {lineno}: unknown op {op!r} "
+            "(put, delete, deliver, flush, reconcile, backfill, replay)"
+        )
     unknown = set(doc) - allowed - {"op"}
     if unknown:
         accepted = ", ".join(sorted(allowed)) or "no fields"
-        raise ScenarioError(f"line {lineno}: op {op!r} takes no {', '.join(sorted(unknown))} "
-                            f"(accepts: {accepted})")
+        raise ScenarioError(
+            f"line {lineno}: op {op!r} takes no {', '.join(sorted(unknown))} (accepts: {accepted})"
+        )
     required = {"put": ("key", "body"), "delete": ("key",), "deliver": ("body",)}.get(op, ())
     missing = [f for f in required if f not in doc]
     if missing:
@@ -186,17 +212,22 @@ def _check_step(lineno: int, doc: dict[str, Any]) -> None:
         _check_key(lineno, doc["key"])
     if op == "put" and not isinstance(doc["body"], str):
         raise ScenarioError(f"line {lineno}: put body must be a string")
-    if op == "delete" and "version_id" in doc and (
-            not isinstance(doc["version_id"], str) or not doc["version_id"]):
+    if (
+        op == "delete"
+        and "version_id" in doc
+        and (not isinstance(doc["version_id"], str) or not doc["version_id"])
+    ):
         raise ScenarioError(f"line {lineno}: version_id must be a non-empty string")
     if op == "deliver" and not isinstance(doc["body"], (str, dict, list)):
         raise ScenarioError(f"line {lineno}: deliver body must be a JSON object or a string")
     if op == "replay":
-        times = {name: _parse_time(lineno, name, doc[name]) for name in ("from", "to")
-                 if name in doc}
+        times = {
+            name: _parse_time(lineno, name, doc[name]) for name in ("from", "to") if name in doc
+        }
         if len(times) == 2 and times["to"] <= times["from"]:
-            raise ScenarioError(f"line {lineno}: replay \"to\" ({doc['to']}) must be after "
-                                f"\"from\" ({doc['from']})")
+            raise ScenarioError(
+                f'line {lineno}: replay "to" ({doc["to"]}) must be after "from" ({doc["from"]})'
+            )
     if op == "reconcile" and doc.get("source", "inventory") not in ("listing", "inventory"):
         raise ScenarioError(f"line {lineno}: reconcile source must be listing or inventory")
     if op == "flush":
@@ -212,8 +243,9 @@ def _parse_time(lineno: int, name: str, value: Any) -> Any:
     try:
         parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
     except ValueError as exc:
-        raise ScenarioError(f"line {lineno}: replay {name} must be an ISO-8601 time, not "
-                            f"{value!r}") from exc
+        raise ScenarioError(
+            f"line {lineno}: replay {name} must be an ISO-8601 time, not {value!r}"
+        ) from exc
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
@@ -226,8 +258,9 @@ def _check_key(lineno: int, key: Any) -> None:
         raise ScenarioError(f"line {lineno}: {exc}") from exc
 
 
-def run_scenario(path: Path | str, settings: Settings | None = None,
-                 emulator: Emulator | None = None) -> dict[str, Any]:
+def run_scenario(
+    path: Path | str, settings: Settings | None = None, emulator: Emulator | None = None
+) -> dict[str, Any]:
     """Run a scenario file on a fresh local deployment and return its result document.
 
     Parameters
@@ -253,14 +286,19 @@ def run_scenario(path: Path | str, settings: Settings | None = None,
     return _run(emulator, setup, steps, settings)
 
 
-def _run(emu: Emulator, setup: dict[str, Any], steps: list[tuple[int, dict[str, Any]]],
-         settings: Settings | None) -> dict[str, Any]:
+def _run(
+    emu: Emulator,
+    setup: dict[str, Any],
+    steps: list[tuple[int, dict[str, Any]]],
+    settings: Settings | None,
+) -> dict[str, Any]:
     if settings is None:
         overrides = {k: setup[k] for k in ("processor", "change_stream") if k in setup}
         settings = local_settings(**overrides)
     try:
-        rt = LocalRuntime(emu, settings, bucket=setup.get("bucket"),
-                          versioning=setup.get("versioning"))
+        rt = LocalRuntime(
+            emu, settings, bucket=setup.get("bucket"), versioning=setup.get("versioning")
+        )
     except ValueError as exc:  # a processor that cannot be imported
         raise ScenarioError(f"set-up: {exc}") from exc
     # (key, sequencer) of every event an S3 operation emitted -> that operation's line
@@ -276,8 +314,11 @@ def _run(emu: Emulator, setup: dict[str, Any], steps: list[tuple[int, dict[str, 
         try:
             if op in ("put", "delete"):
                 version = versions.resolve(lineno, step)
-                done = (rt.faithful.put(step["key"], str(step["body"])) if op == "put"
-                        else rt.faithful.delete(step["key"], version))
+                done = (
+                    rt.faithful.put(step["key"], str(step["body"]))
+                    if op == "put"
+                    else rt.faithful.delete(step["key"], version)
+                )
                 versions.record(lineno, done, rt.faithful.versioning)
                 origins[(done.key, done.event["detail"]["object"]["sequencer"])] = lineno
             elif op == "deliver":
@@ -311,23 +352,37 @@ def _run(emu: Emulator, setup: dict[str, Any], steps: list[tuple[int, dict[str, 
     fx = rt.effects_report()
     return {
         "error": error,
-        "messages": [{"step": origins.get((str(d.result.key), str(d.result.sequencer)),
-                                          d.step),
-                      "delivered_at": d.step, "event": d.result.extra.get("event_name"),
-                      "outcome": d.result.outcome.value,
-                      "reason": d.result.reason, "bucket": d.result.bucket,
-                      "key": d.result.key, "sequencer": d.result.sequencer,
-                      "source": d.result.extra.get("source"),
-                      "change_id": d.result.extra.get("change_id"),
-                      "resumed_change_id": d.result.extra.get("resumed_change_id"),
-                      "effect": d.result.extra.get("effect")}
-                     for d in rt.delivered],
+        "messages": [
+            {
+                "step": origins.get((str(d.result.key), str(d.result.sequencer)), d.step),
+                "delivered_at": d.step,
+                "event": d.result.extra.get("event_name"),
+                "outcome": d.result.outcome.value,
+                "reason": d.result.reason,
+                "bucket": d.result.bucket,
+                "key": d.result.key,
+                "sequencer": d.result.sequencer,
+                "source": d.result.extra.get("source"),
+                "change_id": d.result.extra.get("change_id"),
+                "resumed_change_id": d.result.extra.get("resumed_change_id"),
+                "effect": d.result.extra.get("effect"),
+            }
+            for d in rt.delivered
+        ],
         "effects": [run.as_dict() for run in rt.effects],
         "changes": rt.changes,
         "effects_problems": fx["problems"] + fx["sidecar_differences"],
-        "ledger": [{"bucket": r.get("bucket"), "key": r.get("key"), "state": r.get("state"),
-                    "sequencer": r.get("raw_seq"), "version_id": r.get("version_id"),
-                    "etag": r.get("etag")} for r in comparison.ledger],
+        "ledger": [
+            {
+                "bucket": r.get("bucket"),
+                "key": r.get("key"),
+                "state": r.get("state"),
+                "sequencer": r.get("raw_seq"),
+                "version_id": r.get("version_id"),
+                "etag": r.get("etag"),
+            }
+            for r in comparison.ledger
+        ],
         "bucket": comparison.bucket,
         "converged": comparison.converged,
         "differences": comparison.differences,
@@ -360,8 +415,10 @@ class _Versions:
         if step["op"] != "delete" or ref is None:
             return version
         if ref in self._gone:
-            raise ScenarioError(f"line {lineno}: version_id {version!r}: the version put on line "
-                                f"{ref} does not exist any more")
+            raise ScenarioError(
+                f"line {lineno}: version_id {version!r}: the version put on line "
+                f"{ref} does not exist any more"
+            )
         return self._created[ref]
 
     def record(self, lineno: int, op: Op, versioning: str | None) -> None:
@@ -373,8 +430,11 @@ class _Versions:
             if version == "null":  # a new null version replaces the old one
                 self._replace_null(op.key, lineno)
         elif op.version_id is not None:  # one version deleted
-            self._gone.update(line for line, v in self._created.items()
-                              if v == op.version_id and (v != "null" or line == owner))
+            self._gone.update(
+                line
+                for line, v in self._created.items()
+                if v == op.version_id and (v != "null" or line == owner)
+            )
             if op.version_id == "null":
                 self._null_owner.pop(op.key, None)
         elif versioning != "Enabled":  # unversioned, or a null delete marker (Suspended)

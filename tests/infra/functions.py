@@ -28,4 +28,3 @@ def xray_grants(synth: Synth) -> dict[str, list[str]]:
     if not synth.settings.tracing:
         return {}
     return {"xray:PutTraceSegments": ["*"], "xray:PutTelemetryRecords": ["*"]}
-

@@ -40,5 +40,7 @@ def role_allowed(synth: Synth, role: Any) -> dict[str, list[str]]:
 
 def expected(grants: dict[str, list[Any]]) -> dict[str, list[str]]:
     """Action -> resources written as template values, in :func:`allowed`'s form."""
-    return {action: sorted(json.dumps(resource, sort_keys=True) for resource in resources)
-            for action, resources in grants.items()}
+    return {
+        action: sorted(json.dumps(resource, sort_keys=True) for resource in resources)
+        for action, resources in grants.items()
+    }

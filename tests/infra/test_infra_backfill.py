@@ -57,12 +57,6 @@ def _resource(synth: Synth, construct: Any) -> tuple[str, dict[str, Any]]:
     return logical_id, synth.template["Resources"][logical_id]
 
 
-
-
-
-
-
-
 class _Ids:
     """Logical ids of what the backfill uses."""
 

@@ -59,10 +59,16 @@ def test_dependency_cache_key_follows_the_lock(tmp_path: Path) -> None:
     assert (FUNCTIONS_DIR / LOCK_FILE).is_file()
     # the human-edited input is not what is installed: editing it alone changes nothing
     (tmp_path / "requirements.txt").write_text("a==3\n")
-    assert bundler.cache_key() == PipLocalBundling(
-        functions_dir=tmp_path, package="pkg", cache_dir=BUILD_DIR,
-        python_version=PYTHON_VERSION, platform=PIP_PLATFORM,
-    ).cache_key()
+    assert (
+        bundler.cache_key()
+        == PipLocalBundling(
+            functions_dir=tmp_path,
+            package="pkg",
+            cache_dir=BUILD_DIR,
+            python_version=PYTHON_VERSION,
+            platform=PIP_PLATFORM,
+        ).cache_key()
+    )
 
 
 def test_the_lambda_lock_pins_with_hashes_what_its_input_pins() -> None:
@@ -106,13 +112,17 @@ def test_processor_sources_without_a_processor_or_inside_the_function_package() 
     assert processor_sources("s3ingest_fn.effects:load_processor") == []
 
 
-@pytest.mark.parametrize(("processor", "message"), [
-    ("s3ingest_examples.sidecar:nope", "defines no 'nope' at its top level"),
-    ("s3ingest_examples.nomod:process", "no module file 's3ingest_examples.nomod'"),
-    ("s3ingest_fn.effects:process", "defines no 'process'"),
-])
+@pytest.mark.parametrize(
+    ("processor", "message"),
+    [
+        ("s3ingest_examples.sidecar:nope", "defines no 'nope' at its top level"),
+        ("s3ingest_examples.nomod:process", "no module file 's3ingest_examples.nomod'"),
+        ("s3ingest_fn.effects:process", "defines no 'process'"),
+    ],
+)
 def test_a_processor_function_or_module_that_does_not_exist_fails_synth(
-        processor: str, message: str) -> None:
+    processor: str, message: str
+) -> None:
     # read with ast, never imported: a typo fails synth instead of every cold start
     with pytest.raises(ProcessorPackageError, match=message):
         processor_sources(processor)

@@ -37,10 +37,6 @@ def _props(synth: Synth, construct: Any) -> dict[str, Any]:
     return properties
 
 
-
-
-
-
 def _relay(synth: Synth) -> Any:
     relay = synth.stack.change_relay
     assert relay is not None

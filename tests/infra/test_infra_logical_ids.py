@@ -10,21 +10,36 @@ import pytest
 from s3ingest_cdk.synth import Synth
 
 #: Resource types whose replacement loses data or history.
-STATEFUL = ("AWS::DynamoDB::Table", "AWS::S3::Bucket", "AWS::SQS::Queue", "AWS::Events::Archive",
-            "AWS::Logs::LogGroup", "AWS::KMS::Key")
+STATEFUL = (
+    "AWS::DynamoDB::Table",
+    "AWS::S3::Bucket",
+    "AWS::SQS::Queue",
+    "AWS::Events::Archive",
+    "AWS::Logs::LogGroup",
+    "AWS::KMS::Key",
+)
 
 DEFAULT = {
     "AWS::DynamoDB::Table": {"LedgerTable9343E4AA"},
-    "AWS::S3::Bucket": {"LandingAccessLogs6572851C", "LandingBucket6D60388F",
-                        "LandingInventory7B5D04BF"},
-    "AWS::SQS::Queue": {"IngestDeadLetterQueueE8016E9B", "IngestQueue95F6DB49",
-                        "RoutingTargetDeadLetterQueueFEC4F13F"},
+    "AWS::S3::Bucket": {
+        "LandingAccessLogs6572851C",
+        "LandingBucket6D60388F",
+        "LandingInventory7B5D04BF",
+    },
+    "AWS::SQS::Queue": {
+        "IngestDeadLetterQueueE8016E9B",
+        "IngestQueue95F6DB49",
+        "RoutingTargetDeadLetterQueueFEC4F13F",
+    },
     "AWS::Events::Archive": {"RoutingArchive0E233778"},
-    "AWS::Logs::LogGroup": {"BackfillControlFunctionLogGroup01E9C3F1",
-                            "BackfillFunctionLogGroup562AB7B0",
-                            "BackfillStateMachineLogGroupE77A5D56",
-                            "DeliveryCheckLogGroup72395482", "IngestFunctionLogGroup8E264078",
-                            "ReconcileFunctionLogGroupAF84F3A2"},
+    "AWS::Logs::LogGroup": {
+        "BackfillControlFunctionLogGroup01E9C3F1",
+        "BackfillFunctionLogGroup562AB7B0",
+        "BackfillStateMachineLogGroupE77A5D56",
+        "DeliveryCheckLogGroup72395482",
+        "IngestFunctionLogGroup8E264078",
+        "ReconcileFunctionLogGroupAF84F3A2",
+    },
     "AWS::KMS::Key": {"AlarmTopicKeyBA1A4AA7", "BackfillStateMachineLogKeyA72112A3"},
 }
 
@@ -34,19 +49,24 @@ EVERY_OPTION = {
     "AWS::S3::Bucket": DEFAULT["AWS::S3::Bucket"] | {"ProcessorOutputBucket4330C209"},
     "AWS::SQS::Queue": DEFAULT["AWS::SQS::Queue"] | {"ChangeRelayDeadLetterQueue81CC1262"},
     "AWS::Events::Archive": {"RoutingArchive0E233778", "ChangeBusArchive9E9DC90D"},
-    "AWS::Logs::LogGroup": {"BackfillControlFunctionLogGroup01E9C3F1",
-                            "BackfillStateMachineLogGroupE77A5D56", "ChangeBusAuditLog76F612C0",
-                            "ChangeRelayLogGroup5528582F", "DeliveryCheckLogGroup72395482",
-                            "IngestFunctionLogGroup8E264078",
-                            "ReconcileFanOutFunctionLogGroup311CB7EC",
-                            "ReconcileFunctionLogGroupAF84F3A2",
-                            "ReconcileStateMachineLogGroup4DA15176"},
+    "AWS::Logs::LogGroup": {
+        "BackfillControlFunctionLogGroup01E9C3F1",
+        "BackfillStateMachineLogGroupE77A5D56",
+        "ChangeBusAuditLog76F612C0",
+        "ChangeRelayLogGroup5528582F",
+        "DeliveryCheckLogGroup72395482",
+        "IngestFunctionLogGroup8E264078",
+        "ReconcileFanOutFunctionLogGroup311CB7EC",
+        "ReconcileFunctionLogGroupAF84F3A2",
+        "ReconcileStateMachineLogGroup4DA15176",
+    },
     "AWS::KMS::Key": DEFAULT["AWS::KMS::Key"] | {"ReconcileStateMachineLogKeyEABF921F"},
 }
 
 
 @pytest.mark.parametrize("resource_type", STATEFUL)
-def test_stateful_logical_ids_are_pinned(synth: Synth, fanout_synth: Synth,
-                                         resource_type: str) -> None:
+def test_stateful_logical_ids_are_pinned(
+    synth: Synth, fanout_synth: Synth, resource_type: str
+) -> None:
     assert set(synth.resources(resource_type)) == DEFAULT[resource_type]
     assert set(fanout_synth.resources(resource_type)) == EVERY_OPTION[resource_type]

@@ -35,12 +35,6 @@ def _objects(logical_id: str) -> dict[str, Any]:
     return {"Fn::Join": ["", [_arn(logical_id), "/*"]]}
 
 
-
-
-
-
-
-
 def _output_id(synth: Synth) -> str:
     output = synth.stack.processor_output
     assert output is not None

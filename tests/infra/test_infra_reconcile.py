@@ -176,8 +176,10 @@ def test_inventory_prefix_is_where_s3_delivers_the_report() -> None:
 
     expected = "inventory/b/s3ingest-daily/"
     assert inventory_report_prefix("b") == expected
-    stack = DeployedStack("S3Ingest-t", {"BucketName": "b", "LedgerTableName": "l",
-                                         "QueueUrl": "q", "InventoryBucketName": "i"})
+    stack = DeployedStack(
+        "S3Ingest-t",
+        {"BucketName": "b", "LedgerTableName": "l", "QueueUrl": "q", "InventoryBucketName": "i"},
+    )
     reconciler = stack.reconciler(boto3.session.Session(region_name="us-east-1"))
     assert reconciler.inventory_prefix == expected
 

@@ -96,12 +96,16 @@ def _problems(context: dict[str, object]) -> list[str]:
     return caught.value.problems
 
 
-@pytest.mark.parametrize("key", [
-    "@aws-cdk/aws-lambda:recognizeLayerVersion",  # feature flags (cdk.json)
-    "aws:cdk:enable-path-metadata", "aws:cdk:version-reporting",  # written by the CDK CLI
-    "availability-zones:account=123456789012:region=us-east-1",  # cdk.context.json lookups
-    "acknowledged-issue-numbers",  # cdk acknowledge
-])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "@aws-cdk/aws-lambda:recognizeLayerVersion",  # feature flags (cdk.json)
+        "aws:cdk:enable-path-metadata",
+        "aws:cdk:version-reporting",  # written by the CDK CLI
+        "availability-zones:account=123456789012:region=us-east-1",  # cdk.context.json lookups
+        "acknowledged-issue-numbers",  # cdk acknowledge
+    ],
+)
 def test_the_cdks_own_context_keys_stay_allowed(key: str) -> None:
     assert Settings.from_context({key: "x"}) == Settings()
 
@@ -264,14 +268,17 @@ def test_operating_defaults() -> None:
     assert settings.tracing is False
 
 
-@pytest.mark.parametrize("url", [
-    "http://example.com/runbook.md",  # not https
-    "https://",  # no host
-    "https://example.com/runbook.md#section",  # its own fragment
-    "https://example.com/run book.md",  # whitespace
-    "docs/runbook.md",  # relative
-    "",  # empty
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://example.com/runbook.md",  # not https
+        "https://",  # no host
+        "https://example.com/runbook.md#section",  # its own fragment
+        "https://example.com/run book.md",  # whitespace
+        "docs/runbook.md",  # relative
+        "",  # empty
+    ],
+)
 def test_runbook_base_url_must_be_an_absolute_https_url(url: str) -> None:
     problems = _problems({"runbookBaseUrl": url})
     assert len(problems) == 1
@@ -288,13 +295,16 @@ def test_lag_alarm_seconds_and_tracing_are_checked() -> None:
     )
 
 
-@pytest.mark.parametrize(("schedule", "seconds"), [
-    ("rate(1 day)", 25 * 3_600),
-    ("rate(12 hours)", 13 * 3_600),
-    ("rate(30 minutes)", 5_400),
-    ("rate(2 days)", 49 * 3_600),
-    ("rate(7 days)", 7 * 86_400),  # capped: CloudWatch's 7-day evaluation range
-    ("cron(0 3 * * ? *)", 25 * 3_600),  # a cron is taken as daily
-])
+@pytest.mark.parametrize(
+    ("schedule", "seconds"),
+    [
+        ("rate(1 day)", 25 * 3_600),
+        ("rate(12 hours)", 13 * 3_600),
+        ("rate(30 minutes)", 5_400),
+        ("rate(2 days)", 49 * 3_600),
+        ("rate(7 days)", 7 * 86_400),  # capped: CloudWatch's 7-day evaluation range
+        ("cron(0 3 * * ? *)", 25 * 3_600),  # a cron is taken as daily
+    ],
+)
 def test_heartbeat_period_follows_the_reconcile_schedule(schedule: str, seconds: int) -> None:
     assert Settings(reconcile_schedule=schedule).reconcile_heartbeat_seconds == seconds

@@ -504,9 +504,14 @@ def test_tracing_is_a_setting(variant: str, request: pytest.FixtureRequest) -> N
         json.dumps(role, sort_keys=True)
         for policy in synth.resources("AWS::IAM::Policy").values()
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]
-        if any(str(action).startswith("xray:") for action in (
-            statement["Action"] if isinstance(statement["Action"], list)
-            else [statement["Action"]]))
+        if any(
+            str(action).startswith("xray:")
+            for action in (
+                statement["Action"]
+                if isinstance(statement["Action"], list)
+                else [statement["Action"]]
+            )
+        )
         for role in policy["Properties"]["Roles"]
     }
     for logical_id, props in functions.items():

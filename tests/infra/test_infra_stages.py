@@ -60,11 +60,15 @@ def _alarm_metrics(synth: Synth) -> dict[MetricKey, list[str]]:
     found: dict[MetricKey, list[str]] = {}
     for logical_id, alarm in synth.resources("AWS::CloudWatch::Alarm").items():
         properties = alarm["Properties"]
-        metrics = [properties] if "MetricName" in properties else [
-            query["MetricStat"]["Metric"]
-            for query in properties["Metrics"]
-            if "MetricStat" in query
-        ]
+        metrics = (
+            [properties]
+            if "MetricName" in properties
+            else [
+                query["MetricStat"]["Metric"]
+                for query in properties["Metrics"]
+                if "MetricStat" in query
+            ]
+        )
         assert metrics, logical_id
         for metric in metrics:
             found.setdefault(_metric_key(metric, stack_name), []).append(logical_id)
@@ -90,12 +94,13 @@ def test_two_stages_alarms_watch_disjoint_series(synth: Synth, prod_synth: Synth
         assert ("service", "s3ingest") in dimensions
 
 
-
 def test_alarm_names_are_stage_scoped(synth: Synth, prod_synth: Synth) -> None:
     # Two stages' alarms never collide on a name (alarm names are unique per account and region).
     names = [
-        {alarm["Properties"]["AlarmName"] for alarm in variant.resources(
-            "AWS::CloudWatch::Alarm").values()}
+        {
+            alarm["Properties"]["AlarmName"]
+            for alarm in variant.resources("AWS::CloudWatch::Alarm").values()
+        }
         for variant in (synth, prod_synth)
     ]
     assert not names[0] & names[1]

@@ -53,10 +53,10 @@ class RecordingLedger(DynamoLedger):
     def write_sequenced(self, state: RowState, meta: WriteMeta, **kw: Any) -> WriteResult:
         return self._note(meta, state, super().write_sequenced(state, meta, **kw))
 
-    def write_observation(self, state: RowState, meta: WriteMeta, expected_rev: int | None,
-                          claim: Claim | None = None) -> WriteResult:
-        return self._note(meta, state,
-                          super().write_observation(state, meta, expected_rev, claim))
+    def write_observation(
+        self, state: RowState, meta: WriteMeta, expected_rev: int | None, claim: Claim | None = None
+    ) -> WriteResult:
+        return self._note(meta, state, super().write_observation(state, meta, expected_rev, claim))
 
     def _note(self, meta: WriteMeta, state: RowState, result: WriteResult) -> WriteResult:
         if result.applied and result.change_id is not None:

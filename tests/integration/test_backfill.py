@@ -16,13 +16,15 @@ KEYS = ("old-1", "old 2+x", "shared/é", "new-1")
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(pre=st.lists(st.sampled_from(KEYS), min_size=1, max_size=6),
-       live=st.lists(st.tuples(st.sampled_from(["put", "delete"]), st.sampled_from(KEYS)),
-                     max_size=8),
-       seed=st.integers(0, 2**16), versioning=st.sampled_from(["Enabled", None]))
+@given(
+    pre=st.lists(st.sampled_from(KEYS), min_size=1, max_size=6),
+    live=st.lists(st.tuples(st.sampled_from(["put", "delete"]), st.sampled_from(KEYS)), max_size=8),
+    seed=st.integers(0, 2**16),
+    versioning=st.sampled_from(["Enabled", None]),
+)
 def test_backfill_overlapping_live_traffic_converges(
-        emulator: Any, pre: list[str], live: list[tuple[str, str]], seed: int,
-        versioning: str | None) -> None:
+    emulator: Any, pre: list[str], live: list[tuple[str, str]], seed: int, versioning: str | None
+) -> None:
     # GIVEN objects that existed before the pipeline (their events never reach it)
     rt = LocalRuntime(emulator, versioning=versioning)
     monitor = Monotonic()
@@ -41,8 +43,7 @@ def test_backfill_overlapping_live_traffic_converges(
             if not pending_live:
                 return
             op, key = pending_live.pop(0)
-            rt.faithful.put(key, f"live {rng.random()}") if op == "put" else \
-                rt.faithful.delete(key)
+            rt.faithful.put(key, f"live {rng.random()}") if op == "put" else rt.faithful.delete(key)
         rt.flush(Chaos(seed=rng.randint(0, 999), duplicate=0.3, reorder=True))
         rt.drain()
 

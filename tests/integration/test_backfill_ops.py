@@ -24,56 +24,128 @@ def clients() -> tuple[object, object]:
 def test_start_passes_manifest_and_threshold() -> None:
     sfn, _ = clients()
     with Stubber(sfn) as stub:
-        stub.add_response("start_execution", {"executionArn": EXEC, "startDate": NOW}, {
-            "stateMachineArn": ARN, "name": "backfill-1",
-            "input": json.dumps({"maxFailures": 5, "manifest": "inventory/b/m.json"})})
-        assert start_backfill(sfn, ARN, manifest="inventory/b/m.json", max_failures=5,
-                              name="backfill-1") == EXEC
+        stub.add_response(
+            "start_execution",
+            {"executionArn": EXEC, "startDate": NOW},
+            {
+                "stateMachineArn": ARN,
+                "name": "backfill-1",
+                "input": json.dumps({"maxFailures": 5, "manifest": "inventory/b/m.json"}),
+            },
+        )
+        assert (
+            start_backfill(
+                sfn, ARN, manifest="inventory/b/m.json", max_failures=5, name="backfill-1"
+            )
+            == EXEC
+        )
     with Stubber(sfn) as stub:
-        stub.add_response("start_execution", {"executionArn": EXEC, "startDate": NOW},
-                          {"stateMachineArn": ARN, "name": ANY,
-                           "input": json.dumps({"maxFailures": 0})})
+        stub.add_response(
+            "start_execution",
+            {"executionArn": EXEC, "startDate": NOW},
+            {"stateMachineArn": ARN, "name": ANY, "input": json.dumps({"maxFailures": 0})},
+        )
         start_backfill(sfn, ARN)
 
 
 def test_status_reads_the_job_created_by_the_execution() -> None:
     sfn, s3control = clients()
     with Stubber(sfn) as s, Stubber(s3control) as c:
-        s.add_response("describe_execution", {
-            "executionArn": EXEC, "stateMachineArn": ARN, "status": "RUNNING",
-            "startDate": NOW, "input": "{}"}, {"executionArn": EXEC})
-        s.add_response("get_execution_history", {"events": [
-            {"timestamp": NOW, "type": "TaskStateEntered", "id": 3},
-            {"timestamp": NOW, "type": "TaskSucceeded", "id": 2,
-             "taskSucceededEventDetails": {"resourceType": "aws-sdk:s3control",
-                                           "resource": "createJob",
-                                           "output": json.dumps({"JobId": "job-42"})}},
-        ]}, {"executionArn": EXEC, "reverseOrder": True})
-        c.add_response("describe_job", {"Job": {
-            "JobId": "job-42", "Status": "Active",
-            "ProgressSummary": {"TotalNumberOfTasks": 1000, "NumberOfTasksSucceeded": 600,
-                                "NumberOfTasksFailed": 2},
-            "Report": {"Bucket": "arn:aws:s3:::inv", "Prefix": "backfill-reports",
-                       "Enabled": True, "Format": "Report_CSV_20180820",
-                       "ReportScope": "FailedTasksOnly"}}},
-            {"AccountId": "123456789012", "JobId": "job-42"})
+        s.add_response(
+            "describe_execution",
+            {
+                "executionArn": EXEC,
+                "stateMachineArn": ARN,
+                "status": "RUNNING",
+                "startDate": NOW,
+                "input": "{}",
+            },
+            {"executionArn": EXEC},
+        )
+        s.add_response(
+            "get_execution_history",
+            {
+                "events": [
+                    {"timestamp": NOW, "type": "TaskStateEntered", "id": 3},
+                    {
+                        "timestamp": NOW,
+                        "type": "TaskSucceeded",
+                        "id": 2,
+                        "taskSucceededEventDetails": {
+                            "resourceType": "aws-sdk:s3control",
+                            "resource": "createJob",
+                            "output": json.dumps({"JobId": "job-42"}),
+                        },
+                    },
+                ]
+            },
+            {"executionArn": EXEC, "reverseOrder": True},
+        )
+        c.add_response(
+            "describe_job",
+            {
+                "Job": {
+                    "JobId": "job-42",
+                    "Status": "Active",
+                    "ProgressSummary": {
+                        "TotalNumberOfTasks": 1000,
+                        "NumberOfTasksSucceeded": 600,
+                        "NumberOfTasksFailed": 2,
+                    },
+                    "Report": {
+                        "Bucket": "arn:aws:s3:::inv",
+                        "Prefix": "backfill-reports",
+                        "Enabled": True,
+                        "Format": "Report_CSV_20180820",
+                        "ReportScope": "FailedTasksOnly",
+                    },
+                }
+            },
+            {"AccountId": "123456789012", "JobId": "job-42"},
+        )
         status = backfill_status(sfn, s3control, EXEC)
     assert status == {
-        "execution": EXEC, "status": "RUNNING", "jobId": "job-42", "jobStatus": "Active",
-        "total": 1000, "succeeded": 600, "failed": 2, "output": None,
-        "report": "arn:aws:s3:::inv/backfill-reports/job-job-42/"}
+        "execution": EXEC,
+        "status": "RUNNING",
+        "jobId": "job-42",
+        "jobStatus": "Active",
+        "total": 1000,
+        "succeeded": 600,
+        "failed": 2,
+        "output": None,
+        "report": "arn:aws:s3:::inv/backfill-reports/job-job-42/",
+    }
 
 
 def test_status_before_the_job_exists_and_latest_execution() -> None:
     sfn, s3control = clients()
     with Stubber(sfn) as s:
-        s.add_response("describe_execution", {
-            "executionArn": EXEC, "stateMachineArn": ARN, "status": "RUNNING",
-            "startDate": NOW, "input": "{}"})
+        s.add_response(
+            "describe_execution",
+            {
+                "executionArn": EXEC,
+                "stateMachineArn": ARN,
+                "status": "RUNNING",
+                "startDate": NOW,
+                "input": "{}",
+            },
+        )
         s.add_response("get_execution_history", {"events": []})
         status = backfill_status(sfn, s3control, EXEC)
-        s.add_response("list_executions", {"executions": [{
-            "executionArn": EXEC, "stateMachineArn": ARN, "name": "backfill-1",
-            "status": "RUNNING", "startDate": NOW}]}, {"stateMachineArn": ARN, "maxResults": 1})
+        s.add_response(
+            "list_executions",
+            {
+                "executions": [
+                    {
+                        "executionArn": EXEC,
+                        "stateMachineArn": ARN,
+                        "name": "backfill-1",
+                        "status": "RUNNING",
+                        "startDate": NOW,
+                    }
+                ]
+            },
+            {"stateMachineArn": ARN, "maxResults": 1},
+        )
         assert latest_execution(sfn, ARN) == EXEC
     assert (status["jobId"], status["total"]) == (None, None)

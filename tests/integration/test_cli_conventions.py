@@ -15,13 +15,22 @@ from typer.testing import CliRunner
 from s3ingest.cli import app
 
 #: An environment with no AWS credentials, profile or region anywhere.
-BARE = {"AWS_ACCESS_KEY_ID": None, "AWS_SECRET_ACCESS_KEY": None, "AWS_SESSION_TOKEN": None,
-        "AWS_PROFILE": None, "AWS_DEFAULT_PROFILE": None, "AWS_REGION": None,
-        "AWS_DEFAULT_REGION": None, "AWS_CONFIG_FILE": "/nonexistent/config",
-        "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/credentials",
-        "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONTAINER_CREDENTIALS_FULL_URI": None,
-        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": None, "AWS_WEB_IDENTITY_TOKEN_FILE": None,
-        "S3INGEST_STACK": None}
+BARE = {
+    "AWS_ACCESS_KEY_ID": None,
+    "AWS_SECRET_ACCESS_KEY": None,
+    "AWS_SESSION_TOKEN": None,
+    "AWS_PROFILE": None,
+    "AWS_DEFAULT_PROFILE": None,
+    "AWS_REGION": None,
+    "AWS_DEFAULT_REGION": None,
+    "AWS_CONFIG_FILE": "/nonexistent/config",
+    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/credentials",
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI": None,
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": None,
+    "AWS_WEB_IDENTITY_TOKEN_FILE": None,
+    "S3INGEST_STACK": None,
+}
 
 
 def run(args: list[str], **env: str) -> Any:
@@ -72,16 +81,20 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
 
 def test_aws_region_is_honoured_as_the_aws_cli_does(captured: list[tuple[str, str]]) -> None:
     creds = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x"}
-    run(["status", "--stack", "X"], AWS_REGION="eu-west-1", AWS_DEFAULT_REGION="us-east-1",
-        **creds)
+    run(["status", "--stack", "X"], AWS_REGION="eu-west-1", AWS_DEFAULT_REGION="us-east-1", **creds)
     run(["--region", "ap-south-1", "status", "--stack", "X"], AWS_REGION="eu-west-1", **creds)
     run(["status", "--stack", "X"], AWS_DEFAULT_REGION="us-west-2", **creds)
     assert [region for region, _ in captured] == ["eu-west-1", "ap-south-1", "us-west-2"]
 
 
 def test_the_stack_comes_from_s3ingest_stack(captured: list[tuple[str, str]]) -> None:
-    result = run(["status"], S3INGEST_STACK="S3Ingest-prod", AWS_REGION="us-east-1",
-                 AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="x")
+    result = run(
+        ["status"],
+        S3INGEST_STACK="S3Ingest-prod",
+        AWS_REGION="us-east-1",
+        AWS_ACCESS_KEY_ID="x",
+        AWS_SECRET_ACCESS_KEY="x",
+    )
     assert result.exit_code == 3  # the stand-in found no stack: an AWS-side error
     assert captured == [("us-east-1", "S3Ingest-prod")]
     # and without either, it is a usage error
@@ -90,8 +103,9 @@ def test_the_stack_comes_from_s3ingest_stack(captured: list[tuple[str, str]]) ->
 
 def test_a_reversed_replay_window_is_a_usage_error_before_any_aws_call() -> None:
     # no credentials and no region: any AWS call would end with exit code 3
-    result = run(["replay", "--stack", "X", "--from", "2026-11-30T10:00:00Z",
-                  "--to", "2026-11-30T09:00:00Z"])
+    result = run(
+        ["replay", "--stack", "X", "--from", "2026-11-30T10:00:00Z", "--to", "2026-11-30T09:00:00Z"]
+    )
     assert result.exit_code == 2, result.output
     assert "must be after --from" in result.output
 
@@ -99,14 +113,26 @@ def test_a_reversed_replay_window_is_a_usage_error_before_any_aws_call() -> None
 def test_status_exit_code_follows_health(monkeypatch: pytest.MonkeyPatch) -> None:
     from s3ingest import deployed, operations
 
-    monkeypatch.setattr(deployed.DeployedStack, "load", staticmethod(
-        lambda cfn, name: deployed.DeployedStack(name=name, outputs={
-            "QueueUrl": "https://q", "DeadLetterQueueUrl": "https://d"})))
-    doc = {"healthy": False, "problems": ["dead letter queue holds 3 message(s)"],
-           "queue": {"visible": 0, "in_flight": 0, "oldest_age_seconds": None},
-           "dead_letter_queue": {"visible": 3, "in_flight": 0}, "last_drift": None,
-           "eventbridge_delivery": True, "last_backfill": None, "running_backfills": [],
-           "running_replays": []}
+    monkeypatch.setattr(
+        deployed.DeployedStack,
+        "load",
+        staticmethod(
+            lambda cfn, name: deployed.DeployedStack(
+                name=name, outputs={"QueueUrl": "https://q", "DeadLetterQueueUrl": "https://d"}
+            )
+        ),
+    )
+    doc = {
+        "healthy": False,
+        "problems": ["dead letter queue holds 3 message(s)"],
+        "queue": {"visible": 0, "in_flight": 0, "oldest_age_seconds": None},
+        "dead_letter_queue": {"visible": 3, "in_flight": 0},
+        "last_drift": None,
+        "eventbridge_delivery": True,
+        "last_backfill": None,
+        "running_backfills": [],
+        "running_replays": [],
+    }
     monkeypatch.setattr(operations, "status", lambda **kw: doc)
     creds = {"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x"}
     sick = run(["status", "--stack", "X", "--json"], **creds)
@@ -116,9 +142,21 @@ def test_status_exit_code_follows_health(monkeypatch: pytest.MonkeyPatch) -> Non
     assert run(["status", "--stack", "X", "--json"], **creds).exit_code == 0
 
 
-COMMANDS = [[], ["local"], ["local", "demo"], ["local", "scenario"], ["reconcile"],
-            ["backfill"], ["backfill", "start"], ["backfill", "status"], ["replay"],
-            ["redrive"], ["explain"], ["status"], ["verify"]]
+COMMANDS = [
+    [],
+    ["local"],
+    ["local", "demo"],
+    ["local", "scenario"],
+    ["reconcile"],
+    ["backfill"],
+    ["backfill", "start"],
+    ["backfill", "status"],
+    ["replay"],
+    ["redrive"],
+    ["explain"],
+    ["status"],
+    ["verify"],
+]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "s3ingest")
@@ -127,8 +165,11 @@ def test_help_is_whole_and_plain(command: list[str]) -> None:
     assert result.exit_code == 0
     text = result.output
     assert not re.search(r"\{[A-Za-z_]+\}|<(str|int|float|bool|int range|float range)>", text)
-    cut = [line for line in text.splitlines()
-           if line.rstrip().endswith("...") and not line.startswith("Usage:")]
+    cut = [
+        line
+        for line in text.splitlines()
+        if line.rstrip().endswith("...") and not line.startswith("Usage:")
+    ]
     assert cut == [], "a description was cut off"
     assert "../" not in text and "shared/" not in text
 
@@ -141,12 +182,16 @@ def test_version() -> None:
 
 def test_verify_local_reports_each_hop_and_exits_0(tmp_path: Path) -> None:
     # (a stack name from the environment gives way to --local)
-    result = CliRunner().invoke(app, ["verify", "--local", "--json"],
-                                env={"S3INGEST_STACK": "S3Ingest-prod"})
+    result = CliRunner().invoke(
+        app, ["verify", "--local", "--json"], env={"S3INGEST_STACK": "S3Ingest-prod"}
+    )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["ok"] is True
-    assert [h["name"] for h in doc["hops"]] == ["put -> ledger row", "put -> change event",
-                                                "delete -> tombstone",
-                                                "delete -> change event"]
+    assert [h["name"] for h in doc["hops"]] == [
+        "put -> ledger row",
+        "put -> change event",
+        "delete -> tombstone",
+        "delete -> change event",
+    ]
     assert all(isinstance(h["ms"], int) for h in doc["hops"])

@@ -52,8 +52,9 @@ def test_sequenced_event_costs_exactly_one_dynamodb_write_and_no_read(emulator: 
     # GIVEN puts, overwrites and delete markers, delivered with duplicates and reordering
     rt = LocalRuntime(emulator, versioning="Enabled")
     calls: Counter[str] = Counter()
-    rt.ddb.meta.events.register("before-call.dynamodb",
-                                lambda model, **_: calls.update([model.name]))
+    rt.ddb.meta.events.register(
+        "before-call.dynamodb", lambda model, **_: calls.update([model.name])
+    )
     for i in range(20):
         rt.faithful.put(f"key-{i % 7}", f"v{i}")
         if i % 5 == 4:

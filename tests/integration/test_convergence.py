@@ -43,14 +43,19 @@ class Monotonic:
                 old_seq, new_seq = prev.get("seq", ""), row.get("seq", "")
                 if new_seq < old_seq:
                     self.violations.append(f"{pk}: seq {old_seq} -> {new_seq}")
-                if (prev["state"] == "deleted" and row["state"] == "present"
-                        and new_seq <= old_seq and not row.get("observed")):
+                if (
+                    prev["state"] == "deleted"
+                    and row["state"] == "present"
+                    and new_seq <= old_seq
+                    and not row.get("observed")
+                ):
                     self.violations.append(f"{pk}: tombstone at {old_seq} undone by {new_seq}")
             self.last[pk] = row
 
 
-def run_history(rt: LocalRuntime, ops: list[tuple[str, str, int]], duplicate: float,
-                drop: float = 0.0) -> None:
+def run_history(
+    rt: LocalRuntime, ops: list[tuple[str, str, int]], duplicate: float, drop: float = 0.0
+) -> None:
     """Run the S3 operations; ``flush`` delivers everything so far, ``lossy_flush`` loses
     events with probability ``drop``; a final flush (lossy too) delivers the rest."""
     versions: dict[str, list[str]] = {k: [] for k in KEYS}
@@ -66,20 +71,28 @@ def run_history(rt: LocalRuntime, ops: list[tuple[str, str, int]], duplicate: fl
         elif op == "delete_version" and rt.resources.versioning and versions[key]:
             rt.faithful.delete(key, versions[key].pop(n % len(versions[key])))
         elif op in ("flush", "lossy_flush"):
-            rt.flush(Chaos(seed=n, duplicate=duplicate, reorder=True,
-                           drop=drop if op == "lossy_flush" else 0.0))
+            rt.flush(
+                Chaos(
+                    seed=n,
+                    duplicate=duplicate,
+                    reorder=True,
+                    drop=drop if op == "lossy_flush" else 0.0,
+                )
+            )
             rt.drain()
     rt.flush(Chaos(seed=len(ops), duplicate=duplicate, reorder=True, drop=drop))
     rt.drain()
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=st.lists(op_strategy, min_size=1, max_size=18),
-       versioning=st.sampled_from(["Enabled", None]),
-       duplicate=st.sampled_from([0.0, 0.3, 0.8]))
+@given(
+    ops=st.lists(op_strategy, min_size=1, max_size=18),
+    versioning=st.sampled_from(["Enabled", None]),
+    duplicate=st.sampled_from([0.0, 0.3, 0.8]),
+)
 def test_ledger_converges_to_bucket_under_duplication_and_reordering(
-        emulator: Any, ops: list[tuple[str, str, int]], versioning: str | None,
-        duplicate: float) -> None:
+    emulator: Any, ops: list[tuple[str, str, int]], versioning: str | None, duplicate: float
+) -> None:
     # GIVEN a fresh deployment and a ledger watcher
     rt = LocalRuntime(emulator, versioning=versioning)
     monitor = Monotonic()
@@ -94,8 +107,10 @@ def test_ledger_converges_to_bucket_under_duplication_and_reordering(
     # a record may be retried only for losing optimistic-concurrency races on its key (then it
     # comes back and is processed); any other retry reason is a defect
     retries = {d.result.reason for d in rt.delivered if d.result.outcome.value == "retried"}
-    assert retries <= {"ledger row kept changing during verification",
-                       "ledger row kept changing during observation"}
+    assert retries <= {
+        "ledger row kept changing during verification",
+        "ledger row kept changing during observation",
+    }
     assert "invalid" not in rt.outcome_counts()
     assert rt.dead_letters() == []
 

@@ -41,8 +41,9 @@ from tests.integration.effects_support import Clock, Killed, RecordingLedger
 class Harness:
     """A runtime whose ingest service runs a recording processor under the real protocol."""
 
-    def __init__(self, emulator: Any, versioning: str | None, crash: float = 0.0,
-                 seed: int = 0) -> None:
+    def __init__(
+        self, emulator: Any, versioning: str | None, crash: float = 0.0, seed: int = 0
+    ) -> None:
         import random
 
         self.rt = LocalRuntime(emulator, versioning=versioning)
@@ -58,8 +59,9 @@ class Harness:
         self.superseded: set[str] = set()
         #: body of every object version ever written, by version id (versioned) or ETag
         self.bodies: dict[str, bytes] = {}
-        self.rt.service.effects = EffectRunner(self.process, self.rt.s3, clock_ms=self.clock,
-                                               after_effect=self.maybe_crash)
+        self.rt.service.effects = EffectRunner(
+            self.process, self.rt.s3, clock_ms=self.clock, after_effect=self.maybe_crash
+        )
 
     def put(self, key: str, body: bytes) -> None:
         op = self.rt.faithful.put(key, body)
@@ -102,17 +104,33 @@ def _changes(rt: LocalRuntime) -> list[Change]:
     return [parse_body(json.dumps(e)).changes[0] for e in rt.faithful.take_pending()]
 
 
-ops = st.lists(st.tuples(st.sampled_from(["put", "put", "put", "delete"]),
-                         st.sampled_from(["a", "b c", "d+e"])), min_size=1, max_size=10)
+ops = st.lists(
+    st.tuples(
+        st.sampled_from(["put", "put", "put", "delete"]), st.sampled_from(["a", "b c", "d+e"])
+    ),
+    min_size=1,
+    max_size=10,
+)
 
 
-@settings(max_examples=20, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(history=ops, versioning=st.sampled_from(["Enabled", None]),
-       crash=st.sampled_from([0.0, 0.0, 0.4]), data=st.data())
+@settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    history=ops,
+    versioning=st.sampled_from(["Enabled", None]),
+    crash=st.sampled_from([0.0, 0.0, 0.4]),
+    data=st.data(),
+)
 def test_effects_are_the_winning_changes_in_sequencer_order(
-        emulator: Any, history: list[tuple[str, str]], versioning: str | None, crash: float,
-        data: st.DataObject) -> None:
+    emulator: Any,
+    history: list[tuple[str, str]],
+    versioning: str | None,
+    crash: float,
+    data: st.DataObject,
+) -> None:
     # GIVEN a history of puts and deletes, delivered with duplicates, in any order, with workers
     # killed between effect and commit
     h = Harness(emulator, versioning, crash=crash, seed=data.draw(st.integers(0, 999)))
@@ -123,8 +141,9 @@ def test_effects_are_the_winning_changes_in_sequencer_order(
             h.rt.faithful.delete(key)
     events = _changes(h.rt)
     copies = data.draw(st.lists(st.integers(1, 3), min_size=len(events), max_size=len(events)))
-    deliveries = data.draw(st.permutations(
-        [e for e, n in zip(events, copies, strict=True) for _ in range(n)]))
+    deliveries = data.draw(
+        st.permutations([e for e, n in zip(events, copies, strict=True) for _ in range(n)])
+    )
 
     # WHEN they are delivered until quiescent
     h.deliver(list(deliveries))
@@ -175,19 +194,29 @@ def test_a_stale_worker_whose_lease_expired_cannot_commit(emulator: Any) -> None
     ledger, clock = h.ledger, h.clock
     first = ledger.write_sequenced(
         RowState(present=True, version_id=change.version_id, etag=change.etag),
-        WriteMeta(bucket=change.bucket, key=change.key, raw_key=change.raw_key,
-                  event_name=change.event_name, reason="test", source="live",
-                  sequencer=change.sequencer, raw_sequencer=change.raw_sequencer),
-        observed=False, require_exact=True, claim=Claim(clock(), clock() + 1000))
+        WriteMeta(
+            bucket=change.bucket,
+            key=change.key,
+            raw_key=change.raw_key,
+            event_name=change.event_name,
+            reason="test",
+            source="live",
+            sequencer=change.sequencer,
+            raw_sequencer=change.raw_sequencer,
+        ),
+        observed=False,
+        require_exact=True,
+        claim=Claim(clock(), clock() + 1000),
+    )
     assert first.applied and first.token is not None
     # WHEN, before the lease ends, another worker tries to take the effect over: refused
-    early = ledger.reclaim(change.bucket, change.key, first.token, Claim(clock() + 10,
-                                                                       clock() + 2000))
+    early = ledger.reclaim(
+        change.bucket, change.key, first.token, Claim(clock() + 10, clock() + 2000)
+    )
     assert not early.applied
     # and after the lease ended worker 2 re-claims it
     clock.advance(1001)
-    second = ledger.reclaim(change.bucket, change.key, first.token,
-                            Claim(clock(), clock() + 1000))
+    second = ledger.reclaim(change.bucket, change.key, first.token, Claim(clock(), clock() + 1000))
     assert second.applied and second.token is not None and second.token > first.token
     # THEN worker 1's commit is refused and worker 2's goes through
     assert ledger.finish_effect(change.bucket, change.key, first.token) is False
@@ -249,8 +278,12 @@ def test_a_newer_change_that_waits_for_a_short_effect_needs_no_retry(emulator: A
     worker.join()
     # THEN it waited for the lease instead of failing, and the effects did not overlap
     assert result.outcome is Outcome.APPLIED
-    assert order == [f"start {older.raw_sequencer}", f"end {older.raw_sequencer}",
-                     f"start {newer.raw_sequencer}", f"end {newer.raw_sequencer}"]
+    assert order == [
+        f"start {older.raw_sequencer}",
+        f"end {older.raw_sequencer}",
+        f"start {newer.raw_sequencer}",
+        f"end {newer.raw_sequencer}",
+    ]
 
 
 def test_reconciliation_re_runs_an_effect_whose_message_reached_the_dlq(emulator: Any) -> None:
@@ -259,8 +292,9 @@ def test_reconciliation_re_runs_an_effect_whose_message_reached_the_dlq(emulator
     from s3ingest.local.chaos import Chaos
     from s3ingest.local.runtime import local_settings
 
-    rt = LocalRuntime(emulator, local_settings(change_stream=False, max_receive_count=1),
-                      versioning="Enabled")
+    rt = LocalRuntime(
+        emulator, local_settings(change_stream=False, max_receive_count=1), versioning="Enabled"
+    )
     rt.faithful.put("stuck", "bytes")
     rt.flush(Chaos(crash=1.0))
     rt.drain()
@@ -319,8 +353,9 @@ def test_a_failing_processor_releases_its_claim_and_the_retry_runs_it(emulator: 
 
 
 @pytest.mark.parametrize("versioning", ["Enabled", None])
-def test_pinned_reads_return_the_event_bytes_not_newer_ones(emulator: Any,
-                                                           versioning: str | None) -> None:
+def test_pinned_reads_return_the_event_bytes_not_newer_ones(
+    emulator: Any, versioning: str | None
+) -> None:
     # GIVEN two puts of one key; the first event is delivered after the second put happened
     h = Harness(emulator, versioning)
     h.put("k", b"first")
@@ -355,8 +390,9 @@ def test_without_a_processor_the_one_write_path_is_unchanged(emulator: Any) -> N
     h = Harness(emulator, "Enabled")
     h.rt.service.effects = None
     calls: list[str] = []
-    h.rt.ddb.meta.events.register("before-call.dynamodb",
-                                  lambda model, **_: calls.append(model.name))
+    h.rt.ddb.meta.events.register(
+        "before-call.dynamodb", lambda model, **_: calls.append(model.name)
+    )
     h.put("k", b"one")
     (change,) = _changes(h.rt)
     assert h.rt.service.handle(change).outcome is Outcome.APPLIED
@@ -369,8 +405,9 @@ def test_without_a_processor_the_one_write_path_is_unchanged(emulator: Any) -> N
 def test_the_applied_path_with_a_processor_costs_two_writes_and_no_read(emulator: Any) -> None:
     h = Harness(emulator, "Enabled")
     calls: list[str] = []
-    h.rt.ddb.meta.events.register("before-call.dynamodb",
-                                  lambda model, **_: calls.append(model.name))
+    h.rt.ddb.meta.events.register(
+        "before-call.dynamodb", lambda model, **_: calls.append(model.name)
+    )
     h.put("k", b"one")
     h.put("k", b"two")
     older, newer = _changes(h.rt)
@@ -384,7 +421,8 @@ def test_the_applied_path_with_a_processor_costs_two_writes_and_no_read(emulator
 
 
 def test_through_the_handler_the_change_stream_publishes_every_applied_change(
-        emulator: Any) -> None:
+    emulator: Any,
+) -> None:
     # GIVEN the local pipeline with the example processor and the change stream, and workers
     # killed between effect and commit
     from s3ingest.local.chaos import Chaos
@@ -421,18 +459,35 @@ def test_through_the_handler_the_change_stream_publishes_every_applied_change(
 
 # -- effects converge with the bucket (CONTRACT C11, C12, C15) ----------------------------------
 
-converging_ops = st.lists(st.tuples(st.sampled_from(["put", "put", "delete", "flush", "flush"]),
-                                    st.sampled_from(["a", "a", "b c"]),
-                                    st.sampled_from([b"x", b"y"])), min_size=3, max_size=14)
+converging_ops = st.lists(
+    st.tuples(
+        st.sampled_from(["put", "put", "delete", "flush", "flush"]),
+        st.sampled_from(["a", "a", "b c"]),
+        st.sampled_from([b"x", b"y"]),
+    ),
+    min_size=3,
+    max_size=14,
+)
 
 
-@settings(max_examples=30, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(history=converging_ops, versioning=st.sampled_from(["Enabled", "Suspended", None]),
-       crash=st.sampled_from([0.0, 0.4]), data=st.data())
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    history=converging_ops,
+    versioning=st.sampled_from(["Enabled", "Suspended", None]),
+    crash=st.sampled_from([0.0, 0.4]),
+    data=st.data(),
+)
 def test_after_one_reconciliation_every_effect_output_describes_the_bucket(
-        emulator: Any, history: list[tuple[str, str, bytes]], versioning: str | None,
-        crash: float, data: st.DataObject) -> None:
+    emulator: Any,
+    history: list[tuple[str, str, bytes]],
+    versioning: str | None,
+    crash: float,
+    data: st.DataObject,
+) -> None:
     # GIVEN a history whose keys return to identical bytes (same ETag, null versions when
     # unversioned or Suspended), delivered over several flushes that drop, duplicate and reorder
     # events and kill workers between effect and commit
@@ -502,18 +557,19 @@ def _queued(rt: LocalRuntime) -> list[Change]:
     """Receive and delete every message of the ingest queue; return its changes."""
     changes: list[Change] = []
     while True:
-        msgs = rt.sqs.receive_message(QueueUrl=rt.resources.queue_url,
-                                      MaxNumberOfMessages=10).get("Messages", [])
+        msgs = rt.sqs.receive_message(QueueUrl=rt.resources.queue_url, MaxNumberOfMessages=10).get(
+            "Messages", []
+        )
         if not msgs:
             return changes
         for m in msgs:
             changes.extend(parse_body(m["Body"]).changes)
-            rt.sqs.delete_message(QueueUrl=rt.resources.queue_url,
-                                  ReceiptHandle=m["ReceiptHandle"])
+            rt.sqs.delete_message(QueueUrl=rt.resources.queue_url, ReceiptHandle=m["ReceiptHandle"])
 
 
 def test_a_superseded_effect_whose_newer_events_were_lost_is_re_run_by_reconciliation(
-        emulator: Any) -> None:
+    emulator: Any,
+) -> None:
     # GIVEN an unversioned key written x, y, then x again; only the first event is delivered, so
     # its effect's pinned read (If-Match x) finds y: superseded
     h = Harness(emulator, None)

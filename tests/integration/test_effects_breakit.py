@@ -42,8 +42,14 @@ class Rig:
     ``None`` (run normally).
     """
 
-    def __init__(self, emulator: Any, versioning: str | None = "Enabled", *,
-                 settings: Any = None, delay: float = 0.0) -> None:
+    def __init__(
+        self,
+        emulator: Any,
+        versioning: str | None = "Enabled",
+        *,
+        settings: Any = None,
+        delay: float = 0.0,
+    ) -> None:
         self.rt = LocalRuntime(emulator, settings, versioning=versioning)
         self.ledger = RecordingLedger(self.rt.ledger)
         self.rt.service.ledger = self.ledger
@@ -57,8 +63,9 @@ class Rig:
         #: change ids whose pinned read found the version gone or replaced (C8)
         self.superseded: list[str] = []
         self._lock = threading.Lock()
-        self.rt.service.effects = EffectRunner(self.process, self.rt.s3, clock_ms=self.clock,
-                                               after_effect=self.after)
+        self.rt.service.effects = EffectRunner(
+            self.process, self.rt.s3, clock_ms=self.clock, after_effect=self.after
+        )
         # the fake lease clock never moves while a change waits for a live lease: do not sleep
         self.rt.service.sleep = lambda seconds: None
 
@@ -101,8 +108,9 @@ class Rig:
         return [parse_body(json.dumps(e)).changes[0] for e in self.rt.faithful.take_pending()]
 
     def repair(self, key: str) -> Change:
-        body = {"s3ingestRepair": {"bucket": self.rt.resources.bucket, "key": key,
-                                   "reason": "test"}}
+        body = {
+            "s3ingestRepair": {"bucket": self.rt.resources.bucket, "key": key, "reason": "test"}
+        }
         return parse_body(json.dumps(body)).changes[0]
 
     def handle(self, change: Change) -> Any:
@@ -141,7 +149,8 @@ def _no_pending(rig: Rig) -> None:
 
 
 def test_a_late_live_event_for_the_version_a_repair_already_processed_runs_no_second_effect(
-        emulator: Any) -> None:
+    emulator: Any,
+) -> None:
     # GIVEN an object whose live event is late, and a repair that observed the same version first
     rig = Rig(emulator, "Enabled")
     rig.rt.faithful.put("k", b"one")
@@ -154,13 +163,15 @@ def test_a_late_live_event_for_the_version_a_repair_already_processed_runs_no_se
     # no second change is published for it (C11: effectively once per version; "a duplicate
     # triggers a second side effect" is a failure the product exists to prevent)
     assert [rig.version_of(c) for c in rig.runs] == [rig.version_of(rig.runs[0])], [
-        (c.change_id, c.sequencer, c.source) for c in rig.runs]
+        (c.change_id, c.sequencer, c.source) for c in rig.runs
+    ]
     assert len(rig.ledger.applied) == 1, "a second applied change (op=apply) was written"
     _no_pending(rig)
 
 
 def test_stale_events_over_an_observed_row_do_not_re_run_the_current_versions_effect(
-        emulator: Any) -> None:
+    emulator: Any,
+) -> None:
     # GIVEN two puts whose events are both late; a repair observed the second version
     rig = Rig(emulator, "Enabled")
     rig.rt.faithful.put("k", b"one")
@@ -171,14 +182,17 @@ def test_stale_events_over_an_observed_row_do_not_re_run_the_current_versions_ef
     outcomes = [rig.handle(c).outcome for c in (first, first, second)]
     # THEN the second version's effect ran once; the older event did not add effects
     versions = Counter(rig.version_of(c) for c in rig.runs)
-    assert max(versions.values()) == 1, (outcomes, [(c.sequencer, c.version_id, c.change_id)
-                                                    for c in rig.runs])
+    assert max(versions.values()) == 1, (
+        outcomes,
+        [(c.sequencer, c.version_id, c.change_id) for c in rig.runs],
+    )
     _no_pending(rig)
     assert rig.rt.compare().converged
 
 
 def test_deleting_a_non_current_version_does_not_re_run_the_visible_versions_effect(
-        emulator: Any) -> None:
+    emulator: Any,
+) -> None:
     # GIVEN v1 then v2 of a key, both applied and processed
     rig = Rig(emulator, "Enabled")
     v1 = rig.rt.faithful.put("k", b"one")
@@ -192,12 +206,14 @@ def test_deleting_a_non_current_version_does_not_re_run_the_visible_versions_eff
     rig.handle(removal)
     # THEN nothing visible changed, so no effect re-runs for v2
     assert [rig.version_of(c) for c in rig.runs].count(rig.version_of(rig.runs[1])) == 1, [
-        (c.sequencer, c.version_id) for c in rig.runs]
+        (c.sequencer, c.version_id) for c in rig.runs
+    ]
     _no_pending(rig)
 
 
 def test_deleting_the_current_version_runs_the_effect_of_the_version_it_exposes(
-        emulator: Any) -> None:
+    emulator: Any,
+) -> None:
     # GIVEN v1 then v2, and v2 permanently deleted (v1 is visible again); events in any order
     for order in ((0, 1, 2), (2, 1, 0), (1, 2, 0)):
         rig = Rig(emulator, "Enabled")
@@ -216,8 +232,7 @@ def test_deleting_the_current_version_runs_the_effect_of_the_version_it_exposes(
         assert len(ids) == len(set(ids)), order
         seqs = [normalize(c.sequencer) for c in rig.runs if c.sequencer]
         assert seqs == sorted(seqs), order
-        assert ids == [cid for _, cid, _ in rig.ledger.applied
-                       if cid not in rig.superseded], order
+        assert ids == [cid for _, cid, _ in rig.ledger.applied if cid not in rig.superseded], order
         _no_pending(rig)
         assert rig.rt.compare().converged
 
@@ -244,7 +259,8 @@ def test_distinct_observed_tombstones_of_one_key_get_distinct_change_ids(emulato
 
 
 def test_unversioned_reupload_of_the_same_bytes_after_a_repaired_delete_gets_a_new_change_id(
-        emulator: Any) -> None:
+    emulator: Any,
+) -> None:
     # GIVEN an unversioned key: "same" uploaded (repaired), deleted (repaired), "same" again
     # (repaired): three changes, two of which have the same ETag
     rig = Rig(emulator, None)
@@ -281,17 +297,29 @@ def test_a_resumed_effect_is_given_the_same_change_as_the_original_run(emulator:
 
 
 def test_backfill_runs_each_objects_effect_once_and_a_second_run_changes_nothing(
-        emulator: Any) -> None:
+    emulator: Any,
+) -> None:
     # GIVEN objects that existed before deployment (no events), one task's processor fails once
     rig = Rig(emulator, "Enabled")
     for i in range(4):
         rig.rt.faithful.put(f"pre/{i}", f"body {i}".encode())
     rig.changes()
     rig.fail = [None, "raise"]
-    tasks = [{"taskId": f"t{i}", "s3Bucket": rig.rt.resources.bucket, "s3Key": f"pre/{i}",
-              "s3VersionId": None} for i in range(4)]
-    event = {"invocationSchemaVersion": "2.0", "invocationId": "inv", "job": {"id": "j"},
-             "tasks": tasks}
+    tasks = [
+        {
+            "taskId": f"t{i}",
+            "s3Bucket": rig.rt.resources.bucket,
+            "s3Key": f"pre/{i}",
+            "s3VersionId": None,
+        }
+        for i in range(4)
+    ]
+    event = {
+        "invocationSchemaVersion": "2.0",
+        "invocationId": "inv",
+        "job": {"id": "j"},
+        "tasks": tasks,
+    }
     # WHEN the backfill invocation runs, then (Batch Operations retrying) runs again, twice
     first = handle_invocation(event, rig.rt.service)
     codes = Counter(r["resultCode"] for r in first["results"])
@@ -350,8 +378,10 @@ def _assert_serial_effects(rig: Rig) -> None:
     for key in keys:
         spans = sorted((s for s in rig.spans if s[0].key == key), key=lambda s: s[1])
         for (a, _, a_end), (b, b_start, _) in itertools.pairwise(spans):
-            assert a_end <= b_start, f"{key}: effect {a.change_id} (token {a.token}) still " \
-                                     f"running when {b.change_id} (token {b.token}) started"
+            assert a_end <= b_start, (
+                f"{key}: effect {a.change_id} (token {a.token}) still "
+                f"running when {b.change_id} (token {b.token}) started"
+            )
         tokens = [c.token for c, _, _ in spans]
         assert tokens == sorted(set(tokens)), tokens
         seqs = [normalize(c.sequencer) for c, _, _ in spans if c.source == "live"]
@@ -363,7 +393,8 @@ def _assert_serial_effects(rig: Rig) -> None:
 
 
 def test_racing_threads_with_a_slow_processor_never_overlap_effects_of_one_key(
-        emulator: Any) -> None:
+    emulator: Any,
+) -> None:
     # GIVEN 5 versions of one key, each event delivered 3 times, and a processor taking 40 ms
     rig = Rig(emulator, "Enabled", delay=0.04)
     for i in range(5):
@@ -380,7 +411,8 @@ def test_racing_threads_with_a_slow_processor_never_overlap_effects_of_one_key(
 
 
 def test_racing_mixed_paths_with_failures_keep_effects_serial_and_nothing_pending(
-        emulator: Any) -> None:
+    emulator: Any,
+) -> None:
     # GIVEN puts, a delete marker and a version delete of one key, repairs and a backfill-style
     # observation racing with them, a slow processor that fails twice along the way
     rig = Rig(emulator, "Enabled", delay=0.02)
@@ -406,7 +438,8 @@ def test_racing_mixed_paths_with_failures_keep_effects_serial_and_nothing_pendin
 
 
 def test_repeated_crashes_re_run_the_same_effect_with_growing_tokens_until_it_commits(
-        emulator: Any) -> None:
+    emulator: Any,
+) -> None:
     # GIVEN a worker killed after the effect three times in a row
     rig = Rig(emulator, "Enabled")
     rig.rt.faithful.put("k", b"one")
@@ -424,7 +457,8 @@ def test_repeated_crashes_re_run_the_same_effect_with_growing_tokens_until_it_co
 
 
 def test_a_crash_with_a_live_lease_holds_back_the_newer_event_and_duplicates_do_not_resume(
-        emulator: Any) -> None:
+    emulator: Any,
+) -> None:
     # GIVEN the first put's worker killed after its effect, its lease still live
     rig = Rig(emulator, "Enabled")
     rig.rt.faithful.put("k", b"one")
@@ -442,8 +476,11 @@ def test_a_crash_with_a_live_lease_holds_back_the_newer_event_and_duplicates_do_
     rig.clock.expire_leases()
     assert rig.handle(older).extra.get("effect") == "resumed-done"
     assert rig.handle(newer).outcome is Outcome.APPLIED
-    assert [c.sequencer for c in rig.runs] == [older.raw_sequencer, older.raw_sequencer,
-                                               newer.raw_sequencer]
+    assert [c.sequencer for c in rig.runs] == [
+        older.raw_sequencer,
+        older.raw_sequencer,
+        newer.raw_sequencer,
+    ]
     _no_pending(rig)
 
 
@@ -466,7 +503,8 @@ def test_a_stale_event_resumes_the_crashed_effect_of_the_newest_change(emulator:
 
 
 def test_a_crash_then_a_newer_event_takes_over_and_the_old_effect_is_not_re_run_over_it(
-        emulator: Any) -> None:
+    emulator: Any,
+) -> None:
     # GIVEN v1's worker killed after its effect (lease expired), v2's event waiting
     rig = Rig(emulator, "Enabled")
     rig.rt.faithful.put("k", b"one")
@@ -484,7 +522,8 @@ def test_a_crash_then_a_newer_event_takes_over_and_the_old_effect_is_not_re_run_
 
 
 def test_a_processor_raising_superseded_commits_superseded_and_is_not_retried(
-        emulator: Any) -> None:
+    emulator: Any,
+) -> None:
     # GIVEN a processor that says the change is superseded
     rig = Rig(emulator, "Enabled")
     rig.rt.faithful.put("k", b"one")
@@ -499,7 +538,8 @@ def test_a_processor_raising_superseded_commits_superseded_and_is_not_retried(
 
 
 def test_a_failed_effect_then_a_newer_event_the_newer_runs_and_nothing_is_left_pending(
-        emulator: Any) -> None:
+    emulator: Any,
+) -> None:
     # GIVEN v1's processor failed (claim released), v2 arrives before v1's retry
     rig = Rig(emulator, "Enabled")
     rig.rt.faithful.put("k", b"one")
@@ -533,13 +573,15 @@ def test_a_crash_during_a_repair_effect_is_resumed_by_the_repairs_retry(emulator
 
 
 def test_without_a_processor_every_sequenced_event_is_one_update_item_and_rows_have_no_fx(
-        emulator: Any) -> None:
+    emulator: Any,
+) -> None:
     # GIVEN the service without a processor, creates, overwrites and delete markers of keys
     rig = Rig(emulator, "Enabled")
     rig.rt.service.effects = None
     calls: list[str] = []
-    rig.rt.ddb.meta.events.register("before-call.dynamodb",
-                                    lambda model, **_: calls.append(model.name))
+    rig.rt.ddb.meta.events.register(
+        "before-call.dynamodb", lambda model, **_: calls.append(model.name)
+    )
     for i in range(9):
         rig.rt.faithful.put(f"k{i % 3}", f"v{i}".encode())
         if i % 4 == 3:
@@ -559,8 +601,9 @@ def test_without_a_processor_every_sequenced_event_is_one_update_item_and_rows_h
 # -- change stream and replay, through SQS, the handler and the relay ------------------------
 
 
-def _chaotic_run(emulator: Any, versioning: str | None, seed: int) -> tuple[LocalRuntime,
-                                                                            RecordingLedger]:
+def _chaotic_run(
+    emulator: Any, versioning: str | None, seed: int
+) -> tuple[LocalRuntime, RecordingLedger]:
     rt = LocalRuntime(emulator, local_settings(), versioning=versioning, seed=seed)
     recording = RecordingLedger(rt.ledger)
     rt.service.ledger = recording
@@ -580,7 +623,8 @@ def _chaotic_run(emulator: Any, versioning: str | None, seed: int) -> tuple[Loca
 
 @pytest.mark.parametrize(("versioning", "seed"), [("Enabled", 7), (None, 8)])
 def test_after_a_chaotic_run_every_applied_change_is_published_exactly_once(
-        emulator: Any, versioning: str | None, seed: int) -> None:
+    emulator: Any, versioning: str | None, seed: int
+) -> None:
     # GIVEN puts, delete markers and version deletes of 4 keys, delivered duplicated, reordered,
     # partly dropped, with workers killed between effect and commit, then one reconciliation
     # (these seeds include crashes, drops and applied repairs; seeds 1-8 of both kinds were
@@ -617,8 +661,9 @@ def test_a_relay_retry_republishes_the_same_ids_in_the_same_order(emulator: Any)
     arn = rt.resources.stream_arn
     records: list[dict[str, Any]] = []
     for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
-        it = streams.get_shard_iterator(StreamArn=arn, ShardId=shard["ShardId"],
-                                        ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+        it = streams.get_shard_iterator(
+            StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
         while it:
             page = streams.get_records(ShardIterator=it, Limit=100)
             if not page.get("Records"):
@@ -642,8 +687,7 @@ def test_a_relay_retry_republishes_the_same_ids_in_the_same_order(emulator: Any)
 
 
 @pytest.mark.slow  # about 10 s: a chaotic run through SQS, then a replay of the archive
-def test_replay_after_a_chaotic_run_runs_no_effect_and_publishes_no_change(
-        emulator: Any) -> None:
+def test_replay_after_a_chaotic_run_runs_no_effect_and_publishes_no_change(emulator: Any) -> None:
     # GIVEN a chaotic run, quiescent and reconciled
     rt, recording = _chaotic_run(emulator, "Enabled", seed=7)
     effects, changes, applied = len(rt.effects), len(rt.changes), len(recording.applied)
@@ -656,8 +700,7 @@ def test_replay_after_a_chaotic_run_runs_no_effect_and_publishes_no_change(
     outcomes = Counter(d.result.outcome for d in rt.delivered)
     assert set(outcomes) <= {Outcome.DUPLICATE, Outcome.STALE}, outcomes
     assert all(d.result.extra.get("source") == "replay" for d in rt.delivered)
-    assert (len(rt.effects), len(rt.changes), len(recording.applied)) == (effects, changes,
-                                                                          applied)
+    assert (len(rt.effects), len(rt.changes), len(recording.applied)) == (effects, changes, applied)
     assert {r["key"]: (r["rev"], r["fx"]) for r in rt.ledger_rows()} == rows
 
 
@@ -679,7 +722,8 @@ def test_reconciliation_resumes_an_effect_whose_message_was_lost(emulator: Any) 
 
 
 def test_the_published_change_and_the_processors_change_agree_for_an_observation(
-        emulator: Any) -> None:
+    emulator: Any,
+) -> None:
     # GIVEN a live create applied, then a newer write whose event was lost, repaired
     rt = LocalRuntime(emulator, local_settings(), versioning="Enabled")
     seen: list[AppliedChange] = []
@@ -695,5 +739,4 @@ def test_the_published_change_and_the_processors_change_agree_for_an_observation
     # same id, same sequencer (None: an observation has none; not the older event's)
     detail = rt.changes[-1]["detail"]
     assert detail["id"] == seen[-1].change_id
-    assert (detail["versionId"], detail["sequencer"]) == (seen[-1].version_id,
-                                                           seen[-1].sequencer)
+    assert (detail["versionId"], detail["sequencer"]) == (seen[-1].version_id, seen[-1].sequencer)

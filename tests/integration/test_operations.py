@@ -35,17 +35,27 @@ NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 def test_replay_is_scoped_to_the_ingest_rule() -> None:
     # moto's StartReplay ignores FilterArns (it re-delivers to every matching rule), so the
     # scoping is proven on the exact request instead
-    events = boto3.client("events", region_name="us-east-1", aws_access_key_id="x",
-                          aws_secret_access_key="x")
-    target = ReplayTarget(archive_arn="arn:aws:events:us-east-1:1:archive/a",
-                          bus_arn="arn:aws:events:us-east-1:1:event-bus/default",
-                          rule_arn="arn:aws:events:us-east-1:1:rule/ingest")
+    events = boto3.client(
+        "events", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    target = ReplayTarget(
+        archive_arn="arn:aws:events:us-east-1:1:archive/a",
+        bus_arn="arn:aws:events:us-east-1:1:event-bus/default",
+        rule_arn="arn:aws:events:us-east-1:1:rule/ingest",
+    )
     start, end = NOW - timedelta(hours=2), NOW - timedelta(minutes=30)
     with Stubber(events) as stub:
-        stub.add_response("start_replay", {"State": "STARTING"}, {
-            "ReplayName": "r-1", "EventSourceArn": target.archive_arn,
-            "EventStartTime": start, "EventEndTime": end,
-            "Destination": {"Arn": target.bus_arn, "FilterArns": [target.rule_arn]}})
+        stub.add_response(
+            "start_replay",
+            {"State": "STARTING"},
+            {
+                "ReplayName": "r-1",
+                "EventSourceArn": target.archive_arn,
+                "EventStartTime": start,
+                "EventEndTime": end,
+                "Destination": {"Arn": target.bus_arn, "FilterArns": [target.rule_arn]},
+            },
+        )
         assert start_replay(events, target, start, end, name="r-1", now=NOW) == "r-1"
 
 
@@ -82,12 +92,14 @@ def test_replay_repairs_a_ledger_a_bad_deploy_lost(emulator: Any) -> None:
     assert rt.compare().converged
 
 
-@pytest.mark.parametrize(("start", "end", "message"), [
-    (NOW - timedelta(hours=1), NOW - timedelta(minutes=5), "ingestion lag"),
-    (NOW - timedelta(hours=1), NOW - timedelta(hours=2), "must be after"),
-])
-def test_replay_window_is_refused_when_unsafe(start: datetime, end: datetime,
-                                              message: str) -> None:
+@pytest.mark.parametrize(
+    ("start", "end", "message"),
+    [
+        (NOW - timedelta(hours=1), NOW - timedelta(minutes=5), "ingestion lag"),
+        (NOW - timedelta(hours=1), NOW - timedelta(hours=2), "must be after"),
+    ],
+)
+def test_replay_window_is_refused_when_unsafe(start: datetime, end: datetime, message: str) -> None:
     with pytest.raises(OperationError, match=message):
         check_window(start, end, now=NOW)
     check_window(NOW - timedelta(hours=2), NOW - timedelta(minutes=10), now=NOW)
@@ -104,8 +116,7 @@ def test_dlq_is_classified_and_only_valid_messages_move_back(emulator: Any) -> N
     rt.sqs.send_message(QueueUrl=rt.resources.dlq_url, MessageBody=json.dumps(event))
     # WHEN the DLQ is inspected and redriven without --include-invalid
     summary = inspect_dlq(rt.sqs, rt.resources.dlq_url, peek_visibility=0)
-    moved = redrive_valid(rt.sqs, rt.resources.dlq_url, rt.resources.queue_url,
-                          max_messages=10)
+    moved = redrive_valid(rt.sqs, rt.resources.dlq_url, rt.resources.queue_url, max_messages=10)
     rt.drain()
     # THEN the invalid one stays, the valid one is ingested
     assert summary["by_reason"] == {"malformed-json": 1, "retries-exhausted": 1}
@@ -117,20 +128,39 @@ def test_dlq_is_classified_and_only_valid_messages_move_back(emulator: Any) -> N
 
 
 def test_message_move_task_is_started_and_followed() -> None:
-    sqs = boto3.client("sqs", region_name="us-east-1", aws_access_key_id="x",
-                       aws_secret_access_key="x")
+    sqs = boto3.client(
+        "sqs", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
     dlq, src = "arn:aws:sqs:us-east-1:1:dlq", "arn:aws:sqs:us-east-1:1:ingest"
     with Stubber(sqs) as stub:
-        stub.add_response("start_message_move_task", {"TaskHandle": "h1"},
-                          {"SourceArn": dlq, "DestinationArn": src,
-                           "MaxNumberOfMessagesPerSecond": 50})
-        stub.add_response("list_message_move_tasks", {"Results": [{
-            "TaskHandle": "h1", "Status": "RUNNING", "SourceArn": dlq, "DestinationArn": src,
-            "ApproximateNumberOfMessagesMoved": 40, "ApproximateNumberOfMessagesToMove": 100}]},
-            {"SourceArn": dlq, "MaxResults": 1})
+        stub.add_response(
+            "start_message_move_task",
+            {"TaskHandle": "h1"},
+            {"SourceArn": dlq, "DestinationArn": src, "MaxNumberOfMessagesPerSecond": 50},
+        )
+        stub.add_response(
+            "list_message_move_tasks",
+            {
+                "Results": [
+                    {
+                        "TaskHandle": "h1",
+                        "Status": "RUNNING",
+                        "SourceArn": dlq,
+                        "DestinationArn": src,
+                        "ApproximateNumberOfMessagesMoved": 40,
+                        "ApproximateNumberOfMessagesToMove": 100,
+                    }
+                ]
+            },
+            {"SourceArn": dlq, "MaxResults": 1},
+        )
         assert redrive_all(sqs, dlq, src, max_per_second=50) == "h1"
-        assert move_task_status(sqs, dlq) == {"status": "RUNNING", "moved": 40,
-                                              "to_move": 100, "failure": None}
+        assert move_task_status(sqs, dlq) == {
+            "status": "RUNNING",
+            "moved": 40,
+            "to_move": 100,
+            "failure": None,
+        }
 
 
 def test_explain_shows_ledger_beside_bucket(emulator: Any) -> None:
@@ -140,12 +170,15 @@ def test_explain_shows_ledger_beside_bucket(emulator: Any) -> None:
     rt.drain()
     rt.faithful.delete("doc")
     rt.faithful.take_pending()  # the delete event is lost
-    result = explain(rt.ledger.get(rt.resources.bucket, "doc"),
-                     rt.objects.current(rt.resources.bucket, "doc"))
+    result = explain(
+        rt.ledger.get(rt.resources.bucket, "doc"), rt.objects.current(rt.resources.bucket, "doc")
+    )
     assert result["ledger"]["state"] == "present"
     assert result["ledger"]["version_id"] == v
-    assert (result["ledger"]["last_reason"], result["ledger"]["source"]) == \
-        ("newer-sequencer", "live")
+    assert (result["ledger"]["last_reason"], result["ledger"]["source"]) == (
+        "newer-sequencer",
+        "live",
+    )
     assert result["bucket"]["visible"] is False
     assert result["agrees"] is False
     assert result["effect"] is None  # no processor
@@ -161,95 +194,192 @@ def test_explain_shows_the_processor_effect_of_the_row_change(emulator: Any) -> 
     rt.drain()
     row = rt.ledger.get(rt.resources.bucket, "doc")
     result = explain(row, rt.objects.current(rt.resources.bucket, "doc"))
-    assert result["effect"] == {"status": "done", "fencing_token": row["fx_token"],
-                                "lease_until": None, "completed_for_change": row["chg_id"],
-                                "behind": False}
+    assert result["effect"] == {
+        "status": "done",
+        "fencing_token": row["fx_token"],
+        "lease_until": None,
+        "completed_for_change": row["chg_id"],
+        "behind": False,
+    }
     assert result["ledger"]["change_id"] == rt.effects[-1].change_id
 
 
 def test_status_gathers_one_screen() -> None:
-    result = _stubbed_status(dlq=1, change_dlq=2, age=42.0, drift=2.0, delivery=True,
-                             newest_backfill="SUCCEEDED")
+    result = _stubbed_status(
+        dlq=1, change_dlq=2, age=42.0, drift=2.0, delivery=True, newest_backfill="SUCCEEDED"
+    )
     assert result == {
         "healthy": False,
-        "problems": ["dead letter queue holds 1 message(s)",
-                     "change dead letter queue holds 2 message(s)",
-                     "the last reconciliation found 2 difference(s)"],
+        "problems": [
+            "dead letter queue holds 1 message(s)",
+            "change dead letter queue holds 2 message(s)",
+            "the last reconciliation found 2 difference(s)",
+        ],
         "queue": {"visible": 7, "in_flight": 3, "oldest_age_seconds": 42},
         "dead_letter_queue": {"visible": 1, "in_flight": 0},
         "last_drift": {"drift_total": 2, "at": NOW.isoformat()},
         "eventbridge_delivery": True,
-        "last_backfill": {"arn": "arn:aws:states:us-east-1:1:execution:B:e1",
-                          "status": "SUCCEEDED"},
-        "running_backfills": [], "running_replays": ["r1"],
-        "change_dead_letter_queue": {"visible": 2, "in_flight": 0}}
+        "last_backfill": {
+            "arn": "arn:aws:states:us-east-1:1:execution:B:e1",
+            "status": "SUCCEEDED",
+        },
+        "running_backfills": [],
+        "running_replays": ["r1"],
+        "change_dead_letter_queue": {"visible": 2, "in_flight": 0},
+    }
 
 
 def test_status_is_healthy_only_when_nothing_is_wrong() -> None:
-    healthy = _stubbed_status(dlq=0, change_dlq=0, age=42.0, drift=0.0, delivery=True,
-                              newest_backfill="SUCCEEDED")
+    healthy = _stubbed_status(
+        dlq=0, change_dlq=0, age=42.0, drift=0.0, delivery=True, newest_backfill="SUCCEEDED"
+    )
     assert (healthy["healthy"], healthy["problems"]) == (True, [])
-    sick = _stubbed_status(dlq=0, change_dlq=0, age=1200.0, drift=0.0, delivery=False,
-                           newest_backfill="FAILED")
+    sick = _stubbed_status(
+        dlq=0, change_dlq=0, age=1200.0, drift=0.0, delivery=False, newest_backfill="FAILED"
+    )
     assert sick["healthy"] is False
     assert sick["problems"] == [
         "the oldest ingest message is 1200 s old (more than 900 s)",
         "EventBridge delivery is off on landing-bkt: no events reach the pipeline",
-        "the newest backfill ended FAILED"]
+        "the newest backfill ended FAILED",
+    ]
 
 
-def _stubbed_status(*, dlq: int, change_dlq: int, age: float, drift: float, delivery: bool,
-                    newest_backfill: str) -> dict[str, Any]:
+def _stubbed_status(
+    *, dlq: int, change_dlq: int, age: float, drift: float, delivery: bool, newest_backfill: str
+) -> dict[str, Any]:
     """``status`` of stack ``S3Ingest-prod`` against botocore Stubber, which checks that every
     metric query selects that stack's own series."""
     kw = {"region_name": "us-east-1", "aws_access_key_id": "x", "aws_secret_access_key": "x"}
-    sqs, cw, sfn, events, s3 = (boto3.client(s, **kw) for s in
-                                ("sqs", "cloudwatch", "stepfunctions", "events", "s3"))
-    outputs = {"QueueUrl": "https://sqs/1/ingest", "DeadLetterQueueUrl": "https://sqs/1/dlq",
-               "BackfillStateMachineArn": "arn:aws:states:us-east-1:1:stateMachine:B",
-               "ArchiveArn": "arn:aws:events:us-east-1:1:archive/a",
-               "ChangeDeadLetterQueueUrl": "https://sqs/1/change-dlq",
-               "BucketName": "landing-bkt"}
+    sqs, cw, sfn, events, s3 = (
+        boto3.client(s, **kw) for s in ("sqs", "cloudwatch", "stepfunctions", "events", "s3")
+    )
+    outputs = {
+        "QueueUrl": "https://sqs/1/ingest",
+        "DeadLetterQueueUrl": "https://sqs/1/dlq",
+        "BackfillStateMachineArn": "arn:aws:states:us-east-1:1:stateMachine:B",
+        "ArchiveArn": "arn:aws:events:us-east-1:1:archive/a",
+        "ChangeDeadLetterQueueUrl": "https://sqs/1/change-dlq",
+        "BucketName": "landing-bkt",
+    }
     own = [{"Name": "service", "Value": "s3ingest"}, {"Name": "stack", "Value": "S3Ingest-prod"}]
-    with Stubber(sqs) as q, Stubber(cw) as c, Stubber(sfn) as f, Stubber(events) as e, \
-            Stubber(s3) as b:
-        q.add_response("get_queue_attributes", {"Attributes": {
-            "ApproximateNumberOfMessages": "7", "ApproximateNumberOfMessagesNotVisible": "3"}})
-        c.add_response("get_metric_data", {"MetricDataResults": [
-            {"Id": "age", "Values": [age], "Timestamps": [NOW]},
-            {"Id": "drift", "Values": [drift], "Timestamps": [NOW]}]},
-            {"StartTime": NOW - timedelta(days=2), "EndTime": NOW,
-             "ScanBy": "TimestampDescending", "MetricDataQueries": [
-                 {"Id": "age", "ReturnData": True, "MetricStat": {
-                     "Stat": "Maximum", "Period": 300, "Metric": {
-                         "Namespace": "AWS/SQS", "MetricName": "ApproximateAgeOfOldestMessage",
-                         "Dimensions": [{"Name": "QueueName", "Value": "ingest"}]}}},
-                 {"Id": "drift", "ReturnData": True, "MetricStat": {
-                     "Stat": "Maximum", "Period": 60, "Metric": {
-                         "Namespace": "S3Ingest", "MetricName": "drift_total",
-                         "Dimensions": own}}}]})
-        f.add_response("list_executions", {"executions": []},
-                       {"stateMachineArn": outputs["BackfillStateMachineArn"],
-                        "statusFilter": "RUNNING"})
-        f.add_response("list_executions", {"executions": [{
-            "executionArn": "arn:aws:states:us-east-1:1:execution:B:e1",
-            "stateMachineArn": outputs["BackfillStateMachineArn"], "name": "e1",
-            "status": newest_backfill, "startDate": NOW}]},
-            {"stateMachineArn": outputs["BackfillStateMachineArn"], "maxResults": 1})
-        b.add_response("get_bucket_notification_configuration",
-                       {"EventBridgeConfiguration": {}} if delivery else {},
-                       {"Bucket": "landing-bkt"})
-        e.add_response("list_replays", {"Replays": [{"ReplayName": "r1"}]},
-                       {"EventSourceArn": outputs["ArchiveArn"], "State": "RUNNING"})
-        q.add_response("get_queue_attributes", {"Attributes": {
-            "ApproximateNumberOfMessages": str(dlq),
-            "ApproximateNumberOfMessagesNotVisible": "0"}})
-        q.add_response("get_queue_attributes", {"Attributes": {
-            "ApproximateNumberOfMessages": str(change_dlq),
-            "ApproximateNumberOfMessagesNotVisible": "0"}},
-            {"QueueUrl": "https://sqs/1/change-dlq", "AttributeNames": ANY})
-        return status(sqs=sqs, cloudwatch=cw, sfn=sfn, events=events, s3=s3, outputs=outputs,
-                      stack="S3Ingest-prod", now=NOW)
+    with (
+        Stubber(sqs) as q,
+        Stubber(cw) as c,
+        Stubber(sfn) as f,
+        Stubber(events) as e,
+        Stubber(s3) as b,
+    ):
+        q.add_response(
+            "get_queue_attributes",
+            {
+                "Attributes": {
+                    "ApproximateNumberOfMessages": "7",
+                    "ApproximateNumberOfMessagesNotVisible": "3",
+                }
+            },
+        )
+        c.add_response(
+            "get_metric_data",
+            {
+                "MetricDataResults": [
+                    {"Id": "age", "Values": [age], "Timestamps": [NOW]},
+                    {"Id": "drift", "Values": [drift], "Timestamps": [NOW]},
+                ]
+            },
+            {
+                "StartTime": NOW - timedelta(days=2),
+                "EndTime": NOW,
+                "ScanBy": "TimestampDescending",
+                "MetricDataQueries": [
+                    {
+                        "Id": "age",
+                        "ReturnData": True,
+                        "MetricStat": {
+                            "Stat": "Maximum",
+                            "Period": 300,
+                            "Metric": {
+                                "Namespace": "AWS/SQS",
+                                "MetricName": "ApproximateAgeOfOldestMessage",
+                                "Dimensions": [{"Name": "QueueName", "Value": "ingest"}],
+                            },
+                        },
+                    },
+                    {
+                        "Id": "drift",
+                        "ReturnData": True,
+                        "MetricStat": {
+                            "Stat": "Maximum",
+                            "Period": 60,
+                            "Metric": {
+                                "Namespace": "S3Ingest",
+                                "MetricName": "drift_total",
+                                "Dimensions": own,
+                            },
+                        },
+                    },
+                ],
+            },
+        )
+        f.add_response(
+            "list_executions",
+            {"executions": []},
+            {"stateMachineArn": outputs["BackfillStateMachineArn"], "statusFilter": "RUNNING"},
+        )
+        f.add_response(
+            "list_executions",
+            {
+                "executions": [
+                    {
+                        "executionArn": "arn:aws:states:us-east-1:1:execution:B:e1",
+                        "stateMachineArn": outputs["BackfillStateMachineArn"],
+                        "name": "e1",
+                        "status": newest_backfill,
+                        "startDate": NOW,
+                    }
+                ]
+            },
+            {"stateMachineArn": outputs["BackfillStateMachineArn"], "maxResults": 1},
+        )
+        b.add_response(
+            "get_bucket_notification_configuration",
+            {"EventBridgeConfiguration": {}} if delivery else {},
+            {"Bucket": "landing-bkt"},
+        )
+        e.add_response(
+            "list_replays",
+            {"Replays": [{"ReplayName": "r1"}]},
+            {"EventSourceArn": outputs["ArchiveArn"], "State": "RUNNING"},
+        )
+        q.add_response(
+            "get_queue_attributes",
+            {
+                "Attributes": {
+                    "ApproximateNumberOfMessages": str(dlq),
+                    "ApproximateNumberOfMessagesNotVisible": "0",
+                }
+            },
+        )
+        q.add_response(
+            "get_queue_attributes",
+            {
+                "Attributes": {
+                    "ApproximateNumberOfMessages": str(change_dlq),
+                    "ApproximateNumberOfMessagesNotVisible": "0",
+                }
+            },
+            {"QueueUrl": "https://sqs/1/change-dlq", "AttributeNames": ANY},
+        )
+        return status(
+            sqs=sqs,
+            cloudwatch=cw,
+            sfn=sfn,
+            events=events,
+            s3=s3,
+            outputs=outputs,
+            stack="S3Ingest-prod",
+            now=NOW,
+        )
 
 
 def test_rows_keep_their_last_three_applied_decisions(emulator: Any) -> None:
@@ -266,11 +396,15 @@ def test_rows_keep_their_last_three_applied_decisions(emulator: Any) -> None:
         rt.flush()
         rt.drain()
     # WHEN the key is explained
-    result = explain(rt.ledger.get(rt.resources.bucket, "k"),
-                     rt.objects.current(rt.resources.bucket, "k"))
+    result = explain(
+        rt.ledger.get(rt.resources.bucket, "k"), rt.objects.current(rt.resources.bucket, "k")
+    )
     # THEN the newest three applied decisions are there, newest first, and the sequencers fall
-    seqs = [e["sequencer"] for e in (d.result.__dict__ for d in rt.delivered)
-            if e["outcome"].value == "applied"]
+    seqs = [
+        e["sequencer"]
+        for e in (d.result.__dict__ for d in rt.delivered)
+        if e["outcome"].value == "applied"
+    ]
     assert [h["seq"] for h in result["history"]] == seqs[::-1][:3]
     assert [h["state"] for h in result["history"]] == ["deleted", "present", "present"]
     assert result["history"][0]["event"] == "Object Deleted/DeleteObject/Delete Marker Created"
@@ -279,20 +413,43 @@ def test_rows_keep_their_last_three_applied_decisions(emulator: Any) -> None:
 
 
 def test_replay_outcomes_come_from_the_replayed_metrics() -> None:
-    cw = boto3.client("cloudwatch", region_name="us-east-1", aws_access_key_id="x",
-                      aws_secret_access_key="x")
+    cw = boto3.client(
+        "cloudwatch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
     with Stubber(cw) as stub:
-        stub.add_response("get_metric_data", {"MetricDataResults": [
-            {"Id": "o0", "Label": "applied", "Values": [2.0, 1.0]},
-            {"Id": "o1", "Label": "duplicate", "Values": [40.0]},
-            {"Id": "o2", "Label": "stale", "Values": []},
-        ]}, {"MetricDataQueries": [
-            {"Id": f"o{i}", "Label": outcome, "ReturnData": True, "MetricStat": {
-                "Stat": "Sum", "Period": 60, "Metric": {
-                    "Namespace": "S3Ingest", "MetricName": f"replayed_{outcome}",
-                    "Dimensions": [{"Name": "service", "Value": "s3ingest"},
-                                   {"Name": "stack", "Value": "S3Ingest-dev"}]}}}
-            for i, outcome in enumerate(REPLAY_OUTCOMES)],
-            "StartTime": NOW - timedelta(hours=1), "EndTime": NOW})
+        stub.add_response(
+            "get_metric_data",
+            {
+                "MetricDataResults": [
+                    {"Id": "o0", "Label": "applied", "Values": [2.0, 1.0]},
+                    {"Id": "o1", "Label": "duplicate", "Values": [40.0]},
+                    {"Id": "o2", "Label": "stale", "Values": []},
+                ]
+            },
+            {
+                "MetricDataQueries": [
+                    {
+                        "Id": f"o{i}",
+                        "Label": outcome,
+                        "ReturnData": True,
+                        "MetricStat": {
+                            "Stat": "Sum",
+                            "Period": 60,
+                            "Metric": {
+                                "Namespace": "S3Ingest",
+                                "MetricName": f"replayed_{outcome}",
+                                "Dimensions": [
+                                    {"Name": "service", "Value": "s3ingest"},
+                                    {"Name": "stack", "Value": "S3Ingest-dev"},
+                                ],
+                            },
+                        },
+                    }
+                    for i, outcome in enumerate(REPLAY_OUTCOMES)
+                ],
+                "StartTime": NOW - timedelta(hours=1),
+                "EndTime": NOW,
+            },
+        )
         counts = replay_outcomes(cw, "S3Ingest-dev", NOW - timedelta(hours=1), NOW)
     assert counts == {"applied": 3, "duplicate": 40, "stale": 0}

@@ -28,14 +28,24 @@ class Context:
         return 60_000
 
 
-def invoke_deployed(rt: LocalRuntime, emulator: Any, monkeypatch: pytest.MonkeyPatch,
-                    processor: str, event: dict[str, Any]) -> dict[str, Any]:
+def invoke_deployed(
+    rt: LocalRuntime,
+    emulator: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    processor: str,
+    event: dict[str, Any],
+) -> dict[str, Any]:
     """Run ``event`` through the deployed ingest handler, built by ``wiring`` from the
     environment the stack gives the function, pointed at the emulator."""
-    env = {**emulator.function_environment(), "LEDGER_TABLE_NAME": rt.resources.table,
-           "DEAD_LETTER_QUEUE_URL": rt.resources.dlq_url, "BUCKET_NAME": rt.resources.bucket,
-           "PROCESSOR": processor, "OUTPUT_BUCKET": str(rt.resources.output_bucket),
-           "POWERTOOLS_TRACE_DISABLED": "true"}
+    env = {
+        **emulator.function_environment(),
+        "LEDGER_TABLE_NAME": rt.resources.table,
+        "DEAD_LETTER_QUEUE_URL": rt.resources.dlq_url,
+        "BUCKET_NAME": rt.resources.bucket,
+        "PROCESSOR": processor,
+        "OUTPUT_BUCKET": str(rt.resources.output_bucket),
+        "POWERTOOLS_TRACE_DISABLED": "true",
+    }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     from s3ingest_fn.handlers import ingest, wiring
@@ -45,21 +55,36 @@ def invoke_deployed(rt: LocalRuntime, emulator: Any, monkeypatch: pytest.MonkeyP
     wiring.ingest_service.cache_clear()
     monkeypatch.setattr(ingest, "_handler", None)
     try:
-        return ingest.handler({"Records": [{
-            "messageId": "m-1", "receiptHandle": "r-1", "body": body, "attributes": {},
-            "messageAttributes": {}, "md5OfBody": hashlib.md5(body.encode()).hexdigest(),
-            "eventSource": "aws:sqs", "eventSourceARN": rt.resources.queue_arn,
-            "awsRegion": REGION}]}, Context())
+        return ingest.handler(
+            {
+                "Records": [
+                    {
+                        "messageId": "m-1",
+                        "receiptHandle": "r-1",
+                        "body": body,
+                        "attributes": {},
+                        "messageAttributes": {},
+                        "md5OfBody": hashlib.md5(body.encode()).hexdigest(),
+                        "eventSource": "aws:sqs",
+                        "eventSourceARN": rt.resources.queue_arn,
+                        "awsRegion": REGION,
+                    }
+                ]
+            },
+            Context(),
+        )
     finally:  # the next test builds its own
         wiring.function_settings.cache_clear()
         wiring.ingest_service.cache_clear()
 
 
 def test_the_same_processor_is_called_the_same_way_locally_and_deployed(
-        emulator: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    emulator: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # GIVEN a local deployment whose processor records how it is called
-    rt = LocalRuntime(emulator, local_settings(processor=RECORDER, change_stream=False),
-                      versioning="Enabled")
+    rt = LocalRuntime(
+        emulator, local_settings(processor=RECORDER, change_stream=False), versioning="Enabled"
+    )
     recorder.calls.clear()
     # WHEN one object's event goes through the local runtime ...
     rt.faithful.put("local one", "1")
@@ -73,19 +98,32 @@ def test_the_same_processor_is_called_the_same_way_locally_and_deployed(
     # environment, and the effect (a write through boto3's default chain) landed both times
     assert response == {"batchItemFailures": []}
     assert recorder.calls == [
-        {"args": ["AppliedChange", "PinnedContent"], "kwargs": [],
-         "output_bucket": rt.resources.output_bucket, "key": "local one", "body": b"1"},
-        {"args": ["AppliedChange", "PinnedContent"], "kwargs": [],
-         "output_bucket": rt.resources.output_bucket, "key": "deployed two", "body": b"2"},
+        {
+            "args": ["AppliedChange", "PinnedContent"],
+            "kwargs": [],
+            "output_bucket": rt.resources.output_bucket,
+            "key": "local one",
+            "body": b"1",
+        },
+        {
+            "args": ["AppliedChange", "PinnedContent"],
+            "kwargs": [],
+            "output_bucket": rt.resources.output_bucket,
+            "key": "deployed two",
+            "body": b"2",
+        },
     ]
     seen = rt.s3.list_objects_v2(Bucket=rt.resources.output_bucket, Prefix="seen/")
     assert sorted(o["Key"] for o in seen["Contents"]) == ["seen/deployed two", "seen/local one"]
-    assert {r["key"]: r["fx"] for r in rt.ledger_rows()} == {"deployed two": "done",
-                                                              "local one": "done"}
+    assert {r["key"]: r["fx"] for r in rt.ledger_rows()} == {
+        "deployed two": "done",
+        "local one": "done",
+    }
 
 
 def test_the_example_processor_runs_the_same_through_the_deployed_handler(
-        emulator: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    emulator: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # GIVEN the example sidecar processor, configured as the stack configures it
     rt = LocalRuntime(emulator, local_settings(change_stream=False), versioning=None)
     rt.faithful.put("a+b c.txt", "hello\n")

@@ -25,7 +25,7 @@ class Context:
 
 
 def test_reconcile_handler_returns_summary_and_emits_drift_metrics(
-        emulator: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    emulator: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # GIVEN a deployment where two events were lost
     rt = LocalRuntime(emulator, versioning="Enabled")
@@ -38,8 +38,10 @@ def test_reconcile_handler_returns_summary_and_emits_drift_metrics(
     rt.faithful.take_pending()  # ...and this one lost
     manifest = rt.write_inventory()
     for name, value in {
-        "AWS_ENDPOINT_URL": emulator.endpoint_url, "LEDGER_TABLE_NAME": rt.resources.table,
-        "INGEST_QUEUE_URL": rt.resources.queue_url, "BUCKET_NAME": rt.resources.bucket,
+        "AWS_ENDPOINT_URL": emulator.endpoint_url,
+        "LEDGER_TABLE_NAME": rt.resources.table,
+        "INGEST_QUEUE_URL": rt.resources.queue_url,
+        "BUCKET_NAME": rt.resources.bucket,
         "INVENTORY_BUCKET_NAME": rt.resources.inventory_bucket,
         "INVENTORY_PREFIX": f"inventory/{rt.resources.bucket}/s3ingest-daily/",
         "POWERTOOLS_METRICS_DISABLED": "false",
@@ -54,10 +56,10 @@ def test_reconcile_handler_returns_summary_and_emits_drift_metrics(
     assert summary["manifest"] == manifest
     assert summary["drift"] == {"missing": 1, "deleted_but_live": 0, "content_mismatch": 0}
     assert summary["repairs_queued"] == 1
-    emf = [json.loads(line) for line in capsys.readouterr().out.splitlines()
-           if '"_aws"' in line]
-    metrics = {m["Name"] for doc in emf
-               for d in doc["_aws"]["CloudWatchMetrics"] for m in d["Metrics"]}
+    emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    metrics = {
+        m["Name"] for doc in emf for d in doc["_aws"]["CloudWatchMetrics"] for m in d["Metrics"]
+    }
     assert {"drift_total", "drift_missing", "repairs_queued"} <= metrics
     assert any(doc.get("drift_total") in (1, [1], 1.0) for doc in emf), emf
     rt.drain()
@@ -69,8 +71,9 @@ def test_reconcile_cli_local_json() -> None:
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["source"] == "listing"
-    assert report["repairs_queued"] == (report["drift_total"] - report["resolved_on_head"]
-                                        + report["pending_effects"])
+    assert report["repairs_queued"] == (
+        report["drift_total"] - report["resolved_on_head"] + report["pending_effects"]
+    )
 
 
 def test_reconcile_cli_needs_exactly_one_target() -> None:
@@ -81,33 +84,62 @@ def test_reconcile_cli_needs_exactly_one_target() -> None:
 
 def test_deployed_stack_outputs_build_the_reconciler() -> None:
     cfn = boto3.client("cloudformation", region_name="us-east-1")
-    outputs = {"BucketName": "landing", "LedgerTableName": "ledger", "QueueUrl": "https://q",
-               "InventoryBucketName": "inv"}
+    outputs = {
+        "BucketName": "landing",
+        "LedgerTableName": "ledger",
+        "QueueUrl": "https://q",
+        "InventoryBucketName": "inv",
+    }
     with Stubber(cfn) as stub:
-        stub.add_response("describe_stacks", {"Stacks": [{
-            "StackName": "S3Ingest-prod", "CreationTime": "2026-01-01T00:00:00Z",
-            "StackStatus": "CREATE_COMPLETE",
-            "Outputs": [{"OutputKey": k, "OutputValue": v} for k, v in outputs.items()]}]},
-            {"StackName": "S3Ingest-prod"})
+        stub.add_response(
+            "describe_stacks",
+            {
+                "Stacks": [
+                    {
+                        "StackName": "S3Ingest-prod",
+                        "CreationTime": "2026-01-01T00:00:00Z",
+                        "StackStatus": "CREATE_COMPLETE",
+                        "Outputs": [{"OutputKey": k, "OutputValue": v} for k, v in outputs.items()],
+                    }
+                ]
+            },
+            {"StackName": "S3Ingest-prod"},
+        )
         stack = DeployedStack.load(cfn, "S3Ingest-prod")
     reconciler = stack.reconciler(boto3.session.Session(region_name="us-east-1"))
-    assert (reconciler.bucket, reconciler.table, reconciler.queue_url) == \
-        ("landing", "ledger", "https://q")
-    assert (reconciler.inventory_bucket, reconciler.inventory_prefix) == \
-        ("inv", "inventory/landing/s3ingest-daily/")
+    assert (reconciler.bucket, reconciler.table, reconciler.queue_url) == (
+        "landing",
+        "ledger",
+        "https://q",
+    )
+    assert (reconciler.inventory_bucket, reconciler.inventory_prefix) == (
+        "inv",
+        "inventory/landing/s3ingest-daily/",
+    )
 
 
 def test_deployed_stack_missing_outputs_are_named() -> None:
     cfn = boto3.client("cloudformation", region_name="us-east-1")
     with Stubber(cfn) as stub:
-        stub.add_response("describe_stacks", {"Stacks": [{
-            "StackName": "other", "CreationTime": "2026-01-01T00:00:00Z",
-            "StackStatus": "CREATE_COMPLETE", "Outputs": []}]})
+        stub.add_response(
+            "describe_stacks",
+            {
+                "Stacks": [
+                    {
+                        "StackName": "other",
+                        "CreationTime": "2026-01-01T00:00:00Z",
+                        "StackStatus": "CREATE_COMPLETE",
+                        "Outputs": [],
+                    }
+                ]
+            },
+        )
         stack = DeployedStack.load(cfn, "other")
         with pytest.raises(StackNotFoundError, match="BucketName"):
             stack.reconciler(boto3.session.Session(region_name="us-east-1"))
-        stub.add_client_error("describe_stacks", "ValidationError", "Stack with id x does "
-                              "not exist")
+        stub.add_client_error(
+            "describe_stacks", "ValidationError", "Stack with id x does not exist"
+        )
         with pytest.raises(StackNotFoundError, match="does not exist"):
             DeployedStack.load(cfn, "x")
 
@@ -117,7 +149,18 @@ def test_a_stack_given_by_arn_is_named_by_its_stack_name() -> None:
     cfn = boto3.client("cloudformation", region_name="us-east-1")
     arn = "arn:aws:cloudformation:us-east-1:123456789012:stack/S3Ingest-prod/0a1b2c3d"
     with Stubber(cfn) as stub:
-        stub.add_response("describe_stacks", {"Stacks": [{
-            "StackName": "S3Ingest-prod", "CreationTime": "2026-01-01T00:00:00Z",
-            "StackStatus": "CREATE_COMPLETE", "Outputs": []}]}, {"StackName": arn})
+        stub.add_response(
+            "describe_stacks",
+            {
+                "Stacks": [
+                    {
+                        "StackName": "S3Ingest-prod",
+                        "CreationTime": "2026-01-01T00:00:00Z",
+                        "StackStatus": "CREATE_COMPLETE",
+                        "Outputs": [],
+                    }
+                ]
+            },
+            {"StackName": arn},
+        )
         assert DeployedStack.load(cfn, arn).name == "S3Ingest-prod"

@@ -15,9 +15,10 @@ from s3ingest.local.runtime import LocalRuntime
 from tests.integration.test_convergence import Monotonic, op_strategy, run_history
 
 drop_ops = st.lists(
-    st.one_of(op_strategy,
-              st.tuples(st.just("lossy_flush"), st.just(""), st.integers(0, 2**16))),
-    min_size=1, max_size=18)
+    st.one_of(op_strategy, st.tuples(st.just("lossy_flush"), st.just(""), st.integers(0, 2**16))),
+    min_size=1,
+    max_size=18,
+)
 
 
 def run_lossy_history(rt: LocalRuntime, ops: list[tuple[str, str, int]], drop: float) -> None:
@@ -25,11 +26,15 @@ def run_lossy_history(rt: LocalRuntime, ops: list[tuple[str, str, int]], drop: f
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=drop_ops, versioning=st.sampled_from(["Enabled", None]),
-       drop=st.sampled_from([0.2, 0.5, 1.0]), source=st.sampled_from(["listing", "inventory"]))
+@given(
+    ops=drop_ops,
+    versioning=st.sampled_from(["Enabled", None]),
+    drop=st.sampled_from([0.2, 0.5, 1.0]),
+    source=st.sampled_from(["listing", "inventory"]),
+)
 def test_one_reconciliation_after_lossy_delivery_makes_ledger_equal_bucket(
-        emulator: Any, ops: list[tuple[str, str, int]], versioning: str | None, drop: float,
-        source: str) -> None:
+    emulator: Any, ops: list[tuple[str, str, int]], versioning: str | None, drop: float, source: str
+) -> None:
     # GIVEN a history whose events are partly lost for good, delivered until quiescence
     rt = LocalRuntime(emulator, versioning=versioning)
     monitor = Monotonic()
@@ -72,8 +77,7 @@ def test_repair_racing_a_late_real_event_keeps_the_newest_state(emulator: Any) -
     assert (row["state"], row["version_id"]) == ("present", v3)
     assert v2 != v3
     assert monitor.violations == []
-    assert row["raw_seq"] == max(d.result.sequencer for d in rt.delivered
-                                 if d.result.sequencer)
+    assert row["raw_seq"] == max(d.result.sequencer for d in rt.delivered if d.result.sequencer)
 
 
 def test_missed_delete_then_late_older_create_does_not_resurrect(emulator: Any) -> None:
@@ -101,7 +105,8 @@ def test_missed_delete_then_late_older_create_does_not_resurrect(emulator: Any) 
 
 
 def test_missed_overwrite_on_unversioned_bucket_is_repaired_and_late_event_applies(
-        emulator: Any) -> None:
+    emulator: Any,
+) -> None:
     rt = LocalRuntime(emulator, versioning=None)
     rt.faithful.put("doc", "one")
     rt.flush()
@@ -146,8 +151,9 @@ def test_rows_changed_after_the_snapshot_are_skipped(emulator: Any) -> None:
     from s3ingest_fn.reconcile.service import ReconcileRequest
 
     # WHEN reconciling against the older report with a margin covering the new write
-    report = rt.reconciler().run(ReconcileRequest(source="inventory", manifest_key=manifest,
-                                                  margin_ms=0))
+    report = rt.reconciler().run(
+        ReconcileRequest(source="inventory", manifest_key=manifest, margin_ms=0)
+    )
     # THEN the row changed after the snapshot is skipped, not "repaired" backwards
     assert report.skipped_recent == 1
     assert report.drift_total == 0
@@ -156,7 +162,8 @@ def test_rows_changed_after_the_snapshot_are_skipped(emulator: Any) -> None:
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=drop_ops, versioning=st.sampled_from(["Enabled", None]))
 def test_fanned_out_reconciliation_finds_what_the_single_run_finds(
-        emulator: Any, ops: list[tuple[str, str, int]], versioning: str | None) -> None:
+    emulator: Any, ops: list[tuple[str, str, int]], versioning: str | None
+) -> None:
     # GIVEN a lossy history and one inventory report
     from s3ingest.local.fanout_driver import run_fanout
     from s3ingest_fn.reconcile.service import ReconcileRequest
@@ -164,11 +171,13 @@ def test_fanned_out_reconciliation_finds_what_the_single_run_finds(
     rt = LocalRuntime(emulator, versioning=versioning)
     run_lossy_history(rt, ops, 0.5)
     manifest = rt.write_inventory()
-    single = rt.reconciler().run(ReconcileRequest(source="inventory", manifest_key=manifest,
-                                                  dry_run=True, margin_ms=0))
+    single = rt.reconciler().run(
+        ReconcileRequest(source="inventory", manifest_key=manifest, dry_run=True, margin_ms=0)
+    )
     # WHEN the fan-out steps run over 4 partitions and 3 segments
-    summary = run_fanout(rt.reconciler(), {"manifest": manifest, "partitions": 4,
-                                           "segments": 3, "marginSeconds": 0})
+    summary = run_fanout(
+        rt.reconciler(), {"manifest": manifest, "partitions": 4, "segments": 3, "marginSeconds": 0}
+    )
     rt.drain()
     # THEN they find the same drift, and their repairs make the ledger equal the bucket
     assert summary["drift"] == single.drift

@@ -27,16 +27,19 @@ def test_scenario_with_raw_bodies_operations_and_chaos(emulator: Any, tmp_path: 
     sample = load_sample("powertools__s3EventBridgeNotificationObjectCreatedEvent.json")
     assert isinstance(sample, dict)
     sample["detail"]["bucket"]["name"] = "scenario-bucket"
-    path = write(tmp_path, [
-        {"bucket": "scenario-bucket", "versioning": "Enabled"},
-        {"op": "deliver", "body": sample},
-        {"op": "deliver", "body": load_sample("awsdocs-s3ug__notification-TestEvent.json")},
-        {"op": "deliver", "body": "not json at all"},
-        {"op": "put", "key": "a b+c.txt", "body": "one"},
-        {"op": "put", "key": "a b+c.txt", "body": "two"},
-        {"op": "delete", "key": "gone.txt"},
-        {"op": "flush", "chaos": {"seed": 4, "duplicate": 0.5, "reorder": True, "drop": 0.0}},
-    ])
+    path = write(
+        tmp_path,
+        [
+            {"bucket": "scenario-bucket", "versioning": "Enabled"},
+            {"op": "deliver", "body": sample},
+            {"op": "deliver", "body": load_sample("awsdocs-s3ug__notification-TestEvent.json")},
+            {"op": "deliver", "body": "not json at all"},
+            {"op": "put", "key": "a b+c.txt", "body": "one"},
+            {"op": "put", "key": "a b+c.txt", "body": "two"},
+            {"op": "delete", "key": "gone.txt"},
+            {"op": "flush", "chaos": {"seed": 4, "duplicate": 0.5, "reorder": True, "drop": 0.0}},
+        ],
+    )
     # WHEN it runs
     result = run_scenario(path, emulator=emulator)
     # THEN each message has its outcome, attributed to its step
@@ -72,14 +75,17 @@ def test_scenario_with_raw_bodies_operations_and_chaos(emulator: Any, tmp_path: 
 
 
 def test_scenario_cli_json_output(tmp_path: Path) -> None:
-    path = write(tmp_path, [
-        # no processor: with one, the put's effect may read the already-deleted object and end
-        # superseded, depending on which of the batch's two records a thread takes first
-        {"bucket": "cli-bucket", "versioning": None, "processor": None},
-        {"op": "put", "key": "x", "body": "1"},
-        {"op": "delete", "key": "x"},
-        {"op": "flush", "chaos": {"seed": 1, "reorder": True}},
-    ])
+    path = write(
+        tmp_path,
+        [
+            # no processor: with one, the put's effect may read the already-deleted object and end
+            # superseded, depending on which of the batch's two records a thread takes first
+            {"bucket": "cli-bucket", "versioning": None, "processor": None},
+            {"op": "put", "key": "x", "body": "1"},
+            {"op": "delete", "key": "x"},
+            {"op": "flush", "chaos": {"seed": 1, "reorder": True}},
+        ],
+    )
     result = CliRunner().invoke(app, ["local", "scenario", str(path), "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
@@ -92,24 +98,27 @@ def test_scenario_cli_json_output(tmp_path: Path) -> None:
         assert set(m) >= {"step", "outcome", "reason", "bucket", "key", "sequencer"}
 
 
-@pytest.mark.parametrize(("lines", "message"), [
-    (['{"op": "jump"}'], "unknown op"),
-    (['{"op": "put", "key": "k"}'], "needs body"),
-    (["[1, 2]"], "expected a JSON object"),
-    (["{nope"], "not JSON"),
-    (['{"op": "flush", "chaos": {"drop": 2}}'], "within 0..1"),
-    (['{"op": "put", "key": "k", "body": "b"}', '{"bucket": "late"}'], "only the first line"),
-    (['{"bucket": "b", "versioning": "Sometimes"}'], "versioning must be"),
-    (['{"bucket": "Bad_Bucket!!"}'], "not a valid S3 bucket name"),
-    (['{"op": "flush", "chaos": "fast"}'], "chaos must be a JSON object"),
-    (['{"op": "flush", "chaos": {"seed": "abc"}}'], "seed must be a whole number"),
-    (['{"op": "flush", "chaos": {"reorder": "yes"}}'], "reorder must be true or false"),
-    (['{"op": "put", "key": "k", "body": 5}'], "body must be a string"),
-    (['{"op": "put", "key": "k", "body": "b", "extra": true}'], "takes no extra"),
-    (['{"op": "delete", "key": "k", "version_id": ""}'], "non-empty string"),
-    (['{"op": "put", "key": "' + "k" * 1025 + '", "body": "b"}'], "over 1024 bytes"),
-    (['{"op": "put", "key": "nul\\u0000", "body": "b"}'], "control character"),
-])
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (['{"op": "jump"}'], "unknown op"),
+        (['{"op": "put", "key": "k"}'], "needs body"),
+        (["[1, 2]"], "expected a JSON object"),
+        (["{nope"], "not JSON"),
+        (['{"op": "flush", "chaos": {"drop": 2}}'], "within 0..1"),
+        (['{"op": "put", "key": "k", "body": "b"}', '{"bucket": "late"}'], "only the first line"),
+        (['{"bucket": "b", "versioning": "Sometimes"}'], "versioning must be"),
+        (['{"bucket": "Bad_Bucket!!"}'], "not a valid S3 bucket name"),
+        (['{"op": "flush", "chaos": "fast"}'], "chaos must be a JSON object"),
+        (['{"op": "flush", "chaos": {"seed": "abc"}}'], "seed must be a whole number"),
+        (['{"op": "flush", "chaos": {"reorder": "yes"}}'], "reorder must be true or false"),
+        (['{"op": "put", "key": "k", "body": 5}'], "body must be a string"),
+        (['{"op": "put", "key": "k", "body": "b", "extra": true}'], "takes no extra"),
+        (['{"op": "delete", "key": "k", "version_id": ""}'], "non-empty string"),
+        (['{"op": "put", "key": "' + "k" * 1025 + '", "body": "b"}'], "over 1024 bytes"),
+        (['{"op": "put", "key": "nul\\u0000", "body": "b"}'], "control character"),
+    ],
+)
 def test_bad_scenario_lines_are_reported_with_their_line(lines: list[str], message: str) -> None:
     # each bad line is reported as a ScenarioError naming its line, never a traceback
     with pytest.raises(ScenarioError, match=message) as info:
@@ -125,15 +134,24 @@ def test_non_utf8_scenario_file_is_a_scenario_error(tmp_path: Path) -> None:
     assert "not UTF-8" in result.output
 
 
-@pytest.mark.parametrize(("setup", "version", "message"), [
-    ({"bucket": "unversioned-bkt", "versioning": None}, "xyz", "not versioned"),
-    ({"bucket": "versioned-bkt", "versioning": "Enabled"}, "no-such-version", "has no version"),
-])
-def test_impossible_version_deletes_are_refused(emulator: Any, tmp_path: Path,
-                                                setup: dict[str, Any], version: str,
-                                                message: str) -> None:
-    path = write(tmp_path, [setup, {"op": "put", "key": "a", "body": "1"},
-                            {"op": "delete", "key": "a", "version_id": version}])
+@pytest.mark.parametrize(
+    ("setup", "version", "message"),
+    [
+        ({"bucket": "unversioned-bkt", "versioning": None}, "xyz", "not versioned"),
+        ({"bucket": "versioned-bkt", "versioning": "Enabled"}, "no-such-version", "has no version"),
+    ],
+)
+def test_impossible_version_deletes_are_refused(
+    emulator: Any, tmp_path: Path, setup: dict[str, Any], version: str, message: str
+) -> None:
+    path = write(
+        tmp_path,
+        [
+            setup,
+            {"op": "put", "key": "a", "body": "1"},
+            {"op": "delete", "key": "a", "version_id": version},
+        ],
+    )
     with pytest.raises(ScenarioError, match=f"line 3: .*{message}"):
         run_scenario(path, emulator=emulator)
 
@@ -146,17 +164,21 @@ def test_scenario_exits_1_when_not_converged(tmp_path: Path) -> None:
     assert json.loads(result.stdout)["converged"] is False
 
 
-def test_backfill_step_brings_in_objects_whose_events_were_lost(emulator: Any,
-                                                                tmp_path: Path) -> None:
-    path = write(tmp_path, [
-        {"bucket": "backfill-bkt", "versioning": "Enabled"},
-        {"op": "put", "key": "before pipeline.csv", "body": "1"},
-        {"op": "put", "key": "also+before", "body": "2"},
-        {"op": "flush", "chaos": {"drop": 1.0}},
-        {"op": "backfill"},
-        {"op": "put", "key": "live.csv", "body": "3"},
-        {"op": "flush", "chaos": {"seed": 1, "duplicate": 0.5, "reorder": True}},
-    ])
+def test_backfill_step_brings_in_objects_whose_events_were_lost(
+    emulator: Any, tmp_path: Path
+) -> None:
+    path = write(
+        tmp_path,
+        [
+            {"bucket": "backfill-bkt", "versioning": "Enabled"},
+            {"op": "put", "key": "before pipeline.csv", "body": "1"},
+            {"op": "put", "key": "also+before", "body": "2"},
+            {"op": "flush", "chaos": {"drop": 1.0}},
+            {"op": "backfill"},
+            {"op": "put", "key": "live.csv", "body": "3"},
+            {"op": "flush", "chaos": {"seed": 1, "duplicate": 0.5, "reorder": True}},
+        ],
+    )
     result = run_scenario(path, emulator=emulator)
     assert result["converged"] is True
     (job,) = result["backfills"]
@@ -164,27 +186,40 @@ def test_backfill_step_brings_in_objects_whose_events_were_lost(emulator: Any,
     assert {m["key"] for m in result["messages"]} == {"live.csv"}
 
 
-@pytest.mark.parametrize(("lines", "message"), [
-    (['{"bucket": "a..b"}'], "not a valid S3 bucket name"),
-    (['{"bucket": "192.168.1.1"}'], "not a valid S3 bucket name"),
-    (['{"bucket": "b-one"}', '{"bucket": "b-two"}'], "only the first line"),
-    (['{"op": "put", "key": "a", "key": "b", "body": "1"}'], "given twice"),
-    (['{"op": "backfill", "source": "listing"}'], "accepts: no fields"),
-    (['{"op": "replay", "from": "2026-11-30T10:00:00Z", "to": "2026-11-30T09:00:00Z"}'],
-     "line 1: replay \"to\" .* must be after \"from\""),
-    (['{"bucket": "plain-bkt", "versioning": null}', '{"op": "put", "key": "k", "body": "1"}',
-      '{"op": "delete", "key": "k", "version_id": "abc"}'], "line 3: the bucket is not versioned"),
-])
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (['{"bucket": "a..b"}'], "not a valid S3 bucket name"),
+        (['{"bucket": "192.168.1.1"}'], "not a valid S3 bucket name"),
+        (['{"bucket": "b-one"}', '{"bucket": "b-two"}'], "only the first line"),
+        (['{"op": "put", "key": "a", "key": "b", "body": "1"}'], "given twice"),
+        (['{"op": "backfill", "source": "listing"}'], "accepts: no fields"),
+        (
+            ['{"op": "replay", "from": "2026-11-30T10:00:00Z", "to": "2026-11-30T09:00:00Z"}'],
+            'line 1: replay "to" .* must be after "from"',
+        ),
+        (
+            [
+                '{"bucket": "plain-bkt", "versioning": null}',
+                '{"op": "put", "key": "k", "body": "1"}',
+                '{"op": "delete", "key": "k", "version_id": "abc"}',
+            ],
+            "line 3: the bucket is not versioned",
+        ),
+    ],
+)
 def test_more_bad_lines_are_caught_before_anything_runs(lines: list[str], message: str) -> None:
     with pytest.raises(ScenarioError, match=message):
         parse_lines(lines)
 
 
-def test_unicode_line_separators_inside_strings_are_not_line_breaks(emulator: Any,
-                                                                     tmp_path: Path) -> None:
+def test_unicode_line_separators_inside_strings_are_not_line_breaks(
+    emulator: Any, tmp_path: Path
+) -> None:
     path = tmp_path / "u2028.jsonl"
-    path.write_text('{"op": "put", "key": "a\u2028b\u0085c", "body": "1"}\n{"op": "flush"}\n',
-                    encoding="utf-8")
+    path.write_text(
+        '{"op": "put", "key": "a\u2028b\u0085c", "body": "1"}\n{"op": "flush"}\n', encoding="utf-8"
+    )
     result = run_scenario(path, emulator=emulator)
     assert [r["key"] for r in result["ledger"]] == ["a\u2028b\u0085c"]
     assert result["converged"] is True
@@ -192,21 +227,36 @@ def test_unicode_line_separators_inside_strings_are_not_line_breaks(emulator: An
 
 # -- effects converge with the bucket; chaos stays in its flush; a report always ---------------
 
+
 def test_a_superseded_effect_whose_newer_events_were_lost_converges_after_reconciliation(
-        emulator: Any, tmp_path: Path) -> None:
+    emulator: Any, tmp_path: Path
+) -> None:
     # GIVEN the first put's event arrives while the key holds "y" (its effect is superseded),
     # and the events of "y" and of "x" again are lost: the object is back at the first bytes
-    path = write(tmp_path, [
-        {"bucket": "hand7-bkt", "versioning": None},
-        {"op": "put", "key": "k", "body": "x"},
-        {"op": "put", "key": "k", "body": "y"},
-        {"op": "flush", "chaos": {"seed": 10, "duplicate": 0.0, "reorder": False, "drop": 0.5,
-                                  "crash": 0.0}},
-        {"op": "put", "key": "k", "body": "x"},
-        {"op": "flush", "chaos": {"seed": 1, "duplicate": 0.0, "reorder": False, "drop": 1.0,
-                                  "crash": 0.0}},
-        {"op": "reconcile", "source": "listing"},
-    ])
+    path = write(
+        tmp_path,
+        [
+            {"bucket": "hand7-bkt", "versioning": None},
+            {"op": "put", "key": "k", "body": "x"},
+            {"op": "put", "key": "k", "body": "y"},
+            {
+                "op": "flush",
+                "chaos": {
+                    "seed": 10,
+                    "duplicate": 0.0,
+                    "reorder": False,
+                    "drop": 0.5,
+                    "crash": 0.0,
+                },
+            },
+            {"op": "put", "key": "k", "body": "x"},
+            {
+                "op": "flush",
+                "chaos": {"seed": 1, "duplicate": 0.0, "reorder": False, "drop": 1.0, "crash": 0.0},
+            },
+            {"op": "reconcile", "source": "listing"},
+        ],
+    )
     # WHEN it runs
     result = run_scenario(path, emulator=emulator)
     # THEN the one reconciliation finds no ledger drift but the effect behind, and its repair
@@ -228,14 +278,17 @@ def test_a_flush_crash_rate_does_not_reach_later_steps(emulator: Any, tmp_path: 
     # GIVEN a flush that kills every worker after its effect (the message uses up its receives
     # and reaches the dead-letter queue, the effect left pending), then a backfill and a
     # reconciliation
-    path = write(tmp_path, [
-        {"bucket": "crash-scope-bkt", "versioning": "Enabled"},
-        {"op": "put", "key": "a", "body": "1"},
-        {"op": "put", "key": "b", "body": "2"},
-        {"op": "flush", "chaos": {"seed": 3, "drop": 0.5, "crash": 1.0}},
-        {"op": "backfill"},
-        {"op": "reconcile", "source": "listing"},
-    ])
+    path = write(
+        tmp_path,
+        [
+            {"bucket": "crash-scope-bkt", "versioning": "Enabled"},
+            {"op": "put", "key": "a", "body": "1"},
+            {"op": "put", "key": "b", "body": "2"},
+            {"op": "flush", "chaos": {"seed": 3, "drop": 0.5, "crash": 1.0}},
+            {"op": "backfill"},
+            {"op": "reconcile", "source": "listing"},
+        ],
+    )
     # WHEN it runs
     result = run_scenario(path, emulator=emulator)
     # THEN the flush's deliveries were killed, the backfill and the reconciliation's repairs
@@ -270,11 +323,12 @@ def test_crashes_injected_into_a_backfill_are_temporary_task_failures(emulator: 
     assert rt.check_sidecars() == []
 
 
-def test_a_long_key_gets_a_sidecar_that_fits_s3s_key_limit(emulator: Any,
-                                                          tmp_path: Path) -> None:
+def test_a_long_key_gets_a_sidecar_that_fits_s3s_key_limit(emulator: Any, tmp_path: Path) -> None:
     key = "deep/" + "k" * 1010  # 1,015 bytes: sidecars/<key>.json would be 1,029
-    path = write(tmp_path, [{"bucket": "long-key-bkt"}, {"op": "put", "key": key, "body": "1"},
-                            {"op": "flush"}])
+    path = write(
+        tmp_path,
+        [{"bucket": "long-key-bkt"}, {"op": "put", "key": key, "body": "1"}, {"op": "flush"}],
+    )
     result = run_scenario(path, emulator=emulator)
     assert result["converged"] is True
     assert result["effects_problems"] == []  # includes: no sidecar key over 1,024 bytes
@@ -282,20 +336,24 @@ def test_a_long_key_gets_a_sidecar_that_fits_s3s_key_limit(emulator: Any,
 
 
 def test_a_step_that_fails_is_reported_with_everything_before_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from s3ingest.local.runtime import LocalRuntime
 
     def broken(self: LocalRuntime, *args: Any, **kwargs: Any) -> dict[str, Any]:
         raise RuntimeError("the job was cancelled")
 
     monkeypatch.setattr(LocalRuntime, "backfill", broken)
-    path = write(tmp_path, [
-        {"bucket": "report-always-bkt", "processor": None},
-        {"op": "put", "key": "a", "body": "1"},
-        {"op": "flush"},
-        {"op": "backfill"},
-        {"op": "put", "key": "never", "body": "2"},
-    ])
+    path = write(
+        tmp_path,
+        [
+            {"bucket": "report-always-bkt", "processor": None},
+            {"op": "put", "key": "a", "body": "1"},
+            {"op": "flush"},
+            {"op": "backfill"},
+            {"op": "put", "key": "never", "body": "2"},
+        ],
+    )
     result = CliRunner().invoke(app, ["local", "scenario", str(path), "--json"])
     assert result.exit_code == 1
     doc = json.loads(result.stdout)
@@ -318,18 +376,23 @@ def test_keys_s3_refuses_are_refused_by_the_local_runtime(emulator: Any) -> None
 
 # -- scenario format: "@N" versions, messages by the line of their S3 operation ---------------
 
-def test_a_scenario_deletes_a_non_current_version_by_its_put_line(emulator: Any,
-                                                                  tmp_path: Path) -> None:
+
+def test_a_scenario_deletes_a_non_current_version_by_its_put_line(
+    emulator: Any, tmp_path: Path
+) -> None:
     # GIVEN two versions of a key, and a delete of the older (non-current) one by "@2"
-    path = write(tmp_path, [
-        {"bucket": "at-n-bkt", "versioning": "Enabled"},
-        {"op": "put", "key": "k", "body": "one"},
-        {"op": "put", "key": "k", "body": "two"},
-        {"op": "flush"},
-        {"op": "delete", "key": "k", "version_id": "@2"},
-        {"op": "flush", "chaos": {"seed": 2, "duplicate": 1.0}},
-        {"op": "reconcile", "source": "listing"},
-    ])
+    path = write(
+        tmp_path,
+        [
+            {"bucket": "at-n-bkt", "versioning": "Enabled"},
+            {"op": "put", "key": "k", "body": "one"},
+            {"op": "put", "key": "k", "body": "two"},
+            {"op": "flush"},
+            {"op": "delete", "key": "k", "version_id": "@2"},
+            {"op": "flush", "chaos": {"seed": 2, "duplicate": 1.0}},
+            {"op": "reconcile", "source": "listing"},
+        ],
+    )
     # WHEN it runs
     result = run_scenario(path, emulator=emulator)
     # THEN the version put on line 2 is gone, the key stays visible with line 3's version (C4),
@@ -338,8 +401,9 @@ def test_a_scenario_deletes_a_non_current_version_by_its_put_line(emulator: Any,
     (obj,) = result["bucket"]
     (row,) = result["ledger"]
     assert row["state"] == "present" and row["version_id"] == obj["version_id"]
-    (put3,) = [e for e in result["effects"] if e["step"] == 4 and e["versionId"] == row[
-        "version_id"]]
+    (put3,) = [
+        e for e in result["effects"] if e["step"] == 4 and e["versionId"] == row["version_id"]
+    ]
     assert put3["kind"] == "created"
     # each message names the line of the S3 operation that emitted its event, the flush that
     # delivered it, and the event's name
@@ -348,74 +412,109 @@ def test_a_scenario_deletes_a_non_current_version_by_its_put_line(emulator: Any,
     version_removed = [m for m in result["messages"] if m["step"] == 5]
     assert len(version_removed) >= 2  # duplicated: every copy is attributed to line 5
     assert {m["event"] for m in version_removed} == {
-        "Object Deleted/DeleteObject/Permanently Deleted"}
+        "Object Deleted/DeleteObject/Permanently Deleted"
+    }
     assert {m["outcome"] for m in version_removed} <= {"applied", "duplicate"}
 
 
-def test_a_suspended_buckets_null_version_is_named_by_its_put_line(emulator: Any,
-                                                                   tmp_path: Path) -> None:
-    path = write(tmp_path, [
-        {"bucket": "at-n-suspended", "versioning": "Suspended"},
-        {"op": "put", "key": "k", "body": "one"},
-        {"op": "put", "key": "j", "body": "two"},
-        {"op": "delete", "key": "k", "version_id": "@2"},
-        {"op": "flush", "chaos": {"seed": 1, "reorder": True}},
-    ])
+def test_a_suspended_buckets_null_version_is_named_by_its_put_line(
+    emulator: Any, tmp_path: Path
+) -> None:
+    path = write(
+        tmp_path,
+        [
+            {"bucket": "at-n-suspended", "versioning": "Suspended"},
+            {"op": "put", "key": "k", "body": "one"},
+            {"op": "put", "key": "j", "body": "two"},
+            {"op": "delete", "key": "k", "version_id": "@2"},
+            {"op": "flush", "chaos": {"seed": 1, "reorder": True}},
+        ],
+    )
     result = run_scenario(path, emulator=emulator)
     assert result["converged"] is True
     assert [o["key"] for o in result["bucket"]] == ["j"]
     assert {r["key"]: r["state"] for r in result["ledger"]} == {"j": "present", "k": "deleted"}
 
 
-@pytest.mark.parametrize(("versioning", "lines", "message"), [
-    ("Enabled", [{"op": "delete", "key": "k", "version_id": "@2"}], "line 2: .*names no put"),
-    ("Enabled", [{"op": "put", "key": "k", "body": "1"},
-                 {"op": "delete", "key": "other", "version_id": "@2"}],
-     "line 3: .*names the put of 'k' on line 2, not of 'other'"),
-    ("Enabled", [{"op": "put", "key": "k", "body": "1"},
-                 {"op": "delete", "key": "k", "version_id": "@x"}], "line 3: .*names no put"),
-])
+@pytest.mark.parametrize(
+    ("versioning", "lines", "message"),
+    [
+        ("Enabled", [{"op": "delete", "key": "k", "version_id": "@2"}], "line 2: .*names no put"),
+        (
+            "Enabled",
+            [
+                {"op": "put", "key": "k", "body": "1"},
+                {"op": "delete", "key": "other", "version_id": "@2"},
+            ],
+            "line 3: .*names the put of 'k' on line 2, not of 'other'",
+        ),
+        (
+            "Enabled",
+            [
+                {"op": "put", "key": "k", "body": "1"},
+                {"op": "delete", "key": "k", "version_id": "@x"},
+            ],
+            "line 3: .*names no put",
+        ),
+    ],
+)
 def test_a_version_reference_that_names_no_put_is_refused_before_anything_runs(
-        versioning: str, lines: list[dict[str, Any]], message: str) -> None:
+    versioning: str, lines: list[dict[str, Any]], message: str
+) -> None:
     with pytest.raises(ScenarioError, match=message):
         parse_lines([json.dumps({"versioning": versioning}), *map(json.dumps, lines)])
 
 
-@pytest.mark.parametrize(("versioning", "second"), [
-    ("Enabled", {"op": "delete", "key": "k", "version_id": "@2"}),  # deleted already
-    ("Suspended", {"op": "put", "key": "k", "body": "again"}),  # null version replaced
-    (None, {"op": "delete", "key": "k"}),  # the object is gone
-])
+@pytest.mark.parametrize(
+    ("versioning", "second"),
+    [
+        ("Enabled", {"op": "delete", "key": "k", "version_id": "@2"}),  # deleted already
+        ("Suspended", {"op": "put", "key": "k", "body": "again"}),  # null version replaced
+        (None, {"op": "delete", "key": "k"}),  # the object is gone
+    ],
+)
 def test_a_version_reference_to_a_version_that_is_gone_is_a_scenario_error(
-        emulator: Any, tmp_path: Path, versioning: str | None, second: dict[str, Any]) -> None:
-    path = write(tmp_path, [
-        {"bucket": "gone-version-bkt", "versioning": versioning},
-        {"op": "put", "key": "k", "body": "1"},
-        {"op": "delete", "key": "k", "version_id": "@2"} if versioning == "Enabled" else second,
-        second if versioning == "Enabled" else {"op": "delete", "key": "k", "version_id": "@2"},
-    ])
-    with pytest.raises(ScenarioError, match="line 4: version_id '@2': the version put on line "
-                                            "2 does not exist any more"):
+    emulator: Any, tmp_path: Path, versioning: str | None, second: dict[str, Any]
+) -> None:
+    path = write(
+        tmp_path,
+        [
+            {"bucket": "gone-version-bkt", "versioning": versioning},
+            {"op": "put", "key": "k", "body": "1"},
+            {"op": "delete", "key": "k", "version_id": "@2"} if versioning == "Enabled" else second,
+            second if versioning == "Enabled" else {"op": "delete", "key": "k", "version_id": "@2"},
+        ],
+    )
+    with pytest.raises(
+        ScenarioError,
+        match="line 4: version_id '@2': the version put on line 2 does not exist any more",
+    ):
         run_scenario(path, emulator=emulator)
 
 
 def test_the_plain_report_wraps_sequencers_and_reasons_instead_of_cutting_them(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("COLUMNS", "80")  # a narrow terminal
-    path = write(tmp_path, [
-        {"bucket": "narrow-bkt", "processor": None},
-        {"op": "put", "key": "a key long enough to need wrapping.txt", "body": "1"},
-        {"op": "flush"},
-    ])
+    path = write(
+        tmp_path,
+        [
+            {"bucket": "narrow-bkt", "processor": None},
+            {"op": "put", "key": "a key long enough to need wrapping.txt", "body": "1"},
+            {"op": "flush"},
+        ],
+    )
     result = CliRunner().invoke(app, ["local", "scenario", str(path)])
     assert result.exit_code == 0, result.output
     assert "…" not in result.output
     # the messages table's one row, its cells joined back across the lines they wrap over
     lines = result.output.splitlines()
-    body = lines[lines.index(next(x for x in lines if x.startswith("┡"))) + 1:]
-    body = body[:body.index(next(x for x in body if x.startswith("└")))]
-    columns = ["".join(part.strip() for part in parts) for parts in zip(
-        *(line.split("│")[1:-1] for line in body), strict=True)]
+    body = lines[lines.index(next(x for x in lines if x.startswith("┡"))) + 1 :]
+    body = body[: body.index(next(x for x in body if x.startswith("└")))]
+    columns = [
+        "".join(part.strip() for part in parts)
+        for parts in zip(*(line.split("│")[1:-1] for line in body), strict=True)
+    ]
     doc = json.loads(CliRunner().invoke(app, ["local", "scenario", str(path), "--json"]).stdout)
     (message,) = doc["messages"]
     assert len(message["sequencer"]) >= 18  # long enough to wrap in its column

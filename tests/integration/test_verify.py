@@ -18,8 +18,12 @@ def test_verify_times_every_hop_and_leaves_nothing_behind(emulator: Any) -> None
     report = verify(LocalPipeline(rt), timeout_seconds=60)
     # THEN every hop arrived, in order, with a latency
     assert report.ok
-    assert [h.name for h in report.hops] == ["put -> ledger row", "put -> change event",
-                                             "delete -> tombstone", "delete -> change event"]
+    assert [h.name for h in report.hops] == [
+        "put -> ledger row",
+        "put -> change event",
+        "delete -> tombstone",
+        "delete -> change event",
+    ]
     assert all(h.ms is not None and h.ms >= 0 for h in report.hops)
     # the canary is under the reserved prefix, never reached the processor, and is gone
     assert report.key.startswith(CANARY_PREFIX)

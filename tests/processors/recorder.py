@@ -16,14 +16,21 @@ import boto3
 calls: list[dict[str, Any]] = []
 
 
-def process(*args: Any, s3: Any = None, output_bucket: str | None = None,
-            **kwargs: Any) -> None:
+def process(*args: Any, s3: Any = None, output_bucket: str | None = None, **kwargs: Any) -> None:
     change, content = args[0], args[1]
     body = content.read() if content is not None else None
-    given = [name for name, value in (("s3", s3), ("output_bucket", output_bucket))
-             if value is not None]
-    calls.append({"args": [type(a).__name__ for a in args], "kwargs": given + sorted(kwargs),
-                  "output_bucket": os.environ.get("OUTPUT_BUCKET"), "key": change.key,
-                  "body": body})
-    boto3.client("s3").put_object(Bucket=os.environ["OUTPUT_BUCKET"], Key=f"seen/{change.key}",
-                                  Body=body or b"")
+    given = [
+        name for name, value in (("s3", s3), ("output_bucket", output_bucket)) if value is not None
+    ]
+    calls.append(
+        {
+            "args": [type(a).__name__ for a in args],
+            "kwargs": given + sorted(kwargs),
+            "output_bucket": os.environ.get("OUTPUT_BUCKET"),
+            "key": change.key,
+            "body": body,
+        }
+    )
+    boto3.client("s3").put_object(
+        Bucket=os.environ["OUTPUT_BUCKET"], Key=f"seen/{change.key}", Body=body or b""
+    )

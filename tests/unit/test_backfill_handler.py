@@ -19,8 +19,9 @@ from tests.unit.test_ingest_decisions import FakeLedger
 class Bucket:
     """Objects by (bucket, key); anything else is absent."""
 
-    def __init__(self, objects: dict[tuple[str, str], ObjectState] | None = None,
-                 fail: bool = False) -> None:
+    def __init__(
+        self, objects: dict[tuple[str, str], ObjectState] | None = None, fail: bool = False
+    ) -> None:
         self.objects = objects or {}
         self.fail = fail
         self.heads: list[tuple[str, str]] = []
@@ -40,21 +41,36 @@ def sample(name: str) -> dict[str, Any]:
 
 # (sample, schema, bucket, key, version) written from the files by hand
 SAMPLES = [
-    ("powertools__s3BatchOperationEventSchemaV2.json", "2.0", "powertools-dataset",
-     "prefix/dataset/dataset.20231222.json.gz", None),
-    ("java-libs__s3_batch_event_v2.json", "2.0", "source-directory-bucket-name", "s3objectkey",
-     None),
-    ("awsdocs-s3ug__batchops-request-v1.json", "1.0", "awsexamplebucket1", "customerImage1.jpg",
-     "1"),
+    (
+        "powertools__s3BatchOperationEventSchemaV2.json",
+        "2.0",
+        "powertools-dataset",
+        "prefix/dataset/dataset.20231222.json.gz",
+        None,
+    ),
+    (
+        "java-libs__s3_batch_event_v2.json",
+        "2.0",
+        "source-directory-bucket-name",
+        "s3objectkey",
+        None,
+    ),
+    (
+        "awsdocs-s3ug__batchops-request-v1.json",
+        "1.0",
+        "awsexamplebucket1",
+        "customerImage1.jpg",
+        "1",
+    ),
     ("awsdocs-lambda__s3-batch-request-v1.json", "1.0", None, None, None),
     ("powertools__s3BatchOperationEventSchemaV1.json", "1.0", None, None, None),
 ]
 
 
 @pytest.mark.parametrize(("name", "schema", "bucket", "key", "version"), SAMPLES)
-def test_samples_get_a_valid_response_with_every_task(name: str, schema: str, bucket: str | None,
-                                                      key: str | None,
-                                                      version: str | None) -> None:
+def test_samples_get_a_valid_response_with_every_task(
+    name: str, schema: str, bucket: str | None, key: str | None, version: str | None
+) -> None:
     event = sample(name)
     task = event["tasks"][0]
     if bucket is not None:
@@ -92,15 +108,19 @@ def test_object_deleted_since_the_inventory_succeeds_with_a_reason() -> None:
     event = sample("powertools__s3BatchOperationEventSchemaV2.json")
     service = IngestService(FakeLedger(), Bucket(), scope_bucket="powertools-dataset")
     (result,) = handle_invocation(event, service)["results"]
-    assert (result["resultCode"], result["resultString"]) == \
-        ("Succeeded", "ignored: observed-absent-not-in-ledger")
+    assert (result["resultCode"], result["resultString"]) == (
+        "Succeeded",
+        "ignored: observed-absent-not-in-ledger",
+    )
 
 
 def test_throttling_is_a_temporary_failure_and_bad_input_permanent() -> None:
     event = sample("powertools__s3BatchOperationEventSchemaV2.json")
     flaky = IngestService(FakeLedger(), Bucket(fail=True), scope_bucket="powertools-dataset")
-    assert handle_invocation(copy.deepcopy(event), flaky)["results"][0]["resultCode"] == \
-        "TemporaryFailure"
+    assert (
+        handle_invocation(copy.deepcopy(event), flaky)["results"][0]["resultCode"]
+        == "TemporaryFailure"
+    )
     service = IngestService(FakeLedger(), Bucket(), scope_bucket="powertools-dataset")
     bad = copy.deepcopy(event)
     bad["tasks"][0]["s3Key"] = "bad%ZZ"

@@ -21,18 +21,31 @@ from s3ingest_fn.changes import (
 from s3ingest_fn.handlers.change_stream import relay
 
 
-def _record(seq: str, op: str = "apply", state: str = "present", event: str = "MODIFY",
-            key: str = "a b.txt") -> dict[str, Any]:
+def _record(
+    seq: str, op: str = "apply", state: str = "present", event: str = "MODIFY", key: str = "a b.txt"
+) -> dict[str, Any]:
     image: dict[str, Any] = {
-        "pk": {"S": f"bkt/{key}"}, "bucket": {"S": "bkt"}, "key": {"S": key},
-        "state": {"S": state}, "chg_seq": {"S": "0055AED6DCD90281E5"}, "op": {"S": op},
-        "chg_id": {"S": f"id-{seq}"}, "rev": {"N": "3"}, "source": {"S": "live"},
-        "event_name": {"S": "Object Created/PutObject"}, "reason": {"S": "newer-sequencer"},
-        "observed": {"BOOL": False}, "updated_at": {"N": "1764460800000"}}
+        "pk": {"S": f"bkt/{key}"},
+        "bucket": {"S": "bkt"},
+        "key": {"S": key},
+        "state": {"S": state},
+        "chg_seq": {"S": "0055AED6DCD90281E5"},
+        "op": {"S": op},
+        "chg_id": {"S": f"id-{seq}"},
+        "rev": {"N": "3"},
+        "source": {"S": "live"},
+        "event_name": {"S": "Object Created/PutObject"},
+        "reason": {"S": "newer-sequencer"},
+        "observed": {"BOOL": False},
+        "updated_at": {"N": "1764460800000"},
+    }
     if state == "present":
         image |= {"version_id": {"S": "v1"}, "etag": {"S": "abc"}, "size": {"N": "5"}}
-    return {"eventName": event, "eventSource": "aws:dynamodb",
-            "dynamodb": {"NewImage": image, "SequenceNumber": seq}}
+    return {
+        "eventName": event,
+        "eventSource": "aws:dynamodb",
+        "dynamodb": {"NewImage": image, "SequenceNumber": seq},
+    }
 
 
 def test_the_function_package_agrees_with_the_settings_module() -> None:
@@ -46,10 +59,21 @@ def test_change_event_carries_the_change_and_its_deterministic_id() -> None:
     assert entry["EventBusName"] == "changes-bus"
     assert entry["Resources"] == ["arn:aws:s3:::bkt"]
     assert json.loads(entry["Detail"]) == {
-        "id": "id-100", "bucket": "bkt", "key": "a b.txt", "kind": "created",
-        "sequencer": "0055AED6DCD90281E5", "versionId": "v1", "etag": "abc", "size": 5,
-        "rev": 3, "source": "live", "eventName": "Object Created/PutObject",
-        "reason": "newer-sequencer", "observed": False, "appliedAt": 1764460800000}
+        "id": "id-100",
+        "bucket": "bkt",
+        "key": "a b.txt",
+        "kind": "created",
+        "sequencer": "0055AED6DCD90281E5",
+        "versionId": "v1",
+        "etag": "abc",
+        "size": 5,
+        "rev": 3,
+        "source": "live",
+        "eventName": "Object Created/PutObject",
+        "reason": "newer-sequencer",
+        "observed": False,
+        "appliedAt": 1764460800000,
+    }
     tomb = json.loads(change_event(_record("101", state="deleted"), "b")["Detail"])
     assert tomb["kind"] == "removed" and tomb["versionId"] is None and tomb["size"] is None
     assert change_event(_record("101", state="deleted"), "b")["DetailType"] == "Object Tombstoned"
@@ -65,33 +89,49 @@ def test_only_applied_changes_are_published() -> None:
 
 
 def _events_client() -> Any:
-    return boto3.client("events", region_name="us-east-1", aws_access_key_id="x",
-                        aws_secret_access_key="x")
+    return boto3.client(
+        "events", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
 
 
 def test_publish_sends_in_order_in_chunks_of_ten() -> None:
     client = _events_client()
     records = [_record(str(100 + i)) for i in range(12)] + [_record("999", op="commit")]
     with Stubber(client) as stub:
-        stub.add_response("put_events", {"FailedEntryCount": 0, "Entries": [
-            {"EventId": f"e{i}"} for i in range(10)]}, {"Entries": ANY})
-        stub.add_response("put_events", {"FailedEntryCount": 0, "Entries": [
-            {"EventId": "e10"}, {"EventId": "e11"}]}, {"Entries": ANY})
+        stub.add_response(
+            "put_events",
+            {"FailedEntryCount": 0, "Entries": [{"EventId": f"e{i}"} for i in range(10)]},
+            {"Entries": ANY},
+        )
+        stub.add_response(
+            "put_events",
+            {"FailedEntryCount": 0, "Entries": [{"EventId": "e10"}, {"EventId": "e11"}]},
+            {"Entries": ANY},
+        )
         published, failed = publish(client, "bus", records)
     assert failed is None
     assert [json.loads(p["Detail"])["id"] for p in published] == [
-        f"id-{100 + i}" for i in range(12)]
+        f"id-{100 + i}" for i in range(12)
+    ]
 
 
 def test_a_failed_entry_is_the_record_lambda_retries_from() -> None:
     # GIVEN EventBridge refuses the second entry of a batch
     client = _events_client()
     with Stubber(client) as stub:
-        stub.add_response("put_events", {"FailedEntryCount": 1, "Entries": [
-            {"EventId": "e0"}, {"ErrorCode": "InternalFailure", "ErrorMessage": "x"},
-            {"EventId": "e2"}]}, {"Entries": ANY})
-        response = relay(client, "bus", {"Records": [_record("1"), _record("2"),
-                                                     _record("3")]})
+        stub.add_response(
+            "put_events",
+            {
+                "FailedEntryCount": 1,
+                "Entries": [
+                    {"EventId": "e0"},
+                    {"ErrorCode": "InternalFailure", "ErrorMessage": "x"},
+                    {"EventId": "e2"},
+                ],
+            },
+            {"Entries": ANY},
+        )
+        response = relay(client, "bus", {"Records": [_record("1"), _record("2"), _record("3")]})
     # THEN the partial batch response names record 2: Lambda re-sends 2 and 3 (3 is then a
     # duplicate, with the same id), never skips 2
     assert response == {"batchItemFailures": [{"itemIdentifier": "2"}]}
@@ -100,7 +140,8 @@ def test_a_failed_entry_is_the_record_lambda_retries_from() -> None:
 def test_a_put_events_error_reports_the_chunk_start() -> None:
     client = _events_client()
     with Stubber(client) as stub:
-        stub.add_client_error("put_events", service_error_code="ThrottlingException",
-                              http_status_code=400)
+        stub.add_client_error(
+            "put_events", service_error_code="ThrottlingException", http_status_code=400
+        )
         published, failed = publish(client, "bus", [_record("7"), _record("8")])
     assert published == [] and failed == "7"

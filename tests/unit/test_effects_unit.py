@@ -28,12 +28,15 @@ def test_load_processor_imports_module_colon_function() -> None:
     assert load_processor("s3ingest_examples.sidecar:process") is sidecar.process
 
 
-@pytest.mark.parametrize(("spec", "message"), [
-    ("s3ingest_examples.sidecar", "is not 'package.module:function'"),
-    ("no_such_module_xyz:run", "cannot be imported"),
-    ("s3ingest_examples.sidecar:DEFAULT_PREFIX", "is not a callable"),
-    ("s3ingest_examples.sidecar:missing", "is not a callable"),
-])
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("s3ingest_examples.sidecar", "is not 'package.module:function'"),
+        ("no_such_module_xyz:run", "cannot be imported"),
+        ("s3ingest_examples.sidecar:DEFAULT_PREFIX", "is not a callable"),
+        ("s3ingest_examples.sidecar:missing", "is not a callable"),
+    ],
+)
 def test_load_processor_errors_are_clear(spec: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         load_processor(spec)
@@ -42,18 +45,19 @@ def test_load_processor_errors_are_clear(spec: str, message: str) -> None:
 def test_settings_validate_the_processor_spec() -> None:
     assert Settings(processor="pkg.mod:fn").problems() == []
     assert any("processor" in p for p in Settings(processor="pkg.mod").problems())
-    assert any("processorPackageDir" in p
-               for p in Settings(processor_package_dir="x").problems())
+    assert any("processorPackageDir" in p for p in Settings(processor_package_dir="x").problems())
 
 
 def test_change_id_is_deterministic_and_distinguishes_changes() -> None:
     a = change_id("b", "k", "00AA", True, "v1", "e1")
     assert a == change_id("b", "k", "00AA", True, "v1", "e1") and len(a) == 32
-    others = {change_id("b", "k", "00AB", True, "v1", "e1"),
-              change_id("b", "k", "00AA", False, None, None),
-              change_id("b2", "k", "00AA", True, "v1", "e1"),
-              change_id("b", "k2", "00AA", True, "v1", "e1"),
-              change_id("b", "k", None, True, "v1", "e1")}
+    others = {
+        change_id("b", "k", "00AB", True, "v1", "e1"),
+        change_id("b", "k", "00AA", False, None, None),
+        change_id("b2", "k", "00AA", True, "v1", "e1"),
+        change_id("b", "k2", "00AA", True, "v1", "e1"),
+        change_id("b", "k", None, True, "v1", "e1"),
+    }
     assert a not in others and len(others) == 5
 
 
@@ -77,9 +81,18 @@ def test_the_lease_lasts_the_invocation_remaining_time_plus_skew() -> None:
 
 def _change(**kw: Any) -> AppliedChange:
     base: dict[str, Any] = {
-        "bucket": "landing", "key": "in/a b.json", "kind": "created", "sequencer": "00AA",
-        "version_id": None, "etag": None, "size": 2, "source": "live",
-        "event_name": "Object Created/PutObject", "change_id": "c" * 32, "token": 7}
+        "bucket": "landing",
+        "key": "in/a b.json",
+        "kind": "created",
+        "sequencer": "00AA",
+        "version_id": None,
+        "etag": None,
+        "size": 2,
+        "source": "live",
+        "event_name": "Object Created/PutObject",
+        "change_id": "c" * 32,
+        "token": 7,
+    }
     return AppliedChange(**(base | kw))
 
 

@@ -63,8 +63,9 @@ class FakeProcessor:
                 self._active -= 1
         key = json.loads(body)["detail"]["object"]["key"]
         if message_id in self.retry_ids:
-            return [Result(outcome=Outcome.RETRIED, reason="dynamodb: ThrottlingException",
-                           key=key)]
+            return [
+                Result(outcome=Outcome.RETRIED, reason="dynamodb: ThrottlingException", key=key)
+            ]
         return [Result(outcome=Outcome.APPLIED, reason="newer-sequencer", key=key)]
 
 
@@ -77,8 +78,9 @@ class Emitted:
 
 
 def _handler(processor: FakeProcessor, emit: Emitted, concurrency: int = 4) -> Any:
-    return make_handler(cast(MessageProcessor, processor), record_concurrency=concurrency,
-                        emit=emit)
+    return make_handler(
+        cast(MessageProcessor, processor), record_concurrency=concurrency, emit=emit
+    )
 
 
 def test_only_the_retried_record_is_reported() -> None:
@@ -91,8 +93,7 @@ def test_only_the_retried_record_is_reported() -> None:
 
     # THEN exactly that record is a batch item failure
     assert response == {"batchItemFailures": [{"itemIdentifier": "msg-1"}]}
-    assert sorted(processor.calls) == sorted((r["body"], r["messageId"])
-                                             for r in event["Records"])
+    assert sorted(processor.calls) == sorted((r["body"], r["messageId"]) for r in event["Records"])
 
 
 def test_all_records_succeed() -> None:
@@ -134,6 +135,9 @@ def test_emit_is_called_once_per_result_with_its_message_id(retry_ids: frozenset
 
     _handler(processor, emit)(sqs_event(4), None)
 
-    assert sorted((message_id, result.key, result.outcome) for result, message_id in emit.calls) \
-        == [(f"msg-{i}", f"key-{i}",
-             Outcome.RETRIED if f"msg-{i}" in retry_ids else Outcome.APPLIED) for i in range(4)]
+    assert sorted(
+        (message_id, result.key, result.outcome) for result, message_id in emit.calls
+    ) == [
+        (f"msg-{i}", f"key-{i}", Outcome.RETRIED if f"msg-{i}" in retry_ids else Outcome.APPLIED)
+        for i in range(4)
+    ]

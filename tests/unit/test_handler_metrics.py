@@ -17,27 +17,32 @@ from s3ingest_fn.processing import MessageProcessor
 
 def test_replayed_records_are_counted_apart_per_outcome() -> None:
     ingest.metrics.clear_metrics()
-    ingest._count(Result(Outcome.STALE, "older-sequencer", "b", "k", "00AB",
-                         extra={"source": "replay"}))
-    ingest._count(Result(Outcome.APPLIED, "newer-sequencer", "b", "k2", "00AC",
-                         extra={"source": "live"}))
+    ingest._count(
+        Result(Outcome.STALE, "older-sequencer", "b", "k", "00AB", extra={"source": "replay"})
+    )
+    ingest._count(
+        Result(Outcome.APPLIED, "newer-sequencer", "b", "k2", "00AC", extra={"source": "live"})
+    )
     recorded = {name: sum(m["Value"]) for name, m in ingest.metrics.metric_set.items()}
     ingest.metrics.clear_metrics()
     assert recorded == {"stale": 1, "replayed": 1, "replayed_stale": 1, "applied": 1}
 
 
-@pytest.mark.parametrize(("outcome", "source", "event_time", "lag"), [
-    (Outcome.APPLIED, "live", "2026-12-01T10:00:00Z", 1_500),
-    (Outcome.SUPERSEDED, "live", "2026-12-01T09:59:58.500Z", 3_000),
-    (Outcome.DUPLICATE, "live", "2026-12-01T09:00:00Z", None),  # a redriven copy: no write
-    (Outcome.APPLIED, "replay", "2026-12-01T10:00:00Z", None),  # replayed: not S3's latency
-    (Outcome.APPLIED, "repair", None, None),
-    (Outcome.RETRIED, "live", "2026-12-01T10:00:00Z", None),  # measured when it completes
-    (Outcome.APPLIED, "live", "yesterday", None),  # informational field: no crash (C3)
-])
-def test_live_records_carry_their_end_to_end_lag(outcome: Outcome, source: str,
-                                                 event_time: str | None,
-                                                 lag: int | None) -> None:
+@pytest.mark.parametrize(
+    ("outcome", "source", "event_time", "lag"),
+    [
+        (Outcome.APPLIED, "live", "2026-12-01T10:00:00Z", 1_500),
+        (Outcome.SUPERSEDED, "live", "2026-12-01T09:59:58.500Z", 3_000),
+        (Outcome.DUPLICATE, "live", "2026-12-01T09:00:00Z", None),  # a redriven copy: no write
+        (Outcome.APPLIED, "replay", "2026-12-01T10:00:00Z", None),  # replayed: not S3's latency
+        (Outcome.APPLIED, "repair", None, None),
+        (Outcome.RETRIED, "live", "2026-12-01T10:00:00Z", None),  # measured when it completes
+        (Outcome.APPLIED, "live", "yesterday", None),  # informational field: no crash (C3)
+    ],
+)
+def test_live_records_carry_their_end_to_end_lag(
+    outcome: Outcome, source: str, event_time: str | None, lag: int | None
+) -> None:
     extra: dict[str, object] = {"source": source}
     if event_time:
         extra["event_time"] = event_time
@@ -80,15 +85,25 @@ class _Stalling:
 
 
 def test_a_records_log_line_is_written_when_that_record_finishes(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     logged: list[str] = []
-    monkeypatch.setattr(ingest, "_log_record", lambda result, message_id: logged.append(
-        message_id))
+    monkeypatch.setattr(ingest, "_log_record", lambda result, message_id: logged.append(message_id))
     handler = ingest.make_handler(cast(MessageProcessor, _Stalling(logged)), 1)
-    records = [{"messageId": f"m-{i}", "receiptHandle": "r", "body": body, "attributes": {},
-                "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q", "awsRegion": "us-east-1"}
-               for i, body in ((1, "first"), (2, "second"))]
+    records = [
+        {
+            "messageId": f"m-{i}",
+            "receiptHandle": "r",
+            "body": body,
+            "attributes": {},
+            "messageAttributes": {},
+            "md5OfBody": "",
+            "eventSource": "aws:sqs",
+            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q",
+            "awsRegion": "us-east-1",
+        }
+        for i, body in ((1, "first"), (2, "second"))
+    ]
     response = handler({"Records": records}, None)
     ingest.metrics.clear_metrics()
     assert response == {"batchItemFailures": []}

@@ -56,10 +56,18 @@ class FakeLedger:
         row = self.rows.get(row_pk(bucket, key))
         return copy.deepcopy(row) if row is not None else None
 
-    def write_sequenced(self, state: RowState, meta: WriteMeta, *, observed: bool,
-                        require_exact: bool, expected_rev: int | None = None,
-                        claim: Claim | None = None, same_change: bool = False,
-                        state_is: bool | None = None) -> WriteResult:
+    def write_sequenced(
+        self,
+        state: RowState,
+        meta: WriteMeta,
+        *,
+        observed: bool,
+        require_exact: bool,
+        expected_rev: int | None = None,
+        claim: Claim | None = None,
+        same_change: bool = False,
+        state_is: bool | None = None,
+    ) -> WriteResult:
         # same_change only keeps the change id and effect, which this fake does not model
         _no_claims(claim)
         if meta.sequencer is None:
@@ -68,17 +76,22 @@ class FakeLedger:
         ok = row is None or (
             ("seq" not in row or row["seq"] < meta.sequencer)
             and (not require_exact or row.get("observed") is not True)
-            and (expected_rev is None or row.get("rev") == expected_rev))
+            and (expected_rev is None or row.get("rev") == expected_rev)
+        )
         if state_is is not None:
             ok = ok and _holds(row, state) == state_is
         return self._apply(state, meta, observed) if ok else self._refuse(row)
 
-    def write_observation(self, state: RowState, meta: WriteMeta,
-                          expected_rev: int | None, claim: Claim | None = None) -> WriteResult:
+    def write_observation(
+        self, state: RowState, meta: WriteMeta, expected_rev: int | None, claim: Claim | None = None
+    ) -> WriteResult:
         _no_claims(claim)
         row = self.rows.get(row_pk(meta.bucket, meta.key))
-        ok = row is None if expected_rev is None else (
-            row is not None and row.get("rev") == expected_rev)
+        ok = (
+            row is None
+            if expected_rev is None
+            else (row is not None and row.get("rev") == expected_rev)
+        )
         return self._apply(state, meta, True) if ok else self._refuse(row)
 
     @staticmethod
@@ -89,10 +102,18 @@ class FakeLedger:
         pk = row_pk(meta.bucket, meta.key)
         row = self.rows.setdefault(pk, {"pk": pk})
         now = self._clock()
-        row.update(bucket=meta.bucket, key=meta.key, raw_key=meta.raw_key,
-                   state="present" if state.present else "deleted", observed=observed,
-                   event_name=meta.event_name, reason=meta.reason, source=meta.source,
-                   updated_at=int(now * 1000), rev=row.get("rev", 0) + 1)
+        row.update(
+            bucket=meta.bucket,
+            key=meta.key,
+            raw_key=meta.raw_key,
+            state="present" if state.present else "deleted",
+            observed=observed,
+            event_name=meta.event_name,
+            reason=meta.reason,
+            source=meta.source,
+            updated_at=int(now * 1000),
+            rev=row.get("rev", 0) + 1,
+        )
         if meta.sequencer is not None:
             row["seq"] = meta.sequencer
             row["raw_seq"] = meta.raw_sequencer or meta.sequencer
@@ -115,8 +136,11 @@ def _holds(row: dict[str, Any] | None, state: RowState) -> bool:
         return False
     if not state.present:
         return row.get("state") == "deleted"
-    return (row.get("state") == "present" and row.get("version_id") == state.version_id
-            and row.get("etag") == state.etag)
+    return (
+        row.get("state") == "present"
+        and row.get("version_id") == state.version_id
+        and row.get("etag") == state.etag
+    )
 
 
 def _no_claims(claim: Claim | None) -> None:
@@ -137,18 +161,33 @@ class CountingLedger:
         self.calls["get"] += 1
         return self.inner.get(bucket, key)
 
-    def write_sequenced(self, state: RowState, meta: WriteMeta, *, observed: bool,
-                        require_exact: bool, expected_rev: int | None = None,
-                        claim: Claim | None = None, same_change: bool = False,
-                        state_is: bool | None = None) -> WriteResult:
+    def write_sequenced(
+        self,
+        state: RowState,
+        meta: WriteMeta,
+        *,
+        observed: bool,
+        require_exact: bool,
+        expected_rev: int | None = None,
+        claim: Claim | None = None,
+        same_change: bool = False,
+        state_is: bool | None = None,
+    ) -> WriteResult:
         self.calls["write_sequenced"] += 1
-        return self.inner.write_sequenced(state, meta, observed=observed,
-                                          require_exact=require_exact, expected_rev=expected_rev,
-                                          claim=claim, same_change=same_change,
-                                          state_is=state_is)
+        return self.inner.write_sequenced(
+            state,
+            meta,
+            observed=observed,
+            require_exact=require_exact,
+            expected_rev=expected_rev,
+            claim=claim,
+            same_change=same_change,
+            state_is=state_is,
+        )
 
-    def write_observation(self, state: RowState, meta: WriteMeta,
-                          expected_rev: int | None, claim: Claim | None = None) -> WriteResult:
+    def write_observation(
+        self, state: RowState, meta: WriteMeta, expected_rev: int | None, claim: Claim | None = None
+    ) -> WriteResult:
         self.calls["write_observation"] += 1
         return self.inner.write_observation(state, meta, expected_rev, claim)
 
@@ -173,8 +212,9 @@ class FakeBucket:
         self.requests = 0
 
     def put(self, version_id: str | None, etag: str, size: int = 5, key: str = KEY) -> None:
-        self.objects[(BUCKET, key)] = ObjectState(visible=True, version_id=version_id, etag=etag,
-                                                  size=size)
+        self.objects[(BUCKET, key)] = ObjectState(
+            visible=True, version_id=version_id, etag=etag, size=size
+        )
 
     def hide(self, key: str = KEY) -> None:
         self.objects.pop((BUCKET, key), None)
@@ -190,13 +230,21 @@ def ledger(request: pytest.FixtureRequest) -> Iterator[CountingLedger]:
         yield CountingLedger(FakeLedger())
         return
     with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1", aws_access_key_id="testing",
-                              aws_secret_access_key="testing")
-        client.create_table(TableName="ledger", BillingMode="PAY_PER_REQUEST",
-                            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-                            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}])
-        yield CountingLedger(DynamoLedger(client, "ledger", tombstone_ttl_seconds=TTL_SECONDS,
-                                          clock=lambda: NOW))
+        client = boto3.client(
+            "dynamodb",
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+        client.create_table(
+            TableName="ledger",
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        )
+        yield CountingLedger(
+            DynamoLedger(client, "ledger", tombstone_ttl_seconds=TTL_SECONDS, clock=lambda: NOW)
+        )
 
 
 @pytest.fixture
@@ -212,8 +260,16 @@ def service(ledger: CountingLedger, bucket: FakeBucket) -> IngestService:
 # -- events: the AWS doc samples, varied ---------------------------------------------------------
 
 
-def _eventbridge(sample: str, *, key: str, bucket: str, sequencer: str | None,
-                 version_id: str | None, etag: str | None, **detail: Any) -> Change:
+def _eventbridge(
+    sample: str,
+    *,
+    key: str,
+    bucket: str,
+    sequencer: str | None,
+    version_id: str | None,
+    etag: str | None,
+    **detail: Any,
+) -> Change:
     doc = copy.deepcopy(load_sample(sample))
     assert isinstance(doc, dict)
     doc["detail"]["bucket"]["name"] = bucket
@@ -229,23 +285,47 @@ def _eventbridge(sample: str, *, key: str, bucket: str, sequencer: str | None,
     return change
 
 
-def created(sequencer: str | None, version_id: str | None = "v1", etag: str | None = "e1", *,
-            key: str = KEY, bucket: str = BUCKET) -> Change:
-    return _eventbridge("awsdocs-s3ug__eventbridge-ObjectCreated.json", key=key, bucket=bucket,
-                        sequencer=sequencer, version_id=version_id, etag=etag)
+def created(
+    sequencer: str | None,
+    version_id: str | None = "v1",
+    etag: str | None = "e1",
+    *,
+    key: str = KEY,
+    bucket: str = BUCKET,
+) -> Change:
+    return _eventbridge(
+        "awsdocs-s3ug__eventbridge-ObjectCreated.json",
+        key=key,
+        bucket=bucket,
+        sequencer=sequencer,
+        version_id=version_id,
+        etag=etag,
+    )
 
 
 def delete_marker(sequencer: str, version_id: str = "dm1") -> Change:
-    change = _eventbridge("awsdocs-s3ug__eventbridge-ObjectDeleted-DeleteObject.json", key=KEY,
-                          bucket=BUCKET, sequencer=sequencer, version_id=version_id, etag=None)
+    change = _eventbridge(
+        "awsdocs-s3ug__eventbridge-ObjectDeleted-DeleteObject.json",
+        key=KEY,
+        bucket=BUCKET,
+        sequencer=sequencer,
+        version_id=version_id,
+        etag=None,
+    )
     assert change.kind is Kind.REMOVED
     return change
 
 
 def version_removed(sequencer: str, version_id: str) -> Change:
-    change = _eventbridge("awsdocs-s3ug__eventbridge-ObjectDeleted-DeleteObject.json", key=KEY,
-                          bucket=BUCKET, sequencer=sequencer, version_id=version_id, etag=None,
-                          **{"deletion-type": "Permanently Deleted"})
+    change = _eventbridge(
+        "awsdocs-s3ug__eventbridge-ObjectDeleted-DeleteObject.json",
+        key=KEY,
+        bucket=BUCKET,
+        sequencer=sequencer,
+        version_id=version_id,
+        etag=None,
+        **{"deletion-type": "Permanently Deleted"},
+    )
     assert change.kind is Kind.VERSION_REMOVED
     return change
 
@@ -274,7 +354,8 @@ def _outcome(service: IngestService, change: Change) -> tuple[Outcome, str]:
 
 
 def test_newer_created_applies_with_one_write_and_no_read(
-        service: IngestService, ledger: CountingLedger, bucket: FakeBucket) -> None:
+    service: IngestService, ledger: CountingLedger, bucket: FakeBucket
+) -> None:
     # GIVEN a row at S1
     assert _outcome(service, created(S1, "v1", "e1")) == (Outcome.APPLIED, "newer-sequencer")
 
@@ -283,21 +364,34 @@ def test_newer_created_applies_with_one_write_and_no_read(
 
     # THEN it is applied at the cost of one conditional write each, no read, no HEAD (C5)
     assert outcome == (Outcome.APPLIED, "newer-sequencer")
-    assert row_view(ledger) == {"state": "present", "seq": seq(S2), "observed": False,
-                                "version_id": "v2", "etag": "e2"}
+    assert row_view(ledger) == {
+        "state": "present",
+        "seq": seq(S2),
+        "observed": False,
+        "version_id": "v2",
+        "etag": "e2",
+    }
     assert ledger.calls == Counter(write_sequenced=2)
     assert bucket.requests == 0
 
 
-@pytest.mark.parametrize(("incoming", "expected"), [
-    (created(S2, "v2", "e2"), (Outcome.DUPLICATE, "equal-sequencer")),
-    (created("00643717fa123400", "v2", "e2"), (Outcome.DUPLICATE, "equal-sequencer")),
-    (created(S1, "v1", "e1"), (Outcome.STALE, "older-sequencer")),
-    (delete_marker(S1), (Outcome.STALE, "older-sequencer")),
-], ids=["equal", "equal-after-case-and-padding", "older", "older-delete"])
+@pytest.mark.parametrize(
+    ("incoming", "expected"),
+    [
+        (created(S2, "v2", "e2"), (Outcome.DUPLICATE, "equal-sequencer")),
+        (created("00643717fa123400", "v2", "e2"), (Outcome.DUPLICATE, "equal-sequencer")),
+        (created(S1, "v1", "e1"), (Outcome.STALE, "older-sequencer")),
+        (delete_marker(S1), (Outcome.STALE, "older-sequencer")),
+    ],
+    ids=["equal", "equal-after-case-and-padding", "older", "older-delete"],
+)
 def test_equal_is_duplicate_and_older_is_stale_with_one_write(
-        service: IngestService, ledger: CountingLedger, bucket: FakeBucket, incoming: Change,
-        expected: tuple[Outcome, str]) -> None:
+    service: IngestService,
+    ledger: CountingLedger,
+    bucket: FakeBucket,
+    incoming: Change,
+    expected: tuple[Outcome, str],
+) -> None:
     # GIVEN a row at S2
     service.handle(created(S2, "v2", "e2"))
     before = row_view(ledger)
@@ -312,23 +406,34 @@ def test_equal_is_duplicate_and_older_is_stale_with_one_write(
     assert bucket.requests == 0
 
 
-def test_older_create_never_undoes_a_delete(
-        service: IngestService, ledger: CountingLedger) -> None:
+def test_older_create_never_undoes_a_delete(service: IngestService, ledger: CountingLedger) -> None:
     assert _outcome(service, delete_marker(S2)) == (Outcome.APPLIED, "newer-sequencer")
 
     assert _outcome(service, created(S1)) == (Outcome.STALE, "older-sequencer")
 
-    assert row_view(ledger) == {"state": "deleted", "seq": seq(S2), "observed": False,
-                                "version_id": None, "etag": None}
+    assert row_view(ledger) == {
+        "state": "deleted",
+        "seq": seq(S2),
+        "observed": False,
+        "version_id": None,
+        "etag": None,
+    }
 
 
 # -- ignored -------------------------------------------------------------------------------------
 
 
 def test_metadata_only_event_is_ignored_and_touches_nothing(
-        service: IngestService, ledger: CountingLedger, bucket: FakeBucket) -> None:
-    change = _eventbridge("awsdocs-s3ug__eventbridge-ObjectRestoreCompleted.json", key=KEY,
-                          bucket=BUCKET, sequencer=None, version_id="v1", etag="e1")
+    service: IngestService, ledger: CountingLedger, bucket: FakeBucket
+) -> None:
+    change = _eventbridge(
+        "awsdocs-s3ug__eventbridge-ObjectRestoreCompleted.json",
+        key=KEY,
+        bucket=BUCKET,
+        sequencer=None,
+        version_id="v1",
+        etag="e1",
+    )
     assert change.kind is Kind.METADATA
 
     outcome = _outcome(service, change)
@@ -339,7 +444,8 @@ def test_metadata_only_event_is_ignored_and_touches_nothing(
 
 
 def test_event_of_another_bucket_is_out_of_scope(
-        service: IngestService, ledger: CountingLedger, bucket: FakeBucket) -> None:
+    service: IngestService, ledger: CountingLedger, bucket: FakeBucket
+) -> None:
     outcome = _outcome(service, created(S1, bucket="some-other-bucket"))
 
     assert outcome == (Outcome.IGNORED, "out-of-scope-bucket")
@@ -351,7 +457,8 @@ def test_event_of_another_bucket_is_out_of_scope(
 
 
 def test_version_removed_records_the_still_visible_version(
-        service: IngestService, ledger: CountingLedger, bucket: FakeBucket) -> None:
+    service: IngestService, ledger: CountingLedger, bucket: FakeBucket
+) -> None:
     # GIVEN v1 then v2 were written, and v2 (the current version) was then deleted by id
     service.handle(created(S1, "v1", "e1"))
     service.handle(created(S2, "v2", "e2"))
@@ -363,24 +470,36 @@ def test_version_removed_records_the_still_visible_version(
     # THEN the bucket is consulted and the key stays present at v1: no tombstone (C4)
     assert outcome == (Outcome.APPLIED, "version-removed-key-visible")
     assert bucket.requests == 1
-    assert row_view(ledger) == {"state": "present", "seq": seq(S3), "observed": True,
-                                "version_id": "v1", "etag": "e1"}
+    assert row_view(ledger) == {
+        "state": "present",
+        "seq": seq(S3),
+        "observed": True,
+        "version_id": "v1",
+        "etag": "e1",
+    }
 
 
 def test_version_removed_of_the_last_version_tombstones(
-        service: IngestService, ledger: CountingLedger, bucket: FakeBucket) -> None:
+    service: IngestService, ledger: CountingLedger, bucket: FakeBucket
+) -> None:
     service.handle(created(S1, "v1", "e1"))
 
     outcome = _outcome(service, version_removed(S2, "v1"))
 
     assert outcome == (Outcome.APPLIED, "version-removed-key-hidden")
     assert bucket.requests == 1
-    assert row_view(ledger) == {"state": "deleted", "seq": seq(S2), "observed": True,
-                                "version_id": None, "etag": None}
+    assert row_view(ledger) == {
+        "state": "deleted",
+        "seq": seq(S2),
+        "observed": True,
+        "version_id": None,
+        "etag": None,
+    }
 
 
 def test_older_version_removed_is_stale(
-        service: IngestService, ledger: CountingLedger, bucket: FakeBucket) -> None:
+    service: IngestService, ledger: CountingLedger, bucket: FakeBucket
+) -> None:
     service.handle(created(S2, "v2", "e2"))
     bucket.put("v2", "e2")
     before = row_view(ledger)
@@ -392,15 +511,20 @@ def test_older_version_removed_is_stale(
 # -- observations (C7) ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("change", [
-    created(None, "v9", "e9"),
-    created("Happy Sequencer", "v9", "e9"),
-    parse_body(json.dumps({"s3ingestRepair": {"bucket": BUCKET, "key": KEY,
-                                               "reason": "missing"}})).changes[0],
-], ids=["no-sequencer", "garbage-sequencer", "repair"])
+@pytest.mark.parametrize(
+    "change",
+    [
+        created(None, "v9", "e9"),
+        created("Happy Sequencer", "v9", "e9"),
+        parse_body(
+            json.dumps({"s3ingestRepair": {"bucket": BUCKET, "key": KEY, "reason": "missing"}})
+        ).changes[0],
+    ],
+    ids=["no-sequencer", "garbage-sequencer", "repair"],
+)
 def test_event_without_usable_sequencer_records_what_the_bucket_holds(
-        service: IngestService, ledger: CountingLedger, bucket: FakeBucket,
-        change: Change) -> None:
+    service: IngestService, ledger: CountingLedger, bucket: FakeBucket, change: Change
+) -> None:
     # GIVEN the bucket holds v1 and the ledger nothing
     bucket.put("v1", "e1")
 
@@ -411,24 +535,36 @@ def test_event_without_usable_sequencer_records_what_the_bucket_holds(
     assert outcome == (Outcome.APPLIED, "observed-bucket-state")
     assert ledger.calls == Counter(get=1, write_observation=1)
     assert bucket.requests == 1
-    assert row_view(ledger) == {"state": "present", "seq": None, "observed": True,
-                                "version_id": "v1", "etag": "e1"}
+    assert row_view(ledger) == {
+        "state": "present",
+        "seq": None,
+        "observed": True,
+        "version_id": "v1",
+        "etag": "e1",
+    }
 
 
 def test_observation_keeps_the_row_sequencer(
-        service: IngestService, ledger: CountingLedger, bucket: FakeBucket) -> None:
+    service: IngestService, ledger: CountingLedger, bucket: FakeBucket
+) -> None:
     service.handle(created(S1, "v1", "e1"))
     bucket.hide()  # a delete whose event has not arrived (or was lost)
 
     outcome = _outcome(service, created(None))
 
     assert outcome == (Outcome.APPLIED, "observed-bucket-state")
-    assert row_view(ledger) == {"state": "deleted", "seq": seq(S1), "observed": True,
-                                "version_id": None, "etag": None}
+    assert row_view(ledger) == {
+        "state": "deleted",
+        "seq": seq(S1),
+        "observed": True,
+        "version_id": None,
+        "etag": None,
+    }
 
 
 def test_observation_that_matches_the_ledger_writes_nothing(
-        service: IngestService, ledger: CountingLedger, bucket: FakeBucket) -> None:
+    service: IngestService, ledger: CountingLedger, bucket: FakeBucket
+) -> None:
     service.handle(created(S1, "v1", "e1"))
     bucket.put("v1", "e1")
 
@@ -437,37 +573,57 @@ def test_observation_that_matches_the_ledger_writes_nothing(
 
 
 def test_observation_of_an_absent_key_not_in_the_ledger_is_ignored(
-        service: IngestService, ledger: CountingLedger) -> None:
+    service: IngestService, ledger: CountingLedger
+) -> None:
     assert _outcome(service, created(None)) == (Outcome.IGNORED, "observed-absent-not-in-ledger")
     assert row_view(ledger) is None
 
 
 def test_older_sequenced_event_after_an_observation_does_not_regress_the_row(
-        service: IngestService, ledger: CountingLedger, bucket: FakeBucket) -> None:
+    service: IngestService, ledger: CountingLedger, bucket: FakeBucket
+) -> None:
     # GIVEN v1 (S1) then v2 (S2) were written; a repair observed v2 before any event arrived
     bucket.put("v2", "e2")
     service.handle(created(None))
-    assert row_view(ledger) == {"state": "present", "seq": None, "observed": True,
-                                "version_id": "v2", "etag": "e2"}
+    assert row_view(ledger) == {
+        "state": "present",
+        "seq": None,
+        "observed": True,
+        "version_id": "v2",
+        "etag": "e2",
+    }
 
     # WHEN v1's event arrives late
     outcome = _outcome(service, created(S1, "v1", "e1"))
 
     # THEN it is verified against the bucket and superseded: the row keeps v2
     assert outcome == (Outcome.SUPERSEDED, "bucket-moved-past-event")
-    assert row_view(ledger) == {"state": "present", "seq": seq(S1), "observed": True,
-                                "version_id": "v2", "etag": "e2"}
+    assert row_view(ledger) == {
+        "state": "present",
+        "seq": seq(S1),
+        "observed": True,
+        "version_id": "v2",
+        "etag": "e2",
+    }
 
     # AND its duplicate is a duplicate, and v2's own event then applies and clears observed
     assert _outcome(service, created(S1, "v1", "e1")) == (Outcome.DUPLICATE, "equal-sequencer")
-    assert _outcome(service, created(S2, "v2", "e2")) == (Outcome.APPLIED,
-                                                          "verified-against-bucket")
-    assert row_view(ledger) == {"state": "present", "seq": seq(S2), "observed": False,
-                                "version_id": "v2", "etag": "e2"}
+    assert _outcome(service, created(S2, "v2", "e2")) == (
+        Outcome.APPLIED,
+        "verified-against-bucket",
+    )
+    assert row_view(ledger) == {
+        "state": "present",
+        "seq": seq(S2),
+        "observed": False,
+        "version_id": "v2",
+        "etag": "e2",
+    }
 
 
 def test_older_delete_after_an_observation_never_tombstones_a_visible_key(
-        service: IngestService, ledger: CountingLedger, bucket: FakeBucket) -> None:
+    service: IngestService, ledger: CountingLedger, bucket: FakeBucket
+) -> None:
     # GIVEN the key was deleted (S1) and re-created (S2); a repair observed the re-created v2
     bucket.put("v2", "e2")
     service.handle(created(None))
@@ -477,14 +633,19 @@ def test_older_delete_after_an_observation_never_tombstones_a_visible_key(
 
     # THEN the row stays present (C4, C7)
     assert outcome == (Outcome.SUPERSEDED, "bucket-moved-past-event")
-    assert row_view(ledger) == {"state": "present", "seq": seq(S1), "observed": True,
-                                "version_id": "v2", "etag": "e2"}
+    assert row_view(ledger) == {
+        "state": "present",
+        "seq": seq(S1),
+        "observed": True,
+        "version_id": "v2",
+        "etag": "e2",
+    }
 
 
 @pytest.mark.parametrize("versioned", [True, False], ids=["versioned", "unversioned"])
 def test_sequenced_event_matching_the_bucket_applies_over_an_observed_row(
-        service: IngestService, ledger: CountingLedger, bucket: FakeBucket,
-        versioned: bool) -> None:
+    service: IngestService, ledger: CountingLedger, bucket: FakeBucket, versioned: bool
+) -> None:
     # GIVEN an observed row that shows what the bucket holds
     version = "v2" if versioned else None
     bucket.put(version, "e2")
@@ -496,8 +657,13 @@ def test_sequenced_event_matching_the_bucket_applies_over_an_observed_row(
     # THEN it is verified with one HEAD and applied; the row is exact again
     assert outcome == (Outcome.APPLIED, "verified-against-bucket")
     assert bucket.requests == 2  # the observation's HEAD, then the verification's
-    assert row_view(ledger) == {"state": "present", "seq": seq(S2), "observed": False,
-                                "version_id": version, "etag": "e2"}
+    assert row_view(ledger) == {
+        "state": "present",
+        "seq": seq(S2),
+        "observed": False,
+        "version_id": version,
+        "etag": "e2",
+    }
 
     # AND the next event takes the one-write path again
     ledger.calls.clear()

@@ -44,18 +44,30 @@ def read(name: str) -> bytes:
     return read_sample_bytes(f"orcabus-filemanager__{name}")
 
 
-@pytest.mark.parametrize(("manifest", "data", "fmt", "expected"), [
-    ("csv_inventory_manifest", "csv_inventory.csv.gz", "CSV", VERSIONED),
-    ("csv_inventory_no_version_manifest", "csv_inventory_no_version.csv.gz", "CSV",
-     CURRENT_ONLY),
-    ("orc_inventory_manifest", "orc_inventory.orc", "ORC", VERSIONED),
-    ("parquet_inventory_manifest", "parquet_inventory.parquet", "Parquet", VERSIONED),
-])
-def test_real_inventory_reports_read_as_written(manifest: str, data: str, fmt: str,
-                                                expected: list[InventoryRow]) -> None:
+@pytest.mark.parametrize(
+    ("manifest", "data", "fmt", "expected"),
+    [
+        ("csv_inventory_manifest", "csv_inventory.csv.gz", "CSV", VERSIONED),
+        (
+            "csv_inventory_no_version_manifest",
+            "csv_inventory_no_version.csv.gz",
+            "CSV",
+            CURRENT_ONLY,
+        ),
+        ("orc_inventory_manifest", "orc_inventory.orc", "ORC", VERSIONED),
+        ("parquet_inventory_manifest", "parquet_inventory.parquet", "Parquet", VERSIONED),
+    ],
+)
+def test_real_inventory_reports_read_as_written(
+    manifest: str, data: str, fmt: str, expected: list[InventoryRow]
+) -> None:
     m = Manifest.parse(read(f"{manifest}.json"), read(f"{manifest}.checksum"))
-    assert (m.source_bucket, m.destination_bucket, m.created_ms, m.file_format) == \
-        (B, B, 1715043600000, fmt)
+    assert (m.source_bucket, m.destination_bucket, m.created_ms, m.file_format) == (
+        B,
+        B,
+        1715043600000,
+        fmt,
+    )
     assert m.files == (data,)
     assert list(read_rows(m, read(data))) == expected
 
@@ -76,8 +88,11 @@ def test_checksum_mismatch_is_refused() -> None:
 
 
 def test_doc_manifests_give_their_columns() -> None:
-    for fmt, first, etag in (("CSV", "Bucket", "ETag"), ("ORC", "bucket", "e_tag"),
-                             ("Parquet", "bucket", "e_tag")):
+    for fmt, first, etag in (
+        ("CSV", "Bucket", "ETag"),
+        ("ORC", "bucket", "e_tag"),
+        ("Parquet", "bucket", "e_tag"),
+    ):
         doc = load_sample(f"awsdocs-s3ug__inventory-manifest-{fmt}.json")
         assert isinstance(doc, dict)
         columns = parse_schema(doc["fileFormat"], doc["fileSchema"])
@@ -86,14 +101,20 @@ def test_doc_manifests_give_their_columns() -> None:
 
 def test_csv_keys_are_form_decoded_once_and_fields_may_be_empty() -> None:
     # GIVEN a report row as S3 writes it: every field quoted, key form-encoded
-    line = (f'"{B}","a+b%2Bc/caf%C3%A9+%2525.txt","","true","false","","","","STANDARD",'
-            '"false"\n')
+    line = f'"{B}","a+b%2Bc/caf%C3%A9+%2525.txt","","true","false","","","","STANDARD","false"\n'
     data = gzip.compress(line.encode()) + gzip.compress(b"\n\n")  # multi-member, trailing blanks
-    manifest_raw = json.dumps({
-        "sourceBucket": B, "destinationBucket": "arn:aws:s3:::dest", "version": "2016-11-30",
-        "creationTimestamp": "1", "fileFormat": "CSV", "files": [{"key": "d.csv.gz"}],
-        "fileSchema": "Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size, "
-                      "LastModifiedDate, ETag, StorageClass, IsMultipartUploaded"}).encode()
+    manifest_raw = json.dumps(
+        {
+            "sourceBucket": B,
+            "destinationBucket": "arn:aws:s3:::dest",
+            "version": "2016-11-30",
+            "creationTimestamp": "1",
+            "fileFormat": "CSV",
+            "files": [{"key": "d.csv.gz"}],
+            "fileSchema": "Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size, "
+            "LastModifiedDate, ETag, StorageClass, IsMultipartUploaded",
+        }
+    ).encode()
     m = Manifest.parse(manifest_raw, (hashlib.md5(manifest_raw).hexdigest() + "\n").encode())
     (row,) = read_rows(m, data)
     assert row.key == "a b+c/café %25.txt"

@@ -34,16 +34,27 @@ SEQ = sequencer.normalize(RAW_SEQ)
 
 
 def _client() -> Any:
-    return boto3.client("dynamodb", region_name="us-east-1", aws_access_key_id="testing",
-                        aws_secret_access_key="testing")
+    return boto3.client(
+        "dynamodb",
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
 
 
-def _meta(raw_seq: str | None = RAW_SEQ, reason: str = "newer-sequencer",
-          key: str = KEY) -> WriteMeta:
-    return WriteMeta(bucket=BUCKET, key=key, raw_key="photos/a+b%2Bc.jpg",
-                     event_name="Object Created/PutObject", reason=reason, source="live",
-                     sequencer=sequencer.normalize(raw_seq) if raw_seq else None,
-                     raw_sequencer=raw_seq)
+def _meta(
+    raw_seq: str | None = RAW_SEQ, reason: str = "newer-sequencer", key: str = KEY
+) -> WriteMeta:
+    return WriteMeta(
+        bucket=BUCKET,
+        key=key,
+        raw_key="photos/a+b%2Bc.jpg",
+        event_name="Object Created/PutObject",
+        reason=reason,
+        source="live",
+        sequencer=sequencer.normalize(raw_seq) if raw_seq else None,
+        raw_sequencer=raw_seq,
+    )
 
 
 PRESENT = RowState(present=True, version_id="v1", etag="etag1", size=5)
@@ -74,7 +85,7 @@ def _update_clauses(params: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     set_part, _, remove_part = params["UpdateExpression"].partition(" REMOVE ")
     assert set_part.startswith("SET ")
     sets: dict[str, Any] = {}
-    for name, rhs in re.findall(r"(#\w+) = (.+?)(?=, #\w+ = |$)", set_part[len("SET "):]):
+    for name, rhs in re.findall(r"(#\w+) = (.+?)(?=, #\w+ = |$)", set_part[len("SET ") :]):
         sets[names[name]] = values[rhs] if rhs in values else _resolve(rhs, names, values)
     removes = [names[n.strip()] for n in remove_part.split(",")] if remove_part else []
     return sets, removes
@@ -127,8 +138,11 @@ def test_write_sequenced_present_state_is_one_conditional_update(stubbed: Any) -
     assert len(sent) == 1
     params = sent[0]
     _assert_every_placeholder_used(params)
-    cond = _resolve(params["ConditionExpression"], params["ExpressionAttributeNames"],
-                    params["ExpressionAttributeValues"])
+    cond = _resolve(
+        params["ConditionExpression"],
+        params["ExpressionAttributeNames"],
+        params["ExpressionAttributeValues"],
+    )
     assert "attribute_not_exists(pk)" in cond
     assert f"seq < {SEQ!r}" in cond
     assert "observed = false" in cond  # require_exact
@@ -158,8 +172,11 @@ def test_write_sequenced_without_require_exact_does_not_test_observed(stubbed: A
 
     params = sent[0]
     _assert_every_placeholder_used(params)
-    cond = _resolve(params["ConditionExpression"], params["ExpressionAttributeNames"],
-                    params["ExpressionAttributeValues"])
+    cond = _resolve(
+        params["ConditionExpression"],
+        params["ExpressionAttributeNames"],
+        params["ExpressionAttributeValues"],
+    )
     assert f"seq < {SEQ!r}" in cond
     assert "rev = 7" in cond
     assert "observed" not in cond
@@ -184,21 +201,27 @@ def test_write_sequenced_tombstone_sets_expiry_now_plus_ttl(stubbed: Any) -> Non
     assert {"version_id", "etag", "size"} <= set(removes)
 
 
-@pytest.mark.parametrize(("expected_rev", "condition"), [
-    (None, "attribute_not_exists(pk)"), (4, "rev = 4")])
+@pytest.mark.parametrize(
+    ("expected_rev", "condition"), [(None, "attribute_not_exists(pk)"), (4, "rev = 4")]
+)
 def test_write_observation_is_conditional_on_the_row_not_having_moved(
-        stubbed: Any, expected_rev: int | None, condition: str) -> None:
+    stubbed: Any, expected_rev: int | None, condition: str
+) -> None:
     ledger, stub, sent = stubbed
     stub.add_response("update_item", {}, EXPECTED_UPDATE)
 
-    result = ledger.write_observation(PRESENT, _meta(None, "observed-bucket-state"),
-                                      expected_rev=expected_rev)
+    result = ledger.write_observation(
+        PRESENT, _meta(None, "observed-bucket-state"), expected_rev=expected_rev
+    )
 
     assert result.applied
     params = sent[0]
     _assert_every_placeholder_used(params)
-    cond = _resolve(params["ConditionExpression"], params["ExpressionAttributeNames"],
-                    params["ExpressionAttributeValues"])
+    cond = _resolve(
+        params["ConditionExpression"],
+        params["ExpressionAttributeNames"],
+        params["ExpressionAttributeValues"],
+    )
     assert cond == condition
     sets, removes = _update_clauses(params)
     assert sets["observed"] == {"BOOL": True}
@@ -209,27 +232,48 @@ def test_write_observation_is_conditional_on_the_row_not_having_moved(
 def test_conditional_check_failure_returns_the_old_row_as_plain_values(stubbed: Any) -> None:
     # GIVEN DynamoDB refuses the condition and returns the row (ALL_OLD)
     ledger, stub, _ = stubbed
-    item = {"pk": {"S": f"{BUCKET}/{KEY}"}, "seq": {"S": SEQ}, "state": {"S": "present"},
-            "observed": {"BOOL": False}, "rev": {"N": "3"}, "size": {"N": "5"}}
-    stub.add_client_error("update_item", service_error_code="ConditionalCheckFailedException",
-                          service_message="The conditional request failed",
-                          http_status_code=400, modeled_fields={"Item": item},
-                          expected_params=EXPECTED_UPDATE)
+    item = {
+        "pk": {"S": f"{BUCKET}/{KEY}"},
+        "seq": {"S": SEQ},
+        "state": {"S": "present"},
+        "observed": {"BOOL": False},
+        "rev": {"N": "3"},
+        "size": {"N": "5"},
+    }
+    stub.add_client_error(
+        "update_item",
+        service_error_code="ConditionalCheckFailedException",
+        service_message="The conditional request failed",
+        http_status_code=400,
+        modeled_fields={"Item": item},
+        expected_params=EXPECTED_UPDATE,
+    )
 
     # WHEN a write is attempted
     result = ledger.write_sequenced(PRESENT, _meta(), observed=False, require_exact=True)
 
     # THEN the refusal carries the old row, converted, without a second request
-    assert result == WriteResult(applied=False, old={
-        "pk": f"{BUCKET}/{KEY}", "seq": SEQ, "state": "present", "observed": False, "rev": 3,
-        "size": 5})
+    assert result == WriteResult(
+        applied=False,
+        old={
+            "pk": f"{BUCKET}/{KEY}",
+            "seq": SEQ,
+            "state": "present",
+            "observed": False,
+            "rev": 3,
+            "size": 5,
+        },
+    )
 
 
 def test_throttling_raises_transient_error(stubbed: Any) -> None:
     ledger, stub, _ = stubbed
-    stub.add_client_error("update_item",
-                          service_error_code="ProvisionedThroughputExceededException",
-                          http_status_code=400, expected_params=EXPECTED_UPDATE)
+    stub.add_client_error(
+        "update_item",
+        service_error_code="ProvisionedThroughputExceededException",
+        http_status_code=400,
+        expected_params=EXPECTED_UPDATE,
+    )
 
     with pytest.raises(TransientError, match="ProvisionedThroughputExceededException") as info:
         ledger.write_sequenced(PRESENT, _meta(), observed=False, require_exact=True)
@@ -240,9 +284,12 @@ def test_throttling_raises_transient_error(stubbed: Any) -> None:
 
 
 def _create_table(client: Any) -> None:
-    client.create_table(TableName=TABLE, BillingMode="PAY_PER_REQUEST",
-                        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-                        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}])
+    client.create_table(
+        TableName=TABLE,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+    )
 
 
 @pytest.fixture
@@ -263,12 +310,14 @@ def _row(ledger: DynamoLedger) -> dict[str, Any]:
 
 
 def test_require_exact_refuses_to_overwrite_an_observed_row_even_with_newer_sequencer(
-        ledger: DynamoLedger) -> None:
+    ledger: DynamoLedger,
+) -> None:
     # GIVEN a row at OLDER, then overwritten by an observation (observed=True, seq kept)
     assert ledger.write_sequenced(PRESENT, _meta(OLDER), observed=False, require_exact=True).applied
     observed_state = RowState(present=True, version_id="v2", etag="etag2", size=7)
-    assert ledger.write_observation(observed_state, _meta(None, "observed-bucket-state"),
-                                    expected_rev=1).applied
+    assert ledger.write_observation(
+        observed_state, _meta(None, "observed-bucket-state"), expected_rev=1
+    ).applied
     assert _row(ledger)["observed"] is True
     assert _row(ledger)["seq"] == sequencer.normalize(OLDER)
 
@@ -312,14 +361,16 @@ def test_write_observation_with_stale_expected_rev_is_refused(ledger: DynamoLedg
 def test_rev_increments_by_one_per_write_and_not_on_a_refusal(ledger: DynamoLedger) -> None:
     assert ledger.write_observation(PRESENT, _meta(None, "observed"), expected_rev=None).applied
     assert _row(ledger)["rev"] == 1
-    assert ledger.write_sequenced(PRESENT, _meta(OLDER), observed=False,
-                                  require_exact=False).applied
+    assert ledger.write_sequenced(
+        PRESENT, _meta(OLDER), observed=False, require_exact=False
+    ).applied
     assert _row(ledger)["rev"] == 2
     assert ledger.write_observation(TOMBSTONE, _meta(None, "observed"), expected_rev=2).applied
     assert _row(ledger)["rev"] == 3
     assert _row(ledger)["seq"] == sequencer.normalize(OLDER)  # an observation keeps seq
-    assert not ledger.write_sequenced(PRESENT, _meta(OLDER), observed=False,
-                                      require_exact=False).applied
+    assert not ledger.write_sequenced(
+        PRESENT, _meta(OLDER), observed=False, require_exact=False
+    ).applied
     assert _row(ledger)["rev"] == 3
 
 
@@ -342,9 +393,12 @@ def test_no_write_ever_lowers_seq() -> None:
             for raw, tombstone in writes:
                 incoming = sequencer.normalize(raw)
                 assert incoming is not None
-                result = ledger.write_sequenced(TOMBSTONE if tombstone else PRESENT,
-                                                _meta(raw, key=key), observed=False,
-                                                require_exact=False)
+                result = ledger.write_sequenced(
+                    TOMBSTONE if tombstone else PRESENT,
+                    _meta(raw, key=key),
+                    observed=False,
+                    require_exact=False,
+                )
                 assert result.applied == (highest is None or incoming > highest)
                 highest = incoming if highest is None else max(highest, incoming)
                 row = ledger.get(BUCKET, key)

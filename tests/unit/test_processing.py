@@ -39,8 +39,13 @@ class FakeService:
         self.seen.append(change)
         if change.key in self.errors:
             raise self.errors[change.key]
-        return Result(outcome=Outcome.APPLIED, reason="newer-sequencer", bucket=change.bucket,
-                      key=change.key, sequencer=change.raw_sequencer)
+        return Result(
+            outcome=Outcome.APPLIED,
+            reason="newer-sequencer",
+            bucket=change.bucket,
+            key=change.key,
+            sequencer=change.raw_sequencer,
+        )
 
 
 def eventbridge_body(key: str = "example-key", **object_fields: Any) -> str:
@@ -54,8 +59,9 @@ def eventbridge_body(key: str = "example-key", **object_fields: Any) -> str:
 
 @pytest.fixture
 def sqs() -> Iterator[tuple[Any, Stubber]]:
-    client = boto3.client("sqs", region_name="us-east-1", aws_access_key_id="testing",
-                          aws_secret_access_key="testing")
+    client = boto3.client(
+        "sqs", region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
     with Stubber(client) as stub:
         yield client, stub
         stub.assert_no_pending_responses()
@@ -72,12 +78,15 @@ def seen_results() -> list[Result]:
 
 
 @pytest.fixture
-def processor(sqs: tuple[Any, Stubber], service: FakeService,
-              seen_results: list[Result]) -> MessageProcessor:
+def processor(
+    sqs: tuple[Any, Stubber], service: FakeService, seen_results: list[Result]
+) -> MessageProcessor:
     client, _ = sqs
-    return MessageProcessor(service=cast(IngestService, service),
-                            dead_letter=DeadLetter(client, DLQ_URL),
-                            on_result=seen_results.append)
+    return MessageProcessor(
+        service=cast(IngestService, service),
+        dead_letter=DeadLetter(client, DLQ_URL),
+        on_result=seen_results.append,
+    )
 
 
 def _dlq_request(body: str, reason: str, detail: str, message_id: str) -> dict[str, Any]:
@@ -92,21 +101,39 @@ def _dlq_request(body: str, reason: str, detail: str, message_id: str) -> dict[s
     }
 
 
-@pytest.mark.parametrize(("body", "reason", "detail"), [
-    ('{"foo": 1}', "unknown-shape", "keys: foo"),
-    ("[]", "unknown-shape", "top level is list"),
-    (eventbridge_body("a%zz"), "bad-percent-encoding", "a%zz"),
-    (json.dumps({"source": "aws.s3", "detail-type": "Object Frobbed", "detail": {
-        "bucket": {"name": "b"}, "object": {"key": "k"}}}),
-     "unknown-event", "detail-type 'Object Frobbed'"),
-])
+@pytest.mark.parametrize(
+    ("body", "reason", "detail"),
+    [
+        ('{"foo": 1}', "unknown-shape", "keys: foo"),
+        ("[]", "unknown-shape", "top level is list"),
+        (eventbridge_body("a%zz"), "bad-percent-encoding", "a%zz"),
+        (
+            json.dumps(
+                {
+                    "source": "aws.s3",
+                    "detail-type": "Object Frobbed",
+                    "detail": {"bucket": {"name": "b"}, "object": {"key": "k"}},
+                }
+            ),
+            "unknown-event",
+            "detail-type 'Object Frobbed'",
+        ),
+    ],
+)
 def test_invalid_body_goes_to_the_dlq_with_its_reason(
-        processor: MessageProcessor, sqs: tuple[Any, Stubber], service: FakeService,
-        seen_results: list[Result], body: str, reason: str, detail: str) -> None:
+    processor: MessageProcessor,
+    sqs: tuple[Any, Stubber],
+    service: FakeService,
+    seen_results: list[Result],
+    body: str,
+    reason: str,
+    detail: str,
+) -> None:
     # GIVEN the DLQ accepts exactly this message, unchanged, with the reason as an attribute
     _, stub = sqs
-    stub.add_response("send_message", {"MessageId": "dlq-1"},
-                      _dlq_request(body, reason, detail, "msg-1"))
+    stub.add_response(
+        "send_message", {"MessageId": "dlq-1"}, _dlq_request(body, reason, detail, "msg-1")
+    )
 
     # WHEN the body is processed
     results = processor.process(body, "msg-1")
@@ -118,13 +145,16 @@ def test_invalid_body_goes_to_the_dlq_with_its_reason(
 
 
 def test_when_the_dlq_send_fails_the_message_is_retried(
-        processor: MessageProcessor, sqs: tuple[Any, Stubber]) -> None:
+    processor: MessageProcessor, sqs: tuple[Any, Stubber]
+) -> None:
     # GIVEN the DLQ is unavailable
     _, stub = sqs
-    stub.add_client_error("send_message", service_error_code="InternalError",
-                          http_status_code=500,
-                          expected_params=_dlq_request('{"foo": 1}', "unknown-shape",
-                                                       "keys: foo", "msg-1"))
+    stub.add_client_error(
+        "send_message",
+        service_error_code="InternalError",
+        http_status_code=500,
+        expected_params=_dlq_request('{"foo": 1}', "unknown-shape", "keys: foo", "msg-1"),
+    )
 
     # WHEN an invalid body is processed
     results = processor.process('{"foo": 1}', "msg-1")
@@ -136,7 +166,8 @@ def test_when_the_dlq_send_fails_the_message_is_retried(
 
 
 def test_test_event_is_ignored_without_ingesting(
-        processor: MessageProcessor, service: FakeService) -> None:
+    processor: MessageProcessor, service: FakeService
+) -> None:
     body = json.dumps(load_sample("awsdocs-s3ug__notification-TestEvent.json"))
 
     results = processor.process(body, "msg-1")
@@ -146,7 +177,8 @@ def test_test_event_is_ignored_without_ingesting(
 
 
 def test_a_valid_event_reaches_the_service_with_its_decoded_key(
-        processor: MessageProcessor, service: FakeService) -> None:
+    processor: MessageProcessor, service: FakeService
+) -> None:
     results = processor.process(eventbridge_body("a+b%2Bc.txt"), "msg-1")
 
     assert [r.outcome for r in results] == [Outcome.APPLIED]
@@ -154,8 +186,8 @@ def test_a_valid_event_reaches_the_service_with_its_decoded_key(
 
 
 def test_transient_error_from_the_service_is_retried(
-        processor: MessageProcessor, service: FakeService,
-        seen_results: list[Result]) -> None:
+    processor: MessageProcessor, service: FakeService, seen_results: list[Result]
+) -> None:
     service.errors["example-key"] = TransientError("dynamodb: ThrottlingException")
 
     results = processor.process(eventbridge_body(), "msg-1")
@@ -164,12 +196,16 @@ def test_transient_error_from_the_service_is_retried(
     assert results[0].outcome is Outcome.RETRIED
     assert results[0].reason == "dynamodb: ThrottlingException"
     assert (results[0].bucket, results[0].key, results[0].sequencer) == (
-        "DOC-EXAMPLE-BUCKET1", "example-key", "617f08299329d189")
+        "DOC-EXAMPLE-BUCKET1",
+        "example-key",
+        "617f08299329d189",
+    )
     assert seen_results == results
 
 
 def test_one_result_per_record_and_a_transient_record_does_not_hide_the_others(
-        processor: MessageProcessor, service: FakeService) -> None:
+    processor: MessageProcessor, service: FakeService
+) -> None:
     doc = copy.deepcopy(load_sample("awsdocs-s3ug__notification-ObjectCreatedPut.json"))
     assert isinstance(doc, dict)
     first = doc["Records"][0]
@@ -181,12 +217,15 @@ def test_one_result_per_record_and_a_transient_record_does_not_hide_the_others(
 
     results = processor.process(json.dumps(doc), "msg-1")
 
-    assert [(r.key, r.outcome) for r in results] == [("ok", Outcome.APPLIED),
-                                                    ("throttled", Outcome.RETRIED)]
+    assert [(r.key, r.outcome) for r in results] == [
+        ("ok", Outcome.APPLIED),
+        ("throttled", Outcome.RETRIED),
+    ]
 
 
 def test_a_size_that_is_not_a_number_is_treated_as_absent(
-        processor: MessageProcessor, service: FakeService) -> None:
+    processor: MessageProcessor, service: FakeService
+) -> None:
     # C3: every field except the key is optional; an unusable size is absent, not a crash.
     # ('²'.isdigit() is True but int('²') raises: this once escaped process() as a ValueError.)
     results = processor.process(eventbridge_body(size="²"), "msg-1")
@@ -199,21 +238,29 @@ def test_a_size_that_is_not_a_number_is_treated_as_absent(
 
 
 def test_settings_from_a_valid_environment() -> None:
-    settings = FunctionSettings.from_env({
-        "LEDGER_TABLE_NAME": "ledger", "DEAD_LETTER_QUEUE_URL": DLQ_URL,
-        "TOMBSTONE_TTL_SECONDS": "1209600", "RECORD_CONCURRENCY": "16",
-        "BUCKET_NAME": "amzn-s3-demo-bucket",
-    })
+    settings = FunctionSettings.from_env(
+        {
+            "LEDGER_TABLE_NAME": "ledger",
+            "DEAD_LETTER_QUEUE_URL": DLQ_URL,
+            "TOMBSTONE_TTL_SECONDS": "1209600",
+            "RECORD_CONCURRENCY": "16",
+            "BUCKET_NAME": "amzn-s3-demo-bucket",
+        }
+    )
 
     assert settings == FunctionSettings(
-        ledger_table_name="ledger", dead_letter_queue_url=DLQ_URL,
-        tombstone_ttl_seconds=1209600, record_concurrency=16,
-        bucket_name="amzn-s3-demo-bucket")
+        ledger_table_name="ledger",
+        dead_letter_queue_url=DLQ_URL,
+        tombstone_ttl_seconds=1209600,
+        record_concurrency=16,
+        bucket_name="amzn-s3-demo-bucket",
+    )
 
 
 def test_settings_defaults() -> None:
-    settings = FunctionSettings.from_env({"LEDGER_TABLE_NAME": "ledger",
-                                          "DEAD_LETTER_QUEUE_URL": DLQ_URL, "BUCKET_NAME": ""})
+    settings = FunctionSettings.from_env(
+        {"LEDGER_TABLE_NAME": "ledger", "DEAD_LETTER_QUEUE_URL": DLQ_URL, "BUCKET_NAME": ""}
+    )
 
     assert settings.tombstone_ttl_seconds == 0
     assert settings.record_concurrency == 8

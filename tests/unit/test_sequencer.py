@@ -38,22 +38,37 @@ def test_case_is_normalised_before_comparing() -> None:
     assert sequencer.compare("006408cad69598b05e", "006408CAD69598B05E") == 0
 
 
-@pytest.mark.parametrize(("a", "b"), [
-    ("006408CAD69598B05E", "006408CAD69598B05E"),  # the same event delivered twice
-    ("00643717FA1234", "00643717FA123400"),  # equal once the shorter is right-padded
-    ("617b3980", "617B398000000000"),
-])
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("006408CAD69598B05E", "006408CAD69598B05E"),  # the same event delivered twice
+        ("00643717FA1234", "00643717FA123400"),  # equal once the shorter is right-padded
+        ("617b3980", "617B398000000000"),
+    ],
+)
 def test_equal_after_padding_is_a_duplicate(a: str, b: str) -> None:
     assert sequencer.compare(a, b) == 0
     assert sequencer.compare(b, a) == 0
 
 
-@pytest.mark.parametrize("raw", [
-    None, "", "   ", 0x643717, b"00643717F9F8B85354",
-    "Happy Sequencer", "0066LIFECYCLE890", "sequencer", "object-sequencer",  # fixtures, snapshots
-    "0x643717F9", "-00643717F9", "00643717 F9F8",
-    "0" * 65,  # longer than WIDTH
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        None,
+        "",
+        "   ",
+        0x643717,
+        b"00643717F9F8B85354",
+        "Happy Sequencer",
+        "0066LIFECYCLE890",
+        "sequencer",
+        "object-sequencer",  # fixtures, snapshots
+        "0x643717F9",
+        "-00643717F9",
+        "00643717 F9F8",
+        "0" * 65,  # longer than WIDTH
+    ],
+)
 def test_unusable_value_normalises_to_none_and_cannot_be_compared(raw: object) -> None:
     assert sequencer.normalize(raw) is None
     with pytest.raises(ValueError):

@@ -19,6 +19,7 @@ from s3ingest_fn.handlers.telemetry import stack_metrics
 logger = Logger(service="s3ingest-backfill")
 metrics = stack_metrics()
 
+
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -27,8 +28,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     service.bind_context(context)
     response = handle_invocation(event, service)
     for result in response["results"]:
-        metrics.add_metric(name=f"backfill_{result['resultCode']}", unit=MetricUnit.Count,
-                           value=1)
-        logger.info("backfill task", extra={"job_id": (event.get("job") or {}).get("id"),
-                                            **result})
+        metrics.add_metric(name=f"backfill_{result['resultCode']}", unit=MetricUnit.Count, value=1)
+        logger.info("backfill task", extra={"job_id": (event.get("job") or {}).get("id"), **result})
     return response

@@ -35,12 +35,15 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if action == "prepare":
         result = backfill_control.prepare(reconciler, event)
     elif action == "report":
-        result = backfill_control.read_report(reconciler.s3, os.environ["REPORT_BUCKET_NAME"],
-                                              str(event["jobId"]))
+        result = backfill_control.read_report(
+            reconciler.s3, os.environ["REPORT_BUCKET_NAME"], str(event["jobId"])
+        )
     else:
         service = wiring.ingest_service()
         service.bind_context(context)
         result = backfill_control.backfill_file(reconciler, service, event)
-    logger.info("backfill step", extra={"action": action, **{k: v for k, v in result.items()
-                                                               if k != "samples"}})
+    logger.info(
+        "backfill step",
+        extra={"action": action, **{k: v for k, v in result.items() if k != "samples"}},
+    )
     return result

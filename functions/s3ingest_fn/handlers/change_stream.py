@@ -47,13 +47,17 @@ def relay(events_client: Any, bus_name: str, event: dict[str, Any]) -> dict[str,
     published, failed_at = publish(events_client, bus_name, records)
     metrics.add_metric(name="changes_published", unit=MetricUnit.Count, value=len(published))
     for entry in published:
-        logger.debug("change published", extra={"detail_type": entry["DetailType"],
-                                                "detail": entry["Detail"]})
+        logger.debug(
+            "change published",
+            extra={"detail_type": entry["DetailType"], "detail": entry["Detail"]},
+        )
     if failed_at is None:
         return {"batchItemFailures": []}
     metrics.add_metric(name="changes_publish_failed", unit=MetricUnit.Count, value=1)
-    logger.warning("change stream publish failed; Lambda retries from this record",
-                   extra={"sequence_number": failed_at})
+    logger.warning(
+        "change stream publish failed; Lambda retries from this record",
+        extra={"sequence_number": failed_at},
+    )
     return {"batchItemFailures": [{"itemIdentifier": failed_at}]}
 
 

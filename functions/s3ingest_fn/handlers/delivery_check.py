@@ -54,7 +54,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     for bucket, on in states.items():
         # off: S3 sends this bucket's events nowhere s3ingest listens (runbook:
         # eventbridge-delivery-off)
-        (logger.info if on else logger.error)("eventbridge delivery checked",
-                                               extra={"bucket": bucket, "enabled": on})
+        (logger.info if on else logger.error)(
+            "eventbridge delivery checked", extra={"bucket": bucket, "enabled": on}
+        )
     metrics.add_metric(name=DELIVERY_METRIC, unit=MetricUnit.Count, value=int(enabled))
     return {"buckets": states, "enabled": enabled}

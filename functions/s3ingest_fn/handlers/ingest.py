@@ -60,10 +60,12 @@ class ConcurrentBatchProcessor(BatchProcessor):
         return list(self._pool.map(self._process_record, self.records))
 
 
-def make_handler(processor: MessageProcessor, record_concurrency: int,
-                 emit: Callable[[Result, str], None] | None = None,
-                 clock_ms: Callable[[], float] = lambda: time.time() * 1000,
-                 ) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+def make_handler(
+    processor: MessageProcessor,
+    record_concurrency: int,
+    emit: Callable[[Result, str], None] | None = None,
+    clock_ms: Callable[[], float] = lambda: time.time() * 1000,
+) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     """Build an SQS batch handler around a :class:`MessageProcessor`.
 
     Parameters
@@ -104,9 +106,12 @@ def make_handler(processor: MessageProcessor, record_concurrency: int,
                 raise RetryRecordError(retry[0])
             return ",".join(r.outcome.value for r in results)
 
-        response = process_partial_response(event=event, record_handler=record_handler,
-                                            processor=ConcurrentBatchProcessor(pool),
-                                            context=context)
+        response = process_partial_response(
+            event=event,
+            record_handler=record_handler,
+            processor=ConcurrentBatchProcessor(pool),
+            context=context,
+        )
         if emit is None:
             for result in done:
                 _count(result)
@@ -125,8 +130,11 @@ def _add_lag(result: Result, finished_ms: float) -> None:
     processor's effect when one runs), for live events that wrote the ledger only (replayed,
     repaired and backfilled records are not S3's latency)."""
     event_time = result.extra.get("event_time")
-    if (result.outcome not in _DECIDED or result.extra.get("source") != "live"
-            or not isinstance(event_time, str)):
+    if (
+        result.outcome not in _DECIDED
+        or result.extra.get("source") != "live"
+        or not isinstance(event_time, str)
+    ):
         return
     try:
         at = datetime.fromisoformat(event_time.replace("Z", "+00:00"))
@@ -138,10 +146,18 @@ def _add_lag(result: Result, finished_ms: float) -> None:
 
 
 def _log_record(result: Result, message_id: str) -> None:
-    logger.info("record processed", extra={
-        "outcome": result.outcome.value, "reason": result.reason, "bucket": result.bucket,
-        "key": result.key, "sequencer": result.sequencer, "message_id": message_id,
-        **result.extra})
+    logger.info(
+        "record processed",
+        extra={
+            "outcome": result.outcome.value,
+            "reason": result.reason,
+            "bucket": result.bucket,
+            "key": result.key,
+            "sequencer": result.sequencer,
+            "message_id": message_id,
+            **result.extra,
+        },
+    )
 
 
 def _count(result: Result) -> None:
@@ -152,8 +168,7 @@ def _count(result: Result) -> None:
     if result.extra.get("source") == "replay":
         # counted apart (CONTRACT C14): all replayed records, and per outcome
         metrics.add_metric(name="replayed", unit=MetricUnit.Count, value=1)
-        metrics.add_metric(name=f"replayed_{result.outcome.value}", unit=MetricUnit.Count,
-                           value=1)
+        metrics.add_metric(name=f"replayed_{result.outcome.value}", unit=MetricUnit.Count, value=1)
 
 
 _handler: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None
@@ -172,8 +187,10 @@ def _build_from_env() -> Callable[[dict[str, Any], Any], dict[str, Any]]:
         from aws_lambda_powertools import Tracer
 
         Tracer(service="s3ingest", patch_modules=["boto3", "botocore"])
-    processor = MessageProcessor(service=wiring.ingest_service(), dead_letter=DeadLetter(
-        boto3.client("sqs"), settings.dead_letter_queue_url))
+    processor = MessageProcessor(
+        service=wiring.ingest_service(),
+        dead_letter=DeadLetter(boto3.client("sqs"), settings.dead_letter_queue_url),
+    )
     return make_handler(processor, settings.record_concurrency)
 
 

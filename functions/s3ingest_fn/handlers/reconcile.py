@@ -26,8 +26,14 @@ from s3ingest_fn.reconcile.service import ReconcileError, ReconcileRequest
 logger = Logger(service="s3ingest-reconcile")
 metrics = stack_metrics()
 
-def emit_drift_metrics(sink: Metrics, drift: dict[str, int], repairs_queued: int,
-                       pending_effects: int = 0, effects_behind: int = 0) -> None:
+
+def emit_drift_metrics(
+    sink: Metrics,
+    drift: dict[str, int],
+    repairs_queued: int,
+    pending_effects: int = 0,
+    effects_behind: int = 0,
+) -> None:
     """Add ``drift_<kind>``, ``drift_total``, ``repairs_queued``, ``effects_pending`` (processor
     effects found stuck and re-queued) and ``effects_behind`` (effects superseded with no newer
     change, re-queued) and the heartbeat ``reconcile_completed`` (1) to ``sink`` (the drift
@@ -61,8 +67,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     except ReconcileError:
         logger.exception("reconciliation failed", extra={"source": request.source})
         raise
-    emit_drift_metrics(metrics, report.drift, report.repairs_queued, report.pending_effects,
-                       report.effects_behind)
+    emit_drift_metrics(
+        metrics, report.drift, report.repairs_queued, report.pending_effects, report.effects_behind
+    )
     summary = report.as_dict()
     logger.info("reconciliation finished", extra=summary)
     return summary

@@ -37,7 +37,12 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         raise ValueError(f"action must be one of {ACTIONS}, not {action!r}")
     result: dict[str, Any] = getattr(FanOut(wiring.reconciler()), action)(event)
     if action == "summarize":
-        emit_drift_metrics(metrics, result["drift"], result["repairs_queued"],
-                           result.get("pending_effects", 0), result.get("effects_behind", 0))
+        emit_drift_metrics(
+            metrics,
+            result["drift"],
+            result["repairs_queued"],
+            result.get("pending_effects", 0),
+            result.get("effects_behind", 0),
+        )
         logger.info("reconciliation finished", extra=result)
     return result

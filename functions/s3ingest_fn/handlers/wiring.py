@@ -56,9 +56,13 @@ def ingest_service() -> IngestService:
 
         effects = EffectRunner(load_processor(os.environ["PROCESSOR"]), s3)
     return IngestService(
-        ledger=DynamoLedger(boto3.client("dynamodb"), settings.ledger_table_name,
-                            settings.tombstone_ttl_seconds),
-        bucket=S3Objects(s3), scope_bucket=settings.bucket_name, effects=effects)
+        ledger=DynamoLedger(
+            boto3.client("dynamodb"), settings.ledger_table_name, settings.tombstone_ttl_seconds
+        ),
+        bucket=S3Objects(s3),
+        scope_bucket=settings.bucket_name,
+        effects=effects,
+    )
 
 
 @cache
@@ -80,8 +84,12 @@ def reconciler() -> Reconciler:
     if missing:
         raise ValueError("reconcile function misconfigured: missing " + ", ".join(missing))
     return Reconciler(
-        s3=boto3.client("s3"), dynamodb=boto3.client("dynamodb"), sqs=boto3.client("sqs"),
-        bucket=os.environ["BUCKET_NAME"], table=os.environ["LEDGER_TABLE_NAME"],
+        s3=boto3.client("s3"),
+        dynamodb=boto3.client("dynamodb"),
+        sqs=boto3.client("sqs"),
+        bucket=os.environ["BUCKET_NAME"],
+        table=os.environ["LEDGER_TABLE_NAME"],
         queue_url=os.environ["INGEST_QUEUE_URL"],
         inventory_bucket=os.environ.get("INVENTORY_BUCKET_NAME") or None,
-        inventory_prefix=os.environ.get("INVENTORY_PREFIX", ""))
+        inventory_prefix=os.environ.get("INVENTORY_PREFIX", ""),
+    )

@@ -29,8 +29,17 @@ PENDING_EFFECT = "pending_effect"
 #: against the current object (CONTRACT C11, C12; :func:`~s3ingest_fn.ledger.effect_behind`).
 EFFECT_BEHIND = "effect_behind"
 #: The ledger attributes :func:`diff` reads.
-ROW_ATTRIBUTES = ("key", "state", "version_id", "etag", "updated_at", "fx", "fx_lease",
-                  "fx_done", "chg_id")
+ROW_ATTRIBUTES = (
+    "key",
+    "state",
+    "version_id",
+    "etag",
+    "updated_at",
+    "fx",
+    "fx_lease",
+    "fx_done",
+    "chg_id",
+)
 
 
 class Truth(NamedTuple):
@@ -110,9 +119,16 @@ class DiffStats:
     skipped_recent: int = 0
 
 
-def diff(truth: dict[str, Truth], ledger_rows: Iterable[dict[str, Any]], *, taken_at_ms: int,
-         compare_versions: bool, compare_etags: bool, stats: DiffStats | None = None,
-         prefix: str = "") -> Iterator[Drift]:
+def diff(
+    truth: dict[str, Truth],
+    ledger_rows: Iterable[dict[str, Any]],
+    *,
+    taken_at_ms: int,
+    compare_versions: bool,
+    compare_etags: bool,
+    stats: DiffStats | None = None,
+    prefix: str = "",
+) -> Iterator[Drift]:
     """Yield the drift between the bucket (``truth``) and the ledger.
 
     Parameters
@@ -144,7 +160,8 @@ def diff(truth: dict[str, Truth], ledger_rows: Iterable[dict[str, Any]], *, take
             yield Drift(PENDING_EFFECT, key, row, seen)  # one repair serves both
             continue
         if int(row.get("updated_at") or 0) > taken_at_ms or (
-                seen is not None and (seen.last_modified_ms or 0) > taken_at_ms):
+            seen is not None and (seen.last_modified_ms or 0) > taken_at_ms
+        ):
             stats.skipped_recent += 1
             continue
         present = row.get("state") == "present"
@@ -153,8 +170,9 @@ def diff(truth: dict[str, Truth], ledger_rows: Iterable[dict[str, Any]], *, take
             kind = DELETED_BUT_LIVE if present else None
         elif not present:
             kind = MISSING
-        elif ((compare_versions and row.get("version_id") != seen.version_id)
-              or (compare_etags and row.get("etag") != seen.etag)):
+        elif (compare_versions and row.get("version_id") != seen.version_id) or (
+            compare_etags and row.get("etag") != seen.etag
+        ):
             kind = CONTENT_MISMATCH
         if kind is None and effect_behind(row):
             kind = EFFECT_BEHIND  # a drift's repair records a new change, which runs its own

@@ -50,8 +50,10 @@ DEFAULT_SEGMENTS = 16
 
 def partition_of(key: str, partitions: int) -> int:
     """The partition of a key: stable across processes (not Python's salted ``hash``)."""
-    return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(),
-                          "big") % partitions
+    return (
+        int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "big")
+        % partitions
+    )
 
 
 class FanOut:
@@ -71,10 +73,14 @@ class FanOut:
         margin = event.get("marginSeconds")
         return {
             "runId": event.get("runId") or uuid.uuid4().hex,
-            "manifest": manifest_key, "createdMs": manifest.created_ms,
-            "files": list(manifest.files), "partitions": partitions,
-            "partitionList": list(range(partitions)), "segments": segments,
-            "segmentList": list(range(segments)), "prefix": str(event.get("prefix") or ""),
+            "manifest": manifest_key,
+            "createdMs": manifest.created_ms,
+            "files": list(manifest.files),
+            "partitions": partitions,
+            "partitionList": list(range(partitions)),
+            "segments": segments,
+            "segmentList": list(range(segments)),
+            "prefix": str(event.get("prefix") or ""),
             "dryRun": bool(event.get("dryRun", False)),
             "marginMs": int(margin) * 1000 if margin is not None else DEFAULT_MARGIN_MS[INVENTORY],
             "compareVersions": "VersionId" in manifest.columns or "version_id" in manifest.columns,
@@ -86,48 +92,79 @@ class FanOut:
         manifest = self.r.manifest(event["manifest"])
         rows = read_rows(manifest, self.r.get_inventory_object(event["file"]))
         truth = bucket_truth(rows, prefix=event.get("prefix", ""))
-        records = ([k, t.visible, t.version_id, t.etag, t.last_modified_ms]
-                   for k, t in truth.items())
+        records = (
+            [k, t.visible, t.version_id, t.etag, t.last_modified_ms] for k, t in truth.items()
+        )
         name = hashlib.sha1(event["file"].encode()).hexdigest()[:16]
-        written = self._write_shards(event["runId"], "inventory", name, records,
-                                     int(event["partitions"]))
+        written = self._write_shards(
+            event["runId"], "inventory", name, records, int(event["partitions"])
+        )
         return {"file": event["file"], "keys": len(truth), "shards": written}
 
     def shard_ledger(self, event: dict[str, Any]) -> dict[str, Any]:
         """``{"runId", "segment", "segments", "partitions"}``: split one Scan segment."""
         rows, requests = self.r.scan_segment(int(event["segment"]), int(event["segments"]))
         records = ([r.get(a) for a in ROW_ATTRIBUTES] for r in rows)
-        written = self._write_shards(event["runId"], "ledger", f"segment-{event['segment']}",
-                                     records, int(event["partitions"]))
-        return {"segment": event["segment"], "rows": len(rows), "requests": requests,
-                "shards": written}
+        written = self._write_shards(
+            event["runId"],
+            "ledger",
+            f"segment-{event['segment']}",
+            records,
+            int(event["partitions"]),
+        )
+        return {
+            "segment": event["segment"],
+            "rows": len(rows),
+            "requests": requests,
+            "shards": written,
+        }
 
     def diff_partition(self, event: dict[str, Any]) -> dict[str, Any]:
         """``{"runId", "partition", "createdMs", "marginMs", "dryRun", "compareVersions",
         "compareEtags", "prefix"}``: diff one partition, confirm, queue repairs."""
         run, p = event["runId"], int(event["partition"])
-        truth = {rec[0]: Truth(rec[1], rec[2], rec[3], rec[4])
-                 for rec in self._read_shards(run, "inventory", p)}
-        ledger = (dict(zip(ROW_ATTRIBUTES, rec, strict=False))
-                  for rec in self._read_shards(run, "ledger", p))
-        report = ReconcileReport(source=INVENTORY, bucket=self.r.bucket,
-                                 prefix=event.get("prefix", ""), dry_run=bool(event["dryRun"]))
+        truth = {
+            rec[0]: Truth(rec[1], rec[2], rec[3], rec[4])
+            for rec in self._read_shards(run, "inventory", p)
+        }
+        ledger = (
+            dict(zip(ROW_ATTRIBUTES, rec, strict=False))
+            for rec in self._read_shards(run, "ledger", p)
+        )
+        report = ReconcileReport(
+            source=INVENTORY,
+            bucket=self.r.bucket,
+            prefix=event.get("prefix", ""),
+            dry_run=bool(event["dryRun"]),
+        )
         stats = DiffStats()
-        drifts = list(diff(truth, ledger, taken_at_ms=int(event["createdMs"]) -
-                           int(event["marginMs"]), compare_versions=bool(event["compareVersions"]),
-                           compare_etags=bool(event["compareEtags"]), stats=stats,
-                           prefix=event.get("prefix", "")))
+        drifts = list(
+            diff(
+                truth,
+                ledger,
+                taken_at_ms=int(event["createdMs"]) - int(event["marginMs"]),
+                compare_versions=bool(event["compareVersions"]),
+                compare_etags=bool(event["compareEtags"]),
+                stats=stats,
+                prefix=event.get("prefix", ""),
+            )
+        )
         for d in drifts:
             report.count(d)
         confirmed = self.r.confirm(drifts, report, lambda phase, n: None)
         if not report.dry_run:
             report.repairs_queued = self.r.queue_repairs(confirmed)
-        return {"partition": p, "ledgerRows": stats.ledger_rows,
-                "skippedRecent": stats.skipped_recent, "drift": report.drift,
-                "resolvedOnHead": report.resolved_on_head, "repairsQueued": report.repairs_queued,
-                "pendingEffects": report.pending_effects,
-                "effectsBehind": report.effects_behind,
-                "samples": [d.key for d in confirmed[:5]]}
+        return {
+            "partition": p,
+            "ledgerRows": stats.ledger_rows,
+            "skippedRecent": stats.skipped_recent,
+            "drift": report.drift,
+            "resolvedOnHead": report.resolved_on_head,
+            "repairsQueued": report.repairs_queued,
+            "pendingEffects": report.pending_effects,
+            "effectsBehind": report.effects_behind,
+            "samples": [d.key for d in confirmed[:5]],
+        }
 
     @staticmethod
     def summarize(event: dict[str, Any]) -> dict[str, Any]:
@@ -135,12 +172,14 @@ class FanOut:
         parts = event.get("partitions", [])
         drift = {k: sum(int(p["drift"][k]) for p in parts) for k in DRIFT_KINDS}
         return {
-            "source": INVENTORY, "manifest": event.get("plan", {}).get("manifest"),
+            "source": INVENTORY,
+            "manifest": event.get("plan", {}).get("manifest"),
             "bucket_keys": sum(int(i["keys"]) for i in event.get("inventory", [])),
             "ledger_rows": sum(int(s["rows"]) for s in event.get("ledger", [])),
             "ledger_requests": sum(int(s["requests"]) for s in event.get("ledger", [])),
             "skipped_recent": sum(int(p["skippedRecent"]) for p in parts),
-            "drift": drift, "drift_total": sum(drift.values()),
+            "drift": drift,
+            "drift_total": sum(drift.values()),
             "resolved_on_head": sum(int(p["resolvedOnHead"]) for p in parts),
             "repairs_queued": sum(int(p["repairsQueued"]) for p in parts),
             "pending_effects": sum(int(p.get("pendingEffects", 0)) for p in parts),
@@ -153,8 +192,9 @@ class FanOut:
     def _shard_key(self, run: str, side: str, partition: int, name: str) -> str:
         return f"{WORK_PREFIX}{run}/{side}/{partition:04d}/{name}.jsonl.gz"
 
-    def _write_shards(self, run: str, side: str, name: str, records: Iterable[list[Any]],
-                      partitions: int) -> int:
+    def _write_shards(
+        self, run: str, side: str, name: str, records: Iterable[list[Any]], partitions: int
+    ) -> int:
         buckets: list[list[str]] = [[] for _ in range(partitions)]
         for rec in records:
             buckets[partition_of(str(rec[0]), partitions)].append(json.dumps(rec))
@@ -162,20 +202,22 @@ class FanOut:
         for p, lines in enumerate(buckets):
             if not lines:
                 continue
-            self._s3.put_object(Bucket=self.r.inventory_bucket,
-                                  Key=self._shard_key(run, side, p, name),
-                                  Body=gzip.compress(("\n".join(lines) + "\n").encode()))
+            self._s3.put_object(
+                Bucket=self.r.inventory_bucket,
+                Key=self._shard_key(run, side, p, name),
+                Body=gzip.compress(("\n".join(lines) + "\n").encode()),
+            )
             written += 1
         return written
 
     def _read_shards(self, run: str, side: str, partition: int) -> Iterator[list[Any]]:
         prefix = f"{WORK_PREFIX}{run}/{side}/{partition:04d}/"
         pages = self._s3.get_paginator("list_objects_v2").paginate(
-            Bucket=self.r.inventory_bucket, Prefix=prefix)
+            Bucket=self.r.inventory_bucket, Prefix=prefix
+        )
         for page in pages:
             for obj in page.get("Contents", []):
                 text = gzip.decompress(self.r.get_inventory_object(obj["Key"])).decode("utf-8")
                 for line in text.splitlines():
                     if line:
                         yield json.loads(line)
-

@@ -74,8 +74,9 @@ class Manifest:
             expected = checksum.decode("ascii", "replace").strip().lower()
             actual = hashlib.md5(raw).hexdigest()
             if expected != actual:
-                raise InventoryError(f"manifest.checksum {expected!r} does not match the "
-                                     f"manifest's MD5 {actual!r}")
+                raise InventoryError(
+                    f"manifest.checksum {expected!r} does not match the manifest's MD5 {actual!r}"
+                )
         try:
             doc = json.loads(raw)
             fmt = str(doc["fileFormat"])
@@ -88,8 +89,14 @@ class Manifest:
             raise InventoryError(f"not an S3 Inventory manifest: {exc}") from exc
         if fmt.upper() not in ("CSV", "ORC", "PARQUET"):
             raise InventoryError(f"unknown inventory format {fmt!r}")
-        return cls(source_bucket=source, destination_bucket=destination, created_ms=created,
-                   file_format=fmt, columns=parse_schema(fmt, schema), files=files)
+        return cls(
+            source_bucket=source,
+            destination_bucket=destination,
+            created_ms=created,
+            file_format=fmt,
+            columns=parse_schema(fmt, schema),
+            files=files,
+        )
 
 
 def parse_schema(fmt: str, schema: str) -> tuple[str, ...]:
@@ -103,7 +110,7 @@ def parse_schema(fmt: str, schema: str) -> tuple[str, ...]:
     if fmt.upper() == "ORC":
         inner = schema.strip().removeprefix("struct<").removesuffix(">")
         return tuple(part.split(":", 1)[0].strip() for part in inner.split(","))
-    body = schema[schema.find("{") + 1:schema.rfind("}")]
+    body = schema[schema.find("{") + 1 : schema.rfind("}")]
     names = []
     for field in body.split(";"):
         words = field.split("(")[0].split()
@@ -131,9 +138,16 @@ class InventoryRow:
 
 
 # CSV column name -> ORC/Parquet column name.
-_SNAKE = {"Bucket": "bucket", "Key": "key", "VersionId": "version_id", "IsLatest": "is_latest",
-          "IsDeleteMarker": "is_delete_marker", "Size": "size",
-          "LastModifiedDate": "last_modified_date", "ETag": "e_tag"}
+_SNAKE = {
+    "Bucket": "bucket",
+    "Key": "key",
+    "VersionId": "version_id",
+    "IsLatest": "is_latest",
+    "IsDeleteMarker": "is_delete_marker",
+    "Size": "size",
+    "LastModifiedDate": "last_modified_date",
+    "ETag": "e_tag",
+}
 
 
 def read_rows(manifest: Manifest, data: bytes) -> Iterator[InventoryRow]:
@@ -161,8 +175,7 @@ def _csv_rows(columns: tuple[str, ...], data: bytes) -> Iterator[InventoryRow]:
     if "Bucket" not in index or "Key" not in index:
         raise InventoryError(f"CSV schema without Bucket and Key: {columns}")
     # Stream the (possibly multi-member) gzip: no copy of the whole decompressed text.
-    text = io.TextIOWrapper(gzip.GzipFile(fileobj=io.BytesIO(data)), encoding="utf-8",
-                            newline="")
+    text = io.TextIOWrapper(gzip.GzipFile(fileobj=io.BytesIO(data)), encoding="utf-8", newline="")
     b, k = index["Bucket"], index["Key"]
     v, lat, dm = index.get("VersionId"), index.get("IsLatest"), index.get("IsDeleteMarker")
     e, s, m = index.get("ETag"), index.get("Size"), index.get("LastModifiedDate")
@@ -179,14 +192,16 @@ def _csv_rows(columns: tuple[str, ...], data: bytes) -> Iterator[InventoryRow]:
         if not fields or fields == [""] * len(fields):  # AWS adds blank lines at the end
             continue
         if len(fields) < len(columns):
-            raise InventoryError(f"CSV line {lineno}: {len(fields)} fields, expected "
-                                 f"{len(columns)}")
+            raise InventoryError(
+                f"CSV line {lineno}: {len(fields)} fields, expected {len(columns)}"
+            )
         try:
             key = decode_form_key(fields[k])
         except InvalidMessageError as exc:
             raise InventoryError(f"CSV line {lineno}: {exc}") from exc
         yield InventoryRow(
-            bucket=fields[b], key=key,
+            bucket=fields[b],
+            key=key,
             version_id=normalize_version(fields[v]) if v is not None else None,
             is_latest=fields[lat] == "true" if lat is not None else True,
             is_delete_marker=fields[dm] == "true" if dm is not None else False,
@@ -199,11 +214,14 @@ def _csv_rows(columns: tuple[str, ...], data: bytes) -> Iterator[InventoryRow]:
 def _arrow_rows(fmt: str, data: bytes) -> Iterator[InventoryRow]:
     try:
         import pyarrow as pa
+
         if fmt == "ORC":
             import pyarrow.orc as orc
+
             table = orc.read_table(pa.BufferReader(data))
         else:
             import pyarrow.parquet as pq
+
             table = pq.read_table(pa.BufferReader(data))
     except ImportError as exc:
         raise InventoryError(
@@ -216,11 +234,13 @@ def _arrow_rows(fmt: str, data: bytes) -> Iterator[InventoryRow]:
     for rec in table.to_pylist():
         modified = rec.get(_SNAKE["LastModifiedDate"])
         yield InventoryRow(
-            bucket=str(rec["bucket"]), key=str(rec["key"]),  # raw keys in ORC/Parquet
+            bucket=str(rec["bucket"]),
+            key=str(rec["key"]),  # raw keys in ORC/Parquet
             version_id=normalize_version(rec.get("version_id")),
             is_latest=bool(rec["is_latest"]) if "is_latest" in names else True,
             is_delete_marker=bool(rec.get("is_delete_marker") or False),
-            etag=normalize_etag(rec.get("e_tag")), size=rec.get("size"),
+            etag=normalize_etag(rec.get("e_tag")),
+            size=rec.get("size"),
             last_modified_ms=_datetime_ms(modified),
         )
 

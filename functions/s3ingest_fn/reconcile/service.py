@@ -87,9 +87,13 @@ class ReconcileRequest:
         if source not in (LISTING, INVENTORY):
             raise ValueError(f"source must be 'listing' or 'inventory', not {source!r}")
         margin = event.get("marginSeconds")
-        return cls(source=source, prefix=str(event.get("prefix") or ""),
-                   dry_run=bool(event.get("dryRun", False)), manifest_key=event.get("manifest"),
-                   margin_ms=int(margin) * 1000 if margin is not None else None)
+        return cls(
+            source=source,
+            prefix=str(event.get("prefix") or ""),
+            dry_run=bool(event.get("dryRun", False)),
+            manifest_key=event.get("manifest"),
+            margin_ms=int(margin) * 1000 if margin is not None else None,
+        )
 
 
 @dataclass
@@ -158,9 +162,19 @@ class Reconciler:
         dated folder per report.
     """
 
-    def __init__(self, *, s3: Any, dynamodb: Any, sqs: Any, bucket: str, table: str,
-                 queue_url: str, inventory_bucket: str | None = None,
-                 inventory_prefix: str = "", clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        *,
+        s3: Any,
+        dynamodb: Any,
+        sqs: Any,
+        bucket: str,
+        table: str,
+        queue_url: str,
+        inventory_bucket: str | None = None,
+        inventory_prefix: str = "",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.s3, self._ddb, self._sqs = s3, dynamodb, sqs
         self.bucket, self.table, self.queue_url = bucket, table, queue_url
         self.inventory_bucket, self.inventory_prefix = inventory_bucket, inventory_prefix
@@ -186,8 +200,12 @@ class Reconciler:
             When the source cannot be read.
         """
         started = self._clock()
-        report = ReconcileReport(source=request.source, bucket=self.bucket,
-                                 prefix=request.prefix, dry_run=request.dry_run)
+        report = ReconcileReport(
+            source=request.source,
+            bucket=self.bucket,
+            prefix=request.prefix,
+            dry_run=request.dry_run,
+        )
         tick = progress or (lambda phase, n: None)
         try:
             if request.source == LISTING:
@@ -200,21 +218,32 @@ class Reconciler:
                 report.manifest = manifest_key
                 report.taken_at_ms = manifest.created_ms
                 rows = self._inventory_rows(manifest)
-                compare_versions = "VersionId" in manifest.columns or \
-                    "version_id" in manifest.columns
+                compare_versions = (
+                    "VersionId" in manifest.columns or "version_id" in manifest.columns
+                )
                 compare_etags = "ETag" in manifest.columns or "e_tag" in manifest.columns
             counted = _counting(rows, report, tick)
             truth = bucket_truth(counted, prefix=request.prefix)
         except (ClientError, BotoCoreError) as exc:
             raise ReconcileError(f"reading the bucket's state failed: {exc}") from exc
         report.bucket_keys = len(truth)
-        margin = request.margin_ms if request.margin_ms is not None \
+        margin = (
+            request.margin_ms
+            if request.margin_ms is not None
             else DEFAULT_MARGIN_MS[request.source]
+        )
         stats = DiffStats()
-        drifts = list(diff(truth, self.scan_ledger(report, tick),
-                           taken_at_ms=report.taken_at_ms - margin,
-                           compare_versions=compare_versions, compare_etags=compare_etags,
-                           stats=stats, prefix=request.prefix))
+        drifts = list(
+            diff(
+                truth,
+                self.scan_ledger(report, tick),
+                taken_at_ms=report.taken_at_ms - margin,
+                compare_versions=compare_versions,
+                compare_etags=compare_etags,
+                stats=stats,
+                prefix=request.prefix,
+            )
+        )
         report.ledger_rows, report.skipped_recent = stats.ledger_rows, stats.skipped_recent
         for d in drifts:
             report.count(d)
@@ -231,7 +260,8 @@ class Reconciler:
         versioning = self.s3.get_bucket_versioning(Bucket=self.bucket).get("Status")
         if versioning:
             pages = self.s3.get_paginator("list_object_versions").paginate(
-                Bucket=self.bucket, Prefix=prefix)
+                Bucket=self.bucket, Prefix=prefix
+            )
             for page in pages:
                 for v in page.get("Versions", []):
                     yield _listed(self.bucket, v, delete_marker=False)
@@ -239,13 +269,19 @@ class Reconciler:
                     yield _listed(self.bucket, m, delete_marker=True)
         else:
             for page in self.s3.get_paginator("list_objects_v2").paginate(
-                    Bucket=self.bucket, Prefix=prefix):
+                Bucket=self.bucket, Prefix=prefix
+            ):
                 for o in page.get("Contents", []):
-                    yield InventoryRow(bucket=self.bucket, key=o["Key"], version_id=None,
-                                       is_latest=True, is_delete_marker=False,
-                                       etag=str(o.get("ETag", "")).strip('"') or None,
-                                       size=o.get("Size"),
-                                       last_modified_ms=_ms(o.get("LastModified")))
+                    yield InventoryRow(
+                        bucket=self.bucket,
+                        key=o["Key"],
+                        version_id=None,
+                        is_latest=True,
+                        is_delete_marker=False,
+                        etag=str(o.get("ETag", "")).strip('"') or None,
+                        size=o.get("Size"),
+                        last_modified_ms=_ms(o.get("LastModified")),
+                    )
 
     def newest_manifest(self) -> str:
         """Key of the newest report's ``manifest.json`` under the inventory prefix.
@@ -261,10 +297,12 @@ class Reconciler:
         prefix = self.inventory_prefix
         folders: list[str] = []
         for page in self.s3.get_paginator("list_objects_v2").paginate(
-                Bucket=self.inventory_bucket, Prefix=prefix, Delimiter="/"):
+            Bucket=self.inventory_bucket, Prefix=prefix, Delimiter="/"
+        ):
             folders.extend(p["Prefix"] for p in page.get("CommonPrefixes", []))
-        dated = sorted((f for f in folders if f[len(prefix):len(prefix) + 2].isdigit()),
-                       reverse=True)
+        dated = sorted(
+            (f for f in folders if f[len(prefix) : len(prefix) + 2].isdigit()), reverse=True
+        )
         for folder in dated:
             key = folder + "manifest.json"
             try:
@@ -273,8 +311,10 @@ class Reconciler:
             except ClientError:
                 continue  # a report still being written
             return key
-        raise ReconcileError(f"no inventory report under s3://{self.inventory_bucket}/{prefix} "
-                             "yet (the first one can take up to 48 hours); use --source listing")
+        raise ReconcileError(
+            f"no inventory report under s3://{self.inventory_bucket}/{prefix} "
+            "yet (the first one can take up to 48 hours); use --source listing"
+        )
 
     def manifest(self, key: str) -> Manifest:
         """Read and verify one report's manifest (checksum included).
@@ -306,12 +346,12 @@ class Reconciler:
 
     # -- the ledger -----------------------------------------------------------------------
 
-    def scan_ledger(self, report: ReconcileReport,
-                     tick: Progress) -> Iterator[dict[str, Any]]:
+    def scan_ledger(self, report: ReconcileReport, tick: Progress) -> Iterator[dict[str, Any]]:
         """All ledger rows of this bucket: a parallel Scan, one thread per segment, streamed
         page by page through a bounded queue (memory stays a few pages, not the table)."""
         pages: queue.Queue[list[dict[str, Any]] | BaseException | None] = queue.Queue(
-            maxsize=2 * SCAN_SEGMENTS)
+            maxsize=2 * SCAN_SEGMENTS
+        )
 
         stop = threading.Event()
 
@@ -334,8 +374,9 @@ class Reconciler:
             finally:
                 put(None)
 
-        threads = [threading.Thread(target=worker, args=(i,), daemon=True)
-                   for i in range(SCAN_SEGMENTS)]
+        threads = [
+            threading.Thread(target=worker, args=(i,), daemon=True) for i in range(SCAN_SEGMENTS)
+        ]
         for t in threads:
             t.start()
         running = len(threads)
@@ -359,7 +400,9 @@ class Reconciler:
         """The pages (one Scan request each) of one segment of a parallel Scan of this bucket's
         ledger rows, projected to the attributes the diff reads, as plain rows."""
         kwargs: dict[str, Any] = {
-            "TableName": self.table, "TotalSegments": total, "Segment": segment,
+            "TableName": self.table,
+            "TotalSegments": total,
+            "Segment": segment,
             "ProjectionExpression": ", ".join(f"#{a}" for a in ROW_ATTRIBUTES),
             "FilterExpression": "#bucket = :bucket",
             "ExpressionAttributeNames": {f"#{a}": a for a in (*ROW_ATTRIBUTES, "bucket")},
@@ -384,10 +427,10 @@ class Reconciler:
 
     # -- confirmation and repair ----------------------------------------------------------
 
-    def confirm(self, drifts: list[Drift], report: ReconcileReport,
-                tick: Progress) -> list[Drift]:
+    def confirm(self, drifts: list[Drift], report: ReconcileReport, tick: Progress) -> list[Drift]:
         """Keep the differences a HEAD still shows (an inventory can lag the bucket), and every
         pending or behind effect (the bucket cannot resolve those; the repair reads it)."""
+
         def still_different(d: Drift) -> bool:
             if d.kind in (PENDING_EFFECT, EFFECT_BEHIND):
                 return True
@@ -397,8 +440,11 @@ class Reconciler:
                 return now.visible
             if row.get("state") != "present":
                 return now.visible
-            return (not now.visible or row.get("version_id") != now.version_id
-                    or row.get("etag") != now.etag)
+            return (
+                not now.visible
+                or row.get("version_id") != now.version_id
+                or row.get("etag") != now.etag
+            )
 
         with ThreadPoolExecutor(max_workers=16) as pool:
             verdicts = list(pool.map(still_different, drifts))
@@ -417,10 +463,23 @@ class Reconciler:
         """
         sent = 0
         for i in range(0, len(drifts), 10):
-            chunk = drifts[i:i + 10]
-            entries = [{"Id": str(j), "MessageBody": json.dumps({"s3ingestRepair": {
-                "bucket": self.bucket, "key": d.key, "reason": d.kind,
-                "run": uuid.uuid4().hex}})} for j, d in enumerate(chunk)]
+            chunk = drifts[i : i + 10]
+            entries = [
+                {
+                    "Id": str(j),
+                    "MessageBody": json.dumps(
+                        {
+                            "s3ingestRepair": {
+                                "bucket": self.bucket,
+                                "key": d.key,
+                                "reason": d.kind,
+                                "run": uuid.uuid4().hex,
+                            }
+                        }
+                    ),
+                }
+                for j, d in enumerate(chunk)
+            ]
             try:
                 resp = self._sqs.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
             except (ClientError, BotoCoreError) as exc:
@@ -431,8 +490,9 @@ class Reconciler:
         return sent
 
 
-def _counting(rows: Iterator[InventoryRow], report: ReconcileReport,
-              tick: Progress) -> Iterator[InventoryRow]:
+def _counting(
+    rows: Iterator[InventoryRow], report: ReconcileReport, tick: Progress
+) -> Iterator[InventoryRow]:
     for row in rows:
         report.bucket_rows += 1
         if report.bucket_rows % 10_000 == 0:
@@ -443,11 +503,16 @@ def _counting(rows: Iterator[InventoryRow], report: ReconcileReport,
 
 def _listed(bucket: str, v: dict[str, Any], *, delete_marker: bool) -> InventoryRow:
     version = v.get("VersionId")
-    return InventoryRow(bucket=bucket, key=v["Key"],
-                        version_id=None if version in (None, "null") else version,
-                        is_latest=bool(v.get("IsLatest")), is_delete_marker=delete_marker,
-                        etag=None if delete_marker else str(v.get("ETag", "")).strip('"') or None,
-                        size=v.get("Size"), last_modified_ms=_ms(v.get("LastModified")))
+    return InventoryRow(
+        bucket=bucket,
+        key=v["Key"],
+        version_id=None if version in (None, "null") else version,
+        is_latest=bool(v.get("IsLatest")),
+        is_delete_marker=delete_marker,
+        etag=None if delete_marker else str(v.get("ETag", "")).strip('"') or None,
+        size=v.get("Size"),
+        last_modified_ms=_ms(v.get("LastModified")),
+    )
 
 
 def _ms(value: Any) -> int | None:
@@ -456,8 +521,13 @@ def _ms(value: Any) -> int | None:
 
 def _sample(d: Drift) -> dict[str, Any]:
     row, truth = d.ledger or {}, d.bucket or Truth(False, None, None, None)
-    return {"kind": d.kind, "key": d.key, "ledger_state": row.get("state"),
-            "ledger_version_id": row.get("version_id"), "ledger_etag": row.get("etag"),
-            "bucket_visible": truth.visible, "bucket_version_id": truth.version_id,
-            "bucket_etag": truth.etag}
-
+    return {
+        "kind": d.kind,
+        "key": d.key,
+        "ledger_state": row.get("state"),
+        "ledger_version_id": row.get("version_id"),
+        "ledger_etag": row.get("etag"),
+        "bucket_visible": truth.visible,
+        "bucket_version_id": truth.version_id,
+        "bucket_etag": truth.etag,
+    }

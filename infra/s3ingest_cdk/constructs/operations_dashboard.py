@@ -109,8 +109,7 @@ class OperationsDashboard(Construct):
                     cloudwatch.GraphWidget(
                         title="Ingest outcomes (messages per 5 minutes)",
                         left=[
-                            outcome_metric(name, stack_name=stack_name)
-                            for name in OUTCOME_METRICS
+                            outcome_metric(name, stack_name=stack_name) for name in OUTCOME_METRICS
                         ],
                         width=_WIDTH,
                     ),

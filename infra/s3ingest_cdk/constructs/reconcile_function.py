@@ -20,8 +20,6 @@ FANOUT_HANDLER = "s3ingest_fn.handlers.reconcile_fanout.handler"
 SERVICE_NAME = "s3ingest-reconcile"
 
 
-
-
 class ReconcileFunction(Construct):
     """A function that compares the bucket with the ledger and queues repairs (CONTRACT C12).
 
