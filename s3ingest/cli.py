@@ -200,15 +200,7 @@ def demo(
     if reconcile not in ("inventory", "listing", "none"):
         raise typer.BadParameter("must be inventory, listing or none", param_hint="--reconcile")
 
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=as_json,
-    ) as bar:
+    with _task_bar(hidden=as_json) as bar:
         task = bar.add_task("starting the emulator", total=None)
 
         def on_progress(phase: str, done: int, total: int) -> None:
@@ -551,15 +543,7 @@ def backfill_start(
         if manifest or not wait:
             raise typer.BadParameter("--manifest and --no-wait apply to --stack only")
 
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-            disable=as_json,
-        ) as bar:
+        with _task_bar(hidden=as_json) as bar:
             task = bar.add_task("starting the emulator", total=None)
             report = run_backfill_demo(
                 on_progress=lambda phase, done, total: bar.update(
@@ -620,15 +604,7 @@ def backfill_status(
         if execution is None:
             console.print("no backfill has run yet")
             raise typer.Exit(1)
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=as_json or not watch,
-    ) as bar:
+    with _task_bar(hidden=as_json or not watch) as bar:
         task = bar.add_task("backfill tasks", total=None)
         while True:
             status = _aws(lambda: status_of(sfn, s3control, str(execution)))
@@ -1152,3 +1128,17 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _task_bar(*, hidden: bool) -> Progress:
+    """The progress bar of a long operation (description, bar, done/total, elapsed) on standard
+    error; ``hidden`` for ``--json`` output, so a script reads only the JSON."""
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=hidden,
+    )
