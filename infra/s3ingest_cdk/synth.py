@@ -14,6 +14,7 @@ from aws_cdk.assertions import Template
 from s3ingest.settings import Settings
 from s3ingest_cdk.bundling import PROJECT_ROOT
 from s3ingest_cdk.compose import FALLBACK_REGION, compose
+from s3ingest_cdk.pipeline import S3IngestPipeline
 from s3ingest_cdk.stack import S3IngestStack
 
 
@@ -33,6 +34,8 @@ class Synth:
         The synthesized construct tree.
     stack : s3ingest_cdk.stack.S3IngestStack
         The stack.
+    pipeline : s3ingest_cdk.pipeline.S3IngestPipeline
+        The stack's pipeline (the constructs it composes are its attributes).
     settings : s3ingest.settings.Settings
         The settings it was built from.
     template : dict
@@ -47,6 +50,7 @@ class Synth:
 
     app: App
     stack: S3IngestStack
+    pipeline: S3IngestPipeline
     settings: Settings
     template: dict[str, Any]
     assertions: Template
@@ -104,6 +108,7 @@ def synthesize(
     return Synth(
         app=app,
         stack=stack,
+        pipeline=stack.pipeline,
         settings=stack.settings,
         template=template,
         assertions=Template.from_json(template),

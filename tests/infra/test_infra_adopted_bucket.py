@@ -20,16 +20,18 @@ def test_no_bucket_is_created_or_reconfigured(adopted_synth: Synth) -> None:
     assert "AWS::S3::BucketPolicy" not in types
     assert not [t for t in types if t.startswith("Custom::")]
     assert "NotificationConfiguration" not in json.dumps(adopted_synth.template)
-    assert adopted_synth.stack.landing.owned is False
-    assert adopted_synth.stack.landing.inventory_bucket is None
+    assert adopted_synth.pipeline.landing.owned is False
+    assert adopted_synth.pipeline.landing.inventory_bucket is None
 
 
 def test_rule_archive_and_function_point_at_the_adopted_bucket(adopted_synth: Synth) -> None:
     pattern = ingest_event_pattern(ADOPTED_BUCKET)
-    stack = adopted_synth.stack
-    rule = adopted_synth.template["Resources"][adopted_synth.logical_id(stack.routing.rule)]
+    pipeline = adopted_synth.pipeline
+    rule = adopted_synth.template["Resources"][adopted_synth.logical_id(pipeline.routing.rule)]
     _, archive = adopted_synth.one("AWS::Events::Archive")
-    function = adopted_synth.template["Resources"][adopted_synth.logical_id(stack.ingest.function)]
+    function = adopted_synth.template["Resources"][
+        adopted_synth.logical_id(pipeline.ingest.function)
+    ]
     assert rule["Properties"]["EventPattern"] == pattern
     assert archive["Properties"]["EventPattern"] == pattern
     assert function["Properties"]["Environment"]["Variables"]["BUCKET_NAME"] == ADOPTED_BUCKET
@@ -38,7 +40,7 @@ def test_rule_archive_and_function_point_at_the_adopted_bucket(adopted_synth: Sy
 
 def test_function_reads_the_adopted_bucket_by_partition_aware_arn(adopted_synth: Synth) -> None:
     resources: dict[str, object] = {}
-    role = {"Ref": adopted_synth.logical_id(adopted_synth.stack.ingest.role)}
+    role = {"Ref": adopted_synth.logical_id(adopted_synth.pipeline.ingest.role)}
     for policy in adopted_synth.resources("AWS::IAM::Policy").values():
         if policy["Properties"]["Roles"] != [role]:
             continue

@@ -29,7 +29,7 @@ def _ref(logical_id: str) -> dict[str, Any]:
 
 
 def _topic_id(synth: Synth) -> str:
-    return synth.logical_id(synth.stack.alarm_topic.topic)
+    return synth.logical_id(synth.pipeline.alarm_topic.topic)
 
 
 def _props(synth: Synth, construct: Any) -> dict[str, Any]:
@@ -80,15 +80,15 @@ def _function_alarm(synth: Synth, function: Any, metric_name: str, period: int) 
 
 def _expected_alarms(synth: Synth) -> dict[str, tuple[dict[str, Any], str]]:
     """Logical id -> (exact properties but the description and tags, runbook anchor)."""
-    stack = synth.stack
-    alarms = stack.alarms
+    pipeline = synth.pipeline
+    alarms = pipeline.alarms
     topic = _topic_id(synth)
     expected: dict[str, tuple[dict[str, Any], str]] = {
         synth.logical_id(alarms.dead_letters): (
             {
                 **_queue_alarm(
                     synth,
-                    stack.ingest_queue.dead_letter_queue,
+                    pipeline.ingest_queue.dead_letter_queue,
                     "ApproximateNumberOfMessagesVisible",
                 ),
                 **_notifies_topic(synth, 0, 1),
@@ -99,7 +99,7 @@ def _expected_alarms(synth: Synth) -> dict[str, tuple[dict[str, Any], str]]:
             {
                 **_queue_alarm(
                     synth,
-                    stack.routing.target_dead_letter_queue,
+                    pipeline.routing.target_dead_letter_queue,
                     "ApproximateNumberOfMessagesVisible",
                 ),
                 **_notifies_topic(synth, 0, 1),
@@ -108,35 +108,35 @@ def _expected_alarms(synth: Synth) -> dict[str, tuple[dict[str, Any], str]]:
         ),
         synth.logical_id(alarms.oldest_message_age): (
             {
-                **_queue_alarm(synth, stack.ingest_queue.queue, "ApproximateAgeOfOldestMessage"),
+                **_queue_alarm(synth, pipeline.ingest_queue.queue, "ApproximateAgeOfOldestMessage"),
                 **_notifies_topic(synth, 900, 3),
             },
             "ingest-falling-behind",
         ),
         synth.logical_id(alarms.ingest_errors): (
             {
-                **_function_alarm(synth, stack.ingest.function, "Errors", FIVE_MINUTES),
+                **_function_alarm(synth, pipeline.ingest.function, "Errors", FIVE_MINUTES),
                 **_notifies_topic(synth, 0, 1),
             },
             "ingest-falling-behind",
         ),
         synth.logical_id(alarms.ingest_throttles): (
             {
-                **_function_alarm(synth, stack.ingest.function, "Throttles", FIVE_MINUTES),
+                **_function_alarm(synth, pipeline.ingest.function, "Throttles", FIVE_MINUTES),
                 **_notifies_topic(synth, 0, 2),
             },
             "ingest-falling-behind",
         ),
         synth.logical_id(alarms.reconcile_errors): (
             {
-                **_function_alarm(synth, stack.reconcile.function, "Errors", ONE_HOUR),
+                **_function_alarm(synth, pipeline.reconcile.function, "Errors", ONE_HOUR),
                 **_notifies_topic(synth, 0, 1),
             },
             "events-lost-upstream",
         ),
         # The drift alarm keeps its own metric and threshold (test_infra_reconcile.py) and gains
         # the topic's actions.
-        synth.logical_id(stack.drift.alarm): (
+        synth.logical_id(pipeline.drift.alarm): (
             {
                 "Namespace": "S3Ingest",
                 "MetricName": "drift_total",
@@ -153,7 +153,7 @@ def _expected_alarms(synth: Synth) -> dict[str, tuple[dict[str, Any], str]]:
             "events-lost-upstream",
         ),
     }
-    reconcile_machine = stack.reconcile_state_machine
+    reconcile_machine = pipeline.reconcile_state_machine
     if reconcile_machine is not None:
         assert alarms.reconcile_failed is not None
         expected[synth.logical_id(alarms.reconcile_failed)] = (
@@ -174,7 +174,7 @@ def _expected_alarms(synth: Synth) -> dict[str, tuple[dict[str, Any], str]]:
         )
     else:
         assert alarms.reconcile_failed is None
-    backfill_machine = stack.backfill_state_machine
+    backfill_machine = pipeline.backfill_state_machine
     if backfill_machine is not None:
         assert alarms.backfill_failed is not None
         machine_arn = _ref(synth.logical_id(backfill_machine.state_machine))
@@ -216,7 +216,7 @@ def _expected_alarms(synth: Synth) -> dict[str, tuple[dict[str, Any], str]]:
         )
     else:
         assert alarms.backfill_failed is None
-    relay = stack.change_relay
+    relay = pipeline.change_relay
     if relay is not None:
         assert alarms.change_dead_letters is not None
         assert alarms.change_relay_errors is not None
@@ -283,7 +283,7 @@ def _rule_alarm(synth: Synth, metric_name: str) -> dict[str, Any]:
         "Namespace": "AWS/Events",
         "MetricName": metric_name,
         "Dimensions": [
-            {"Name": "RuleName", "Value": _ref(synth.logical_id(synth.stack.routing.rule))}
+            {"Name": "RuleName", "Value": _ref(synth.logical_id(synth.pipeline.routing.rule))}
         ],
         "Statistic": "Sum",
         "Period": FIVE_MINUTES,
@@ -293,32 +293,38 @@ def _rule_alarm(synth: Synth, metric_name: str) -> dict[str, Any]:
 
 def _duration_timeouts(synth: Synth) -> dict[str, tuple[Any, int]]:
     """``what`` -> (function, its timeout setting in seconds): every function with one."""
-    stack, settings = synth.stack, synth.settings
+    pipeline, settings = synth.pipeline, synth.settings
     timeouts = {
-        "ingest": (stack.ingest.function, settings.function_timeout_seconds),
-        "reconcile": (stack.reconcile.function, settings.reconcile_timeout_seconds),
+        "ingest": (pipeline.ingest.function, settings.function_timeout_seconds),
+        "reconcile": (pipeline.reconcile.function, settings.reconcile_timeout_seconds),
     }
-    if stack.reconcile_fan_out is not None:
+    if pipeline.reconcile_fan_out is not None:
         timeouts["reconcile-fan-out"] = (
-            stack.reconcile_fan_out.function,
+            pipeline.reconcile_fan_out.function,
             settings.reconcile_timeout_seconds,
         )
-    if stack.backfill_control is not None:
+    if pipeline.backfill_control is not None:
         timeouts["backfill-control"] = (
-            stack.backfill_control.function,
+            pipeline.backfill_control.function,
             settings.reconcile_timeout_seconds,
         )
-    if stack.backfill is not None:
-        timeouts["backfill"] = (stack.backfill.function, settings.backfill_function_timeout_seconds)
-    if stack.change_relay is not None:
-        timeouts["change-relay"] = (stack.change_relay.function, settings.function_timeout_seconds)
+    if pipeline.backfill is not None:
+        timeouts["backfill"] = (
+            pipeline.backfill.function,
+            settings.backfill_function_timeout_seconds,
+        )
+    if pipeline.change_relay is not None:
+        timeouts["change-relay"] = (
+            pipeline.change_relay.function,
+            settings.function_timeout_seconds,
+        )
     return timeouts
 
 
 def _expected_operating_alarms(synth: Synth) -> dict[str, tuple[dict[str, Any], str]]:
     """Lag, the reconcile heartbeat, ledger throttling, durations, the ingest rule, delivery."""
-    alarms, settings = synth.stack.alarms, synth.settings
-    table = _ref(synth.logical_id(synth.stack.ledger.table))
+    alarms, settings = synth.pipeline.alarms, synth.settings
+    table = _ref(synth.logical_id(synth.pipeline.ledger.table))
     expected: dict[str, tuple[dict[str, Any], str]] = {
         synth.logical_id(alarms.ingest_lag): (
             {
@@ -401,8 +407,8 @@ def _expected_operating_alarms(synth: Synth) -> dict[str, tuple[dict[str, Any], 
 
 def _expected_names(synth: Synth) -> dict[str, str]:
     """Logical id -> the alarm's name, ``s3ingest-<stage>-<what>``."""
-    stack = synth.stack
-    alarms = stack.alarms
+    pipeline = synth.pipeline
+    alarms = pipeline.alarms
     whats: dict[str, Any] = {
         "ingest-dlq-depth": alarms.dead_letters,
         "rule-target-dlq-depth": alarms.target_dead_letters,
@@ -415,7 +421,7 @@ def _expected_names(synth: Synth) -> dict[str, str]:
         "change-stream-dlq-depth": alarms.change_dead_letters,
         "change-relay-errors": alarms.change_relay_errors,
         "change-relay-iterator-age": alarms.change_relay_behind,
-        "drift": stack.drift.alarm,
+        "drift": pipeline.drift.alarm,
         "ingest-lag": alarms.ingest_lag,
         "reconcile-heartbeat": alarms.reconcile_heartbeat,
         "ledger-throttles": alarms.ledger_throttles,
@@ -454,7 +460,7 @@ def test_every_alarm_is_exact_and_notifies_the_topic(
         ), logical_id
     assert len(set(names.values())) == len(names)
     # The construct's list is the dashboard's: every alarm, once.
-    assert sorted(synth.logical_id(alarm) for alarm in synth.stack.alarms.alarms) == sorted(
+    assert sorted(synth.logical_id(alarm) for alarm in synth.pipeline.alarms.alarms) == sorted(
         expected
     )
 
@@ -484,25 +490,25 @@ def test_every_runbook_anchor_exists(fanout_synth: Synth) -> None:
 
 def test_variants_cover_every_optional_alarm(synth: Synth, adopted_synth: Synth) -> None:
     # The default synth has the backfill alarm; the adopted one neither optional alarm.
-    assert synth.stack.alarms.backfill_failed is not None
-    assert synth.stack.alarms.reconcile_failed is None
-    assert adopted_synth.stack.alarms.backfill_failed is None
-    assert adopted_synth.stack.alarms.reconcile_failed is None
+    assert synth.pipeline.alarms.backfill_failed is not None
+    assert synth.pipeline.alarms.reconcile_failed is None
+    assert adopted_synth.pipeline.alarms.backfill_failed is None
+    assert adopted_synth.pipeline.alarms.reconcile_failed is None
 
 
 def test_fanout_variant_has_the_reconcile_execution_alarm(fanout_synth: Synth) -> None:
-    assert fanout_synth.stack.alarms.reconcile_failed is not None
-    assert fanout_synth.stack.alarms.backfill_failed is not None
+    assert fanout_synth.pipeline.alarms.reconcile_failed is not None
+    assert fanout_synth.pipeline.alarms.backfill_failed is not None
 
 
 def test_only_the_change_stream_variant_has_its_alarms(
     synth: Synth, adopted_synth: Synth, fanout_synth: Synth
 ) -> None:
     for variant in (synth, adopted_synth):
-        assert variant.stack.alarms.change_dead_letters is None
-        assert variant.stack.alarms.change_relay_errors is None
-        assert variant.stack.alarms.change_relay_behind is None
-    alarms = fanout_synth.stack.alarms
+        assert variant.pipeline.alarms.change_dead_letters is None
+        assert variant.pipeline.alarms.change_relay_errors is None
+        assert variant.pipeline.alarms.change_relay_behind is None
+    alarms = fanout_synth.pipeline.alarms
     assert alarms.change_dead_letters in alarms.alarms
     assert alarms.change_relay_errors in alarms.alarms
     assert alarms.change_relay_behind in alarms.alarms
@@ -516,11 +522,11 @@ def test_topic_is_encrypted_with_a_rotated_key_cloudwatch_may_use(
     variant: str, request: pytest.FixtureRequest
 ) -> None:
     synth: Synth = request.getfixturevalue(variant)
-    key_id = synth.logical_id(synth.stack.alarm_topic.key)
-    topic = _props(synth, synth.stack.alarm_topic.topic)
+    key_id = synth.logical_id(synth.pipeline.alarm_topic.key)
+    topic = _props(synth, synth.pipeline.alarm_topic.topic)
     # THEN the topic uses the stack's own key, not alias/aws/sns ...
     assert topic["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
-    key = _props(synth, synth.stack.alarm_topic.key)
+    key = _props(synth, synth.pipeline.alarm_topic.key)
     assert key["EnableKeyRotation"] is True
     # ... whose policy lets CloudWatch alarms encrypt for it (and nothing else beyond the account)
     statements = key["KeyPolicy"]["Statement"]
@@ -591,7 +597,7 @@ def test_topic_policy_denies_insecure_transport_and_admits_this_accounts_alarms(
 def test_no_subscription_without_alarm_email(synth: Synth, adopted_synth: Synth) -> None:
     for variant in (synth, adopted_synth):
         assert variant.settings.alarm_email is None
-        assert variant.stack.alarm_topic.subscription is None
+        assert variant.pipeline.alarm_topic.subscription is None
         assert variant.resources("AWS::SNS::Subscription") == {}
 
 
@@ -680,24 +686,24 @@ def test_dashboard_shows_outcomes_drift_queues_functions_and_alarms(
         "drift_deleted_but_live",
         "drift_content_mismatch",
     ]
-    stack = synth.stack
+    pipeline = synth.pipeline
     queue = _widgets(body, "Ingest queue")
-    queue_name = f"<{synth.logical_id(stack.ingest_queue.queue)}.QueueName>"
+    queue_name = f"<{synth.logical_id(pipeline.ingest_queue.queue)}.QueueName>"
     assert [metric[:4] for metric in queue["metrics"]] == [
         ["AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", queue_name],
         ["AWS/SQS", "ApproximateAgeOfOldestMessage", "QueueName", queue_name],
     ]
     dead_letters = _widgets(body, "Dead-letter queues (messages visible)")
-    queues = [stack.ingest_queue.dead_letter_queue, stack.routing.target_dead_letter_queue]
-    if stack.change_relay is not None:
-        queues.append(stack.change_relay.dead_letter_queue)
+    queues = [pipeline.ingest_queue.dead_letter_queue, pipeline.routing.target_dead_letter_queue]
+    if pipeline.change_relay is not None:
+        queues.append(pipeline.change_relay.dead_letter_queue)
     assert [metric[3] for metric in dead_letters["metrics"]] == [
         f"<{synth.logical_id(queue)}.QueueName>" for queue in queues
     ]
-    functions = {f"<{synth.logical_id(stack.ingest.function)}>"}
-    functions.add(f"<{synth.logical_id(stack.reconcile.function)}>")
-    if stack.change_relay is not None:
-        functions.add(f"<{synth.logical_id(stack.change_relay.function)}>")
+    functions = {f"<{synth.logical_id(pipeline.ingest.function)}>"}
+    functions.add(f"<{synth.logical_id(pipeline.reconcile.function)}>")
+    if pipeline.change_relay is not None:
+        functions.add(f"<{synth.logical_id(pipeline.change_relay.function)}>")
     errors = _widgets(body, "Lambda errors and throttles (per 5 minutes)")
     duration = _widgets(body, "Lambda duration (maximum, ms)")
     assert set(_metric_names(errors)) == {"Errors", "Throttles"}
@@ -707,7 +713,7 @@ def test_dashboard_shows_outcomes_drift_queues_functions_and_alarms(
     # The alarm status widget lists every alarm.
     alarm_status = _widgets(body, "Alarms")
     assert sorted(alarm_status["alarms"]) == sorted(
-        f"<{synth.logical_id(alarm)}.Arn>" for alarm in stack.alarms.alarms
+        f"<{synth.logical_id(alarm)}.Arn>" for alarm in pipeline.alarms.alarms
     )
 
 
@@ -719,5 +725,5 @@ def test_outputs_name_the_topic_and_the_dashboard(
     outputs = synth.template["Outputs"]
     assert outputs["AlarmTopicArn"]["Value"] == _ref(_topic_id(synth))
     assert outputs["DashboardName"]["Value"] == _ref(
-        synth.logical_id(synth.stack.dashboard.dashboard)
+        synth.logical_id(synth.pipeline.dashboard.dashboard)
     )

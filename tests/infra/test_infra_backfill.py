@@ -61,16 +61,16 @@ class _Ids:
     """Logical ids of what the backfill uses."""
 
     def __init__(self, synth: Synth) -> None:
-        stack = synth.stack
-        inventory = stack.landing.inventory_bucket
-        control = stack.backfill_control
-        machine = stack.backfill_state_machine
+        pipeline = synth.pipeline
+        inventory = pipeline.landing.inventory_bucket
+        control = pipeline.backfill_control
+        machine = pipeline.backfill_state_machine
         assert inventory is not None and control is not None and machine is not None
-        self.bucket = synth.logical_id(stack.landing.bucket)
+        self.bucket = synth.logical_id(pipeline.landing.bucket)
         self.inventory = synth.logical_id(inventory)
-        self.table = synth.logical_id(stack.ledger.table)
-        self.queue = synth.logical_id(stack.ingest_queue.queue)
-        self.dlq = synth.logical_id(stack.ingest_queue.dead_letter_queue)
+        self.table = synth.logical_id(pipeline.ledger.table)
+        self.queue = synth.logical_id(pipeline.ingest_queue.queue)
+        self.dlq = synth.logical_id(pipeline.ingest_queue.dead_letter_queue)
         self.control = synth.logical_id(control.function)
         self.control_log_group = synth.logical_id(control.log_group)
         self.machine = synth.logical_id(machine.state_machine)
@@ -79,12 +79,12 @@ class _Ids:
         )
         self.completion_reports = _join(_arn(self.inventory), "/backfill-reports/*")
         self.objects = _join(_arn(self.bucket), "/*")
-        output = stack.processor_output
+        output = pipeline.processor_output
         self.output = synth.logical_id(output.bucket) if output is not None else None
 
 
 def _states(synth: Synth) -> dict[str, Any]:
-    machine = synth.stack.backfill_state_machine
+    machine = synth.pipeline.backfill_state_machine
     assert machine is not None
     states: dict[str, Any] = definition(synth, machine.state_machine)["States"]
     return states
@@ -96,7 +96,7 @@ def _states(synth: Synth) -> dict[str, Any]:
 @pytest.mark.parametrize("variant", ["synth", "fanout_synth"])
 def test_input_defaults_and_manifest_choice(variant: str, request: pytest.FixtureRequest) -> None:
     synth: Synth = request.getfixturevalue(variant)
-    machine = synth.stack.backfill_state_machine
+    machine = synth.pipeline.backfill_state_machine
     assert machine is not None
     asl = definition(synth, machine.state_machine)
     states = asl["States"]
@@ -241,7 +241,7 @@ def test_state_machine_logging_tracing_and_encryption(
     variant: str, request: pytest.FixtureRequest
 ) -> None:
     synth: Synth = request.getfixturevalue(variant)
-    machine = synth.stack.backfill_state_machine
+    machine = synth.pipeline.backfill_state_machine
     assert machine is not None
     _, resource = _resource(synth, machine.state_machine)
     log_group_id, log_group = _resource(synth, machine.log_group)
@@ -273,7 +273,7 @@ def test_state_machine_logging_tracing_and_encryption(
 
 
 def test_batch_state_names_types_and_order(synth: Synth) -> None:
-    machine = synth.stack.backfill_state_machine
+    machine = synth.pipeline.backfill_state_machine
     assert machine is not None
     asl = definition(synth, machine.state_machine)
     walked = [(name, state["Type"]) for name, state in reachable(asl)]
@@ -302,10 +302,10 @@ def test_batch_state_names_types_and_order(synth: Synth) -> None:
 def test_create_job_is_a_direct_s3_control_call_with_the_job_spec(synth: Synth) -> None:
     states = _states(synth)
     ids = _Ids(synth)
-    stack = synth.stack
-    assert stack.backfill is not None and stack.batch_operations is not None
-    function_id = synth.logical_id(stack.backfill.function)
-    role_id = synth.logical_id(stack.batch_operations.role)
+    pipeline = synth.pipeline
+    assert pipeline.backfill is not None and pipeline.batch_operations is not None
+    function_id = synth.logical_id(pipeline.backfill.function)
+    role_id = synth.logical_id(pipeline.batch_operations.role)
     assert states["CreateJob"] == {
         "Type": "Task",
         "Resource": f"arn:{PARTITION}:states:::aws-sdk:s3control:createJob",
@@ -409,8 +409,8 @@ def test_report_reads_the_jobs_completion_report(synth: Synth) -> None:
 def test_state_machine_role_creates_and_describes_jobs_with_the_batch_role_only(
     synth: Synth,
 ) -> None:
-    machine = synth.stack.backfill_state_machine
-    batch = synth.stack.batch_operations
+    machine = synth.pipeline.backfill_state_machine
+    batch = synth.pipeline.batch_operations
     assert machine is not None and batch is not None
     ids = _Ids(synth)
     statements = _statements(synth, machine.state_machine.role)
@@ -488,8 +488,8 @@ def test_state_machine_role_creates_and_describes_jobs_with_the_batch_role_only(
 
 
 def test_batch_role_trust_and_its_exact_statements(synth: Synth) -> None:
-    batch = synth.stack.batch_operations
-    backfill = synth.stack.backfill
+    batch = synth.pipeline.batch_operations
+    backfill = synth.pipeline.backfill
     assert batch is not None and backfill is not None
     ids = _Ids(synth)
     _, role = _resource(synth, batch.role)
@@ -526,8 +526,8 @@ def test_batch_role_trust_and_its_exact_statements(synth: Synth) -> None:
 
 
 def test_only_the_batch_role_is_named_in_the_backfill_functions_policy(synth: Synth) -> None:
-    batch = synth.stack.batch_operations
-    backfill = synth.stack.backfill
+    batch = synth.pipeline.batch_operations
+    backfill = synth.pipeline.backfill
     assert batch is not None and backfill is not None
     function_arn = _arn(synth.logical_id(backfill.function))
     permissions = [
@@ -564,7 +564,7 @@ def test_inventory_bucket_policy_blocks_nothing_the_batch_role_does(synth: Synth
 
 
 def test_backfill_function_handler_environment_and_grants(synth: Synth) -> None:
-    backfill = synth.stack.backfill
+    backfill = synth.pipeline.backfill
     assert backfill is not None
     settings = Settings()
     ids = _Ids(synth)
@@ -586,7 +586,7 @@ def test_backfill_function_handler_environment_and_grants(synth: Synth) -> None:
         "RECORD_CONCURRENCY": str(settings.record_concurrency),
         **common_environment(synth, "s3ingest-backfill"),
     }
-    _, ingest = _resource(synth, synth.stack.ingest.function)
+    _, ingest = _resource(synth, synth.pipeline.ingest.function)
     assert props["Code"] == ingest["Properties"]["Code"]
     # Ledger rules (C7) on the landing bucket's objects; no queue, no DLQ write.
     assert _granted(synth, backfill.role) == _grants(
@@ -630,7 +630,7 @@ def test_control_function_handler_and_environment(
     variant: str, request: pytest.FixtureRequest
 ) -> None:
     synth: Synth = request.getfixturevalue(variant)
-    control = synth.stack.backfill_control
+    control = synth.pipeline.backfill_control
     assert control is not None
     _, function = _resource(synth, control.function)
     props = function["Properties"]
@@ -641,7 +641,7 @@ def test_control_function_handler_and_environment(
 
 
 def test_control_function_grants_for_batch_operations(synth: Synth) -> None:
-    control = synth.stack.backfill_control
+    control = synth.pipeline.backfill_control
     assert control is not None
     ids = _Ids(synth)
     # prepare (list, HEAD and read the inventory reports) and report (the completion reports);
@@ -658,15 +658,15 @@ def test_control_function_grants_for_batch_operations(synth: Synth) -> None:
 
 
 def test_batch_outputs(synth: Synth) -> None:
-    stack = synth.stack
-    machine = stack.backfill_state_machine
-    assert machine is not None and stack.backfill is not None
-    assert stack.batch_operations is not None
+    pipeline = synth.pipeline
+    machine = pipeline.backfill_state_machine
+    assert machine is not None and pipeline.backfill is not None
+    assert pipeline.batch_operations is not None
     ids = _Ids(synth)
     outputs = synth.template["Outputs"]
     assert outputs["BackfillStateMachineArn"]["Value"] == _ref(ids.machine)
-    function_id = synth.logical_id(stack.backfill.function)
-    role_id = synth.logical_id(stack.batch_operations.role)
+    function_id = synth.logical_id(pipeline.backfill.function)
+    role_id = synth.logical_id(pipeline.batch_operations.role)
     assert outputs["BackfillFunctionName"]["Value"] == _ref(function_id)
     assert outputs["BackfillRoleArn"]["Value"] == _arn(role_id)
     assert outputs["ReportBucketName"]["Value"] == _ref(ids.inventory)
@@ -676,7 +676,7 @@ def test_batch_outputs(synth: Synth) -> None:
 
 
 def test_distributed_map_state_names_types_and_order(fanout_synth: Synth) -> None:
-    machine = fanout_synth.stack.backfill_state_machine
+    machine = fanout_synth.pipeline.backfill_state_machine
     assert machine is not None
     asl = definition(fanout_synth, machine.state_machine)
     walked = [(name, state["Type"]) for name, state in reachable(asl)]
@@ -815,10 +815,10 @@ def test_summarize_counts_what_the_children_return() -> None:
 
 
 def test_distributed_map_creates_no_batch_operations_resources(fanout_synth: Synth) -> None:
-    stack = fanout_synth.stack
-    assert stack.backfill is None and stack.batch_operations is None
-    assert stack.backfill_state_machine is not None
-    assert stack.backfill_state_machine.create_job is None
+    pipeline = fanout_synth.pipeline
+    assert pipeline.backfill is None and pipeline.batch_operations is None
+    assert pipeline.backfill_state_machine is not None
+    assert pipeline.backfill_state_machine.create_job is None
     for resource in fanout_synth.resources("AWS::IAM::Role").values():
         assert "batchoperations" not in json.dumps(resource)
     handlers = {
@@ -831,7 +831,7 @@ def test_distributed_map_creates_no_batch_operations_resources(fanout_synth: Syn
 
 
 def test_distributed_map_state_machine_role(fanout_synth: Synth) -> None:
-    machine = fanout_synth.stack.backfill_state_machine
+    machine = fanout_synth.pipeline.backfill_state_machine
     assert machine is not None
     ids = _Ids(fanout_synth)
     granted = _granted(fanout_synth, machine.state_machine.role)
@@ -856,7 +856,7 @@ def test_distributed_map_state_machine_role(fanout_synth: Synth) -> None:
 
 
 def test_control_function_grants_for_distributed_map(fanout_synth: Synth) -> None:
-    control = fanout_synth.stack.backfill_control
+    control = fanout_synth.pipeline.backfill_control
     assert control is not None
     ids = _Ids(fanout_synth)
     assert ids.output is not None
@@ -885,9 +885,9 @@ def test_control_function_grants_for_distributed_map(fanout_synth: Synth) -> Non
 
 
 def test_adopted_bucket_has_no_backfill(adopted_synth: Synth) -> None:
-    stack = adopted_synth.stack
-    assert stack.backfill is None and stack.backfill_control is None
-    assert stack.batch_operations is None and stack.backfill_state_machine is None
+    pipeline = adopted_synth.pipeline
+    assert pipeline.backfill is None and pipeline.backfill_control is None
+    assert pipeline.batch_operations is None and pipeline.backfill_state_machine is None
     assert not adopted_synth.resources("AWS::StepFunctions::StateMachine")
     assert not [
         logical_id
@@ -906,9 +906,10 @@ def test_no_backfill_without_inventory(engine: str, tmp_path: Path) -> None:
         outdir=str(tmp_path),
     )
     stack = compose(app, nag=False, code=lambda_.Code.from_inline("def handler(e, c): pass"))
+    pipeline = stack.pipeline
     # THEN nothing of the backfill is created
-    assert stack.backfill is None and stack.backfill_control is None
-    assert stack.batch_operations is None and stack.backfill_state_machine is None
+    assert pipeline.backfill is None and pipeline.backfill_control is None
+    assert pipeline.batch_operations is None and pipeline.backfill_state_machine is None
     assert not [
         construct.node.path
         for construct in stack.node.find_all()
@@ -929,7 +930,7 @@ def test_every_action_the_state_machines_send_is_handled(synth: Synth, fanout_sy
 
     sent = set()
     for variant in (synth, fanout_synth):
-        machine = variant.stack.backfill_state_machine
+        machine = variant.pipeline.backfill_state_machine
         assert machine is not None
         for _, state in reachable(definition(variant, machine.state_machine)):
             payload = state.get("Parameters", {}).get("Payload")

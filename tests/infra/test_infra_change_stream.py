@@ -38,13 +38,13 @@ def _props(synth: Synth, construct: Any) -> dict[str, Any]:
 
 
 def _relay(synth: Synth) -> Any:
-    relay = synth.stack.change_relay
+    relay = synth.pipeline.change_relay
     assert relay is not None
     return relay
 
 
 def _bus(synth: Synth) -> Any:
-    bus = synth.stack.change_bus
+    bus = synth.pipeline.change_bus
     assert bus is not None
     return bus
 
@@ -64,7 +64,7 @@ def _relay_mapping(synth: Synth) -> dict[str, Any]:
 
 def test_ledger_table_streams_new_images(fanout_synth: Synth) -> None:
     # GIVEN changeStream
-    props = _props(fanout_synth, fanout_synth.stack.ledger.table)
+    props = _props(fanout_synth, fanout_synth.pipeline.ledger.table)
     # THEN the ledger is the outbox: its stream carries each row as written
     assert props["StreamSpecification"] == {"StreamViewType": "NEW_IMAGE"}
 
@@ -82,7 +82,9 @@ def test_relay_mapping_is_ordered_filtered_and_never_skips(fanout_synth: Synth) 
     # halves a failing batch, resumes from the reported record, retries until the record leaves
     # the stream, and then parks its position in the relay's dead-letter queue ...
     assert props == {
-        "EventSourceArn": {"Fn::GetAtt": [synth.logical_id(synth.stack.ledger.table), "StreamArn"]},
+        "EventSourceArn": {
+            "Fn::GetAtt": [synth.logical_id(synth.pipeline.ledger.table), "StreamArn"]
+        },
         "FunctionName": _ref(synth.logical_id(relay.function)),
         "StartingPosition": "TRIM_HORIZON",
         "BatchSize": 100,
@@ -127,7 +129,7 @@ def test_relay_handler_exists_in_the_function_package() -> None:
 def test_relay_role_is_least_privilege(fanout_synth: Synth) -> None:
     synth = fanout_synth
     relay = _relay(synth)
-    table = synth.logical_id(synth.stack.ledger.table)
+    table = synth.logical_id(synth.pipeline.ledger.table)
     bus = synth.logical_id(_bus(synth).bus)
     dlq = synth.logical_id(relay.dead_letter_queue)
     log_group = synth.logical_id(relay.log_group)
@@ -308,8 +310,12 @@ def test_outputs_name_the_bus_and_what_the_runbook_reads(fanout_synth: Synth) ->
 def test_no_change_stream_by_default(variant: str, request: pytest.FixtureRequest) -> None:
     synth: Synth = request.getfixturevalue(variant)
     assert synth.settings.change_stream is False
-    stack = synth.stack
-    assert stack.change_bus is None and stack.change_relay is None and stack.change_source is None
+    pipeline = synth.pipeline
+    assert (
+        pipeline.change_bus is None
+        and pipeline.change_relay is None
+        and pipeline.change_source is None
+    )
     _, table = synth.one("AWS::DynamoDB::Table")
     assert "StreamSpecification" not in table["Properties"]
     assert not synth.resources("AWS::Events::EventBus")

@@ -44,6 +44,28 @@ def test_no_unacknowledged_nag_finding(variant: str, request: pytest.FixtureRequ
     assert not findings, "unacknowledged cdk-nag findings:\n" + "\n".join(findings)
 
 
+#: The feature (attribute of the pipeline) that owns each construct acknowledged.
+_FEATURES = {
+    "DeliveryCheck": "monitoring",
+    "IngestFunction": "ingestion",
+    "Routing": "ingestion",
+    "ReconcileFunction": "reconciliation",
+    "ReconcileFanOutFunction": "reconciliation",
+    "ReconcileStateMachine": "reconciliation",
+    "BackfillControlFunction": "backfilling",
+    "BackfillFunction": "backfilling",
+    "BatchOperations": "backfilling",
+    "BackfillStateMachine": "backfilling",
+    "ChangeRelay": "change_stream",
+}
+
+
+def _path(synth: Synth, relative: str) -> str:
+    """The construct path of ``relative`` (``"IngestFunction/Role"``) in its feature."""
+    feature = getattr(synth.pipeline, _FEATURES[relative.split("/")[0]])
+    return f"{feature.node.path}/{relative}"
+
+
 def _xray(synth: Synth) -> set[str]:
     """A function role's X-Ray wildcard acknowledgement: with ``tracing`` only (off, the role
     has no xray:* statement)."""
@@ -51,9 +73,8 @@ def _xray(synth: Synth) -> set[str]:
 
 
 def _expected_function_acknowledgements(synth: Synth) -> dict[str, set[str]]:
-    stack_path = synth.stack.node.path
-    bucket_id = synth.logical_id(synth.stack.landing.bucket)
-    inventory = synth.stack.landing.inventory_bucket
+    bucket_id = synth.logical_id(synth.pipeline.landing.bucket)
+    inventory = synth.pipeline.landing.inventory_bucket
     assert inventory is not None
     inventory_id = synth.logical_id(inventory)
     objects = f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/*]"
@@ -65,16 +86,16 @@ def _expected_function_acknowledgements(synth: Synth) -> dict[str, set[str]]:
     reconcile_role = {*xray, objects, reports}
     # The delivery check: its runtime, and X-Ray on its role with tracing (its one grant,
     # s3:GetBucketNotification, names the landing bucket).
-    delivery_check = {f"{stack_path}/DeliveryCheck/Function": {"AwsSolutions-L1"}}
+    delivery_check = {_path(synth, "DeliveryCheck/Function"): {"AwsSolutions-L1"}}
     if xray:
-        delivery_check[f"{stack_path}/DeliveryCheck/Role"] = xray
+        delivery_check[_path(synth, "DeliveryCheck/Role")] = xray
     return {
         **delivery_check,
-        f"{stack_path}/IngestFunction/Role": {*xray, objects},
-        f"{stack_path}/IngestFunction/Function": {"AwsSolutions-L1"},
-        f"{stack_path}/ReconcileFunction/Role": reconcile_role,
-        f"{stack_path}/ReconcileFunction/Function": {"AwsSolutions-L1"},
-        f"{stack_path}/Routing/TargetDeadLetterQueue": {"AwsSolutions-SQS3"},
+        _path(synth, "IngestFunction/Role"): {*xray, objects},
+        _path(synth, "IngestFunction/Function"): {"AwsSolutions-L1"},
+        _path(synth, "ReconcileFunction/Role"): reconcile_role,
+        _path(synth, "ReconcileFunction/Function"): {"AwsSolutions-L1"},
+        _path(synth, "Routing/TargetDeadLetterQueue"): {"AwsSolutions-SQS3"},
     }
 
 
@@ -82,11 +103,10 @@ def _expected_backfill_acknowledgements(synth: Synth) -> dict[str, set[str]]:
     """The backfill's: the control function's and (batch-operations) the backfill function's,
     the Batch Operations role's and the state machine's wildcards; (distributed-map) the
     Distributed Map policy's."""
-    stack_path = synth.stack.node.path
-    bucket_id = synth.logical_id(synth.stack.landing.bucket)
-    inventory = synth.stack.landing.inventory_bucket
-    control = synth.stack.backfill_control
-    machine = synth.stack.backfill_state_machine
+    bucket_id = synth.logical_id(synth.pipeline.landing.bucket)
+    inventory = synth.pipeline.landing.inventory_bucket
+    control = synth.pipeline.backfill_control
+    machine = synth.pipeline.backfill_state_machine
     assert inventory is not None and control is not None and machine is not None
     inventory_id = synth.logical_id(inventory)
     control_id = synth.logical_id(control.function)
@@ -101,32 +121,32 @@ def _expected_backfill_acknowledgements(synth: Synth) -> dict[str, set[str]]:
         "AwsSolutions-IAM5[Resource::*]",
         f"AwsSolutions-IAM5[Resource::<{control_id}.Arn>:*]",
     }
-    expected = {f"{stack_path}/BackfillControlFunction/Function": {"AwsSolutions-L1"}}
+    expected = {_path(synth, "BackfillControlFunction/Function"): {"AwsSolutions-L1"}}
     if synth.settings.backfill_engine == "batch-operations":
-        expected[f"{stack_path}/BackfillControlFunction/Role"] = {
+        expected[_path(synth, "BackfillControlFunction/Role")] = {
             *_xray(synth),
             reports,
             completion_reports,
         }
-        expected[f"{stack_path}/BackfillFunction/Role"] = {*_xray(synth), objects}
-        expected[f"{stack_path}/BackfillFunction/Function"] = {"AwsSolutions-L1"}
-        expected[f"{stack_path}/BatchOperations/Role"] = {reports, completion_reports}
-        expected[f"{stack_path}/BackfillStateMachine/StateMachine/Role"] = machine_role | {
+        expected[_path(synth, "BackfillFunction/Role")] = {*_xray(synth), objects}
+        expected[_path(synth, "BackfillFunction/Function")] = {"AwsSolutions-L1"}
+        expected[_path(synth, "BatchOperations/Role")] = {reports, completion_reports}
+        expected[_path(synth, "BackfillStateMachine/StateMachine/Role")] = machine_role | {
             "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:<AWS::Region>:"
             "<AWS::AccountId>:job/*]"
         }
     else:
-        expected[f"{stack_path}/BackfillControlFunction/Role"] = {
+        expected[_path(synth, "BackfillControlFunction/Role")] = {
             *_xray(synth),
             reports,
             objects,
         }
-        expected[f"{stack_path}/BackfillStateMachine/StateMachine/Role"] = machine_role
+        expected[_path(synth, "BackfillStateMachine/StateMachine/Role")] = machine_role
         executions = (
             "arn:<AWS::Partition>:states:us-east-1:<AWS::AccountId>:execution:"
             f'{{"Fn::Select":[6,{{"Fn::Split":[":",{{"Ref":"{machine_id}"}}]}}]}}'
         )
-        expected[f"{stack_path}/BackfillStateMachine/StateMachine/DistributedMapPolicy"] = {
+        expected[_path(synth, "BackfillStateMachine/StateMachine/DistributedMapPolicy")] = {
             f"AwsSolutions-IAM5[Resource::{executions}:*]",
             f"AwsSolutions-IAM5[Resource::{executions}/BackfillFiles:*]",
         }
@@ -154,25 +174,24 @@ def test_fanout_acknowledgements_are_on_resources_with_reasons(fanout_synth: Syn
     # change stream
     synth = fanout_synth
     acknowledgements = _acknowledgements(synth.app)
-    stack_path = synth.stack.node.path
-    inventory = synth.stack.landing.inventory_bucket
-    assert inventory is not None and synth.stack.reconcile_fan_out is not None
-    machine = synth.stack.reconcile_state_machine
+    inventory = synth.pipeline.landing.inventory_bucket
+    assert inventory is not None and synth.pipeline.reconcile_fan_out is not None
+    machine = synth.pipeline.reconcile_state_machine
     assert machine is not None
     inventory_id = synth.logical_id(inventory)
-    fan_out_id = synth.logical_id(synth.stack.reconcile_fan_out.function)
+    fan_out_id = synth.logical_id(synth.pipeline.reconcile_fan_out.function)
     machine_id = synth.logical_id(machine.state_machine)
     expected = {
         **_expected_function_acknowledgements(synth),
         **_expected_backfill_acknowledgements(synth),
     }
     # THEN the fan-out function has the reconcile function's plus its work prefix ...
-    expected[f"{stack_path}/ReconcileFanOutFunction/Role"] = expected[
-        f"{stack_path}/ReconcileFunction/Role"
+    expected[_path(synth, "ReconcileFanOutFunction/Role")] = expected[
+        _path(synth, "ReconcileFunction/Role")
     ] | {f"AwsSolutions-IAM5[Resource::<{inventory_id}.Arn>/reconcile-work/*]"}
-    expected[f"{stack_path}/ReconcileFanOutFunction/Function"] = {"AwsSolutions-L1"}
+    expected[_path(synth, "ReconcileFanOutFunction/Function")] = {"AwsSolutions-L1"}
     # ... and the state machine's role and Distributed Map policy carry their own wildcards only
-    expected[f"{stack_path}/ReconcileStateMachine/StateMachine/Role"] = {
+    expected[_path(synth, "ReconcileStateMachine/StateMachine/Role")] = {
         "AwsSolutions-IAM5[Resource::*]",
         f"AwsSolutions-IAM5[Resource::<{fan_out_id}.Arn>:*]",
     }
@@ -180,30 +199,30 @@ def test_fanout_acknowledgements_are_on_resources_with_reasons(fanout_synth: Syn
         "arn:<AWS::Partition>:states:us-east-1:<AWS::AccountId>:execution:"
         f'{{"Fn::Select":[6,{{"Fn::Split":[":",{{"Ref":"{machine_id}"}}]}}]}}'
     )
-    expected[f"{stack_path}/ReconcileStateMachine/StateMachine/DistributedMapPolicy"] = {
+    expected[_path(synth, "ReconcileStateMachine/StateMachine/DistributedMapPolicy")] = {
         f"AwsSolutions-IAM5[Resource::{executions}:*]",
         f"AwsSolutions-IAM5[Resource::{executions}/ShardInventory:*]",
     }
     # ... the processor's output objects on each role that runs it (ingest, distributed-map
     # backfill control) ...
-    output = synth.stack.processor_output
+    output = synth.pipeline.processor_output
     assert output is not None
     outputs = f"AwsSolutions-IAM5[Resource::<{synth.logical_id(output.bucket)}.Arn>/*]"
     for role in ("IngestFunction/Role", "BackfillControlFunction/Role"):
-        expected[f"{stack_path}/{role}"] = expected[f"{stack_path}/{role}"] | {outputs}
+        expected[_path(synth, role)] = expected[_path(synth, role)] | {outputs}
     # ... and the change relay: X-Ray and dynamodb:ListStreams, its runtime, its on-failure DLQ
-    expected[f"{stack_path}/ChangeRelay/Role"] = {"AwsSolutions-IAM5[Resource::*]"}
-    expected[f"{stack_path}/ChangeRelay/Function"] = {"AwsSolutions-L1"}
-    expected[f"{stack_path}/ChangeRelay/DeadLetterQueue"] = {"AwsSolutions-SQS3"}
+    expected[_path(synth, "ChangeRelay/Role")] = {"AwsSolutions-IAM5[Resource::*]"}
+    expected[_path(synth, "ChangeRelay/Function")] = {"AwsSolutions-L1"}
+    expected[_path(synth, "ChangeRelay/DeadLetterQueue")] = {"AwsSolutions-SQS3"}
     assert {path: set(rules) for path, rules in acknowledgements.items()} == expected
     _assert_reasons(acknowledgements)
-    relay_role = acknowledgements[f"{stack_path}/ChangeRelay/Role"]
+    relay_role = acknowledgements[_path(synth, "ChangeRelay/Role")]
     assert "dynamodb:ListStreams" in relay_role["AwsSolutions-IAM5[Resource::*]"]
 
 
 def test_create_job_wildcard_is_acknowledged_with_its_evidence(synth: Synth) -> None:
     # GIVEN the batch-operations backfill: s3:CreateJob shares the role's Resource "*" statement
-    machine = synth.stack.backfill_state_machine
+    machine = synth.pipeline.backfill_state_machine
     assert machine is not None and machine.create_job is not None
     rules = _acknowledgements(synth.app)[machine.state_machine.role.node.path]
     reason = rules["AwsSolutions-IAM5[Resource::*]"]

@@ -36,7 +36,7 @@ def _objects(logical_id: str) -> dict[str, Any]:
 
 
 def _output_id(synth: Synth) -> str:
-    output = synth.stack.processor_output
+    output = synth.pipeline.processor_output
     assert output is not None
     return synth.logical_id(output.bucket)
 
@@ -54,22 +54,22 @@ def _variables(synth: Synth, function: Any) -> dict[str, Any]:
 def test_processor_runs_where_the_ingest_service_is_built(fanout_synth: Synth) -> None:
     # GIVEN processor = the example, and the distributed-map backfill
     synth = fanout_synth
-    stack = synth.stack
-    assert stack.backfill_control is not None and stack.reconcile_fan_out is not None
-    assert stack.change_relay is not None
+    pipeline = synth.pipeline
+    assert pipeline.backfill_control is not None and pipeline.reconcile_fan_out is not None
+    assert pipeline.change_relay is not None
     output = _ref(_output_id(synth))
     # THEN the ingest function and the backfill_file step run it, with its output bucket ...
-    runners = [stack.ingest.function, stack.backfill_control.function]
-    assert stack.ingest_service_functions == runners
-    for function in stack.ingest_service_functions:
+    runners = [pipeline.ingest.function, pipeline.backfill_control.function]
+    assert pipeline.ingest_service_functions == runners
+    for function in pipeline.ingest_service_functions:
         variables = _variables(synth, function)
         assert variables["PROCESSOR"] == PROCESSOR
         assert variables["OUTPUT_BUCKET"] == output
     # ... and no other function does
     for function in (
-        stack.reconcile.function,
-        stack.reconcile_fan_out.function,
-        stack.change_relay.function,
+        pipeline.reconcile.function,
+        pipeline.reconcile_fan_out.function,
+        pipeline.change_relay.function,
     ):
         variables = _variables(synth, function)
         assert "PROCESSOR" not in variables and "OUTPUT_BUCKET" not in variables
@@ -77,16 +77,16 @@ def test_processor_runs_where_the_ingest_service_is_built(fanout_synth: Synth) -
 
 def test_ingest_role_reads_pinned_content_and_writes_outputs_only(fanout_synth: Synth) -> None:
     synth = fanout_synth
-    stack = synth.stack
-    bucket = synth.logical_id(stack.landing.bucket)
+    pipeline = synth.pipeline
+    bucket = synth.logical_id(pipeline.landing.bucket)
     output = _output_id(synth)
-    queue = synth.logical_id(stack.ingest_queue.queue)
-    dlq = synth.logical_id(stack.ingest_queue.dead_letter_queue)
-    table = synth.logical_id(stack.ledger.table)
-    log_group = synth.logical_id(stack.ingest.log_group)
+    queue = synth.logical_id(pipeline.ingest_queue.queue)
+    dlq = synth.logical_id(pipeline.ingest_queue.dead_letter_queue)
+    table = synth.logical_id(pipeline.ledger.table)
+    log_group = synth.logical_id(pipeline.ingest.log_group)
     # THEN the ledger rules' grants (GetObject + GetObjectVersion on the landing objects already
     # serve the pinned reads, C8) plus read, write and delete of the output objects, nothing more
-    assert _granted(_role_statements(synth, stack.ingest.role)) == _grants(
+    assert _granted(_role_statements(synth, pipeline.ingest.role)) == _grants(
         {
             **xray_grants(fanout_synth),
             "logs:CreateLogStream": [_arn(log_group)],
@@ -119,13 +119,13 @@ def test_only_the_processor_functions_may_write_outputs(fanout_synth: Synth) -> 
             writers.update(json.dumps(role) for role in policy["Properties"]["Roles"])
     assert writers == {
         json.dumps(_ref(synth.logical_id(function.role)))
-        for function in synth.stack.ingest_service_functions
+        for function in synth.pipeline.ingest_service_functions
     }
 
 
 def test_output_bucket_is_private_encrypted_logged_and_retained(fanout_synth: Synth) -> None:
     synth = fanout_synth
-    landing = synth.stack.landing
+    landing = synth.pipeline.landing
     assert landing.access_logs_bucket is not None
     logs_id = synth.logical_id(landing.access_logs_bucket)
     output_id = _output_id(synth)
@@ -202,7 +202,7 @@ def test_output_names_the_bucket(fanout_synth: Synth) -> None:
 def test_no_processor_by_default(variant: str, request: pytest.FixtureRequest) -> None:
     synth: Synth = request.getfixturevalue(variant)
     assert synth.settings.processor is None
-    assert synth.stack.processor_output is None
+    assert synth.pipeline.processor_output is None
     for logical_id, function in synth.resources("AWS::Lambda::Function").items():
         variables = function["Properties"]["Environment"]["Variables"]
         assert "PROCESSOR" not in variables and "OUTPUT_BUCKET" not in variables, logical_id
@@ -242,16 +242,20 @@ def _findings(app: App) -> list[str]:
 def test_batch_operations_backfill_runs_the_processor(tmp_path: Path) -> None:
     # GIVEN the batch-operations engine (the default) with a processor and the change stream
     app, stack = _build(tmp_path, stage="batchfx", processor=PROCESSOR, changeStream=True)
-    assert stack.backfill is not None and stack.backfill_control is not None
-    output = stack.processor_output
+    pipeline = stack.pipeline
+    assert pipeline.backfill is not None and pipeline.backfill_control is not None
+    output = pipeline.processor_output
     assert output is not None
     output_id = stack.resolve(output.bucket.node.default_child.logical_id)  # type: ignore[union-attr]
     # THEN the backfill function runs it with the output grants; the control function does not
-    assert stack.ingest_service_functions == [stack.ingest.function, stack.backfill.function]
-    granted = _granted(_policy_statements(stack, stack.backfill.function))
+    assert pipeline.ingest_service_functions == [
+        pipeline.ingest.function,
+        pipeline.backfill.function,
+    ]
+    granted = _granted(_policy_statements(stack, pipeline.backfill.function))
     for action in ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"):
         assert json.dumps(_objects(output_id), sort_keys=True) in granted[action], action
-    control = json.dumps(_policy_statements(stack, stack.backfill_control.function))
+    control = json.dumps(_policy_statements(stack, pipeline.backfill_control.function))
     assert output_id not in control
     # AND cdk-nag has nothing unacknowledged to say
     assert _findings(app) == []
@@ -266,8 +270,9 @@ def test_adopted_bucket_processor_output_logs_to_its_own_bucket(tmp_path: Path) 
         processor=PROCESSOR,
         changeStream=True,
     )
-    output = stack.processor_output
-    assert output is not None and stack.landing.access_logs_bucket is None
+    pipeline = stack.pipeline
+    output = pipeline.processor_output
+    assert output is not None and pipeline.landing.access_logs_bucket is None
     # THEN its access logs go to a bucket of its own (no S3 server access logs is cdk-nag S1)
     assert output.access_logs_bucket.node.scope is output
     assert _findings(app) == []

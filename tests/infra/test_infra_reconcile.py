@@ -59,10 +59,10 @@ def _granted(synth: Synth, role: Any) -> dict[str, list[Any]]:
 
 def _reconcile_grants(synth: Synth) -> dict[str, list[Any]]:
     """What every reconcile function may do, on exactly which resources."""
-    bucket_id = synth.logical_id(synth.stack.landing.bucket)
-    table_id = synth.logical_id(synth.stack.ledger.table)
-    queue_id = synth.logical_id(synth.stack.ingest_queue.queue)
-    inventory = synth.stack.landing.inventory_bucket
+    bucket_id = synth.logical_id(synth.pipeline.landing.bucket)
+    table_id = synth.logical_id(synth.pipeline.ledger.table)
+    queue_id = synth.logical_id(synth.pipeline.ingest_queue.queue)
+    inventory = synth.pipeline.landing.inventory_bucket
     assert inventory is not None
     inventory_id = synth.logical_id(inventory)
     reports = {
@@ -92,12 +92,12 @@ def _sorted(granted: dict[str, list[Any]]) -> dict[str, list[str]]:
 
 
 def _environment(synth: Synth) -> dict[str, Any]:
-    bucket_id = synth.logical_id(synth.stack.landing.bucket)
-    inventory = synth.stack.landing.inventory_bucket
+    bucket_id = synth.logical_id(synth.pipeline.landing.bucket)
+    inventory = synth.pipeline.landing.inventory_bucket
     assert inventory is not None
     return {
-        "LEDGER_TABLE_NAME": _ref(synth.logical_id(synth.stack.ledger.table)),
-        "INGEST_QUEUE_URL": _ref(synth.logical_id(synth.stack.ingest_queue.queue)),
+        "LEDGER_TABLE_NAME": _ref(synth.logical_id(synth.pipeline.ledger.table)),
+        "INGEST_QUEUE_URL": _ref(synth.logical_id(synth.pipeline.ingest_queue.queue)),
         "BUCKET_NAME": _ref(bucket_id),
         "INVENTORY_BUCKET_NAME": _ref(synth.logical_id(inventory)),
         "INVENTORY_PREFIX": {"Fn::Join": ["", ["inventory/", _ref(bucket_id), "/s3ingest-daily/"]]},
@@ -110,8 +110,8 @@ def _environment(synth: Synth) -> dict[str, Any]:
 
 def test_schedule_invokes_the_reconcile_function_with_the_inventory_source(synth: Synth) -> None:
     # GIVEN the default settings (the stack owns the bucket and its inventory)
-    rule_id, rule = _resource(synth, synth.stack.reconcile_schedule.rule)
-    function_id = synth.logical_id(synth.stack.reconcile.function)
+    rule_id, rule = _resource(synth, synth.pipeline.reconcile_schedule.rule)
+    function_id = synth.logical_id(synth.pipeline.reconcile.function)
     props = rule["Properties"]
     # THEN the rule runs on the settings' schedule and sends {"source": "inventory"}
     assert props["ScheduleExpression"] == "rate(1 day)" == Settings().reconcile_schedule
@@ -142,8 +142,8 @@ def test_schedule_invokes_the_reconcile_function_with_the_inventory_source(synth
 
 def test_reconcile_function_handler_runtime_and_environment(synth: Synth) -> None:
     settings = Settings()
-    log_group_id, log_group = _resource(synth, synth.stack.reconcile.log_group)
-    _, function = _resource(synth, synth.stack.reconcile.function)
+    log_group_id, log_group = _resource(synth, synth.pipeline.reconcile.log_group)
+    _, function = _resource(synth, synth.pipeline.reconcile.function)
     props = function["Properties"]
     assert props["Handler"] == RECONCILE_HANDLER
     assert props["Runtime"] == "python3.13"
@@ -153,16 +153,16 @@ def test_reconcile_function_handler_runtime_and_environment(synth: Synth) -> Non
     assert props["MemorySize"] == settings.reconcile_memory_mb == 3008
     assert props["Timeout"] == settings.reconcile_timeout_seconds == 900
     assert props["Environment"]["Variables"] == _environment(synth)
-    assert props["Role"] == _arn(synth.logical_id(synth.stack.reconcile.role))
+    assert props["Role"] == _arn(synth.logical_id(synth.pipeline.reconcile.role))
     # The same bundled asset as the ingest function.
-    _, ingest = _resource(synth, synth.stack.ingest.function)
+    _, ingest = _resource(synth, synth.pipeline.ingest.function)
     assert props["Code"] == ingest["Properties"]["Code"]
     assert log_group["Properties"]["RetentionInDays"] == settings.log_retention_days
     assert log_group["DeletionPolicy"] == "Retain"
     (policy_id,) = [
         logical_id
         for logical_id, policy in synth.resources("AWS::IAM::Policy").items()
-        if policy["Properties"]["Roles"] == [_ref(synth.logical_id(synth.stack.reconcile.role))]
+        if policy["Properties"]["Roles"] == [_ref(synth.logical_id(synth.pipeline.reconcile.role))]
     ]
     assert function["DependsOn"] == [policy_id]
 
@@ -186,7 +186,7 @@ def test_inventory_prefix_is_where_s3_delivers_the_report() -> None:
 
 def test_reconcile_role_is_least_privilege(synth: Synth) -> None:
     # GIVEN the reconcile function's role
-    _, role = _resource(synth, synth.stack.reconcile.role)
+    _, role = _resource(synth, synth.pipeline.reconcile.role)
     assert "ManagedPolicyArns" not in role["Properties"]
     assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"] == [
         {
@@ -195,8 +195,8 @@ def test_reconcile_role_is_least_privilege(synth: Synth) -> None:
             "Principal": {"Service": "lambda.amazonaws.com"},
         }
     ]
-    log_group_id = synth.logical_id(synth.stack.reconcile.log_group)
-    granted = _granted(synth, synth.stack.reconcile.role)
+    log_group_id = synth.logical_id(synth.pipeline.reconcile.log_group)
+    granted = _granted(synth, synth.pipeline.reconcile.role)
     # THEN Scan on the ledger table only, SendMessage on the ingest queue only, reads of the
     # bucket and of this bucket's inventory reports, and nothing else
     assert _sorted(granted) == _sorted(
@@ -206,15 +206,15 @@ def test_reconcile_role_is_least_privilege(synth: Synth) -> None:
             "logs:PutLogEvents": [_arn(log_group_id)],
         }
     )
-    table_id = synth.logical_id(synth.stack.ledger.table)
-    queue_id = synth.logical_id(synth.stack.ingest_queue.queue)
+    table_id = synth.logical_id(synth.pipeline.ledger.table)
+    queue_id = synth.logical_id(synth.pipeline.ingest_queue.queue)
     assert granted["dynamodb:Scan"] == [_arn(table_id)]
     assert granted["sqs:SendMessage"] == [_arn(queue_id)]
     assert not [action for action in granted if action.startswith(("dynamodb:Put", "s3:Put"))]
 
 
 def test_drift_alarm_watches_the_daily_maximum_of_drift_total(synth: Synth) -> None:
-    _, alarm = _resource(synth, synth.stack.drift.alarm)
+    _, alarm = _resource(synth, synth.pipeline.drift.alarm)
     props = alarm["Properties"]
     assert {key: props[key] for key in props if key not in ("AlarmDescription", "Tags")} == {
         "AlarmName": f"s3ingest-{synth.settings.stage}-drift",
@@ -232,8 +232,8 @@ def test_drift_alarm_watches_the_daily_maximum_of_drift_total(synth: Synth) -> N
         "EvaluationPeriods": 1,
         "TreatMissingData": "notBreaching",
         # The alarm topic is notified on ALARM and on OK (test_infra_alarms.py has the topic).
-        "AlarmActions": [_ref(synth.logical_id(synth.stack.alarm_topic.topic))],
-        "OKActions": [_ref(synth.logical_id(synth.stack.alarm_topic.topic))],
+        "AlarmActions": [_ref(synth.logical_id(synth.pipeline.alarm_topic.topic))],
+        "OKActions": [_ref(synth.logical_id(synth.pipeline.alarm_topic.topic))],
     }
     assert props["AlarmDescription"].endswith(
         f"Runbook: {synth.settings.runbook_base_url}#events-lost-upstream"
@@ -249,26 +249,26 @@ def test_per_kind_drift_metrics_match_the_handlers() -> None:
 def test_reconcile_outputs(synth: Synth) -> None:
     outputs = synth.template["Outputs"]
     assert outputs["ReconcileFunctionName"]["Value"] == _ref(
-        synth.logical_id(synth.stack.reconcile.function)
+        synth.logical_id(synth.pipeline.reconcile.function)
     )
-    assert outputs["DriftAlarmName"]["Value"] == _ref(synth.logical_id(synth.stack.drift.alarm))
+    assert outputs["DriftAlarmName"]["Value"] == _ref(synth.logical_id(synth.pipeline.drift.alarm))
     assert "ReconcileStateMachineArn" not in outputs
 
 
 def test_no_fan_out_without_the_setting(synth: Synth) -> None:
-    assert synth.stack.reconcile_fan_out is None
-    assert synth.stack.reconcile_state_machine is None
+    assert synth.pipeline.reconcile_fan_out is None
+    assert synth.pipeline.reconcile_state_machine is None
     # The only state machine (and the only key besides the alarm topic's) is the backfill's.
-    backfill = synth.stack.backfill_state_machine
+    backfill = synth.pipeline.backfill_state_machine
     assert backfill is not None
     assert set(synth.resources("AWS::StepFunctions::StateMachine")) == {
         synth.logical_id(backfill.state_machine)
     }
     assert set(synth.resources("AWS::KMS::Key")) == {
         synth.logical_id(backfill.log_key),
-        synth.logical_id(synth.stack.alarm_topic.key),
+        synth.logical_id(synth.pipeline.alarm_topic.key),
     }
-    inventory = synth.stack.landing.inventory_bucket
+    inventory = synth.pipeline.landing.inventory_bucket
     assert inventory is not None
     _, bucket = _resource(synth, inventory)
     assert "LifecycleConfiguration" not in bucket["Properties"]
@@ -279,10 +279,10 @@ def test_no_fan_out_without_the_setting(synth: Synth) -> None:
 
 def test_adopted_bucket_is_reconciled_by_listing(adopted_synth: Synth) -> None:
     synth = adopted_synth
-    _, rule = _resource(synth, synth.stack.reconcile_schedule.rule)
+    _, rule = _resource(synth, synth.pipeline.reconcile_schedule.rule)
     (target,) = rule["Properties"]["Targets"]
     assert json.loads(target["Input"]) == {"source": "listing"}
-    _, function = _resource(synth, synth.stack.reconcile.function)
+    _, function = _resource(synth, synth.pipeline.reconcile.function)
     variables = function["Properties"]["Environment"]["Variables"]
     assert variables["BUCKET_NAME"] == ADOPTED_BUCKET
     assert "INVENTORY_BUCKET_NAME" not in variables
@@ -293,8 +293,8 @@ def test_adopted_bucket_reconcile_grants(adopted_synth: Synth) -> None:
     synth = adopted_synth
     bucket_arn = {"Fn::Join": ["", ["arn:", _ref("AWS::Partition"), f":s3:::{ADOPTED_BUCKET}"]]}
     objects = {"Fn::Join": ["", ["arn:", _ref("AWS::Partition"), f":s3:::{ADOPTED_BUCKET}/*"]]}
-    log_group_id = synth.logical_id(synth.stack.reconcile.log_group)
-    assert _sorted(_granted(synth, synth.stack.reconcile.role)) == _sorted(
+    log_group_id = synth.logical_id(synth.pipeline.reconcile.log_group)
+    assert _sorted(_granted(synth, synth.pipeline.reconcile.role)) == _sorted(
         {
             **xray_grants(synth),
             "logs:CreateLogStream": [_arn(log_group_id)],
@@ -304,8 +304,8 @@ def test_adopted_bucket_reconcile_grants(adopted_synth: Synth) -> None:
             "s3:GetBucketVersioning": [bucket_arn],
             "s3:GetObject": [objects],
             "s3:GetObjectVersion": [objects],
-            "dynamodb:Scan": [_arn(synth.logical_id(synth.stack.ledger.table))],
-            "sqs:SendMessage": [_arn(synth.logical_id(synth.stack.ingest_queue.queue))],
+            "dynamodb:Scan": [_arn(synth.logical_id(synth.pipeline.ledger.table))],
+            "sqs:SendMessage": [_arn(synth.logical_id(synth.pipeline.ingest_queue.queue))],
         }
     )
 
@@ -315,7 +315,7 @@ def test_adopted_bucket_reconcile_grants(adopted_synth: Synth) -> None:
 
 def _definition(synth: Synth) -> dict[str, Any]:
     """The state machine's ASL, its ``Fn::Join`` rendered with ``<Id>`` / ``<Id.Attr>`` tokens."""
-    machine = synth.stack.reconcile_state_machine
+    machine = synth.pipeline.reconcile_state_machine
     assert machine is not None
     return definition(synth, machine.state_machine)
 
@@ -466,8 +466,8 @@ def test_fanout_diff_map_and_summary(fanout_synth: Synth) -> None:
 
 
 def test_fanout_every_task_invokes_the_step_function_with_retries(fanout_synth: Synth) -> None:
-    assert fanout_synth.stack.reconcile_fan_out is not None
-    function_id = fanout_synth.logical_id(fanout_synth.stack.reconcile_fan_out.function)
+    assert fanout_synth.pipeline.reconcile_fan_out is not None
+    function_id = fanout_synth.logical_id(fanout_synth.pipeline.reconcile_fan_out.function)
     tasks = [state for _, state in _walk(_definition(fanout_synth)) if state["Type"] == "Task"]
     assert len(tasks) == 5
     for task in tasks:
@@ -478,7 +478,7 @@ def test_fanout_every_task_invokes_the_step_function_with_retries(fanout_synth: 
 
 def test_fanout_state_machine_logging_tracing_and_encryption(fanout_synth: Synth) -> None:
     synth = fanout_synth
-    machine_construct = synth.stack.reconcile_state_machine
+    machine_construct = synth.pipeline.reconcile_state_machine
     assert machine_construct is not None
     _, machine = _resource(synth, machine_construct.state_machine)
     log_group_id, log_group = _resource(synth, machine_construct.log_group)
@@ -540,10 +540,10 @@ def test_fanout_state_machine_logging_tracing_and_encryption(fanout_synth: Synth
 
 def test_fanout_state_machine_role(fanout_synth: Synth) -> None:
     synth = fanout_synth
-    machine = synth.stack.reconcile_state_machine
-    assert machine is not None and synth.stack.reconcile_fan_out is not None
+    machine = synth.pipeline.reconcile_state_machine
+    assert machine is not None and synth.pipeline.reconcile_fan_out is not None
     machine_id = synth.logical_id(machine.state_machine)
-    function_arn = _arn(synth.logical_id(synth.stack.reconcile_fan_out.function))
+    function_arn = _arn(synth.logical_id(synth.pipeline.reconcile_fan_out.function))
     granted = _granted(synth, machine.state_machine.role)
     # The step function (and its versions) only; child executions of this state machine only.
     assert granted["lambda:InvokeFunction"] == [
@@ -590,10 +590,10 @@ def test_fanout_state_machine_role(fanout_synth: Synth) -> None:
 
 def test_fanout_schedule_starts_the_state_machine(fanout_synth: Synth) -> None:
     synth = fanout_synth
-    machine = synth.stack.reconcile_state_machine
+    machine = synth.pipeline.reconcile_state_machine
     assert machine is not None
     machine_id = synth.logical_id(machine.state_machine)
-    _, rule = _resource(synth, synth.stack.reconcile_schedule.rule)
+    _, rule = _resource(synth, synth.pipeline.reconcile_schedule.rule)
     (target,) = rule["Properties"]["Targets"]
     assert target["Arn"] == _ref(machine_id)
     assert json.loads(target["Input"]) == {}
@@ -613,7 +613,7 @@ def test_fanout_schedule_starts_the_state_machine(fanout_synth: Synth) -> None:
     )
     assert _granted(synth, events_role) == {"states:StartExecution": [_ref(machine_id)]}
     # The single-run function stays deployed for on-demand runs, without a schedule.
-    reconcile_arn = _arn(synth.logical_id(synth.stack.reconcile.function))
+    reconcile_arn = _arn(synth.logical_id(synth.pipeline.reconcile.function))
     assert not [
         p
         for p in synth.resources("AWS::Lambda::Permission").values()
@@ -623,9 +623,9 @@ def test_fanout_schedule_starts_the_state_machine(fanout_synth: Synth) -> None:
 
 def test_fanout_function_env_handler_and_grants(fanout_synth: Synth) -> None:
     synth = fanout_synth
-    fan_out = synth.stack.reconcile_fan_out
+    fan_out = synth.pipeline.reconcile_fan_out
     assert fan_out is not None
-    inventory = synth.stack.landing.inventory_bucket
+    inventory = synth.pipeline.landing.inventory_bucket
     assert inventory is not None
     _, function = _resource(synth, fan_out.function)
     props = function["Properties"]
@@ -650,7 +650,7 @@ def test_fanout_work_prefix_expires(fanout_synth: Synth) -> None:
     from s3ingest_fn.reconcile.fanout import WORK_PREFIX as FANOUT_WORK_PREFIX
 
     assert WORK_PREFIX == FANOUT_WORK_PREFIX
-    inventory = fanout_synth.stack.landing.inventory_bucket
+    inventory = fanout_synth.pipeline.landing.inventory_bucket
     assert inventory is not None
     _, bucket = _resource(fanout_synth, inventory)
     assert bucket["Properties"]["LifecycleConfiguration"] == {
@@ -666,14 +666,14 @@ def test_fanout_work_prefix_expires(fanout_synth: Synth) -> None:
 
 
 def test_fanout_outputs(fanout_synth: Synth) -> None:
-    machine = fanout_synth.stack.reconcile_state_machine
+    machine = fanout_synth.pipeline.reconcile_state_machine
     assert machine is not None
     outputs = fanout_synth.template["Outputs"]
     assert outputs["ReconcileStateMachineArn"]["Value"] == _ref(
         fanout_synth.logical_id(machine.state_machine)
     )
     assert outputs["ReconcileFunctionName"]["Value"] == _ref(
-        fanout_synth.logical_id(fanout_synth.stack.reconcile.function)
+        fanout_synth.logical_id(fanout_synth.pipeline.reconcile.function)
     )
     assert "DriftAlarmName" in outputs
 

@@ -31,22 +31,22 @@ def _resource(synth: Synth, construct: Any) -> tuple[str, dict[str, Any]]:
 
 
 def _ingest_function(synth: Synth) -> tuple[str, dict[str, Any]]:
-    return _resource(synth, synth.stack.ingest.function)
+    return _resource(synth, synth.pipeline.ingest.function)
 
 
 def _ingest_rule(synth: Synth) -> tuple[str, dict[str, Any]]:
-    return _resource(synth, synth.stack.routing.rule)
+    return _resource(synth, synth.pipeline.routing.rule)
 
 
 def _bucket_id(synth: Synth) -> str:
-    return synth.logical_id(synth.stack.landing.bucket)
+    return synth.logical_id(synth.pipeline.landing.bucket)
 
 
 def _queue_ids(synth: Synth) -> tuple[str, str, str]:
     return (
-        synth.logical_id(synth.stack.ingest_queue.queue),
-        synth.logical_id(synth.stack.ingest_queue.dead_letter_queue),
-        synth.logical_id(synth.stack.routing.target_dead_letter_queue),
+        synth.logical_id(synth.pipeline.ingest_queue.queue),
+        synth.logical_id(synth.pipeline.ingest_queue.dead_letter_queue),
+        synth.logical_id(synth.pipeline.routing.target_dead_letter_queue),
     )
 
 
@@ -180,9 +180,9 @@ def test_event_source_mapping_reports_partial_batch_failures(synth: Synth) -> No
 
 def test_function_runtime_tracing_logging_and_environment(synth: Synth) -> None:
     settings = Settings()
-    table_id = synth.logical_id(synth.stack.ledger.table)
+    table_id = synth.logical_id(synth.pipeline.ledger.table)
     _, dlq_id, _ = _queue_ids(synth)
-    log_group_id, log_group = _resource(synth, synth.stack.ingest.log_group)
+    log_group_id, log_group = _resource(synth, synth.pipeline.ingest.log_group)
     _, function = _ingest_function(synth)
     props = function["Properties"]
     assert props["Architectures"] == ["arm64"]
@@ -204,7 +204,7 @@ def test_function_runtime_tracing_logging_and_environment(synth: Synth) -> None:
     assert log_group["Properties"]["RetentionInDays"] == settings.log_retention_days
     assert log_group["DeletionPolicy"] == "Retain"
     # Created after its policy; the role itself is ordered by the Role property's GetAtt.
-    role_id = synth.logical_id(synth.stack.ingest.role)
+    role_id = synth.logical_id(synth.pipeline.ingest.role)
     (policy_id,) = [
         logical_id
         for logical_id, policy in synth.resources("AWS::IAM::Policy").items()
@@ -238,7 +238,7 @@ def test_ledger_table(synth: Synth) -> None:
 
 
 def test_landing_bucket_versioning_eventbridge_logging_and_inventory(synth: Synth) -> None:
-    landing = synth.stack.landing
+    landing = synth.pipeline.landing
     assert landing.access_logs_bucket is not None and landing.inventory_bucket is not None
     logs_id = synth.logical_id(landing.access_logs_bucket)
     inventory_id = synth.logical_id(landing.inventory_bucket)
@@ -324,7 +324,7 @@ def test_every_bucket_policy_denies_insecure_transport(synth: Synth) -> None:
 
 
 def test_inventory_bucket_admits_only_this_buckets_inventory(synth: Synth) -> None:
-    inventory_bucket = synth.stack.landing.inventory_bucket
+    inventory_bucket = synth.pipeline.landing.inventory_bucket
     assert inventory_bucket is not None
     inventory_id = synth.logical_id(inventory_bucket)
     (policy,) = [
@@ -357,7 +357,7 @@ def test_inventory_bucket_admits_only_this_buckets_inventory(synth: Synth) -> No
 
 def test_function_role_is_least_privilege(synth: Synth) -> None:
     # GIVEN the function's role and the policies attached to it
-    role_id = synth.logical_id(synth.stack.ingest.role)
+    role_id = synth.logical_id(synth.pipeline.ingest.role)
     role = synth.template["Resources"][role_id]["Properties"]
     assert "ManagedPolicyArns" not in role
     assert role["AssumeRolePolicyDocument"]["Statement"] == [
@@ -384,8 +384,8 @@ def test_function_role_is_least_privilege(synth: Synth) -> None:
     # THEN it holds exactly these actions, each on exactly these resources
     bucket_id = _bucket_id(synth)
     queue_id, dlq_id, _ = _queue_ids(synth)
-    log_group_id = synth.logical_id(synth.stack.ingest.log_group)
-    table_id = synth.logical_id(synth.stack.ledger.table)
+    log_group_id = synth.logical_id(synth.pipeline.ingest.log_group)
+    table_id = synth.logical_id(synth.pipeline.ledger.table)
     objects = {"Fn::Join": ["", [_arn(bucket_id), "/*"]]}
     assert granted == {
         **xray_grants(synth),
@@ -445,7 +445,9 @@ def test_outputs(synth: Synth) -> None:
     assert outputs["BucketName"]["Value"] == _ref(_bucket_id(synth))
     assert outputs["QueueUrl"]["Value"] == _ref(queue_id)
     assert outputs["DeadLetterQueueUrl"]["Value"] == _ref(dlq_id)
-    assert outputs["LedgerTableName"]["Value"] == _ref(synth.logical_id(synth.stack.ledger.table))
+    assert outputs["LedgerTableName"]["Value"] == _ref(
+        synth.logical_id(synth.pipeline.ledger.table)
+    )
     assert outputs["FunctionName"]["Value"] == _ref(function_id)
     assert outputs["ArchiveName"]["Value"] == _ref(archive_id)
     assert outputs["RuleName"]["Value"] == _ref(rule_id)

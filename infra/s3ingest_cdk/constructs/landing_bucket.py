@@ -49,10 +49,60 @@ def secure_bucket(
     )
 
 
+def adopted_bucket(scope: Construct, construct_id: str, bucket_name: str) -> s3.IBucket:
+    """An existing bucket, by name: as ``Bucket.from_bucket_name``, with the ARN built from the
+    partition pseudo-parameter (``from_bucket_name`` would write the partition of the synth-time
+    region literally). Creates no resource."""
+    return s3.Bucket.from_bucket_attributes(
+        scope,
+        construct_id,
+        bucket_name=bucket_name,
+        bucket_arn=f"arn:{Aws.PARTITION}:s3:::{bucket_name}",
+    )
+
+
+def enable_event_bridge(bucket: s3.Bucket) -> None:
+    """Turn on the bucket's delivery of its events to EventBridge on the bucket resource itself
+    (``NotificationConfiguration.EventBridgeConfiguration``,
+    https://docs.aws.amazon.com/AmazonS3/latest/userguide/EventBridge.html).
+
+    The L2 ``event_bridge_enabled`` prop would add a ``Custom::S3BucketNotifications`` resource
+    backed by a singleton Lambda (managed policy, extra runtime, cdk-nag findings) to do what this
+    native CloudFormation property does. Other notification configurations set on the L1 are kept.
+
+    Parameters
+    ----------
+    bucket : aws_cdk.aws_s3.Bucket
+        A bucket created in the app (not imported: an imported bucket's owner turns delivery on).
+
+    Raises
+    ------
+    TypeError
+        When ``bucket`` has no ``CfnBucket`` (an imported bucket), or its notification
+        configuration is not a ``NotificationConfigurationProperty`` that can be extended.
+    """
+    cfn_bucket = bucket.node.default_child
+    if not isinstance(cfn_bucket, s3.CfnBucket):
+        raise TypeError("enable_event_bridge needs a bucket created in the app (s3.Bucket)")
+    existing = cfn_bucket.notification_configuration
+    if existing is not None and not isinstance(
+        existing, s3.CfnBucket.NotificationConfigurationProperty
+    ):
+        raise TypeError("the bucket's NotificationConfiguration is not a property object")
+    cfn_bucket.notification_configuration = s3.CfnBucket.NotificationConfigurationProperty(
+        event_bridge_configuration=s3.CfnBucket.EventBridgeConfigurationProperty(
+            event_bridge_enabled=True
+        ),
+        lambda_configurations=existing.lambda_configurations if existing else None,
+        queue_configurations=existing.queue_configurations if existing else None,
+        topic_configurations=existing.topic_configurations if existing else None,
+    )
+
+
 class LandingBucket(Construct):
     """The bucket whose objects the ledger tracks.
 
-    Without ``existing_bucket_name`` the construct creates the bucket: versioned (per
+    Without ``bucket`` the construct creates the bucket: versioned (per
     ``versioned``), SSE-S3, TLS-only, public access blocked, retained, with server access logs to
     a logs bucket and EventBridge delivery switched on in its ``NotificationConfiguration``
     (https://docs.aws.amazon.com/AmazonS3/latest/userguide/EventBridge.html). With
@@ -60,9 +110,10 @@ class LandingBucket(Construct):
     an inventory bucket whose policy lets only this bucket, in this account, write reports
     (https://docs.aws.amazon.com/AmazonS3/latest/userguide/configure-inventory.html).
 
-    With ``existing_bucket_name`` the bucket is adopted by name and left untouched: its
-    notification configuration is owned by its owner, who must turn on "Send notifications to
-    Amazon EventBridge" themselves; no inventory is configured.
+    With ``bucket`` (the team's own, created in the app or imported) the bucket is used and left
+    untouched: its notification configuration is its owner's, who must turn on "Send
+    notifications to Amazon EventBridge" (:func:`enable_event_bridge`); no inventory is
+    configured.
 
     Parameters
     ----------
@@ -70,8 +121,8 @@ class LandingBucket(Construct):
         Parent construct.
     construct_id : str
         Construct id.
-    existing_bucket_name : str or None
-        Name of a bucket to adopt; ``None`` creates one.
+    bucket : aws_cdk.aws_s3.IBucket or None
+        The bucket to use (:func:`adopted_bucket` for one known by name); ``None`` creates one.
     versioned : bool
         Versioning on the created bucket.
     inventory_enabled : bool
@@ -82,7 +133,7 @@ class LandingBucket(Construct):
     bucket : aws_cdk.aws_s3.IBucket
         The landing bucket (created or adopted).
     owned : bool
-        ``True`` when this stack created the bucket.
+        ``True`` when this construct created the bucket.
     access_logs_bucket : aws_cdk.aws_s3.Bucket or None
         Destination of the server access logs (created buckets only).
     inventory_bucket : aws_cdk.aws_s3.Bucket or None
@@ -94,7 +145,7 @@ class LandingBucket(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        existing_bucket_name: str | None,
+        bucket: s3.IBucket | None,
         versioned: bool,
         inventory_enabled: bool,
     ) -> None:
@@ -102,16 +153,9 @@ class LandingBucket(Construct):
         self.access_logs_bucket: s3.Bucket | None = None
         self.inventory_bucket: s3.Bucket | None = None
         self.bucket: s3.IBucket
-        if existing_bucket_name is not None:
+        if bucket is not None:
             self.owned = False
-            # As `Bucket.from_bucket_name`, with the ARN built from the partition pseudo-parameter
-            # (from_bucket_name would write the partition of the synth-time region literally).
-            self.bucket = s3.Bucket.from_bucket_attributes(
-                self,
-                "Adopted",
-                bucket_name=existing_bucket_name,
-                bucket_arn=f"arn:{Aws.PARTITION}:s3:::{existing_bucket_name}",
-            )
+            self.bucket = bucket
             return
 
         self.owned = True
@@ -121,25 +165,18 @@ class LandingBucket(Construct):
         # No cdk-nag AwsSolutions-S1 finding here: the rule accepts a bucket that is itself a server
         # access logs destination (S3 advises against logging a bucket to itself,
         # https://docs.aws.amazon.com/AmazonS3/latest/userguide/ServerLogs.html).
-        bucket = secure_bucket(
+        created = secure_bucket(
             self,
             "Bucket",
             versioned=versioned,
             access_logs_bucket=self.access_logs_bucket,
             access_logs_prefix="landing/",
         )
-        cfn_bucket = bucket.node.default_child
+        cfn_bucket = created.node.default_child
         if not isinstance(cfn_bucket, s3.CfnBucket):  # pragma: no cover - CDK invariant
             raise TypeError("s3.Bucket's default child is not a CfnBucket")
-        # EventBridge delivery set on the bucket resource itself. The L2 `event_bridge_enabled`
-        # prop would add a Custom::S3BucketNotifications resource backed by a singleton Lambda
-        # (managed policy, extra runtime) to do what this native CloudFormation property does.
-        cfn_bucket.notification_configuration = s3.CfnBucket.NotificationConfigurationProperty(
-            event_bridge_configuration=s3.CfnBucket.EventBridgeConfigurationProperty(
-                event_bridge_enabled=True
-            )
-        )
-        self.bucket = bucket
+        enable_event_bridge(created)
+        self.bucket = created
 
         if inventory_enabled:
             self.inventory_bucket = secure_bucket(
@@ -149,7 +186,7 @@ class LandingBucket(Construct):
                 access_logs_bucket=self.access_logs_bucket,
                 access_logs_prefix="inventory/",
             )
-            self._configure_inventory(cfn_bucket, bucket, self.inventory_bucket)
+            self._configure_inventory(cfn_bucket, created, self.inventory_bucket)
 
     @staticmethod
     def _configure_inventory(

@@ -1,0 +1,280 @@
+"""Backfill of pre-existing objects (CONTRACT C13) over the pipeline's own S3 Inventory."""
+
+from __future__ import annotations
+
+from aws_cdk import Aws, Duration
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from s3ingest.settings import Settings, inventory_report_prefix
+from s3ingest_cdk.constructs import (
+    BackfillControlFunction,
+    BackfillFunction,
+    BackfillStateMachine,
+    BatchOperationsRole,
+)
+from s3ingest_cdk.constructs.backfill_control_function import REPORT_PREFIX
+from s3ingest_cdk.constructs.backfill_state_machine import BATCH_OPERATIONS, FILES_MAP_LABEL
+from s3ingest_cdk.features.evidence import (
+    REPORTS_EVIDENCE,
+    SFN_LOGGING_EVIDENCE,
+    acknowledge_distributed_map,
+    acknowledge_function,
+    acknowledge_state_machine_invoke,
+)
+from s3ingest_cdk.features.service import grant_ingest_service
+from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
+
+_OBSERVE_EVIDENCE = (
+    "The backfill observes whichever objects the inventory lists (C7): s3:GetObject and "
+    "s3:GetObjectVersion (HEAD) on the landing bucket's objects only, keys known at run time."
+)
+_COMPLETION_EVIDENCE = (
+    "under backfill-reports/ of the inventory bucket only: S3 Batch Operations names each "
+    "completion report backfill-reports/job-<job id>/... at run time "
+    "(https://docs.aws.amazon.com/AmazonS3/latest/userguide/batch-ops-examples-reports.html)."
+)
+_CREATE_JOB_EVIDENCE = (
+    " And s3:CreateJob, which has no resource type: its only resource is '*' (Service "
+    "Authorization Reference, Amazon S3: https://docs.aws.amazon.com/service-authorization/"
+    "latest/reference/list_amazons3.html); what a job can do is bounded by the one role this "
+    "state machine may pass (iam:PassRole on the Batch Operations role, to "
+    "batchoperations.s3.amazonaws.com only)."
+)
+
+
+class Backfill(Construct):
+    """The backfill state machine, its control function and (``batch-operations`` engine) the
+    function S3 Batch Operations invokes and the role the job runs as; grants and cdk-nag
+    acknowledgements with them.
+
+    Parameters
+    ----------
+    scope : constructs.Construct
+        The pipeline.
+    construct_id : str
+        Construct id.
+    settings : s3ingest.settings.Settings
+        Validated settings (``backfill_engine`` picks the engine).
+    code : aws_cdk.aws_lambda.Code
+        The bundled function package.
+    bucket : aws_cdk.aws_s3.IBucket
+        The landing bucket.
+    inventory_bucket : aws_cdk.aws_s3.IBucket
+        The pipeline's inventory bucket (manifests, data files, completion reports).
+    ledger_table : aws_cdk.aws_dynamodb.ITable
+        The ledger.
+    queue, dead_letter_queue : aws_cdk.aws_sqs.IQueue
+        The ingest queue and its dead-letter queue (the functions' settings).
+    output_bucket : aws_cdk.aws_s3.IBucket or None
+        The processor's output bucket (with ``settings.processor``).
+
+    Attributes
+    ----------
+    backfill_control : s3ingest_cdk.constructs.BackfillControlFunction
+        The state machine's step function.
+    backfill : s3ingest_cdk.constructs.BackfillFunction or None
+        The function S3 Batch Operations invokes (``batch-operations`` only).
+    batch_operations : s3ingest_cdk.constructs.BatchOperationsRole or None
+        The role the job runs as (``batch-operations`` only).
+    backfill_state_machine : s3ingest_cdk.constructs.BackfillStateMachine
+        The state machine.
+    ingest_service_functions : list[aws_cdk.aws_lambda.Function]
+        The functions here that run the ledger rules (and the processor).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        code: lambda_.Code,
+        bucket: s3.IBucket,
+        inventory_bucket: s3.IBucket,
+        ledger_table: dynamodb.ITable,
+        queue: sqs.IQueue,
+        dead_letter_queue: sqs.IQueue,
+        output_bucket: s3.IBucket | None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.backfill_control = BackfillControlFunction(
+            self,
+            "BackfillControlFunction",
+            code=code,
+            ledger_table=ledger_table,
+            queue=queue,
+            dead_letter_queue=dead_letter_queue,
+            bucket=bucket,
+            inventory_bucket=inventory_bucket,
+            tombstone_ttl_seconds=settings.tombstone_ttl_seconds,
+            timeout=Duration.seconds(settings.reconcile_timeout_seconds),
+            memory_size_mib=settings.reconcile_memory_mb,
+            log_retention_days=settings.log_retention_days,
+            tracing=settings.tracing,
+        )
+        control = self.backfill_control.function
+        control_role = self.backfill_control.role
+        acknowledge_function(control, control_role, tracing=settings.tracing)
+        reports = inventory_bucket.arn_for_objects(
+            f"{inventory_report_prefix(bucket.bucket_name)}*"
+        )
+        # prepare: the newest report is listed by prefix; its manifest HEAD and read (checksum
+        # included); backfill_file reads the data files.
+        iam.Grant.add_to_principal(
+            grantee=control, actions=["s3:ListBucket"], resource_arns=[inventory_bucket.bucket_arn]
+        )
+        iam.Grant.add_to_principal(
+            grantee=control, actions=["s3:GetObject"], resource_arns=[reports]
+        )
+        acknowledge(
+            control_role,
+            wildcard_resource_finding(self, reports),
+            f"s3:GetObject (and HEAD) {REPORTS_EVIDENCE}",
+        )
+        self.backfill: BackfillFunction | None = None
+        self.batch_operations: BatchOperationsRole | None = None
+        self.ingest_service_functions: list[lambda_.Function] = []
+        batch_role: iam.IRole | None = None
+        if settings.backfill_engine == BATCH_OPERATIONS:
+            self.backfill = BackfillFunction(
+                self,
+                "BackfillFunction",
+                code=code,
+                ledger_table=ledger_table,
+                bucket=bucket,
+                dead_letter_queue=dead_letter_queue,
+                tombstone_ttl_seconds=settings.tombstone_ttl_seconds,
+                record_concurrency=settings.record_concurrency,
+                timeout=Duration.seconds(settings.backfill_function_timeout_seconds),
+                memory_size_mib=settings.function_memory_mb,
+                log_retention_days=settings.log_retention_days,
+                tracing=settings.tracing,
+            )
+            acknowledge_function(
+                self.backfill.function, self.backfill.role, tracing=settings.tracing
+            )
+            # Each task is observed by the ledger rules (C7).
+            grant_ingest_service(
+                self.backfill.function,
+                ledger_table=ledger_table,
+                bucket=bucket,
+                processor=settings.processor,
+                output_bucket=output_bucket,
+                objects_reason=_OBSERVE_EVIDENCE,
+            )
+            self.ingest_service_functions.append(self.backfill.function)
+            batch_role = self._batch_operations(self.backfill.function, inventory_bucket, reports)
+        else:
+            # distributed-map: the control function observes each data file's keys itself (C7).
+            grant_ingest_service(
+                control,
+                ledger_table=ledger_table,
+                bucket=bucket,
+                processor=settings.processor,
+                output_bucket=output_bucket,
+                objects_reason=_OBSERVE_EVIDENCE,
+            )
+            self.ingest_service_functions.append(control)
+        self.backfill_state_machine = BackfillStateMachine(
+            self,
+            "BackfillStateMachine",
+            engine=settings.backfill_engine,
+            control_function=control,
+            backfill_function=self.backfill.function if self.backfill is not None else None,
+            batch_role=batch_role,
+            report_bucket=inventory_bucket,
+            log_retention_days=settings.log_retention_days,
+        )
+        self._acknowledge_state_machine()
+
+    def _batch_operations(
+        self, backfill: lambda_.Function, inventory_bucket: s3.IBucket, reports: str
+    ) -> iam.IRole:
+        """The S3 Batch Operations side of the ``batch-operations`` engine: the control
+        function's read of completion reports, the role the job runs as, and who may invoke
+        the backfill function."""
+        control = self.backfill_control
+        # report: the completion reports (ListBucket above makes a missing one a 404, which it
+        # reads as "no failure").
+        completion_reports = inventory_bucket.arn_for_objects(f"{REPORT_PREFIX}/*")
+        iam.Grant.add_to_principal(
+            grantee=control.function, actions=["s3:GetObject"], resource_arns=[completion_reports]
+        )
+        completion_finding = wildcard_resource_finding(self, completion_reports)
+        acknowledge(
+            control.role,
+            completion_finding,
+            f"s3:GetObject (the report step reads the job's failed tasks) {_COMPLETION_EVIDENCE}",
+        )
+        # S3 Batch Operations runs the job as this role: it reads the manifest and the data files
+        # it lists, invokes the backfill function, writes the completion report; nothing else
+        # (https://docs.aws.amazon.com/AmazonS3/latest/userguide/batch-ops-iam-role-policies.html).
+        self.batch_operations = BatchOperationsRole(self, "BatchOperations")
+        batch_role = self.batch_operations.role
+        iam.Grant.add_to_principal(
+            grantee=batch_role,
+            actions=["s3:GetObject", "s3:GetObjectVersion"],
+            resource_arns=[reports],
+        )
+        acknowledge(
+            batch_role,
+            wildcard_resource_finding(self, reports),
+            "S3 Batch Operations reads the job's manifest and the data files it lists "
+            f"(s3:GetObject, s3:GetObjectVersion) {REPORTS_EVIDENCE}",
+        )
+        iam.Grant.add_to_principal(
+            grantee=batch_role,
+            actions=["lambda:InvokeFunction"],
+            resource_arns=[backfill.function_arn],
+        )
+        iam.Grant.add_to_principal(
+            grantee=batch_role, actions=["s3:PutObject"], resource_arns=[completion_reports]
+        )
+        acknowledge(
+            batch_role,
+            completion_finding,
+            "S3 Batch Operations writes the job's completion report (s3:PutObject) "
+            f"{_COMPLETION_EVIDENCE}",
+        )
+        # The function's resource policy names that role only: no service principal, no other
+        # account (Batch Operations invokes the function as the role it assumed).
+        backfill.add_permission(
+            "BatchOperationsInvoke",
+            principal=iam.ArnPrincipal(batch_role.role_arn),
+            action="lambda:InvokeFunction",
+        )
+        return batch_role
+
+    def _acknowledge_state_machine(self) -> None:
+        """The state machine role's wildcards: logging and X-Ray, CreateJob and DescribeJob
+        (``batch-operations``), or the Distributed Map's child executions."""
+        machine = self.backfill_state_machine
+        state_machine = machine.state_machine
+        acknowledge(
+            state_machine.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            SFN_LOGGING_EVIDENCE
+            if machine.create_job is None
+            else SFN_LOGGING_EVIDENCE + _CREATE_JOB_EVIDENCE,
+        )
+        acknowledge_state_machine_invoke(
+            state_machine, self.backfill_control.function, "the backfill control function"
+        )
+        if machine.create_job is None:
+            acknowledge_distributed_map(state_machine, FILES_MAP_LABEL, "inventory data file")
+            return
+        acknowledge(
+            state_machine.role,
+            wildcard_resource_finding(
+                self, f"arn:{Aws.PARTITION}:s3:{Aws.REGION}:{Aws.ACCOUNT_ID}:job/*"
+            ),
+            "s3:DescribeJob on this account's and region's Batch Operations jobs: the job id "
+            "is made by CreateJob at run time (resource type job, "
+            "https://docs.aws.amazon.com/service-authorization/latest/reference/"
+            "list_amazons3.html).",
+        )

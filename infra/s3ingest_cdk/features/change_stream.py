@@ -1,0 +1,127 @@
+"""The ordered change stream (CONTRACT C11): the ledger's DynamoDB stream -> the relay -> the
+change bus, with its archive and audit log."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
+from constructs import Construct
+
+from s3ingest.settings import Settings
+from s3ingest_cdk.constructs import ChangeBus, ChangeRelayFunction
+from s3ingest_cdk.features.evidence import RUNTIME_EVIDENCE, STREAM_EVIDENCE, XRAY_EVIDENCE
+from s3ingest_cdk.nag import acknowledge
+from s3ingest_fn.changes import STREAM_FILTER
+
+#: The change stream's batch: records of one shard per invocation (the relay publishes them in
+#: order, ten per PutEvents request).
+CHANGE_BATCH_SIZE = 100
+
+
+class ChangeStream(Construct):
+    """Publish every applied change, in order per key, to the pipeline's own bus.
+
+    Parameters
+    ----------
+    scope : constructs.Construct
+        The pipeline.
+    construct_id : str
+        Construct id.
+    settings : s3ingest.settings.Settings
+        Validated settings (stage names the bus ``s3ingest-changes-<stage>``).
+    code : aws_cdk.aws_lambda.Code
+        The bundled function package.
+    ledger_table : aws_cdk.aws_dynamodb.ITable
+        The ledger, with its stream (``NEW_IMAGE``).
+
+    Attributes
+    ----------
+    change_bus : s3ingest_cdk.constructs.ChangeBus
+        ``bus``, ``archive``, ``audit_log_group`` and the audit ``rule``.
+    change_relay : s3ingest_cdk.constructs.ChangeRelayFunction
+        ``function``, ``role``, ``log_group`` and the mapping's ``dead_letter_queue``.
+    change_source : aws_cdk.aws_lambda_event_sources.DynamoEventSource
+        The relay's event source.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        code: lambda_.Code,
+        ledger_table: dynamodb.ITable,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.change_bus = ChangeBus(
+            self,
+            "ChangeBus",
+            bus_name=f"s3ingest-changes-{settings.stage}",
+            archive_retention=Duration.days(settings.archive_retention_days),
+            log_retention_days=settings.log_retention_days,
+        )
+        self.change_relay = ChangeRelayFunction(
+            self,
+            "ChangeRelay",
+            code=code,
+            bus=self.change_bus.bus,
+            timeout=Duration.seconds(settings.function_timeout_seconds),
+            memory_size_mib=settings.function_memory_mb,
+            log_retention_days=settings.log_retention_days,
+            tracing=settings.tracing,
+        )
+        relay = self.change_relay.function
+        acknowledge(relay, "AwsSolutions-L1", RUNTIME_EVIDENCE)
+        # PutEvents on the change bus only.
+        self.change_bus.bus.grant_put_events_to(relay)
+        # The mapping reads the stream (CDK grants the stream read) and sends dropped batches'
+        # positions to the dead-letter queue (CDK grants sqs:SendMessage on it).
+        self.change_source = event_sources.DynamoEventSource(
+            ledger_table,
+            starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+            batch_size=CHANGE_BATCH_SIZE,
+            # Order: one concurrent batch per shard, so a key's changes (one item's stream records
+            # stay in one shard, in write order) are published one after another.
+            parallelization_factor=1,
+            # A function error halves the batch until the failing record is alone; a failed
+            # PutEvents entry is reported by sequence number and Lambda retries from it.
+            bisect_batch_on_error=True,
+            report_batch_item_failures=True,
+            # Retry without limit (-1; MaximumRecordAgeInSeconds -1 below): skipping a record
+            # would break the order and lose a change, so the shard waits until the record is
+            # published or leaves the stream (24 hours). Only then does Lambda drop it and send
+            # its position to the dead-letter queue, whose alarm sends the operator to re-publish
+            # it from the ledger row, which still holds it (docs/runbook.md#change-stream-dlq).
+            # https://docs.aws.amazon.com/lambda/latest/dg/services-ddb-params.html
+            retry_attempts=-1,
+            # Applied changes only (never effect claims or commits, nor TTL deletions): the
+            # relay's own filter, so the two cannot drift.
+            filters=[lambda_.FilterCriteria.filter(STREAM_FILTER)],
+            on_failure=event_sources.SqsDlq(self.change_relay.dead_letter_queue),
+        )
+        relay.add_event_source(self.change_source)
+        acknowledge(
+            self.change_relay.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            f"{XRAY_EVIDENCE} And {STREAM_EVIDENCE}" if settings.tracing else STREAM_EVIDENCE,
+        )
+        acknowledge(
+            self.change_relay.dead_letter_queue,
+            "AwsSolutions-SQS3",
+            "This queue is a dead-letter queue: the change relay's event source mapping's "
+            "on-failure destination (DestinationConfig.OnFailure, "
+            "https://docs.aws.amazon.com/lambda/latest/dg/services-dynamodb-errors.html); "
+            "cdk-nag only recognises SQS redrive and Lambda DLQs.",
+        )
+        # CDK's max_record_age takes 60 s..7 days; unlimited (-1, the service default) is set on
+        # the mapping itself so the template states it.
+        (mapping,) = [
+            child for child in relay.node.children if isinstance(child, lambda_.EventSourceMapping)
+        ]
+        cfn_mapping = mapping.node.default_child
+        if not isinstance(cfn_mapping, lambda_.CfnEventSourceMapping):  # pragma: no cover
+            raise TypeError("EventSourceMapping's default child is not a CfnEventSourceMapping")
+        cfn_mapping.maximum_record_age_in_seconds = -1

@@ -1,0 +1,124 @@
+"""Ingestion: the landing bucket's events -> EventBridge rule (archived) -> SQS (+DLQ) -> the
+ingest function -> the ledger (CONTRACT C1-C11)."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from s3ingest.settings import Settings, ingest_event_pattern
+from s3ingest_cdk.constructs import IngestFunction, IngestQueue, IngestRouting
+from s3ingest_cdk.features.evidence import acknowledge_function
+from s3ingest_cdk.features.service import grant_ingest_service
+from s3ingest_cdk.nag import acknowledge
+
+
+class Ingestion(Construct):
+    """The live path: the ingest rule and its archive, the ingest queue and its dead-letter
+    queue, and the ingest function with its grants and its cdk-nag acknowledgements.
+
+    Parameters
+    ----------
+    scope : constructs.Construct
+        The pipeline.
+    construct_id : str
+        Construct id.
+    settings : s3ingest.settings.Settings
+        Validated settings (retentions, batch, concurrency, timeouts, processor, tracing).
+    code : aws_cdk.aws_lambda.Code
+        The bundled function package.
+    bucket : aws_cdk.aws_s3.IBucket
+        The landing bucket (its events are matched by name).
+    ledger_table : aws_cdk.aws_dynamodb.ITable
+        The ledger.
+    output_bucket : aws_cdk.aws_s3.IBucket or None
+        The processor's output bucket (with ``settings.processor``).
+
+    Attributes
+    ----------
+    ingest_queue : s3ingest_cdk.constructs.IngestQueue
+        ``queue`` and ``dead_letter_queue``.
+    routing : s3ingest_cdk.constructs.IngestRouting
+        ``rule``, ``archive`` and the rule target's ``target_dead_letter_queue``.
+    ingest : s3ingest_cdk.constructs.IngestFunction
+        ``function``, ``role``, ``log_group``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        code: lambda_.Code,
+        bucket: s3.IBucket,
+        ledger_table: dynamodb.ITable,
+        output_bucket: s3.IBucket | None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.ingest_queue = IngestQueue(
+            self,
+            "Ingest",
+            visibility_timeout=Duration.seconds(settings.queue_visibility_timeout_seconds),
+            retention_period=Duration.days(settings.queue_retention_days),
+            dead_letter_retention_period=Duration.days(settings.dlq_retention_days),
+            max_receive_count=settings.max_receive_count,
+        )
+        queue = self.ingest_queue.queue
+        dead_letter_queue = self.ingest_queue.dead_letter_queue
+        self.routing = IngestRouting(
+            self,
+            "Routing",
+            pattern=ingest_event_pattern(bucket.bucket_name),
+            queue=queue,
+            archive_retention=Duration.days(settings.archive_retention_days),
+            dead_letter_retention_period=Duration.days(settings.dlq_retention_days),
+        )
+        acknowledge(
+            self.routing.target_dead_letter_queue,
+            "AwsSolutions-SQS3",
+            "This queue is a dead-letter queue: the ingest rule target's DeadLetterConfig "
+            "(https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html); "
+            "cdk-nag only recognises SQS redrive and Lambda DLQs.",
+        )
+        self.ingest = IngestFunction(
+            self,
+            "IngestFunction",
+            code=code,
+            ledger_table=ledger_table,
+            bucket=bucket,
+            dead_letter_queue=dead_letter_queue,
+            tombstone_ttl_seconds=settings.tombstone_ttl_seconds,
+            record_concurrency=settings.record_concurrency,
+            timeout=Duration.seconds(settings.function_timeout_seconds),
+            memory_size_mib=settings.function_memory_mb,
+            log_retention_days=settings.log_retention_days,
+            tracing=settings.tracing,
+        )
+        function = self.ingest.function
+        acknowledge_function(function, self.ingest.role, tracing=settings.tracing)
+        grant_ingest_service(
+            function,
+            ledger_table=ledger_table,
+            bucket=bucket,
+            processor=settings.processor,
+            output_bucket=output_bucket,
+            objects_reason="The function reads whichever object an event names: s3:GetObject "
+            "and s3:GetObjectVersion on the landing bucket's objects only (key unknown in "
+            "advance).",
+        )
+        # Invalid messages go to the DLQ with their reason (C9).
+        dead_letter_queue.grant(function, "sqs:SendMessage")
+        function.add_event_source(
+            event_sources.SqsEventSource(
+                queue,
+                batch_size=settings.batch_size,
+                max_batching_window=Duration.seconds(settings.max_batching_window_seconds),
+                max_concurrency=settings.max_concurrency,
+                report_batch_item_failures=True,
+            )
+        )

@@ -1,0 +1,159 @@
+"""Monitoring: the delivery check, the alarm topic, the operational alarms and the dashboard."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from s3ingest.settings import Settings
+from s3ingest_cdk.constructs import (
+    AlarmTopic,
+    DeliveryCheckFunction,
+    OperationalAlarms,
+    OperationsDashboard,
+)
+from s3ingest_cdk.features.backfill import Backfill
+from s3ingest_cdk.features.change_stream import ChangeStream
+from s3ingest_cdk.features.evidence import acknowledge_function
+from s3ingest_cdk.features.ingestion import Ingestion
+from s3ingest_cdk.features.reconciliation import Reconciliation
+
+
+class Monitoring(Construct):
+    """What tells the operator something is wrong, and where to look.
+
+    Parameters
+    ----------
+    scope : constructs.Construct
+        The pipeline.
+    construct_id : str
+        Construct id.
+    settings : s3ingest.settings.Settings
+        Validated settings (stage, alarm e-mail, thresholds, runbook URL).
+    code : aws_cdk.aws_lambda.Code
+        The bundled function package (the delivery check).
+    bucket : aws_cdk.aws_s3.IBucket
+        The landing bucket (the delivery check reads its notification configuration).
+    ledger_table : aws_cdk.aws_dynamodb.ITable
+        The ledger (throttling alarm).
+    ingestion, reconciliation : Construct
+        The features watched.
+    backfill, change_stream : Construct or None
+        The optional features watched, when deployed.
+
+    Attributes
+    ----------
+    delivery_check : s3ingest_cdk.constructs.DeliveryCheckFunction
+        The scheduled check of the landing bucket's EventBridge delivery (its alarm is
+        ``alarms.delivery_off``).
+    alarm_topic : s3ingest_cdk.constructs.AlarmTopic
+        The topic every alarm notifies (``alarm_email`` subscribes an address).
+    alarms : s3ingest_cdk.constructs.OperationalAlarms
+        The operational alarms (the drift alarm included).
+    dashboard : s3ingest_cdk.constructs.OperationsDashboard
+        The stage's dashboard, ``s3ingest-<stage>``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        code: lambda_.Code,
+        bucket: s3.IBucket,
+        ledger_table: dynamodb.ITable,
+        ingestion: Ingestion,
+        reconciliation: Reconciliation,
+        backfill: Backfill | None,
+        change_stream: ChangeStream | None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        # Is the bucket still sending its events? (Nothing else notices when it stops.)
+        self.delivery_check = DeliveryCheckFunction(
+            self,
+            "DeliveryCheck",
+            code=code,
+            bucket=bucket,
+            log_retention_days=settings.log_retention_days,
+            tracing=settings.tracing,
+        )
+        acknowledge_function(
+            self.delivery_check.function, self.delivery_check.role, tracing=settings.tracing
+        )
+        self.alarm_topic = AlarmTopic(self, "AlarmTopic", email=settings.alarm_email)
+        queue = ingestion.ingest_queue
+        relay = change_stream.change_relay if change_stream is not None else None
+        fan_out = reconciliation.reconcile_fan_out
+        reconcile_machine = reconciliation.reconcile_state_machine
+        # Every function with a timeout setting, and that timeout (the duration alarms).
+        function_timeout = Duration.seconds(settings.function_timeout_seconds)
+        reconcile_timeout = Duration.seconds(settings.reconcile_timeout_seconds)
+        timeouts: dict[str, tuple[lambda_.IFunction, Duration]] = {
+            "ingest": (ingestion.ingest.function, function_timeout),
+            "reconcile": (reconciliation.reconcile.function, reconcile_timeout),
+        }
+        if fan_out is not None:
+            timeouts["reconcile-fan-out"] = (fan_out.function, reconcile_timeout)
+        if backfill is not None:
+            timeouts["backfill-control"] = (backfill.backfill_control.function, reconcile_timeout)
+            if backfill.backfill is not None:
+                timeouts["backfill"] = (
+                    backfill.backfill.function,
+                    Duration.seconds(settings.backfill_function_timeout_seconds),
+                )
+        if relay is not None:
+            timeouts["change-relay"] = (relay.function, function_timeout)
+        self.alarms = OperationalAlarms(
+            self,
+            "Alarms",
+            stage=settings.stage,
+            runbook_base_url=settings.runbook_base_url,
+            topic=self.alarm_topic.topic,
+            queue=queue.queue,
+            dead_letter_queue=queue.dead_letter_queue,
+            target_dead_letter_queue=ingestion.routing.target_dead_letter_queue,
+            ingest_function=ingestion.ingest.function,
+            reconcile_function=reconciliation.reconcile.function,
+            drift_alarm=reconciliation.drift.alarm,
+            ledger_table=ledger_table,
+            ingest_rule=ingestion.routing.rule,
+            lag_threshold=Duration.seconds(settings.lag_alarm_seconds),
+            heartbeat_period=Duration.seconds(settings.reconcile_heartbeat_seconds),
+            timeouts=timeouts,
+            reconcile_state_machine=(
+                reconcile_machine.state_machine if reconcile_machine is not None else None
+            ),
+            backfill_state_machine=(
+                backfill.backfill_state_machine.state_machine if backfill is not None else None
+            ),
+            change_relay_function=relay.function if relay is not None else None,
+            change_dead_letter_queue=relay.dead_letter_queue if relay is not None else None,
+        )
+        functions: dict[str, lambda_.IFunction] = {
+            "ingest": ingestion.ingest.function,
+            "reconcile": reconciliation.reconcile.function,
+        }
+        for name, owner in (
+            ("reconcile fan-out", fan_out),
+            ("backfill control", backfill.backfill_control if backfill is not None else None),
+            ("backfill", backfill.backfill if backfill is not None else None),
+            ("change relay", relay),
+            ("delivery check", self.delivery_check),
+        ):
+            if owner is not None:
+                functions[name] = owner.function
+        self.dashboard = OperationsDashboard(
+            self,
+            "Dashboard",
+            dashboard_name=f"s3ingest-{settings.stage}",
+            queue=queue.queue,
+            dead_letter_queue=queue.dead_letter_queue,
+            target_dead_letter_queue=ingestion.routing.target_dead_letter_queue,
+            functions=functions,
+            alarms=self.alarms.alarms,
+            change_dead_letter_queue=relay.dead_letter_queue if relay is not None else None,
+        )

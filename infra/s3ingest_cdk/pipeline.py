@@ -1,0 +1,399 @@
+"""``S3IngestPipeline``: the whole of s3ingest as one construct, for the team's own stack."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from aws_cdk import Token
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from s3ingest.settings import Settings, SettingsError
+from s3ingest_cdk.bundling import function_code, processor_sources
+from s3ingest_cdk.constructs import LandingBucket, LedgerTable, ProcessorOutputBucket
+from s3ingest_cdk.features import (
+    Backfill,
+    ChangeStream,
+    Ingestion,
+    Monitoring,
+    Reconciliation,
+)
+
+_DEFAULT = Settings()
+#: The construct ids of the features, children of the pipeline.
+FEATURE_IDS = ("Ingestion", "Reconciliation", "Backfill", "ChangeStream", "Monitoring")
+
+
+class S3IngestPipeline(Construct):
+    """S3 -> EventBridge (default bus, archived) -> SQS (+DLQ) -> Lambda -> DynamoDB ledger, a
+    scheduled reconciliation of the ledger with the bucket (CONTRACT C12) with a drift alarm, the
+    backfill of pre-existing objects over the bucket's inventory (CONTRACT C13), the optional
+    processor and change stream (CONTRACT C11), alarms and a dashboard.
+
+    One construct per feature (:mod:`s3ingest_cdk.features`), each with its functions, its
+    least-privilege grants and its cdk-nag acknowledgements; this construct creates the shared
+    state (landing bucket, ledger table, processor output bucket) and composes them. It adds no
+    stack of its own: put it in any stack.
+
+    The settings are the keyword arguments below, named as :class:`s3ingest.settings.Settings`'s
+    fields (``cdk.json``'s keys in snake_case) and validated by the same rules; ``bucket``
+    replaces ``bucketName``.
+
+    Parameters
+    ----------
+    scope : constructs.Construct
+        The team's stack (or any construct in it).
+    construct_id : str
+        Construct id. Logical ids derive from the construct path, so two pipelines in one stack
+        do not collide; give them different ``stage`` values (alarm, dashboard and bus names).
+    bucket : aws_cdk.aws_s3.IBucket, optional
+        The team's landing bucket, created in the app (``s3.Bucket(...)``, its name may be a
+        token) or imported (``Bucket.from_bucket_name``). It is not reconfigured: its events must
+        reach EventBridge (:func:`s3ingest_cdk.enable_event_bridge` turns that on for a bucket of
+        the app; for another, the owner turns on "Send notifications to Amazon EventBridge"), and
+        it gets no inventory, so reconciliation lists it and no backfill is deployed.
+        ``None``: the pipeline creates the landing bucket (and, with ``inventory_enabled``, its
+        daily inventory, the backfill and the option of the fan-out reconciliation).
+    processor : str, optional
+        ``"package.module:function"`` run for every applied change (CONTRACT C11).
+    code : aws_cdk.aws_lambda.Code, optional
+        The functions' code; the bundled ``s3ingest_fn`` package by default (with the
+        processor's package), built without Docker (:mod:`s3ingest_cdk.bundling`).
+    stage, versioned, ... , tracing
+        The other settings; see :class:`s3ingest.settings.Settings` for each one's meaning,
+        unit and bounds.
+
+    Raises
+    ------
+    s3ingest.settings.SettingsError
+        Listing every invalid setting (a bucket name is checked only when it is not a token).
+
+    Attributes
+    ----------
+    settings : s3ingest.settings.Settings
+        The validated settings.
+    bucket : aws_cdk.aws_s3.IBucket
+        The landing bucket (given or created).
+    table : aws_cdk.aws_dynamodb.Table
+        The ledger table.
+    queue, dead_letter_queue : aws_cdk.aws_sqs.Queue
+        The ingest queue and its dead-letter queue.
+    ingest_function : aws_cdk.aws_lambda.Function
+        The ingest function.
+    topic : aws_cdk.aws_sns.Topic
+        The alarm topic.
+    bus : aws_cdk.aws_events.EventBus or None
+        The change bus (``change_stream`` only).
+    state_machines : dict[str, aws_cdk.aws_stepfunctions.StateMachine]
+        ``"backfill"`` and (``reconcile_fan_out``) ``"reconcile"``.
+    functions : dict[str, aws_cdk.aws_lambda.Function]
+        Every function, by role: ``ingest``, ``reconcile``, ``delivery-check`` and, when
+        deployed, ``reconcile-fan-out``, ``backfill-control``, ``backfill``, ``change-relay``.
+    ingestion, reconciliation, monitoring : Construct
+        The features (:mod:`s3ingest_cdk.features`).
+    backfilling : s3ingest_cdk.features.Backfill or None
+        The backfill feature (only with the pipeline's own inventory).
+    change_stream : s3ingest_cdk.features.ChangeStream or None
+        The change-stream feature (``change_stream`` only).
+    landing, ledger, processor_output, ingest_queue, routing, ingest, reconcile,
+    reconcile_fan_out, reconcile_state_machine, reconcile_schedule, drift, backfill_control,
+    backfill, batch_operations, backfill_state_machine, change_bus, change_relay,
+    change_source, delivery_check, alarm_topic, alarms, dashboard
+        The small constructs the features compose (each documents its own attributes).
+    ingest_service_functions : list[aws_cdk.aws_lambda.Function]
+        The functions that apply the ledger rules and so run the processor.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        bucket: s3.IBucket | None = None,
+        processor: str | None = _DEFAULT.processor,
+        code: lambda_.Code | None = None,
+        stage: str = _DEFAULT.stage,
+        versioned: bool = _DEFAULT.versioned,
+        archive_retention_days: int = _DEFAULT.archive_retention_days,
+        queue_retention_days: int = _DEFAULT.queue_retention_days,
+        dlq_retention_days: int = _DEFAULT.dlq_retention_days,
+        tombstone_margin_days: int = _DEFAULT.tombstone_margin_days,
+        function_timeout_seconds: int = _DEFAULT.function_timeout_seconds,
+        function_memory_mb: int = _DEFAULT.function_memory_mb,
+        batch_size: int = _DEFAULT.batch_size,
+        max_batching_window_seconds: int = _DEFAULT.max_batching_window_seconds,
+        max_concurrency: int = _DEFAULT.max_concurrency,
+        max_receive_count: int = _DEFAULT.max_receive_count,
+        record_concurrency: int = _DEFAULT.record_concurrency,
+        log_retention_days: int = _DEFAULT.log_retention_days,
+        inventory_enabled: bool = _DEFAULT.inventory_enabled,
+        reconcile_schedule: str = _DEFAULT.reconcile_schedule,
+        reconcile_fan_out: bool = _DEFAULT.reconcile_fan_out,
+        reconcile_memory_mb: int = _DEFAULT.reconcile_memory_mb,
+        reconcile_timeout_seconds: int = _DEFAULT.reconcile_timeout_seconds,
+        backfill_engine: str = _DEFAULT.backfill_engine,
+        backfill_function_timeout_seconds: int = _DEFAULT.backfill_function_timeout_seconds,
+        alarm_email: str | None = _DEFAULT.alarm_email,
+        processor_package_dir: str | None = _DEFAULT.processor_package_dir,
+        change_stream: bool = _DEFAULT.change_stream,
+        lag_alarm_seconds: int = _DEFAULT.lag_alarm_seconds,
+        runbook_base_url: str = _DEFAULT.runbook_base_url,
+        tracing: bool = _DEFAULT.tracing,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        bucket_name = bucket.bucket_name if bucket is not None else None
+        settings = Settings(
+            stage=stage,
+            bucket_name=bucket_name,
+            versioned=versioned,
+            archive_retention_days=archive_retention_days,
+            queue_retention_days=queue_retention_days,
+            dlq_retention_days=dlq_retention_days,
+            tombstone_margin_days=tombstone_margin_days,
+            function_timeout_seconds=function_timeout_seconds,
+            function_memory_mb=function_memory_mb,
+            batch_size=batch_size,
+            max_batching_window_seconds=max_batching_window_seconds,
+            max_concurrency=max_concurrency,
+            max_receive_count=max_receive_count,
+            record_concurrency=record_concurrency,
+            log_retention_days=log_retention_days,
+            inventory_enabled=inventory_enabled,
+            reconcile_schedule=reconcile_schedule,
+            reconcile_fan_out=reconcile_fan_out,
+            reconcile_memory_mb=reconcile_memory_mb,
+            reconcile_timeout_seconds=reconcile_timeout_seconds,
+            backfill_engine=backfill_engine,
+            backfill_function_timeout_seconds=backfill_function_timeout_seconds,
+            alarm_email=alarm_email,
+            processor=processor,
+            processor_package_dir=processor_package_dir,
+            change_stream=change_stream,
+            lag_alarm_seconds=lag_alarm_seconds,
+            runbook_base_url=runbook_base_url,
+            tracing=tracing,
+        )
+        # A bucket created in the app has a token for a name, known at deploy time only: its form
+        # is S3's to check then. Every other rule is the settings' own.
+        token_name = bucket_name is not None and Token.is_unresolved(bucket_name)
+        problems = [
+            problem
+            for problem in settings.problems()
+            if not (token_name and problem.startswith("bucketName:"))
+        ]
+        if problems:
+            raise SettingsError(problems)
+        self.settings = settings
+        self._compose(settings, bucket, code)
+
+    @classmethod
+    def from_settings(
+        cls,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        bucket: s3.IBucket | None = None,
+        code: lambda_.Code | None = None,
+    ) -> S3IngestPipeline:
+        """The pipeline of already validated ``settings`` (``cdk.json`` context, read by
+        :func:`s3ingest_cdk.compose.settings_from_app`); ``bucket`` stands for
+        ``settings.bucket_name`` (None: the pipeline creates it).
+
+        Raises
+        ------
+        ValueError
+            When ``settings.bucket_name`` is set and no ``bucket`` is given, or the reverse.
+        """
+        if (settings.bucket_name is None) != (bucket is None):
+            raise ValueError("give bucket exactly when settings.bucket_name is set")
+        props: dict[str, Any] = {
+            f.name: getattr(settings, f.name) for f in fields(settings) if f.name != "bucket_name"
+        }
+        return cls(scope, construct_id, bucket=bucket, code=code, **props)
+
+    def _compose(
+        self, settings: Settings, bucket: s3.IBucket | None, code: lambda_.Code | None
+    ) -> None:
+        self.landing = LandingBucket(
+            self,
+            "Landing",
+            bucket=bucket,
+            versioned=settings.versioned,
+            inventory_enabled=settings.inventory_enabled,
+        )
+        self.bucket: s3.IBucket = self.landing.bucket
+        inventory_bucket = self.landing.inventory_bucket
+        self.ledger = LedgerTable(
+            self,
+            "Ledger",
+            stream=dynamodb.StreamViewType.NEW_IMAGE if settings.change_stream else None,
+        )
+        self.table: dynamodb.Table = self.ledger.table
+        self.processor_output: ProcessorOutputBucket | None = None
+        if settings.processor is not None:
+            self.processor_output = ProcessorOutputBucket(
+                self, "ProcessorOutput", access_logs_bucket=self.landing.access_logs_bucket
+            )
+        output_bucket = self.processor_output.bucket if self.processor_output else None
+        if code is None:
+            code = function_code(
+                extra_sources=processor_sources(settings.processor, settings.processor_package_dir)
+            )
+        self.ingestion = Ingestion(
+            self,
+            "Ingestion",
+            settings=settings,
+            code=code,
+            bucket=self.bucket,
+            ledger_table=self.table,
+            output_bucket=output_bucket,
+        )
+        self.ingest_queue = self.ingestion.ingest_queue
+        self.routing = self.ingestion.routing
+        self.ingest = self.ingestion.ingest
+        self.queue: sqs.Queue = self.ingest_queue.queue
+        self.dead_letter_queue: sqs.Queue = self.ingest_queue.dead_letter_queue
+        self.ingest_function: lambda_.Function = self.ingest.function
+        self.reconciliation = Reconciliation(
+            self,
+            "Reconciliation",
+            settings=settings,
+            code=code,
+            bucket=self.bucket,
+            inventory_bucket=inventory_bucket,
+            ledger_table=self.table,
+            queue=self.queue,
+        )
+        self.reconcile = self.reconciliation.reconcile
+        self.reconcile_fan_out = self.reconciliation.reconcile_fan_out
+        self.reconcile_state_machine = self.reconciliation.reconcile_state_machine
+        self.reconcile_schedule = self.reconciliation.reconcile_schedule
+        self.drift = self.reconciliation.drift
+        self.ingest_service_functions: list[lambda_.Function] = [self.ingest_function]
+        self._backfill(settings, code, inventory_bucket, output_bucket)
+        self.change_stream: ChangeStream | None = None
+        if settings.change_stream:
+            self.change_stream = ChangeStream(
+                self, "ChangeStream", settings=settings, code=code, ledger_table=self.table
+            )
+        self.change_bus = self.change_stream.change_bus if self.change_stream else None
+        self.change_relay = self.change_stream.change_relay if self.change_stream else None
+        self.change_source = self.change_stream.change_source if self.change_stream else None
+        self.bus: events.EventBus | None = self.change_bus.bus if self.change_bus else None
+        self.monitoring = Monitoring(
+            self,
+            "Monitoring",
+            settings=settings,
+            code=code,
+            bucket=self.bucket,
+            ledger_table=self.table,
+            ingestion=self.ingestion,
+            reconciliation=self.reconciliation,
+            backfill=self.backfilling,
+            change_stream=self.change_stream,
+        )
+        self.delivery_check = self.monitoring.delivery_check
+        self.alarm_topic = self.monitoring.alarm_topic
+        self.alarms = self.monitoring.alarms
+        self.dashboard = self.monitoring.dashboard
+        self.topic: sns.Topic = self.alarm_topic.topic
+        self.state_machines: dict[str, sfn.StateMachine] = {}
+        if self.backfill_state_machine is not None:
+            self.state_machines["backfill"] = self.backfill_state_machine.state_machine
+        if self.reconcile_state_machine is not None:
+            self.state_machines["reconcile"] = self.reconcile_state_machine.state_machine
+        self.functions: dict[str, lambda_.Function] = {
+            name: owner.function
+            for name, owner in (
+                ("ingest", self.ingest),
+                ("reconcile", self.reconcile),
+                ("reconcile-fan-out", self.reconcile_fan_out),
+                ("backfill-control", self.backfill_control),
+                ("backfill", self.backfill),
+                ("change-relay", self.change_relay),
+                ("delivery-check", self.delivery_check),
+            )
+            if owner is not None
+        }
+
+    def _backfill(
+        self,
+        settings: Settings,
+        code: lambda_.Code,
+        inventory_bucket: s3.Bucket | None,
+        output_bucket: s3.IBucket | None,
+    ) -> None:
+        """The backfill feature, only when the pipeline owns the inventory (the manifest the job
+        reads)."""
+        self.backfilling: Backfill | None = None
+        if settings.owns_inventory and inventory_bucket is not None:
+            self.backfilling = Backfill(
+                self,
+                "Backfill",
+                settings=settings,
+                code=code,
+                bucket=self.bucket,
+                inventory_bucket=inventory_bucket,
+                ledger_table=self.table,
+                queue=self.queue,
+                dead_letter_queue=self.dead_letter_queue,
+                output_bucket=output_bucket,
+            )
+            self.ingest_service_functions.extend(self.backfilling.ingest_service_functions)
+        backfilling = self.backfilling
+        self.backfill_control = backfilling.backfill_control if backfilling else None
+        self.backfill = backfilling.backfill if backfilling else None
+        self.batch_operations = backfilling.batch_operations if backfilling else None
+        self.backfill_state_machine = backfilling.backfill_state_machine if backfilling else None
+
+    def outputs(self) -> dict[str, str]:
+        """The values the operator CLI reads (``s3ingest --stack``), by output name
+        (``s3ingest_fn.contract``); a stack that deploys one pipeline may add each as a
+        ``CfnOutput`` of that name, as :class:`s3ingest_cdk.stack.S3IngestStack` does."""
+        outputs = {
+            "BucketName": self.bucket.bucket_name,
+            "QueueUrl": self.queue.queue_url,
+            "DeadLetterQueueUrl": self.dead_letter_queue.queue_url,
+            "EventTargetDeadLetterQueueUrl": self.routing.target_dead_letter_queue.queue_url,
+            "LedgerTableName": self.table.table_name,
+            "FunctionName": self.ingest_function.function_name,
+            "ArchiveName": self.routing.archive.archive_name,
+            "ArchiveArn": self.routing.archive.archive_arn,
+            "RuleName": self.routing.rule.rule_name,
+            "RuleArn": self.routing.rule.rule_arn,
+            "AlarmTopicArn": self.topic.topic_arn,
+            "DashboardName": self.dashboard.dashboard.dashboard_name,
+        }
+        inventory_bucket = self.landing.inventory_bucket
+        if inventory_bucket is not None:
+            outputs["InventoryBucketName"] = inventory_bucket.bucket_name
+        outputs["ReconcileFunctionName"] = self.reconcile.function.function_name
+        outputs["DriftAlarmName"] = self.drift.alarm.alarm_name
+        outputs["DeliveryCheckFunctionName"] = self.delivery_check.function.function_name
+        if "reconcile" in self.state_machines:
+            outputs["ReconcileStateMachineArn"] = self.state_machines["reconcile"].state_machine_arn
+        if "backfill" in self.state_machines:
+            outputs["BackfillStateMachineArn"] = self.state_machines["backfill"].state_machine_arn
+        if self.backfill is not None and self.batch_operations is not None:
+            outputs["BackfillFunctionName"] = self.backfill.function.function_name
+            outputs["BackfillRoleArn"] = self.batch_operations.role.role_arn
+            if inventory_bucket is not None:
+                outputs["ReportBucketName"] = inventory_bucket.bucket_name
+        if self.processor_output is not None:
+            outputs["ProcessorOutputBucket"] = self.processor_output.bucket.bucket_name
+        if self.change_bus is not None and self.change_relay is not None:
+            outputs["ChangeBusName"] = self.change_bus.bus.event_bus_name
+            outputs["ChangeBusArn"] = self.change_bus.bus.event_bus_arn
+            outputs["ChangeArchiveName"] = self.change_bus.archive.archive_name
+            outputs["ChangeAuditLogGroupName"] = self.change_bus.audit_log_group.log_group_name
+            outputs["ChangeDeadLetterQueueUrl"] = self.change_relay.dead_letter_queue.queue_url
+            outputs["ChangeRelayFunctionName"] = self.change_relay.function.function_name
+        return outputs
