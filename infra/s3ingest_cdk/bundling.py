@@ -13,6 +13,10 @@ The installed dependencies are cached in the git-ignored ``.build/`` directory u
 the lock file's hash, the platform and the Python version, so repeated synths do not reinstall
 them.
 
+The sources are found through the imported ``s3ingest_fn`` package, so the same code bundles
+from a checkout (``functions/``) and from an installed ``s3ingest[cdk]`` (``site-packages``, with
+the lock shipped as ``s3ingest_cdk`` package data: :func:`lock_path`).
+
 With a ``processor`` (CONTRACT C11) the package also holds the processor's top-level package, found
 by :func:`processor_sources`: under ``functions/`` (``s3ingest_examples``), or in the directory
 ``processorPackageDir`` names.
@@ -23,6 +27,7 @@ from __future__ import annotations
 import ast
 import fnmatch
 import hashlib
+import importlib.resources
 import shutil
 import subprocess
 import sys
@@ -35,36 +40,59 @@ import jsii
 from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
 from aws_cdk import aws_lambda as lambda_
 
+import s3ingest_fn
 from s3ingest.settings import SettingsError
 
 
 def project_root() -> Path:
-    """The checkout the CDK app runs from: the nearest directory holding ``cdk.json`` and
-    ``functions/``, above this file (a source checkout or an editable install: the package lives
-    in ``infra/s3ingest_cdk/``) or else above the working directory (a non-editable install, with
-    ``cdk`` run from the checkout).
+    """The directory of the CDK app (its ``cdk.json``): the nearest one holding ``cdk.json``
+    above this file (a source checkout or an editable install: the package lives in
+    ``infra/s3ingest_cdk/``), else above the working directory (an installed package, ``cdk`` run
+    from the team's app), else the working directory itself.
 
-    Raises
-    ------
-    RuntimeError
-        When neither is inside a checkout of the project.
+    What it is used for: the dependency cache (``.build/``) and a relative
+    ``processorPackageDir``.
     """
     for start in (Path(__file__).resolve().parent, Path.cwd().resolve()):
         for candidate in (start, *start.parents):
-            if (candidate / "cdk.json").is_file() and (candidate / "functions").is_dir():
+            if (candidate / "cdk.json").is_file():
                 return candidate
-    raise RuntimeError(
-        "s3ingest_cdk: no project checkout (a directory with cdk.json and functions/) above "
-        f"{Path(__file__).resolve().parent} or the working directory {Path.cwd()}"
-    )
+    return Path.cwd().resolve()
 
 
 PROJECT_ROOT = project_root()
-FUNCTIONS_DIR = PROJECT_ROOT / "functions"
 BUILD_DIR = PROJECT_ROOT / ".build"
 FUNCTION_PACKAGE = "s3ingest_fn"
+#: The function package's sources, found through the imported package: ``functions/s3ingest_fn``
+#: in a checkout or an editable install, ``site-packages/s3ingest_fn`` when installed.
+PACKAGE_DIR = Path(s3ingest_fn.__file__).resolve().parent
+#: The directory holding :data:`PACKAGE_DIR` (``functions/`` in a checkout).
+FUNCTIONS_DIR = PACKAGE_DIR.parent
 #: The function's hashed lock file, in ``functions/`` (generated from ``requirements.txt``).
 LOCK_FILE = "requirements.lock"
+#: The same lock as package data of ``s3ingest_cdk`` (in the repository, a symbolic link to
+#: ``functions/requirements.lock``; ``pyproject.toml``'s ``[tool.setuptools.package-data]`` puts
+#: its content in the wheel), for an installed package, where ``functions/`` does not exist.
+PACKAGED_LOCK_FILE = "function-requirements.lock"
+
+
+def lock_path(functions_dir: Path = FUNCTIONS_DIR) -> Path:
+    """The function bundle's lock: ``functions_dir``'s (a checkout), else the copy shipped in
+    this package (an installed wheel).
+
+    Raises
+    ------
+    FileNotFoundError
+        When neither exists.
+    """
+    checkout = functions_dir / LOCK_FILE
+    if checkout.is_file():
+        return checkout
+    packaged = Path(str(importlib.resources.files("s3ingest_cdk").joinpath(PACKAGED_LOCK_FILE)))
+    if packaged.is_file():
+        return packaged
+    raise FileNotFoundError(f"no {LOCK_FILE} in {functions_dir} and no packaged {packaged}")
+
 
 #: The Lambda runtime the package is built for; keep these three in step.
 RUNTIME = lambda_.Runtime.PYTHON_3_13
@@ -264,6 +292,8 @@ class PipLocalBundling:
     extra_sources : Sequence[pathlib.Path]
         Package directories and module files copied to the package root beside ``package``
         (a processor's, :func:`processor_sources`).
+    lock : pathlib.Path, optional
+        The hashed lock to install; ``functions_dir / requirements.lock`` by default.
 
     Notes
     -----
@@ -280,8 +310,10 @@ class PipLocalBundling:
         python_version: str,
         platform: str,
         extra_sources: Sequence[Path] = (),
+        lock: Path | None = None,
     ) -> None:
         self.functions_dir = functions_dir
+        self._lock = lock
         self.package = package
         self.cache_dir = cache_dir
         self.python_version = python_version
@@ -313,7 +345,7 @@ class PipLocalBundling:
     @property
     def lock_file(self) -> Path:
         """The hashed lock the dependencies are installed from."""
-        return self.functions_dir / LOCK_FILE
+        return self._lock if self._lock is not None else self.functions_dir / LOCK_FILE
 
     def cache_key(self) -> str:
         """Key of the dependency cache: lock file hash, platform and Python version."""
@@ -371,12 +403,14 @@ def function_code(
     cache_dir: Path = BUILD_DIR,
     extra_sources: Sequence[Path] = (),
 ) -> lambda_.Code:
-    """Asset code of the ingest function, bundled locally by :class:`PipLocalBundling`.
+    """Asset code of the functions, bundled locally by :class:`PipLocalBundling`.
 
-    The asset hash is the source hash of ``functions_dir`` (lock and code), so CDK
-    re-bundles only when either changes. With ``extra_sources`` (a processor's package) it is a
-    hash of ``functions_dir`` and of those sources, names and contents: the package differs from
-    the one without them even when ``functions_dir`` does not, and a change to a processor
+    In a checkout (``functions_dir`` holds the lock) the asset hash is the source hash of
+    ``functions_dir`` (lock and code), so CDK re-bundles only when either changes. With
+    ``extra_sources`` (a processor's package), or from an installed package (``functions_dir`` is
+    ``site-packages``: the asset is then the package directory alone, and the lock the packaged
+    one, :func:`lock_path`), it is a hash of the package, the lock and those sources, names and
+    contents: the package differs from the one without them, and a change to a processor
     outside ``functions_dir`` re-bundles too.
 
     Parameters
@@ -390,19 +424,31 @@ def function_code(
     -------
     aws_cdk.aws_lambda.Code
         ``Code.from_asset`` with local bundling; the Docker image is never pulled.
+
+    Raises
+    ------
+    FileNotFoundError
+        When no lock is found (:func:`lock_path`).
     """
+    lock = lock_path(functions_dir)
+    checkout = lock.parent == functions_dir
+    source = functions_dir if checkout else functions_dir / package
     custom_hash: dict[str, Any] = {}
-    if extra_sources:
+    if extra_sources or not checkout:
         digest = hashlib.sha256(b"s3ingest-function-package\0")
-        _fingerprint(digest, functions_dir, "functions")
-        for source in extra_sources:
-            _fingerprint(digest, source, f"extra:{source.name}")
+        if checkout:
+            _fingerprint(digest, functions_dir, "functions")
+        else:
+            _fingerprint(digest, source, f"package:{package}")
+            _fingerprint(digest, lock, "lock")
+        for extra in extra_sources:
+            _fingerprint(digest, extra, f"extra:{extra.name}")
         custom_hash = {
             "asset_hash_type": AssetHashType.CUSTOM,
             "asset_hash": digest.hexdigest(),
         }
     return lambda_.Code.from_asset(
-        str(functions_dir),
+        str(source),
         exclude=[f"**/{pattern}" for pattern in _IGNORED],
         **custom_hash,
         bundling=BundlingOptions(
@@ -414,6 +460,7 @@ def function_code(
                 python_version=PYTHON_VERSION,
                 platform=PIP_PLATFORM,
                 extra_sources=extra_sources,
+                lock=lock,
             ),
         ),
     )

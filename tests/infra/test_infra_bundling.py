@@ -3,20 +3,31 @@ processor's package when one is configured."""
 
 from __future__ import annotations
 
+import importlib.resources
 import re
+import shutil
+import tomllib
 from pathlib import Path
 
 import pytest
+from aws_cdk import App, Stack
+from aws_cdk import aws_lambda as lambda_
 
 from s3ingest.settings import SettingsError
 from s3ingest_cdk.bundling import (
     BUILD_DIR,
+    FUNCTION_PACKAGE,
     FUNCTIONS_DIR,
     LOCK_FILE,
+    PACKAGE_DIR,
+    PACKAGED_LOCK_FILE,
     PIP_PLATFORM,
+    PROJECT_ROOT,
     PYTHON_VERSION,
     PipLocalBundling,
     ProcessorPackageError,
+    function_code,
+    lock_path,
     processor_sources,
 )
 from s3ingest_cdk.synth import Synth
@@ -206,3 +217,59 @@ def test_processor_package_dir_cannot_replace_the_function_package(tmp_path: Pat
     (team / "s3ingest_fn" / "__init__.py").write_text("")
     with pytest.raises(ProcessorPackageError, match="would replace the function's own"):
         processor_sources("team_effects.thumbnails:make", "team", project_root=tmp_path)
+
+
+# --- An installed package (no functions/ checkout) ----------------------------------------------
+
+
+def test_the_function_package_is_found_through_the_imported_package() -> None:
+    import s3ingest_fn
+
+    assert Path(s3ingest_fn.__file__).resolve().parent == PACKAGE_DIR
+    assert PACKAGE_DIR.parent == FUNCTIONS_DIR
+    # in a checkout the lock is functions/'s own
+    assert lock_path() == FUNCTIONS_DIR / LOCK_FILE
+
+
+def test_the_packaged_lock_is_the_function_lock() -> None:
+    # The package data a wheel ships (pyproject [tool.setuptools.package-data]) is the lock.
+    packaged = Path(str(importlib.resources.files("s3ingest_cdk").joinpath(PACKAGED_LOCK_FILE)))
+    assert packaged.read_bytes() == (FUNCTIONS_DIR / LOCK_FILE).read_bytes()
+    pyproject = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())
+    package_data = pyproject["tool"]["setuptools"]["package-data"]["s3ingest_cdk"]
+    assert PACKAGED_LOCK_FILE in package_data
+
+
+def test_an_installed_package_bundles_from_site_packages_with_the_packaged_lock(
+    tmp_path: Path,
+) -> None:
+    # GIVEN the layout of an installed s3ingest: s3ingest_fn in site-packages, no lock beside it
+    site = tmp_path / "site-packages"
+    shutil.copytree(
+        PACKAGE_DIR, site / FUNCTION_PACKAGE, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    (site / "unrelated_dist").mkdir()
+    (site / "unrelated_dist" / "big.bin").write_bytes(b"\0" * 1024)
+    assert lock_path(site).name == PACKAGED_LOCK_FILE
+    # WHEN a function uses the code
+    app = App(outdir=str(tmp_path / "out"))
+    stack = Stack(app, "Installed")
+    lambda_.Function(
+        stack,
+        "Function",
+        runtime=lambda_.Runtime.PYTHON_3_13,
+        handler="s3ingest_fn.handlers.ingest.handler",
+        code=function_code(functions_dir=site),
+    )
+    assembly = app.synth()
+    # THEN the asset holds the package and the locked dependencies, nothing else of site-packages
+    (asset,) = [p for p in Path(assembly.directory).glob("asset.*") if p.is_dir()]
+    assert (asset / FUNCTION_PACKAGE / "__init__.py").is_file()
+    assert (asset / "aws_lambda_powertools").is_dir()
+    assert not (asset / "unrelated_dist").exists()
+    # ... and its hash follows the package: a changed source is a new asset
+    first = function_code(functions_dir=site).bind(Stack(App(), "A")).s3_location
+    (site / FUNCTION_PACKAGE / "__init__.py").write_text("# changed\n")
+    second = function_code(functions_dir=site).bind(Stack(App(), "B")).s3_location
+    assert first is not None and second is not None
+    assert first.object_key != second.object_key

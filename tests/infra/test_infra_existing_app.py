@@ -1,0 +1,106 @@
+"""``examples/existing-app``: a team's own CDK app adds ``S3IngestPipeline`` to the stack that owns
+its bucket. Synthesized once, in process, with the example's ``cdk.json`` context: one stack, the
+pipeline inside it, no unacknowledged cdk-nag finding, cfn-lint clean."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from aws_cdk import App
+from cdk_nag import AwsSolutionsChecks
+from cfnlint.api import ManualArgs, lint_file
+
+from s3ingest_cdk import S3IngestPipeline
+from s3ingest_cdk.synth import PROJECT_ROOT
+
+EXAMPLE = PROJECT_ROOT / "examples" / "existing-app"
+
+
+def _example_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("existing_app", EXAMPLE / "app.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _context() -> dict[str, Any]:
+    context: dict[str, Any] = json.loads((EXAMPLE / "cdk.json").read_text())["context"]
+    return context
+
+
+@pytest.fixture(scope="module")
+def team_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[App, Any, Path]]:
+    """The example app as ``cdk synth`` runs it (its cdk.json context, its cdk-nag plugin: synth
+    fails on an unacknowledged finding), synthesized once."""
+    app = App(context=_context(), outdir=str(tmp_path_factory.mktemp("cdk-out-existing-app")))
+    stack = _example_module().build(app)
+    assembly = app.synth()
+    assert [artifact.stack_name for artifact in assembly.stacks] == ["Uploads"]
+    yield app, stack, Path(assembly.stacks[0].template_full_path)
+
+
+def _resources(template_path: Path, resource_type: str) -> dict[str, Any]:
+    template = json.loads(template_path.read_text())
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == resource_type}
+
+
+def test_the_example_imports_the_documented_path_only() -> None:
+    tree = ast.parse((EXAMPLE / "app.py").read_text())
+    imported = {
+        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+    }
+    assert "s3ingest_cdk" in imported
+    assert not [m for m in imported if m.startswith("s3ingest_cdk.")]
+    assert "sys.path" not in (EXAMPLE / "app.py").read_text()
+
+
+def test_one_stack_holds_the_pipeline_and_the_teams_bucket(team_app: tuple[App, Any, Path]) -> None:
+    _, stack, template_path = team_app
+    # THEN the pipeline is a construct of the team's stack, not a stack of its own
+    pipeline = stack.ingest
+    assert isinstance(pipeline, S3IngestPipeline) and pipeline.node.scope is stack
+    (table_id,) = _resources(template_path, "AWS::DynamoDB::Table")
+    assert table_id == stack.resolve(pipeline.table.node.default_child.logical_id)
+    # ... the rule matches the team's bucket, whose EventBridge delivery is on
+    buckets = _resources(template_path, "AWS::S3::Bucket")
+    uploads_id = stack.resolve(pipeline.bucket.node.default_child.logical_id)
+    assert uploads_id.startswith("Uploads") and uploads_id in buckets
+    notification = buckets[uploads_id]["Properties"]["NotificationConfiguration"]
+    assert notification == {"EventBridgeConfiguration": {"EventBridgeEnabled": True}}
+    (rule,) = [
+        r
+        for r in _resources(template_path, "AWS::Events::Rule").values()
+        if "EventPattern" in r["Properties"]
+        and "aws.s3" in r["Properties"]["EventPattern"]["source"]
+    ]
+    assert rule["Properties"]["EventPattern"]["detail"]["bucket"]["name"] == [{"Ref": uploads_id}]
+    # ... and the pipeline's queues and functions are there too
+    assert len(_resources(template_path, "AWS::SQS::Queue")) == 3
+    assert len(_resources(template_path, "AWS::Lambda::Function")) == len(pipeline.functions)
+    assert not [k for k in json.loads(template_path.read_text())["Resources"] if "Custom::" in k]
+
+
+def test_cdk_nag_finds_nothing_unacknowledged(team_app: tuple[App, Any, Path]) -> None:
+    app, _, _ = team_app
+    report = AwsSolutionsChecks(verbose=True).validate_scope(app)
+    findings = [
+        f"{violation.rule_name} at {resource.construct_path}"
+        for violation in report.violations
+        for resource in violation.violating_resources
+    ]
+    assert not findings, "\n".join(findings)
+
+
+def test_cfn_lint_is_clean(team_app: tuple[App, Any, Path]) -> None:
+    _, _, template_path = team_app
+    matches = lint_file(template_path, config=ManualArgs(regions=["us-east-1", "eu-west-1"]))
+    problems = [f"{m.rule.id}: {m.message}" for m in matches if m.rule.id[0] in "EW"]
+    assert not problems, "\n".join(problems)
