@@ -13,7 +13,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from aws_cdk import App
+from aws_cdk import App, CfnElement, Stack
 from cdk_nag import AwsSolutionsChecks
 from cfnlint.api import ManualArgs, lint_file
 
@@ -47,6 +47,13 @@ def team_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[App, An
     yield app, stack, Path(assembly.stacks[0].template_full_path)
 
 
+def _logical_id(construct: Any) -> str:
+    element = construct.node.default_child
+    assert isinstance(element, CfnElement)
+    logical_id: str = Stack.of(element).resolve(element.logical_id)
+    return logical_id
+
+
 def _resources(template_path: Path, resource_type: str) -> dict[str, Any]:
     template = json.loads(template_path.read_text())
     return {k: v for k, v in template["Resources"].items() if v["Type"] == resource_type}
@@ -68,10 +75,10 @@ def test_one_stack_holds_the_pipeline_and_the_teams_bucket(team_app: tuple[App, 
     pipeline = stack.ingest
     assert isinstance(pipeline, S3IngestPipeline) and pipeline.node.scope is stack
     (table_id,) = _resources(template_path, "AWS::DynamoDB::Table")
-    assert table_id == stack.resolve(pipeline.table.node.default_child.logical_id)
+    assert table_id == _logical_id(pipeline.table)
     # ... the rule matches the team's bucket, whose EventBridge delivery is on
     buckets = _resources(template_path, "AWS::S3::Bucket")
-    uploads_id = stack.resolve(pipeline.bucket.node.default_child.logical_id)
+    uploads_id = _logical_id(pipeline.bucket)
     assert uploads_id.startswith("Uploads") and uploads_id in buckets
     notification = buckets[uploads_id]["Properties"]["NotificationConfiguration"]
     assert notification == {"EventBridgeConfiguration": {"EventBridgeEnabled": True}}
