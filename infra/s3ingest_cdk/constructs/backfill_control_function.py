@@ -30,7 +30,7 @@ class BackfillControlFunction(Construct):
     environment is the reconcile function's (the inventory it reads) plus the backfill function's
     (the ledger rules it applies) plus ``REPORT_BUCKET_NAME``. Role, log group and function follow
     :func:`s3ingest_cdk.constructs.python_function.python_function`, as the reconcile functions; the
-    stack grants what it reads and writes.
+    feature (:mod:`s3ingest_cdk.features`) grants what it reads and writes.
 
     Parameters
     ----------

@@ -24,7 +24,7 @@ class BackfillFunction(Construct):
     schema-2.0 response (``results`` with the task ids and result codes,
     https://docs.aws.amazon.com/AmazonS3/latest/userguide/batch-ops-invoke-lambda.html). Role, log
     group and function follow
-    :func:`s3ingest_cdk.constructs.python_function.python_function`; the stack grants
+    :func:`s3ingest_cdk.constructs.python_function.python_function`; its feature grants
     what it reads and writes, and which role may invoke it.
 
     Parameters

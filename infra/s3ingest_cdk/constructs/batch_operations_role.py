@@ -15,8 +15,8 @@ class BatchOperationsRole(Construct):
 
     The trust policy carries the ``aws:SourceAccount`` condition against the confused deputy
     (https://docs.aws.amazon.com/AmazonS3/latest/userguide/batch-ops-iam-role-policies.html). No
-    permission is attached here: the stack grants reading the inventory manifest, invoking the
-    backfill function and writing the completion report, and nothing else.
+    permission is attached here: the backfill feature grants reading the inventory manifest,
+    invoking the backfill function and writing the completion report, and nothing else.
 
     Parameters
     ----------

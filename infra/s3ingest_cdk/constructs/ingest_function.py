@@ -24,7 +24,7 @@ class IngestFunction(Construct):
     (https://docs.aws.amazon.com/lambda/latest/dg/monitoring-cloudwatchlogs-advanced.html);
     no reserved concurrency (the event source's maximum concurrency bounds it,
     https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html). The role is its own,
-    with no managed policy: only the log-group write grant here; the stack grants the rest.
+    with no managed policy: only the log-group write grant here; its feature grants the rest.
 
     The log group is retained when the stack is deleted: it holds the per-message outcome records
     (CONTRACT C9), which matter most after an incident; its retention still bounds it. Role, log

@@ -101,7 +101,7 @@ def python_function(
     to an explicit log group with a bounded retention, retained on stack deletion
     (https://docs.aws.amazon.com/lambda/latest/dg/monitoring-cloudwatchlogs-advanced.html); no
     reserved concurrency. The role is the function's own, with no managed policy: the log-group
-    write grant replaces ``AWSLambdaBasicExecutionRole``; the stack grants the rest.
+    write grant replaces ``AWSLambdaBasicExecutionRole``; the feature grants the rest.
 
     Parameters
     ----------

@@ -25,7 +25,7 @@ class ReconcileFunction(Construct):
 
     Role, log group and function follow
     :func:`s3ingest_cdk.constructs.python_function.python_function` (as the ingest function); the
-    stack grants what it reads and writes.
+    feature (:mod:`s3ingest_cdk.features`) grants what it reads and writes.
 
     Parameters
     ----------
