@@ -23,7 +23,9 @@ def redrive(
 
     With no invalid message sampled (or ``include_invalid``), every message moves with an SQS
     message-move task; otherwise the valid ones move one by one and the invalid ones stay.
-    Nothing moves with ``dry_run`` or an empty queue.
+    Nothing moves with ``dry_run`` or an empty queue. The classification peeks at the messages:
+    with ``dry_run`` they stay hidden for the peek's visibility timeout (30 s), before a move
+    they are visible again at once.
 
     Returns
     -------
@@ -32,7 +34,14 @@ def redrive(
         ``"progress"`` (:func:`s3ingest.operations.move_task_status`) after a message-move task,
         or ``"moved": {"moved": n, "kept_invalid": n}`` after a one-by-one move.
     """
-    summary = operations.inspect_dlq(sqs, dlq_url, max_messages=min(max_messages, INSPECT_LIMIT))
+    summary = operations.inspect_dlq(
+        sqs,
+        dlq_url,
+        max_messages=min(max_messages, INSPECT_LIMIT),
+        # a peek hides what it received for its visibility timeout: before a move it must not,
+        # or the move that follows finds nothing to receive
+        **({} if dry_run else {"peek_visibility": 0}),
+    )
     result: dict[str, Any] = {"dlq": summary}
     if dry_run or not summary["approximate"]:
         return result

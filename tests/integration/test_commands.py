@@ -90,6 +90,25 @@ def _dead_letters(rt: LocalRuntime) -> None:
     rt.sqs.send_message(QueueUrl=rt.resources.dlq_url, MessageBody=json.dumps(event))
 
 
+def test_redrive_moves_the_valid_messages_and_keeps_the_invalid_ones(
+    emulator: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a DLQ with an invalid and a valid message
+    rt = LocalRuntime(emulator, versioning="Enabled")
+    _dead_letters(rt)
+    # WHEN it is redriven without --include-invalid (one command: classify, then move)
+    result = CliRunner().invoke(app, ["redrive", "--json"], env=_stack(monkeypatch, rt))
+    rt.drain()
+    # THEN both were classified, the valid one moved and was ingested, the invalid one stays
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["dlq"]["by_reason"] == {"malformed-json": 1, "retries-exhausted": 1}
+    assert doc["moved"] == {"moved": 1, "kept_invalid": 1}
+    assert "task" not in doc
+    assert rt.compare().converged
+    assert [m["reason"] for m in rt.dead_letters()] == ["malformed-json"]
+
+
 def test_redrive_dry_run_classifies_and_moves_nothing(emulator: Any) -> None:
     rt = LocalRuntime(emulator, versioning="Enabled")
     _dead_letters(rt)
