@@ -1033,15 +1033,6 @@ def _aws(call: Any) -> Any:
         raise typer.Exit(EXIT_AWS) from exc
 
 
-def main() -> None:
-    """Console-script entry point."""
-    app()
-
-
-if __name__ == "__main__":
-    main()
-
-
 def _task_bar(*, hidden: bool) -> Progress:
     """The progress bar of a long operation (description, bar, done/total, elapsed) on standard
     error; ``hidden`` for ``--json`` output, so a script reads only the JSON."""
@@ -1054,3 +1045,12 @@ def _task_bar(*, hidden: bool) -> Progress:
         transient=True,
         disable=hidden,
     )
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()
