@@ -1,7 +1,8 @@
 """The operator CLI, ``s3ingest``.
 
-Command functions only parse arguments and render; the work is done by plain functions in
-:mod:`s3ingest.local` (and, for deployed stacks, by later commands with injected clients).
+Command functions here parse arguments, get their clients from :mod:`s3ingest.commands.context`
+(the one place they are built), call a plain function of :mod:`s3ingest.commands`, render its
+result (a table, or JSON with ``--json``) and choose the exit code.
 """
 
 from __future__ import annotations
@@ -9,9 +10,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -19,9 +19,13 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from s3ingest.commands.context import AwsOptions
 from s3ingest.extras import MissingExtraError, require
 from s3ingest.version import version
 from s3ingest_fn.contract import STACK_ENV as STACK_ENV_NAME
+
+if TYPE_CHECKING:
+    from s3ingest.commands.context import Deployed
 
 
 def _plain_argument_help() -> None:
@@ -61,14 +65,6 @@ def _print_version(value: bool) -> None:
     if value:
         out.print(f"s3ingest {version()}", highlight=False)
         raise typer.Exit(0)
-
-
-@dataclass
-class AwsOptions:
-    """The global options every command against AWS uses (``--profile``, ``--region``)."""
-
-    profile: str | None = None
-    region: str | None = None
 
 
 _aws_options = AwsOptions()
@@ -195,9 +191,9 @@ def demo(
     example processor (a JSON sidecar per object) and the change stream, reconcile once, and
     report whether the ledger equals the bucket and the sidecars match it (exit code 1 if not)."""
     _require_local("s3ingest local demo")
-    from s3ingest.local.demo import DemoOptions, run_demo
+    from s3ingest.commands import local as commands
 
-    if reconcile not in ("inventory", "listing", "none"):
+    if reconcile not in commands.DEMO_RECONCILE:
         raise typer.BadParameter("must be inventory, listing or none", param_hint="--reconcile")
 
     with _task_bar(hidden=as_json) as bar:
@@ -211,15 +207,13 @@ def demo(
                 total=max(total, done),
             )
 
-        report = run_demo(
-            DemoOptions(
-                rounds=rounds,
-                seed=seed,
-                duplicate=duplicate,
-                drop=drop,
-                reconcile=None if reconcile == "none" else reconcile,
-                crash=crash,
-            ),
+        report = commands.demo(
+            rounds=rounds,
+            seed=seed,
+            duplicate=duplicate,
+            drop=drop,
+            reconcile=reconcile,
+            crash=crash,
             on_progress=on_progress,
         )
     if as_json:
@@ -312,14 +306,15 @@ def scenario(
     ledger does not equal the bucket at the end, the effects broke a rule or a step failed, 2
     for an invalid scenario file)."""
     _require_local("s3ingest local scenario")
-    from s3ingest.local.scenario import ScenarioError, run_scenario
+    from s3ingest.commands import local as commands
+    from s3ingest.local.scenario import ScenarioError
 
     try:
-        result = run_scenario(file)
+        result = commands.scenario(file)
     except ScenarioError as exc:
         console.print(f"[red]scenario error:[/] {exc}")
-        raise typer.Exit(2) from exc
-    ok = result["converged"] and not result["effects_problems"] and not result["error"]
+        raise typer.Exit(EXIT_USAGE) from exc
+    ok = commands.scenario_ok(result)
     if as_json:
         sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
         raise typer.Exit(0 if ok else 1)
@@ -437,35 +432,19 @@ def reconcile_command(
     """Compare the bucket with the ledger and queue a repair event for every difference
     (rule C12 of docs/contract.md). Repairs go through the ingest queue and the same rules as
     live events."""
-    from s3ingest_fn.reconcile.service import ReconcileRequest
+    from s3ingest.commands import reconcile as commands
 
     if source not in ("inventory", "listing"):
         raise typer.BadParameter("must be inventory or listing", param_hint="--source")
     stack = _one_target(ctx, stack, local)
     if local:
         _require_local("s3ingest reconcile --local")
-        from s3ingest.local.demo import DemoOptions, run_demo
-
         if manifest or margin_seconds is not None:
             raise typer.BadParameter("--manifest and --margin-seconds apply to --stack only")
-        demo = run_demo(
-            DemoOptions(reconcile=source, reconcile_prefix=prefix, reconcile_dry_run=dry_run)
-        )
-        report = {
-            **demo["reconciliation"],
-            "converged": demo["converged"],
-            "differences": demo["differences"],
-        }
+        report = commands.reconcile_locally(source=source, prefix=prefix, dry_run=dry_run)
     else:
-        session, deployed = _deployed(str(stack))
-        reconciler = _aws(lambda: deployed.reconciler(session))
-        request = ReconcileRequest(
-            source=source,
-            prefix=prefix,
-            dry_run=dry_run,
-            manifest_key=manifest,
-            margin_ms=margin_seconds * 1000 if margin_seconds is not None else None,
-        )
+        deployed = _connect(str(stack))
+        reconciler = _aws(deployed.reconciler)
         with Progress(
             TextColumn("[bold]{task.description}"),
             TextColumn("{task.completed}"),
@@ -478,9 +457,15 @@ def reconcile_command(
                 p: bar.add_task(f"{p} rows", total=None) for p in ("bucket", "ledger", "confirm")
             }
             report = _aws(
-                lambda: reconciler.run(
-                    request, lambda phase, n: bar.advance(tasks[phase], n)
-                ).as_dict()
+                lambda: commands.reconcile(
+                    reconciler,
+                    source=source,
+                    prefix=prefix,
+                    dry_run=dry_run,
+                    manifest=manifest,
+                    margin_seconds=margin_seconds,
+                    on_rows=lambda phase, n: bar.advance(tasks[phase], n),
+                )
             )
     if as_json:
         sys.stdout.write(json.dumps(report) + "\n")
@@ -535,17 +520,17 @@ def backfill_start(
 ) -> None:
     """Start a backfill (rule C13 of docs/contract.md): safe to overlap with live traffic and to
     run twice."""
+    from s3ingest.commands import backfill as commands
+
     stack = _one_target(ctx, stack, local)
     if local:
         _require_local("s3ingest backfill start --local")
-        from s3ingest.local.demo import run_backfill_demo
-
         if manifest or not wait:
             raise typer.BadParameter("--manifest and --no-wait apply to --stack only")
 
         with _task_bar(hidden=as_json) as bar:
             task = bar.add_task("starting the emulator", total=None)
-            report = run_backfill_demo(
+            report = commands.backfill_locally(
                 on_progress=lambda phase, done, total: bar.update(
                     task, description=phase, completed=done, total=total
                 )
@@ -557,18 +542,16 @@ def backfill_start(
             )
         _emit_backfill(report, as_json)
         raise typer.Exit(0 if report["converged"] and report["failed"] <= max_failures else 1)
-    from s3ingest.backfill_ops import start_backfill
-
-    session, deployed = _deployed(str(stack))
+    deployed = _connect(str(stack))
     (arn,) = _require(deployed, "BackfillStateMachineArn")
     execution = _aws(
-        lambda: start_backfill(
-            session.client("stepfunctions"), arn, manifest=manifest, max_failures=max_failures
+        lambda: commands.start_backfill(
+            deployed.client("stepfunctions"), arn, manifest=manifest, max_failures=max_failures
         )
     )
     console.print(f"started {execution}")
     if wait:
-        backfill_status(execution=execution, stack=str(stack), watch=True, as_json=as_json)
+        _follow_backfill(deployed, execution, watch=True, as_json=as_json)
     elif as_json:
         sys.stdout.write(json.dumps({"execution": execution}) + "\n")
 
@@ -586,28 +569,27 @@ def backfill_status(
     as_json: Annotated[bool, typer.Option("--json", help="Print the status as JSON.")] = False,
 ) -> None:
     """Show a backfill's execution status and its Batch Operations job's progress."""
-    import time as _time
+    from s3ingest.commands import backfill as commands
 
-    from s3ingest.backfill_ops import (
-        TERMINAL_EXECUTION,
-        latest_execution,
-    )
-    from s3ingest.backfill_ops import (
-        backfill_status as status_of,
-    )
-
-    session, deployed = _deployed(stack)
-    sfn, s3control = session.client("stepfunctions"), session.client("s3control")
+    deployed = _connect(stack)
     if execution is None:
         (arn,) = _require(deployed, "BackfillStateMachineArn")
-        execution = _aws(lambda: latest_execution(sfn, arn))
+        execution = _aws(lambda: commands.latest_backfill(deployed.client("stepfunctions"), arn))
         if execution is None:
             console.print("no backfill has run yet")
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_UNHEALTHY)
+    _follow_backfill(deployed, execution, watch=watch, as_json=as_json)
+
+
+def _follow_backfill(deployed: Deployed, execution: str, *, watch: bool, as_json: bool) -> None:
+    """Render a backfill's status (followed with ``watch``, a progress bar on standard error)
+    and end the command: exit code 0 while it runs or after it succeeded, else 1."""
+    from s3ingest.commands import backfill as commands
+
     with _task_bar(hidden=as_json or not watch) as bar:
         task = bar.add_task("backfill tasks", total=None)
-        while True:
-            status = _aws(lambda: status_of(sfn, s3control, str(execution)))
+
+        def on_status(status: dict[str, Any]) -> None:
             done = (status["succeeded"] or 0) + (status["failed"] or 0)
             bar.update(
                 task,
@@ -615,11 +597,18 @@ def backfill_status(
                 total=status["total"],
                 description=f"job {status['jobStatus'] or 'not created yet'}",
             )
-            if not watch or status["status"] in TERMINAL_EXECUTION:
-                break
-            _time.sleep(10)
+
+        status = _aws(
+            lambda: commands.follow_backfill(
+                deployed.client("stepfunctions"),
+                deployed.client("s3control"),
+                execution,
+                watch=watch,
+                on_status=on_status,
+            )
+        )
     _emit_backfill(status, as_json)
-    raise typer.Exit(0 if status["status"] in ("SUCCEEDED", "RUNNING") else 1)
+    raise typer.Exit(0 if status["status"] in commands.OK_STATES else EXIT_UNHEALTHY)
 
 
 def _parse_when(value: str, option: str) -> Any:
@@ -661,45 +650,25 @@ def replay_command(
     """Replay the archived S3 events of a time window to the ingest rule only (rule C14 of
     docs/contract.md). The ledger makes it safe: replaying the same window twice changes nothing.
     Replayed events are counted apart (metric "replayed", log field source=replay)."""
-    from datetime import UTC, datetime
-
-    from s3ingest.operations import (
-        OperationError,
-        ReplayTarget,
-        check_window,
-        replay_outcomes,
-        start_replay,
-        to_json,
-        wait_replay,
-    )
+    from s3ingest.commands import replay as commands
+    from s3ingest.operations import OperationError, check_window, to_json
 
     window = (_parse_when(start, "--from"), _parse_when(end, "--to"))
     try:  # arguments are checked before any AWS call
         check_window(*window)
     except OperationError as exc:
         raise typer.BadParameter(str(exc), param_hint="--from/--to") from exc
-    session, deployed = _deployed(stack)
+    deployed = _connect(stack)
     archive, rule = _require(deployed, "ArchiveArn", "RuleArn")
-    events = session.client("events")
-    bus = _aws(lambda: events.describe_event_bus()["Arn"])
-    target = ReplayTarget(archive_arn=archive, bus_arn=bus, rule_arn=rule)
-    result: dict[str, Any] = {
-        "from": window[0].isoformat(),
-        "to": window[1].isoformat(),
-        "archive": archive,
-        "rule": rule,
-    }
+    events = deployed.client("events")
     try:
-        if dry_run:
-            result["archive_event_count"] = _aws(
-                lambda: events.describe_archive(ArchiveName=archive.rsplit("/", 1)[-1]).get(
-                    "EventCount"
-                )
+        result = _aws(
+            lambda: commands.replay_window(
+                events, archive_arn=archive, rule_arn=rule, window=window, dry_run=dry_run
             )
-            result["dry_run"] = True
-        else:
-            name = _aws(lambda: start_replay(events, target, *window))
-            result["replay"] = name
+        )
+        if not dry_run:
+            name = result["replay"]
             console.print(f"started replay {name}")
             if wait:
                 with Progress(
@@ -710,10 +679,12 @@ def replay_command(
                     disable=as_json,
                 ) as bar:
                     task = bar.add_task("replaying", total=None)
-                    desc = _aws(
-                        lambda: wait_replay(
+                    result |= _aws(
+                        lambda: commands.follow_replay(
                             events,
-                            name,
+                            deployed.client("cloudwatch"),
+                            stack=deployed.name,
+                            name=name,
                             on_state=lambda d: bar.update(
                                 task,
                                 description=f"replay {d['State'].lower()}, last event "
@@ -721,20 +692,6 @@ def replay_command(
                             ),
                         )
                     )
-                result["state"] = desc["State"]
-                result["outcomes_so_far"] = _aws(
-                    lambda: replay_outcomes(
-                        session.client("cloudwatch"),
-                        deployed.name,
-                        desc["ReplayStartTime"],
-                        datetime.now(UTC),
-                    )
-                )
-                result["note"] = (
-                    "replayed records are still being processed while the queue "
-                    "drains; run `s3ingest status` and look at the dashboard's "
-                    "replayed_* metrics for the final counts"
-                )
     except OperationError as exc:  # the replay failed or was cancelled
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(EXIT_UNHEALTHY) from exc
@@ -764,35 +721,22 @@ def redrive_command(
 ) -> None:
     """Count and classify the ingest dead-letter queue, then move its messages back to the
     ingest queue. Invalid messages are listed and stay unless --include-invalid."""
-    from s3ingest.operations import (
-        inspect_dlq,
-        move_task_status,
-        redrive_all,
-        redrive_valid,
-        to_json,
-    )
+    from s3ingest.commands.redrive import redrive
+    from s3ingest.operations import to_json
 
-    session, deployed = _deployed(stack)
+    deployed = _connect(stack)
     dlq_url, queue_url = _require(deployed, "DeadLetterQueueUrl", "QueueUrl")
-    sqs = session.client("sqs")
-    summary = _aws(lambda: inspect_dlq(sqs, dlq_url, max_messages=min(max_messages, 100)))
-    result: dict[str, Any] = {"dlq": summary}
-    if not dry_run and summary["approximate"]:
-        if include_invalid or not summary["invalid_ids"]:
-            arns = [
-                _aws(
-                    lambda u=u: sqs.get_queue_attributes(QueueUrl=u, AttributeNames=["QueueArn"])[
-                        "Attributes"
-                    ]["QueueArn"]
-                )
-                for u in (dlq_url, queue_url)
-            ]
-            result["task"] = _aws(lambda: redrive_all(sqs, arns[0], arns[1]))
-            result["progress"] = _aws(lambda: move_task_status(sqs, arns[0]))
-        else:
-            result["moved"] = _aws(
-                lambda: redrive_valid(sqs, dlq_url, queue_url, max_messages=max_messages)
-            )
+    result = _aws(
+        lambda: redrive(
+            deployed.client("sqs"),
+            dlq_url,
+            queue_url,
+            dry_run=dry_run,
+            max_messages=max_messages,
+            include_invalid=include_invalid,
+        )
+    )
+    summary = result["dlq"]
     if as_json:
         sys.stdout.write(to_json(result) + "\n")
         return
@@ -824,15 +768,12 @@ def explain_command(
 ) -> None:
     """Why does the ledger say this about this object? The ledger row (state, sequencer,
     version, ETag, last decision and its reason, source, times) beside what the bucket holds."""
-    from s3ingest.operations import explain, to_json
-    from s3ingest_fn.bucket import S3Objects
-    from s3ingest_fn.ledger import DynamoLedger
+    from s3ingest.commands.explain import explain_key
+    from s3ingest.operations import to_json
 
-    session, deployed = _deployed(stack)
-    (table,) = _require(deployed, "LedgerTableName")
-    row = _aws(lambda: DynamoLedger(session.client("dynamodb"), table, 0).get(bucket, key))
-    now = _aws(lambda: S3Objects(session.client("s3")).current(bucket, key))
-    result = explain(row, now)
+    deployed = _connect(stack)
+    ledger = _aws(deployed.ledger)
+    result = _aws(lambda: explain_key(ledger, deployed.objects(), bucket, key))
     if as_json:
         sys.stdout.write(to_json(result) + "\n")
         return
@@ -907,22 +848,11 @@ def status_command(
     """Queue depth and age of the oldest message, DLQ depths, EventBridge delivery, last
     reconciliation drift, the newest backfill, running backfills and replays, in one screen.
     Exit code 1 when the stack is unhealthy (a probe can use it)."""
-    from s3ingest.operations import status, to_json
+    from s3ingest.commands.status import stack_status
+    from s3ingest.operations import to_json
 
-    session, deployed = _deployed(stack)
-    _require(deployed, "QueueUrl", "DeadLetterQueueUrl")
-    result = _aws(
-        lambda: status(
-            sqs=session.client("sqs"),
-            cloudwatch=session.client("cloudwatch"),
-            sfn=session.client("stepfunctions"),
-            events=session.client("events"),
-            s3=session.client("s3"),
-            outputs=deployed.outputs,
-            stack=deployed.name,
-            max_age_seconds=max_age_seconds,
-        )
-    )
+    deployed = _connect(stack)
+    result = _aws(lambda: stack_status(deployed, max_age_seconds=max_age_seconds))
     exit_code = 0 if result["healthy"] else EXIT_UNHEALTHY
     if as_json:
         sys.stdout.write(to_json(result) + "\n")
@@ -969,7 +899,8 @@ def verify_command(
     (never given to a processor), wait for its ledger row and, with the change stream, its
     change event; delete it, wait for the tombstone and its change event; remove its versions.
     Prints each hop's latency; exit code 0 when every hop arrived, 1 when one did not."""
-    from s3ingest.verify import DeployedPipeline, Hop, LocalPipeline, verify
+    from s3ingest.commands.verify import verify_pipeline
+    from s3ingest.verify import Hop
 
     stack = _one_target(ctx, stack, local)
 
@@ -982,24 +913,15 @@ def verify_command(
 
     if local:
         _require_local("s3ingest verify --local")
-        from s3ingest.local.emulator import Emulator
-        from s3ingest.local.runtime import LocalRuntime, local_settings
+        from s3ingest.commands.context import local_pipeline
 
-        with Emulator() as emu:
-            report = verify(
-                LocalPipeline(LocalRuntime(emu, local_settings())),
-                timeout_seconds=timeout_seconds,
-                on_hop=show,
-            )
+        with local_pipeline() as pipeline:
+            report = verify_pipeline(pipeline, timeout_seconds=timeout_seconds, on_hop=show)
     else:
-        session, deployed = _deployed(str(stack))
-        _require(deployed, "BucketName", "LedgerTableName")
+        deployed = _connect(str(stack))
+        pipeline = _aws(deployed.verify_pipeline)
         report = _aws(
-            lambda: verify(
-                DeployedPipeline(session, deployed.outputs),
-                timeout_seconds=timeout_seconds,
-                on_hop=show,
-            )
+            lambda: verify_pipeline(pipeline, timeout_seconds=timeout_seconds, on_hop=show)
         )
     if as_json:
         sys.stdout.write(json.dumps(report.as_dict()) + "\n")
@@ -1062,29 +984,19 @@ def _one_target(ctx: typer.Context, stack: str | None, local: bool) -> str | Non
     return stack
 
 
-def _deployed(stack: str) -> tuple[Any, Any]:
-    """The boto3 session (``--profile``, ``--region``, else the default chain) and the stack's
-    outputs."""
-    import boto3
+def _connect(stack: str) -> Deployed:
+    """The stack's clients and adapters (:func:`s3ingest.commands.context.connect`) with the
+    global options (``--profile``, ``--region``, else the default chain); an AWS error ends
+    the command (:func:`_aws`)."""
+    from s3ingest.commands.context import connect
 
-    from s3ingest.deployed import DeployedStack
-
-    session = _aws(
-        lambda: boto3.session.Session(
-            profile_name=_aws_options.profile, region_name=_aws_options.region
-        )
-    )
-    return session, _aws(lambda: DeployedStack.load(session.client("cloudformation"), stack))
+    deployed: Deployed = _aws(lambda: connect(_aws_options, stack))
+    return deployed
 
 
-def _require(deployed: Any, *names: str) -> list[str]:
-    from s3ingest.deployed import StackNotFoundError
-
-    try:
-        return list(deployed.require(*names))
-    except StackNotFoundError as exc:
-        console.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(EXIT_AWS) from exc
+def _require(deployed: Deployed, *names: str) -> list[str]:
+    """The stack's named outputs; a missing one ends the command with exit code 3."""
+    return list(_aws(lambda: deployed.require(*names)))
 
 
 def _aws(call: Any) -> Any:
@@ -1121,15 +1033,6 @@ def _aws(call: Any) -> Any:
         raise typer.Exit(EXIT_AWS) from exc
 
 
-def main() -> None:
-    """Console-script entry point."""
-    app()
-
-
-if __name__ == "__main__":
-    main()
-
-
 def _task_bar(*, hidden: bool) -> Progress:
     """The progress bar of a long operation (description, bar, done/total, elapsed) on standard
     error; ``hidden`` for ``--json`` output, so a script reads only the JSON."""
@@ -1142,3 +1045,12 @@ def _task_bar(*, hidden: bool) -> Progress:
         transient=True,
         disable=hidden,
     )
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""The one place the CLI's commands get their clients and adapters.
+
+:func:`connect` turns the parsed global options (``--profile``, ``--region``) and ``--stack``
+into a :class:`Deployed`: a boto3 session, the stack's CloudFormation outputs, and the adapters
+built over them (ledger, bucket, reconciler, verify pipeline). :func:`local_pipeline` builds the
+local runtime on the embedded emulator for ``--local``. Command functions take what these return;
+a test passes the same built over moto or stand-ins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from s3ingest.deployed import DeployedStack
+    from s3ingest.verify import DeployedPipeline, LocalPipeline
+    from s3ingest_fn.bucket import S3Objects
+    from s3ingest_fn.ledger import DynamoLedger
+    from s3ingest_fn.reconcile.service import Reconciler
+
+
+@dataclass
+class AwsOptions:
+    """The global options of every command against AWS (``--profile``, ``--region``); None
+    leaves the choice to the default boto3 chain."""
+
+    profile: str | None = None
+    region: str | None = None
+
+
+@dataclass
+class Deployed:
+    """A deployed stack as the operator's credentials see it: the session, the stack's outputs
+    (:class:`s3ingest.deployed.DeployedStack`) and the clients and adapters commands use.
+
+    Clients are made on first use and kept (one per service).
+    """
+
+    session: Any
+    stack: DeployedStack
+    _clients: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def name(self) -> str:
+        """The stack's name (its StackName, even when given as an ARN)."""
+        return self.stack.name
+
+    @property
+    def outputs(self) -> dict[str, str]:
+        """The stack's CloudFormation outputs, by output key."""
+        return self.stack.outputs
+
+    def require(self, *names: str) -> list[str]:
+        """The named outputs; :class:`s3ingest.deployed.StackNotFoundError` names the missing."""
+        return self.stack.require(*names)
+
+    def client(self, service: str) -> Any:
+        """The boto3 client of ``service`` (``"sqs"``, ``"stepfunctions"`` …) in the session's
+        region and credentials."""
+        if service not in self._clients:
+            self._clients[service] = self.session.client(service)
+        return self._clients[service]
+
+    def ledger(self) -> DynamoLedger:
+        """The ledger table's adapter (output ``LedgerTableName``)."""
+        from s3ingest_fn.ledger import DynamoLedger
+
+        (table,) = self.require("LedgerTableName")
+        return DynamoLedger(self.client("dynamodb"), table, 0)
+
+    def objects(self) -> S3Objects:
+        """The bucket adapter (current state of an object: HEAD, versions)."""
+        from s3ingest_fn.bucket import S3Objects
+
+        return S3Objects(self.client("s3"))
+
+    def reconciler(self) -> Reconciler:
+        """Reconciliation against the stack's bucket, ledger and ingest queue."""
+        return self.stack.reconciler(self.session)
+
+    def verify_pipeline(self) -> DeployedPipeline:
+        """The deploy check's view of the stack (outputs ``BucketName``, ``LedgerTableName``,
+        optionally ``ChangeAuditLogGroupName``)."""
+        from s3ingest.verify import DeployedPipeline
+
+        self.require("BucketName", "LedgerTableName")
+        return DeployedPipeline(self.session, self.outputs)
+
+
+def connect(options: AwsOptions, stack: str) -> Deployed:
+    """Open ``stack`` with the session of ``options`` (``--profile``, ``--region``, else the
+    default chain: environment, profile, SSO, instance role) and read its outputs
+    (``cloudformation:DescribeStacks``).
+
+    Raises
+    ------
+    botocore.exceptions.BotoCoreError
+        No region, no credentials, an unknown profile.
+    s3ingest.deployed.StackNotFoundError
+        The stack does not exist or cannot be read.
+    """
+    import boto3
+
+    from s3ingest.deployed import DeployedStack
+
+    session = boto3.session.Session(profile_name=options.profile, region_name=options.region)
+    return Deployed(session, DeployedStack.load(session.client("cloudformation"), stack))
+
+
+@contextmanager
+def local_pipeline() -> Iterator[LocalPipeline]:
+    """The deploy check's view of a fresh local runtime on the embedded emulator (needs the
+    ``local`` extra); the emulator stops on exit."""
+    from s3ingest.local.emulator import Emulator
+    from s3ingest.local.runtime import LocalRuntime, local_settings
+    from s3ingest.verify import LocalPipeline
+
+    with Emulator() as emu:
+        yield LocalPipeline(LocalRuntime(emu, local_settings()))

@@ -1,0 +1,58 @@
+"""``s3ingest local``: the pipeline on the embedded emulator (needs the ``local`` extra)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+#: ``--reconcile`` choices of the demo (``none``: no reconciliation at the end).
+DEMO_RECONCILE = ("inventory", "listing", "none")
+
+
+def demo(
+    *,
+    rounds: int,
+    seed: int,
+    duplicate: float,
+    drop: float,
+    reconcile: str,
+    crash: float,
+    on_progress: Callable[[str, int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Run the live pipeline under chaotic delivery and return the demo's report
+    (:func:`s3ingest.local.demo.run_demo`: outcomes, reconciliation, effects, ``converged``).
+
+    ``reconcile`` is one of :data:`DEMO_RECONCILE`; ``on_progress(phase, done, total)``."""
+    from s3ingest.local.demo import DemoOptions, run_demo
+
+    return run_demo(
+        DemoOptions(
+            rounds=rounds,
+            seed=seed,
+            duplicate=duplicate,
+            drop=drop,
+            reconcile=None if reconcile == "none" else reconcile,
+            crash=crash,
+        ),
+        on_progress=on_progress,
+    )
+
+
+def scenario(file: Path) -> dict[str, Any]:
+    """Run a JSON Lines scenario on a fresh local deployment; its result document
+    (:func:`s3ingest.local.scenario.run_scenario`).
+
+    Raises
+    ------
+    s3ingest.local.scenario.ScenarioError
+        An invalid scenario file.
+    """
+    from s3ingest.local.scenario import run_scenario
+
+    return run_scenario(file)
+
+
+def scenario_ok(result: dict[str, Any]) -> bool:
+    """The scenario converged, its effects broke no rule and no step failed."""
+    return bool(result["converged"] and not result["effects_problems"] and not result["error"])

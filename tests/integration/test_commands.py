@@ -1,0 +1,194 @@
+"""The CLI's command functions (``s3ingest.commands``) over their clients, and the ``--stack``
+commands end to end: the real session of ``commands.context.connect`` pointed at the emulator
+(``AWS_ENDPOINT_URL``), with the stack's outputs naming the local runtime's resources."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from s3ingest import backfill_ops, deployed
+from s3ingest.cli import app
+from s3ingest.commands import backfill, reconcile
+from s3ingest.commands.context import AwsOptions, Deployed, connect
+from s3ingest.commands.explain import explain_key
+from s3ingest.commands.redrive import redrive
+from s3ingest.local.runtime import LocalRuntime
+from s3ingest.operations import explain, to_json
+
+
+def _stack(monkeypatch: pytest.MonkeyPatch, rt: LocalRuntime) -> dict[str, str]:
+    """DeployedStack.load answers with outputs naming ``rt``'s resources; returns the
+    environment that points the CLI's session at the emulator."""
+    outputs = {
+        "BucketName": rt.resources.bucket,
+        "LedgerTableName": rt.resources.table,
+        "QueueUrl": rt.resources.queue_url,
+        "DeadLetterQueueUrl": rt.resources.dlq_url,
+    }
+    monkeypatch.setattr(
+        deployed.DeployedStack,
+        "load",
+        staticmethod(lambda cfn, name: deployed.DeployedStack(name=name, outputs=outputs)),
+    )
+    return {**rt.emu.function_environment(), "S3INGEST_STACK": "S3Ingest-test"}
+
+
+def test_connect_builds_clients_once_and_adapters_from_the_outputs(
+    emulator: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rt = LocalRuntime(emulator, versioning="Enabled")
+    for name, value in _stack(monkeypatch, rt).items():
+        monkeypatch.setenv(name, value)
+    rt.faithful.put("k", "1")
+    rt.flush()
+    rt.drain()
+    stack = connect(AwsOptions(), "S3Ingest-test")
+    assert stack.name == "S3Ingest-test"
+    assert stack.client("sqs") is stack.client("sqs")
+    row = stack.ledger().get(rt.resources.bucket, "k")
+    assert row is not None and row == rt.ledger.get(rt.resources.bucket, "k")
+    assert stack.objects().current(rt.resources.bucket, "k").visible
+    with pytest.raises(deployed.StackNotFoundError, match="ArchiveArn"):
+        stack.require("ArchiveArn")
+    # --region wins over the environment's region
+    other = connect(AwsOptions(region="eu-west-1"), "S3Ingest-test")
+    assert other.client("sqs").meta.region_name == "eu-west-1"
+
+
+def test_explain_key_reads_the_row_and_the_bucket_through_the_cli(
+    emulator: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rt = LocalRuntime(emulator, versioning="Enabled")
+    rt.faithful.put("a b", "1")
+    rt.flush()
+    rt.drain()
+    bucket = rt.resources.bucket
+    expected = json.loads(
+        to_json(explain(rt.ledger.get(bucket, "a b"), rt.objects.current(bucket, "a b")))
+    )
+    assert json.loads(to_json(explain_key(rt.ledger, rt.objects, bucket, "a b"))) == expected
+    env = _stack(monkeypatch, rt)
+    result = CliRunner().invoke(app, ["explain", bucket, "a b", "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == expected
+    assert expected["ledger"]["state"] == "present" and expected["agrees"] is True
+    table = CliRunner().invoke(app, ["explain", bucket, "a b"], env={**env, "COLUMNS": "200"})
+    assert table.exit_code == 0 and expected["verdict"] in table.stdout
+
+
+def _dead_letters(rt: LocalRuntime) -> None:
+    """An invalid message dead-lettered by the handler and a valid one whose retries ran out
+    (sent straight to the DLQ, as SQS would after maxReceiveCount)."""
+    rt.send_raw("{not json")
+    rt.drain()
+    rt.faithful.put("retry me", "1")
+    (event,) = rt.faithful.take_pending()
+    rt.sqs.send_message(QueueUrl=rt.resources.dlq_url, MessageBody=json.dumps(event))
+
+
+def test_redrive_moves_the_valid_messages_and_keeps_the_invalid_ones(
+    emulator: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a DLQ with an invalid and a valid message
+    rt = LocalRuntime(emulator, versioning="Enabled")
+    _dead_letters(rt)
+    # WHEN it is redriven without --include-invalid (one command: classify, then move)
+    result = CliRunner().invoke(app, ["redrive", "--json"], env=_stack(monkeypatch, rt))
+    rt.drain()
+    # THEN both were classified, the valid one moved and was ingested, the invalid one stays
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["dlq"]["by_reason"] == {"malformed-json": 1, "retries-exhausted": 1}
+    assert doc["moved"] == {"moved": 1, "kept_invalid": 1}
+    assert "task" not in doc
+    assert rt.compare().converged
+    assert [m["reason"] for m in rt.dead_letters()] == ["malformed-json"]
+
+
+def test_redrive_dry_run_classifies_and_moves_nothing(emulator: Any) -> None:
+    rt = LocalRuntime(emulator, versioning="Enabled")
+    _dead_letters(rt)
+    common = {"max_messages": 10, "include_invalid": True}
+    result = redrive(rt.sqs, rt.resources.dlq_url, rt.resources.queue_url, dry_run=True, **common)
+    assert set(result) == {"dlq"}
+    assert result["dlq"]["by_kind"] == {"invalid:malformed-json": 1, "created": 1}
+    attrs = rt.sqs.get_queue_attributes(
+        QueueUrl=rt.resources.dlq_url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    assert sum(int(v) for v in attrs.values()) == 2  # still in the DLQ (peeked: in flight)
+    assert rt.compare().converged is False  # "retry me" never reached the ledger
+
+
+def test_follow_backfill_reads_until_the_execution_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    states = iter(["RUNNING", "RUNNING", "SUCCEEDED"])
+    monkeypatch.setattr(
+        backfill_ops, "backfill_status", lambda sfn, s3control, arn: {"status": next(states)}
+    )
+    seen: list[str] = []
+    slept: list[float] = []
+    status = backfill.follow_backfill(
+        None,
+        None,
+        "arn:x",
+        watch=True,
+        on_status=lambda s: seen.append(s["status"]),
+        sleep=slept.append,
+    )
+    assert status == {"status": "SUCCEEDED"}
+    assert seen == ["RUNNING", "RUNNING", "SUCCEEDED"]
+    assert slept == [backfill.POLL_SECONDS] * 2
+    states = iter(["RUNNING", "SUCCEEDED"])
+    assert backfill.follow_backfill(None, None, "arn:x", watch=False, sleep=slept.append) == {
+        "status": "RUNNING"
+    }
+
+
+def test_reconcile_passes_the_request_and_the_progress() -> None:
+    class Recorder:
+        def run(self, request: Any, on_rows: Any) -> Any:
+            self.request, self.on_rows = request, on_rows
+            return type("Report", (), {"as_dict": lambda _self: {"drift": {}}})()
+
+    rec = Recorder()
+
+    def progress(phase: str, n: int) -> None:
+        pass
+
+    report = reconcile.reconcile(
+        rec,
+        source="listing",
+        prefix="p/",
+        dry_run=True,
+        manifest=None,
+        margin_seconds=5,
+        on_rows=progress,
+    )
+    assert report == {"drift": {}}
+    assert (rec.request.source, rec.request.prefix, rec.request.dry_run) == ("listing", "p/", True)
+    assert (rec.request.manifest_key, rec.request.margin_ms) == (None, 5000)
+    assert rec.on_rows is progress
+    reconcile.reconcile(
+        rec, source="inventory", prefix="", dry_run=False, manifest="m.json", margin_seconds=None
+    )
+    assert (rec.request.manifest_key, rec.request.margin_ms) == ("m.json", None)
+
+
+def test_deployed_is_buildable_without_cloudformation() -> None:
+    made: list[str] = []
+
+    class Session:
+        def client(self, service: str) -> str:
+            made.append(service)
+            return f"client:{service}"
+
+    stack = Deployed(Session(), deployed.DeployedStack(name="S", outputs={"QueueUrl": "q"}))
+    assert stack.client("sqs") == stack.client("sqs") == "client:sqs"
+    assert made == ["sqs"]
+    assert stack.require("QueueUrl") == ["q"]
+    with pytest.raises(deployed.StackNotFoundError):
+        stack.ledger()
