@@ -15,6 +15,7 @@ from s3ingest_fn.model import Outcome, Result
 from s3ingest_fn.processing import MessageProcessor
 
 
+@pytest.mark.contract("C9", "C14")
 def test_replayed_records_are_counted_apart_per_outcome() -> None:
     ingest.metrics.clear_metrics()
     ingest._count(
@@ -84,6 +85,7 @@ class _Stalling:
         return [Result(Outcome.IGNORED, "test-event", extra={"source": "live"})]
 
 
+@pytest.mark.contract("C9")
 def test_a_records_log_line_is_written_when_that_record_finishes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
