@@ -15,7 +15,7 @@ import itertools
 import json
 import random
 from collections import deque
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -88,7 +88,7 @@ class Harness:
     def deliver(self, changes: list[Change]) -> list[Any]:
         """At-least-once delivery: a message whose worker died comes back at the end."""
         queue = deque(changes)
-        results = []
+        results: list[Any] = []
         for _ in range(50 * len(changes) + 50):
             if not queue:
                 return results
@@ -169,7 +169,7 @@ def test_effects_are_the_winning_changes_in_sequencer_order(
         if not crash:
             assert ids == wins  # exactly once
         # ... in sequencer order, with strictly increasing fencing tokens ...
-        seqs = [normalize(c.sequencer) for c in runs if c.sequencer]
+        seqs = [cast(str, normalize(c.sequencer)) for c in runs if c.sequencer]
         assert seqs == sorted(seqs)
         tokens = [c.token for c in runs]
         assert tokens == sorted(set(tokens))

@@ -12,7 +12,7 @@ import json
 import threading
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -119,7 +119,7 @@ class Rig:
     def deliver(self, changes: list[Change], max_rounds: int = 50) -> list[Any]:
         """At-least-once: a message whose worker died or that was retried comes back last."""
         queue = list(changes)
-        results = []
+        results: list[Any] = []
         for _ in range(max_rounds * (len(changes) + 1)):
             if not queue:
                 return results
@@ -234,7 +234,7 @@ def test_deleting_the_current_version_runs_the_effect_of_the_version_it_exposes(
         assert (last.kind, last.version_id) == ("created", v1.version_id), order
         ids = [c.change_id for c in rig.runs]
         assert len(ids) == len(set(ids)), order
-        seqs = [normalize(c.sequencer) for c in rig.runs if c.sequencer]
+        seqs = [cast(str, normalize(c.sequencer)) for c in rig.runs if c.sequencer]
         assert seqs == sorted(seqs), order
         assert ids == [cid for _, cid, _ in rig.ledger.applied if cid not in rig.superseded], order
         _no_pending(rig)
@@ -392,7 +392,7 @@ def _assert_serial_effects(rig: Rig) -> None:
             )
         tokens = [c.token for c, _, _ in spans]
         assert tokens == sorted(set(tokens)), tokens
-        seqs = [normalize(c.sequencer) for c, _, _ in spans if c.source == "live"]
+        seqs = [cast(str, normalize(c.sequencer)) for c, _, _ in spans if c.source == "live"]
         assert seqs == sorted(seqs), key
         row = rows[key]
         assert row["fx"] in ("done", "superseded")

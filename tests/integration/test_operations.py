@@ -198,6 +198,7 @@ def test_explain_shows_the_processor_effect_of_the_row_change(emulator: Any) -> 
     rt.flush()
     rt.drain()
     row = rt.ledger.get(rt.resources.bucket, "doc")
+    assert row is not None
     result = explain(row, rt.objects.current(rt.resources.bucket, "doc"))
     assert result["effect"] == {
         "status": "done",
@@ -255,9 +256,17 @@ def _stubbed_status(
 ) -> dict[str, Any]:
     """``status`` of stack ``S3Ingest-prod`` against botocore Stubber, which checks that every
     metric query selects that stack's own series."""
-    kw = {"region_name": "us-east-1", "aws_access_key_id": "x", "aws_secret_access_key": "x"}
+    kw: dict[str, Any] = {
+        "region_name": "us-east-1",
+        "aws_access_key_id": "x",
+        "aws_secret_access_key": "x",
+    }
     sqs, cw, sfn, events, s3 = (
-        boto3.client(s, **kw) for s in ("sqs", "cloudwatch", "stepfunctions", "events", "s3")
+        boto3.client("sqs", **kw),
+        boto3.client("cloudwatch", **kw),
+        boto3.client("stepfunctions", **kw),
+        boto3.client("events", **kw),
+        boto3.client("s3", **kw),
     )
     outputs = {
         "QueueUrl": "https://sqs/1/ingest",

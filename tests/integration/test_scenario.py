@@ -44,7 +44,7 @@ def test_scenario_with_raw_bodies_operations_and_chaos(emulator: Any, tmp_path: 
     # WHEN it runs
     result = run_scenario(path, emulator=emulator)
     # THEN each message has its outcome, attributed to its step
-    by_step = {}
+    by_step: dict[int, list[str]] = {}
     for m in result["messages"]:
         by_step.setdefault(m["step"], []).append(m["outcome"])
     # the sample's object: the ledger applies it, but the bucket has no such key, so the example

@@ -62,7 +62,8 @@ def test_every_metric_carries_the_stack_as_a_dimension(monkeypatch: pytest.Monke
     metrics = stack_metrics()
     try:
         metrics.add_metric(name="applied", unit="Count", value=1)
-        doc = metrics.serialize_metric_set()
+        # the dimensions are top-level keys of the EMF document, beside the typed ``_aws``
+        doc = cast(dict[str, Any], metrics.serialize_metric_set())
     finally:
         metrics.clear_metrics()
         metrics.clear_default_dimensions()

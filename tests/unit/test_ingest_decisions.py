@@ -94,6 +94,16 @@ class FakeLedger:
         )
         return self._apply(state, meta, True) if ok else self._refuse(row)
 
+    def reclaim(self, bucket: str, key: str, old_token: int, claim: Claim) -> WriteResult:
+        _no_claims(claim)
+        raise AssertionError("unreachable")
+
+    def finish_effect(self, bucket: str, key: str, token: int, status: str = "done") -> bool:
+        raise NotImplementedError("FakeLedger does not model effect claims")
+
+    def release(self, bucket: str, key: str, token: int) -> bool:
+        raise NotImplementedError("FakeLedger does not model effect claims")
+
     @staticmethod
     def _refuse(row: dict[str, Any] | None) -> WriteResult:
         return WriteResult(applied=False, old=copy.deepcopy(row))
