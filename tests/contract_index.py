@@ -24,6 +24,10 @@ CONTRACT = ROOT / "docs" / "contract.md"
 INDEX = ROOT / "docs" / "contract-tests.md"
 TESTS = ROOT / "tests"
 
+#: Set to a file path, the collection hook in ``tests/conftest.py`` writes there the rules pytest
+#: sees on each marked test (JSON ``{nodeid: [rule, ...]}``, parameters stripped).
+CONTRACT_DUMP = "S3INGEST_CONTRACT_DUMP"
+
 #: A rule's heading in docs/contract.md: ``**C6 Tombstones.** ...`` at the start of a line.
 _RULE = re.compile(r"^\*\*(C\d+) ([^*]+?)\.\*\*", re.MULTILINE)
 

@@ -4,6 +4,7 @@ whose marker has a typo."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -14,6 +15,7 @@ import pytest
 
 from tests import contract_index
 from tests.contract_index import (
+    CONTRACT_DUMP,
     INDEX,
     ROOT,
     ContractMarkError,
@@ -151,6 +153,23 @@ def test_a_typo_in_a_marker_fails_the_run(tmp_path: Path) -> None:
     sample.write_text("import pytest\n@pytest.mark.contract('C6')\ndef test_ok(): pass\n")
     result = _collect_only(tmp_path)
     assert result.returncode == pytest.ExitCode.OK, result.stdout + result.stderr
+
+
+def test_the_index_reads_the_markers_pytest_applies(tmp_path: Path) -> None:
+    # The index reads the sources; pytest's own collection must find the same tests and rules
+    dump = tmp_path / "markers.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        cwd=ROOT,
+        env=os.environ | {CONTRACT_DUMP: str(dump)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == pytest.ExitCode.OK, result.stdout[-2000:] + result.stderr
+    seen = json.loads(dump.read_text())
+    assert seen == {m.nodeid: sorted(set(m.rules)) for m in collect()}
 
 
 def test_main_check_tells_a_stale_index(
