@@ -19,7 +19,7 @@ STAMP_NPM := node_modules/.stamp
 WITH_NODE := PATH="$(CURDIR)/node_modules/.bin:$(CURDIR)/$(BIN):$$PATH"
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: demo test lint format typecheck unit synth bench lock clean help
+.PHONY: demo test lint format typecheck unit synth bench lock contract-index clean help
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -63,6 +63,9 @@ synth: $(STAMP) $(STAMP_NPM)  ## cdk synth with the pinned CDK CLI and Node (no 
 
 bench: $(STAMP)  ## benchmarks: figures and ratios, not pass/fail
 	$(BIN)/python -m bench
+
+contract-index: $(STAMP)  ## regenerate docs/contract-tests.md (rule -> tests) from the tests' contract markers
+	$(BIN)/python -m tests.contract_index
 
 # UV_PYTHON_DOWNLOADS=never: uv resolves for Python 3.13 from the metadata alone; it must not
 # fetch an interpreter from outside the package index.

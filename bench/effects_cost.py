@@ -52,7 +52,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 from unittest import mock
 
 import boto3
@@ -201,7 +201,7 @@ def _fast_moto() -> Iterator[None]:
         yield
 
 
-def _client(service: str) -> Any:
+def _client(service: Literal["dynamodb", "s3"]) -> Any:
     return boto3.client(
         service, region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing"
     )

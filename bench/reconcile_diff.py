@@ -117,7 +117,9 @@ class FakeDynamoHttp:
         body = json.loads(request.body)
         payload = self._scan(body) if op == "Scan" else self._get(body)
         raw = _Raw(json.dumps(payload).encode())
-        return AWSResponse(request.url, 200, {"content-type": "application/x-amz-json-1.0"}, raw)
+        headers = {"content-type": "application/x-amz-json-1.0"}
+        # AWSResponse wraps any mapping in a HeadersDict; botocore-stubs asks for HTTPHeaders
+        return AWSResponse(request.url, 200, headers, raw)  # type: ignore[arg-type]
 
     def _get(self, body: dict[str, Any]) -> dict[str, Any]:
         item = ledger_item(index_of(body["Key"]["pk"]["S"].split("/", 1)[1]))
@@ -156,7 +158,9 @@ def _client(fake: FakeDynamoHttp) -> Any:
     client = boto3.client(
         "dynamodb", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
     )
-    client.meta.events.register("before-send.dynamodb", fake)
+    # a before-send handler that returns a response short-circuits the HTTP send (botocore's
+    # event system); botocore-stubs types every handler as returning None
+    client.meta.events.register("before-send.dynamodb", fake)  # type: ignore[arg-type]
     return client
 
 

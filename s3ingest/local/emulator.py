@@ -95,7 +95,9 @@ class Emulator:
 
     def client(self, service: str) -> Any:
         """A boto3 client for ``service`` bound to the emulator."""
-        return boto3.session.Session().client(
+        # by name: boto3's typed overloads need a literal service name; the caller's is a str
+        session: Any = boto3.session.Session()
+        return session.client(
             service,
             endpoint_url=self.endpoint_url,
             region_name=REGION,

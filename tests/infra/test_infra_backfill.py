@@ -93,6 +93,7 @@ def _states(synth: Synth) -> dict[str, Any]:
 # --- The shared start and end --------------------------------------------------------------------
 
 
+@pytest.mark.contract("C13")
 @pytest.mark.parametrize("variant", ["synth", "fanout_synth"])
 def test_input_defaults_and_manifest_choice(variant: str, request: pytest.FixtureRequest) -> None:
     synth: Synth = request.getfixturevalue(variant)
@@ -130,6 +131,7 @@ def test_input_defaults_and_manifest_choice(variant: str, request: pytest.Fixtur
     }
 
 
+@pytest.mark.contract("C13")
 @pytest.mark.parametrize(
     ("variant", "engine", "after"),
     [
@@ -163,6 +165,7 @@ def test_prepare_payloads_and_result(
         }, name
 
 
+@pytest.mark.contract("C13")
 def test_prepared_fields_are_what_prepare_returns() -> None:
     # GIVEN the control function's prepare step over a fake inventory
     from s3ingest_fn import backfill_control
@@ -185,6 +188,7 @@ def test_prepared_fields_are_what_prepare_returns() -> None:
     )
 
 
+@pytest.mark.contract("C13")
 @pytest.mark.parametrize(
     ("variant", "failed", "output"),
     [
@@ -272,6 +276,7 @@ def test_state_machine_logging_tracing_and_encryption(
 # --- Engine batch-operations (the default) -------------------------------------------------------
 
 
+@pytest.mark.contract("C13")
 def test_batch_state_names_types_and_order(synth: Synth) -> None:
     machine = synth.pipeline.backfill_state_machine
     assert machine is not None
@@ -299,6 +304,7 @@ def test_batch_state_names_types_and_order(synth: Synth) -> None:
     assert "TimeoutSeconds" not in asl
 
 
+@pytest.mark.contract("C13")
 def test_create_job_is_a_direct_s3_control_call_with_the_job_spec(synth: Synth) -> None:
     states = _states(synth)
     ids = _Ids(synth)
@@ -344,6 +350,7 @@ def test_create_job_is_a_direct_s3_control_call_with_the_job_spec(synth: Synth) 
     }
 
 
+@pytest.mark.contract("C13")
 def test_report_prefix_is_where_the_control_function_reads() -> None:
     from s3ingest_cdk.constructs.backfill_control_function import REPORT_PREFIX
     from s3ingest_fn.backfill_control import REPORT_PREFIX as HANDLER_PREFIX
@@ -351,6 +358,7 @@ def test_report_prefix_is_where_the_control_function_reads() -> None:
     assert REPORT_PREFIX == HANDLER_PREFIX == "backfill-reports"
 
 
+@pytest.mark.contract("C13")
 def test_wait_describe_loop_until_the_job_ends(synth: Synth) -> None:
     states = _states(synth)
     assert states["WaitForJob"] == {"Type": "Wait", "Seconds": 30, "Next": "DescribeJob"}
@@ -384,6 +392,7 @@ def test_wait_describe_loop_until_the_job_ends(synth: Synth) -> None:
     }
 
 
+@pytest.mark.contract("C13")
 def test_report_reads_the_jobs_completion_report(synth: Synth) -> None:
     states = _states(synth)
     ids = _Ids(synth)
@@ -563,6 +572,7 @@ def test_inventory_bucket_policy_blocks_nothing_the_batch_role_does(synth: Synth
     ]
 
 
+@pytest.mark.contract("C7", "C13")
 def test_backfill_function_handler_environment_and_grants(synth: Synth) -> None:
     backfill = synth.pipeline.backfill
     assert backfill is not None
@@ -675,6 +685,7 @@ def test_batch_outputs(synth: Synth) -> None:
 # --- Engine distributed-map (the fan-out synth) --------------------------------------------------
 
 
+@pytest.mark.contract("C13")
 def test_distributed_map_state_names_types_and_order(fanout_synth: Synth) -> None:
     machine = fanout_synth.pipeline.backfill_state_machine
     assert machine is not None
@@ -704,6 +715,7 @@ def test_distributed_map_state_names_types_and_order(fanout_synth: Synth) -> Non
     assert "s3control" not in text and "CreateJob" not in text and "DescribeJob" not in text
 
 
+@pytest.mark.contract("C13")
 def test_distributed_map_over_the_inventory_data_files(fanout_synth: Synth) -> None:
     states = _states(fanout_synth)
     ids = _Ids(fanout_synth)
@@ -770,6 +782,7 @@ def test_distributed_map_over_the_inventory_data_files(fanout_synth: Synth) -> N
     assert child["FileResult"] == {"Type": "Pass", "OutputPath": "$.result", "End": True}
 
 
+@pytest.mark.contract("C13")
 def test_distributed_map_summary(fanout_synth: Synth) -> None:
     states = _states(fanout_synth)
     ids = _Ids(fanout_synth)
@@ -792,6 +805,7 @@ def test_distributed_map_summary(fanout_synth: Synth) -> None:
     }
 
 
+@pytest.mark.contract("C13")
 def test_summarize_counts_what_the_children_return() -> None:
     # GIVEN two children's results as FileResult passes them on
     from s3ingest_fn import backfill_control
@@ -917,6 +931,7 @@ def test_no_backfill_without_inventory(engine: str, tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.contract("C13")
 @pytest.mark.parametrize("handler", [BACKFILL_HANDLER, CONTROL_HANDLER])
 def test_handlers_exist_in_the_function_package(handler: str) -> None:
     import importlib
@@ -925,6 +940,7 @@ def test_handlers_exist_in_the_function_package(handler: str) -> None:
     assert callable(getattr(importlib.import_module(module), name))
 
 
+@pytest.mark.contract("C13")
 def test_every_action_the_state_machines_send_is_handled(synth: Synth, fanout_synth: Synth) -> None:
     from s3ingest_fn.handlers.backfill_control import ACTIONS
 

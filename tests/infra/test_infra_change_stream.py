@@ -62,6 +62,7 @@ def _relay_mapping(synth: Synth) -> dict[str, Any]:
 # --- The ledger's stream -------------------------------------------------------------------------
 
 
+@pytest.mark.contract("C11")
 def test_ledger_table_streams_new_images(fanout_synth: Synth) -> None:
     # GIVEN changeStream
     props = _props(fanout_synth, fanout_synth.pipeline.ledger.table)
@@ -72,6 +73,7 @@ def test_ledger_table_streams_new_images(fanout_synth: Synth) -> None:
 # --- The relay and its event source mapping ------------------------------------------------------
 
 
+@pytest.mark.contract("C11")
 def test_relay_mapping_is_ordered_filtered_and_never_skips(fanout_synth: Synth) -> None:
     synth = fanout_synth
     relay = _relay(synth)
@@ -121,6 +123,7 @@ def test_relay_function_handler_and_environment(fanout_synth: Synth) -> None:
     assert "ManagedPolicyArns" not in _props(synth, relay.role)
 
 
+@pytest.mark.contract("C11")
 def test_relay_handler_exists_in_the_function_package() -> None:
     module_name, _, attribute = CHANGE_STREAM_HANDLER.rpartition(".")
     assert callable(getattr(importlib.import_module(module_name), attribute))

@@ -51,6 +51,7 @@ def _variables(synth: Synth, function: Any) -> dict[str, Any]:
 # --- The fan-out synth: the example processor ----------------------------------------------------
 
 
+@pytest.mark.contract("C11")
 def test_processor_runs_where_the_ingest_service_is_built(fanout_synth: Synth) -> None:
     # GIVEN processor = the example, and the distributed-map backfill
     synth = fanout_synth
@@ -75,6 +76,7 @@ def test_processor_runs_where_the_ingest_service_is_built(fanout_synth: Synth) -
         assert "PROCESSOR" not in variables and "OUTPUT_BUCKET" not in variables
 
 
+@pytest.mark.contract("C8")
 def test_ingest_role_reads_pinned_content_and_writes_outputs_only(fanout_synth: Synth) -> None:
     synth = fanout_synth
     pipeline = synth.pipeline
@@ -239,6 +241,7 @@ def _findings(app: App) -> list[str]:
     ]
 
 
+@pytest.mark.contract("C11", "C13")
 def test_batch_operations_backfill_runs_the_processor(tmp_path: Path) -> None:
     # GIVEN the batch-operations engine (the default) with a processor and the change stream
     app, stack = _build(tmp_path, stage="batchfx", processor=PROCESSOR, changeStream=True)

@@ -108,6 +108,7 @@ def _environment(synth: Synth) -> dict[str, Any]:
 # --- The default stack: one scheduled Lambda run over the inventory ------------------------------
 
 
+@pytest.mark.contract("C12")
 def test_schedule_invokes_the_reconcile_function_with_the_inventory_source(synth: Synth) -> None:
     # GIVEN the default settings (the stack owns the bucket and its inventory)
     rule_id, rule = _resource(synth, synth.pipeline.reconcile_schedule.rule)
@@ -167,6 +168,7 @@ def test_reconcile_function_handler_runtime_and_environment(synth: Synth) -> Non
     assert function["DependsOn"] == [policy_id]
 
 
+@pytest.mark.contract("C12")
 def test_inventory_prefix_is_where_s3_delivers_the_report() -> None:
     # S3 writes to <destination prefix>/<source bucket>/<configuration id>/, the same path the
     # operator CLI and the local runtime read.
@@ -213,6 +215,7 @@ def test_reconcile_role_is_least_privilege(synth: Synth) -> None:
     assert not [action for action in granted if action.startswith(("dynamodb:Put", "s3:Put"))]
 
 
+@pytest.mark.contract("C12")
 def test_drift_alarm_watches_the_daily_maximum_of_drift_total(synth: Synth) -> None:
     _, alarm = _resource(synth, synth.pipeline.drift.alarm)
     props = alarm["Properties"]
@@ -240,6 +243,7 @@ def test_drift_alarm_watches_the_daily_maximum_of_drift_total(synth: Synth) -> N
     )
 
 
+@pytest.mark.contract("C12")
 def test_per_kind_drift_metrics_match_the_handlers() -> None:
     from s3ingest_fn.reconcile.diff import DRIFT_KINDS as HANDLER_KINDS
 
@@ -277,6 +281,7 @@ def test_no_fan_out_without_the_setting(synth: Synth) -> None:
 # --- An adopted bucket: no inventory, so the schedule lists the bucket ---------------------------
 
 
+@pytest.mark.contract("C12")
 def test_adopted_bucket_is_reconciled_by_listing(adopted_synth: Synth) -> None:
     synth = adopted_synth
     _, rule = _resource(synth, synth.pipeline.reconcile_schedule.rule)
@@ -358,6 +363,7 @@ def _task_actions(block: dict[str, Any], given: str | None = None) -> Iterator[t
         name = state.get("Next")
 
 
+@pytest.mark.contract("C12")
 def test_fanout_state_names_types_and_order(fanout_synth: Synth) -> None:
     definition = _definition(fanout_synth)
     assert [(name, state["Type"]) for name, state in _walk(definition)] == [
@@ -375,6 +381,7 @@ def test_fanout_state_names_types_and_order(fanout_synth: Synth) -> None:
     assert definition["TimeoutSeconds"] == 86_400
 
 
+@pytest.mark.contract("C12")
 def test_fanout_payload_actions_in_order(fanout_synth: Synth) -> None:
     assert list(_task_actions(_definition(fanout_synth))) == [
         ("Plan", "plan"),
@@ -403,6 +410,7 @@ def test_fanout_plan_keeps_the_input_and_its_result_at_plan(fanout_synth: Synth)
     assert states["DiffPartitions"]["ResultPath"] == "$.partitions"
 
 
+@pytest.mark.contract("C12")
 def test_fanout_distributed_map_over_the_inventory_files(fanout_synth: Synth) -> None:
     (inventory_branch, ledger_branch) = _definition(fanout_synth)["States"]["Shard"]["Branches"]
     shard_inventory = inventory_branch["States"]["ShardInventory"]
@@ -438,6 +446,7 @@ def test_fanout_distributed_map_over_the_inventory_files(fanout_synth: Synth) ->
     assert shard_ledger["ItemProcessor"]["ProcessorConfig"] == {"Mode": "INLINE"}
 
 
+@pytest.mark.contract("C12")
 def test_fanout_diff_map_and_summary(fanout_synth: Synth) -> None:
     states = _definition(fanout_synth)["States"]
     diff = states["DiffPartitions"]
@@ -588,6 +597,7 @@ def test_fanout_state_machine_role(fanout_synth: Synth) -> None:
     }
 
 
+@pytest.mark.contract("C12")
 def test_fanout_schedule_starts_the_state_machine(fanout_synth: Synth) -> None:
     synth = fanout_synth
     machine = synth.pipeline.reconcile_state_machine
@@ -678,6 +688,7 @@ def test_fanout_outputs(fanout_synth: Synth) -> None:
     assert "DriftAlarmName" in outputs
 
 
+@pytest.mark.contract("C12")
 @pytest.mark.parametrize("handler", [RECONCILE_HANDLER, FANOUT_HANDLER])
 def test_handlers_exist_in_the_function_package(handler: str) -> None:
     import importlib

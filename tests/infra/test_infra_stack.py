@@ -53,6 +53,7 @@ def _queue_ids(synth: Synth) -> tuple[str, str, str]:
 # --- SQS -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.contract("C9")
 def test_ingest_queue_redrives_to_its_dead_letter_queue(synth: Synth) -> None:
     # GIVEN the default settings
     queue_id, dlq_id, _ = _queue_ids(synth)
@@ -138,6 +139,7 @@ def test_rule_may_send_to_the_queue_and_its_dead_letter_queue(synth: Synth) -> N
         assert statement["Condition"] == {"ArnEquals": {"aws:SourceArn": _arn(rule_id)}}
 
 
+@pytest.mark.contract("C14")
 def test_archive_keeps_the_ingest_events_for_the_configured_retention(synth: Synth) -> None:
     _, archive = synth.one("AWS::Events::Archive")
     props = archive["Properties"]
@@ -162,6 +164,7 @@ def test_archive_keeps_the_ingest_events_for_the_configured_retention(synth: Syn
 # --- Lambda --------------------------------------------------------------------------------------
 
 
+@pytest.mark.contract("C9")
 def test_event_source_mapping_reports_partial_batch_failures(synth: Synth) -> None:
     queue_id, _, _ = _queue_ids(synth)
     function_id, _ = _ingest_function(synth)
@@ -221,6 +224,7 @@ def test_every_allowed_log_retention_has_a_cdk_value() -> None:
 # --- DynamoDB ------------------------------------------------------------------------------------
 
 
+@pytest.mark.contract("C6")
 def test_ledger_table(synth: Synth) -> None:
     _, table = synth.one("AWS::DynamoDB::Table")
     props = table["Properties"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -12,9 +13,12 @@ from s3ingest.local.chaos import Chaos
 from s3ingest.local.runtime import LocalRuntime
 from tests.integration.test_convergence import Monotonic
 
+pytestmark = pytest.mark.contract("C13")
+
 KEYS = ("old-1", "old 2+x", "shared/é", "new-1")
 
 
+@pytest.mark.contract("C15")
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     pre=st.lists(st.sampled_from(KEYS), min_size=1, max_size=6),
@@ -75,6 +79,7 @@ def test_backfill_twice_changes_nothing(emulator: Any) -> None:
     assert rt.compare().converged
 
 
+@pytest.mark.contract("C7")
 def test_backfill_never_overrides_a_newer_live_event(emulator: Any) -> None:
     # GIVEN an inventory taken before a live overwrite whose event was already applied
     rt = LocalRuntime(emulator, versioning="Enabled")

@@ -5,19 +5,28 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.stub import ANY, Stubber
 
 from s3ingest.backfill_ops import backfill_status, latest_execution, start_backfill
 
+if TYPE_CHECKING:
+    from mypy_boto3_s3control import S3ControlClient
+    from mypy_boto3_stepfunctions import SFNClient
+
 ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:Backfill"
 EXEC = "arn:aws:states:us-east-1:123456789012:execution:Backfill:backfill-1"
 NOW = datetime(2026, 11, 30, tzinfo=UTC)
 
 
-def clients() -> tuple[object, object]:
-    kw = {"region_name": "us-east-1", "aws_access_key_id": "x", "aws_secret_access_key": "x"}
+def clients() -> tuple[SFNClient, S3ControlClient]:
+    kw: dict[str, Any] = {
+        "region_name": "us-east-1",
+        "aws_access_key_id": "x",
+        "aws_secret_access_key": "x",
+    }
     return boto3.client("stepfunctions", **kw), boto3.client("s3control", **kw)
 
 

@@ -6,12 +6,15 @@ import threading
 from collections import Counter
 from typing import Any
 
+import pytest
+
 from s3ingest.local.chaos import Chaos
 from s3ingest.local.runtime import LocalRuntime
 from s3ingest_fn.events import parse_body
 from s3ingest_fn.model import Outcome
 
 
+@pytest.mark.contract("C10")
 def test_one_winner_per_sequencer_when_threads_race_on_one_key(emulator: Any) -> None:
     # GIVEN 6 distinct creates of one key, each delivered 4 times
     rt = LocalRuntime(emulator, versioning="Enabled")
@@ -48,6 +51,7 @@ def test_one_winner_per_sequencer_when_threads_race_on_one_key(emulator: Any) ->
     assert rt.compare().converged
 
 
+@pytest.mark.contract("C5")
 def test_sequenced_event_costs_exactly_one_dynamodb_write_and_no_read(emulator: Any) -> None:
     # GIVEN puts, overwrites and delete markers, delivered with duplicates and reordering
     rt = LocalRuntime(emulator, versioning="Enabled")

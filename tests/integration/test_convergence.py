@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -84,6 +85,7 @@ def run_history(
     rt.drain()
 
 
+@pytest.mark.contract("C15")
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     ops=st.lists(op_strategy, min_size=1, max_size=18),
@@ -115,6 +117,7 @@ def test_ledger_converges_to_bucket_under_duplication_and_reordering(
     assert rt.dead_letters() == []
 
 
+@pytest.mark.contract("C4")
 def test_delete_of_current_version_leaves_previous_version_visible(emulator: Any) -> None:
     # GIVEN two versions of a key, both ingested
     rt = LocalRuntime(emulator, versioning="Enabled")
@@ -132,6 +135,7 @@ def test_delete_of_current_version_leaves_previous_version_visible(emulator: Any
     assert rt.compare().converged
 
 
+@pytest.mark.contract("C4")
 def test_removing_a_delete_marker_makes_the_key_visible_again(emulator: Any) -> None:
     rt = LocalRuntime(emulator, versioning="Enabled")
     v1 = rt.faithful.put("k", "one").version_id
@@ -147,6 +151,7 @@ def test_removing_a_delete_marker_makes_the_key_visible_again(emulator: Any) -> 
     assert rt.compare().converged
 
 
+@pytest.mark.contract("C4")
 def test_deleting_a_noncurrent_version_delivered_first_never_tombstones(emulator: Any) -> None:
     # GIVEN v1, v2; then v1 (non-current) is deleted; all three events delivered in reverse
     rt = LocalRuntime(emulator, versioning="Enabled")
@@ -162,6 +167,7 @@ def test_deleting_a_noncurrent_version_delivered_first_never_tombstones(emulator
     assert rt.compare().converged
 
 
+@pytest.mark.contract("C6")
 def test_late_create_after_tombstone_is_stale(emulator: Any) -> None:
     # GIVEN put then delete on an unversioned bucket, delivered delete first
     rt = LocalRuntime(emulator, versioning=None)

@@ -15,7 +15,7 @@ import itertools
 import json
 import random
 from collections import deque
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -88,7 +88,7 @@ class Harness:
     def deliver(self, changes: list[Change]) -> list[Any]:
         """At-least-once delivery: a message whose worker died comes back at the end."""
         queue = deque(changes)
-        results = []
+        results: list[Any] = []
         for _ in range(50 * len(changes) + 50):
             if not queue:
                 return results
@@ -113,6 +113,7 @@ ops = st.lists(
 )
 
 
+@pytest.mark.contract("C11")
 @settings(
     max_examples=20,
     deadline=None,
@@ -168,7 +169,7 @@ def test_effects_are_the_winning_changes_in_sequencer_order(
         if not crash:
             assert ids == wins  # exactly once
         # ... in sequencer order, with strictly increasing fencing tokens ...
-        seqs = [normalize(c.sequencer) for c in runs if c.sequencer]
+        seqs = [cast(str, normalize(c.sequencer)) for c in runs if c.sequencer]
         assert seqs == sorted(seqs)
         tokens = [c.token for c in runs]
         assert tokens == sorted(set(tokens))
@@ -186,6 +187,7 @@ def test_effects_are_the_winning_changes_in_sequencer_order(
     assert h.rt.compare().converged
 
 
+@pytest.mark.contract("C11")
 def test_a_stale_worker_whose_lease_expired_cannot_commit(emulator: Any) -> None:
     # GIVEN a change applied and claimed by worker 1, which then stalls past its lease
     h = Harness(emulator, "Enabled")
@@ -225,6 +227,7 @@ def test_a_stale_worker_whose_lease_expired_cannot_commit(emulator: Any) -> None
     assert row["fx"] == "done" and "fx_lease" not in row and row["fx_token"] == second.token
 
 
+@pytest.mark.contract("C11")
 def test_a_newer_change_waits_while_an_older_effect_holds_a_live_lease(emulator: Any) -> None:
     # GIVEN the first put's effect is running (claimed, lease live, not committed)
     h = Harness(emulator, "Enabled")
@@ -250,6 +253,7 @@ def test_a_newer_change_waits_while_an_older_effect_holds_a_live_lease(emulator:
     assert len(started) == 2 and started[0] != started[1]
 
 
+@pytest.mark.contract("C11")
 def test_a_newer_change_that_waits_for_a_short_effect_needs_no_retry(emulator: Any) -> None:
     # GIVEN the older change's effect takes 0.3 s on one thread
     import threading
@@ -286,6 +290,7 @@ def test_a_newer_change_that_waits_for_a_short_effect_needs_no_retry(emulator: A
     ]
 
 
+@pytest.mark.contract("C11", "C12")
 def test_reconciliation_re_runs_an_effect_whose_message_reached_the_dlq(emulator: Any) -> None:
     # GIVEN a worker killed between effect and commit on every receive, and a message allowed
     # one receive: it goes to the dead-letter queue with its effect left pending
@@ -311,6 +316,7 @@ def test_reconciliation_re_runs_an_effect_whose_message_reached_the_dlq(emulator
     assert [run.change_id for run in rt.effects] == [row["chg_id"]] * 2
 
 
+@pytest.mark.contract("C11")
 def test_a_killed_worker_effect_is_re_run_by_the_next_delivery(emulator: Any) -> None:
     # GIVEN the worker dies after the effect and before the commit
     h = Harness(emulator, None, crash=1.0)
@@ -333,6 +339,7 @@ def test_a_killed_worker_effect_is_re_run_by_the_next_delivery(emulator: Any) ->
     assert len(h.effects) == 2
 
 
+@pytest.mark.contract("C11")
 def test_a_failing_processor_releases_its_claim_and_the_retry_runs_it(emulator: Any) -> None:
     h = Harness(emulator, "Enabled")
     h.put("k", b"one")
@@ -352,6 +359,7 @@ def test_a_failing_processor_releases_its_claim_and_the_retry_runs_it(emulator: 
     assert len(calls) == 2 and calls[1] > calls[0]
 
 
+@pytest.mark.contract("C8")
 @pytest.mark.parametrize("versioning", ["Enabled", None])
 def test_pinned_reads_return_the_event_bytes_not_newer_ones(
     emulator: Any, versioning: str | None
@@ -386,6 +394,7 @@ def test_pinned_reads_return_the_event_bytes_not_newer_ones(
     assert seen[-1] == b"second"
 
 
+@pytest.mark.contract("C5")
 def test_without_a_processor_the_one_write_path_is_unchanged(emulator: Any) -> None:
     h = Harness(emulator, "Enabled")
     h.rt.service.effects = None
@@ -402,6 +411,7 @@ def test_without_a_processor_the_one_write_path_is_unchanged(emulator: Any) -> N
     assert "fx" not in row and row["op"] == "apply"
 
 
+@pytest.mark.contract("C5", "C11")
 def test_the_applied_path_with_a_processor_costs_two_writes_and_no_read(emulator: Any) -> None:
     h = Harness(emulator, "Enabled")
     calls: list[str] = []
@@ -420,6 +430,7 @@ def test_the_applied_path_with_a_processor_costs_two_writes_and_no_read(emulator
     assert len(h.effects) == 1
 
 
+@pytest.mark.contract("C11")
 def test_through_the_handler_the_change_stream_publishes_every_applied_change(
     emulator: Any,
 ) -> None:
@@ -470,6 +481,7 @@ converging_ops = st.lists(
 )
 
 
+@pytest.mark.contract("C11", "C12", "C15")
 @settings(
     max_examples=30,
     deadline=None,
@@ -567,6 +579,7 @@ def _queued(rt: LocalRuntime) -> list[Change]:
             rt.sqs.delete_message(QueueUrl=rt.resources.queue_url, ReceiptHandle=m["ReceiptHandle"])
 
 
+@pytest.mark.contract("C8", "C11", "C12")
 def test_a_superseded_effect_whose_newer_events_were_lost_is_re_run_by_reconciliation(
     emulator: Any,
 ) -> None:

@@ -12,7 +12,7 @@ import json
 import threading
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -119,7 +119,7 @@ class Rig:
     def deliver(self, changes: list[Change], max_rounds: int = 50) -> list[Any]:
         """At-least-once: a message whose worker died or that was retried comes back last."""
         queue = list(changes)
-        results = []
+        results: list[Any] = []
         for _ in range(max_rounds * (len(changes) + 1)):
             if not queue:
                 return results
@@ -148,6 +148,7 @@ def _no_pending(rig: Rig) -> None:
 # -- observations: repairs, backfill, version deletes, verify path ---------------------------
 
 
+@pytest.mark.contract("C7", "C11")
 def test_a_late_live_event_for_the_version_a_repair_already_processed_runs_no_second_effect(
     emulator: Any,
 ) -> None:
@@ -169,6 +170,7 @@ def test_a_late_live_event_for_the_version_a_repair_already_processed_runs_no_se
     _no_pending(rig)
 
 
+@pytest.mark.contract("C7", "C11")
 def test_stale_events_over_an_observed_row_do_not_re_run_the_current_versions_effect(
     emulator: Any,
 ) -> None:
@@ -190,6 +192,7 @@ def test_stale_events_over_an_observed_row_do_not_re_run_the_current_versions_ef
     assert rig.rt.compare().converged
 
 
+@pytest.mark.contract("C4", "C11")
 def test_deleting_a_non_current_version_does_not_re_run_the_visible_versions_effect(
     emulator: Any,
 ) -> None:
@@ -211,6 +214,7 @@ def test_deleting_a_non_current_version_does_not_re_run_the_visible_versions_eff
     _no_pending(rig)
 
 
+@pytest.mark.contract("C4", "C11")
 def test_deleting_the_current_version_runs_the_effect_of_the_version_it_exposes(
     emulator: Any,
 ) -> None:
@@ -230,13 +234,14 @@ def test_deleting_the_current_version_runs_the_effect_of_the_version_it_exposes(
         assert (last.kind, last.version_id) == ("created", v1.version_id), order
         ids = [c.change_id for c in rig.runs]
         assert len(ids) == len(set(ids)), order
-        seqs = [normalize(c.sequencer) for c in rig.runs if c.sequencer]
+        seqs = [cast(str, normalize(c.sequencer)) for c in rig.runs if c.sequencer]
         assert seqs == sorted(seqs), order
         assert ids == [cid for _, cid, _ in rig.ledger.applied if cid not in rig.superseded], order
         _no_pending(rig)
         assert rig.rt.compare().converged
 
 
+@pytest.mark.contract("C11")
 def test_distinct_observed_tombstones_of_one_key_get_distinct_change_ids(emulator: Any) -> None:
     # GIVEN a key created, deleted (event lost, repaired), created again, deleted again (event
     # lost, repaired)
@@ -258,6 +263,7 @@ def test_distinct_observed_tombstones_of_one_key_get_distinct_change_ids(emulato
     assert tombstone_ids[0] != tombstone_ids[1]
 
 
+@pytest.mark.contract("C11")
 def test_unversioned_reupload_of_the_same_bytes_after_a_repaired_delete_gets_a_new_change_id(
     emulator: Any,
 ) -> None:
@@ -276,6 +282,7 @@ def test_unversioned_reupload_of_the_same_bytes_after_a_repaired_delete_gets_a_n
     assert len(ids) == 3 and len(set(ids)) == 3, ids
 
 
+@pytest.mark.contract("C11")
 def test_a_resumed_effect_is_given_the_same_change_as_the_original_run(emulator: Any) -> None:
     # GIVEN a sequenced create applied, then a repair that observed a newer, event-less write,
     # whose worker is killed after the effect
@@ -296,6 +303,7 @@ def test_a_resumed_effect_is_given_the_same_change_as_the_original_run(emulator:
     assert {**first.as_dict(), "token": 0} == {**again.as_dict(), "token": 0}
 
 
+@pytest.mark.contract("C11", "C13")
 def test_backfill_runs_each_objects_effect_once_and_a_second_run_changes_nothing(
     emulator: Any,
 ) -> None:
@@ -384,7 +392,7 @@ def _assert_serial_effects(rig: Rig) -> None:
             )
         tokens = [c.token for c, _, _ in spans]
         assert tokens == sorted(set(tokens)), tokens
-        seqs = [normalize(c.sequencer) for c, _, _ in spans if c.source == "live"]
+        seqs = [cast(str, normalize(c.sequencer)) for c, _, _ in spans if c.source == "live"]
         assert seqs == sorted(seqs), key
         row = rows[key]
         assert row["fx"] in ("done", "superseded")
@@ -392,6 +400,7 @@ def _assert_serial_effects(rig: Rig) -> None:
             assert spans[-1][0].change_id == row["chg_id"]
 
 
+@pytest.mark.contract("C10", "C11")
 def test_racing_threads_with_a_slow_processor_never_overlap_effects_of_one_key(
     emulator: Any,
 ) -> None:
@@ -410,6 +419,7 @@ def test_racing_threads_with_a_slow_processor_never_overlap_effects_of_one_key(
     assert rig.rt.compare().converged
 
 
+@pytest.mark.contract("C10", "C11")
 def test_racing_mixed_paths_with_failures_keep_effects_serial_and_nothing_pending(
     emulator: Any,
 ) -> None:
@@ -437,6 +447,7 @@ def test_racing_mixed_paths_with_failures_keep_effects_serial_and_nothing_pendin
 # -- crash timing -----------------------------------------------------------------------------
 
 
+@pytest.mark.contract("C11")
 def test_repeated_crashes_re_run_the_same_effect_with_growing_tokens_until_it_commits(
     emulator: Any,
 ) -> None:
@@ -456,6 +467,7 @@ def test_repeated_crashes_re_run_the_same_effect_with_growing_tokens_until_it_co
     assert rig.handle(event).outcome is Outcome.DUPLICATE and len(rig.runs) == 4
 
 
+@pytest.mark.contract("C11")
 def test_a_crash_with_a_live_lease_holds_back_the_newer_event_and_duplicates_do_not_resume(
     emulator: Any,
 ) -> None:
@@ -484,6 +496,7 @@ def test_a_crash_with_a_live_lease_holds_back_the_newer_event_and_duplicates_do_
     _no_pending(rig)
 
 
+@pytest.mark.contract("C11")
 def test_a_stale_event_resumes_the_crashed_effect_of_the_newest_change(emulator: Any) -> None:
     # GIVEN v1, v2; v2's worker killed after its effect (lease expired); v2's retry not yet back
     rig = Rig(emulator, "Enabled")
@@ -502,6 +515,7 @@ def test_a_stale_event_resumes_the_crashed_effect_of_the_newest_change(emulator:
     _no_pending(rig)
 
 
+@pytest.mark.contract("C11")
 def test_a_crash_then_a_newer_event_takes_over_and_the_old_effect_is_not_re_run_over_it(
     emulator: Any,
 ) -> None:
@@ -521,6 +535,7 @@ def test_a_crash_then_a_newer_event_takes_over_and_the_old_effect_is_not_re_run_
     _no_pending(rig)
 
 
+@pytest.mark.contract("C8", "C11")
 def test_a_processor_raising_superseded_commits_superseded_and_is_not_retried(
     emulator: Any,
 ) -> None:
@@ -537,6 +552,7 @@ def test_a_processor_raising_superseded_commits_superseded_and_is_not_retried(
     assert rig.runs == [] and rig.rows()["k"]["fx"] == "superseded"
 
 
+@pytest.mark.contract("C11")
 def test_a_failed_effect_then_a_newer_event_the_newer_runs_and_nothing_is_left_pending(
     emulator: Any,
 ) -> None:
@@ -556,6 +572,7 @@ def test_a_failed_effect_then_a_newer_event_the_newer_runs_and_nothing_is_left_p
     _no_pending(rig)
 
 
+@pytest.mark.contract("C7", "C11")
 def test_a_crash_during_a_repair_effect_is_resumed_by_the_repairs_retry(emulator: Any) -> None:
     # GIVEN a repair (event lost) whose worker is killed after the effect, twice
     rig = Rig(emulator, None)
@@ -572,6 +589,7 @@ def test_a_crash_during_a_repair_effect_is_resumed_by_the_repairs_retry(emulator
 # -- no processor: C5 unchanged ----------------------------------------------------------------
 
 
+@pytest.mark.contract("C5")
 def test_without_a_processor_every_sequenced_event_is_one_update_item_and_rows_have_no_fx(
     emulator: Any,
 ) -> None:
@@ -621,6 +639,7 @@ def _chaotic_run(
     return rt, recording
 
 
+@pytest.mark.contract("C11", "C15")
 @pytest.mark.parametrize(("versioning", "seed"), [("Enabled", 7), (None, 8)])
 def test_after_a_chaotic_run_every_applied_change_is_published_exactly_once(
     emulator: Any, versioning: str | None, seed: int
@@ -649,6 +668,7 @@ def test_after_a_chaotic_run_every_applied_change_is_published_exactly_once(
         assert last[row["key"]]["id"] == row["chg_id"]
 
 
+@pytest.mark.contract("C11")
 def test_a_relay_retry_republishes_the_same_ids_in_the_same_order(emulator: Any) -> None:
     # GIVEN a chaotic run whose changes were published once
     from s3ingest_fn.changes import is_applied_change
@@ -686,6 +706,7 @@ def test_a_relay_retry_republishes_the_same_ids_in_the_same_order(emulator: Any)
     assert sum(is_applied_change(r) for r in records) == len(first)
 
 
+@pytest.mark.contract("C11", "C14")
 @pytest.mark.slow  # about 10 s: a chaotic run through SQS, then a replay of the archive
 def test_replay_after_a_chaotic_run_runs_no_effect_and_publishes_no_change(emulator: Any) -> None:
     # GIVEN a chaotic run, quiescent and reconciled
@@ -704,6 +725,7 @@ def test_replay_after_a_chaotic_run_runs_no_effect_and_publishes_no_change(emula
     assert {r["key"]: (r["rev"], r["fx"]) for r in rt.ledger_rows()} == rows
 
 
+@pytest.mark.contract("C11", "C12")
 def test_reconciliation_resumes_an_effect_whose_message_was_lost(emulator: Any) -> None:
     # GIVEN a change applied whose processor failed (claim released, fx=pending) and whose
     # message then never came back (maxReceiveCount reached during a downstream outage: DLQ)
@@ -721,6 +743,7 @@ def test_reconciliation_resumes_an_effect_whose_message_was_lost(emulator: Any) 
     _no_pending(rig)
 
 
+@pytest.mark.contract("C7", "C11")
 def test_the_published_change_and_the_processors_change_agree_for_an_observation(
     emulator: Any,
 ) -> None:

@@ -32,6 +32,7 @@ from s3ingest.operations import (
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
+@pytest.mark.contract("C14")
 def test_replay_is_scoped_to_the_ingest_rule() -> None:
     # moto's StartReplay ignores FilterArns (it re-delivers to every matching rule), so the
     # scoping is proven on the exact request instead
@@ -59,6 +60,7 @@ def test_replay_is_scoped_to_the_ingest_rule() -> None:
         assert start_replay(events, target, start, end, name="r-1", now=NOW) == "r-1"
 
 
+@pytest.mark.contract("C14")
 def test_replay_twice_changes_nothing_and_is_counted_apart(emulator: Any) -> None:
     rt = LocalRuntime(emulator, versioning="Enabled")
     rt.faithful.put("a b", "1")
@@ -79,6 +81,7 @@ def test_replay_twice_changes_nothing_and_is_counted_apart(emulator: Any) -> Non
     assert rt.ledger_rows() == rows
 
 
+@pytest.mark.contract("C14")
 def test_replay_repairs_a_ledger_a_bad_deploy_lost(emulator: Any) -> None:
     rt = LocalRuntime(emulator, versioning=None)
     for i in range(5):
@@ -92,6 +95,7 @@ def test_replay_repairs_a_ledger_a_bad_deploy_lost(emulator: Any) -> None:
     assert rt.compare().converged
 
 
+@pytest.mark.contract("C14")
 @pytest.mark.parametrize(
     ("start", "end", "message"),
     [
@@ -105,6 +109,7 @@ def test_replay_window_is_refused_when_unsafe(start: datetime, end: datetime, me
     check_window(NOW - timedelta(hours=2), NOW - timedelta(minutes=10), now=NOW)
 
 
+@pytest.mark.contract("C9")
 def test_dlq_is_classified_and_only_valid_messages_move_back(emulator: Any) -> None:
     # GIVEN an invalid message dead-lettered by the handler, and a valid one whose retries ran
     # out (sent straight to the DLQ, as SQS would after maxReceiveCount)
@@ -193,6 +198,7 @@ def test_explain_shows_the_processor_effect_of_the_row_change(emulator: Any) -> 
     rt.flush()
     rt.drain()
     row = rt.ledger.get(rt.resources.bucket, "doc")
+    assert row is not None
     result = explain(row, rt.objects.current(rt.resources.bucket, "doc"))
     assert result["effect"] == {
         "status": "done",
@@ -250,9 +256,17 @@ def _stubbed_status(
 ) -> dict[str, Any]:
     """``status`` of stack ``S3Ingest-prod`` against botocore Stubber, which checks that every
     metric query selects that stack's own series."""
-    kw = {"region_name": "us-east-1", "aws_access_key_id": "x", "aws_secret_access_key": "x"}
+    kw: dict[str, Any] = {
+        "region_name": "us-east-1",
+        "aws_access_key_id": "x",
+        "aws_secret_access_key": "x",
+    }
     sqs, cw, sfn, events, s3 = (
-        boto3.client(s, **kw) for s in ("sqs", "cloudwatch", "stepfunctions", "events", "s3")
+        boto3.client("sqs", **kw),
+        boto3.client("cloudwatch", **kw),
+        boto3.client("stepfunctions", **kw),
+        boto3.client("events", **kw),
+        boto3.client("s3", **kw),
     )
     outputs = {
         "QueueUrl": "https://sqs/1/ingest",
@@ -412,6 +426,7 @@ def test_rows_keep_their_last_three_applied_decisions(emulator: Any) -> None:
     assert result["agrees"] is True
 
 
+@pytest.mark.contract("C14")
 def test_replay_outcomes_come_from_the_replayed_metrics() -> None:
     cw = boto3.client(
         "cloudwatch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"

@@ -78,6 +78,7 @@ def invoke_deployed(
         wiring.ingest_service.cache_clear()
 
 
+@pytest.mark.contract("C8", "C11")
 def test_the_same_processor_is_called_the_same_way_locally_and_deployed(
     emulator: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -121,6 +122,7 @@ def test_the_same_processor_is_called_the_same_way_locally_and_deployed(
     }
 
 
+@pytest.mark.contract("C11")
 def test_the_example_processor_runs_the_same_through_the_deployed_handler(
     emulator: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -24,6 +24,7 @@ class Context:
     aws_request_id = "req-1"
 
 
+@pytest.mark.contract("C12")
 def test_reconcile_handler_returns_summary_and_emits_drift_metrics(
     emulator: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -66,6 +67,7 @@ def test_reconcile_handler_returns_summary_and_emits_drift_metrics(
     assert rt.compare().converged
 
 
+@pytest.mark.contract("C12")
 def test_reconcile_cli_local_json() -> None:
     result = CliRunner().invoke(app, ["reconcile", "--local", "--source", "listing", "--json"])
     assert result.exit_code == 0, result.output

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from s3ingest.local.runtime import LocalRuntime
 from tests.integration.test_convergence import Monotonic, op_strategy, run_history
+
+pytestmark = pytest.mark.contract("C12")
 
 drop_ops = st.lists(
     st.one_of(op_strategy, st.tuples(st.just("lossy_flush"), st.just(""), st.integers(0, 2**16))),
@@ -25,6 +28,7 @@ def run_lossy_history(rt: LocalRuntime, ops: list[tuple[str, str, int]], drop: f
     run_history(rt, ops, duplicate=0.3, drop=drop)
 
 
+@pytest.mark.contract("C15")
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     ops=drop_ops,
@@ -52,6 +56,7 @@ def test_one_reconciliation_after_lossy_delivery_makes_ledger_equal_bucket(
     assert again.drift_total == 0
 
 
+@pytest.mark.contract("C7")
 def test_repair_racing_a_late_real_event_keeps_the_newest_state(emulator: Any) -> None:
     # GIVEN v1 ingested, v2's event lost for now (held back), and a reconciliation queued a repair
     rt = LocalRuntime(emulator, versioning="Enabled")
@@ -80,6 +85,7 @@ def test_repair_racing_a_late_real_event_keeps_the_newest_state(emulator: Any) -
     assert row["raw_seq"] == max(d.result.sequencer for d in rt.delivered if d.result.sequencer)
 
 
+@pytest.mark.contract("C6")
 def test_missed_delete_then_late_older_create_does_not_resurrect(emulator: Any) -> None:
     # GIVEN put (event held back) then delete (event lost) on an unversioned bucket
     rt = LocalRuntime(emulator, versioning=None)
@@ -104,6 +110,7 @@ def test_missed_delete_then_late_older_create_does_not_resurrect(emulator: Any) 
     assert rt.compare().converged
 
 
+@pytest.mark.contract("C7")
 def test_missed_overwrite_on_unversioned_bucket_is_repaired_and_late_event_applies(
     emulator: Any,
 ) -> None:

@@ -21,6 +21,7 @@ def write(tmp_path: Path, lines: list[Any]) -> Path:
     return path
 
 
+@pytest.mark.contract("C3", "C8", "C9", "C11")
 def test_scenario_with_raw_bodies_operations_and_chaos(emulator: Any, tmp_path: Path) -> None:
     # GIVEN a real EventBridge sample retargeted at the scenario's bucket, a TestEvent, garbage,
     # and S3 operations flushed with duplicates and reordering
@@ -43,7 +44,7 @@ def test_scenario_with_raw_bodies_operations_and_chaos(emulator: Any, tmp_path: 
     # WHEN it runs
     result = run_scenario(path, emulator=emulator)
     # THEN each message has its outcome, attributed to its step
-    by_step = {}
+    by_step: dict[int, list[str]] = {}
     for m in result["messages"]:
         by_step.setdefault(m["step"], []).append(m["outcome"])
     # the sample's object: the ledger applies it, but the bucket has no such key, so the example
@@ -164,6 +165,7 @@ def test_scenario_exits_1_when_not_converged(tmp_path: Path) -> None:
     assert json.loads(result.stdout)["converged"] is False
 
 
+@pytest.mark.contract("C13")
 def test_backfill_step_brings_in_objects_whose_events_were_lost(
     emulator: Any, tmp_path: Path
 ) -> None:
@@ -228,6 +230,7 @@ def test_unicode_line_separators_inside_strings_are_not_line_breaks(
 # -- effects converge with the bucket; chaos stays in its flush; a report always ---------------
 
 
+@pytest.mark.contract("C8", "C11", "C12")
 def test_a_superseded_effect_whose_newer_events_were_lost_converges_after_reconciliation(
     emulator: Any, tmp_path: Path
 ) -> None:
@@ -304,6 +307,7 @@ def test_a_flush_crash_rate_does_not_reach_later_steps(emulator: Any, tmp_path: 
     assert result["effects_problems"] == []
 
 
+@pytest.mark.contract("C13")
 def test_crashes_injected_into_a_backfill_are_temporary_task_failures(emulator: Any) -> None:
     from s3ingest.local.chaos import Chaos
     from s3ingest.local.runtime import LocalRuntime, local_settings
@@ -377,6 +381,7 @@ def test_keys_s3_refuses_are_refused_by_the_local_runtime(emulator: Any) -> None
 # -- scenario format: "@N" versions, messages by the line of their S3 operation ---------------
 
 
+@pytest.mark.contract("C4")
 def test_a_scenario_deletes_a_non_current_version_by_its_put_line(
     emulator: Any, tmp_path: Path
 ) -> None:
@@ -417,6 +422,7 @@ def test_a_scenario_deletes_a_non_current_version_by_its_put_line(
     assert {m["outcome"] for m in version_removed} <= {"applied", "duplicate"}
 
 
+@pytest.mark.contract("C4")
 def test_a_suspended_buckets_null_version_is_named_by_its_put_line(
     emulator: Any, tmp_path: Path
 ) -> None:

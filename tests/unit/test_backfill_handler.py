@@ -15,6 +15,8 @@ from s3ingest_fn.model import InvalidMessageError, ObjectState, TransientError
 from tests.samples import load_sample
 from tests.unit.test_ingest_decisions import FakeLedger
 
+pytestmark = pytest.mark.contract("C13")
+
 
 class Bucket:
     """Objects by (bucket, key); anything else is absent."""
@@ -90,6 +92,7 @@ def test_samples_get_a_valid_response_with_every_task(
     json.dumps(response)  # what Lambda returns must serialise
 
 
+@pytest.mark.contract("C1")
 def test_key_with_space_and_plus_is_decoded_as_the_inventory_wrote_it() -> None:
     # S3 Inventory CSV manifests form-encode keys: "a b+c.txt" is written "a+b%2Bc.txt"
     event = sample("powertools__s3BatchOperationEventSchemaV2.json")
@@ -104,6 +107,7 @@ def test_key_with_space_and_plus_is_decoded_as_the_inventory_wrote_it() -> None:
     assert row is not None and row["source"] == "backfill" and row["raw_key"] == "dir/a+b%2Bc.txt"
 
 
+@pytest.mark.contract("C7")
 def test_object_deleted_since_the_inventory_succeeds_with_a_reason() -> None:
     event = sample("powertools__s3BatchOperationEventSchemaV2.json")
     service = IngestService(FakeLedger(), Bucket(), scope_bucket="powertools-dataset")

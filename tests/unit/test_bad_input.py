@@ -59,6 +59,7 @@ def reason_of(body: Any) -> str:
 # --- whole bodies --------------------------------------------------------------------------------
 
 
+@pytest.mark.contract("C3", "C9")
 @pytest.mark.parametrize(
     "body",
     [
@@ -75,6 +76,7 @@ def test_body_that_is_not_json_is_malformed(body: str) -> None:
     assert reason_of(body) == "malformed-json"
 
 
+@pytest.mark.contract("C3", "C9")
 @pytest.mark.parametrize(
     "body",
     [
@@ -90,11 +92,13 @@ def test_json_that_is_not_an_object_is_an_unknown_shape(body: str) -> None:
     assert reason_of(body) == "unknown-shape"
 
 
+@pytest.mark.contract("C3", "C9")
 @pytest.mark.parametrize("body", [b"{}", None, {"Records": []}])
 def test_body_that_is_not_a_string_is_an_unknown_shape(body: Any) -> None:
     assert reason_of(body) == "unknown-shape"
 
 
+@pytest.mark.contract("C3", "C9")
 @pytest.mark.parametrize(
     "doc",
     [
@@ -128,6 +132,7 @@ def test_unknown_shape(doc: Any) -> None:
     assert reason_of(json.dumps(doc)) == "unknown-shape"
 
 
+@pytest.mark.contract("C3", "C9")
 def test_sns_envelope_with_a_message_that_is_not_json_is_malformed() -> None:
     assert (
         reason_of(json.dumps({"Type": "Notification", "Message": "{{{message}}}"}))
@@ -135,17 +140,20 @@ def test_sns_envelope_with_a_message_that_is_not_json_is_malformed() -> None:
     )
 
 
+@pytest.mark.contract("C3", "C9")
 def test_body_over_max_body_bytes_is_too_large_even_when_valid_json() -> None:
     base = notification()
     assert reason_of(base + " " * (MAX_BODY_BYTES - len(base) + 1)) == "body-too-large"
 
 
+@pytest.mark.contract("C3", "C9")
 def test_body_size_is_counted_in_utf8_bytes_not_characters() -> None:
     body = json.dumps({"pad": "é" * (MAX_BODY_BYTES // 2)}, ensure_ascii=False)
     assert len(body) <= MAX_BODY_BYTES < len(body.encode("utf-8"))
     assert reason_of(body) == "body-too-large"
 
 
+@pytest.mark.contract("C3")
 def test_body_of_exactly_max_body_bytes_is_parsed() -> None:
     base = notification()
     body = base + " " * (MAX_BODY_BYTES - len(base))
@@ -156,6 +164,7 @@ def test_body_of_exactly_max_body_bytes_is_parsed() -> None:
 # --- missing or unusable fields ------------------------------------------------------------------
 
 
+@pytest.mark.contract("C3", "C9")
 @pytest.mark.parametrize(
     ("body", "reason"),
     [
@@ -187,11 +196,13 @@ def test_missing_or_unusable_field(body: str, reason: str) -> None:
     assert reason_of(body) == reason
 
 
+@pytest.mark.contract("C3", "C9")
 def test_invalid_record_makes_the_whole_body_invalid() -> None:
     good, bad = json.loads(notification()), json.loads(notification(drop=("key",)))
     assert reason_of(json.dumps({"Records": good["Records"] + bad["Records"]})) == "missing-key"
 
 
+@pytest.mark.contract("C3")
 def test_only_the_key_is_required() -> None:
     # C3: every field but the key is optional (no size, eTag, versionId or sequencer).
     body = json.dumps(
@@ -217,6 +228,7 @@ def test_only_the_key_is_required() -> None:
 # --- keys that cannot be decoded -----------------------------------------------------------------
 
 
+@pytest.mark.contract("C1", "C9")
 @pytest.mark.parametrize(
     ("raw", "reason"),
     [
@@ -237,6 +249,7 @@ def test_key_that_is_not_valid_form_encoding(raw: str, reason: str) -> None:
     assert reason_of(eventbridge(raw)) == reason
 
 
+@pytest.mark.contract("C1", "C9")
 @pytest.mark.parametrize(
     "raw",
     [
@@ -250,6 +263,7 @@ def test_key_over_1024_utf8_bytes_is_too_long(raw: str) -> None:
     assert reason_of(eventbridge(raw)) == "key-too-long"
 
 
+@pytest.mark.contract("C1")
 @pytest.mark.parametrize(
     ("raw", "key"),
     [
@@ -263,6 +277,7 @@ def test_key_of_exactly_1024_utf8_bytes_is_accepted(raw: str, key: str) -> None:
     assert (change.key, change.raw_key) == (key, raw)
 
 
+@pytest.mark.contract("C1", "C9")
 def test_repair_key_over_1024_bytes_is_too_long() -> None:
     body = json.dumps({"s3ingestRepair": {"bucket": "b", "key": "é" * 513, "reason": "drift"}})
     assert reason_of(body) == "key-too-long"
@@ -271,6 +286,7 @@ def test_repair_key_over_1024_bytes_is_too_long() -> None:
 # --- key decoding: form-encoding, exactly once ---------------------------------------------------
 
 
+@pytest.mark.contract("C1")
 @pytest.mark.parametrize(
     ("raw", "key"),
     [
@@ -302,12 +318,14 @@ def test_key_is_form_decoded_exactly_once(raw: str, key: str) -> None:
         assert (change.key, change.raw_key) == (key, raw)
 
 
+@pytest.mark.contract("C1")
 def test_eventbridge_key_is_form_decoded_like_a_notification_key() -> None:
     # docs/payloads.md 5 (inferred, undocumented): EventBridge keys are encoded like classic ones.
     (change,) = parse_body(eventbridge("a+b%2Bc%40%C3%A9.txt")).changes
     assert (change.fmt, change.key) == (Format.EVENTBRIDGE, "a b+c@é.txt")
 
 
+@pytest.mark.contract("C1")
 def test_repair_key_is_already_raw_and_not_decoded() -> None:
     body = json.dumps({"s3ingestRepair": {"bucket": "b", "key": "a+b%2Bc", "reason": "drift"}})
     (change,) = parse_body(body).changes
@@ -322,6 +340,7 @@ def test_repair_key_is_already_raw_and_not_decoded() -> None:
 # --- inputs that once crashed the parser or normalised wrongly ---------------------------------
 
 
+@pytest.mark.contract("C3", "C9")
 @pytest.mark.parametrize(
     "body",
     [
@@ -333,6 +352,7 @@ def test_json_integer_beyond_the_interpreter_digit_limit_is_malformed(body: str)
     assert reason_of(body) == "malformed-json"
 
 
+@pytest.mark.contract("C1", "C9")
 @pytest.mark.parametrize(
     "body",
     [
@@ -347,6 +367,7 @@ def test_key_with_a_lone_surrogate_is_not_utf8(body: str) -> None:
     assert reason_of(body) == "key-not-utf8"
 
 
+@pytest.mark.contract("C3")
 @pytest.mark.parametrize("size", ["\u00b2", "9" * 5000])
 def test_unusable_size_string_is_treated_as_absent(size: str) -> None:
     # C3: every field but the key is optional; str.isdigit() accepts "²", int() does not.
@@ -356,6 +377,7 @@ def test_unusable_size_string_is_treated_as_absent(size: str) -> None:
     assert change.size is None
 
 
+@pytest.mark.contract("C3")
 def test_etag_of_only_quotes_is_absent() -> None:
     body = json.loads(notification())
     body["Records"][0]["s3"]["object"]["eTag"] = '""'

@@ -31,6 +31,7 @@ def test_the_run_holds_every_category(report: Report) -> None:
     assert all(mix.values()), mix
 
 
+@pytest.mark.contract("C5", "C11")
 def test_s3ingest_costs_two_writes_applied_and_one_otherwise(report: Report) -> None:
     # THEN A: apply+claim and commit (2 UpdateItem) when applied, the rejected conditional write
     # alone otherwise, and never a read
@@ -63,6 +64,7 @@ def test_without_the_ledger_stale_events_run_the_hook(report: Report) -> None:
     assert n.older_after_newer == n.hook_runs["stale"]
 
 
+@pytest.mark.contract("C11")
 def test_crash_before_the_effect(report: Report) -> None:
     # THEN A re-runs the effect on the retry (claim, rejected duplicate, reclaim, commit) and B,
     # whose retry is a duplicate, never runs it

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import boto3
+import pytest
 from botocore.stub import ANY, Stubber
 
 from s3ingest.settings import CHANGE_DETAIL_TYPES, CHANGE_SOURCE
@@ -53,6 +54,7 @@ def test_the_function_package_agrees_with_the_settings_module() -> None:
     assert DETAIL_TYPES == CHANGE_DETAIL_TYPES
 
 
+@pytest.mark.contract("C11")
 def test_change_event_carries_the_change_and_its_deterministic_id() -> None:
     entry = change_event(_record("100"), "changes-bus")
     assert entry["Source"] == "s3ingest" and entry["DetailType"] == "Object Ingested"
@@ -79,6 +81,7 @@ def test_change_event_carries_the_change_and_its_deterministic_id() -> None:
     assert change_event(_record("101", state="deleted"), "b")["DetailType"] == "Object Tombstoned"
 
 
+@pytest.mark.contract("C11")
 def test_only_applied_changes_are_published() -> None:
     assert is_applied_change(_record("1"))
     assert is_applied_change(_record("1", event="INSERT"))
@@ -94,6 +97,7 @@ def _events_client() -> Any:
     )
 
 
+@pytest.mark.contract("C11")
 def test_publish_sends_in_order_in_chunks_of_ten() -> None:
     client = _events_client()
     records = [_record(str(100 + i)) for i in range(12)] + [_record("999", op="commit")]
@@ -115,6 +119,7 @@ def test_publish_sends_in_order_in_chunks_of_ten() -> None:
     ]
 
 
+@pytest.mark.contract("C11")
 def test_a_failed_entry_is_the_record_lambda_retries_from() -> None:
     # GIVEN EventBridge refuses the second entry of a batch
     client = _events_client()
@@ -137,6 +142,7 @@ def test_a_failed_entry_is_the_record_lambda_retries_from() -> None:
     assert response == {"batchItemFailures": [{"itemIdentifier": "2"}]}
 
 
+@pytest.mark.contract("C11")
 def test_a_put_events_error_reports_the_chunk_start() -> None:
     client = _events_client()
     with Stubber(client) as stub:

@@ -929,6 +929,7 @@ def _cases() -> Iterator[Any]:
             yield pytest.param(name, body_id, id=f"{name}:{body_id}", marks=marks)
 
 
+@pytest.mark.contract("C1", "C2", "C3", "C9")
 @pytest.mark.parametrize(("name", "body_id"), list(_cases()))
 def test_sample_body_parses_as_written_by_hand(name: str, body_id: str) -> None:
     expected = EXPECTED[name][1][body_id]

@@ -48,6 +48,7 @@ def test_settings_validate_the_processor_spec() -> None:
     assert any("processorPackageDir" in p for p in Settings(processor_package_dir="x").problems())
 
 
+@pytest.mark.contract("C11")
 def test_change_id_is_deterministic_and_distinguishes_changes() -> None:
     a = change_id("b", "k", "00AA", True, "v1", "e1")
     assert a == change_id("b", "k", "00AA", True, "v1", "e1") and len(a) == 32
@@ -69,6 +70,7 @@ class Ctx:
         return self.ms
 
 
+@pytest.mark.contract("C11")
 def test_the_lease_lasts_the_invocation_remaining_time_plus_skew() -> None:
     runner = EffectRunner(lambda c, x: None, s3=None, clock_ms=lambda: 1_000)
     runner.bind_context(Ctx(25_000))

@@ -83,6 +83,7 @@ def _handler(processor: FakeProcessor, emit: Emitted, concurrency: int = 4) -> A
     )
 
 
+@pytest.mark.contract("C9")
 def test_only_the_retried_record_is_reported() -> None:
     # GIVEN a batch of three whose middle record needs a retry
     processor, emit = FakeProcessor(retry_ids=frozenset({"msg-1"})), Emitted()
@@ -96,6 +97,7 @@ def test_only_the_retried_record_is_reported() -> None:
     assert sorted(processor.calls) == sorted((r["body"], r["messageId"]) for r in event["Records"])
 
 
+@pytest.mark.contract("C9")
 def test_all_records_succeed() -> None:
     processor, emit = FakeProcessor(), Emitted()
 
@@ -104,6 +106,7 @@ def test_all_records_succeed() -> None:
     assert response == {"batchItemFailures": []}
 
 
+@pytest.mark.contract("C9")
 def test_all_records_retried_lists_every_id_without_raising() -> None:
     ids = frozenset(f"msg-{i}" for i in range(5))
     processor, emit = FakeProcessor(retry_ids=ids), Emitted()
@@ -116,6 +119,7 @@ def test_all_records_retried_lists_every_id_without_raising() -> None:
     assert len(failures) == len(ids)
 
 
+@pytest.mark.contract("C10")
 def test_records_of_a_batch_run_concurrently_up_to_the_bound() -> None:
     # GIVEN eight records that each take 0.2 s and a bound of four
     processor, emit = FakeProcessor(delay_s=0.2), Emitted()
@@ -129,6 +133,7 @@ def test_records_of_a_batch_run_concurrently_up_to_the_bound() -> None:
     assert processor.max_active == 4
 
 
+@pytest.mark.contract("C9")
 @pytest.mark.parametrize("retry_ids", [frozenset(), frozenset({"msg-0", "msg-3"})])
 def test_emit_is_called_once_per_result_with_its_message_id(retry_ids: frozenset[str]) -> None:
     processor, emit = FakeProcessor(retry_ids=retry_ids), Emitted()

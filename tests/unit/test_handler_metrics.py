@@ -15,6 +15,7 @@ from s3ingest_fn.model import Outcome, Result
 from s3ingest_fn.processing import MessageProcessor
 
 
+@pytest.mark.contract("C9", "C14")
 def test_replayed_records_are_counted_apart_per_outcome() -> None:
     ingest.metrics.clear_metrics()
     ingest._count(
@@ -61,7 +62,8 @@ def test_every_metric_carries_the_stack_as_a_dimension(monkeypatch: pytest.Monke
     metrics = stack_metrics()
     try:
         metrics.add_metric(name="applied", unit="Count", value=1)
-        doc = metrics.serialize_metric_set()
+        # the dimensions are top-level keys of the EMF document, beside the typed ``_aws``
+        doc = cast(dict[str, Any], metrics.serialize_metric_set())
     finally:
         metrics.clear_metrics()
         metrics.clear_default_dimensions()
@@ -84,6 +86,7 @@ class _Stalling:
         return [Result(Outcome.IGNORED, "test-event", extra={"source": "live"})]
 
 
+@pytest.mark.contract("C9")
 def test_a_records_log_line_is_written_when_that_record_finishes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -94,6 +94,16 @@ class FakeLedger:
         )
         return self._apply(state, meta, True) if ok else self._refuse(row)
 
+    def reclaim(self, bucket: str, key: str, old_token: int, claim: Claim) -> WriteResult:
+        _no_claims(claim)
+        raise AssertionError("unreachable")
+
+    def finish_effect(self, bucket: str, key: str, token: int, status: str = "done") -> bool:
+        raise NotImplementedError("FakeLedger does not model effect claims")
+
+    def release(self, bucket: str, key: str, token: int) -> bool:
+        raise NotImplementedError("FakeLedger does not model effect claims")
+
     @staticmethod
     def _refuse(row: dict[str, Any] | None) -> WriteResult:
         return WriteResult(applied=False, old=copy.deepcopy(row))
@@ -353,6 +363,7 @@ def _outcome(service: IngestService, change: Change) -> tuple[Outcome, str]:
 # -- sequenced events ----------------------------------------------------------------------------
 
 
+@pytest.mark.contract("C2", "C5")
 def test_newer_created_applies_with_one_write_and_no_read(
     service: IngestService, ledger: CountingLedger, bucket: FakeBucket
 ) -> None:
@@ -375,6 +386,7 @@ def test_newer_created_applies_with_one_write_and_no_read(
     assert bucket.requests == 0
 
 
+@pytest.mark.contract("C2", "C5")
 @pytest.mark.parametrize(
     ("incoming", "expected"),
     [
@@ -406,6 +418,7 @@ def test_equal_is_duplicate_and_older_is_stale_with_one_write(
     assert bucket.requests == 0
 
 
+@pytest.mark.contract("C6")
 def test_older_create_never_undoes_a_delete(service: IngestService, ledger: CountingLedger) -> None:
     assert _outcome(service, delete_marker(S2)) == (Outcome.APPLIED, "newer-sequencer")
 
@@ -423,6 +436,7 @@ def test_older_create_never_undoes_a_delete(service: IngestService, ledger: Coun
 # -- ignored -------------------------------------------------------------------------------------
 
 
+@pytest.mark.contract("C3", "C9")
 def test_metadata_only_event_is_ignored_and_touches_nothing(
     service: IngestService, ledger: CountingLedger, bucket: FakeBucket
 ) -> None:
@@ -443,6 +457,7 @@ def test_metadata_only_event_is_ignored_and_touches_nothing(
     assert bucket.requests == 0
 
 
+@pytest.mark.contract("C1", "C9")
 def test_event_of_another_bucket_is_out_of_scope(
     service: IngestService, ledger: CountingLedger, bucket: FakeBucket
 ) -> None:
@@ -456,6 +471,7 @@ def test_event_of_another_bucket_is_out_of_scope(
 # -- versioned deletes (C4) ----------------------------------------------------------------------
 
 
+@pytest.mark.contract("C4")
 def test_version_removed_records_the_still_visible_version(
     service: IngestService, ledger: CountingLedger, bucket: FakeBucket
 ) -> None:
@@ -479,6 +495,7 @@ def test_version_removed_records_the_still_visible_version(
     }
 
 
+@pytest.mark.contract("C4")
 def test_version_removed_of_the_last_version_tombstones(
     service: IngestService, ledger: CountingLedger, bucket: FakeBucket
 ) -> None:
@@ -497,6 +514,7 @@ def test_version_removed_of_the_last_version_tombstones(
     }
 
 
+@pytest.mark.contract("C4", "C5")
 def test_older_version_removed_is_stale(
     service: IngestService, ledger: CountingLedger, bucket: FakeBucket
 ) -> None:
@@ -511,6 +529,7 @@ def test_older_version_removed_is_stale(
 # -- observations (C7) ---------------------------------------------------------------------------
 
 
+@pytest.mark.contract("C2", "C7")
 @pytest.mark.parametrize(
     "change",
     [
@@ -544,6 +563,7 @@ def test_event_without_usable_sequencer_records_what_the_bucket_holds(
     }
 
 
+@pytest.mark.contract("C7")
 def test_observation_keeps_the_row_sequencer(
     service: IngestService, ledger: CountingLedger, bucket: FakeBucket
 ) -> None:
@@ -562,6 +582,7 @@ def test_observation_keeps_the_row_sequencer(
     }
 
 
+@pytest.mark.contract("C7")
 def test_observation_that_matches_the_ledger_writes_nothing(
     service: IngestService, ledger: CountingLedger, bucket: FakeBucket
 ) -> None:
@@ -572,6 +593,7 @@ def test_observation_that_matches_the_ledger_writes_nothing(
     assert ledger.calls == Counter(write_sequenced=1, get=1)
 
 
+@pytest.mark.contract("C7")
 def test_observation_of_an_absent_key_not_in_the_ledger_is_ignored(
     service: IngestService, ledger: CountingLedger
 ) -> None:
@@ -579,6 +601,7 @@ def test_observation_of_an_absent_key_not_in_the_ledger_is_ignored(
     assert row_view(ledger) is None
 
 
+@pytest.mark.contract("C7")
 def test_older_sequenced_event_after_an_observation_does_not_regress_the_row(
     service: IngestService, ledger: CountingLedger, bucket: FakeBucket
 ) -> None:
@@ -621,6 +644,7 @@ def test_older_sequenced_event_after_an_observation_does_not_regress_the_row(
     }
 
 
+@pytest.mark.contract("C4", "C7")
 def test_older_delete_after_an_observation_never_tombstones_a_visible_key(
     service: IngestService, ledger: CountingLedger, bucket: FakeBucket
 ) -> None:
@@ -642,6 +666,7 @@ def test_older_delete_after_an_observation_never_tombstones_a_visible_key(
     }
 
 
+@pytest.mark.contract("C5", "C7")
 @pytest.mark.parametrize("versioned", [True, False], ids=["versioned", "unversioned"])
 def test_sequenced_event_matching_the_bucket_applies_over_an_observed_row(
     service: IngestService, ledger: CountingLedger, bucket: FakeBucket, versioned: bool

@@ -44,6 +44,7 @@ def read(name: str) -> bytes:
     return read_sample_bytes(f"orcabus-filemanager__{name}")
 
 
+@pytest.mark.contract("C1", "C12")
 @pytest.mark.parametrize(
     ("manifest", "data", "fmt", "expected"),
     [
@@ -72,6 +73,7 @@ def test_real_inventory_reports_read_as_written(
     assert list(read_rows(m, read(data))) == expected
 
 
+@pytest.mark.contract("C12")
 def test_versioned_report_reduces_to_current_state() -> None:
     truth = bucket_truth(VERSIONED)
     assert truth == {
@@ -81,12 +83,14 @@ def test_versioned_report_reduces_to_current_state() -> None:
     }
 
 
+@pytest.mark.contract("C12")
 def test_checksum_mismatch_is_refused() -> None:
     raw = read("csv_inventory_manifest.json")
     with pytest.raises(InventoryError, match="does not match"):
         Manifest.parse(raw + b" ", read("csv_inventory_manifest.checksum"))
 
 
+@pytest.mark.contract("C12")
 def test_doc_manifests_give_their_columns() -> None:
     for fmt, first, etag in (
         ("CSV", "Bucket", "ETag"),
@@ -99,6 +103,7 @@ def test_doc_manifests_give_their_columns() -> None:
         assert columns[0] == first and columns[1] in ("Key", "key") and etag in columns
 
 
+@pytest.mark.contract("C1", "C3")
 def test_csv_keys_are_form_decoded_once_and_fields_may_be_empty() -> None:
     # GIVEN a report row as S3 writes it: every field quoted, key form-encoded
     line = f'"{B}","a+b%2Bc/caf%C3%A9+%2525.txt","","true","false","","","","STANDARD","false"\n'
@@ -121,6 +126,7 @@ def test_csv_keys_are_form_decoded_once_and_fields_may_be_empty() -> None:
     assert (row.version_id, row.size, row.etag, row.last_modified_ms) == (None, None, None, None)
 
 
+@pytest.mark.contract("C1")
 def test_bad_csv_key_names_the_line() -> None:
     manifest = Manifest(B, "d", 1, "CSV", ("Bucket", "Key"), ("x",))
     with pytest.raises(InventoryError, match="line 2"):

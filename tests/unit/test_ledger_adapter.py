@@ -124,6 +124,7 @@ def _assert_every_placeholder_used(params: dict[str, Any]) -> None:
     assert set(params["ExpressionAttributeValues"]) == set(re.findall(r":\w+", text))
 
 
+@pytest.mark.contract("C5")
 def test_write_sequenced_present_state_is_one_conditional_update(stubbed: Any) -> None:
     # GIVEN a ledger over a stubbed client expecting exactly one UpdateItem
     ledger, stub, sent = stubbed
@@ -164,6 +165,7 @@ def test_write_sequenced_present_state_is_one_conditional_update(stubbed: Any) -
     assert {"fx", "fx_lease", "fx_token"} <= set(removes)
 
 
+@pytest.mark.contract("C5")
 def test_write_sequenced_without_require_exact_does_not_test_observed(stubbed: Any) -> None:
     ledger, stub, sent = stubbed
     stub.add_response("update_item", {}, EXPECTED_UPDATE)
@@ -184,6 +186,7 @@ def test_write_sequenced_without_require_exact_does_not_test_observed(stubbed: A
     assert sets["observed"] == {"BOOL": True}
 
 
+@pytest.mark.contract("C6")
 def test_write_sequenced_tombstone_sets_expiry_now_plus_ttl(stubbed: Any) -> None:
     ledger, stub, sent = stubbed
     stub.add_response("update_item", {}, EXPECTED_UPDATE)
@@ -201,6 +204,7 @@ def test_write_sequenced_tombstone_sets_expiry_now_plus_ttl(stubbed: Any) -> Non
     assert {"version_id", "etag", "size"} <= set(removes)
 
 
+@pytest.mark.contract("C7")
 @pytest.mark.parametrize(
     ("expected_rev", "condition"), [(None, "attribute_not_exists(pk)"), (4, "rev = 4")]
 )
@@ -229,6 +233,7 @@ def test_write_observation_is_conditional_on_the_row_not_having_moved(
     assert sets["rev"] == "if_not_exists(rev, 0) + 1"
 
 
+@pytest.mark.contract("C5")
 def test_conditional_check_failure_returns_the_old_row_as_plain_values(stubbed: Any) -> None:
     # GIVEN DynamoDB refuses the condition and returns the row (ALL_OLD)
     ledger, stub, _ = stubbed
@@ -266,6 +271,7 @@ def test_conditional_check_failure_returns_the_old_row_as_plain_values(stubbed: 
     )
 
 
+@pytest.mark.contract("C9")
 def test_throttling_raises_transient_error(stubbed: Any) -> None:
     ledger, stub, _ = stubbed
     stub.add_client_error(
@@ -309,6 +315,7 @@ def _row(ledger: DynamoLedger) -> dict[str, Any]:
     return row
 
 
+@pytest.mark.contract("C7")
 def test_require_exact_refuses_to_overwrite_an_observed_row_even_with_newer_sequencer(
     ledger: DynamoLedger,
 ) -> None:
@@ -343,6 +350,7 @@ def test_require_exact_refuses_to_overwrite_an_observed_row_even_with_newer_sequ
     assert "version_id" not in row and "etag" not in row and "size" not in row
 
 
+@pytest.mark.contract("C7")
 def test_write_observation_with_stale_expected_rev_is_refused(ledger: DynamoLedger) -> None:
     ledger.write_sequenced(PRESENT, _meta(OLDER), observed=False, require_exact=True)
     before = _row(ledger)
@@ -358,6 +366,7 @@ def test_write_observation_with_stale_expected_rev_is_refused(ledger: DynamoLedg
     assert _row(ledger) == before
 
 
+@pytest.mark.contract("C7")
 def test_rev_increments_by_one_per_write_and_not_on_a_refusal(ledger: DynamoLedger) -> None:
     assert ledger.write_observation(PRESENT, _meta(None, "observed"), expected_rev=None).applied
     assert _row(ledger)["rev"] == 1
@@ -377,6 +386,7 @@ def test_rev_increments_by_one_per_write_and_not_on_a_refusal(ledger: DynamoLedg
 raw_sequencers = st.text(alphabet="0123456789ABCDEFabcdef", min_size=1, max_size=20)
 
 
+@pytest.mark.contract("C5")
 def test_no_write_ever_lowers_seq() -> None:
     # One emulator for every example; each example writes its own key.
     with mock_aws():

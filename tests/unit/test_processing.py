@@ -101,6 +101,7 @@ def _dlq_request(body: str, reason: str, detail: str, message_id: str) -> dict[s
     }
 
 
+@pytest.mark.contract("C9")
 @pytest.mark.parametrize(
     ("body", "reason", "detail"),
     [
@@ -144,6 +145,7 @@ def test_invalid_body_goes_to_the_dlq_with_its_reason(
     assert seen_results == results
 
 
+@pytest.mark.contract("C9")
 def test_when_the_dlq_send_fails_the_message_is_retried(
     processor: MessageProcessor, sqs: tuple[Any, Stubber]
 ) -> None:
@@ -165,6 +167,7 @@ def test_when_the_dlq_send_fails_the_message_is_retried(
     assert results[0].reason.startswith("dead-letter failed")
 
 
+@pytest.mark.contract("C3", "C9")
 def test_test_event_is_ignored_without_ingesting(
     processor: MessageProcessor, service: FakeService
 ) -> None:
@@ -176,6 +179,7 @@ def test_test_event_is_ignored_without_ingesting(
     assert service.seen == []  # and no SQS call: the stubber has no response queued
 
 
+@pytest.mark.contract("C1")
 def test_a_valid_event_reaches_the_service_with_its_decoded_key(
     processor: MessageProcessor, service: FakeService
 ) -> None:
@@ -185,6 +189,7 @@ def test_a_valid_event_reaches_the_service_with_its_decoded_key(
     assert [c.key for c in service.seen] == ["a b+c.txt"]
 
 
+@pytest.mark.contract("C9")
 def test_transient_error_from_the_service_is_retried(
     processor: MessageProcessor, service: FakeService, seen_results: list[Result]
 ) -> None:
@@ -203,6 +208,7 @@ def test_transient_error_from_the_service_is_retried(
     assert seen_results == results
 
 
+@pytest.mark.contract("C9")
 def test_one_result_per_record_and_a_transient_record_does_not_hide_the_others(
     processor: MessageProcessor, service: FakeService
 ) -> None:
@@ -223,6 +229,7 @@ def test_one_result_per_record_and_a_transient_record_does_not_hide_the_others(
     ]
 
 
+@pytest.mark.contract("C3")
 def test_a_size_that_is_not_a_number_is_treated_as_absent(
     processor: MessageProcessor, service: FakeService
 ) -> None:

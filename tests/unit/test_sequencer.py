@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 from s3ingest_fn import sequencer
 
+pytestmark = pytest.mark.contract("C2")
+
 HEX = "0123456789ABCDEFabcdef"
 
 
