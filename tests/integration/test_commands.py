@@ -112,8 +112,14 @@ def test_redrive_moves_the_valid_messages_and_keeps_the_invalid_ones(
 def test_redrive_dry_run_classifies_and_moves_nothing(emulator: Any) -> None:
     rt = LocalRuntime(emulator, versioning="Enabled")
     _dead_letters(rt)
-    common = {"max_messages": 10, "include_invalid": True}
-    result = redrive(rt.sqs, rt.resources.dlq_url, rt.resources.queue_url, dry_run=True, **common)
+    result = redrive(
+        rt.sqs,
+        rt.resources.dlq_url,
+        rt.resources.queue_url,
+        dry_run=True,
+        max_messages=10,
+        include_invalid=True,
+    )
     assert set(result) == {"dlq"}
     assert result["dlq"]["by_kind"] == {"invalid:malformed-json": 1, "created": 1}
     attrs = rt.sqs.get_queue_attributes(
