@@ -32,9 +32,9 @@ from urllib.parse import quote_plus, unquote_plus
 import boto3
 from botocore.awsrequest import AWSResponse
 
-from s3ingest_fn.reconcile.diff import bucket_truth, diff
-from s3ingest_fn.reconcile.inventory import Manifest, read_rows
-from s3ingest_fn.reconcile.service import Reconciler, ReconcileReport
+from s3ingest_fn.core.diff import bucket_truth, diff
+from s3ingest_fn.services.inventory import Manifest, read_rows
+from s3ingest_fn.services.reconcile import Reconciler, ReconcileReport
 
 SCHEMA = "Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size, LastModifiedDate, ETag"
 BUCKET = "bench-bucket"

@@ -437,7 +437,7 @@ def reconcile_command(
     """Compare the bucket with the ledger and queue a repair event for every difference
     (rule C12 of docs/contract.md). Repairs go through the ingest queue and the same rules as
     live events."""
-    from s3ingest_fn.reconcile.service import ReconcileRequest
+    from s3ingest_fn.services.reconcile import ReconcileRequest
 
     if source not in ("inventory", "listing"):
         raise typer.BadParameter("must be inventory or listing", param_hint="--source")
@@ -825,8 +825,8 @@ def explain_command(
     """Why does the ledger say this about this object? The ledger row (state, sequencer,
     version, ETag, last decision and its reason, source, times) beside what the bucket holds."""
     from s3ingest.operations import explain, to_json
-    from s3ingest_fn.bucket import S3Objects
-    from s3ingest_fn.ledger import DynamoLedger
+    from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
+    from s3ingest_fn.adapters.s3_objects import S3Objects
 
     session, deployed = _deployed(stack)
     (table,) = _require(deployed, "LedgerTableName")
@@ -1098,8 +1098,8 @@ def _aws(call: Any) -> Any:
     )
 
     from s3ingest.deployed import StackNotFoundError
-    from s3ingest_fn.model import TransientError
-    from s3ingest_fn.reconcile.service import ReconcileError
+    from s3ingest_fn.core.model import TransientError
+    from s3ingest_fn.services.reconcile import ReconcileError
 
     try:
         return call()
