@@ -374,7 +374,7 @@ def _run(
         "effects_problems": fx["problems"] + fx["sidecar_differences"],
         "ledger": [
             {
-                "bucket": r.get("bucket"),
+                "bucket": r.bucket,
                 "key": r.key,
                 "state": r.state,
                 "sequencer": r.raw_seq,

@@ -158,7 +158,8 @@ def test_apply_if_newer_present_state_is_one_conditional_update(stubbed: Any) ->
     assert sets["vi"] == {"S": "v1"}
     assert sets["et"] == {"S": "etag1"}
     assert sets["sz"] == {"N": "5"}
-    assert sets["h0"]["L"][0] == {"N": "1000000"}  # the decision's time: the row's update time
+    assert sets["ut"] == {"N": "1000000"}
+    assert sets["h0"]["L"][0] == {"N": "1000000"}  # the decision's time
     assert sets["rv"] == "if_not_exists(rv, 0) + 1"
     assert "expires_at" in removes
     assert "expires_at" not in sets

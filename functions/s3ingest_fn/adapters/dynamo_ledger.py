@@ -20,6 +20,8 @@ vi    S     current version (absent: unversioned or null version)
 et    S     current ETag (no quotes)
 sz    N     current size
 rv    N     revision, +1 on every write (optimistic concurrency; fencing tokens)
+ut    N     epoch ms of the last decision written (also in ``h0``; kept apart so that a
+            reconciliation's Scan reads it without the history)
 op    S     what the last write was: ``apply`` (a change was applied: the change stream
             publishes exactly these, :data:`STREAM_FILTER`), ``seq`` (only the sequencer moved),
             ``claim``, ``release``, ``commit`` (effects), ``migrate`` (a legacy item rewritten).
@@ -35,7 +37,7 @@ h0..  L     the last :data:`~s3ingest_fn.core.row.HISTORY_SLOTS` applied decisio
             first, each ``[at (epoch ms), state, source, sequencer as received or "-", reason,
             event name]`` with the well-known values coded (:data:`_SOURCES`, :data:`_REASONS`,
             :data:`_EVENT_PREFIXES`); NULL until filled. ``h0`` is also where the row's last
-            event, reason, source and update time are read from.
+            event, reason and source are read from.
 expires_at  N  epoch seconds; only on tombstones (the table's TTL attribute)
 ====  ====  ==============================================================================
 
@@ -56,7 +58,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -85,7 +87,7 @@ from s3ingest_fn.core.row import (
 from s3ingest_fn.core.sequencer import WIDTH
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb.client import DynamoDBClient  # pragma: no cover
+    from types_boto3_dynamodb.client import DynamoDBClient  # pragma: no cover
 else:
     DynamoDBClient = Any
 
@@ -97,7 +99,7 @@ TTL_ATTRIBUTE = "expires_at"
 # The compact layout's attribute names (see the module docstring).
 _RAW_KEY, _STATE, _SEQ, _RAW_SEQ, _OBSERVED = "rk", "st", "sq", "rq", "ob"
 _VERSION, _ETAG, _SIZE, _REV, _OP = "vi", "et", "sz", "rv", "op"
-_CHG_ID, _CHG_SEQ = "ci", "cq"
+_CHG_ID, _CHG_SEQ, _UPDATED = "ci", "cq", "ut"
 _FX, _FX_TOKEN, _FX_LEASE, _FX_DONE = "fe", "ft", "fl", "fd"
 _HISTORY = tuple(f"h{i}" for i in range(HISTORY_SLOTS))
 
@@ -114,6 +116,7 @@ ATTRIBUTES: tuple[str, ...] = (
     _SIZE,
     _REV,
     _OP,
+    _UPDATED,
     _CHG_ID,
     _CHG_SEQ,
     _FX,
@@ -124,12 +127,11 @@ ATTRIBUTES: tuple[str, ...] = (
     TTL_ATTRIBUTE,
 )
 #: The legacy layout's attribute names that only a ledger row uses (the others, ``bucket``,
-#: ``key``, ``state``, ``etag``, ... are also ordinary words of the change events and reports).
+#: ``key``, ``state``, ``etag``, ``event_name``, ``updated_at``, ... are also field names of the
+#: change events, the results and the reports).
 LEGACY_ATTRIBUTES: tuple[str, ...] = (
     "raw_key",
     "raw_seq",
-    "event_name",
-    "updated_at",
     "chg_id",
     "chg_seq",
     "fx",
@@ -137,6 +139,9 @@ LEGACY_ATTRIBUTES: tuple[str, ...] = (
     "fx_lease",
     "fx_done",
 )
+#: Attribute names that are also ordinary words of another vocabulary of the product (``op``:
+#: a step of the local scenario format), so they are not searched for outside this module.
+SHARED_WORDS: tuple[str, ...] = (_OP,)
 #: Present on every legacy item, never on a compact one.
 _LEGACY_MARK = "bucket"
 _OP_MIGRATE = "migrate"
@@ -150,6 +155,7 @@ STREAM_FILTER: dict[str, Any] = {
 
 _STATES = {PRESENT: "p", DELETED: "d"}
 _FX_CODES = {PENDING: "p", DONE: "d", SUPERSEDED: "s"}
+_FX_STATUS = {code: status for status, code in _FX_CODES.items()}
 #: Well-known history values, stored as one character; anything else is stored verbatim
 #: (prefixed with NUL when it could be mistaken for a code).
 _SOURCES = ("live", "replay", "repair", "backfill")
@@ -244,46 +250,100 @@ def _int(value: Any) -> int | None:
 
 
 def row_from_item(item: Mapping[str, Any]) -> LedgerRow:
-    """The typed row of a DynamoDB item (attribute-value form), compact or legacy layout."""
-    plain = {name: _plain(av) for name, av in item.items()}
-    if _LEGACY_MARK in plain:
-        return _legacy_row(plain)
-    bucket, _, key = str(plain.get(PARTITION_KEY, "")).partition("/")
-    history = tuple(d for d in (_decision(plain.get(h)) for h in _HISTORY) if d is not None)
+    """The typed row of a DynamoDB item (attribute-value form), compact or legacy layout; a
+    projected item (a reconciliation's Scan) gives the row's defaults for what it leaves out."""
+    if _LEGACY_MARK in item:
+        return _legacy_row({name: _plain(av) for name, av in item.items()})
+    get = item.get
+    bucket, _, key = item[PARTITION_KEY]["S"].partition("/")
+    history: tuple[Decision, ...] = ()
+    h0 = get(_HISTORY[0])
+    if h0 is not None and "L" in h0:
+        history = tuple(
+            d
+            for d in (_decision_of(get(h)) for h in _HISTORY)
+            if d is not None  # h1, h2: NULL until filled
+        )
     last = history[0] if history else None
-    seq = _str(plain.get(_SEQ))
-    fx = _str(plain.get(_FX))
+    seq = _s(get(_SEQ))
+    fx = _s(get(_FX))
     effect = None
     if fx is not None:
-        status = next((k for k, v in _FX_CODES.items() if v == fx), fx)
         effect = Effect(
-            status=status,
-            token=_int(plain.get(_FX_TOKEN)),
-            lease_until_ms=_int(plain.get(_FX_LEASE)),
-            done_change_id=_str(plain.get(_FX_DONE)),
+            status=_FX_STATUS.get(fx, fx),
+            token=_n(get(_FX_TOKEN)),
+            lease_until_ms=_n(get(_FX_LEASE)),
+            done_change_id=_s(get(_FX_DONE)),
         )
+    observed = get(_OBSERVED)
     return LedgerRow(
         bucket=bucket,
         key=key,
-        raw_key=_str(plain.get(_RAW_KEY)) or key,
-        present=plain.get(_STATE) == _STATES[PRESENT],
+        raw_key=_s(get(_RAW_KEY)) or key,
+        present=_s(get(_STATE)) == "p",
         seq=seq.ljust(WIDTH, "0") if seq is not None else None,
-        raw_seq=_str(plain.get(_RAW_SEQ)) or seq,
-        observed=plain.get(_OBSERVED) is True,
-        version_id=_str(plain.get(_VERSION)),
-        etag=_str(plain.get(_ETAG)),
-        size=_int(plain.get(_SIZE)),
-        rev=_int(plain.get(_REV)) or 0,
+        raw_seq=_s(get(_RAW_SEQ)) or seq,
+        observed=observed is not None and observed.get("BOOL") is True,
+        version_id=_s(get(_VERSION)),
+        etag=_s(get(_ETAG)),
+        size=_n(get(_SIZE)),
+        rev=_n(get(_REV)) or 0,
         event_name=last.event if last else "",
         reason=last.reason if last else "",
         source=last.source if last else "",
-        updated_at=last.at if last else 0,
-        expires_at=_int(plain.get(TTL_ATTRIBUTE)),
+        updated_at=_n(get(_UPDATED)) or (last.at if last else 0),
+        expires_at=_n(get(TTL_ATTRIBUTE)),
         history=history,
-        op=_str(plain.get(_OP)),
-        change_id=_str(plain.get(_CHG_ID)),
-        change_seq=_str(plain.get(_CHG_SEQ)),
+        op=_s(get(_OP)),
+        change_id=_s(get(_CHG_ID)),
+        change_seq=_s(get(_CHG_SEQ)),
         effect=effect,
+    )
+
+
+def _scanned_row(item: Mapping[str, Any], bucket: str) -> LedgerRow:
+    """:func:`row_from_item` for an item of ``bucket`` projected to :data:`_DIFF_ATTRIBUTES`
+    (the fast path of a reconciliation's Scan: a million rows go through it)."""
+    if _LEGACY_MARK in item:
+        return _legacy_row({name: _plain(av) for name, av in item.items()})
+    get = item.get
+    key = item[PARTITION_KEY]["S"][len(bucket) + 1 :]
+    fx = get(_FX)
+    version, etag, updated = get(_VERSION), get(_ETAG), get(_UPDATED)
+    return LedgerRow(
+        bucket,
+        key,
+        item[_STATE]["S"] == "p",
+        version_id=version["S"] if version is not None else None,
+        etag=etag["S"] if etag is not None else None,
+        updated_at=int(updated["N"]) if updated is not None else 0,
+        effect=None
+        if fx is None
+        else Effect(_FX_STATUS.get(fx["S"], fx["S"]), lease_until_ms=_n(get(_FX_LEASE))),
+    )
+
+
+def _s(av: Mapping[str, Any] | None) -> str | None:
+    return av.get("S") if av is not None else None
+
+
+def _n(av: Mapping[str, Any] | None) -> int | None:
+    if av is None or "N" not in av:
+        return None
+    return int(av["N"])
+
+
+def _decision_of(av: Mapping[str, Any] | None) -> Decision | None:
+    if av is None or "L" not in av:
+        return None
+    at, state, source, seq, reason, event = (next(iter(v.values())) for v in av["L"])
+    return Decision(
+        seq=seq,
+        event=_uncode_event(event),
+        reason=_uncode(reason, _REASONS),
+        source=_uncode(source, _SOURCES),
+        at=int(at),
+        state=PRESENT if state == "p" else DELETED,
     )
 
 
@@ -382,6 +442,8 @@ def item_of(row: LedgerRow) -> dict[str, Any]:
         _STATE: {"S": _STATES[row.state]},
         _REV: {"N": str(row.rev)},
     }
+    if row.updated_at:
+        item[_UPDATED] = {"N": str(row.updated_at)}
     if row.raw_key and row.raw_key != row.key:
         item[_RAW_KEY] = {"S": row.raw_key}
     if row.seq is not None:
@@ -800,7 +862,7 @@ class DynamoLedger:
                 )
             except ClientError as exc:
                 if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                    item = exc.response.get("Item")
+                    item = cast("dict[str, Any] | None", exc.response.get("Item"))
                     if item and _LEGACY_MARK in item:
                         self._migrate(item)
                         continue
@@ -850,6 +912,7 @@ class DynamoLedger:
         sets: dict[str, Any] = {
             _STATE: {"S": _STATES[PRESENT if state.present else DELETED]},
             _OP: {"S": OP_SEQ if same_change else OP_APPLY},
+            _UPDATED: {"N": str(now_ms)},
         }
         removes: list[str] = []
         if meta.raw_key != meta.key:
@@ -992,7 +1055,7 @@ _DIFF_ATTRIBUTES = (
     _STATE,
     _VERSION,
     _ETAG,
-    _HISTORY[0],
+    _UPDATED,
     _FX,
     _FX_LEASE,
     _LEGACY_MARK,
@@ -1040,7 +1103,7 @@ class DynamoLedgerScanner:
         }
         while True:
             page = self._ddb.scan(**kwargs)
-            yield [row_from_item(item) for item in page.get("Items", [])]
+            yield [_scanned_row(item, bucket) for item in page.get("Items", [])]
             if "LastEvaluatedKey" not in page:
                 return
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]

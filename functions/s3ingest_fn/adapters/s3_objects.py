@@ -14,7 +14,7 @@ from s3ingest_fn.core.model import ObjectState, TransientError
 from s3ingest_fn.core.ports import Pin
 
 if TYPE_CHECKING:
-    from mypy_boto3_s3.client import S3Client  # pragma: no cover
+    from types_boto3_s3.client import S3Client  # pragma: no cover
 else:
     S3Client = Any
 

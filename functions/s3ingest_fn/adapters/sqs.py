@@ -9,7 +9,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from s3ingest_fn.core.model import TransientError
 
 if TYPE_CHECKING:
-    from mypy_boto3_sqs.client import SQSClient  # pragma: no cover
+    from types_boto3_sqs.client import SQSClient  # pragma: no cover
 else:
     SQSClient = Any
 
@@ -44,7 +44,7 @@ class DeadLetter:
         TransientError
             When SQS refused: the message is retried instead, so nothing is lost.
         """
-        attrs = {
+        attrs: dict[str, Any] = {
             REASON_ATTRIBUTE: {"DataType": "String", "StringValue": reason},
             SOURCE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": message_id or "unknown"},
         }

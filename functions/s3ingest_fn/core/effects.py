@@ -40,7 +40,7 @@ import importlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from s3ingest_fn.core.model import TransientError
 from s3ingest_fn.core.ports import ContentReader, Pin
@@ -228,10 +228,10 @@ def load_processor(spec: str) -> Processor:
         raise ValueError(
             f"processor module {module_name!r} cannot be imported: {exc.__class__.__name__}: {exc}"
         ) from exc
-    func = getattr(module, attr, None)
+    func: object = getattr(module, attr, None)
     if not callable(func):
         raise ValueError(f"processor {spec!r}: {attr!r} is not a callable in {module_name}")
-    return func
+    return cast(Processor, func)
 
 
 class EffectRunner:

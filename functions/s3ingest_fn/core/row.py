@@ -59,7 +59,7 @@ class Claim:
     lease_until_ms: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Decision:
     """One applied decision in a row's history (CONTRACT C5: skipped events write nothing).
 
@@ -108,7 +108,7 @@ class Effect:
     done_change_id: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class LedgerRow:
     """One ledger row: what the ledger holds for one (bucket, key).
 

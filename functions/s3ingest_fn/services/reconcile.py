@@ -508,13 +508,13 @@ def _ms(value: Any) -> int | None:
 
 
 def _sample(d: Drift) -> dict[str, Any]:
-    row, truth = d.ledger or {}, d.bucket or Truth(False, None, None, None)
+    row, truth = d.ledger, d.bucket or Truth(False, None, None, None)
     return {
         "kind": d.kind,
         "key": d.key,
-        "ledger_state": row.get("state"),
-        "ledger_version_id": row.get("version_id"),
-        "ledger_etag": row.get("etag"),
+        "ledger_state": row.state if row else None,
+        "ledger_version_id": row.version_id if row else None,
+        "ledger_etag": row.etag if row else None,
         "bucket_visible": truth.visible,
         "bucket_version_id": truth.version_id,
         "bucket_etag": truth.etag,
