@@ -176,7 +176,8 @@ class LocalPipeline:
         _purge(self.rt.s3, self.rt.resources.bucket, key)
 
     def ledger_row(self, key: str) -> LedgerRow | None:
-        return self.rt.ledger.get(self.rt.resources.bucket, key)
+        row: LedgerRow | None = self.rt.ledger.get(self.rt.resources.bucket, key)
+        return row
 
     def change_events(self, key: str) -> set[str]:
         return {str(c["detail-type"]) for c in self.rt.changes if c["detail"]["key"] == key}

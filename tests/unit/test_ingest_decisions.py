@@ -1,7 +1,7 @@
 """The ingest decision (CONTRACT C2-C5, C7, C9) over in-memory ports.
 
-Every test runs twice: over :class:`FakeLedger` (the LedgerPort semantics of ``ledger.py``, in
-memory) and over the real :class:`DynamoLedger` on moto, so the fake is checked against the
+Every test runs twice: over :class:`tests.fakes.FakeLedger` (the ``Ledger`` port in memory)
+and over the real :class:`DynamoLedger` on moto, so the fake is checked against the
 adapter it stands in for. The bucket is always :class:`FakeBucket`: the decision's view of S3 is
 one HEAD.
 """

@@ -1109,8 +1109,9 @@ class DynamoLedgerScanner:
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def all_rows(self) -> Iterator[LedgerRow]:
-        """Every row of the table, every bucket (the local runtime's oracles)."""
-        kwargs: dict[str, Any] = {"TableName": self._table}
+        """Every row of the table, every bucket, read strongly consistent (the local runtime's
+        oracles)."""
+        kwargs: dict[str, Any] = {"TableName": self._table, "ConsistentRead": True}
         while True:
             page = self._ddb.scan(**kwargs)
             for item in page.get("Items", []):

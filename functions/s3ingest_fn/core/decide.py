@@ -56,11 +56,6 @@ LEASE_WAITS = (0.05, 0.1, 0.2, 0.4, 0.8)
 MAX_OBSERVATION_ATTEMPTS = 5
 
 
-#: Kept for callers that named the ports by their former names.
-LedgerPort = Ledger
-BucketPort = Bucket
-
-
 @dataclass
 class IngestService:
     """Applies parsed changes to the ledger.
