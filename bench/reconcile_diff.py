@@ -163,7 +163,10 @@ class FakeDynamoHttp:
         names = body.get("ExpressionAttributeNames", {})
         wanted = [names.get(p.strip(), p.strip()) for p in body["ProjectionExpression"].split(",")]
         items, size = [], 0
-        while i < self.n and size < PAGE_BYTES:
+        limit = int(body.get("Limit", self.n))  # items evaluated per page, at most
+        evaluated = 0
+        while i < self.n and size < PAGE_BYTES and evaluated < limit:
+            evaluated += 1
             item = ledger_item(i)
             if item is not None:
                 items.append({k: item[k] for k in wanted if k in item})

@@ -1069,6 +1069,12 @@ _DIFF_ATTRIBUTES = (
 )
 
 
+#: Items a Scan page evaluates at most. A compact item is about 120-200 bytes, so the 1 MB page
+#: limit alone would return 5,000-8,000 rows per page; the reconciliation holds a few pages per
+#: segment in memory, and this keeps them as small as the rows of the legacy layout filled.
+SCAN_PAGE_ROWS = 3_500
+
+
 class DynamoLedgerScanner:
     """One bucket's ledger rows by parallel Scan (the
     :class:`~s3ingest_fn.core.ports.LedgerScanner` port): pages of typed rows, one Scan
@@ -1096,6 +1102,7 @@ class DynamoLedgerScanner:
             "TableName": self._table,
             "TotalSegments": total,
             "Segment": segment,
+            "Limit": SCAN_PAGE_ROWS,
             "ProjectionExpression": ", ".join(f"#{a}" for a in _DIFF_ATTRIBUTES),
             "FilterExpression": f"begins_with(#{PARTITION_KEY}, :prefix)",
             "ExpressionAttributeNames": {f"#{a}": a for a in _DIFF_ATTRIBUTES},
