@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         import_time,
         reconcile_diff,
         requests_per_event,
+        row_size,
     )
 
     benches = {
@@ -32,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         "reconcile": lambda a: reconcile_diff.run(a.rows, a.baseline_rows),
         "backfill": lambda a: backfill_cost.run(),
         "effects": lambda a: effects_cost.run(a.effect_events, a.seed),
+        "rowsize": lambda a: row_size.run(),
     }
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument(

@@ -15,11 +15,12 @@ from typing import Any
 
 from s3ingest.local.s3faithful import SequencerClock, encode_key
 from s3ingest.settings import Settings
+from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
+from s3ingest_fn.adapters.sqs import DeadLetter
+from s3ingest_fn.core.decide import IngestService
+from s3ingest_fn.core.model import ObjectState
 from s3ingest_fn.handlers.ingest import make_handler
-from s3ingest_fn.ingest import IngestService
-from s3ingest_fn.ledger import DynamoLedger
-from s3ingest_fn.model import ObjectState
-from s3ingest_fn.processing import DeadLetter, MessageProcessor
+from s3ingest_fn.services.ingest import MessageProcessor
 
 RECORDS = 100
 INJECTED_S = 0.010

@@ -2,11 +2,11 @@
 Powertools Idempotency around the same hook, in one run (CONTRACT C5, C8, C11).
 
 One stream of EventBridge S3 events (:class:`~s3ingest.local.s3faithful.FaithfulS3` on a
-versioned bucket, parsed by :func:`s3ingest_fn.events.parse_body`) is delivered, in the same
+versioned bucket, parsed by :func:`s3ingest_fn.core.events.parse_body`) is delivered, in the same
 order, to four designs on one in-process moto (``mock_aws``), single-threaded:
 
 * **A** s3ingest: ``IngestService`` with an ``EffectRunner``; the claim rides on the applying
-  conditional write and a second write commits (:mod:`s3ingest_fn.effects`).
+  conditional write and a second write commits (:mod:`s3ingest_fn.core.effects`).
 * **B** the ledger decision without effects (one conditional write), then, for ``applied`` only,
   the hook wrapped by Powertools ``idempotent_function`` (``DynamoDBPersistenceLayer`` on a
   second table, key ``id``, TTL attribute ``expiration``, in-progress expiry from a registered
@@ -69,18 +69,18 @@ from moto.dynamodb.parsing.validators import ActionCountValidator
 
 from bench.requests_per_event import READS, WRITES
 from s3ingest.local.s3faithful import FaithfulS3, SequencerClock
-from s3ingest_fn import sequencer
-from s3ingest_fn.bucket import S3Objects
-from s3ingest_fn.effects import AppliedChange, EffectRunner, PinnedContent, change_id
-from s3ingest_fn.events import parse_body
-from s3ingest_fn.ingest import IngestService
-from s3ingest_fn.ledger import DynamoLedger
-from s3ingest_fn.model import Kind
+from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
+from s3ingest_fn.adapters.s3_objects import S3ContentReader, S3Objects
+from s3ingest_fn.core import sequencer
+from s3ingest_fn.core.decide import IngestService
+from s3ingest_fn.core.effects import AppliedChange, EffectRunner, PinnedContent, change_id
+from s3ingest_fn.core.events import parse_body
+from s3ingest_fn.core.model import Kind
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-    from s3ingest_fn.model import Change
+    from s3ingest_fn.core.model import Change
 
 BUCKET = "bench-landing"
 REGION = "us-east-1"
@@ -304,7 +304,7 @@ class S3ingestDesign:
         self.service = IngestService(
             ledger=DynamoLedger(ddb, table, TTL_SECONDS),
             bucket=S3Objects(s3),
-            effects=EffectRunner(self.tally.hook, s3, clock_ms=clock_ms),
+            effects=EffectRunner(self.tally.hook, S3ContentReader(s3), clock_ms=clock_ms),
         )
         self.service.bind_context(context)
 
@@ -358,7 +358,9 @@ class PowertoolsDesign:
                 change_id=change["id"],
                 token=change["token"],
             )
-            content = PinnedContent(s3, applied) if applied.kind == "created" else None
+            content = (
+                PinnedContent(S3ContentReader(s3), applied) if applied.kind == "created" else None
+            )
             tally.hook(applied, content)
 
         self._effect = effect

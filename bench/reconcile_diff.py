@@ -32,15 +32,16 @@ from urllib.parse import quote_plus, unquote_plus
 import boto3
 from botocore.awsrequest import AWSResponse
 
-from s3ingest_fn.reconcile.diff import bucket_truth, diff
-from s3ingest_fn.reconcile.inventory import Manifest, read_rows
-from s3ingest_fn.reconcile.service import Reconciler, ReconcileReport
+from s3ingest_fn.adapters.dynamo_ledger import item_of, item_size, row_from_item
+from s3ingest_fn.core import sequencer
+from s3ingest_fn.core.diff import bucket_truth, diff
+from s3ingest_fn.core.row import Decision, LedgerRow
+from s3ingest_fn.services.inventory import Manifest, read_rows
+from s3ingest_fn.services.reconcile import Reconciler, ReconcileReport
 
 SCHEMA = "Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size, LastModifiedDate, ETag"
 BUCKET = "bench-bucket"
 PAGE_BYTES = 1_000_000  # DynamoDB returns at most 1 MB per Scan page
-#: Size DynamoDB counts for a ledger row of this fixture (its attribute names and values), bytes.
-ITEM_BYTES = 300
 
 
 def key_of(i: int) -> str:
@@ -86,22 +87,54 @@ def inventory(n: int) -> tuple[Manifest, bytes]:
     return manifest, data
 
 
+def _template() -> tuple[dict[str, Any], str, str, str]:
+    """One ledger item as the adapter writes it (:func:`item_of`), and the names of the
+    attributes holding its partition key, version id and ETag (found by their values, so the
+    fixture follows the adapter's layout)."""
+    row = LedgerRow(
+        bucket=BUCKET,
+        key="@key",
+        present=True,
+        seq=sequencer.normalize("00"),
+        raw_seq="00",
+        version_id="@version",
+        etag="@etag",
+        rev=1,
+        updated_at=1700000000000,
+        history=(
+            Decision(
+                seq="00",
+                event="ObjectCreated:Put",
+                reason="newer-sequencer",
+                source="live",
+                at=1700000000000,
+                state="present",
+            ),
+        ),
+        op="apply",
+        change_id="0" * 32,
+        change_seq="00",
+    )
+    item = item_of(row)
+    by_value = {str(next(iter(av.values()))): name for name, av in item.items()}
+    return item, by_value[f"{BUCKET}/@key"], by_value["@version"], by_value["@etag"]
+
+
+_ITEM, _PK, _VERSION, _ETAG = _template()
+#: Size DynamoDB counts for a ledger item of this fixture (its attribute names and values), bytes:
+#: what fills a 1 MB Scan page (before the projection).
+ITEM_BYTES = item_size(_ITEM)
+
+
 def ledger_item(i: int) -> dict[str, Any] | None:
     kind = drift_kind(i)
     if kind == "missing":
         return None
-    return {
-        "pk": {"S": f"{BUCKET}/{key_of(i)}"},
-        "bucket": {"S": BUCKET},
-        "key": {"S": key_of(i)},
-        "state": {"S": "present"},
-        "version_id": {"S": f"v{i}"},
-        "etag": {"S": etag_of(i, kind == "content_mismatch")},
-        "updated_at": {"N": "1700000000000"},
-        "seq": {"S": "00" + "0" * 62},
-        "rev": {"N": "1"},
-        "observed": {"BOOL": False},
-    }
+    item = dict(_ITEM)
+    item[_PK] = {"S": f"{BUCKET}/{key_of(i)}"}
+    item[_VERSION] = {"S": f"v{i}"}
+    item[_ETAG] = {"S": etag_of(i, kind == "content_mismatch")}
+    return item
 
 
 class FakeDynamoHttp:
@@ -129,14 +162,16 @@ class FakeDynamoHttp:
         seg, total = body["Segment"], body["TotalSegments"]
         start = body.get("ExclusiveStartKey")
         i = index_of(start["pk"]["S"].split("/", 1)[1]) + total if start else seg
+        names = body.get("ExpressionAttributeNames", {})
+        wanted = [names.get(p.strip(), p.strip()) for p in body["ProjectionExpression"].split(",")]
         items, size = [], 0
-        while i < self.n and size < PAGE_BYTES:
+        limit = int(body.get("Limit", self.n))  # items evaluated per page, at most
+        evaluated = 0
+        while i < self.n and size < PAGE_BYTES and evaluated < limit:
+            evaluated += 1
             item = ledger_item(i)
             if item is not None:
-                projected = {
-                    k: item[k] for k in ("key", "state", "version_id", "etag", "updated_at")
-                }
-                items.append(projected)
+                items.append({k: item[k] for k in wanted if k in item})
                 size += ITEM_BYTES
             last = i
             i += total
@@ -205,11 +240,12 @@ def baseline(n: int) -> dict[str, Any]:
         ).get("Item")
         visible = row[4] != "true"
         kind = None
-        if item is None or item["state"]["S"] != "present":
+        ledger = row_from_item(item) if item else None
+        if ledger is None or not ledger.present:
             kind = "missing" if visible else None
         elif not visible:
             kind = "deleted_but_live"
-        elif item.get("etag", {}).get("S") != row[7] or item["version_id"]["S"] != row[2]:
+        elif ledger.etag != row[7] or ledger.version_id != row[2]:
             kind = "content_mismatch"
         if kind:
             kinds[kind] = kinds.get(kind, 0) + 1

@@ -1010,8 +1010,8 @@ def _aws(call: Any) -> Any:
     )
 
     from s3ingest.deployed import StackNotFoundError
-    from s3ingest_fn.model import TransientError
-    from s3ingest_fn.reconcile.service import ReconcileError
+    from s3ingest_fn.core.model import TransientError
+    from s3ingest_fn.services.reconcile import ReconcileError
 
     try:
         return call()

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from s3ingest.settings import inventory_report_prefix
-from s3ingest_fn.reconcile.service import Reconciler
+from s3ingest_fn import wiring
+from s3ingest_fn.services.reconcile import Reconciler
 
 
 class StackNotFoundError(RuntimeError):
@@ -55,7 +56,7 @@ class DeployedStack:
     def reconciler(self, session: Any) -> Reconciler:
         """Reconciliation against this stack's bucket, ledger and ingest queue."""
         bucket, table, queue = self.require("BucketName", "LedgerTableName", "QueueUrl")
-        return Reconciler(
+        return wiring.reconciler(
             s3=session.client("s3"),
             dynamodb=session.client("dynamodb"),
             sqs=session.client("sqs"),

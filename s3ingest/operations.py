@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from s3ingest_fn.bucket import eventbridge_delivery_enabled
+from s3ingest_fn.adapters.s3_objects import eventbridge_delivery_enabled
+from s3ingest_fn.adapters.sqs import REASON_ATTRIBUTE
 from s3ingest_fn.contract import METRICS_NAMESPACE, metric_dimensions
-from s3ingest_fn.events import parse_body
-from s3ingest_fn.ledger import HISTORY_SLOTS, effect_behind
-from s3ingest_fn.model import InvalidMessageError, TransientError
-from s3ingest_fn.processing import REASON_ATTRIBUTE
+from s3ingest_fn.core.events import parse_body
+from s3ingest_fn.core.model import InvalidMessageError, TransientError
+from s3ingest_fn.core.row import LedgerRow
 
 #: EventBridge archives events with a delay; a replay window must end this long before now
 #: (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-replay-archived-event.html).
@@ -313,7 +313,7 @@ def redrive_valid(sqs: Any, dlq_url: str, queue_url: str, *, max_messages: int) 
 # -- explain -------------------------------------------------------------------------------------
 
 
-def explain(ledger_row: dict[str, Any] | None, bucket_state: Any) -> dict[str, Any]:
+def explain(ledger_row: LedgerRow | None, bucket_state: Any) -> dict[str, Any]:
     """The ledger row and the bucket's current state side by side, with a verdict, the row's
     last applied decisions (``history``, newest first) and the state of the processor's effect
     for the row's change (``effect``: ``status`` pending/done/superseded, ``fencing_token``,
@@ -322,41 +322,40 @@ def explain(ledger_row: dict[str, Any] | None, bucket_state: Any) -> dict[str, A
 
     Parameters
     ----------
-    ledger_row : dict or None
-        From :meth:`s3ingest_fn.ledger.DynamoLedger.get`.
+    ledger_row : LedgerRow or None
+        From :meth:`s3ingest_fn.adapters.dynamo_ledger.DynamoLedger.get`.
     bucket_state : ObjectState
-        From :meth:`s3ingest_fn.bucket.S3Objects.current`.
+        From :meth:`s3ingest_fn.adapters.s3_objects.S3Objects.current`.
     """
-    row = ledger_row or {}
-    ledger = {
-        "state": row.get("state", "absent"),
-        "sequencer": row.get("raw_seq"),
-        "version_id": row.get("version_id"),
-        "etag": row.get("etag"),
-        "size": row.get("size"),
-        "observed": row.get("observed"),
-        "last_event": row.get("event_name"),
-        "last_reason": row.get("reason"),
-        "source": row.get("source"),
-        "updated_at": _iso_ms(row.get("updated_at")),
-        "tombstone_expires_at": _iso_s(row.get("expires_at")),
-        "revision": row.get("rev"),
-        "change_id": row.get("chg_id"),
+    row = ledger_row
+    ledger: dict[str, Any] = {
+        "state": row.state if row else "absent",
+        "sequencer": row.raw_seq if row else None,
+        "version_id": row.version_id if row else None,
+        "etag": row.etag if row else None,
+        "size": row.size if row else None,
+        "observed": row.observed if row else None,
+        "last_event": row.event_name if row else None,
+        "last_reason": row.reason if row else None,
+        "source": row.source if row else None,
+        "updated_at": _iso_ms(row.updated_at) if row else None,
+        "tombstone_expires_at": _iso_s(row.expires_at) if row else None,
+        "revision": row.rev if row else None,
+        "change_id": row.change_id if row else None,
     }
     # The processor's effect for the row's change (CONTRACT C11), when a processor runs.
     effect = None
-    if row.get("fx") is not None:
+    if row is not None and row.effect is not None:
         effect = {
-            "status": row.get("fx"),
-            "fencing_token": row.get("fx_token"),
-            "lease_until": _iso_ms(row.get("fx_lease")),
-            "completed_for_change": row.get("fx_done"),
-            "behind": effect_behind(row),
+            "status": row.effect.status,
+            "fencing_token": row.effect.token,
+            "lease_until": _iso_ms(row.effect.lease_until_ms),
+            "completed_for_change": row.effect.done_change_id,
+            "behind": row.effect_behind,
         }
     history = [
-        {**entry, "at": _iso_ms(entry.get("at"))}
-        for entry in (row.get(f"h{i}") for i in range(HISTORY_SLOTS))
-        if isinstance(entry, dict)
+        {**decision.as_dict(), "at": _iso_ms(decision.at)}
+        for decision in (row.history if row else ())
     ]
     bucket = {
         "visible": bucket_state.visible,
@@ -364,8 +363,8 @@ def explain(ledger_row: dict[str, Any] | None, bucket_state: Any) -> dict[str, A
         "etag": bucket_state.etag,
         "size": bucket_state.size,
     }
-    if row.get("state") == "present":
-        agrees = bucket_state.visible and (row.get("version_id"), row.get("etag")) == (
+    if row is not None and row.present:
+        agrees = bucket_state.visible and (row.version_id, row.etag) == (
             bucket_state.version_id,
             bucket_state.etag,
         )

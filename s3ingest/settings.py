@@ -163,7 +163,7 @@ class Settings:
         ``None``: the topic has no subscription; subscribe to it yourself.
     processor : str or None
         The team's effect, ``"package.module:function"``, run by the ingest Lambda for every
-        applied change (CONTRACT C11; :mod:`s3ingest_fn.effects`). ``None``: no effects, one
+        applied change (CONTRACT C11; :mod:`s3ingest_fn.core.effects`). ``None``: no effects, one
         write per event. The repository's example is ``s3ingest_examples.sidecar:process``.
     processor_package_dir : str or None
         A directory (relative to the project) whose top-level packages are copied into the

@@ -16,9 +16,12 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from s3ingest_fn.contract import CANARY_PREFIX
+
+if TYPE_CHECKING:
+    from s3ingest_fn.core.row import LedgerRow
 
 #: Change-stream detail types of a created and a removed object.
 INGESTED, TOMBSTONED = "Object Ingested", "Object Tombstoned"
@@ -42,8 +45,8 @@ class Pipeline(Protocol):
         """Remove every version and delete marker of ``key``."""
         ...
 
-    def ledger_row(self, key: str) -> dict[str, Any] | None:
-        """The key's ledger row (``state``, ``etag``), or None."""
+    def ledger_row(self, key: str) -> LedgerRow | None:
+        """The key's ledger row, or None."""
         ...
 
     def change_events(self, key: str) -> set[str]:
@@ -128,11 +131,7 @@ def verify(
     def row_is(state: str, etag: str | None = None) -> Callable[[], bool]:
         def check() -> bool:
             row = pipeline.ledger_row(key)
-            return (
-                row is not None
-                and row.get("state") == state
-                and (etag is None or row.get("etag") == etag)
-            )
+            return row is not None and row.state == state and (etag is None or row.etag == etag)
 
         return check
 
@@ -176,8 +175,8 @@ class LocalPipeline:
     def purge(self, key: str) -> None:
         _purge(self.rt.s3, self.rt.resources.bucket, key)
 
-    def ledger_row(self, key: str) -> dict[str, Any] | None:
-        row: dict[str, Any] | None = self.rt.ledger.get(self.rt.resources.bucket, key)
+    def ledger_row(self, key: str) -> LedgerRow | None:
+        row: LedgerRow | None = self.rt.ledger.get(self.rt.resources.bucket, key)
         return row
 
     def change_events(self, key: str) -> set[str]:
@@ -195,11 +194,11 @@ class DeployedPipeline:
     """
 
     def __init__(self, session: Any, outputs: dict[str, str], *, poll_seconds: float = 1.0) -> None:
-        from s3ingest_fn.ledger import DynamoLedger
+        from s3ingest_fn import wiring
 
         self.bucket = outputs["BucketName"]
         self._s3 = session.client("s3")
-        self._ledger = DynamoLedger(session.client("dynamodb"), outputs["LedgerTableName"], 0)
+        self._ledger = wiring.ledger(session.client("dynamodb"), outputs["LedgerTableName"], 0)
         self._audit = outputs.get("ChangeAuditLogGroupName")
         self._logs = session.client("logs") if self._audit else None
         self.change_stream = self._audit is not None
@@ -215,9 +214,8 @@ class DeployedPipeline:
     def purge(self, key: str) -> None:
         _purge(self._s3, self.bucket, key)
 
-    def ledger_row(self, key: str) -> dict[str, Any] | None:
-        row: dict[str, Any] | None = self._ledger.get(self.bucket, key)
-        return row
+    def ledger_row(self, key: str) -> LedgerRow | None:
+        return self._ledger.get(self.bucket, key)
 
     def change_events(self, key: str) -> set[str]:
         import json

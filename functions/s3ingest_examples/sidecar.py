@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
-from s3ingest_fn.effects import AppliedChange, PinnedContent
+from s3ingest_fn.core.effects import AppliedChange, PinnedContent
 
 DEFAULT_PREFIX = "sidecars/"
 #: S3's limit on a key, UTF-8 bytes (https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-keys.html).

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from s3ingest.deployed import DeployedStack
     from s3ingest.verify import DeployedPipeline, LocalPipeline
-    from s3ingest_fn.bucket import S3Objects
-    from s3ingest_fn.ledger import DynamoLedger
-    from s3ingest_fn.reconcile.service import Reconciler
+    from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
+    from s3ingest_fn.adapters.s3_objects import S3Objects
+    from s3ingest_fn.services.reconcile import Reconciler
 
 
 @dataclass
@@ -66,16 +66,16 @@ class Deployed:
 
     def ledger(self) -> DynamoLedger:
         """The ledger table's adapter (output ``LedgerTableName``)."""
-        from s3ingest_fn.ledger import DynamoLedger
+        from s3ingest_fn import wiring
 
         (table,) = self.require("LedgerTableName")
-        return DynamoLedger(self.client("dynamodb"), table, 0)
+        return wiring.ledger(self.client("dynamodb"), table, 0)
 
     def objects(self) -> S3Objects:
         """The bucket adapter (current state of an object: HEAD, versions)."""
-        from s3ingest_fn.bucket import S3Objects
+        from s3ingest_fn import wiring
 
-        return S3Objects(self.client("s3"))
+        return wiring.objects(self.client("s3"))
 
     def reconciler(self) -> Reconciler:
         """Reconciliation against the stack's bucket, ledger and ingest queue."""

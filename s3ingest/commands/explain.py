@@ -14,9 +14,9 @@ def explain_key(ledger: Any, objects: Any, bucket: str, key: str) -> dict[str, A
 
     Parameters
     ----------
-    ledger : s3ingest_fn.ledger.DynamoLedger
+    ledger : s3ingest_fn.adapters.dynamo_ledger.DynamoLedger
         Anything with ``get(bucket, key) -> row dict | None``.
-    objects : s3ingest_fn.bucket.S3Objects
+    objects : s3ingest_fn.adapters.s3_objects.S3Objects
         Anything with ``current(bucket, key) -> ObjectState``.
     key : str
         The object key, decoded (as in the bucket).

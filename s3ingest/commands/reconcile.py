@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from s3ingest_fn.reconcile.service import ReconcileRequest
+from s3ingest_fn.services.reconcile import ReconcileRequest
 
 
 def reconcile(
@@ -22,7 +22,7 @@ def reconcile(
 
     Parameters
     ----------
-    reconciler : s3ingest_fn.reconcile.service.Reconciler
+    reconciler : s3ingest_fn.services.reconcile.Reconciler
         Bound to the stack's bucket, ledger and ingest queue.
     source : str
         ``inventory`` (the newest S3 Inventory report, or ``manifest``) or ``listing``.

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from s3ingest_fn.reconcile.inventory import Manifest
+from s3ingest_fn.services.inventory import Manifest
 
 RESULT_CODES = ("Succeeded", "TemporaryFailure", "PermanentFailure")
 #: Times a TemporaryFailure task is redriven before it counts as failed.

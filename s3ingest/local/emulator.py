@@ -21,6 +21,7 @@ import boto3
 from botocore.config import Config
 
 from s3ingest.settings import CHANGE_SOURCE, Settings, ingest_event_pattern
+from s3ingest_fn.adapters.dynamo_ledger import PARTITION_KEY, TTL_ATTRIBUTE
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -184,12 +185,12 @@ def provision(
     created = ddb.create_table(
         TableName=table,
         BillingMode="PAY_PER_REQUEST",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": PARTITION_KEY, "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": PARTITION_KEY, "AttributeType": "S"}],
         **stream,
     )
     ddb.update_time_to_live(
-        TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"}
+        TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
     )
     pattern = json.dumps(ingest_event_pattern(bucket))
     rule = f"ingest-{suffix}"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from s3ingest_fn.reconcile.fanout import FanOut
-from s3ingest_fn.reconcile.service import Reconciler
+from s3ingest_fn.services.fanout import FanOut
+from s3ingest_fn.services.reconcile import Reconciler
 
 
 def run_fanout(reconciler: Reconciler, event: dict[str, Any]) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 from unittest.mock import patch
 
 from s3ingest.local.chaos import Chaos
@@ -44,22 +44,21 @@ from s3ingest.local.emulator import REGION, Emulator, Resources, provision
 from s3ingest.local.inventory_writer import write_inventory
 from s3ingest.local.s3faithful import MAX_KEY_BYTES, FaithfulS3, SequencerClock
 from s3ingest.settings import Settings, inventory_report_prefix
-from s3ingest_fn.bucket import S3Objects
-from s3ingest_fn.effects import (
+from s3ingest_fn import wiring
+from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger, DynamoLedgerScanner
+from s3ingest_fn.adapters.s3_objects import S3Objects
+from s3ingest_fn.core.effects import (
     AppliedChange,
-    EffectRunner,
     PinnedContent,
     Processor,
     load_processor,
 )
-from s3ingest_fn.events import normalize_etag, normalize_version
+from s3ingest_fn.core.events import normalize_etag, normalize_version
+from s3ingest_fn.core.model import Result, TransientError
+from s3ingest_fn.core.row import LedgerRow
 from s3ingest_fn.handlers.change_stream import relay
 from s3ingest_fn.handlers.ingest import make_handler
-from s3ingest_fn.ingest import IngestService
-from s3ingest_fn.ledger import DynamoLedger, effect_behind, from_item
-from s3ingest_fn.model import Result, TransientError
-from s3ingest_fn.processing import DeadLetter, MessageProcessor
-from s3ingest_fn.reconcile.service import (
+from s3ingest_fn.services.reconcile import (
     INVENTORY,
     Progress,
     Reconciler,
@@ -134,7 +133,7 @@ class Comparison:
 
     converged: bool
     bucket: list[dict[str, Any]]
-    ledger: list[dict[str, Any]]
+    ledger: list[LedgerRow]
     differences: list[str] = field(default_factory=list)
 
 
@@ -173,14 +172,16 @@ class LocalRuntime:
         self.ddb = emu.client("dynamodb")
         self.events = emu.client("events")
         self.faithful = FaithfulS3(self.s3, self.resources.bucket, versioning, SequencerClock(seed))
-        self.ledger = DynamoLedger(
-            self.ddb, self.resources.table, self.settings.tombstone_ttl_seconds
+        self.service = wiring.ingest_service(
+            s3=self.s3,
+            dynamodb=self.ddb,
+            table=self.resources.table,
+            tombstone_ttl_seconds=self.settings.tombstone_ttl_seconds,
+            scope_bucket=self.resources.bucket,
         )
-        self.objects = S3Objects(self.s3)
-        self.service = IngestService(self.ledger, self.objects, scope_bucket=self.resources.bucket)
-        self.processor = MessageProcessor(
-            self.service, DeadLetter(self.sqs, self.resources.dlq_url)
-        )
+        self.ledger = cast(DynamoLedger, self.service.ledger)
+        self.objects = cast(S3Objects, self.service.bucket)
+        self.processor = wiring.message_processor(self.service, self.sqs, self.resources.dlq_url)
         self.delivered: list[Delivered] = []
         self.dropped: list[dict[str, Any]] = []
         self.step: int | None = None
@@ -201,7 +202,7 @@ class LocalRuntime:
         self._lock = threading.Lock()
         self._stream_iterators: dict[str, str | None] = {}
         if self.settings.processor:
-            self.service.effects = EffectRunner(
+            self.service.effects = wiring.effect_runner(
                 self._recording(load_processor(self.settings.processor)),
                 self.s3,
                 after_effect=self._maybe_crash,
@@ -403,10 +404,10 @@ class LocalRuntime:
     def check_effects(self) -> list[str]:
         """Effects against the ledger (CONTRACT C11): per key, the processor runs in sequencer
         order with only crash-caused repeats, the last one ran for the row's current change, and
-        no effect is pending or behind the row (:func:`~s3ingest_fn.ledger.effect_behind`).
-        Returns the problems found."""
+        no effect is pending or behind the row (:attr:`LedgerRow.effect_behind`). Returns the
+        problems found."""
         problems: list[str] = []
-        rows = {r["key"]: r for r in self.ledger_rows()}
+        rows = {r.key: r for r in self.ledger_rows()}
         by_key: dict[str, list[EffectRun]] = {}
         for run in self.effects:
             by_key.setdefault(run.key, []).append(run)
@@ -420,23 +421,23 @@ class LocalRuntime:
             row = rows.get(key)
             if (
                 row is not None
-                and row.get("fx") == "done"
-                and runs[-1].change_id != row.get("chg_id")
+                and row.effect_status == "done"
+                and runs[-1].change_id != row.change_id
             ):
                 problems.append(
                     f"{key!r}: last effect {runs[-1].change_id} is not the row's "
-                    f"change {row.get('chg_id')}"
+                    f"change {row.change_id}"
                 )
         visible = {o["key"]: o for o in self.bucket_objects()}
         for key, row in rows.items():
-            if row.get("fx") == "pending":
+            if row.effect_status == "pending":
                 problems.append(f"{key!r}: effect still pending after quiescence")
-            elif effect_behind(row) and _row_matches(row, visible.get(key)):
+            elif row.effect_behind and _row_matches(row, visible.get(key)):
                 # (a row that differs from the bucket is ledger drift, reported by compare();
                 # its repair records a new change, which runs its own effect)
                 problems.append(
-                    f"{key!r}: effect {row.get('fx')} for the row's change "
-                    f"{row.get('chg_id')} and no newer change came (a reconciliation "
+                    f"{key!r}: effect {row.effect_status} for the row's change "
+                    f"{row.change_id} and no newer change came (a reconciliation "
                     "re-runs it)"
                 )
         return problems
@@ -558,7 +559,7 @@ class LocalRuntime:
 
     def reconciler(self) -> Reconciler:
         """The reconcile code the Lambda runs, bound to this deployment's resources."""
-        return Reconciler(
+        return wiring.reconciler(
             s3=self.s3,
             dynamodb=self.ddb,
             sqs=self.sqs,
@@ -649,7 +650,7 @@ class LocalRuntime:
         kills workers of this job's tasks: each becomes a ``TemporaryFailure`` that the job
         retries."""
         from s3ingest.local.batch_ops import run_job
-        from s3ingest_fn.backfill import handle_invocation
+        from s3ingest_fn.services.backfill import handle_invocation
 
         reconciler = self.reconciler()
         manifest_key = manifest_key or self.write_inventory()
@@ -705,17 +706,10 @@ class LocalRuntime:
             for m in self.dlq_messages()
         ]
 
-    def ledger_rows(self) -> list[dict[str, Any]]:
-        """Every ledger row, as plain values, sorted by key."""
-        rows: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {"TableName": self.resources.table, "ConsistentRead": True}
-        while True:
-            page = self.ddb.scan(**kwargs)
-            rows.extend(from_item(i) for i in page.get("Items", []))
-            if "LastEvaluatedKey" not in page:
-                break
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        return sorted(rows, key=lambda r: str(r.get("key")))
+    def ledger_rows(self) -> list[LedgerRow]:
+        """Every ledger row, sorted by key."""
+        rows = DynamoLedgerScanner(self.ddb, self.resources.table).all_rows()
+        return sorted(rows, key=lambda r: r.key)
 
     def bucket_objects(self) -> list[dict[str, Any]]:
         """Visible objects of the bucket: key, current version id (None when unversioned or
@@ -750,35 +744,35 @@ class LocalRuntime:
         version id and ETag; every other row a tombstone."""
         objects = self.bucket_objects()
         rows = self.ledger_rows()
-        by_key = {r["key"]: r for r in rows}
+        by_key = {r.key: r for r in rows}
         diffs: list[str] = []
         for obj in objects:
             row = by_key.get(obj["key"])
             if row is None:
                 diffs.append(f"missing in ledger: {obj['key']!r}")
-            elif row.get("state") != "present":
+            elif not row.present:
                 diffs.append(f"tombstoned but visible: {obj['key']!r}")
             elif not _row_matches(row, obj):
                 diffs.append(
                     f"content mismatch: {obj['key']!r} ledger "
-                    f"{row.get('version_id')}/{row.get('etag')} bucket "
+                    f"{row.version_id}/{row.etag} bucket "
                     f"{obj['version_id']}/{obj['etag']}"
                 )
         visible = {o["key"] for o in objects}
         diffs.extend(
-            f"present in ledger but not visible: {r['key']!r}"
+            f"present in ledger but not visible: {r.key!r}"
             for r in rows
-            if r.get("state") == "present" and r["key"] not in visible
+            if r.present and r.key not in visible
         )
         return Comparison(converged=not diffs, bucket=objects, ledger=rows, differences=diffs)
 
 
-def _row_matches(row: dict[str, Any], obj: dict[str, Any] | None) -> bool:
+def _row_matches(row: LedgerRow, obj: dict[str, Any] | None) -> bool:
     """Whether a ledger row records what the bucket shows: present with the visible object's
     version id and ETag, or a tombstone of a key that is not visible (``obj`` None)."""
     if obj is None:
-        return row.get("state") != "present"
-    return row.get("state") == "present" and (row.get("version_id"), row.get("etag")) == (
+        return not row.present
+    return row.present and (row.version_id, row.etag) == (
         obj["version_id"],
         obj["etag"],
     )

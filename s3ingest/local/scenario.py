@@ -374,12 +374,12 @@ def _run(
         "effects_problems": fx["problems"] + fx["sidecar_differences"],
         "ledger": [
             {
-                "bucket": r.get("bucket"),
-                "key": r.get("key"),
-                "state": r.get("state"),
-                "sequencer": r.get("raw_seq"),
-                "version_id": r.get("version_id"),
-                "etag": r.get("etag"),
+                "bucket": r.bucket,
+                "key": r.key,
+                "state": r.state,
+                "sequencer": r.raw_seq,
+                "version_id": r.version_id,
+                "etag": r.etag,
             }
             for r in comparison.ledger
         ],

@@ -646,7 +646,7 @@ def _metric_names(widget: dict[str, Any]) -> list[str]:
 
 
 def test_outcome_metrics_are_the_handlers() -> None:
-    from s3ingest_fn.model import Outcome
+    from s3ingest_fn.core.model import Outcome
 
     emitted = (*(outcome.value for outcome in Outcome), "replayed")
     assert emitted == OUTCOME_METRICS

@@ -168,7 +168,7 @@ def test_prepare_payloads_and_result(
 @pytest.mark.contract("C13")
 def test_prepared_fields_are_what_prepare_returns() -> None:
     # GIVEN the control function's prepare step over a fake inventory
-    from s3ingest_fn import backfill_control
+    from s3ingest_fn.services import backfill_control
 
     head = {"ETag": '"0123abcd"'}
     reconciler = SimpleNamespace(
@@ -353,7 +353,7 @@ def test_create_job_is_a_direct_s3_control_call_with_the_job_spec(synth: Synth) 
 @pytest.mark.contract("C13")
 def test_report_prefix_is_where_the_control_function_reads() -> None:
     from s3ingest_cdk.constructs.backfill_control_function import REPORT_PREFIX
-    from s3ingest_fn.backfill_control import REPORT_PREFIX as HANDLER_PREFIX
+    from s3ingest_fn.services.backfill_control import REPORT_PREFIX as HANDLER_PREFIX
 
     assert REPORT_PREFIX == HANDLER_PREFIX == "backfill-reports"
 
@@ -808,7 +808,7 @@ def test_distributed_map_summary(fanout_synth: Synth) -> None:
 @pytest.mark.contract("C13")
 def test_summarize_counts_what_the_children_return() -> None:
     # GIVEN two children's results as FileResult passes them on
-    from s3ingest_fn import backfill_control
+    from s3ingest_fn.services import backfill_control
 
     files = [
         {

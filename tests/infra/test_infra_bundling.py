@@ -120,7 +120,7 @@ def test_fanout_asset_holds_the_example_processor(synth: Synth, fanout_synth: Sy
 
 def test_processor_sources_without_a_processor_or_inside_the_function_package() -> None:
     assert processor_sources(None) == []
-    assert processor_sources("s3ingest_fn.effects:load_processor") == []
+    assert processor_sources("s3ingest_fn.core.effects:load_processor") == []
 
 
 @pytest.mark.parametrize(
@@ -128,7 +128,7 @@ def test_processor_sources_without_a_processor_or_inside_the_function_package() 
     [
         ("s3ingest_examples.sidecar:nope", "defines no 'nope' at its top level"),
         ("s3ingest_examples.nomod:process", "no module file 's3ingest_examples.nomod'"),
-        ("s3ingest_fn.effects:process", "defines no 'process'"),
+        ("s3ingest_fn.core.effects:process", "defines no 'process'"),
     ],
 )
 def test_a_processor_function_or_module_that_does_not_exist_fails_synth(

@@ -245,7 +245,7 @@ def test_drift_alarm_watches_the_daily_maximum_of_drift_total(synth: Synth) -> N
 
 @pytest.mark.contract("C12")
 def test_per_kind_drift_metrics_match_the_handlers() -> None:
-    from s3ingest_fn.reconcile.diff import DRIFT_KINDS as HANDLER_KINDS
+    from s3ingest_fn.core.diff import DRIFT_KINDS as HANDLER_KINDS
 
     assert DRIFT_KINDS == HANDLER_KINDS
 
@@ -657,7 +657,7 @@ def test_fanout_function_env_handler_and_grants(fanout_synth: Synth) -> None:
 
 
 def test_fanout_work_prefix_expires(fanout_synth: Synth) -> None:
-    from s3ingest_fn.reconcile.fanout import WORK_PREFIX as FANOUT_WORK_PREFIX
+    from s3ingest_fn.services.fanout import WORK_PREFIX as FANOUT_WORK_PREFIX
 
     assert WORK_PREFIX == FANOUT_WORK_PREFIX
     inventory = fanout_synth.pipeline.landing.inventory_bucket

@@ -7,8 +7,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from s3ingest_fn.effects import DEFAULT_REMAINING_MS, LEASE_SKEW_MS, Claim
-from s3ingest_fn.ledger import DynamoLedger, RowState, WriteMeta, WriteResult
+from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
+from s3ingest_fn.core.effects import DEFAULT_REMAINING_MS, LEASE_SKEW_MS
+from s3ingest_fn.core.row import RowState, WriteMeta, WriteResult
 
 
 class Killed(Exception):
@@ -50,13 +51,9 @@ class RecordingLedger(DynamoLedger):
             out.setdefault(key, []).append(cid)
         return out
 
-    def write_sequenced(self, state: RowState, meta: WriteMeta, **kw: Any) -> WriteResult:
-        return self._note(meta, state, super().write_sequenced(state, meta, **kw))
-
-    def write_observation(
-        self, state: RowState, meta: WriteMeta, expected_rev: int | None, claim: Claim | None = None
-    ) -> WriteResult:
-        return self._note(meta, state, super().write_observation(state, meta, expected_rev, claim))
+    def _update(self, state: RowState, meta: WriteMeta, **kw: Any) -> WriteResult:
+        # every write that may apply a change (each named operation) ends here
+        return self._note(meta, state, super()._update(state, meta, **kw))
 
     def _note(self, meta: WriteMeta, state: RowState, result: WriteResult) -> WriteResult:
         if result.applied and result.change_id is not None:

@@ -75,7 +75,7 @@ def test_backfill_twice_changes_nothing(emulator: Any) -> None:
     assert first["result_strings"] == {"applied": 11, "ignored": 2}
     assert second["result_strings"] == {"duplicate": 11, "ignored": 2}
     assert rt.ledger_rows() == rows  # not even updated_at or rev moved
-    assert {r["source"] for r in rows} == {"backfill"}
+    assert {r.source for r in rows} == {"backfill"}
     assert rt.compare().converged
 
 
@@ -94,4 +94,4 @@ def test_backfill_never_overrides_a_newer_live_event(emulator: Any) -> None:
     # THEN the task succeeds without touching the newer row
     assert report["result_strings"] == {"duplicate": 1}
     (row,) = rt.ledger_rows()
-    assert (row["version_id"], row["source"]) == (newest, "live")
+    assert (row.version_id, row.source) == (newest, "live")

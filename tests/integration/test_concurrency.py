@@ -10,8 +10,8 @@ import pytest
 
 from s3ingest.local.chaos import Chaos
 from s3ingest.local.runtime import LocalRuntime
-from s3ingest_fn.events import parse_body
-from s3ingest_fn.model import Outcome
+from s3ingest_fn.core.events import parse_body
+from s3ingest_fn.core.model import Outcome
 
 
 @pytest.mark.contract("C10")
@@ -47,7 +47,7 @@ def test_one_winner_per_sequencer_when_threads_race_on_one_key(emulator: Any) ->
     assert applied[newest] == 1
     assert {o for _, o in results} <= {Outcome.APPLIED, Outcome.DUPLICATE, Outcome.STALE}
     (row,) = rt.ledger_rows()
-    assert row["raw_seq"] == newest
+    assert row.raw_seq == newest
     assert rt.compare().converged
 
 

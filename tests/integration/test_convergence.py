@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from s3ingest.local.chaos import Chaos
 from s3ingest.local.runtime import LocalRuntime
+from s3ingest_fn.core.row import LedgerRow
 
 KEYS = ("k", "a b+c", "dir/é%")
 
@@ -33,22 +34,22 @@ class Monotonic:
     replaced by a newer sequencer (or by the bucket's own state, an observation)."""
 
     def __init__(self) -> None:
-        self.last: dict[str, dict[str, Any]] = {}
+        self.last: dict[str, LedgerRow] = {}
         self.violations: list[str] = []
 
     def __call__(self, rt: LocalRuntime) -> None:
         for row in rt.ledger_rows():
-            pk = row["pk"]
+            pk = f"{row.bucket}/{row.key}"
             prev = self.last.get(pk)
             if prev is not None:
-                old_seq, new_seq = prev.get("seq", ""), row.get("seq", "")
+                old_seq, new_seq = prev.seq or "", row.seq or ""
                 if new_seq < old_seq:
                     self.violations.append(f"{pk}: seq {old_seq} -> {new_seq}")
                 if (
-                    prev["state"] == "deleted"
-                    and row["state"] == "present"
+                    prev.state == "deleted"
+                    and row.state == "present"
                     and new_seq <= old_seq
-                    and not row.get("observed")
+                    and not row.observed
                 ):
                     self.violations.append(f"{pk}: tombstone at {old_seq} undone by {new_seq}")
             self.last[pk] = row
@@ -131,7 +132,7 @@ def test_delete_of_current_version_leaves_previous_version_visible(emulator: Any
     rt.drain()
     # THEN the ledger shows v1 (the bucket's current version), not a tombstone (C4)
     (row,) = rt.ledger_rows()
-    assert (row["state"], row["version_id"]) == ("present", v1)
+    assert (row.state, row.version_id) == ("present", v1)
     assert rt.compare().converged
 
 
@@ -142,12 +143,12 @@ def test_removing_a_delete_marker_makes_the_key_visible_again(emulator: Any) -> 
     marker = rt.faithful.delete("k").event["detail"]["object"]["version-id"]
     rt.flush()
     rt.drain()
-    assert rt.ledger_rows()[0]["state"] == "deleted"
+    assert rt.ledger_rows()[0].state == "deleted"
     rt.faithful.delete("k", marker)
     rt.flush()
     rt.drain()
     (row,) = rt.ledger_rows()
-    assert (row["state"], row["version_id"]) == ("present", v1)
+    assert (row.state, row.version_id) == ("present", v1)
     assert rt.compare().converged
 
 
@@ -163,7 +164,7 @@ def test_deleting_a_noncurrent_version_delivered_first_never_tombstones(emulator
     rt.flush()
     rt.drain()
     (row,) = rt.ledger_rows()
-    assert (row["state"], row["version_id"]) == ("present", v2)
+    assert (row.state, row.version_id) == ("present", v2)
     assert rt.compare().converged
 
 
@@ -180,6 +181,6 @@ def test_late_create_after_tombstone_is_stale(emulator: Any) -> None:
         rt.drain()
     # THEN the late create does not resurrect the key
     (row,) = rt.ledger_rows()
-    assert row["state"] == "deleted"
-    assert "expires_at" in row
+    assert row.state == "deleted"
+    assert row.expires_at is not None
     assert [d.result.outcome.value for d in rt.delivered] == ["applied", "stale"]

@@ -22,19 +22,19 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from s3ingest.local.runtime import LocalRuntime
-from s3ingest_fn.effects import (
+from s3ingest_fn import wiring
+from s3ingest_fn.core.decide import LEASE_WAITS
+from s3ingest_fn.core.effects import (
     AppliedChange,
     Claim,
-    EffectRunner,
     PinnedContent,
     SupersededError,
 )
-from s3ingest_fn.events import parse_body
-from s3ingest_fn.ingest import LEASE_WAITS
-from s3ingest_fn.ledger import RowState, WriteMeta
-from s3ingest_fn.model import Change, Outcome, TransientError
-from s3ingest_fn.reconcile.service import ReconcileRequest
-from s3ingest_fn.sequencer import normalize
+from s3ingest_fn.core.events import parse_body
+from s3ingest_fn.core.model import Change, Outcome, TransientError
+from s3ingest_fn.core.row import RowState, WriteMeta
+from s3ingest_fn.core.sequencer import normalize
+from s3ingest_fn.services.reconcile import ReconcileRequest
 from tests.integration.effects_support import Clock, Killed, RecordingLedger
 
 
@@ -59,7 +59,7 @@ class Harness:
         self.superseded: set[str] = set()
         #: body of every object version ever written, by version id (versioned) or ETag
         self.bodies: dict[str, bytes] = {}
-        self.rt.service.effects = EffectRunner(
+        self.rt.service.effects = wiring.effect_runner(
             self.process, self.rt.s3, clock_ms=self.clock, after_effect=self.maybe_crash
         )
 
@@ -180,9 +180,9 @@ def test_effects_are_the_winning_changes_in_sequencer_order(
     assert h.read_errors == []
     # ... and nothing is left pending: the last effect committed is the row's change
     for row in h.rt.ledger_rows():
-        assert row["fx"] in ("done", "superseded"), row["key"]
-        if row["fx"] == "done":
-            assert ran[row["key"]][-1].change_id == row["chg_id"]
+        assert row.effect_status in ("done", "superseded"), row.key
+        if row.effect_status == "done":
+            assert ran[row.key][-1].change_id == row.change_id
     # and a reconciliation-free history of puts/deletes leaves the ledger equal to the bucket
     assert h.rt.compare().converged
 
@@ -194,7 +194,7 @@ def test_a_stale_worker_whose_lease_expired_cannot_commit(emulator: Any) -> None
     h.put("k", b"one")
     (change,) = _changes(h.rt)
     ledger, clock = h.ledger, h.clock
-    first = ledger.write_sequenced(
+    first = ledger.apply_if_newer(
         RowState(present=True, version_id=change.version_id, etag=change.etag),
         WriteMeta(
             bucket=change.bucket,
@@ -206,8 +206,6 @@ def test_a_stale_worker_whose_lease_expired_cannot_commit(emulator: Any) -> None
             sequencer=change.sequencer,
             raw_sequencer=change.raw_sequencer,
         ),
-        observed=False,
-        require_exact=True,
         claim=Claim(clock(), clock() + 1000),
     )
     assert first.applied and first.token is not None
@@ -221,10 +219,15 @@ def test_a_stale_worker_whose_lease_expired_cannot_commit(emulator: Any) -> None
     second = ledger.reclaim(change.bucket, change.key, first.token, Claim(clock(), clock() + 1000))
     assert second.applied and second.token is not None and second.token > first.token
     # THEN worker 1's commit is refused and worker 2's goes through
-    assert ledger.finish_effect(change.bucket, change.key, first.token) is False
-    assert ledger.finish_effect(change.bucket, change.key, second.token) is True
+    assert ledger.finish(change.bucket, change.key, first.token) is False
+    assert ledger.finish(change.bucket, change.key, second.token) is True
     (row,) = h.rt.ledger_rows()
-    assert row["fx"] == "done" and "fx_lease" not in row and row["fx_token"] == second.token
+    assert row.effect is not None
+    assert (
+        row.effect_status == "done"
+        and row.effect.lease_until_ms is None
+        and row.effect.token == second.token
+    )
 
 
 @pytest.mark.contract("C11")
@@ -243,7 +246,7 @@ def test_a_newer_change_waits_while_an_older_effect_holds_a_live_lease(emulator:
             with pytest.raises(TransientError, match="effect-in-progress"):
                 h.rt.service.handle(newer)
 
-    h.rt.service.effects = EffectRunner(slow, h.rt.s3, clock_ms=h.clock)
+    h.rt.service.effects = wiring.effect_runner(slow, h.rt.s3, clock_ms=h.clock)
     waits: list[float] = []
     h.rt.service.sleep = waits.append  # the lease never ends while we wait on this thread
     assert h.rt.service.handle(older).outcome is Outcome.APPLIED
@@ -273,7 +276,7 @@ def test_a_newer_change_that_waits_for_a_short_effect_needs_no_retry(emulator: A
             time.sleep(0.3)
         order.append(f"end {change.sequencer}")
 
-    h.rt.service.effects = EffectRunner(slow, h.rt.s3)
+    h.rt.service.effects = wiring.effect_runner(slow, h.rt.s3)
     worker = threading.Thread(target=h.rt.service.handle, args=(older,))
     worker.start()
     running.wait(5)
@@ -304,7 +307,7 @@ def test_reconciliation_re_runs_an_effect_whose_message_reached_the_dlq(emulator
     rt.flush(Chaos(crash=1.0))
     rt.drain()
     (row,) = rt.ledger_rows()
-    assert row["fx"] == "pending" and len(rt.dlq_messages()) == 1
+    assert row.effect_status == "pending" and len(rt.dlq_messages()) == 1
     rt.flush(Chaos())  # no more kills
     # WHEN reconciliation runs (the ledger agrees with the bucket: there is no drift)
     report = rt.reconcile("listing")
@@ -312,8 +315,8 @@ def test_reconciliation_re_runs_an_effect_whose_message_reached_the_dlq(emulator
     assert report.pending_effects == 1 and report.drift_total == 0
     assert report.repairs_queued == 1
     (row,) = rt.ledger_rows()
-    assert row["fx"] == "done"
-    assert [run.change_id for run in rt.effects] == [row["chg_id"]] * 2
+    assert row.effect_status == "done"
+    assert [run.change_id for run in rt.effects] == [row.change_id] * 2
 
 
 @pytest.mark.contract("C11")
@@ -325,15 +328,15 @@ def test_a_killed_worker_effect_is_re_run_by_the_next_delivery(emulator: Any) ->
     with pytest.raises(Killed):
         h.rt.service.handle(change)
     (row,) = h.rt.ledger_rows()
-    assert row["fx"] == "pending"
+    assert row.effect_status == "pending"
     # WHEN the message comes back (its lease has expired)
     h.crash = 0.0
     result = h.rt.service.handle(change)
     # THEN it is a duplicate for the ledger, but the effect ran again and committed
     assert result.outcome is Outcome.DUPLICATE
     assert result.extra["effect"] == "resumed-done"
-    assert [c.change_id for c in h.effects] == [row["chg_id"]] * 2
-    assert h.rt.ledger_rows()[0]["fx"] == "done"
+    assert [c.change_id for c in h.effects] == [row.change_id] * 2
+    assert h.rt.ledger_rows()[0].effect_status == "done"
     # and a further duplicate runs nothing
     assert h.rt.service.handle(change).outcome is Outcome.DUPLICATE
     assert len(h.effects) == 2
@@ -351,7 +354,7 @@ def test_a_failing_processor_releases_its_claim_and_the_retry_runs_it(emulator: 
         if len(calls) == 1:
             raise ConnectionError("downstream unavailable")
 
-    h.rt.service.effects = EffectRunner(flaky, h.rt.s3, clock_ms=h.clock)
+    h.rt.service.effects = wiring.effect_runner(flaky, h.rt.s3, clock_ms=h.clock)
     with pytest.raises(TransientError, match="processor-failed: ConnectionError"):
         h.rt.service.handle(change)
     # the retry comes at once (no clock change): the lease was released, not left to expire
@@ -379,7 +382,7 @@ def test_pinned_reads_return_the_event_bytes_not_newer_ones(
             seen.append("superseded")
             raise
 
-    h.rt.service.effects = EffectRunner(reader, h.rt.s3, clock_ms=h.clock)
+    h.rt.service.effects = wiring.effect_runner(reader, h.rt.s3, clock_ms=h.clock)
     result = h.rt.service.handle(first)
     if versioning:
         # THEN by versionId the first version's bytes come back, though a newer one exists
@@ -388,7 +391,7 @@ def test_pinned_reads_return_the_event_bytes_not_newer_ones(
         # THEN with If-Match on the first ETag S3 answers 412: superseded, not a retry (C8)
         assert seen == ["superseded"] and result.outcome is Outcome.SUPERSEDED
         assert result.reason == "content-superseded"
-    assert h.rt.ledger_rows()[0]["fx"] == ("done" if versioning else "superseded")
+    assert h.rt.ledger_rows()[0].effect_status == ("done" if versioning else "superseded")
     # and the second change reads the second bytes
     assert h.rt.service.handle(second).outcome is Outcome.APPLIED
     assert seen[-1] == b"second"
@@ -408,7 +411,7 @@ def test_without_a_processor_the_one_write_path_is_unchanged(emulator: Any) -> N
     assert h.rt.service.handle(change).outcome is Outcome.DUPLICATE
     assert calls == ["UpdateItem", "UpdateItem"]
     (row,) = h.rt.ledger_rows()
-    assert "fx" not in row and row["op"] == "apply"
+    assert row.effect is None and row.op == "apply"
 
 
 @pytest.mark.contract("C5", "C11")
@@ -464,7 +467,7 @@ def test_through_the_handler_the_change_stream_publishes_every_applied_change(
         assert prev is None or c["detail"]["rev"] > prev["rev"]
         last[c["detail"]["key"]] = c["detail"]
     for row in rt.ledger_rows():
-        assert last[row["key"]]["id"] == row["chg_id"]
+        assert last[row.key]["id"] == row.change_id
     assert rt.compare().converged
 
 
@@ -555,8 +558,8 @@ def test_after_one_reconciliation_every_effect_output_describes_the_bucket(
     # output, if any, is a removal
     assert h.rt.compare().converged
     for row in h.rt.ledger_rows():
-        assert row["fx"] == "done", row
-        assert row["fx_done"] == row["chg_id"]
+        assert row.effect_status == "done", row
+        assert row.effect is not None and row.effect.done_change_id == row.change_id
     visible = {o["key"]: o for o in h.rt.bucket_objects()}
     for key, obj in visible.items():
         assert output.get(key) == ("created", obj["version_id"], obj["etag"]), key
@@ -594,7 +597,8 @@ def test_a_superseded_effect_whose_newer_events_were_lost_is_re_run_by_reconcili
     _changes(h.rt)  # the events of y and of x again are lost for good
     assert result.outcome is Outcome.SUPERSEDED and result.extra["effect"] == "superseded"
     (row,) = h.rt.ledger_rows()
-    assert row["fx"] == "superseded" and "fx_done" not in row
+    assert row.effect_status == "superseded"
+    assert row.effect is not None and row.effect.done_change_id is None
     # WHEN reconciliation runs: the row equals the bucket (same null version, same ETag), yet
     # the effect is behind
     report = h.rt.reconciler().run(ReconcileRequest(source="listing", margin_ms=0))
@@ -604,12 +608,14 @@ def test_a_superseded_effect_whose_newer_events_were_lost_is_re_run_by_reconcili
     # THEN the repair re-ran the effect for the row's change against the current object
     assert repaired.outcome is Outcome.DUPLICATE
     assert repaired.extra["effect"] == "resumed-done"
-    assert repaired.extra["resumed_change_id"] == row["chg_id"]
+    assert repaired.extra["resumed_change_id"] == row.change_id
     assert "change_id" not in repaired.extra  # the repair applied no change of its own
     (after,) = h.rt.ledger_rows()
-    assert after["fx"] == "done" and after["fx_done"] == row["chg_id"]
-    assert after["fx_token"] > row["fx_token"]
-    assert [c.change_id for c in h.effects] == [row["chg_id"]]
+    assert after.effect is not None and row.effect is not None
+    assert after.effect.token is not None and row.effect.token is not None
+    assert after.effect_status == "done" and after.effect.done_change_id == row.change_id
+    assert after.effect.token > row.effect.token
+    assert [c.change_id for c in h.effects] == [row.change_id]
     # and a second reconciliation finds nothing behind
     again = h.rt.reconciler().run(ReconcileRequest(source="listing", margin_ms=0))
     assert (again.effects_behind, again.repairs_queued) == (0, 0)

@@ -18,16 +18,17 @@ import pytest
 
 from s3ingest.local.chaos import Chaos
 from s3ingest.local.runtime import LocalRuntime, local_settings
-from s3ingest_fn.backfill import handle_invocation
-from s3ingest_fn.effects import (
+from s3ingest_fn import wiring
+from s3ingest_fn.core.effects import (
     AppliedChange,
-    EffectRunner,
     PinnedContent,
     SupersededError,
 )
-from s3ingest_fn.events import parse_body
-from s3ingest_fn.model import Change, Kind, Outcome, TransientError
-from s3ingest_fn.sequencer import normalize
+from s3ingest_fn.core.events import parse_body
+from s3ingest_fn.core.model import Change, Kind, Outcome, TransientError
+from s3ingest_fn.core.row import LedgerRow
+from s3ingest_fn.core.sequencer import normalize
+from s3ingest_fn.services.backfill import handle_invocation
 from tests.integration.effects_support import Clock, Killed, RecordingLedger
 
 # -- harness ---------------------------------------------------------------------------------
@@ -63,7 +64,7 @@ class Rig:
         #: change ids whose pinned read found the version gone or replaced (C8)
         self.superseded: list[str] = []
         self._lock = threading.Lock()
-        self.rt.service.effects = EffectRunner(
+        self.rt.service.effects = wiring.effect_runner(
             self.process, self.rt.s3, clock_ms=self.clock, after_effect=self.after
         )
         # the fake lease clock never moves while a change waits for a live lease: do not sleep
@@ -130,8 +131,8 @@ class Rig:
                 queue.append(change)
         raise AssertionError("delivery did not become quiescent")
 
-    def rows(self) -> dict[str, dict[str, Any]]:
-        return {r["key"]: r for r in self.rt.ledger_rows()}
+    def rows(self) -> dict[str, LedgerRow]:
+        return {r.key: r for r in self.rt.ledger_rows()}
 
     def effects_of(self, key: str) -> list[AppliedChange]:
         return [c for c in self.runs if c.key == key]
@@ -141,7 +142,7 @@ class Rig:
 
 
 def _no_pending(rig: Rig) -> None:
-    pending = {k: r for k, r in rig.rows().items() if r.get("fx") not in ("done", "superseded")}
+    pending = {k: r for k, r in rig.rows().items() if r.effect_status not in ("done", "superseded")}
     assert pending == {}, f"rows left without a committed effect: {pending}"
 
 
@@ -395,9 +396,9 @@ def _assert_serial_effects(rig: Rig) -> None:
         seqs = [cast(str, normalize(c.sequencer)) for c, _, _ in spans if c.source == "live"]
         assert seqs == sorted(seqs), key
         row = rows[key]
-        assert row["fx"] in ("done", "superseded")
-        if row["fx"] == "done":
-            assert spans[-1][0].change_id == row["chg_id"]
+        assert row.effect_status in ("done", "superseded")
+        if row.effect_status == "done":
+            assert spans[-1][0].change_id == row.change_id
 
 
 @pytest.mark.contract("C10", "C11")
@@ -462,7 +463,8 @@ def test_repeated_crashes_re_run_the_same_effect_with_growing_tokens_until_it_co
     assert len({c.change_id for c in rig.runs}) == 1 and len(rig.runs) == 4
     tokens = [c.token for c in rig.runs]
     assert tokens == sorted(set(tokens))
-    assert rig.rows()["k"]["fx"] == "done" and rig.rows()["k"]["fx_token"] == tokens[-1]
+    k = rig.rows()["k"]
+    assert k.effect_status == "done" and k.effect is not None and k.effect.token == tokens[-1]
     # and a further duplicate runs nothing
     assert rig.handle(event).outcome is Outcome.DUPLICATE and len(rig.runs) == 4
 
@@ -549,7 +551,7 @@ def test_a_processor_raising_superseded_commits_superseded_and_is_not_retried(
     # THEN the record ends superseded (no retry) and the duplicate runs nothing
     assert result.outcome is Outcome.SUPERSEDED and result.extra.get("effect") == "superseded"
     assert rig.handle(event).outcome is Outcome.DUPLICATE
-    assert rig.runs == [] and rig.rows()["k"]["fx"] == "superseded"
+    assert rig.runs == [] and rig.rows()["k"].effect_status == "superseded"
 
 
 @pytest.mark.contract("C11")
@@ -613,7 +615,7 @@ def test_without_a_processor_every_sequenced_event_is_one_update_item_and_rows_h
     assert outcomes[Outcome.APPLIED] == 3
     assert rig.runs == []
     for row in rig.rows().values():
-        assert not {"fx", "fx_token", "fx_lease"} & set(row) and row["op"] == "apply"
+        assert row.effect is None and row.op == "apply"
 
 
 # -- change stream and replay, through SQS, the handler and the relay ------------------------
@@ -665,14 +667,14 @@ def test_after_a_chaotic_run_every_applied_change_is_published_exactly_once(
         assert prev is None or c["detail"]["rev"] > prev["rev"]
         last[c["detail"]["key"]] = c["detail"]
     for row in rt.ledger_rows():
-        assert last[row["key"]]["id"] == row["chg_id"]
+        assert last[row.key]["id"] == row.change_id
 
 
 @pytest.mark.contract("C11")
 def test_a_relay_retry_republishes_the_same_ids_in_the_same_order(emulator: Any) -> None:
     # GIVEN a chaotic run whose changes were published once
-    from s3ingest_fn.changes import is_applied_change
     from s3ingest_fn.handlers.change_stream import relay
+    from s3ingest_fn.services.changes import is_applied_change
 
     rt, _ = _chaotic_run(emulator, "Enabled", seed=4)
     first = [c["detail"]["id"] for c in rt.changes]
@@ -712,7 +714,7 @@ def test_replay_after_a_chaotic_run_runs_no_effect_and_publishes_no_change(emula
     # GIVEN a chaotic run, quiescent and reconciled
     rt, recording = _chaotic_run(emulator, "Enabled", seed=7)
     effects, changes, applied = len(rt.effects), len(rt.changes), len(recording.applied)
-    rows = {r["key"]: (r["rev"], r["fx"]) for r in rt.ledger_rows()}
+    rows = {r.key: (r.rev, r.effect_status) for r in rt.ledger_rows()}
     rt.delivered.clear()
     # WHEN the whole archive is replayed
     rt.replay()
@@ -722,7 +724,7 @@ def test_replay_after_a_chaotic_run_runs_no_effect_and_publishes_no_change(emula
     assert set(outcomes) <= {Outcome.DUPLICATE, Outcome.STALE}, outcomes
     assert all(d.result.extra.get("source") == "replay" for d in rt.delivered)
     assert (len(rt.effects), len(rt.changes), len(recording.applied)) == (effects, changes, applied)
-    assert {r["key"]: (r["rev"], r["fx"]) for r in rt.ledger_rows()} == rows
+    assert {r.key: (r.rev, r.effect_status) for r in rt.ledger_rows()} == rows
 
 
 @pytest.mark.contract("C11", "C12")
@@ -735,7 +737,7 @@ def test_reconciliation_resumes_an_effect_whose_message_was_lost(emulator: Any) 
     rig.fail = ["raise"]
     with pytest.raises(TransientError, match="processor-failed"):
         rig.handle(event)
-    assert rig.rows()["k"]["fx"] == "pending"
+    assert rig.rows()["k"].effect_status == "pending"
     # WHEN delivery is quiescent and one reconciliation runs (the contract's safety net, C15)
     rig.rt.reconcile("listing")
     # THEN the pending effect has run and committed: nothing stays pending for ever
@@ -750,7 +752,7 @@ def test_the_published_change_and_the_processors_change_agree_for_an_observation
     # GIVEN a live create applied, then a newer write whose event was lost, repaired
     rt = LocalRuntime(emulator, local_settings(), versioning="Enabled")
     seen: list[AppliedChange] = []
-    rt.service.effects = EffectRunner(lambda change, content: seen.append(change), rt.s3)
+    rt.service.effects = wiring.effect_runner(lambda change, content: seen.append(change), rt.s3)
     rt.faithful.put("k", "one")
     rt.flush()
     rt.drain()

@@ -89,7 +89,9 @@ def test_replay_repairs_a_ledger_a_bad_deploy_lost(emulator: Any) -> None:
     rt.flush()
     rt.drain()
     for row in rt.ledger_rows()[:3]:  # a bad deploy deleted rows
-        rt.ddb.delete_item(TableName=rt.resources.table, Key={"pk": {"S": row["pk"]}})
+        rt.ddb.delete_item(
+            TableName=rt.resources.table, Key={"pk": {"S": f"{row.bucket}/{row.key}"}}
+        )
     assert not rt.compare().converged
     rt.replay()
     assert rt.compare().converged
@@ -200,11 +202,12 @@ def test_explain_shows_the_processor_effect_of_the_row_change(emulator: Any) -> 
     row = rt.ledger.get(rt.resources.bucket, "doc")
     assert row is not None
     result = explain(row, rt.objects.current(rt.resources.bucket, "doc"))
+    assert row.effect is not None
     assert result["effect"] == {
         "status": "done",
-        "fencing_token": row["fx_token"],
+        "fencing_token": row.effect.token,
         "lease_until": None,
-        "completed_for_change": row["chg_id"],
+        "completed_for_change": row.change_id,
         "behind": False,
     }
     assert result["ledger"]["change_id"] == rt.effects[-1].change_id

@@ -48,11 +48,12 @@ def invoke_deployed(
     }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    from s3ingest_fn.handlers import ingest, wiring
+    from s3ingest_fn import wiring
+    from s3ingest_fn.handlers import ingest
 
     body = json.dumps(event)
     wiring.function_settings.cache_clear()
-    wiring.ingest_service.cache_clear()
+    wiring.function_ingest_service.cache_clear()
     monkeypatch.setattr(ingest, "_handler", None)
     try:
         return ingest.handler(
@@ -75,7 +76,7 @@ def invoke_deployed(
         )
     finally:  # the next test builds its own
         wiring.function_settings.cache_clear()
-        wiring.ingest_service.cache_clear()
+        wiring.function_ingest_service.cache_clear()
 
 
 @pytest.mark.contract("C8", "C11")
@@ -116,7 +117,7 @@ def test_the_same_processor_is_called_the_same_way_locally_and_deployed(
     ]
     seen = rt.s3.list_objects_v2(Bucket=rt.resources.output_bucket, Prefix="seen/")
     assert sorted(o["Key"] for o in seen["Contents"]) == ["seen/deployed two", "seen/local one"]
-    assert {r["key"]: r["fx"] for r in rt.ledger_rows()} == {
+    assert {r.key: r.effect_status for r in rt.ledger_rows()} == {
         "deployed two": "done",
         "local one": "done",
     }

@@ -48,9 +48,10 @@ def test_reconcile_handler_returns_summary_and_emits_drift_metrics(
         "POWERTOOLS_METRICS_DISABLED": "false",
     }.items():
         monkeypatch.setenv(name, value)
-    from s3ingest_fn.handlers import reconcile, wiring
+    from s3ingest_fn import wiring
+    from s3ingest_fn.handlers import reconcile
 
-    wiring.reconciler.cache_clear()  # built from this test's environment
+    wiring.function_reconciler.cache_clear()  # built from this test's environment
     # WHEN the scheduled event runs
     summary = reconcile.handler({"source": "inventory", "marginSeconds": 0}, Context())
     # THEN the summary names the newest report and the drift, and metrics were emitted

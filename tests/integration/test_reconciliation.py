@@ -79,10 +79,10 @@ def test_repair_racing_a_late_real_event_keeps_the_newest_state(emulator: Any) -
     # THEN the row shows v3, and no write ever lowered its sequencer on the way: the late v2 is
     # applied only if it ran before the repair, and is stale or superseded after it
     (row,) = rt.ledger_rows()
-    assert (row["state"], row["version_id"]) == ("present", v3)
+    assert (row.state, row.version_id) == ("present", v3)
     assert v2 != v3
     assert monitor.violations == []
-    assert row["raw_seq"] == max(d.result.sequencer for d in rt.delivered if d.result.sequencer)
+    assert row.raw_seq == max(d.result.sequencer for d in rt.delivered if d.result.sequencer)
 
 
 @pytest.mark.contract("C6")
@@ -97,7 +97,7 @@ def test_missed_delete_then_late_older_create_does_not_resurrect(emulator: Any) 
     rt.faithful.pending.append(late_create)
     rt.flush()
     rt.drain()
-    assert rt.ledger_rows()[0]["state"] == "present"
+    assert rt.ledger_rows()[0].state == "present"
     # WHEN reconciliation runs
     report = rt.reconcile("inventory")
     # THEN the ledger shows the key deleted, and the same late create delivered again is a no-op
@@ -106,7 +106,7 @@ def test_missed_delete_then_late_older_create_does_not_resurrect(emulator: Any) 
     rt.flush()
     rt.drain()
     (row,) = rt.ledger_rows()
-    assert row["state"] == "deleted"
+    assert row.state == "deleted"
     assert rt.compare().converged
 
 
@@ -123,14 +123,14 @@ def test_missed_overwrite_on_unversioned_bucket_is_repaired_and_late_event_appli
     report = rt.reconcile("listing")
     assert report.drift["content_mismatch"] == 1
     (row,) = rt.ledger_rows()
-    assert row["observed"] is True
-    etag_two = row["etag"]
+    assert row.observed is True
+    etag_two = row.etag
     # the late event of the overwrite matches the bucket: applied, the observation cleared
     rt.faithful.pending.append(late_two)
     rt.flush()
     rt.drain()
     (row,) = rt.ledger_rows()
-    assert (row["etag"], row["observed"]) == (etag_two, False)
+    assert (row.etag, row.observed) == (etag_two, False)
     assert rt.delivered[-1].result.outcome.value == "applied"
     assert rt.compare().converged
 
@@ -155,7 +155,7 @@ def test_rows_changed_after_the_snapshot_are_skipped(emulator: Any) -> None:
     rt.faithful.put("a", "2")
     rt.flush()
     rt.drain()
-    from s3ingest_fn.reconcile.service import ReconcileRequest
+    from s3ingest_fn.services.reconcile import ReconcileRequest
 
     # WHEN reconciling against the older report with a margin covering the new write
     report = rt.reconciler().run(
@@ -173,7 +173,7 @@ def test_fanned_out_reconciliation_finds_what_the_single_run_finds(
 ) -> None:
     # GIVEN a lossy history and one inventory report
     from s3ingest.local.fanout_driver import run_fanout
-    from s3ingest_fn.reconcile.service import ReconcileRequest
+    from s3ingest_fn.services.reconcile import ReconcileRequest
 
     rt = LocalRuntime(emulator, versioning=versioning)
     run_lossy_history(rt, ops, 0.5)

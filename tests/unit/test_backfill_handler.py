@@ -9,30 +9,14 @@ from typing import Any
 
 import pytest
 
-from s3ingest_fn.backfill import bucket_of, handle_invocation, parse_task
-from s3ingest_fn.ingest import IngestService
-from s3ingest_fn.model import InvalidMessageError, ObjectState, TransientError
+from s3ingest_fn.core.decide import IngestService
+from s3ingest_fn.core.model import InvalidMessageError, ObjectState
+from s3ingest_fn.services.backfill import bucket_of, handle_invocation, parse_task
+from tests.fakes import FakeBucket as Bucket
+from tests.fakes import FakeLedger
 from tests.samples import load_sample
-from tests.unit.test_ingest_decisions import FakeLedger
 
 pytestmark = pytest.mark.contract("C13")
-
-
-class Bucket:
-    """Objects by (bucket, key); anything else is absent."""
-
-    def __init__(
-        self, objects: dict[tuple[str, str], ObjectState] | None = None, fail: bool = False
-    ) -> None:
-        self.objects = objects or {}
-        self.fail = fail
-        self.heads: list[tuple[str, str]] = []
-
-    def current(self, bucket: str, key: str) -> ObjectState:
-        self.heads.append((bucket, key))
-        if self.fail:
-            raise TransientError("s3 head_object: SlowDown")
-        return self.objects.get((bucket, key), ObjectState(visible=False))
 
 
 def sample(name: str) -> dict[str, Any]:
@@ -104,7 +88,7 @@ def test_key_with_space_and_plus_is_decoded_as_the_inventory_wrote_it() -> None:
     assert response["results"][0]["resultCode"] == "Succeeded"
     assert bucket.heads == [("powertools-dataset", "dir/a b+c.txt")]
     row = ledger.get("powertools-dataset", "dir/a b+c.txt")
-    assert row is not None and row["source"] == "backfill" and row["raw_key"] == "dir/a+b%2Bc.txt"
+    assert row is not None and row.source == "backfill" and row.raw_key == "dir/a+b%2Bc.txt"
 
 
 @pytest.mark.contract("C7")

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from s3ingest_fn.events import MAX_BODY_BYTES, MAX_KEY_BYTES, decode_form_key, parse_body
-from s3ingest_fn.model import Format, InvalidMessageError, Kind
+from s3ingest_fn.core.events import MAX_BODY_BYTES, MAX_KEY_BYTES, decode_form_key, parse_body
+from s3ingest_fn.core.model import Format, InvalidMessageError, Kind
 
 
 def notification(

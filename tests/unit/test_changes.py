@@ -11,7 +11,11 @@ import pytest
 from botocore.stub import ANY, Stubber
 
 from s3ingest.settings import CHANGE_DETAIL_TYPES, CHANGE_SOURCE
-from s3ingest_fn.changes import (
+from s3ingest_fn.adapters.dynamo_ledger import item_of
+from s3ingest_fn.core.row import Decision, LedgerRow
+from s3ingest_fn.core.sequencer import normalize
+from s3ingest_fn.handlers.change_stream import relay
+from s3ingest_fn.services.changes import (
     DETAIL_TYPES,
     SOURCE,
     STREAM_FILTER,
@@ -19,12 +23,12 @@ from s3ingest_fn.changes import (
     is_applied_change,
     publish,
 )
-from s3ingest_fn.handlers.change_stream import relay
 
 
 def _record(
     seq: str, op: str = "apply", state: str = "present", event: str = "MODIFY", key: str = "a b.txt"
 ) -> dict[str, Any]:
+    """A stream record of an item in the legacy layout (records written before an upgrade)."""
     image: dict[str, Any] = {
         "pk": {"S": f"bkt/{key}"},
         "bucket": {"S": "bkt"},
@@ -89,6 +93,45 @@ def test_only_applied_changes_are_published() -> None:
     assert not is_applied_change(_record("1", op="claim"))  # an effect re-claim
     assert not is_applied_change(_record("1", event="REMOVE"))  # a TTL expiry
     assert STREAM_FILTER["dynamodb"]["NewImage"]["op"] == {"S": ["apply"]}
+
+
+def _compact_record(seq: str, op: str = "apply") -> dict[str, Any]:
+    """A stream record of an item as the ledger adapter writes it now."""
+    row = LedgerRow(
+        bucket="bkt",
+        key="a b.txt",
+        present=True,
+        seq=normalize("0055AED6DCD90281E5"),
+        raw_seq="0055AED6DCD90281E5",
+        version_id="v1",
+        etag="abc",
+        size=5,
+        rev=3,
+        history=(
+            Decision(
+                seq="0055AED6DCD90281E5",
+                event="Object Created/PutObject",
+                reason="newer-sequencer",
+                source="live",
+                at=1764460800000,
+                state="present",
+            ),
+        ),
+        op=op,
+        change_id=f"id-{seq}",
+        change_seq="0055AED6DCD90281E5",
+    )
+    return {
+        "eventName": "MODIFY",
+        "eventSource": "aws:dynamodb",
+        "dynamodb": {"NewImage": item_of(row), "SequenceNumber": seq},
+    }
+
+
+def test_both_item_layouts_give_the_same_change_event() -> None:
+    assert is_applied_change(_compact_record("100"))
+    assert not is_applied_change(_compact_record("100", op="commit"))
+    assert change_event(_compact_record("100"), "bus") == change_event(_record("100"), "bus")
 
 
 def _events_client() -> Any:

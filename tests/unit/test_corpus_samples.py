@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from s3ingest_fn.events import parse_body
-from s3ingest_fn.model import Format, InvalidMessageError, Kind
+from s3ingest_fn.core.events import parse_body
+from s3ingest_fn.core.model import Format, InvalidMessageError, Kind
 from tests.samples import load_sample, sample_names
 
 EMPTY_MD5 = "d41d8cd98f00b204e9800998ecf8427e"
@@ -32,7 +32,7 @@ EMPTY_MD5 = "d41d8cd98f00b204e9800998ecf8427e"
 
 @dataclass(frozen=True, kw_only=True)
 class Ch:
-    """One expected :class:`~s3ingest_fn.model.Change`."""
+    """One expected :class:`~s3ingest_fn.core.model.Change`."""
 
     fmt: Format
     kind: Kind

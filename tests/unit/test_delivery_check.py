@@ -12,8 +12,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
+from s3ingest_fn.core.model import TransientError
 from s3ingest_fn.handlers.delivery_check import check
-from s3ingest_fn.model import TransientError
 
 
 def test_the_check_tells_delivery_on_from_off() -> None:

@@ -12,7 +12,8 @@ from moto import mock_aws
 
 from s3ingest.settings import Settings
 from s3ingest_examples import sidecar
-from s3ingest_fn.effects import (
+from s3ingest_fn.adapters.s3_objects import S3ContentReader
+from s3ingest_fn.core.effects import (
     LEASE_SKEW_MS,
     MIN_EFFECT_MS,
     AppliedChange,
@@ -21,7 +22,8 @@ from s3ingest_fn.effects import (
     change_id,
     load_processor,
 )
-from s3ingest_fn.model import TransientError
+from s3ingest_fn.core.model import TransientError
+from tests.fakes import FakeContentReader
 
 
 def test_load_processor_imports_module_colon_function() -> None:
@@ -72,7 +74,7 @@ class Ctx:
 
 @pytest.mark.contract("C11")
 def test_the_lease_lasts_the_invocation_remaining_time_plus_skew() -> None:
-    runner = EffectRunner(lambda c, x: None, s3=None, clock_ms=lambda: 1_000)
+    runner = EffectRunner(lambda c, x: None, FakeContentReader(), clock_ms=lambda: 1_000)
     runner.bind_context(Ctx(25_000))
     claim = runner.claim()
     assert claim.now_ms == 1_000 and claim.lease_until_ms == 1_000 + 25_000 + LEASE_SKEW_MS
@@ -105,7 +107,9 @@ def test_sidecar_describes_the_pinned_bytes_and_deletes_on_remove() -> None:
     s3.create_bucket(Bucket="out")
     put = s3.put_object(Bucket="landing", Key="in/a b.json", Body=b'{"a": 1}\n')
     change = _change(etag=put["ETag"].strip('"'), size=9)
-    sidecar.write_sidecar(change, PinnedContent(s3, change), s3=s3, output_bucket="out")
+    sidecar.write_sidecar(
+        change, PinnedContent(S3ContentReader(s3), change), s3=s3, output_bucket="out"
+    )
     doc = json.loads(s3.get_object(Bucket="out", Key="sidecars/in/a b.json.json")["Body"].read())
     assert doc["json"] is True and doc["lines"] == 1 and doc["bytes"] == 9
     assert doc["changeId"] == "c" * 32 and doc["token"] == 7
@@ -119,5 +123,7 @@ def test_sidecar_never_processes_its_own_output() -> None:
     s3.create_bucket(Bucket="landing")
     own = _change(key="sidecars/x.json")
     sidecar.write_sidecar(own, None, s3=s3, output_bucket="landing")  # would delete: skipped
-    sidecar.write_sidecar(own, PinnedContent(s3, own), s3=s3, output_bucket="landing")
+    sidecar.write_sidecar(
+        own, PinnedContent(S3ContentReader(s3), own), s3=s3, output_bucket="landing"
+    )
     assert s3.list_objects_v2(Bucket="landing")["KeyCount"] == 0

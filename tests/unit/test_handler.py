@@ -11,9 +11,9 @@ from typing import Any, cast
 
 import pytest
 
+from s3ingest_fn.core.model import Outcome, Result
 from s3ingest_fn.handlers.ingest import make_handler
-from s3ingest_fn.model import Outcome, Result
-from s3ingest_fn.processing import MessageProcessor
+from s3ingest_fn.services.ingest import MessageProcessor
 from tests.samples import load_sample
 
 

@@ -9,10 +9,10 @@ from typing import Any, cast
 import pytest
 
 from s3ingest_fn.contract import LAG_METRIC
+from s3ingest_fn.core.model import Outcome, Result
 from s3ingest_fn.handlers import ingest
 from s3ingest_fn.handlers.telemetry import stack_metrics
-from s3ingest_fn.model import Outcome, Result
-from s3ingest_fn.processing import MessageProcessor
+from s3ingest_fn.services.ingest import MessageProcessor
 
 
 @pytest.mark.contract("C9", "C14")

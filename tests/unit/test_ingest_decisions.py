@@ -1,7 +1,7 @@
 """The ingest decision (CONTRACT C2-C5, C7, C9) over in-memory ports.
 
-Every test runs twice: over :class:`FakeLedger` (the LedgerPort semantics of ``ledger.py``, in
-memory) and over the real :class:`DynamoLedger` on moto, so the fake is checked against the
+Every test runs twice: over :class:`tests.fakes.FakeLedger` (the ``Ledger`` port in memory)
+and over the real :class:`DynamoLedger` on moto, so the fake is checked against the
 adapter it stands in for. The bucket is always :class:`FakeBucket`: the decision's view of S3 is
 one HEAD.
 """
@@ -18,12 +18,13 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from s3ingest_fn.effects import Claim
-from s3ingest_fn.events import parse_body
-from s3ingest_fn.ingest import IngestService, LedgerPort
-from s3ingest_fn.ledger import DynamoLedger, RowState, WriteMeta, WriteResult, row_pk
-from s3ingest_fn.model import Change, Kind, ObjectState, Outcome
-from s3ingest_fn.sequencer import normalize as normalize_sequencer
+from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
+from s3ingest_fn.core.decide import IngestService
+from s3ingest_fn.core.events import parse_body
+from s3ingest_fn.core.model import Change, Kind, Outcome
+from s3ingest_fn.core.sequencer import normalize as normalize_sequencer
+from tests.fakes import CountingLedger, FakeLedger
+from tests.fakes import FakeBucket as _FakeBucket
 from tests.samples import load_sample
 
 BUCKET = "amzn-s3-demo-bucket"
@@ -37,207 +38,22 @@ S1, S2, S3 = "00643717F9F8B85354", "00643717FA1234", "00643717FB00000001"
 # -- ports ---------------------------------------------------------------------------------------
 
 
-class FakeLedger:
-    """In-memory LedgerPort with the conditions :class:`DynamoLedger` documents.
+class FakeBucket(_FakeBucket):
+    """The bucket port, with this module's bucket and key as defaults."""
 
-    ``write_sequenced`` applies when the row is absent, or its ``seq`` is absent or lower than the
-    incoming one AND (``require_exact``: the row is not observed) AND (``expected_rev``: the
-    row's revision equals it). ``write_observation`` applies when the row is absent
-    (``expected_rev=None``) or its revision equals ``expected_rev``, and keeps ``seq``. Every
-    applied write adds 1 to ``rev``. A refusal returns a copy of the row.
-    """
+    def put(  # type: ignore[override]
+        self, version_id: str | None, etag: str, size: int = 5, key: str = KEY
+    ) -> None:
+        super().put(BUCKET, key, version_id, etag, size)
 
-    def __init__(self, clock: Any = lambda: NOW, tombstone_ttl_seconds: int = TTL_SECONDS) -> None:
-        self.rows: dict[str, dict[str, Any]] = {}
-        self._clock = clock
-        self._ttl = tombstone_ttl_seconds
-
-    def get(self, bucket: str, key: str) -> dict[str, Any] | None:
-        row = self.rows.get(row_pk(bucket, key))
-        return copy.deepcopy(row) if row is not None else None
-
-    def write_sequenced(
-        self,
-        state: RowState,
-        meta: WriteMeta,
-        *,
-        observed: bool,
-        require_exact: bool,
-        expected_rev: int | None = None,
-        claim: Claim | None = None,
-        same_change: bool = False,
-        state_is: bool | None = None,
-    ) -> WriteResult:
-        # same_change only keeps the change id and effect, which this fake does not model
-        _no_claims(claim)
-        if meta.sequencer is None:
-            raise ValueError("write_sequenced needs a sequencer")
-        row = self.rows.get(row_pk(meta.bucket, meta.key))
-        ok = row is None or (
-            ("seq" not in row or row["seq"] < meta.sequencer)
-            and (not require_exact or row.get("observed") is not True)
-            and (expected_rev is None or row.get("rev") == expected_rev)
-        )
-        if state_is is not None:
-            ok = ok and _holds(row, state) == state_is
-        return self._apply(state, meta, observed) if ok else self._refuse(row)
-
-    def write_observation(
-        self, state: RowState, meta: WriteMeta, expected_rev: int | None, claim: Claim | None = None
-    ) -> WriteResult:
-        _no_claims(claim)
-        row = self.rows.get(row_pk(meta.bucket, meta.key))
-        ok = (
-            row is None
-            if expected_rev is None
-            else (row is not None and row.get("rev") == expected_rev)
-        )
-        return self._apply(state, meta, True) if ok else self._refuse(row)
-
-    def reclaim(self, bucket: str, key: str, old_token: int, claim: Claim) -> WriteResult:
-        _no_claims(claim)
-        raise AssertionError("unreachable")
-
-    def finish_effect(self, bucket: str, key: str, token: int, status: str = "done") -> bool:
-        raise NotImplementedError("FakeLedger does not model effect claims")
-
-    def release(self, bucket: str, key: str, token: int) -> bool:
-        raise NotImplementedError("FakeLedger does not model effect claims")
-
-    @staticmethod
-    def _refuse(row: dict[str, Any] | None) -> WriteResult:
-        return WriteResult(applied=False, old=copy.deepcopy(row))
-
-    def _apply(self, state: RowState, meta: WriteMeta, observed: bool) -> WriteResult:
-        pk = row_pk(meta.bucket, meta.key)
-        row = self.rows.setdefault(pk, {"pk": pk})
-        now = self._clock()
-        row.update(
-            bucket=meta.bucket,
-            key=meta.key,
-            raw_key=meta.raw_key,
-            state="present" if state.present else "deleted",
-            observed=observed,
-            event_name=meta.event_name,
-            reason=meta.reason,
-            source=meta.source,
-            updated_at=int(now * 1000),
-            rev=row.get("rev", 0) + 1,
-        )
-        if meta.sequencer is not None:
-            row["seq"] = meta.sequencer
-            row["raw_seq"] = meta.raw_sequencer or meta.sequencer
-        for name in ("version_id", "etag", "size"):
-            value = getattr(state, name)
-            if state.present and value is not None:
-                row[name] = value
-            else:
-                row.pop(name, None)
-        if not state.present and self._ttl > 0:
-            row["expires_at"] = int(now) + self._ttl
-        else:
-            row.pop("expires_at", None)
-        return WriteResult(applied=True)
-
-
-def _holds(row: dict[str, Any] | None, state: RowState) -> bool:
-    """Whether the row holds ``state`` (the ledger's ``state_is`` condition)."""
-    if row is None:
-        return False
-    if not state.present:
-        return row.get("state") == "deleted"
-    return (
-        row.get("state") == "present"
-        and row.get("version_id") == state.version_id
-        and row.get("etag") == state.etag
-    )
-
-
-def _no_claims(claim: Claim | None) -> None:
-    """The fake has no effect bookkeeping: effects are tested against the real ledger adapter
-    (tests/integration/test_effects.py)."""
-    if claim is not None:
-        raise NotImplementedError("FakeLedger does not model effect claims")
-
-
-class CountingLedger:
-    """Wraps a LedgerPort and counts requests by method (C5: the common path costs one write)."""
-
-    def __init__(self, inner: LedgerPort) -> None:
-        self.inner = inner
-        self.calls: Counter[str] = Counter()
-
-    def get(self, bucket: str, key: str) -> dict[str, object] | None:
-        self.calls["get"] += 1
-        return self.inner.get(bucket, key)
-
-    def write_sequenced(
-        self,
-        state: RowState,
-        meta: WriteMeta,
-        *,
-        observed: bool,
-        require_exact: bool,
-        expected_rev: int | None = None,
-        claim: Claim | None = None,
-        same_change: bool = False,
-        state_is: bool | None = None,
-    ) -> WriteResult:
-        self.calls["write_sequenced"] += 1
-        return self.inner.write_sequenced(
-            state,
-            meta,
-            observed=observed,
-            require_exact=require_exact,
-            expected_rev=expected_rev,
-            claim=claim,
-            same_change=same_change,
-            state_is=state_is,
-        )
-
-    def write_observation(
-        self, state: RowState, meta: WriteMeta, expected_rev: int | None, claim: Claim | None = None
-    ) -> WriteResult:
-        self.calls["write_observation"] += 1
-        return self.inner.write_observation(state, meta, expected_rev, claim)
-
-    def reclaim(self, bucket: str, key: str, old_token: int, claim: Claim) -> WriteResult:
-        self.calls["reclaim"] += 1
-        return self.inner.reclaim(bucket, key, old_token, claim)
-
-    def finish_effect(self, bucket: str, key: str, token: int, status: str = "done") -> bool:
-        self.calls["finish_effect"] += 1
-        return self.inner.finish_effect(bucket, key, token, status)
-
-    def release(self, bucket: str, key: str, token: int) -> bool:
-        self.calls["release"] += 1
-        return self.inner.release(bucket, key, token)
-
-
-class FakeBucket:
-    """BucketPort: what the bucket holds now, per (bucket, key); absent keys are not visible."""
-
-    def __init__(self) -> None:
-        self.objects: dict[tuple[str, str], ObjectState] = {}
-        self.requests = 0
-
-    def put(self, version_id: str | None, etag: str, size: int = 5, key: str = KEY) -> None:
-        self.objects[(BUCKET, key)] = ObjectState(
-            visible=True, version_id=version_id, etag=etag, size=size
-        )
-
-    def hide(self, key: str = KEY) -> None:
-        self.objects.pop((BUCKET, key), None)
-
-    def current(self, bucket: str, key: str) -> ObjectState:
-        self.requests += 1
-        return self.objects.get((bucket, key), ObjectState(visible=False))
+    def hide(self, key: str = KEY) -> None:  # type: ignore[override]
+        super().hide(BUCKET, key)
 
 
 @pytest.fixture(params=["fake", "dynamodb"])
 def ledger(request: pytest.FixtureRequest) -> Iterator[CountingLedger]:
     if request.param == "fake":
-        yield CountingLedger(FakeLedger())
+        yield CountingLedger(FakeLedger(clock=lambda: NOW, tombstone_ttl_seconds=TTL_SECONDS))
         return
     with mock_aws():
         client = boto3.client(
@@ -345,7 +161,13 @@ def row_view(ledger: CountingLedger, key: str = KEY) -> dict[str, Any] | None:
     row = ledger.inner.get(BUCKET, key)
     if row is None:
         return None
-    return {name: row.get(name) for name in ("state", "seq", "observed", "version_id", "etag")}
+    return {
+        "state": row.state,
+        "seq": row.seq,
+        "observed": row.observed,
+        "version_id": row.version_id,
+        "etag": row.etag,
+    }
 
 
 def seq(raw: str) -> str:

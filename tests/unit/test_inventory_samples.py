@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from s3ingest_fn.reconcile.diff import Truth, bucket_truth
-from s3ingest_fn.reconcile.inventory import (
+from s3ingest_fn.core.diff import Truth, bucket_truth
+from s3ingest_fn.services.inventory import (
     InventoryError,
     InventoryRow,
     Manifest,

@@ -19,10 +19,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from moto import mock_aws
 
-from s3ingest_fn import sequencer
-from s3ingest_fn.effects import change_id
-from s3ingest_fn.ledger import DynamoLedger, RowState, WriteMeta, WriteResult
-from s3ingest_fn.model import TransientError
+from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
+from s3ingest_fn.core import sequencer
+from s3ingest_fn.core.effects import change_id
+from s3ingest_fn.core.model import TransientError
+from s3ingest_fn.core.row import LedgerRow, RowState, WriteMeta, WriteResult
 
 TABLE = "ledger"
 BUCKET = "amzn-s3-demo-bucket"
@@ -31,6 +32,8 @@ TTL_SECONDS = 3600
 NOW = 1000.0
 RAW_SEQ = "00643717F9F8B85354"
 SEQ = sequencer.normalize(RAW_SEQ)
+#: How the item stores a normalised sequencer: without its right-padding zeros.
+STORED_SEQ = RAW_SEQ
 
 
 def _client() -> Any:
@@ -125,13 +128,13 @@ def _assert_every_placeholder_used(params: dict[str, Any]) -> None:
 
 
 @pytest.mark.contract("C5")
-def test_write_sequenced_present_state_is_one_conditional_update(stubbed: Any) -> None:
+def test_apply_if_newer_present_state_is_one_conditional_update(stubbed: Any) -> None:
     # GIVEN a ledger over a stubbed client expecting exactly one UpdateItem
     ledger, stub, sent = stubbed
     stub.add_response("update_item", {}, EXPECTED_UPDATE)
 
     # WHEN a present state is written at a sequencer
-    result = ledger.write_sequenced(PRESENT, _meta(), observed=False, require_exact=True)
+    result = ledger.apply_if_newer(PRESENT, _meta())
 
     # THEN it applied, with one request whose condition compares sequencers
     assert result.applied and result.token is None  # no processor: no effect claimed
@@ -145,32 +148,34 @@ def test_write_sequenced_present_state_is_one_conditional_update(stubbed: Any) -
         params["ExpressionAttributeValues"],
     )
     assert "attribute_not_exists(pk)" in cond
-    assert f"seq < {SEQ!r}" in cond
-    assert "observed = false" in cond  # require_exact
+    assert f"sq < {STORED_SEQ!r}" in cond
+    assert "ob = false" in cond  # an exact (non-observed) row is required
+    assert "attribute_not_exists(bucket)" in cond  # a legacy item is migrated first
     sets, removes = _update_clauses(params)
-    assert sets["state"] == {"S": "present"}
-    assert sets["seq"] == {"S": SEQ}
-    assert sets["raw_seq"] == {"S": RAW_SEQ}
-    assert sets["observed"] == {"BOOL": False}
-    assert sets["version_id"] == {"S": "v1"}
-    assert sets["etag"] == {"S": "etag1"}
-    assert sets["size"] == {"N": "5"}
-    assert sets["updated_at"] == {"N": "1000000"}
-    assert sets["rev"] == "if_not_exists(rev, 0) + 1"
+    assert sets["st"] == {"S": "p"}
+    assert sets["sq"] == {"S": STORED_SEQ}
+    assert "rq" in removes  # the raw sequencer is the stored one
+    assert "ob" in removes  # not observed
+    assert sets["vi"] == {"S": "v1"}
+    assert sets["et"] == {"S": "etag1"}
+    assert sets["sz"] == {"N": "5"}
+    assert sets["ut"] == {"N": "1000000"}
+    assert sets["h0"]["L"][0] == {"N": "1000000"}  # the decision's time
+    assert sets["rv"] == "if_not_exists(rv, 0) + 1"
     assert "expires_at" in removes
     assert "expires_at" not in sets
     # the change stream's outbox marker and id ride on the same write
     assert sets["op"] == {"S": "apply"}
-    assert sets["chg_id"] == {"S": result.change_id}
-    assert {"fx", "fx_lease", "fx_token"} <= set(removes)
+    assert sets["ci"] == {"S": result.change_id}
+    assert {"fe", "fl", "ft"} <= set(removes)
 
 
 @pytest.mark.contract("C5")
-def test_write_sequenced_without_require_exact_does_not_test_observed(stubbed: Any) -> None:
+def test_apply_verified_does_not_test_observed(stubbed: Any) -> None:
     ledger, stub, sent = stubbed
     stub.add_response("update_item", {}, EXPECTED_UPDATE)
 
-    ledger.write_sequenced(PRESENT, _meta(), observed=True, require_exact=False, expected_rev=7)
+    ledger.apply_verified(PRESENT, _meta(), observed=True, expected_rev=7)
 
     params = sent[0]
     _assert_every_placeholder_used(params)
@@ -179,42 +184,42 @@ def test_write_sequenced_without_require_exact_does_not_test_observed(stubbed: A
         params["ExpressionAttributeNames"],
         params["ExpressionAttributeValues"],
     )
-    assert f"seq < {SEQ!r}" in cond
-    assert "rev = 7" in cond
-    assert "observed" not in cond
+    assert f"sq < {STORED_SEQ!r}" in cond
+    assert "rv = 7" in cond
+    assert "ob" not in cond
     sets, _ = _update_clauses(params)
-    assert sets["observed"] == {"BOOL": True}
+    assert sets["ob"] == {"BOOL": True}
 
 
 @pytest.mark.contract("C6")
-def test_write_sequenced_tombstone_sets_expiry_now_plus_ttl(stubbed: Any) -> None:
+def test_apply_if_newer_tombstone_sets_expiry_now_plus_ttl(stubbed: Any) -> None:
     ledger, stub, sent = stubbed
     stub.add_response("update_item", {}, EXPECTED_UPDATE)
 
-    result = ledger.write_sequenced(TOMBSTONE, _meta(), observed=False, require_exact=True)
+    result = ledger.apply_if_newer(TOMBSTONE, _meta())
 
     assert result.applied
     params = sent[0]
     _assert_every_placeholder_used(params)
     sets, removes = _update_clauses(params)
-    assert sets["state"] == {"S": "deleted"}
-    assert sets["seq"] == {"S": SEQ}
+    assert sets["st"] == {"S": "d"}
+    assert sets["sq"] == {"S": STORED_SEQ}
     assert sets["expires_at"] == {"N": str(int(NOW) + TTL_SECONDS)}
     assert "expires_at" not in removes
-    assert {"version_id", "etag", "size"} <= set(removes)
+    assert {"vi", "et", "sz"} <= set(removes)
 
 
 @pytest.mark.contract("C7")
 @pytest.mark.parametrize(
-    ("expected_rev", "condition"), [(None, "attribute_not_exists(pk)"), (4, "rev = 4")]
+    ("expected_rev", "condition"), [(None, "attribute_not_exists(pk)"), (4, "rv = 4")]
 )
-def test_write_observation_is_conditional_on_the_row_not_having_moved(
+def test_record_observation_is_conditional_on_the_row_not_having_moved(
     stubbed: Any, expected_rev: int | None, condition: str
 ) -> None:
     ledger, stub, sent = stubbed
     stub.add_response("update_item", {}, EXPECTED_UPDATE)
 
-    result = ledger.write_observation(
+    result = ledger.record_observation(
         PRESENT, _meta(None, "observed-bucket-state"), expected_rev=expected_rev
     )
 
@@ -226,24 +231,23 @@ def test_write_observation_is_conditional_on_the_row_not_having_moved(
         params["ExpressionAttributeNames"],
         params["ExpressionAttributeValues"],
     )
-    assert cond == condition
+    assert cond == f"({condition}) AND attribute_not_exists(bucket)"
     sets, removes = _update_clauses(params)
-    assert sets["observed"] == {"BOOL": True}
-    assert "seq" not in sets and "seq" not in removes  # an observation keeps the sequencer
-    assert sets["rev"] == "if_not_exists(rev, 0) + 1"
+    assert sets["ob"] == {"BOOL": True}
+    assert "sq" not in sets and "sq" not in removes  # an observation keeps the sequencer
+    assert sets["rv"] == "if_not_exists(rv, 0) + 1"
 
 
 @pytest.mark.contract("C5")
-def test_conditional_check_failure_returns_the_old_row_as_plain_values(stubbed: Any) -> None:
+def test_conditional_check_failure_returns_the_old_row_typed(stubbed: Any) -> None:
     # GIVEN DynamoDB refuses the condition and returns the row (ALL_OLD)
     ledger, stub, _ = stubbed
     item = {
         "pk": {"S": f"{BUCKET}/{KEY}"},
-        "seq": {"S": SEQ},
-        "state": {"S": "present"},
-        "observed": {"BOOL": False},
-        "rev": {"N": "3"},
-        "size": {"N": "5"},
+        "sq": {"S": STORED_SEQ},
+        "st": {"S": "p"},
+        "rv": {"N": "3"},
+        "sz": {"N": "5"},
     }
     stub.add_client_error(
         "update_item",
@@ -255,19 +259,22 @@ def test_conditional_check_failure_returns_the_old_row_as_plain_values(stubbed: 
     )
 
     # WHEN a write is attempted
-    result = ledger.write_sequenced(PRESENT, _meta(), observed=False, require_exact=True)
+    result = ledger.apply_if_newer(PRESENT, _meta())
 
     # THEN the refusal carries the old row, converted, without a second request
     assert result == WriteResult(
         applied=False,
-        old={
-            "pk": f"{BUCKET}/{KEY}",
-            "seq": SEQ,
-            "state": "present",
-            "observed": False,
-            "rev": 3,
-            "size": 5,
-        },
+        old=LedgerRow(
+            bucket=BUCKET,
+            key=KEY,
+            raw_key=KEY,
+            present=True,
+            seq=SEQ,
+            raw_seq=RAW_SEQ,
+            observed=False,
+            rev=3,
+            size=5,
+        ),
     )
 
 
@@ -282,7 +289,7 @@ def test_throttling_raises_transient_error(stubbed: Any) -> None:
     )
 
     with pytest.raises(TransientError, match="ProvisionedThroughputExceededException") as info:
-        ledger.write_sequenced(PRESENT, _meta(), observed=False, require_exact=True)
+        ledger.apply_if_newer(PRESENT, _meta())
     assert info.value.__cause__ is not None
 
 
@@ -309,7 +316,7 @@ def ledger() -> Iterator[DynamoLedger]:
 OLDER, NEWER = "00643717F9F8B85354", "00643717FA1234"  # NEWER is shorter but one second later
 
 
-def _row(ledger: DynamoLedger) -> dict[str, Any]:
+def _row(ledger: DynamoLedger) -> LedgerRow:
     row = ledger.get(BUCKET, KEY)
     assert row is not None
     return row
@@ -320,67 +327,63 @@ def test_require_exact_refuses_to_overwrite_an_observed_row_even_with_newer_sequ
     ledger: DynamoLedger,
 ) -> None:
     # GIVEN a row at OLDER, then overwritten by an observation (observed=True, seq kept)
-    assert ledger.write_sequenced(PRESENT, _meta(OLDER), observed=False, require_exact=True).applied
+    assert ledger.apply_if_newer(PRESENT, _meta(OLDER)).applied
     observed_state = RowState(present=True, version_id="v2", etag="etag2", size=7)
-    assert ledger.write_observation(
+    assert ledger.record_observation(
         observed_state, _meta(None, "observed-bucket-state"), expected_rev=1
     ).applied
-    assert _row(ledger)["observed"] is True
-    assert _row(ledger)["seq"] == sequencer.normalize(OLDER)
+    assert _row(ledger).observed is True
+    assert _row(ledger).seq == sequencer.normalize(OLDER)
 
     # WHEN a newer sequenced write requires an exact (non-observed) row
-    refused = ledger.write_sequenced(TOMBSTONE, _meta(NEWER), observed=False, require_exact=True)
+    refused = ledger.apply_if_newer(TOMBSTONE, _meta(NEWER))
 
     # THEN it is refused and the old row comes back; the row is untouched
     assert not refused.applied
     assert refused.old is not None
-    assert refused.old["observed"] is True
-    assert refused.old["version_id"] == "v2"
-    assert refused.old["rev"] == 2
-    assert _row(ledger)["state"] == "present"
+    assert refused.old.observed is True
+    assert refused.old.version_id == "v2"
+    assert refused.old.rev == 2
+    assert _row(ledger).state == "present"
 
     # WHEN the same write does not require exactness THEN it applies
-    applied = ledger.write_sequenced(TOMBSTONE, _meta(NEWER), observed=False, require_exact=False)
+    applied = ledger.apply_verified(TOMBSTONE, _meta(NEWER), observed=False, expected_rev=2)
     assert applied.applied
     row = _row(ledger)
-    assert row["state"] == "deleted"
-    assert row["observed"] is False
-    assert row["seq"] == sequencer.normalize(NEWER)
-    assert row["expires_at"] == int(NOW) + TTL_SECONDS
-    assert "version_id" not in row and "etag" not in row and "size" not in row
+    assert row.state == "deleted"
+    assert row.observed is False
+    assert row.seq == sequencer.normalize(NEWER)
+    assert row.expires_at == int(NOW) + TTL_SECONDS
+    assert row.version_id is None and row.etag is None and row.size is None
 
 
 @pytest.mark.contract("C7")
-def test_write_observation_with_stale_expected_rev_is_refused(ledger: DynamoLedger) -> None:
-    ledger.write_sequenced(PRESENT, _meta(OLDER), observed=False, require_exact=True)
+def test_record_observation_with_stale_expected_rev_is_refused(ledger: DynamoLedger) -> None:
+    ledger.apply_if_newer(PRESENT, _meta(OLDER))
     before = _row(ledger)
-    assert before["rev"] == 1
+    assert before.rev == 1
 
     observed = RowState(present=False)
-    stale = ledger.write_observation(observed, _meta(None, "observed"), expected_rev=0)
-    absent = ledger.write_observation(observed, _meta(None, "observed"), expected_rev=None)
+    stale = ledger.record_observation(observed, _meta(None, "observed"), expected_rev=0)
+    absent = ledger.record_observation(observed, _meta(None, "observed"), expected_rev=None)
 
     assert not stale.applied
-    assert stale.old is not None and stale.old["rev"] == 1
+    assert stale.old is not None and stale.old.rev == 1
     assert not absent.applied
     assert _row(ledger) == before
 
 
 @pytest.mark.contract("C7")
 def test_rev_increments_by_one_per_write_and_not_on_a_refusal(ledger: DynamoLedger) -> None:
-    assert ledger.write_observation(PRESENT, _meta(None, "observed"), expected_rev=None).applied
-    assert _row(ledger)["rev"] == 1
-    assert ledger.write_sequenced(
-        PRESENT, _meta(OLDER), observed=False, require_exact=False
-    ).applied
-    assert _row(ledger)["rev"] == 2
-    assert ledger.write_observation(TOMBSTONE, _meta(None, "observed"), expected_rev=2).applied
-    assert _row(ledger)["rev"] == 3
-    assert _row(ledger)["seq"] == sequencer.normalize(OLDER)  # an observation keeps seq
-    assert not ledger.write_sequenced(
-        PRESENT, _meta(OLDER), observed=False, require_exact=False
-    ).applied
-    assert _row(ledger)["rev"] == 3
+    assert ledger.record_observation(PRESENT, _meta(None, "observed"), expected_rev=None).applied
+    assert _row(ledger).rev == 1
+    assert ledger.apply_verified(PRESENT, _meta(OLDER), observed=False, expected_rev=1).applied
+    assert _row(ledger).rev == 2
+    assert ledger.record_observation(TOMBSTONE, _meta(None, "observed"), expected_rev=2).applied
+    assert _row(ledger).rev == 3
+    assert _row(ledger).seq == sequencer.normalize(OLDER)  # an observation keeps seq
+    assert not ledger.apply_verified(PRESENT, _meta(OLDER), observed=False, expected_rev=3).applied
+    assert _row(ledger).rev == 3
 
 
 raw_sequencers = st.text(alphabet="0123456789ABCDEFabcdef", min_size=1, max_size=20)
@@ -403,16 +406,13 @@ def test_no_write_ever_lowers_seq() -> None:
             for raw, tombstone in writes:
                 incoming = sequencer.normalize(raw)
                 assert incoming is not None
-                result = ledger.write_sequenced(
-                    TOMBSTONE if tombstone else PRESENT,
-                    _meta(raw, key=key),
-                    observed=False,
-                    require_exact=False,
+                result = ledger.apply_if_newer(
+                    TOMBSTONE if tombstone else PRESENT, _meta(raw, key=key)
                 )
                 assert result.applied == (highest is None or incoming > highest)
                 highest = incoming if highest is None else max(highest, incoming)
                 row = ledger.get(BUCKET, key)
                 assert row is not None
-                assert row["seq"] == highest
+                assert row.seq == highest
 
         check()

@@ -13,16 +13,15 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from s3ingest_fn.ingest import IngestService
-from s3ingest_fn.model import Change, Outcome, Result, TransientError
-from s3ingest_fn.processing import (
+from s3ingest_fn.adapters.sqs import (
     DETAIL_ATTRIBUTE,
     REASON_ATTRIBUTE,
     SOURCE_ID_ATTRIBUTE,
     DeadLetter,
-    FunctionSettings,
-    MessageProcessor,
 )
+from s3ingest_fn.core.decide import IngestService
+from s3ingest_fn.core.model import Change, Outcome, Result, TransientError
+from s3ingest_fn.services.ingest import FunctionSettings, MessageProcessor
 from tests.samples import load_sample
 
 DLQ_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/s3ingest-dlq"

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from s3ingest_fn import sequencer
+from s3ingest_fn.core import sequencer
 
 pytestmark = pytest.mark.contract("C2")
 

@@ -1,8 +1,8 @@
 """The backfill Lambda handler, invoked by S3 Batch Operations (schema 2.0 or 1.0).
 
-Event in and response out: see :func:`s3ingest_fn.backfill.handle_invocation`. Environment as
-the ingest function: ``LEDGER_TABLE_NAME``, ``DEAD_LETTER_QUEUE_URL`` (unused here, validated
-alike), ``TOMBSTONE_TTL_SECONDS``, ``BUCKET_NAME``.
+Event in and response out: see :func:`s3ingest_fn.services.backfill.handle_invocation`.
+Environment as the ingest function: ``LEDGER_TABLE_NAME``, ``DEAD_LETTER_QUEUE_URL`` (unused
+here, validated alike), ``TOMBSTONE_TTL_SECONDS``, ``BUCKET_NAME``.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit
 
-from s3ingest_fn.backfill import handle_invocation
-from s3ingest_fn.handlers import wiring
+from s3ingest_fn import wiring
 from s3ingest_fn.handlers.telemetry import stack_metrics
+from s3ingest_fn.services.backfill import handle_invocation
 
 logger = Logger(service="s3ingest-backfill")
 metrics = stack_metrics()
@@ -24,7 +24,7 @@ metrics = stack_metrics()
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda entry point (``s3ingest_fn.handlers.backfill.handler``)."""
-    service = wiring.ingest_service()
+    service = wiring.function_ingest_service()
     service.bind_context(context)
     response = handle_invocation(event, service)
     for result in response["results"]:

@@ -1,5 +1,5 @@
 """The backfill state machine's Lambda steps: ``prepare``, ``report``, ``backfill_file``,
-``summarize`` (see :mod:`s3ingest_fn.backfill_control`). Environment: as the reconcile and
+``summarize`` (see :mod:`s3ingest_fn.services.backfill_control`). Environment: as the reconcile and
 ingest functions, plus ``REPORT_BUCKET_NAME`` for ``report``.
 """
 
@@ -10,8 +10,8 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from s3ingest_fn import backfill_control
-from s3ingest_fn.handlers import wiring
+from s3ingest_fn import wiring
+from s3ingest_fn.services import backfill_control
 
 logger = Logger(service="s3ingest-backfill")
 ACTIONS = ("prepare", "report", "backfill_file", "summarize")
@@ -31,7 +31,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         raise ValueError(f"action must be one of {ACTIONS}, not {action!r}")
     if action == "summarize":
         return backfill_control.summarize(event)
-    reconciler = wiring.reconciler()
+    reconciler = wiring.function_reconciler()
     if action == "prepare":
         result = backfill_control.prepare(reconciler, event)
     elif action == "report":
@@ -39,7 +39,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             reconciler.s3, os.environ["REPORT_BUCKET_NAME"], str(event["jobId"])
         )
     else:
-        service = wiring.ingest_service()
+        service = wiring.function_ingest_service()
         service.bind_context(context)
         result = backfill_control.backfill_file(reconciler, service, event)
     logger.info(

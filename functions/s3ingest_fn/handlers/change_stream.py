@@ -2,7 +2,7 @@
 
 Event shape in: the Lambda DynamoDB Streams event (``{"Records": [{"eventName", "dynamodb":
 {"NewImage", "SequenceNumber", ...}}, ...]}``), filtered by the event source mapping to applied
-changes (:data:`s3ingest_fn.changes.STREAM_FILTER`). Shape out: the partial batch response,
+changes (:data:`s3ingest_fn.services.changes.STREAM_FILTER`). Shape out: the partial batch response,
 ``{"batchItemFailures": [{"itemIdentifier": <SequenceNumber>}]}``, naming the first record not
 published; Lambda retries from there
 (https://docs.aws.amazon.com/lambda/latest/dg/services-ddb-batchfailurereporting.html).
@@ -17,8 +17,8 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit
 
-from s3ingest_fn.changes import publish
 from s3ingest_fn.handlers.telemetry import stack_metrics
+from s3ingest_fn.services.changes import publish
 
 logger = Logger(service="s3ingest")
 metrics = stack_metrics()

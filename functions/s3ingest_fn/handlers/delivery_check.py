@@ -15,7 +15,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit
 
-from s3ingest_fn.bucket import eventbridge_delivery_enabled
+from s3ingest_fn.adapters.s3_objects import eventbridge_delivery_enabled
 from s3ingest_fn.contract import DELIVERY_BUCKETS_ENV, DELIVERY_METRIC
 from s3ingest_fn.handlers.telemetry import stack_metrics
 

@@ -27,13 +27,13 @@ from aws_lambda_powertools.utilities.batch import (
 )
 
 from s3ingest_fn.contract import LAG_METRIC
+from s3ingest_fn.core.model import Outcome, Result
 from s3ingest_fn.handlers.telemetry import stack_metrics
-from s3ingest_fn.model import Outcome, Result
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-    from s3ingest_fn.processing import MessageProcessor
+    from s3ingest_fn.services.ingest import MessageProcessor
 
 logger = Logger(service="s3ingest")
 metrics = stack_metrics()
@@ -177,21 +177,14 @@ _handler: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None
 def _build_from_env() -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     """Cold start: settings from the environment, clients, and (unless disabled) the X-Ray
     tracer, imported here so that importing this module stays cheap (see ``bench/``)."""
-    import boto3
-
-    from s3ingest_fn.handlers import wiring
-    from s3ingest_fn.processing import DeadLetter, MessageProcessor
+    from s3ingest_fn import wiring
 
     settings = wiring.function_settings()
     if os.environ.get("POWERTOOLS_TRACE_DISABLED", "false").lower() != "true":
         from aws_lambda_powertools import Tracer
 
         Tracer(service="s3ingest", patch_modules=["boto3", "botocore"])
-    processor = MessageProcessor(
-        service=wiring.ingest_service(),
-        dead_letter=DeadLetter(boto3.client("sqs"), settings.dead_letter_queue_url),
-    )
-    return make_handler(processor, settings.record_concurrency)
+    return make_handler(wiring.function_message_processor(), settings.record_concurrency)
 
 
 @logger.inject_lambda_context(clear_state=True)

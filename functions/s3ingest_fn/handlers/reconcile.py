@@ -1,6 +1,6 @@
 """The reconcile Lambda handler (schedule or on demand): the bucket is the truth (CONTRACT C12).
 
-Environment: see :func:`s3ingest_fn.handlers.wiring.reconciler`.
+Environment: see :func:`s3ingest_fn.wiring.function_reconciler`.
 
 Event in (all optional): ``{"source": "inventory" | "listing", "prefix": str, "dryRun": bool,
 "manifest": "<key of a manifest.json in the inventory bucket>", "marginSeconds": int}``. The
@@ -18,10 +18,10 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from s3ingest_fn import wiring
 from s3ingest_fn.contract import RECONCILE_HEARTBEAT_METRIC
-from s3ingest_fn.handlers import wiring
 from s3ingest_fn.handlers.telemetry import stack_metrics
-from s3ingest_fn.reconcile.service import ReconcileError, ReconcileRequest
+from s3ingest_fn.services.reconcile import ReconcileError, ReconcileRequest
 
 logger = Logger(service="s3ingest-reconcile")
 metrics = stack_metrics()
@@ -63,7 +63,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """
     request = ReconcileRequest.from_event(event or {})
     try:
-        report = wiring.reconciler().run(request)
+        report = wiring.function_reconciler().run(request)
     except ReconcileError:
         logger.exception("reconciliation failed", extra={"source": request.source})
         raise

@@ -1,8 +1,8 @@
 """The fan-out reconciliation's step handler: one Lambda, dispatched on ``event["action"]``
 (``plan``, ``shard_inventory``, ``shard_ledger``, ``diff_partition``, ``summarize``), invoked by
-the reconcile state machine (see :mod:`s3ingest_fn.reconcile.fanout`).
+the reconcile state machine (see :mod:`s3ingest_fn.services.fanout`).
 
-Environment: see :func:`s3ingest_fn.handlers.wiring.reconciler`.
+Environment: see :func:`s3ingest_fn.wiring.function_reconciler`.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from s3ingest_fn.handlers import wiring
+from s3ingest_fn import wiring
 from s3ingest_fn.handlers.reconcile import emit_drift_metrics
 from s3ingest_fn.handlers.telemetry import stack_metrics
-from s3ingest_fn.reconcile.fanout import FanOut
+from s3ingest_fn.services.fanout import FanOut
 
 logger = Logger(service="s3ingest-reconcile")
 metrics = stack_metrics()
@@ -35,7 +35,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     action = event.get("action")
     if action not in ACTIONS:
         raise ValueError(f"action must be one of {ACTIONS}, not {action!r}")
-    result: dict[str, Any] = getattr(FanOut(wiring.reconciler()), action)(event)
+    result: dict[str, Any] = getattr(FanOut(wiring.function_reconciler()), action)(event)
     if action == "summarize":
         emit_drift_metrics(
             metrics,

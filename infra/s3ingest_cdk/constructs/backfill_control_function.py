@@ -17,7 +17,7 @@ from s3ingest_cdk.constructs.python_function import python_function
 #: Entry point of the state machine's steps (``{"action": "prepare" | "report" | ...}``).
 BACKFILL_CONTROL_HANDLER = "s3ingest_fn.handlers.backfill_control.handler"
 #: Where S3 Batch Operations writes the jobs' completion reports in the inventory bucket
-#: (``s3ingest_fn.backfill_control.REPORT_PREFIX``; the job's ``Report.Prefix``).
+#: (``s3ingest_fn.services.backfill_control.REPORT_PREFIX``; the job's ``Report.Prefix``).
 REPORT_PREFIX = "backfill-reports"
 
 

@@ -3,7 +3,7 @@
 Two engines share the start and the end. ``batch-operations`` runs an S3 Batch Operations job
 that invokes the backfill function once per inventory row; ``distributed-map`` runs one child
 execution per inventory data file, each observing that file's keys through the control function.
-The payloads carry exactly the fields ``s3ingest_fn.backfill_control`` reads.
+The payloads carry exactly the fields ``s3ingest_fn.services.backfill_control`` reads.
 """
 
 from __future__ import annotations
@@ -433,8 +433,9 @@ class BackfillStateMachine(Construct):
         keys failed temporarily and attempts remain; the file's counts as the child's output.
 
         The function counts a key whose observation kept failing in ``temporaryFailures`` and
-        leaves the retry to the state machine (``s3ingest_fn.backfill_control.backfill_file``);
-        keys already observed make no write the second time.
+        leaves the retry to the state machine
+        (``s3ingest_fn.services.backfill_control.backfill_file``); keys already observed make no
+        write the second time.
         """
         backfill_file = lambda_step(
             self,

@@ -61,9 +61,10 @@ class ChangeBus(Construct):
     """The stack's own event bus for the ordered change stream (CONTRACT C11).
 
     The change-stream relay publishes one event per applied ledger change to it
-    (:mod:`s3ingest_fn.changes`: ``source`` ``s3ingest``, ``detail-type`` ``Object Ingested`` or
-    ``Object Tombstoned``, ``detail.id`` the change id for de-duplication, ``detail.rev`` /
-    ``detail.sequencer`` for per-key order). Teams subscribe with their own rules on this bus.
+    (:mod:`s3ingest_fn.services.changes`: ``source`` ``s3ingest``, ``detail-type``
+    ``Object Ingested`` or ``Object Tombstoned``, ``detail.id`` the change id for de-duplication,
+    ``detail.rev`` / ``detail.sequencer`` for per-key order). Teams subscribe with their own
+    rules on this bus.
 
     * An archive of every change, kept ``archive_retention``, so a consumer can replay what it
       missed (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-archive.html); replayed

@@ -9,7 +9,7 @@ from constructs import Construct
 from s3ingest_cdk.constructs.operational_alarms import alarm_name, runbook
 from s3ingest_fn.contract import METRICS_NAMESPACE, metric_dimensions
 
-#: Per-kind drift metrics (``drift_<kind>``), as ``s3ingest_fn.reconcile.diff.DRIFT_KINDS``.
+#: Per-kind drift metrics (``drift_<kind>``), as ``s3ingest_fn.core.diff.DRIFT_KINDS``.
 DRIFT_KINDS = ("missing", "deleted_but_live", "content_mismatch")
 TOTAL_METRIC = "drift_total"
 

@@ -22,7 +22,7 @@ class LedgerTable(Construct):
     protection on and retained when the stack is deleted: the ledger is the product's state.
 
     With ``stream`` the table has a DynamoDB stream of that view type: the change stream's outbox
-    (``NEW_IMAGE``: the relay reads the row as written, :mod:`s3ingest_fn.changes`;
+    (``NEW_IMAGE``: the relay reads the row as written, :mod:`s3ingest_fn.services.changes`;
     https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Streams.html). Adding or
     removing it updates the table in place.
 

@@ -14,7 +14,7 @@ from s3ingest_cdk.constructs.drift_alarm import DRIFT_KINDS, TOTAL_METRIC, drift
 from s3ingest_fn.contract import METRICS_NAMESPACE, metric_dimensions
 
 #: The ingest handler's per-message metrics: one per outcome (CONTRACT C9,
-#: ``s3ingest_fn.model.Outcome``), and ``replayed`` for events replayed from the archive (C14).
+#: ``s3ingest_fn.core.model.Outcome``), and ``replayed`` for events replayed from the archive (C14).
 OUTCOME_METRICS = (
     "applied",
     "duplicate",

@@ -13,7 +13,7 @@ from s3ingest.settings import Settings
 from s3ingest_cdk.constructs import ChangeBus, ChangeRelayFunction
 from s3ingest_cdk.features.evidence import RUNTIME_EVIDENCE, STREAM_EVIDENCE, XRAY_EVIDENCE
 from s3ingest_cdk.nag import acknowledge
-from s3ingest_fn.changes import STREAM_FILTER
+from s3ingest_fn.adapters.dynamo_ledger import STREAM_FILTER
 
 #: The change stream's batch: records of one shard per invocation (the relay publishes them in
 #: order, ten per PutEvents request).

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from s3ingest_fn.ledger import effect_behind
-from s3ingest_fn.reconcile.inventory import InventoryRow
+from s3ingest_fn.core.model import InventoryRow
+from s3ingest_fn.core.row import PENDING, LedgerRow
 
 MISSING = "missing"
 DELETED_BUT_LIVE = "deleted_but_live"
@@ -26,20 +26,8 @@ PENDING_EFFECT = "pending_effect"
 #: Not drift either: the ledger equals the bucket, but the row's effect has not completed for the
 #: row's change (it ended ``superseded`` and the newer changes that would have run their own were
 #: lost). A repair event verifies the bucket still shows the row's state and re-runs the effect
-#: against the current object (CONTRACT C11, C12; :func:`~s3ingest_fn.ledger.effect_behind`).
+#: against the current object (CONTRACT C11, C12; :attr:`LedgerRow.effect_behind`).
 EFFECT_BEHIND = "effect_behind"
-#: The ledger attributes :func:`diff` reads.
-ROW_ATTRIBUTES = (
-    "key",
-    "state",
-    "version_id",
-    "etag",
-    "updated_at",
-    "fx",
-    "fx_lease",
-    "fx_done",
-    "chg_id",
-)
 
 
 class Truth(NamedTuple):
@@ -100,14 +88,14 @@ class Drift:
         ``pending_effect`` (:data:`PENDING_EFFECT`) or ``effect_behind``
         (:data:`EFFECT_BEHIND`), neither counted as drift.
     key : str
-    ledger : dict or None
+    ledger : LedgerRow or None
         The ledger row as scanned.
     bucket : Truth or None
     """
 
     kind: str
     key: str
-    ledger: dict[str, Any] | None
+    ledger: LedgerRow | None
     bucket: Truth | None
 
 
@@ -121,7 +109,7 @@ class DiffStats:
 
 def diff(
     truth: dict[str, Truth],
-    ledger_rows: Iterable[dict[str, Any]],
+    ledger_rows: Iterable[LedgerRow],
     *,
     taken_at_ms: int,
     compare_versions: bool,
@@ -135,9 +123,9 @@ def diff(
     ----------
     truth : dict
         From :func:`bucket_truth`; consumed (keys are popped as ledger rows match them).
-    ledger_rows : iterable of dict
-        Ledger rows with the attributes :data:`ROW_ATTRIBUTES` (the ``fx*`` and ``chg_id``
-        ones only when a processor runs).
+    ledger_rows : iterable of LedgerRow
+        Ledger rows (a scan may leave out what the diff does not read: the key, state, version,
+        ETag, update time and effect are enough).
     taken_at_ms : int
         When the listing or inventory was taken, minus the safety margin, epoch milliseconds.
         A ledger row updated after it, or an object modified after it, is skipped: the source of
@@ -151,30 +139,35 @@ def diff(
     """
     stats = stats if stats is not None else DiffStats()
     for row in ledger_rows:
-        key = str(row.get("key", ""))
+        key = row.key
         if not key.startswith(prefix):
             continue
         stats.ledger_rows += 1
         seen = truth.pop(key, None)
-        if row.get("fx") == "pending" and int(row.get("fx_lease") or 0) < taken_at_ms:
+        effect = row.effect
+        if (
+            effect is not None
+            and effect.status == PENDING
+            and (effect.lease_until_ms or 0) < taken_at_ms
+        ):
             yield Drift(PENDING_EFFECT, key, row, seen)  # one repair serves both
             continue
-        if int(row.get("updated_at") or 0) > taken_at_ms or (
+        if row.updated_at > taken_at_ms or (
             seen is not None and (seen.last_modified_ms or 0) > taken_at_ms
         ):
             stats.skipped_recent += 1
             continue
-        present = row.get("state") == "present"
+        present = row.present
         kind: str | None = None
         if seen is None or not seen.visible:
             kind = DELETED_BUT_LIVE if present else None
         elif not present:
             kind = MISSING
-        elif (compare_versions and row.get("version_id") != seen.version_id) or (
-            compare_etags and row.get("etag") != seen.etag
+        elif (compare_versions and row.version_id != seen.version_id) or (
+            compare_etags and row.etag != seen.etag
         ):
             kind = CONTENT_MISMATCH
-        if kind is None and effect_behind(row):
+        if kind is None and row.effect_behind:
             kind = EFFECT_BEHIND  # a drift's repair records a new change, which runs its own
         if kind is not None:
             yield Drift(kind, key, row, seen)

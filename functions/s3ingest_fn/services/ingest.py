@@ -1,7 +1,7 @@
 """One SQS message in, one outcome out: parsing, the decision, dead-lettering of invalid input.
 
 This is the layer between the thin Lambda handler and the decision logic. It never raises for a
-message: every message ends as exactly one :class:`~s3ingest_fn.model.Outcome` (CONTRACT C9).
+message: every message ends as exactly one :class:`~s3ingest_fn.core.model.Outcome` (CONTRACT C9).
 ``retried`` is the only outcome the handler reports as a batch item failure.
 """
 
@@ -11,60 +11,12 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from s3ingest_fn.events import parse_body
-from s3ingest_fn.ingest import IngestService, result_of
-from s3ingest_fn.model import InvalidMessageError, Outcome, Result, TransientError
-
-if TYPE_CHECKING:
-    from mypy_boto3_sqs.client import SQSClient  # pragma: no cover
-
-#: Message attribute names put on a dead-lettered invalid message.
-REASON_ATTRIBUTE = "s3ingest-reason"
-DETAIL_ATTRIBUTE = "s3ingest-detail"
-SOURCE_ID_ATTRIBUTE = "s3ingest-source-message-id"
-
-
-class DeadLetter:
-    """Sends invalid messages to the ingest queue's dead-letter queue, with their reason.
-
-    Invalid messages are not left to fail ``maxReceiveCount`` times: they go to the DLQ at once
-    with a ``s3ingest-reason`` message attribute and are acknowledged (CONTRACT C9).
-
-    Parameters
-    ----------
-    client : SQSClient
-    queue_url : str
-        The dead-letter queue's URL.
-    """
-
-    def __init__(self, client: SQSClient, queue_url: str) -> None:
-        self._sqs = client
-        self._url = queue_url
-
-    def send(self, body: str, reason: str, detail: str, message_id: str) -> None:
-        """Send ``body`` unchanged to the DLQ.
-
-        Raises
-        ------
-        TransientError
-            When SQS refused: the message is retried instead, so nothing is lost.
-        """
-        attrs = {
-            REASON_ATTRIBUTE: {"DataType": "String", "StringValue": reason},
-            SOURCE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": message_id or "unknown"},
-        }
-        if detail:
-            attrs[DETAIL_ATTRIBUTE] = {"DataType": "String", "StringValue": detail[:1000]}
-        try:
-            self._sqs.send_message(
-                QueueUrl=self._url, MessageBody=body or "<empty body>", MessageAttributes=attrs
-            )
-        except (ClientError, BotoCoreError) as exc:
-            raise TransientError(f"sqs send_message to DLQ: {exc}") from exc
+from s3ingest_fn.core.decide import IngestService, result_of
+from s3ingest_fn.core.events import parse_body
+from s3ingest_fn.core.model import InvalidMessageError, Outcome, Result, TransientError
+from s3ingest_fn.core.ports import DeadLetters
 
 
 @dataclass
@@ -74,13 +26,14 @@ class MessageProcessor:
     Parameters
     ----------
     service : IngestService
-    dead_letter : DeadLetter
+    dead_letter : DeadLetters
+        Where invalid messages go (:class:`s3ingest_fn.adapters.sqs.DeadLetter`).
     on_result : callable, optional
         Called with every :class:`Result` (the local runtime counts outcomes with it).
     """
 
     service: IngestService
-    dead_letter: DeadLetter
+    dead_letter: DeadLetters
     on_result: Callable[[Result], None] | None = None
 
     def bind_context(self, context: Any) -> None:

@@ -107,6 +107,24 @@ class ObjectState:
     size: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class InventoryRow:
+    """One object version as an inventory (or a listing) reports it.
+
+    ``key`` is decoded. ``version_id`` None means unversioned or the null version.
+    ``is_latest`` is True for unversioned reports. ``last_modified_ms`` may be None.
+    """
+
+    bucket: str
+    key: str
+    version_id: str | None
+    is_latest: bool
+    is_delete_marker: bool
+    etag: str | None
+    size: int | None
+    last_modified_ms: int | None
+
+
 @dataclass
 class Result:
     """The outcome of one record, for the partial batch response, the metrics and the logs."""

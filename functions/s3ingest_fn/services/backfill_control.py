@@ -23,10 +23,10 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from s3ingest_fn.ingest import IngestService
-from s3ingest_fn.model import Change, Format, Kind, TransientError
-from s3ingest_fn.reconcile.inventory import read_rows
-from s3ingest_fn.reconcile.service import Reconciler
+from s3ingest_fn.core.decide import IngestService
+from s3ingest_fn.core.model import Change, Format, Kind, TransientError
+from s3ingest_fn.services.inventory import read_rows
+from s3ingest_fn.services.reconcile import Reconciler
 
 REPORT_PREFIX = "backfill-reports"
 

@@ -21,20 +21,22 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from s3ingest_fn.bucket import S3Objects
-from s3ingest_fn.ledger import from_item
-from s3ingest_fn.reconcile.diff import (
+from s3ingest_fn.adapters.dynamo_ledger import DynamoLedgerScanner
+from s3ingest_fn.adapters.s3_objects import S3Objects
+from s3ingest_fn.core.diff import (
     DRIFT_KINDS,
     EFFECT_BEHIND,
     PENDING_EFFECT,
-    ROW_ATTRIBUTES,
     DiffStats,
     Drift,
     Truth,
     bucket_truth,
     diff,
 )
-from s3ingest_fn.reconcile.inventory import InventoryError, InventoryRow, Manifest, read_rows
+from s3ingest_fn.core.model import InventoryRow
+from s3ingest_fn.core.ports import LedgerScanner
+from s3ingest_fn.core.row import LedgerRow
+from s3ingest_fn.services.inventory import InventoryError, Manifest, read_rows
 
 LISTING = "listing"
 INVENTORY = "inventory"
@@ -123,7 +125,7 @@ class ReconcileReport:
     duration_s: float = 0.0
 
     def count(self, drift: Drift) -> None:
-        """Count one difference found by :func:`~s3ingest_fn.reconcile.diff.diff`."""
+        """Count one difference found by :func:`~s3ingest_fn.core.diff.diff`."""
         if drift.kind == PENDING_EFFECT:
             self.pending_effects += 1
         elif drift.kind == EFFECT_BEHIND:
@@ -160,6 +162,8 @@ class Reconciler:
     inventory_prefix : str
         ``<destination prefix>/<source bucket>/<configuration id>/``: the folder holding one
         dated folder per report.
+    scanner : LedgerScanner, optional
+        Reads the ledger; by default a parallel Scan of ``table``.
     """
 
     def __init__(
@@ -174,8 +178,10 @@ class Reconciler:
         inventory_bucket: str | None = None,
         inventory_prefix: str = "",
         clock: Callable[[], float] = time.time,
+        scanner: LedgerScanner | None = None,
     ) -> None:
         self.s3, self._ddb, self._sqs = s3, dynamodb, sqs
+        self.scanner = scanner if scanner is not None else DynamoLedgerScanner(dynamodb, table)
         self.bucket, self.table, self.queue_url = bucket, table, queue_url
         self.inventory_bucket, self.inventory_prefix = inventory_bucket, inventory_prefix
         self.objects = S3Objects(s3)
@@ -346,16 +352,16 @@ class Reconciler:
 
     # -- the ledger -----------------------------------------------------------------------
 
-    def scan_ledger(self, report: ReconcileReport, tick: Progress) -> Iterator[dict[str, Any]]:
+    def scan_ledger(self, report: ReconcileReport, tick: Progress) -> Iterator[LedgerRow]:
         """All ledger rows of this bucket: a parallel Scan, one thread per segment, streamed
         page by page through a bounded queue (memory stays a few pages, not the table)."""
-        pages: queue.Queue[list[dict[str, Any]] | BaseException | None] = queue.Queue(
+        pages: queue.Queue[list[LedgerRow] | BaseException | None] = queue.Queue(
             maxsize=2 * SCAN_SEGMENTS
         )
 
         stop = threading.Event()
 
-        def put(item: list[dict[str, Any]] | BaseException | None) -> bool:
+        def put(item: list[LedgerRow] | BaseException | None) -> bool:
             while not stop.is_set():
                 try:
                     pages.put(item, timeout=0.5)
@@ -396,29 +402,15 @@ class Reconciler:
         finally:
             stop.set()  # the consumer stopped early or failed: let the workers end
 
-    def scan_pages(self, segment: int, total: int) -> Iterator[list[dict[str, Any]]]:
+    def scan_pages(self, segment: int, total: int) -> Iterator[list[LedgerRow]]:
         """The pages (one Scan request each) of one segment of a parallel Scan of this bucket's
-        ledger rows, projected to the attributes the diff reads, as plain rows."""
-        kwargs: dict[str, Any] = {
-            "TableName": self.table,
-            "TotalSegments": total,
-            "Segment": segment,
-            "ProjectionExpression": ", ".join(f"#{a}" for a in ROW_ATTRIBUTES),
-            "FilterExpression": "#bucket = :bucket",
-            "ExpressionAttributeNames": {f"#{a}": a for a in (*ROW_ATTRIBUTES, "bucket")},
-            "ExpressionAttributeValues": {":bucket": {"S": self.bucket}},
-        }
-        while True:
-            page = self._ddb.scan(**kwargs)
-            yield [from_item(item) for item in page.get("Items", [])]
-            if "LastEvaluatedKey" not in page:
-                return
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        ledger rows."""
+        return self.scanner.pages(self.bucket, segment, total)
 
-    def scan_segment(self, segment: int, total: int) -> tuple[list[dict[str, Any]], int]:
+    def scan_segment(self, segment: int, total: int) -> tuple[list[LedgerRow], int]:
         """All rows of one Scan segment and the number of requests made (the fan-out's
         ``shard_ledger`` step)."""
-        rows: list[dict[str, Any]] = []
+        rows: list[LedgerRow] = []
         requests = 0
         for page in self.scan_pages(segment, total):
             rows.extend(page)
@@ -438,13 +430,9 @@ class Reconciler:
             row = d.ledger
             if row is None:
                 return now.visible
-            if row.get("state") != "present":
+            if not row.present:
                 return now.visible
-            return (
-                not now.visible
-                or row.get("version_id") != now.version_id
-                or row.get("etag") != now.etag
-            )
+            return not now.visible or row.version_id != now.version_id or row.etag != now.etag
 
         with ThreadPoolExecutor(max_workers=16) as pool:
             verdicts = list(pool.map(still_different, drifts))
@@ -520,13 +508,13 @@ def _ms(value: Any) -> int | None:
 
 
 def _sample(d: Drift) -> dict[str, Any]:
-    row, truth = d.ledger or {}, d.bucket or Truth(False, None, None, None)
+    row, truth = d.ledger, d.bucket or Truth(False, None, None, None)
     return {
         "kind": d.kind,
         "key": d.key,
-        "ledger_state": row.get("state"),
-        "ledger_version_id": row.get("version_id"),
-        "ledger_etag": row.get("etag"),
+        "ledger_state": row.state if row else None,
+        "ledger_version_id": row.version_id if row else None,
+        "ledger_etag": row.etag if row else None,
         "bucket_visible": truth.visible,
         "bucket_version_id": truth.version_id,
         "bucket_etag": truth.etag,

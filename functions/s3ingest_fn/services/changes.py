@@ -1,7 +1,8 @@
 """The ordered change stream: applied ledger changes -> events on the stack's own bus (C11).
 
-The outbox is the ledger itself: every write that applies a change sets ``op=apply`` and a
-deterministic ``chg_id`` in the same conditional write (:mod:`s3ingest_fn.ledger`), and the
+The outbox is the ledger itself: every write that applies a change marks the row as an applied
+change with its deterministic change id, in the same conditional write
+(:mod:`s3ingest_fn.adapters.dynamo_ledger`), and the
 table's DynamoDB stream carries the row's new image. A relay Lambda, subscribed to the stream
 with the filter :data:`STREAM_FILTER` (so it is invoked only for applied changes, never for effect
 commits, claims or TTL deletions), turns each record into one event with :func:`change_event` and
@@ -36,33 +37,24 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from s3ingest_fn.ledger import from_item
+from s3ingest_fn.adapters.dynamo_ledger import STREAM_FILTER, is_applied_change, row_from_item
+
+__all__ = [
+    "DETAIL_TYPES",
+    "SOURCE",
+    "STREAM_FILTER",
+    "change_event",
+    "is_applied_change",
+    "publish",
+]
 
 #: Kept in step with ``s3ingest.settings.CHANGE_SOURCE`` / ``CHANGE_DETAIL_TYPES`` (the function
 #: package does not ship the ``s3ingest`` package; a unit test checks they agree).
 SOURCE = "s3ingest"
 DETAIL_TYPES = {"created": "Object Ingested", "removed": "Object Tombstoned"}
 
-#: The event source mapping's filter: applied changes only
-#: (https://docs.aws.amazon.com/lambda/latest/dg/with-ddb-filtering.html).
-STREAM_FILTER: dict[str, Any] = {
-    "eventName": ["INSERT", "MODIFY"],
-    "dynamodb": {"NewImage": {"op": {"S": ["apply"]}}},
-}
-
 #: PutEvents takes at most 10 entries per request.
 PUT_EVENTS_MAX = 10
-
-
-def is_applied_change(record: dict[str, Any]) -> bool:
-    """Whether a DynamoDB stream record is an applied change (the relay's own check of
-    :data:`STREAM_FILTER`, so it is right even where the filter is not applied)."""
-    image = record.get("dynamodb", {}).get("NewImage") or {}
-    return (
-        record.get("eventName") in ("INSERT", "MODIFY")
-        and image.get("op") == {"S": "apply"}
-        and "chg_id" in image
-    )
 
 
 def change_event(record: dict[str, Any], bus_name: str) -> dict[str, Any]:
@@ -82,24 +74,24 @@ def change_event(record: dict[str, Any], bus_name: str) -> dict[str, Any]:
         "source", "eventName", "reason", "observed", "appliedAt"}`` (``sequencer``: the change's
         own, null for an observation; ``appliedAt`` in epoch ms; absent values are null).
     """
-    row = from_item(record["dynamodb"]["NewImage"])
-    kind = "created" if row.get("state") == "present" else "removed"
-    bucket = row.get("bucket")
+    row = row_from_item(record["dynamodb"]["NewImage"])
+    kind = "created" if row.present else "removed"
+    bucket = row.bucket
     detail = {
-        "id": row.get("chg_id"),
+        "id": row.change_id,
         "bucket": bucket,
-        "key": row.get("key"),
+        "key": row.key,
         "kind": kind,
-        "sequencer": row.get("chg_seq"),
-        "versionId": row.get("version_id"),
-        "etag": row.get("etag"),
-        "size": row.get("size"),
-        "rev": row.get("rev"),
-        "source": row.get("source"),
-        "eventName": row.get("event_name"),
-        "reason": row.get("reason"),
-        "observed": bool(row.get("observed")),
-        "appliedAt": row.get("updated_at"),
+        "sequencer": row.change_seq,
+        "versionId": row.version_id,
+        "etag": row.etag,
+        "size": row.size,
+        "rev": row.rev,
+        "source": row.source,
+        "eventName": row.event_name,
+        "reason": row.reason,
+        "observed": row.observed,
+        "appliedAt": row.updated_at,
     }
     # the partition (aws, aws-cn, aws-us-gov) of the stream the record came from
     partition = str(record.get("eventSourceARN") or "arn:aws").split(":")[1] or "aws"

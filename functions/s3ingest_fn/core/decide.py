@@ -1,8 +1,8 @@
 """The ingest decision: what one parsed S3 change does to the ledger (CONTRACT C2-C7, C9, C10).
 
-Pure logic over two small ports, the ledger (:class:`~s3ingest_fn.ledger.DynamoLedger`) and the
-bucket (:class:`~s3ingest_fn.bucket.S3Objects`); tests pass the real adapters bound to the
-emulator, or fakes.
+Pure logic over two ports (:mod:`s3ingest_fn.core.ports`), the ledger and the bucket; the
+adapters (:mod:`s3ingest_fn.adapters`) implement them over DynamoDB and S3, ``tests/fakes`` in
+memory.
 
 Paths, by what the event can tell on its own:
 
@@ -20,9 +20,9 @@ Paths, by what the event can tell on its own:
 * **No usable sequencer** (repairs, backfill, ``ReducedRedundancyLostObject``, a garbage
   sequencer): an observation: read the row, HEAD, write only if the row's revision is unchanged.
 
-With a processor configured (:class:`~s3ingest_fn.effects.EffectRunner`), every write that
+With a processor configured (:class:`~s3ingest_fn.core.effects.EffectRunner`), every write that
 applies a change also claims its effect; the processor runs after it and a second write commits
-(CONTRACT C11; the protocol is in :mod:`s3ingest_fn.effects`). Without one, nothing changes.
+(CONTRACT C11; the protocol is in :mod:`s3ingest_fn.core.effects`). Without one, nothing changes.
 """
 
 from __future__ import annotations
@@ -30,12 +30,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from s3ingest_fn.contract import CANARY_PREFIX
-from s3ingest_fn.effects import PENDING, SUPERSEDED, AppliedChange, Claim, EffectRunner
-from s3ingest_fn.ledger import PRESENT, RowState, WriteMeta, WriteResult, effect_behind
-from s3ingest_fn.model import (
+from s3ingest_fn.core.effects import SUPERSEDED, AppliedChange, EffectRunner
+from s3ingest_fn.core.model import (
     Change,
     Format,
     Kind,
@@ -44,6 +43,8 @@ from s3ingest_fn.model import (
     Result,
     TransientError,
 )
+from s3ingest_fn.core.ports import Bucket, Ledger
+from s3ingest_fn.core.row import PENDING, Claim, LedgerRow, RowState, WriteMeta, WriteResult
 
 #: While another change's effect holds a live lease on the row, a newer change waits this long
 #: (seconds, doubling: 0.05 + 0.1 + ... + 0.8 = 1.55 s) before its message is retried via SQS:
@@ -55,57 +56,22 @@ LEASE_WAITS = (0.05, 0.1, 0.2, 0.4, 0.8)
 MAX_OBSERVATION_ATTEMPTS = 5
 
 
-class LedgerPort(Protocol):
-    """What the decision needs from the ledger (see :class:`s3ingest_fn.ledger.DynamoLedger`)."""
-
-    def get(self, bucket: str, key: str) -> dict[str, object] | None: ...
-
-    def write_sequenced(
-        self,
-        state: RowState,
-        meta: WriteMeta,
-        *,
-        observed: bool,
-        require_exact: bool,
-        expected_rev: int | None = None,
-        claim: Claim | None = None,
-        same_change: bool = False,
-        state_is: bool | None = None,
-    ) -> WriteResult: ...
-
-    def write_observation(
-        self, state: RowState, meta: WriteMeta, expected_rev: int | None, claim: Claim | None = None
-    ) -> WriteResult: ...
-
-    def reclaim(self, bucket: str, key: str, old_token: int, claim: Claim) -> WriteResult: ...
-
-    def finish_effect(self, bucket: str, key: str, token: int, status: str = ...) -> bool: ...
-
-    def release(self, bucket: str, key: str, token: int) -> bool: ...
-
-
-class BucketPort(Protocol):
-    """What the decision needs from S3 (see :class:`s3ingest_fn.bucket.S3Objects`)."""
-
-    def current(self, bucket: str, key: str) -> ObjectState: ...
-
-
 @dataclass
 class IngestService:
     """Applies parsed changes to the ledger.
 
     Parameters
     ----------
-    ledger : LedgerPort
-    bucket : BucketPort
+    ledger : Ledger
+    bucket : Bucket
     scope_bucket : str or None
         Only this bucket's events are ingested; others end ``ignored`` (out of scope). None: all.
     effects : EffectRunner or None
         The team's processor; None keeps the one-write path (CONTRACT C5).
     """
 
-    ledger: LedgerPort
-    bucket: BucketPort
+    ledger: Ledger
+    bucket: Bucket
     scope_bucket: str | None = None
     effects: EffectRunner | None = None
     #: Injectable for tests (waits for a live effect lease, :data:`LEASE_WAITS`).
@@ -159,15 +125,14 @@ class IngestService:
         for _ in range(MAX_OBSERVATION_ATTEMPTS):
             claim = self._claim(change)
             meta = self._meta(change, "newer-sequencer")
-            first = self.ledger.write_sequenced(
-                state, meta, observed=False, require_exact=True, claim=claim
-            )
+            first = self.ledger.apply_if_newer(state, meta, claim)
             if first.applied:
                 return self._applied(change, Outcome.APPLIED, first, state, meta)
-            old = first.old or {}
-            verdict = self._rejected(change, old, claim)
-            if verdict is not None:
-                return verdict
+            old = first.old
+            if old is not None:
+                verdict = self._rejected(change, old, claim)
+                if verdict is not None:
+                    return verdict
             # The row holds an observed state, maybe newer than this event: verify (C7).
             now = self.bucket.current(change.bucket, change.key)
             if _matches(change, now):
@@ -176,18 +141,13 @@ class IngestService:
             else:
                 meta = self._meta(change, "bucket-moved-past-event")
                 outcome, written, observed = Outcome.SUPERSEDED, _head_state(now), True
-            if _same_state(old, written):
+            if old is not None and old.holds(written):
                 # The row already holds this state (an observation recorded it, and ran its
                 # effect): only the sequencer moves; no new change, no second effect (unless
                 # that effect is behind the row: the bucket was just read, so it runs now).
                 claim = None
-                result = self.ledger.write_sequenced(
-                    written,
-                    meta,
-                    observed=observed,
-                    require_exact=False,
-                    expected_rev=_rev(old),
-                    same_change=True,
+                result = self.ledger.advance_sequencer(
+                    written, meta, observed=observed, expected_rev=old.rev
                 )
                 if result.applied:
                     done = result_of(change, outcome, meta.reason)
@@ -195,19 +155,19 @@ class IngestService:
                     return self._resume(done, old, verified=True)
             else:
                 claim = self._claim(change)
-                result = self.ledger.write_sequenced(
+                result = self.ledger.apply_verified(
                     written,
                     meta,
                     observed=observed,
-                    require_exact=False,
-                    expected_rev=_rev(old),
+                    expected_rev=old.rev if old is not None else 0,
                     claim=claim,
                 )
                 if result.applied:
                     return self._applied(change, outcome, result, written, meta)
-            verdict = self._rejected(change, result.old or {}, claim)
-            if verdict is not None:
-                return verdict
+            if result.old is not None:
+                verdict = self._rejected(change, result.old, claim)
+                if verdict is not None:
+                    return verdict
             # Another writer changed the row between our read of it and our write: start over.
         raise TransientError("ledger row kept changing during verification")
 
@@ -222,33 +182,31 @@ class IngestService:
         same = now.visible and change.version_id is not None and change.version_id != now.version_id
         for _ in range(MAX_OBSERVATION_ATTEMPTS):
             claim = None if same else self._claim(change)
-            result = self.ledger.write_sequenced(
-                written,
-                meta,
-                observed=True,
-                require_exact=False,
-                claim=claim,
-                same_change=same,
-                state_is=same,
-            )
+            if same:
+                result = self.ledger.advance_sequencer(written, meta, observed=True)
+            else:
+                result = self.ledger.apply_observed_at(written, meta, claim)
             if result.applied:
                 if same:
                     done = result_of(change, Outcome.APPLIED, reason)
                     done.extra["effect"] = "already-recorded"
                     return done
                 return self._applied(change, Outcome.APPLIED, result, written, meta)
-            old = result.old or {}
+            old = result.old
+            if old is None:
+                same = False
+                continue
             verdict = self._rejected(change, old, claim)
             if verdict is not None:
                 return verdict
-            same = _same_state(old, written)
+            same = old.holds(written)
         raise TransientError("ledger row kept changing during a version removal")
 
     def _observe(self, change: Change) -> Result:
         for _ in range(MAX_OBSERVATION_ATTEMPTS):
             row = self.ledger.get(change.bucket, change.key)
             now = self.bucket.current(change.bucket, change.key)
-            if row is not None and _same_state(row, _head_state(now)):
+            if row is not None and row.holds(_head_state(now)):
                 return self._resume(
                     result_of(change, Outcome.DUPLICATE, "observation-matches-ledger"),
                     row,
@@ -258,16 +216,16 @@ class IngestService:
                 return result_of(change, Outcome.IGNORED, "observed-absent-not-in-ledger")
             claim = self._claim(change)
             meta, written = self._meta(change, "observed-bucket-state"), _head_state(now)
-            result = self.ledger.write_observation(
-                written, meta, expected_rev=_rev(row) if row is not None else None, claim=claim
+            result = self.ledger.record_observation(
+                written, meta, row.rev if row is not None else None, claim
             )
             if result.applied:
                 return self._applied(change, Outcome.APPLIED, result, written, meta)
-            if _lease_live(result.old or {}, claim):
+            if _lease_live(result.old, claim):
                 raise _LeaseBusy
         raise TransientError("ledger row kept changing during observation")
 
-    # -- effects (CONTRACT C11, module s3ingest_fn.effects) ---------------------------------
+    # -- effects (CONTRACT C11, module s3ingest_fn.core.effects) ---------------------------------
 
     def _claim(self, change: Change) -> Claim | None:
         """The effect claim for a write applying ``change``; None without a processor, and for
@@ -276,9 +234,7 @@ class IngestService:
             return None
         return self.effects.claim()
 
-    def _rejected(
-        self, change: Change, old: dict[str, object], claim: Claim | None
-    ) -> Result | None:
+    def _rejected(self, change: Change, old: LedgerRow, claim: Claim | None) -> Result | None:
         """After a rejected write: duplicate/stale (resuming an abandoned effect),
         :class:`_LeaseBusy` when another change's effect holds a live lease, or None (the caller
         goes on)."""
@@ -312,42 +268,43 @@ class IngestService:
         )
         return self._effect(result, applied)
 
-    def _resume(self, verdict: Result, row: dict[str, object], *, verified: bool = False) -> Result:
+    def _resume(self, verdict: Result, row: LedgerRow, *, verified: bool = False) -> Result:
         """Re-run the effect of the row's change: a pending one whose worker's lease has
         expired, or, when ``verified`` (the bucket was just read and shows the row's state), one
-        that is behind the row (:func:`~s3ingest_fn.ledger.effect_behind`: it ended superseded
-        and no newer change came; CONTRACT C11)."""
+        that is behind the row (:attr:`LedgerRow.effect_behind`: it ended superseded and no newer
+        change came; CONTRACT C11)."""
         if self.effects is None:
             return verdict
-        token = row.get("fx_token")
-        if not isinstance(token, int):
+        effect = row.effect
+        if effect is None or effect.token is None:
             return verdict
-        if row.get("fx") == PENDING:
-            lease = row.get("fx_lease")
-            if not isinstance(lease, int):
+        token = effect.token
+        if effect.status == PENDING:
+            lease = effect.lease_until_ms
+            if lease is None:
                 return verdict
             claim = self.effects.claim()
             if lease >= claim.now_ms:
                 return verdict  # its worker is still running and will commit
-        elif verified and effect_behind(row):
+        elif verified and row.effect_behind:
             claim = self.effects.claim()
         else:
             return verdict
         taken = self.ledger.reclaim(str(verdict.bucket), str(verdict.key), token, claim)
         if not taken.applied or taken.token is None:
             return verdict
-        present = row.get("state") == PRESENT
+        present = row.present
         applied = AppliedChange(
             bucket=str(verdict.bucket),
             key=str(verdict.key),
             kind="created" if present else "removed",
-            sequencer=_opt(row.get("chg_seq")),
-            version_id=_opt(row.get("version_id")) if present else None,
-            etag=_opt(row.get("etag")) if present else None,
-            size=_opt_int(row.get("size")) if present else None,
-            source=str(row.get("source", "")),
-            event_name=str(row.get("event_name", "")),
-            change_id=str(row.get("chg_id", "")),
+            sequencer=row.change_seq or None,
+            version_id=(row.version_id or None) if present else None,
+            etag=(row.etag or None) if present else None,
+            size=row.size if present else None,
+            source=row.source,
+            event_name=row.event_name,
+            change_id=row.change_id or "",
             token=taken.token,
         )
         resumed = self._effect(
@@ -397,7 +354,7 @@ class IngestService:
             except TransientError as exc:  # a killed worker: its lease ends, nothing commits
                 exc.extra.update(result.extra, effect="killed")
                 raise
-        committed = self.ledger.finish_effect(change.bucket, change.key, change.token, status)
+        committed = self.ledger.finish(change.bucket, change.key, change.token, status)
         result.extra["effect"] = status if committed else "lease-lost"
         if status == SUPERSEDED and result.outcome is Outcome.APPLIED:
             result.outcome, result.reason = Outcome.SUPERSEDED, "content-superseded"
@@ -405,9 +362,9 @@ class IngestService:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _order_verdict(self, change: Change, old: dict[str, object]) -> Result | None:
-        stored = old.get("seq")
-        if not isinstance(stored, str) or change.sequencer is None:
+    def _order_verdict(self, change: Change, old: LedgerRow) -> Result | None:
+        stored = old.seq
+        if stored is None or change.sequencer is None:
             return None
         if stored == change.sequencer:
             return result_of(change, Outcome.DUPLICATE, "equal-sequencer")
@@ -460,41 +417,8 @@ class _LeaseBusy(Exception):
     """Another change's effect holds a live lease on the row: wait, then start over."""
 
 
-def _lease_live(old: dict[str, object], claim: Claim | None) -> bool:
-    lease = old.get("fx_lease")
-    return (
-        claim is not None
-        and old.get("fx") == PENDING
-        and isinstance(lease, int)
-        and lease >= claim.now_ms
-    )
-
-
-def _opt_int(value: object) -> int | None:
-    return value if isinstance(value, int) else None
-
-
-def _opt(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _same_state(row: dict[str, object], state: RowState) -> bool:
-    """Whether the row already holds ``state`` (present with the same version and ETag, or a
-    tombstone)."""
-    if not row:
-        return False
-    if not state.present:
-        return row.get("state") == "deleted"
-    return (
-        row.get("state") == PRESENT
-        and row.get("version_id") == state.version_id
-        and row.get("etag") == state.etag
-    )
-
-
-def _rev(row: dict[str, object]) -> int:
-    rev = row.get("rev", 0)
-    return rev if isinstance(rev, int) else 0
+def _lease_live(old: LedgerRow | None, claim: Claim | None) -> bool:
+    return claim is not None and old is not None and old.lease_live(claim.now_ms)
 
 
 def _event_state(change: Change) -> RowState:

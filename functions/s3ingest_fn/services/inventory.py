@@ -8,7 +8,7 @@ and ``docs/payloads.md`` section 8:
   (``creationTimestamp``, a *string* of epoch milliseconds). ``manifest.checksum`` is the MD5 hex
   of ``manifest.json``, possibly followed by a newline.
 * CSV data is gzip (possibly multi-member), has no header row, quotes every field, and its keys
-  are form-encoded (decoded with :func:`~s3ingest_fn.events.decode_form_key`, CONTRACT C1). One
+  are form-encoded (decoded with :func:`~s3ingest_fn.core.events.decode_form_key`, CONTRACT C1). One
   row per version, delete markers included; an empty ``VersionId`` is the null version.
 * ORC and Parquet columns are snake_case and their keys are raw. Reading them needs ``pyarrow``
   (installed with the CLI and the local runtime, not in the Lambda package, whose inventory
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
 
-from s3ingest_fn.events import decode_form_key, normalize_etag, normalize_version
-from s3ingest_fn.model import InvalidMessageError
+from s3ingest_fn.core.events import decode_form_key, normalize_etag, normalize_version
+from s3ingest_fn.core.model import InvalidMessageError, InventoryRow
 
 
 class InventoryError(ValueError):
@@ -117,24 +117,6 @@ def parse_schema(fmt: str, schema: str) -> tuple[str, ...]:
         if words:
             names.append(words[-1])
     return tuple(names)
-
-
-@dataclass(frozen=True, slots=True)
-class InventoryRow:
-    """One object version as an inventory (or a listing) reports it.
-
-    ``key`` is decoded. ``version_id`` None means unversioned or the null version.
-    ``is_latest`` is True for unversioned reports. ``last_modified_ms`` may be None.
-    """
-
-    bucket: str
-    key: str
-    version_id: str | None
-    is_latest: bool
-    is_delete_marker: bool
-    etag: str | None
-    size: int | None
-    last_modified_ms: int | None
 
 
 # CSV column name -> ORC/Parquet column name.

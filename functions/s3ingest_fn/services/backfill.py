@@ -17,9 +17,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from s3ingest_fn.events import decode_form_key
-from s3ingest_fn.ingest import IngestService
-from s3ingest_fn.model import Change, Format, InvalidMessageError, Kind, Outcome, TransientError
+from s3ingest_fn.core.decide import IngestService
+from s3ingest_fn.core.events import decode_form_key
+from s3ingest_fn.core.model import (
+    Change,
+    Format,
+    InvalidMessageError,
+    Kind,
+    Outcome,
+    TransientError,
+)
 
 SUCCEEDED = "Succeeded"
 TEMPORARY_FAILURE = "TemporaryFailure"

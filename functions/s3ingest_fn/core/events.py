@@ -1,4 +1,4 @@
-"""Parse SQS message bodies carrying S3 events into :class:`~s3ingest_fn.model.Change` objects.
+"""Parse SQS message bodies carrying S3 events into :class:`~s3ingest_fn.core.model.Change` objects.
 
 Accepted bodies (shapes and quirks from ``docs/payloads.md``):
 
@@ -11,8 +11,8 @@ Accepted bodies (shapes and quirks from ``docs/payloads.md``):
 * a repair event written by this product (``{"s3ingestRepair": {"bucket", "key", "reason"}}``),
   an observation without a sequencer (CONTRACT C7).
 
-Anything else raises :class:`~s3ingest_fn.model.InvalidMessageError` with a reason code, so it is
-classified ``invalid`` and never counted as success (CONTRACT C3, C9).
+Anything else raises :class:`~s3ingest_fn.core.model.InvalidMessageError` with a reason code, so
+it is classified ``invalid`` and never counted as success (CONTRACT C3, C9).
 
 Keys are decoded exactly once (CONTRACT C1): EventBridge and notification keys are
 form-encoded (``+`` is a space, ``%2B`` a plus); repair keys are already raw.
@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
-from s3ingest_fn import sequencer
-from s3ingest_fn.model import Change, Format, InvalidMessageError, Kind
+from s3ingest_fn.core import sequencer
+from s3ingest_fn.core.model import Change, Format, InvalidMessageError, Kind
 
 #: Largest body accepted, bytes. EventBridge events are at most 256 KiB
 #: (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-putevent-size.html) and S3

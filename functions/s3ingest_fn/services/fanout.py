@@ -10,7 +10,7 @@ A hash-partitioned diff in three map phases, each step a Lambda invocation of
    split by ``hash(key) % partitions``, as gzip JSON Lines shards to a work prefix of the
    inventory bucket (expired by a lifecycle rule). Only each key's latest inventory row is kept.
 3. ``diff_partition`` (Map, one child per partition): read the partition's inventory and ledger
-   shards, diff them with the same :func:`~s3ingest_fn.reconcile.diff.diff` as the single run,
+   shards, diff them with the same :func:`~s3ingest_fn.core.diff.diff` as the single run,
    confirm with HEAD, queue repairs.
 4. ``summarize``: add the children's counts up, emit the drift metrics.
 
@@ -27,16 +27,16 @@ import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from s3ingest_fn.reconcile.diff import (
+from s3ingest_fn.core.diff import (
     DRIFT_KINDS,
-    ROW_ATTRIBUTES,
     DiffStats,
     Truth,
     bucket_truth,
     diff,
 )
-from s3ingest_fn.reconcile.inventory import read_rows
-from s3ingest_fn.reconcile.service import (
+from s3ingest_fn.core.row import Effect, LedgerRow
+from s3ingest_fn.services.inventory import read_rows
+from s3ingest_fn.services.reconcile import (
     DEFAULT_MARGIN_MS,
     INVENTORY,
     Reconciler,
@@ -104,7 +104,7 @@ class FanOut:
     def shard_ledger(self, event: dict[str, Any]) -> dict[str, Any]:
         """``{"runId", "segment", "segments", "partitions"}``: split one Scan segment."""
         rows, requests = self.r.scan_segment(int(event["segment"]), int(event["segments"]))
-        records = ([r.get(a) for a in ROW_ATTRIBUTES] for r in rows)
+        records = (_ledger_record(r) for r in rows)
         written = self._write_shards(
             event["runId"],
             "ledger",
@@ -127,10 +127,7 @@ class FanOut:
             rec[0]: Truth(rec[1], rec[2], rec[3], rec[4])
             for rec in self._read_shards(run, "inventory", p)
         }
-        ledger = (
-            dict(zip(ROW_ATTRIBUTES, rec, strict=False))
-            for rec in self._read_shards(run, "ledger", p)
-        )
+        ledger = (_ledger_row(self.r.bucket, rec) for rec in self._read_shards(run, "ledger", p))
         report = ReconcileReport(
             source=INVENTORY,
             bucket=self.r.bucket,
@@ -221,3 +218,34 @@ class FanOut:
                 for line in text.splitlines():
                     if line:
                         yield json.loads(line)
+
+
+def _ledger_record(row: LedgerRow) -> list[Any]:
+    """What the diff reads of a ledger row, as a JSON list in a work shard (key first)."""
+    effect = row.effect
+    return [
+        row.key,
+        row.present,
+        row.version_id,
+        row.etag,
+        row.updated_at,
+        effect.status if effect else None,
+        effect.lease_until_ms if effect else None,
+        effect.done_change_id if effect else None,
+        row.change_id,
+    ]
+
+
+def _ledger_row(bucket: str, rec: list[Any]) -> LedgerRow:
+    """The row of a :func:`_ledger_record`."""
+    key, present, version_id, etag, updated_at, status, lease, done, change = rec
+    return LedgerRow(
+        bucket=bucket,
+        key=key,
+        present=bool(present),
+        version_id=version_id,
+        etag=etag,
+        updated_at=int(updated_at or 0),
+        effect=Effect(status=status, lease_until_ms=lease, done_change_id=done) if status else None,
+        change_id=change,
+    )

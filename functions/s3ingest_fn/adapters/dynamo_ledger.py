@@ -1,0 +1,1128 @@
+"""The DynamoDB ledger adapter: one item per (bucket, decoded key), and the only code that knows
+how a row is stored.
+
+Item layout (a *compact* item: what the rules need, stored once; an item stays within 1 KB, one
+write unit, for keys up to 512 bytes with the decision history kept; ``python -m bench --only
+rowsize`` prints the figures):
+
+====  ====  ==============================================================================
+pk    S     ``<bucket>/<key>`` (bucket names cannot contain ``/``): the table's partition key,
+            and the only copy of the bucket and the decoded key (CONTRACT C1)
+rk    S     the key as last received on the wire, only when it differs from the decoded key
+st    S     ``p`` (present) or ``d`` (a tombstone, CONTRACT C6)
+sq    S     highest applied sequencer, normalised (:mod:`s3ingest_fn.core.sequencer`) without
+            its right-padding zeros: right-padding both sides to one width orders them as
+            stripping the zeros does, so DynamoDB still compares with ``<``; absent when only
+            observations touched the row
+rq    S     that sequencer as received, only when it differs from ``sq``
+ob    BOOL  true when the state came from reading the bucket (C7); absent otherwise
+vi    S     current version (absent: unversioned or null version)
+et    S     current ETag (no quotes)
+sz    N     current size
+rv    N     revision, +1 on every write (optimistic concurrency; fencing tokens)
+ut    N     epoch ms of the last decision written (also in ``h0``; kept apart so that a
+            reconciliation's Scan reads it without the history)
+op    S     what the last write was: ``apply`` (a change was applied: the change stream
+            publishes exactly these, :data:`STREAM_FILTER`), ``seq`` (only the sequencer moved),
+            ``claim``, ``release``, ``commit`` (effects), ``migrate`` (a legacy item rewritten).
+            The legacy layout's name, kept: the deployed stream filter names it
+ci    S     id of the applied change (:func:`s3ingest_fn.core.effects.change_id`)
+cq    S     that change's own sequencer as received; absent for an observation
+fe    S     effect of the applied change (only with a processor): ``p`` pending, ``d`` done,
+            ``s`` superseded (CONTRACT C11)
+ft    N     fencing token of the effect's claim (the row's ``rv`` when claimed)
+fl    N     epoch ms until which the claiming worker may run; removed on commit
+fd    S     the change id whose effect last completed
+h0..  L     the last :data:`~s3ingest_fn.core.row.HISTORY_SLOTS` applied decisions, newest
+            first, each ``[at (epoch ms), state, source, sequencer as received or "-", reason,
+            event name]`` with the well-known values coded (:data:`_SOURCES`, :data:`_REASONS`,
+            :data:`_EVENT_PREFIXES`); NULL until filled. ``h0`` is also where the row's last
+            event, reason and source are read from.
+expires_at  N  epoch seconds; only on tombstones (the table's TTL attribute)
+====  ====  ==============================================================================
+
+**Legacy items.** Tables are retained across upgrades, so items written by earlier versions
+(``bucket``, ``key``, ``raw_key``, ``state``, ``seq`` padded to 64 characters, ``fx*``,
+``chg_*``, history maps, ...) are read as they are (:func:`row_from_item`). Every write is
+conditional on the item not being legacy; a write refused by a legacy item rewrites it in the
+compact layout first (:meth:`DynamoLedger._migrate`: same revision, fencing token, effect and
+history; ``op=migrate``, so the change stream does not publish it again) and then retries.
+
+Writes use ``ReturnValuesOnConditionCheckFailure=ALL_OLD`` so a rejected conditional write tells
+duplicate from stale without a second request (CONTRACT C5;
+https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_UpdateItem.html).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, cast
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from s3ingest_fn.core.effects import change_id
+from s3ingest_fn.core.model import TransientError
+from s3ingest_fn.core.row import (
+    DELETED,
+    DONE,
+    HISTORY_SLOTS,
+    OP_APPLY,
+    OP_CLAIM,
+    OP_COMMIT,
+    OP_RELEASE,
+    OP_SEQ,
+    PENDING,
+    PRESENT,
+    SUPERSEDED,
+    Claim,
+    Decision,
+    Effect,
+    LedgerRow,
+    RowState,
+    WriteMeta,
+    WriteResult,
+)
+from s3ingest_fn.core.sequencer import WIDTH
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient  # pragma: no cover
+else:
+    DynamoDBClient = Any
+
+#: The table's partition key and TTL attribute: the deployed table's key schema
+#: (``infra/s3ingest_cdk/constructs/ledger_table.py``); never renamed (a new key is a new table).
+PARTITION_KEY = "pk"
+TTL_ATTRIBUTE = "expires_at"
+
+# The compact layout's attribute names (see the module docstring).
+_RAW_KEY, _STATE, _SEQ, _RAW_SEQ, _OBSERVED = "rk", "st", "sq", "rq", "ob"
+_VERSION, _ETAG, _SIZE, _REV, _OP = "vi", "et", "sz", "rv", "op"
+_CHG_ID, _CHG_SEQ, _UPDATED = "ci", "cq", "ut"
+_FX, _FX_TOKEN, _FX_LEASE, _FX_DONE = "fe", "ft", "fl", "fd"
+_HISTORY = tuple(f"h{i}" for i in range(HISTORY_SLOTS))
+
+#: Every attribute name of the compact layout.
+ATTRIBUTES: tuple[str, ...] = (
+    PARTITION_KEY,
+    _RAW_KEY,
+    _STATE,
+    _SEQ,
+    _RAW_SEQ,
+    _OBSERVED,
+    _VERSION,
+    _ETAG,
+    _SIZE,
+    _REV,
+    _OP,
+    _UPDATED,
+    _CHG_ID,
+    _CHG_SEQ,
+    _FX,
+    _FX_TOKEN,
+    _FX_LEASE,
+    _FX_DONE,
+    *_HISTORY,
+    TTL_ATTRIBUTE,
+)
+#: The legacy layout's attribute names that only a ledger row uses (the others, ``bucket``,
+#: ``key``, ``state``, ``etag``, ``event_name``, ``updated_at``, ... are also field names of the
+#: change events, the results and the reports).
+LEGACY_ATTRIBUTES: tuple[str, ...] = (
+    "raw_key",
+    "raw_seq",
+    "chg_id",
+    "chg_seq",
+    "fx",
+    "fx_token",
+    "fx_lease",
+    "fx_done",
+)
+#: Attribute names that are also ordinary words of another vocabulary of the product (``op``:
+#: a step of the local scenario format), so they are not searched for outside this module.
+SHARED_WORDS: tuple[str, ...] = (_OP,)
+#: Present on every legacy item, never on a compact one.
+_LEGACY_MARK = "bucket"
+_OP_MIGRATE = "migrate"
+
+#: The change stream's event source mapping filter: applied changes only
+#: (https://docs.aws.amazon.com/lambda/latest/dg/with-ddb-filtering.html).
+STREAM_FILTER: dict[str, Any] = {
+    "eventName": ["INSERT", "MODIFY"],
+    "dynamodb": {"NewImage": {_OP: {"S": [OP_APPLY]}}},
+}
+
+_STATES = {PRESENT: "p", DELETED: "d"}
+_FX_CODES = {PENDING: "p", DONE: "d", SUPERSEDED: "s"}
+_FX_STATUS = {code: status for status, code in _FX_CODES.items()}
+#: Well-known history values, stored as one character; anything else is stored verbatim
+#: (prefixed with NUL when it could be mistaken for a code).
+_SOURCES = ("live", "replay", "repair", "backfill")
+_REASONS = (
+    "newer-sequencer",
+    "verified-against-bucket",
+    "bucket-moved-past-event",
+    "version-removed-key-visible",
+    "version-removed-key-hidden",
+    "observed-bucket-state",
+)
+#: Event-name prefixes stored as one control character (S3 notifications and EventBridge).
+_EVENT_PREFIXES = (
+    "ObjectCreated:",
+    "ObjectRemoved:",
+    "Object Created/",
+    "Object Deleted/",
+    "LifecycleExpiration:",
+)
+#: History entries keep at most this many characters of the event name.
+_EVENT_MAX = 200
+
+
+def row_pk(bucket: str, key: str) -> str:
+    """Partition key of a ledger row (CONTRACT C1: two buckets never share a row)."""
+    return f"{bucket}/{key}"
+
+
+def _compact_seq(normalised: str) -> str:
+    return normalised.rstrip("0") or "0"
+
+
+def _code(value: str, table: tuple[str, ...]) -> str:
+    if value in table:
+        return chr(0x41 + table.index(value))  # "A", "B", ...
+    if len(value) == 1 or value.startswith("\0"):
+        return "\0" + value
+    return value
+
+
+def _uncode(value: str, table: tuple[str, ...]) -> str:
+    if value.startswith("\0"):
+        return value[1:]
+    if len(value) == 1 and 0 <= ord(value) - 0x41 < len(table):
+        return table[ord(value) - 0x41]
+    return value
+
+
+def _code_event(name: str) -> str:
+    name = name[:_EVENT_MAX]
+    for i, prefix in enumerate(_EVENT_PREFIXES):
+        if name.startswith(prefix):
+            return chr(1 + i) + name[len(prefix) :]
+    if name and ord(name[0]) <= len(_EVENT_PREFIXES):
+        return "\0" + name
+    return name
+
+
+def _uncode_event(value: str) -> str:
+    if not value:
+        return value
+    first = ord(value[0])
+    if first == 0:
+        return value[1:]
+    if first <= len(_EVENT_PREFIXES):
+        return _EVENT_PREFIXES[first - 1] + value[1:]
+    return value
+
+
+# -- reading items ----------------------------------------------------------------------------
+
+
+def _plain(av: Mapping[str, Any]) -> Any:
+    ((typ, val),) = av.items()
+    if typ == "N":
+        return int(val) if val.lstrip("-").isdigit() else float(val)
+    if typ == "NULL":
+        return None
+    if typ == "M":
+        return {k: _plain(v) for k, v in val.items()}
+    if typ == "L":
+        return [_plain(v) for v in val]
+    return val
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) else None
+
+
+def row_from_item(item: Mapping[str, Any]) -> LedgerRow:
+    """The typed row of a DynamoDB item (attribute-value form), compact or legacy layout; a
+    projected item (a reconciliation's Scan) gives the row's defaults for what it leaves out."""
+    if _LEGACY_MARK in item:
+        return _legacy_row({name: _plain(av) for name, av in item.items()})
+    get = item.get
+    bucket, _, key = item[PARTITION_KEY]["S"].partition("/")
+    history: tuple[Decision, ...] = ()
+    h0 = get(_HISTORY[0])
+    if h0 is not None and "L" in h0:
+        history = tuple(
+            d
+            for d in (_decision_of(get(h)) for h in _HISTORY)
+            if d is not None  # h1, h2: NULL until filled
+        )
+    last = history[0] if history else None
+    seq = _s(get(_SEQ))
+    fx = _s(get(_FX))
+    effect = None
+    if fx is not None:
+        effect = Effect(
+            status=_FX_STATUS.get(fx, fx),
+            token=_n(get(_FX_TOKEN)),
+            lease_until_ms=_n(get(_FX_LEASE)),
+            done_change_id=_s(get(_FX_DONE)),
+        )
+    observed = get(_OBSERVED)
+    return LedgerRow(
+        bucket=bucket,
+        key=key,
+        raw_key=_s(get(_RAW_KEY)) or key,
+        present=_s(get(_STATE)) == "p",
+        seq=seq.ljust(WIDTH, "0") if seq is not None else None,
+        raw_seq=_s(get(_RAW_SEQ)) or seq,
+        observed=observed is not None and observed.get("BOOL") is True,
+        version_id=_s(get(_VERSION)),
+        etag=_s(get(_ETAG)),
+        size=_n(get(_SIZE)),
+        rev=_n(get(_REV)) or 0,
+        event_name=last.event if last else "",
+        reason=last.reason if last else "",
+        source=last.source if last else "",
+        updated_at=_n(get(_UPDATED)) or (last.at if last else 0),
+        expires_at=_n(get(TTL_ATTRIBUTE)),
+        history=history,
+        op=_s(get(_OP)),
+        change_id=_s(get(_CHG_ID)),
+        change_seq=_s(get(_CHG_SEQ)),
+        effect=effect,
+    )
+
+
+def _scanned_row(item: Mapping[str, Any], bucket: str) -> LedgerRow:
+    """:func:`row_from_item` for an item of ``bucket`` projected to :data:`_DIFF_ATTRIBUTES`
+    (the fast path of a reconciliation's Scan: a million rows go through it)."""
+    if _LEGACY_MARK in item:
+        return _legacy_row({name: _plain(av) for name, av in item.items()})
+    get = item.get
+    key = item[PARTITION_KEY]["S"][len(bucket) + 1 :]
+    fx = get(_FX)
+    version, etag, updated = get(_VERSION), get(_ETAG), get(_UPDATED)
+    return LedgerRow(
+        bucket,
+        key,
+        item[_STATE]["S"] == "p",
+        version_id=version["S"] if version is not None else None,
+        etag=etag["S"] if etag is not None else None,
+        updated_at=int(updated["N"]) if updated is not None else 0,
+        effect=None
+        if fx is None
+        else Effect(_FX_STATUS.get(fx["S"], fx["S"]), lease_until_ms=_n(get(_FX_LEASE))),
+    )
+
+
+def _s(av: Mapping[str, Any] | None) -> str | None:
+    return av.get("S") if av is not None else None
+
+
+def _n(av: Mapping[str, Any] | None) -> int | None:
+    if av is None or "N" not in av:
+        return None
+    return int(av["N"])
+
+
+def _decision_of(av: Mapping[str, Any] | None) -> Decision | None:
+    if av is None or "L" not in av:
+        return None
+    at, state, source, seq, reason, event = (next(iter(v.values())) for v in av["L"])
+    return Decision(
+        seq=seq,
+        event=_uncode_event(event),
+        reason=_uncode(reason, _REASONS),
+        source=_uncode(source, _SOURCES),
+        at=int(at),
+        state=PRESENT if state == "p" else DELETED,
+    )
+
+
+def _decision(value: Any) -> Decision | None:
+    if isinstance(value, list) and len(value) == 6:
+        at, state, source, seq, reason, event = value
+        return Decision(
+            seq=str(seq),
+            event=_uncode_event(str(event)),
+            reason=_uncode(str(reason), _REASONS),
+            source=_uncode(str(source), _SOURCES),
+            at=int(at),
+            state=PRESENT if state == _STATES[PRESENT] else DELETED,
+        )
+    if isinstance(value, dict):  # a legacy history map
+        return Decision(
+            seq=str(value.get("seq", "-")),
+            event=str(value.get("event", "")),
+            reason=str(value.get("reason", "")),
+            source=str(value.get("source", "")),
+            at=int(value.get("at", 0)),
+            state=str(value.get("state", "")),
+        )
+    return None
+
+
+def _legacy_row(plain: Mapping[str, Any]) -> LedgerRow:
+    fx = _str(plain.get("fx"))
+    effect = None
+    if fx is not None:
+        effect = Effect(
+            status=fx,
+            token=_int(plain.get("fx_token")),
+            lease_until_ms=_int(plain.get("fx_lease")),
+            done_change_id=_str(plain.get("fx_done")),
+        )
+    key = str(plain.get("key", ""))
+    return LedgerRow(
+        bucket=str(plain.get("bucket", "")),
+        key=key,
+        raw_key=_str(plain.get("raw_key")) or key,
+        present=plain.get("state") == PRESENT,
+        seq=_str(plain.get("seq")),
+        raw_seq=_str(plain.get("raw_seq")),
+        observed=plain.get("observed") is True,
+        version_id=_str(plain.get("version_id")),
+        etag=_str(plain.get("etag")),
+        size=_int(plain.get("size")),
+        rev=_int(plain.get("rev")) or 0,
+        event_name=str(plain.get("event_name", "")),
+        reason=str(plain.get("reason", "")),
+        source=str(plain.get("source", "")),
+        updated_at=_int(plain.get("updated_at")) or 0,
+        expires_at=_int(plain.get(TTL_ATTRIBUTE)),
+        history=tuple(d for d in (_decision(plain.get(h)) for h in _HISTORY) if d is not None),
+        op=_str(plain.get("op")),
+        change_id=_str(plain.get("chg_id")),
+        change_seq=_str(plain.get("chg_seq")),
+        effect=effect,
+    )
+
+
+def is_applied_change(record: Mapping[str, Any]) -> bool:
+    """Whether a DynamoDB stream record is an applied change (the relay's own check of
+    :data:`STREAM_FILTER`, so it is right even where the filter is not applied). Images of
+    both layouts: records written before an upgrade are still in the stream after it."""
+    image = record.get("dynamodb", {}).get("NewImage") or {}
+    return (
+        record.get("eventName") in ("INSERT", "MODIFY")
+        and image.get(_OP) == {"S": OP_APPLY}
+        and (_CHG_ID in image or "chg_id" in image)
+    )
+
+
+# -- writing items ----------------------------------------------------------------------------
+
+
+def _decision_av(decision: Decision) -> dict[str, Any]:
+    return {
+        "L": [
+            {"N": str(decision.at)},
+            {"S": _STATES.get(decision.state, decision.state)},
+            {"S": _code(decision.source, _SOURCES)},
+            {"S": decision.seq},
+            {"S": _code(decision.reason, _REASONS)},
+            {"S": _code_event(decision.event)},
+        ]
+    }
+
+
+def item_of(row: LedgerRow) -> dict[str, Any]:
+    """The compact item (attribute-value form) of a row: what :func:`row_from_item` reads
+    back as ``row`` (the legacy migration, the benchmarks)."""
+    item: dict[str, Any] = {
+        PARTITION_KEY: {"S": row_pk(row.bucket, row.key)},
+        _STATE: {"S": _STATES[row.state]},
+        _REV: {"N": str(row.rev)},
+    }
+    if row.updated_at:
+        item[_UPDATED] = {"N": str(row.updated_at)}
+    if row.raw_key and row.raw_key != row.key:
+        item[_RAW_KEY] = {"S": row.raw_key}
+    if row.seq is not None:
+        compact = _compact_seq(row.seq)
+        item[_SEQ] = {"S": compact}
+        if row.raw_seq and row.raw_seq != compact:
+            item[_RAW_SEQ] = {"S": row.raw_seq}
+    if row.observed:
+        item[_OBSERVED] = {"BOOL": True}
+    if row.present:
+        if row.version_id is not None:
+            item[_VERSION] = {"S": row.version_id}
+        if row.etag is not None:
+            item[_ETAG] = {"S": row.etag}
+        if row.size is not None:
+            item[_SIZE] = {"N": str(row.size)}
+    if row.op is not None:
+        item[_OP] = {"S": row.op}
+    if row.change_id is not None:
+        item[_CHG_ID] = {"S": row.change_id}
+    if row.change_seq is not None:
+        item[_CHG_SEQ] = {"S": row.change_seq}
+    if row.effect is not None:
+        item[_FX] = {"S": _FX_CODES.get(row.effect.status, row.effect.status)}
+        for name, number in ((_FX_TOKEN, row.effect.token), (_FX_LEASE, row.effect.lease_until_ms)):
+            if number is not None:
+                item[name] = {"N": str(number)}
+        if row.effect.done_change_id is not None:
+            item[_FX_DONE] = {"S": row.effect.done_change_id}
+    history = row.history
+    if not history and row.updated_at:  # a legacy row written before the history existed
+        history = (
+            Decision(
+                seq=row.raw_seq or "-",
+                event=row.event_name,
+                reason=row.reason,
+                source=row.source,
+                at=row.updated_at,
+                state=row.state,
+            ),
+        )
+    for name, decision in zip(_HISTORY, history, strict=False):
+        item[name] = _decision_av(decision)
+    if row.expires_at is not None:
+        item[TTL_ATTRIBUTE] = {"N": str(row.expires_at)}
+    return item
+
+
+def item_size(item: Mapping[str, Any]) -> int:
+    """Bytes DynamoDB counts for an item (attribute-value form): the sum of its attribute names'
+    UTF-8 lengths and its values' sizes (strings: UTF-8 length; numbers: about one byte per two
+    significant digits plus one; booleans and null: 1; lists and maps: 3 plus 1 per element
+    plus the elements, and the names in a map). Per "Item sizes and formats", Amazon DynamoDB
+    Developer Guide (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/CapacityUnitCalculations.html).
+    """
+    return sum(len(name.encode()) + _value_size(av) for name, av in item.items())
+
+
+def write_units(size: int) -> int:
+    """Write request units of one standard write of an item of ``size`` bytes (1 KB each)."""
+    return max(1, -(-size // 1024))
+
+
+def _value_size(av: Mapping[str, Any]) -> int:
+    ((typ, val),) = av.items()
+    if typ == "S":
+        return len(val.encode())
+    if typ == "N":
+        digits = val.lstrip("-").replace(".", "").strip("0") or "0"
+        return -(-len(digits) // 2) + 1
+    if typ == "B":
+        return len(val)
+    if typ in ("BOOL", "NULL"):
+        return 1
+    if typ == "L":
+        return 3 + sum(1 + _value_size(v) for v in val)
+    if typ == "M":
+        return 3 + sum(1 + len(k.encode()) + _value_size(v) for k, v in val.items())
+    return len(str(val))
+
+
+class DynamoLedger:
+    """Ledger rows in one DynamoDB table (the :class:`~s3ingest_fn.core.ports.Ledger` port).
+
+    Parameters
+    ----------
+    client : DynamoDBClient
+        A boto3 DynamoDB client (injected: tests pass one bound to the emulator).
+    table_name : str
+    tombstone_ttl_seconds : int
+        Lifetime of a tombstone; ``0`` keeps tombstones for ever (CONTRACT C6).
+    clock : callable, optional
+        Returns epoch seconds (float); injectable for tests.
+    """
+
+    def __init__(
+        self,
+        client: DynamoDBClient,
+        table_name: str,
+        tombstone_ttl_seconds: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._ddb = client
+        self._table = table_name
+        self._ttl = tombstone_ttl_seconds
+        self._clock = clock
+
+    def get(self, bucket: str, key: str) -> LedgerRow | None:
+        """Strongly consistent read of a row, or None.
+
+        Raises
+        ------
+        TransientError
+            On throttling or a service error.
+        """
+        try:
+            resp = self._ddb.get_item(
+                TableName=self._table,
+                Key={PARTITION_KEY: {"S": row_pk(bucket, key)}},
+                ConsistentRead=True,
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise _transient(exc) from exc
+        item = resp.get("Item")
+        return row_from_item(item) if item else None
+
+    # -- the named operations (see s3ingest_fn.core.ports.Ledger) -------------------------
+
+    def apply_if_newer(
+        self, state: RowState, meta: WriteMeta, claim: Claim | None = None
+    ) -> WriteResult:
+        """Apply an event's own state when its sequencer is newer and the row holds no
+        observed state (C5, C7). One UpdateItem.
+
+        Raises
+        ------
+        TransientError
+            On throttling or a service error.
+        """
+        return self._sequenced(state, meta, observed=False, require_exact=True, claim=claim)
+
+    def apply_verified(
+        self,
+        state: RowState,
+        meta: WriteMeta,
+        *,
+        observed: bool,
+        expected_rev: int,
+        claim: Claim | None = None,
+    ) -> WriteResult:
+        """Apply a state verified against the bucket when the sequencer is newer and the
+        revision is still ``expected_rev`` (C7). One UpdateItem.
+
+        Raises
+        ------
+        TransientError
+            On throttling or a service error.
+        """
+        return self._sequenced(
+            state,
+            meta,
+            observed=observed,
+            require_exact=False,
+            expected_rev=expected_rev,
+            claim=claim,
+        )
+
+    def apply_observed_at(
+        self, state: RowState, meta: WriteMeta, claim: Claim | None = None
+    ) -> WriteResult:
+        """Record a state read from the bucket at an event's sequencer, as a new change, when
+        the sequencer is newer and the row does not hold ``state`` (C4). One UpdateItem.
+
+        Raises
+        ------
+        TransientError
+            On throttling or a service error.
+        """
+        return self._sequenced(
+            state, meta, observed=True, require_exact=False, claim=claim, state_is=False
+        )
+
+    def advance_sequencer(
+        self,
+        state: RowState,
+        meta: WriteMeta,
+        *,
+        observed: bool,
+        expected_rev: int | None = None,
+    ) -> WriteResult:
+        """Move only the sequencer and the bookkeeping of a row that holds ``state``
+        (``op=seq``: no new change, not published, no effect), when the sequencer is newer and
+        the revision is still ``expected_rev`` (or, None, the row holds ``state``).
+
+        Raises
+        ------
+        TransientError
+            On throttling or a service error.
+        """
+        return self._sequenced(
+            state,
+            meta,
+            observed=observed,
+            require_exact=False,
+            expected_rev=expected_rev,
+            same_change=True,
+            state_is=True if expected_rev is None else None,
+        )
+
+    def record_observation(
+        self,
+        state: RowState,
+        meta: WriteMeta,
+        expected_rev: int | None,
+        claim: Claim | None = None,
+    ) -> WriteResult:
+        """Record an observed state (C7) if the row has not moved since it was read.
+
+        ``expected_rev=None`` means the row did not exist when read. The row's sequencer is
+        kept.
+
+        Raises
+        ------
+        TransientError
+            On throttling or a service error.
+        """
+        if expected_rev is None:
+            cond, values = f"attribute_not_exists(#{PARTITION_KEY})", {}
+        else:
+            cond, values = f"#{_REV} = :expected_rev", {":expected_rev": {"N": str(expected_rev)}}
+        # An observation has no sequencer: its change is named by the revision it creates, so
+        # the same state observed again after another change is a new change. A row created by
+        # an observation is named by the time too: a tombstone row expires (TTL) and a later
+        # row of the key starts again from revision 1.
+        return self._update(
+            state,
+            meta,
+            observed=True,
+            condition=cond,
+            values=values,
+            claim=claim,
+            change_key=(
+                f"obs@{expected_rev + 1}"
+                if expected_rev is not None
+                else f"obs@new@{int(self._clock() * 1000)}"
+            ),
+        )
+
+    def reclaim(self, bucket: str, key: str, old_token: int, claim: Claim) -> WriteResult:
+        """Take over the row's effect: a pending one whose lease has expired (its worker crashed
+        or timed out), or one that ended ``superseded`` while the row still holds its change
+        (the caller has verified the bucket shows the row's state).
+
+        One UpdateItem, conditional on the row still holding that claim (fencing token
+        ``old_token``), pending with an expired lease or superseded. The effect becomes
+        ``pending`` again; the new token is the row's new revision.
+
+        Raises
+        ------
+        TransientError
+            On throttling or a service error.
+        """
+        return self._call(
+            bucket,
+            key,
+            {
+                "UpdateExpression": f"SET #{_REV} = if_not_exists(#{_REV}, :zero) + :one, "
+                f"#{_FX_TOKEN} = if_not_exists(#{_REV}, :zero) + :one, "
+                f"#{_FX_LEASE} = :lease, #{_OP} = :claim, #{_FX} = :pending",
+                "ConditionExpression": f"#{_FX_TOKEN} = :old AND ((#{_FX} = :pending AND "
+                f"#{_FX_LEASE} < :now) OR #{_FX} = :superseded)",
+                "ExpressionAttributeNames": {
+                    f"#{n}": n for n in (_REV, _FX_TOKEN, _FX_LEASE, _OP, _FX)
+                },
+                "ExpressionAttributeValues": {
+                    ":zero": {"N": "0"},
+                    ":one": {"N": "1"},
+                    ":claim": {"S": OP_CLAIM},
+                    ":lease": {"N": str(claim.lease_until_ms)},
+                    ":pending": {"S": _FX_CODES[PENDING]},
+                    ":superseded": {"S": _FX_CODES[SUPERSEDED]},
+                    ":old": {"N": str(old_token)},
+                    ":now": {"N": str(claim.now_ms)},
+                },
+                "ReturnValues": "UPDATED_NEW",
+            },
+        )
+
+    def finish(self, bucket: str, key: str, token: int, status: str = DONE) -> bool:
+        """Commit an effect (``status``: ``done`` or ``superseded``) if ``token`` still holds the
+        claim; removes the lease; ``done`` also records the change it completed for. One
+        UpdateItem.
+
+        Returns
+        -------
+        bool
+            False when another worker claimed the row since (this worker's lease expired).
+
+        Raises
+        ------
+        TransientError
+            On throttling or a service error.
+        """
+        names = {f"#{n}": n for n in (_FX, _OP, _FX_LEASE, _FX_TOKEN)}
+        expr = f"SET #{_FX} = :status, #{_OP} = :commit"
+        if status == DONE:
+            expr += f", #{_FX_DONE} = #{_CHG_ID}"
+            names.update({f"#{_FX_DONE}": _FX_DONE, f"#{_CHG_ID}": _CHG_ID})
+        return self._call(
+            bucket,
+            key,
+            {
+                "UpdateExpression": expr + f" REMOVE #{_FX_LEASE}",
+                "ConditionExpression": f"#{_FX_TOKEN} = :token",
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": {
+                    ":status": {"S": _FX_CODES.get(status, status)},
+                    ":commit": {"S": OP_COMMIT},
+                    ":token": {"N": str(token)},
+                },
+            },
+        ).applied
+
+    def release(self, bucket: str, key: str, token: int) -> bool:
+        """End a claim's lease now (the processor failed): the retry may re-claim at once.
+
+        Returns
+        -------
+        bool
+            False when the claim was no longer this token's.
+
+        Raises
+        ------
+        TransientError
+            On throttling or a service error.
+        """
+        return self._call(
+            bucket,
+            key,
+            {
+                # op changes too, so the change stream (op = apply) does not publish it again
+                "UpdateExpression": f"SET #{_FX_LEASE} = :zero, #{_OP} = :release",
+                "ConditionExpression": f"#{_FX_TOKEN} = :token AND #{_FX} = :pending",
+                "ExpressionAttributeNames": {f"#{n}": n for n in (_FX_LEASE, _FX_TOKEN, _FX, _OP)},
+                "ExpressionAttributeValues": {
+                    ":zero": {"N": "0"},
+                    ":token": {"N": str(token)},
+                    ":pending": {"S": _FX_CODES[PENDING]},
+                    ":release": {"S": OP_RELEASE},
+                },
+            },
+        ).applied
+
+    # -- the requests ----------------------------------------------------------------------
+
+    def _sequenced(
+        self,
+        state: RowState,
+        meta: WriteMeta,
+        *,
+        observed: bool,
+        require_exact: bool,
+        expected_rev: int | None = None,
+        claim: Claim | None = None,
+        same_change: bool = False,
+        state_is: bool | None = None,
+    ) -> WriteResult:
+        """A write ordered by ``meta.sequencer``: applied when the row is absent, or its
+        sequencer is absent or lower; ``require_exact``: and the row holds no observed state;
+        ``expected_rev``: and the revision is unchanged; ``state_is``: and the row holds
+        (True) or does not hold (False) ``state``."""
+        if meta.sequencer is None:
+            raise ValueError("a sequenced write needs a sequencer")
+        clauses = [f"(attribute_not_exists(#{_SEQ}) OR #{_SEQ} < :in_seq)"]
+        values: dict[str, Any] = {":in_seq": {"S": _compact_seq(meta.sequencer)}}
+        if require_exact:
+            clauses.append(f"(attribute_not_exists(#{_OBSERVED}) OR #{_OBSERVED} = :false)")
+            values[":false"] = {"BOOL": False}
+        if expected_rev is not None:
+            clauses.append(f"#{_REV} = :expected_rev")
+            values[":expected_rev"] = {"N": str(expected_rev)}
+        inner = clauses[0] if len(clauses) == 1 else "(" + " AND ".join(clauses) + ")"
+        cond = f"attribute_not_exists(#{PARTITION_KEY}) OR " + inner
+        if state_is is not None:
+            held = _state_equals(state, values)
+            cond = f"({cond}) AND " + (held if state_is else f"(NOT {held})")
+        return self._update(
+            state,
+            meta,
+            observed=observed,
+            condition=cond,
+            values=values,
+            claim=claim,
+            same_change=same_change,
+            change_key=meta.sequencer,
+        )
+
+    def _call(self, bucket: str, key: str, request: dict[str, Any]) -> WriteResult:
+        """One UpdateItem, conditional on the item not being legacy; a legacy item refusing it
+        is migrated and the request made again."""
+        request = dict(request)
+        request["ConditionExpression"] = (
+            f"({request['ConditionExpression']}) AND attribute_not_exists(#{_LEGACY_MARK})"
+        )
+        request["ExpressionAttributeNames"] = {
+            **request["ExpressionAttributeNames"],
+            f"#{_LEGACY_MARK}": _LEGACY_MARK,
+        }
+        for _ in range(3):
+            try:
+                resp = self._ddb.update_item(
+                    TableName=self._table,
+                    Key={PARTITION_KEY: {"S": row_pk(bucket, key)}},
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                    **request,
+                )
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                    item = cast("dict[str, Any] | None", exc.response.get("Item"))
+                    if item and _LEGACY_MARK in item:
+                        self._migrate(item)
+                        continue
+                    return WriteResult(applied=False, old=row_from_item(item) if item else None)
+                raise _transient(exc) from exc
+            except BotoCoreError as exc:
+                raise _transient(exc) from exc
+            token = resp.get("Attributes", {}).get(_FX_TOKEN, {}).get("N")
+            return WriteResult(applied=True, token=int(token) if token is not None else None)
+        raise TransientError("dynamodb: a legacy ledger item kept changing during its migration")
+
+    def _migrate(self, item: Mapping[str, Any]) -> None:
+        """Rewrite a legacy item in the compact layout, unchanged in meaning (same revision,
+        effect, history; ``op=migrate``), if it is still the item read."""
+        row = row_from_item(item)
+        new = item_of(row)
+        new[_OP] = {"S": _OP_MIGRATE}
+        try:
+            self._ddb.put_item(
+                TableName=self._table,
+                Item=new,
+                ConditionExpression="attribute_exists(#bucket) AND #rev = :rev",
+                ExpressionAttributeNames={"#bucket": _LEGACY_MARK, "#rev": "rev"},
+                ExpressionAttributeValues={":rev": item.get("rev", {"N": "0"})},
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise _transient(exc) from exc
+            # another writer migrated or changed it first: the caller's request runs again
+        except BotoCoreError as exc:
+            raise _transient(exc) from exc
+
+    def _update(
+        self,
+        state: RowState,
+        meta: WriteMeta,
+        *,
+        observed: bool,
+        condition: str,
+        values: dict[str, Any],
+        change_key: str | None,
+        claim: Claim | None = None,
+        same_change: bool = False,
+    ) -> WriteResult:
+        now = self._clock()
+        now_ms = int(now * 1000)
+        sets: dict[str, Any] = {
+            _STATE: {"S": _STATES[PRESENT if state.present else DELETED]},
+            _OP: {"S": OP_SEQ if same_change else OP_APPLY},
+            _UPDATED: {"N": str(now_ms)},
+        }
+        removes: list[str] = []
+        if meta.raw_key != meta.key:
+            sets[_RAW_KEY] = {"S": meta.raw_key}
+        else:
+            removes.append(_RAW_KEY)
+        if observed:
+            sets[_OBSERVED] = {"BOOL": True}
+        else:
+            removes.append(_OBSERVED)
+        chg: str | None = None
+        if same_change:
+            if claim is not None:
+                raise ValueError("a same-change write claims no effect")
+        else:
+            chg = change_id(
+                meta.bucket, meta.key, change_key, state.present, state.version_id, state.etag
+            )
+            sets[_CHG_ID] = {"S": chg}
+            if meta.sequencer is not None:  # the applied change's own sequencer
+                sets[_CHG_SEQ] = {"S": meta.raw_sequencer or meta.sequencer}
+            else:
+                removes.append(_CHG_SEQ)
+            if claim is not None:
+                sets[_FX] = {"S": _FX_CODES[PENDING]}
+                sets[_FX_LEASE] = {"N": str(claim.lease_until_ms)}
+                values[":now"] = {"N": str(claim.now_ms)}
+                # a live lease of another change's effect blocks this write (module effects)
+                condition = (
+                    f"({condition}) AND (attribute_not_exists(#{_FX_LEASE}) OR #{_FX_LEASE} < :now)"
+                )
+            else:
+                removes.extend((_FX, _FX_LEASE, _FX_TOKEN, _FX_DONE))
+        if meta.sequencer is not None:
+            compact = _compact_seq(meta.sequencer)
+            sets[_SEQ] = {"S": compact}
+            raw = meta.raw_sequencer or meta.sequencer
+            if raw != compact:
+                sets[_RAW_SEQ] = {"S": raw}
+            else:
+                removes.append(_RAW_SEQ)
+        for attr, text in ((_VERSION, state.version_id), (_ETAG, state.etag)):
+            if state.present and text is not None:
+                sets[attr] = {"S": text}
+            else:
+                removes.append(attr)
+        if state.present and state.size is not None:
+            sets[_SIZE] = {"N": str(state.size)}
+        else:
+            removes.append(_SIZE)
+        if not state.present and self._ttl > 0:
+            sets[TTL_ATTRIBUTE] = {"N": str(int(now) + self._ttl)}
+        else:
+            removes.append(TTL_ATTRIBUTE)
+        for name, value in sets.items():
+            values[f":{name}"] = value
+        values[":one"], values[":zero"] = {"N": "1"}, {"N": "0"}
+        expr = "SET " + ", ".join(f"#{name} = :{name}" for name in sets)
+        expr += f", #{_REV} = if_not_exists(#{_REV}, :zero) + :one"
+        if claim is not None:
+            expr += f", #{_FX_TOKEN} = if_not_exists(#{_REV}, :zero) + :one"
+        # Decision history: the last HISTORY_SLOTS applied decisions, newest in h0, shifted in
+        # the same request (operands read the item as it was before this update).
+        values[":decision"] = _decision_av(
+            Decision(
+                seq=meta.raw_sequencer or meta.sequencer or "-",
+                event=meta.event_name,
+                reason=meta.reason,
+                source=meta.source,
+                at=now_ms,
+                state=PRESENT if state.present else DELETED,
+            )
+        )
+        values[":nodecision"] = {"NULL": True}
+        for i in range(HISTORY_SLOTS - 1, 0, -1):
+            expr += f", #{_HISTORY[i]} = if_not_exists(#{_HISTORY[i - 1]}, :nodecision)"
+        expr += f", #{_HISTORY[0]} = :decision"
+        if removes:
+            expr += " REMOVE " + ", ".join(f"#{name}" for name in removes)
+        used = expr + " " + condition
+        names = {
+            f"#{n}": n
+            for n in (
+                *sets,
+                *removes,
+                _REV,
+                PARTITION_KEY,
+                _SEQ,
+                _OBSERVED,
+                *_HISTORY,
+                _FX_TOKEN,
+                _FX_LEASE,
+                _STATE,
+                _VERSION,
+                _ETAG,
+            )
+            if re.search(rf"#{n}\b", used)
+        }
+        request: dict[str, Any] = {
+            "UpdateExpression": expr,
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+        if claim is not None:
+            request["ReturnValues"] = "UPDATED_NEW"
+        result = self._call(meta.bucket, meta.key, request)
+        if result.applied:
+            return WriteResult(applied=True, token=result.token, change_id=chg)
+        return result
+
+
+def _state_equals(state: RowState, values: dict[str, Any]) -> str:
+    """A condition: the row holds ``state`` (same presence, version id and ETag)."""
+    if not state.present:
+        values[":st_deleted"] = {"S": _STATES[DELETED]}
+        return f"#{_STATE} = :st_deleted"
+    values[":st_present"] = {"S": _STATES[PRESENT]}
+    clauses = [f"#{_STATE} = :st_present"]
+    for attr, text in ((_VERSION, state.version_id), (_ETAG, state.etag)):
+        if text is None:
+            clauses.append(f"attribute_not_exists(#{attr})")
+        else:
+            values[f":st_{attr}"] = {"S": text}
+            clauses.append(f"#{attr} = :st_{attr}")
+    return "(" + " AND ".join(clauses) + ")"
+
+
+def _transient(exc: Exception) -> TransientError:
+    """Every DynamoDB failure but a failed condition is retried; SQS redrive bounds the retries."""
+    if isinstance(exc, ClientError):
+        return TransientError(f"dynamodb: {exc.response.get('Error', {}).get('Code', 'unknown')}")
+    return TransientError(f"dynamodb: {exc.__class__.__name__}")
+
+
+#: What a reconciliation reads of a row (both layouts): key, state, version, ETag, update time,
+#: effect status and lease.
+_DIFF_ATTRIBUTES = (
+    PARTITION_KEY,
+    _STATE,
+    _VERSION,
+    _ETAG,
+    _UPDATED,
+    _FX,
+    _FX_LEASE,
+    _LEGACY_MARK,
+    "key",
+    "state",
+    "version_id",
+    "etag",
+    "updated_at",
+    "fx",
+    "fx_lease",
+)
+
+
+#: Items a Scan page evaluates at most. A compact item is about 120-200 bytes, so the 1 MB page
+#: limit alone would return 5,000-8,000 rows per page; the reconciliation holds a few pages per
+#: segment in memory, and this keeps them as small as the rows of the legacy layout filled.
+SCAN_PAGE_ROWS = 3_500
+
+
+class DynamoLedgerScanner:
+    """One bucket's ledger rows by parallel Scan (the
+    :class:`~s3ingest_fn.core.ports.LedgerScanner` port): pages of typed rows, one Scan
+    request each, filtered to the bucket by the partition key's prefix.
+
+    Parameters
+    ----------
+    client : DynamoDBClient
+    table_name : str
+    """
+
+    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
+        self._ddb = client
+        self._table = table_name
+
+    def pages(self, bucket: str, segment: int, total: int) -> Iterator[list[LedgerRow]]:
+        """The pages of one segment of ``total``.
+
+        Raises
+        ------
+        botocore.exceptions.ClientError, BotoCoreError
+            As the Scan raised them (the caller reports the run failed).
+        """
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "TotalSegments": total,
+            "Segment": segment,
+            "Limit": SCAN_PAGE_ROWS,
+            "ProjectionExpression": ", ".join(f"#{a}" for a in _DIFF_ATTRIBUTES),
+            "FilterExpression": f"begins_with(#{PARTITION_KEY}, :prefix)",
+            "ExpressionAttributeNames": {f"#{a}": a for a in _DIFF_ATTRIBUTES},
+            "ExpressionAttributeValues": {":prefix": {"S": f"{bucket}/"}},
+        }
+        while True:
+            page = self._ddb.scan(**kwargs)
+            yield [_scanned_row(item, bucket) for item in page.get("Items", [])]
+            if "LastEvaluatedKey" not in page:
+                return
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def all_rows(self) -> Iterator[LedgerRow]:
+        """Every row of the table, every bucket, read strongly consistent (the local runtime's
+        oracles)."""
+        kwargs: dict[str, Any] = {"TableName": self._table, "ConsistentRead": True}
+        while True:
+            page = self._ddb.scan(**kwargs)
+            for item in page.get("Items", []):
+                yield row_from_item(item)
+            if "LastEvaluatedKey" not in page:
+                return
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]

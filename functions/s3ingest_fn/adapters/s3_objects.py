@@ -1,0 +1,160 @@
+"""The S3 adapter: what the bucket holds for a key now (the bucket is the truth, CONTRACT C12),
+and the pinned reads of a change's bytes (CONTRACT C8)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from s3ingest_fn.core.effects import SupersededError
+from s3ingest_fn.core.events import normalize_etag, normalize_version
+from s3ingest_fn.core.model import ObjectState, TransientError
+from s3ingest_fn.core.ports import Pin
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3.client import S3Client  # pragma: no cover
+else:
+    S3Client = Any
+
+_NOT_FOUND = frozenset({"404", "NoSuchKey", "NotFound"})
+
+
+class S3Objects:
+    """Reads object state with HeadObject.
+
+    Parameters
+    ----------
+    client : S3Client
+        A boto3 S3 client (injected). The role needs ``s3:GetObject`` and ``s3:ListBucket``:
+        without ListBucket a missing key answers 403, not 404
+        (https://docs.aws.amazon.com/AmazonS3/latest/API/API_HeadObject.html).
+    """
+
+    def __init__(self, client: S3Client) -> None:
+        self._s3 = client
+        #: HeadObject requests made (for the benchmarks and the tests).
+        self.requests = 0
+
+    def current(self, bucket: str, key: str) -> ObjectState:
+        """The key's current state.
+
+        Returns
+        -------
+        ObjectState
+            ``visible=False`` when the key does not exist or its current version is a delete
+            marker (HeadObject answers 404 for both). ETag without quotes; the null version's id
+            (``"null"``) as None.
+
+        Raises
+        ------
+        TransientError
+            On any other error (throttling, 5xx, 403): retried, then dead-lettered by SQS.
+        """
+        self.requests += 1
+        try:
+            resp = self._s3.head_object(Bucket=bucket, Key=key)
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            if code in _NOT_FOUND:
+                return ObjectState(visible=False)
+            raise TransientError(f"s3 head_object: {code}") from exc
+        except BotoCoreError as exc:
+            raise TransientError(f"s3 head_object: {exc.__class__.__name__}") from exc
+        return ObjectState(
+            visible=True,
+            version_id=normalize_version(resp.get("VersionId")),
+            etag=normalize_etag(resp.get("ETag")),
+            size=resp.get("ContentLength"),
+        )
+
+
+def eventbridge_delivery_enabled(client: S3Client, bucket: str) -> bool:
+    """Whether the bucket sends its events to EventBridge: its notification configuration holds
+    ``EventBridgeConfiguration``
+    (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetBucketNotificationConfiguration.html).
+    Needs ``s3:GetBucketNotification``.
+
+    Raises
+    ------
+    TransientError
+        When S3 does not answer (the check runs again on its schedule).
+    """
+    try:
+        config = client.get_bucket_notification_configuration(Bucket=bucket)
+    except (ClientError, BotoCoreError) as exc:
+        raise TransientError(f"s3 get_bucket_notification_configuration: {exc}") from exc
+    return "EventBridgeConfiguration" in config
+
+
+#: GetObject answers for a pin that no longer holds: a newer write (412) or a gone version (404).
+_PIN_LOST = frozenset({"PreconditionFailed", "412", "NoSuchKey", "NoSuchVersion", "404"})
+
+
+class S3ContentReader:
+    """The :class:`~s3ingest_fn.core.ports.ContentReader` port over GetObject.
+
+    GetObject with ``VersionId`` returns that version even when newer ones exist; with
+    ``IfMatch`` it answers 412 when the current ETag differs
+    (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html).
+
+    Parameters
+    ----------
+    client : S3Client
+        Needs ``s3:GetObject`` (and ``s3:GetObjectVersion`` for versioned reads).
+    """
+
+    def __init__(self, client: S3Client) -> None:
+        self._s3 = client
+
+    def _get(self, pin: Pin) -> Any:
+        args: dict[str, Any] = {"Bucket": pin.bucket, "Key": pin.key}
+        if pin.version_id:
+            args["VersionId"] = pin.version_id
+        else:
+            args["IfMatch"] = f'"{pin.etag}"'
+        try:
+            return self._s3.get_object(**args)["Body"]
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code in _PIN_LOST or status in (404, 412):
+                raise SupersededError(f"{pin.key!r}: {code or status}") from exc
+            raise TransientError(f"s3 get_object: {code}") from exc
+        except BotoCoreError as exc:
+            raise TransientError(f"s3 get_object: {exc.__class__.__name__}") from exc
+
+    def read(self, pin: Pin) -> bytes:
+        """The whole object.
+
+        Raises
+        ------
+        SupersededError
+            A newer write replaced it (412), or the version/key is gone (404).
+        TransientError
+            Any other S3 failure (the record is retried).
+        """
+        body = self._get(pin)
+        try:
+            return bytes(body.read())
+        except BotoCoreError as exc:  # the connection broke while streaming the body
+            raise TransientError(f"s3 get_object body: {exc.__class__.__name__}") from exc
+        finally:
+            body.close()
+
+    def stream(self, pin: Pin, chunk_size: int) -> Iterator[bytes]:
+        """The object in chunks of ``chunk_size`` bytes.
+
+        Raises
+        ------
+        SupersededError, TransientError
+            As :meth:`read`.
+        """
+        body = self._get(pin)
+        try:
+            yield from body.iter_chunks(chunk_size)
+        except BotoCoreError as exc:
+            raise TransientError(f"s3 get_object body: {exc.__class__.__name__}") from exc
+        finally:
+            body.close()

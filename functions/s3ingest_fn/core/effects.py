@@ -1,0 +1,313 @@
+"""Downstream effects, effectively once (CONTRACT C8, C11).
+
+A team's *processor* is a Python function the ingest Lambda runs for every change the ledger
+applies (never for a duplicate or a stale event). It is named in the stack's context as
+``"package.module:function"`` and called as::
+
+    process(change: AppliedChange, content: PinnedContent | None) -> None
+
+``content`` is given for creates only; it reads the bytes *of that change*: GetObject by
+``versionId`` in a versioned bucket, or with ``If-Match`` on the change's normalised ETag in an
+unversioned one. A mismatch (a newer write exists, or the version is gone) raises
+:class:`SupersededError`, which ends the record ``superseded``: a later change will run its own
+effect (C8).
+
+The protocol around the call, on the ledger row of the key (:class:`~s3ingest_fn.core.row.Effect`):
+
+1. **Claim**, in the same conditional write that applies the change (no extra request): the row
+   records its effect as ``pending``, a *fencing token* (the row's new revision, strictly
+   increasing per key) and a *lease* (epoch ms) that lasts as long as this Lambda
+   invocation can still run (its remaining time plus :data:`LEASE_SKEW_MS`). While a lease is
+   live no other change of the key can be applied: a newer event is retried, so an older effect
+   can never finish after a newer one started.
+2. **Effect**: the processor runs.
+3. **Commit**: the effect ``done`` and the lease removed, conditional on the fencing token still
+   being this claim's token. A worker whose lease expired and whose row was claimed again cannot
+   commit.
+
+A crash between 2 and 3 leaves the row ``pending``; when its lease has expired, the next delivery
+of that key (the retried message, a duplicate, or a stale event) re-claims the row with a new token
+and re-runs the pending effect: it is never skipped while its change is the key's newest. A newer
+change that arrives after the lease expired takes the row over: the older effect is then obsolete
+and is not re-run over the newer one. Applied paths cost two writes (apply+claim, commit) and no
+read; duplicates and stale events one write (the rejected conditional write).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
+
+from s3ingest_fn.core.model import TransientError
+from s3ingest_fn.core.ports import ContentReader, Pin
+from s3ingest_fn.core.row import DONE, PENDING, SUPERSEDED, Claim
+
+#: Added to the lease beyond the invocation's remaining time: clock skew between Lambda hosts.
+LEASE_SKEW_MS = 2_000
+#: An effect is not started with less time left than this: the record is retried instead.
+MIN_EFFECT_MS = 3_000
+#: Remaining time assumed when no Lambda context is bound (local runtime, tests), ms.
+DEFAULT_REMAINING_MS = 60_000
+
+
+class SupersededError(Exception):
+    """The pinned read found a newer write (or the version is gone): the ``superseded`` outcome.
+
+    Raised by :meth:`PinnedContent.read` and :meth:`PinnedContent.stream`; a processor may raise
+    it too.
+    """
+
+
+@dataclass(frozen=True)
+class AppliedChange:
+    """The change a processor is given: what the ledger applied, and how to fence its effect.
+
+    Attributes
+    ----------
+    bucket, key : str
+        Bucket name and decoded key (CONTRACT C1).
+    kind : str
+        ``"created"`` (the key is visible with this version/ETag) or ``"removed"`` (tombstone).
+    sequencer : str or None
+        The S3 sequencer as received of the event that made the change; None for observations
+        without one (repairs, backfill), whose state was read from the bucket. A change recorded
+        from a HEAD on behalf of an event (a version removal, a verification that found the
+        bucket moved on) carries that event's sequencer.
+    version_id, etag : str or None
+        Version (None: unversioned, or the null version) and ETag without quotes.
+    size : int or None
+        Bytes.
+    source : str
+        ``live``, ``replay``, ``repair`` or ``backfill``.
+    event_name : str
+        What S3 reported (``ObjectCreated:Put``, ...).
+    change_id : str
+        Deterministic id of this change: the same change always has the same id (32 hex chars).
+        Use it as an idempotency key downstream.
+    token : int
+        Fencing token of this claim: strictly increasing per key for the lifetime of its ledger
+        row. A downstream store that keeps the highest token it has seen per key can refuse a
+        stale writer; reset that per-key high-water mark on a ``removed`` change, because a
+        tombstone row expires (TTL) and a later row starts again from 1.
+    """
+
+    bucket: str
+    key: str
+    kind: str
+    sequencer: str | None
+    version_id: str | None
+    etag: str | None
+    size: int | None
+    source: str
+    event_name: str
+    change_id: str
+    token: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """The change as JSON-ready values (camelCase, as in the change stream's detail)."""
+        return {
+            "id": self.change_id,
+            "bucket": self.bucket,
+            "key": self.key,
+            "kind": self.kind,
+            "sequencer": self.sequencer,
+            "versionId": self.version_id,
+            "etag": self.etag,
+            "size": self.size,
+            "source": self.source,
+            "eventName": self.event_name,
+            "token": self.token,
+        }
+
+
+def change_id(
+    bucket: str,
+    key: str,
+    change_key: str | None,
+    present: bool,
+    version_id: str | None,
+    etag: str | None,
+) -> str:
+    """Deterministic id of an applied change: (bucket, key, change key, state).
+
+    32 hex characters of SHA-256 over the fields, NUL-separated (keys may hold any other
+    character). ``change_key`` is the normalised sequencer of an event, or ``obs@<rev>`` for an
+    observation (named by the row revision it creates).
+    """
+    parts = (
+        bucket,
+        key,
+        change_key or "-",
+        "present" if present else "deleted",
+        version_id or "",
+        etag or "",
+    )
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
+
+
+class PinnedContent:
+    """The bytes of one created object version, pinned to the change (CONTRACT C8).
+
+    Parameters
+    ----------
+    reader : ContentReader
+        Reads one object pinned by version id or ETag (the S3 adapter:
+        :class:`s3ingest_fn.adapters.s3_objects.S3ContentReader`, GetObject with ``VersionId`` or
+        ``If-Match``).
+    change : AppliedChange
+    """
+
+    def __init__(self, reader: ContentReader, change: AppliedChange) -> None:
+        self._reader = reader
+        self.change = change
+
+    def _pin(self) -> Pin:
+        if self.change.version_id:
+            return Pin(self.change.bucket, self.change.key, version_id=self.change.version_id)
+        if self.change.etag:
+            return Pin(self.change.bucket, self.change.key, etag=self.change.etag)
+        # An event may lack both (CONTRACT C3): an unpinned read could return newer bytes.
+        # Reconciliation records the object's ETag later as a change of its own.
+        raise SupersededError(
+            f"{self.change.key!r}: the change names neither a version "
+            "nor an ETag, so its bytes cannot be pinned"
+        )
+
+    def read(self) -> bytes:
+        """The whole object.
+
+        Raises
+        ------
+        SupersededError
+            A newer write replaced it (412), or the version/key is gone (404).
+        TransientError
+            Any other S3 failure (the record is retried).
+        """
+        return self._reader.read(self._pin())
+
+    def stream(self, chunk_size: int = 1 << 20) -> Iterator[bytes]:
+        """The object in chunks of ``chunk_size`` bytes, for objects too large to hold.
+
+        Raises
+        ------
+        SupersededError, TransientError
+            As :meth:`read`.
+        """
+        yield from self._reader.stream(self._pin(), chunk_size)
+
+
+class Processor(Protocol):
+    """A team's effect: ``process(change, content)``; return value ignored.
+
+    Raise :class:`SupersededError` to end the record ``superseded``; any other exception makes
+    the record ``retried`` (the claim is released so the retry can run at once).
+    """
+
+    def __call__(self, change: AppliedChange, content: PinnedContent | None) -> None: ...
+
+
+def load_processor(spec: str) -> Processor:
+    """Import ``"package.module:function"``.
+
+    Raises
+    ------
+    ValueError
+        When the spec is malformed, the module cannot be imported or the attribute is not
+        callable: the function fails at cold start with this message.
+    """
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"processor {spec!r} is not 'package.module:function'")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # ImportError, or the team module failing while it loads
+        raise ValueError(
+            f"processor module {module_name!r} cannot be imported: {exc.__class__.__name__}: {exc}"
+        ) from exc
+    func: object = getattr(module, attr, None)
+    if not callable(func):
+        raise ValueError(f"processor {spec!r}: {attr!r} is not a callable in {module_name}")
+    return cast(Processor, func)
+
+
+class EffectRunner:
+    """Runs the processor for applied changes under a lease (see the module docstring).
+
+    Parameters
+    ----------
+    processor : Processor
+    content : ContentReader
+        Reads the pinned bytes for :class:`PinnedContent`.
+    clock_ms : callable, optional
+        Epoch milliseconds; injectable (the local runtime advances it to expire a crashed
+        worker's lease).
+    after_effect : callable, optional
+        Test seam: the caller (:class:`~s3ingest_fn.core.decide.IngestService`) calls it with the
+        change after the processor returned and before the commit; the local runtime injects
+        crashes there.
+    """
+
+    def __init__(
+        self,
+        processor: Processor,
+        content: ContentReader,
+        *,
+        clock_ms: Callable[[], int] | None = None,
+        after_effect: Callable[[AppliedChange], None] | None = None,
+    ) -> None:
+        self.processor = processor
+        self._content = content
+        self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.after_effect = after_effect
+        self._remaining: Callable[[], int] = lambda: DEFAULT_REMAINING_MS
+
+    def bind_context(self, context: Any) -> None:
+        """Take the lease length from a Lambda context's ``get_remaining_time_in_millis``."""
+        remaining = getattr(context, "get_remaining_time_in_millis", None)
+        self._remaining = remaining if callable(remaining) else (lambda: DEFAULT_REMAINING_MS)
+
+    def claim(self) -> Claim:
+        """The lease for a write made now.
+
+        Raises
+        ------
+        TransientError
+            When less than :data:`MIN_EFFECT_MS` is left in the invocation.
+        """
+        remaining = int(self._remaining())
+        if remaining < MIN_EFFECT_MS:
+            raise TransientError(f"only {remaining} ms left in the invocation: effect not started")
+        now = self.clock_ms()
+        return Claim(now_ms=now, lease_until_ms=now + remaining + LEASE_SKEW_MS)
+
+    def run(self, change: AppliedChange) -> str:
+        """Run the processor for ``change``; return ``done`` or ``superseded``.
+
+        The caller commits. Raises whatever the processor raised other than
+        :class:`SupersededError`.
+        """
+        content = PinnedContent(self._content, change) if change.kind == "created" else None
+        try:
+            self.processor(change, content)
+        except SupersededError:
+            return SUPERSEDED
+        return DONE
+
+
+__all__ = [
+    "DONE",
+    "PENDING",
+    "SUPERSEDED",
+    "AppliedChange",
+    "Claim",
+    "EffectRunner",
+    "PinnedContent",
+    "Processor",
+    "SupersededError",
+    "change_id",
+    "load_processor",
+]

@@ -1,0 +1,212 @@
+"""The one place that builds the object graph: adapters over clients, the core over ports, the
+services over both.
+
+Two layers: builders that take their clients and settings (the deployed CLI,
+``s3ingest/deployed.py``, and the local runtime, ``s3ingest/local/runtime.py``, call them with
+their own clients), and the Lambda handlers' cold-start builders, which read the function's
+environment, make boto3 clients and cache the result once per process. Imports happen inside
+the builders, so importing a handler module stays cheap (``bench/import_time.py`` measures it).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
+    from s3ingest_fn.adapters.s3_objects import S3Objects
+    from s3ingest_fn.core.decide import IngestService
+    from s3ingest_fn.core.effects import AppliedChange, EffectRunner, Processor
+    from s3ingest_fn.core.model import Result
+    from s3ingest_fn.services.ingest import FunctionSettings, MessageProcessor
+    from s3ingest_fn.services.reconcile import Reconciler
+
+
+# -- builders over given clients -------------------------------------------------------------
+
+
+def ledger(
+    dynamodb: Any, table: str, tombstone_ttl_seconds: int, clock: Callable[[], float] = time.time
+) -> DynamoLedger:
+    """The ledger adapter over a DynamoDB client and table."""
+    from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
+
+    return DynamoLedger(dynamodb, table, tombstone_ttl_seconds, clock=clock)
+
+
+def objects(s3: Any) -> S3Objects:
+    """The bucket adapter over an S3 client: an object's current state (HEAD, versions)."""
+    from s3ingest_fn.adapters.s3_objects import S3Objects
+
+    return S3Objects(s3)
+
+
+def effect_runner(
+    processor: Processor,
+    s3: Any,
+    *,
+    clock_ms: Callable[[], int] | None = None,
+    after_effect: Callable[[AppliedChange], None] | None = None,
+) -> EffectRunner:
+    """The effect runner for a team's processor, reading pinned content through S3."""
+    from s3ingest_fn.adapters.s3_objects import S3ContentReader
+    from s3ingest_fn.core.effects import EffectRunner
+
+    return EffectRunner(
+        processor, S3ContentReader(s3), clock_ms=clock_ms, after_effect=after_effect
+    )
+
+
+def ingest_service(
+    *,
+    s3: Any,
+    dynamodb: Any,
+    table: str,
+    tombstone_ttl_seconds: int,
+    scope_bucket: str | None,
+    processor: Processor | None = None,
+    clock: Callable[[], float] = time.time,
+) -> IngestService:
+    """The ingest decision over the ledger and the bucket, with the processor's effects when
+    one is given (CONTRACT C11)."""
+    from s3ingest_fn.adapters.s3_objects import S3Objects
+    from s3ingest_fn.core.decide import IngestService
+
+    return IngestService(
+        ledger=ledger(dynamodb, table, tombstone_ttl_seconds, clock),
+        bucket=S3Objects(s3),
+        scope_bucket=scope_bucket,
+        effects=effect_runner(processor, s3) if processor is not None else None,
+    )
+
+
+def message_processor(
+    service: IngestService,
+    sqs: Any,
+    dead_letter_queue_url: str,
+    on_result: Callable[[Result], None] | None = None,
+) -> MessageProcessor:
+    """One SQS message to one outcome, dead-lettering invalid input to the given queue."""
+    from s3ingest_fn.adapters.sqs import DeadLetter
+    from s3ingest_fn.services.ingest import MessageProcessor
+
+    return MessageProcessor(
+        service=service,
+        dead_letter=DeadLetter(sqs, dead_letter_queue_url),
+        on_result=on_result,
+    )
+
+
+def reconciler(
+    *,
+    s3: Any,
+    dynamodb: Any,
+    sqs: Any,
+    bucket: str,
+    table: str,
+    queue_url: str,
+    inventory_bucket: str | None = None,
+    inventory_prefix: str = "",
+    clock: Callable[[], float] = time.time,
+) -> Reconciler:
+    """Reconciliation of ``bucket`` against the ledger ``table``, repairs to ``queue_url``."""
+    from s3ingest_fn.adapters.dynamo_ledger import DynamoLedgerScanner
+    from s3ingest_fn.services.reconcile import Reconciler
+
+    return Reconciler(
+        s3=s3,
+        dynamodb=dynamodb,
+        sqs=sqs,
+        bucket=bucket,
+        table=table,
+        queue_url=queue_url,
+        inventory_bucket=inventory_bucket,
+        inventory_prefix=inventory_prefix,
+        clock=clock,
+        scanner=DynamoLedgerScanner(dynamodb, table),
+    )
+
+
+# -- the handlers' cold start: from the function's environment, once per process -------------
+
+
+@cache
+def function_settings() -> FunctionSettings:
+    """The ingest-side environment, validated (see :class:`FunctionSettings`).
+
+    Raises
+    ------
+    ValueError
+        Naming every missing or malformed variable.
+    """
+    from s3ingest_fn.services.ingest import FunctionSettings
+
+    return FunctionSettings.from_env()
+
+
+@cache
+def function_ingest_service() -> IngestService:
+    """The ingest decision logic over the ledger (``LEDGER_TABLE_NAME``,
+    ``TOMBSTONE_TTL_SECONDS``) and the landing bucket (``BUCKET_NAME``), with the team's
+    processor when ``PROCESSOR`` names one (``package.module:function``, CONTRACT C11).
+
+    Raises
+    ------
+    ValueError
+        When the environment is incomplete or the processor cannot be imported.
+    """
+    import boto3
+
+    from s3ingest_fn.core.effects import load_processor
+
+    settings = function_settings()
+    spec = os.environ.get("PROCESSOR")
+    return ingest_service(
+        s3=boto3.client("s3"),
+        dynamodb=boto3.client("dynamodb"),
+        table=settings.ledger_table_name,
+        tombstone_ttl_seconds=settings.tombstone_ttl_seconds,
+        scope_bucket=settings.bucket_name,
+        processor=load_processor(spec) if spec else None,
+    )
+
+
+def function_message_processor() -> MessageProcessor:
+    """The ingest function's message processor (``DEAD_LETTER_QUEUE_URL``)."""
+    import boto3
+
+    return message_processor(
+        function_ingest_service(), boto3.client("sqs"), function_settings().dead_letter_queue_url
+    )
+
+
+@cache
+def function_reconciler() -> Reconciler:
+    """Reconciliation over ``LEDGER_TABLE_NAME``, ``INGEST_QUEUE_URL``, ``BUCKET_NAME``,
+    ``INVENTORY_BUCKET_NAME`` and ``INVENTORY_PREFIX``.
+
+    Raises
+    ------
+    ValueError
+        Naming every missing variable.
+    """
+    import boto3
+
+    required = ("LEDGER_TABLE_NAME", "INGEST_QUEUE_URL", "BUCKET_NAME")
+    missing = [name for name in required if not os.environ.get(name)]
+    if missing:
+        raise ValueError("reconcile function misconfigured: missing " + ", ".join(missing))
+    return reconciler(
+        s3=boto3.client("s3"),
+        dynamodb=boto3.client("dynamodb"),
+        sqs=boto3.client("sqs"),
+        bucket=os.environ["BUCKET_NAME"],
+        table=os.environ["LEDGER_TABLE_NAME"],
+        queue_url=os.environ["INGEST_QUEUE_URL"],
+        inventory_bucket=os.environ.get("INVENTORY_BUCKET_NAME") or None,
+        inventory_prefix=os.environ.get("INVENTORY_PREFIX", ""),
+    )

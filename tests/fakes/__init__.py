@@ -1,0 +1,388 @@
+"""In-memory fakes of the core's ports (:mod:`s3ingest_fn.core.ports`).
+
+:class:`FakeLedger` implements every ledger operation with the conditions the DynamoDB adapter
+documents, claims included; ``tests/unit/test_ledger_parity.py`` runs the same checks against
+both, so the fake cannot drift from the adapter it stands in for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from s3ingest_fn.core.effects import SupersededError, change_id
+from s3ingest_fn.core.model import ObjectState, TransientError
+from s3ingest_fn.core.ports import Ledger, Pin
+from s3ingest_fn.core.row import (
+    DELETED,
+    DONE,
+    HISTORY_SLOTS,
+    OP_APPLY,
+    OP_CLAIM,
+    OP_COMMIT,
+    OP_RELEASE,
+    OP_SEQ,
+    PENDING,
+    PRESENT,
+    SUPERSEDED,
+    Claim,
+    Decision,
+    Effect,
+    LedgerRow,
+    RowState,
+    WriteMeta,
+    WriteResult,
+)
+
+NOW = 1000.0
+TTL_SECONDS = 3600
+
+
+class FakeLedger:
+    """The :class:`~s3ingest_fn.core.ports.Ledger` port in memory.
+
+    Rows are :class:`LedgerRow` values keyed by (bucket, key); every applied write adds 1 to
+    ``rev``; a refusal returns the row as it is. Conditions, as the DynamoDB adapter's:
+
+    * sequenced writes: the row is absent, or its ``seq`` is absent or lower; ``apply_if_newer``
+      also needs a non-observed row, ``apply_verified`` an unchanged ``rev``,
+      ``apply_observed_at`` a row not holding the state, ``advance_sequencer`` an unchanged
+      ``rev`` or (no ``expected_rev``) a row holding the state;
+    * a claiming write also needs no live lease on the row;
+    * ``reclaim``, ``finish`` and ``release`` need the claim's fencing token (and ``reclaim`` an
+      expired pending lease or a superseded effect, ``release`` a pending one).
+    """
+
+    def __init__(
+        self, clock: Callable[[], float] = lambda: NOW, tombstone_ttl_seconds: int = TTL_SECONDS
+    ) -> None:
+        self.rows: dict[tuple[str, str], LedgerRow] = {}
+        self._clock = clock
+        self._ttl = tombstone_ttl_seconds
+
+    def get(self, bucket: str, key: str) -> LedgerRow | None:
+        return self.rows.get((bucket, key))
+
+    # -- sequenced writes --------------------------------------------------------------------
+
+    def apply_if_newer(
+        self, state: RowState, meta: WriteMeta, claim: Claim | None = None
+    ) -> WriteResult:
+        row = self._row(meta)
+        ok = self._newer(row, meta) and (row is None or not row.observed)
+        return self._write(row, state, meta, observed=False, ok=ok, claim=claim)
+
+    def apply_verified(
+        self,
+        state: RowState,
+        meta: WriteMeta,
+        *,
+        observed: bool,
+        expected_rev: int,
+        claim: Claim | None = None,
+    ) -> WriteResult:
+        row = self._row(meta)
+        ok = self._newer(row, meta) and (row is None or row.rev == expected_rev)
+        return self._write(row, state, meta, observed=observed, ok=ok, claim=claim)
+
+    def apply_observed_at(
+        self, state: RowState, meta: WriteMeta, claim: Claim | None = None
+    ) -> WriteResult:
+        row = self._row(meta)
+        ok = self._newer(row, meta) and not (row is not None and row.holds(state))
+        return self._write(row, state, meta, observed=True, ok=ok, claim=claim)
+
+    def advance_sequencer(
+        self,
+        state: RowState,
+        meta: WriteMeta,
+        *,
+        observed: bool,
+        expected_rev: int | None = None,
+    ) -> WriteResult:
+        row = self._row(meta)
+        ok = self._newer(row, meta)
+        if expected_rev is not None:
+            ok = ok and (row is None or row.rev == expected_rev)
+        else:
+            ok = ok and row is not None and row.holds(state)
+        return self._write(row, state, meta, observed=observed, ok=ok, same_change=True)
+
+    def record_observation(
+        self,
+        state: RowState,
+        meta: WriteMeta,
+        expected_rev: int | None,
+        claim: Claim | None = None,
+    ) -> WriteResult:
+        row = self._row(meta)
+        ok = row is None if expected_rev is None else (row is not None and row.rev == expected_rev)
+        change_key = (
+            f"obs@{expected_rev + 1}"
+            if expected_rev is not None
+            else f"obs@new@{int(self._clock() * 1000)}"
+        )
+        return self._write(
+            row, state, meta, observed=True, ok=ok, claim=claim, change_key=change_key
+        )
+
+    # -- effects -----------------------------------------------------------------------------
+
+    def reclaim(self, bucket: str, key: str, old_token: int, claim: Claim) -> WriteResult:
+        row = self.rows.get((bucket, key))
+        effect = row.effect if row is not None else None
+        if (
+            row is None
+            or effect is None
+            or effect.token != old_token
+            or not (
+                (effect.status == PENDING and (effect.lease_until_ms or 0) < claim.now_ms)
+                or effect.status == SUPERSEDED
+            )
+        ):
+            return WriteResult(applied=False, old=row)
+        rev = row.rev + 1
+        self.rows[(bucket, key)] = dataclasses.replace(
+            row,
+            rev=rev,
+            op=OP_CLAIM,
+            effect=dataclasses.replace(
+                effect, status=PENDING, token=rev, lease_until_ms=claim.lease_until_ms
+            ),
+        )
+        return WriteResult(applied=True, token=rev)
+
+    def finish(self, bucket: str, key: str, token: int, status: str = DONE) -> bool:
+        row = self.rows.get((bucket, key))
+        if row is None or row.effect is None or row.effect.token != token:
+            return False
+        done = row.change_id if status == DONE else row.effect.done_change_id
+        self.rows[(bucket, key)] = dataclasses.replace(
+            row,
+            op=OP_COMMIT,
+            effect=dataclasses.replace(
+                row.effect, status=status, lease_until_ms=None, done_change_id=done
+            ),
+        )
+        return True
+
+    def release(self, bucket: str, key: str, token: int) -> bool:
+        row = self.rows.get((bucket, key))
+        if (
+            row is None
+            or row.effect is None
+            or row.effect.token != token
+            or row.effect.status != PENDING
+        ):
+            return False
+        self.rows[(bucket, key)] = dataclasses.replace(
+            row, op=OP_RELEASE, effect=dataclasses.replace(row.effect, lease_until_ms=0)
+        )
+        return True
+
+    # -- the write ---------------------------------------------------------------------------
+
+    def _row(self, meta: WriteMeta) -> LedgerRow | None:
+        return self.rows.get((meta.bucket, meta.key))
+
+    @staticmethod
+    def _newer(row: LedgerRow | None, meta: WriteMeta) -> bool:
+        if meta.sequencer is None:
+            raise ValueError("a sequenced write needs a sequencer")
+        return row is None or row.seq is None or row.seq < meta.sequencer
+
+    def _write(
+        self,
+        row: LedgerRow | None,
+        state: RowState,
+        meta: WriteMeta,
+        *,
+        observed: bool,
+        ok: bool,
+        claim: Claim | None = None,
+        same_change: bool = False,
+        change_key: str | None = None,
+    ) -> WriteResult:
+        if same_change and claim is not None:
+            raise ValueError("a same-change write claims no effect")
+        # a claiming write needs no lease on the row, or one that ended before now
+        if claim is not None and row is not None and row.effect is not None:
+            lease = row.effect.lease_until_ms
+            if lease is not None and not lease < claim.now_ms:
+                ok = False
+        if not ok:
+            return WriteResult(applied=False, old=row)
+        now = self._clock()
+        now_ms = int(now * 1000)
+        rev = (row.rev if row is not None else 0) + 1
+        decision = Decision(
+            seq=meta.raw_sequencer or meta.sequencer or "-",
+            event=meta.event_name[:200],
+            reason=meta.reason,
+            source=meta.source,
+            at=now_ms,
+            state=PRESENT if state.present else DELETED,
+        )
+        history = (decision, *(row.history if row is not None else ()))[:HISTORY_SLOTS]
+        base = row if row is not None else LedgerRow(bucket=meta.bucket, key=meta.key, present=True)
+        chg: str | None = None
+        if same_change:
+            change_id_, change_seq, effect, op = (
+                base.change_id,
+                base.change_seq,
+                base.effect,
+                OP_SEQ,
+            )
+        else:
+            chg = change_id(
+                meta.bucket,
+                meta.key,
+                change_key if change_key is not None else meta.sequencer,
+                state.present,
+                state.version_id,
+                state.etag,
+            )
+            change_id_, op = chg, OP_APPLY
+            change_seq = (meta.raw_sequencer or meta.sequencer) if meta.sequencer else None
+            if claim is not None:
+                done = base.effect.done_change_id if base.effect is not None else None
+                effect = Effect(
+                    status=PENDING,
+                    token=rev,
+                    lease_until_ms=claim.lease_until_ms,
+                    done_change_id=done,
+                )
+            else:
+                effect = None
+        new = dataclasses.replace(
+            base,
+            raw_key=meta.raw_key,
+            present=state.present,
+            seq=meta.sequencer if meta.sequencer is not None else base.seq,
+            raw_seq=(meta.raw_sequencer or meta.sequencer)
+            if meta.sequencer is not None
+            else base.raw_seq,
+            observed=observed,
+            version_id=state.version_id if state.present else None,
+            etag=state.etag if state.present else None,
+            size=state.size if state.present else None,
+            rev=rev,
+            event_name=decision.event,
+            reason=meta.reason,
+            source=meta.source,
+            updated_at=now_ms,
+            expires_at=int(now) + self._ttl if not state.present and self._ttl > 0 else None,
+            history=history,
+            op=op,
+            change_id=change_id_,
+            change_seq=change_seq,
+            effect=effect,
+        )
+        self.rows[(meta.bucket, meta.key)] = new
+        return WriteResult(applied=True, token=rev if claim is not None else None, change_id=chg)
+
+
+#: The ledger operations counted by :class:`CountingLedger`, by request kind: every ordered
+#: write is one conditional UpdateItem (``write_sequenced``), an observation another.
+_KIND = {
+    "apply_if_newer": "write_sequenced",
+    "apply_verified": "write_sequenced",
+    "apply_observed_at": "write_sequenced",
+    "advance_sequencer": "write_sequenced",
+    "record_observation": "write_observation",
+    "finish": "finish_effect",
+}
+
+
+class CountingLedger:
+    """Wraps a :class:`~s3ingest_fn.core.ports.Ledger` and counts requests by kind (C5: the
+    common path costs one write)."""
+
+    def __init__(self, inner: Ledger) -> None:
+        self.inner = inner
+        self.calls: Counter[str] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.inner, name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[_KIND.get(name, name)] += 1
+            return method(*args, **kwargs)
+
+        return counted
+
+
+class FakeBucket:
+    """The :class:`~s3ingest_fn.core.ports.Bucket` port: objects by (bucket, key); anything
+    else is absent. ``fail`` makes every HEAD a transient failure; ``heads`` records them."""
+
+    def __init__(
+        self, objects: dict[tuple[str, str], ObjectState] | None = None, fail: bool = False
+    ) -> None:
+        self.objects = objects if objects is not None else {}
+        self.fail = fail
+        self.heads: list[tuple[str, str]] = []
+
+    @property
+    def requests(self) -> int:
+        return len(self.heads)
+
+    def put(self, bucket: str, key: str, version_id: str | None, etag: str, size: int = 5) -> None:
+        self.objects[(bucket, key)] = ObjectState(
+            visible=True, version_id=version_id, etag=etag, size=size
+        )
+
+    def hide(self, bucket: str, key: str) -> None:
+        self.objects.pop((bucket, key), None)
+
+    def current(self, bucket: str, key: str) -> ObjectState:
+        self.heads.append((bucket, key))
+        if self.fail:
+            raise TransientError("s3 head_object: SlowDown")
+        return self.objects.get((bucket, key), ObjectState(visible=False))
+
+
+class FakeContentReader:
+    """The :class:`~s3ingest_fn.core.ports.ContentReader` port: bytes by (bucket, key, version
+    id or ETag); a pin that matches nothing is superseded."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str, str], bytes] = {}
+
+    def put(self, bucket: str, key: str, pin: str, body: bytes) -> None:
+        self.objects[(bucket, key, pin)] = body
+
+    def read(self, pin: Pin) -> bytes:
+        found = self.objects.get((pin.bucket, pin.key, str(pin.version_id or pin.etag)))
+        if found is None:
+            raise SupersededError(f"{pin.key!r}: 412")
+        return found
+
+    def stream(self, pin: Pin, chunk_size: int) -> Iterator[bytes]:
+        body = self.read(pin)
+        for i in range(0, len(body), chunk_size):
+            yield body[i : i + chunk_size]
+
+
+class FakeDeadLetters:
+    """The :class:`~s3ingest_fn.core.ports.DeadLetters` port: what was sent, in order."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str, str, str]] = []
+
+    def send(self, body: str, reason: str, detail: str, message_id: str) -> None:
+        self.sent.append((body, reason, detail, message_id))
+
+
+class FakeLedgerScanner:
+    """The :class:`~s3ingest_fn.core.ports.LedgerScanner` port over a :class:`FakeLedger`'s rows:
+    segment ``i`` of ``n`` holds every ``n``-th row, one page per segment."""
+
+    def __init__(self, ledger: FakeLedger) -> None:
+        self.ledger = ledger
+
+    def pages(self, bucket: str, segment: int, total: int) -> Iterator[list[LedgerRow]]:
+        rows = [r for (b, _), r in sorted(self.ledger.rows.items()) if b == bucket]
+        yield rows[segment::total]

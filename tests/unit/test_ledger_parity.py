@@ -1,0 +1,135 @@
+"""The fake ledger (``tests/fakes``) against the DynamoDB adapter on moto: the same operations,
+the same answers, the same rows, so the fake the unit tests use cannot drift from the adapter.
+
+Each check is a script of ledger operations; it runs on both and the results (applied or not,
+tokens, change ids, the row refusing a write, the row at the end) are compared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
+from s3ingest_fn.core import sequencer
+from s3ingest_fn.core.ports import Ledger
+from s3ingest_fn.core.row import Claim, RowState, WriteMeta
+from tests.fakes import FakeLedger
+
+BUCKET, KEY = "amzn-s3-demo-bucket", "a b+c"
+NOW, TTL = 1000.0, 3600
+S1, S2, S3 = "00643717F9F8B85354", "00643717FA1234", "00643717FB00000001"
+V1 = RowState(True, "v1", "e1", 1)
+V2 = RowState(True, "v2", "e2", 2)
+GONE = RowState(False)
+
+
+def meta(raw: str | None, reason: str = "newer-sequencer") -> WriteMeta:
+    return WriteMeta(
+        BUCKET,
+        KEY,
+        "a+b%2Bc",
+        "ObjectCreated:Put",
+        reason,
+        "live",
+        sequencer.normalize(raw) if raw else None,
+        raw,
+    )
+
+
+def claim(now: int, until: int) -> Claim:
+    return Claim(now_ms=now, lease_until_ms=until)
+
+
+Script = Callable[[Ledger], list[Any]]
+
+SCRIPTS: dict[str, Script] = {
+    "newer-applies-older-refused": lambda lg: [
+        lg.apply_if_newer(V1, meta(S2)),
+        lg.apply_if_newer(V2, meta(S1)),
+        lg.apply_if_newer(V2, meta(S2)),
+        lg.apply_if_newer(GONE, meta(S3)),
+    ],
+    "observed-row-needs-verification": lambda lg: [
+        lg.apply_if_newer(V1, meta(S1)),
+        lg.record_observation(V2, meta(None, "observed-bucket-state"), 1),
+        lg.apply_if_newer(GONE, meta(S2)),
+        lg.apply_verified(V1, meta(S2), observed=False, expected_rev=1),
+        lg.apply_verified(V2, meta(S2), observed=True, expected_rev=2),
+    ],
+    "observation-needs-unchanged-revision": lambda lg: [
+        lg.record_observation(V1, meta(None, "observed-bucket-state"), None),
+        lg.record_observation(V2, meta(None, "observed-bucket-state"), None),
+        lg.record_observation(V2, meta(None, "observed-bucket-state"), 0),
+        lg.record_observation(GONE, meta(None, "observed-bucket-state"), 1),
+    ],
+    "version-removal": lambda lg: [
+        lg.apply_if_newer(V1, meta(S1)),
+        lg.advance_sequencer(V2, meta(S2), observed=True),  # the row does not hold V2: refused
+        lg.advance_sequencer(V1, meta(S2), observed=True),
+        lg.apply_observed_at(V1, meta(S3)),  # holds V1 already: refused
+        lg.apply_observed_at(GONE, meta(S3)),
+    ],
+    "claims-commit-and-fence": lambda lg: [
+        lg.apply_if_newer(V1, meta(S1), claim(10, 100)),
+        lg.apply_if_newer(V2, meta(S2), claim(50, 200)),  # a live lease blocks a newer change
+        lg.finish(BUCKET, KEY, 99, "done"),  # not the claim's token
+        lg.finish(BUCKET, KEY, 1, "done"),
+        lg.apply_if_newer(V2, meta(S2), claim(60, 300)),
+        lg.release(BUCKET, KEY, 2),
+        lg.release(BUCKET, KEY, 2),
+        lg.reclaim(BUCKET, KEY, 2, claim(70, 400)),
+        lg.finish(BUCKET, KEY, 2, "done"),  # the old token lost the claim
+        lg.finish(BUCKET, KEY, 3, "superseded"),
+        lg.reclaim(BUCKET, KEY, 3, claim(80, 500)),  # superseded: taken over at once
+        lg.finish(BUCKET, KEY, 4, "done"),
+    ],
+    "expired-lease-is-taken-over": lambda lg: [
+        lg.apply_if_newer(V1, meta(S1), claim(10, 100)),
+        lg.reclaim(BUCKET, KEY, 1, claim(50, 150)),  # lease still live
+        lg.reclaim(BUCKET, KEY, 1, claim(101, 250)),
+        lg.apply_if_newer(GONE, meta(S2), claim(251, 400)),  # after the lease: a new change
+        lg.apply_if_newer(V2, meta(S3)),  # without a claim: the effect is dropped
+    ],
+    "same-change-keeps-the-effect": lambda lg: [
+        lg.record_observation(V1, meta(None, "observed-bucket-state"), None, claim(10, 100)),
+        lg.finish(BUCKET, KEY, 1, "done"),
+        lg.advance_sequencer(
+            V1, meta(S1, "verified-against-bucket"), observed=False, expected_rev=2
+        ),
+    ],
+}
+
+
+@pytest.fixture
+def dynamo() -> Iterator[DynamoLedger]:
+    with mock_aws():
+        client = boto3.client(
+            "dynamodb",
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+        client.create_table(
+            TableName="ledger",
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        )
+        yield DynamoLedger(client, "ledger", TTL, clock=lambda: NOW)
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_the_fake_ledger_answers_as_the_dynamodb_adapter(name: str, dynamo: DynamoLedger) -> None:
+    fake = FakeLedger(clock=lambda: NOW, tombstone_ttl_seconds=TTL)
+    expected = SCRIPTS[name](dynamo)
+    got = SCRIPTS[name](fake)
+    assert got == expected
+    assert fake.get(BUCKET, KEY) == dynamo.get(BUCKET, KEY)
+    # the script did something: at least one write applied and the row exists
+    assert any(getattr(r, "applied", r is True) for r in expected)
+    assert dynamo.get(BUCKET, KEY) is not None
