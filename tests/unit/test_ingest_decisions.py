@@ -14,9 +14,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
 from s3ingest_fn.core.decide import IngestService
@@ -25,6 +23,7 @@ from s3ingest_fn.core.model import Change, Kind, Outcome
 from s3ingest_fn.core.sequencer import normalize as normalize_sequencer
 from tests.fakes import CountingLedger, FakeLedger
 from tests.fakes import FakeBucket as _FakeBucket
+from tests.moto_ledger import moto_ledger_table
 from tests.samples import load_sample
 
 BUCKET = "amzn-s3-demo-bucket"
@@ -55,19 +54,7 @@ def ledger(request: pytest.FixtureRequest) -> Iterator[CountingLedger]:
     if request.param == "fake":
         yield CountingLedger(FakeLedger(clock=lambda: NOW, tombstone_ttl_seconds=TTL_SECONDS))
         return
-    with mock_aws():
-        client = boto3.client(
-            "dynamodb",
-            region_name="us-east-1",
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-        )
-        client.create_table(
-            TableName="ledger",
-            BillingMode="PAY_PER_REQUEST",
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        )
+    with moto_ledger_table("ledger") as client:
         yield CountingLedger(
             DynamoLedger(client, "ledger", tombstone_ttl_seconds=TTL_SECONDS, clock=lambda: NOW)
         )

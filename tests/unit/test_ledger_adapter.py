@@ -12,7 +12,6 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 from hypothesis import given, settings
@@ -24,6 +23,7 @@ from s3ingest_fn.core import sequencer
 from s3ingest_fn.core.effects import change_id
 from s3ingest_fn.core.model import TransientError
 from s3ingest_fn.core.row import LedgerRow, RowState, WriteMeta, WriteResult
+from tests.moto_ledger import create_ledger_table, dynamodb_client
 
 TABLE = "ledger"
 BUCKET = "amzn-s3-demo-bucket"
@@ -37,12 +37,7 @@ STORED_SEQ = RAW_SEQ
 
 
 def _client() -> Any:
-    return boto3.client(
-        "dynamodb",
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    return dynamodb_client()
 
 
 def _meta(
@@ -297,12 +292,7 @@ def test_throttling_raises_transient_error(stubbed: Any) -> None:
 
 
 def _create_table(client: Any) -> None:
-    client.create_table(
-        TableName=TABLE,
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-    )
+    create_ledger_table(client, TABLE)
 
 
 @pytest.fixture

@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from s3ingest_fn.adapters.dynamo_ledger import (
     DynamoLedger,
@@ -20,6 +18,7 @@ from s3ingest_fn.adapters.dynamo_ledger import (
 from s3ingest_fn.core import sequencer
 from s3ingest_fn.core.effects import change_id
 from s3ingest_fn.core.row import Claim, Decision, Effect, LedgerRow, RowState, WriteMeta
+from tests.moto_ledger import moto_ledger_table
 
 TABLE = "ledger"
 BUCKET = "amzn-s3-demo-bucket"
@@ -114,19 +113,7 @@ def _meta(raw_seq: str | None) -> WriteMeta:
 
 @pytest.fixture
 def table() -> Iterator[tuple[Any, DynamoLedger]]:
-    with mock_aws():
-        client = boto3.client(
-            "dynamodb",
-            region_name="us-east-1",
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-        )
-        client.create_table(
-            TableName=TABLE,
-            BillingMode="PAY_PER_REQUEST",
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        )
+    with moto_ledger_table(TABLE) as client:
         yield client, DynamoLedger(client, TABLE, tombstone_ttl_seconds=3600, clock=lambda: NOW)
 
 

@@ -10,15 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
 from s3ingest_fn.core import sequencer
 from s3ingest_fn.core.ports import Ledger
 from s3ingest_fn.core.row import Claim, RowState, WriteMeta
 from tests.fakes import FakeLedger
+from tests.moto_ledger import moto_ledger_table
 
 BUCKET, KEY = "amzn-s3-demo-bucket", "a b+c"
 NOW, TTL = 1000.0, 3600
@@ -107,19 +106,7 @@ SCRIPTS: dict[str, Script] = {
 
 @pytest.fixture
 def dynamo() -> Iterator[DynamoLedger]:
-    with mock_aws():
-        client = boto3.client(
-            "dynamodb",
-            region_name="us-east-1",
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-        )
-        client.create_table(
-            TableName="ledger",
-            BillingMode="PAY_PER_REQUEST",
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        )
+    with moto_ledger_table("ledger") as client:
         yield DynamoLedger(client, "ledger", TTL, clock=lambda: NOW)
 
 

@@ -6,10 +6,8 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
-#: Partition key of the ledger (string, built by the function from bucket name and decoded key).
-PARTITION_KEY = "pk"
-#: Epoch-seconds attribute after which DynamoDB TTL deletes a tombstone (CONTRACT C6).
-TTL_ATTRIBUTE = "expires_at"
+# The table's key and TTL attribute, as the ledger adapter (the one owner of the row) writes them.
+from s3ingest_fn.adapters.dynamo_ledger import PARTITION_KEY, TTL_ATTRIBUTE
 
 
 class LedgerTable(Construct):
