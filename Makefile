@@ -50,8 +50,9 @@ lint: $(STAMP)  ## ruff: lint and format (make format rewrites)
 format: $(STAMP)  ## ruff format the sources
 	$(BIN)/ruff format .
 
-typecheck: $(STAMP)  ## mypy
+typecheck: $(STAMP)  ## mypy (the example app apart: its app.py would clash with ours)
 	$(BIN)/mypy
+	$(BIN)/mypy examples/existing-app/app.py
 
 unit: $(STAMP) $(STAMP_NPM)  ## pytest only (the infra tests synthesize: jsii runs on the pinned Node)
 	$(WITH_NODE) $(BIN)/pytest
