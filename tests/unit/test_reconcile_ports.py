@@ -246,3 +246,34 @@ def test_a_listing_refused_by_s3_is_a_transient_error() -> None:
         stub.add_client_error("get_bucket_versioning", "AccessDenied", http_status_code=403)
         with pytest.raises(TransientError, match="AccessDenied"):
             list(S3Listing(s3).rows(BUCKET, ""))
+
+
+def _store_script(store: Any) -> list[Any]:
+    """The same calls on either store; what each answered."""
+    for key in ("p/2026-01-02/manifest.json", "p/2026-01-01/manifest.json", "p/top", "q/x"):
+        store.put(INVENTORY, key, key.encode())
+    out: list[Any] = [
+        store.folders(INVENTORY, "p/"),
+        list(store.keys(INVENTORY, "p/2026")),
+        store.read(INVENTORY, "p/top"),
+        store.read_if_exists(INVENTORY, "p/missing"),
+        store.exists(INVENTORY, "p/top"),
+        store.exists(INVENTORY, "p/missing"),
+        store.etag(INVENTORY, "q/x"),
+    ]
+    with pytest.raises(TransientError):
+        store.read(INVENTORY, "p/missing")
+    return out
+
+
+def test_the_fake_inventory_store_answers_as_the_s3_adapter() -> None:
+    from moto import mock_aws
+
+    with mock_aws():
+        s3 = _s3()
+        s3.create_bucket(Bucket=INVENTORY)
+        real = _store_script(S3InventoryStore(s3))
+    fake = _store_script(FakeInventoryStore())
+    assert fake == real
+    assert real[0] == ["p/2026-01-01/", "p/2026-01-02/"]
+    assert real[3] is None and real[4] is True and real[5] is False
