@@ -160,9 +160,9 @@ class Reconciler:
     bucket : str
         The landing bucket.
     table : str
-        The ledger table (named in reports; the scanner reads it).
+        The ledger table, for the caller to name (the scanner reads it).
     queue_url : str
-        The ingest queue's URL (named in reports; the repair queue sends there).
+        The ingest queue's URL, for the caller to name (the repair queue sends there).
     inventory_bucket : str or None
         Where the inventory reports are delivered.
     inventory_prefix : str
