@@ -32,12 +32,13 @@ from urllib.parse import quote_plus, unquote_plus
 import boto3
 from botocore.awsrequest import AWSResponse
 
+from s3ingest_fn import wiring
 from s3ingest_fn.adapters.dynamo_ledger import item_of, item_size, row_from_item
 from s3ingest_fn.core import sequencer
 from s3ingest_fn.core.diff import bucket_truth, diff
 from s3ingest_fn.core.row import Decision, LedgerRow
 from s3ingest_fn.services.inventory import Manifest, read_rows
-from s3ingest_fn.services.reconcile import Reconciler, ReconcileReport
+from s3ingest_fn.services.reconcile import ReconcileReport
 
 SCHEMA = "Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size, LastModifiedDate, ETag"
 BUCKET = "bench-bucket"
@@ -202,7 +203,7 @@ def _client(fake: FakeDynamoHttp) -> Any:
 def ours(n: int) -> dict[str, Any]:
     manifest, data = inventory(n)
     fake = FakeDynamoHttp(n)
-    reconciler = Reconciler(
+    reconciler = wiring.reconciler(
         s3=None, dynamodb=_client(fake), sqs=None, bucket=BUCKET, table="ledger", queue_url="unused"
     )
     report = ReconcileReport(source="inventory", bucket=BUCKET, prefix="", dry_run=True)

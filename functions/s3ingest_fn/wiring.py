@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
-    from s3ingest_fn.adapters.s3_objects import S3Objects
+    from s3ingest_fn.adapters.eventbridge import EventBridgePublisher
+    from s3ingest_fn.adapters.s3_objects import S3EventDelivery, S3Objects
     from s3ingest_fn.core.decide import IngestService
     from s3ingest_fn.core.effects import AppliedChange, EffectRunner, Processor
     from s3ingest_fn.core.model import Result
@@ -43,6 +44,20 @@ def objects(s3: Any) -> S3Objects:
     from s3ingest_fn.adapters.s3_objects import S3Objects
 
     return S3Objects(s3)
+
+
+def event_delivery(s3: Any) -> S3EventDelivery:
+    """Whether a bucket still sends its events to EventBridge, read over an S3 client."""
+    from s3ingest_fn.adapters.s3_objects import S3EventDelivery
+
+    return S3EventDelivery(s3)
+
+
+def change_publisher(events: Any) -> EventBridgePublisher:
+    """The change bus's publisher over an EventBridge client (PutEvents)."""
+    from s3ingest_fn.adapters.eventbridge import EventBridgePublisher
+
+    return EventBridgePublisher(events)
 
 
 def effect_runner(
@@ -113,21 +128,27 @@ def reconciler(
     inventory_prefix: str = "",
     clock: Callable[[], float] = time.time,
 ) -> Reconciler:
-    """Reconciliation of ``bucket`` against the ledger ``table``, repairs to ``queue_url``."""
+    """Reconciliation of ``bucket`` against the ledger ``table``, repairs to ``queue_url``: the
+    bucket's HEAD and listing, the inventory bucket's objects (and the fan-out's shards) over
+    ``s3``, the ledger's Scan over ``dynamodb``, the repairs over ``sqs``."""
     from s3ingest_fn.adapters.dynamo_ledger import DynamoLedgerScanner
+    from s3ingest_fn.adapters.inventory import S3InventoryStore
+    from s3ingest_fn.adapters.s3_objects import S3Listing, S3Objects
+    from s3ingest_fn.adapters.sqs import SqsRepairQueue
     from s3ingest_fn.services.reconcile import Reconciler
 
     return Reconciler(
-        s3=s3,
-        dynamodb=dynamodb,
-        sqs=sqs,
+        objects=S3Objects(s3),
+        listing=S3Listing(s3),
+        inventory=S3InventoryStore(s3),
+        repairs=SqsRepairQueue(sqs, queue_url),
+        scanner=DynamoLedgerScanner(dynamodb, table),
         bucket=bucket,
         table=table,
         queue_url=queue_url,
         inventory_bucket=inventory_bucket,
         inventory_prefix=inventory_prefix,
         clock=clock,
-        scanner=DynamoLedgerScanner(dynamodb, table),
     )
 
 
@@ -210,3 +231,20 @@ def function_reconciler() -> Reconciler:
         inventory_bucket=os.environ.get("INVENTORY_BUCKET_NAME") or None,
         inventory_prefix=os.environ.get("INVENTORY_PREFIX", ""),
     )
+
+
+@cache
+def function_change_publisher() -> EventBridgePublisher:
+    """The change relay's publisher to the change bus (the bus itself is named by
+    ``CHANGE_BUS_NAME`` in each entry)."""
+    import boto3
+
+    return change_publisher(boto3.client("events"))
+
+
+@cache
+def function_event_delivery() -> S3EventDelivery:
+    """The delivery check's reader of bucket notification configurations."""
+    import boto3
+
+    return event_delivery(boto3.client("s3"))

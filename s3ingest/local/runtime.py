@@ -303,7 +303,7 @@ class LocalRuntime:
                 if not records:
                     break
                 response = relay(
-                    self.events,
+                    wiring.change_publisher(self.events),
                     self.resources.change_bus,
                     {
                         "Records": [

@@ -8,13 +8,14 @@ both, so the fake cannot drift from the adapter it stands in for.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from s3ingest_fn.core.effects import SupersededError, change_id
-from s3ingest_fn.core.model import ObjectState, TransientError
-from s3ingest_fn.core.ports import Ledger, Pin
+from s3ingest_fn.core.model import InventoryRow, ObjectState, TransientError
+from s3ingest_fn.core.ports import ChangeEntry, Ledger, Pin
 from s3ingest_fn.core.row import (
     DELETED,
     DONE,
@@ -386,3 +387,114 @@ class FakeLedgerScanner:
     def pages(self, bucket: str, segment: int, total: int) -> Iterator[list[LedgerRow]]:
         rows = [r for (b, _), r in sorted(self.ledger.rows.items()) if b == bucket]
         yield rows[segment::total]
+
+
+class FakeBucketListing:
+    """The :class:`~s3ingest_fn.core.ports.BucketListing` port: the given rows, filtered by
+    bucket and prefix, in order; ``fail`` makes the listing a transient failure."""
+
+    def __init__(self, rows: list[InventoryRow] | None = None, fail: bool = False) -> None:
+        self.listed: list[InventoryRow] = list(rows or [])
+        self.fail = fail
+
+    def rows(self, bucket: str, prefix: str) -> Iterator[InventoryRow]:
+        if self.fail:
+            raise TransientError(f"s3 listing of {bucket}: AccessDenied")
+        for row in self.listed:
+            if row.bucket == bucket and row.key.startswith(prefix):
+                yield row
+
+
+class FakeInventoryStore:
+    """The :class:`~s3ingest_fn.core.ports.InventoryStore` port: objects by (bucket, key).
+
+    ``unreadable`` keys exist but HEAD refuses them (a report still being written); ``fail``
+    makes every call a transient failure. ETags are the MD5 hex of the bytes, as S3's for a
+    single-part upload.
+    """
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str], bytes] = {}
+        self.unreadable: set[tuple[str, str]] = set()
+        self.fail = False
+
+    def _check(self, call: str) -> None:
+        if self.fail:
+            raise TransientError(f"s3 {call}: SlowDown")
+
+    def read(self, bucket: str, key: str) -> bytes:
+        self._check("get_object")
+        found = self.objects.get((bucket, key))
+        if found is None:
+            raise TransientError("s3 get_object: NoSuchKey")
+        return found
+
+    def read_if_exists(self, bucket: str, key: str) -> bytes | None:
+        self._check("get_object")
+        return self.objects.get((bucket, key))
+
+    def exists(self, bucket: str, key: str) -> bool:
+        self._check("head_object")
+        return (bucket, key) in self.objects and (bucket, key) not in self.unreadable
+
+    def etag(self, bucket: str, key: str) -> str:
+        return hashlib.md5(self.read(bucket, key)).hexdigest()
+
+    def folders(self, bucket: str, prefix: str) -> list[str]:
+        self._check("list_objects_v2")
+        found = {
+            prefix + key[len(prefix) :].split("/", 1)[0] + "/"
+            for b, key in self.objects
+            if b == bucket and key.startswith(prefix) and "/" in key[len(prefix) :]
+        }
+        return sorted(found)
+
+    def keys(self, bucket: str, prefix: str) -> Iterator[str]:
+        self._check("list_objects_v2")
+        yield from sorted(k for b, k in self.objects if b == bucket and k.startswith(prefix))
+
+    def put(self, bucket: str, key: str, body: bytes) -> None:
+        self._check("put_object")
+        self.objects[(bucket, key)] = body
+
+
+class FakeRepairQueue:
+    """The :class:`~s3ingest_fn.core.ports.RepairQueue` port: the bodies sent, in order;
+    ``refuse_after`` makes the queue refuse once that many were sent."""
+
+    def __init__(self, refuse_after: int | None = None) -> None:
+        self.sent: list[str] = []
+        self.refuse_after = refuse_after
+
+    def send(self, bodies: Sequence[str]) -> int:
+        for body in bodies:
+            if self.refuse_after is not None and len(self.sent) >= self.refuse_after:
+                raise TransientError(f"queueing repairs failed after {len(self.sent)}: refused")
+            self.sent.append(body)
+        return len(bodies)
+
+
+class FakeChangePublisher:
+    """The :class:`~s3ingest_fn.core.ports.ChangePublisher` port: the entries published, in
+    order; ``accept`` is how many more it accepts before refusing (None: all)."""
+
+    def __init__(self, accept: int | None = None) -> None:
+        self.published: list[ChangeEntry] = []
+        self.accept = accept
+
+    def publish(self, entries: Sequence[ChangeEntry]) -> int:
+        n = len(entries) if self.accept is None else min(self.accept, len(entries))
+        if self.accept is not None:
+            self.accept -= n
+        self.published.extend(entries[:n])
+        return n
+
+
+class FakeEventDelivery:
+    """The :class:`~s3ingest_fn.core.ports.EventDelivery` port: on for the buckets given."""
+
+    def __init__(self, on: set[str]) -> None:
+        self.on = on
+
+    def enabled(self, bucket: str) -> bool:
+        return bucket in self.on

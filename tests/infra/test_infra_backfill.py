@@ -168,14 +168,17 @@ def test_prepare_payloads_and_result(
 @pytest.mark.contract("C13")
 def test_prepared_fields_are_what_prepare_returns() -> None:
     # GIVEN the control function's prepare step over a fake inventory
+    from s3ingest_fn.adapters.inventory import S3InventoryStore
     from s3ingest_fn.services import backfill_control
 
     head = {"ETag": '"0123abcd"'}
+    s3: Any = SimpleNamespace(head_object=lambda **_: head)  # HeadObject's answer
     reconciler = SimpleNamespace(
         inventory_bucket="inv",
+        require_inventory_bucket=lambda: "inv",
         newest_manifest=lambda: "inventory/b/s3ingest-daily/2026-01-01T01-00Z/manifest.json",
         manifest=lambda key: SimpleNamespace(files=("data/a.csv.gz",), created_ms=1),
-        s3=SimpleNamespace(head_object=lambda **_: head),
+        inventory=S3InventoryStore(s3),
     )
     event = {"action": "prepare", "partition": "aws-cn"}
     result = backfill_control.prepare(reconciler, event)  # type: ignore[arg-type]

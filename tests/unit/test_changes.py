@@ -12,6 +12,7 @@ from botocore.stub import ANY, Stubber
 
 from s3ingest.settings import CHANGE_DETAIL_TYPES, CHANGE_SOURCE
 from s3ingest_fn.adapters.dynamo_ledger import item_of
+from s3ingest_fn.adapters.eventbridge import EventBridgePublisher
 from s3ingest_fn.core.row import Decision, LedgerRow
 from s3ingest_fn.core.sequencer import normalize
 from s3ingest_fn.handlers.change_stream import relay
@@ -155,7 +156,7 @@ def test_publish_sends_in_order_in_chunks_of_ten() -> None:
             {"FailedEntryCount": 0, "Entries": [{"EventId": "e10"}, {"EventId": "e11"}]},
             {"Entries": ANY},
         )
-        published, failed = publish(client, "bus", records)
+        published, failed = publish(EventBridgePublisher(client), "bus", records)
     assert failed is None
     assert [json.loads(p["Detail"])["id"] for p in published] == [
         f"id-{100 + i}" for i in range(12)
@@ -179,7 +180,11 @@ def test_a_failed_entry_is_the_record_lambda_retries_from() -> None:
             },
             {"Entries": ANY},
         )
-        response = relay(client, "bus", {"Records": [_record("1"), _record("2"), _record("3")]})
+        response = relay(
+            EventBridgePublisher(client),
+            "bus",
+            {"Records": [_record("1"), _record("2"), _record("3")]},
+        )
     # THEN the partial batch response names record 2: Lambda re-sends 2 and 3 (3 is then a
     # duplicate, with the same id), never skips 2
     assert response == {"batchItemFailures": [{"itemIdentifier": "2"}]}
@@ -192,5 +197,7 @@ def test_a_put_events_error_reports_the_chunk_start() -> None:
         stub.add_client_error(
             "put_events", service_error_code="ThrottlingException", http_status_code=400
         )
-        published, failed = publish(client, "bus", [_record("7"), _record("8")])
+        published, failed = publish(
+            EventBridgePublisher(client), "bus", [_record("7"), _record("8")]
+        )
     assert published == [] and failed == "7"

@@ -12,6 +12,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
+from s3ingest_fn.adapters.s3_objects import S3EventDelivery
 from s3ingest_fn.core.model import TransientError
 from s3ingest_fn.handlers.delivery_check import check
 
@@ -41,9 +42,12 @@ def test_the_check_tells_delivery_on_from_off() -> None:
             {"Bucket": "off-bkt"},
         )
         # WHEN the check runs / THEN it reports each
-        assert check(s3, ["on-bkt", "off-bkt"]) == {"on-bkt": True, "off-bkt": False}
+        assert check(S3EventDelivery(s3), ["on-bkt", "off-bkt"]) == {
+            "on-bkt": True,
+            "off-bkt": False,
+        }
         stub.add_client_error(
             "get_bucket_notification_configuration", "AccessDenied", http_status_code=403
         )
         with pytest.raises(TransientError, match="AccessDenied"):
-            check(s3, ["denied-bkt"])
+            check(S3EventDelivery(s3), ["denied-bkt"])

@@ -1095,8 +1095,8 @@ class DynamoLedgerScanner:
 
         Raises
         ------
-        botocore.exceptions.ClientError, BotoCoreError
-            As the Scan raised them (the caller reports the run failed).
+        TransientError
+            When a Scan request fails (the caller reports the run failed).
         """
         kwargs: dict[str, Any] = {
             "TableName": self._table,
@@ -1109,7 +1109,10 @@ class DynamoLedgerScanner:
             "ExpressionAttributeValues": {":prefix": {"S": f"{bucket}/"}},
         }
         while True:
-            page = self._ddb.scan(**kwargs)
+            try:
+                page = self._ddb.scan(**kwargs)
+            except (ClientError, BotoCoreError) as exc:
+                raise TransientError(f"dynamodb scan: {exc}") from exc
             yield [_scanned_row(item, bucket) for item in page.get("Items", [])]
             if "LastEvaluatedKey" not in page:
                 return

@@ -1,5 +1,6 @@
 """The S3 adapter: what the bucket holds for a key now (the bucket is the truth, CONTRACT C12),
-and the pinned reads of a change's bytes (CONTRACT C8)."""
+the bucket's listing (reconciliation's ``listing`` source), whether the bucket still sends its
+events to EventBridge, and the pinned reads of a change's bytes (CONTRACT C8)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from s3ingest_fn.core.effects import SupersededError
 from s3ingest_fn.core.events import normalize_etag, normalize_version
-from s3ingest_fn.core.model import ObjectState, TransientError
+from s3ingest_fn.core.model import InventoryRow, ObjectState, TransientError
 from s3ingest_fn.core.ports import Pin
 
 if TYPE_CHECKING:
@@ -86,6 +87,101 @@ def eventbridge_delivery_enabled(client: S3Client, bucket: str) -> bool:
     except (ClientError, BotoCoreError) as exc:
         raise TransientError(f"s3 get_bucket_notification_configuration: {exc}") from exc
     return "EventBridgeConfiguration" in config
+
+
+class S3EventDelivery:
+    """The :class:`~s3ingest_fn.core.ports.EventDelivery` port:
+    :func:`eventbridge_delivery_enabled` over one client.
+
+    Parameters
+    ----------
+    client : S3Client
+        Needs ``s3:GetBucketNotification``.
+    """
+
+    def __init__(self, client: S3Client) -> None:
+        self._s3 = client
+
+    def enabled(self, bucket: str) -> bool:
+        """See :func:`eventbridge_delivery_enabled`."""
+        return eventbridge_delivery_enabled(self._s3, bucket)
+
+
+class S3Listing:
+    """The :class:`~s3ingest_fn.core.ports.BucketListing` port: ListObjectVersions when the
+    bucket has a versioning status (``Enabled`` or ``Suspended``: older versions and delete
+    markers may exist), else ListObjectsV2
+    (https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectVersions.html).
+
+    Parameters
+    ----------
+    client : S3Client
+        Needs ``s3:GetBucketVersioning``, ``s3:ListBucket`` and ``s3:ListBucketVersions``.
+    """
+
+    def __init__(self, client: S3Client) -> None:
+        self._s3 = client
+
+    def rows(self, bucket: str, prefix: str) -> Iterator[InventoryRow]:
+        """Every version and delete marker (versioned bucket) or every object under
+        ``prefix``, page by page.
+
+        Raises
+        ------
+        TransientError
+            When S3 refuses or does not answer (the run fails; nothing is repaired).
+        """
+        try:
+            yield from self._rows(bucket, prefix)
+        except (ClientError, BotoCoreError) as exc:
+            raise TransientError(f"s3 listing of {bucket}: {exc}") from exc
+
+    def _rows(self, bucket: str, prefix: str) -> Iterator[InventoryRow]:
+        versioning = self._s3.get_bucket_versioning(Bucket=bucket).get("Status")
+        if versioning:
+            pages = self._s3.get_paginator("list_object_versions").paginate(
+                Bucket=bucket, Prefix=prefix
+            )
+            for page in pages:
+                for v in page.get("Versions", []):
+                    yield _listed(bucket, v, delete_marker=False)
+                for m in page.get("DeleteMarkers", []):
+                    yield _listed(bucket, m, delete_marker=True)
+        else:
+            for listed in self._s3.get_paginator("list_objects_v2").paginate(
+                Bucket=bucket, Prefix=prefix
+            ):
+                for o in listed.get("Contents", []):
+                    yield InventoryRow(
+                        bucket=bucket,
+                        key=o["Key"],
+                        version_id=None,
+                        is_latest=True,
+                        is_delete_marker=False,
+                        etag=str(o.get("ETag", "")).strip('"') or None,
+                        size=o.get("Size"),
+                        last_modified_ms=_ms(o.get("LastModified")),
+                    )
+
+
+def _listed(bucket: str, v: Any, *, delete_marker: bool) -> InventoryRow:
+    """An inventory row of one ``Versions`` or ``DeleteMarkers`` entry (the null version's id,
+    ``"null"``, as None)."""
+    version = v.get("VersionId")
+    return InventoryRow(
+        bucket=bucket,
+        key=v["Key"],
+        version_id=None if version in (None, "null") else version,
+        is_latest=bool(v.get("IsLatest")),
+        is_delete_marker=delete_marker,
+        etag=None if delete_marker else str(v.get("ETag", "")).strip('"') or None,
+        size=v.get("Size"),
+        last_modified_ms=_ms(v.get("LastModified")),
+    )
+
+
+def _ms(value: Any) -> int | None:
+    return int(value.timestamp() * 1000) if value is not None else None
 
 
 #: GetObject answers for a pin that no longer holds: a newer write (412) or a gone version (404).

@@ -6,11 +6,11 @@ them in memory. Nothing here imports boto3 or botocore.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypedDict
 
-from s3ingest_fn.core.model import ObjectState
+from s3ingest_fn.core.model import InventoryRow, ObjectState
 from s3ingest_fn.core.row import Claim, LedgerRow, RowState, WriteMeta, WriteResult
 
 
@@ -128,6 +128,97 @@ class DeadLetters(Protocol):
 
 
 class LedgerScanner(Protocol):
-    """Every row of one bucket's ledger, in pages (one request each)."""
+    """Every row of one bucket's ledger, in pages (one request each). Raises
+    :class:`~s3ingest_fn.core.model.TransientError` when a page cannot be read."""
 
     def pages(self, bucket: str, segment: int, total: int) -> Iterator[list[LedgerRow]]: ...
+
+
+class BucketListing(Protocol):
+    """What a bucket holds now, listed (reconciliation's ``listing`` source, CONTRACT C12)."""
+
+    def rows(self, bucket: str, prefix: str) -> Iterator[InventoryRow]:
+        """Every key under ``prefix`` as inventory rows: every version and delete marker when
+        the bucket's versioning is (or was) enabled, else the current objects (``version_id``
+        None, ``is_latest`` True). Raises
+        :class:`~s3ingest_fn.core.model.TransientError` when the bucket cannot be listed."""
+        ...
+
+
+class EventDelivery(Protocol):
+    """Whether a bucket still sends its events to EventBridge (the scheduled delivery check)."""
+
+    def enabled(self, bucket: str) -> bool:
+        """True when the bucket's notification configuration has EventBridge on. Raises
+        :class:`~s3ingest_fn.core.model.TransientError` when it cannot be read."""
+        ...
+
+
+class InventoryStore(Protocol):
+    """Objects that are not the landing bucket's data: S3 Inventory manifests and data files,
+    Batch Operations completion reports, and the fan-out reconciliation's work shards.
+
+    Every method raises :class:`~s3ingest_fn.core.model.TransientError` when the store fails
+    in another way than the one the method answers for.
+    """
+
+    def read(self, bucket: str, key: str) -> bytes:
+        """The whole object."""
+        ...
+
+    def read_if_exists(self, bucket: str, key: str) -> bytes | None:
+        """The whole object, or None when the key does not exist."""
+        ...
+
+    def exists(self, bucket: str, key: str) -> bool:
+        """Whether the object can be read now (False for any refusal: a report still being
+        written, a missing key)."""
+        ...
+
+    def etag(self, bucket: str, key: str) -> str:
+        """The object's ETag, without quotes."""
+        ...
+
+    def folders(self, bucket: str, prefix: str) -> list[str]:
+        """The folders (``<prefix><name>/``) directly under ``prefix``, in the store's order."""
+        ...
+
+    def keys(self, bucket: str, prefix: str) -> Iterator[str]:
+        """The keys under ``prefix``, in the store's (lexicographic) order."""
+        ...
+
+    def put(self, bucket: str, key: str, body: bytes) -> None:
+        """Write the object (replacing it)."""
+        ...
+
+
+class RepairQueue(Protocol):
+    """Where reconciliation sends its repair events: the ingest queue (CONTRACT C12)."""
+
+    def send(self, bodies: Sequence[str]) -> int:
+        """Send each body as one message, in order; return how many were sent (all of them).
+
+        Raises :class:`~s3ingest_fn.core.model.TransientError` naming how many were sent before
+        the queue refused (a refused request, or any entry the queue did not accept)."""
+        ...
+
+
+class ChangeEntry(TypedDict):
+    """One change event as the change bus takes it (the PutEvents request entry's fields):
+    ``Detail`` is a JSON object's text."""
+
+    Source: str
+    DetailType: str
+    EventBusName: str
+    Detail: str
+    Resources: list[str]
+
+
+class ChangePublisher(Protocol):
+    """Publishes change events to the change bus, in order (CONTRACT C11)."""
+
+    def publish(self, entries: Sequence[ChangeEntry]) -> int:
+        """Publish ``entries`` in order, stopping at the first one the bus did not accept (a
+        refused request refuses all its entries); return how many, from the first, were
+        published. Never raises for a refusal: the caller retries from the entry returned."""
+        ...

@@ -36,7 +36,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         result = backfill_control.prepare(reconciler, event)
     elif action == "report":
         result = backfill_control.read_report(
-            reconciler.s3, os.environ["REPORT_BUCKET_NAME"], str(event["jobId"])
+            reconciler.inventory, os.environ["REPORT_BUCKET_NAME"], str(event["jobId"])
         )
     else:
         service = wiring.function_ingest_service()

@@ -17,21 +17,22 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit
 
+from s3ingest_fn import wiring
+from s3ingest_fn.core.ports import ChangePublisher
 from s3ingest_fn.handlers.telemetry import stack_metrics
 from s3ingest_fn.services.changes import publish
 
 logger = Logger(service="s3ingest")
 metrics = stack_metrics()
 
-_events: Any = None
 
-
-def relay(events_client: Any, bus_name: str, event: dict[str, Any]) -> dict[str, Any]:
+def relay(publisher: ChangePublisher, bus_name: str, event: dict[str, Any]) -> dict[str, Any]:
     """Publish the applied changes of one stream batch.
 
     Parameters
     ----------
-    events_client : EventBridge client
+    publisher : ChangePublisher
+        The change bus's publisher (:func:`s3ingest_fn.wiring.change_publisher`).
     bus_name : str
         The change bus.
     event : dict
@@ -44,7 +45,7 @@ def relay(events_client: Any, bus_name: str, event: dict[str, Any]) -> dict[str,
         the first record not published, or an empty list.
     """
     records = event.get("Records", [])
-    published, failed_at = publish(events_client, bus_name, records)
+    published, failed_at = publish(publisher, bus_name, records)
     metrics.add_metric(name="changes_published", unit=MetricUnit.Count, value=len(published))
     for entry in published:
         logger.debug(
@@ -65,9 +66,4 @@ def relay(events_client: Any, bus_name: str, event: dict[str, Any]) -> dict[str,
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda entry point (``s3ingest_fn.handlers.change_stream.handler``)."""
-    global _events
-    if _events is None:
-        import boto3
-
-        _events = boto3.client("events")
-    return relay(_events, os.environ["CHANGE_BUS_NAME"], event)
+    return relay(wiring.function_change_publisher(), os.environ["CHANGE_BUS_NAME"], event)

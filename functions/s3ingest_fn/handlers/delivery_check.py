@@ -15,23 +15,25 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit
 
-from s3ingest_fn.adapters.s3_objects import eventbridge_delivery_enabled
+from s3ingest_fn import wiring
 from s3ingest_fn.contract import DELIVERY_BUCKETS_ENV, DELIVERY_METRIC
+from s3ingest_fn.core.ports import EventDelivery
 from s3ingest_fn.handlers.telemetry import stack_metrics
 
 logger = Logger(service="s3ingest-delivery-check")
 metrics = stack_metrics()
 
 
-def check(s3: Any, buckets: list[str]) -> dict[str, bool]:
-    """Each bucket's EventBridge delivery, on or off.
+def check(delivery: EventDelivery, buckets: list[str]) -> dict[str, bool]:
+    """Each bucket's EventBridge delivery, on or off
+    (:func:`s3ingest_fn.wiring.event_delivery` reads it from S3).
 
     Raises
     ------
     TransientError
         When S3 does not answer for a bucket.
     """
-    return {bucket: eventbridge_delivery_enabled(s3, bucket) for bucket in buckets}
+    return {bucket: delivery.enabled(bucket) for bucket in buckets}
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -44,12 +46,10 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     dict
         ``{"buckets": {name: bool}, "enabled": bool}``.
     """
-    import boto3
-
     buckets = [b for b in os.environ.get(DELIVERY_BUCKETS_ENV, "").split(",") if b]
     if not buckets:
         raise ValueError(f"{DELIVERY_BUCKETS_ENV} names no bucket")
-    states = check(boto3.client("s3"), buckets)
+    states = check(wiring.function_event_delivery(), buckets)
     enabled = all(states.values())
     for bucket, on in states.items():
         # off: S3 sends this bucket's events nowhere s3ingest listens (runbook:

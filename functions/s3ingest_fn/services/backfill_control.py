@@ -25,6 +25,7 @@ from typing import Any
 
 from s3ingest_fn.core.decide import IngestService
 from s3ingest_fn.core.model import Change, Format, Kind, TransientError
+from s3ingest_fn.core.ports import InventoryStore
 from s3ingest_fn.services.inventory import read_rows
 from s3ingest_fn.services.reconcile import Reconciler
 
@@ -42,11 +43,11 @@ def prepare(reconciler: Reconciler, event: dict[str, Any]) -> dict[str, Any]:
     """
     key = event.get("manifest") or reconciler.newest_manifest()
     manifest = reconciler.manifest(key)
-    head = reconciler.s3.head_object(Bucket=reconciler.inventory_bucket, Key=key)
+    etag = reconciler.inventory.etag(reconciler.require_inventory_bucket(), key)
     partition = str(event.get("partition", "aws"))
     return {
         "manifestKey": key,
-        "manifestEtag": str(head["ETag"]).strip('"'),
+        "manifestEtag": etag,
         "manifestObjectArn": f"arn:{partition}:s3:::{reconciler.inventory_bucket}/{key}",
         "files": list(manifest.files),
         "createdMs": manifest.created_ms,
@@ -54,21 +55,38 @@ def prepare(reconciler: Reconciler, event: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_report(
-    s3: Any, bucket: str, job_id: str, prefix: str = REPORT_PREFIX, sample: int = 20
+    store: InventoryStore, bucket: str, job_id: str, prefix: str = REPORT_PREFIX, sample: int = 20
 ) -> dict[str, Any]:
     """Failed tasks of a finished job, from its completion report.
+
+    Parameters
+    ----------
+    store : InventoryStore
+        Reads the report bucket's objects.
+    bucket : str
+        The report bucket.
+    job_id : str
+    prefix : str
+        The job's report prefix in ``bucket``.
+    sample : int
+        At most this many failed tasks in ``samples``.
 
     Returns
     -------
     dict
         ``{"reportManifest", "failed", "errors": {ErrorCode: n}, "samples": [...]}``; ``failed``
         0 and no manifest when the job had no failure report.
+
+    Raises
+    ------
+    TransientError
+        When S3 fails (a missing report manifest is no failure).
     """
     key = f"{prefix}/job-{job_id}/manifest.json"
-    try:
-        doc = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
-    except s3.exceptions.NoSuchKey:
+    raw = store.read_if_exists(bucket, key)
+    if raw is None:
         return {"reportManifest": None, "failed": 0, "errors": {}, "samples": []}
+    doc = json.loads(raw)
     schema = [
         c.strip()
         for c in str(
@@ -83,7 +101,7 @@ def read_report(
     for result in doc.get("Results", []):
         if result.get("TaskExecutionStatus") != "failed":
             continue
-        text = s3.get_object(Bucket=result["Bucket"], Key=result["Key"])["Body"].read().decode()
+        text = store.read(result["Bucket"], result["Key"]).decode()
         for row in csv.reader(io.StringIO(text)):
             if not row:
                 continue

@@ -35,9 +35,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from s3ingest_fn.adapters.dynamo_ledger import STREAM_FILTER, is_applied_change, row_from_item
+from s3ingest_fn.core.ports import ChangeEntry, ChangePublisher
 
 __all__ = [
     "DETAIL_TYPES",
@@ -53,11 +52,8 @@ __all__ = [
 SOURCE = "s3ingest"
 DETAIL_TYPES = {"created": "Object Ingested", "removed": "Object Tombstoned"}
 
-#: PutEvents takes at most 10 entries per request.
-PUT_EVENTS_MAX = 10
 
-
-def change_event(record: dict[str, Any], bus_name: str) -> dict[str, Any]:
+def change_event(record: dict[str, Any], bus_name: str) -> ChangeEntry:
     """The PutEvents entry for one applied-change stream record.
 
     Parameters
@@ -68,7 +64,7 @@ def change_event(record: dict[str, Any], bus_name: str) -> dict[str, Any]:
 
     Returns
     -------
-    dict
+    ChangeEntry
         ``{"Source", "DetailType", "Detail", "EventBusName", "Resources"}``; ``Detail`` is JSON
         of ``{"id", "bucket", "key", "kind", "sequencer", "versionId", "etag", "size", "rev",
         "source", "eventName", "reason", "observed", "appliedAt"}`` (``sequencer``: the change's
@@ -95,24 +91,26 @@ def change_event(record: dict[str, Any], bus_name: str) -> dict[str, Any]:
     }
     # the partition (aws, aws-cn, aws-us-gov) of the stream the record came from
     partition = str(record.get("eventSourceARN") or "arn:aws").split(":")[1] or "aws"
-    return {
+    entry: ChangeEntry = {
         "Source": SOURCE,
         "DetailType": DETAIL_TYPES[kind],
         "EventBusName": bus_name,
         "Detail": json.dumps(detail),
         "Resources": [f"arn:{partition}:s3:::{bucket}"],
     }
+    return entry
 
 
 def publish(
-    events_client: Any, bus_name: str, records: Iterable[dict[str, Any]]
-) -> tuple[list[dict[str, Any]], str | None]:
-    """Publish the applied changes among ``records`` in order, ten per PutEvents request,
-    stopping at the first entry EventBridge did not accept.
+    publisher: ChangePublisher, bus_name: str, records: Iterable[dict[str, Any]]
+) -> tuple[list[ChangeEntry], str | None]:
+    """Publish the applied changes among ``records`` in order, stopping at the first entry the
+    bus did not accept (the :class:`~s3ingest_fn.core.ports.ChangePublisher` sends them ten per
+    PutEvents request).
 
     Parameters
     ----------
-    events_client : EventBridge client
+    publisher : ChangePublisher
     bus_name : str
     records : iterable of dict
         DynamoDB stream records as Lambda delivers them; each has ``dynamodb.SequenceNumber``.
@@ -124,17 +122,8 @@ def publish(
         published (None when all were): Lambda resumes from it.
     """
     todo = [(r, change_event(r, bus_name)) for r in records if is_applied_change(r)]
-    published: list[dict[str, Any]] = []
-    for i in range(0, len(todo), PUT_EVENTS_MAX):
-        chunk = todo[i : i + PUT_EVENTS_MAX]
-        try:
-            resp = events_client.put_events(Entries=[entry for _, entry in chunk])
-        except (ClientError, BotoCoreError):
-            return published, chunk[0][0]["dynamodb"]["SequenceNumber"]
-        results = resp.get("Entries", [])
-        for i, (record, entry) in enumerate(chunk):
-            result = results[i] if i < len(results) else {}  # unanswered: not published
-            if result.get("ErrorCode") or not result.get("EventId"):
-                return published, record["dynamodb"]["SequenceNumber"]
-            published.append(entry)
+    accepted = publisher.publish([entry for _, entry in todo])
+    published = [entry for _, entry in todo[:accepted]]
+    if accepted < len(todo):
+        return published, todo[accepted][0]["dynamodb"]["SequenceNumber"]
     return published, None

@@ -57,11 +57,12 @@ def partition_of(key: str, partitions: int) -> int:
 
 
 class FanOut:
-    """The fan-out steps, over a :class:`Reconciler` (its clients, bucket, ledger and queue)."""
+    """The fan-out steps, over a :class:`Reconciler` (its ports, bucket, ledger and queue);
+    the work shards go to its inventory store, in the inventory bucket."""
 
     def __init__(self, reconciler: Reconciler) -> None:
         self.r = reconciler
-        self._s3 = reconciler.s3
+        self._store = reconciler.inventory
 
     def plan(self, event: dict[str, Any]) -> dict[str, Any]:
         """``{"manifest"?, "partitions"?, "segments"?, "prefix"?, "dryRun"?, "marginSeconds"?}``
@@ -199,25 +200,21 @@ class FanOut:
         for p, lines in enumerate(buckets):
             if not lines:
                 continue
-            self._s3.put_object(
-                Bucket=self.r.inventory_bucket,
-                Key=self._shard_key(run, side, p, name),
-                Body=gzip.compress(("\n".join(lines) + "\n").encode()),
+            self._store.put(
+                self.r.require_inventory_bucket(),
+                self._shard_key(run, side, p, name),
+                gzip.compress(("\n".join(lines) + "\n").encode()),
             )
             written += 1
         return written
 
     def _read_shards(self, run: str, side: str, partition: int) -> Iterator[list[Any]]:
         prefix = f"{WORK_PREFIX}{run}/{side}/{partition:04d}/"
-        pages = self._s3.get_paginator("list_objects_v2").paginate(
-            Bucket=self.r.inventory_bucket, Prefix=prefix
-        )
-        for page in pages:
-            for obj in page.get("Contents", []):
-                text = gzip.decompress(self.r.get_inventory_object(obj["Key"])).decode("utf-8")
-                for line in text.splitlines():
-                    if line:
-                        yield json.loads(line)
+        for key in self._store.keys(self.r.require_inventory_bucket(), prefix):
+            text = gzip.decompress(self.r.get_inventory_object(key)).decode("utf-8")
+            for line in text.splitlines():
+                if line:
+                    yield json.loads(line)
 
 
 def _ledger_record(row: LedgerRow) -> list[Any]:

@@ -19,10 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from s3ingest_fn.adapters.dynamo_ledger import DynamoLedgerScanner
-from s3ingest_fn.adapters.s3_objects import S3Objects
 from s3ingest_fn.core.diff import (
     DRIFT_KINDS,
     EFFECT_BEHIND,
@@ -33,8 +29,8 @@ from s3ingest_fn.core.diff import (
     bucket_truth,
     diff,
 )
-from s3ingest_fn.core.model import InventoryRow
-from s3ingest_fn.core.ports import LedgerScanner
+from s3ingest_fn.core.model import InventoryRow, TransientError
+from s3ingest_fn.core.ports import Bucket, BucketListing, InventoryStore, LedgerScanner, RepairQueue
 from s3ingest_fn.core.row import LedgerRow
 from s3ingest_fn.services.inventory import InventoryError, Manifest, read_rows
 
@@ -146,45 +142,55 @@ class ReconcileReport:
 
 
 class Reconciler:
-    """Runs reconciliation with injected clients.
+    """Runs reconciliation over its ports (:func:`s3ingest_fn.wiring.reconciler` builds it over
+    AWS clients).
 
     Parameters
     ----------
-    s3, dynamodb, sqs : boto3 clients
+    objects : Bucket
+        HEAD of a key, to confirm each difference.
+    listing : BucketListing
+        The bucket's listing (the ``listing`` source).
+    inventory : InventoryStore
+        The inventory bucket's objects: reports, and the fan-out's work shards.
+    repairs : RepairQueue
+        The ingest queue.
+    scanner : LedgerScanner
+        Reads the ledger (a parallel Scan of ``table``).
     bucket : str
         The landing bucket.
     table : str
-        The ledger table.
+        The ledger table, for the caller to name (the scanner reads it).
     queue_url : str
-        The ingest queue (repairs go there).
+        The ingest queue's URL, for the caller to name (the repair queue sends there).
     inventory_bucket : str or None
         Where the inventory reports are delivered.
     inventory_prefix : str
         ``<destination prefix>/<source bucket>/<configuration id>/``: the folder holding one
         dated folder per report.
-    scanner : LedgerScanner, optional
-        Reads the ledger; by default a parallel Scan of ``table``.
+    clock : callable
+        Epoch seconds.
     """
 
     def __init__(
         self,
         *,
-        s3: Any,
-        dynamodb: Any,
-        sqs: Any,
+        objects: Bucket,
+        listing: BucketListing,
+        inventory: InventoryStore,
+        repairs: RepairQueue,
+        scanner: LedgerScanner,
         bucket: str,
         table: str,
         queue_url: str,
         inventory_bucket: str | None = None,
         inventory_prefix: str = "",
         clock: Callable[[], float] = time.time,
-        scanner: LedgerScanner | None = None,
     ) -> None:
-        self.s3, self._ddb, self._sqs = s3, dynamodb, sqs
-        self.scanner = scanner if scanner is not None else DynamoLedgerScanner(dynamodb, table)
+        self.objects, self.listing, self.inventory = objects, listing, inventory
+        self.repairs, self.scanner = repairs, scanner
         self.bucket, self.table, self.queue_url = bucket, table, queue_url
         self.inventory_bucket, self.inventory_prefix = inventory_bucket, inventory_prefix
-        self.objects = S3Objects(s3)
         self._clock = clock
 
     def run(self, request: ReconcileRequest, progress: Progress | None = None) -> ReconcileReport:
@@ -216,7 +222,7 @@ class Reconciler:
         try:
             if request.source == LISTING:
                 report.taken_at_ms = int(self._clock() * 1000)
-                rows: Iterator[InventoryRow] = self._listing(request.prefix)
+                rows: Iterator[InventoryRow] = self.listing.rows(self.bucket, request.prefix)
                 compare_versions = compare_etags = True
             else:
                 manifest_key = request.manifest_key or self.newest_manifest()
@@ -230,7 +236,7 @@ class Reconciler:
                 compare_etags = "ETag" in manifest.columns or "e_tag" in manifest.columns
             counted = _counting(rows, report, tick)
             truth = bucket_truth(counted, prefix=request.prefix)
-        except (ClientError, BotoCoreError) as exc:
+        except TransientError as exc:
             raise ReconcileError(f"reading the bucket's state failed: {exc}") from exc
         report.bucket_keys = len(truth)
         margin = (
@@ -262,33 +268,6 @@ class Reconciler:
 
     # -- the bucket's state -------------------------------------------------------------
 
-    def _listing(self, prefix: str) -> Iterator[InventoryRow]:
-        versioning = self.s3.get_bucket_versioning(Bucket=self.bucket).get("Status")
-        if versioning:
-            pages = self.s3.get_paginator("list_object_versions").paginate(
-                Bucket=self.bucket, Prefix=prefix
-            )
-            for page in pages:
-                for v in page.get("Versions", []):
-                    yield _listed(self.bucket, v, delete_marker=False)
-                for m in page.get("DeleteMarkers", []):
-                    yield _listed(self.bucket, m, delete_marker=True)
-        else:
-            for page in self.s3.get_paginator("list_objects_v2").paginate(
-                Bucket=self.bucket, Prefix=prefix
-            ):
-                for o in page.get("Contents", []):
-                    yield InventoryRow(
-                        bucket=self.bucket,
-                        key=o["Key"],
-                        version_id=None,
-                        is_latest=True,
-                        is_delete_marker=False,
-                        etag=str(o.get("ETag", "")).strip('"') or None,
-                        size=o.get("Size"),
-                        last_modified_ms=_ms(o.get("LastModified")),
-                    )
-
     def newest_manifest(self) -> str:
         """Key of the newest report's ``manifest.json`` under the inventory prefix.
 
@@ -300,21 +279,17 @@ class Reconciler:
         """
         if not self.inventory_bucket:
             raise ReconcileError("no inventory bucket configured; use --source listing")
-        prefix = self.inventory_prefix
-        folders: list[str] = []
-        for page in self.s3.get_paginator("list_objects_v2").paginate(
-            Bucket=self.inventory_bucket, Prefix=prefix, Delimiter="/"
-        ):
-            folders.extend(p["Prefix"] for p in page.get("CommonPrefixes", []))
+        prefix, store = self.inventory_prefix, self.inventory_bucket
+        folders = self.inventory.folders(store, prefix)
         dated = sorted(
             (f for f in folders if f[len(prefix) : len(prefix) + 2].isdigit()), reverse=True
         )
         for folder in dated:
             key = folder + "manifest.json"
-            try:
-                self.s3.head_object(Bucket=self.inventory_bucket, Key=key)
-                self.s3.head_object(Bucket=self.inventory_bucket, Key=folder + "manifest.checksum")
-            except ClientError:
+            if not (
+                self.inventory.exists(store, key)
+                and self.inventory.exists(store, folder + "manifest.checksum")
+            ):
                 continue  # a report still being written
             return key
         raise ReconcileError(
@@ -345,10 +320,29 @@ class Reconciler:
             except InventoryError as exc:
                 raise ReconcileError(f"s3://{self.inventory_bucket}/{data_key}: {exc}") from exc
 
+    def require_inventory_bucket(self) -> str:
+        """The inventory bucket's name.
+
+        Raises
+        ------
+        ReconcileError
+            When no inventory bucket is configured.
+        """
+        if not self.inventory_bucket:
+            raise ReconcileError("no inventory bucket configured")
+        return self.inventory_bucket
+
     def get_inventory_object(self, key: str) -> bytes:
-        """Bytes of one object of the inventory bucket."""
-        body = self.s3.get_object(Bucket=self.inventory_bucket, Key=key)["Body"]
-        return bytes(body.read())
+        """Bytes of one object of the inventory bucket.
+
+        Raises
+        ------
+        ReconcileError
+            When no inventory bucket is configured.
+        TransientError
+            When S3 fails.
+        """
+        return self.inventory.read(self.require_inventory_bucket(), key)
 
     # -- the ledger -----------------------------------------------------------------------
 
@@ -392,7 +386,7 @@ class Reconciler:
                 if item is None:
                     running -= 1
                 elif isinstance(item, BaseException):
-                    if isinstance(item, (ClientError, BotoCoreError)):
+                    if isinstance(item, TransientError):
                         raise ReconcileError(f"scanning the ledger failed: {item}") from item
                     raise item
                 else:
@@ -442,40 +436,31 @@ class Reconciler:
         return confirmed
 
     def queue_repairs(self, drifts: list[Drift]) -> int:
-        """Send one repair event per drift to the ingest queue (batches of 10); return the count.
+        """Send one repair event per drift to the ingest queue, in order (the
+        :class:`~s3ingest_fn.core.ports.RepairQueue` sends batches of 10); return the count.
 
         Raises
         ------
         ReconcileError
             When SQS refuses.
         """
-        sent = 0
-        for i in range(0, len(drifts), 10):
-            chunk = drifts[i : i + 10]
-            entries = [
+        bodies = [
+            json.dumps(
                 {
-                    "Id": str(j),
-                    "MessageBody": json.dumps(
-                        {
-                            "s3ingestRepair": {
-                                "bucket": self.bucket,
-                                "key": d.key,
-                                "reason": d.kind,
-                                "run": uuid.uuid4().hex,
-                            }
-                        }
-                    ),
+                    "s3ingestRepair": {
+                        "bucket": self.bucket,
+                        "key": d.key,
+                        "reason": d.kind,
+                        "run": uuid.uuid4().hex,
+                    }
                 }
-                for j, d in enumerate(chunk)
-            ]
-            try:
-                resp = self._sqs.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
-            except (ClientError, BotoCoreError) as exc:
-                raise ReconcileError(f"queueing repairs failed after {sent}: {exc}") from exc
-            if resp.get("Failed"):
-                raise ReconcileError(f"SQS refused repairs: {resp['Failed']}")
-            sent += len(chunk)
-        return sent
+            )
+            for d in drifts
+        ]
+        try:
+            return self.repairs.send(bodies)
+        except TransientError as exc:
+            raise ReconcileError(str(exc)) from exc
 
 
 def _counting(
@@ -487,24 +472,6 @@ def _counting(
             tick("bucket", 10_000)
         yield row
     tick("bucket", report.bucket_rows % 10_000)
-
-
-def _listed(bucket: str, v: dict[str, Any], *, delete_marker: bool) -> InventoryRow:
-    version = v.get("VersionId")
-    return InventoryRow(
-        bucket=bucket,
-        key=v["Key"],
-        version_id=None if version in (None, "null") else version,
-        is_latest=bool(v.get("IsLatest")),
-        is_delete_marker=delete_marker,
-        etag=None if delete_marker else str(v.get("ETag", "")).strip('"') or None,
-        size=v.get("Size"),
-        last_modified_ms=_ms(v.get("LastModified")),
-    )
-
-
-def _ms(value: Any) -> int | None:
-    return int(value.timestamp() * 1000) if value is not None else None
 
 
 def _sample(d: Drift) -> dict[str, Any]:
