@@ -17,7 +17,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
+    from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger, DynamoLedgerScanner
     from s3ingest_fn.adapters.eventbridge import EventBridgePublisher
     from s3ingest_fn.adapters.s3_objects import S3EventDelivery, S3Objects
     from s3ingest_fn.core.decide import IngestService
@@ -37,6 +37,14 @@ def ledger(
     from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
 
     return DynamoLedger(dynamodb, table, tombstone_ttl_seconds, clock=clock)
+
+
+def ledger_scanner(dynamodb: Any, table: str) -> DynamoLedgerScanner:
+    """The ledger's row scanner over a DynamoDB client and table (parallel Scan, one request
+    per page)."""
+    from s3ingest_fn.adapters.dynamo_ledger import DynamoLedgerScanner
+
+    return DynamoLedgerScanner(dynamodb, table)
 
 
 def objects(s3: Any) -> S3Objects:

@@ -1,15 +1,25 @@
-"""The chaos layer: at-least-once, unordered, lossy delivery, reproducible from a seed.
+"""The chaos layer: at-least-once, unordered, lossy delivery and dying workers, reproducible
+from a seed.
 
 S3 and EventBridge deliver at least once, in no order, after any delay; a misconfiguration can
 lose events. :class:`Chaos` turns a list of emitted events into the sequence actually delivered.
+:class:`CrashInjector` kills workers between a processor's effect and its commit
+(``Chaos.crash``, CONTRACT C11).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from s3ingest_fn.core.model import TransientError
+
+if TYPE_CHECKING:
+    from s3ingest_fn.core.effects import AppliedChange
 
 T = TypeVar("T")
 
@@ -92,3 +102,75 @@ class Chaos:
         if self.reorder:
             rng.shuffle(delivered)
         return delivered, dropped
+
+
+class InjectedCrash(TransientError):
+    """The local runtime's worker 'died' between an effect and its commit (``Chaos.crash``).
+
+    A :class:`TransientError`: the record ends ``retried`` (its message comes back, as after a
+    Lambda timeout) and a backfill task ends ``TemporaryFailure`` (Batch Operations retries it).
+    """
+
+
+class CrashInjector:
+    """Kills workers after a processor's effect and before its commit, at ``Chaos.crash``'s
+    rate, inside :meth:`crashing` blocks only; thread-safe (the handler runs records
+    concurrently).
+
+    Parameters
+    ----------
+    release : callable
+        Ends the dead worker's lease on the change (``Ledger.release(bucket, key, token)``).
+    on_crash : callable, optional
+        Told of every killed change (the effect recorder marks its run).
+    seed : int
+        Seeds the crash draws until a :meth:`crashing` block sets its own.
+    """
+
+    def __init__(
+        self,
+        release: Callable[[AppliedChange], object],
+        on_crash: Callable[[AppliedChange], None] | None = None,
+        seed: int = 0,
+    ) -> None:
+        self._release = release
+        self._on_crash = on_crash
+        self._rate = 0.0
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def crashing(self, chaos: Chaos | None) -> Iterator[None]:
+        """Inject ``chaos.crash`` into the effects run inside the block, and only there
+        (``None``: the enclosing block's rate goes on)."""
+        with self._lock:
+            saved = (self._rate, self._rng)
+            if chaos is not None:
+                self._rate, self._rng = chaos.crash, random.Random(chaos.seed)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._rate, self._rng = saved
+
+    def after_effect(self, change: AppliedChange) -> None:
+        """The effect runner's hook between an effect and its commit: maybe kill the worker.
+
+        Raises
+        ------
+        InjectedCrash
+            When the draw says the worker dies.
+        """
+        with self._lock:
+            if not (self._rate > 0 and self._rng.random() < self._rate):
+                return
+            if self._on_crash is not None:
+                self._on_crash(change)
+        # The dead worker's invocation would have timed out by the time SQS shows the message
+        # again, so its lease has run out: end that one lease now. (Moving a shared clock would
+        # also expire the leases of workers still running on other threads, which in AWS are
+        # separate invocations that never outlive their own leases.)
+        self._release(change)
+        # The dead worker logs nothing; the report still shows the delivery, as retried with its
+        # own event's fields (the processing layer builds that record).
+        raise InjectedCrash("worker-killed-before-commit")

@@ -171,6 +171,33 @@ def test_a_late_live_event_for_the_version_a_repair_already_processed_runs_no_se
     _no_pending(rig)
 
 
+@pytest.mark.contract("C11")
+def test_a_resumed_effect_is_given_its_change_as_applied_not_the_rows_last_write(
+    emulator: Any,
+) -> None:
+    # GIVEN a repair that applied the object's version, its processor failing
+    rig = Rig(emulator, "Enabled")
+    rig.rt.faithful.put("k", b"one")
+    (late,) = rig.changes()
+    rig.fail = ["raise", "raise"]
+    with pytest.raises(TransientError, match="processor-failed"):
+        rig.handle(rig.repair("k"))
+    # and the late live event of that version, which moves the row's sequencer (no new change)
+    # and resumes the effect, failing again
+    with pytest.raises(TransientError, match="processor-failed"):
+        rig.handle(late)
+    row = rig.rows()["k"]
+    assert (row.source, row.change_seq, row.effect_status) == ("live", None, "pending")
+    # WHEN the live event comes back and resumes the effect once more
+    assert rig.handle(late).extra.get("effect") == "resumed-done"
+    # THEN the processor was given the repair's change as it was applied: an observation (no
+    # sequencer) from a repair, not a live change without a sequencer
+    (run,) = rig.runs
+    assert run.change_id == row.change_id
+    assert (run.source, run.sequencer, run.event_name) == ("repair", None, "Repair/test")
+    _no_pending(rig)
+
+
 @pytest.mark.contract("C7", "C11")
 def test_stale_events_over_an_observed_row_do_not_re_run_the_current_versions_effect(
     emulator: Any,

@@ -4,6 +4,7 @@ the example sidecar processor (CONTRACT C8, C11)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import boto3
@@ -23,6 +24,7 @@ from s3ingest_fn.core.effects import (
     load_processor,
 )
 from s3ingest_fn.core.model import TransientError
+from s3ingest_fn.core.row import Decision, LedgerRow
 from tests.fakes import FakeContentReader
 
 
@@ -127,3 +129,27 @@ def test_sidecar_never_processes_its_own_output() -> None:
         own, PinnedContent(S3ContentReader(s3), own), s3=s3, output_bucket="landing"
     )
     assert s3.list_objects_v2(Bucket="landing")["KeyCount"] == 0
+
+
+@pytest.mark.contract("C11")
+def test_the_row_names_its_changes_own_decision_past_later_sequencer_moves() -> None:
+    # GIVEN a row whose change a repair applied (no sequencer), then two live events of the same
+    # version that only moved the row's sequencer
+    repair = Decision(seq="-", event="Repair/test", reason="r", source="repair", at=1, state="p")
+    moves = [
+        Decision(
+            seq=s, event="Object Created/PutObject", reason="m", source="live", at=2, state="p"
+        )
+        for s in ("00A2", "00A1")
+    ]
+    row = LedgerRow(
+        bucket="b", key="k", present=True, source="live", change_id="c1", history=(*moves, repair)
+    )
+    # THEN the change's decision is the repair's, though the row's last write was live
+    assert row.change_decision is repair
+    # and a sequenced change is found by its own sequencer
+    live = replace(row, change_seq="00A1", history=(moves[0], moves[1], repair))
+    assert live.change_decision is moves[1]
+    # and a row whose change left the history, or that holds none, names no decision
+    assert replace(row, history=tuple(moves)).change_decision is None
+    assert replace(row, change_id=None).change_decision is None

@@ -294,6 +294,9 @@ class IngestService:
         if not taken.applied or taken.token is None:
             return verdict
         present = row.present
+        # The change as it was applied: its own source and event, not those of a later write
+        # that only moved the row's sequencer (a live event of the version a repair applied).
+        made = row.change_decision
         applied = AppliedChange(
             bucket=str(verdict.bucket),
             key=str(verdict.key),
@@ -302,8 +305,8 @@ class IngestService:
             version_id=(row.version_id or None) if present else None,
             etag=(row.etag or None) if present else None,
             size=row.size if present else None,
-            source=row.source,
-            event_name=row.event_name,
+            source=made.source if made is not None else row.source,
+            event_name=made.event if made is not None else row.event_name,
             change_id=row.change_id or "",
             token=taken.token,
         )

@@ -190,6 +190,18 @@ class LedgerRow:
         return self.effect.status if self.effect is not None else None
 
     @property
+    def change_decision(self) -> Decision | None:
+        """The history entry of the row's change: the newest decision with the change's own
+        sequencer as received (``-`` for an observation). Later writes that only moved the
+        sequencer (``op=seq``) carry newer sequencers, so they are passed over. None when the
+        row holds no change, or when the change's entry has left the history (more than
+        ``HISTORY_SLOTS - 1`` such writes since)."""
+        if self.change_id is None:
+            return None
+        seq = self.change_seq or "-"
+        return next((d for d in self.history if d.seq == seq), None)
+
+    @property
     def effect_behind(self) -> bool:
         """Whether the row's effect has not completed for the row's current change (CONTRACT
         C11): it ended ``superseded`` and the row still holds that change. A superseded effect

@@ -1,0 +1,353 @@
+"""The local runtime's oracles: what a run is checked against once delivery is quiet.
+
+* :meth:`Oracles.compare` is the convergence check (CONTRACT C15): the ledger against the
+  bucket;
+* :meth:`Oracles.check_effects` checks the processor's runs against the ledger (CONTRACT C11),
+  :meth:`Oracles.check_sidecars` the example processor's output against the bucket, and
+  :meth:`Oracles.effects_report` sums both up with the change events a subscriber received;
+* the readers (:meth:`Oracles.ledger_rows`, :meth:`Oracles.bucket_objects`,
+  :meth:`Oracles.dlq_messages`, :meth:`Oracles.dead_letters`) read state for those checks and
+  for reports, never changing it.
+
+:class:`EffectRecorder` wraps the team's processor and records every completed run as an
+:class:`EffectRun`, the evidence :meth:`Oracles.check_effects` reads.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from s3ingest.local.emulator import Resources
+from s3ingest.local.s3faithful import MAX_KEY_BYTES
+from s3ingest_fn.core.effects import AppliedChange, PinnedContent, Processor
+from s3ingest_fn.core.events import normalize_etag, normalize_version
+from s3ingest_fn.core.row import LedgerRow
+
+#: The repository's example processor (JSON sidecars), which local demos and scenarios run.
+EXAMPLE_PROCESSOR = "s3ingest_examples.sidecar:process"
+
+
+class RowReader(Protocol):
+    """Reads every ledger row (``DynamoLedgerScanner.all_rows``)."""
+
+    def all_rows(self) -> Iterable[LedgerRow]: ...
+
+
+@dataclass
+class EffectRun:
+    """One completed run of the processor: the change it ran for, and whether the worker was
+    then killed before committing (so the effect must run again)."""
+
+    change_id: str
+    key: str
+    kind: str
+    sequencer: str | None
+    version_id: str | None
+    etag: str | None
+    token: int
+    step: int | None
+    crashed_before_commit: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.change_id,
+            "key": self.key,
+            "kind": self.kind,
+            "sequencer": self.sequencer,
+            "versionId": self.version_id,
+            "etag": self.etag,
+            "token": self.token,
+            "step": self.step,
+            "crashed_before_commit": self.crashed_before_commit,
+        }
+
+
+class EffectRecorder:
+    """Records the processor's completed runs, in completion order (CONTRACT C11).
+
+    Parameters
+    ----------
+    step : callable
+        Returns the scenario step in progress (None outside a scenario), stamped on each run.
+    """
+
+    def __init__(self, step: Callable[[], int | None]) -> None:
+        self.runs: list[EffectRun] = []
+        self._step = step
+
+    def wrap(self, processor: Processor) -> Processor:
+        """The team's processor, called exactly as given (``processor(change, content)``), and
+        recorded when it returns; a run that raises is not recorded."""
+
+        def run(change: AppliedChange, content: PinnedContent | None) -> None:
+            processor(change, content)
+            self.runs.append(
+                EffectRun(
+                    change_id=change.change_id,
+                    key=change.key,
+                    kind=change.kind,
+                    sequencer=change.sequencer,
+                    version_id=change.version_id,
+                    etag=change.etag,
+                    token=change.token,
+                    step=self._step(),
+                )
+            )
+
+        return run
+
+    def mark_crashed(self, change: AppliedChange) -> None:
+        """Mark the latest run of ``change`` under its claim token as killed before commit."""
+        for run in reversed(self.runs):
+            if run.change_id == change.change_id and run.token == change.token:
+                run.crashed_before_commit = True
+                return
+
+
+@dataclass
+class Comparison:
+    """Ledger against bucket (CONTRACT C15)."""
+
+    converged: bool
+    bucket: list[dict[str, Any]]
+    ledger: list[LedgerRow]
+    differences: list[str] = field(default_factory=list)
+
+
+def row_matches(row: LedgerRow, obj: dict[str, Any] | None) -> bool:
+    """Whether a ledger row records what the bucket shows: present with the visible object's
+    version id and ETag, or a tombstone of a key that is not visible (``obj`` None)."""
+    if obj is None:
+        return not row.present
+    return row.present and (row.version_id, row.etag) == (
+        obj["version_id"],
+        obj["etag"],
+    )
+
+
+class Oracles:
+    """The checks and readers of one local deployment.
+
+    Parameters
+    ----------
+    s3, sqs : boto3 clients
+        On the emulator.
+    scanner : RowReader
+        Reads every ledger row (built by ``wiring.ledger_scanner``).
+    resources : Resources
+        The provisioned deployment (bucket, output bucket, dead-letter queue).
+    processor : str or None
+        The configured processor spec; the sidecar check applies to :data:`EXAMPLE_PROCESSOR`.
+    """
+
+    def __init__(
+        self,
+        *,
+        s3: Any,
+        sqs: Any,
+        scanner: RowReader,
+        resources: Resources,
+        processor: str | None,
+    ) -> None:
+        self.s3 = s3
+        self.sqs = sqs
+        self.scanner = scanner
+        self.resources = resources
+        self.processor = processor
+
+    # -- readers -------------------------------------------------------------------------
+
+    def ledger_rows(self) -> list[LedgerRow]:
+        """Every ledger row, sorted by key."""
+        return sorted(self.scanner.all_rows(), key=lambda r: r.key)
+
+    def bucket_objects(self) -> list[dict[str, Any]]:
+        """Visible objects of the bucket: key, current version id (None when unversioned or
+        the null version) and ETag without quotes, sorted by key."""
+        bucket = self.resources.bucket
+        visible: list[dict[str, Any]] = []
+        if self.resources.versioning:
+            pages = self.s3.get_paginator("list_object_versions").paginate(Bucket=bucket)
+            latest: dict[str, dict[str, Any]] = {}
+            for page in pages:
+                for v in page.get("Versions", []):
+                    if v.get("IsLatest"):
+                        latest[v["Key"]] = {
+                            "key": v["Key"],
+                            "version_id": normalize_version(v.get("VersionId")),
+                            "etag": normalize_etag(v.get("ETag")),
+                        }
+                for m in page.get("DeleteMarkers", []):
+                    if m.get("IsLatest"):
+                        latest.pop(m["Key"], None)
+            visible = list(latest.values())
+        else:
+            for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+                visible.extend(
+                    {"key": o["Key"], "version_id": None, "etag": normalize_etag(o.get("ETag"))}
+                    for o in page.get("Contents", [])
+                )
+        return sorted(visible, key=lambda o: o["key"])
+
+    def dlq_messages(self) -> list[dict[str, Any]]:
+        """Everything in the dead-letter queue (received without deleting)."""
+        out: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for _ in range(100):
+            msgs = self.sqs.receive_message(
+                QueueUrl=self.resources.dlq_url,
+                MaxNumberOfMessages=10,
+                VisibilityTimeout=30,
+                MessageAttributeNames=["All"],
+            ).get("Messages", [])
+            fresh = [m for m in msgs if m["MessageId"] not in seen]
+            if not fresh:
+                break
+            seen.update(m["MessageId"] for m in fresh)
+            out.extend(fresh)
+        return out
+
+    def dead_letters(self) -> list[dict[str, Any]]:
+        """The dead-letter queue's messages as ``{"reason", "body"}`` (body cut to 200 chars);
+        ``retries-exhausted`` for a message that used up its receives."""
+        # A message SQS moved there after maxReceiveCount receives carries no reason of ours.
+        return [
+            {
+                "reason": m.get("MessageAttributes", {})
+                .get("s3ingest-reason", {})
+                .get("StringValue")
+                or "retries-exhausted",
+                "body": m["Body"][:200],
+            }
+            for m in self.dlq_messages()
+        ]
+
+    # -- checks --------------------------------------------------------------------------
+
+    def compare(self) -> Comparison:
+        """Whether the ledger equals the bucket: every visible key present with its current
+        version id and ETag; every other row a tombstone (CONTRACT C15)."""
+        objects = self.bucket_objects()
+        rows = self.ledger_rows()
+        by_key = {r.key: r for r in rows}
+        diffs: list[str] = []
+        for obj in objects:
+            row = by_key.get(obj["key"])
+            if row is None:
+                diffs.append(f"missing in ledger: {obj['key']!r}")
+            elif not row.present:
+                diffs.append(f"tombstoned but visible: {obj['key']!r}")
+            elif not row_matches(row, obj):
+                diffs.append(
+                    f"content mismatch: {obj['key']!r} ledger "
+                    f"{row.version_id}/{row.etag} bucket "
+                    f"{obj['version_id']}/{obj['etag']}"
+                )
+        visible = {o["key"] for o in objects}
+        diffs.extend(
+            f"present in ledger but not visible: {r.key!r}"
+            for r in rows
+            if r.present and r.key not in visible
+        )
+        return Comparison(converged=not diffs, bucket=objects, ledger=rows, differences=diffs)
+
+    def check_effects(self, effects: Sequence[EffectRun]) -> list[str]:
+        """Effects against the ledger (CONTRACT C11): per key, the processor runs in sequencer
+        order with only crash-caused repeats, the last one ran for the row's current change, and
+        no effect is pending or behind the row (:attr:`LedgerRow.effect_behind`). Returns the
+        problems found."""
+        problems: list[str] = []
+        rows = {r.key: r for r in self.ledger_rows()}
+        by_key: dict[str, list[EffectRun]] = {}
+        for run in effects:
+            by_key.setdefault(run.key, []).append(run)
+        for key, runs in by_key.items():
+            tokens = [r.token for r in runs]
+            if tokens != sorted(tokens) or len(set(tokens)) != len(tokens):
+                problems.append(f"{key!r}: effects not in claim order: tokens {tokens}")
+            for before, after in itertools.pairwise(runs):
+                if before.change_id == after.change_id and not before.crashed_before_commit:
+                    problems.append(f"{key!r}: effect {before.change_id} ran twice without a crash")
+            row = rows.get(key)
+            if (
+                row is not None
+                and row.effect_status == "done"
+                and runs[-1].change_id != row.change_id
+            ):
+                problems.append(
+                    f"{key!r}: last effect {runs[-1].change_id} is not the row's "
+                    f"change {row.change_id}"
+                )
+        visible = {o["key"]: o for o in self.bucket_objects()}
+        for key, row in rows.items():
+            if row.effect_status == "pending":
+                problems.append(f"{key!r}: effect still pending after quiescence")
+            elif row.effect_behind and row_matches(row, visible.get(key)):
+                # (a row that differs from the bucket is ledger drift, reported by compare();
+                # its repair records a new change, which runs its own effect)
+                problems.append(
+                    f"{key!r}: effect {row.effect_status} for the row's change "
+                    f"{row.change_id} and no newer change came (a reconciliation "
+                    "re-runs it)"
+                )
+        return problems
+
+    def check_sidecars(self) -> list[str]:
+        """For the example processor: every visible object has a sidecar describing its current
+        version/ETag, and no other key has one. Empty when another processor is configured."""
+        if self.processor != EXAMPLE_PROCESSOR or not self.resources.output_bucket:
+            return []
+        from s3ingest_examples.sidecar import DEFAULT_PREFIX
+
+        out = self.resources.output_bucket
+        sidecars: dict[str, dict[str, Any]] = {}
+        names: list[str] = []  # the emulator stores keys S3 would refuse: check their length
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=out):
+            for obj in page.get("Contents", []):
+                names.append(obj["Key"])
+                doc = json.loads(self.s3.get_object(Bucket=out, Key=obj["Key"])["Body"].read())
+                sidecars[doc["key"]] = doc
+        problems = []
+        for obj in self.bucket_objects():
+            doc = sidecars.pop(obj["key"], None)
+            if doc is None:
+                problems.append(f"no sidecar for visible {obj['key']!r}")
+            elif (doc["versionId"], doc["etag"]) != (obj["version_id"], obj["etag"]):
+                problems.append(
+                    f"sidecar of {obj['key']!r} describes {doc['versionId']}/"
+                    f"{doc['etag']}, the bucket holds {obj['version_id']}/"
+                    f"{obj['etag']}"
+                )
+        problems.extend(
+            f"sidecar left for deleted {k!r} (under {DEFAULT_PREFIX})" for k in sidecars
+        )
+        problems.extend(
+            f"sidecar key of {len(k.encode())} bytes: S3 refuses keys over {MAX_KEY_BYTES} bytes"
+            for k in names
+            if len(k.encode()) > MAX_KEY_BYTES
+        )
+        return problems
+
+    def effects_report(
+        self, effects: Sequence[EffectRun], changes: Sequence[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Effects and change events of a run, with every problem :meth:`check_effects` and
+        :meth:`check_sidecars` found (empty lists when all is well)."""
+        ids = [c["detail"]["id"] for c in changes]
+        return {
+            "processor": self.processor,
+            "effects_run": len(effects),
+            "crashes_injected": sum(r.crashed_before_commit for r in effects),
+            "change_events": len(changes),
+            "change_events_unique": len(set(ids)),
+            "change_events_by_type": dict(
+                sorted(Counter(str(c["detail-type"]) for c in changes).items())
+            ),
+            "problems": self.check_effects(effects),
+            "sidecar_differences": self.check_sidecars(),
+        }
