@@ -13,7 +13,7 @@ import pytest
 from s3ingest.settings import CHANGE_SOURCE, Settings
 from s3ingest_cdk.constructs.change_relay_function import CHANGE_STREAM_HANDLER
 from s3ingest_cdk.synth import Synth
-from s3ingest_fn.services.changes import STREAM_FILTER
+from s3ingest_fn.adapters.dynamo_ledger import STREAM_FILTER
 
 from .functions import common_environment, tracing_config, xray_grants
 from .iam import expected as _grants

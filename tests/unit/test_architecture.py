@@ -203,7 +203,7 @@ def test_row_attribute_names_appear_only_in_the_ledger_adapter() -> None:
     names -= set(dynamo_ledger.SHARED_WORDS)
     sources = [
         p
-        for d in (FUNCTIONS, ROOT / "s3ingest")
+        for d in (FUNCTIONS, ROOT / "s3ingest", ROOT / "infra", ROOT / "examples")
         for p in sorted(d.rglob("*.py"))
         if p.resolve() != adapter
     ]

@@ -11,7 +11,7 @@ import pytest
 from botocore.stub import ANY, Stubber
 
 from s3ingest.settings import CHANGE_DETAIL_TYPES, CHANGE_SOURCE
-from s3ingest_fn.adapters.dynamo_ledger import item_of
+from s3ingest_fn.adapters.dynamo_ledger import STREAM_FILTER, item_of
 from s3ingest_fn.adapters.eventbridge import EventBridgePublisher
 from s3ingest_fn.core.row import Decision, LedgerRow
 from s3ingest_fn.core.sequencer import normalize
@@ -19,7 +19,6 @@ from s3ingest_fn.handlers.change_stream import relay
 from s3ingest_fn.services.changes import (
     DETAIL_TYPES,
     SOURCE,
-    STREAM_FILTER,
     change_event,
     is_applied_change,
     publish,

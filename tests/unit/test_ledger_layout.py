@@ -17,6 +17,7 @@ from s3ingest_fn.adapters.dynamo_ledger import (
 )
 from s3ingest_fn.core import sequencer
 from s3ingest_fn.core.effects import change_id
+from s3ingest_fn.core.model import TransientError
 from s3ingest_fn.core.row import Claim, Decision, Effect, LedgerRow, RowState, WriteMeta
 from tests.moto_ledger import moto_ledger_table
 
@@ -182,6 +183,40 @@ def test_a_legacy_effect_can_be_reclaimed(table: tuple[Any, DynamoLedger]) -> No
     assert taken.applied and taken.token == 3
     row = ledger.get(BUCKET, KEY)
     assert row is not None and row.effect == Effect("pending", 3, 99, "c" * 32)
+
+
+def test_a_legacy_effect_leased_by_an_earlier_version_is_left_to_it(
+    table: tuple[Any, DynamoLedger],
+) -> None:
+    # GIVEN a legacy row whose effect a worker of the previous release holds (lease not over)
+    client, ledger = table
+    held = dict(LEGACY_ITEM, fx={"S": "pending"}, fx_lease={"N": str(int(NOW * 1000) + 60_000)})
+    client.put_item(TableName=TABLE, Item=held)
+    # WHEN a newer event comes THEN it is retried later, and the item is not migrated under the
+    # worker (its commit is conditional on the legacy fencing token)
+    with pytest.raises(TransientError, match="leased by an earlier version"):
+        ledger.apply_if_newer(RowState(True, "v2", "etag2", 6), _meta(NEW_SEQ))
+    assert client.get_item(TableName=TABLE, Key={"pk": LEGACY_ITEM["pk"]})["Item"] == held
+
+
+def test_a_migration_never_puts_back_an_effect_a_legacy_commit_replaced(
+    table: tuple[Any, DynamoLedger],
+) -> None:
+    # GIVEN a legacy item read while its effect was pending
+    client, ledger = table
+    pending = dict(LEGACY_ITEM, fx={"S": "pending"}, fx_lease={"N": "10"})
+    client.put_item(TableName=TABLE, Item=pending)
+    # WHEN a worker of the previous release commits it (same rev) before the migration lands
+    committed = dict(pending, fx={"S": "done"}, op={"S": "commit"})
+    del committed["fx_lease"]
+    client.put_item(TableName=TABLE, Item=committed)
+    ledger._migrate(pending)
+    # THEN the migration of the stale read is refused: the commit stands
+    assert client.get_item(TableName=TABLE, Key={"pk": LEGACY_ITEM["pk"]})["Item"] == committed
+    # and a migration of what is there now goes through
+    ledger._migrate(committed)
+    row = ledger.get(BUCKET, KEY)
+    assert row is not None and row.effect_status == "done" and row.op == "migrate"
 
 
 def test_the_compact_item_reads_back_as_its_row() -> None:

@@ -2,8 +2,8 @@
 how a row is stored.
 
 Item layout (a *compact* item: what the rules need, stored once; an item stays within 1 KB, one
-write unit, for keys up to 512 bytes with the decision history kept; ``python -m bench --only
-rowsize`` prints the figures):
+write unit, for keys up to 512 bytes with the decision history kept, unless the key's event form
+differs from it and ``rk`` holds it too; ``python -m bench --only rowsize`` prints the figures):
 
 ====  ====  ==============================================================================
 pk    S     ``<bucket>/<key>`` (bucket names cannot contain ``/``): the table's partition key,
@@ -145,6 +145,10 @@ SHARED_WORDS: tuple[str, ...] = (_OP,)
 #: Present on every legacy item, never on a compact one.
 _LEGACY_MARK = "bucket"
 _OP_MIGRATE = "migrate"
+#: What a legacy writer (the previous release, still finishing a batch during a deploy) changes
+#: without moving ``rev``: its effect commit and release. A migration is conditional on all of
+#: them still being as read, so it never puts back an effect state a commit replaced.
+_LEGACY_GUARDED = ("rev", _OP, "fx", "fx_token", "fx_lease", "fx_done")
 
 #: The change stream's event source mapping filter: applied changes only
 #: (https://docs.aws.amazon.com/lambda/latest/dg/with-ddb-filtering.html).
@@ -864,6 +868,7 @@ class DynamoLedger:
                 if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
                     item = cast("dict[str, Any] | None", exc.response.get("Item"))
                     if item and _LEGACY_MARK in item:
+                        self._refuse_live_legacy_lease(item)
                         self._migrate(item)
                         continue
                     return WriteResult(applied=False, old=row_from_item(item) if item else None)
@@ -874,20 +879,47 @@ class DynamoLedger:
             return WriteResult(applied=True, token=int(token) if token is not None else None)
         raise TransientError("dynamodb: a legacy ledger item kept changing during its migration")
 
+    def _refuse_live_legacy_lease(self, item: Mapping[str, Any]) -> None:
+        """A legacy item whose effect a worker of the previous release still holds (pending,
+        lease not over) is left to that worker: its commit is conditional on the legacy fencing
+        token, which a migration would rename, and the effect would run again.
+
+        Raises
+        ------
+        TransientError
+            Always when the lease is live: the message is retried after it.
+        """
+        effect = row_from_item(item).effect
+        lease = effect.lease_until_ms if effect else None
+        if effect and effect.status == PENDING and lease and lease > self._clock() * 1000:
+            raise TransientError(
+                "dynamodb: a legacy ledger item's effect is still leased by an earlier version"
+            )
+
     def _migrate(self, item: Mapping[str, Any]) -> None:
         """Rewrite a legacy item in the compact layout, unchanged in meaning (same revision,
         effect, history; ``op=migrate``), if it is still the item read."""
         row = row_from_item(item)
         new = item_of(row)
         new[_OP] = {"S": _OP_MIGRATE}
+        conditions = ["attribute_exists(#bucket)"]
+        names = {"#bucket": _LEGACY_MARK}
+        values: dict[str, Any] = {}
+        for i, name in enumerate(_LEGACY_GUARDED):
+            names[f"#g{i}"] = name
+            if name in item:
+                conditions.append(f"#g{i} = :g{i}")
+                values[f":g{i}"] = item[name]
+            else:
+                conditions.append(f"attribute_not_exists(#g{i})")
+        request: dict[str, Any] = {
+            "ConditionExpression": " AND ".join(conditions),
+            "ExpressionAttributeNames": names,
+        }
+        if values:
+            request["ExpressionAttributeValues"] = values
         try:
-            self._ddb.put_item(
-                TableName=self._table,
-                Item=new,
-                ConditionExpression="attribute_exists(#bucket) AND #rev = :rev",
-                ExpressionAttributeNames={"#bucket": _LEGACY_MARK, "#rev": "rev"},
-                ExpressionAttributeValues={":rev": item.get("rev", {"N": "0"})},
-            )
+            self._ddb.put_item(TableName=self._table, Item=new, **request)
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise _transient(exc) from exc

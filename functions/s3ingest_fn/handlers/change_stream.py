@@ -2,9 +2,9 @@
 
 Event shape in: the Lambda DynamoDB Streams event (``{"Records": [{"eventName", "dynamodb":
 {"NewImage", "SequenceNumber", ...}}, ...]}``), filtered by the event source mapping to applied
-changes (:data:`s3ingest_fn.services.changes.STREAM_FILTER`). Shape out: the partial batch response,
-``{"batchItemFailures": [{"itemIdentifier": <SequenceNumber>}]}``, naming the first record not
-published; Lambda retries from there
+changes (:data:`s3ingest_fn.adapters.dynamo_ledger.STREAM_FILTER`). Shape out: the partial batch
+response, ``{"batchItemFailures": [{"itemIdentifier": <SequenceNumber>}]}``, naming the first
+record not published; Lambda retries from there
 (https://docs.aws.amazon.com/lambda/latest/dg/services-ddb-batchfailurereporting.html).
 Environment: ``CHANGE_BUS_NAME``.
 """

@@ -4,9 +4,9 @@ The outbox is the ledger itself: every write that applies a change marks the row
 change with its deterministic change id, in the same conditional write
 (:mod:`s3ingest_fn.adapters.dynamo_ledger`), and the
 table's DynamoDB stream carries the row's new image. A relay Lambda, subscribed to the stream
-with the filter :data:`STREAM_FILTER` (so it is invoked only for applied changes, never for effect
-commits, claims or TTL deletions), turns each record into one event with :func:`change_event` and
-publishes it with PutEvents.
+with the filter :data:`s3ingest_fn.adapters.dynamo_ledger.STREAM_FILTER` (so it is invoked only
+for applied changes, never for effect commits, claims or TTL deletions), turns each record into
+one event with :func:`change_event` and publishes it with PutEvents.
 
 Guarantees, and where they come from:
 
@@ -35,13 +35,12 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from s3ingest_fn.adapters.dynamo_ledger import STREAM_FILTER, is_applied_change, row_from_item
+from s3ingest_fn.adapters.dynamo_ledger import is_applied_change, row_from_item
 from s3ingest_fn.core.ports import ChangeEntry, ChangePublisher
 
 __all__ = [
     "DETAIL_TYPES",
     "SOURCE",
-    "STREAM_FILTER",
     "change_event",
     "is_applied_change",
     "publish",

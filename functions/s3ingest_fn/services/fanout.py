@@ -234,12 +234,13 @@ def _ledger_record(row: LedgerRow) -> list[Any]:
 
 
 def _ledger_row(bucket: str, rec: list[Any]) -> LedgerRow:
-    """The row of a :func:`_ledger_record`."""
+    """The row of a :func:`_ledger_record`; a shard written by the previous release (an
+    execution that spans a deploy) holds the state as ``"present"`` or ``"deleted"``."""
     key, present, version_id, etag, updated_at, status, lease, done, change = rec
     return LedgerRow(
         bucket=bucket,
         key=key,
-        present=bool(present),
+        present=present is True or present == "present",
         version_id=version_id,
         etag=etag,
         updated_at=int(updated_at or 0),
