@@ -239,6 +239,7 @@ def test_conditional_check_failure_returns_the_old_row_typed(stubbed: Any) -> No
     ledger, stub, _ = stubbed
     item = {
         "pk": {"S": f"{BUCKET}/{KEY}"},
+        "rk": {"S": ""},  # last written with the decoded key as its raw key (a repair)
         "sq": {"S": STORED_SEQ},
         "st": {"S": "p"},
         "rv": {"N": "3"},

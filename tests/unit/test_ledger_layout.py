@@ -3,13 +3,17 @@ advanced correctly, and an item stays within one write unit for keys up to 512 b
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from s3ingest_fn.adapters.dynamo_ledger import (
+    _DIFF_ATTRIBUTES,
     DynamoLedger,
+    _scanned_row,
+    event_key,
     item_of,
     item_size,
     row_from_item,
@@ -17,6 +21,7 @@ from s3ingest_fn.adapters.dynamo_ledger import (
 )
 from s3ingest_fn.core import sequencer
 from s3ingest_fn.core.effects import change_id
+from s3ingest_fn.core.events import decode_form_key
 from s3ingest_fn.core.model import TransientError
 from s3ingest_fn.core.row import Claim, Decision, Effect, LedgerRow, RowState, WriteMeta
 from tests.moto_ledger import moto_ledger_table
@@ -293,3 +298,141 @@ def test_item_size_follows_the_documented_rule() -> None:
     assert item_size({"n": {"N": "12345"}}) == 1 + 4
     assert item_size({"l": {"L": [{"S": "a"}, {"BOOL": True}]}}) == 1 + 3 + 2 + 2
     assert write_units(1024) == 1 and write_units(1025) == 2
+
+
+#: Keys and their events' form as S3 sends it (form encoding: a space is "+", other reserved and
+#: non-ASCII bytes "%XX" in upper-case hex, "/" kept): the form ``rk`` is not stored for.
+S3_FORMS = [
+    ("photos/red flower.jpg", "photos/red+flower.jpg"),
+    ("files/2017-11-15 14:22:21_file.csv", "files/2017-11-15+14%3A22%3A21_file.csv"),
+    ("this im + age blah.txt", "this+im+%2B+age+blah.txt"),
+    ("a@b", "a%40b"),
+    ("café/naïve ü.txt", "caf%C3%A9/na%C3%AFve+%C3%BC.txt"),
+]
+#: The same kind of keys in forms other producers send (library fixtures, emulators, S3-compatible
+#: stores): decoded to the same key, but not S3's form, so ``rk`` keeps them.
+OTHER_FORMS = [
+    ("Happy Face.jpg", "Happy%20Face.jpg"),  # quote(): "%20" for a space
+    ("glacier-test.txt", "glacier%2Dtest.txt"),  # "-" encoded
+    ("café.txt", "caf%c3%a9.txt"),  # lower-case hex
+    ("a/b/c.txt", "a%2Fb%2Fc.txt"),  # "/" encoded
+]
+
+
+def _write(ledger: DynamoLedger, key: str, raw_key: str, raw_seq: str = OLD_SEQ) -> None:
+    result = ledger.apply_if_newer(
+        RowState(True, "v1", "etag1", 5),
+        WriteMeta(
+            BUCKET,
+            key,
+            raw_key,
+            "ObjectCreated:Put",
+            "newer-sequencer",
+            "live",
+            sequencer.normalize(raw_seq),
+            raw_seq,
+        ),
+    )
+    assert result.applied
+
+
+def _item(client: Any, key: str) -> dict[str, Any]:
+    item: dict[str, Any] = client.get_item(TableName=TABLE, Key={"pk": {"S": f"{BUCKET}/{key}"}})[
+        "Item"
+    ]
+    return item
+
+
+@pytest.mark.parametrize(("key", "raw_key"), S3_FORMS)
+def test_a_key_in_s3s_own_form_stores_no_raw_key(
+    table: tuple[Any, DynamoLedger], key: str, raw_key: str
+) -> None:
+    # GIVEN a key with spaces, reserved or non-ASCII characters, in the form S3 sends it
+    client, ledger = table
+    assert decode_form_key(raw_key) == key and event_key(key) == raw_key
+    # WHEN it is written
+    _write(ledger, key, raw_key)
+    # THEN the item holds it once (in pk) and reads back with the form it came in
+    assert "rk" not in _item(client, key)
+    row = ledger.get(BUCKET, key)
+    assert row is not None and (row.key, row.raw_key) == (key, raw_key)
+
+
+@pytest.mark.parametrize(("key", "raw_key"), OTHER_FORMS)
+def test_a_key_in_another_form_stores_it(
+    table: tuple[Any, DynamoLedger], key: str, raw_key: str
+) -> None:
+    # GIVEN a key in a form that decodes to it but is not S3's own
+    client, ledger = table
+    assert decode_form_key(raw_key) == key and event_key(key) != raw_key
+    # WHEN it is written THEN rk keeps the form, and it reads back
+    _write(ledger, key, raw_key)
+    assert _item(client, key)["rk"] == {"S": raw_key}
+    row = ledger.get(BUCKET, key)
+    assert row is not None and (row.key, row.raw_key) == (key, raw_key)
+    # and a later event in S3's own form removes it
+    _write(ledger, key, event_key(key), NEW_SEQ)
+    assert "rk" not in _item(client, key)
+    row = ledger.get(BUCKET, key)
+    assert row is not None and row.raw_key == event_key(key)
+
+
+def test_a_raw_key_that_is_the_decoded_key_reads_back_as_it(
+    table: tuple[Any, DynamoLedger],
+) -> None:
+    # GIVEN writes whose raw key is the decoded key itself (a repair, a backfill's observation)
+    client, ledger = table
+    _write(ledger, "a b+c.txt", "a b+c.txt")
+    _write(ledger, "plain/key.txt", "plain/key.txt")
+    # THEN a key S3 would encode stores an empty rk (2 bytes), a plain key none
+    assert _item(client, "a b+c.txt")["rk"] == {"S": ""}
+    assert "rk" not in _item(client, "plain/key.txt")
+    for key in ("a b+c.txt", "plain/key.txt"):
+        row = ledger.get(BUCKET, key)
+        assert row is not None and row.raw_key == key
+
+
+@pytest.mark.parametrize(
+    ("key", "raw_key"),
+    [*S3_FORMS, *OTHER_FORMS, ("a b+c.txt", "a b+c.txt"), ("a b+c.txt", ""), ("k", "")],
+)
+def test_the_raw_key_survives_item_of(key: str, raw_key: str) -> None:
+    # an empty raw key (a row built without one) reads back as the key, as before
+    row = LedgerRow(bucket=BUCKET, key=key, raw_key=raw_key, present=True, rev=1)
+    assert row_from_item(item_of(row)) == dataclasses.replace(row, raw_key=raw_key or key)
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        LedgerRow(BUCKET, "a b/c", True, version_id="v", etag="e", updated_at=7),
+        LedgerRow(BUCKET, "k", False, updated_at=9),
+        LedgerRow(BUCKET, "k", True, etag="e", effect=Effect("pending", 3, 11)),
+        LedgerRow(BUCKET, "k", True, etag="e", effect=Effect("superseded", 3, None, "d")),
+    ],
+)
+def test_a_scanned_item_gives_the_fields_the_diff_reads(row: LedgerRow) -> None:
+    # GIVEN a compact item projected as a reconciliation's Scan reads it
+    item = item_of(dataclasses.replace(row, rev=2))
+    projected = {k: v for k, v in item.items() if k in _DIFF_ATTRIBUTES}
+    # THEN the scan's fast path gives the row with the fields it reads, the rest their defaults
+    expected = LedgerRow(
+        bucket=row.bucket,
+        key=row.key,
+        present=row.present,
+        version_id=row.version_id,
+        etag=row.etag,
+        updated_at=row.updated_at,
+        effect=None
+        if row.effect is None
+        else Effect(row.effect.status, lease_until_ms=row.effect.lease_until_ms),
+    )
+    assert _scanned_row(projected, BUCKET) == expected
+    full = row_from_item(projected)
+    assert (full.key, full.present, full.version_id, full.etag, full.updated_at) == (
+        row.key,
+        row.present,
+        row.version_id,
+        row.etag,
+        row.updated_at,
+    )

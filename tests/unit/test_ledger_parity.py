@@ -27,11 +27,11 @@ V2 = RowState(True, "v2", "e2", 2)
 GONE = RowState(False)
 
 
-def meta(raw: str | None, reason: str = "newer-sequencer") -> WriteMeta:
+def meta(raw: str | None, reason: str = "newer-sequencer", raw_key: str = "a+b%2Bc") -> WriteMeta:
     return WriteMeta(
         BUCKET,
         KEY,
-        "a+b%2Bc",
+        raw_key,
         "ObjectCreated:Put",
         reason,
         "live",
@@ -100,6 +100,14 @@ SCRIPTS: dict[str, Script] = {
         lg.advance_sequencer(
             V1, meta(S1, "verified-against-bucket"), observed=False, expected_rev=2
         ),
+    ],
+    # the key as received: S3's own form (no rk stored), another form, the decoded key itself
+    "raw-key-forms": lambda lg: [
+        lg.apply_if_newer(V1, meta(S1, raw_key="a%20b%2bc")),
+        lg.get(BUCKET, KEY),
+        lg.apply_if_newer(V2, meta(S2, raw_key=KEY)),
+        lg.get(BUCKET, KEY),
+        lg.apply_if_newer(GONE, meta(S3)),
     ],
 }
 

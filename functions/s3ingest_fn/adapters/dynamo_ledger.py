@@ -2,13 +2,16 @@
 how a row is stored.
 
 Item layout (a *compact* item: what the rules need, stored once; an item stays within 1 KB, one
-write unit, for keys up to 512 bytes with the decision history kept, unless the key's event form
-differs from it and ``rk`` holds it too; ``python -m bench --only rowsize`` prints the figures):
+write unit, for keys up to 512 bytes with the decision history kept, unless the key arrived in a
+form other than S3's own encoding of it and ``rk`` holds that form too; ``python -m bench --only
+rowsize`` prints the figures):
 
 ====  ====  ==============================================================================
 pk    S     ``<bucket>/<key>`` (bucket names cannot contain ``/``): the table's partition key,
             and the only copy of the bucket and the decoded key (CONTRACT C1)
-rk    S     the key as last received on the wire, only when it differs from the decoded key
+rk    S     the key as last received on the wire, only when it is not :func:`event_key` of the
+            decoded key (the form S3 itself sends, absent ``rk`` reads as it); empty when it was
+            the decoded key itself (a repair, a backfill's observation)
 st    S     ``p`` (present) or ``d`` (a tombstone, CONTRACT C6)
 sq    S     highest applied sequencer, normalised (:mod:`s3ingest_fn.core.sequencer`) without
             its right-padding zeros: right-padding both sides to one width orders them as
@@ -59,6 +62,7 @@ import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import quote_plus
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -188,6 +192,32 @@ def row_pk(bucket: str, key: str) -> str:
     return f"{bucket}/{key}"
 
 
+def event_key(key: str) -> str:
+    """The form S3 sends a decoded key in its event notifications: form-encoded
+    (``application/x-www-form-urlencoded``: a space becomes ``+``, other reserved and non-ASCII
+    bytes UTF-8 ``%XX`` in upper-case hex), ``/`` kept. Per "Event message structure", Amazon S3
+    User Guide (https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-content-structure.html):
+    "red flower.jpg" becomes "red+flower.jpg". A row whose raw key is this form stores no ``rk``.
+    """
+    return quote_plus(key, safe="/")
+
+
+def _raw_key_av(raw_key: str, key: str) -> dict[str, str] | None:
+    """The ``rk`` attribute value of a raw key (``""``: unknown, read as ``key``), or None when
+    none is stored (the raw key is :func:`event_key` of ``key``); :func:`_raw_key_of` reads it."""
+    raw = raw_key or key
+    if raw == event_key(key):
+        return None
+    return {"S": "" if raw == key else raw}
+
+
+def _raw_key_of(av: Mapping[str, Any] | None, key: str) -> str:
+    """The raw key a compact item's ``rk`` (``av``, None when absent) stands for."""
+    if av is None:
+        return event_key(key)
+    return str(av.get("S") or key)
+
+
 def _compact_seq(normalised: str) -> str:
     return normalised.rstrip("0") or "0"
 
@@ -283,7 +313,7 @@ def row_from_item(item: Mapping[str, Any]) -> LedgerRow:
     return LedgerRow(
         bucket=bucket,
         key=key,
-        raw_key=_s(get(_RAW_KEY)) or key,
+        raw_key=_raw_key_of(get(_RAW_KEY), key),
         present=_s(get(_STATE)) == "p",
         seq=seq.ljust(WIDTH, "0") if seq is not None else None,
         raw_seq=_s(get(_RAW_SEQ)) or seq,
@@ -307,23 +337,38 @@ def row_from_item(item: Mapping[str, Any]) -> LedgerRow:
 
 def _scanned_row(item: Mapping[str, Any], bucket: str) -> LedgerRow:
     """:func:`row_from_item` for an item of ``bucket`` projected to :data:`_DIFF_ATTRIBUTES`
-    (the fast path of a reconciliation's Scan: a million rows go through it)."""
+    (the fast path of a reconciliation's Scan: a million rows go through it, so the row is
+    built by one positional call, the fields in :class:`LedgerRow`'s order, and no bound
+    method is allocated per row; ``test_ledger_layout`` checks it against
+    :func:`row_from_item`)."""
     if _LEGACY_MARK in item:
         return _legacy_row({name: _plain(av) for name, av in item.items()})
-    get = item.get
-    key = item[PARTITION_KEY]["S"][len(bucket) + 1 :]
-    fx = get(_FX)
-    version, etag, updated = get(_VERSION), get(_ETAG), get(_UPDATED)
+    version, etag, updated = item.get(_VERSION), item.get(_ETAG), item.get(_UPDATED)
+    fx = item.get(_FX)
     return LedgerRow(
         bucket,
-        key,
+        item[PARTITION_KEY]["S"][len(bucket) + 1 :],
         item[_STATE]["S"] == "p",
-        version_id=version["S"] if version is not None else None,
-        etag=etag["S"] if etag is not None else None,
-        updated_at=int(updated["N"]) if updated is not None else 0,
-        effect=None
+        "",  # raw_key
+        None,  # seq
+        None,  # raw_seq
+        False,  # observed
+        None if version is None else version["S"],
+        None if etag is None else etag["S"],
+        None,  # size
+        0,  # rev
+        "",  # event_name
+        "",  # reason
+        "",  # source
+        0 if updated is None else int(updated["N"]),
+        None,  # expires_at
+        (),  # history
+        None,  # op
+        None,  # change_id
+        None,  # change_seq
+        None
         if fx is None
-        else Effect(_FX_STATUS.get(fx["S"], fx["S"]), lease_until_ms=_n(get(_FX_LEASE))),
+        else Effect(_FX_STATUS.get(fx["S"], fx["S"]), lease_until_ms=_n(item.get(_FX_LEASE))),
     )
 
 
@@ -448,8 +493,9 @@ def item_of(row: LedgerRow) -> dict[str, Any]:
     }
     if row.updated_at:
         item[_UPDATED] = {"N": str(row.updated_at)}
-    if row.raw_key and row.raw_key != row.key:
-        item[_RAW_KEY] = {"S": row.raw_key}
+    raw_key = _raw_key_av(row.raw_key, row.key)
+    if raw_key is not None:
+        item[_RAW_KEY] = raw_key
     if row.seq is not None:
         compact = _compact_seq(row.seq)
         item[_SEQ] = {"S": compact}
@@ -947,8 +993,9 @@ class DynamoLedger:
             _UPDATED: {"N": str(now_ms)},
         }
         removes: list[str] = []
-        if meta.raw_key != meta.key:
-            sets[_RAW_KEY] = {"S": meta.raw_key}
+        raw_key = _raw_key_av(meta.raw_key, meta.key)
+        if raw_key is not None:
+            sets[_RAW_KEY] = raw_key
         else:
             removes.append(_RAW_KEY)
         if observed:
@@ -1145,10 +1192,15 @@ class DynamoLedgerScanner:
                 page = self._ddb.scan(**kwargs)
             except (ClientError, BotoCoreError) as exc:
                 raise TransientError(f"dynamodb scan: {exc}") from exc
-            yield [_scanned_row(item, bucket) for item in page.get("Items", [])]
-            if "LastEvaluatedKey" not in page:
+            last = page.get("LastEvaluatedKey")
+            rows = [_scanned_row(item, bucket) for item in page.get("Items", [])]
+            # the parsed response (a few dicts per item) is garbage once converted: drop it
+            # before the consumer takes the rows, not while this generator waits for it
+            del page
+            yield rows
+            if last is None:
                 return
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+            kwargs["ExclusiveStartKey"] = last
 
     def all_rows(self) -> Iterator[LedgerRow]:
         """Every row of the table, every bucket, read strongly consistent (the local runtime's

@@ -167,7 +167,7 @@ def diff(
             compare_etags and row.etag != seen.etag
         ):
             kind = CONTENT_MISMATCH
-        if kind is None and row.effect_behind:
+        if kind is None and effect is not None and row.effect_behind:
             kind = EFFECT_BEHIND  # a drift's repair records a new change, which runs its own
         if kind is not None:
             yield Drift(kind, key, row, seen)
