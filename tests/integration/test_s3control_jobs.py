@@ -4,9 +4,13 @@ the completion report as the backfill state machine's Report step reads it."""
 
 from __future__ import annotations
 
+import json
+import os
 import time
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
+from unittest.mock import patch
 
 import boto3
 import pytest
@@ -15,6 +19,7 @@ from botocore.exceptions import ClientError
 
 from s3ingest.local.batch_ops import TaskError
 from s3ingest.local.emulator import ACCOUNT, Emulator
+from s3ingest.local.lambda_service import LambdaService
 from s3ingest.local.runtime import LocalRuntime
 from s3ingest.local.s3control_jobs import BatchOperations, local_host
 from s3ingest_fn.services.backfill import handle_invocation
@@ -381,3 +386,198 @@ def test_confirmation_and_cancellation(emulator: Emulator, jobs: BatchOperations
         AccountId=ACCOUNT, JobId=other["JobId"], RequestedJobStatus="Cancelled"
     )
     assert _wait(emulator, other["JobId"])["Status"] == "Cancelled" and len(seen) == 1
+
+
+# -- through the in-process Lambda service: the real backfill handler ------------------------------
+
+
+def _backfill_function(emu: Emulator, rt: LocalRuntime, lambdas: LambdaService) -> str:
+    """Register the stack's backfill function (its handler, its environment) on ``lambdas``."""
+    return lambdas.register(
+        "backfill",
+        "s3ingest_fn.handlers.backfill.handler",
+        {
+            "LEDGER_TABLE_NAME": rt.resources.table,
+            "DEAD_LETTER_QUEUE_URL": rt.resources.dlq_url,
+            "TOMBSTONE_TTL_SECONDS": str(rt.settings.tombstone_ttl_seconds),
+            "BUCKET_NAME": rt.resources.bucket,
+        },
+        timeout_seconds=30,
+    )
+
+
+@pytest.mark.slow
+def test_a_job_invokes_the_real_backfill_function_and_the_ledger_converges(
+    emulator: Emulator, jobs: BatchOperations
+) -> None:
+    # GIVEN pre-existing objects with keys that need encoding, and the backfill function
+    # registered in the emulator's Lambda service
+    rt, manifest = _runtime(emulator)
+    with LambdaService(emulator) as lambdas:
+        arn = _backfill_function(emulator, rt, lambdas)
+        request = _request(rt, manifest, "token-lambda")
+        request["Operation"]["LambdaInvoke"]["FunctionArn"] = arn
+        # WHEN the job runs, its tasks invoking the function through lambda:Invoke
+        job_id = _s3control(emulator).create_job(**request)["JobId"]
+        job = _wait(emulator, job_id)
+        invocations = [i for i in lambdas.invocations if i.function == "backfill"]
+    # THEN every row was one invocation of the real handler, and the ledger equals the bucket
+    assert job["Status"] == "Complete"
+    assert job["ProgressSummary"]["NumberOfTasksSucceeded"] == len(KEYS)
+    assert [i.outcome for i in invocations] == ["ok"] * len(KEYS)
+    assert rt.compare().differences == []
+    assert {r.source for r in rt.ledger_rows()} == {"backfill"}
+    results = {r.task["s3Key"]: r.text for r in jobs.job(ACCOUNT, job_id).results}
+    assert set(results.values()) == {"applied: observed-bucket-state"}
+
+
+@pytest.mark.slow
+def test_function_errors_fail_tasks_and_lambda_throttling_is_redriven(
+    emulator: Emulator, jobs: BatchOperations
+) -> None:
+    rt, manifest = _runtime(emulator, ("k1", "k 2", "k3"))
+    with LambdaService(emulator) as lambdas:
+        arn = _backfill_function(emulator, rt, lambdas)
+        # GIVEN the function's first invocation raises, and the next one is throttled by Lambda
+        lambdas.inject("backfill", "raise", error="KaboomError")
+        lambdas.inject("backfill", "throttle")
+        request = _request(rt, manifest, "token-lambda-errors")
+        request["Operation"]["LambdaInvoke"]["FunctionArn"] = arn
+        job_id = _s3control(emulator).create_job(**request)["JobId"]
+        job = _wait(emulator, job_id)
+    # THEN the function error fails its task, the throttled one is redriven and succeeds
+    assert job["Status"] == "Complete"
+    progress = job["ProgressSummary"]
+    assert (progress["NumberOfTasksSucceeded"], progress["NumberOfTasksFailed"]) == (2, 1)
+    (failed,) = [r for r in jobs.job(ACCOUNT, job_id).results if r.code != "Succeeded"]
+    assert failed.code == "PermanentFailure"
+    assert failed.text.startswith("Lambda returned function error: ")
+    assert "KaboomError" in failed.text
+    assert sum(r.temporary_retries for r in jobs.job(ACCOUNT, job_id).results) == 1
+    # AND the Report step reads the failed task; a backfill of the failed key repairs it
+    report = read_report(rt.reconciler().inventory, rt.resources.inventory_bucket, job_id)
+    assert (report["failed"], report["errors"]) == (1, {"PermanentFailure": 1})
+    rt.backfill(manifest)
+    assert rt.compare().differences == []
+
+
+# -- through moto's Step Functions executor (the aws-sdk:s3control integration) --------------------
+
+#: The backfill machine's job loop in small: CreateJob and DescribeJob as aws-sdk integrations
+#: retrying S3Control.TooManyRequestsException, a wait loop on the job's Status.
+_RETRY = [
+    {
+        "ErrorEquals": ["S3Control.TooManyRequestsException"],
+        "IntervalSeconds": 1,
+        "MaxAttempts": 3,
+        "BackoffRate": 1,
+    }
+]
+JOB_LOOP = {
+    "StartAt": "CreateJob",
+    "States": {
+        "CreateJob": {
+            "Type": "Task",
+            "Resource": "arn:aws:states:::aws-sdk:s3control:createJob",
+            # RoleArn a literal, as in the synthesized machine ("RoleArn.$" is a keyword of
+            # moto's ASL grammar and fails there)
+            "Parameters": {
+                "RoleArn": f"arn:aws:iam::{ACCOUNT}:role/batch",
+                **{
+                    f"{name}.$": f"$.{name}"
+                    for name in (
+                        "AccountId",
+                        "ClientRequestToken",
+                        "ConfirmationRequired",
+                        "Operation",
+                        "Manifest",
+                        "Report",
+                        "Priority",
+                    )
+                },
+            },
+            "ResultPath": "$.job",
+            "Retry": _RETRY,
+            "Next": "DescribeJob",
+        },
+        "DescribeJob": {
+            "Type": "Task",
+            "Resource": "arn:aws:states:::aws-sdk:s3control:describeJob",
+            "Parameters": {"AccountId": ACCOUNT, "JobId.$": "$.job.JobId"},
+            "ResultSelector": {"Status.$": "$.Job.Status", "Progress.$": "$.Job.ProgressSummary"},
+            "ResultPath": "$.describe",
+            "Retry": _RETRY,
+            "Next": "JobStatus",
+        },
+        "JobStatus": {
+            "Type": "Choice",
+            "Choices": [
+                {"Variable": "$.describe.Status", "StringEquals": "Complete", "Next": "Done"},
+                {"Variable": "$.describe.Status", "StringEquals": "Failed", "Next": "JobFailed"},
+            ],
+            "Default": "WaitForJob",
+        },
+        "WaitForJob": {"Type": "Wait", "Seconds": 1, "Next": "DescribeJob"},
+        "JobFailed": {"Type": "Fail", "Error": "BackfillJobFailed"},
+        "Done": {"Type": "Succeed"},
+    },
+}
+
+
+@pytest.fixture
+def executing(emulator: Emulator) -> Iterator[None]:
+    """moto's Step Functions executes state machines, its clients on this emulator's port."""
+    url = f"{emulator.endpoint_url}/moto-api/config"
+
+    def post(config: dict[str, Any]) -> dict[str, Any]:
+        request = urllib.request.Request(url, data=json.dumps(config).encode(), method="POST")
+        with urllib.request.urlopen(request) as response:
+            return dict(json.loads(response.read()))
+
+    before = post({}).get("stepfunctions", {})
+    post({"stepfunctions": {"execute_state_machine": True}})
+    try:
+        with patch.dict(os.environ, {"MOTO_PORT": str(emulator.port)}):
+            yield
+    finally:
+        post({"stepfunctions": before})
+
+
+@pytest.mark.slow
+def test_step_functions_reach_the_jobs_and_retry_their_throttling(
+    emulator: Emulator, jobs: BatchOperations, executing: None
+) -> None:
+    # GIVEN the job loop as a state machine, CreateJob throttled twice and DescribeJob once
+    rt, manifest = _runtime(emulator, ("k 1", "k+2"))
+    seen: list[dict[str, Any]] = []
+    jobs.invoke_override = _through_handler(rt, seen)
+    sfn = emulator.client("stepfunctions")
+    machine = sfn.create_state_machine(
+        name=f"job-loop-{rt.resources.table}",
+        definition=json.dumps(JOB_LOOP),
+        roleArn=f"arn:aws:iam::{ACCOUNT}:role/sfn",
+    )["stateMachineArn"]
+    jobs.throttle("CreateJob", 2)
+    jobs.throttle("DescribeJob", 1)
+    calls = dict(jobs.calls)
+    request = _request(rt, manifest, "token-sfn")
+    request.pop("AccountId")
+    request.pop("RoleArn")
+    # WHEN it runs in moto's executor
+    execution = sfn.start_execution(
+        stateMachineArn=machine,
+        input=json.dumps({"AccountId": ACCOUNT, **request}),
+    )["executionArn"]
+    deadline = time.monotonic() + 60
+    while (status := sfn.describe_execution(executionArn=execution)["status"]) == "RUNNING":
+        assert time.monotonic() < deadline, "execution still running"
+        time.sleep(0.2)
+    # THEN it succeeded: each throttled call was retried under its S3Control.* name
+    history = sfn.get_execution_history(executionArn=execution)["events"]
+    failures = [e["taskFailedEventDetails"]["error"] for e in history if e["type"] == "TaskFailed"]
+    assert status == "SUCCEEDED", history[-1]
+    assert failures == ["S3Control.TooManyRequestsException"] * 3
+    assert jobs.calls["CreateJob"] - calls.get("CreateJob", 0) == 3
+    # AND the job ran once, every row through the backfill code path
+    assert len(seen) == 2
+    assert rt.compare().differences == []
