@@ -80,10 +80,16 @@ class Emulator:
         )
 
     def __enter__(self) -> Emulator:
+        from s3ingest.local.stepfunctions import register_port
+
         self._server.start()
+        register_port(self.port)  # moto's state machine executor's SDK clients reach it
         return self
 
     def __exit__(self, *exc: object) -> None:
+        from s3ingest.local.stepfunctions import unregister_port
+
+        unregister_port(self.port)
         self._server.stop()
 
     def function_environment(self) -> dict[str, str]:

@@ -175,23 +175,29 @@ def _patch_moto() -> None:
 
 
 class _StdoutRouter(io.TextIOBase):
-    """``sys.stdout`` while an invocation runs: what the handler's thread prints (Powertools'
-    logs and metrics) goes to the service's log, as Lambda sends a function's output to
-    CloudWatch Logs, not to the caller's standard output; other threads write through."""
+    """``sys.stdout`` (or ``sys.stderr``) while invocations run: what a handler's thread prints
+    (Powertools' logs and metrics) goes to its service's log, as Lambda sends a function's output
+    to CloudWatch Logs, not to the caller's standard output; other threads write through. One
+    per process, so a logger that bound its stream during an invocation stays routed."""
 
-    def __init__(self, target: io.StringIO, thread: int, fallback: Any) -> None:
-        self.target = target
-        self.thread = thread
+    def __init__(self, fallback: Any) -> None:
         self.fallback = fallback
+        self.routes: dict[int, io.StringIO] = {}
 
     def write(self, text: str) -> int:
-        if threading.get_ident() == self.thread:
-            return self.target.write(text)
+        target = self.routes.get(threading.get_ident())
+        if target is not None:
+            return target.write(text)
         return int(self.fallback.write(text))
 
     def flush(self) -> None:
-        if threading.get_ident() != self.thread:
+        if threading.get_ident() not in self.routes:
             self.fallback.flush()
+
+
+_ROUTER = _StdoutRouter(sys.stdout)
+#: The same for ``sys.stderr`` (warnings, tracebacks a handler prints).
+_ERR_ROUTER = _StdoutRouter(sys.stderr)
 
 
 class LambdaService:
@@ -478,14 +484,20 @@ class LambdaService:
         if env != _last_environment:
             _clear_cold_start()
         _last_environment = env
-        previous = sys.stdout
+        previous, previous_err = sys.stdout, sys.stderr
+        if previous is not _ROUTER:
+            _ROUTER.fallback = previous
+        if previous_err is not _ERR_ROUTER:
+            _ERR_ROUTER.fallback = previous_err
+        me = threading.get_ident()
+        _ROUTER.routes[me] = _ERR_ROUTER.routes[me] = self.logs
         with patch.dict(os.environ, env):
-            sys.stdout = _StdoutRouter(self.logs, threading.get_ident(), previous)
+            sys.stdout, sys.stderr = _ROUTER, _ERR_ROUTER
             try:
                 yield
             finally:
-                if isinstance(sys.stdout, _StdoutRouter):
-                    sys.stdout = previous
+                del _ROUTER.routes[me], _ERR_ROUTER.routes[me]
+                sys.stdout, sys.stderr = previous, previous_err
 
     @staticmethod
     def _reset_environment() -> None:
