@@ -5,12 +5,9 @@ the completion report as the backfill state machine's Report step reads it."""
 from __future__ import annotations
 
 import json
-import os
 import time
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
-from unittest.mock import patch
 
 import boto3
 import pytest
@@ -22,6 +19,7 @@ from s3ingest.local.emulator import ACCOUNT, Emulator
 from s3ingest.local.lambda_service import LambdaService
 from s3ingest.local.runtime import LocalRuntime
 from s3ingest.local.s3control_jobs import BatchOperations, local_host
+from s3ingest.local.stepfunctions import enable_executor
 from s3ingest_fn.services.backfill import handle_invocation
 from s3ingest_fn.services.backfill_control import REPORT_PREFIX, read_report
 
@@ -525,22 +523,10 @@ JOB_LOOP = {
 
 
 @pytest.fixture
-def executing(emulator: Emulator) -> Iterator[None]:
-    """moto's Step Functions executes state machines, its clients on this emulator's port."""
-    url = f"{emulator.endpoint_url}/moto-api/config"
-
-    def post(config: dict[str, Any]) -> dict[str, Any]:
-        request = urllib.request.Request(url, data=json.dumps(config).encode(), method="POST")
-        with urllib.request.urlopen(request) as response:
-            return dict(json.loads(response.read()))
-
-    before = post({}).get("stepfunctions", {})
-    post({"stepfunctions": {"execute_state_machine": True}})
-    try:
-        with patch.dict(os.environ, {"MOTO_PORT": str(emulator.port)}):
-            yield
-    finally:
-        post({"stepfunctions": before})
+def executing(emulator: Emulator) -> None:
+    """moto's Step Functions executes state machines, its clients on the emulator (as the local
+    runtime sets it up; left on, as the runtime leaves it)."""
+    enable_executor(emulator.endpoint_url)
 
 
 @pytest.mark.slow
