@@ -445,18 +445,29 @@ class BatchOperations:
             ):
                 threshold_failed = True
                 break
-        self._write_report(job, s3)
+        # the report is written in the closing status (Completing, Failing or Cancelling)
         if job.cancel.is_set():
-            self._cancel(job)
+            self._set(job, "Cancelling")
+            self._write_report(job, s3)
+            self._set(job, "Cancelled")
         elif threshold_failed:
-            self._fail(
-                job,
-                "TaskFailureThresholdExceeded",
-                f"{job.failed} of {job.succeeded + job.failed} tasks failed: more than "
-                f"{FAILURE_THRESHOLD_RATE:.0%} after at least {self.failure_threshold_tasks}",
-            )
+            with self._lock:
+                job.failure_reasons.append(
+                    {
+                        "FailureCode": "TaskFailureThresholdExceeded",
+                        "FailureReason": (
+                            f"{job.failed} of {job.succeeded + job.failed} tasks failed: more "
+                            f"than {FAILURE_THRESHOLD_RATE:.0%} after at least "
+                            f"{self.failure_threshold_tasks}"
+                        ),
+                    }
+                )
+            self._set(job, "Failing")
+            self._write_report(job, s3)
+            self._set(job, "Failed")
         else:
             self._set(job, "Completing")
+            self._write_report(job, s3)
             self._set(job, "Complete")
 
     def _cancel(self, job: Job) -> None:
