@@ -19,7 +19,7 @@ STAMP_NPM := node_modules/.stamp
 WITH_NODE := PATH="$(CURDIR)/node_modules/.bin:$(CURDIR)/$(BIN):$$PATH"
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: demo test lint format typecheck unit synth bench lock contract-index clean help
+.PHONY: demo test lint format typecheck unit synth machines bench lock contract-index clean help
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -61,6 +61,9 @@ test: lint typecheck unit  ## everything CI checks: lint, types, tests (synth in
 
 synth: $(STAMP) $(STAMP_NPM)  ## cdk synth with the pinned CDK CLI and Node (no AWS credentials needed)
 	$(WITH_NODE) cdk synth --quiet
+
+machines: $(STAMP) $(STAMP_NPM)  ## rewrite s3ingest/local/machines/*.json (the state machines the local runtime runs) from a synth
+	$(WITH_NODE) $(BIN)/python -m s3ingest.local.machines --write
 
 bench: $(STAMP)  ## benchmarks: figures and ratios, not pass/fail
 	$(BIN)/python -m bench

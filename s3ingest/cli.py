@@ -267,12 +267,14 @@ def _render_demo(report: dict[str, Any]) -> None:
 
 def _render_reconciliation(rep: dict[str, Any]) -> None:
     table = Table(
-        title=f"reconciliation ({rep['source']}" + (", dry run)" if rep["dry_run"] else ")")
+        title=f"reconciliation ({rep['source']}"
+        + (", fan-out" if rep.get("execution") else "")
+        + (", dry run)" if rep.get("dry_run") else ")")
     )
     table.add_column("figure")
     table.add_column("value", justify="right")
     rows = [
-        ("bucket rows read", rep["bucket_rows"]),
+        ("bucket rows read", rep.get("bucket_rows")),
         ("bucket keys", rep["bucket_keys"]),
         ("ledger rows", rep["ledger_rows"]),
         ("ledger requests", rep["ledger_requests"]),
@@ -284,10 +286,14 @@ def _render_reconciliation(rep: dict[str, Any]) -> None:
         ("effects behind the row (re-run by a repair)", rep.get("effects_behind", 0)),
         ("resolved on HEAD", rep["resolved_on_head"]),
         ("repairs queued", rep["repairs_queued"]),
-        ("seconds", rep["duration_s"]),
+        ("seconds", rep.get("duration_s")),
     ]
+    execution = rep.get("execution")
+    if execution:
+        rows += [("execution", execution["status"]), ("execution arn", execution["arn"])]
     for name, value in rows:
-        table.add_row(name, str(value))
+        if value is not None:
+            table.add_row(name, str(value))
     out.print(table)
 
 
@@ -427,6 +433,14 @@ def reconcile_command(
             "inventory).",
         ),
     ] = None,
+    fan_out: Annotated[
+        bool,
+        typer.Option(
+            "--fan-out",
+            help="With --local: run the stack's fan-out "
+            "reconciliation state machine (inventory only).",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Compare the bucket with the ledger and queue a repair event for every difference
@@ -441,8 +455,14 @@ def reconcile_command(
         _require_local("s3ingest reconcile --local")
         if manifest or margin_seconds is not None:
             raise typer.BadParameter("--manifest and --margin-seconds apply to --stack only")
-        report = commands.reconcile_locally(source=source, prefix=prefix, dry_run=dry_run)
+        if fan_out and source != "inventory":
+            raise typer.BadParameter("the fan-out reads an inventory", param_hint="--fan-out")
+        report = commands.reconcile_locally(
+            source=source, prefix=prefix, dry_run=dry_run, fan_out=fan_out
+        )
     else:
+        if fan_out:
+            raise typer.BadParameter("--fan-out applies to --local only", param_hint="--fan-out")
         deployed = _connect(str(stack))
         reconciler = _aws(deployed.reconciler)
         with Progress(
@@ -472,7 +492,10 @@ def reconcile_command(
     else:
         _render_reconciliation(report)
         for sample in report["samples"]:
-            out.print(f"  {sample['kind']}: {sample['key']!r}")
+            if isinstance(sample, str):  # the fan-out's samples are keys
+                out.print(f"  {sample!r}")
+            else:
+                out.print(f"  {sample['kind']}: {sample['key']!r}")
         if "converged" in report:
             out.print(
                 "ledger equals bucket after the repairs: "
@@ -516,6 +539,14 @@ def backfill_start(
         ),
     ] = False,
     wait: Annotated[bool, typer.Option(help="Follow the job until it ends.")] = True,
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            metavar="ENGINE",
+            help="With --local: batch-operations (default) or distributed-map, the "
+            "backfill state machine to run (a deployed stack has the one it was deployed with).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Start a backfill (rule C13 of docs/contract.md): safe to overlap with live traffic and to
@@ -527,21 +558,39 @@ def backfill_start(
         _require_local("s3ingest backfill start --local")
         if manifest or not wait:
             raise typer.BadParameter("--manifest and --no-wait apply to --stack only")
+        engine = engine or commands.LOCAL_ENGINES[0]
+        if engine not in commands.LOCAL_ENGINES:
+            raise typer.BadParameter(
+                "must be " + " or ".join(commands.LOCAL_ENGINES), param_hint="--engine"
+            )
 
         with _task_bar(hidden=as_json) as bar:
             task = bar.add_task("starting the emulator", total=None)
             report = commands.backfill_locally(
                 on_progress=lambda phase, done, total: bar.update(
                     task, description=phase, completed=done, total=total
-                )
+                ),
+                engine=engine,
+                max_failures=max_failures,
             )
-        if report["failed"] > max_failures:
+        execution = report.get("execution")
+        failed = int(report.get("failed", 0))
+        ok = report["converged"] and failed <= max_failures
+        if execution is not None and execution["status"] != "SUCCEEDED":
             console.print(
-                f"[red]backfill failed:[/] {report['failed']} tasks failed "
+                f"[red]backfill {execution['status']}:[/] {execution.get('error')}: "
+                f"{execution.get('cause')}"
+            )
+            ok = False
+        elif failed > max_failures:
+            console.print(
+                f"[red]backfill failed:[/] {failed} tasks failed "
                 f"(more than --max-failures {max_failures})"
             )
         _emit_backfill(report, as_json)
-        raise typer.Exit(0 if report["converged"] and report["failed"] <= max_failures else 1)
+        raise typer.Exit(0 if ok else 1)
+    if engine is not None:
+        raise typer.BadParameter("--engine applies to --local only", param_hint="--engine")
     deployed = _connect(str(stack))
     (arn,) = _require(deployed, "BackfillStateMachineArn")
     execution = _aws(
@@ -937,6 +986,9 @@ def _emit_backfill(report: dict[str, Any], as_json: bool) -> None:
     table = Table(title="backfill")
     table.add_column("figure")
     table.add_column("value", justify="right")
+    execution = report.get("execution")
+    if execution:
+        table.add_row("execution", str(execution["status"]))
     for name in (
         "status",
         "jobId",

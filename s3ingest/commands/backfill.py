@@ -8,6 +8,8 @@ from typing import Any
 
 from s3ingest import backfill_ops
 
+#: ``--engine`` values of ``backfill start --local`` (the first is the default).
+LOCAL_ENGINES = ("batch-operations", "distributed-map")
 #: Seconds between two reads of a followed backfill.
 POLL_SECONDS = 10.0
 #: Execution states a backfill command exits 0 with (an ABORTED one was stopped on purpose, but
@@ -54,10 +56,13 @@ def follow_backfill(
 
 def backfill_locally(
     on_progress: Callable[[str, int, int], None] | None = None,
+    *,
+    engine: str = LOCAL_ENGINES[0],
+    max_failures: int = 0,
 ) -> dict[str, Any]:
     """A backfill on the local runtime (needs the ``local`` extra): objects that predate the
-    pipeline, an inventory report, a Batch Operations job through the real handler while live
-    traffic is delivered; the report of :func:`s3ingest.local.demo.run_backfill_demo`."""
+    pipeline, an inventory report, live traffic, the backfill with ``engine``; the report of
+    :func:`s3ingest.local.demo.run_backfill_demo` (with ``"execution"``)."""
     from s3ingest.local.demo import run_backfill_demo
 
-    return run_backfill_demo(on_progress=on_progress)
+    return run_backfill_demo(on_progress=on_progress, engine=engine, max_failures=max_failures)

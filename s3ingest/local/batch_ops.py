@@ -34,6 +34,30 @@ class InvalidResponseError(RuntimeError):
     """The function's response is not what Batch Operations accepts (the job would fail)."""
 
 
+class TaskError(Exception):
+    """Raised by an ``invoke`` callable when the invocation itself ends the task: ``code``
+    ``"TemporaryFailure"`` (Lambda throttled or failed as a service: the task is redriven) or
+    ``"PermanentFailure"`` (a function error: the task fails with ``message`` as its result,
+    as a completion report shows ``Lambda returned function error: ...``,
+    https://docs.aws.amazon.com/AmazonS3/latest/userguide/batch-ops-examples-reports.html)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """How one task ended: its last ``code`` and ``text`` (the result string) and how many
+    times it was redriven after a ``TemporaryFailure``."""
+
+    task: dict[str, Any]
+    code: str
+    text: str
+    temporary_retries: int
+
+
 @dataclass
 class JobReport:
     """Counts and failures of one job, like its completion report."""
@@ -93,27 +117,70 @@ def run_job(
     for index, task in enumerate(manifest_tasks(manifest, data_files)):
         if between:
             between(index)
+        result = run_task(invoke, job_id, task)
         report.total += 1
-        for _attempt in range(MAX_TEMPORARY_RETRIES + 1):
-            code, text = _invoke_one(invoke, job_id, task)
-            if code != "TemporaryFailure":
-                break
-            report.temporary_retries += 1
-        head = text.split(":", 1)[0]
+        report.temporary_retries += result.temporary_retries
+        head = result.text.split(":", 1)[0]
         report.result_strings[head] = report.result_strings.get(head, 0) + 1
-        if code == "Succeeded":
+        if result.code == "Succeeded":
             report.succeeded += 1
         else:
             report.failed += 1
-            report.failures.append({"key": task["s3Key"], "resultCode": code, "resultString": text})
+            report.failures.append(
+                {"key": task["s3Key"], "resultCode": result.code, "resultString": result.text}
+            )
     return report
 
 
-def _invoke_one(invoke: Invoke, job_id: str, task: dict[str, Any]) -> tuple[str, str]:
+def run_task(
+    invoke: Invoke,
+    job_id: str,
+    task: dict[str, Any],
+    *,
+    strict: bool = True,
+    user_arguments: dict[str, str] | None = None,
+) -> TaskResult:
+    """Invoke the function for one task, redriving it while it answers ``TemporaryFailure``
+    (at most :data:`MAX_TEMPORARY_RETRIES` times; then it fails with that code).
+    ``temporary_retries`` counts the ``TemporaryFailure`` answers.
+
+    Parameters
+    ----------
+    strict : bool
+        ``True``: a response that breaks the contract raises; ``False``: the task fails
+        (``PermanentFailure``, the reason as its result string), as a job does.
+    user_arguments : dict, optional
+        The job's ``LambdaInvoke.UserArguments`` (``job.userArguments`` of the request).
+
+    Raises
+    ------
+    InvalidResponseError
+        When ``strict`` and a response breaks the Batch Operations contract.
+    """
+    retries = 0
+    code, text = "TemporaryFailure", ""
+    for _attempt in range(MAX_TEMPORARY_RETRIES + 1):
+        try:
+            code, text = _invoke_one(invoke, job_id, task, user_arguments or {})
+        except TaskError as exc:
+            code, text = exc.code, exc.message
+        except InvalidResponseError as exc:
+            if strict:
+                raise
+            code, text = "PermanentFailure", f"Invalid response from Lambda: {exc}"
+        if code != "TemporaryFailure":
+            break
+        retries += 1
+    return TaskResult(task=task, code=code, text=text, temporary_retries=retries)
+
+
+def _invoke_one(
+    invoke: Invoke, job_id: str, task: dict[str, Any], user_arguments: dict[str, str]
+) -> tuple[str, str]:
     request = {
         "invocationSchemaVersion": "2.0",
         "invocationId": base64.b64encode(uuid.uuid4().bytes).decode(),
-        "job": {"id": job_id, "userArguments": {}},
+        "job": {"id": job_id, "userArguments": dict(user_arguments)},
         "tasks": [task],
     }
     response = json.loads(json.dumps(invoke(request)))  # what crosses the wire is JSON

@@ -24,7 +24,7 @@ from typing import Any
 
 from s3ingest.local.chaos import Chaos
 from s3ingest.local.emulator import Emulator
-from s3ingest.local.runtime import LocalRuntime, local_settings
+from s3ingest.local.runtime import BATCH_OPERATIONS, LocalRuntime, local_settings
 from s3ingest.settings import Settings
 
 HOSTILE_KEYS = (
@@ -60,6 +60,8 @@ class DemoOptions:
     reconcile: str | None = "inventory"
     reconcile_prefix: str = ""
     reconcile_dry_run: bool = False
+    #: Reconcile with the stack's fan-out state machine (``inventory`` only).
+    reconcile_fan_out: bool = False
     crash: float = 0.05
 
 
@@ -132,11 +134,19 @@ def run_demo(
         if options.reconcile:
             if on_progress:
                 on_progress("reconcile", processed, delivered_total)
-            reconciliation = rt.reconcile(
-                options.reconcile,
-                prefix=options.reconcile_prefix,
-                dry_run=options.reconcile_dry_run,
-            ).as_dict()
+            if options.reconcile_fan_out:
+                reconciliation = rt.reconcile(
+                    options.reconcile,
+                    prefix=options.reconcile_prefix,
+                    dry_run=options.reconcile_dry_run,
+                    fan_out=True,
+                )
+            else:
+                reconciliation = rt.reconcile(
+                    options.reconcile,
+                    prefix=options.reconcile_prefix,
+                    dry_run=options.reconcile_dry_run,
+                ).as_dict()
         comparison = rt.compare()
         effects = rt.effects_report()
         effects_ok = not effects["problems"] and not effects["sidecar_differences"]
@@ -166,16 +176,25 @@ def run_backfill_demo(
     live_operations: int = 20,
     seed: int = 7,
     on_progress: Callable[[str, int, int], None] | None = None,
+    *,
+    engine: str = BATCH_OPERATIONS,
+    max_failures: int = 0,
 ) -> dict[str, Any]:
     """Backfill locally: ``objects`` exist before the pipeline (their events never reach it),
-    an S3 Inventory report is written, and a Batch Operations job runs through the real backfill
-    handler while ``live_operations`` happen and are delivered (duplicated, reordered).
+    an S3 Inventory report is written, and the backfill runs with ``engine`` while
+    ``live_operations`` happen and are delivered (duplicated, reordered).
+
+    ``batch-operations``: the job's tasks run through the real backfill handler, the live
+    operations between them. ``distributed-map``: an execution of the stack's state machine; the
+    live operations happen after the inventory report and before the execution (its tasks run
+    inside the machine), so the backfill meets objects changed since the snapshot.
 
     Returns
     -------
     dict
-        The job report (``total``, ``succeeded``, ``failed``, ``result_strings``, ``failures``)
-        plus ``converged``, ``differences``, ``ledger_rows``, ``visible_objects``.
+        The backfill's report (:meth:`LocalRuntime.backfill`: ``total``, ``succeeded``,
+        ``failed``, ``execution``, and the job's ``result_strings`` and ``failures``) plus
+        ``converged``, ``differences``, ``ledger_rows``, ``visible_objects``.
     """
     rng = random.Random(seed)
     keys = [f"archive/{i:04d} {rng.choice(HOSTILE_KEYS)}" for i in range(objects)]
@@ -198,10 +217,20 @@ def run_backfill_demo(
                 rt.flush(Chaos(seed=rng.randint(0, 999), duplicate=0.3, reorder=True))
                 rt.drain()
 
-        report = rt.backfill(manifest, between=live)
-        rt.flush(Chaos(seed=seed, duplicate=0.3, reorder=True))
-        rt.drain()
-        comparison = rt.compare()
+        try:
+            if engine == BATCH_OPERATIONS and not rt.batch_operations_via_state_machine:
+                report = rt.backfill(manifest, between=live)
+            else:
+                for index in range(objects):
+                    live(index)
+                if on_progress:
+                    on_progress(f"backfill execution ({engine})", 0, objects)
+                report = rt.backfill(manifest, engine=engine, max_failures=max_failures)
+            rt.flush(Chaos(seed=seed, duplicate=0.3, reorder=True))
+            rt.drain()
+            comparison = rt.compare()
+        finally:
+            rt.close()
         return {
             **report,
             "bucket": rt.resources.bucket,

@@ -4,7 +4,8 @@
 same :class:`~s3ingest.settings.Settings` as the CDK stack, the landing bucket (versioned or not),
 the ingest queue and its dead-letter queue (redrive policy), the ledger table (key ``pk``, TTL
 ``expires_at``), and the ingest rule with its SQS target and archive on the default bus, using the
-stack's own event pattern (:func:`~s3ingest.settings.ingest_event_pattern`).
+stack's own event pattern (:func:`~s3ingest.settings.ingest_event_pattern`). S3 Control answers
+S3 Batch Operations jobs (:mod:`s3ingest.local.s3control_jobs`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from s3ingest.local import s3control_jobs
 from s3ingest.settings import CHANGE_SOURCE, Settings, ingest_event_pattern
 from s3ingest_fn.adapters.dynamo_ledger import PARTITION_KEY, TTL_ATTRIBUTE
 
@@ -59,26 +61,35 @@ class Emulator:
 
     Use as a context manager; :meth:`client` returns boto3 clients bound to it with fake
     credentials (no AWS account is ever contacted). DynamoDB item writes are made atomic as in
-    AWS (see :func:`_serialize_item_writes`).
+    AWS (see :func:`_serialize_item_writes`). :attr:`batch_operations` holds the S3 Batch
+    Operations jobs its S3 Control endpoint runs (:mod:`s3ingest.local.s3control_jobs`).
     """
 
     def __init__(self) -> None:
         from moto.server import ThreadedMotoServer
 
         _serialize_item_writes()
+        s3control_jobs.install()
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         self.port = _free_port()
         self.endpoint_url = f"http://127.0.0.1:{self.port}"
+        self.batch_operations = s3control_jobs.service_for(self.port)
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self._config = Config(
             retries={"max_attempts": 2, "mode": "standard"}, max_pool_connections=64
         )
 
     def __enter__(self) -> Emulator:
+        from s3ingest.local.stepfunctions import register_port
+
         self._server.start()
+        register_port(self.port)  # moto's state machine executor's SDK clients reach it
         return self
 
     def __exit__(self, *exc: object) -> None:
+        from s3ingest.local.stepfunctions import unregister_port
+
+        unregister_port(self.port)
         self._server.stop()
 
     def function_environment(self) -> dict[str, str]:
@@ -95,10 +106,11 @@ class Emulator:
         }
 
     def client(self, service: str) -> Any:
-        """A boto3 client for ``service`` bound to the emulator."""
+        """A boto3 client for ``service`` bound to the emulator (S3 Control: sent to the
+        emulator's host, see :func:`s3ingest.local.s3control_jobs.local_host`)."""
         # by name: boto3's typed overloads need a literal service name; the caller's is a str
         session: Any = boto3.session.Session()
-        return session.client(
+        client = session.client(
             service,
             endpoint_url=self.endpoint_url,
             region_name=REGION,
@@ -106,6 +118,7 @@ class Emulator:
             aws_secret_access_key="testing",
             config=self._config,
         )
+        return s3control_jobs.local_host(client) if service == "s3control" else client
 
 
 @dataclass(frozen=True)

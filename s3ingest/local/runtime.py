@@ -29,12 +29,18 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Any, Literal, cast, overload
 from unittest.mock import patch
 
 from s3ingest.local.chaos import Chaos, CrashInjector, InjectedCrash
 from s3ingest.local.emulator import Emulator, Resources, provision
+from s3ingest.local.executions import Execution, LocalMachines
 from s3ingest.local.inventory_writer import write_inventory
+from s3ingest.local.machines import (
+    BACKFILL_BATCH_OPERATIONS,
+    BACKFILL_DISTRIBUTED_MAP,
+    RECONCILE_FANOUT,
+)
 from s3ingest.local.oracles import (
     EXAMPLE_PROCESSOR,
     Comparison,
@@ -69,7 +75,15 @@ from s3ingest_fn.services.reconcile import (
     ReconcileRequest,
 )
 
+#: ``backfill(engine=...)`` values, as ``backfillEngine`` (``s3ingest.settings``).
+BATCH_OPERATIONS = "batch-operations"
+DISTRIBUTED_MAP = "distributed-map"
+BACKFILL_ENGINES = (BATCH_OPERATIONS, DISTRIBUTED_MAP)
+
 __all__ = [
+    "BACKFILL_ENGINES",
+    "BATCH_OPERATIONS",
+    "DISTRIBUTED_MAP",
     "EXAMPLE_PROCESSOR",
     "LOCAL_VISIBILITY_TIMEOUT",
     "Comparison",
@@ -181,6 +195,7 @@ class LocalRuntime:
                 lambda event: relay(publisher, change_bus, event),
                 self.resources.change_queue_url,
             )
+        self._machines: LocalMachines | None = None
         self.oracles = Oracles(
             s3=self.s3,
             sqs=self.sqs,
@@ -218,13 +233,32 @@ class LocalRuntime:
         """The environment the stack gives the functions that run the processor (``PROCESSOR``,
         ``OUTPUT_BUCKET``), with boto3's default chain pointed at the emulator, in force while
         the block runs: the local runtime's invocations, as a Lambda function's."""
-        env = self.emu.function_environment()
+        with patch.dict(os.environ, {**self.emu.function_environment(), **self.settings_env()}):
+            yield
+
+    def settings_env(self) -> dict[str, str]:
+        """What the settings add to a function's environment: ``PROCESSOR`` and
+        ``OUTPUT_BUCKET`` with a processor configured, nothing otherwise."""
+        env = {}
         if self.settings.processor:
             env["PROCESSOR"] = self.settings.processor
             if self.resources.output_bucket:
                 env["OUTPUT_BUCKET"] = self.resources.output_bucket
-        with patch.dict(os.environ, env):
-            yield
+        return env
+
+    @property
+    def machines(self) -> LocalMachines:
+        """The stack's state machines on this deployment, run by moto's executor, their
+        functions in-process (:class:`~s3ingest.local.executions.LocalMachines`; set up on
+        first use)."""
+        if self._machines is None:
+            self._machines = LocalMachines(self.emu, self.resources, self.settings_env())
+        return self._machines
+
+    def close(self) -> None:
+        """Unregister this deployment's functions from the local Lambda service."""
+        if self._machines is not None:
+            self._machines.close()
 
     def crashing(self, chaos: Chaos | None) -> AbstractContextManager[None]:
         """Inject ``chaos.crash`` into the effects run inside the block, and only there."""
@@ -310,6 +344,36 @@ class LocalRuntime:
             destination_bucket=self.resources.inventory_bucket,
         )
 
+    @overload
+    def reconcile(
+        self,
+        source: str = ...,
+        *,
+        prefix: str = ...,
+        dry_run: bool = ...,
+        margin_seconds: int = ...,
+        progress: Progress | None = ...,
+        drain: bool = ...,
+        fan_out: Literal[False] = ...,
+        partitions: int | None = ...,
+        segments: int | None = ...,
+    ) -> ReconcileReport: ...
+
+    @overload
+    def reconcile(
+        self,
+        source: str = ...,
+        *,
+        prefix: str = ...,
+        dry_run: bool = ...,
+        margin_seconds: int = ...,
+        progress: Progress | None = ...,
+        drain: bool = ...,
+        fan_out: Literal[True],
+        partitions: int | None = ...,
+        segments: int | None = ...,
+    ) -> dict[str, Any]: ...
+
     def reconcile(
         self,
         source: str = INVENTORY,
@@ -319,13 +383,52 @@ class LocalRuntime:
         margin_seconds: int = 0,
         progress: Progress | None = None,
         drain: bool = True,
-    ) -> ReconcileReport:
+        fan_out: bool = False,
+        partitions: int | None = None,
+        segments: int | None = None,
+    ) -> ReconcileReport | dict[str, Any]:
         """Run one reconciliation (writing an inventory report first for ``inventory``), then
         drain the repairs through the ingest handler.
 
         ``margin_seconds`` defaults to 0 here: locally, nothing changes after the snapshot.
+
+        With ``fan_out``, an execution of the stack's fan-out state machine does it
+        (``inventory`` only; ``partitions`` and ``segments`` as its input, the plan's defaults
+        when None) and the result is a dict: the machine's summary plus ``"execution"``
+        (:meth:`~s3ingest.local.executions.Execution.summary`).
+
+        Raises
+        ------
+        ValueError
+            ``fan_out`` with another source, or ``partitions``/``segments`` without it.
+        RuntimeError
+            When the fan-out execution does not succeed.
         """
+        if not fan_out and (partitions is not None or segments is not None):
+            raise ValueError("partitions and segments are the fan-out's (fan_out=True)")
+        if fan_out and source != INVENTORY:
+            raise ValueError("the fan-out reconciliation reads an S3 Inventory report")
         manifest = self.write_inventory() if source == INVENTORY else None
+        if fan_out:
+            event: dict[str, Any] = {
+                "manifest": manifest,
+                "prefix": prefix,
+                "dryRun": dry_run,
+                "marginSeconds": margin_seconds,
+            }
+            if partitions is not None:
+                event["partitions"] = partitions
+            if segments is not None:
+                event["segments"] = segments
+            execution = self.machines.run(RECONCILE_FANOUT, event)
+            if execution.status != "SUCCEEDED":
+                raise RuntimeError(
+                    f"fan-out reconciliation {execution.status}: {execution.error}: "
+                    f"{execution.cause}"
+                )
+            if drain and not dry_run:
+                self.drain()
+            return {**execution.output, "execution": execution.summary()}
         request = ReconcileRequest(
             source=source,
             prefix=prefix,
@@ -357,22 +460,72 @@ class LocalRuntime:
 
     # -- backfill ----------------------------------------------------------------------------
 
+    #: Whether ``backfill(engine="batch-operations")`` runs the stack's state machine (its S3
+    #: Control ``CreateJob``/``DescribeJob`` answered by the emulator); until S3 Control jobs
+    #: are emulated, the job is driven directly (:func:`~s3ingest.local.sources.run_backfill`).
+    batch_operations_via_state_machine: bool = False
+
     def backfill(
         self,
         manifest_key: str | None = None,
         between: Callable[[int], None] | None = None,
         chaos: Chaos | None = None,
+        *,
+        engine: str = BATCH_OPERATIONS,
+        max_failures: int = 0,
+        timeout_seconds: float = 600.0,
     ) -> dict[str, Any]:
-        """Backfill from an S3 Inventory report (written now unless given): a Batch Operations
-        job driven locally through the real backfill code path (CONTRACT C13). ``chaos.crash``
-        kills workers of this job's tasks: each becomes a ``TemporaryFailure`` that the job
-        retries."""
-        reconciler = self.reconciler()
+        """Backfill from an S3 Inventory report (written now unless given), CONTRACT C13.
+
+        ``engine="distributed-map"``: an execution of the stack's Distributed Map backfill
+        machine (``maxFailures`` = ``max_failures``); its functions run in-process. The report is
+        the execution's output (``total``, ``succeeded``, ``failed``) plus ``"execution"``
+        (:meth:`~s3ingest.local.executions.Execution.summary`), whatever its status.
+
+        ``engine="batch-operations"``: the Batch Operations job driven locally through the real
+        backfill code path (one task per inventory row); ``chaos.crash`` kills workers of this
+        job's tasks (each becomes a ``TemporaryFailure`` that the job retries) and ``between``
+        runs before each task. The report is the job's plus ``"execution": None``; once
+        :attr:`batch_operations_via_state_machine` is on, the stack's machine runs instead, as
+        for the Distributed Map.
+
+        Raises
+        ------
+        ValueError
+            For an unknown engine, or ``between``/``chaos`` with a state machine execution
+            (its tasks run inside the machine).
+        """
+        if engine not in BACKFILL_ENGINES:
+            raise ValueError(f"engine must be one of {BACKFILL_ENGINES}, not {engine!r}")
         manifest_key = manifest_key or self.write_inventory()
+        if engine == DISTRIBUTED_MAP or self.batch_operations_via_state_machine:
+            if between is not None or chaos is not None:
+                raise ValueError("between and chaos apply to the directly driven job only")
+            machine = (
+                BACKFILL_DISTRIBUTED_MAP
+                if engine == DISTRIBUTED_MAP
+                else (BACKFILL_BATCH_OPERATIONS)
+            )
+            execution = self.backfill_execution(
+                machine, manifest_key, max_failures, timeout_seconds
+            )
+            self.pump_changes()  # the functions wrote to the ledger outside drain()
+            return {**(execution.output or {}), "execution": execution.summary()}
+        reconciler = self.reconciler()
         with self.crashing(chaos), self.function_environment():
             report = run_backfill(reconciler, self.service, manifest_key, between)
         self.pump_changes()  # the job wrote to the ledger outside drain()
-        return report
+        return {**report, "execution": None}
+
+    def backfill_execution(
+        self, machine: str, manifest_key: str, max_failures: int = 0, timeout_seconds: float = 600.0
+    ) -> Execution:
+        """One execution of backfill machine ``machine`` over ``manifest_key``, to its end."""
+        return self.machines.run(
+            machine,
+            {"manifest": manifest_key, "maxFailures": max_failures},
+            timeout_seconds,
+        )
 
     # -- oracles -----------------------------------------------------------------------------
 

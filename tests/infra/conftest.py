@@ -10,16 +10,17 @@ from collections.abc import Iterator
 
 import pytest
 
+from s3ingest.local.machines.generate import VARIANTS as CONTEXTS
 from s3ingest_cdk.synth import Synth, synthesize
 
 #: The existing bucket the adoption tests deploy against.
 ADOPTED_BUCKET = "existing-landing-bucket"
 
 #: The address the fan-out synth subscribes to the alarm topic (``alarmEmail``).
-ALARM_EMAIL = "oncall@example.com"
+ALARM_EMAIL = str(CONTEXTS["fanout"]["alarmEmail"])
 
 #: The processor the fan-out synth runs: the repository's example (``functions/s3ingest_examples``).
-PROCESSOR = "s3ingest_examples.sidecar:process"
+PROCESSOR = str(CONTEXTS["fanout"]["processor"])
 
 #: Every synthesized variant, for the checks that apply to each (cdk-nag, cfn-lint).
 VARIANTS = ["synth", "adopted_synth", "fanout_synth"]
@@ -46,15 +47,5 @@ def fanout_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
     ``reconcileFanOut``, and the Distributed Map backfill, ``backfillEngine=distributed-map``), an
     alarm e-mail subscription (``alarmEmail``), the example processor (``processor``), the
     change stream (``changeStream``) and X-Ray tracing (``tracing``), synthesized once."""
-    yield synthesize(
-        tmp_path_factory.mktemp("cdk-out-fanout"),
-        {
-            "reconcileFanOut": True,
-            "backfillEngine": "distributed-map",
-            "stage": "fanout",
-            "alarmEmail": ALARM_EMAIL,
-            "processor": PROCESSOR,
-            "changeStream": True,
-            "tracing": True,
-        },
-    )
+    # the same context as the local runtime's machines (s3ingest/local/machines/generate.py)
+    yield synthesize(tmp_path_factory.mktemp("cdk-out-fanout"), CONTEXTS["fanout"])

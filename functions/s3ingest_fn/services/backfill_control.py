@@ -105,12 +105,25 @@ def read_report(
         for row in csv.reader(io.StringIO(text)):
             if not row:
                 continue
-            rec = dict(zip(schema, row, strict=False))
+            rec = _report_record(schema, row)
             failed += 1
             errors[rec.get("ErrorCode", "")] += 1
             if len(samples) < sample:
                 samples.append(rec)
     return {"reportManifest": key, "failed": failed, "errors": dict(errors), "samples": samples}
+
+
+def _report_record(schema: list[str], row: list[str]) -> dict[str, str]:
+    """One result row as ``{column: value}``. The documented example rows put the HTTP status
+    before the error code (``bucket,key,,failed,200,PermanentFailure,"Lambda returned function
+    error: ..."``), unlike the ``ReportSchema`` they come with
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/batch-ops-examples-reports.html): a
+    numeric ``ErrorCode`` beside a non-numeric ``HTTPStatusCode`` is read the other way round."""
+    rec = dict(zip(schema, row, strict=False))
+    code, status = rec.get("ErrorCode", ""), rec.get("HTTPStatusCode", "")
+    if code.isdigit() and not status.isdigit():
+        rec["ErrorCode"], rec["HTTPStatusCode"] = status, code
+    return rec
 
 
 def backfill_file(

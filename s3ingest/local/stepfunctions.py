@@ -1,0 +1,88 @@
+"""moto's Step Functions executor, set up for the local runtime.
+
+moto runs state machines with an ASL interpreter once its configuration says
+``{"stepfunctions": {"execute_state_machine": true}}`` (:func:`enable_executor` posts it to the
+emulator's ``/moto-api/config``). Two things are adjusted, process-wide and idempotently:
+
+* **Endpoint.** The interpreter's SDK clients (Lambda tasks, ``aws-sdk:*`` integrations) go to
+  ``http://localhost:$MOTO_PORT`` (5000 by default); here they go to a running emulator of this
+  process (moto's backends are shared by every server of a process, so any live one will do).
+* **Time.** ``Wait`` states and retry intervals really sleep in moto; the local runtime scales
+  them by :data:`TIME_SCALE` (``S3INGEST_LOCAL_TIME_SCALE``, 0.01 by default: a 30 s ``Wait``
+  lasts 0.3 s, a 2 s retry interval 20 ms; ``1`` for real time). Only durations change: the
+  order of states, the retry counts and back-off ratios stay the machine's. Execution history
+  timestamps are the scaled ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import urllib.request
+from types import SimpleNamespace
+from typing import Any
+
+#: Local time per state-machine second (``S3INGEST_LOCAL_TIME_SCALE``).
+TIME_SCALE = float(os.environ.get("S3INGEST_LOCAL_TIME_SCALE", "0.01"))
+
+_PORTS: list[int] = []
+_LOCK = threading.Lock()
+
+
+def register_port(port: int) -> None:
+    """A started emulator's port: the interpreter's clients may use it."""
+    with _LOCK:
+        _PORTS.append(port)
+
+
+def unregister_port(port: int) -> None:
+    """A stopped emulator's port."""
+    with _LOCK:
+        if port in _PORTS:
+            _PORTS.remove(port)
+
+
+def _current_port() -> str:
+    with _LOCK:
+        if not _PORTS:
+            raise RuntimeError("no local emulator is running for the state machine's clients")
+        return str(_PORTS[-1])
+
+
+def _scaled_sleep(seconds: float) -> None:
+    time.sleep(max(0.0, seconds) * TIME_SCALE)
+
+
+def _patch_interpreter() -> None:
+    from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+    from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
+    from moto.stepfunctions.parser.asl.utils import boto_client
+
+    if getattr(boto_client, "_s3ingest_local", False):
+        return
+    boto_client.moto_server_port = _current_port
+    retrier_decl.time = SimpleNamespace(sleep=_scaled_sleep)  # type: ignore[assignment]
+
+    def wait_interval(self: Any, env: Any, wait_seconds: float) -> None:
+        # As moto's, scaled: the wait ends early when the execution stops (the event is set).
+        if wait_seconds > 0:
+            env.program_state_event.wait(wait_seconds * TIME_SCALE)
+
+    wait_function.WaitFunction._wait_interval = wait_interval  # type: ignore[method-assign]
+    boto_client._s3ingest_local = True  # type: ignore[attr-defined]
+
+
+def enable_executor(endpoint_url: str) -> None:
+    """Turn on moto's state machine executor through the emulator's configuration API
+    (``POST /moto-api/config``) and adjust it for local runs (see the module)."""
+    _patch_interpreter()
+    request = urllib.request.Request(
+        f"{endpoint_url}/moto-api/config",
+        data=json.dumps({"stepfunctions": {"execute_state_machine": True}}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        response.read()
