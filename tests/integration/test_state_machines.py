@@ -11,7 +11,11 @@ from typing import Any
 
 import pytest
 
-from s3ingest.local.machines import BACKFILL_DISTRIBUTED_MAP, RECONCILE_FANOUT
+from s3ingest.local.machines import (
+    BACKFILL_BATCH_OPERATIONS,
+    BACKFILL_DISTRIBUTED_MAP,
+    RECONCILE_FANOUT,
+)
 from s3ingest.local.runtime import DISTRIBUTED_MAP, LocalRuntime, local_settings
 from s3ingest_fn.core.decide import IngestService
 from s3ingest_fn.core.model import TransientError
@@ -184,3 +188,20 @@ def test_failures_above_max_failures_fail_the_backfill(
     assert sorted(runtime.compare().differences) == sorted(
         f"missing in ledger: {key!r}" for key in stuck
     )
+
+
+@pytest.mark.slow
+@pytest.mark.contract("C13")
+def test_the_batch_operations_machine_reaches_s3_control(runtime: LocalRuntime) -> None:
+    # GIVEN the Batch Operations backfill machine as synthesized, its placeholders filled
+    _predating(runtime, HOSTILE[:1])
+    manifest = runtime.write_inventory()
+    # WHEN it runs (CreateJob through the executor's aws-sdk integration)
+    execution = runtime.backfill_execution(BACKFILL_BATCH_OPERATIONS, manifest)
+    # THEN it prepared the manifest and called S3 Control on the emulator: until S3 Control
+    # jobs are emulated, CreateJob fails with an error named as Step Functions names it
+    # ("S3Control.<Exception>", which the task's retriers match), not a connection error
+    assert {"PrepareManifest", "CreateJob"} <= set(execution.states_entered)
+    if execution.status != "SUCCEEDED":
+        assert execution.status == "FAILED"
+        assert str(execution.error).startswith("S3Control."), execution.summary()
