@@ -6,11 +6,14 @@ above ``maxFailures`` end the backfill ``FAILED``."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from s3ingest.cli import app
 from s3ingest.local.machines import (
     BACKFILL_BATCH_OPERATIONS,
     BACKFILL_DISTRIBUTED_MAP,
@@ -205,3 +208,38 @@ def test_the_batch_operations_machine_reaches_s3_control(runtime: LocalRuntime) 
     if execution.status != "SUCCEEDED":
         assert execution.status == "FAILED"
         assert str(execution.error).startswith("S3Control."), execution.summary()
+
+
+@pytest.mark.slow
+@pytest.mark.contract("C13")
+def test_cli_backfill_start_local_distributed_map_reports_the_execution() -> None:
+    result = CliRunner().invoke(
+        app, ["backfill", "start", "--local", "--engine", "distributed-map", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["execution"]["status"] == "SUCCEEDED"
+    assert set(report["execution"]) >= {"arn", "status", "states_entered", "map_runs"}
+    assert report["converged"] is True
+    assert report["failed"] == 0 and report["total"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.contract("C12")
+def test_cli_reconcile_local_fan_out_reports_the_execution() -> None:
+    result = CliRunner().invoke(app, ["reconcile", "--local", "--fan-out", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["execution"]["status"] == "SUCCEEDED"
+    assert report["execution"]["map_runs"][0]["status"] == "SUCCEEDED"
+    assert report["converged"] is True
+
+
+def test_cli_engine_and_fan_out_are_local_only() -> None:
+    runner = CliRunner()
+    backfill = runner.invoke(app, ["backfill", "start", "--stack", "X", "--engine", "glue"])
+    assert backfill.exit_code == 2
+    reconcile = runner.invoke(app, ["reconcile", "--stack", "X", "--fan-out"])
+    assert reconcile.exit_code == 2
+    listing = runner.invoke(app, ["reconcile", "--local", "--source", "listing", "--fan-out"])
+    assert listing.exit_code == 2
