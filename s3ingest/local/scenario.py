@@ -15,13 +15,17 @@ Format (one JSON object per line; blank lines and lines starting with ``#`` are 
   "crash": 0.0}}``: deliver every event the S3 operations emitted so far under that chaos, then
   drain the queue; a dropped event is lost for good (only reconciliation repairs what it would
   have done); ``crash`` kills the worker after a processor's effect, before its commit;
-* ``{"op": "reconcile", "source": "listing" | "inventory"}``: one reconciliation (an inventory
-  report of the bucket is written first for ``inventory``), then the repairs are drained;
+* ``{"op": "reconcile", "source": "listing" | "inventory", "fan_out": false}``: one
+  reconciliation (an inventory report of the bucket is written first for ``inventory``), then
+  the repairs are drained; with ``"fan_out": true`` (``inventory`` only) an execution of the
+  stack's fan-out state machine reconciles;
 * ``{"op": "replay", "from": ISO-8601, "to": ISO-8601}`` (both optional: everything archived so
   far): an EventBridge replay from the archive, scoped to the ingest rule, then a drain;
-* ``{"op": "backfill"}``: an S3 Inventory report of the bucket, then an S3 Batch Operations job
-  over it through the real backfill handler (objects whose events were never delivered, for
-  instance those put before the scenario's first flush with ``"drop": 1.0``, come in).
+* ``{"op": "backfill", "engine": "batch-operations" | "distributed-map"}``: an S3 Inventory
+  report of the bucket, then a backfill over it (objects whose events were never delivered, for
+  instance those put before the scenario's first flush with ``"drop": 1.0``, come in):
+  ``batch-operations`` (default) an S3 Batch Operations job through the real backfill handler,
+  ``distributed-map`` an execution of the stack's Distributed Map backfill state machine.
 
 The result (:func:`run_scenario`) is ``{"error": str | None, "messages": [...], "ledger": [...],
 "bucket": [...], "effects": [...], "changes": [...], "effects_problems": [...], "converged":
@@ -44,7 +48,12 @@ from botocore.exceptions import ClientError
 
 from s3ingest.local.chaos import Chaos
 from s3ingest.local.emulator import Emulator
-from s3ingest.local.runtime import LocalRuntime, local_settings
+from s3ingest.local.runtime import (
+    BACKFILL_ENGINES,
+    BATCH_OPERATIONS,
+    LocalRuntime,
+    local_settings,
+)
 from s3ingest.local.s3faithful import Op, check_key
 from s3ingest.settings import Settings
 
@@ -57,8 +66,8 @@ _FIELDS = {
     "delete": {"key", "version_id"},
     "deliver": {"body"},
     "flush": {"chaos"},
-    "reconcile": {"source"},
-    "backfill": set(),
+    "reconcile": {"source", "fan_out"},
+    "backfill": {"engine"},
     "replay": {"from", "to"},
 }
 
@@ -230,6 +239,14 @@ def _check_step(lineno: int, doc: dict[str, Any]) -> None:
             )
     if op == "reconcile" and doc.get("source", "inventory") not in ("listing", "inventory"):
         raise ScenarioError(f"line {lineno}: reconcile source must be listing or inventory")
+    if op == "reconcile" and not isinstance(doc.get("fan_out", False), bool):
+        raise ScenarioError(f"line {lineno}: reconcile fan_out must be true or false")
+    if op == "reconcile" and doc.get("fan_out") and doc.get("source", "inventory") != "inventory":
+        raise ScenarioError(f"line {lineno}: the fan-out reconciliation reads an inventory")
+    if op == "backfill" and doc.get("engine", BATCH_OPERATIONS) not in BACKFILL_ENGINES:
+        raise ScenarioError(
+            f"line {lineno}: backfill engine must be one of {', '.join(BACKFILL_ENGINES)}"
+        )
     if op == "flush":
         try:
             Chaos.from_json(doc.get("chaos"))
@@ -329,10 +346,21 @@ def _run(
                 rt.flush(Chaos.from_json(step.get("chaos")))
                 rt.drain()
             elif op == "reconcile":
-                report = rt.reconcile(step.get("source", "inventory"))
-                reconciliations.append({"step": lineno, **report.as_dict()})
+                if step.get("fan_out"):
+                    summary = rt.reconcile(step.get("source", "inventory"), fan_out=True)
+                    reconciliations.append({"step": lineno, **summary})
+                else:
+                    report = rt.reconcile(step.get("source", "inventory"))
+                    reconciliations.append({"step": lineno, **report.as_dict()})
             elif op == "backfill":
-                backfills.append({"step": lineno, **rt.backfill()})
+                backfill = rt.backfill(engine=step.get("engine", BATCH_OPERATIONS))
+                backfills.append({"step": lineno, **backfill})
+                execution = backfill.get("execution")
+                if execution and execution["status"] != "SUCCEEDED":
+                    raise ValueError(
+                        f"execution {execution['status']}: {execution.get('error')}: "
+                        f"{execution.get('cause')}"
+                    )
             elif op == "replay":
                 start = _parse_time(lineno, "from", step["from"]) if "from" in step else None
                 end = _parse_time(lineno, "to", step["to"]) if "to" in step else None
@@ -350,6 +378,7 @@ def _run(
             break
     comparison = rt.compare()
     fx = rt.effects_report()
+    rt.close()
     return {
         "error": error,
         "messages": [

@@ -6,7 +6,16 @@ emulator's ``/moto-api/config``). Two things are adjusted, process-wide and idem
 
 * **Endpoint.** The interpreter's SDK clients (Lambda tasks, ``aws-sdk:*`` integrations) go to
   ``http://localhost:$MOTO_PORT`` (5000 by default); here they go to a running emulator of this
-  process (moto's backends are shared by every server of a process, so any live one will do).
+  process (moto's backends are shared by every server of a process, so any live one will do),
+  S3 Control's endpoint rules put the account in the host name (``{AccountId}.127.0.0.1``, which
+  does not resolve); its requests go to the emulator's own host (the account travels in
+  ``x-amz-account-id`` as well, and the emulator routes ``/v20180820/`` to S3 Control).
+* **Error names.** Step Functions names an ``aws-sdk`` integration's error
+  ``<Service>.<Exception>`` with the service's own capitalisation (``S3Control.TooManyRequests
+  Exception``,
+  https://docs.aws.amazon.com/step-functions/latest/dg/supported-services-awssdk.html); moto
+  knows that spelling for DynamoDB and Step Functions only, so ``S3Control`` is added: the
+  backfill machine's retriers name S3 Control's errors that way.
 * **Time.** ``Wait`` states and retry intervals really sleep in moto; the local runtime scales
   them by :data:`TIME_SCALE` (``S3INGEST_LOCAL_TIME_SCALE``, 0.01 by default: a 30 s ``Wait``
   lasts 0.3 s, a 2 s retry interval 20 ms; ``1`` for real time). Only durations change: the
@@ -55,14 +64,64 @@ def _scaled_sleep(seconds: float) -> None:
     time.sleep(max(0.0, seconds) * TIME_SCALE)
 
 
+def boto_client_for(region: str, service: str, state_credentials: Any = None) -> Any:
+    """moto's ``boto_client_for`` (``moto/stepfunctions/parser/asl/utils/boto_client.py``) with
+    the emulator's endpoint (:func:`_emulator_host` for S3 Control)."""
+    import boto3
+    from botocore.config import Config
+    from moto.core.models import botocore_stubber
+    from moto.stepfunctions.parser.asl.component.common.timeouts.timeout import TimeoutSeconds
+
+    kwargs: dict[str, Any] = {}
+    if not botocore_stubber.enabled:
+        kwargs["endpoint_url"] = f"http://127.0.0.1:{_current_port()}"
+    client: Any = boto3.client(
+        service,  # type: ignore[call-overload]
+        aws_access_key_id="ak",
+        aws_secret_access_key="sk",
+        region_name=region,
+        config=Config(
+            parameter_validation=False,
+            retries={"max_attempts": 0, "total_max_attempts": 1},
+            connect_timeout=TimeoutSeconds.DEFAULT_TIMEOUT_SECONDS,
+            read_timeout=TimeoutSeconds.DEFAULT_TIMEOUT_SECONDS,
+        ),
+        **kwargs,
+    )
+    if service == "s3control" and "endpoint_url" in kwargs:
+        client.meta.events.register("before-sign.s3-control", _emulator_host)
+    return client
+
+
+def _emulator_host(request: Any, **_: Any) -> None:
+    """``http://<account>.127.0.0.1:<port>/...`` -> ``http://127.0.0.1:<port>/...``."""
+    scheme, rest = request.url.split("://", 1)
+    host, _, path = rest.partition("/")
+    if host.count(".") > 3:  # "<account>.127.0.0.1:<port>"
+        request.url = f"{scheme}://{host.split('.', 1)[1]}/{path}"
+
+
 def _patch_interpreter() -> None:
+    import sys
+
     from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
     from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
     from moto.stepfunctions.parser.asl.utils import boto_client
 
     if getattr(boto_client, "_s3ingest_local", False):
         return
+    original = boto_client.boto_client_for
+    # modules imported from now on take ours; those already imported are rebound
+    boto_client.boto_client_for = boto_client_for
+    for module in list(sys.modules.values()):
+        if getattr(module, "boto_client_for", None) is original:
+            module.boto_client_for = boto_client_for  # type: ignore[attr-defined]
     boto_client.moto_server_port = _current_port
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
+        state_task_service_aws_sdk as aws_sdk,
+    )
+
+    aws_sdk._SERVICE_ERROR_NAMES.setdefault("s3control", "S3Control")
     retrier_decl.time = SimpleNamespace(sleep=_scaled_sleep)  # type: ignore[assignment]
 
     def wait_interval(self: Any, env: Any, wait_seconds: float) -> None:

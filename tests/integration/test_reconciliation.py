@@ -166,13 +166,14 @@ def test_rows_changed_after_the_snapshot_are_skipped(emulator: Any) -> None:
     assert report.drift_total == 0
 
 
+@pytest.mark.slow
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=drop_ops, versioning=st.sampled_from(["Enabled", None]))
 def test_fanned_out_reconciliation_finds_what_the_single_run_finds(
     emulator: Any, ops: list[tuple[str, str, int]], versioning: str | None
 ) -> None:
     # GIVEN a lossy history and one inventory report
-    from s3ingest.local.fanout_driver import run_fanout
+    from s3ingest.local.machines import RECONCILE_FANOUT
     from s3ingest_fn.services.reconcile import ReconcileRequest
 
     rt = LocalRuntime(emulator, versioning=versioning)
@@ -181,12 +182,18 @@ def test_fanned_out_reconciliation_finds_what_the_single_run_finds(
     single = rt.reconciler().run(
         ReconcileRequest(source="inventory", manifest_key=manifest, dry_run=True, margin_ms=0)
     )
-    # WHEN the fan-out steps run over 4 partitions and 3 segments
-    summary = run_fanout(
-        rt.reconciler(), {"manifest": manifest, "partitions": 4, "segments": 3, "marginSeconds": 0}
-    )
-    rt.drain()
-    # THEN they find the same drift, and their repairs make the ledger equal the bucket
+    # WHEN the stack's fan-out state machine runs over 4 partitions and 3 segments
+    try:
+        execution = rt.machines.run(
+            RECONCILE_FANOUT,
+            {"manifest": manifest, "partitions": 4, "segments": 3, "marginSeconds": 0},
+        )
+        rt.drain()
+    finally:
+        rt.close()
+    # THEN it succeeds and finds the same drift, and its repairs make the ledger equal the bucket
+    assert execution.status == "SUCCEEDED", execution.summary()
+    summary = execution.output
     assert summary["drift"] == single.drift
     assert summary["ledger_rows"] == single.ledger_rows
     assert rt.compare().differences == []

@@ -188,6 +188,33 @@ def test_backfill_step_brings_in_objects_whose_events_were_lost(
     assert {m["key"] for m in result["messages"]} == {"live.csv"}
 
 
+@pytest.mark.slow
+@pytest.mark.contract("C12", "C13")
+def test_backfill_and_reconcile_steps_run_the_state_machines(emulator: Any, tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        [
+            {"bucket": "machines-bkt", "versioning": "Enabled"},
+            {"op": "put", "key": "before pipeline.csv", "body": "1"},
+            {"op": "put", "key": "100%+café", "body": "2"},
+            {"op": "flush", "chaos": {"drop": 1.0}},
+            {"op": "backfill", "engine": "distributed-map"},
+            {"op": "put", "key": "lost later", "body": "3"},
+            {"op": "flush", "chaos": {"drop": 1.0}},
+            {"op": "reconcile", "fan_out": True},
+        ],
+    )
+    result = run_scenario(path, emulator=emulator)
+    assert result["error"] is None
+    assert result["converged"] is True
+    (backfill,) = result["backfills"]
+    assert (backfill["step"], backfill["total"], backfill["failed"]) == (5, 2, 0)
+    assert backfill["execution"]["status"] == "SUCCEEDED"
+    (reconciliation,) = result["reconciliations"]
+    assert reconciliation["execution"]["status"] == "SUCCEEDED"
+    assert reconciliation["drift"]["missing"] == 1
+
+
 @pytest.mark.parametrize(
     ("lines", "message"),
     [
@@ -195,7 +222,13 @@ def test_backfill_step_brings_in_objects_whose_events_were_lost(
         (['{"bucket": "192.168.1.1"}'], "not a valid S3 bucket name"),
         (['{"bucket": "b-one"}', '{"bucket": "b-two"}'], "only the first line"),
         (['{"op": "put", "key": "a", "key": "b", "body": "1"}'], "given twice"),
-        (['{"op": "backfill", "source": "listing"}'], "accepts: no fields"),
+        (['{"op": "backfill", "source": "listing"}'], "accepts: engine"),
+        (['{"op": "backfill", "engine": "glue"}'], "backfill engine must be one of"),
+        (['{"op": "reconcile", "fan_out": "yes"}'], "fan_out must be true or false"),
+        (
+            ['{"op": "reconcile", "source": "listing", "fan_out": true}'],
+            "fan-out reconciliation reads an inventory",
+        ),
         (
             ['{"op": "replay", "from": "2026-11-30T10:00:00Z", "to": "2026-11-30T09:00:00Z"}'],
             'line 1: replay "to" .* must be after "from"',

@@ -1,7 +1,7 @@
 """The fan-out reconciliation: a Step Functions state machine over the fan-out step function.
 
-The order of the steps is the one ``s3ingest/local/fanout_driver.py`` runs locally, and each
-step's payload carries exactly the fields ``s3ingest_fn.services.fanout.FanOut`` reads.
+Each step's payload carries exactly the fields ``s3ingest_fn.services.fanout.FanOut`` reads; the
+local runtime executes this machine as synthesized (``s3ingest/local/executions.py``).
 """
 
 from __future__ import annotations
