@@ -32,7 +32,7 @@ def run(objects: int = 500) -> None:
         manifest = rt.write_inventory()
         for label in ("first run (new rows)", "second run (nothing to do)"):
             ddb, s3 = _count(rt.ddb, "dynamodb"), _count(rt.s3, "s3")
-            report = rt.backfill(manifest)
+            report = rt.drive_backfill_job(manifest)
             tasks = report["total"]
             print(f"   {label}: {tasks} tasks, results {json.dumps(report['result_strings'])}")
             print(

@@ -184,16 +184,15 @@ def run_backfill_demo(
     an S3 Inventory report is written, and the backfill runs with ``engine`` while
     ``live_operations`` happen and are delivered (duplicated, reordered).
 
-    ``batch-operations``: the job's tasks run through the real backfill handler, the live
-    operations between them. ``distributed-map``: an execution of the stack's state machine; the
-    live operations happen after the inventory report and before the execution (its tasks run
-    inside the machine), so the backfill meets objects changed since the snapshot.
+    The backfill is an execution of the stack's state machine for ``engine``; the live
+    operations happen after the inventory report and before the execution (its tasks run inside
+    the machine), so the backfill meets objects changed since the snapshot.
 
     Returns
     -------
     dict
         The backfill's report (:meth:`LocalRuntime.backfill`: ``total``, ``succeeded``,
-        ``failed``, ``execution``, and the job's ``result_strings`` and ``failures``) plus
+        ``failed``, ``execution``; ``jobId`` and ``reportManifest`` for a job) plus
         ``converged``, ``differences``, ``ledger_rows``, ``visible_objects``.
     """
     rng = random.Random(seed)
@@ -218,14 +217,11 @@ def run_backfill_demo(
                 rt.drain()
 
         try:
-            if engine == BATCH_OPERATIONS and not rt.batch_operations_via_state_machine:
-                report = rt.backfill(manifest, between=live)
-            else:
-                for index in range(objects):
-                    live(index)
-                if on_progress:
-                    on_progress(f"backfill execution ({engine})", 0, objects)
-                report = rt.backfill(manifest, engine=engine, max_failures=max_failures)
+            for index in range(objects):
+                live(index)
+            if on_progress:
+                on_progress(f"backfill execution ({engine})", 0, objects)
+            report = rt.backfill(manifest, engine=engine, max_failures=max_failures)
             rt.flush(Chaos(seed=seed, duplicate=0.3, reorder=True))
             rt.drain()
             comparison = rt.compare()

@@ -460,57 +460,52 @@ class LocalRuntime:
 
     # -- backfill ----------------------------------------------------------------------------
 
-    #: Whether ``backfill(engine="batch-operations")`` runs the stack's state machine (its S3
-    #: Control ``CreateJob``/``DescribeJob`` answered by the emulator); until S3 Control jobs
-    #: are emulated, the job is driven directly (:func:`~s3ingest.local.sources.run_backfill`).
-    batch_operations_via_state_machine: bool = False
-
     def backfill(
         self,
         manifest_key: str | None = None,
-        between: Callable[[int], None] | None = None,
-        chaos: Chaos | None = None,
         *,
         engine: str = BATCH_OPERATIONS,
         max_failures: int = 0,
         timeout_seconds: float = 600.0,
     ) -> dict[str, Any]:
-        """Backfill from an S3 Inventory report (written now unless given), CONTRACT C13.
+        """Backfill from an S3 Inventory report (written now unless given), CONTRACT C13: an
+        execution of the stack's backfill machine for ``engine`` (``maxFailures`` =
+        ``max_failures``), its functions run in-process and, for ``batch-operations``, its job
+        run by the emulator's S3 Control (:mod:`s3ingest.local.s3control_jobs`).
 
-        ``engine="distributed-map"``: an execution of the stack's Distributed Map backfill
-        machine (``maxFailures`` = ``max_failures``); its functions run in-process. The report is
-        the execution's output (``total``, ``succeeded``, ``failed``) plus ``"execution"``
-        (:meth:`~s3ingest.local.executions.Execution.summary`), whatever its status.
-
-        ``engine="batch-operations"``: the Batch Operations job driven locally through the real
-        backfill code path (one task per inventory row); ``chaos.crash`` kills workers of this
-        job's tasks (each becomes a ``TemporaryFailure`` that the job retries) and ``between``
-        runs before each task. The report is the job's plus ``"execution": None``; once
-        :attr:`batch_operations_via_state_machine` is on, the stack's machine runs instead, as
-        for the Distributed Map.
+        Returns the execution's output (the counts; ``jobId`` and ``reportManifest`` for a job)
+        plus ``"execution"`` (:meth:`~s3ingest.local.executions.Execution.summary`), whatever
+        its status.
 
         Raises
         ------
         ValueError
-            For an unknown engine, or ``between``/``chaos`` with a state machine execution
-            (its tasks run inside the machine).
+            For an unknown engine.
+        TimeoutError
+            When the execution has not ended within ``timeout_seconds``.
         """
         if engine not in BACKFILL_ENGINES:
             raise ValueError(f"engine must be one of {BACKFILL_ENGINES}, not {engine!r}")
         manifest_key = manifest_key or self.write_inventory()
-        if engine == DISTRIBUTED_MAP or self.batch_operations_via_state_machine:
-            if between is not None or chaos is not None:
-                raise ValueError("between and chaos apply to the directly driven job only")
-            machine = (
-                BACKFILL_DISTRIBUTED_MAP
-                if engine == DISTRIBUTED_MAP
-                else (BACKFILL_BATCH_OPERATIONS)
-            )
-            execution = self.backfill_execution(
-                machine, manifest_key, max_failures, timeout_seconds
-            )
-            self.pump_changes()  # the functions wrote to the ledger outside drain()
-            return {**(execution.output or {}), "execution": execution.summary()}
+        machine = (
+            BACKFILL_DISTRIBUTED_MAP if engine == DISTRIBUTED_MAP else BACKFILL_BATCH_OPERATIONS
+        )
+        execution = self.backfill_execution(machine, manifest_key, max_failures, timeout_seconds)
+        self.pump_changes()  # the functions wrote to the ledger outside drain()
+        return {**(execution.output or {}), "execution": execution.summary()}
+
+    def drive_backfill_job(
+        self,
+        manifest_key: str | None = None,
+        between: Callable[[int], None] | None = None,
+        chaos: Chaos | None = None,
+    ) -> dict[str, Any]:
+        """A Batch Operations job's tasks driven from this thread through the real backfill code
+        path, without the state machine: for tests that act between tasks (``between(index)``
+        runs before each) or kill workers inside them (``chaos.crash``: each killed task is a
+        ``TemporaryFailure`` the job retries). Returns the job's report (``"execution": None``).
+        """
+        manifest_key = manifest_key or self.write_inventory()
         reconciler = self.reconciler()
         with self.crashing(chaos), self.function_environment():
             report = run_backfill(reconciler, self.service, manifest_key, between)

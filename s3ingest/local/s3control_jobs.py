@@ -41,12 +41,9 @@ Reaching it: botocore's S3 Control endpoint rules put the account in the host
 resolve. :func:`local_host` registers a ``before-sign`` handler that takes the account label off
 when the rest of the host is ``127.0.0.1`` or ``localhost`` (the account still travels in the
 ``x-amz-account-id`` header); :meth:`s3ingest.local.emulator.Emulator.client` applies it, and
-:func:`install` wraps the client factory of moto's Step Functions ``aws-sdk`` integration so its
-``http://localhost:<MOTO_PORT>`` clients get it too. :func:`install` also names S3 Control
-errors ``S3Control.<Exception>`` in that integration, as Step Functions does
-(https://docs.aws.amazon.com/step-functions/latest/dg/supported-services-awssdk.html), so the
-state machine's ``Retry`` on ``S3Control.TooManyRequestsException`` matches (moto would say
-``s3control.``).
+so do the clients of moto's Step Functions ``aws-sdk`` integration
+(:mod:`s3ingest.local.stepfunctions`, which also names S3 Control's errors as Step Functions
+does).
 
 Tests reach the jobs of one emulator through :func:`service_for` (``Emulator.batch_operations``):
 :meth:`BatchOperations.throttle` makes the next calls answer ``TooManyRequestsException`` (400,
@@ -735,29 +732,16 @@ _installed = False
 
 
 def install() -> None:
-    """Add the jobs routes to moto's S3 Control service and make moto's Step Functions
-    ``aws-sdk`` integration reach them and name their errors as AWS does (see the module
-    docstring). Once per process (idempotent); before the server answers its first S3 Control
-    request (moto builds a service's routes then)."""
+    """Add the jobs routes to moto's S3 Control service. Once per process (idempotent); before
+    the server answers its first S3 Control request (moto builds a service's routes then)."""
     global _installed
     with _INSTALLED:
         if _installed:
             return
         from moto.s3control import urls
-        from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
-            state_task_service_aws_sdk as aws_sdk,
-        )
 
         handler = _response_class().dispatch
         urls.url_paths[r"{0}/v20180820/jobs$"] = handler
         urls.url_paths[r"{0}/v20180820/jobs/(?P<id>[^/]+)$"] = handler
         urls.url_paths[r"{0}/v20180820/jobs/(?P<id>[^/]+)/status$"] = handler
-        aws_sdk._SERVICE_ERROR_NAMES["s3control"] = "S3Control"
-        original = aws_sdk.boto_client_for
-
-        def boto_client_for(region: str, service: str, state_credentials: Any = None) -> Any:
-            client = original(region=region, service=service, state_credentials=state_credentials)
-            return local_host(client) if service == "s3control" else client
-
-        aws_sdk.boto_client_for = boto_client_for
         _installed = True

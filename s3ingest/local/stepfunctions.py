@@ -66,11 +66,13 @@ def _scaled_sleep(seconds: float) -> None:
 
 def boto_client_for(region: str, service: str, state_credentials: Any = None) -> Any:
     """moto's ``boto_client_for`` (``moto/stepfunctions/parser/asl/utils/boto_client.py``) with
-    the emulator's endpoint (:func:`_emulator_host` for S3 Control)."""
+    the emulator's endpoint (:func:`~s3ingest.local.s3control_jobs.local_host` for S3 Control)."""
     import boto3
     from botocore.config import Config
     from moto.core.models import botocore_stubber
     from moto.stepfunctions.parser.asl.component.common.timeouts.timeout import TimeoutSeconds
+
+    from s3ingest.local.s3control_jobs import local_host
 
     kwargs: dict[str, Any] = {}
     if not botocore_stubber.enabled:
@@ -89,16 +91,8 @@ def boto_client_for(region: str, service: str, state_credentials: Any = None) ->
         **kwargs,
     )
     if service == "s3control" and "endpoint_url" in kwargs:
-        client.meta.events.register("before-sign.s3-control", _emulator_host)
+        local_host(client)
     return client
-
-
-def _emulator_host(request: Any, **_: Any) -> None:
-    """``http://<account>.127.0.0.1:<port>/...`` -> ``http://127.0.0.1:<port>/...``."""
-    scheme, rest = request.url.split("://", 1)
-    host, _, path = rest.partition("/")
-    if host.count(".") > 3:  # "<account>.127.0.0.1:<port>"
-        request.url = f"{scheme}://{host.split('.', 1)[1]}/{path}"
 
 
 def _patch_interpreter() -> None:

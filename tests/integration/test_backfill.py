@@ -52,7 +52,7 @@ def test_backfill_overlapping_live_traffic_converges(
         rt.drain()
 
     # WHEN the backfill job runs with live traffic interleaved, then the rest of the traffic
-    report = rt.backfill(manifest, between=live_traffic)
+    report = rt.drive_backfill_job(manifest, between=live_traffic)
     while pending_live:
         live_traffic(0)
     rt.flush(Chaos(seed=seed, duplicate=0.3, reorder=True))
@@ -69,9 +69,9 @@ def test_backfill_twice_changes_nothing(emulator: Any) -> None:
         rt.faithful.put(f"pre/{i} +", str(i))
     rt.faithful.delete("pre/3 +")
     rt.faithful.take_pending()
-    first = rt.backfill()
+    first = rt.drive_backfill_job()
     rows = rt.ledger_rows()
-    second = rt.backfill()
+    second = rt.drive_backfill_job()
     assert first["result_strings"] == {"applied": 11, "ignored": 2}
     assert second["result_strings"] == {"duplicate": 11, "ignored": 2}
     assert rt.ledger_rows() == rows  # not even updated_at or rev moved
@@ -90,7 +90,7 @@ def test_backfill_never_overrides_a_newer_live_event(emulator: Any) -> None:
     rt.flush()
     rt.drain()
     # WHEN the stale inventory is backfilled
-    report = rt.backfill(manifest)
+    report = rt.drive_backfill_job(manifest)
     # THEN the task succeeds without touching the newer row
     assert report["result_strings"] == {"duplicate": 1}
     (row,) = rt.ledger_rows()

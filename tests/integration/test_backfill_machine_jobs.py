@@ -39,7 +39,6 @@ def _runtime(emu: Emulator, keys: tuple[str, ...] = KEYS) -> LocalRuntime:
     for key in keys:
         rt.faithful.put(key, f"pre {key}")
     rt.faithful.take_pending()
-    rt.batch_operations_via_state_machine = True
     return rt
 
 

@@ -351,7 +351,7 @@ def test_crashes_injected_into_a_backfill_are_temporary_task_failures(emulator: 
         rt.faithful.put(f"old-{i}", str(i))
     rt.faithful.take_pending()
     # WHEN the backfill job runs with half its workers killed
-    report = rt.backfill(chaos=Chaos(seed=1, crash=0.5))
+    report = rt.drive_backfill_job(chaos=Chaos(seed=1, crash=0.5))
     # THEN Batch Operations saw temporary failures and retried them; nothing is lost
     assert report["temporary_retries"] > 0
     assert (report["total"], report["succeeded"], report["failed"]) == (6, 6, 0)
