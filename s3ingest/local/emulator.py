@@ -20,6 +20,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from s3ingest.local import fast_moto
 from s3ingest.settings import CHANGE_SOURCE, Settings, ingest_event_pattern
 from s3ingest_fn.adapters.dynamo_ledger import PARTITION_KEY, TTL_ATTRIBUTE
 
@@ -59,13 +60,15 @@ class Emulator:
 
     Use as a context manager; :meth:`client` returns boto3 clients bound to it with fake
     credentials (no AWS account is ever contacted). DynamoDB item writes are made atomic as in
-    AWS (see :func:`_serialize_item_writes`).
+    AWS (see :func:`_serialize_item_writes`); moto's expression parsing is memoised
+    (:func:`s3ingest.local.fast_moto.install`).
     """
 
     def __init__(self) -> None:
         from moto.server import ThreadedMotoServer
 
         _serialize_item_writes()
+        fast_moto.install()
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         self.port = _free_port()
         self.endpoint_url = f"http://127.0.0.1:{self.port}"
