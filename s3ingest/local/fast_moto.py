@@ -22,6 +22,11 @@ process and idempotently:
   condition and filter expressions): the tokens of an expression string are memoised and handed
   out as fresh nodes each call (the later steps, which depend on the attribute names and values,
   still run every time).
+* ``jsonpath_ng.ext.parse``, which moto's EventBridge calls for every input path of every
+  event it delivers to a target (``EventTemplateParser.parse``, ``moto/events/utils.py``), building
+  a new parser each time: memoised per path string (a parsed path is only read by ``find``).
+* ``moto.backends.list_of_moto_modules``, which the server calls for every request (it lists and
+  stats moto's package directory): computed once.
 * ``SQSBackend.get_queue_attributes`` (``moto/sqs/models.py``) computes the queue's attributes once
   per call instead of once per requested name and twice more per match (each computation walks
   every message of the queue).
@@ -71,6 +76,8 @@ def install() -> None:
         _patch_check_only_passes()
         _patch_condition_lexer()
         _patch_sqs_queue_attributes()
+        _patch_event_input_paths()
+        _patch_module_listing()
         _installed = True
 
 
@@ -232,3 +239,31 @@ def _patch_sqs_queue_attributes() -> None:
         }
 
     _set(SQSBackend, "get_queue_attributes", get_queue_attributes)
+
+
+def _patch_event_input_paths() -> None:
+    import jsonpath_ng.ext
+
+    parse = jsonpath_ng.ext.parse
+
+    @functools.lru_cache(maxsize=MEMO_SIZE)
+    def parse_path(path: str) -> Any:
+        return parse(path)
+
+    def memoised(path: Any, debug: bool = False) -> Any:
+        if debug or not isinstance(path, str):
+            return parse(path, debug=debug)
+        return parse_path(path)
+
+    _set(jsonpath_ng.ext, "parse", memoised)
+
+
+def _patch_module_listing() -> None:
+    from moto import backends
+
+    modules = tuple(backends.list_of_moto_modules())
+
+    def list_of_moto_modules() -> tuple[str, ...]:
+        return modules
+
+    _set(backends, "list_of_moto_modules", list_of_moto_modules)

@@ -385,3 +385,56 @@ def test_install_is_idempotent_and_uninstall_restores(patch_state: None) -> None
     assert UpdateExpressionParser.make == plain_make
     assert "traverse" not in ActionCountValidator.__dict__
     assert not fast_moto.installed()
+
+
+def _eventbridge_delivery() -> dict[str, Any]:
+    """One event through a rule to an SQS target (moto's input paths applied)."""
+    with mock_aws():
+        kw: dict[str, Any] = {
+            "region_name": "us-east-1",
+            "aws_access_key_id": "t",
+            "aws_secret_access_key": "t",
+        }
+        sqs: Any = boto3.client("sqs", **kw)
+        events: Any = boto3.client("events", **kw)
+        url = sqs.create_queue(QueueName="q")["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+        events.put_rule(Name="r", EventPattern=json.dumps({"source": ["aws.s3"]}))
+        events.put_targets(Rule="r", Targets=[{"Id": "q", "Arn": arn["QueueArn"]}])
+        detail = {"bucket": {"name": "b"}, "object": {"key": "a b+c", "sequencer": "0A"}}
+        events.put_events(
+            Entries=[
+                {
+                    "Source": "aws.s3",
+                    "DetailType": "Object Created",
+                    "Detail": json.dumps(detail),
+                    "Resources": ["arn:aws:s3:::b"],
+                }
+            ]
+        )
+        (message,) = sqs.receive_message(QueueUrl=url)["Messages"]
+        body: dict[str, Any] = json.loads(message["Body"])
+    return {k: v for k, v in body.items() if k not in ("id", "time")}
+
+
+def test_eventbridge_deliveries_are_those_of_moto(patch_state: None) -> None:
+    # GIVEN one event through a rule to a queue, WHEN delivered without and with the patches
+    fast_moto.uninstall()
+    plain = _eventbridge_delivery()
+    fast_moto.install()
+    fast = _eventbridge_delivery()
+    again = _eventbridge_delivery()  # the input paths now come from the memo
+    # THEN the delivered bodies are the same (apart from the event's own id and time)
+    assert fast == plain == again
+    assert plain["detail"]["object"]["key"] == "a b+c"
+    assert plain["resources"] == ["arn:aws:s3:::b"]
+
+
+def test_module_listing_is_that_of_moto(patch_state: None) -> None:
+    from moto import backends
+
+    fast_moto.uninstall()
+    plain = list(backends.list_of_moto_modules())
+    fast_moto.install()
+    assert list(backends.list_of_moto_modules()) == plain
+    assert {"dynamodb", "sqs", "s3", "events"} <= set(plain)
