@@ -76,6 +76,8 @@ class Emulator:
         self._config = Config(
             retries={"max_attempts": 2, "mode": "standard"}, max_pool_connections=64
         )
+        self._session = boto3.session.Session()
+        self._session_lock = threading.Lock()
 
     def __enter__(self) -> Emulator:
         self._server.start()
@@ -99,16 +101,20 @@ class Emulator:
 
     def client(self, service: str) -> Any:
         """A boto3 client for ``service`` bound to the emulator."""
-        # by name: boto3's typed overloads need a literal service name; the caller's is a str
-        session: Any = boto3.session.Session()
-        return session.client(
-            service,
-            endpoint_url=self.endpoint_url,
-            region_name=REGION,
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-            config=self._config,
-        )
+        # by name: boto3's typed overloads need a literal service name; the caller's is a str.
+        # One session for the emulator's clients (it caches the service models: a client costs
+        # ~30 ms of CPU instead of ~130); each client still has its own event hooks. A session
+        # is not thread-safe, hence the lock.
+        with self._session_lock:
+            session: Any = self._session
+            return session.client(
+                service,
+                endpoint_url=self.endpoint_url,
+                region_name=REGION,
+                aws_access_key_id="testing",
+                aws_secret_access_key="testing",
+                config=self._config,
+            )
 
 
 @dataclass(frozen=True)
