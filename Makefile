@@ -54,8 +54,12 @@ typecheck: $(STAMP)  ## mypy (the example app apart: its app.py would clash with
 	$(BIN)/mypy
 	$(BIN)/mypy examples/existing-app/app.py
 
+# Two test workers (pytest-xdist); the infra tests, which synthesize, stay together on one of them
+# (tests/infra/conftest.py), so each variant is synthesized once. `make unit PYTEST_WORKERS=0`
+# runs in one process.
+PYTEST_WORKERS ?= 2
 unit: $(STAMP) $(STAMP_NPM)  ## pytest only (the infra tests synthesize: jsii runs on the pinned Node)
-	$(WITH_NODE) $(BIN)/pytest
+	$(WITH_NODE) $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 test: lint typecheck unit  ## everything CI checks: lint, types, tests (synth included)
 

@@ -34,16 +34,15 @@ release, no commit), and the retry of the same event arrives after the lease (A)
 expiry (Powertools) has passed.
 
 moto spends about 20 ms of CPU on one ledger UpdateItem (it parses the ~30-action update
-expression twice and runs a validation pass that is quadratic in the number of actions), so the
-run memoises moto's update-expression parser and skips that clause-count validation while it
-runs (:func:`_fast_moto`; restored afterwards). Counts are taken on the client and do not depend
-on it; the ledger's requests are validated by unpatched moto in ``tests/unit``.
+expression twice and runs validation passes that are quadratic in the number of actions), so the
+run installs the emulator's moto patches (:mod:`s3ingest.local.fast_moto`: memoised parsing, the
+same answers and errors) while it runs (:func:`_fast_moto`). Counts are taken on the client and
+do not depend on it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import json
 import math
@@ -53,7 +52,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast
-from unittest import mock
 
 import boto3
 from aws_lambda_powertools.utilities.idempotency import (
@@ -62,12 +60,9 @@ from aws_lambda_powertools.utilities.idempotency import (
     idempotent_function,
 )
 from moto import mock_aws
-from moto.dynamodb.parsing.expressions import (  # type: ignore[attr-defined]
-    UpdateExpressionParser,
-)
-from moto.dynamodb.parsing.validators import ActionCountValidator
 
 from bench.requests_per_event import READS, WRITES
+from s3ingest.local import fast_moto
 from s3ingest.local.s3faithful import FaithfulS3, SequencerClock
 from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
 from s3ingest_fn.adapters.s3_objects import S3ContentReader, S3Objects
@@ -187,18 +182,16 @@ class Tally:
 
 @contextlib.contextmanager
 def _fast_moto() -> Iterator[None]:
-    """Speed up moto's UpdateItem for the duration of the run (see the module docstring).
-
-    ``UpdateExpressionParser.make`` is a pure function of the expression string and its result is
-    deep-copied by the validator before anything mutates it, so it is memoised; the
-    ``ActionCountValidator`` (at most one SET/REMOVE/ADD clause) only rejects malformed requests.
-    """
-    make = functools.lru_cache(maxsize=512)(UpdateExpressionParser.make)
-    with (
-        mock.patch.object(UpdateExpressionParser, "make", staticmethod(make)),
-        mock.patch.object(ActionCountValidator, "_processing_map", lambda self: {}),
-    ):
+    """Speed up moto's expression handling for the duration of the run (see the module
+    docstring): :func:`s3ingest.local.fast_moto.install`, restored afterwards when it was not in
+    force before."""
+    was = fast_moto.installed()
+    fast_moto.install()
+    try:
         yield
+    finally:
+        if not was:
+            fast_moto.uninstall()
 
 
 def _client(service: Literal["dynamodb", "s3"]) -> Any:

@@ -10,12 +10,18 @@ reads per sequenced event.
 The baseline: the same deliveries through Powertools' ``idempotent_function`` (DynamoDB
 persistence layer, keyed by bucket, key and sequencer) around a plain ledger PutItem, counted the
 same way on the same emulator.
+
+Speed: local events per second, the deliveries over the wall time of the whole run (the local
+run and the baseline, as ``python -m bench`` reports it), and its ratio to
+:data:`EVENTS_PER_SECOND_BEFORE` (target: at least 5 times). Wall time on a shared machine is
+noisy: the figure is reported, not asserted.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import time
 from collections import Counter
 from typing import Any
 
@@ -26,6 +32,14 @@ from s3ingest.local.runtime import LocalRuntime
 WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}
 READS = {"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"}
 DUPLICATE = 0.2
+
+#: Local events per second before the emulator's moto patches (:mod:`s3ingest.local.fast_moto`):
+#: 1968 deliveries in 245.4 s of wall time (249 s of CPU), ``python -m bench --only requests
+#: --events 2000`` at commit 488c6db on the project's 2-core machine, with one other test run
+#: beside it (load average about 2.5). Under heavier load the same command took 785.2 s.
+EVENTS_PER_SECOND_BEFORE = 1968 / 245.4
+#: The target ratio to :data:`EVENTS_PER_SECOND_BEFORE`.
+SPEED_TARGET = 5.0
 
 
 ROUND = 400  # S3 operations per delivery round (moto's SQS costs O(queue length) per send)
@@ -116,10 +130,12 @@ def _baseline(emu: Emulator, events: list[dict[str, Any]]) -> tuple[Counter[str]
 
 
 def run(target_events: int, seed: int, version_deletes: bool = True) -> None:
+    started = time.perf_counter()
     with Emulator() as emu:
         rt = LocalRuntime(emu, versioning="Enabled", seed=seed)
         calls = _count_calls(rt.ddb)
         emitted, delivered = _workload(rt, target_events, seed, version_deletes)
+        local_seconds = time.perf_counter() - started
         counts = rt.outcome_counts()
         processed = sum(counts.values())
         writes = sum(n for op, n in calls.items() if op in WRITES)
@@ -128,6 +144,7 @@ def run(target_events: int, seed: int, version_deletes: bool = True) -> None:
         heads = rt.objects.requests
         chaos = Chaos(seed=seed, duplicate=DUPLICATE, reorder=True)
         base_calls, base_events = _baseline(emu, chaos.schedule(emitted)[0])
+    seconds = time.perf_counter() - started
     base_writes = sum(n for op, n in base_calls.items() if op in WRITES)
     base_reads = sum(n for op, n in base_calls.items() if op in READS)
     print(f"   deletes of single versions in the workload: {version_deletes}")
@@ -150,4 +167,13 @@ def run(target_events: int, seed: int, version_deletes: bool = True) -> None:
     print(
         f"   ratio of writes (s3ingest / baseline) "
         f"{(writes / processed) / (base_writes / base_events):6.3f}"
+    )
+    speed = delivered / seconds
+    print(
+        f"   local events per second     {speed:6.2f}  ({delivered} deliveries in {seconds:.1f} s; "
+        f"the local run alone {delivered / local_seconds:.2f}/s)"
+    )
+    print(
+        f"   speed ratio (now / before)  {speed / EVENTS_PER_SECOND_BEFORE:6.2f}  "
+        f"(before {EVENTS_PER_SECOND_BEFORE:.2f}/s at 488c6db; target {SPEED_TARGET:.0f}x)"
     )

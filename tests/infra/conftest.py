@@ -2,11 +2,16 @@
 
 The app gets the context of ``cdk.json`` (settings defaults and feature flags), the composition of
 ``app.py`` (:func:`s3ingest_cdk.compose.compose`) and a fixed region, and needs no AWS credentials.
+
+With parallel workers (``pytest -n 2 --dist loadgroup``, as ``make test`` runs), every test of
+this directory is in one group (:data:`XDIST_GROUP`), so one worker synthesizes each variant once
+and the other runs the rest of the suite meanwhile.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -22,8 +27,19 @@ ALARM_EMAIL = str(CONTEXTS["fanout"]["alarmEmail"])
 #: The processor the fan-out synth runs: the repository's example (``functions/s3ingest_examples``).
 PROCESSOR = str(CONTEXTS["fanout"]["processor"])
 
+#: The pytest-xdist group of the tests that synthesize (``--dist loadgroup``: one worker).
+XDIST_GROUP = "synth"
+
 #: Every synthesized variant, for the checks that apply to each (cdk-nag, cfn-lint).
 VARIANTS = ["synth", "adopted_synth", "fanout_synth"]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Put the tests of this directory in :data:`XDIST_GROUP` (a no-op without xdist)."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents:
+            item.add_marker(pytest.mark.xdist_group(XDIST_GROUP))
 
 
 @pytest.fixture(scope="session")
