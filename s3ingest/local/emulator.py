@@ -22,6 +22,7 @@ import boto3
 from botocore.config import Config
 
 from s3ingest.local import fast_moto, s3control_jobs
+from s3ingest.local.in_process import serve_in_process
 from s3ingest.settings import CHANGE_SOURCE, Settings, ingest_event_pattern
 from s3ingest_fn.adapters.dynamo_ledger import PARTITION_KEY, TTL_ATTRIBUTE
 
@@ -110,8 +111,9 @@ class Emulator:
         }
 
     def client(self, service: str) -> Any:
-        """A boto3 client for ``service`` bound to the emulator (S3 Control: sent to the
-        emulator's host, see :func:`s3ingest.local.s3control_jobs.local_host`)."""
+        """A boto3 client for ``service`` bound to the emulator, answered in this process
+        (:mod:`s3ingest.local.in_process`; S3 Control: sent to the emulator's host, see
+        :func:`s3ingest.local.s3control_jobs.local_host`)."""
         # by name: boto3's typed overloads need a literal service name; the caller's is a str.
         # One session for the emulator's clients (it caches the service models: a client costs
         # ~30 ms of CPU instead of ~130); each client still has its own event hooks. A session
@@ -126,6 +128,7 @@ class Emulator:
                 aws_secret_access_key="testing",
                 config=self._config,
             )
+        serve_in_process(client)
         return s3control_jobs.local_host(client) if service == "s3control" else client
 
 
