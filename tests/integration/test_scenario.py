@@ -334,7 +334,9 @@ def test_a_flush_crash_rate_does_not_reach_later_steps(emulator: Any, tmp_path: 
     assert all(m["reason"] == "worker-killed-before-commit" for m in killed)
     assert result["error"] is None
     (job,) = result["backfills"]
-    assert (job["failed"], job["temporary_retries"]) == (0, 0)
+    # the backfill is the stack's machine: its tasks run in the Lambda service, out of the
+    # flush's crash injection, so none failed or was killed
+    assert (job["failed"], job["execution"]["status"]) == (0, "SUCCEEDED")
     assert all(m["effect"] != "killed" for m in result["messages"] if m["delivered_at"] != 4)
     assert result["converged"] is True
     assert result["effects_problems"] == []
