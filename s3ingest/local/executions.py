@@ -62,7 +62,7 @@ class Execution:
         return out
 
 
-class ExecutionTimeout(RuntimeError):
+class ExecutionTimeout(TimeoutError):
     """An execution did not end in time (it is stopped)."""
 
 
@@ -199,6 +199,8 @@ class LocalMachines:
                 self.sfn.stop_execution(executionArn=arn, error="LocalTimeout")
                 raise ExecutionTimeout(f"{arn} still running after {timeout_seconds} s")
             time.sleep(poll_seconds)
+        # a FAILED Map can leave iterations finishing their current task: let them end first
+        self.lambdas.quiesce()
         output = described.get("output")
         return Execution(
             arn=arn,

@@ -129,6 +129,18 @@ _REGISTRY_LOCK = threading.Lock()
 _INVOKE_LOCK = threading.Lock()
 #: The environment of the previous invocation (warm start when the next one's is the same).
 _last_environment: dict[str, str] | None = None
+#: Invocations under way, and when one last started or ended (:meth:`LambdaService.quiesce`).
+_ACTIVITY = threading.Condition()
+_in_flight = 0
+_last_activity = 0.0
+
+
+def _activity(delta: int) -> None:
+    global _in_flight, _last_activity
+    with _ACTIVITY:
+        _in_flight += delta
+        _last_activity = time.monotonic()
+        _ACTIVITY.notify_all()
 
 
 def _patch_moto() -> None:
@@ -230,8 +242,32 @@ class LambdaService:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def quiesce(self, quiet_seconds: float = 0.2, timeout_seconds: float = 60.0) -> bool:
+        """Wait until no invocation has run for ``quiet_seconds`` (a handler left running past
+        its timeout included); ``False`` if that did not happen within ``timeout_seconds``.
+
+        A state machine that ends ``FAILED`` can still have Map iterations finishing their
+        current task; callers wait for them before the next step (or before the emulator they
+        reach stops)."""
+        deadline = time.monotonic() + timeout_seconds
+        with _ACTIVITY:
+            while True:
+                now = time.monotonic()
+                quiet = now - _last_activity
+                if _in_flight == 0 and quiet >= quiet_seconds:
+                    break
+                if now > deadline:
+                    return False
+                _ACTIVITY.wait(max(0.01, quiet_seconds - quiet) if _in_flight == 0 else 0.1)
+        if not _INVOKE_LOCK.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            return False
+        _INVOKE_LOCK.release()
+        return True
+
     def close(self) -> None:
-        """Unregister this service's functions (moto's functions stay, inert)."""
+        """Wait for this process's invocations to end (:meth:`quiesce`), then unregister this
+        service's functions (moto's functions stay, inert)."""
+        self.quiesce()
         with _REGISTRY_LOCK:
             for fn in self.functions.values():
                 _REGISTRY.pop(fn.name, None)
@@ -372,6 +408,15 @@ class LambdaService:
     def _run(
         self, fn: LocalFunction, event: Any, request_id: str, invocation_type: str
     ) -> tuple[bytes, bool]:
+        _activity(+1)
+        try:
+            return self._run_locked(fn, event, request_id, invocation_type)
+        finally:
+            _activity(-1)
+
+    def _run_locked(
+        self, fn: LocalFunction, event: Any, request_id: str, invocation_type: str
+    ) -> tuple[bytes, bool]:
         _INVOKE_LOCK.acquire()
         released = False
         try:
@@ -390,6 +435,7 @@ class LambdaService:
                 return _error_payload(failure.error, "injected failure", []), True
             outcome: dict[str, Any] = {}
             done = threading.Event()
+            handoff = threading.Lock()  # who releases the invoke lock: exactly one side
             start = time.monotonic()
 
             def work() -> None:
@@ -400,8 +446,11 @@ class LambdaService:
                 except BaseException as exc:
                     outcome["error"] = exc
                 finally:
+                    with handoff:
+                        outcome["finished"] = True
+                        abandoned = outcome.get("abandoned", False)
                     done.set()
-                    if outcome.get("abandoned"):
+                    if abandoned:
                         _INVOKE_LOCK.release()
 
             worker = threading.Thread(target=work, name=f"lambda-{fn.name}", daemon=True)
@@ -409,12 +458,10 @@ class LambdaService:
             if not done.wait(fn.timeout_seconds):
                 # The handler runs on; the lock passes to it, so nothing else runs with its
                 # environment until it ends. The next invocation starts cold.
-                outcome["abandoned"] = True
-                released = True
-                if done.is_set():  # it ended between the wait and the flag
-                    released = False
-                    outcome.pop("abandoned")
-                else:
+                with handoff:
+                    if not outcome.get("finished"):
+                        outcome["abandoned"] = released = True
+                if released:
                     self._reset_environment()
                     self._record(
                         fn,
@@ -425,6 +472,7 @@ class LambdaService:
                         "Sandbox.Timedout",
                     )
                     return _timeout_payload(fn, request_id), True
+                done.wait()  # it ended between the wait and the hand-off
             seconds = time.monotonic() - start
             if "error" in outcome:
                 exc = outcome["error"]

@@ -60,6 +60,11 @@ def _current_port() -> str:
         return str(_PORTS[-1])
 
 
+_CLIENTS_LOCK = threading.Lock()
+_CLIENTS: dict[tuple[str, str, str | None], Any] = {}
+_SESSION: Any = None
+
+
 def _scaled_sleep(seconds: float) -> None:
     time.sleep(max(0.0, seconds) * TIME_SCALE)
 
@@ -74,24 +79,33 @@ def boto_client_for(region: str, service: str, state_credentials: Any = None) ->
 
     from s3ingest.local.s3control_jobs import local_host
 
-    kwargs: dict[str, Any] = {}
-    if not botocore_stubber.enabled:
-        kwargs["endpoint_url"] = f"http://127.0.0.1:{_current_port()}"
-    client: Any = boto3.client(
-        service,  # type: ignore[call-overload]
-        aws_access_key_id="ak",
-        aws_secret_access_key="sk",
-        region_name=region,
-        config=Config(
-            parameter_validation=False,
-            retries={"max_attempts": 0, "total_max_attempts": 1},
-            connect_timeout=TimeoutSeconds.DEFAULT_TIMEOUT_SECONDS,
-            read_timeout=TimeoutSeconds.DEFAULT_TIMEOUT_SECONDS,
-        ),
-        **kwargs,
-    )
-    if service == "s3control" and "endpoint_url" in kwargs:
-        local_host(client)
+    endpoint = None if botocore_stubber.enabled else f"http://127.0.0.1:{_current_port()}"
+    key = (service, region, endpoint)
+    # boto3's default session is not thread-safe and the executor's Map iterations run on
+    # threads: one session, clients made under a lock and reused (a client is thread-safe)
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is None:
+            global _SESSION
+            if _SESSION is None:
+                _SESSION = boto3.session.Session()
+            session: Any = _SESSION
+            client = session.client(
+                service,
+                aws_access_key_id="ak",
+                aws_secret_access_key="sk",
+                region_name=region,
+                endpoint_url=endpoint,
+                config=Config(
+                    parameter_validation=False,
+                    retries={"max_attempts": 0, "total_max_attempts": 1},
+                    connect_timeout=TimeoutSeconds.DEFAULT_TIMEOUT_SECONDS,
+                    read_timeout=TimeoutSeconds.DEFAULT_TIMEOUT_SECONDS,
+                ),
+            )
+            if service == "s3control" and endpoint is not None:
+                local_host(client)
+            _CLIENTS[key] = client
     return client
 
 

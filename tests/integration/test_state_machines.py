@@ -201,13 +201,13 @@ def test_the_batch_operations_machine_reaches_s3_control(runtime: LocalRuntime) 
     manifest = runtime.write_inventory()
     # WHEN it runs (CreateJob through the executor's aws-sdk integration)
     execution = runtime.backfill_execution(BACKFILL_BATCH_OPERATIONS, manifest)
-    # THEN it prepared the manifest and called S3 Control on the emulator: until S3 Control
-    # jobs are emulated, CreateJob fails with an error named as Step Functions names it
-    # ("S3Control.<Exception>", which the task's retriers match), not a connection error
-    assert {"PrepareManifest", "CreateJob"} <= set(execution.states_entered)
-    if execution.status != "SUCCEEDED":
-        assert execution.status == "FAILED"
-        assert str(execution.error).startswith("S3Control."), execution.summary()
+    # THEN it prepared the manifest, ran the job through the emulator's S3 Control, read its
+    # completion report and succeeded
+    assert {"PrepareManifest", "CreateJob", "DescribeJob", "Report", "Done"} <= set(
+        execution.states_entered
+    ), execution.summary()
+    assert execution.status == "SUCCEEDED", execution.summary()
+    assert execution.output is not None and execution.output["failed"] == 0
 
 
 @pytest.mark.slow

@@ -87,7 +87,7 @@ def detokenize(value: Any, paths: dict[str, str]) -> str:
 
 def machine_document(synth: Synth, machine_path: str) -> dict[str, Any]:
     """``{"definition": <ASL>, "functions": {<path>: {"handler", "environment",
-    "timeoutSeconds", "memoryMb"}}, "roleArns": [...]}`` for the state machine at
+    "timeoutSeconds", "memoryMb"}}}`` for the state machine at
     ``machine_path``: the functions are those whose ARN the definition names."""
     template = synth.template
     paths = _paths(synth)
