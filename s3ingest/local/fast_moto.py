@@ -247,6 +247,8 @@ def _patch_queue_attributes() -> None:
     from moto.sqs import models
     from moto.sqs.models import Queue
 
+    field = functools.lru_cache(maxsize=64)(models.camelcase_to_underscores)
+
     def attributes(self: Any) -> dict[str, Any]:
         # moto 5.2's Queue.attributes, with its three message counts taken in one walk over the
         # queue's messages (moto walks them once per count, and SendMessage asks for all of it)
@@ -269,13 +271,13 @@ def _patch_queue_attributes() -> None:
             if attribute in counts:
                 result[attribute] = counts[attribute]
             else:
-                result[attribute] = getattr(self, models.camelcase_to_underscores(attribute))
+                result[attribute] = getattr(self, field(attribute))
         if self.fifo_queue:
             for attribute in self.FIFO_ATTRIBUTES:
-                result[attribute] = getattr(self, models.camelcase_to_underscores(attribute))
+                result[attribute] = getattr(self, field(attribute))
         if self.kms_master_key_id:
             for attribute in self.KMS_ATTRIBUTES:
-                result[attribute] = getattr(self, models.camelcase_to_underscores(attribute))
+                result[attribute] = getattr(self, field(attribute))
         if self.policy:
             result["Policy"] = self.policy
         if self.redrive_policy:
