@@ -268,6 +268,15 @@ class BatchOperations:
         with self._lock:
             self._failing_keys = set(keys)
 
+    def reset_hooks(self) -> None:
+        """Undo :meth:`throttle`, :meth:`fail_keys`, ``invoke_override`` and a lowered
+        ``failure_threshold_tasks`` (tests share one emulator)."""
+        with self._lock:
+            self._throttles.clear()
+            self._failing_keys = set()
+            self.invoke_override = None
+            self.failure_threshold_tasks = FAILURE_THRESHOLD_TASKS
+
     def answer(self, operation: str) -> None:
         """Count a call of ``operation``; raise ``TooManyRequestsException`` if it is throttled."""
         with self._lock:

@@ -6,7 +6,6 @@ backfill function in the in-process Lambda service (CONTRACT C13)."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,17 +19,6 @@ pytestmark = [pytest.mark.contract("C13"), pytest.mark.slow]
 
 #: Keys whose inventory and task form differ from the key (form-encoded in the CSV).
 KEYS = ("plain", "a b", "c+d", "e%f", "é/ü", "x=y&z")
-
-
-@pytest.fixture
-def jobs(emulator: Emulator) -> Iterator[BatchOperations]:
-    """The emulator's jobs, with the injection hooks reset afterwards."""
-    service = emulator.batch_operations
-    yield service
-    service.invoke_override = None
-    service.fail_keys(set())
-    service.failure_threshold_tasks = 1000
-    service._throttles.clear()
 
 
 def _runtime(emu: Emulator, keys: tuple[str, ...] = KEYS) -> LocalRuntime:

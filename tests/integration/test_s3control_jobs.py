@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
@@ -28,17 +27,6 @@ pytestmark = pytest.mark.contract("C13")
 #: Keys whose inventory (and so task) form differs from the key: form-encoded in the CSV.
 KEYS = ("plain", "a b", "c+d", "e%f", "é/ü", "x=y&z")
 FUNCTION_ARN = "arn:aws:lambda:us-east-1:123456789012:function:s3ingest-backfill"
-
-
-@pytest.fixture
-def jobs(emulator: Emulator) -> Iterator[BatchOperations]:
-    """The emulator's jobs, with the injection hooks reset afterwards."""
-    service = emulator.batch_operations
-    yield service
-    service.invoke_override = None
-    service.fail_keys(set())
-    service.failure_threshold_tasks = 1000
-    service._throttles.clear()
 
 
 def _s3control(emu: Emulator) -> Any:

@@ -1,0 +1,18 @@
+"""Fixtures shared by the integration tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from s3ingest.local.emulator import Emulator
+from s3ingest.local.s3control_jobs import BatchOperations
+
+
+@pytest.fixture
+def jobs(emulator: Emulator) -> Iterator[BatchOperations]:
+    """The session emulator's S3 Batch Operations jobs, their test hooks reset afterwards."""
+    service = emulator.batch_operations
+    yield service
+    service.reset_hooks()
