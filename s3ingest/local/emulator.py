@@ -96,6 +96,7 @@ class Emulator:
 
         unregister_port(self.port)
         self._server.stop()
+        s3control_jobs.drop_service(self.port)
 
     def function_environment(self) -> dict[str, str]:
         """What a Lambda function's environment gives boto3's default chain, pointed at the

@@ -432,7 +432,7 @@ class LambdaService:
                 return _timeout_payload(fn, request_id), True
             if failure:
                 self._record(fn, request_id, invocation_type, "error", 0.0, failure.error)
-                return _error_payload(failure.error, "injected failure", []), True
+                return _error_payload(failure.error, "injected failure", [], request_id), True
             outcome: dict[str, Any] = {}
             done = threading.Event()
             handoff = threading.Lock()  # who releases the invoke lock: exactly one side
@@ -482,6 +482,7 @@ class LambdaService:
                         type(exc).__name__,
                         str(exc),
                         traceback.format_list(traceback.extract_tb(exc.__traceback__)),
+                        request_id,
                     ),
                     True,
                 )
@@ -569,9 +570,15 @@ def _load(handler: str) -> Handler:
     return fn
 
 
-def _error_payload(error_type: str, message: str, stack: list[str]) -> bytes:
+def _error_payload(error_type: str, message: str, stack: list[str], request_id: str) -> bytes:
+    # the shape of https://docs.aws.amazon.com/lambda/latest/dg/python-exceptions.html
     return json.dumps(
-        {"errorMessage": message, "errorType": error_type, "stackTrace": stack}
+        {
+            "errorMessage": message,
+            "errorType": error_type,
+            "requestId": request_id,
+            "stackTrace": stack,
+        }
     ).encode("utf-8")
 
 

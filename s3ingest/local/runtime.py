@@ -255,8 +255,15 @@ class LocalRuntime:
             self._machines = LocalMachines(self.emu, self.resources, self.settings_env())
         return self._machines
 
+    def __enter__(self) -> LocalRuntime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
-        """Unregister this deployment's functions from the local Lambda service."""
+        """Unregister this deployment's functions from the local Lambda service (after its
+        invocations end)."""
         if self._machines is not None:
             self._machines.close()
 

@@ -687,6 +687,13 @@ def service_for(port: int) -> BatchOperations:
         return found
 
 
+def drop_service(port: int) -> None:
+    """Forget the jobs of the emulator that listened on ``port`` (it stopped; a later emulator
+    on the same port starts with none)."""
+    with _SERVICES_LOCK:
+        _SERVICES.pop(port, None)
+
+
 def _port_of(host: str) -> int:
     return int(host.rsplit(":", 1)[1]) if ":" in host else 80
 

@@ -90,7 +90,8 @@ def test_an_exception_is_an_unhandled_function_error(service: LambdaService) -> 
     assert response["StatusCode"] == 200
     assert response["FunctionError"] == "Unhandled"
     payload = response["Payload"]
-    assert set(payload) == {"errorMessage", "errorType", "stackTrace"}
+    assert set(payload) == {"errorMessage", "errorType", "requestId", "stackTrace"}
+    assert payload["requestId"] == service.invocations[-1].request_id
     assert payload["errorType"] == "KeyError"
     assert "missing field" in payload["errorMessage"]
     assert any("fail" in line for line in payload["stackTrace"])
