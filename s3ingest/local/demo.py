@@ -135,11 +135,8 @@ def run_demo(
             if on_progress:
                 on_progress("reconcile", processed, delivered_total)
             if options.reconcile_fan_out:
-                reconciliation = rt.reconcile(
-                    options.reconcile,
-                    prefix=options.reconcile_prefix,
-                    dry_run=options.reconcile_dry_run,
-                    fan_out=True,
+                reconciliation = rt.reconcile_fan_out(
+                    prefix=options.reconcile_prefix, dry_run=options.reconcile_dry_run
                 )
             else:
                 reconciliation = rt.reconcile(

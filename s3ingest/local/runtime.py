@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, cast, overload
+from typing import Any, cast
 from unittest.mock import patch
 
 from s3ingest.local.chaos import Chaos, CrashInjector, InjectedCrash
@@ -351,36 +351,6 @@ class LocalRuntime:
             destination_bucket=self.resources.inventory_bucket,
         )
 
-    @overload
-    def reconcile(
-        self,
-        source: str = ...,
-        *,
-        prefix: str = ...,
-        dry_run: bool = ...,
-        margin_seconds: int = ...,
-        progress: Progress | None = ...,
-        drain: bool = ...,
-        fan_out: Literal[False] = ...,
-        partitions: int | None = ...,
-        segments: int | None = ...,
-    ) -> ReconcileReport: ...
-
-    @overload
-    def reconcile(
-        self,
-        source: str = ...,
-        *,
-        prefix: str = ...,
-        dry_run: bool = ...,
-        margin_seconds: int = ...,
-        progress: Progress | None = ...,
-        drain: bool = ...,
-        fan_out: Literal[True],
-        partitions: int | None = ...,
-        segments: int | None = ...,
-    ) -> dict[str, Any]: ...
-
     def reconcile(
         self,
         source: str = INVENTORY,
@@ -390,52 +360,13 @@ class LocalRuntime:
         margin_seconds: int = 0,
         progress: Progress | None = None,
         drain: bool = True,
-        fan_out: bool = False,
-        partitions: int | None = None,
-        segments: int | None = None,
-    ) -> ReconcileReport | dict[str, Any]:
+    ) -> ReconcileReport:
         """Run one reconciliation (writing an inventory report first for ``inventory``), then
         drain the repairs through the ingest handler.
 
         ``margin_seconds`` defaults to 0 here: locally, nothing changes after the snapshot.
-
-        With ``fan_out``, an execution of the stack's fan-out state machine does it
-        (``inventory`` only; ``partitions`` and ``segments`` as its input, the plan's defaults
-        when None) and the result is a dict: the machine's summary plus ``"execution"``
-        (:meth:`~s3ingest.local.executions.Execution.summary`).
-
-        Raises
-        ------
-        ValueError
-            ``fan_out`` with another source, or ``partitions``/``segments`` without it.
-        RuntimeError
-            When the fan-out execution does not succeed.
         """
-        if not fan_out and (partitions is not None or segments is not None):
-            raise ValueError("partitions and segments are the fan-out's (fan_out=True)")
-        if fan_out and source != INVENTORY:
-            raise ValueError("the fan-out reconciliation reads an S3 Inventory report")
         manifest = self.write_inventory() if source == INVENTORY else None
-        if fan_out:
-            event: dict[str, Any] = {
-                "manifest": manifest,
-                "prefix": prefix,
-                "dryRun": dry_run,
-                "marginSeconds": margin_seconds,
-            }
-            if partitions is not None:
-                event["partitions"] = partitions
-            if segments is not None:
-                event["segments"] = segments
-            execution = self.machines.run(RECONCILE_FANOUT, event)
-            if execution.status != "SUCCEEDED":
-                raise RuntimeError(
-                    f"fan-out reconciliation {execution.status}: {execution.error}: "
-                    f"{execution.cause}"
-                )
-            if drain and not dry_run:
-                self.drain()
-            return {**execution.output, "execution": execution.summary()}
         request = ReconcileRequest(
             source=source,
             prefix=prefix,
@@ -447,6 +378,47 @@ class LocalRuntime:
         if drain and not dry_run:
             self.drain()
         return report
+
+    def reconcile_fan_out(
+        self,
+        *,
+        prefix: str = "",
+        dry_run: bool = False,
+        margin_seconds: int = 0,
+        drain: bool = True,
+        partitions: int | None = None,
+        segments: int | None = None,
+    ) -> dict[str, Any]:
+        """Reconcile with an execution of the stack's fan-out state machine over an S3
+        Inventory report written now, then drain the repairs; ``partitions`` and ``segments``
+        are its input (the plan's defaults when None).
+
+        Returns the machine's summary plus ``"execution"``
+        (:meth:`~s3ingest.local.executions.Execution.summary`).
+
+        Raises
+        ------
+        RuntimeError
+            When the execution does not succeed.
+        """
+        event: dict[str, Any] = {
+            "manifest": self.write_inventory(),
+            "prefix": prefix,
+            "dryRun": dry_run,
+            "marginSeconds": margin_seconds,
+        }
+        if partitions is not None:
+            event["partitions"] = partitions
+        if segments is not None:
+            event["segments"] = segments
+        execution = self.machines.run(RECONCILE_FANOUT, event)
+        if execution.status != "SUCCEEDED":
+            raise RuntimeError(
+                f"fan-out reconciliation {execution.status}: {execution.error}: {execution.cause}"
+            )
+        if drain and not dry_run:
+            self.drain()
+        return {**(execution.output or {}), "execution": execution.summary()}
 
     # -- replay --------------------------------------------------------------------------------
 

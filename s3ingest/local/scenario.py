@@ -347,7 +347,7 @@ def _run(
                 rt.drain()
             elif op == "reconcile":
                 if step.get("fan_out"):
-                    summary = rt.reconcile(step.get("source", "inventory"), fan_out=True)
+                    summary = rt.reconcile_fan_out()
                     reconciliations.append({"step": lineno, **summary})
                 else:
                     report = rt.reconcile(step.get("source", "inventory"))

@@ -91,7 +91,7 @@ def test_fanout_reconciliation_executes_and_converges(runtime: LocalRuntime) -> 
     runtime.faithful.take_pending()  # these events are lost
     assert runtime.compare().differences
     # WHEN the fan-out machine reconciles (3 partitions, 2 ledger segments)
-    summary = runtime.reconcile(fan_out=True, partitions=3, segments=2)
+    summary = runtime.reconcile_fan_out(partitions=3, segments=2)
     # THEN every shard and partition ran, and the repairs converged the ledger
     execution = summary["execution"]
     assert execution["status"] == "SUCCEEDED", execution
@@ -102,7 +102,7 @@ def test_fanout_reconciliation_executes_and_converges(runtime: LocalRuntime) -> 
     assert summary["repairs_queued"] == 5
     assert runtime.compare().differences == []
     # AND a second run finds nothing
-    assert runtime.reconcile(fan_out=True, partitions=3, segments=2)["drift_total"] == 0
+    assert runtime.reconcile_fan_out(partitions=3, segments=2)["drift_total"] == 0
 
 
 @pytest.mark.slow
@@ -133,7 +133,7 @@ def test_a_fanout_step_failing_once_is_retried(runtime: LocalRuntime) -> None:
     _predating(runtime, HOSTILE[:2])
     runtime.machines.machine(RECONCILE_FANOUT)
     runtime.machines.lambdas.inject(FANOUT, "service")
-    summary = runtime.reconcile(fan_out=True, partitions=2, segments=1)
+    summary = runtime.reconcile_fan_out(partitions=2, segments=1)
     assert summary["execution"]["status"] == "SUCCEEDED"
     assert [i.outcome for i in runtime.machines.lambdas.invocations][:2] == ["service", "ok"]
     assert runtime.compare().differences == []
