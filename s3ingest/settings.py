@@ -11,10 +11,12 @@ stack and the local runtime cannot disagree about them.
 from __future__ import annotations
 
 import difflib
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
+from urllib.parse import quote_plus
 
 SECONDS_PER_DAY = 86_400
 
@@ -22,6 +24,7 @@ SECONDS_PER_DAY = 86_400
 DEFAULTS: dict[str, Any] = {
     "stage": "dev",
     "bucketName": None,
+    "buckets": None,
     "versioned": True,
     "archiveRetentionDays": 30,
     "queueRetentionDays": 4,
@@ -105,6 +108,225 @@ _RUNBOOK_URL_RE = re.compile(r"^https://[^/\s#?]+(/[^\s#]*)?$")
 CHANGE_SOURCE = "s3ingest"
 CHANGE_DETAIL_TYPES = {"created": "Object Ingested", "removed": "Object Tombstoned"}
 
+_CONSTRUCT_ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,63}$")
+_INVENTORY_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+#: Fields of one ``buckets`` entry (context form).
+BUCKET_FIELDS = (
+    "name",
+    "existing",
+    "id",
+    "versioned",
+    "prefixes",
+    "suffixes",
+    "inventory",
+    "eventBridge",
+)
+
+
+@dataclass(frozen=True)
+class InventoryRef:
+    """An S3 Inventory configuration the bucket's owner already has, used instead of the
+    stack's own: reports under ``s3://<bucket>/<prefix>/<source bucket>/<id>/``
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/storage-inventory-location.html).
+    It must be a CSV inventory with the ``Size``, ``LastModifiedDate`` and ``ETag`` fields (and,
+    for a versioned bucket, all versions)."""
+
+    id: str
+    bucket: str
+    prefix: str = ""
+
+    def report_prefix(self, source_bucket: str) -> str:
+        """The folder holding one dated folder per report of ``source_bucket``."""
+        head = f"{self.prefix.strip('/')}/" if self.prefix.strip("/") else ""
+        return f"{head}{source_bucket}/{self.id}/"
+
+
+@dataclass(frozen=True)
+class BucketSpec:
+    """One landing bucket of the stack (a ``buckets`` entry).
+
+    Attributes
+    ----------
+    name : str or None
+        The bucket's name: required for an existing bucket; for a created one, ``None`` lets
+        CloudFormation name it.
+    existing : bool
+        The bucket exists already (adopted): the stack switches on its EventBridge delivery
+        (``event_bridge``) and adds its inventory configuration, and changes nothing else.
+    id : str or None
+        Construct id of the bucket's resources (letters and digits); logical ids derive from it,
+        so keep it stable. Default :meth:`construct_id`.
+    versioned : bool
+        Versioning on a bucket the stack creates (an existing bucket keeps its own).
+    prefixes, suffixes : tuple of str
+        Key filters (decoded keys): only keys with one of the prefixes and one of the suffixes
+        are tracked (:mod:`s3ingest_fn.core.scope`). Empty: every key.
+    inventory : bool or InventoryRef
+        ``True``: the stack's own daily S3 Inventory (configuration id ``s3ingest-daily``, to the
+        stack's inventory bucket); an :class:`InventoryRef`: an existing configuration; ``False``:
+        none (reconciliation lists the bucket, no inventory backfill).
+    event_bridge : bool
+        Existing buckets: the stack switches on "Send notifications to Amazon EventBridge" and
+        leaves it as found on deletion. ``False``: the bucket's owner does (``s3ingest onboard``
+        checks it).
+    """
+
+    name: str | None = None
+    existing: bool = False
+    id: str | None = None
+    versioned: bool = True
+    prefixes: tuple[str, ...] = ()
+    suffixes: tuple[str, ...] = ()
+    inventory: bool | InventoryRef = True
+    event_bridge: bool = True
+
+    def construct_id(self, index: int) -> str:
+        """``id``, else ``"Landing"`` for the first bucket and ``"Landing<index + 1>"`` after
+        (the single-bucket stack's ids stay those of earlier releases)."""
+        if self.id:
+            return self.id
+        return "Landing" if index == 0 else f"Landing{index + 1}"
+
+    def contains(self, key: str) -> bool:
+        """Whether ``key`` (decoded) passes the key filters (:mod:`s3ingest_fn.core.scope`)."""
+        if not self.prefixes and not self.suffixes:
+            return True
+        return any(
+            key.startswith(p) and key.endswith(x) and len(key) >= len(p) + len(x)
+            for p in self.prefixes or ("",)
+            for x in self.suffixes or ("",)
+        )
+
+    @property
+    def has_inventory(self) -> bool:
+        """Whether an inventory (the stack's own or an existing one) covers the bucket."""
+        return self.inventory is not False
+
+    def report_prefix(self, bucket_name: str | None = None) -> str | None:
+        """Where the bucket's inventory reports land in their destination bucket, or None."""
+        name = bucket_name or self.name or ""
+        if isinstance(self.inventory, InventoryRef):
+            return self.inventory.report_prefix(name)
+        return inventory_report_prefix(name) if self.inventory else None
+
+    def scope_entry(self, bucket_name: str | None = None) -> dict[str, Any]:
+        """``{"name", "prefixes", "suffixes"}`` (``SCOPE``'s entry; ``bucket_name`` for a
+        created bucket's token)."""
+        return {
+            "name": bucket_name or self.name,
+            "prefixes": list(self.prefixes),
+            "suffixes": list(self.suffixes),
+        }
+
+    def to_context(self) -> dict[str, Any]:
+        """The context form (``cdk.json``'s ``buckets`` entry), without defaulted fields."""
+        out: dict[str, Any] = {}
+        if self.name is not None:
+            out["name"] = self.name
+        if self.existing:
+            out["existing"] = True
+        if self.id is not None:
+            out["id"] = self.id
+        if not self.versioned:
+            out["versioned"] = False
+        if self.prefixes:
+            out["prefixes"] = list(self.prefixes)
+        if self.suffixes:
+            out["suffixes"] = list(self.suffixes)
+        if isinstance(self.inventory, InventoryRef):
+            out["inventory"] = asdict(self.inventory)
+        elif not self.inventory:
+            out["inventory"] = False
+        if not self.event_bridge:
+            out["eventBridge"] = False
+        return out
+
+    @classmethod
+    def from_context(cls, raw: Any, where: str) -> tuple[BucketSpec | None, list[str]]:
+        """One entry from its context form; ``(None, problems)`` when it cannot be read.
+        ``where`` names it in the problems (``"buckets[0]"``)."""
+        if not isinstance(raw, Mapping):
+            return None, [f"{where}: expected an object, got {raw!r}"]
+        problems = [
+            f"{where}.{k}: unknown field (known: {', '.join(BUCKET_FIELDS)})"
+            for k in raw
+            if k not in BUCKET_FIELDS
+        ]
+        flags: dict[str, bool] = {}
+        for key, default in (("existing", False), ("versioned", True), ("eventBridge", True)):
+            flag = _to_bool(raw.get(key, default))
+            if flag is None:
+                problems.append(f"{where}.{key}: expected true or false, got {raw.get(key)!r}")
+            flags[key] = default if flag is None else flag
+        filters: dict[str, tuple[str, ...]] = {}
+        for key in ("prefixes", "suffixes"):
+            values = raw.get(key) or []
+            if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
+                problems.append(f"{where}.{key}: expected a list of non-empty strings")
+                values = []
+            filters[key] = tuple(values)
+        inventory: bool | InventoryRef = True
+        raw_inventory = raw.get("inventory", True)
+        if isinstance(raw_inventory, Mapping):
+            unknown = sorted(set(raw_inventory) - {"id", "bucket", "prefix"})
+            if unknown or not raw_inventory.get("id") or not raw_inventory.get("bucket"):
+                problems.append(
+                    f"{where}.inventory: an existing configuration is "
+                    '{"id": ..., "bucket": ..., "prefix": ...} (id and bucket required)'
+                )
+            else:
+                inventory = InventoryRef(
+                    str(raw_inventory["id"]),
+                    str(raw_inventory["bucket"]),
+                    str(raw_inventory.get("prefix") or ""),
+                )
+        else:
+            flag = _to_bool(raw_inventory)
+            if flag is None:
+                problems.append(
+                    f"{where}.inventory: expected true, false or an existing configuration"
+                )
+            inventory = True if flag is None else flag
+        name = raw.get("name")
+        ident = raw.get("id")
+        spec = cls(
+            name=None if name in (None, "") else str(name),
+            existing=flags["existing"],
+            id=None if ident in (None, "") else str(ident),
+            versioned=flags["versioned"],
+            prefixes=filters["prefixes"],
+            suffixes=filters["suffixes"],
+            inventory=inventory,
+            event_bridge=flags["eventBridge"],
+        )
+        return spec, problems
+
+    def problems(self, where: str) -> list[str]:
+        """Every rule this entry breaks (empty when valid)."""
+        p: list[str] = []
+        if self.name is not None and not _BUCKET_RE.match(self.name):
+            p.append(f"{where}.name: {self.name!r} is not a valid S3 bucket name")
+        if self.existing and self.name is None:
+            p.append(f"{where}: an existing bucket needs its name")
+        if self.id is not None and not _CONSTRUCT_ID_RE.match(self.id):
+            p.append(f"{where}.id: {self.id!r} must be letters and digits, starting with a letter")
+        if isinstance(self.inventory, InventoryRef):
+            if not self.existing:
+                p.append(f"{where}.inventory: only an existing bucket names an existing inventory")
+            if not _INVENTORY_ID_RE.match(self.inventory.id):
+                p.append(f"{where}.inventory.id: {self.inventory.id!r} is not an inventory id")
+            if not _BUCKET_RE.match(self.inventory.bucket):
+                p.append(
+                    f"{where}.inventory.bucket: {self.inventory.bucket!r} is not a valid "
+                    "S3 bucket name"
+                )
+        for key, values in (("prefixes", self.prefixes), ("suffixes", self.suffixes)):
+            if len(set(values)) != len(values):
+                p.append(f"{where}.{key}: listed twice")
+            if any(len(v.encode()) > 1024 for v in values):
+                p.append(f"{where}.{key}: longer than a key can be (1024 bytes)")
+        return p
+
 
 class SettingsError(ValueError):
     """Raised when context settings are invalid; ``problems`` lists every one of them."""
@@ -124,6 +346,11 @@ class Settings:
         Environment name; the stack is named ``S3Ingest-<stage>`` (one stack per environment).
     bucket_name : str or None
         An existing bucket to adopt instead of creating one. ``None``: the stack owns the bucket.
+    buckets : tuple of BucketSpec
+        The landing buckets, created or existing, with their key filters (context key
+        ``buckets``: a JSON list of :meth:`BucketSpec.to_context` objects). Empty: the one bucket
+        ``bucketName``, ``versioned`` and ``inventoryEnabled`` describe
+        (:attr:`bucket_specs`); giving both is an error.
     versioned : bool
         Versioning on the bucket the stack creates.
     archive_retention_days : int
@@ -187,6 +414,7 @@ class Settings:
 
     stage: str = DEFAULTS["stage"]
     bucket_name: str | None = DEFAULTS["bucketName"]
+    buckets: tuple[BucketSpec, ...] = ()
     versioned: bool = DEFAULTS["versioned"]
     archive_retention_days: int = DEFAULTS["archiveRetentionDays"]
     queue_retention_days: int = DEFAULTS["queueRetentionDays"]
@@ -221,9 +449,31 @@ class Settings:
         return f"S3Ingest-{self.stage}"
 
     @property
+    def bucket_specs(self) -> tuple[BucketSpec, ...]:
+        """The landing buckets: ``buckets``, or the one bucket of ``bucketName``,
+        ``versioned`` and ``inventoryEnabled`` (created when ``bucketName`` is unset, adopted
+        otherwise)."""
+        if self.buckets:
+            return self.buckets
+        return (
+            BucketSpec(
+                name=self.bucket_name,
+                existing=self.bucket_name is not None,
+                versioned=self.versioned,
+                inventory=self.inventory_enabled,
+            ),
+        )
+
+    @property
     def owns_inventory(self) -> bool:
-        """Whether the stack configures (and so can read) the bucket's S3 Inventory."""
-        return self.bucket_name is None and self.inventory_enabled
+        """Whether an S3 Inventory (the stack's own or a named existing one) covers every
+        landing bucket: the inventory backfill and the fan-out reconciliation need it."""
+        return all(spec.has_inventory for spec in self.bucket_specs)
+
+    def scope_entries(self) -> list[dict[str, Any]]:
+        """``SCOPE``'s entries (:class:`s3ingest_fn.core.scope.Scope`) for buckets with
+        literal names (the stack passes its created buckets' tokens itself)."""
+        return [spec.scope_entry() for spec in self.bucket_specs]
 
     @property
     def queue_visibility_timeout_seconds(self) -> int:
@@ -267,6 +517,7 @@ class Settings:
         out: dict[str, Any] = {}
         for f in fields(self):
             out[_camel(f.name)] = getattr(self, f.name)
+        out["buckets"] = [spec.to_context() for spec in self.buckets] or None
         return out
 
     @classmethod
@@ -293,6 +544,11 @@ class Settings:
             raw = context.get(key, DEFAULTS[key])
             default = DEFAULTS[key]
             val: Any
+            if key == "buckets":
+                specs, found = _bucket_specs(raw)
+                problems.extend(found)
+                values[f.name] = specs
+                continue
             if isinstance(default, bool):
                 val = _to_bool(raw)
                 if val is None:
@@ -334,6 +590,16 @@ class Settings:
             )
         if self.bucket_name is not None and not _BUCKET_RE.match(self.bucket_name):
             p.append(f"bucketName: {self.bucket_name!r} is not a valid S3 bucket name")
+        if self.buckets and self.bucket_name is not None:
+            p.append("bucketName and buckets are both set: list the bucket in buckets")
+        for index, spec in enumerate(self.buckets):
+            p.extend(spec.problems(f"buckets[{index}]"))
+        names = [spec.name for spec in self.buckets if spec.name is not None]
+        for name in sorted({n for n in names if names.count(n) > 1}):
+            p.append(f"buckets: {name!r} is listed twice")
+        ids = [spec.construct_id(i) for i, spec in enumerate(self.buckets)]
+        for ident in sorted({i for i in ids if ids.count(i) > 1}):
+            p.append(f"buckets: construct id {ident!r} is used twice")
         rng("archiveRetentionDays", self.archive_retention_days, 1, 3650)
         rng("queueRetentionDays", self.queue_retention_days, 1, 14, " (SQS limit)")
         rng("dlqRetentionDays", self.dlq_retention_days, 1, 14, " (SQS limit)")
@@ -371,8 +637,8 @@ class Settings:
         rng("reconcileTimeoutSeconds", self.reconcile_timeout_seconds, 60, 900)
         if self.reconcile_fan_out and not self.owns_inventory:
             p.append(
-                "reconcileFanOut needs the stack's own S3 Inventory: leave bucketName unset "
-                "and inventoryEnabled true"
+                "reconcileFanOut needs an S3 Inventory of every bucket: leave inventoryEnabled "
+                "true (or each bucket's inventory on)"
             )
         if self.backfill_engine not in BACKFILL_ENGINES:
             p.append(
@@ -448,27 +714,89 @@ def inventory_report_prefix(bucket_name: str) -> str:
     return f"{INVENTORY_PREFIX}/{bucket_name}/{INVENTORY_ID}/"
 
 
-def ingest_event_pattern(bucket_name: str) -> dict[str, Any]:
+def ingest_event_pattern(buckets: str | Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """EventBridge event pattern of the ingest rule and its archive.
 
-    Matches only this bucket's ``Object Created`` and ``Object Deleted`` events from ``aws.s3``
-    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/ev-events.html).
+    Matches only the landing buckets' ``Object Created`` and ``Object Deleted`` events from
+    ``aws.s3`` (https://docs.aws.amazon.com/AmazonS3/latest/userguide/ev-events.html), and of a
+    bucket with key filters only its keys: ``prefix`` / ``suffix`` matching, or ``wildcard``
+    ``<prefix>*<suffix>`` when it has both, joined by ``$or``
+    (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-create-pattern-operators.html).
+    S3 sends keys form-encoded (``a b`` as ``a+b``), so the filters are encoded the same way
+    (``quote_plus(value, safe="/")``); encoding is per character, so an encoded prefix is a
+    prefix of the encoded key.
 
     Parameters
     ----------
-    bucket_name : str
-        The landing bucket's name (a CDK token in the stack, a literal locally).
+    buckets : str or sequence of mapping
+        One bucket's name, or ``[{"name", "prefixes", "suffixes"}, ...]``
+        (:meth:`BucketSpec.scope_entry`); names may be CDK tokens in the stack.
 
     Returns
     -------
     dict
-        ``{"source": [...], "detail-type": [...], "detail": {"bucket": {"name": [...]}}}``
+        ``{"source", "detail-type", "detail": {"bucket": {"name": [...]}}}`` when no bucket has
+        filters, else ``{"source", "detail-type", "detail": {"$or": [...]}}``.
     """
-    return {
+    entries = [{"name": buckets}] if isinstance(buckets, str) else list(buckets)
+    pattern: dict[str, Any] = {
         "source": ["aws.s3"],
         "detail-type": ["Object Created", "Object Deleted"],
-        "detail": {"bucket": {"name": [bucket_name]}},
     }
+    plain = [e["name"] for e in entries if not e.get("prefixes") and not e.get("suffixes")]
+    filtered = [e for e in entries if e.get("prefixes") or e.get("suffixes")]
+    if not filtered:
+        pattern["detail"] = {"bucket": {"name": plain}}
+        return pattern
+    alternatives: list[dict[str, Any]] = []
+    if plain:
+        alternatives.append({"bucket": {"name": plain}})
+    for entry in filtered:
+        alternatives.append(
+            {
+                "bucket": {"name": [entry["name"]]},
+                "object": {"key": key_filters(entry.get("prefixes"), entry.get("suffixes"))},
+            }
+        )
+    pattern["detail"] = {"$or": alternatives} if len(alternatives) > 1 else alternatives[0]
+    return pattern
+
+
+def key_filters(
+    prefixes: Sequence[str] | None, suffixes: Sequence[str] | None
+) -> list[dict[str, str]]:
+    """The EventBridge matchers of ``detail.object.key`` for key filters (decoded values):
+    ``[{"prefix": ...}]``, ``[{"suffix": ...}]`` or ``[{"wildcard": "<prefix>*<suffix>"}]``
+    over the form-encoded values (an encoded value never holds ``*``: it is ``%2A``)."""
+    pre = [quote_plus(p, safe="/") for p in prefixes or ()]
+    suf = [quote_plus(x, safe="/") for x in suffixes or ()]
+    if pre and suf:
+        return [{"wildcard": f"{p}*{x}"} for p in pre for x in suf]
+    if pre:
+        return [{"prefix": p} for p in pre]
+    return [{"suffix": x} for x in suf]
+
+
+def _bucket_specs(raw: Any) -> tuple[tuple[BucketSpec, ...], list[str]]:
+    """``buckets`` from its context value: a list, or a JSON list as ``-c buckets=[...]``
+    gives it; ``None``/empty: no list (the single-bucket settings apply)."""
+    if raw in (None, "", "null"):
+        return (), []
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            return (), [f"buckets: not JSON ({exc.msg})"]
+    if not isinstance(raw, list):
+        return (), [f"buckets: expected a list of bucket objects, got {raw!r}"]
+    specs: list[BucketSpec] = []
+    problems: list[str] = []
+    for index, entry in enumerate(raw):
+        spec, found = BucketSpec.from_context(entry, f"buckets[{index}]")
+        problems.extend(found)
+        if spec is not None:
+            specs.append(spec)
+    return tuple(specs), problems
 
 
 def _camel(snake: str) -> str:

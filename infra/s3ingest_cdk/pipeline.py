@@ -215,7 +215,9 @@ class S3IngestPipeline(Construct):
         if (settings.bucket_name is None) != (bucket is None):
             raise ValueError("give bucket exactly when settings.bucket_name is set")
         props: dict[str, Any] = {
-            f.name: getattr(settings, f.name) for f in fields(settings) if f.name != "bucket_name"
+            f.name: getattr(settings, f.name)
+            for f in fields(settings)
+            if f.name not in ("bucket_name", "buckets")
         }
         return cls(scope, construct_id, bucket=bucket, code=code, **props)
 

@@ -129,15 +129,21 @@ def test_reconcile_defaults() -> None:
     assert settings.owns_inventory is True
 
 
-def test_fan_out_with_an_adopted_bucket_is_a_problem() -> None:
-    # GIVEN fan-out asked for, with bucketName set (no inventory of the stack's own)
+def test_fan_out_with_an_adopted_bucket_without_inventory_is_a_problem() -> None:
+    # GIVEN fan-out asked for, with bucketName set and its inventory off
     with pytest.raises(SettingsError) as caught:
-        Settings.from_context({"reconcileFanOut": "true", "bucketName": "existing-bucket"})
+        Settings.from_context(
+            {"reconcileFanOut": "true", "bucketName": "existing-bucket", "inventoryEnabled": False}
+        )
     # THEN that is the one problem reported
     assert caught.value.problems == [
-        "reconcileFanOut needs the stack's own S3 Inventory: leave bucketName unset and "
-        "inventoryEnabled true"
+        "reconcileFanOut needs an S3 Inventory of every bucket: leave inventoryEnabled true "
+        "(or each bucket's inventory on)"
     ]
+    # an adopted bucket gets the stack's own inventory by default (issue 15), so fan-out is fine
+    assert Settings.from_context(
+        {"reconcileFanOut": "true", "bucketName": "existing-bucket"}
+    ).reconcile_fan_out
 
 
 def test_fan_out_without_inventory_is_a_problem() -> None:
@@ -181,8 +187,13 @@ def test_reconcile_schedule_memory_and_timeout_are_validated() -> None:
     ]
 
 
-def test_compose_rejects_fan_out_with_an_adopted_bucket(tmp_path: Path) -> None:
-    context = {**cdk_json_context(), "reconcileFanOut": True, "bucketName": "existing-bucket"}
+def test_compose_rejects_fan_out_with_an_adopted_bucket_without_inventory(tmp_path: Path) -> None:
+    context = {
+        **cdk_json_context(),
+        "reconcileFanOut": True,
+        "bucketName": "existing-bucket",
+        "inventoryEnabled": False,
+    }
     app = App(context=context, outdir=str(tmp_path))
     with pytest.raises(SettingsError) as caught:
         compose(app, nag=False)
@@ -228,11 +239,15 @@ def test_backfill_engine_and_timeout_are_validated() -> None:
 
 
 def test_backfill_engine_with_an_adopted_bucket_is_no_problem() -> None:
-    # The backfill needs the stack's own inventory; without it, the stack creates none of it.
+    # The inventory backfill needs an inventory; an adopted bucket gets the stack's own.
     settings = Settings.from_context(
         {"backfillEngine": "distributed-map", "bucketName": "existing-bucket"}
     )
-    assert settings.owns_inventory is False
+    assert settings.owns_inventory is True
+    no_inventory = Settings.from_context(
+        {"backfillEngine": "distributed-map", "bucketName": "b-1", "inventoryEnabled": "false"}
+    )
+    assert no_inventory.owns_inventory is False
 
 
 # --- Alarm settings ------------------------------------------------------------------------------
