@@ -83,8 +83,10 @@ class DeployedStack:
     def reconciler(self, session: Any, bucket: str | None = None) -> Reconciler:
         """Reconciliation against one of this stack's buckets (the first when None), its
         ledger and its ingest queue."""
-        table, queue = self.require("LedgerTableName", "QueueUrl")
-        bucket = self.bucket(bucket)
+        first, table, queue = self.require("BucketName", "LedgerTableName", "QueueUrl")
+        bucket = (
+            self.bucket(bucket) if bucket is not None or "BucketNames" in self.outputs else first
+        )
         return wiring.reconciler(
             s3=session.client("s3"),
             dynamodb=session.client("dynamodb"),
