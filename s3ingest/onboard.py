@@ -36,6 +36,8 @@ from typing import Any
 #: Where the listing backfill's checkpoints live in the checkpoint bucket:
 #: ``backfill-listing/<bucket>/<run>/<shard id>.json``.
 CHECKPOINT_FOLDER = "backfill-listing"
+#: The run's plan (its shards) beside the checkpoints.
+PLAN_FILE = "plan.json"
 #: Execution statuses that end the wait.
 TERMINAL = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
 
@@ -296,15 +298,33 @@ def _bucket_setup() -> Any:
     return importlib.import_module("s3ingest_fn.services.bucket_setup")
 
 
+#: The listing backfill's request kinds (its summary's ``requests``) as request kinds here.
+BACKFILL_REQUESTS = {
+    "list": "s3:ListObjectVersions",
+    "write": "dynamodb:UpdateItem",
+    "get": "dynamodb:GetItem",
+    "head": "s3:HeadObject",
+    "checkpoint": "s3:PutObject",
+}
+
+
+def backfill_summary(output: Any) -> dict[str, Any]:
+    """The Summarize step's result in an execution's output (the output itself, or under
+    ``summary``); empty when there is none."""
+    if not isinstance(output, dict):
+        return {}
+    summary = output.get("summary")
+    return summary if isinstance(summary, dict) else output
+
+
 def derived_requests(report: Mapping[str, Any]) -> Counter[str]:
-    """Requests by kind from the backfill's counts and the reconciliation's figures (AWS, where
-    they are not counted): pages listed, HEADs, ledger writes and reads, repairs queued."""
+    """Requests by kind from the backfill's summary (its ``requests``: list, write, get, head,
+    checkpoint) and the reconciliation's figures (AWS, where they are not counted): listing
+    pages of 1,000 keys, the ledger's Scan pages, HEADs, and repairs sent 10 per batch."""
     out: Counter[str] = Counter()
-    counts = ((report.get("backfill") or {}).get("output") or {}).get("counts") or {}
-    out["s3:ListObjectVersions"] += int(counts.get("pages", 0))
-    out["s3:HeadObject"] += int(counts.get("heads", 0))
-    out["dynamodb:PutItem"] += int(counts.get("recorded", 0)) + int(counts.get("observed", 0))
-    out["dynamodb:GetItem"] += int(counts.get("observed", 0))
+    summary = backfill_summary((report.get("backfill") or {}).get("output"))
+    for name, n in (summary.get("requests") or {}).items():
+        out[BACKFILL_REQUESTS.get(name, f"backfill:{name}")] += int(n)
     rec = report.get("reconciliation") or {}
     out["s3:ListObjectVersions"] += -(-int(rec.get("bucket_rows") or 0) // 1000)
     out["dynamodb:Scan"] += int(rec.get("ledger_requests") or 0)
@@ -351,9 +371,9 @@ def _follow(
     while True:
         described: dict[str, Any] = target.sfn.describe_execution(executionArn=arn)
         if on_progress:
-            if total is None:
-                total = planned_shards(target.sfn, arn)
             progress = checkpoint_progress(target.s3, target.checkpoint_bucket, bucket, run)
+            if total is None:
+                total = progress["shards"]["planned"] or planned_shards(target.sfn, arn)
             on_progress("backfill", progress["shards"]["done"], total, progress["objects"])
         if described["status"] in TERMINAL:
             return described
