@@ -110,3 +110,92 @@ def test_cli_local_demo_existing_renders_the_onboarding() -> None:
     assert result.exit_code == 0, result.output
     assert "onboarding team-archive-existing" in result.stdout
     assert "CONVERGED" in result.stdout and "other-team-queue" in result.stdout
+
+
+class _Session:
+    """A boto3 session stand-in whose clients reach the emulator (what ``connect`` returns for
+    a deployed stack, here over the local deployment)."""
+
+    def __init__(self, emulator: Any) -> None:
+        self._emulator = emulator
+
+    def client(self, service: str) -> Any:
+        return self._emulator.client(service)
+
+
+def _deployed(rt: Any) -> Any:
+    from s3ingest.commands.context import Deployed
+    from s3ingest.local.runtime import BACKFILL_LISTING
+
+    r = rt.resources
+    outputs = {
+        "BucketName": r.bucket,
+        "BucketNames": ",".join(r.bucket_names),
+        "LedgerTableName": r.table,
+        "QueueUrl": r.queue_url,
+        "InventoryBucketName": r.inventory_bucket,
+        "ListingBackfillStateMachineArn": rt.machines.machine(BACKFILL_LISTING),
+    }
+    return Deployed(_Session(rt.emu), DeployedStack("S3Ingest-test", outputs))
+
+
+def test_cli_onboard_against_a_stack_asks_first_then_resumes(
+    emulator: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The AWS path of ``s3ingest onboard --stack`` (outputs, confirmation, the execution, the
+    reconciliation), with the stack's clients pointed at a local deployment."""
+    from s3ingest import cli
+    from s3ingest.local.emulator import LocalBucket
+    from s3ingest.local.runtime import LocalRuntime, local_settings
+    from s3ingest.settings import BucketSpec
+
+    rt = LocalRuntime(
+        emulator,
+        local_settings(),
+        buckets=[
+            LocalBucket(BucketSpec()),
+            LocalBucket(BucketSpec(name="h4-cli-existing", existing=True), foreign_config=True),
+        ],
+    )
+    with rt:
+        for i in range(15):
+            rt.bucket("h4-cli-existing").put(f"k{i:02d} é+", "old")
+        monkeypatch.setattr(cli, "_connect", lambda stack: _deployed(rt))
+        runner = CliRunner()
+        args = ["onboard", "--stack", "S3Ingest-test", "--bucket", "h4-cli-existing", "--json"]
+        # WHEN it runs without --yes and nobody can answer: nothing changes
+        declined = runner.invoke(cli.app, args)
+        assert declined.exit_code == 1, declined.output
+        assert json.loads(declined.stdout)["status"] == "declined"
+        assert (
+            "EventBridgeConfiguration" not in rt.bucket_config()["h4-cli-existing"]["notification"]
+        )
+        # WHEN it runs with --yes
+        with rt.function_environment():
+            done = runner.invoke(cli.app, [*args, "--yes"])
+        assert done.exit_code == 0, done.output
+        report = json.loads(done.stdout)
+        assert report["status"] == "done" and report["event_bridge"]["switched_on"]
+        assert report["objects"] == 15
+        assert report["requests_source"].startswith("derived")
+        assert _foreign_intact(report["configuration"])
+        # and again: the same run resumes, EventBridge already on
+        with rt.function_environment():
+            again = json.loads(runner.invoke(cli.app, [*args]).stdout)
+        assert again["backfill"]["run"] == report["backfill"]["run"]
+        assert again["backfill"]["attempt"] == 2 and not again["event_bridge"]["switched_on"]
+        rt.drain()
+        rt.machines.lambdas.quiesce()
+        assert rt.compare().converged, rt.compare().differences
+
+
+def test_cli_onboard_refuses_unknown_buckets_and_mixed_targets(
+    emulator: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = CliRunner()
+    both = runner.invoke(app, ["onboard", "--stack", "S", "--local"])
+    assert both.exit_code == 2
+    local_bucket = runner.invoke(app, ["onboard", "--local", "--bucket", "b"])
+    assert local_bucket.exit_code == 2 and "--bucket applies to --stack only" in local_bucket.output
+    reconcile = runner.invoke(app, ["reconcile", "--local", "--bucket", "b"])
+    assert reconcile.exit_code == 2
