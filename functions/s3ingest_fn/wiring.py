@@ -256,3 +256,11 @@ def function_event_delivery() -> S3EventDelivery:
     import boto3
 
     return event_delivery(boto3.client("s3"))
+
+
+def s3_client() -> Any:
+    """A boto3 S3 client (the bucket-setup custom resource,
+    :mod:`s3ingest_fn.handlers.bucket_setup`)."""
+    import boto3
+
+    return boto3.client("s3")
