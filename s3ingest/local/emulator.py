@@ -21,7 +21,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from s3ingest.local import fast_moto, s3control_jobs
+from s3ingest.local import fast_moto, moto_s3_markers, s3control_jobs
 from s3ingest.local.in_process import serve_in_process
 from s3ingest.settings import CHANGE_SOURCE, Settings, ingest_event_pattern
 from s3ingest_fn.adapters.dynamo_ledger import PARTITION_KEY, TTL_ATTRIBUTE
@@ -72,6 +72,7 @@ class Emulator:
 
         _serialize_item_writes()
         fast_moto.install()
+        moto_s3_markers.install()
         s3control_jobs.install()
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         self.port = _free_port()
