@@ -23,7 +23,9 @@ if TYPE_CHECKING:
     from s3ingest_fn.core.decide import IngestService
     from s3ingest_fn.core.effects import AppliedChange, EffectRunner, Processor
     from s3ingest_fn.core.model import Result
+    from s3ingest_fn.core.scope import Scope
     from s3ingest_fn.services.ingest import FunctionSettings, MessageProcessor
+    from s3ingest_fn.services.listing_backfill import ListingBackfill
     from s3ingest_fn.services.reconcile import Reconciler
 
 
@@ -90,12 +92,14 @@ def ingest_service(
     dynamodb: Any,
     table: str,
     tombstone_ttl_seconds: int,
-    scope_bucket: str | None,
+    scope_bucket: str | None = None,
     processor: Processor | None = None,
     clock: Callable[[], float] = time.time,
+    scope: Scope | None = None,
 ) -> IngestService:
     """The ingest decision over the ledger and the bucket, with the processor's effects when
-    one is given (CONTRACT C11)."""
+    one is given (CONTRACT C11). ``scope`` (the buckets and key filters tracked) wins over
+    ``scope_bucket`` (one bucket, the single-bucket form); neither: every key."""
     from s3ingest_fn.adapters.s3_objects import S3Objects
     from s3ingest_fn.core.decide import IngestService
 
@@ -104,6 +108,7 @@ def ingest_service(
         bucket=S3Objects(s3),
         scope_bucket=scope_bucket,
         effects=effect_runner(processor, s3) if processor is not None else None,
+        scope=scope,
     )
 
 
@@ -160,6 +165,33 @@ def reconciler(
     )
 
 
+def listing_backfill(
+    *,
+    s3: Any,
+    service: IngestService,
+    checkpoint_bucket: str,
+    record_concurrency: int = 8,
+    **options: Any,
+) -> ListingBackfill:
+    """The listing backfill over ``s3`` (the landing buckets' listings and the checkpoint
+    bucket) recording through ``service``; ``options`` are
+    :class:`~s3ingest_fn.services.listing_backfill.ListingBackfill`'s tuning fields
+    (``page_size``, ``probe_size``, ``max_shards``, ``max_probes``, ``shard_keys``,
+    ``margin_ms``)."""
+    from s3ingest_fn.adapters.inventory import S3InventoryStore
+    from s3ingest_fn.adapters.s3_objects import S3ShardListing
+    from s3ingest_fn.services.listing_backfill import ListingBackfill
+
+    return ListingBackfill(
+        listing=S3ShardListing(s3),
+        store=S3InventoryStore(s3),
+        checkpoint_bucket=checkpoint_bucket,
+        service=service,
+        record_concurrency=record_concurrency,
+        **options,
+    )
+
+
 # -- the handlers' cold start: from the function's environment, once per process -------------
 
 
@@ -180,8 +212,8 @@ def function_settings() -> FunctionSettings:
 @cache
 def function_ingest_service() -> IngestService:
     """The ingest decision logic over the ledger (``LEDGER_TABLE_NAME``,
-    ``TOMBSTONE_TTL_SECONDS``) and the landing bucket (``BUCKET_NAME``), with the team's
-    processor when ``PROCESSOR`` names one (``package.module:function``, CONTRACT C11).
+    ``TOMBSTONE_TTL_SECONDS``) and the landing buckets (``SCOPE``, else ``BUCKET_NAME``), with
+    the team's processor when ``PROCESSOR`` names one (``package.module:function``, C11).
 
     Raises
     ------
@@ -199,7 +231,7 @@ def function_ingest_service() -> IngestService:
         dynamodb=boto3.client("dynamodb"),
         table=settings.ledger_table_name,
         tombstone_ttl_seconds=settings.tombstone_ttl_seconds,
-        scope_bucket=settings.bucket_name,
+        scope=settings.scope,
         processor=load_processor(spec) if spec else None,
     )
 
@@ -264,3 +296,27 @@ def s3_client() -> Any:
     import boto3
 
     return boto3.client("s3")
+
+
+@cache
+def function_listing_backfill() -> ListingBackfill:
+    """The listing backfill function's service: the ingest service of
+    :func:`function_ingest_service` (same environment), ``CHECKPOINT_BUCKET_NAME`` for the
+    checkpoints, ``RECORD_CONCURRENCY`` entries recorded at once.
+
+    Raises
+    ------
+    ValueError
+        When ``CHECKPOINT_BUCKET_NAME`` or the ingest environment is missing.
+    """
+    import boto3
+
+    checkpoint_bucket = os.environ.get("CHECKPOINT_BUCKET_NAME")
+    if not checkpoint_bucket:
+        raise ValueError("listing backfill function misconfigured: missing CHECKPOINT_BUCKET_NAME")
+    return listing_backfill(
+        s3=boto3.client("s3"),
+        service=function_ingest_service(),
+        checkpoint_bucket=checkpoint_bucket,
+        record_concurrency=function_settings().record_concurrency,
+    )

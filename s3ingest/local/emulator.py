@@ -32,7 +32,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from s3ingest.local import fast_moto, requests, s3control_jobs
+from s3ingest.local import fast_moto, moto_s3_markers, requests, s3control_jobs
 from s3ingest.local.in_process import serve_in_process
 from s3ingest.settings import (
     CHANGE_SOURCE,
@@ -145,6 +145,7 @@ class Emulator:
         _report_event_bridge_configuration()
         requests.install()
         fast_moto.install()
+        moto_s3_markers.install()
         s3control_jobs.install()
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         self.port = _free_port()

@@ -12,7 +12,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from s3ingest_fn.core.effects import SupersededError
 from s3ingest_fn.core.events import normalize_etag, normalize_version
 from s3ingest_fn.core.model import InventoryRow, ObjectState, TransientError
-from s3ingest_fn.core.ports import Pin
+from s3ingest_fn.core.ports import Pin, VersionPage
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client  # pragma: no cover
@@ -162,6 +162,84 @@ class S3Listing:
                         size=o.get("Size"),
                         last_modified_ms=_ms(o.get("LastModified")),
                     )
+
+
+class S3ShardListing:
+    """The :class:`~s3ingest_fn.core.ports.ShardListing` port: one ListObjectVersions or
+    ListObjectsV2 request per call. Keys come decoded: botocore asks for
+    ``EncodingType=url`` and decodes the keys and markers of the answer, so control characters
+    and other keys XML 1.0 cannot carry list as they are
+    (https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectVersions.html).
+
+    Parameters
+    ----------
+    client : S3Client
+        Needs ``s3:ListBucket`` and ``s3:ListBucketVersions``.
+    """
+
+    def __init__(self, client: S3Client) -> None:
+        self._s3 = client
+
+    def versions(
+        self,
+        bucket: str,
+        prefix: str,
+        key_marker: str | None,
+        version_marker: str | None,
+        max_keys: int,
+    ) -> VersionPage:
+        """See :meth:`~s3ingest_fn.core.ports.ShardListing.versions`. Entries are merged back
+        into the listing's order (S3 answers versions and delete markers apart).
+
+        Raises
+        ------
+        TransientError
+            When S3 refuses or does not answer.
+        """
+        args: dict[str, Any] = {"Bucket": bucket, "MaxKeys": max_keys}
+        if prefix:
+            args["Prefix"] = prefix
+        if key_marker:
+            args["KeyMarker"] = key_marker
+            if version_marker:
+                args["VersionIdMarker"] = version_marker
+        try:
+            page = self._s3.list_object_versions(**args)
+        except (ClientError, BotoCoreError) as exc:
+            raise TransientError(f"s3 list_object_versions of {bucket}: {exc}") from exc
+        entries: list[tuple[Any, bool]] = [(v, False) for v in page.get("Versions", [])]
+        entries += [(m, True) for m in page.get("DeleteMarkers", [])]
+        # S3's order: key ascending, then newest first (LastModified descending); the latest
+        # entry of a key is the first of that key either way, and IsLatest marks it
+        entries.sort(key=lambda e: (e[0]["Key"], not e[0].get("IsLatest")))
+        rows = [_listed(bucket, v, delete_marker=marker) for v, marker in entries]
+        truncated = bool(page.get("IsTruncated"))
+        return VersionPage(
+            rows=rows,
+            next_key_marker=page.get("NextKeyMarker") if truncated else None,
+            next_version_marker=page.get("NextVersionIdMarker") if truncated else None,
+        )
+
+    def keys_after(
+        self, bucket: str, prefix: str, start_after: str | None, max_keys: int
+    ) -> tuple[list[str], bool]:
+        """See :meth:`~s3ingest_fn.core.ports.ShardListing.keys_after`.
+
+        Raises
+        ------
+        TransientError
+            When S3 refuses or does not answer.
+        """
+        args: dict[str, Any] = {"Bucket": bucket, "MaxKeys": max_keys}
+        if prefix:
+            args["Prefix"] = prefix
+        if start_after:
+            args["StartAfter"] = start_after
+        try:
+            page = self._s3.list_objects_v2(**args)
+        except (ClientError, BotoCoreError) as exc:
+            raise TransientError(f"s3 list_objects_v2 of {bucket}: {exc}") from exc
+        return [o["Key"] for o in page.get("Contents", [])], bool(page.get("IsTruncated"))
 
 
 def _listed(bucket: str, v: Any, *, delete_marker: bool) -> InventoryRow:

@@ -145,6 +145,42 @@ class BucketListing(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class VersionPage:
+    """One ListObjectVersions page: its entries (versions and delete markers) as inventory rows
+    in the listing's order (key, then newest version first), and where the next page starts
+    (None when this was the last)."""
+
+    rows: list[InventoryRow]
+    next_key_marker: str | None
+    next_version_marker: str | None
+
+
+class ShardListing(Protocol):
+    """A bucket listed by key range, one request per call (the listing backfill). Both raise
+    :class:`~s3ingest_fn.core.model.TransientError` when S3 refuses or does not answer."""
+
+    def versions(
+        self,
+        bucket: str,
+        prefix: str,
+        key_marker: str | None,
+        version_marker: str | None,
+        max_keys: int,
+    ) -> VersionPage:
+        """The page of ListObjectVersions after (``key_marker``, ``version_marker``): every
+        version and delete marker, in versioned and unversioned buckets alike (an unversioned
+        bucket's objects are the null version, ``is_latest`` True)."""
+        ...
+
+    def keys_after(
+        self, bucket: str, prefix: str, start_after: str | None, max_keys: int
+    ) -> tuple[list[str], bool]:
+        """The current keys after ``start_after`` (ListObjectsV2, at most ``max_keys``) and
+        whether more follow: the planner's probes."""
+        ...
+
+
 class EventDelivery(Protocol):
     """Whether a bucket still sends its events to EventBridge (the scheduled delivery check)."""
 
