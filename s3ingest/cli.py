@@ -498,7 +498,8 @@ def reconcile_command(
             disable=as_json,
         ) as bar:
             tasks = {
-                p: bar.add_task(f"{p} rows", total=None) for p in ("bucket", "ledger", "confirm")
+                p: bar.add_task(f"{p} rows", total=None)
+                for p in ("ledger", "bucket", "confirm", "repair")
             }
             report = _aws(
                 lambda: commands.reconcile(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypedDict
+from typing import Any, NamedTuple, Protocol, TypedDict
 
 from s3ingest_fn.core.model import InventoryRow, ObjectState
 from s3ingest_fn.core.row import Claim, LedgerRow, RowState, WriteMeta, WriteResult
@@ -134,8 +134,31 @@ class LedgerScanner(Protocol):
     def pages(self, bucket: str, segment: int, total: int) -> Iterator[list[LedgerRow]]: ...
 
 
+class ListingPage(NamedTuple):
+    """One listing request's rows and where the next one starts.
+
+    ``marker`` is JSON-ready and opaque to the caller (the adapter's continuation: a key marker,
+    a version-id marker); None when this page is the listing's last. Given back to
+    :meth:`BucketListing.pages`, it resumes the listing after this page, also in another
+    process.
+    """
+
+    rows: list[InventoryRow]
+    marker: dict[str, Any] | None
+
+
 class BucketListing(Protocol):
     """What a bucket holds now, listed (reconciliation's ``listing`` source, CONTRACT C12)."""
+
+    def pages(
+        self, bucket: str, prefix: str, marker: dict[str, Any] | None, page_size: int
+    ) -> Iterator[ListingPage]:
+        """The listing of :meth:`rows`, one request per page of at most ``page_size`` entries,
+        from ``marker`` (a page's :attr:`ListingPage.marker`; None: from the start), in the
+        bucket's key order (UTF-8 binary order; a key's versions newest first, so its latest
+        entry is on the first page that shows the key). Raises
+        :class:`~s3ingest_fn.core.model.TransientError` when the bucket cannot be listed."""
+        ...
 
     def rows(self, bucket: str, prefix: str) -> Iterator[InventoryRow]:
         """Every key under ``prefix`` as inventory rows: every version and delete marker when
