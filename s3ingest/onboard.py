@@ -293,9 +293,9 @@ def _finish(
 def _bucket_setup() -> Any:
     """The functions' bucket-setup service (``s3ingest_fn.services.bucket_setup``: describe,
     enable_event_bridge), the code the stack's custom resource runs."""
-    import importlib
+    from s3ingest_fn.services import bucket_setup
 
-    return importlib.import_module("s3ingest_fn.services.bucket_setup")
+    return bucket_setup
 
 
 #: The listing backfill's request kinds (its summary's ``requests``) as request kinds here.
@@ -416,21 +416,27 @@ def _state_transitions(sfn: Any, arn: str) -> int:
 
 
 def checkpoint_progress(s3: Any, checkpoint_bucket: str, bucket: str, run: str) -> dict[str, Any]:
-    """``{"shards": {"done", "started"}, "objects"}`` from the run's checkpoints
-    (``backfill-listing/<bucket>/<run>/<shard>.json``: ``done`` and ``counts``)."""
+    """``{"shards": {"done", "started", "planned"}, "objects"}`` from the run's files in the
+    checkpoint bucket (``backfill-listing/<bucket>/<run>/``: ``plan.json`` with the run's
+    ``shards``, and one ``<shard id>.json`` per shard started, with ``done`` and ``counts``);
+    ``planned`` is None before the plan is written."""
     prefix = f"{CHECKPOINT_FOLDER}/{bucket}/{run}/"
     started = done = objects = 0
+    planned: int | None = None
     for page in s3.get_paginator("list_objects_v2").paginate(
         Bucket=checkpoint_bucket, Prefix=prefix
     ):
         for item in page.get("Contents", []):
-            doc = json.loads(
-                s3.get_object(Bucket=checkpoint_bucket, Key=item["Key"])["Body"].read()
-            )
+            body = s3.get_object(Bucket=checkpoint_bucket, Key=item["Key"])["Body"].read()
+            doc = json.loads(body)
+            if item["Key"] == f"{prefix}{PLAN_FILE}":
+                shards = doc.get("shards") if isinstance(doc, dict) else None
+                planned = len(shards) if isinstance(shards, list) else None
+                continue
             started += 1
             done += bool(doc.get("done"))
             objects += checkpoint_objects(doc)
-    return {"shards": {"done": done, "started": started}, "objects": objects}
+    return {"shards": {"done": done, "started": started, "planned": planned}, "objects": objects}
 
 
 def checkpoint_objects(doc: Mapping[str, Any]) -> int:

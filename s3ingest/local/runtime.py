@@ -42,6 +42,7 @@ from s3ingest.local.inventory_writer import write_inventory
 from s3ingest.local.machines import (
     BACKFILL_BATCH_OPERATIONS,
     BACKFILL_DISTRIBUTED_MAP,
+    BACKFILL_LISTING,
     RECONCILE_FANOUT,
 )
 from s3ingest.local.oracles import (
@@ -83,8 +84,6 @@ from s3ingest_fn.services.reconcile import (
 BATCH_OPERATIONS = "batch-operations"
 DISTRIBUTED_MAP = "distributed-map"
 BACKFILL_ENGINES = (BATCH_OPERATIONS, DISTRIBUTED_MAP)
-#: The listing backfill state machine (``backfill-listing.json``, :mod:`s3ingest.local.machines`).
-BACKFILL_LISTING = "backfill-listing"
 #: The stack name the local runtime's onboarding runs are derived from (:func:`run_id`).
 LOCAL_STACK = "S3Ingest-local"
 
@@ -188,7 +187,7 @@ class LocalRuntime:
             dynamodb=self.ddb,
             table=self.resources.table,
             tombstone_ttl_seconds=self.settings.tombstone_ttl_seconds,
-            scope_bucket=self.resources.bucket if len(self.buckets) == 1 else None,
+            scope=self.scope,
         )
         self.ledger = cast(DynamoLedger, self.service.ledger)
         self.objects = cast(S3Objects, self.service.bucket)
@@ -413,6 +412,7 @@ class LocalRuntime:
             queue_url=self.resources.queue_url,
             inventory_bucket=self.resources.inventory_bucket,
             inventory_prefix=inventory_report_prefix(name),
+            scope=self.scope.bucket(name),
         )
 
     def write_inventory(self, bucket: str | None = None) -> str:

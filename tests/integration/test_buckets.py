@@ -249,6 +249,13 @@ def test_example_two_bucket_scenario_keeps_out_of_scope_keys_out_of_the_ledger()
         ("landing-filtered", "in/c+d.csv"): "present",
         ("landing-main", "report one.txt"): "deleted",
     }
-    # the hand-delivered out-of-scope event was ignored, never applied
-    (last,) = [m for m in result["messages"] if m["key"] == "out/b.csv"]
-    assert last["outcome"] == "ignored"
+    # reconciliation queued no repair for out-of-scope keys; the hand-delivered out-of-scope
+    # event was ignored, never applied
+    (filtered,) = [r for r in result["reconciliations"] if r["bucket"] == "landing-filtered"]
+    assert filtered["repairs_queued"] == 1 and filtered["drift"]["missing"] == 1
+    (last,) = [m for m in result["messages"] if m["key"].startswith("out/")]
+    assert (last["outcome"], last["reason"], last["delivered_at"]) == (
+        "ignored",
+        "out-of-scope",
+        18,
+    )

@@ -104,10 +104,17 @@ class ListingBackfill(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         checkpoints = landings.shared.inventory
+        # Every step's handler builds the listing backfill service over the ingest service's
+        # environment (s3ingest_fn.wiring.function_listing_backfill); only the shard function
+        # is granted the ledger.
         common = {
             **landings.scope_environment(self),
             "BUCKET_NAME": landings.first.bucket.bucket_name,
             CHECKPOINT_BUCKET_ENV: checkpoints.bucket_name,
+            "LEDGER_TABLE_NAME": ledger_table.table_name,
+            "DEAD_LETTER_QUEUE_URL": dead_letter_queue.queue_url,
+            "TOMBSTONE_TTL_SECONDS": str(settings.tombstone_ttl_seconds),
+            "RECORD_CONCURRENCY": str(settings.record_concurrency),
         }
 
         def step(
@@ -141,10 +148,6 @@ class ListingBackfill(Construct):
             "lists one key range and records it by the ledger rules (listing backfill)",
             Duration.seconds(settings.reconcile_timeout_seconds),
             settings.reconcile_memory_mb,
-            LEDGER_TABLE_NAME=ledger_table.table_name,
-            DEAD_LETTER_QUEUE_URL=dead_letter_queue.queue_url,
-            TOMBSTONE_TTL_SECONDS=str(settings.tombstone_ttl_seconds),
-            RECORD_CONCURRENCY=str(settings.record_concurrency),
         )
         self.summarize = step(
             "ListingSummarize",
