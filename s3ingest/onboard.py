@@ -41,9 +41,10 @@ PLAN_FILE = "plan.json"
 #: Execution statuses that end the wait.
 TERMINAL = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
 
-#: AWS list prices (USD) used for the estimate: region, when read, where from.
+#: AWS list prices (USD) used for the estimate: region, when read (check the pages for
+#: today's prices), where from.
 PRICES_REGION = "us-east-1"
-PRICES_AS_OF = "2025 (check the pages below for today's prices)"
+PRICES_AS_OF = "2025"
 PRICES_SOURCES = (
     "https://aws.amazon.com/s3/pricing/",
     "https://aws.amazon.com/dynamodb/pricing/on-demand/",

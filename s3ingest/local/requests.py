@@ -72,6 +72,8 @@ def request_kind(environ: dict[str, Any]) -> str:
         return f"{service}:{str(target).rsplit('.', 1)[-1]}"
     if service == "s3":
         return f"s3:{_s3_operation(environ)}"
+    if service == "lambda" and str(environ.get("PATH_INFO") or "").endswith("/invocations"):
+        return "lambda:Invoke"
     return f"{service}:other"
 
 

@@ -214,6 +214,8 @@ def test_buckets_setup_is_parsed_with_defaults() -> None:
 )
 def test_requests_are_counted_by_kind(environ: dict[str, Any], kind: str) -> None:
     service = "dynamodb" if "HTTP_X_AMZ_TARGET" in environ else "s3"
+    if "invocations" in environ.get("PATH_INFO", ""):
+        service = "lambda"
     signed = {
         **environ,
         "HTTP_AUTHORIZATION": "AWS4-HMAC-SHA256 Credential=testing/20261201/us-east-1/"
