@@ -137,6 +137,14 @@ StackOrLocal = Annotated[
     ),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
+BucketOption = Annotated[
+    str | None,
+    typer.Option(
+        "--bucket",
+        metavar="BUCKET",
+        help="One of the stack's landing buckets (default: the first of its BucketNames output).",
+    ),
+]
 
 
 @local_app.command("demo", short_help="The live pipeline under chaotic delivery.")
@@ -185,13 +193,26 @@ def demo(
             "commit (the effect must run again).",
         ),
     ] = 0.05,
+    existing: Annotated[
+        bool,
+        typer.Option(
+            "--existing",
+            help="Instead: onboard an existing bucket that already holds objects and another "
+            "team's notification and inventory configurations (s3ingest onboard --local), with "
+            "live traffic during the backfill.",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Run the live pipeline locally under duplicated, reordered and lossy delivery, with the
     example processor (a JSON sidecar per object) and the change stream, reconcile once, and
-    report whether the ledger equals the bucket and the sidecars match it (exit code 1 if not)."""
+    report whether the ledger equals the bucket and the sidecars match it (exit code 1 if not).
+    With --existing, onboard an existing bucket instead."""
     _require_local("s3ingest local demo")
     from s3ingest.commands import local as commands
+
+    if existing:
+        _onboard_locally(seed=seed, as_json=as_json)
 
     if reconcile not in commands.DEMO_RECONCILE:
         raise typer.BadParameter("must be inventory, listing or none", param_hint="--reconcile")
@@ -407,6 +428,7 @@ def reconcile_command(
         bool, typer.Option("--dry-run", help="Report the drift; queue no repair.")
     ] = False,
     stack: StackOrLocal = None,
+    bucket: BucketOption = None,
     local: Annotated[
         bool,
         typer.Option(
@@ -453,8 +475,10 @@ def reconcile_command(
     stack = _one_target(ctx, stack, local)
     if local:
         _require_local("s3ingest reconcile --local")
-        if manifest or margin_seconds is not None:
-            raise typer.BadParameter("--manifest and --margin-seconds apply to --stack only")
+        if manifest or margin_seconds is not None or bucket is not None:
+            raise typer.BadParameter(
+                "--manifest, --margin-seconds and --bucket apply to --stack only"
+            )
         if fan_out and source != "inventory":
             raise typer.BadParameter("the fan-out reads an inventory", param_hint="--fan-out")
         report = commands.reconcile_locally(
@@ -464,7 +488,7 @@ def reconcile_command(
         if fan_out:
             raise typer.BadParameter("--fan-out applies to --local only", param_hint="--fan-out")
         deployed = _connect(str(stack))
-        reconciler = _aws(deployed.reconciler)
+        reconciler = _aws(lambda: deployed.reconciler(bucket))
         with Progress(
             TextColumn("[bold]{task.description}"),
             TextColumn("{task.completed}"),
@@ -474,7 +498,8 @@ def reconcile_command(
             disable=as_json,
         ) as bar:
             tasks = {
-                p: bar.add_task(f"{p} rows", total=None) for p in ("bucket", "ledger", "confirm")
+                p: bar.add_task(f"{p} rows", total=None)
+                for p in ("ledger", "bucket", "confirm", "repair")
             }
             report = _aws(
                 lambda: commands.reconcile(
@@ -501,6 +526,203 @@ def reconcile_command(
                 "ledger equals bucket after the repairs: "
                 + ("[green]yes[/]" if report["converged"] else "[red]no[/]")
             )
+
+
+@app.command("onboard", short_help="Onboard an existing bucket: events on, backfill, reconcile.")
+def onboard_command(
+    ctx: typer.Context,
+    stack: StackOrLocal = None,
+    bucket: BucketOption = None,
+    yes: Annotated[
+        bool,
+        typer.Option("--yes", help="Switch EventBridge delivery on without asking."),
+    ] = False,
+    local: Annotated[
+        bool,
+        typer.Option(
+            "--local",
+            help="Run the same on the local runtime: an existing bucket holding objects and "
+            "another team's configurations, live traffic during the backfill.",
+        ),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Bring an existing bucket into the ledger while live traffic flows: check its
+    EventBridge delivery and (after confirmation, or --yes) switch it on keeping every other
+    notification configuration, run the listing backfill state machine with a progress bar,
+    then a listing reconciliation that closes the window between the listing and the first
+    events. Prints objects, elapsed time, requests by kind and an estimated cost. Re-running
+    resumes the same backfill run. Exit code 1 when it did not finish (declined, failed)."""
+    stack = _one_target(ctx, stack, local)
+    if local:
+        _require_local("s3ingest onboard --local")
+        if bucket is not None:
+            raise typer.BadParameter("--bucket applies to --stack only", param_hint="--bucket")
+        _onboard_locally(seed=7, as_json=as_json)
+    from s3ingest.onboard import OnboardTarget, onboard
+
+    deployed = _connect(str(stack))
+    name = _aws(lambda: deployed.stack.bucket(bucket))
+    machine, checkpoints = _require(
+        deployed, "ListingBackfillStateMachineArn", "InventoryBucketName"
+    )
+    reconciler = _aws(lambda: deployed.reconciler(name))
+
+    def reconcile(target_bucket: str, on_rows: Any) -> dict[str, Any]:
+        from s3ingest.commands import reconcile as commands
+
+        return commands.reconcile(
+            reconciler,
+            source="listing",
+            prefix="",
+            dry_run=False,
+            manifest=None,
+            margin_seconds=None,
+            on_rows=on_rows,
+        )
+
+    def confirm(target_bucket: str, configuration: dict[str, Any]) -> bool:
+        others = _foreign_entries(configuration)
+        console.print(
+            f"EventBridge delivery is [red]off[/] on {target_bucket}; switching it on keeps "
+            f"its other notification configurations ({others or 'none'})."
+        )
+        if yes:
+            return True
+        if as_json or not sys.stdin.isatty():
+            console.print("not switched on: give --yes to switch it on without asking")
+            return False
+        return bool(typer.confirm(f"Switch EventBridge delivery on for {target_bucket}?"))
+
+    target = OnboardTarget(
+        stack=deployed.name,
+        s3=deployed.client("s3"),
+        sfn=deployed.client("stepfunctions"),
+        machine_arn=machine,
+        checkpoint_bucket=checkpoints,
+        reconcile=reconcile,
+    )
+    with _OnboardBar(hidden=as_json) as on_progress:
+        report = _aws(lambda: onboard(target, name, confirm=confirm, on_progress=on_progress))
+    _emit_onboard(report, as_json)
+    raise typer.Exit(0 if report["status"] == "done" else EXIT_UNHEALTHY)
+
+
+def _foreign_entries(configuration: dict[str, Any]) -> str:
+    """The notification configurations other than EventBridge, as ``Queue: id, ...``."""
+    notification = configuration.get("notification") or {}
+    parts = [
+        f"{kind.removesuffix('Configurations')}: {entry.get('Id', '?')}"
+        for kind in ("QueueConfigurations", "TopicConfigurations", "LambdaFunctionConfigurations")
+        for entry in notification.get(kind, [])
+    ]
+    return ", ".join(parts)
+
+
+def _onboard_locally(*, seed: int, as_json: bool) -> None:
+    """``onboard --local`` and ``local demo --existing``: run, print, end with the exit code
+    (0 when the onboarding finished, the ledger converged and the foreign entries survived)."""
+    from s3ingest.commands import local as commands
+
+    with _OnboardBar(hidden=as_json) as on_progress:
+        report = commands.existing_demo(seed=seed, on_progress=on_progress)
+    ok = bool(report["converged"] and report["foreign_config_intact"])
+    if as_json:
+        sys.stdout.write(json.dumps(report, default=str) + "\n")
+        raise typer.Exit(0 if ok else EXIT_UNHEALTHY)
+    out.print(
+        f"existing bucket {report['bucket']}: {report['objects_before']} objects before the "
+        f"pipeline (events S3 sent for them: {report['events_before_onboarding']}), "
+        f"{report['live_operations']} live operations during the backfill"
+    )
+    _emit_onboard(report["onboard"], as_json=False)
+    config = report["bucket_config"][report["bucket"]]
+    out.print(
+        "configuration after onboarding: EventBridge "
+        + ("on" if report["event_bridge_on"] else "[red]off[/]")
+        + f"; other notifications: {_foreign_entries(config) or 'none'}; inventories: "
+        + ", ".join(c["Id"] for c in config["inventory"])
+        + ("" if report["foreign_config_intact"] else " [red](another team's entries lost)[/]")
+    )
+    out.print(f"ledger rows: {report['ledger_rows']}; visible objects: {report['visible_objects']}")
+    if report["converged"]:
+        out.print("[bold green]CONVERGED[/]: the ledger equals the bucket")
+    else:
+        out.print("[bold red]NOT CONVERGED[/]:")
+        for d in report["differences"]:
+            out.print(f"  {d}")
+    raise typer.Exit(0 if ok else EXIT_UNHEALTHY)
+
+
+class _OnboardBar:
+    """The onboarding's progress bar on standard error: shards done/total and objects
+    recorded during the backfill, rows read during the reconciliation."""
+
+    def __init__(self, *, hidden: bool) -> None:
+        self._bar = _task_bar(hidden=hidden)
+        self._task: Any = None
+
+    def __enter__(self) -> Any:
+        self._bar.__enter__()
+        self._task = self._bar.add_task("checking EventBridge delivery", total=None)
+        return self.update
+
+    def update(self, phase: str, done: int, total: int | None, objects: int) -> None:
+        if phase == "backfill":
+            description = f"listing backfill: shards ({objects} objects recorded)"
+        else:
+            description = f"{phase} rows"
+        self._bar.update(self._task, description=description, completed=done, total=total)
+
+    def __exit__(self, *exc: object) -> None:
+        self._bar.__exit__(*exc)  # type: ignore[arg-type]
+
+
+def _emit_onboard(report: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(report, default=str) + "\n")
+        return
+    if report["status"] == "declined":
+        out.print(f"{report['bucket']}: EventBridge delivery left off; nothing done")
+        return
+    table = Table(title=f"onboarding {report['bucket']}")
+    table.add_column("figure")
+    table.add_column("value", justify="right", overflow="fold")
+    eb = report["event_bridge"]
+    backfill = report["backfill"]
+    rows = [
+        ("EventBridge delivery", "switched on" if eb["switched_on"] else "was on"),
+        ("backfill run", backfill["run"]),
+        ("execution", f"{backfill['status']} (attempt {backfill['attempt']})"),
+        ("shards done", backfill["shards"]["done"]),
+        ("objects listed", report["objects"]),
+    ]
+    rec = report.get("reconciliation")
+    if rec:
+        rows += [(f"reconciliation drift: {k}", v) for k, v in rec["drift"].items()]
+        rows.append(("repairs queued", rec["repairs_queued"]))
+    rows.append(("elapsed seconds", report["elapsed_s"]))
+    cost = report["cost"]
+    rows.append(
+        (
+            "estimated cost (USD)",
+            f"{cost['usd']:.6f} ({cost['region']} list prices, {cost['prices_as_of']})",
+        )
+    )
+    for name, value in rows:
+        table.add_row(name, str(value))
+    out.print(table)
+    requests = Table(title=f"requests by kind ({report['requests_source']})")
+    requests.add_column("kind")
+    requests.add_column("requests", justify="right")
+    for kind, n in sorted(report["requests"].items(), key=lambda kv: -kv[1]):
+        requests.add_row(kind, str(n))
+    out.print(requests)
+    if report["status"] != "done":
+        out.print(
+            f"[red]onboarding stopped:[/] execution {backfill['status']}: "
+            f"{backfill.get('error')}: {backfill.get('cause')}; re-run to resume"
+        )
 
 
 backfill_app = typer.Typer(

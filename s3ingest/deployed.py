@@ -53,9 +53,40 @@ class DeployedStack:
             )
         return [self.outputs[n] for n in names]
 
-    def reconciler(self, session: Any) -> Reconciler:
-        """Reconciliation against this stack's bucket, ledger and ingest queue."""
-        bucket, table, queue = self.require("BucketName", "LedgerTableName", "QueueUrl")
+    @property
+    def bucket_names(self) -> list[str]:
+        """The stack's landing buckets in settings order: output ``BucketNames``
+        (comma-joined), else ``BucketName`` (stacks of earlier releases)."""
+        names = self.outputs.get("BucketNames")
+        if names:
+            return [n for n in names.split(",") if n]
+        return self.require("BucketName")
+
+    def bucket(self, name: str | None = None) -> str:
+        """Landing bucket ``name`` checked against the stack's, or the first one when None.
+
+        Raises
+        ------
+        StackNotFoundError
+            When the stack has no such landing bucket.
+        """
+        names = self.bucket_names
+        if name is None:
+            return names[0]
+        if name not in names:
+            raise StackNotFoundError(
+                f"stack {self.name!r} has no landing bucket {name!r} (its buckets: "
+                f"{', '.join(names)})"
+            )
+        return name
+
+    def reconciler(self, session: Any, bucket: str | None = None) -> Reconciler:
+        """Reconciliation against one of this stack's buckets (the first when None), its
+        ledger and its ingest queue."""
+        first, table, queue = self.require("BucketName", "LedgerTableName", "QueueUrl")
+        bucket = (
+            self.bucket(bucket) if bucket is not None or "BucketNames" in self.outputs else first
+        )
         return wiring.reconciler(
             s3=session.client("s3"),
             dynamodb=session.client("dynamodb"),

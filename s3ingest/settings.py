@@ -45,6 +45,8 @@ DEFAULTS: dict[str, Any] = {
     "reconcileTimeoutSeconds": 900,
     "backfillEngine": "batch-operations",
     "backfillFunctionTimeoutSeconds": 60,
+    "listingConcurrency": 32,
+    "ledgerWarmWriteUnits": None,
     "alarmEmail": None,
     "processor": None,
     "processorPackageDir": None,
@@ -53,6 +55,9 @@ DEFAULTS: dict[str, Any] = {
     "runbookBaseUrl": "https://github.com/s3ingest/s3ingest/blob/main/docs/runbook.md",
     "tracing": False,
 }
+
+#: Whole-number settings whose default is ``None`` (unset).
+OPTIONAL_INT_KEYS = frozenset({"ledgerWarmWriteUnits"})
 
 #: How the backfill (CONTRACT C13) runs over the inventory: an S3 Batch Operations job invoking the
 #: backfill Lambda per object, or a Step Functions Distributed Map with one child per data file.
@@ -385,6 +390,17 @@ class Settings:
         (CONTRACT C13) is deployed only when the stack owns the inventory (:attr:`owns_inventory`).
     backfill_function_timeout_seconds : int
         Timeout of the backfill Lambda S3 Batch Operations invokes, seconds (3 to 900).
+    listing_concurrency : int
+        The listing backfill's parallel shards: its Distributed Map's ``MaxConcurrency``
+        (1 to 1000), so as many ``list_shard`` Lambdas at once, each writing the ledger.
+    ledger_warm_write_units : int or None
+        Pre-warmed write capacity of the on-demand ledger table, write request units per second
+        (DynamoDB warm throughput, ``WarmThroughput.WriteUnitsPerSecond``, 4000 to 40000 as
+        this stack sets it;
+        https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html):
+        a backfill of tens of millions of keys writes at full speed from its first minute
+        instead of waiting for on-demand scaling. Billed once per increase. ``None``: no warm
+        throughput (on-demand scaling only).
     alarm_email : str or None
         An e-mail address subscribed to the alarm topic (SNS sends it a confirmation first).
         ``None``: the topic has no subscription; subscribe to it yourself.
@@ -435,6 +451,8 @@ class Settings:
     reconcile_timeout_seconds: int = DEFAULTS["reconcileTimeoutSeconds"]
     backfill_engine: str = DEFAULTS["backfillEngine"]
     backfill_function_timeout_seconds: int = DEFAULTS["backfillFunctionTimeoutSeconds"]
+    listing_concurrency: int = DEFAULTS["listingConcurrency"]
+    ledger_warm_write_units: int | None = DEFAULTS["ledgerWarmWriteUnits"]
     alarm_email: str | None = DEFAULTS["alarmEmail"]
     processor: str | None = DEFAULTS["processor"]
     processor_package_dir: str | None = DEFAULTS["processorPackageDir"]
@@ -555,7 +573,9 @@ class Settings:
                     problems.append(f"{key}: expected true or false, got {raw!r}")
                     untyped.append(key)
                     continue
-            elif isinstance(default, int):
+            elif key in OPTIONAL_INT_KEYS and raw in (None, "", "null"):
+                val = None
+            elif isinstance(default, int) or key in OPTIONAL_INT_KEYS:
                 val = _to_int(raw)
                 if val is None:
                     problems.append(f"{key}: expected a whole number, got {raw!r}")
@@ -646,6 +666,23 @@ class Settings:
                 f"{', '.join(BACKFILL_ENGINES)}"
             )
         rng("backfillFunctionTimeoutSeconds", self.backfill_function_timeout_seconds, 3, 900)
+        rng(
+            "listingConcurrency",
+            self.listing_concurrency,
+            1,
+            1000,
+            " (a Distributed Map's concurrency limit is 10000; Lambda's default account "
+            "concurrency is 1000)",
+        )
+        if self.ledger_warm_write_units is not None:
+            rng(
+                "ledgerWarmWriteUnits",
+                self.ledger_warm_write_units,
+                4000,
+                40000,
+                " (DynamoDB's on-demand table: at least the 4000 write units a new table has, "
+                "at most the 40000 of the default table quota)",
+            )
         if self.alarm_email is not None and not _EMAIL_RE.match(self.alarm_email):
             p.append(f"alarmEmail: {self.alarm_email!r} is not an e-mail address")
         if self.processor is not None and not _PROCESSOR_RE.match(self.processor):
@@ -714,7 +751,9 @@ def inventory_report_prefix(bucket_name: str) -> str:
     return f"{INVENTORY_PREFIX}/{bucket_name}/{INVENTORY_ID}/"
 
 
-def ingest_event_pattern(buckets: str | Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def ingest_event_pattern(
+    buckets: str | Mapping[str, Any] | Sequence[Mapping[str, Any]],
+) -> dict[str, Any]:
     """EventBridge event pattern of the ingest rule and its archive.
 
     Matches only the landing buckets' ``Object Created`` and ``Object Deleted`` events from
@@ -728,8 +767,9 @@ def ingest_event_pattern(buckets: str | Sequence[Mapping[str, Any]]) -> dict[str
 
     Parameters
     ----------
-    buckets : str or sequence of mapping
-        One bucket's name, or ``[{"name", "prefixes", "suffixes"}, ...]``
+    buckets : str, mapping or sequence of mapping
+        One bucket's name (or a resolved CloudFormation reference to it, ``{"Ref": ...}``),
+        or ``[{"name", "prefixes", "suffixes"}, ...]``
         (:meth:`BucketSpec.scope_entry`); names may be CDK tokens in the stack.
 
     Returns
@@ -738,7 +778,12 @@ def ingest_event_pattern(buckets: str | Sequence[Mapping[str, Any]]) -> dict[str
         ``{"source", "detail-type", "detail": {"bucket": {"name": [...]}}}`` when no bucket has
         filters, else ``{"source", "detail-type", "detail": {"$or": [...]}}``.
     """
-    entries = [{"name": buckets}] if isinstance(buckets, str) else list(buckets)
+    # one bucket: its name, or a resolved CDK reference to it ({"Ref": ...}) in a template test
+    entries: list[Mapping[str, Any]]
+    if isinstance(buckets, str) or (isinstance(buckets, Mapping) and "name" not in buckets):
+        entries = [{"name": buckets}]
+    else:
+        entries = list(buckets)  # type: ignore[arg-type]
     pattern: dict[str, Any] = {
         "source": ["aws.s3"],
         "detail-type": ["Object Created", "Object Deleted"],

@@ -16,6 +16,13 @@ METRICS_SERVICE = "s3ingest"
 STACK_DIMENSION = "stack"
 #: Environment variable holding the stack name, set by the stack on every function.
 STACK_ENV = "S3INGEST_STACK"
+#: The dimension naming the landing bucket of a per-bucket count (beside ``stack``): the
+#: ingest outcomes are also counted per bucket under ``{service, stack, bucket}``.
+BUCKET_DIMENSION = "bucket"
+#: The ``bucket`` dimension's value for a record of a bucket that is not one of the stack's
+#: (a replayed or redriven event of another bucket, ``ignored: out-of-scope``): one series for
+#: all of them, however many such buckets there are.
+OTHER_BUCKET = "(other)"
 
 #: End-to-end lag of a live event, S3 event time to the record's ledger decision, milliseconds.
 LAG_METRIC = "ingest_lag_ms"

@@ -23,7 +23,9 @@ if TYPE_CHECKING:
     from s3ingest_fn.core.decide import IngestService
     from s3ingest_fn.core.effects import AppliedChange, EffectRunner, Processor
     from s3ingest_fn.core.model import Result
+    from s3ingest_fn.core.scope import BucketScope, Scope
     from s3ingest_fn.services.ingest import FunctionSettings, MessageProcessor
+    from s3ingest_fn.services.listing_backfill import ListingBackfill
     from s3ingest_fn.services.reconcile import Reconciler
 
 
@@ -90,12 +92,14 @@ def ingest_service(
     dynamodb: Any,
     table: str,
     tombstone_ttl_seconds: int,
-    scope_bucket: str | None,
+    scope_bucket: str | None = None,
     processor: Processor | None = None,
     clock: Callable[[], float] = time.time,
+    scope: Scope | None = None,
 ) -> IngestService:
     """The ingest decision over the ledger and the bucket, with the processor's effects when
-    one is given (CONTRACT C11)."""
+    one is given (CONTRACT C11). ``scope`` (the buckets and key filters tracked) wins over
+    ``scope_bucket`` (one bucket, the single-bucket form); neither: every key."""
     from s3ingest_fn.adapters.s3_objects import S3Objects
     from s3ingest_fn.core.decide import IngestService
 
@@ -104,6 +108,7 @@ def ingest_service(
         bucket=S3Objects(s3),
         scope_bucket=scope_bucket,
         effects=effect_runner(processor, s3) if processor is not None else None,
+        scope=scope,
     )
 
 
@@ -135,10 +140,12 @@ def reconciler(
     inventory_bucket: str | None = None,
     inventory_prefix: str = "",
     clock: Callable[[], float] = time.time,
+    scope: BucketScope | None = None,
 ) -> Reconciler:
     """Reconciliation of ``bucket`` against the ledger ``table``, repairs to ``queue_url``: the
     bucket's HEAD and listing, the inventory bucket's objects (and the fan-out's shards) over
-    ``s3``, the ledger's Scan over ``dynamodb``, the repairs over ``sqs``."""
+    ``s3``, the ledger's Scan over ``dynamodb``, the repairs over ``sqs``; only the keys of
+    ``scope`` (the bucket's key filters; None: every key) count."""
     from s3ingest_fn.adapters.dynamo_ledger import DynamoLedgerScanner
     from s3ingest_fn.adapters.inventory import S3InventoryStore
     from s3ingest_fn.adapters.s3_objects import S3Listing, S3Objects
@@ -157,6 +164,34 @@ def reconciler(
         inventory_bucket=inventory_bucket,
         inventory_prefix=inventory_prefix,
         clock=clock,
+        scope=scope,
+    )
+
+
+def listing_backfill(
+    *,
+    s3: Any,
+    service: IngestService,
+    checkpoint_bucket: str,
+    record_concurrency: int = 8,
+    **options: Any,
+) -> ListingBackfill:
+    """The listing backfill over ``s3`` (the landing buckets' listings and the checkpoint
+    bucket) recording through ``service``; ``options`` are
+    :class:`~s3ingest_fn.services.listing_backfill.ListingBackfill`'s tuning fields
+    (``page_size``, ``probe_size``, ``max_shards``, ``max_probes``, ``shard_keys``,
+    ``margin_ms``)."""
+    from s3ingest_fn.adapters.inventory import S3InventoryStore
+    from s3ingest_fn.adapters.s3_objects import S3ShardListing
+    from s3ingest_fn.services.listing_backfill import ListingBackfill
+
+    return ListingBackfill(
+        listing=S3ShardListing(s3),
+        store=S3InventoryStore(s3),
+        checkpoint_bucket=checkpoint_bucket,
+        service=service,
+        record_concurrency=record_concurrency,
+        **options,
     )
 
 
@@ -180,8 +215,8 @@ def function_settings() -> FunctionSettings:
 @cache
 def function_ingest_service() -> IngestService:
     """The ingest decision logic over the ledger (``LEDGER_TABLE_NAME``,
-    ``TOMBSTONE_TTL_SECONDS``) and the landing bucket (``BUCKET_NAME``), with the team's
-    processor when ``PROCESSOR`` names one (``package.module:function``, CONTRACT C11).
+    ``TOMBSTONE_TTL_SECONDS``) and the landing buckets (``SCOPE``, else ``BUCKET_NAME``), with
+    the team's processor when ``PROCESSOR`` names one (``package.module:function``, C11).
 
     Raises
     ------
@@ -199,7 +234,7 @@ def function_ingest_service() -> IngestService:
         dynamodb=boto3.client("dynamodb"),
         table=settings.ledger_table_name,
         tombstone_ttl_seconds=settings.tombstone_ttl_seconds,
-        scope_bucket=settings.bucket_name,
+        scope=settings.scope,
         processor=load_processor(spec) if spec else None,
     )
 
@@ -213,31 +248,98 @@ def function_message_processor() -> MessageProcessor:
     )
 
 
-@cache
-def function_reconciler() -> Reconciler:
-    """Reconciliation over ``LEDGER_TABLE_NAME``, ``INGEST_QUEUE_URL``, ``BUCKET_NAME``,
-    ``INVENTORY_BUCKET_NAME`` and ``INVENTORY_PREFIX``.
+def function_scope() -> Scope:
+    """The pipeline's buckets and key filters: ``SCOPE``, else ``BUCKET_NAME`` alone
+    (:meth:`~s3ingest_fn.core.scope.Scope.from_env`; read each time: it is cheap).
 
     Raises
     ------
     ValueError
-        Naming every missing variable.
+        When ``SCOPE`` is malformed.
+    """
+    from s3ingest_fn.core.scope import Scope
+
+    return Scope.from_env(os.environ)
+
+
+def inventories_from_env(env: Any, first_bucket: str | None) -> dict[str, tuple[str, str]]:
+    """Each bucket's inventory reports, ``{source bucket: (destination bucket, report
+    folder)}``: ``INVENTORIES`` (JSON ``[{"name", "bucket", "prefix"}, ...]``), and for
+    ``first_bucket`` when it names none, ``INVENTORY_BUCKET_NAME`` and ``INVENTORY_PREFIX``.
+
+    Raises
+    ------
+    ValueError
+        When ``INVENTORIES`` is not a JSON list of such objects.
+    """
+    import json
+
+    found: dict[str, tuple[str, str]] = {}
+    raw = env.get("INVENTORIES")
+    if raw:
+        try:
+            entries = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"INVENTORIES is not JSON: {exc.msg}") from exc
+        if not isinstance(entries, list):
+            raise ValueError("INVENTORIES must be a JSON list")
+        for entry in entries:
+            if not (
+                isinstance(entry, dict)
+                and isinstance(entry.get("name"), str)
+                and isinstance(entry.get("bucket"), str)
+            ):
+                raise ValueError(f"INVENTORIES entry without name or bucket: {entry!r}")
+            found[entry["name"]] = (entry["bucket"], str(entry.get("prefix") or ""))
+    legacy = env.get("INVENTORY_BUCKET_NAME")
+    if first_bucket and first_bucket not in found and legacy:
+        found[first_bucket] = (legacy, env.get("INVENTORY_PREFIX", ""))
+    return found
+
+
+def function_reconcile_buckets() -> tuple[str, ...]:
+    """The buckets a scheduled reconciliation covers, in order: ``SCOPE``'s, else
+    ``BUCKET_NAME``."""
+    names = function_scope().names
+    return names or ((os.environ["BUCKET_NAME"],) if os.environ.get("BUCKET_NAME") else ())
+
+
+@cache
+def function_reconciler(bucket: str | None = None) -> Reconciler:
+    """Reconciliation of ``bucket`` (default: the first of :func:`function_reconcile_buckets`)
+    over ``LEDGER_TABLE_NAME`` and ``INGEST_QUEUE_URL``, with its key filters from ``SCOPE``
+    and its inventory from :func:`inventories_from_env` (none: it can only be listed).
+
+    Raises
+    ------
+    ValueError
+        Naming every missing variable, or a bucket that is not one of the pipeline's.
     """
     import boto3
 
-    required = ("LEDGER_TABLE_NAME", "INGEST_QUEUE_URL", "BUCKET_NAME")
+    required = ("LEDGER_TABLE_NAME", "INGEST_QUEUE_URL")
     missing = [name for name in required if not os.environ.get(name)]
+    buckets = function_reconcile_buckets()
+    if not buckets:
+        missing.append("BUCKET_NAME")
     if missing:
         raise ValueError("reconcile function misconfigured: missing " + ", ".join(missing))
+    name = bucket or buckets[0]
+    scope = function_scope()
+    found = scope.bucket(name)
+    if scope.buckets and found is None:
+        raise ValueError(f"bucket {name!r} is not one of the pipeline's: {list(scope.names)}")
+    inventory = inventories_from_env(os.environ, buckets[0]).get(name)
     return reconciler(
         s3=boto3.client("s3"),
         dynamodb=boto3.client("dynamodb"),
         sqs=boto3.client("sqs"),
-        bucket=os.environ["BUCKET_NAME"],
+        bucket=name,
         table=os.environ["LEDGER_TABLE_NAME"],
         queue_url=os.environ["INGEST_QUEUE_URL"],
-        inventory_bucket=os.environ.get("INVENTORY_BUCKET_NAME") or None,
-        inventory_prefix=os.environ.get("INVENTORY_PREFIX", ""),
+        inventory_bucket=inventory[0] if inventory else None,
+        inventory_prefix=inventory[1] if inventory else "",
+        scope=found,
     )
 
 
@@ -256,3 +358,35 @@ def function_event_delivery() -> S3EventDelivery:
     import boto3
 
     return event_delivery(boto3.client("s3"))
+
+
+def s3_client() -> Any:
+    """A boto3 S3 client (the bucket-setup custom resource,
+    :mod:`s3ingest_fn.handlers.bucket_setup`)."""
+    import boto3
+
+    return boto3.client("s3")
+
+
+@cache
+def function_listing_backfill() -> ListingBackfill:
+    """The listing backfill function's service: the ingest service of
+    :func:`function_ingest_service` (same environment), ``CHECKPOINT_BUCKET_NAME`` for the
+    checkpoints, ``RECORD_CONCURRENCY`` entries recorded at once.
+
+    Raises
+    ------
+    ValueError
+        When ``CHECKPOINT_BUCKET_NAME`` or the ingest environment is missing.
+    """
+    import boto3
+
+    checkpoint_bucket = os.environ.get("CHECKPOINT_BUCKET_NAME")
+    if not checkpoint_bucket:
+        raise ValueError("listing backfill function misconfigured: missing CHECKPOINT_BUCKET_NAME")
+    return listing_backfill(
+        s3=boto3.client("s3"),
+        service=function_ingest_service(),
+        checkpoint_bucket=checkpoint_bucket,
+        record_concurrency=function_settings().record_concurrency,
+    )

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from aws_cdk import Token
@@ -15,9 +16,11 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from s3ingest.settings import Settings, SettingsError
+from s3ingest.settings import BucketSpec, Settings, SettingsError
 from s3ingest_cdk.bundling import function_code, processor_sources
 from s3ingest_cdk.constructs import LandingBucket, LedgerTable, ProcessorOutputBucket
+from s3ingest_cdk.constructs.bucket_setup import BucketSetupProvider
+from s3ingest_cdk.constructs.landing_bucket import Landings, allow_inventory_delivery
 from s3ingest_cdk.features import (
     Backfill,
     ChangeStream,
@@ -25,10 +28,25 @@ from s3ingest_cdk.features import (
     Monitoring,
     Reconciliation,
 )
+from s3ingest_cdk.features.listing import ListingBackfill
 
 _DEFAULT = Settings()
 #: The construct ids of the features, children of the pipeline.
-FEATURE_IDS = ("Ingestion", "Reconciliation", "Backfill", "ChangeStream", "Monitoring")
+FEATURE_IDS = ("Ingestion", "Reconciliation", "Backfill", "Listing", "ChangeStream", "Monitoring")
+
+
+@dataclass(frozen=True)
+class LandingBucketSource:
+    """A ``buckets`` entry backed by a bucket of the app: ``S3IngestPipeline(buckets=[...,
+    LandingBucketSource(BucketSpec(existing=True, prefixes=("in/",)), my_bucket)])``.
+
+    ``bucket`` (created in the app, its name may be a token, or imported) is the entry's
+    existing bucket: the pipeline sets it up as ``spec`` says (EventBridge delivery, its own
+    inventory) without replacing anything else; ``spec.name`` is taken from ``bucket``.
+    """
+
+    spec: BucketSpec
+    bucket: s3.IBucket
 
 
 class S3IngestPipeline(Construct):
@@ -61,6 +79,14 @@ class S3IngestPipeline(Construct):
         it gets no inventory, so reconciliation lists it and no backfill is deployed.
         ``None``: the pipeline creates the landing bucket (and, with ``inventory_enabled``, its
         daily inventory, the backfill and the option of the fan-out reconciliation).
+    buckets : sequence of s3ingest.settings.BucketSpec or LandingBucketSource, optional
+        The landing buckets (the ``buckets`` setting), instead of ``bucket``: each created by
+        the pipeline or existing (``existing=True`` with a name, or a
+        :class:`LandingBucketSource` for a bucket of the app), with its key filters. An
+        existing bucket gets its EventBridge delivery switched on and the pipeline's own
+        inventory by a custom resource that keeps every other configuration and leaves the
+        bucket as found on deletion (``docs/existing-buckets.md``). The first bucket is the
+        default one (``BucketName``).
     processor : str, optional
         ``"package.module:function"`` run for every applied change (CONTRACT C11).
     code : aws_cdk.aws_lambda.Code, optional
@@ -92,14 +118,21 @@ class S3IngestPipeline(Construct):
     bus : aws_cdk.aws_events.EventBus or None
         The change bus (``change_stream`` only).
     state_machines : dict[str, aws_cdk.aws_stepfunctions.StateMachine]
-        ``"backfill"`` and (``reconcile_fan_out``) ``"reconcile"``.
+        ``"backfill"`` (inventory), ``"backfill-listing"`` and (``reconcile_fan_out``)
+        ``"reconcile"``.
     functions : dict[str, aws_cdk.aws_lambda.Function]
         Every function, by role: ``ingest``, ``reconcile``, ``delivery-check`` and, when
         deployed, ``reconcile-fan-out``, ``backfill-control``, ``backfill``, ``change-relay``.
     ingestion, reconciliation, monitoring : Construct
         The features (:mod:`s3ingest_cdk.features`).
     backfilling : s3ingest_cdk.features.Backfill or None
-        The backfill feature (only with the pipeline's own inventory).
+        The inventory backfill feature (when every bucket has an inventory).
+    listing : s3ingest_cdk.features.listing.ListingBackfill
+        The listing backfill (always).
+    landings : s3ingest_cdk.constructs.landing_bucket.Landings
+        Every landing bucket (``landings.entries``) and the shared buckets.
+    bucket_setup : s3ingest_cdk.constructs.bucket_setup.BucketSetupProvider or None
+        The provider of the existing buckets' setup resources (when one is set up).
     change_stream : s3ingest_cdk.features.ChangeStream or None
         The change-stream feature (``change_stream`` only).
     landing, ledger, processor_output, ingest_queue, routing, ingest, reconcile,
@@ -117,6 +150,7 @@ class S3IngestPipeline(Construct):
         construct_id: str,
         *,
         bucket: s3.IBucket | None = None,
+        buckets: Sequence[BucketSpec | LandingBucketSource] = _DEFAULT.buckets,
         processor: str | None = _DEFAULT.processor,
         code: lambda_.Code | None = None,
         stage: str = _DEFAULT.stage,
@@ -140,6 +174,8 @@ class S3IngestPipeline(Construct):
         reconcile_timeout_seconds: int = _DEFAULT.reconcile_timeout_seconds,
         backfill_engine: str = _DEFAULT.backfill_engine,
         backfill_function_timeout_seconds: int = _DEFAULT.backfill_function_timeout_seconds,
+        listing_concurrency: int = _DEFAULT.listing_concurrency,
+        ledger_warm_write_units: int | None = _DEFAULT.ledger_warm_write_units,
         alarm_email: str | None = _DEFAULT.alarm_email,
         processor_package_dir: str | None = _DEFAULT.processor_package_dir,
         change_stream: bool = _DEFAULT.change_stream,
@@ -148,10 +184,22 @@ class S3IngestPipeline(Construct):
         tracing: bool = _DEFAULT.tracing,
     ) -> None:
         super().__init__(scope, construct_id)
+        if bucket is not None and buckets:
+            raise SettingsError(["bucket and buckets are both given: list the bucket in buckets"])
         bucket_name = bucket.bucket_name if bucket is not None else None
+        # The entries' buckets of the app, by index; their specs carry the buckets' names.
+        given: dict[int, s3.IBucket] = {}
+        specs: list[BucketSpec] = []
+        for index, entry in enumerate(buckets):
+            if isinstance(entry, LandingBucketSource):
+                given[index] = entry.bucket
+                specs.append(replace(entry.spec, name=entry.bucket.bucket_name, existing=True))
+            else:
+                specs.append(entry)
         settings = Settings(
             stage=stage,
             bucket_name=bucket_name,
+            buckets=tuple(specs),
             versioned=versioned,
             archive_retention_days=archive_retention_days,
             queue_retention_days=queue_retention_days,
@@ -172,6 +220,8 @@ class S3IngestPipeline(Construct):
             reconcile_timeout_seconds=reconcile_timeout_seconds,
             backfill_engine=backfill_engine,
             backfill_function_timeout_seconds=backfill_function_timeout_seconds,
+            listing_concurrency=listing_concurrency,
+            ledger_warm_write_units=ledger_warm_write_units,
             alarm_email=alarm_email,
             processor=processor,
             processor_package_dir=processor_package_dir,
@@ -182,16 +232,43 @@ class S3IngestPipeline(Construct):
         )
         # A bucket created in the app has a token for a name, known at deploy time only: its form
         # is S3's to check then. Every other rule is the settings' own.
-        token_name = bucket_name is not None and Token.is_unresolved(bucket_name)
+        token_fields = [
+            f"buckets[{i}].name:"
+            for i, spec in enumerate(specs)
+            if spec.name is not None and Token.is_unresolved(spec.name)
+        ]
+        if bucket_name is not None and Token.is_unresolved(bucket_name):
+            token_fields.append("bucketName:")
         problems = [
             problem
             for problem in settings.problems()
-            if not (token_name and problem.startswith("bucketName:"))
+            if not any(problem.startswith(field) for field in token_fields)
         ]
+        # ``bucket`` is used as it is (no inventory): the fan-out cannot read one.
+        if bucket is not None and reconcile_fan_out:
+            problems.append(
+                "reconcileFanOut needs the stack's own S3 Inventory of every bucket: a bucket "
+                "given as `bucket` gets none (list it in `buckets` to have one)"
+            )
         if problems:
             raise SettingsError(problems)
         self.settings = settings
-        self._compose(settings, bucket, code)
+        if bucket is not None:
+            # The team's bucket as before: used as is, not reconfigured, no inventory.
+            sources: list[tuple[BucketSpec, s3.IBucket | None, bool]] = [
+                (
+                    BucketSpec(
+                        name=bucket_name, existing=True, inventory=False, event_bridge=False
+                    ),
+                    bucket,
+                    False,
+                )
+            ]
+        else:
+            sources = [
+                (spec, given.get(index), True) for index, spec in enumerate(settings.bucket_specs)
+            ]
+        self._compose(settings, sources, code)
 
     @classmethod
     def from_settings(
@@ -205,7 +282,9 @@ class S3IngestPipeline(Construct):
     ) -> S3IngestPipeline:
         """The pipeline of already validated ``settings`` (``cdk.json`` context, read by
         :func:`s3ingest_cdk.compose.settings_from_app`); ``bucket`` stands for
-        ``settings.bucket_name`` (None: the pipeline creates it).
+        ``settings.bucket_name`` (None: the pipeline creates it), set up as an existing bucket
+        (EventBridge delivery and, with ``inventory_enabled``, the pipeline's own inventory).
+        ``settings.buckets`` are imported by name (existing) or created.
 
         Raises
         ------
@@ -219,24 +298,49 @@ class S3IngestPipeline(Construct):
             for f in fields(settings)
             if f.name not in ("bucket_name", "buckets")
         }
-        return cls(scope, construct_id, bucket=bucket, code=code, **props)
+        entries: list[BucketSpec | LandingBucketSource] = list(settings.buckets)
+        if bucket is not None:
+            entries = [LandingBucketSource(settings.bucket_specs[0], bucket)]
+        return cls(scope, construct_id, buckets=entries, code=code, **props)
 
     def _compose(
-        self, settings: Settings, bucket: s3.IBucket | None, code: lambda_.Code | None
+        self,
+        settings: Settings,
+        sources: list[tuple[BucketSpec, s3.IBucket | None, bool]],
+        code: lambda_.Code | None,
     ) -> None:
-        self.landing = LandingBucket(
-            self,
-            "Landing",
-            bucket=bucket,
-            versioned=settings.versioned,
-            inventory_enabled=settings.inventory_enabled,
-        )
+        if code is None:
+            code = function_code(
+                extra_sources=processor_sources(settings.processor, settings.processor_package_dir)
+            )
+        self.bucket_setup: BucketSetupProvider | None = None
+        if any(spec.existing and set_up for spec, _, set_up in sources):
+            self.bucket_setup = BucketSetupProvider(
+                self, "BucketSetup", code=code, log_retention_days=settings.log_retention_days
+            )
+        entries: list[LandingBucket] = []
+        for index, (spec, given, set_up) in enumerate(sources):
+            entries.append(
+                LandingBucket(
+                    self,
+                    spec.construct_id(index),
+                    spec=spec,
+                    bucket=given,
+                    shared=entries[0].shared if entries else None,
+                    setup=self.bucket_setup if set_up else None,
+                )
+            )
+        self.landings = Landings(entries=tuple(entries), shared=entries[0].shared)
+        self.landing = entries[0]
+        own_inventory = [e.bucket for e in entries if e.inventory_bucket is not None]
+        if own_inventory:
+            allow_inventory_delivery(self.landings.shared.inventory, own_inventory)
         self.bucket: s3.IBucket = self.landing.bucket
-        inventory_bucket = self.landing.inventory_bucket
         self.ledger = LedgerTable(
             self,
             "Ledger",
             stream=dynamodb.StreamViewType.NEW_IMAGE if settings.change_stream else None,
+            warm_write_units=settings.ledger_warm_write_units,
         )
         self.table: dynamodb.Table = self.ledger.table
         self.processor_output: ProcessorOutputBucket | None = None
@@ -245,16 +349,12 @@ class S3IngestPipeline(Construct):
                 self, "ProcessorOutput", access_logs_bucket=self.landing.access_logs_bucket
             )
         output_bucket = self.processor_output.bucket if self.processor_output else None
-        if code is None:
-            code = function_code(
-                extra_sources=processor_sources(settings.processor, settings.processor_package_dir)
-            )
         self.ingestion = Ingestion(
             self,
             "Ingestion",
             settings=settings,
             code=code,
-            bucket=self.bucket,
+            landings=self.landings,
             ledger_table=self.table,
             output_bucket=output_bucket,
         )
@@ -269,8 +369,7 @@ class S3IngestPipeline(Construct):
             "Reconciliation",
             settings=settings,
             code=code,
-            bucket=self.bucket,
-            inventory_bucket=inventory_bucket,
+            landings=self.landings,
             ledger_table=self.table,
             queue=self.queue,
         )
@@ -280,7 +379,18 @@ class S3IngestPipeline(Construct):
         self.reconcile_schedule = self.reconciliation.reconcile_schedule
         self.drift = self.reconciliation.drift
         self.ingest_service_functions: list[lambda_.Function] = [self.ingest_function]
-        self._backfill(settings, code, inventory_bucket, output_bucket)
+        self._backfill(settings, code, output_bucket)
+        self.listing = ListingBackfill(
+            self,
+            "Listing",
+            settings=settings,
+            code=code,
+            landings=self.landings,
+            ledger_table=self.table,
+            dead_letter_queue=self.dead_letter_queue,
+            output_bucket=output_bucket,
+        )
+        self.ingest_service_functions.extend(self.listing.ingest_service_functions)
         self.change_stream: ChangeStream | None = None
         if settings.change_stream:
             self.change_stream = ChangeStream(
@@ -295,7 +405,7 @@ class S3IngestPipeline(Construct):
             "Monitoring",
             settings=settings,
             code=code,
-            bucket=self.bucket,
+            landings=self.landings,
             ledger_table=self.table,
             ingestion=self.ingestion,
             reconciliation=self.reconciliation,
@@ -310,6 +420,7 @@ class S3IngestPipeline(Construct):
         self.state_machines: dict[str, sfn.StateMachine] = {}
         if self.backfill_state_machine is not None:
             self.state_machines["backfill"] = self.backfill_state_machine.state_machine
+        self.state_machines["backfill-listing"] = self.listing.state_machine.state_machine
         if self.reconcile_state_machine is not None:
             self.state_machines["reconcile"] = self.reconcile_state_machine.state_machine
         self.functions: dict[str, lambda_.Function] = {
@@ -322,28 +433,26 @@ class S3IngestPipeline(Construct):
                 ("backfill", self.backfill),
                 ("change-relay", self.change_relay),
                 ("delivery-check", self.delivery_check),
+                ("listing-plan", self.listing.plan),
+                ("listing-shard", self.listing.shard),
+                ("listing-summarize", self.listing.summarize),
             )
             if owner is not None
         }
 
     def _backfill(
-        self,
-        settings: Settings,
-        code: lambda_.Code,
-        inventory_bucket: s3.Bucket | None,
-        output_bucket: s3.IBucket | None,
+        self, settings: Settings, code: lambda_.Code, output_bucket: s3.IBucket | None
     ) -> None:
-        """The backfill feature, only when the pipeline owns the inventory (the manifest the job
-        reads)."""
+        """The inventory backfill feature, only when every bucket has an inventory (the
+        manifest the job reads)."""
         self.backfilling: Backfill | None = None
-        if settings.owns_inventory and inventory_bucket is not None:
+        if self.landings.all_inventoried:
             self.backfilling = Backfill(
                 self,
                 "Backfill",
                 settings=settings,
                 code=code,
-                bucket=self.bucket,
-                inventory_bucket=inventory_bucket,
+                landings=self.landings,
                 ledger_table=self.table,
                 queue=self.queue,
                 dead_letter_queue=self.dead_letter_queue,
@@ -362,6 +471,7 @@ class S3IngestPipeline(Construct):
         ``CfnOutput`` of that name, as :class:`s3ingest_cdk.stack.S3IngestStack` does."""
         outputs = {
             "BucketName": self.bucket.bucket_name,
+            "BucketNames": ",".join(b.bucket_name for b in self.landings.buckets),
             "QueueUrl": self.queue.queue_url,
             "DeadLetterQueueUrl": self.dead_letter_queue.queue_url,
             "EventTargetDeadLetterQueueUrl": self.routing.target_dead_letter_queue.queue_url,
@@ -374,9 +484,9 @@ class S3IngestPipeline(Construct):
             "AlarmTopicArn": self.topic.topic_arn,
             "DashboardName": self.dashboard.dashboard.dashboard_name,
         }
-        inventory_bucket = self.landing.inventory_bucket
-        if inventory_bucket is not None:
-            outputs["InventoryBucketName"] = inventory_bucket.bucket_name
+        # The stack's inventory bucket (every stack has it: inventories and checkpoints).
+        inventory_bucket = self.landings.shared.inventory
+        outputs["InventoryBucketName"] = inventory_bucket.bucket_name
         outputs["ReconcileFunctionName"] = self.reconcile.function.function_name
         outputs["DriftAlarmName"] = self.drift.alarm.alarm_name
         outputs["DeliveryCheckFunctionName"] = self.delivery_check.function.function_name
@@ -384,11 +494,13 @@ class S3IngestPipeline(Construct):
             outputs["ReconcileStateMachineArn"] = self.state_machines["reconcile"].state_machine_arn
         if "backfill" in self.state_machines:
             outputs["BackfillStateMachineArn"] = self.state_machines["backfill"].state_machine_arn
+        outputs["ListingBackfillStateMachineArn"] = self.state_machines[
+            "backfill-listing"
+        ].state_machine_arn
         if self.backfill is not None and self.batch_operations is not None:
             outputs["BackfillFunctionName"] = self.backfill.function.function_name
             outputs["BackfillRoleArn"] = self.batch_operations.role.role_arn
-            if inventory_bucket is not None:
-                outputs["ReportBucketName"] = inventory_bucket.bucket_name
+            outputs["ReportBucketName"] = inventory_bucket.bucket_name
         if self.processor_output is not None:
             outputs["ProcessorOutputBucket"] = self.processor_output.bucket.bucket_name
         if self.change_bus is not None and self.change_relay is not None:

@@ -77,9 +77,10 @@ class Deployed:
 
         return wiring.objects(self.client("s3"))
 
-    def reconciler(self) -> Reconciler:
-        """Reconciliation against the stack's bucket, ledger and ingest queue."""
-        return self.stack.reconciler(self.session)
+    def reconciler(self, bucket: str | None = None) -> Reconciler:
+        """Reconciliation against one of the stack's buckets (the first when None), its ledger
+        and its ingest queue."""
+        return self.stack.reconciler(self.session, bucket)
 
     def verify_pipeline(self) -> DeployedPipeline:
         """The deploy check's view of the stack (outputs ``BucketName``, ``LedgerTableName``,

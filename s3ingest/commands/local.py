@@ -56,3 +56,25 @@ def scenario(file: Path) -> dict[str, Any]:
 def scenario_ok(result: dict[str, Any]) -> bool:
     """The scenario converged, its effects broke no rule and no step failed."""
     return bool(result["converged"] and not result["effects_problems"] and not result["error"])
+
+
+def existing_demo(
+    *,
+    objects: int = 200,
+    live_operations: int = 30,
+    seed: int = 7,
+    onboard_twice: bool = False,
+    on_progress: Callable[[str, int, int | None, int], None] | None = None,
+) -> dict[str, Any]:
+    """Onboard an existing bucket that already holds objects, with live traffic during the
+    backfill (:func:`s3ingest.local.demo.run_existing_demo`): ``s3ingest local demo
+    --existing`` and ``s3ingest onboard --local``."""
+    from s3ingest.local.demo import run_existing_demo
+
+    return run_existing_demo(
+        objects=objects,
+        live_operations=live_operations,
+        seed=seed,
+        on_progress=on_progress,
+        onboard_twice=onboard_twice,
+    )

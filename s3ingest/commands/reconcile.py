@@ -30,7 +30,7 @@ def reconcile(
         Skip ledger rows changed this long before the snapshot (the reconciler's default
         when None).
     on_rows : callable, optional
-        ``on_rows(phase, n)``: ``n`` more rows read in ``phase`` (bucket, ledger, confirm).
+        ``on_rows(phase, n)``: ``n`` more rows in ``phase`` (ledger, bucket, confirm, repair).
 
     Returns
     -------

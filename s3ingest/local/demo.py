@@ -25,6 +25,7 @@ from typing import Any
 from s3ingest.local.chaos import Chaos
 from s3ingest.local.emulator import Emulator
 from s3ingest.local.runtime import BATCH_OPERATIONS, LocalRuntime, local_settings
+from s3ingest.onboard import OnProgress as OnboardProgress
 from s3ingest.settings import Settings
 
 HOSTILE_KEYS = (
@@ -231,4 +232,96 @@ def run_backfill_demo(
             "differences": comparison.differences,
             "ledger_rows": len(comparison.ledger),
             "visible_objects": len(comparison.bucket),
+        }
+
+
+#: The existing bucket of :func:`run_existing_demo` (its name, and its first key prefix).
+EXISTING_BUCKET = "team-archive-existing"
+
+
+def run_existing_demo(
+    objects: int = 200,
+    live_operations: int = 30,
+    seed: int = 7,
+    on_progress: OnboardProgress | None = None,
+    *,
+    onboard_twice: bool = False,
+) -> dict[str, Any]:
+    """Onboard an existing bucket locally, as ``s3ingest onboard`` does on AWS: the bucket,
+    versioned, holds ``objects`` objects (hostile keys) before the pipeline and has another
+    team's SQS notification and inventory configurations; S3 sends it no EventBridge events
+    yet. :meth:`LocalRuntime.onboard` switches delivery on (the foreign entries kept), runs the
+    listing backfill machine while ``live_operations`` puts, overwrites and deletes happen and
+    are delivered (duplicated, reordered), then reconciles the bucket by listing.
+    ``onboard_twice`` runs onboarding again afterwards (it resumes: every shard is done).
+
+    Returns
+    -------
+    dict
+        ``{"bucket", "objects_before", "live_operations", "onboard": <report>, "onboard_again":
+        <report> | None, "bucket_config", "foreign_config_intact", "converged", "differences",
+        "ledger_rows", "visible_objects", "effects"}``.
+    """
+    from s3ingest.local.emulator import FOREIGN_INVENTORY_ID, FOREIGN_QUEUE_ID, LocalBucket
+    from s3ingest.settings import BucketSpec
+
+    rng = random.Random(seed)
+    keys = [f"{i:05d}/{rng.choice(HOSTILE_KEYS)}" for i in range(objects)]
+    spec = BucketSpec(name=EXISTING_BUCKET, existing=True)
+    with Emulator() as emu:
+        rt = LocalRuntime(
+            emu,
+            local_settings(),
+            seed=seed,
+            buckets=[LocalBucket(spec, versioning="Enabled", foreign_config=True)],
+        )
+        try:
+            for key in keys:
+                rt.faithful.put(key, f"pre-existing {key}")
+            emitted_before = rt.flush()  # S3 sent nothing: EventBridge delivery is off
+            remaining = live_operations
+
+            def live() -> None:
+                nonlocal remaining
+                for _ in range(min(remaining, 5)):
+                    remaining -= 1
+                    key = rng.choice(keys)
+                    if rng.random() < 0.3:
+                        rt.faithful.delete(key)
+                    else:
+                        rt.faithful.put(key, f"live {rng.random()}")
+                rt.flush(Chaos(seed=rng.randint(0, 999), duplicate=0.3, reorder=True))
+                rt.drain()
+
+            report = rt.onboard(on_progress=on_progress, between=live)
+            while remaining:  # traffic the backfill outran, delivered afterwards
+                live()
+            again = rt.onboard(on_progress=on_progress) if onboard_twice else None
+            comparison = rt.compare()
+            effects = rt.effects_report()
+            config = rt.bucket_config()[EXISTING_BUCKET]
+        finally:
+            rt.close()
+        intact = any(
+            q.get("Id") == FOREIGN_QUEUE_ID
+            for q in config["notification"].get("QueueConfigurations", [])
+        ) and any(c["Id"] == FOREIGN_INVENTORY_ID for c in config["inventory"])
+        effects_ok = not effects["problems"] and not effects["sidecar_differences"]
+        return {
+            "bucket": EXISTING_BUCKET,
+            "objects_before": objects,
+            "events_before_onboarding": emitted_before,
+            "live_operations": live_operations,
+            "onboard": report,
+            "onboard_again": again,
+            "bucket_config": {EXISTING_BUCKET: config},
+            "foreign_config_intact": intact,
+            "event_bridge_on": "EventBridgeConfiguration" in config["notification"],
+            "converged": comparison.converged and effects_ok and report["status"] == "done",
+            "differences": comparison.differences
+            + effects["problems"]
+            + effects["sidecar_differences"],
+            "ledger_rows": len(comparison.ledger),
+            "visible_objects": len(comparison.bucket),
+            "effects": effects,
         }

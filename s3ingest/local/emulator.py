@@ -1,11 +1,20 @@
 """An embedded AWS emulator (moto's server, in-process on 127.0.0.1) with the stack's resources.
 
 :class:`Emulator` starts the server on a free loopback port; :func:`provision` creates, from the
-same :class:`~s3ingest.settings.Settings` as the CDK stack, the landing bucket (versioned or not),
-the ingest queue and its dead-letter queue (redrive policy), the ledger table (key ``pk``, TTL
+same :class:`~s3ingest.settings.Settings` as the CDK stack, the landing buckets
+(:class:`LocalBucket`: created by the stack or existing, versioned or not, with key filters), the
+ingest queue and its dead-letter queue (redrive policy), the ledger table (key ``pk``, TTL
 ``expires_at``), and the ingest rule with its SQS target and archive on the default bus, using the
-stack's own event pattern (:func:`~s3ingest.settings.ingest_event_pattern`). S3 Control answers
-S3 Batch Operations jobs (:mod:`s3ingest.local.s3control_jobs`).
+stack's own event pattern (:func:`~s3ingest.settings.ingest_event_pattern`, with the buckets' key
+filters). S3 Control answers S3 Batch Operations jobs (:mod:`s3ingest.local.s3control_jobs`).
+
+Each landing bucket gets the stack's S3 Inventory configuration (:data:`INVENTORY_ID`); a bucket
+the stack creates has EventBridge delivery on, an existing one keeps it off until onboarding
+(:mod:`s3ingest.onboard`); ``foreign_config`` gives a bucket another team's SQS notification
+and inventory configurations (:data:`FOREIGN_QUEUE_ID`, :data:`FOREIGN_INVENTORY_ID`), which
+onboarding must leave intact. moto's own EventBridge notifications are switched off
+(:func:`_silence_moto_event_bridge`): :class:`~s3ingest.local.s3faithful.FaithfulS3` emits the
+events S3 would send.
 """
 
 from __future__ import annotations
@@ -15,16 +24,26 @@ import logging
 import socket
 import threading
 import uuid
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
 from botocore.config import Config
 
-from s3ingest.local import fast_moto, s3control_jobs
+from s3ingest.local import fast_moto, moto_s3_markers, requests, s3control_jobs
 from s3ingest.local.in_process import serve_in_process
-from s3ingest.settings import CHANGE_SOURCE, Settings, ingest_event_pattern
+from s3ingest.settings import (
+    CHANGE_SOURCE,
+    INVENTORY_ID,
+    INVENTORY_PREFIX,
+    BucketSpec,
+    Settings,
+    ingest_event_pattern,
+)
 from s3ingest_fn.adapters.dynamo_ledger import PARTITION_KEY, TTL_ATTRIBUTE
+from s3ingest_fn.core.scope import Scope
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -57,6 +76,57 @@ def _serialize_item_writes() -> None:
         setattr(DynamoDBBackend, name, locked)
 
 
+def _silence_moto_event_bridge() -> None:
+    """Stop moto from sending its own EventBridge events for buckets with EventBridge delivery
+    on: they are not S3's (``docs/payloads.md`` section 9) and would reach the ingest rule
+    beside :class:`~s3ingest.local.s3faithful.FaithfulS3`'s faithful ones. Its SQS, SNS and
+    Lambda notifications (another team's queue) stay. Applied once per process; idempotent."""
+    from moto.s3 import notifications
+
+    notifications._send_event_bridge_message = lambda *args, **kwargs: None
+
+
+def _report_event_bridge_configuration() -> None:
+    """Make moto's GetBucketNotificationConfiguration answer ``EventBridgeConfiguration``
+    (``{}``) when EventBridge delivery is on, as S3 does
+    (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetBucketNotificationConfiguration.html):
+    moto stores it but leaves it out of the answer, so a read-modify-write of the configuration
+    (onboarding, the delivery check) would see delivery off. Applied once per process;
+    idempotent."""
+    from moto.core.common_types import TYPE_RESPONSE
+    from moto.core.responses import ActionResult
+    from moto.s3.responses import S3Response
+
+    original = S3Response.get_bucket_notification
+    if getattr(original, "_s3ingest_patched", False):
+        return
+
+    def get_bucket_notification(self: Any) -> TYPE_RESPONSE:
+        config = self.backend.get_bucket_notification_configuration(self.bucket_name)
+        if not config or config.event_bridge is None:
+            return original(self)
+        result: dict[str, Any] = {
+            "TopicConfigurations": [_moto_item(t, "TopicArn") for t in config.topic],
+            "QueueConfigurations": [_moto_item(q, "QueueArn") for q in config.queue],
+            "LambdaFunctionConfigurations": [
+                _moto_item(f, "LambdaFunctionArn") for f in config.cloud_function
+            ],
+            "EventBridgeConfiguration": {},
+        }
+        self.data["Action"] = "GetBucketNotificationConfiguration"
+        return self.serialized(ActionResult(result))
+
+    get_bucket_notification._s3ingest_patched = True  # type: ignore[attr-defined]
+    S3Response.get_bucket_notification = get_bucket_notification  # type: ignore[method-assign]
+
+
+def _moto_item(item: Any, arn_key: str) -> dict[str, Any]:
+    config: dict[str, Any] = {"Id": item.id, arn_key: item.arn, "Events": item.events}
+    if item.filters:
+        config["Filter"] = {"Key": {"FilterRules": item.filters["S3Key"]["FilterRule"]}}
+    return config
+
+
 class Emulator:
     """moto's server running in this process on ``127.0.0.1:<free port>``.
 
@@ -71,7 +141,11 @@ class Emulator:
         from moto.server import ThreadedMotoServer
 
         _serialize_item_writes()
+        _silence_moto_event_bridge()
+        _report_event_bridge_configuration()
+        requests.install()
         fast_moto.install()
+        moto_s3_markers.install()
         s3control_jobs.install()
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         self.port = _free_port()
@@ -96,7 +170,13 @@ class Emulator:
 
         unregister_port(self.port)
         self._server.stop()
+        requests.forget(self.port)
         s3control_jobs.drop_service(self.port)
+
+    def request_counts(self) -> Counter[str]:
+        """Requests this emulator answered so far, by ``service:Operation``
+        (:mod:`s3ingest.local.requests`)."""
+        return requests.counts(self.port)
 
     def function_environment(self) -> dict[str, str]:
         """What a Lambda function's environment gives boto3's default chain, pointed at the
@@ -133,9 +213,64 @@ class Emulator:
         return s3control_jobs.local_host(client) if service == "s3control" else client
 
 
+#: Ids of another team's configurations on a ``foreign_config`` bucket.
+FOREIGN_QUEUE_ID = "other-team-queue"
+FOREIGN_INVENTORY_ID = "other-team-weekly"
+
+
+@dataclass(frozen=True)
+class LocalBucket:
+    """One landing bucket to provision: its :class:`~s3ingest.settings.BucketSpec` (name, key
+    filters, ``existing``) plus what only the local runtime chooses.
+
+    Attributes
+    ----------
+    spec : BucketSpec
+        ``existing``: the bucket and its objects predate the pipeline and S3 sends no
+        EventBridge events for it until onboarding switches delivery on.
+    versioning : {"Enabled", "Suspended", None}
+        The bucket's versioning status (``None``: never versioned).
+    foreign_config : bool
+        Another team's SQS queue notification configuration and inventory configuration
+        exist on the bucket before the pipeline.
+    """
+
+    spec: BucketSpec = field(default_factory=BucketSpec)
+    versioning: str | None = "Enabled"
+    foreign_config: bool = False
+
+    @classmethod
+    def of(cls, value: BucketSpec | LocalBucket) -> LocalBucket:
+        """``value`` as a LocalBucket (a BucketSpec's ``versioned`` gives the versioning)."""
+        if isinstance(value, LocalBucket):
+            return value
+        return cls(spec=value, versioning="Enabled" if value.versioned else None)
+
+
+@dataclass(frozen=True)
+class LandingBucket:
+    """One provisioned landing bucket."""
+
+    name: str
+    versioning: str | None
+    prefixes: tuple[str, ...] = ()
+    suffixes: tuple[str, ...] = ()
+    existing: bool = False
+    foreign_config: bool = False
+
+    def scope_entry(self) -> dict[str, Any]:
+        """``{"name", "prefixes", "suffixes"}`` (``SCOPE``'s entry)."""
+        return {"name": self.name, "prefixes": list(self.prefixes), "suffixes": list(self.suffixes)}
+
+    def contains(self, key: str) -> bool:
+        """Whether ``key`` passes the bucket's key filters."""
+        return BucketSpec(prefixes=self.prefixes, suffixes=self.suffixes).contains(key)
+
+
 @dataclass(frozen=True)
 class Resources:
-    """Names and URLs of what :func:`provision` created."""
+    """Names and URLs of what :func:`provision` created; ``bucket`` and ``versioning`` are the
+    first landing bucket's (:attr:`buckets` lists them all)."""
 
     bucket: str
     versioning: str | None
@@ -153,6 +288,38 @@ class Resources:
     stream_arn: str | None = None
     change_bus: str | None = None
     change_queue_url: str | None = None
+    #: Every landing bucket, in order (the first is :attr:`bucket`).
+    buckets: tuple[LandingBucket, ...] = ()
+    #: Another team's queue and inventory destination (``foreign_config`` buckets).
+    foreign_queue_url: str | None = None
+    foreign_inventory_bucket: str | None = None
+
+    @property
+    def bucket_names(self) -> tuple[str, ...]:
+        """The landing buckets' names, in order."""
+        return tuple(b.name for b in self.buckets) or (self.bucket,)
+
+    def landing(self, name: str | None = None) -> LandingBucket:
+        """The landing bucket called ``name`` (the first when None).
+
+        Raises
+        ------
+        KeyError
+            When the deployment has no such bucket.
+        """
+        buckets = self.buckets or (LandingBucket(self.bucket, self.versioning),)
+        if name is None:
+            return buckets[0]
+        for b in buckets:
+            if b.name == name:
+                return b
+        raise KeyError(f"no landing bucket {name!r} (buckets: {', '.join(self.bucket_names)})")
+
+    def scope(self) -> Scope:
+        """The pipeline's scope (:class:`s3ingest_fn.core.scope.Scope`): every landing bucket
+        with its key filters, in order."""
+        buckets = self.buckets or (LandingBucket(self.bucket, self.versioning),)
+        return Scope.of(b.scope_entry() for b in buckets)
 
 
 def provision(
@@ -161,6 +328,7 @@ def provision(
     *,
     bucket: str | None = None,
     versioning: str | None = "Enabled",
+    buckets: Sequence[BucketSpec | LocalBucket] | None = None,
 ) -> Resources:
     """Create the stack's resources in the emulator.
 
@@ -170,22 +338,91 @@ def provision(
     settings : Settings
         The same settings the stack is synthesized from.
     bucket : str, optional
-        Bucket name; a unique one by default.
+        One bucket's name (unique by default), when ``buckets`` is not given.
     versioning : {"Enabled", "Suspended", None}
-        The bucket's versioning status (``None``: never versioned).
+        That bucket's versioning status (``None``: never versioned).
+    buckets : sequence of BucketSpec or LocalBucket, optional
+        The landing buckets (a name left None gets a unique one); names must be unique.
 
     Returns
     -------
     Resources
+
+    Raises
+    ------
+    ValueError
+        For an empty ``buckets`` or a name given twice.
     """
     suffix = uuid.uuid4().hex[:8]
-    bucket = bucket or f"s3ingest-local-{suffix}"
+    if buckets is None:
+        buckets = [LocalBucket(BucketSpec(name=bucket), versioning=versioning)]
+    wanted = [LocalBucket.of(b) for b in buckets]
+    if not wanted:
+        raise ValueError("a deployment needs at least one landing bucket")
+    landing = tuple(
+        LandingBucket(
+            name=b.spec.name or (f"s3ingest-local-{suffix}" + (f"-{i + 1}" if i else "")),
+            versioning=b.versioning,
+            prefixes=tuple(b.spec.prefixes),
+            suffixes=tuple(b.spec.suffixes),
+            existing=b.spec.existing,
+            foreign_config=b.foreign_config,
+        )
+        for i, b in enumerate(wanted)
+    )
+    names = [b.name for b in landing]
+    if len(set(names)) != len(names):
+        raise ValueError(f"a landing bucket is listed twice: {names}")
     s3, sqs, ddb, events = (emu.client(s) for s in ("s3", "sqs", "dynamodb", "events"))
-    s3.create_bucket(Bucket=bucket)
     inventory_bucket = f"s3ingest-inventory-{suffix}"
     s3.create_bucket(Bucket=inventory_bucket)
-    if versioning:
-        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": versioning})
+    foreign_queue_url = foreign_inventory_bucket = None
+    if any(b.foreign_config for b in landing):
+        foreign_queue_url = sqs.create_queue(QueueName=f"other-team-{suffix}")["QueueUrl"]
+        foreign_inventory_bucket = f"other-team-inventory-{suffix}"
+        s3.create_bucket(Bucket=foreign_inventory_bucket)
+    for b in landing:
+        s3.create_bucket(Bucket=b.name)
+        if b.versioning:
+            s3.put_bucket_versioning(
+                Bucket=b.name, VersioningConfiguration={"Status": b.versioning}
+            )
+        notification: dict[str, Any] = {}
+        if b.foreign_config:
+            assert foreign_queue_url and foreign_inventory_bucket
+            notification["QueueConfigurations"] = [
+                {
+                    "Id": FOREIGN_QUEUE_ID,
+                    "QueueArn": _queue_arn(sqs, foreign_queue_url),
+                    "Events": ["s3:ObjectCreated:*"],
+                }
+            ]
+            s3.put_bucket_inventory_configuration(
+                Bucket=b.name,
+                Id=FOREIGN_INVENTORY_ID,
+                InventoryConfiguration=_inventory_configuration(
+                    FOREIGN_INVENTORY_ID, foreign_inventory_bucket, "reports", "Weekly", "Current"
+                ),
+            )
+        if not b.existing:  # the stack's own bucket: EventBridge delivery on from the start
+            notification["EventBridgeConfiguration"] = {}
+        if notification:
+            s3.put_bucket_notification_configuration(
+                Bucket=b.name, NotificationConfiguration=notification
+            )
+        # the stack's own inventory configuration (created and existing buckets alike)
+        s3.put_bucket_inventory_configuration(
+            Bucket=b.name,
+            Id=INVENTORY_ID,
+            InventoryConfiguration=_inventory_configuration(
+                INVENTORY_ID,
+                inventory_bucket,
+                INVENTORY_PREFIX,
+                "Daily",
+                "All" if b.versioning else "Current",
+            ),
+        )
+    bucket = landing[0].name
     day = 86_400
     dlq_url = sqs.create_queue(
         QueueName=f"ingest-dlq-{suffix}",
@@ -217,7 +454,7 @@ def provision(
     ddb.update_time_to_live(
         TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
     )
-    pattern = json.dumps(ingest_event_pattern(bucket))
+    pattern = json.dumps(ingest_event_pattern([b.scope_entry() for b in landing]))
     rule = f"ingest-{suffix}"
     events.put_rule(Name=rule, EventPattern=pattern, State="ENABLED")
     events.put_targets(Rule=rule, Targets=[{"Id": "ingest-queue", "Arn": queue_arn}])
@@ -252,7 +489,7 @@ def provision(
         )
     return Resources(
         bucket=bucket,
-        versioning=versioning,
+        versioning=landing[0].versioning,
         queue_url=queue_url,
         queue_arn=queue_arn,
         dlq_url=dlq_url,
@@ -264,7 +501,31 @@ def provision(
         stream_arn=stream_arn,
         change_bus=change_bus,
         change_queue_url=change_queue_url,
+        buckets=landing,
+        foreign_queue_url=foreign_queue_url,
+        foreign_inventory_bucket=foreign_inventory_bucket,
     )
+
+
+def _inventory_configuration(
+    ident: str, destination: str, prefix: str, frequency: str, versions: str
+) -> dict[str, Any]:
+    """An S3 ``InventoryConfiguration`` (CSV, daily or weekly, with the fields the pipeline
+    reads), https://docs.aws.amazon.com/AmazonS3/latest/API/API_InventoryConfiguration.html."""
+    return {
+        "Id": ident,
+        "IsEnabled": True,
+        "Destination": {
+            "S3BucketDestination": {
+                "Bucket": f"arn:aws:s3:::{destination}",
+                "Format": "CSV",
+                "Prefix": prefix,
+            }
+        },
+        "Schedule": {"Frequency": frequency},
+        "IncludedObjectVersions": versions,
+        "OptionalFields": ["Size", "LastModifiedDate", "ETag"],
+    }
 
 
 def _queue_arn(sqs: Any, url: str) -> str:

@@ -24,9 +24,16 @@ from s3ingest.local.stepfunctions import enable_executor
 
 #: Execution statuses that end :meth:`LocalMachines.run`'s wait.
 TERMINAL = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
-#: Environment variables a function gets from the runtime's settings, not from the synthesized
-#: variant (which has the example processor): see :meth:`LocalMachines.register_functions`.
-SETTINGS_ENVIRONMENT = ("PROCESSOR", "OUTPUT_BUCKET")
+#: Environment variables a function gets from the runtime's settings and buckets, not from the
+#: synthesized variant (which has the example processor and one bucket): see
+#: :meth:`LocalMachines.register_functions`.
+SETTINGS_ENVIRONMENT = (
+    "PROCESSOR",
+    "OUTPUT_BUCKET",
+    "SCOPE",
+    "INVENTORIES",
+    "CHECKPOINT_BUCKET_NAME",
+)
 #: The local roles: the state machines' and the Batch Operations job's (moto checks they exist).
 STATES_ROLE = "s3ingest-local-states"
 BATCH_OPERATIONS_ROLE = "s3ingest-local-batch-operations"

@@ -1,7 +1,8 @@
 """The local runtime's oracles: what a run is checked against once delivery is quiet.
 
-* :meth:`Oracles.compare` is the convergence check (CONTRACT C15): the ledger against the
-  bucket;
+* :meth:`Oracles.compare` is the convergence check (CONTRACT C15): the ledger against every
+  landing bucket, in scope only (keys outside a bucket's filters, and buckets that are not the
+  pipeline's, must have no row);
 * :meth:`Oracles.check_effects` checks the processor's runs against the ledger (CONTRACT C11),
   :meth:`Oracles.check_sidecars` the example processor's output against the bucket, and
   :meth:`Oracles.effects_report` sums both up with the change events a subscriber received;
@@ -52,10 +53,12 @@ class EffectRun:
     token: int
     step: int | None
     crashed_before_commit: bool = False
+    bucket: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "id": self.change_id,
+            "bucket": self.bucket,
             "key": self.key,
             "kind": self.kind,
             "sequencer": self.sequencer,
@@ -96,6 +99,7 @@ class EffectRecorder:
                     etag=change.etag,
                     token=change.token,
                     step=self._step(),
+                    bucket=change.bucket,
                 )
             )
 
@@ -163,21 +167,32 @@ class Oracles:
     # -- readers -------------------------------------------------------------------------
 
     def ledger_rows(self) -> list[LedgerRow]:
-        """Every ledger row, sorted by key."""
-        return sorted(self.scanner.all_rows(), key=lambda r: r.key)
+        """Every ledger row, sorted by key (then bucket)."""
+        return sorted(self.scanner.all_rows(), key=lambda r: (r.key, r.bucket))
 
-    def bucket_objects(self) -> list[dict[str, Any]]:
-        """Visible objects of the bucket: key, current version id (None when unversioned or
-        the null version) and ETag without quotes, sorted by key."""
-        bucket = self.resources.bucket
+    def all_objects(self) -> list[dict[str, Any]]:
+        """Visible objects of every landing bucket in the pipeline's scope (key filters
+        applied), each with ``"bucket"``, sorted by key then bucket."""
+        out: list[dict[str, Any]] = []
+        for landing in self.resources.buckets or (self.resources.landing(),):
+            out.extend(o for o in self.bucket_objects(landing.name) if landing.contains(o["key"]))
+        return sorted(out, key=lambda o: (o["key"], o["bucket"]))
+
+    def bucket_objects(self, name: str | None = None) -> list[dict[str, Any]]:
+        """Visible objects of landing bucket ``name`` (the first when None), all keys: bucket,
+        key, current version id (None when unversioned or the null version) and ETag without
+        quotes, sorted by key."""
+        landing = self.resources.landing(name)
+        bucket = landing.name
         visible: list[dict[str, Any]] = []
-        if self.resources.versioning:
+        if landing.versioning:
             pages = self.s3.get_paginator("list_object_versions").paginate(Bucket=bucket)
             latest: dict[str, dict[str, Any]] = {}
             for page in pages:
                 for v in page.get("Versions", []):
                     if v.get("IsLatest"):
                         latest[v["Key"]] = {
+                            "bucket": bucket,
                             "key": v["Key"],
                             "version_id": normalize_version(v.get("VersionId")),
                             "etag": normalize_etag(v.get("ETag")),
@@ -189,7 +204,12 @@ class Oracles:
         else:
             for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
                 visible.extend(
-                    {"key": o["Key"], "version_id": None, "etag": normalize_etag(o.get("ETag"))}
+                    {
+                        "bucket": bucket,
+                        "key": o["Key"],
+                        "version_id": None,
+                        "etag": normalize_etag(o.get("ETag")),
+                    }
                     for o in page.get("Contents", [])
                 )
         return sorted(visible, key=lambda o: o["key"])
@@ -230,29 +250,42 @@ class Oracles:
     # -- checks --------------------------------------------------------------------------
 
     def compare(self) -> Comparison:
-        """Whether the ledger equals the bucket: every visible key present with its current
-        version id and ETag; every other row a tombstone (CONTRACT C15)."""
-        objects = self.bucket_objects()
+        """Whether the ledger equals the buckets: every visible key in scope present with its
+        current version id and ETag; every other row a tombstone (CONTRACT C15); and no row at
+        all for a key out of scope (another bucket, or outside its bucket's key filters).
+        Differences name the bucket when the deployment has several."""
+        objects = self.all_objects()
         rows = self.ledger_rows()
-        by_key = {r.key: r for r in rows}
-        diffs: list[str] = []
+        scope = self.resources.scope()
+        several = len(scope.buckets) > 1
+
+        def name(bucket: str, key: str) -> str:
+            return f"{bucket}/{key!r}" if several else repr(key)
+
+        by_key = {(r.bucket, r.key): r for r in rows}
+        diffs: list[str] = [
+            f"out of scope in ledger ({scope.reason(r.bucket, r.key)}): {r.bucket}/{r.key!r}"
+            for r in rows
+            if not scope.contains(r.bucket, r.key)
+        ]
         for obj in objects:
-            row = by_key.get(obj["key"])
+            label = name(obj["bucket"], obj["key"])
+            row = by_key.get((obj["bucket"], obj["key"]))
             if row is None:
-                diffs.append(f"missing in ledger: {obj['key']!r}")
+                diffs.append(f"missing in ledger: {label}")
             elif not row.present:
-                diffs.append(f"tombstoned but visible: {obj['key']!r}")
+                diffs.append(f"tombstoned but visible: {label}")
             elif not row_matches(row, obj):
                 diffs.append(
-                    f"content mismatch: {obj['key']!r} ledger "
+                    f"content mismatch: {label} ledger "
                     f"{row.version_id}/{row.etag} bucket "
                     f"{obj['version_id']}/{obj['etag']}"
                 )
-        visible = {o["key"] for o in objects}
+        visible = {(o["bucket"], o["key"]) for o in objects}
         diffs.extend(
-            f"present in ledger but not visible: {r.key!r}"
+            f"present in ledger but not visible: {name(r.bucket, r.key)}"
             for r in rows
-            if r.present and r.key not in visible
+            if r.present and (r.bucket, r.key) not in visible and scope.contains(r.bucket, r.key)
         )
         return Comparison(converged=not diffs, bucket=objects, ledger=rows, differences=diffs)
 
@@ -262,18 +295,19 @@ class Oracles:
         no effect is pending or behind the row (:attr:`LedgerRow.effect_behind`). Returns the
         problems found."""
         problems: list[str] = []
-        rows = {r.key: r for r in self.ledger_rows()}
-        by_key: dict[str, list[EffectRun]] = {}
+        first = self.resources.bucket
+        rows = {(r.bucket, r.key): r for r in self.ledger_rows()}
+        by_key: dict[tuple[str, str], list[EffectRun]] = {}
         for run in effects:
-            by_key.setdefault(run.key, []).append(run)
-        for key, runs in by_key.items():
+            by_key.setdefault((run.bucket or first, run.key), []).append(run)
+        for (bucket, key), runs in by_key.items():
             tokens = [r.token for r in runs]
             if tokens != sorted(tokens) or len(set(tokens)) != len(tokens):
                 problems.append(f"{key!r}: effects not in claim order: tokens {tokens}")
             for before, after in itertools.pairwise(runs):
                 if before.change_id == after.change_id and not before.crashed_before_commit:
                     problems.append(f"{key!r}: effect {before.change_id} ran twice without a crash")
-            row = rows.get(key)
+            row = rows.get((bucket, key))
             if (
                 row is not None
                 and row.effect_status == "done"
@@ -283,11 +317,11 @@ class Oracles:
                     f"{key!r}: last effect {runs[-1].change_id} is not the row's "
                     f"change {row.change_id}"
                 )
-        visible = {o["key"]: o for o in self.bucket_objects()}
-        for key, row in rows.items():
+        visible = {(o["bucket"], o["key"]): o for o in self.all_objects()}
+        for (bucket, key), row in rows.items():
             if row.effect_status == "pending":
                 problems.append(f"{key!r}: effect still pending after quiescence")
-            elif row.effect_behind and row_matches(row, visible.get(key)):
+            elif row.effect_behind and row_matches(row, visible.get((bucket, key))):
                 # (a row that differs from the bucket is ledger drift, reported by compare();
                 # its repair records a new change, which runs its own effect)
                 problems.append(
@@ -305,16 +339,16 @@ class Oracles:
         from s3ingest_examples.sidecar import DEFAULT_PREFIX
 
         out = self.resources.output_bucket
-        sidecars: dict[str, dict[str, Any]] = {}
+        sidecars: dict[tuple[str, str], dict[str, Any]] = {}
         names: list[str] = []  # the emulator stores keys S3 would refuse: check their length
         for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=out):
             for obj in page.get("Contents", []):
                 names.append(obj["Key"])
                 doc = json.loads(self.s3.get_object(Bucket=out, Key=obj["Key"])["Body"].read())
-                sidecars[doc["key"]] = doc
+                sidecars[(doc.get("bucket") or self.resources.bucket, doc["key"])] = doc
         problems = []
-        for obj in self.bucket_objects():
-            doc = sidecars.pop(obj["key"], None)
+        for obj in self.all_objects():
+            doc = sidecars.pop((obj["bucket"], obj["key"]), None)
             if doc is None:
                 problems.append(f"no sidecar for visible {obj['key']!r}")
             elif (doc["versionId"], doc["etag"]) != (obj["version_id"], obj["etag"]):
@@ -324,7 +358,7 @@ class Oracles:
                     f"{obj['etag']}"
                 )
         problems.extend(
-            f"sidecar left for deleted {k!r} (under {DEFAULT_PREFIX})" for k in sidecars
+            f"sidecar left for deleted {k!r} (under {DEFAULT_PREFIX})" for _, k in sidecars
         )
         problems.extend(
             f"sidecar key of {len(k.encode())} bytes: S3 refuses keys over {MAX_KEY_BYTES} bytes"

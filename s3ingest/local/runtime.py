@@ -4,8 +4,10 @@ handler -> the DynamoDB ledger, all on the embedded emulator.
 :class:`LocalRuntime` is one provisioned deployment, its object graph built by
 :mod:`s3ingest_fn.wiring` as the Lambda functions build theirs, composed with:
 
-* :class:`~s3ingest.local.s3faithful.FaithfulS3`, through which S3 operations go and which
-  records the events S3 would emit;
+* one :class:`~s3ingest.local.s3faithful.FaithfulS3` per landing bucket
+  (:meth:`LocalRuntime.bucket`; :attr:`LocalRuntime.faithful` is the first), through which S3
+  operations go and which records the events S3 would emit while the bucket's EventBridge
+  delivery is on (an existing bucket's is off until :meth:`LocalRuntime.onboard`);
 * the event sources of :mod:`s3ingest.local.sources`: :meth:`LocalRuntime.flush` publishes the
   recorded events to the emulator's default bus under a :class:`~s3ingest.local.chaos.Chaos`
   schedule; :meth:`LocalRuntime.drain` plays the Lambda SQS event source of the ingest handler;
@@ -23,9 +25,10 @@ handler -> the DynamoDB ledger, all on the embedded emulator.
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -33,12 +36,13 @@ from typing import Any, cast
 from unittest.mock import patch
 
 from s3ingest.local.chaos import Chaos, CrashInjector, InjectedCrash
-from s3ingest.local.emulator import Emulator, Resources, provision
+from s3ingest.local.emulator import Emulator, LocalBucket, Resources, provision
 from s3ingest.local.executions import Execution, LocalMachines
 from s3ingest.local.inventory_writer import write_inventory
 from s3ingest.local.machines import (
     BACKFILL_BATCH_OPERATIONS,
     BACKFILL_DISTRIBUTED_MAP,
+    BACKFILL_LISTING,
     RECONCILE_FANOUT,
 )
 from s3ingest.local.oracles import (
@@ -58,7 +62,8 @@ from s3ingest.local.sources import (
     replay_target,
     run_backfill,
 )
-from s3ingest.settings import Settings, inventory_report_prefix
+from s3ingest.onboard import OnboardTarget, OnProgress, onboard, run_id
+from s3ingest.settings import BucketSpec, Settings, inventory_report_prefix
 from s3ingest_fn import wiring
 from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
 from s3ingest_fn.adapters.s3_objects import S3Objects
@@ -79,6 +84,8 @@ from s3ingest_fn.services.reconcile import (
 BATCH_OPERATIONS = "batch-operations"
 DISTRIBUTED_MAP = "distributed-map"
 BACKFILL_ENGINES = (BATCH_OPERATIONS, DISTRIBUTED_MAP)
+#: The stack name the local runtime's onboarding runs are derived from (:func:`run_id`).
+LOCAL_STACK = "S3Ingest-local"
 
 __all__ = [
     "BACKFILL_ENGINES",
@@ -110,6 +117,23 @@ class Delivered:
     message_id: str
 
 
+def describe_bucket(s3: Any, bucket: str) -> dict[str, Any]:
+    """``{"notification": {...}, "inventory": [...]}``: the bucket's notification
+    configuration (GetBucketNotificationConfiguration, without response metadata) and its
+    inventory configurations (ListBucketInventoryConfigurations, sorted by id)."""
+    notification = s3.get_bucket_notification_configuration(Bucket=bucket)
+    notification.pop("ResponseMetadata", None)
+    inventory: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"Bucket": bucket}
+    while True:
+        page = s3.list_bucket_inventory_configurations(**kwargs)
+        inventory.extend(page.get("InventoryConfigurationList", []))
+        if not page.get("IsTruncated"):
+            break
+        kwargs["ContinuationToken"] = page["NextContinuationToken"]
+    return {"notification": notification, "inventory": sorted(inventory, key=lambda c: c["Id"])}
+
+
 class LocalRuntime:
     """One deployment of the pipeline on the emulator.
 
@@ -120,10 +144,15 @@ class LocalRuntime:
     settings : Settings
         The stack's settings (same defaults as ``cdk.json``).
     bucket : str, optional
-        Landing bucket name (unique by default).
+        Landing bucket name (unique by default), when ``buckets`` is not given.
     versioning : {"Enabled", "Suspended", None}
+        That bucket's versioning.
     seed : int
         Seeds the sequencer suffixes and the crash draws.
+    buckets : sequence of BucketSpec or LocalBucket, optional
+        Several landing buckets, created or existing, with key filters
+        (:class:`~s3ingest.local.emulator.LocalBucket`); the first is :attr:`faithful` and
+        ``resources.bucket``.
     """
 
     def __init__(
@@ -134,23 +163,31 @@ class LocalRuntime:
         bucket: str | None = None,
         versioning: str | None = "Enabled",
         seed: int = 0,
+        buckets: Sequence[BucketSpec | LocalBucket] | None = None,
     ) -> None:
         self.emu = emu
         self.settings = settings or Settings()
         self.resources: Resources = provision(
-            emu, self.settings, bucket=bucket, versioning=versioning
+            emu, self.settings, bucket=bucket, versioning=versioning, buckets=buckets
         )
         self.s3 = emu.client("s3")
         self.sqs = emu.client("sqs")
         self.ddb = emu.client("dynamodb")
         self.events = emu.client("events")
-        self.faithful = FaithfulS3(self.s3, self.resources.bucket, versioning, SequencerClock(seed))
+        clock = SequencerClock(seed)
+        #: One FaithfulS3 per landing bucket, in order.
+        self.buckets: dict[str, FaithfulS3] = {
+            b.name: FaithfulS3(self.s3, b.name, b.versioning, clock, follow_notification=True)
+            for b in self.resources.buckets
+        }
+        self.faithful = self.buckets[self.resources.bucket]
+        self.scope = self.resources.scope()
         self.service = wiring.ingest_service(
             s3=self.s3,
             dynamodb=self.ddb,
             table=self.resources.table,
             tombstone_ttl_seconds=self.settings.tombstone_ttl_seconds,
-            scope_bucket=self.resources.bucket,
+            scope=self.scope,
         )
         self.ledger = cast(DynamoLedger, self.service.ledger)
         self.objects = cast(S3Objects, self.service.bucket)
@@ -222,6 +259,20 @@ class LocalRuntime:
         """Ingest handler invocations so far."""
         return self.ingest_source.invocations
 
+    def bucket(self, name: str | None = None) -> FaithfulS3:
+        """The FaithfulS3 of landing bucket ``name`` (the first when None).
+
+        Raises
+        ------
+        KeyError
+            When the deployment has no such bucket.
+        """
+        if name is None:
+            return self.faithful
+        if name not in self.buckets:
+            raise KeyError(f"no landing bucket {name!r} (buckets: {', '.join(self.buckets)})")
+        return self.buckets[name]
+
     def outcome_counts(self) -> Counter[str]:
         """Processed records per outcome."""
         return Counter(d.result.outcome.value for d in self.delivered)
@@ -237,9 +288,26 @@ class LocalRuntime:
             yield
 
     def settings_env(self) -> dict[str, str]:
-        """What the settings add to a function's environment: ``PROCESSOR`` and
-        ``OUTPUT_BUCKET`` with a processor configured, nothing otherwise."""
-        env = {}
+        """What the settings and the buckets add to a function's environment: ``SCOPE``
+        (:meth:`Resources.scope`), ``INVENTORIES`` (the stack's inventory of each bucket),
+        ``CHECKPOINT_BUCKET_NAME`` (the inventory bucket), and ``PROCESSOR`` and
+        ``OUTPUT_BUCKET`` with a processor configured."""
+        r = self.resources
+        env = {
+            "SCOPE": self.scope.to_json(),
+            "INVENTORIES": json.dumps(
+                [
+                    {
+                        "name": name,
+                        "bucket": r.inventory_bucket,
+                        "prefix": inventory_report_prefix(name),
+                    }
+                    for name in r.bucket_names
+                ],
+                separators=(",", ":"),
+            ),
+            "CHECKPOINT_BUCKET_NAME": r.inventory_bucket,
+        }
         if self.settings.processor:
             env["PROCESSOR"] = self.settings.processor
             if self.resources.output_bucket:
@@ -289,7 +357,8 @@ class LocalRuntime:
         """
         chaos = chaos or Chaos()
         self._flush_chaos = chaos
-        deliver, dropped = chaos.schedule(self.faithful.take_pending())
+        pending = [event for s3 in self.buckets.values() for event in s3.take_pending()]
+        deliver, dropped = chaos.schedule(pending)
         self.dropped.extend(dropped)
         return publish_s3_events(self.events, deliver)
 
@@ -330,24 +399,28 @@ class LocalRuntime:
 
     # -- reconciliation --------------------------------------------------------------------
 
-    def reconciler(self) -> Reconciler:
-        """The reconcile code the Lambda runs, bound to this deployment's resources."""
+    def reconciler(self, bucket: str | None = None) -> Reconciler:
+        """The reconcile code the Lambda runs, bound to this deployment's resources and to
+        landing bucket ``bucket`` (the first when None)."""
+        name = self.resources.landing(bucket).name
         return wiring.reconciler(
             s3=self.s3,
             dynamodb=self.ddb,
             sqs=self.sqs,
-            bucket=self.resources.bucket,
+            bucket=name,
             table=self.resources.table,
             queue_url=self.resources.queue_url,
             inventory_bucket=self.resources.inventory_bucket,
-            inventory_prefix=inventory_report_prefix(self.resources.bucket),
+            inventory_prefix=inventory_report_prefix(name),
+            scope=self.scope.bucket(name),
         )
 
-    def write_inventory(self) -> str:
-        """Write an S3 Inventory report of the bucket now; return its manifest key."""
+    def write_inventory(self, bucket: str | None = None) -> str:
+        """Write an S3 Inventory report of landing bucket ``bucket`` (the first when None)
+        now; return its manifest key."""
         return write_inventory(
             self.s3,
-            source_bucket=self.resources.bucket,
+            source_bucket=self.resources.landing(bucket).name,
             destination_bucket=self.resources.inventory_bucket,
         )
 
@@ -360,13 +433,15 @@ class LocalRuntime:
         margin_seconds: int = 0,
         progress: Progress | None = None,
         drain: bool = True,
+        bucket: str | None = None,
     ) -> ReconcileReport:
-        """Run one reconciliation (writing an inventory report first for ``inventory``), then
-        drain the repairs through the ingest handler.
+        """Run one reconciliation of landing bucket ``bucket`` (the first when None; writing
+        an inventory report first for ``inventory``), then drain the repairs through the
+        ingest handler.
 
         ``margin_seconds`` defaults to 0 here: locally, nothing changes after the snapshot.
         """
-        manifest = self.write_inventory() if source == INVENTORY else None
+        manifest = self.write_inventory(bucket) if source == INVENTORY else None
         request = ReconcileRequest(
             source=source,
             prefix=prefix,
@@ -374,7 +449,7 @@ class LocalRuntime:
             manifest_key=manifest,
             margin_ms=margin_seconds * 1000,
         )
-        report = self.reconciler().run(request, progress)
+        report = self.reconciler(bucket).run(request, progress)
         if drain and not dry_run:
             self.drain()
         return report
@@ -388,6 +463,7 @@ class LocalRuntime:
         drain: bool = True,
         partitions: int | None = None,
         segments: int | None = None,
+        bucket: str | None = None,
     ) -> dict[str, Any]:
         """Reconcile with an execution of the stack's fan-out state machine over an S3
         Inventory report written now, then drain the repairs; ``partitions`` and ``segments``
@@ -402,7 +478,7 @@ class LocalRuntime:
             When the execution does not succeed.
         """
         event: dict[str, Any] = {
-            "manifest": self.write_inventory(),
+            "manifest": self.write_inventory(bucket),
             "prefix": prefix,
             "dryRun": dry_run,
             "marginSeconds": margin_seconds,
@@ -411,6 +487,8 @@ class LocalRuntime:
             event["partitions"] = partitions
         if segments is not None:
             event["segments"] = segments
+        if bucket is not None:
+            event["bucket"] = self.resources.landing(bucket).name
         execution = self.machines.run(RECONCILE_FANOUT, event)
         if execution.status != "SUCCEEDED":
             raise RuntimeError(
@@ -446,6 +524,7 @@ class LocalRuntime:
         engine: str = BATCH_OPERATIONS,
         max_failures: int = 0,
         timeout_seconds: float = 600.0,
+        bucket: str | None = None,
     ) -> dict[str, Any]:
         """Backfill from an S3 Inventory report (written now unless given), CONTRACT C13: an
         execution of the stack's backfill machine for ``engine`` (``maxFailures`` =
@@ -465,7 +544,7 @@ class LocalRuntime:
         """
         if engine not in BACKFILL_ENGINES:
             raise ValueError(f"engine must be one of {BACKFILL_ENGINES}, not {engine!r}")
-        manifest_key = manifest_key or self.write_inventory()
+        manifest_key = manifest_key or self.write_inventory(bucket)
         machine = (
             BACKFILL_DISTRIBUTED_MAP if engine == DISTRIBUTED_MAP else BACKFILL_BATCH_OPERATIONS
         )
@@ -501,15 +580,94 @@ class LocalRuntime:
             timeout_seconds,
         )
 
+    # -- onboarding ------------------------------------------------------------------------
+
+    def onboard_target(self, poll_seconds: float = 0.1) -> OnboardTarget:
+        """This deployment as :func:`s3ingest.onboard.onboard` acts on it: its S3, the listing
+        backfill machine run by :attr:`machines`, the inventory bucket holding the checkpoints,
+        a listing reconciliation that drains its repairs, and the emulator's request counts."""
+
+        def reconcile(bucket: str, on_rows: Callable[[str, int], None] | None) -> dict[str, Any]:
+            return self.reconcile("listing", bucket=bucket, progress=on_rows).as_dict()
+
+        def after_execution() -> None:
+            self.machines.lambdas.quiesce()
+            self.pump_changes()  # the functions wrote to the ledger outside drain()
+
+        return OnboardTarget(
+            stack=LOCAL_STACK,
+            s3=self.s3,
+            sfn=self.machines.sfn,
+            machine_arn=self.machines.machine(BACKFILL_LISTING),
+            checkpoint_bucket=self.resources.inventory_bucket,
+            reconcile=reconcile,
+            after_enable=lambda bucket: self.bucket(bucket).refresh_notification(),
+            after_execution=after_execution,
+            requests=self.emu.request_counts,
+            poll_seconds=poll_seconds,
+        )
+
+    def onboard(
+        self,
+        bucket: str | None = None,
+        *,
+        confirm: Callable[[str, dict[str, Any]], bool] = lambda bucket, config: True,
+        on_progress: OnProgress | None = None,
+        between: Callable[[], None] | None = None,
+    ) -> dict[str, Any]:
+        """Onboard landing bucket ``bucket`` (the first when None) exactly as ``s3ingest
+        onboard`` does on AWS (:func:`s3ingest.onboard.onboard`): EventBridge delivery on
+        (keeping the bucket's other configurations), the listing backfill machine's execution
+        followed to its end, then a listing reconciliation; returns its report.
+
+        ``between`` runs at every progress poll while the backfill runs (live traffic in
+        demos and tests: put objects, then :meth:`flush` and :meth:`drain`).
+        """
+        name = self.resources.landing(bucket).name
+        target = self.onboard_target()
+
+        def progress(phase: str, done: int, total: int | None, objects: int) -> None:
+            if on_progress:
+                on_progress(phase, done, total, objects)
+            if between and phase == "backfill":
+                between()
+
+        with self.function_environment():
+            report = onboard(target, name, confirm=confirm, on_progress=progress)
+        self.drain()
+        return report
+
+    def backfill_listing(
+        self, bucket: str | None = None, *, run: str | None = None, timeout_seconds: float = 600.0
+    ) -> dict[str, Any]:
+        """A listing backfill of landing bucket ``bucket`` (the first when None): an execution
+        of the stack's listing backfill machine, input ``{"bucket", "run"}`` (``run`` default:
+        the onboarding run of the bucket, :func:`s3ingest.onboard.run_id`). Returns its output
+        plus ``"execution"`` (:meth:`~s3ingest.local.executions.Execution.summary`)."""
+        name = self.resources.landing(bucket).name
+        execution = self.machines.run(
+            BACKFILL_LISTING,
+            {"bucket": name, "run": run or run_id(LOCAL_STACK, name)},
+            timeout_seconds,
+        )
+        self.pump_changes()  # the functions wrote to the ledger outside drain()
+        return {**(execution.output or {}), "execution": execution.summary()}
+
+    def bucket_config(self) -> dict[str, Any]:
+        """Per landing bucket, its notification and inventory configurations now
+        (:func:`describe_bucket`): what onboarding left of other teams' entries."""
+        return {name: describe_bucket(self.s3, name) for name in self.buckets}
+
     # -- oracles -----------------------------------------------------------------------------
 
     def ledger_rows(self) -> list[LedgerRow]:
         """Every ledger row, sorted by key."""
         return self.oracles.ledger_rows()
 
-    def bucket_objects(self) -> list[dict[str, Any]]:
-        """Visible objects of the bucket (see :meth:`Oracles.bucket_objects`)."""
-        return self.oracles.bucket_objects()
+    def bucket_objects(self, bucket: str | None = None) -> list[dict[str, Any]]:
+        """Visible objects of landing bucket ``bucket`` (the first when None; see
+        :meth:`Oracles.bucket_objects`)."""
+        return self.oracles.bucket_objects(bucket)
 
     def dlq_messages(self) -> list[dict[str, Any]]:
         """Everything in the dead-letter queue (received without deleting)."""

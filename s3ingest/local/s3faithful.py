@@ -11,7 +11,11 @@ https://docs.aws.amazon.com/AmazonS3/latest/userguide/ev-events.html and docs/pa
 * per-key increasing sequencers in the real format: ``00`` + 8 hex digits of Unix seconds + a
   suffix of varying length, upper-case (docs/payloads.md section 3), ordered by right-padding;
 * field presence: ``version-id`` only when the bucket is versioned (absent for the null version),
-  no ``etag``/``size`` on deletes, the empty-content MD5 as ``etag`` of a delete marker.
+  no ``etag``/``size`` on deletes, the empty-content MD5 as ``etag`` of a delete marker;
+* only while the bucket's notification configuration has EventBridge delivery on (with
+  ``follow_notification``): S3 sends a bucket's events to EventBridge only then
+  (https://docs.aws.amazon.com/AmazonS3/latest/userguide/EventBridge.html), so an existing
+  bucket's objects written before onboarding emit nothing.
 """
 
 from __future__ import annotations
@@ -69,6 +73,8 @@ class Op:
     key: str
     version_id: str | None
     event: dict[str, Any]
+    #: Whether S3 sent the event (EventBridge delivery was on); an unsent one is only logged.
+    emitted: bool = True
 
 
 class FaithfulS3:
@@ -82,15 +88,44 @@ class FaithfulS3:
     versioning : {"Enabled", "Suspended", None}
         The bucket's versioning status.
     clock : SequencerClock
+    follow_notification : bool
+        Emit events only while the bucket's notification configuration has EventBridge
+        delivery on (read with GetBucketNotificationConfiguration on first use and cached:
+        :meth:`refresh_notification` after changing it). False: always emit.
     """
 
-    def __init__(self, s3: Any, bucket: str, versioning: str | None, clock: SequencerClock) -> None:
+    def __init__(
+        self,
+        s3: Any,
+        bucket: str,
+        versioning: str | None,
+        clock: SequencerClock,
+        *,
+        follow_notification: bool = False,
+    ) -> None:
         self._s3 = s3
         self.bucket = bucket
         self.versioning = versioning
         self._clock = clock
         self.pending: list[dict[str, Any]] = []
         self.log: list[Op] = []
+        self._follow = follow_notification
+        self._event_bridge: bool | None = None
+
+    @property
+    def event_bridge(self) -> bool:
+        """Whether S3 sends this bucket's events to EventBridge now (always True without
+        ``follow_notification``)."""
+        if not self._follow:
+            return True
+        if self._event_bridge is None:
+            config = self._s3.get_bucket_notification_configuration(Bucket=self.bucket)
+            self._event_bridge = "EventBridgeConfiguration" in config
+        return self._event_bridge
+
+    def refresh_notification(self) -> None:
+        """Forget the cached notification configuration (after onboarding changed it)."""
+        self._event_bridge = None
 
     def put(self, key: str, body: bytes | str) -> Op:
         """PutObject, and an ``Object Created`` event.
@@ -197,8 +232,9 @@ class FaithfulS3:
             "resources": [f"arn:aws:s3:::{self.bucket}"],
             "detail": detail,
         }
-        op = Op(kind=kind, key=key, version_id=version, event=event)
-        self.pending.append(event)
+        op = Op(kind=kind, key=key, version_id=version, event=event, emitted=self.event_bridge)
+        if op.emitted:
+            self.pending.append(event)
         self.log.append(op)
         return op
 

@@ -5,7 +5,15 @@ Format (one JSON object per line; blank lines and lines starting with ``#`` are 
 * optional first line ``{"bucket": NAME, "versioning": "Enabled" | "Suspended" | null,
   "processor": "package.module:function" | null, "change_stream": true | false}``; by default
   the example processor (``s3ingest_examples.sidecar:process``) and the change stream run;
-* ``{"op": "put", "key": K, "body": TEXT}``: PutObject; S3's event is queued for a flush;
+  or, for several buckets, ``{"buckets": [{"name": N, "versioning": V, "prefixes": [...],
+  "suffixes": [...], "existing": true, "foreign_config": true}, ...], "processor": ...,
+  "change_stream": ...}`` (only ``name`` required): ``existing`` buckets exist before the
+  pipeline and S3 sends no EventBridge events for them until an ``onboard`` step;
+  ``foreign_config`` gives a bucket another team's SQS notification and inventory
+  configurations; key filters keep other keys out of the ledger;
+* every op acting on a bucket takes ``"bucket": N`` (default: the first bucket);
+* ``{"op": "put", "key": K, "body": TEXT}``: PutObject; S3's event (if EventBridge delivery is
+  on for the bucket) is queued for a flush;
 * ``{"op": "delete", "key": K}`` or with ``"version_id": V``: DeleteObject (a delete marker in a
   versioned bucket, one version when ``version_id`` is given; ``"@N"`` names the version the
   ``put`` on line N created);
@@ -25,7 +33,12 @@ Format (one JSON object per line; blank lines and lines starting with ``#`` are 
   report of the bucket, then a backfill over it (objects whose events were never delivered, for
   instance those put before the scenario's first flush with ``"drop": 1.0``, come in):
   ``batch-operations`` (default) an S3 Batch Operations job through the real backfill handler,
-  ``distributed-map`` an execution of the stack's Distributed Map backfill state machine.
+  ``distributed-map`` an execution of the stack's Distributed Map backfill state machine;
+  ``{"op": "backfill", "source": "listing"}``: an execution of the listing backfill state
+  machine over a live listing of the bucket (no inventory);
+* ``{"op": "onboard", "bucket": N}``: what ``s3ingest onboard`` does (:mod:`s3ingest.onboard`):
+  EventBridge delivery on (other configurations kept), the listing backfill, a listing
+  reconciliation; then pending events are delivered.
 
 The result (:func:`run_scenario`) is ``{"error": str | None, "messages": [...], "ledger": [...],
 "bucket": [...], "effects": [...], "changes": [...], "effects_problems": [...], "converged":
@@ -47,7 +60,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from s3ingest.local.chaos import Chaos
-from s3ingest.local.emulator import Emulator
+from s3ingest.local.emulator import Emulator, LocalBucket
 from s3ingest.local.runtime import (
     BACKFILL_ENGINES,
     BATCH_OPERATIONS,
@@ -55,24 +68,28 @@ from s3ingest.local.runtime import (
     local_settings,
 )
 from s3ingest.local.s3faithful import Op, check_key
-from s3ingest.settings import Settings
+from s3ingest.settings import BucketSpec, Settings
 
 _VERSIONING = ("Enabled", "Suspended", None)
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _BUCKET_FORBIDDEN = re.compile(r"\.\.|^\d+\.\d+\.\d+\.\d+$|^xn--|^sthree-|-s3alias$|--ol-s3$")
 #: Fields each op accepts; anything else is a typo worth reporting.
 _FIELDS = {
-    "put": {"key", "body"},
-    "delete": {"key", "version_id"},
+    "put": {"key", "body", "bucket"},
+    "delete": {"key", "version_id", "bucket"},
     "deliver": {"body"},
     "flush": {"chaos"},
-    "reconcile": {"source", "fan_out"},
-    "backfill": {"engine"},
+    "reconcile": {"source", "fan_out", "bucket"},
+    "backfill": {"engine", "source", "bucket"},
     "replay": {"from", "to"},
+    "onboard": {"bucket"},
 }
+#: ``backfill`` sources: an inventory report (default) or a live listing.
+BACKFILL_SOURCES = ("inventory", "listing")
 
 
-_SETUP_FIELDS = {"bucket", "versioning", "processor", "change_stream"}
+_SETUP_FIELDS = {"bucket", "versioning", "processor", "change_stream", "buckets"}
+_BUCKETS_FIELDS = {"name", "versioning", "prefixes", "suffixes", "existing", "foreign_config"}
 
 
 class ScenarioError(ValueError):
@@ -118,6 +135,15 @@ def parse_lines(lines: Iterable[str]) -> tuple[dict[str, Any], list[tuple[int, d
                     '"processor", "change_stream"}'
                 )
             _check_effects_setup(lineno, doc)
+            if "buckets" in doc:
+                if "bucket" in doc or "versioning" in doc:
+                    raise ScenarioError(
+                        f'line {lineno}: give "buckets" or "bucket"/"versioning", not both'
+                    )
+                setup["buckets"] = _parse_buckets(lineno, doc["buckets"])
+                setup.update({k: v for k, v in doc.items() if k != "buckets"})
+                seen_setup = True
+                continue
             if doc.get("versioning", "Enabled") not in _VERSIONING:
                 raise ScenarioError(f"line {lineno}: versioning must be Enabled, Suspended or null")
             bucket = doc.get("bucket")
@@ -135,9 +161,10 @@ def parse_lines(lines: Iterable[str]) -> tuple[dict[str, Any], list[tuple[int, d
             seen_setup = True
             continue
         _check_step(lineno, doc)
+        versioning = _check_bucket_ref(lineno, doc, setup)
         if (
             doc["op"] == "delete"
-            and setup.get("versioning") is None
+            and versioning is None
             and doc.get("version_id") not in (None, "null")
             and version_ref(doc.get("version_id")) is None
         ):
@@ -151,6 +178,81 @@ def parse_lines(lines: Iterable[str]) -> tuple[dict[str, Any], list[tuple[int, d
             _check_version_ref(lineno, doc, puts)
         steps.append((lineno, doc))
     return setup, steps
+
+
+def _parse_buckets(lineno: int, raw: Any) -> list[dict[str, Any]]:
+    """The set-up's ``buckets`` list, checked."""
+    if not isinstance(raw, list) or not raw:
+        raise ScenarioError(f"line {lineno}: buckets must be a non-empty list of objects")
+    out: list[dict[str, Any]] = []
+    for index, entry in enumerate(raw):
+        where = f"line {lineno}: buckets[{index}]"
+        if not isinstance(entry, dict):
+            raise ScenarioError(f"{where}: expected an object")
+        unknown = sorted(set(entry) - _BUCKETS_FIELDS)
+        if unknown:
+            raise ScenarioError(
+                f"{where}: unknown field {', '.join(unknown)} "
+                f"(accepts: {', '.join(sorted(_BUCKETS_FIELDS))})"
+            )
+        name = entry.get("name")
+        if (
+            not isinstance(name, str)
+            or not _BUCKET_RE.match(name)
+            or _BUCKET_FORBIDDEN.search(name)
+        ):
+            raise ScenarioError(f"{where}: {name!r} is not a valid S3 bucket name")
+        if entry.get("versioning", "Enabled") not in _VERSIONING:
+            raise ScenarioError(f"{where}: versioning must be Enabled, Suspended or null")
+        for flag in ("existing", "foreign_config"):
+            if not isinstance(entry.get(flag, False), bool):
+                raise ScenarioError(f"{where}: {flag} must be true or false")
+        for filters in ("prefixes", "suffixes"):
+            values = entry.get(filters, [])
+            if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
+                raise ScenarioError(f"{where}: {filters} must be a list of non-empty strings")
+        if any(b["name"] == name for b in out):
+            raise ScenarioError(f"{where}: bucket {name!r} is listed twice")
+        out.append(
+            {
+                "name": name,
+                "versioning": entry.get("versioning", "Enabled"),
+                "prefixes": list(entry.get("prefixes", [])),
+                "suffixes": list(entry.get("suffixes", [])),
+                "existing": entry.get("existing", False),
+                "foreign_config": entry.get("foreign_config", False),
+            }
+        )
+    return out
+
+
+def _check_bucket_ref(lineno: int, doc: dict[str, Any], setup: dict[str, Any]) -> str | None:
+    """The versioning of the bucket a step names (``"bucket"``, default the first).
+
+    Raises
+    ------
+    ScenarioError
+        When the scenario has no such bucket.
+    """
+    buckets = setup.get("buckets")
+    name = doc.get("bucket")
+    if name is not None and not isinstance(name, str):
+        raise ScenarioError(f"line {lineno}: bucket must be a bucket name")
+    if buckets is None:
+        if name is not None and name != setup.get("bucket"):
+            raise ScenarioError(
+                f"line {lineno}: no bucket {name!r} in this scenario"
+                + (f" (its bucket is {setup['bucket']!r})" if setup.get("bucket") else "")
+                + '; several buckets are declared with "buckets" on the first line'
+            )
+        versioning: str | None = setup.get("versioning")
+        return versioning
+    for entry in buckets:
+        if name is None or entry["name"] == name:
+            found: str | None = entry["versioning"]
+            return found
+    names = ", ".join(b["name"] for b in buckets)
+    raise ScenarioError(f"line {lineno}: no bucket {name!r} in this scenario ({names})")
 
 
 def version_ref(version_id: Any) -> int | None:
@@ -205,7 +307,7 @@ def _check_step(lineno: int, doc: dict[str, Any]) -> None:
     if allowed is None:
         raise ScenarioError(
             f"line {lineno}: unknown op {op!r} "
-            "(put, delete, deliver, flush, reconcile, backfill, replay)"
+            "(put, delete, deliver, flush, reconcile, backfill, replay, onboard)"
         )
     unknown = set(doc) - allowed - {"op"}
     if unknown:
@@ -243,6 +345,13 @@ def _check_step(lineno: int, doc: dict[str, Any]) -> None:
         raise ScenarioError(f"line {lineno}: reconcile fan_out must be true or false")
     if op == "reconcile" and doc.get("fan_out") and doc.get("source", "inventory") != "inventory":
         raise ScenarioError(f"line {lineno}: the fan-out reconciliation reads an inventory")
+    if op == "backfill" and doc.get("source", "inventory") not in BACKFILL_SOURCES:
+        raise ScenarioError(f"line {lineno}: backfill source must be inventory or listing")
+    if op == "backfill" and doc.get("source") == "listing" and "engine" in doc:
+        raise ScenarioError(
+            f"line {lineno}: a listing backfill has one engine (the listing state machine); "
+            "engine applies to an inventory backfill"
+        )
     if op == "backfill" and doc.get("engine", BATCH_OPERATIONS) not in BACKFILL_ENGINES:
         raise ScenarioError(
             f"line {lineno}: backfill engine must be one of {', '.join(BACKFILL_ENGINES)}"
@@ -312,9 +421,28 @@ def _run(
     if settings is None:
         overrides = {k: setup[k] for k in ("processor", "change_stream") if k in setup}
         settings = local_settings(**overrides)
+    buckets = None
+    if setup.get("buckets"):
+        buckets = [
+            LocalBucket(
+                BucketSpec(
+                    name=b["name"],
+                    existing=b["existing"],
+                    prefixes=tuple(b["prefixes"]),
+                    suffixes=tuple(b["suffixes"]),
+                ),
+                versioning=b["versioning"],
+                foreign_config=b["foreign_config"],
+            )
+            for b in setup["buckets"]
+        ]
     try:
         rt = LocalRuntime(
-            emu, settings, bucket=setup.get("bucket"), versioning=setup.get("versioning")
+            emu,
+            settings,
+            bucket=setup.get("bucket"),
+            versioning=setup.get("versioning"),
+            buckets=buckets,
         )
     except ValueError as exc:  # a processor that cannot be imported
         raise ScenarioError(f"set-up: {exc}") from exc
@@ -324,6 +452,7 @@ def _run(
     reconciliations: list[dict[str, Any]] = []
     backfills: list[dict[str, Any]] = []
     replays: list[dict[str, Any]] = []
+    onboardings: list[dict[str, Any]] = []
     error: str | None = None
     for lineno, step in steps:
         rt.step = lineno
@@ -331,12 +460,13 @@ def _run(
         try:
             if op in ("put", "delete"):
                 version = versions.resolve(lineno, step)
+                s3 = rt.bucket(step.get("bucket"))
                 done = (
-                    rt.faithful.put(step["key"], str(step["body"]))
+                    s3.put(step["key"], str(step["body"]))
                     if op == "put"
-                    else rt.faithful.delete(step["key"], version)
+                    else s3.delete(step["key"], version)
                 )
-                versions.record(lineno, done, rt.faithful.versioning)
+                versions.record(lineno, done, s3.versioning)
                 origins[(done.key, done.event["detail"]["object"]["sequencer"])] = lineno
             elif op == "deliver":
                 body = step["body"]
@@ -350,10 +480,22 @@ def _run(
                     summary = rt.reconcile_fan_out()
                     reconciliations.append({"step": lineno, **summary})
                 else:
-                    report = rt.reconcile(step.get("source", "inventory"))
+                    report = rt.reconcile(
+                        step.get("source", "inventory"), bucket=step.get("bucket")
+                    )
                     reconciliations.append({"step": lineno, **report.as_dict()})
+            elif op == "onboard":
+                onboarded = rt.onboard(step.get("bucket"))
+                onboardings.append({"step": lineno, **onboarded})
+                if onboarded["status"] != "done":
+                    raise ValueError(f"onboarding {onboarded['status']}")
             elif op == "backfill":
-                backfill = rt.backfill(engine=step.get("engine", BATCH_OPERATIONS))
+                if step.get("source") == "listing":
+                    backfill = rt.backfill_listing(step.get("bucket"))
+                else:
+                    backfill = rt.backfill(
+                        engine=step.get("engine", BATCH_OPERATIONS), bucket=step.get("bucket")
+                    )
                 backfills.append({"step": lineno, **backfill})
                 execution = backfill.get("execution")
                 if execution and execution["status"] != "SUCCEEDED":
@@ -378,6 +520,7 @@ def _run(
             break
     comparison = rt.compare()
     fx = rt.effects_report()
+    bucket_config = rt.bucket_config()
     rt.close()
     return {
         "error": error,
@@ -420,6 +563,8 @@ def _run(
         "reconciliations": reconciliations,
         "backfills": backfills,
         "replays": replays,
+        "onboardings": onboardings,
+        "bucket_config": bucket_config,
     }
 
 

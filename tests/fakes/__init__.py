@@ -15,7 +15,7 @@ from typing import Any
 
 from s3ingest_fn.core.effects import SupersededError, change_id
 from s3ingest_fn.core.model import InventoryRow, ObjectState, TransientError
-from s3ingest_fn.core.ports import ChangeEntry, Ledger, Pin
+from s3ingest_fn.core.ports import ChangeEntry, Ledger, ListingPage, Pin
 from s3ingest_fn.core.row import (
     DELETED,
     DONE,
@@ -381,12 +381,19 @@ class FakeLedgerScanner:
     """The :class:`~s3ingest_fn.core.ports.LedgerScanner` port over a :class:`FakeLedger`'s rows:
     segment ``i`` of ``n`` holds every ``n``-th row, one page per segment."""
 
-    def __init__(self, ledger: FakeLedger) -> None:
+    def __init__(self, ledger: FakeLedger, page_rows: int | None = None) -> None:
         self.ledger = ledger
+        #: Rows per page (None: one page per segment).
+        self.page_rows = page_rows
+        self.requests = 0
 
     def pages(self, bucket: str, segment: int, total: int) -> Iterator[list[LedgerRow]]:
         rows = [r for (b, _), r in sorted(self.ledger.rows.items()) if b == bucket]
-        yield rows[segment::total]
+        mine = rows[segment::total]
+        size = self.page_rows or max(len(mine), 1)
+        for i in range(0, max(len(mine), 1), size):
+            self.requests += 1
+            yield mine[i : i + size]
 
 
 class FakeBucketListing:
@@ -396,6 +403,9 @@ class FakeBucketListing:
     def __init__(self, rows: list[InventoryRow] | None = None, fail: bool = False) -> None:
         self.listed: list[InventoryRow] = list(rows or [])
         self.fail = fail
+        #: Pages served by :meth:`pages` before it fails (None: never), to interrupt a run.
+        self.fail_after_pages: int | None = None
+        self.pages_served = 0
 
     def rows(self, bucket: str, prefix: str) -> Iterator[InventoryRow]:
         if self.fail:
@@ -403,6 +413,23 @@ class FakeBucketListing:
         for row in self.listed:
             if row.bucket == bucket and row.key.startswith(prefix):
                 yield row
+
+    def pages(
+        self, bucket: str, prefix: str, marker: dict[str, Any] | None, page_size: int
+    ) -> Iterator[ListingPage]:
+        """:meth:`rows` in pages of ``page_size``, in the given order (give them in S3's);
+        the marker is the offset of the next page."""
+        rows = list(self.rows(bucket, prefix))
+        start = int((marker or {}).get("offset", 0))
+        while True:
+            if self.fail_after_pages is not None and self.pages_served >= self.fail_after_pages:
+                raise TransientError(f"s3 listing of {bucket}: connection reset")
+            self.pages_served += 1
+            end = start + page_size
+            yield ListingPage(rows[start:end], {"offset": end} if end < len(rows) else None)
+            if end >= len(rows):
+                return
+            start = end
 
 
 class FakeInventoryStore:

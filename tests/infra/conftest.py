@@ -30,8 +30,28 @@ PROCESSOR = str(CONTEXTS["fanout"]["processor"])
 #: The pytest-xdist group of the tests that synthesize (``--dist loadgroup``: one worker).
 XDIST_GROUP = "synth"
 
+#: The existing bucket of the two-bucket synth, and the existing inventory configuration it
+#: names (another team's: its reports in another bucket).
+PARTNER_BUCKET = "partner-drop-bucket"
+PARTNER_INVENTORY = {
+    "id": "partner-daily",
+    "bucket": "partner-inventory-reports",
+    "prefix": "reports",
+}
+#: The two-bucket synth's context: a created bucket with key filters, and an existing bucket
+#: with another team's inventory configuration; the fan-out and the Distributed Map backfill.
+TWO_BUCKETS = {
+    "stage": "two",
+    "buckets": [
+        {"prefixes": ["incoming/", "late arrivals/"], "suffixes": [".csv"]},
+        {"name": PARTNER_BUCKET, "existing": True, "inventory": PARTNER_INVENTORY},
+    ],
+    "reconcileFanOut": True,
+    "backfillEngine": "distributed-map",
+}
+
 #: Every synthesized variant, for the checks that apply to each (cdk-nag, cfn-lint).
-VARIANTS = ["synth", "adopted_synth", "fanout_synth"]
+VARIANTS = ["synth", "adopted_synth", "fanout_synth", "two_bucket_synth"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -65,3 +85,9 @@ def fanout_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
     change stream (``changeStream``) and X-Ray tracing (``tracing``), synthesized once."""
     # the same context as the local runtime's machines (s3ingest/local/machines/generate.py)
     yield synthesize(tmp_path_factory.mktemp("cdk-out-fanout"), CONTEXTS["fanout"])
+
+
+@pytest.fixture(scope="session")
+def two_bucket_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
+    """The app with two landing buckets (:data:`TWO_BUCKETS`), synthesized once."""
+    yield synthesize(tmp_path_factory.mktemp("cdk-out-two"), TWO_BUCKETS)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from s3ingest_cdk.synth import Synth
 
 
@@ -28,3 +30,31 @@ def xray_grants(synth: Synth) -> dict[str, list[str]]:
     if not synth.settings.tracing:
         return {}
     return {"xray:PutTraceSegments": ["*"], "xray:PutTelemetryRecords": ["*"]}
+
+
+def scope_environment(bucket: Any) -> dict[str, Any]:
+    """``SCOPE`` of a one-bucket stack without key filters (``bucket``: the name or its
+    ``{"Ref": ...}``), as ``Stack.to_json_string`` renders it."""
+    if isinstance(bucket, str):
+        return {"SCOPE": f'[{{"name":"{bucket}","prefixes":[],"suffixes":[]}}]'}
+    return {"SCOPE": {"Fn::Join": ["", ['[{"name":"', bucket, '","prefixes":[],"suffixes":[]}]']]}}
+
+
+def inventories_environment(bucket: Any, inventory: Any) -> dict[str, Any]:
+    """``INVENTORIES`` of a one-bucket stack with the stack's own inventory (references)."""
+    return {
+        "INVENTORIES": {
+            "Fn::Join": [
+                "",
+                [
+                    '[{"name":"',
+                    bucket,
+                    '","bucket":"',
+                    inventory,
+                    '","prefix":"inventory/',
+                    bucket,
+                    '/s3ingest-daily/"}]',
+                ],
+            ]
+        }
+    }

@@ -12,13 +12,20 @@ import pytest
 from aws_cdk import App
 from aws_cdk import aws_lambda as lambda_
 
-from s3ingest.settings import Settings
+from s3ingest.settings import Settings, inventory_report_prefix
 from s3ingest_cdk.compose import compose
 from s3ingest_cdk.constructs.backfill_state_machine import PREPARED_FIELDS
 from s3ingest_cdk.synth import Synth, cdk_json_context
 
 from .asl import LAMBDA_RETRY, THROTTLE_RETRY, definition, reachable
-from .functions import common_environment, tracing_config, xray_grants
+from .conftest import ADOPTED_BUCKET
+from .functions import (
+    common_environment,
+    inventories_environment,
+    scope_environment,
+    tracing_config,
+    xray_grants,
+)
 from .iam import expected as _grants
 from .iam import role_allowed as _granted
 from .iam import statements_of as _statements
@@ -597,6 +604,7 @@ def test_backfill_function_handler_environment_and_grants(synth: Synth) -> None:
         "TOMBSTONE_TTL_SECONDS": str(settings.tombstone_ttl_seconds),
         "BUCKET_NAME": _ref(ids.bucket),
         "RECORD_CONCURRENCY": str(settings.record_concurrency),
+        **scope_environment(_ref(ids.bucket)),
         **common_environment(synth, "s3ingest-backfill"),
     }
     _, ingest = _resource(synth, synth.pipeline.ingest.function)
@@ -628,6 +636,8 @@ def _control_environment(synth: Synth) -> dict[str, Any]:
         "INVENTORY_BUCKET_NAME": _ref(ids.inventory),
         "INVENTORY_PREFIX": _join("inventory/", _ref(ids.bucket), "/s3ingest-daily/"),
         "REPORT_BUCKET_NAME": _ref(ids.inventory),
+        **scope_environment(_ref(ids.bucket)),
+        **inventories_environment(_ref(ids.bucket), _ref(ids.inventory)),
         **common_environment(synth, "s3ingest-backfill"),
         # The distributed-map engine's backfill_file step runs the processor (fan-out synth).
         **(
@@ -898,21 +908,43 @@ def test_control_function_grants_for_distributed_map(fanout_synth: Synth) -> Non
     )
 
 
-# --- No backfill without the stack's own inventory -----------------------------------------------
+# --- An adopted bucket has the backfill over the stack's own inventory (issue 15) ----------------
 
 
-def test_adopted_bucket_has_no_backfill(adopted_synth: Synth) -> None:
+def test_adopted_bucket_has_the_backfill(adopted_synth: Synth) -> None:
+    # GIVEN bucketName: the stack adds its own inventory configuration to the existing bucket
     pipeline = adopted_synth.pipeline
-    assert pipeline.backfill is None and pipeline.backfill_control is None
-    assert pipeline.batch_operations is None and pipeline.backfill_state_machine is None
-    assert not adopted_synth.resources("AWS::StepFunctions::StateMachine")
-    assert not [
-        logical_id
-        for logical_id in adopted_synth.template["Resources"]
-        if logical_id.startswith(("Backfill", "BatchOperations"))
-    ]
-    assert not [name for name in adopted_synth.template["Outputs"] if "Backfill" in name]
-    assert "ReportBucketName" not in adopted_synth.template["Outputs"]
+    # THEN the inventory backfill (batch-operations, the default engine) is deployed ...
+    assert pipeline.backfill is not None and pipeline.backfill_control is not None
+    assert pipeline.batch_operations is not None and pipeline.backfill_state_machine is not None
+    machines = set(adopted_synth.resources("AWS::StepFunctions::StateMachine"))
+    assert machines == {
+        adopted_synth.logical_id(pipeline.backfill_state_machine.state_machine),
+        adopted_synth.logical_id(pipeline.listing.state_machine.state_machine),
+    }
+    # ... over the adopted bucket's reports in the stack's inventory bucket ...
+    variables = _resource(adopted_synth, pipeline.backfill_control.function)[1]["Properties"][
+        "Environment"
+    ]["Variables"]
+    inventory_id = adopted_synth.logical_id(pipeline.landings.shared.inventory)
+    assert variables["BUCKET_NAME"] == ADOPTED_BUCKET
+    assert variables["INVENTORY_BUCKET_NAME"] == _ref(inventory_id)
+    assert variables["INVENTORY_PREFIX"] == inventory_report_prefix(ADOPTED_BUCKET)
+    # ... with the outputs the CLI reads
+    outputs = adopted_synth.template["Outputs"]
+    for name in (
+        "BackfillStateMachineArn",
+        "BackfillFunctionName",
+        "BackfillRoleArn",
+        "ReportBucketName",
+        "InventoryBucketName",
+        "ListingBackfillStateMachineArn",
+    ):
+        assert name in outputs, name
+    assert outputs["InventoryBucketName"]["Value"] == _ref(inventory_id)
+
+
+# --- No inventory backfill without an inventory ---------------------------------------------------
 
 
 @pytest.mark.parametrize("engine", ["batch-operations", "distributed-map"])
@@ -924,13 +956,17 @@ def test_no_backfill_without_inventory(engine: str, tmp_path: Path) -> None:
     )
     stack = compose(app, nag=False, code=lambda_.Code.from_inline("def handler(e, c): pass"))
     pipeline = stack.pipeline
-    # THEN nothing of the backfill is created
+    # THEN nothing of the inventory backfill is created (the listing backfill is, with ids of
+    # its own)
     assert pipeline.backfill is None and pipeline.backfill_control is None
     assert pipeline.batch_operations is None and pipeline.backfill_state_machine is None
+    assert pipeline.listing.state_machine.node.path.endswith("/Listing/ListingStateMachine")
     assert not [
         construct.node.path
         for construct in stack.node.find_all()
-        if "Backfill" in construct.node.id or "BatchOperations" in construct.node.id
+        if ("Backfill" in construct.node.id or "BatchOperations" in construct.node.id)
+        # the listing backfill's output, which every stack has
+        and construct.node.id != "ListingBackfillStateMachineArn"
     ]
 
 

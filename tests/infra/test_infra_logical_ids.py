@@ -19,6 +19,15 @@ STATEFUL = (
     "AWS::KMS::Key",
 )
 
+#: The listing backfill's (every stack has it since the listing engine, issue 15).
+LISTING_LOG_GROUPS = {
+    "ListingPlanLogGroupF893FD67",
+    "ListingShardLogGroupDE165AC2",
+    "ListingSummarizeLogGroup13CF2A7B",
+    "ListingStateMachineLogGroup39CC2797",
+}
+LISTING_KEY = "ListingStateMachineLogKeyCFAAEECD"
+
 DEFAULT = {
     "AWS::DynamoDB::Table": {"LedgerTable9343E4AA"},
     "AWS::S3::Bucket": {
@@ -39,8 +48,9 @@ DEFAULT = {
         "DeliveryCheckLogGroup72395482",
         "IngestFunctionLogGroup8E264078",
         "ReconcileFunctionLogGroupAF84F3A2",
-    },
-    "AWS::KMS::Key": {"AlarmTopicKeyBA1A4AA7", "BackfillStateMachineLogKeyA72112A3"},
+    }
+    | LISTING_LOG_GROUPS,
+    "AWS::KMS::Key": {"AlarmTopicKeyBA1A4AA7", "BackfillStateMachineLogKeyA72112A3", LISTING_KEY},
 }
 
 #: The variant with every option (fan-out, distributed-map backfill, processor, change stream).
@@ -59,7 +69,8 @@ EVERY_OPTION = {
         "ReconcileFanOutFunctionLogGroup311CB7EC",
         "ReconcileFunctionLogGroupAF84F3A2",
         "ReconcileStateMachineLogGroup4DA15176",
-    },
+    }
+    | LISTING_LOG_GROUPS,
     "AWS::KMS::Key": DEFAULT["AWS::KMS::Key"] | {"ReconcileStateMachineLogKeyEABF921F"},
 }
 

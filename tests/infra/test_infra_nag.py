@@ -57,6 +57,10 @@ _FEATURES = {
     "BatchOperations": "backfilling",
     "BackfillStateMachine": "backfilling",
     "ChangeRelay": "change_stream",
+    "ListingPlan": "listing",
+    "ListingShard": "listing",
+    "ListingSummarize": "listing",
+    "ListingStateMachine": "listing",
 }
 
 
@@ -153,6 +157,39 @@ def _expected_backfill_acknowledgements(synth: Synth) -> dict[str, set[str]]:
     return expected
 
 
+def _expected_listing_acknowledgements(synth: Synth) -> dict[str, set[str]]:
+    """The listing backfill's: each step's runtime and checkpoint wildcard, the shard step's
+    landing objects, the state machine's invokes and its Distributed Map's executions."""
+    listing = synth.pipeline.listing
+    bucket_id = synth.logical_id(synth.pipeline.landing.bucket)
+    inventory_id = synth.logical_id(synth.pipeline.landings.shared.inventory)
+    machine_id = synth.logical_id(listing.state_machine.state_machine)
+    checkpoints = f"AwsSolutions-IAM5[Resource::<{inventory_id}.Arn>/backfill-listing/*]"
+    objects = f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/*]"
+    xray = _xray(synth)
+    expected: dict[str, set[str]] = {}
+    for step in ("ListingPlan", "ListingShard", "ListingSummarize"):
+        expected[_path(synth, f"{step}/Function")] = {"AwsSolutions-L1"}
+        expected[_path(synth, f"{step}/Role")] = {*xray, checkpoints}
+    expected[_path(synth, "ListingShard/Role")] |= {objects}
+    expected[_path(synth, "ListingStateMachine/StateMachine/Role")] = {
+        "AwsSolutions-IAM5[Resource::*]",
+        *(
+            f"AwsSolutions-IAM5[Resource::<{synth.logical_id(step.function)}.Arn>:*]"
+            for step in (listing.plan, listing.shard, listing.summarize)
+        ),
+    }
+    executions = (
+        "arn:<AWS::Partition>:states:us-east-1:<AWS::AccountId>:execution:"
+        f'{{"Fn::Select":[6,{{"Fn::Split":[":",{{"Ref":"{machine_id}"}}]}}]}}'
+    )
+    expected[_path(synth, "ListingStateMachine/StateMachine/DistributedMapPolicy")] = {
+        f"AwsSolutions-IAM5[Resource::{executions}:*]",
+        f"AwsSolutions-IAM5[Resource::{executions}/ListingShards:*]",
+    }
+    return expected
+
+
 def _assert_reasons(acknowledgements: dict[str, dict[str, Any]]) -> None:
     for path, rules in acknowledgements.items():
         for rule, reason in rules.items():
@@ -165,6 +202,7 @@ def test_acknowledgements_are_on_resources_with_reasons(synth: Synth) -> None:
     assert {path: set(rules) for path, rules in acknowledgements.items()} == {
         **_expected_function_acknowledgements(synth),
         **_expected_backfill_acknowledgements(synth),
+        **_expected_listing_acknowledgements(synth),
     }
     _assert_reasons(acknowledgements)
 
@@ -184,6 +222,7 @@ def test_fanout_acknowledgements_are_on_resources_with_reasons(fanout_synth: Syn
     expected = {
         **_expected_function_acknowledgements(synth),
         **_expected_backfill_acknowledgements(synth),
+        **_expected_listing_acknowledgements(synth),
     }
     # THEN the fan-out function has the reconcile function's plus its work prefix ...
     expected[_path(synth, "ReconcileFanOutFunction/Role")] = expected[
@@ -208,7 +247,7 @@ def test_fanout_acknowledgements_are_on_resources_with_reasons(fanout_synth: Syn
     output = synth.pipeline.processor_output
     assert output is not None
     outputs = f"AwsSolutions-IAM5[Resource::<{synth.logical_id(output.bucket)}.Arn>/*]"
-    for role in ("IngestFunction/Role", "BackfillControlFunction/Role"):
+    for role in ("IngestFunction/Role", "BackfillControlFunction/Role", "ListingShard/Role"):
         expected[_path(synth, role)] = expected[_path(synth, role)] | {outputs}
     # ... and the change relay: X-Ray and dynamodb:ListStreams, its runtime, its on-failure DLQ
     expected[_path(synth, "ChangeRelay/Role")] = {"AwsSolutions-IAM5[Resource::*]"}

@@ -59,8 +59,13 @@ def test_processor_runs_where_the_ingest_service_is_built(fanout_synth: Synth) -
     assert pipeline.backfill_control is not None and pipeline.reconcile_fan_out is not None
     assert pipeline.change_relay is not None
     output = _ref(_output_id(synth))
-    # THEN the ingest function and the backfill_file step run it, with its output bucket ...
-    runners = [pipeline.ingest.function, pipeline.backfill_control.function]
+    # THEN the ingest function, the backfill_file step and the listing backfill's shard step
+    # run it, with its output bucket ...
+    runners = [
+        pipeline.ingest.function,
+        pipeline.backfill_control.function,
+        pipeline.listing.shard.function,
+    ]
     assert pipeline.ingest_service_functions == runners
     for function in pipeline.ingest_service_functions:
         variables = _variables(synth, function)
@@ -250,10 +255,12 @@ def test_batch_operations_backfill_runs_the_processor(tmp_path: Path) -> None:
     output = pipeline.processor_output
     assert output is not None
     output_id = stack.resolve(output.bucket.node.default_child.logical_id)  # type: ignore[union-attr]
-    # THEN the backfill function runs it with the output grants; the control function does not
+    # THEN the backfill function (and the listing's shard step) runs it with the output grants;
+    # the control function does not
     assert pipeline.ingest_service_functions == [
         pipeline.ingest.function,
         pipeline.backfill.function,
+        pipeline.listing.shard.function,
     ]
     granted = _granted(_policy_statements(stack, pipeline.backfill.function))
     for action in ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"):
@@ -265,7 +272,8 @@ def test_batch_operations_backfill_runs_the_processor(tmp_path: Path) -> None:
 
 
 def test_adopted_bucket_processor_output_logs_to_its_own_bucket(tmp_path: Path) -> None:
-    # GIVEN an adopted bucket (the stack has no access-logs bucket) with a processor
+    # GIVEN an adopted bucket (no access-logs bucket of its own: the shared one logs the
+    # inventory bucket) with a processor
     app, stack = _build(
         tmp_path,
         stage="adoptedfx",

@@ -4,18 +4,29 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from aws_cdk import App, CfnElement
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk.assertions import Template
 
 from s3ingest.settings import Settings, inventory_report_prefix
+from s3ingest_cdk.compose import compose
 from s3ingest_cdk.constructs.drift_alarm import DRIFT_KINDS
 from s3ingest_cdk.constructs.reconcile_state_machine import WORK_PREFIX
-from s3ingest_cdk.synth import Synth
+from s3ingest_cdk.synth import Synth, cdk_json_context
 
 from .asl import LAMBDA_RETRY, THROTTLE_RETRY, definition
 from .conftest import ADOPTED_BUCKET
-from .functions import common_environment, tracing_config, xray_grants
+from .functions import (
+    common_environment,
+    inventories_environment,
+    scope_environment,
+    tracing_config,
+    xray_grants,
+)
 
 RECONCILE_HANDLER = "s3ingest_fn.handlers.reconcile.handler"
 FANOUT_HANDLER = "s3ingest_fn.handlers.reconcile_fanout.handler"
@@ -27,6 +38,12 @@ def _arn(logical_id: str) -> dict[str, Any]:
 
 def _ref(logical_id: str) -> dict[str, Any]:
     return {"Ref": logical_id}
+
+
+def _cfn(construct: Any) -> CfnElement:
+    element = construct.node.default_child
+    assert isinstance(element, CfnElement)
+    return element
 
 
 def _objects(bucket_arn: Any, suffix: str = "/*") -> dict[str, Any]:
@@ -101,6 +118,8 @@ def _environment(synth: Synth) -> dict[str, Any]:
         "BUCKET_NAME": _ref(bucket_id),
         "INVENTORY_BUCKET_NAME": _ref(synth.logical_id(inventory)),
         "INVENTORY_PREFIX": {"Fn::Join": ["", ["inventory/", _ref(bucket_id), "/s3ingest-daily/"]]},
+        **scope_environment(_ref(bucket_id)),
+        **inventories_environment(_ref(bucket_id), _ref(synth.logical_id(inventory))),
         **common_environment(synth, "s3ingest-reconcile"),
     }
 
@@ -262,14 +281,18 @@ def test_reconcile_outputs(synth: Synth) -> None:
 def test_no_fan_out_without_the_setting(synth: Synth) -> None:
     assert synth.pipeline.reconcile_fan_out is None
     assert synth.pipeline.reconcile_state_machine is None
-    # The only state machine (and the only key besides the alarm topic's) is the backfill's.
+    # The only state machines (and the only keys besides the alarm topic's) are the
+    # backfills': the inventory's and the listing's.
     backfill = synth.pipeline.backfill_state_machine
     assert backfill is not None
+    listing = synth.pipeline.listing.state_machine
     assert set(synth.resources("AWS::StepFunctions::StateMachine")) == {
-        synth.logical_id(backfill.state_machine)
+        synth.logical_id(backfill.state_machine),
+        synth.logical_id(listing.state_machine),
     }
     assert set(synth.resources("AWS::KMS::Key")) == {
         synth.logical_id(backfill.log_key),
+        synth.logical_id(listing.log_key),
         synth.logical_id(synth.pipeline.alarm_topic.key),
     }
     inventory = synth.pipeline.landing.inventory_bucket
@@ -278,20 +301,47 @@ def test_no_fan_out_without_the_setting(synth: Synth) -> None:
     assert "LifecycleConfiguration" not in bucket["Properties"]
 
 
-# --- An adopted bucket: no inventory, so the schedule lists the bucket ---------------------------
+# --- An adopted bucket: the stack's own inventory, so the schedule reads it -----------------------
 
 
 @pytest.mark.contract("C12")
-def test_adopted_bucket_is_reconciled_by_listing(adopted_synth: Synth) -> None:
+def test_adopted_bucket_is_reconciled_from_its_inventory(adopted_synth: Synth) -> None:
+    # GIVEN bucketName (an existing bucket): the stack adds its own inventory configuration
     synth = adopted_synth
     _, rule = _resource(synth, synth.pipeline.reconcile_schedule.rule)
     (target,) = rule["Properties"]["Targets"]
-    assert json.loads(target["Input"]) == {"source": "listing"}
+    assert json.loads(target["Input"]) == {"source": "inventory"}
     _, function = _resource(synth, synth.pipeline.reconcile.function)
+    variables = function["Properties"]["Environment"]["Variables"]
+    assert variables["BUCKET_NAME"] == ADOPTED_BUCKET
+    inventory_id = synth.logical_id(synth.pipeline.landings.shared.inventory)
+    assert variables["INVENTORY_BUCKET_NAME"] == _ref(inventory_id)
+    assert variables["INVENTORY_PREFIX"] == inventory_report_prefix(ADOPTED_BUCKET)
+    assert json.loads(variables["SCOPE"]) == [
+        {"name": ADOPTED_BUCKET, "prefixes": [], "suffixes": []}
+    ]
+
+
+@pytest.mark.contract("C12")
+def test_a_bucket_without_inventory_is_reconciled_by_listing(tmp_path: Path) -> None:
+    # GIVEN an adopted bucket with inventoryEnabled false (built, not synthesized to disk)
+    app = App(
+        context={**cdk_json_context(), "bucketName": ADOPTED_BUCKET, "inventoryEnabled": False},
+        outdir=str(tmp_path),
+    )
+    stack = compose(app, nag=False, code=lambda_.Code.from_inline("def handler(e, c): pass"))
+    template = Template.from_stack(stack).to_json()
+    pipeline = stack.pipeline
+    rule = template["Resources"][stack.get_logical_id(_cfn(pipeline.reconcile_schedule.rule))]
+    (target,) = rule["Properties"]["Targets"]
+    # THEN the schedule lists the bucket, and the function has no inventory to read
+    assert json.loads(target["Input"]) == {"source": "listing"}
+    function = template["Resources"][stack.get_logical_id(_cfn(pipeline.reconcile.function))]
     variables = function["Properties"]["Environment"]["Variables"]
     assert variables["BUCKET_NAME"] == ADOPTED_BUCKET
     assert "INVENTORY_BUCKET_NAME" not in variables
     assert "INVENTORY_PREFIX" not in variables
+    assert json.loads(variables["INVENTORIES"]) == []
 
 
 def test_adopted_bucket_reconcile_grants(adopted_synth: Synth) -> None:
@@ -299,15 +349,17 @@ def test_adopted_bucket_reconcile_grants(adopted_synth: Synth) -> None:
     bucket_arn = {"Fn::Join": ["", ["arn:", _ref("AWS::Partition"), f":s3:::{ADOPTED_BUCKET}"]]}
     objects = {"Fn::Join": ["", ["arn:", _ref("AWS::Partition"), f":s3:::{ADOPTED_BUCKET}/*"]]}
     log_group_id = synth.logical_id(synth.pipeline.reconcile.log_group)
+    inventory_id = synth.logical_id(synth.pipeline.landings.shared.inventory)
+    reports = _objects(_arn(inventory_id), f"/{inventory_report_prefix(ADOPTED_BUCKET)}*")
     assert _sorted(_granted(synth, synth.pipeline.reconcile.role)) == _sorted(
         {
             **xray_grants(synth),
             "logs:CreateLogStream": [_arn(log_group_id)],
             "logs:PutLogEvents": [_arn(log_group_id)],
-            "s3:ListBucket": [bucket_arn],
+            "s3:ListBucket": [bucket_arn, _arn(inventory_id)],
             "s3:ListBucketVersions": [bucket_arn],
             "s3:GetBucketVersioning": [bucket_arn],
-            "s3:GetObject": [objects],
+            "s3:GetObject": [objects, reports],
             "s3:GetObjectVersion": [objects],
             "dynamodb:Scan": [_arn(synth.logical_id(synth.pipeline.ledger.table))],
             "sqs:SendMessage": [_arn(synth.logical_id(synth.pipeline.ingest_queue.queue))],
@@ -606,7 +658,9 @@ def test_fanout_schedule_starts_the_state_machine(fanout_synth: Synth) -> None:
     _, rule = _resource(synth, synth.pipeline.reconcile_schedule.rule)
     (target,) = rule["Properties"]["Targets"]
     assert target["Arn"] == _ref(machine_id)
-    assert json.loads(target["Input"]) == {}
+    # one target per bucket, naming it (the one bucket here)
+    bucket_id = synth.logical_id(synth.pipeline.landing.bucket)
+    assert target["Input"] == {"Fn::Join": ["", ['{"bucket":"', _ref(bucket_id), '"}']]}
     role_id = target["RoleArn"]["Fn::GetAtt"][0]
     role = synth.template["Resources"][role_id]["Properties"]
     assert role["AssumeRolePolicyDocument"]["Statement"] == [
@@ -640,7 +694,11 @@ def test_fanout_function_env_handler_and_grants(fanout_synth: Synth) -> None:
     _, function = _resource(synth, fan_out.function)
     props = function["Properties"]
     assert props["Handler"] == FANOUT_HANDLER
-    assert props["Environment"]["Variables"] == _environment(synth)
+    assert props["Environment"]["Variables"] == {
+        **_environment(synth),
+        # the work files' bucket: the stack's own, whoever owns the inventory (issue 15)
+        "CHECKPOINT_BUCKET_NAME": _ref(synth.logical_id(inventory)),
+    }
     assert props["MemorySize"] == 3008 and props["Timeout"] == 900
     log_group_id = synth.logical_id(fan_out.log_group)
     grants = _reconcile_grants(synth)

@@ -14,7 +14,7 @@ from s3ingest_cdk.stack import VERSION_TAG
 from s3ingest_cdk.synth import Synth
 
 from .conftest import VARIANTS
-from .functions import common_environment, tracing_config, xray_grants
+from .functions import common_environment, scope_environment, tracing_config, xray_grants
 
 
 def _arn(logical_id: str) -> dict[str, Any]:
@@ -112,7 +112,7 @@ def test_rule_matches_exactly_the_settings_pattern_and_targets_the_queue(synth: 
     queue_id, _, target_dlq_id = _queue_ids(synth)
     _, rule = _ingest_rule(synth)
     props = rule["Properties"]
-    assert props["EventPattern"] == ingest_event_pattern(_ref(_bucket_id(synth)))  # type: ignore[arg-type]
+    assert props["EventPattern"] == ingest_event_pattern(_ref(_bucket_id(synth)))
     assert props.get("EventBusName", "default") == "default"
     assert props["State"] == "ENABLED"
     (target,) = props["Targets"]
@@ -143,7 +143,7 @@ def test_rule_may_send_to_the_queue_and_its_dead_letter_queue(synth: Synth) -> N
 def test_archive_keeps_the_ingest_events_for_the_configured_retention(synth: Synth) -> None:
     _, archive = synth.one("AWS::Events::Archive")
     props = archive["Properties"]
-    assert props["EventPattern"] == ingest_event_pattern(_ref(_bucket_id(synth)))  # type: ignore[arg-type]
+    assert props["EventPattern"] == ingest_event_pattern(_ref(_bucket_id(synth)))
     assert props["RetentionDays"] == Settings().archive_retention_days
     assert props["SourceArn"] == {
         "Fn::Join": [
@@ -202,6 +202,7 @@ def test_function_runtime_tracing_logging_and_environment(synth: Synth) -> None:
         "TOMBSTONE_TTL_SECONDS": str(settings.tombstone_ttl_seconds),
         "RECORD_CONCURRENCY": str(settings.record_concurrency),
         "BUCKET_NAME": _ref(_bucket_id(synth)),
+        **scope_environment(_ref(_bucket_id(synth))),
         **common_environment(synth, "s3ingest"),
     }
     assert log_group["Properties"]["RetentionInDays"] == settings.log_retention_days
@@ -410,14 +411,14 @@ def test_function_role_is_least_privilege(synth: Synth) -> None:
     }
 
 
-def test_no_managed_policies_no_custom_resources_five_functions(synth: Synth) -> None:
+def test_no_managed_policies_no_custom_resources_eight_functions(synth: Synth) -> None:
     for logical_id, resource in synth.template["Resources"].items():
         assert not resource["Type"].startswith("Custom::"), logical_id
         assert resource["Type"] != "AWS::IAM::ManagedPolicy", logical_id
         assert "ManagedPolicyArns" not in resource.get("Properties", {}), logical_id
-    # The ingest, reconcile, backfill, backfill control and delivery check functions; only ingest
-    # reads the queue.
-    synth.assertions.resource_count_is("AWS::Lambda::Function", 5)
+    # The ingest, reconcile, backfill, backfill control and delivery check functions, and the
+    # listing backfill's plan, shard and summarize; only ingest reads the queue.
+    synth.assertions.resource_count_is("AWS::Lambda::Function", 8)
     synth.assertions.resource_count_is("AWS::Lambda::EventSourceMapping", 1)
 
 
@@ -455,6 +456,14 @@ def test_outputs(synth: Synth) -> None:
     assert outputs["FunctionName"]["Value"] == _ref(function_id)
     assert outputs["ArchiveName"]["Value"] == _ref(archive_id)
     assert outputs["RuleName"]["Value"] == _ref(rule_id)
+    # the outputs the CLI reads for several buckets and the listing backfill (issue 15)
+    assert outputs["BucketNames"]["Value"] == _ref(_bucket_id(synth))
+    assert outputs["InventoryBucketName"]["Value"] == _ref(
+        synth.logical_id(synth.pipeline.landings.shared.inventory)
+    )
+    assert outputs["ListingBackfillStateMachineArn"]["Value"] == _ref(
+        synth.logical_id(synth.pipeline.listing.state_machine.state_machine)
+    )
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

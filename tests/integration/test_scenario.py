@@ -222,7 +222,10 @@ def test_backfill_and_reconcile_steps_run_the_state_machines(emulator: Any, tmp_
         (['{"bucket": "192.168.1.1"}'], "not a valid S3 bucket name"),
         (['{"bucket": "b-one"}', '{"bucket": "b-two"}'], "only the first line"),
         (['{"op": "put", "key": "a", "key": "b", "body": "1"}'], "given twice"),
-        (['{"op": "backfill", "source": "listing"}'], "accepts: engine"),
+        # (a listing backfill is a step now: an unknown field is still refused)
+        (['{"op": "backfill", "manifest": "m.json"}'], "accepts: bucket, engine, source"),
+        (['{"op": "backfill", "source": "listing", "engine": "distributed-map"}'], "one engine"),
+        (['{"op": "backfill", "source": "s3"}'], "inventory or listing"),
         (['{"op": "backfill", "engine": "glue"}'], "backfill engine must be one of"),
         (['{"op": "reconcile", "fan_out": "yes"}'], "fan_out must be true or false"),
         (

@@ -270,9 +270,10 @@ def test_metadata_only_event_is_ignored_and_touches_nothing(
 def test_event_of_another_bucket_is_out_of_scope(
     service: IngestService, ledger: CountingLedger, bucket: FakeBucket
 ) -> None:
-    outcome = _outcome(service, created(S1, bucket="some-other-bucket"))
+    result = service.handle(created(S1, bucket="some-other-bucket"))
 
-    assert outcome == (Outcome.IGNORED, "out-of-scope-bucket")
+    assert (result.outcome, result.reason) == (Outcome.IGNORED, "out-of-scope")
+    assert result.extra["scope"] == "other-bucket"
     assert ledger.calls == Counter()
     assert bucket.requests == 0
 

@@ -174,6 +174,8 @@ _REASONS = (
     "version-removed-key-visible",
     "version-removed-key-hidden",
     "observed-bucket-state",
+    # appended only: a code is the position in this tuple
+    "listed-state",
 )
 #: Event-name prefixes stored as one control character (S3 notifications and EventBridge).
 _EVENT_PREFIXES = (

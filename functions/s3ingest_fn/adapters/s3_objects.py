@@ -12,7 +12,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from s3ingest_fn.core.effects import SupersededError
 from s3ingest_fn.core.events import normalize_etag, normalize_version
 from s3ingest_fn.core.model import InventoryRow, ObjectState, TransientError
-from s3ingest_fn.core.ports import Pin
+from s3ingest_fn.core.ports import ListingPage, Pin, VersionPage
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client  # pragma: no cover
@@ -20,6 +20,10 @@ else:
     S3Client = Any
 
 _NOT_FOUND = frozenset({"404", "NoSuchKey", "NotFound"})
+
+#: ListObjectVersions and ListObjectsV2 return at most 1,000 entries per request
+#: (https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html).
+LIST_PAGE_MAX = 1000
 
 
 class S3Objects:
@@ -137,31 +141,162 @@ class S3Listing:
             raise TransientError(f"s3 listing of {bucket}: {exc}") from exc
 
     def _rows(self, bucket: str, prefix: str) -> Iterator[InventoryRow]:
-        versioning = self._s3.get_bucket_versioning(Bucket=bucket).get("Status")
-        if versioning:
-            pages = self._s3.get_paginator("list_object_versions").paginate(
-                Bucket=bucket, Prefix=prefix
-            )
-            for page in pages:
-                for v in page.get("Versions", []):
-                    yield _listed(bucket, v, delete_marker=False)
-                for m in page.get("DeleteMarkers", []):
-                    yield _listed(bucket, m, delete_marker=True)
-        else:
-            for listed in self._s3.get_paginator("list_objects_v2").paginate(
-                Bucket=bucket, Prefix=prefix
-            ):
-                for o in listed.get("Contents", []):
-                    yield InventoryRow(
-                        bucket=bucket,
-                        key=o["Key"],
-                        version_id=None,
-                        is_latest=True,
-                        is_delete_marker=False,
-                        etag=str(o.get("ETag", "")).strip('"') or None,
-                        size=o.get("Size"),
-                        last_modified_ms=_ms(o.get("LastModified")),
-                    )
+        for page in self._pages(bucket, prefix, None, LIST_PAGE_MAX):
+            yield from page.rows
+
+    def pages(
+        self,
+        bucket: str,
+        prefix: str,
+        marker: dict[str, Any] | None = None,
+        page_size: int = LIST_PAGE_MAX,
+    ) -> Iterator[ListingPage]:
+        """The listing of :meth:`rows`, one request per page (``MaxKeys=page_size``), from
+        ``marker``: ``{"key", "version"}`` (ListObjectVersions' ``NextKeyMarker`` and
+        ``NextVersionIdMarker``) or ``{"key", "token"?}`` (ListObjectsV2: ``StartAfter``, or
+        the ``ContinuationToken`` while it is known); S3 lists keys in UTF-8 binary order.
+
+        Raises
+        ------
+        TransientError
+            When S3 refuses or does not answer.
+        """
+        try:
+            yield from self._pages(bucket, prefix, marker, page_size)
+        except (ClientError, BotoCoreError) as exc:
+            raise TransientError(f"s3 listing of {bucket}: {exc}") from exc
+
+    def _pages(
+        self, bucket: str, prefix: str, marker: dict[str, Any] | None, page_size: int
+    ) -> Iterator[ListingPage]:
+        versioned = bool(self._s3.get_bucket_versioning(Bucket=bucket).get("Status"))
+        at = dict(marker or {})
+        while True:
+            args: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": page_size}
+            nxt: dict[str, Any] | None = None
+            if versioned:
+                if at.get("key"):
+                    args["KeyMarker"] = at["key"]
+                    if at.get("version"):
+                        args["VersionIdMarker"] = at["version"]
+                page = self._s3.list_object_versions(**args)
+                rows = [_listed(bucket, v, delete_marker=False) for v in page.get("Versions", [])]
+                rows += [
+                    _listed(bucket, m, delete_marker=True) for m in page.get("DeleteMarkers", [])
+                ]
+                if page.get("IsTruncated"):
+                    nxt = {
+                        "key": page.get("NextKeyMarker", ""),
+                        "version": page.get("NextVersionIdMarker", ""),
+                    }
+            else:
+                if at.get("token"):
+                    args["ContinuationToken"] = at["token"]
+                elif at.get("key"):
+                    args["StartAfter"] = at["key"]
+                listed = self._s3.list_objects_v2(**args)
+                rows = [_current(bucket, o) for o in listed.get("Contents", [])]
+                if listed.get("IsTruncated"):
+                    nxt = {
+                        "key": rows[-1].key if rows else at.get("key", ""),
+                        "token": listed.get("NextContinuationToken", ""),
+                    }
+            yield ListingPage(rows, nxt)
+            if nxt is None:
+                return
+            at = nxt
+
+
+def _current(bucket: str, o: Any) -> InventoryRow:
+    """An inventory row of one ListObjectsV2 ``Contents`` entry (an unversioned bucket)."""
+    return InventoryRow(
+        bucket=bucket,
+        key=o["Key"],
+        version_id=None,
+        is_latest=True,
+        is_delete_marker=False,
+        etag=str(o.get("ETag", "")).strip('"') or None,
+        size=o.get("Size"),
+        last_modified_ms=_ms(o.get("LastModified")),
+    )
+
+
+class S3ShardListing:
+    """The :class:`~s3ingest_fn.core.ports.ShardListing` port: one ListObjectVersions or
+    ListObjectsV2 request per call. Keys come decoded: botocore asks for
+    ``EncodingType=url`` and decodes the keys and markers of the answer, so control characters
+    and other keys XML 1.0 cannot carry list as they are
+    (https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectVersions.html).
+
+    Parameters
+    ----------
+    client : S3Client
+        Needs ``s3:ListBucket`` and ``s3:ListBucketVersions``.
+    """
+
+    def __init__(self, client: S3Client) -> None:
+        self._s3 = client
+
+    def versions(
+        self,
+        bucket: str,
+        prefix: str,
+        key_marker: str | None,
+        version_marker: str | None,
+        max_keys: int,
+    ) -> VersionPage:
+        """See :meth:`~s3ingest_fn.core.ports.ShardListing.versions`. Entries are merged back
+        into the listing's order (S3 answers versions and delete markers apart).
+
+        Raises
+        ------
+        TransientError
+            When S3 refuses or does not answer.
+        """
+        args: dict[str, Any] = {"Bucket": bucket, "MaxKeys": max_keys}
+        if prefix:
+            args["Prefix"] = prefix
+        if key_marker:
+            args["KeyMarker"] = key_marker
+            if version_marker:
+                args["VersionIdMarker"] = version_marker
+        try:
+            page = self._s3.list_object_versions(**args)
+        except (ClientError, BotoCoreError) as exc:
+            raise TransientError(f"s3 list_object_versions of {bucket}: {exc}") from exc
+        entries: list[tuple[Any, bool]] = [(v, False) for v in page.get("Versions", [])]
+        entries += [(m, True) for m in page.get("DeleteMarkers", [])]
+        # S3's order: key ascending, then newest first (LastModified descending); the latest
+        # entry of a key is the first of that key either way, and IsLatest marks it
+        entries.sort(key=lambda e: (e[0]["Key"], not e[0].get("IsLatest")))
+        rows = [_listed(bucket, v, delete_marker=marker) for v, marker in entries]
+        truncated = bool(page.get("IsTruncated"))
+        return VersionPage(
+            rows=rows,
+            next_key_marker=page.get("NextKeyMarker") if truncated else None,
+            next_version_marker=page.get("NextVersionIdMarker") if truncated else None,
+        )
+
+    def keys_after(
+        self, bucket: str, prefix: str, start_after: str | None, max_keys: int
+    ) -> tuple[list[str], bool]:
+        """See :meth:`~s3ingest_fn.core.ports.ShardListing.keys_after`.
+
+        Raises
+        ------
+        TransientError
+            When S3 refuses or does not answer.
+        """
+        args: dict[str, Any] = {"Bucket": bucket, "MaxKeys": max_keys}
+        if prefix:
+            args["Prefix"] = prefix
+        if start_after:
+            args["StartAfter"] = start_after
+        try:
+            page = self._s3.list_objects_v2(**args)
+        except (ClientError, BotoCoreError) as exc:
+            raise TransientError(f"s3 list_objects_v2 of {bucket}: {exc}") from exc
+        return [o["Key"] for o in page.get("Contents", [])], bool(page.get("IsTruncated"))
 
 
 def _listed(bucket: str, v: Any, *, delete_marker: bool) -> InventoryRow:

@@ -19,6 +19,14 @@ Paths, by what the event can tell on its own:
   key the bucket still shows.
 * **No usable sequencer** (repairs, backfill, ``ReducedRedundancyLostObject``, a garbage
   sequencer): an observation: read the row, HEAD, write only if the row's revision is unchanged.
+* **A listing's entry** (:attr:`Kind.LISTED`, the listing backfill): the state the listing gives
+  is an older HEAD. A key the ledger has never seen is recorded from it with one conditional
+  write (the row is absent), no read, no HEAD; when that write is refused, the row it returns
+  says duplicate (same state) or, otherwise, the observation path runs (HEAD, optimistic
+  concurrency). Why this is safe: ``docs/backfill-listing.md``.
+
+Every path first checks the pipeline's :class:`~s3ingest_fn.core.scope.Scope`: a key outside it
+ends ``ignored`` (reason ``out-of-scope``) without a request.
 
 With a processor configured (:class:`~s3ingest_fn.core.effects.EffectRunner`), every write that
 applies a change also claims its effect; the processor runs after it and a second write commits
@@ -45,6 +53,7 @@ from s3ingest_fn.core.model import (
 )
 from s3ingest_fn.core.ports import Bucket, Ledger
 from s3ingest_fn.core.row import PENDING, Claim, LedgerRow, RowState, WriteMeta, WriteResult
+from s3ingest_fn.core.scope import BucketScope, Scope
 
 #: While another change's effect holds a live lease on the row, a newer change waits this long
 #: (seconds, doubling: 0.05 + 0.1 + ... + 0.8 = 1.55 s) before its message is retried via SQS:
@@ -54,6 +63,11 @@ LEASE_WAITS = (0.05, 0.1, 0.2, 0.4, 0.8)
 #: Optimistic-concurrency attempts (observations, verifications) before the message is retried
 #: via SQS. Conflicts come from other records of the same key in flight at the same moment.
 MAX_OBSERVATION_ATTEMPTS = 5
+
+#: The reason of every change outside the pipeline's scope (CONTRACT C9).
+OUT_OF_SCOPE = "out-of-scope"
+#: The reason of a key recorded from a listing's state, without a HEAD.
+LISTED_STATE = "listed-state"
 
 
 @dataclass
@@ -65,9 +79,14 @@ class IngestService:
     ledger : Ledger
     bucket : Bucket
     scope_bucket : str or None
-        Only this bucket's events are ingested; others end ``ignored`` (out of scope). None: all.
+        One bucket, no key filters: the single-bucket form of ``scope`` (kept for callers that
+        pass one bucket); ignored when ``scope`` is given.
     effects : EffectRunner or None
         The team's processor; None keeps the one-write path (CONTRACT C5).
+    scope : Scope or None
+        The buckets and key filters the pipeline tracks; a change outside them ends ``ignored``
+        (reason ``out-of-scope``, ``extra["scope"]`` ``other-bucket`` or ``key-filter``) and
+        never reaches the ledger. None: ``scope_bucket``, or every key when that is None too.
     """
 
     ledger: Ledger
@@ -76,6 +95,27 @@ class IngestService:
     effects: EffectRunner | None = None
     #: Injectable for tests (waits for a live effect lease, :data:`LEASE_WAITS`).
     sleep: Callable[[float], None] = time.sleep
+    scope: Scope | None = None
+
+    def __post_init__(self) -> None:
+        if self.scope is None:
+            buckets = (BucketScope(self.scope_bucket),) if self.scope_bucket else ()
+            self.scope = Scope(buckets)
+
+    @property
+    def tracked(self) -> Scope:
+        """The scope checked (never None after construction)."""
+        assert self.scope is not None
+        return self.scope
+
+    def out_of_scope(self, change: Change) -> Result | None:
+        """The ``ignored`` result of a change outside the scope, or None when it is in scope."""
+        why = self.tracked.reason(change.bucket, change.key)
+        if why is None:
+            return None
+        result = result_of(change, Outcome.IGNORED, OUT_OF_SCOPE)
+        result.extra["scope"] = why
+        return result
 
     def bind_context(self, context: Any) -> None:
         """Give the effect leases the Lambda invocation's remaining time (no-op without one)."""
@@ -99,9 +139,12 @@ class IngestService:
             return result_of(change, Outcome.IGNORED, "test-event")
         if change.kind is Kind.METADATA:
             return result_of(change, Outcome.IGNORED, f"metadata-only: {change.event_name}")
-        if self.scope_bucket is not None and change.bucket != self.scope_bucket:
-            return result_of(change, Outcome.IGNORED, "out-of-scope-bucket")
-        if change.kind is Kind.OBSERVE or change.sequencer is None:
+        skipped = self.out_of_scope(change)
+        if skipped is not None:
+            return skipped
+        if change.kind is Kind.LISTED:
+            path = self._listed
+        elif change.kind is Kind.OBSERVE or change.sequencer is None:
             path = self._observe
         elif change.kind is Kind.VERSION_REMOVED:
             path = self._version_removed
@@ -202,9 +245,42 @@ class IngestService:
             same = old.holds(written)
         raise TransientError("ledger row kept changing during a version removal")
 
-    def _observe(self, change: Change) -> Result:
-        for _ in range(MAX_OBSERVATION_ATTEMPTS):
-            row = self.ledger.get(change.bucket, change.key)
+    def _listed(self, change: Change) -> Result:
+        """A listing's entry: one conditional write when the ledger has never seen the key (no
+        read, no HEAD); the refused write's row settles duplicate, else the observation path
+        runs from that row (``docs/backfill-listing.md``)."""
+        state = RowState(
+            present=True, version_id=change.version_id, etag=change.etag, size=change.size
+        )
+        claim = self._claim(change)
+        meta = self._meta(change, LISTED_STATE)
+        first = self.ledger.record_observation(state, meta, None, claim)
+        if first.applied:
+            done = self._applied(change, Outcome.APPLIED, first, state, meta)
+            done.extra["listing"] = "recorded-without-head"
+            return done
+        old = first.old
+        if old is not None and old.holds(state):
+            # the row holds what the listing shows: resume an abandoned effect, as an
+            # observation matching the ledger does (the bucket was not read now: only a pending
+            # effect whose lease expired is re-run)
+            done = self._resume(result_of(change, Outcome.DUPLICATE, "listing-matches-ledger"), old)
+            done.extra["listing"] = "duplicate"
+            return done
+        observed = self._observe(change, known=old)
+        observed.extra["listing"] = (
+            "duplicate" if observed.outcome is Outcome.DUPLICATE else "observed-with-head"
+        )
+        return observed
+
+    def _observe(self, change: Change, known: LedgerRow | None = None) -> Result:
+        """Read the row (or start from ``known``, a row a refused write just returned), HEAD,
+        and record the bucket's state if the row has not moved."""
+        for attempt in range(MAX_OBSERVATION_ATTEMPTS):
+            if attempt == 0 and known is not None:
+                row: LedgerRow | None = known
+            else:
+                row = self.ledger.get(change.bucket, change.key)
             now = self.bucket.current(change.bucket, change.key)
             if row is not None and row.holds(_head_state(now)):
                 return self._resume(
@@ -406,12 +482,13 @@ def result_of(change: Change, outcome: Outcome, reason: str) -> Result:
 
 
 def source_of(change: Change) -> str:
-    """``replay`` (EventBridge ``replay-name`` set), ``repair``, ``backfill`` or ``live``."""
+    """``replay`` (EventBridge ``replay-name`` set), ``repair``, ``backfill`` (a Batch
+    Operations task, an inventory file, a listing) or ``live``."""
     if change.replay_name:
         return "replay"
     if change.fmt is Format.REPAIR:
         return "repair"
-    if change.fmt is Format.BACKFILL:
+    if change.fmt in (Format.BACKFILL, Format.LISTING):
         return "backfill"
     return "live"
 

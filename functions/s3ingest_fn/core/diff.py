@@ -143,38 +143,71 @@ def diff(
         if not key.startswith(prefix):
             continue
         stats.ledger_rows += 1
-        seen = truth.pop(key, None)
-        effect = row.effect
-        if (
-            effect is not None
-            and effect.status == PENDING
-            and (effect.lease_until_ms or 0) < taken_at_ms
-        ):
-            yield Drift(PENDING_EFFECT, key, row, seen)  # one repair serves both
-            continue
-        if row.updated_at > taken_at_ms or (
-            seen is not None and (seen.last_modified_ms or 0) > taken_at_ms
-        ):
-            stats.skipped_recent += 1
-            continue
-        present = row.present
-        kind: str | None = None
-        if seen is None or not seen.visible:
-            kind = DELETED_BUT_LIVE if present else None
-        elif not present:
-            kind = MISSING
-        elif (compare_versions and row.version_id != seen.version_id) or (
-            compare_etags and row.etag != seen.etag
-        ):
-            kind = CONTENT_MISMATCH
-        if kind is None and effect is not None and row.effect_behind:
-            kind = EFFECT_BEHIND  # a drift's repair records a new change, which runs its own
-        if kind is not None:
-            yield Drift(kind, key, row, seen)
+        found = classify(
+            row,
+            truth.pop(key, None),
+            taken_at_ms=taken_at_ms,
+            compare_versions=compare_versions,
+            compare_etags=compare_etags,
+            stats=stats,
+        )
+        if found is not None:
+            yield found
     for key, seen in truth.items():
-        if not seen.visible:
-            continue
-        if (seen.last_modified_ms or 0) > taken_at_ms:
-            stats.skipped_recent += 1
-            continue
-        yield Drift(MISSING, key, None, seen)
+        found = classify_unrecorded(key, seen, taken_at_ms=taken_at_ms, stats=stats)
+        if found is not None:
+            yield found
+
+
+def classify(
+    row: LedgerRow,
+    seen: Truth | None,
+    *,
+    taken_at_ms: int,
+    compare_versions: bool,
+    compare_etags: bool,
+    stats: DiffStats,
+) -> Drift | None:
+    """One ledger row against its key's state in the bucket (None: the source did not show the
+    key); the difference worth a repair, or None. Counts ``stats.skipped_recent`` (never
+    ``ledger_rows``: the caller counts the rows it reads). See :func:`diff` for the arguments.
+    """
+    key = row.key
+    effect = row.effect
+    if (
+        effect is not None
+        and effect.status == PENDING
+        and (effect.lease_until_ms or 0) < taken_at_ms
+    ):
+        return Drift(PENDING_EFFECT, key, row, seen)  # one repair serves both
+    if row.updated_at > taken_at_ms or (
+        seen is not None and (seen.last_modified_ms or 0) > taken_at_ms
+    ):
+        stats.skipped_recent += 1
+        return None
+    present = row.present
+    kind: str | None = None
+    if seen is None or not seen.visible:
+        kind = DELETED_BUT_LIVE if present else None
+    elif not present:
+        kind = MISSING
+    elif (compare_versions and row.version_id != seen.version_id) or (
+        compare_etags and row.etag != seen.etag
+    ):
+        kind = CONTENT_MISMATCH
+    if kind is None and effect is not None and row.effect_behind:
+        kind = EFFECT_BEHIND  # a drift's repair records a new change, which runs its own
+    return Drift(kind, key, row, seen) if kind is not None else None
+
+
+def classify_unrecorded(
+    key: str, seen: Truth, *, taken_at_ms: int, stats: DiffStats
+) -> Drift | None:
+    """A key the source shows and the ledger has no row for: ``missing`` when visible and not
+    modified after ``taken_at_ms`` (then counted in ``stats.skipped_recent``), else None."""
+    if not seen.visible:
+        return None
+    if (seen.last_modified_ms or 0) > taken_at_ms:
+        stats.skipped_recent += 1
+        return None
+    return Drift(MISSING, key, None, seen)

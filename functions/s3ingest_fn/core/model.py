@@ -23,6 +23,9 @@ class Kind(StrEnum):
     TEST = "test"
     #: A sequencer-less input (repair, backfill): the handler reads the object's current state.
     OBSERVE = "observe"
+    #: A listing's latest entry of a visible key (the listing backfill): the state it carries
+    #: (version id, ETag, size) is what the bucket held when it was listed, an older HEAD.
+    LISTED = "listed"
 
 
 class Outcome(StrEnum):
@@ -45,6 +48,8 @@ class Format(StrEnum):
     TEST_EVENT = "test-event"
     REPAIR = "repair"
     BACKFILL = "backfill"
+    #: A bucket listing's entry (ListObjectVersions): keys arrive decoded.
+    LISTING = "listing"
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,8 @@ class Change:
     fmt : Format
     replay_name : str or None
         EventBridge ``replay-name`` when the event was replayed from an archive.
+    last_modified_ms : int or None
+        A listing's ``LastModified`` (epoch ms); informational only, never used for ordering.
     """
 
     bucket: str
@@ -92,6 +99,7 @@ class Change:
     size: int | None = None
     event_time: str | None = None
     replay_name: str | None = None
+    last_modified_ms: int | None = None
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypedDict
+from typing import Any, NamedTuple, Protocol, TypedDict
 
 from s3ingest_fn.core.model import InventoryRow, ObjectState
 from s3ingest_fn.core.row import Claim, LedgerRow, RowState, WriteMeta, WriteResult
@@ -134,14 +134,73 @@ class LedgerScanner(Protocol):
     def pages(self, bucket: str, segment: int, total: int) -> Iterator[list[LedgerRow]]: ...
 
 
+class ListingPage(NamedTuple):
+    """One listing request's rows and where the next one starts.
+
+    ``marker`` is JSON-ready and opaque to the caller (the adapter's continuation: a key marker,
+    a version-id marker); None when this page is the listing's last. Given back to
+    :meth:`BucketListing.pages`, it resumes the listing after this page, also in another
+    process.
+    """
+
+    rows: list[InventoryRow]
+    marker: dict[str, Any] | None
+
+
 class BucketListing(Protocol):
     """What a bucket holds now, listed (reconciliation's ``listing`` source, CONTRACT C12)."""
+
+    def pages(
+        self, bucket: str, prefix: str, marker: dict[str, Any] | None, page_size: int
+    ) -> Iterator[ListingPage]:
+        """The listing of :meth:`rows`, one request per page of at most ``page_size`` entries,
+        from ``marker`` (a page's :attr:`ListingPage.marker`; None: from the start), in the
+        bucket's key order (UTF-8 binary order; a key's versions newest first, so its latest
+        entry is on the first page that shows the key). Raises
+        :class:`~s3ingest_fn.core.model.TransientError` when the bucket cannot be listed."""
+        ...
 
     def rows(self, bucket: str, prefix: str) -> Iterator[InventoryRow]:
         """Every key under ``prefix`` as inventory rows: every version and delete marker when
         the bucket's versioning is (or was) enabled, else the current objects (``version_id``
         None, ``is_latest`` True). Raises
         :class:`~s3ingest_fn.core.model.TransientError` when the bucket cannot be listed."""
+        ...
+
+
+@dataclass(frozen=True)
+class VersionPage:
+    """One ListObjectVersions page: its entries (versions and delete markers) as inventory rows
+    in the listing's order (key, then newest version first), and where the next page starts
+    (None when this was the last)."""
+
+    rows: list[InventoryRow]
+    next_key_marker: str | None
+    next_version_marker: str | None
+
+
+class ShardListing(Protocol):
+    """A bucket listed by key range, one request per call (the listing backfill). Both raise
+    :class:`~s3ingest_fn.core.model.TransientError` when S3 refuses or does not answer."""
+
+    def versions(
+        self,
+        bucket: str,
+        prefix: str,
+        key_marker: str | None,
+        version_marker: str | None,
+        max_keys: int,
+    ) -> VersionPage:
+        """The page of ListObjectVersions after (``key_marker``, ``version_marker``): every
+        version and delete marker, in versioned and unversioned buckets alike (an unversioned
+        bucket's objects are the null version, ``is_latest`` True)."""
+        ...
+
+    def keys_after(
+        self, bucket: str, prefix: str, start_after: str | None, max_keys: int
+    ) -> tuple[list[str], bool]:
+        """The current keys after ``start_after`` (ListObjectsV2, at most ``max_keys``) and
+        whether more follow: the planner's probes."""
         ...
 
 

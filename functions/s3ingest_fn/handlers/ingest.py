@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -26,9 +27,9 @@ from aws_lambda_powertools.utilities.batch import (
     process_partial_response,
 )
 
-from s3ingest_fn.contract import LAG_METRIC
+from s3ingest_fn.contract import LAG_METRIC, OTHER_BUCKET
 from s3ingest_fn.core.model import Outcome, Result
-from s3ingest_fn.handlers.telemetry import stack_metrics
+from s3ingest_fn.handlers.telemetry import bucket_metrics, stack_metrics
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -76,7 +77,8 @@ def make_handler(
     emit : callable, optional
         Receives every (Result, messageId) as soon as its record finishes (from the record's
         worker thread), so a timeout later in the batch loses no line. Default: a structured
-        log line per record, and, once the batch is done, its metrics.
+        log line per record, and, once the batch is done, its metrics (stack-wide, and per
+        bucket: one document per bucket).
     clock_ms : callable
         Epoch milliseconds, for the end-to-end lag (``lag_ms`` on live records).
 
@@ -115,6 +117,8 @@ def make_handler(
         if emit is None:
             for result in done:
                 _count(result)
+            for document in bucket_metrics(per_bucket(done)):
+                document.flush_metrics()
         return dict(response)
 
     return handle
@@ -169,6 +173,21 @@ def _count(result: Result) -> None:
         # counted apart (CONTRACT C14): all replayed records, and per outcome
         metrics.add_metric(name="replayed", unit=MetricUnit.Count, value=1)
         metrics.add_metric(name=f"replayed_{result.outcome.value}", unit=MetricUnit.Count, value=1)
+
+
+def per_bucket(results: list[Result]) -> Counter[tuple[str, str]]:
+    """The invocation's outcomes per bucket, ``{(bucket, outcome): n}``, for the per-bucket
+    counts (:func:`~s3ingest_fn.handlers.telemetry.bucket_metrics`); records of a bucket that
+    is not the stack's count under one name (:data:`~s3ingest_fn.contract.OTHER_BUCKET`), and
+    records without a bucket (an invalid message) are left out (the stack-wide count has them).
+    """
+    counts: Counter[tuple[str, str]] = Counter()
+    for result in results:
+        if not result.bucket:
+            continue
+        bucket = OTHER_BUCKET if result.extra.get("scope") == "other-bucket" else result.bucket
+        counts[(bucket, result.outcome.value)] += 1
+    return counts
 
 
 _handler: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None

@@ -2,17 +2,24 @@
 
 Environment: see :func:`s3ingest_fn.wiring.function_reconciler`.
 
-Event in (all optional): ``{"source": "inventory" | "listing", "prefix": str, "dryRun": bool,
-"manifest": "<key of a manifest.json in the inventory bucket>", "marginSeconds": int}``. The
-schedule sends ``{"source": "inventory"}``.
+Event in (all optional): ``{"bucket": str, "source": "inventory" | "listing", "prefix": str,
+"dryRun": bool, "manifest": "<key of a manifest.json in the inventory bucket>",
+"marginSeconds": int}``. The schedule sends ``{"source": "inventory"}``. Without ``bucket``
+every bucket of ``SCOPE`` is reconciled in turn; a bucket without an inventory
+(``INVENTORIES``) is reconciled from its listing.
 
-Result out: the run summary (:meth:`ReconcileReport.as_dict`), also logged, and the drift as
-EMF metrics (``drift_missing``, ``drift_deleted_but_live``, ``drift_content_mismatch``,
-``drift_total``; namespace ``S3Ingest``), which the stack's drift alarm watches.
+Result out: the run summary (:meth:`ReconcileReport.as_dict`; for several buckets the
+superset of :func:`~s3ingest_fn.services.reconcile.combine_reports`, one report per bucket
+under ``reports``), also logged, and the drift as EMF metrics (``drift_missing``,
+``drift_deleted_but_live``, ``drift_content_mismatch``, ``drift_total``, summed over the
+buckets; namespace ``S3Ingest``), which the stack's drift alarm watches. When some buckets fail,
+the others are still reconciled and counted, then the invocation fails naming the failed ones
+(the heartbeat metric is emitted only when every bucket completed).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -20,8 +27,16 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from s3ingest_fn import wiring
 from s3ingest_fn.contract import RECONCILE_HEARTBEAT_METRIC
+from s3ingest_fn.core.diff import DRIFT_KINDS
 from s3ingest_fn.handlers.telemetry import stack_metrics
-from s3ingest_fn.services.reconcile import ReconcileError, ReconcileRequest
+from s3ingest_fn.services.reconcile import (
+    INVENTORY,
+    LISTING,
+    ReconcileError,
+    ReconcileReport,
+    ReconcileRequest,
+    combine_reports,
+)
 
 logger = Logger(service="s3ingest-reconcile")
 metrics = stack_metrics()
@@ -33,20 +48,22 @@ def emit_drift_metrics(
     repairs_queued: int,
     pending_effects: int = 0,
     effects_behind: int = 0,
+    heartbeat: bool = True,
 ) -> None:
     """Add ``drift_<kind>``, ``drift_total``, ``repairs_queued``, ``effects_pending`` (processor
     effects found stuck and re-queued) and ``effects_behind`` (effects superseded with no newer
     change, re-queued) and the heartbeat ``reconcile_completed`` (1) to ``sink`` (the drift
-    alarm watches ``drift_total``, the heartbeat alarm the heartbeat); the calling handler's
-    ``log_metrics`` flushes them."""
+    alarm watches ``drift_total``, the heartbeat alarm the heartbeat; ``heartbeat=False`` leaves
+    it out); the calling handler's ``log_metrics`` flushes them."""
     for kind, count in drift.items():
         sink.add_metric(name=f"drift_{kind}", unit=MetricUnit.Count, value=count)
     sink.add_metric(name="drift_total", unit=MetricUnit.Count, value=sum(drift.values()))
     sink.add_metric(name="repairs_queued", unit=MetricUnit.Count, value=repairs_queued)
     sink.add_metric(name="effects_pending", unit=MetricUnit.Count, value=pending_effects)
     sink.add_metric(name="effects_behind", unit=MetricUnit.Count, value=effects_behind)
-    # the heartbeat: a run that got this far completed (its alarm fires when none did)
-    sink.add_metric(name=RECONCILE_HEARTBEAT_METRIC, unit=MetricUnit.Count, value=1)
+    if heartbeat:
+        # the heartbeat: a run that got this far completed (its alarm fires when none did)
+        sink.add_metric(name=RECONCILE_HEARTBEAT_METRIC, unit=MetricUnit.Count, value=1)
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -61,15 +78,40 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     ValueError
         For an invalid event.
     """
-    request = ReconcileRequest.from_event(event or {})
-    try:
-        report = wiring.function_reconciler().run(request)
-    except ReconcileError:
-        logger.exception("reconciliation failed", extra={"source": request.source})
-        raise
+    event = event or {}
+    request = ReconcileRequest.from_event(event)
+    named = event.get("bucket")
+    buckets = [str(named)] if named else list(wiring.function_reconcile_buckets())
+    reports: list[ReconcileReport] = []
+    failed: list[str] = []
+    for bucket in buckets:
+        reconciler = wiring.function_reconciler(bucket)
+        own = request
+        if request.source == INVENTORY and not reconciler.inventory_bucket:
+            own = replace(request, source=LISTING, manifest_key=None)  # no inventory: list it
+        try:
+            reports.append(reconciler.run(own))
+        except ReconcileError as exc:
+            logger.exception(
+                "reconciliation failed", extra={"source": own.source, "bucket": bucket}
+            )
+            if len(buckets) == 1:
+                raise
+            failed.append(f"{bucket}: {exc}")
+    drift = {k: sum(r.drift[k] for r in reports) for k in DRIFT_KINDS}
     emit_drift_metrics(
-        metrics, report.drift, report.repairs_queued, report.pending_effects, report.effects_behind
+        metrics,
+        drift,
+        sum(r.repairs_queued for r in reports),
+        sum(r.pending_effects for r in reports),
+        sum(r.effects_behind for r in reports),
+        heartbeat=not failed,
     )
-    summary = report.as_dict()
+    summary = combine_reports(reports) if reports else {"reports": []}
     logger.info("reconciliation finished", extra=summary)
+    if failed:
+        raise ReconcileError(
+            f"reconciliation failed for {len(failed)} of {len(buckets)} buckets: "
+            + "; ".join(failed)
+        )
     return summary

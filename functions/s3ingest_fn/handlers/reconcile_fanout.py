@@ -2,7 +2,9 @@
 (``plan``, ``shard_inventory``, ``shard_ledger``, ``diff_partition``, ``summarize``), invoked by
 the reconcile state machine (see :mod:`s3ingest_fn.services.fanout`).
 
-Environment: see :func:`s3ingest_fn.wiring.function_reconciler`.
+Environment: see :func:`s3ingest_fn.wiring.function_reconciler`. The bucket comes from the
+event (:func:`~s3ingest_fn.services.fanout.bucket_of`: the machine's input ``{"bucket": B}``,
+carried by the plan and its run id; default the pipeline's first bucket).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from aws_lambda_powertools import Logger
 from s3ingest_fn import wiring
 from s3ingest_fn.handlers.reconcile import emit_drift_metrics
 from s3ingest_fn.handlers.telemetry import stack_metrics
-from s3ingest_fn.services.fanout import FanOut
+from s3ingest_fn.services.fanout import FanOut, bucket_of
 
 logger = Logger(service="s3ingest-reconcile")
 metrics = stack_metrics()
@@ -35,7 +37,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     action = event.get("action")
     if action not in ACTIONS:
         raise ValueError(f"action must be one of {ACTIONS}, not {action!r}")
-    result: dict[str, Any] = getattr(FanOut(wiring.function_reconciler()), action)(event)
+    fan_out = FanOut(wiring.function_reconciler(bucket_of(event)))
+    result: dict[str, Any] = getattr(fan_out, action)(event)
     if action == "summarize":
         emit_drift_metrics(
             metrics,

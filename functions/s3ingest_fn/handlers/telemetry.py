@@ -1,16 +1,25 @@
 """One Powertools Metrics set-up for every handler: namespace, service, and the stack dimension.
 
 Every metric carries ``stack=<S3INGEST_STACK>`` besides ``service=s3ingest``, so two stages in
-one account never share a series (their alarms select their own stack).
+one account never share a series (their alarms select their own stack). Per-bucket counts
+(:func:`bucket_metrics`) add ``bucket`` to those two, in documents of their own.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from aws_lambda_powertools import Metrics
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
-from s3ingest_fn.contract import METRICS_NAMESPACE, METRICS_SERVICE, STACK_DIMENSION, STACK_ENV
+from s3ingest_fn.contract import (
+    BUCKET_DIMENSION,
+    METRICS_NAMESPACE,
+    METRICS_SERVICE,
+    STACK_DIMENSION,
+    STACK_ENV,
+)
 
 
 def stack_metrics() -> Metrics:
@@ -21,3 +30,25 @@ def stack_metrics() -> Metrics:
     if stack:
         metrics.set_default_dimensions(**{STACK_DIMENSION: stack})
     return metrics
+
+
+def bucket_metrics(counts: Mapping[tuple[str, str], int]) -> list[EphemeralMetrics]:
+    """Per-bucket counts as one EMF document per bucket: ``{(bucket, metric name): n}`` ->
+    a metric set with dimensions ``service``, ``stack`` (when ``S3INGEST_STACK`` is set) and
+    ``bucket``, one value per name. The caller aggregates a whole invocation first, so a batch
+    costs one log line per bucket (EMF:
+    https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html).
+    Each set is flushed with ``flush_metrics()``; it shares no state with :func:`stack_metrics`.
+    """
+    stack = os.environ.get(STACK_ENV)
+    documents = []
+    for bucket in sorted({b for b, _ in counts}):
+        metrics = EphemeralMetrics(namespace=METRICS_NAMESPACE, service=METRICS_SERVICE)
+        if stack:
+            metrics.add_dimension(name=STACK_DIMENSION, value=stack)
+        metrics.add_dimension(name=BUCKET_DIMENSION, value=bucket)
+        for (b, name), n in sorted(counts.items()):
+            if b == bucket:
+                metrics.add_metric(name=name, unit=MetricUnit.Count, value=n)
+        documents.append(metrics)
+    return documents

@@ -98,9 +98,10 @@ def handle_invocation(event: dict[str, Any], service: IngestService) -> dict[str
     dict
         ``{"invocationSchemaVersion", "treatMissingKeysAs", "invocationId", "results":
         [{"taskId", "resultCode", "resultString"}]}`` with one result per task: ``Succeeded``
-        (applied, duplicate, or the object is gone since the inventory), ``TemporaryFailure``
-        (throttling, a service error: Batch Operations retries it) or ``PermanentFailure``
-        (an invalid task, another bucket).
+        (applied, duplicate, the object is gone since the inventory, or its key is outside the
+        bucket's key filters: ``ignored: out-of-scope``), ``TemporaryFailure`` (throttling, a
+        service error: Batch Operations retries it) or ``PermanentFailure`` (an invalid task,
+        a bucket that is not one of the stack's).
     """
     schema = str(event.get("invocationSchemaVersion", ""))
     job = event.get("job") if isinstance(event.get("job"), dict) else {}
@@ -127,7 +128,7 @@ def _one(raw: Any, schema: str, job_id: str, service: IngestService) -> tuple[st
         task = parse_task(raw, schema)
     except InvalidMessageError as exc:
         return PERMANENT_FAILURE, f"invalid: {exc}"
-    if service.scope_bucket is not None and task.bucket != service.scope_bucket:
+    if service.tracked.reason(task.bucket, task.key) == "other-bucket":
         return PERMANENT_FAILURE, f"bucket {task.bucket} is not this stack's landing bucket"
     change = Change(
         bucket=task.bucket,

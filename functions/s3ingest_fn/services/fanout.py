@@ -16,6 +16,12 @@ A hash-partitioned diff in three map phases, each step a Lambda invocation of
 
 Every key's inventory row and ledger row land in the same partition, so each partition's diff is
 exact; memory per child is bounded by the partition count.
+
+Several buckets: the machine's input names one (``{"bucket": B}``; default the first of the
+pipeline's). The plan's ``runId`` starts with it (``<bucket>/<hex>``) and its output carries it,
+so each step finds its bucket in its event (``bucket``, ``plan.bucket``, or the run id's first
+part: :func:`bucket_of`). Only keys in the bucket's scope count; ledger rows outside it are
+counted apart (``out_of_scope``), never repaired.
 """
 
 from __future__ import annotations
@@ -48,6 +54,19 @@ DEFAULT_PARTITIONS = 64
 DEFAULT_SEGMENTS = 16
 
 
+def bucket_of(event: dict[str, Any]) -> str | None:
+    """The bucket a step works on: the event's ``bucket``, its plan's, or the first part of a
+    ``<bucket>/<hex>`` run id; None (the default bucket) for a run id without one (a run
+    started before several buckets were supported)."""
+    found = event.get("plan")
+    plan: dict[str, Any] = found if isinstance(found, dict) else {}
+    named = event.get("bucket") or plan.get("bucket")
+    if named:
+        return str(named)
+    run = str(event.get("runId") or plan.get("runId") or "")
+    return run.split("/", 1)[0] if "/" in run else None
+
+
 def partition_of(key: str, partitions: int) -> int:
     """The partition of a key: stable across processes (not Python's salted ``hash``)."""
     return (
@@ -73,7 +92,8 @@ class FanOut:
         segments = int(event.get("segments", DEFAULT_SEGMENTS))
         margin = event.get("marginSeconds")
         return {
-            "runId": event.get("runId") or uuid.uuid4().hex,
+            "runId": event.get("runId") or f"{self.r.bucket}/{uuid.uuid4().hex}",
+            "bucket": self.r.bucket,
             "manifest": manifest_key,
             "createdMs": manifest.created_ms,
             "files": list(manifest.files),
@@ -93,6 +113,8 @@ class FanOut:
         manifest = self.r.manifest(event["manifest"])
         rows = read_rows(manifest, self.r.get_inventory_object(event["file"]))
         truth = bucket_truth(rows, prefix=event.get("prefix", ""))
+        contains = self.r.scope.contains
+        truth = {k: t for k, t in truth.items() if contains(k)}
         records = (
             [k, t.visible, t.version_id, t.etag, t.last_modified_ms] for k, t in truth.items()
         )
@@ -104,7 +126,11 @@ class FanOut:
 
     def shard_ledger(self, event: dict[str, Any]) -> dict[str, Any]:
         """``{"runId", "segment", "segments", "partitions"}``: split one Scan segment."""
-        rows, requests = self.r.scan_segment(int(event["segment"]), int(event["segments"]))
+        scanned, requests = self.r.scan_segment(int(event["segment"]), int(event["segments"]))
+        prefix, contains = str(event.get("prefix") or ""), self.r.scope.contains
+        rows = [r for r in scanned if not r.key.startswith(prefix) or contains(r.key)]
+        out_of_scope = len(scanned) - len(rows)
+        del scanned
         records = (_ledger_record(r) for r in rows)
         written = self._write_shards(
             event["runId"],
@@ -118,6 +144,7 @@ class FanOut:
             "rows": len(rows),
             "requests": requests,
             "shards": written,
+            "outOfScope": out_of_scope,
         }
 
     def diff_partition(self, event: dict[str, Any]) -> dict[str, Any]:
@@ -171,6 +198,7 @@ class FanOut:
         drift = {k: sum(int(p["drift"][k]) for p in parts) for k in DRIFT_KINDS}
         return {
             "source": INVENTORY,
+            "bucket": event.get("plan", {}).get("bucket"),
             "manifest": event.get("plan", {}).get("manifest"),
             "bucket_keys": sum(int(i["keys"]) for i in event.get("inventory", [])),
             "ledger_rows": sum(int(s["rows"]) for s in event.get("ledger", [])),
@@ -182,6 +210,7 @@ class FanOut:
             "repairs_queued": sum(int(p["repairsQueued"]) for p in parts),
             "pending_effects": sum(int(p.get("pendingEffects", 0)) for p in parts),
             "effects_behind": sum(int(p.get("effectsBehind", 0)) for p in parts),
+            "out_of_scope": sum(int(s.get("outOfScope", 0)) for s in event.get("ledger", [])),
             "samples": [k for p in parts for k in p.get("samples", [])][:20],
         }
 

@@ -17,6 +17,7 @@ from s3ingest_fn.core.decide import IngestService, result_of
 from s3ingest_fn.core.events import parse_body
 from s3ingest_fn.core.model import InvalidMessageError, Outcome, Result, TransientError
 from s3ingest_fn.core.ports import DeadLetters
+from s3ingest_fn.core.scope import Scope
 
 
 @dataclass
@@ -92,7 +93,10 @@ class FunctionSettings:
     record_concurrency : int
         ``RECORD_CONCURRENCY``: records of one batch processed at once (1-64)
     bucket_name : str or None
-        ``BUCKET_NAME``: only this bucket's events are ingested
+        ``BUCKET_NAME``: the first (default) bucket; alone, without ``SCOPE``, the only one
+        ingested
+    scope_json : str or None
+        ``SCOPE``: the buckets and key filters ingested (:meth:`Scope.to_json`)
     """
 
     ledger_table_name: str
@@ -100,6 +104,13 @@ class FunctionSettings:
     tombstone_ttl_seconds: int
     record_concurrency: int
     bucket_name: str | None
+    scope_json: str | None = None
+
+    @property
+    def scope(self) -> Scope:
+        """What the functions track: ``SCOPE``, else ``BUCKET_NAME`` alone, else everything."""
+        env = {"SCOPE": self.scope_json or "", "BUCKET_NAME": self.bucket_name or ""}
+        return Scope.from_env(env)
 
     @classmethod
     def from_env(cls, env: Any = None) -> FunctionSettings:
@@ -127,6 +138,11 @@ class FunctionSettings:
                 problems.append(f"{name}={raw!r} is not a whole number in {lo}..{hi}")
             else:
                 ints[name] = int(raw)
+        scope_json = env.get("SCOPE") or None
+        try:
+            Scope.from_env({"SCOPE": scope_json or ""})
+        except ValueError as exc:
+            problems.append(str(exc))
         if problems:
             raise ValueError("ingest function misconfigured: " + "; ".join(problems))
         return cls(
@@ -135,4 +151,5 @@ class FunctionSettings:
             tombstone_ttl_seconds=ints["TOMBSTONE_TTL_SECONDS"],
             record_concurrency=ints["RECORD_CONCURRENCY"],
             bucket_name=env.get("BUCKET_NAME") or None,
+            scope_json=scope_json,
         )

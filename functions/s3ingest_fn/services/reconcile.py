@@ -5,6 +5,14 @@ ledger (a parallel Scan: about one request per megabyte of rows, not one per key
 confirm each difference with a HEAD (an inventory can lag), and queue a repair event for what is
 still different. Repairs go through the ingest queue and the ingest handler like any event, as
 observations (C7): they never override a newer sequenced state.
+
+The ``listing`` source streams (:mod:`s3ingest_fn.services.reconcile_listing`): the ledger is
+spilled to an on-disk SQLite file, the listing compared page by page, and the run keeps a
+checkpoint so that it can resume. The ``inventory`` source holds each key's state of the report
+in memory (the fan-out, :mod:`s3ingest_fn.services.fanout`, splits a big report). Both confirm
+differences with HEADs in parallel and queue repairs with SendMessageBatch in parallel, batch by
+batch (:class:`RepairBatch`). Only keys in the bucket's scope count; a ledger row out of it (from
+before a key filter was added) is counted apart (``out_of_scope``), never repaired.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +40,7 @@ from s3ingest_fn.core.diff import (
 from s3ingest_fn.core.model import InventoryRow, TransientError
 from s3ingest_fn.core.ports import Bucket, BucketListing, InventoryStore, LedgerScanner, RepairQueue
 from s3ingest_fn.core.row import LedgerRow
+from s3ingest_fn.core.scope import BucketScope
 from s3ingest_fn.services.inventory import InventoryError, Manifest, read_rows
 
 LISTING = "listing"
@@ -41,6 +50,15 @@ INVENTORY = "inventory"
 DEFAULT_MARGIN_MS = {LISTING: 60_000, INVENTORY: 3_600_000}
 #: Parallel Scan segments (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Scan.html#Scan.ParallelScan).
 SCAN_SEGMENTS = 8
+#: HEADs (and SendMessageBatch requests) in flight at once.
+CONCURRENCY = 16
+#: Differences confirmed and repaired together: the most a run holds before it confirms them.
+CONFIRM_BATCH = 1000
+#: Repair events per SendMessageBatch request (SQS's limit:
+#: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessageBatch.html).
+REPAIR_BATCH = 10
+#: Confirmed differences kept as the report's samples.
+SAMPLES = 20
 
 Progress = Callable[[str, int], None]
 
@@ -64,6 +82,15 @@ class ReconcileRequest:
         An inventory ``manifest.json`` key in the inventory bucket; the newest one by default.
     margin_ms : int or None
         Overrides :data:`DEFAULT_MARGIN_MS`.
+    run_id : str or None
+        A listing run's id: given again with the same ``work_dir``, the run continues from its
+        checkpoint (a finished run returns its report). None: a new id.
+    work_dir : str or None
+        Where a listing run keeps its spilled ledger and checkpoint (``<work_dir>/<run_id>/
+        <bucket>/``), resumable. None: a temporary directory removed at the end (not
+        resumable), unless ``run_id`` is given (then ``<system temp dir>/s3ingest-reconcile``).
+    page_size : int
+        Entries per listing request (S3's maximum is 1,000).
     """
 
     source: str = INVENTORY
@@ -71,6 +98,9 @@ class ReconcileRequest:
     dry_run: bool = False
     manifest_key: str | None = None
     margin_ms: int | None = None
+    run_id: str | None = None
+    work_dir: str | None = None
+    page_size: int = 1000
 
     @classmethod
     def from_event(cls, event: dict[str, Any]) -> ReconcileRequest:
@@ -119,6 +149,16 @@ class ReconcileReport:
     effects_behind: int = 0
     samples: list[dict[str, Any]] = field(default_factory=list)
     duration_s: float = 0.0
+    #: Listing requests made (the ``listing`` source).
+    bucket_requests: int = 0
+    #: Ledger rows under the prefix whose key is outside the bucket's scope (a key filter added
+    #: after they were written): reported, never repaired; the first few keys as samples.
+    out_of_scope: int = 0
+    out_of_scope_samples: list[str] = field(default_factory=list)
+    #: The listing run's id (resume it with the same id and work directory), or None.
+    run_id: str | None = None
+    #: Whether the run continued from a checkpoint (or returned a finished run's report).
+    resumed: bool = False
 
     def count(self, drift: Drift) -> None:
         """Count one difference found by :func:`~s3ingest_fn.core.diff.diff`."""
@@ -137,8 +177,89 @@ class ReconcileReport:
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary."""
         out = dict(self.__dict__)
+        out["drift"] = dict(self.drift)
+        out["samples"] = list(self.samples)
+        out["out_of_scope_samples"] = list(self.out_of_scope_samples)
         out["drift_total"] = self.drift_total
         return out
+
+    def add_samples(self, drifts: list[Drift]) -> None:
+        """Keep the first :data:`SAMPLES` confirmed differences."""
+        room = SAMPLES - len(self.samples)
+        if room > 0:
+            self.samples.extend(_sample(d) for d in drifts[:room])
+
+    def out_of_scope_row(self, key: str) -> None:
+        """Count a ledger row outside the bucket's scope."""
+        self.out_of_scope += 1
+        if len(self.out_of_scope_samples) < SAMPLES:
+            self.out_of_scope_samples.append(key)
+
+
+#: The counters of a report that are sums over buckets (:func:`combine_reports`).
+SUMMED = (
+    "bucket_rows",
+    "bucket_keys",
+    "bucket_requests",
+    "ledger_rows",
+    "ledger_requests",
+    "skipped_recent",
+    "resolved_on_head",
+    "repairs_queued",
+    "pending_effects",
+    "effects_behind",
+    "out_of_scope",
+)
+
+
+def combine_reports(reports: list[ReconcileReport]) -> dict[str, Any]:
+    """The result of a run over several buckets: one bucket's :meth:`ReconcileReport.as_dict`
+    unchanged; for several, the counters summed (:data:`SUMMED`, ``drift`` by kind,
+    ``drift_total``), ``source`` (the buckets' one source, or ``"mixed"``), ``bucket`` (None),
+    ``buckets`` (the names), ``samples`` (the first :data:`SAMPLES`, each with its
+    ``bucket``), ``duration_s`` (the sum) and ``reports`` (one :meth:`ReconcileReport.as_dict`
+    per bucket, in order)."""
+    if len(reports) == 1:
+        return reports[0].as_dict()
+    drift = {k: sum(r.drift[k] for r in reports) for k in DRIFT_KINDS}
+    sources = {r.source for r in reports}
+    out: dict[str, Any] = {
+        "source": sources.pop() if len(sources) == 1 else "mixed",
+        "bucket": None,
+        "buckets": [r.bucket for r in reports],
+        "prefix": reports[0].prefix if reports else "",
+        "dry_run": any(r.dry_run for r in reports),
+        "drift": drift,
+        "drift_total": sum(drift.values()),
+        "samples": [{**s, "bucket": r.bucket} for r in reports for s in r.samples][:SAMPLES],
+        "duration_s": round(sum(r.duration_s for r in reports), 3),
+        "reports": [r.as_dict() for r in reports],
+    }
+    for name in SUMMED:
+        out[name] = sum(getattr(r, name) for r in reports)
+    return out
+
+
+class RowsHeld:
+    """How many rows (ledger rows, listing entries, differences) a run holds in memory at once,
+    and the most it held: the bound the streaming listing promises, counted where the rows are
+    buffered (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.now = 0
+        self.peak = 0
+
+    def add(self, n: int) -> None:
+        """``n`` more rows held."""
+        with self._lock:
+            self.now += n
+            self.peak = max(self.peak, self.now)
+
+    def drop(self, n: int) -> None:
+        """``n`` rows released."""
+        with self._lock:
+            self.now -= n
 
 
 class Reconciler:
@@ -170,6 +291,8 @@ class Reconciler:
         dated folder per report.
     clock : callable
         Epoch seconds.
+    scope : BucketScope or None
+        The bucket's key filters (only keys in it count); None: every key.
     """
 
     def __init__(
@@ -186,12 +309,20 @@ class Reconciler:
         inventory_bucket: str | None = None,
         inventory_prefix: str = "",
         clock: Callable[[], float] = time.time,
+        scope: BucketScope | None = None,
     ) -> None:
         self.objects, self.listing, self.inventory = objects, listing, inventory
         self.repairs, self.scanner = repairs, scanner
         self.bucket, self.table, self.queue_url = bucket, table, queue_url
         self.inventory_bucket, self.inventory_prefix = inventory_bucket, inventory_prefix
+        self.scope = scope or BucketScope(bucket)
         self._clock = clock
+        #: Rows held in memory by the last run (:class:`RowsHeld`).
+        self.held = RowsHeld()
+
+    def now(self) -> float:
+        """The reconciler's clock, epoch seconds."""
+        return self._clock()
 
     def run(self, request: ReconcileRequest, progress: Progress | None = None) -> ReconcileReport:
         """Reconcile once.
@@ -219,52 +350,76 @@ class Reconciler:
             dry_run=request.dry_run,
         )
         tick = progress or (lambda phase, n: None)
-        try:
+        self.held = RowsHeld()
+        with ThreadPoolExecutor(max_workers=CONCURRENCY) as pool:
             if request.source == LISTING:
-                report.taken_at_ms = int(self._clock() * 1000)
-                rows: Iterator[InventoryRow] = self.listing.rows(self.bucket, request.prefix)
-                compare_versions = compare_etags = True
+                from s3ingest_fn.services.reconcile_listing import run_listing
+
+                if run_listing(self, request, report, tick, pool, started):
+                    return report  # a finished run's report, as it was
             else:
-                manifest_key = request.manifest_key or self.newest_manifest()
-                manifest = self.manifest(manifest_key)
-                report.manifest = manifest_key
-                report.taken_at_ms = manifest.created_ms
-                rows = self._inventory_rows(manifest)
-                compare_versions = (
-                    "VersionId" in manifest.columns or "version_id" in manifest.columns
-                )
-                compare_etags = "ETag" in manifest.columns or "e_tag" in manifest.columns
-            counted = _counting(rows, report, tick)
-            truth = bucket_truth(counted, prefix=request.prefix)
-        except TransientError as exc:
-            raise ReconcileError(f"reading the bucket's state failed: {exc}") from exc
-        report.bucket_keys = len(truth)
-        margin = (
-            request.margin_ms
-            if request.margin_ms is not None
-            else DEFAULT_MARGIN_MS[request.source]
-        )
-        stats = DiffStats()
-        drifts = list(
-            diff(
-                truth,
-                self.scan_ledger(report, tick),
-                taken_at_ms=report.taken_at_ms - margin,
-                compare_versions=compare_versions,
-                compare_etags=compare_etags,
-                stats=stats,
-                prefix=request.prefix,
-            )
-        )
-        report.ledger_rows, report.skipped_recent = stats.ledger_rows, stats.skipped_recent
-        for d in drifts:
-            report.count(d)
-        confirmed = self.confirm(drifts, report, tick)
-        report.samples = [_sample(d) for d in confirmed[:20]]
-        if not request.dry_run:
-            report.repairs_queued = self.queue_repairs(confirmed)
+                self._run_inventory(request, report, tick, pool)
         report.duration_s = round(self._clock() - started, 3)
         return report
+
+    def _run_inventory(
+        self, request: ReconcileRequest, report: ReconcileReport, tick: Progress, pool: Executor
+    ) -> None:
+        """The ``inventory`` source: each key's state of the report in memory, the ledger
+        streamed through :func:`~s3ingest_fn.core.diff.diff`."""
+        try:
+            manifest_key = request.manifest_key or self.newest_manifest()
+            manifest = self.manifest(manifest_key)
+            report.manifest = manifest_key
+            report.taken_at_ms = manifest.created_ms
+            rows = self._inventory_rows(manifest)
+            compare_versions = "VersionId" in manifest.columns or "version_id" in manifest.columns
+            compare_etags = "ETag" in manifest.columns or "e_tag" in manifest.columns
+            truth = bucket_truth(_counting(rows, report, tick), prefix=request.prefix)
+        except TransientError as exc:
+            raise ReconcileError(f"reading the bucket's state failed: {exc}") from exc
+        if self.scope.prefixes or self.scope.suffixes:
+            truth = {k: t for k, t in truth.items() if self.scope.contains(k)}
+        report.bucket_keys = len(truth)
+        stats = DiffStats()
+        batch = RepairBatch(self, report, tick, request.dry_run, pool)
+        for d in diff(
+            truth,
+            self.scoped(self.scan_ledger(report, tick), report, request.prefix),
+            taken_at_ms=report.taken_at_ms - self.margin(request),
+            compare_versions=compare_versions,
+            compare_etags=compare_etags,
+            stats=stats,
+            prefix=request.prefix,
+        ):
+            report.count(d)
+            batch.add(d)
+            if batch.full:
+                batch.flush()
+        batch.flush()
+        report.ledger_rows, report.skipped_recent = stats.ledger_rows, stats.skipped_recent
+
+    @staticmethod
+    def margin(request: ReconcileRequest) -> int:
+        """The request's safety margin, milliseconds (:data:`DEFAULT_MARGIN_MS` by default)."""
+        if request.margin_ms is not None:
+            return request.margin_ms
+        return DEFAULT_MARGIN_MS[request.source]
+
+    def scoped(
+        self, rows: Iterator[LedgerRow], report: ReconcileReport, prefix: str
+    ) -> Iterator[LedgerRow]:
+        """The ledger rows under ``prefix`` in the bucket's scope; the others under ``prefix``
+        are counted in ``report.out_of_scope``."""
+        contains = self.scope.contains
+        for row in rows:
+            key = row.key
+            if not key.startswith(prefix):
+                continue
+            if not contains(key):
+                report.out_of_scope_row(key)
+                continue
+            yield row
 
     # -- the bucket's state -------------------------------------------------------------
 
@@ -349,10 +504,18 @@ class Reconciler:
     def scan_ledger(self, report: ReconcileReport, tick: Progress) -> Iterator[LedgerRow]:
         """All ledger rows of this bucket: a parallel Scan, one thread per segment, streamed
         page by page through a bounded queue (memory stays a few pages, not the table)."""
+        for page in self.scan_ledger_pages(report, tick):
+            yield from page
+
+    def scan_ledger_pages(
+        self, report: ReconcileReport, tick: Progress
+    ) -> Iterator[list[LedgerRow]]:
+        """:meth:`scan_ledger`'s pages (one Scan request each), in the order they arrive; a
+        page counts in :attr:`held` from its arrival until the consumer asks for the next."""
         pages: queue.Queue[list[LedgerRow] | BaseException | None] = queue.Queue(
             maxsize=2 * SCAN_SEGMENTS
         )
-
+        held = self.held
         stop = threading.Event()
 
         def put(item: list[LedgerRow] | BaseException | None) -> bool:
@@ -367,6 +530,7 @@ class Reconciler:
         def worker(segment: int) -> None:
             try:
                 for page in self.scan_pages(segment, SCAN_SEGMENTS):
+                    held.add(len(page))
                     if not put(page):
                         return
             except BaseException as exc:  # handed to the consumer below
@@ -392,7 +556,8 @@ class Reconciler:
                 else:
                     report.ledger_requests += 1
                     tick("ledger", len(item))
-                    yield from item
+                    yield item
+                    held.drop(len(item))
         finally:
             stop.set()  # the consumer stopped early or failed: let the workers end
 
@@ -413,9 +578,23 @@ class Reconciler:
 
     # -- confirmation and repair ----------------------------------------------------------
 
-    def confirm(self, drifts: list[Drift], report: ReconcileReport, tick: Progress) -> list[Drift]:
+    def confirm(
+        self,
+        drifts: list[Drift],
+        report: ReconcileReport,
+        tick: Progress,
+        pool: Executor | None = None,
+    ) -> list[Drift]:
         """Keep the differences a HEAD still shows (an inventory can lag the bucket), and every
-        pending or behind effect (the bucket cannot resolve those; the repair reads it)."""
+        pending or behind effect (the bucket cannot resolve those; the repair reads it). HEADs
+        run in parallel on ``pool`` (:data:`CONCURRENCY` threads of its own when None); the
+        ones resolved are added to ``report.resolved_on_head``.
+
+        Raises
+        ------
+        ReconcileError
+            When a HEAD fails.
+        """
 
         def still_different(d: Drift) -> bool:
             if d.kind in (PENDING_EFFECT, EFFECT_BEHIND):
@@ -428,21 +607,31 @@ class Reconciler:
                 return now.visible
             return not now.visible or row.version_id != now.version_id or row.etag != now.etag
 
-        with ThreadPoolExecutor(max_workers=16) as pool:
-            verdicts = list(pool.map(still_different, drifts))
+        try:
+            if pool is None:
+                with ThreadPoolExecutor(max_workers=CONCURRENCY) as own:
+                    verdicts = list(own.map(still_different, drifts))
+            else:
+                verdicts = list(pool.map(still_different, drifts))
+        except TransientError as exc:
+            raise ReconcileError(f"confirming the differences failed: {exc}") from exc
         tick("confirm", len(drifts))
         confirmed = [d for d, keep in zip(drifts, verdicts, strict=True) if keep]
-        report.resolved_on_head = len(drifts) - len(confirmed)  # never an effect
+        report.resolved_on_head += len(drifts) - len(confirmed)  # never an effect
         return confirmed
 
-    def queue_repairs(self, drifts: list[Drift]) -> int:
-        """Send one repair event per drift to the ingest queue, in order (the
-        :class:`~s3ingest_fn.core.ports.RepairQueue` sends batches of 10); return the count.
+    def queue_repairs(
+        self, drifts: list[Drift], pool: Executor | None = None, tick: Progress | None = None
+    ) -> int:
+        """Send one repair event per drift to the ingest queue, :data:`REPAIR_BATCH` per
+        SendMessageBatch request, the requests in parallel on ``pool`` (in order without one);
+        return the count.
 
         Raises
         ------
         ReconcileError
-            When SQS refuses.
+            When SQS refuses: the queue's message (naming how many of its request were sent)
+            for a single request, else also how many requests were sent in full.
         """
         bodies = [
             json.dumps(
@@ -457,10 +646,81 @@ class Reconciler:
             )
             for d in drifts
         ]
-        try:
-            return self.repairs.send(bodies)
-        except TransientError as exc:
-            raise ReconcileError(str(exc)) from exc
+        chunks = [bodies[i : i + REPAIR_BATCH] for i in range(0, len(bodies), REPAIR_BATCH)]
+        sent, errors = 0, []
+        if pool is None or len(chunks) <= 1:
+            for chunk in chunks:
+                try:
+                    sent += self.repairs.send(chunk)
+                except TransientError as exc:
+                    errors.append(exc)
+                    break
+        else:
+            for future in [pool.submit(self.repairs.send, chunk) for chunk in chunks]:
+                try:
+                    sent += future.result()
+                except TransientError as exc:
+                    errors.append(exc)
+        if errors:
+            if len(chunks) == 1:
+                raise ReconcileError(str(errors[0])) from errors[0]
+            raise ReconcileError(
+                f"{len(errors)} of {len(chunks)} repair requests refused "
+                f"({sent} repairs sent in full requests): {errors[0]}"
+            ) from errors[0]
+        if tick is not None:
+            tick("repair", sent)
+        return sent
+
+
+class RepairBatch:
+    """Differences waiting for confirmation: :meth:`flush` confirms them with HEADs in
+    parallel, keeps the samples and queues their repairs (none on a dry run), at most
+    :data:`CONFIRM_BATCH` at a time (the caller flushes when :attr:`full`)."""
+
+    def __init__(
+        self,
+        reconciler: Reconciler,
+        report: ReconcileReport,
+        tick: Progress,
+        dry_run: bool,
+        pool: Executor,
+    ) -> None:
+        self.r, self.report, self.tick, self.dry_run, self.pool = (
+            reconciler,
+            report,
+            tick,
+            dry_run,
+            pool,
+        )
+        self.pending: list[Drift] = []
+
+    def add(self, drift: Drift) -> None:
+        """One more difference (counted in the report by the caller)."""
+        self.pending.append(drift)
+        self.r.held.add(1)
+
+    @property
+    def full(self) -> bool:
+        """Whether the batch should be flushed now."""
+        return len(self.pending) >= CONFIRM_BATCH
+
+    def flush(self) -> None:
+        """Confirm and repair what is pending.
+
+        Raises
+        ------
+        ReconcileError
+            When a HEAD or the queue fails.
+        """
+        if not self.pending:
+            return
+        drifts, self.pending = self.pending, []
+        confirmed = self.r.confirm(drifts, self.report, self.tick, self.pool)
+        self.report.add_samples(confirmed)
+        if not self.dry_run and confirmed:
+            self.report.repairs_queued += self.r.queue_repairs(confirmed, self.pool, self.tick)
+        self.r.held.drop(len(drifts))
 
 
 def _counting(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from aws_cdk import Duration
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -33,8 +35,9 @@ class DeliveryCheckFunction(Construct):
     ``EventBridgeConfiguration`` stops every event silently; the alarm on this metric (missing
     data breaching, so a check that stops running alarms too) is what notices. Role, log group
     and function follow :func:`s3ingest_cdk.constructs.python_function.python_function`; its only
-    grant is ``s3:GetBucketNotification`` on the landing bucket (the permission
-    GetBucketNotificationConfiguration needs).
+    grant is ``s3:GetBucketNotification`` on the landing buckets (the permission
+    GetBucketNotificationConfiguration needs); it checks every one of them
+    (``DELIVERY_CHECK_BUCKETS``, comma-separated).
 
     Parameters
     ----------
@@ -44,8 +47,10 @@ class DeliveryCheckFunction(Construct):
         Construct id.
     code : aws_cdk.aws_lambda.Code
         The bundled ``functions/`` package.
-    bucket : aws_cdk.aws_s3.IBucket
-        The landing bucket (created or adopted).
+    buckets : sequence of aws_cdk.aws_s3.IBucket
+        The landing buckets (created or existing).
+    environment : Mapping[str, str], optional
+        More variables (the stack's ``SCOPE``).
     log_retention_days : int
         Log retention, days.
     tracing : bool
@@ -69,9 +74,10 @@ class DeliveryCheckFunction(Construct):
         construct_id: str,
         *,
         code: lambda_.Code,
-        bucket: s3.IBucket,
+        buckets: Sequence[s3.IBucket],
         log_retention_days: int,
         tracing: bool,
+        environment: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         parts = python_function(
@@ -85,7 +91,10 @@ class DeliveryCheckFunction(Construct):
             log_retention_days=log_retention_days,
             tracing=tracing,
             service_name=DELIVERY_CHECK_SERVICE_NAME,
-            environment={DELIVERY_BUCKETS_ENV: bucket.bucket_name},
+            environment={
+                DELIVERY_BUCKETS_ENV: ",".join(b.bucket_name for b in buckets),
+                **(environment or {}),
+            },
         )
         self.function = parts.function
         self.role = parts.role
@@ -95,7 +104,7 @@ class DeliveryCheckFunction(Construct):
         iam.Grant.add_to_principal(
             grantee=self.function,
             actions=["s3:GetBucketNotification"],
-            resource_arns=[bucket.bucket_arn],
+            resource_arns=[b.bucket_arn for b in buckets],
         )
         self.rule = events.Rule(
             self,

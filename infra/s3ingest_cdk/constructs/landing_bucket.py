@@ -1,13 +1,26 @@
-"""The landing bucket: created with secure defaults and EventBridge delivery, or adopted as is."""
+"""The landing buckets: created with secure defaults and EventBridge delivery, or existing ones
+set up without clobbering their owners' configuration."""
 
 from __future__ import annotations
 
-from aws_cdk import Aws, RemovalPolicy
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aws_cdk import Aws, CustomResource, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from s3ingest.settings import INVENTORY_ID, INVENTORY_PREFIX
+from s3ingest.settings import (
+    INVENTORY_ID,
+    INVENTORY_PREFIX,
+    BucketSpec,
+    InventoryRef,
+    inventory_report_prefix,
+)
+
+if TYPE_CHECKING:
+    from s3ingest_cdk.constructs.bucket_setup import BucketSetupProvider
 
 #: Optional inventory fields reconciliation reads (CONTRACT C12: ETag / versionId mismatches).
 INVENTORY_OPTIONAL_FIELDS = (
@@ -99,45 +112,133 @@ def enable_event_bridge(bucket: s3.Bucket) -> None:
     )
 
 
+@dataclass(frozen=True)
+class SharedBuckets:
+    """The buckets every landing bucket of a pipeline shares (created by the first
+    :class:`LandingBucket`).
+
+    Attributes
+    ----------
+    access_logs : aws_cdk.aws_s3.Bucket
+        Destination of the server access logs of the created landing buckets and of
+        ``inventory``.
+    inventory : aws_cdk.aws_s3.Bucket
+        Destination of the stack's own inventory reports of every landing bucket
+        (``inventory/<bucket>/s3ingest-daily/``), of the Batch Operations completion reports and
+        the fan-out's work files, and the listing backfill's checkpoints
+        (``backfill-listing/<bucket>/<run>/``).
+    """
+
+    access_logs: s3.Bucket
+    inventory: s3.Bucket
+
+
+def inventory_configuration(destination: s3.IBucket) -> dict[str, Any]:
+    """The stack's daily inventory (id ``s3ingest-daily``) as PutBucketInventoryConfiguration
+    takes it: CSV, all versions, the optional fields reconciliation reads, to ``destination``
+    under ``inventory/`` (the bucket-setup custom resource writes it on an existing bucket)."""
+    return {
+        "Id": INVENTORY_ID,
+        "IsEnabled": True,
+        "Destination": {
+            "S3BucketDestination": {
+                "AccountId": Aws.ACCOUNT_ID,
+                "Bucket": destination.bucket_arn,
+                "Format": "CSV",
+                "Prefix": INVENTORY_PREFIX,
+            }
+        },
+        "IncludedObjectVersions": "All",
+        "OptionalFields": list(INVENTORY_OPTIONAL_FIELDS),
+        "Schedule": {"Frequency": "Daily"},
+    }
+
+
+def allow_inventory_delivery(destination: s3.Bucket, sources: list[s3.IBucket]) -> None:
+    """The destination policy the S3 User Guide gives for inventory reports: ``s3:PutObject``
+    under ``inventory/`` by ``s3.amazonaws.com``, only for these source buckets of this account
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/configure-inventory.html)."""
+    source_arns: Any = [b.bucket_arn for b in sources]
+    destination.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="AllowS3InventoryDelivery",
+            effect=iam.Effect.ALLOW,
+            principals=[iam.ServicePrincipal("s3.amazonaws.com")],
+            actions=["s3:PutObject"],
+            resources=[destination.arn_for_objects(f"{INVENTORY_PREFIX}/*")],
+            conditions={
+                "ArnLike": {
+                    "aws:SourceArn": source_arns[0] if len(source_arns) == 1 else source_arns
+                },
+                "StringEquals": {
+                    "aws:SourceAccount": Aws.ACCOUNT_ID,
+                    "s3:x-amz-acl": "bucket-owner-full-control",
+                },
+            },
+        )
+    )
+
+
 class LandingBucket(Construct):
-    """The bucket whose objects the ledger tracks.
+    """One bucket whose objects the ledger tracks (one ``buckets`` entry, :class:`BucketSpec`).
 
-    Without ``bucket`` the construct creates the bucket: versioned (per
-    ``versioned``), SSE-S3, TLS-only, public access blocked, retained, with server access logs to
-    a logs bucket and EventBridge delivery switched on in its ``NotificationConfiguration``
-    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/EventBridge.html). With
-    ``inventory_enabled`` it also gets a daily CSV S3 Inventory of all object versions, delivered to
-    an inventory bucket whose policy lets only this bucket, in this account, write reports
-    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/configure-inventory.html).
+    Created (no ``bucket`` and not ``spec.existing``): versioned (per ``spec.versioned``),
+    SSE-S3, TLS-only, public access blocked, retained, with server access logs to the shared
+    logs bucket and EventBridge delivery switched on in its ``NotificationConfiguration``
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/EventBridge.html); with
+    ``spec.inventory`` a daily CSV S3 Inventory of all object versions to the shared inventory
+    bucket (https://docs.aws.amazon.com/AmazonS3/latest/userguide/configure-inventory.html).
 
-    With ``bucket`` (the team's own, created in the app or imported) the bucket is used and left
-    untouched: its notification configuration is its owner's, who must turn on "Send
-    notifications to Amazon EventBridge" (:func:`enable_event_bridge`); no inventory is
-    configured.
+    Existing (``bucket`` given, or ``spec.existing``: imported by name, partition-aware): nothing
+    of the bucket is replaced. With ``setup`` (the bucket-setup provider,
+    :class:`s3ingest_cdk.constructs.bucket_setup.BucketSetupProvider`) a ``Setup`` custom
+    resource switches its EventBridge delivery on (``spec.event_bridge``) keeping every other
+    notification configuration, and adds the stack's own inventory configuration
+    (``spec.inventory is True``), both undone on deletion (``docs/existing-buckets.md``).
+    ``spec.inventory`` an :class:`InventoryRef`: the owner's inventory, read where it lands.
+
+    The first landing bucket of a pipeline creates the :class:`SharedBuckets` (children
+    ``AccessLogs`` and ``Inventory``, the ids the single-bucket stack always had); the others
+    get them as ``shared``.
 
     Parameters
     ----------
     scope : constructs.Construct
         Parent construct.
     construct_id : str
-        Construct id.
+        Construct id (``spec.construct_id(index)``).
+    spec : s3ingest.settings.BucketSpec
+        The entry (its ``name`` may be a CDK token for a bucket of the app).
     bucket : aws_cdk.aws_s3.IBucket or None
-        The bucket to use (:func:`adopted_bucket` for one known by name); ``None`` creates one.
-    versioned : bool
-        Versioning on the created bucket.
-    inventory_enabled : bool
-        Whether to configure the daily S3 Inventory on the created bucket.
+        The existing bucket to use; ``None``: created, or imported by ``spec.name`` when
+        ``spec.existing``.
+    shared : SharedBuckets or None
+        The pipeline's shared buckets; ``None`` creates them here.
+    setup : BucketSetupProvider or None
+        The provider of the ``Setup`` custom resource (existing buckets; ``None``: the bucket
+        is not reconfigured at all).
 
     Attributes
     ----------
+    spec : s3ingest.settings.BucketSpec
+        The entry.
     bucket : aws_cdk.aws_s3.IBucket
-        The landing bucket (created or adopted).
+        The landing bucket (created or existing).
     owned : bool
         ``True`` when this construct created the bucket.
+    shared : SharedBuckets
+        The pipeline's shared buckets.
     access_logs_bucket : aws_cdk.aws_s3.Bucket or None
-        Destination of the server access logs (created buckets only).
+        Destination of this bucket's server access logs (created buckets only).
     inventory_bucket : aws_cdk.aws_s3.Bucket or None
-        Destination of the inventory reports (when an inventory is configured).
+        Where the stack's own inventory of this bucket lands (``shared.inventory``), or None.
+    report_bucket : aws_cdk.aws_s3.IBucket or None
+        Where this bucket's inventory reports land (the stack's or an existing configuration's
+        destination), or None without an inventory.
+    report_prefix : str or None
+        The folder of this bucket's reports in ``report_bucket``.
+    setup : aws_cdk.CustomResource or None
+        The bucket-setup resource (existing buckets with a provider).
     """
 
     def __init__(
@@ -145,58 +246,101 @@ class LandingBucket(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        bucket: s3.IBucket | None,
-        versioned: bool,
-        inventory_enabled: bool,
+        spec: BucketSpec,
+        bucket: s3.IBucket | None = None,
+        shared: SharedBuckets | None = None,
+        setup: BucketSetupProvider | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.spec = spec
+        if shared is None:
+            access_logs = secure_bucket(
+                self,
+                "AccessLogs",
+                versioned=False,
+                access_logs_bucket=None,
+                access_logs_prefix=None,
+            )
+            shared = SharedBuckets(
+                access_logs=access_logs,
+                inventory=secure_bucket(
+                    self,
+                    "Inventory",
+                    versioned=False,
+                    access_logs_bucket=access_logs,
+                    access_logs_prefix="inventory/",
+                ),
+            )
+        self.shared = shared
         self.access_logs_bucket: s3.Bucket | None = None
         self.inventory_bucket: s3.Bucket | None = None
-        self.bucket: s3.IBucket
+        self.report_bucket: s3.IBucket | None = None
+        self.report_prefix: str | None = None
+        self.setup: CustomResource | None = None
+        if bucket is None and spec.existing:
+            if spec.name is None:  # pragma: no cover - BucketSpec.problems() rules it out
+                raise ValueError("an existing bucket needs its name")
+            bucket = adopted_bucket(self, "Imported", spec.name)
         if bucket is not None:
             self.owned = False
-            self.bucket = bucket
-            return
-
-        self.owned = True
-        self.access_logs_bucket = secure_bucket(
-            self, "AccessLogs", versioned=False, access_logs_bucket=None, access_logs_prefix=None
-        )
-        # No cdk-nag AwsSolutions-S1 finding here: the rule accepts a bucket that is itself a server
-        # access logs destination (S3 advises against logging a bucket to itself,
-        # https://docs.aws.amazon.com/AmazonS3/latest/userguide/ServerLogs.html).
-        created = secure_bucket(
-            self,
-            "Bucket",
-            versioned=versioned,
-            access_logs_bucket=self.access_logs_bucket,
-            access_logs_prefix="landing/",
-        )
-        cfn_bucket = created.node.default_child
-        if not isinstance(cfn_bucket, s3.CfnBucket):  # pragma: no cover - CDK invariant
-            raise TypeError("s3.Bucket's default child is not a CfnBucket")
-        enable_event_bridge(created)
-        self.bucket = created
-
-        if inventory_enabled:
-            self.inventory_bucket = secure_bucket(
+            self.bucket: s3.IBucket = bucket
+            if spec.inventory is True:
+                self.inventory_bucket = shared.inventory
+            if setup is not None and (spec.event_bridge or spec.inventory is True):
+                self.setup = setup.set_up(
+                    self,
+                    "Setup",
+                    bucket=bucket,
+                    event_bridge=spec.event_bridge,
+                    inventory=(
+                        inventory_configuration(shared.inventory)
+                        if spec.inventory is True
+                        else None
+                    ),
+                )
+        else:
+            self.owned = True
+            self.access_logs_bucket = shared.access_logs
+            # No cdk-nag AwsSolutions-S1 finding on the logs bucket: the rule accepts a bucket
+            # that is itself a server access logs destination (S3 advises against logging a
+            # bucket to itself, https://docs.aws.amazon.com/AmazonS3/latest/userguide/ServerLogs.html).
+            created = secure_bucket(
                 self,
-                "Inventory",
-                versioned=False,
-                access_logs_bucket=self.access_logs_bucket,
-                access_logs_prefix="inventory/",
+                "Bucket",
+                versioned=spec.versioned,
+                access_logs_bucket=shared.access_logs,
+                access_logs_prefix=(
+                    "landing/" if construct_id == "Landing" else f"landing-{construct_id}/"
+                ),
             )
-            self._configure_inventory(cfn_bucket, created, self.inventory_bucket)
+            enable_event_bridge(created)
+            self.bucket = created
+            if spec.inventory is True:
+                self.inventory_bucket = shared.inventory
+                self._configure_inventory(created, shared.inventory)
+        if isinstance(spec.inventory, InventoryRef):
+            self.report_bucket = adopted_bucket(self, "Reports", spec.inventory.bucket)
+            self.report_prefix = spec.inventory.report_prefix(self.bucket.bucket_name)
+        elif self.inventory_bucket is not None:
+            self.report_bucket = self.inventory_bucket
+            self.report_prefix = inventory_report_prefix(self.bucket.bucket_name)
+
+    @property
+    def scope_entry(self) -> dict[str, Any]:
+        """``SCOPE``'s entry for this bucket (its name a token for a created bucket)."""
+        return self.spec.scope_entry(self.bucket.bucket_name)
 
     @staticmethod
-    def _configure_inventory(
-        cfn_bucket: s3.CfnBucket, source: s3.Bucket, destination: s3.Bucket
-    ) -> None:
-        """Daily CSV inventory of all versions, and the destination policy AWS documents.
+    def _configure_inventory(source: s3.Bucket, destination: s3.Bucket) -> None:
+        """Daily CSV inventory of all versions on the created bucket's L1 resource.
 
-        Set on the L1 resource: the L2 ``inventories`` prop grants ``s3.amazonaws.com`` without the
-        ``aws:SourceAccount`` condition the S3 User Guide's destination policy carries.
+        Set on the L1 resource: the L2 ``inventories`` prop grants ``s3.amazonaws.com`` without
+        the ``aws:SourceAccount`` condition the S3 User Guide's destination policy carries; the
+        pipeline adds that policy once for every source (:func:`allow_inventory_delivery`).
         """
+        cfn_bucket = source.node.default_child
+        if not isinstance(cfn_bucket, s3.CfnBucket):  # pragma: no cover - CDK invariant
+            raise TypeError("s3.Bucket's default child is not a CfnBucket")
         cfn_bucket.inventory_configurations = [
             s3.CfnBucket.InventoryConfigurationProperty(
                 id=INVENTORY_ID,
@@ -212,19 +356,83 @@ class LandingBucket(Construct):
                 ),
             )
         ]
-        destination.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="AllowS3InventoryDelivery",
-                effect=iam.Effect.ALLOW,
-                principals=[iam.ServicePrincipal("s3.amazonaws.com")],
-                actions=["s3:PutObject"],
-                resources=[destination.arn_for_objects(f"{INVENTORY_PREFIX}/*")],
-                conditions={
-                    "ArnLike": {"aws:SourceArn": source.bucket_arn},
-                    "StringEquals": {
-                        "aws:SourceAccount": Aws.ACCOUNT_ID,
-                        "s3:x-amz-acl": "bucket-owner-full-control",
-                    },
-                },
-            )
+
+
+#: The environment variables the stack gives every function that reads the landing buckets or
+#: writes the ledger: ``SCOPE`` (``s3ingest_fn.core.scope.Scope.to_json``'s shape, the settings'
+#: bucket order), ``INVENTORIES`` (``[{"name", "bucket", "prefix"}]``, one per bucket with an
+#: inventory) and ``CHECKPOINT_BUCKET_NAME`` (the listing backfill's checkpoints).
+SCOPE_ENV = "SCOPE"
+INVENTORIES_ENV = "INVENTORIES"
+CHECKPOINT_BUCKET_ENV = "CHECKPOINT_BUCKET_NAME"
+
+
+@dataclass(frozen=True)
+class Landings:
+    """The pipeline's landing buckets, in the settings' order, as the features use them.
+
+    Attributes
+    ----------
+    entries : tuple of LandingBucket
+        One per ``buckets`` entry (the first is the default bucket: ``BUCKET_NAME``, the
+        ``BucketName`` output).
+    shared : SharedBuckets
+        The access-logs and inventory (checkpoint) buckets.
+    """
+
+    entries: tuple[LandingBucket, ...]
+    shared: SharedBuckets
+
+    @property
+    def first(self) -> LandingBucket:
+        """The first (default) landing bucket."""
+        return self.entries[0]
+
+    @property
+    def buckets(self) -> list[s3.IBucket]:
+        """The landing buckets."""
+        return [entry.bucket for entry in self.entries]
+
+    @property
+    def with_reports(self) -> list[LandingBucket]:
+        """The landing buckets an inventory covers (the stack's own or an existing one)."""
+        return [e for e in self.entries if e.report_bucket is not None]
+
+    @property
+    def all_inventoried(self) -> bool:
+        """Whether every landing bucket has an inventory (``Settings.owns_inventory``)."""
+        return len(self.with_reports) == len(self.entries)
+
+    def scope_json(self, scope: Construct) -> str:
+        """``SCOPE``: ``[{"name", "prefixes", "suffixes"}, ...]`` as JSON (tokens resolved by
+        CloudFormation, ``Stack.to_json_string``)."""
+        return Stack.of(scope).to_json_string([entry.scope_entry for entry in self.entries])
+
+    def inventories_json(self, scope: Construct) -> str:
+        """``INVENTORIES``: ``[{"name", "bucket", "prefix"}, ...]`` as JSON, one per bucket
+        with an inventory: its name, its reports' bucket and their folder."""
+        return Stack.of(scope).to_json_string(
+            [
+                {
+                    "name": e.bucket.bucket_name,
+                    "bucket": e.report_bucket.bucket_name,
+                    "prefix": e.report_prefix,
+                }
+                for e in self.with_reports
+                if e.report_bucket is not None
+            ]
         )
+
+    def scope_environment(self, scope: Construct) -> dict[str, str]:
+        """``{"SCOPE": ...}``."""
+        return {SCOPE_ENV: self.scope_json(scope)}
+
+    def inventory_environment(self, scope: Construct) -> dict[str, str]:
+        """``SCOPE`` and ``INVENTORIES``, plus ``INVENTORY_BUCKET_NAME`` and
+        ``INVENTORY_PREFIX`` of the first bucket when it has an inventory (back compat)."""
+        env = {**self.scope_environment(scope), INVENTORIES_ENV: self.inventories_json(scope)}
+        first = self.first
+        if first.report_bucket is not None and first.report_prefix is not None:
+            env["INVENTORY_BUCKET_NAME"] = first.report_bucket.bucket_name
+            env["INVENTORY_PREFIX"] = first.report_prefix
+        return env

@@ -32,6 +32,12 @@ class LedgerTable(Construct):
         Construct id.
     stream : aws_cdk.aws_dynamodb.StreamViewType, optional
         The stream's view type; no stream when omitted.
+    warm_write_units : int, optional
+        Pre-warmed write request units per second (DynamoDB warm throughput,
+        ``WarmThroughput.WriteUnitsPerSecond``,
+        https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html;
+        the ``ledgerWarmWriteUnits`` setting): a large backfill writes at that rate from its
+        start instead of waiting for on-demand scaling. None: no warm throughput.
 
     Attributes
     ----------
@@ -45,6 +51,7 @@ class LedgerTable(Construct):
         construct_id: str,
         *,
         stream: dynamodb.StreamViewType | None = None,
+        warm_write_units: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.table = dynamodb.Table(
@@ -61,4 +68,9 @@ class LedgerTable(Construct):
             stream=stream,
             deletion_protection=True,
             removal_policy=RemovalPolicy.RETAIN,
+            warm_throughput=(
+                dynamodb.WarmThroughput(write_units_per_second=warm_write_units)
+                if warm_write_units is not None
+                else None
+            ),
         )

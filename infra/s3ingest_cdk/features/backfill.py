@@ -1,4 +1,4 @@
-"""Backfill of pre-existing objects (CONTRACT C13) over the pipeline's own S3 Inventory."""
+"""Backfill of pre-existing objects (CONTRACT C13) over the landing buckets' S3 Inventory."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from s3ingest.settings import Settings, inventory_report_prefix
+from s3ingest.settings import Settings
 from s3ingest_cdk.constructs import (
     BackfillControlFunction,
     BackfillFunction,
@@ -19,6 +19,7 @@ from s3ingest_cdk.constructs import (
 )
 from s3ingest_cdk.constructs.backfill_control_function import REPORT_PREFIX
 from s3ingest_cdk.constructs.backfill_state_machine import BATCH_OPERATIONS, FILES_MAP_LABEL
+from s3ingest_cdk.constructs.landing_bucket import Landings
 from s3ingest_cdk.features.evidence import (
     REPORTS_EVIDENCE,
     SFN_LOGGING_EVIDENCE,
@@ -62,10 +63,9 @@ class Backfill(Construct):
         Validated settings (``backfill_engine`` picks the engine).
     code : aws_cdk.aws_lambda.Code
         The bundled function package.
-    bucket : aws_cdk.aws_s3.IBucket
-        The landing bucket.
-    inventory_bucket : aws_cdk.aws_s3.IBucket
-        The pipeline's inventory bucket (manifests, data files, completion reports).
+    landings : s3ingest_cdk.constructs.landing_bucket.Landings
+        The landing buckets, each with an inventory (its reports: manifests and data files);
+        ``landings.shared.inventory`` holds the completion reports.
     ledger_table : aws_cdk.aws_dynamodb.ITable
         The ledger.
     queue, dead_letter_queue : aws_cdk.aws_sqs.IQueue
@@ -94,14 +94,15 @@ class Backfill(Construct):
         *,
         settings: Settings,
         code: lambda_.Code,
-        bucket: s3.IBucket,
-        inventory_bucket: s3.IBucket,
+        landings: Landings,
         ledger_table: dynamodb.ITable,
         queue: sqs.IQueue,
         dead_letter_queue: sqs.IQueue,
         output_bucket: s3.IBucket | None,
     ) -> None:
         super().__init__(scope, construct_id)
+        bucket = landings.first.bucket
+        inventory_bucket = landings.shared.inventory
         self.backfill_control = BackfillControlFunction(
             self,
             "BackfillControlFunction",
@@ -119,23 +120,30 @@ class Backfill(Construct):
         )
         control = self.backfill_control.function
         control_role = self.backfill_control.role
+        for name, value in landings.inventory_environment(self).items():
+            control.add_environment(name, value)
         acknowledge_function(control, control_role, tracing=settings.tracing)
-        reports = inventory_bucket.arn_for_objects(
-            f"{inventory_report_prefix(bucket.bucket_name)}*"
-        )
         # prepare: the newest report is listed by prefix; its manifest HEAD and read (checksum
-        # included); backfill_file reads the data files.
-        iam.Grant.add_to_principal(
-            grantee=control, actions=["s3:ListBucket"], resource_arns=[inventory_bucket.bucket_arn]
-        )
-        iam.Grant.add_to_principal(
-            grantee=control, actions=["s3:GetObject"], resource_arns=[reports]
-        )
-        acknowledge(
-            control_role,
-            wildcard_resource_finding(self, reports),
-            f"s3:GetObject (and HEAD) {REPORTS_EVIDENCE}",
-        )
+        # included); backfill_file reads the data files. Every bucket's reports.
+        report_arns = []
+        for entry in landings.with_reports:
+            if entry.report_bucket is None:  # pragma: no cover - with_reports has one
+                continue
+            reports = entry.report_bucket.arn_for_objects(f"{entry.report_prefix}*")
+            report_arns.append(reports)
+            iam.Grant.add_to_principal(
+                grantee=control,
+                actions=["s3:ListBucket"],
+                resource_arns=[entry.report_bucket.bucket_arn],
+            )
+            iam.Grant.add_to_principal(
+                grantee=control, actions=["s3:GetObject"], resource_arns=[reports]
+            )
+            acknowledge(
+                control_role,
+                wildcard_resource_finding(self, reports),
+                f"s3:GetObject (and HEAD) {REPORTS_EVIDENCE}",
+            )
         self.backfill: BackfillFunction | None = None
         self.batch_operations: BatchOperationsRole | None = None
         self.ingest_service_functions: list[lambda_.Function] = []
@@ -158,23 +166,27 @@ class Backfill(Construct):
             acknowledge_function(
                 self.backfill.function, self.backfill.role, tracing=settings.tracing
             )
+            for name, value in landings.scope_environment(self).items():
+                self.backfill.function.add_environment(name, value)
             # Each task is observed by the ledger rules (C7).
             grant_ingest_service(
                 self.backfill.function,
                 ledger_table=ledger_table,
-                bucket=bucket,
+                buckets=landings.buckets,
                 processor=settings.processor,
                 output_bucket=output_bucket,
                 objects_reason=_OBSERVE_EVIDENCE,
             )
             self.ingest_service_functions.append(self.backfill.function)
-            batch_role = self._batch_operations(self.backfill.function, inventory_bucket, reports)
+            batch_role = self._batch_operations(
+                self.backfill.function, inventory_bucket, report_arns
+            )
         else:
             # distributed-map: the control function observes each data file's keys itself (C7).
             grant_ingest_service(
                 control,
                 ledger_table=ledger_table,
-                bucket=bucket,
+                buckets=landings.buckets,
                 processor=settings.processor,
                 output_bucket=output_bucket,
                 objects_reason=_OBSERVE_EVIDENCE,
@@ -193,7 +205,7 @@ class Backfill(Construct):
         self._acknowledge_state_machine()
 
     def _batch_operations(
-        self, backfill: lambda_.Function, inventory_bucket: s3.IBucket, reports: str
+        self, backfill: lambda_.Function, inventory_bucket: s3.IBucket, report_arns: list[str]
     ) -> iam.IRole:
         """The S3 Batch Operations side of the ``batch-operations`` engine: the control
         function's read of completion reports, the role the job runs as, and who may invoke
@@ -216,17 +228,18 @@ class Backfill(Construct):
         # (https://docs.aws.amazon.com/AmazonS3/latest/userguide/batch-ops-iam-role-policies.html).
         self.batch_operations = BatchOperationsRole(self, "BatchOperations")
         batch_role = self.batch_operations.role
-        iam.Grant.add_to_principal(
-            grantee=batch_role,
-            actions=["s3:GetObject", "s3:GetObjectVersion"],
-            resource_arns=[reports],
-        )
-        acknowledge(
-            batch_role,
-            wildcard_resource_finding(self, reports),
-            "S3 Batch Operations reads the job's manifest and the data files it lists "
-            f"(s3:GetObject, s3:GetObjectVersion) {REPORTS_EVIDENCE}",
-        )
+        for reports in report_arns:
+            iam.Grant.add_to_principal(
+                grantee=batch_role,
+                actions=["s3:GetObject", "s3:GetObjectVersion"],
+                resource_arns=[reports],
+            )
+            acknowledge(
+                batch_role,
+                wildcard_resource_finding(self, reports),
+                "S3 Batch Operations reads the job's manifest and the data files it lists "
+                f"(s3:GetObject, s3:GetObjectVersion) {REPORTS_EVIDENCE}",
+            )
         iam.Grant.add_to_principal(
             grantee=batch_role,
             actions=["lambda:InvokeFunction"],

@@ -12,6 +12,7 @@ from constructs import Construct
 
 from s3ingest.settings import Settings, ingest_event_pattern
 from s3ingest_cdk.constructs import IngestFunction, IngestQueue, IngestRouting
+from s3ingest_cdk.constructs.landing_bucket import Landings
 from s3ingest_cdk.features.evidence import acknowledge_function
 from s3ingest_cdk.features.service import grant_ingest_service
 from s3ingest_cdk.nag import acknowledge
@@ -31,8 +32,8 @@ class Ingestion(Construct):
         Validated settings (retentions, batch, concurrency, timeouts, processor, tracing).
     code : aws_cdk.aws_lambda.Code
         The bundled function package.
-    bucket : aws_cdk.aws_s3.IBucket
-        The landing bucket (its events are matched by name).
+    landings : s3ingest_cdk.constructs.landing_bucket.Landings
+        The landing buckets (their events matched by name and key filters).
     ledger_table : aws_cdk.aws_dynamodb.ITable
         The ledger.
     output_bucket : aws_cdk.aws_s3.IBucket or None
@@ -55,7 +56,7 @@ class Ingestion(Construct):
         *,
         settings: Settings,
         code: lambda_.Code,
-        bucket: s3.IBucket,
+        landings: Landings,
         ledger_table: dynamodb.ITable,
         output_bucket: s3.IBucket | None,
     ) -> None:
@@ -73,7 +74,7 @@ class Ingestion(Construct):
         self.routing = IngestRouting(
             self,
             "Routing",
-            pattern=ingest_event_pattern(bucket.bucket_name),
+            pattern=ingest_event_pattern([e.scope_entry for e in landings.entries]),
             queue=queue,
             archive_retention=Duration.days(settings.archive_retention_days),
             dead_letter_retention_period=Duration.days(settings.dlq_retention_days),
@@ -90,7 +91,7 @@ class Ingestion(Construct):
             "IngestFunction",
             code=code,
             ledger_table=ledger_table,
-            bucket=bucket,
+            bucket=landings.first.bucket,
             dead_letter_queue=dead_letter_queue,
             tombstone_ttl_seconds=settings.tombstone_ttl_seconds,
             record_concurrency=settings.record_concurrency,
@@ -100,11 +101,13 @@ class Ingestion(Construct):
             tracing=settings.tracing,
         )
         function = self.ingest.function
+        for name, value in landings.scope_environment(self).items():
+            function.add_environment(name, value)
         acknowledge_function(function, self.ingest.role, tracing=settings.tracing)
         grant_ingest_service(
             function,
             ledger_table=ledger_table,
-            bucket=bucket,
+            buckets=landings.buckets,
             processor=settings.processor,
             output_bucket=output_bucket,
             objects_reason="The function reads whichever object an event names: s3:GetObject "

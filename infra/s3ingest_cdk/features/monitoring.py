@@ -5,7 +5,6 @@ from __future__ import annotations
 from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from s3ingest.settings import Settings
@@ -15,6 +14,7 @@ from s3ingest_cdk.constructs import (
     OperationalAlarms,
     OperationsDashboard,
 )
+from s3ingest_cdk.constructs.landing_bucket import Landings
 from s3ingest_cdk.features.backfill import Backfill
 from s3ingest_cdk.features.change_stream import ChangeStream
 from s3ingest_cdk.features.evidence import acknowledge_function
@@ -35,8 +35,8 @@ class Monitoring(Construct):
         Validated settings (stage, alarm e-mail, thresholds, runbook URL).
     code : aws_cdk.aws_lambda.Code
         The bundled function package (the delivery check).
-    bucket : aws_cdk.aws_s3.IBucket
-        The landing bucket (the delivery check reads its notification configuration).
+    landings : s3ingest_cdk.constructs.landing_bucket.Landings
+        The landing buckets (the delivery check reads each one's notification configuration).
     ledger_table : aws_cdk.aws_dynamodb.ITable
         The ledger (throttling alarm).
     ingestion, reconciliation : Construct
@@ -64,7 +64,7 @@ class Monitoring(Construct):
         *,
         settings: Settings,
         code: lambda_.Code,
-        bucket: s3.IBucket,
+        landings: Landings,
         ledger_table: dynamodb.ITable,
         ingestion: Ingestion,
         reconciliation: Reconciliation,
@@ -77,9 +77,10 @@ class Monitoring(Construct):
             self,
             "DeliveryCheck",
             code=code,
-            bucket=bucket,
+            buckets=landings.buckets,
             log_retention_days=settings.log_retention_days,
             tracing=settings.tracing,
+            environment=landings.scope_environment(self),
         )
         acknowledge_function(
             self.delivery_check.function, self.delivery_check.role, tracing=settings.tracing

@@ -9,17 +9,17 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from s3ingest.settings import Settings, inventory_report_prefix
+from s3ingest.settings import Settings
 from s3ingest_cdk.constructs import (
     DriftAlarm,
     ReconcileFunction,
     ReconcileSchedule,
     ReconcileStateMachine,
 )
+from s3ingest_cdk.constructs.landing_bucket import CHECKPOINT_BUCKET_ENV, Landings
 from s3ingest_cdk.constructs.reconcile_function import FANOUT_HANDLER, RECONCILE_HANDLER
 from s3ingest_cdk.constructs.reconcile_state_machine import (
     INVENTORY_MAP_LABEL,
@@ -55,10 +55,8 @@ class Reconciliation(Construct):
         Validated settings.
     code : aws_cdk.aws_lambda.Code
         The bundled function package.
-    bucket : aws_cdk.aws_s3.IBucket
-        The landing bucket.
-    inventory_bucket : aws_cdk.aws_s3.Bucket or None
-        The pipeline's inventory bucket (``None``: reconciliation lists the bucket).
+    landings : s3ingest_cdk.constructs.landing_bucket.Landings
+        The landing buckets (each one's inventory, or a listing without one).
     ledger_table : aws_cdk.aws_dynamodb.ITable
         The ledger (scanned).
     queue : aws_cdk.aws_sqs.IQueue
@@ -73,14 +71,15 @@ class Reconciliation(Construct):
     reconcile_state_machine : s3ingest_cdk.constructs.ReconcileStateMachine or None
         The fan-out state machine (``reconcile_fan_out`` only).
     reconcile_schedule : s3ingest_cdk.constructs.ReconcileSchedule
-        The scheduled rule that starts reconciliation.
+        The scheduled rule(s) that start reconciliation: the reconcile function (every bucket
+        in turn), or with the fan-out one target per bucket (input ``{"bucket": <name>}``).
     drift : s3ingest_cdk.constructs.DriftAlarm
         The drift metrics and ``drift.alarm``.
 
     Raises
     ------
     ValueError
-        With ``reconcile_fan_out`` and no inventory bucket (the settings rule it out).
+        With ``reconcile_fan_out`` and a bucket without an inventory (the settings rule it out).
     """
 
     def __init__(
@@ -90,14 +89,12 @@ class Reconciliation(Construct):
         *,
         settings: Settings,
         code: lambda_.Code,
-        bucket: s3.IBucket,
-        inventory_bucket: s3.Bucket | None,
+        landings: Landings,
         ledger_table: dynamodb.ITable,
         queue: sqs.IQueue,
     ) -> None:
         super().__init__(scope, construct_id)
-        self._bucket = bucket
-        self._inventory_bucket = inventory_bucket
+        self._landings = landings
         self._tracing = settings.tracing
 
         def reconcile_function(construct_id: str, handler: str, what: str) -> ReconcileFunction:
@@ -109,13 +106,15 @@ class Reconciliation(Construct):
                 description=f"s3ingest: {what}",
                 ledger_table=ledger_table,
                 queue=queue,
-                bucket=bucket,
-                inventory_bucket=inventory_bucket,
+                bucket=landings.first.bucket,
+                inventory_bucket=None,
                 timeout=Duration.seconds(settings.reconcile_timeout_seconds),
                 memory_size_mib=settings.reconcile_memory_mb,
                 log_retention_days=settings.log_retention_days,
                 tracing=settings.tracing,
             )
+            for name, value in landings.inventory_environment(self).items():
+                owner.function.add_environment(name, value)
             self._grant(owner, ledger_table, queue)
             return owner
 
@@ -126,27 +125,34 @@ class Reconciliation(Construct):
         )
         self.reconcile_fan_out: ReconcileFunction | None = None
         self.reconcile_state_machine: ReconcileStateMachine | None = None
-        target: events.IRuleTarget
+        schedule_targets: list[events.IRuleTarget]
         if settings.reconcile_fan_out:
-            if inventory_bucket is None:  # pragma: no cover - Settings.problems() rules it out
-                raise ValueError("reconcileFanOut needs the stack's own S3 Inventory")
+            if not landings.all_inventoried:  # pragma: no cover - Settings.problems() rules it out
+                raise ValueError("reconcileFanOut needs an S3 Inventory of every bucket")
             self.reconcile_fan_out = reconcile_function(
                 "ReconcileFanOutFunction",
                 FANOUT_HANDLER,
                 "one step of the fan-out reconciliation (plan, shard, diff, summarize)",
             )
-            target = self._fan_out(self.reconcile_fan_out, inventory_bucket, settings)
+            schedule_targets = self._fan_out(self.reconcile_fan_out, settings)
         else:
-            source = "inventory" if inventory_bucket is not None else "listing"
-            target = targets.LambdaFunction(
-                self.reconcile.function,
-                event=events.RuleTargetInput.from_object({"source": source}),
-            )
+            # Every bucket in turn: from its inventory, or a listing of a bucket without one
+            # (a mix: the function picks per bucket from INVENTORIES).
+            request: dict[str, str] = {}
+            if landings.all_inventoried:
+                request["source"] = "inventory"
+            elif not landings.with_reports:
+                request["source"] = "listing"
+            schedule_targets = [
+                targets.LambdaFunction(
+                    self.reconcile.function, event=events.RuleTargetInput.from_object(request)
+                )
+            ]
         self.reconcile_schedule = ReconcileSchedule(
             self,
             "ReconcileSchedule",
             schedule_expression=settings.reconcile_schedule,
-            target=target,
+            targets=schedule_targets,
         )
         self.drift = DriftAlarm(
             self, "Drift", stage=settings.stage, runbook_base_url=settings.runbook_base_url
@@ -154,52 +160,38 @@ class Reconciliation(Construct):
 
     def _grant(self, owner: ReconcileFunction, table: dynamodb.ITable, queue: sqs.IQueue) -> None:
         """What a reconcile function reads and writes, and nothing else; its acknowledgements."""
-        function, bucket, inventory_bucket = owner.function, self._bucket, self._inventory_bucket
+        function = owner.function
         acknowledge_function(function, owner.role, tracing=self._tracing)
-        # Listing: GetBucketVersioning picks ListObjectVersions or ListObjectsV2
-        # (https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectVersions.html: the
-        # s3:ListBucketVersions permission).
-        iam.Grant.add_to_principal(
-            grantee=function,
-            actions=["s3:ListBucket", "s3:ListBucketVersions", "s3:GetBucketVersioning"],
-            resource_arns=[bucket.bucket_arn],
-        )
-        # Confirmation: a HEAD of each key that differs (HeadObject needs s3:GetObject).
-        objects_arn = grant_read_objects(function, bucket)
-        acknowledge(
-            owner.role,
-            wildcard_resource_finding(self, objects_arn),
-            "Reconciliation HEADs each key whose ledger row differs from the bucket "
-            "(s3:GetObject, s3:GetObjectVersion), keys found only at run time: on the landing "
-            "bucket's objects only.",
-        )
+        for bucket in self._landings.buckets:
+            # Listing: GetBucketVersioning picks ListObjectVersions or ListObjectsV2
+            # (https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectVersions.html: the
+            # s3:ListBucketVersions permission).
+            iam.Grant.add_to_principal(
+                grantee=function,
+                actions=["s3:ListBucket", "s3:ListBucketVersions", "s3:GetBucketVersioning"],
+                resource_arns=[bucket.bucket_arn],
+            )
+            # Confirmation: a HEAD of each key that differs (HeadObject needs s3:GetObject).
+            objects_arn = grant_read_objects(function, bucket)
+            acknowledge(
+                owner.role,
+                wildcard_resource_finding(self, objects_arn),
+                "Reconciliation HEADs each key whose ledger row differs from the bucket "
+                "(s3:GetObject, s3:GetObjectVersion), keys found only at run time: on the "
+                "landing bucket's objects only.",
+            )
         # The ledger: a parallel Scan. Repairs: through the same ingest queue and rules.
         table.grant(function, "dynamodb:Scan")
         queue.grant(function, "sqs:SendMessage")
-        if inventory_bucket is None:
-            return
-        # The newest report: listed by prefix; manifests and data files read, this bucket's
-        # reports only.
-        reports = inventory_bucket.arn_for_objects(
-            f"{inventory_report_prefix(bucket.bucket_name)}*"
-        )
-        iam.Grant.add_to_principal(
-            grantee=function, actions=["s3:ListBucket"], resource_arns=[inventory_bucket.bucket_arn]
-        )
-        iam.Grant.add_to_principal(
-            grantee=function, actions=["s3:GetObject"], resource_arns=[reports]
-        )
-        acknowledge(
-            owner.role,
-            wildcard_resource_finding(self, reports),
-            f"s3:GetObject {REPORTS_EVIDENCE}",
-        )
+        grant_reports(self, function, owner.role, self._landings)
 
-    def _fan_out(
-        self, owner: ReconcileFunction, inventory_bucket: s3.Bucket, settings: Settings
-    ) -> events.IRuleTarget:
-        """The fan-out's work prefix, its state machine and the schedule's target."""
+    def _fan_out(self, owner: ReconcileFunction, settings: Settings) -> list[events.IRuleTarget]:
+        """The fan-out's work prefix, its state machine and the schedule's targets (one per
+        bucket)."""
         fan_out = owner.function
+        inventory_bucket = self._landings.shared.inventory
+        # Its work files go to the stack's own inventory bucket, whoever owns the inventories.
+        fan_out.add_environment(CHECKPOINT_BUCKET_ENV, inventory_bucket.bucket_name)
         # The fan-out's shards: written by one step, read by a later one of the same run.
         work = inventory_bucket.arn_for_objects(f"{WORK_PREFIX}*")
         iam.Grant.add_to_principal(
@@ -225,4 +217,32 @@ class Reconciliation(Construct):
         acknowledge(state_machine.role, "AwsSolutions-IAM5[Resource::*]", SFN_LOGGING_EVIDENCE)
         acknowledge_state_machine_invoke(state_machine, fan_out, "the fan-out step function")
         acknowledge_distributed_map(state_machine, INVENTORY_MAP_LABEL, "inventory data file")
-        return targets.SfnStateMachine(state_machine, input=events.RuleTargetInput.from_object({}))
+        return [
+            targets.SfnStateMachine(
+                state_machine,
+                input=events.RuleTargetInput.from_object({"bucket": bucket.bucket_name}),
+            )
+            for bucket in self._landings.buckets
+        ]
+
+
+def grant_reports(
+    scope: Construct, function: lambda_.IFunction, role: iam.IRole, landings: Landings
+) -> None:
+    """Read of every landing bucket's inventory reports: ListBucket on each report bucket
+    (the newest report is found by prefix) and GetObject on each bucket's report folder only."""
+    for entry in landings.with_reports:
+        if entry.report_bucket is None or entry.report_prefix is None:  # pragma: no cover
+            continue
+        reports = entry.report_bucket.arn_for_objects(f"{entry.report_prefix}*")
+        iam.Grant.add_to_principal(
+            grantee=function,
+            actions=["s3:ListBucket"],
+            resource_arns=[entry.report_bucket.bucket_arn],
+        )
+        iam.Grant.add_to_principal(
+            grantee=function, actions=["s3:GetObject"], resource_arns=[reports]
+        )
+        acknowledge(
+            role, wildcard_resource_finding(scope, reports), f"s3:GetObject {REPORTS_EVIDENCE}"
+        )

@@ -4,6 +4,8 @@ control function) and, for the landing objects, by reconciliation."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -29,7 +31,7 @@ def grant_ingest_service(
     function: lambda_.Function,
     *,
     ledger_table: dynamodb.ITable,
-    bucket: s3.IBucket,
+    buckets: Sequence[s3.IBucket],
     processor: str | None,
     output_bucket: s3.IBucket | None,
     objects_reason: str,
@@ -53,8 +55,8 @@ def grant_ingest_service(
         The function (its role gets the grants and the acknowledgements).
     ledger_table : aws_cdk.aws_dynamodb.ITable
         The ledger.
-    bucket : aws_cdk.aws_s3.IBucket
-        The landing bucket.
+    buckets : sequence of aws_cdk.aws_s3.IBucket
+        The landing buckets (the grants are per bucket).
     processor : str or None
         ``"package.module:function"``; ``None``: no effects.
     output_bucket : aws_cdk.aws_s3.IBucket or None
@@ -66,11 +68,12 @@ def grant_ingest_service(
     if role is None:  # pragma: no cover - python_function gives every function a role
         raise TypeError("an s3ingest function has its own role")
     ledger_table.grant(function, "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
-    objects_arn = grant_read_objects(function, bucket)
-    iam.Grant.add_to_principal(
-        grantee=function, actions=["s3:ListBucket"], resource_arns=[bucket.bucket_arn]
-    )
-    acknowledge(role, wildcard_resource_finding(function, objects_arn), objects_reason)
+    for bucket in buckets:
+        objects_arn = grant_read_objects(function, bucket)
+        iam.Grant.add_to_principal(
+            grantee=function, actions=["s3:ListBucket"], resource_arns=[bucket.bucket_arn]
+        )
+        acknowledge(role, wildcard_resource_finding(function, objects_arn), objects_reason)
     if output_bucket is None or processor is None:
         return
     function.add_environment("PROCESSOR", processor)

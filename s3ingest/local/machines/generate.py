@@ -44,6 +44,7 @@ MACHINES: dict[str, tuple[str, str]] = {
     "backfill-batch-operations": ("default", "Pipeline/Backfill/BackfillStateMachine/StateMachine"),
     "backfill-distributed-map": ("fanout", "Pipeline/Backfill/BackfillStateMachine/StateMachine"),
     "reconcile-fanout": ("fanout", "Pipeline/Reconciliation/ReconcileStateMachine/StateMachine"),
+    "backfill-listing": ("default", "Pipeline/Listing/ListingStateMachine/StateMachine"),
 }
 
 

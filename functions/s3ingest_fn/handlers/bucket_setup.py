@@ -1,0 +1,162 @@
+"""The bucket-setup custom resource's ``onEvent`` handler (CDK ``custom_resources.Provider``).
+
+For an existing bucket the stack adopts, it switches EventBridge delivery on and adds the stack's
+own inventory configuration, keeping everything else the bucket's owners configured
+(:mod:`s3ingest_fn.services.bucket_setup`); on deletion it leaves delivery as it found it and
+removes only its own inventory configuration.
+
+Resource properties (CloudFormation passes every scalar as a string):
+
+- ``BucketName``: the bucket.
+- ``EventBridge``: ``"true"`` to switch delivery on, ``"false"`` to leave it alone.
+- ``Inventory`` (optional): an ``InventoryConfiguration`` of PutBucketInventoryConfiguration
+  (``Id``, ``IsEnabled``, ``Destination``, ...), written under its own ``Id`` only.
+
+The physical id, ``<bucket>|eventbridge-was-<on|off|untouched>``, records whether delivery was
+on before Create, since only Create can see that; Update keeps it (a new ``BucketName`` is a
+replacement: the new bucket is set up as on Create under a new id, and CloudFormation then
+deletes the old one, which restores the old bucket). Request shapes:
+https://docs.aws.amazon.com/cdk/api/v2/docs/aws-cdk-lib.custom_resources-readme.html#handling-lifecycle-events-onevent
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from s3ingest_fn import wiring
+from s3ingest_fn.services import bucket_setup
+
+_logger = logging.getLogger(__name__)
+
+#: The physical id's separator and its three states.
+_SEPARATOR = "|eventbridge-was-"
+_STATES = ("on", "off", "untouched")
+
+
+def physical_id(bucket: str, state: str) -> str:
+    """``<bucket>|eventbridge-was-<state>`` (state one of ``on``, ``off``, ``untouched``)."""
+    if state not in _STATES:
+        raise ValueError(f"state must be one of {_STATES}, not {state!r}")
+    return f"{bucket}{_SEPARATOR}{state}"
+
+
+def parse_physical_id(value: str) -> tuple[str, str]:
+    """``(bucket, state)`` of :func:`physical_id`'s value.
+
+    Raises
+    ------
+    ValueError
+        When ``value`` is not one (a resource this handler did not create).
+    """
+    bucket, sep, state = value.rpartition(_SEPARATOR)
+    if not sep or not bucket or state not in _STATES:
+        raise ValueError(f"not a bucket-setup physical id: {value!r}")
+    return bucket, state
+
+
+def _flag(value: Any, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise ValueError(f"{name} must be true or false, not {value!r}")
+
+
+def inventory_configuration(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``Inventory`` property as S3 takes it: ``IsEnabled`` back to a boolean (the one
+    non-string scalar of the shape); everything else is already a string or a list of them.
+
+    Raises
+    ------
+    ValueError
+        When ``Id`` is missing or ``IsEnabled`` is not a boolean or its string.
+    """
+    config = dict(raw)
+    if not config.get("Id"):
+        raise ValueError("Inventory needs an Id")
+    config["IsEnabled"] = _flag(config.get("IsEnabled", True), "Inventory.IsEnabled")
+    return config
+
+
+def _inventory_id(props: Mapping[str, Any]) -> str | None:
+    inventory = props.get("Inventory")
+    return str(inventory["Id"]) if isinstance(inventory, Mapping) and "Id" in inventory else None
+
+
+def _set_up(s3: Any, props: Mapping[str, Any]) -> str:
+    """Create: delivery on (when asked) and our inventory; returns the physical id."""
+    bucket = str(props["BucketName"])
+    state = "untouched"
+    if _flag(props.get("EventBridge", "true"), "EventBridge"):
+        state = "on" if bucket_setup.enable_event_bridge(s3, bucket) else "off"
+    if isinstance(props.get("Inventory"), Mapping):
+        bucket_setup.put_inventory(s3, bucket, inventory_configuration(props["Inventory"]))
+    return physical_id(bucket, state)
+
+
+def handle(s3: Any, event: Mapping[str, Any]) -> dict[str, Any]:
+    """One Create, Update or Delete request with the S3 client ``s3``.
+
+    Returns
+    -------
+    dict
+        ``{"PhysicalResourceId": ..., "Data": {"BucketName", "EventBridgeWasEnabled"}}``
+        (``EventBridgeWasEnabled``: ``"true"``, ``"false"`` or ``"unknown"`` when delivery was
+        left alone).
+
+    Raises
+    ------
+    ValueError
+        For an unknown request type or malformed properties (the Provider reports the failure to
+        CloudFormation).
+    botocore.exceptions.ClientError
+        When S3 refuses a request.
+    """
+    request = event.get("RequestType")
+    props: Mapping[str, Any] = event.get("ResourceProperties") or {}
+    if request == "Create":
+        pid = _set_up(s3, props)
+    elif request == "Update":
+        old: Mapping[str, Any] = event.get("OldResourceProperties") or {}
+        bucket, state = parse_physical_id(str(event["PhysicalResourceId"]))
+        if str(props["BucketName"]) != bucket:
+            # a replacement: CloudFormation deletes the old physical id afterwards
+            pid = _set_up(s3, props)
+        else:
+            pid = physical_id(bucket, state)
+            if _flag(props.get("EventBridge", "true"), "EventBridge"):
+                bucket_setup.enable_event_bridge(s3, bucket)
+            elif state != "untouched":
+                bucket_setup.restore_event_bridge(s3, bucket, was_enabled=state == "on")
+            old_id, new_id = _inventory_id(old), _inventory_id(props)
+            if old_id is not None and old_id != new_id:
+                bucket_setup.delete_inventory(s3, bucket, old_id)
+            if new_id is not None:
+                bucket_setup.put_inventory(s3, bucket, inventory_configuration(props["Inventory"]))
+    elif request == "Delete":
+        pid = str(event["PhysicalResourceId"])
+        try:
+            bucket, state = parse_physical_id(pid)
+        except ValueError:
+            # Create failed before a physical id existed: the Provider sends Delete with the
+            # one it made up; there is nothing of ours to undo.
+            return {"PhysicalResourceId": pid}
+        if state != "untouched":
+            bucket_setup.restore_event_bridge(s3, bucket, was_enabled=state == "on")
+        if (ident := _inventory_id(props)) is not None:
+            bucket_setup.delete_inventory(s3, bucket, ident)
+    else:
+        raise ValueError(f"unknown RequestType {request!r}")
+    bucket, state = parse_physical_id(pid)
+    was = {"on": "true", "off": "false", "untouched": "unknown"}[state]
+    return {"PhysicalResourceId": pid, "Data": {"BucketName": bucket, "EventBridgeWasEnabled": was}}
+
+
+def on_event(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Lambda entry point (``s3ingest_fn.handlers.bucket_setup.on_event``), invoked by the CDK
+    Provider framework's function; see :func:`handle`."""
+    result = handle(wiring.s3_client(), event)
+    _logger.info("bucket setup %s: %s", event.get("RequestType"), result)
+    return result

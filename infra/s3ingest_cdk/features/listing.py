@@ -1,0 +1,210 @@
+"""The listing backfill (issue: backfill without waiting for an inventory): its three step
+functions and its state machine, on every stack (created and existing buckets)."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from s3ingest.settings import Settings
+from s3ingest_cdk.constructs.landing_bucket import CHECKPOINT_BUCKET_ENV, Landings
+from s3ingest_cdk.constructs.listing_backfill_function import (
+    CHECKPOINT_PREFIX,
+    LIST_SHARD_HANDLER,
+    PLAN_HANDLER,
+    SUMMARIZE_HANDLER,
+    ListingBackfillFunction,
+)
+from s3ingest_cdk.constructs.listing_backfill_state_machine import (
+    SHARDS_MAP_LABEL,
+    ListingBackfillStateMachine,
+)
+from s3ingest_cdk.features.evidence import (
+    SFN_LOGGING_EVIDENCE,
+    acknowledge_distributed_map,
+    acknowledge_function,
+    acknowledge_state_machine_invoke,
+)
+from s3ingest_cdk.features.service import grant_ingest_service
+from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
+
+#: Plan and summarize: a few probes or a listing of the run's checkpoints.
+STEP_TIMEOUT = Duration.minutes(5)
+STEP_MEMORY_MIB = 512
+
+_CHECKPOINT_EVIDENCE = (
+    "under backfill-listing/ of the stack's inventory bucket only: one checkpoint per shard, "
+    "backfill-listing/<bucket>/<run>/<shard id>.json, the run and shard ids made at run time."
+)
+_OBSERVE_EVIDENCE = (
+    "The listing backfill records whichever keys a listing returns and HEADs those whose ledger "
+    "row differs (C7): s3:GetObject and s3:GetObjectVersion on the landing buckets' objects "
+    "only, keys known at run time."
+)
+
+
+class ListingBackfill(Construct):
+    """The listing backfill: ``ListingPlan``, ``ListingShard`` and ``ListingSummarize``
+    (:class:`ListingBackfillFunction`) and ``ListingStateMachine``
+    (:class:`ListingBackfillStateMachine`), with their grants and cdk-nag acknowledgements.
+
+    Every step gets ``SCOPE``, ``BUCKET_NAME`` (the first bucket) and ``CHECKPOINT_BUCKET_NAME``
+    (the stack's inventory bucket); the shard step also the ledger's variables (it builds the
+    ingest service, with the processor when there is one). Grants: listing
+    (``s3:ListBucket``, ``s3:ListBucketVersions``, ``s3:GetBucketVersioning``) of every landing
+    bucket to the plan (its probes) and the shard step; the ledger rules to the shard step;
+    the checkpoints (read by all, written by the shard step) under ``backfill-listing/`` only.
+
+    Parameters
+    ----------
+    scope : constructs.Construct
+        The pipeline.
+    construct_id : str
+        Construct id (no ``Backfill`` in it: the inventory backfill's ids are its own).
+    settings : s3ingest.settings.Settings
+        Validated settings (``listing_concurrency``, timeouts, memory, processor, tracing).
+    code : aws_cdk.aws_lambda.Code
+        The bundled function package.
+    landings : s3ingest_cdk.constructs.landing_bucket.Landings
+        The landing buckets and the checkpoint bucket (``landings.shared.inventory``).
+    ledger_table : aws_cdk.aws_dynamodb.ITable
+        The ledger.
+    dead_letter_queue : aws_cdk.aws_sqs.IQueue
+        The ingest dead-letter queue (the ingest service's setting).
+    output_bucket : aws_cdk.aws_s3.IBucket or None
+        The processor's output bucket (with ``settings.processor``).
+
+    Attributes
+    ----------
+    plan, shard, summarize : ListingBackfillFunction
+        The step functions (:mod:`s3ingest_cdk.constructs.listing_backfill_function`).
+    state_machine : ListingBackfillStateMachine
+        The state machine (:mod:`s3ingest_cdk.constructs.listing_backfill_state_machine`;
+        its ``state_machine``: output ``ListingBackfillStateMachineArn``).
+    ingest_service_functions : list[aws_cdk.aws_lambda.Function]
+        The function here that runs the ledger rules (and the processor).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        code: lambda_.Code,
+        landings: Landings,
+        ledger_table: dynamodb.ITable,
+        dead_letter_queue: sqs.IQueue,
+        output_bucket: s3.IBucket | None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        checkpoints = landings.shared.inventory
+        # Every step's handler builds the listing backfill service over the ingest service's
+        # environment (s3ingest_fn.wiring.function_listing_backfill); only the shard function
+        # is granted the ledger.
+        common = {
+            **landings.scope_environment(self),
+            "BUCKET_NAME": landings.first.bucket.bucket_name,
+            CHECKPOINT_BUCKET_ENV: checkpoints.bucket_name,
+            "LEDGER_TABLE_NAME": ledger_table.table_name,
+            "DEAD_LETTER_QUEUE_URL": dead_letter_queue.queue_url,
+            "TOMBSTONE_TTL_SECONDS": str(settings.tombstone_ttl_seconds),
+            "RECORD_CONCURRENCY": str(settings.record_concurrency),
+        }
+
+        def step(
+            construct_id: str, handler: str, what: str, timeout: Duration, memory: int, **env: str
+        ) -> ListingBackfillFunction:
+            owner = ListingBackfillFunction(
+                self,
+                construct_id,
+                code=code,
+                handler=handler,
+                description=what,
+                environment={**common, **env},
+                timeout=timeout,
+                memory_size_mib=memory,
+                log_retention_days=settings.log_retention_days,
+                tracing=settings.tracing,
+            )
+            acknowledge_function(owner.function, owner.role, tracing=settings.tracing)
+            return owner
+
+        self.plan = step(
+            "ListingPlan",
+            PLAN_HANDLER,
+            "plans the listing backfill's key-range shards",
+            STEP_TIMEOUT,
+            STEP_MEMORY_MIB,
+        )
+        self.shard = step(
+            "ListingShard",
+            LIST_SHARD_HANDLER,
+            "lists one key range and records it by the ledger rules (listing backfill)",
+            Duration.seconds(settings.reconcile_timeout_seconds),
+            settings.reconcile_memory_mb,
+        )
+        self.summarize = step(
+            "ListingSummarize",
+            SUMMARIZE_HANDLER,
+            "adds the listing backfill's shard counts up",
+            STEP_TIMEOUT,
+            STEP_MEMORY_MIB,
+        )
+        for owner in (self.plan, self.shard):
+            iam.Grant.add_to_principal(
+                grantee=owner.function,
+                actions=["s3:ListBucket", "s3:ListBucketVersions", "s3:GetBucketVersioning"],
+                resource_arns=[b.bucket_arn for b in landings.buckets],
+            )
+        grant_ingest_service(
+            self.shard.function,
+            ledger_table=ledger_table,
+            buckets=landings.buckets,
+            processor=settings.processor,
+            output_bucket=output_bucket,
+            objects_reason=_OBSERVE_EVIDENCE,
+        )
+        self.ingest_service_functions: list[lambda_.Function] = [self.shard.function]
+        objects = checkpoints.arn_for_objects(f"{CHECKPOINT_PREFIX}*")
+        for owner, actions in (
+            (self.plan, ["s3:GetObject"]),
+            (self.shard, ["s3:GetObject", "s3:PutObject"]),
+            (self.summarize, ["s3:GetObject"]),
+        ):
+            iam.Grant.add_to_principal(
+                grantee=owner.function,
+                actions=["s3:ListBucket"],
+                resource_arns=[checkpoints.bucket_arn],
+            )
+            iam.Grant.add_to_principal(
+                grantee=owner.function, actions=actions, resource_arns=[objects]
+            )
+            acknowledge(
+                owner.role,
+                wildcard_resource_finding(self, objects),
+                f"{', '.join(actions)} {_CHECKPOINT_EVIDENCE}",
+            )
+        self.state_machine = ListingBackfillStateMachine(
+            self,
+            "ListingStateMachine",
+            plan_function=self.plan.function,
+            shard_function=self.shard.function,
+            summarize_function=self.summarize.function,
+            max_concurrency=settings.listing_concurrency,
+            log_retention_days=settings.log_retention_days,
+        )
+        machine = self.state_machine.state_machine
+        acknowledge(machine.role, "AwsSolutions-IAM5[Resource::*]", SFN_LOGGING_EVIDENCE)
+        for owner, what in (
+            (self.plan, "the listing plan function"),
+            (self.shard, "the listing shard function"),
+            (self.summarize, "the listing summary function"),
+        ):
+            acknowledge_state_machine_invoke(machine, owner.function, what)
+        acknowledge_distributed_map(machine, SHARDS_MAP_LABEL, "key-range shard of the listing")
