@@ -375,19 +375,22 @@ class Settings:
     log_retention_days : int
         CloudWatch Logs retention of the function's log group (an allowed value).
     inventory_enabled : bool
-        Whether the stack configures a daily S3 Inventory on the bucket it creates.
+        Whether the stack configures its daily S3 Inventory on the bucket of the single-bucket
+        settings (created, or adopted by ``bucketName``: added by the bucket-setup custom
+        resource next to the owner's configurations).
     reconcile_schedule : str
         EventBridge schedule expression of the reconciliation (CONTRACT C12), ``rate(...)`` or
         ``cron(...)``.
     reconcile_fan_out : bool
-        Reconcile through the Step Functions fan-out instead of one Lambda run; needs the stack's
-        own inventory.
+        Reconcile through the Step Functions fan-out instead of one Lambda run (one execution
+        per bucket); needs an inventory of every bucket (:attr:`owns_inventory`).
     reconcile_memory_mb, reconcile_timeout_seconds : int
         Reconcile Lambda memory (MiB) and timeout (seconds).
     backfill_engine : str
         ``"batch-operations"`` (an S3 Batch Operations job over the inventory manifest) or
         ``"distributed-map"`` (a Step Functions Distributed Map over its data files). The backfill
-        (CONTRACT C13) is deployed only when the stack owns the inventory (:attr:`owns_inventory`).
+        (CONTRACT C13) is deployed when every bucket has an inventory (:attr:`owns_inventory`);
+        the listing backfill (no inventory needed) always is.
     backfill_function_timeout_seconds : int
         Timeout of the backfill Lambda S3 Batch Operations invokes, seconds (3 to 900).
     listing_concurrency : int

@@ -1,13 +1,22 @@
 """s3ingest's CDK constructs (the ``cdk`` extra: ``pip install "s3ingest[cdk]"``).
 
-``S3IngestPipeline`` is the whole pipeline as one construct for a team's own stack;
+``S3IngestPipeline`` is the whole pipeline as one construct for a team's own stack (its
+``buckets`` prop takes ``BucketSpec`` and ``LandingBucketSource`` entries);
 ``enable_event_bridge`` turns on a created bucket's EventBridge delivery natively;
 ``S3IngestStack`` is the stack ``app.py`` deploys around the pipeline.
 """
 
 from __future__ import annotations
 
+from s3ingest.settings import BucketSpec, InventoryRef
 from s3ingest_cdk.constructs.landing_bucket import adopted_bucket, enable_event_bridge
-from s3ingest_cdk.pipeline import S3IngestPipeline
+from s3ingest_cdk.pipeline import LandingBucketSource, S3IngestPipeline
 
-__all__ = ["S3IngestPipeline", "adopted_bucket", "enable_event_bridge"]
+__all__ = [
+    "BucketSpec",
+    "InventoryRef",
+    "LandingBucketSource",
+    "S3IngestPipeline",
+    "adopted_bucket",
+    "enable_event_bridge",
+]

@@ -11,9 +11,10 @@ import pytest
 from aws_cdk import App, CfnElement, Stack
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
+from aws_cdk.assertions import Template
 
-from s3ingest.settings import Settings, SettingsError
-from s3ingest_cdk import S3IngestPipeline
+from s3ingest.settings import BucketSpec, Settings, SettingsError
+from s3ingest_cdk import LandingBucketSource, S3IngestPipeline
 from s3ingest_cdk.stack import unique_id
 from s3ingest_cdk.synth import Synth, cdk_json_context
 
@@ -107,3 +108,53 @@ def test_the_stack_keeps_each_resource_id_it_had_before_the_pipeline(synth: Synt
     # an id CDK derives from another construct's unique id follows it (no replaced mapping)
     mappings = synth.resources("AWS::Lambda::EventSourceMapping")
     assert "IngestFunctionSqsEventSourceS3IngestdevIngestQueueDB0949F6EC120040" in mappings
+
+
+def test_buckets_prop_sets_up_a_bucket_of_the_app_and_creates_another() -> None:
+    # GIVEN a team bucket of the app (token name) as an existing entry with a prefix filter, and
+    # a second bucket the pipeline creates
+    stack = _stack()
+    uploads = s3.Bucket(stack, "Uploads")
+    pipeline = S3IngestPipeline(
+        stack,
+        "Ingest",
+        code=INLINE,
+        buckets=[
+            LandingBucketSource(BucketSpec(prefixes=("in/",)), uploads),
+            BucketSpec(id="Archive", versioned=False),
+        ],
+    )
+    template = Template.from_stack(stack).to_json()
+    first, second = pipeline.landings.entries
+    # THEN the team's bucket is the first (default) one, set up, not created again
+    assert pipeline.bucket is uploads and not first.owned and first.spec.existing
+    assert first.spec.name == uploads.bucket_name
+    (setup,) = [r for r in template["Resources"].values() if r["Type"].startswith("Custom::")]
+    assert setup["Properties"]["BucketName"] == stack.resolve(uploads.bucket_name)
+    assert setup["Properties"]["Inventory"]["Id"] == "s3ingest-daily"
+    # ... the second is created under its own id, with the stack's inventory
+    assert second.node.id == "Archive" and second.owned and second.inventory_bucket is not None
+    # ... every bucket has an inventory: the inventory backfill is deployed, and the listing one
+    assert pipeline.backfilling is not None
+    assert set(pipeline.state_machines) == {"backfill", "backfill-listing"}
+    # ... and the ingest rule applies the filter of the first, none to the second
+    (rule,) = [
+        r
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::Events::Rule" and "EventPattern" in r["Properties"]
+    ]
+    alternatives = rule["Properties"]["EventPattern"]["detail"]["$or"]
+    assert alternatives[0] == {"bucket": {"name": [stack.resolve(second.bucket.bucket_name)]}}
+    assert alternatives[1]["object"] == {"key": [{"prefix": "in/"}]}
+
+
+def test_bucket_and_buckets_together_are_refused() -> None:
+    stack = _stack()
+    with pytest.raises(SettingsError, match="bucket and buckets are both given"):
+        S3IngestPipeline(
+            stack,
+            "Ingest",
+            code=INLINE,
+            bucket=s3.Bucket(stack, "Uploads"),
+            buckets=[BucketSpec()],
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -9,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from aws_cdk import App
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk.assertions import Template
 
 from s3ingest.settings import DEFAULTS, Settings, SettingsError
 from s3ingest_cdk.compose import compose, settings_from_app
@@ -323,3 +326,62 @@ def test_lag_alarm_seconds_and_tracing_are_checked() -> None:
 )
 def test_heartbeat_period_follows_the_reconcile_schedule(schedule: str, seconds: int) -> None:
     assert Settings(reconcile_schedule=schedule).reconcile_heartbeat_seconds == seconds
+
+
+# --- Listing backfill and ledger settings (issue 15) --------------------------------------------
+
+
+def test_listing_and_ledger_defaults() -> None:
+    settings = Settings()
+    assert settings.listing_concurrency == 32
+    assert settings.ledger_warm_write_units is None
+    assert Settings.from_context({"ledgerWarmWriteUnits": "null"}).ledger_warm_write_units is None
+    assert Settings.from_context({"ledgerWarmWriteUnits": ""}).ledger_warm_write_units is None
+
+
+def test_listing_concurrency_and_warm_write_units_are_validated() -> None:
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_context({"listingConcurrency": 0, "ledgerWarmWriteUnits": "3999"})
+    assert [p.split(":")[0] for p in caught.value.problems] == [
+        "listingConcurrency",
+        "ledgerWarmWriteUnits",
+    ]
+    assert "outside 1..1000" in caught.value.problems[0]
+    assert "outside 4000..40000" in caught.value.problems[1]
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_context({"listingConcurrency": "many", "ledgerWarmWriteUnits": "lots"})
+    assert caught.value.problems == [
+        "listingConcurrency: expected a whole number, got 'many'",
+        "ledgerWarmWriteUnits: expected a whole number, got 'lots'",
+    ]
+    settings = Settings.from_context(
+        {"listingConcurrency": "1000", "ledgerWarmWriteUnits": "12000"}
+    )
+    assert settings.listing_concurrency == 1000
+    assert settings.ledger_warm_write_units == 12000
+    assert Settings.from_context(settings.to_context()) == settings
+
+
+def test_warm_write_units_reach_the_ledger_table(tmp_path: Path) -> None:
+    # GIVEN ledgerWarmWriteUnits (built, not synthesized to disk)
+    app = App(
+        context={**cdk_json_context(), "ledgerWarmWriteUnits": 10000, "listingConcurrency": 7},
+        outdir=str(tmp_path),
+    )
+    stack = compose(app, nag=False, code=lambda_.Code.from_inline("def handler(e, c): pass"))
+    template = Template.from_stack(stack)
+    # THEN the ledger table is pre-warmed for writes; without it, it is not (default synth)
+    template.has_resource_properties(
+        "AWS::DynamoDB::Table", {"WarmThroughput": {"WriteUnitsPerSecond": 10000}}
+    )
+    # AND the listing backfill lists that many shards at once
+    machine = stack.pipeline.listing.state_machine.state_machine
+    (resource,) = [
+        r
+        for r in template.find_resources("AWS::StepFunctions::StateMachine").values()
+        if "ListShards" in json.dumps(r)
+    ]
+    _, parts = resource["Properties"]["DefinitionString"]["Fn::Join"]
+    text = "".join(p if isinstance(p, str) else "x" for p in parts)
+    assert json.loads(text)["States"]["ListShards"]["MaxConcurrency"] == 7
+    assert machine.node.path.endswith("/Listing/ListingStateMachine/StateMachine")
