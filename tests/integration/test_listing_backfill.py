@@ -352,3 +352,23 @@ def test_the_handlers_plan_list_and_summarize_from_the_environment(
         ):
             cached.cache_clear()
         rt.close()
+
+
+def test_the_emulator_lists_versions_after_a_key_marker_given_alone(emulator: Any) -> None:
+    # S3 lists the keys after key-marker; unpatched moto starts at the marker's own versions
+    # and drops the first version at or after it (s3ingest/local/moto_s3_markers.py)
+    s3 = emulator.client("s3")
+    bucket = "h2-markers-" + str(id(s3))[-6:]
+    s3.create_bucket(Bucket=bucket)
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    for key in ("a", "b", "b", "c", "d"):
+        s3.put_object(Bucket=bucket, Key=key, Body=b"x")
+
+    def keys_after(marker: str) -> list[str]:
+        page = s3.list_object_versions(Bucket=bucket, KeyMarker=marker)
+        return [v["Key"] for v in page.get("Versions", [])]
+
+    assert keys_after("b") == ["c", "d"]
+    assert keys_after("bb") == ["c", "d"]  # not a key: the first key after it is kept
+    assert keys_after("0") == ["a", "b", "b", "c", "d"]
+    assert keys_after("z") == []

@@ -16,7 +16,7 @@ from s3ingest_fn.core.model import InventoryRow, ObjectState
 from s3ingest_fn.core.ports import VersionPage
 from s3ingest_fn.core.scope import BucketScope, Scope
 from s3ingest_fn.services.listing_backfill import (
-    MAX_KEY_BYTES,
+    PLAN_PAYLOAD_BYTES,
     ListingBackfill,
     Shard,
     before,
@@ -122,15 +122,30 @@ def test_a_key_is_after_before_b_exactly_when_it_is_not_below_b(bound: str, key:
     assert (key > before(bound)) == (key >= bound)
 
 
-def test_before_fills_to_the_longest_key_and_stays_below() -> None:
+def test_before_is_a_short_marker_just_below() -> None:
     for bound in ("b", "é", "😀", "a\ue000", "x" * 1023 + "y"):
         low = before(bound)
-        assert low < bound and len(low.encode()) <= MAX_KEY_BYTES
+        assert low < bound and len(low) == len(bound) + 1
+    assert before("b") == "a\U0010ffff"
+    assert before("a\ue000") == "a\ud7ff\U0010ffff"  # no surrogates
     assert before("a\x00") == "a"
-    # the greatest 1,024-byte key with the same start sorts below
-    assert before("b") >= "a" + "\U0010ffff" * 255 + "\ufffd"
     with pytest.raises(ValueError):
         before("")
+
+
+def test_a_plan_that_would_outgrow_the_state_payload_is_merged_pairwise() -> None:
+    # 300 ranges whose bounds are 900-character keys: about 540 KB of JSON as planned
+    stem = "p/" + "x" * 900
+    objects: dict[str, list[str | None]] = {
+        f"{stem}{c}{i}": ["v1"] for c in "abcdefghijklmnopqrstuvwxyz" for i in range(12)
+    }
+    bf = backfill(objects, probe_size=1, shard_keys=1, max_shards=400, max_probes=2000)
+    plan = bf.plan(BUCKET, "r")
+    shards = [Shard.of(s) for s in plan["shards"]]
+    assert len(json.dumps(plan["shards"]).encode()) <= PLAN_PAYLOAD_BYTES
+    assert [s.id for s in shards] == [f"{i:04d}" for i in range(len(shards))]
+    for key in objects:
+        assert sum(s.holds(key) for s in shards) == 1, key
 
 
 def test_upper_is_the_first_string_past_a_prefix() -> None:

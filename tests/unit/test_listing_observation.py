@@ -471,3 +471,15 @@ def _state(now: ObjectState) -> RowState:
     if not now.visible:
         return RowState(present=False)
     return RowState(True, now.version_id, now.etag, now.size)
+
+
+def test_the_functions_read_their_scope_from_the_environment() -> None:
+    from s3ingest_fn.services.ingest import FunctionSettings
+
+    base = {"LEDGER_TABLE_NAME": "ledger", "DEAD_LETTER_QUEUE_URL": "https://q", "BUCKET_NAME": "a"}
+    scope = Scope((BucketScope("a", ("in/",)), BucketScope("b", (), (".csv",))))
+    settings = FunctionSettings.from_env({**base, "SCOPE": scope.to_json()})
+    assert settings.scope == scope
+    assert FunctionSettings.from_env(base).scope == Scope((BucketScope("a"),))
+    with pytest.raises(ValueError, match=r"misconfigured.*SCOPE is not JSON"):
+        FunctionSettings.from_env({**base, "SCOPE": "[{"})

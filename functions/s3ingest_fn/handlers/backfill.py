@@ -2,7 +2,7 @@
 
 Event in and response out: see :func:`s3ingest_fn.services.backfill.handle_invocation`.
 Environment as the ingest function: ``LEDGER_TABLE_NAME``, ``DEAD_LETTER_QUEUE_URL`` (unused
-here, validated alike), ``TOMBSTONE_TTL_SECONDS``, ``BUCKET_NAME``.
+here, validated alike), ``TOMBSTONE_TTL_SECONDS``, ``SCOPE`` (else ``BUCKET_NAME``).
 """
 
 from __future__ import annotations

@@ -213,10 +213,11 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
     Clients and settings are built on the first invocation (cold start) from the environment:
     ``LEDGER_TABLE_NAME``, ``DEAD_LETTER_QUEUE_URL``, ``TOMBSTONE_TTL_SECONDS``,
-    ``RECORD_CONCURRENCY``, ``BUCKET_NAME``; ``PROCESSOR`` (``package.module:function``) runs
-    the team's effect for every applied change (CONTRACT C11), with leases that end with this
-    invocation; ``POWERTOOLS_TRACE_DISABLED=true`` (the stack's default, setting ``tracing``
-    off) skips the X-Ray SDK and its cold-start cost (``bench/import_time.py``).
+    ``RECORD_CONCURRENCY``, ``SCOPE`` (else ``BUCKET_NAME``); ``PROCESSOR``
+    (``package.module:function``) runs the team's effect for every applied change (CONTRACT
+    C11), with leases that end with this invocation; ``POWERTOOLS_TRACE_DISABLED=true`` (the
+    stack's default, setting ``tracing`` off) skips the X-Ray SDK and its cold-start cost
+    (``bench/import_time.py``).
     """
     global _handler
     if _handler is None:

@@ -22,9 +22,8 @@ Checkpoints live in the checkpoint bucket under ``backfill-listing/<bucket>/<run
 Key ranges: a shard holds the keys ``k`` with ``start_after < k < end_before`` (either bound
 absent: open) under the listing ``prefix``. S3 lists keys in UTF-8 byte order, which is Python's
 code-point order of ``str``. A range starting at a string ``b`` (every key ``>= b``) is written
-with ``start_after = before(b)``, the greatest valid key below ``b`` (keys are valid UTF-8 of at
-most 1,024 bytes: https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-keys.html), so
-consecutive shards neither overlap nor leave a gap.
+with ``start_after = before(b)``, a marker just below ``b``, so consecutive shards never leave
+a gap (they overlap only on keys holding U+10FFFF at the boundary: see :func:`before`).
 """
 
 from __future__ import annotations
@@ -45,15 +44,11 @@ from s3ingest_fn.core.scope import Scope
 
 #: Where the runs' plans and checkpoints live in the checkpoint bucket.
 CHECKPOINT_PREFIX = "backfill-listing"
-#: S3's longest key, in UTF-8 bytes.
-MAX_KEY_BYTES = 1024
-#: The greatest code point: no valid key sorts after a run of these.
+#: The greatest code point.
 _MAX_CHAR = "\U0010ffff"
-#: The greatest character that fits in 1, 2, 3 UTF-8 bytes, among those XML 1.0 can carry (S3
-#: echoes a marker in its XML answer): U+FFFD, not the noncharacters U+FFFE and U+FFFF, so a
-#: key of exactly 1,024 bytes ending in one of those two could be listed by two neighbouring
-#: shards (recorded twice: the second is a duplicate).
-_MAX_OF_WIDTH = {0: "", 1: "\x7f", 2: "\u07ff", 3: "\ufffd"}
+#: Step Functions' state payload limit is 256 KiB: a plan's shards are merged pairwise until
+#: their JSON stays below this many bytes (a boundary can be as long as a key, 1,024 bytes).
+PLAN_PAYLOAD_BYTES = 200_000
 
 #: The per-shard counts, all present in every checkpoint.
 COUNTS = (
@@ -74,8 +69,15 @@ REQUESTS = ("list", "write", "get", "head", "checkpoint")
 
 
 def before(bound: str) -> str:
-    """The greatest valid key (UTF-8, at most :data:`MAX_KEY_BYTES`) that sorts below
-    ``bound``: ``k > before(b)`` holds exactly for the keys ``k >= b``.
+    """A short marker just below ``bound``: every key ``k >= bound`` sorts after it, and the
+    keys between them all start with ``bound`` less its last character, lowered by one, and
+    then U+10FFFF (the greatest code point): ``"data/2"`` gives ``"data/1\U0010ffff"``.
+
+    A range starting at ``bound`` is listed after this marker. The keys between the marker and
+    ``bound`` (only keys holding U+10FFFF right there) also belong to the range before, so they
+    are listed twice, recorded once and then counted as a duplicate: never lost. The exact
+    bound (the marker filled with U+10FFFF up to S3's 1,024-byte key limit) would make a plan
+    of a few hundred shards outgrow Step Functions' 256 KiB payload.
 
     Raises
     ------
@@ -86,16 +88,11 @@ def before(bound: str) -> str:
         raise ValueError("nothing sorts below the empty string")
     head, last = bound[:-1], ord(bound[-1])
     if last == 0:
-        return head
+        return head  # exact: the keys below head + NUL are head and the keys below head
     prev = last - 1
     if 0xD800 <= prev <= 0xDFFF:  # surrogates are no characters of a key
         prev = 0xD7FF
-    stem = head + chr(prev)
-    room = MAX_KEY_BYTES - len(stem.encode("utf-8", "surrogatepass"))
-    if room <= 0:
-        return stem
-    fours, rest = divmod(room, 4)
-    return stem + _MAX_CHAR * fours + _MAX_OF_WIDTH[rest]
+    return head + chr(prev) + _MAX_CHAR
 
 
 def upper(prefix: str) -> str | None:
@@ -108,15 +105,6 @@ def upper(prefix: str) -> str | None:
     if 0xD800 <= nxt <= 0xDFFF:
         nxt = 0xE000
     return stem[:-1] + chr(nxt)
-
-
-def _common(a: str, b: str) -> str:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return a[:n]
 
 
 @dataclass(frozen=True)
@@ -304,6 +292,7 @@ class ListingBackfill:
                             end_before=r.end_before,
                         )
                     )
+            shards = _fit(shards)
             body = {"bucket": bucket, "run": run, "shards": [s.as_dict() for s in shards]}
             self.store.put(self.checkpoint_bucket, _plan_key(bucket, run), _json(body))
         pending, done = [], 0
@@ -387,17 +376,21 @@ class ListingBackfill:
         if not firsts:
             return [dataclasses.replace(r, open=False, count=0)], probes
         if len(firsts) == 1 and firsts[0][2] and firsts[0][0]:
-            # one child holds every key: jump to the common prefix of what the probe showed
-            # when no key of the range lies past it (one more probe), not one character deeper
-            child = group + firsts[0][0]
-            common = _common(page[0], page[-1])
-            deeper = child
-            if len(common) > len(child):
-                nxt = upper(common)
-                beyond = self.listing.keys_after(bucket, child, before(nxt), 1)[0] if nxt else []
+            # one child holds every key: find the range's longest common prefix (a binary
+            # search over the first key's prefixes, a probe each: does any key of the range lie
+            # past every key with this prefix?) rather than going one character deeper a round
+            first = page[0]
+            lo, hi = len(group) + 1, len(first)
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                nxt = upper(first[:mid])
+                beyond = self.listing.keys_after(bucket, group, before(nxt), 1)[0] if nxt else []
                 probes += 1
-                if not [k for k in beyond if r.end_before is None or k < r.end_before]:
-                    deeper = common
+                if [k for k in beyond if r.end_before is None or k < r.end_before]:
+                    hi = mid - 1
+                else:
+                    lo = mid
+            deeper = first[:lo]
             return [dataclasses.replace(r, group=deeper, count=firsts[0][1], open=True)], probes
         pieces = []
         for i, (char, count, is_open, _) in enumerate(firsts):
@@ -596,6 +589,29 @@ class ListingBackfill:
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
+
+
+def _fit(shards: list[Shard]) -> list[Shard]:
+    """``shards``, neighbours merged pairwise (within one listing prefix) until their JSON fits
+    :data:`PLAN_PAYLOAD_BYTES`; ids renumbered."""
+    while len(shards) > 1 and len(_json({"shards": [s.as_dict() for s in shards]})) > (
+        PLAN_PAYLOAD_BYTES
+    ):
+        merged: list[Shard] = []
+        i = 0
+        while i < len(shards):
+            a = shards[i]
+            b = shards[i + 1] if i + 1 < len(shards) else None
+            if b is not None and a.prefix == b.prefix:
+                merged.append(dataclasses.replace(a, end_before=b.end_before))
+                i += 2
+            else:
+                merged.append(a)
+                i += 1
+        if len(merged) == len(shards):
+            break
+        shards = merged
+    return [dataclasses.replace(s, id=f"{i:04d}") for i, s in enumerate(shards)]
 
 
 def _change(row: InventoryRow, run: str) -> Change:
