@@ -9,8 +9,12 @@ keys missing from the ledger, and 0.1% more ledger rows whose object is gone.
 
 Printed per run: seconds, requests, differences, tracemalloc's peak of the run's own Python
 allocations, the process's peak RSS (and its RSS before the run: the interpreter, boto3 and the
-clients), and for the streamed run the most rows it held (its internal counter). Figures are
-printed, never asserted.
+clients), and for the streamed run the most rows it held (its internal counter) and the seconds
+between its first and last progress tick per phase. The in-memory run only diffs (no HEAD, no
+repair): compare memory, not time. Times are moto's (its listing and Scan cost grows with the
+bucket per request) on a shared machine. Figures are printed, never asserted.
+
+Run: ``python -m bench.reconcile_listing [N ...] [--streamed-only]`` (default 20000 100000).
 """
 
 from __future__ import annotations
@@ -75,8 +79,17 @@ def _serve(n: int, conn: Any) -> None:
 
 
 def _measure(info: dict[str, Any], mode: str, conn: Any) -> None:
-    """One run in a fresh process: ``streamed`` or ``in-memory``."""
+    """One run in a fresh process: ``streamed`` or ``in-memory``; sends its figures, or
+    ``{"error"}``."""
+    try:
+        conn.send(_measured(info, mode))
+    except Exception as exc:  # reported by the parent, which would wait forever otherwise
+        conn.send({"error": f"{type(exc).__name__}: {exc}"})
+
+
+def _measured(info: dict[str, Any], mode: str) -> dict[str, Any]:
     import boto3
+    from botocore.config import Config
 
     from s3ingest_fn import wiring
     from s3ingest_fn.core.diff import DiffStats, bucket_truth, diff
@@ -87,7 +100,11 @@ def _measure(info: dict[str, Any], mode: str, conn: Any) -> None:
     )
 
     def client(name: str) -> Any:
-        return session.client(name, endpoint_url=str(info["endpoint"]))  # type: ignore[call-overload]
+        # moto answers a Scan of 100,000 items in minutes, not seconds
+        config = Config(read_timeout=900, retries={"max_attempts": 1})
+        return session.client(  # type: ignore[call-overload]
+            name, endpoint_url=str(info["endpoint"]), config=config
+        )
 
     r = wiring.reconciler(
         s3=client("s3"),
@@ -135,7 +152,7 @@ def _measure(info: dict[str, Any], mode: str, conn: Any) -> None:
     tracemalloc.stop()
     out["rss_before"] = before
     out["rss_peak"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    conn.send(out)
+    return out
 
 
 def run(
@@ -158,6 +175,9 @@ def run(
                 child.start()
                 got = mine.recv()
                 child.join()
+                if "error" in got:
+                    print(f"   {mode:>9}: failed: {got['error']}", flush=True)
+                    continue
                 got.update(keys=n, mode=mode)
                 results.append(got)
                 held = f", rows held at most {got['held']:,}" if got["held"] is not None else ""
