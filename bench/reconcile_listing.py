@@ -14,7 +14,8 @@ between its first and last progress tick per phase. The in-memory run only diffs
 repair): compare memory, not time. Times are moto's (its listing and Scan cost grows with the
 bucket per request) on a shared machine. Figures are printed, never asserted.
 
-Run: ``python -m bench.reconcile_listing [N ...] [--streamed-only]`` (default 20000 100000).
+Run: ``python -m bench.reconcile_listing [N ...] [--streamed-only | --in-memory-only]``
+(default: 20000 100000, both).
 """
 
 from __future__ import annotations
@@ -200,5 +201,9 @@ if __name__ == "__main__":
     import sys
 
     args = sys.argv[1:]
-    chosen = ("streamed",) if "--streamed-only" in args else ("streamed", "in-memory")
+    chosen: tuple[str, ...] = ("streamed", "in-memory")
+    if "--streamed-only" in args:
+        chosen = ("streamed",)
+    elif "--in-memory-only" in args:
+        chosen = ("in-memory",)
     run(tuple(int(a) for a in args if a.isdigit()) or KEYS_DEFAULT, chosen)
