@@ -24,7 +24,7 @@ from s3ingest_fn.core.diff import (
     bucket_truth,
     diff,
 )
-from s3ingest_fn.core.model import InventoryRow, ObjectState
+from s3ingest_fn.core.model import InventoryRow, ObjectState, TransientError
 from s3ingest_fn.core.row import DONE, PENDING, SUPERSEDED, Effect, LedgerRow
 from s3ingest_fn.core.scope import BucketScope
 from s3ingest_fn.services import reconcile_listing
@@ -475,3 +475,35 @@ def test_the_spill_orders_keys_as_s3_lists_them(tmp_path: Any) -> None:
     assert spill.take(["a\x00b", "nope"]).keys() == {"a\x00b"}
     assert [r.key for r in spill.unseen(None, 100)] == [k for k in sorted(keys) if k != "a\x00b"]
     spill.close()
+
+
+class _BreakingScanner(FakeLedgerScanner):
+    """Fails its first ``fail`` Scan pages' segments, then reads as the fake."""
+
+    def __init__(self, ledger: FakeLedger, fail: int) -> None:
+        super().__init__(ledger, page_rows=7)
+        self.fail = fail
+
+    def pages(self, bucket: str, segment: int, total: int) -> Any:
+        if self.fail > 0:
+            self.fail -= 1
+            raise TransientError("dynamodb scan: ProvisionedThroughputExceededException")
+        return super().pages(bucket, segment, total)
+
+
+def test_a_run_interrupted_while_spilling_the_ledger_starts_the_spill_over(
+    tmp_path: Any,
+) -> None:
+    world = make_world(11, versioned=True)
+    whole = reconciler(world).run(ReconcileRequest(source="listing", margin_ms=0, page_size=2))
+    r = reconciler(world)
+    r.scanner = _BreakingScanner(world.ledger, fail=1)
+    request = ReconcileRequest(
+        source="listing", margin_ms=0, page_size=2, run_id="s", work_dir=str(tmp_path)
+    )
+    with pytest.raises(ReconcileError, match="scanning the ledger failed"):
+        r.run(request)
+    again = r.run(request)
+    assert _figures(again) == _figures(whole)
+    # a finished run keeps only its report
+    assert [p.name for p in (tmp_path / "s" / BUCKET).iterdir()] == ["report.json"]

@@ -4,6 +4,11 @@ says, and the differences worth a repair.
 Memory: one small tuple per key of the bucket (about 200 bytes with the key), the ledger is
 streamed. Each ledger row is matched by popping its key from the bucket map, so what is left at
 the end is exactly the bucket's keys the ledger has no row for.
+
+:func:`classify` (a ledger row against its key's state, or against nothing) and
+:func:`classify_unrecorded` (a key without a row) are the rules; :func:`diff` applies them over
+a map of the bucket, the streamed listing run
+(:mod:`s3ingest_fn.services.reconcile_listing`) key by key over a spilled ledger.
 """
 
 from __future__ import annotations

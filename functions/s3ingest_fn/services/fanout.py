@@ -11,7 +11,8 @@ A hash-partitioned diff in three map phases, each step a Lambda invocation of
    inventory bucket (expired by a lifecycle rule). Only each key's latest inventory row is kept.
 3. ``diff_partition`` (Map, one child per partition): read the partition's inventory and ledger
    shards, diff them with the same :func:`~s3ingest_fn.core.diff.diff` as the single run,
-   confirm with HEAD, queue repairs.
+   confirm with HEADs and queue repairs in parallel batches (the single run's
+   :class:`~s3ingest_fn.services.reconcile.RepairBatch`).
 4. ``summarize``: add the children's counts up, emit the drift metrics.
 
 Every key's inventory row and ledger row land in the same partition, so each partition's diff is
@@ -31,6 +32,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from s3ingest_fn.core.diff import (
@@ -43,10 +45,12 @@ from s3ingest_fn.core.diff import (
 from s3ingest_fn.core.row import Effect, LedgerRow
 from s3ingest_fn.services.inventory import read_rows
 from s3ingest_fn.services.reconcile import (
+    CONCURRENCY,
     DEFAULT_MARGIN_MS,
     INVENTORY,
     Reconciler,
     ReconcileReport,
+    RepairBatch,
 )
 
 WORK_PREFIX = "reconcile-work/"
@@ -163,8 +167,9 @@ class FanOut:
             dry_run=bool(event["dryRun"]),
         )
         stats = DiffStats()
-        drifts = list(
-            diff(
+        with ThreadPoolExecutor(max_workers=CONCURRENCY) as pool:
+            batch = RepairBatch(self.r, report, lambda phase, n: None, report.dry_run, pool)
+            for d in diff(
                 truth,
                 ledger,
                 taken_at_ms=int(event["createdMs"]) - int(event["marginMs"]),
@@ -172,13 +177,12 @@ class FanOut:
                 compare_etags=bool(event["compareEtags"]),
                 stats=stats,
                 prefix=event.get("prefix", ""),
-            )
-        )
-        for d in drifts:
-            report.count(d)
-        confirmed = self.r.confirm(drifts, report, lambda phase, n: None)
-        if not report.dry_run:
-            report.repairs_queued = self.r.queue_repairs(confirmed)
+            ):
+                report.count(d)
+                batch.add(d)
+                if batch.full:
+                    batch.flush()
+            batch.flush()
         return {
             "partition": p,
             "ledgerRows": stats.ledger_rows,
@@ -188,7 +192,7 @@ class FanOut:
             "repairsQueued": report.repairs_queued,
             "pendingEffects": report.pending_effects,
             "effectsBehind": report.effects_behind,
-            "samples": [d.key for d in confirmed[:5]],
+            "samples": [sample["key"] for sample in report.samples[:5]],
         }
 
     @staticmethod

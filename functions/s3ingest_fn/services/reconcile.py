@@ -331,7 +331,9 @@ class Reconciler:
         ----------
         request : ReconcileRequest
         progress : callable, optional
-            ``progress(phase, count)`` as rows are read ("bucket", "ledger", "confirm").
+            ``progress(phase, count)``: ``count`` more ledger rows read ("ledger"), listing or
+            inventory entries read ("bucket"), differences checked with a HEAD ("confirm"),
+            repairs queued ("repair"). A resumed listing run first ticks what was done.
 
         Returns
         -------
@@ -340,7 +342,9 @@ class Reconciler:
         Raises
         ------
         ReconcileError
-            When the source cannot be read.
+            When the source or the ledger cannot be read, a HEAD or the queue fails (a listing
+            run's checkpoint keeps what was done), or a listing run's checkpoint is of another
+            request.
         """
         started = self._clock()
         report = ReconcileReport(

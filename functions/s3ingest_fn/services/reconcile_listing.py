@@ -145,14 +145,35 @@ class LedgerSpill:
         The rows' bucket (one file per bucket and run).
     """
 
-    def __init__(self, path: Path, bucket: str) -> None:
+    def __init__(self, path: Path, bucket: str, *, fresh: bool = False) -> None:
         self.path, self.bucket = path, bucket
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=True)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
+        if fresh:
+            # written once, then ordered: no journal (a spill interrupted is started over)
+            self.db.execute("PRAGMA journal_mode=OFF")
+            self.db.execute("PRAGMA synchronous=OFF")
+        else:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
         self.db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)")
         self.db.execute("BEGIN")
+
+    @classmethod
+    def open(cls, path: Path, bucket: str) -> LedgerSpill:
+        """The spill at ``path`` when it holds a checkpoint; else (absent, a spill that never
+        finished, an unreadable file) a new one in its place."""
+        if path.exists():
+            try:
+                spill = cls(path, bucket)
+                if spill.state() is not None:
+                    return spill
+                spill.close()
+            except sqlite3.DatabaseError:
+                pass
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        return cls(path, bucket, fresh=True)
 
     def close(self) -> None:
         """Roll back what was not committed and close the file."""
@@ -174,7 +195,7 @@ class LedgerSpill:
         return json.loads(found[0]) if found else None
 
     def restart(self) -> None:
-        """Drop any rows (a Scan interrupted is read again from the start)."""
+        """Drop any rows and start the staging table."""
         self.db.execute("DROP TABLE IF EXISTS staged")
         self.db.execute("DROP TABLE IF EXISTS ledger")
         self.db.execute(
@@ -190,7 +211,8 @@ class LedgerSpill:
         )
 
     def build(self) -> None:
-        """Order the staged rows by key into ``ledger`` (a key scanned twice keeps one row)."""
+        """Order the staged rows by key into ``ledger`` (a key scanned twice keeps one row),
+        then journal the file (WAL) for the checkpoints that follow."""
         self.db.execute(
             "CREATE TABLE ledger (k BLOB PRIMARY KEY, present INTEGER, version_id TEXT, "
             "etag TEXT, updated_at INTEGER, fx TEXT, fx_lease INTEGER, fx_done TEXT, "
@@ -200,6 +222,10 @@ class LedgerSpill:
             f"INSERT OR REPLACE INTO ledger ({_COLUMNS}) SELECT {_COLUMNS} FROM staged ORDER BY k"
         )
         self.db.execute("DROP TABLE staged")
+        self.db.execute("COMMIT")
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.execute("BEGIN")
 
     def take(self, keys: list[str]) -> dict[str, LedgerRow]:
         """The rows of ``keys`` (those that have one), marked seen."""
@@ -353,13 +379,14 @@ def run_listing(
             _restore(report, json.loads(space.final.read_text()))
             report.resumed = True
             return True
-        spill = LedgerSpill(space.spill, r.bucket)
+        spill = LedgerSpill.open(space.spill, r.bucket)
         try:
             _Run(r, request, report, tick, pool, spill, space).run(started)
         except TransientError as exc:
             raise ReconcileError(f"reading the bucket's state failed: {exc}") from exc
         finally:
             spill.close()
+        space.finish(report.as_dict())
         return False
     finally:
         space.cleanup()
@@ -450,7 +477,6 @@ class _Run:
         if self.state["phase"] == LIVE:
             self._unlisted_rows()
         self.report.duration_s = round(self.r.now() - self.started, 3)
-        self.space.finish(self.report.as_dict())
 
     def _spill_ledger(self) -> None:
         report, r = self.report, self.r
