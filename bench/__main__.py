@@ -21,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
         batch_concurrency,
         effects_cost,
         import_time,
+        onboard,
         reconcile_diff,
         requests_per_event,
         row_size,
@@ -34,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         "backfill": lambda a: backfill_cost.run(),
         "effects": lambda a: effects_cost.run(a.effect_events, a.seed),
         "rowsize": lambda a: row_size.run(),
+        "onboard": lambda a: onboard.run(a.onboard_objects, a.live_operations, a.seed),
     }
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument(
@@ -69,6 +71,19 @@ def main(argv: list[str] | None = None) -> int:
         default=50_000,
         help="rows the one-GetItem-per-key baseline runs on, scaled linearly "
         "(default 50000; 0 runs it on all rows, about 20 minutes)",
+    )
+    parser.add_argument(
+        "--onboard-objects",
+        type=int,
+        default=100_000,
+        help="objects an existing local bucket holds before onboarding (default 100000; "
+        "about 7 ms of CPU each on the emulator)",
+    )
+    parser.add_argument(
+        "--live-operations",
+        type=int,
+        default=2_000,
+        help="puts, overwrites and deletes delivered while the onboarding runs (default 2000)",
     )
     parser.add_argument("--only", nargs="*", choices=sorted(benches), default=sorted(benches))
     args = parser.parse_args(argv)

@@ -86,7 +86,7 @@ def _silence_moto_event_bridge() -> None:
     notifications._send_event_bridge_message = lambda *args, **kwargs: None
 
 
-def _report_event_bridge_configuration() -> None:
+def report_event_bridge_configuration() -> None:
     """Make moto's GetBucketNotificationConfiguration answer ``EventBridgeConfiguration``
     (``{}``) when EventBridge delivery is on, as S3 does
     (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetBucketNotificationConfiguration.html):
@@ -120,6 +120,37 @@ def _report_event_bridge_configuration() -> None:
     S3Response.get_bucket_notification = get_bucket_notification  # type: ignore[method-assign]
 
 
+def delete_one_inventory_configuration() -> None:
+    """Make moto's DeleteBucketInventoryConfiguration (``DELETE /?inventory&id=``) delete that
+    one configuration, as S3 does
+    (https://docs.aws.amazon.com/AmazonS3/latest/API/API_DeleteBucketInventoryConfiguration.html):
+    moto routes it to DeleteBucket, which deletes an empty bucket instead. Applied once per
+    process; idempotent."""
+    from moto.s3.responses import S3Response
+
+    original = S3Response._bucket_response_delete
+    if getattr(original, "_s3ingest_patched", False):
+        return
+
+    def bucket_response_delete(self: Any, bucket_name: str, querystring: dict[str, Any]) -> Any:
+        if "inventory" not in querystring:
+            return original(self, bucket_name, querystring)
+        bucket = self.backend.get_bucket(bucket_name)
+        ident = querystring["id"][0]
+        if ident not in bucket.inventory_configs:
+            return (
+                404,
+                {},
+                "<Error><Code>NoSuchConfiguration</Code>"
+                "<Message>The specified configuration does not exist.</Message></Error>",
+            )
+        del bucket.inventory_configs[ident]
+        return 204, {}, ""
+
+    bucket_response_delete._s3ingest_patched = True  # type: ignore[attr-defined]
+    S3Response._bucket_response_delete = bucket_response_delete  # type: ignore[method-assign]
+
+
 def _moto_item(item: Any, arn_key: str) -> dict[str, Any]:
     config: dict[str, Any] = {"Id": item.id, arn_key: item.arn, "Events": item.events}
     if item.filters:
@@ -142,7 +173,8 @@ class Emulator:
 
         _serialize_item_writes()
         _silence_moto_event_bridge()
-        _report_event_bridge_configuration()
+        report_event_bridge_configuration()
+        delete_one_inventory_configuration()
         requests.install()
         fast_moto.install()
         moto_s3_markers.install()

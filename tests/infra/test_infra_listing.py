@@ -111,21 +111,20 @@ def test_step_functions_handler_and_environment(synth: Synth, step: str, handler
     props = synth.template["Resources"][synth.logical_id(owner.function)]["Properties"]
     assert props["Handler"] == handler
     settings = Settings()
+    # Every step's handler builds the listing backfill service over the ingest service's
+    # environment (wiring.function_listing_backfill); only the shard step is granted the ledger
+    # (test_step_grants_are_least_privilege).
     expected: dict[str, Any] = {
         "BUCKET_NAME": bucket,
         "CHECKPOINT_BUCKET_NAME": inventory,
         **scope_environment(bucket),
         **common_environment(synth, "s3ingest-backfill-listing"),
+        "LEDGER_TABLE_NAME": _ref(synth.logical_id(pipeline.ledger.table)),
+        "DEAD_LETTER_QUEUE_URL": _ref(synth.logical_id(pipeline.ingest_queue.dead_letter_queue)),
+        "TOMBSTONE_TTL_SECONDS": str(settings.tombstone_ttl_seconds),
+        "RECORD_CONCURRENCY": str(settings.record_concurrency),
     }
     if step == "shard":
-        expected |= {
-            "LEDGER_TABLE_NAME": _ref(synth.logical_id(pipeline.ledger.table)),
-            "DEAD_LETTER_QUEUE_URL": _ref(
-                synth.logical_id(pipeline.ingest_queue.dead_letter_queue)
-            ),
-            "TOMBSTONE_TTL_SECONDS": str(settings.tombstone_ttl_seconds),
-            "RECORD_CONCURRENCY": str(settings.record_concurrency),
-        }
         assert props["Timeout"] == settings.reconcile_timeout_seconds
     else:
         assert props["Timeout"] == 300

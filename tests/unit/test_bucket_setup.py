@@ -21,6 +21,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from s3ingest.local.emulator import (
+    delete_one_inventory_configuration,
+    report_event_bridge_configuration,
+)
 from s3ingest_fn.handlers.bucket_setup import (
     handle,
     inventory_configuration,
@@ -35,52 +39,13 @@ THEIRS = "their-weekly"
 
 
 @pytest.fixture
-def moto_reports_event_bridge(monkeypatch: pytest.MonkeyPatch) -> None:
-    """moto's GetBucketNotificationConfiguration answer with ``EventBridgeConfiguration`` when
-    the bucket has it (moto keeps it as ``notification_configuration.event_bridge``), and its
-    DeleteBucketInventoryConfiguration deleting that configuration only."""
-    from moto.s3 import responses
-
-    original = responses.S3Response.get_bucket_notification
-
-    def get_bucket_notification(self: Any) -> Any:
-        answer = original(self)
-        config = self.backend.get_bucket_notification_configuration(self.bucket_name)
-        if config is None or config.event_bridge is None:
-            return answer
-        status, headers, body = answer
-        text = body.decode() if isinstance(body, bytes) else body
-        closing = "</NotificationConfiguration>"
-        if closing in text:
-            text = text.replace(closing, f"<EventBridgeConfiguration/>{closing}")
-        else:  # moto answered with an empty result
-            text = (
-                '<NotificationConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
-                f"<EventBridgeConfiguration/>{closing}"
-            )
-        return status, headers, text.encode() if isinstance(body, bytes) else text
-
-    monkeypatch.setattr(responses.S3Response, "get_bucket_notification", get_bucket_notification)
-    original_delete = responses.S3Response._bucket_response_delete
-
-    def bucket_response_delete(self: Any, bucket_name: str, querystring: dict[str, Any]) -> Any:
-        if "inventory" not in querystring:
-            return original_delete(self, bucket_name, querystring)
-        bucket = self.backend.get_bucket(bucket_name)
-        ident = querystring["id"][0]
-        if ident not in bucket.inventory_configs:
-            return (
-                404,
-                {},
-                (
-                    "<Error><Code>NoSuchConfiguration</Code>"
-                    "<Message>The specified configuration does not exist.</Message></Error>"
-                ),
-            )
-        del bucket.inventory_configs[ident]
-        return 204, {}, ""
-
-    monkeypatch.setattr(responses.S3Response, "_bucket_response_delete", bucket_response_delete)
+def moto_reports_event_bridge() -> None:
+    """moto's GetBucketNotificationConfiguration answering ``EventBridgeConfiguration`` when the
+    bucket has it, and its DeleteBucketInventoryConfiguration deleting that configuration only:
+    the local emulator's own fixes of those gaps (:mod:`s3ingest.local.emulator`), which patch
+    moto's S3 responses for the whole process."""
+    report_event_bridge_configuration()
+    delete_one_inventory_configuration()
 
 
 @pytest.fixture
