@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from s3ingest.onboard import PRICES
+
 # -- Published quotas (us-east-1 defaults) ------------------------------------------------------
 
 #: A new on-demand table serves up to 4,000 write request units a second at once, and up to
@@ -39,25 +41,22 @@ MAP_CHILDREN = 10_000
 #: https://docs.aws.amazon.com/AmazonS3/latest/userguide/storage-inventory.html
 FIRST_INVENTORY_S = 48 * 3_600
 
-# -- List prices, us-east-1, as published on 2026-12-01 ------------------------------------------
+# -- List prices: those ``s3ingest onboard`` estimates with (s3ingest.onboard.PRICES, us-east-1),
+# plus the ones only the inventory route and Lambda compute need -------------------------------
 
-#: S3 Standard: PUT, COPY, POST, LIST per 1,000; GET, HEAD and others per 1,000.
-#: https://aws.amazon.com/s3/pricing/
-S3_LIST_PER_1000 = 0.005
-S3_GET_PER_1000 = 0.0004
+S3_LIST_PER_1000 = PRICES["s3:list"] * 1000
+S3_GET_PER_1000 = PRICES["s3:get"] * 1000
+DDB_PER_MILLION_WRU = PRICES["dynamodb:write"] * 1e6
+DDB_PER_MILLION_RRU = PRICES["dynamodb:read"] * 1e6
+LAMBDA_PER_MILLION = PRICES["lambda:invoke"] * 1e6
+SFN_PER_1000_TRANSITIONS = PRICES["states:transition"] * 1000
 #: S3 Inventory per million objects listed; S3 Batch Operations per job and per million objects.
+#: https://aws.amazon.com/s3/pricing/ (Management and insights; Batch Operations)
 S3_INVENTORY_PER_MILLION = 0.0025
 BATCH_OPS_PER_JOB = 0.25
 BATCH_OPS_PER_MILLION = 1.00
-#: DynamoDB on-demand, per million write / read request units.
-#: https://aws.amazon.com/dynamodb/pricing/on-demand/
-DDB_PER_MILLION_WRU = 0.625
-DDB_PER_MILLION_RRU = 0.125
-#: Lambda (x86): per million requests, per GB-second. https://aws.amazon.com/lambda/pricing/
-LAMBDA_PER_MILLION = 0.20
+#: Lambda (x86) per GB-second. https://aws.amazon.com/lambda/pricing/
 LAMBDA_PER_GB_S = 0.0000166667
-#: Step Functions Standard, per 1,000 state transitions. https://aws.amazon.com/step-functions/pricing/
-SFN_PER_1000_TRANSITIONS = 0.025
 
 # -- Assumed latencies (not published figures; change them to your own measurements) ----------
 

@@ -546,6 +546,15 @@ def onboard_command(
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    closing_reconcile: Annotated[
+        bool,
+        typer.Option(
+            "--reconcile/--no-reconcile",
+            help="Run the closing listing reconciliation (default). For tens of millions of "
+            "objects it takes longer than the backfill: --no-reconcile leaves it to the "
+            "scheduled reconciliation (docs/onboarding-model.md).",
+        ),
+    ] = True,
 ) -> None:
     """Bring an existing bucket into the ledger while live traffic flows: check its
     EventBridge delivery and (after confirmation, or --yes) switch it on keeping every other
@@ -603,7 +612,15 @@ def onboard_command(
         reconcile=reconcile,
     )
     with _OnboardBar(hidden=as_json) as on_progress:
-        report = _aws(lambda: onboard(target, name, confirm=confirm, on_progress=on_progress))
+        report = _aws(
+            lambda: onboard(
+                target,
+                name,
+                confirm=confirm,
+                on_progress=on_progress,
+                reconcile=closing_reconcile,
+            )
+        )
     _emit_onboard(report, as_json)
     raise typer.Exit(0 if report["status"] == "done" else EXIT_UNHEALTHY)
 
@@ -698,7 +715,9 @@ def _emit_onboard(report: dict[str, Any], as_json: bool) -> None:
         ("objects listed", report["objects"]),
     ]
     rec = report.get("reconciliation")
-    if rec:
+    if rec and rec.get("skipped"):
+        rows.append(("reconciliation", "skipped (--no-reconcile)"))
+    elif rec:
         rows += [(f"reconciliation drift: {k}", v) for k, v in rec["drift"].items()]
         rows.append(("repairs queued", rec["repairs_queued"]))
     rows.append(("elapsed seconds", report["elapsed_s"]))

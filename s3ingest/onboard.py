@@ -44,7 +44,7 @@ TERMINAL = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
 #: AWS list prices (USD) used for the estimate: region, when read (check the pages for
 #: today's prices), where from.
 PRICES_REGION = "us-east-1"
-PRICES_AS_OF = "2025"
+PRICES_AS_OF = "2026-12-01"
 PRICES_SOURCES = (
     "https://aws.amazon.com/s3/pricing/",
     "https://aws.amazon.com/dynamodb/pricing/on-demand/",
@@ -187,8 +187,13 @@ def onboard(
     confirm: Callable[[str, dict[str, Any]], bool],
     on_progress: OnProgress | None = None,
     timeout_seconds: float = 24 * 3600.0,
+    reconcile: bool = True,
 ) -> dict[str, Any]:
     """Onboard ``bucket`` (module docstring). Returns the report:
+
+    ``reconcile=False`` skips step 4 (``{"skipped": true}``): for a bucket of tens of
+    millions of objects the closing listing takes longer than the backfill
+    (``docs/onboarding-model.md``), and the scheduled reconciliation covers the same window.
 
     ``{"bucket", "stack", "status", "event_bridge": {"before", "after", "switched_on"},
     "backfill": {"run", "execution", "attempt", "resumed", "status", "shards", "objects",
@@ -253,6 +258,9 @@ def onboard(
         if on_progress:
             on_progress(f"reconcile: {phase}", rows, None, progress["objects"])
 
+    if not reconcile:
+        report["reconciliation"] = {"skipped": True, "reason": "--no-reconcile"}
+        return _finish(target, report, "done", started, counted_before, bucket)
     report["reconciliation"] = target.reconcile(bucket, on_rows)
     return _finish(target, report, "done", started, counted_before, bucket)
 

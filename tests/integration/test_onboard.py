@@ -181,11 +181,13 @@ def test_cli_onboard_against_a_stack_asks_first_then_resumes(
         assert report["objects"] == 15
         assert report["requests_source"].startswith("derived")
         assert _foreign_intact(report["configuration"])
-        # and again: the same run resumes, EventBridge already on
+        assert report["reconciliation"]["source"] == "listing"
+        # and again: the same run resumes, EventBridge already on; no closing reconciliation
         with rt.function_environment():
-            again = json.loads(runner.invoke(cli.app, [*args]).stdout)
+            again = json.loads(runner.invoke(cli.app, [*args, "--no-reconcile"]).stdout)
         assert again["backfill"]["run"] == report["backfill"]["run"]
         assert again["backfill"]["attempt"] == 2 and not again["event_bridge"]["switched_on"]
+        assert again["reconciliation"] == {"skipped": True, "reason": "--no-reconcile"}
         rt.drain()
         rt.machines.lambdas.quiesce()
         assert rt.compare().converged, rt.compare().differences
