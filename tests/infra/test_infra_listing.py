@@ -19,6 +19,16 @@ from s3ingest_cdk.synth import Synth
 from .asl import LAMBDA_RETRY, THROTTLE_RETRY, definition, reachable
 from .functions import common_environment, scope_environment, xray_grants
 
+#: A handler's own transient failure (throttling, a timed-out invocation): the step runs again
+#: from the shard's checkpoint or the stored plan.
+HANDLER_RETRY = {
+    "ErrorEquals": ["TransientError", "Sandbox.Timedout"],
+    "IntervalSeconds": 5,
+    "MaxAttempts": 6,
+    "BackoffRate": 2,
+    "JitterStrategy": "FULL",
+}
+
 
 def _ref(logical_id: str) -> dict[str, Any]:
     return {"Ref": logical_id}
@@ -67,7 +77,7 @@ def test_plan_list_every_shard_in_a_loop_then_summarize(synth: Synth) -> None:
         "Payload": {"run.$": "$.run", "shard.$": "$.shard"},
     }
     assert list_shard["OutputPath"] == "$.Payload"
-    assert list_shard["Retry"] == [LAMBDA_RETRY, THROTTLE_RETRY]
+    assert list_shard["Retry"] == [LAMBDA_RETRY, THROTTLE_RETRY, HANDLER_RETRY]
     assert list_shard["Next"] == "ShardDone"
     done = states["ShardDone"]
     assert done["Choices"] == [{"Variable": "$.done", "BooleanEquals": True, "Next": "ShardListed"}]
@@ -82,8 +92,8 @@ def test_plan_list_every_shard_in_a_loop_then_summarize(synth: Synth) -> None:
     }
     assert summarize["OutputPath"] == "$.Payload"
     assert summarize["End"] is True
-    for name in ("Plan", "Summarize"):
-        assert states[name]["Retry"] == [LAMBDA_RETRY, THROTTLE_RETRY]
+    assert states["Plan"]["Retry"] == [LAMBDA_RETRY, THROTTLE_RETRY, HANDLER_RETRY]
+    assert states["Summarize"]["Retry"] == [LAMBDA_RETRY, THROTTLE_RETRY]
 
 
 def test_machine_is_logged_traced_and_bounded(synth: Synth) -> None:
@@ -177,6 +187,7 @@ def test_step_grants_are_least_privilege(synth: Synth) -> None:
         **listing_grants,
         "s3:ListBucket": dumps(bucket, inventory),
         "s3:GetObject": dumps(checkpoints),
+        "s3:PutObject": dumps(checkpoints),  # the run's plan.json
     }
     assert _granted(synth, listing.shard.role) == {
         **logs(listing.shard),

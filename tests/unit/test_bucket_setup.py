@@ -322,3 +322,39 @@ def test_cdk_notifications_handler_merges_but_leaves_delivery_on_after_delete(s3
     # configuration as an external config if it already exists"): delivery stays on although
     # it was off before; and it has no inventory configuration to manage. Hence our own resource.
     assert _delivery_on(s3) and _foreign_queue(s3) == theirs
+
+
+def test_failed_create_switches_delivery_back_off(s3: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN delivery off, and S3 refusing the stack's inventory configuration (as it does when
+    # the destination's policy does not let the bucket deliver; moto does not check that)
+    from botocore.exceptions import ClientError
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        error = {"Error": {"Code": "AccessDenied", "Message": "destination refused"}}
+        raise ClientError(error, "PutBucketInventoryConfiguration")
+
+    monkeypatch.setattr(bucket_setup, "put_inventory", refuse)
+    theirs = _foreign_queue(s3)
+    # WHEN Create fails on the inventory (the Provider sends no Delete for a failed Create)
+    with pytest.raises(ClientError, match="destination refused"):
+        handle(s3, _request("Create", _props()))
+    # THEN delivery is off again, as found, and the foreign configuration is intact
+    assert not _delivery_on(s3)
+    assert _foreign_queue(s3) == theirs
+    assert _inventory_ids(s3) == {THEIRS}
+
+
+def test_update_from_untouched_to_managed_delivery_is_refused(s3: Any) -> None:
+    created = handle(s3, _request("Create", _props(event_bridge="false", inventory=False)))
+    with pytest.raises(ValueError, match="cannot change from false to true"):
+        handle(
+            s3,
+            _request(
+                "Update",
+                _props(event_bridge="true", inventory=False),
+                OldResourceProperties=_props(event_bridge="false", inventory=False),
+                PhysicalResourceId=created["PhysicalResourceId"],
+            ),
+        )
+    # nothing changed: delivery stays off
+    assert not _delivery_on(s3)

@@ -92,7 +92,14 @@ def _set_up(s3: Any, props: Mapping[str, Any]) -> str:
     if _flag(props.get("EventBridge", "true"), "EventBridge"):
         state = "on" if bucket_setup.enable_event_bridge(s3, bucket) else "off"
     if isinstance(props.get("Inventory"), Mapping):
-        bucket_setup.put_inventory(s3, bucket, inventory_configuration(props["Inventory"]))
+        try:
+            bucket_setup.put_inventory(s3, bucket, inventory_configuration(props["Inventory"]))
+        except Exception:
+            # A failed Create gets no Delete from the Provider framework: undo the delivery
+            # switch here, so the bucket is left as found.
+            if state != "untouched":
+                bucket_setup.restore_event_bridge(s3, bucket, was_enabled=state == "on")
+            raise
     return physical_id(bucket, state)
 
 
@@ -127,6 +134,15 @@ def handle(s3: Any, event: Mapping[str, Any]) -> dict[str, Any]:
         else:
             pid = physical_id(bucket, state)
             if _flag(props.get("EventBridge", "true"), "EventBridge"):
+                if state == "untouched":
+                    # Where delivery stood before could only be recorded in a new physical id,
+                    # and CloudFormation's Delete of the old one would remove the inventory.
+                    raise ValueError(
+                        f"eventBridge of {bucket} cannot change from false to true on a "
+                        "deployed stack: switch delivery on with `s3ingest onboard` (it keeps "
+                        "every other notification configuration), or remove the bucket from "
+                        "the stack and add it again"
+                    )
                 bucket_setup.enable_event_bridge(s3, bucket)
             elif state != "untouched":
                 bucket_setup.restore_event_bridge(s3, bucket, was_enabled=state == "on")

@@ -68,6 +68,10 @@ REQUESTS = ("list", "write", "get", "head", "checkpoint")
 # -- key ranges --------------------------------------------------------------------------------
 
 
+#: S3's longest key, UTF-8 bytes; a listing marker is no longer.
+MAX_KEY_BYTES = 1024
+
+
 def before(bound: str) -> str:
     """A short marker just below ``bound``: every key ``k >= bound`` sorts after it, and the
     keys between them all start with ``bound`` less its last character, lowered by one, and
@@ -92,7 +96,12 @@ def before(bound: str) -> str:
     prev = last - 1
     if 0xD800 <= prev <= 0xDFFF:  # surrogates are no characters of a key
         prev = 0xD7FF
-    return head + chr(prev) + _MAX_CHAR
+    marker = head + chr(prev) + _MAX_CHAR
+    if len(marker.encode()) > MAX_KEY_BYTES:
+        # S3 takes no marker longer than a key: ``head`` also sorts below ``bound`` (more keys
+        # listed twice, none lost)
+        return head
+    return marker
 
 
 def upper(prefix: str) -> str | None:

@@ -24,6 +24,9 @@ SHARDS_MAP_LABEL = "ListingShards"
 #: Longest a run may take before Step Functions stops it (a re-run with the same ``run``
 #: resumes from the checkpoints).
 RUN_TIMEOUT = Duration.hours(24)
+#: The error type a handler's ``TransientError`` has in Lambda's error payload
+#: (``s3ingest_fn.core.model.TransientError``).
+HANDLER_TRANSIENT = "TransientError"
 #: Where the plan is kept in the state.
 _PLAN = "$.plan"
 
@@ -121,6 +124,16 @@ class ListingBackfillStateMachine(Construct):
             ),
             output_path="$.Payload",
         )
+        for step in (plan, list_shard):
+            # The handlers' own transient failures (throttling, a timed-out invocation): the
+            # step runs again from the shard's checkpoint, or re-reads the stored plan.
+            step.add_retry(
+                errors=[HANDLER_TRANSIENT, "Sandbox.Timedout"],
+                interval=Duration.seconds(5),
+                max_attempts=6,
+                backoff_rate=2,
+                jitter_strategy=sfn.JitterType.FULL,
+            )
         shard_done = sfn.Choice(self, "ShardDone")
         shard_done.when(
             sfn.Condition.boolean_equals("$.done", True), sfn.Succeed(self, "ShardListed")

@@ -173,7 +173,7 @@ class ListingBackfill(Construct):
         self.ingest_service_functions: list[lambda_.Function] = [self.shard.function]
         objects = checkpoints.arn_for_objects(f"{CHECKPOINT_PREFIX}*")
         for owner, actions in (
-            (self.plan, ["s3:GetObject"]),
+            (self.plan, ["s3:GetObject", "s3:PutObject"]),  # reads and stores plan.json
             (self.shard, ["s3:GetObject", "s3:PutObject"]),
             (self.summarize, ["s3:GetObject"]),
         ):
