@@ -330,7 +330,7 @@ def test_failed_create_switches_delivery_back_off(s3: Any, monkeypatch: pytest.M
     from botocore.exceptions import ClientError
 
     def refuse(*args: Any, **kwargs: Any) -> None:
-        error = {"Error": {"Code": "AccessDenied", "Message": "destination refused"}}
+        error: Any = {"Error": {"Code": "AccessDenied", "Message": "destination refused"}}
         raise ClientError(error, "PutBucketInventoryConfiguration")
 
     monkeypatch.setattr(bucket_setup, "put_inventory", refuse)
