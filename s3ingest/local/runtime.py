@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -62,7 +63,7 @@ from s3ingest.local.sources import (
     replay_target,
     run_backfill,
 )
-from s3ingest.onboard import OnboardTarget, OnProgress, onboard, run_id
+from s3ingest.onboard import OnboardTarget, OnProgress, onboard
 from s3ingest.settings import BucketSpec, Settings, inventory_report_prefix
 from s3ingest_fn import wiring
 from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
@@ -642,12 +643,13 @@ class LocalRuntime:
     ) -> dict[str, Any]:
         """A listing backfill of landing bucket ``bucket`` (the first when None): an execution
         of the stack's listing backfill machine, input ``{"bucket", "run"}`` (``run`` default:
-        the onboarding run of the bucket, :func:`s3ingest.onboard.run_id`). Returns its output
-        plus ``"execution"`` (:meth:`~s3ingest.local.executions.Execution.summary`)."""
+        a new run, so the whole bucket is listed again; give an earlier run's id to resume it).
+        Returns its output plus ``"execution"``
+        (:meth:`~s3ingest.local.executions.Execution.summary`)."""
         name = self.resources.landing(bucket).name
         execution = self.machines.run(
             BACKFILL_LISTING,
-            {"bucket": name, "run": run or run_id(LOCAL_STACK, name)},
+            {"bucket": name, "run": run or f"listing-{uuid.uuid4().hex[:16]}"},
             timeout_seconds,
         )
         self.pump_changes()  # the functions wrote to the ledger outside drain()

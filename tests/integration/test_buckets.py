@@ -261,3 +261,32 @@ def test_example_two_bucket_scenario_keeps_out_of_scope_keys_out_of_the_ledger()
         "out-of-scope",
         18,
     )
+
+
+def test_each_listing_backfill_step_lists_the_bucket_again(tmp_path: Path) -> None:
+    """A second ``backfill`` with ``"source": "listing"`` is a new run: objects put between the
+    two (no events: delivery is off on the existing bucket) come in with it."""
+    from s3ingest.local.scenario import run_scenario
+
+    scenario = tmp_path / "twice.jsonl"
+    scenario.write_text(
+        "\n".join(
+            [
+                '{"buckets": [{"name": "twice-bucket", "existing": true}]}',
+                '{"op": "put", "key": "a.txt", "body": "1"}',
+                '{"op": "backfill", "source": "listing"}',
+                '{"op": "put", "key": "b.txt", "body": "2"}',
+                '{"op": "put", "key": "c.txt", "body": "3"}',
+                '{"op": "backfill", "source": "listing"}',
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    result = run_scenario(scenario)
+    assert result["error"] is None
+    assert result["converged"] is True, result["differences"]
+    assert sorted(r["key"] for r in result["ledger"]) == ["a.txt", "b.txt", "c.txt"]
+    first, second = result["backfills"]
+    assert first["run"] != second["run"]
+    assert second["counts"]["listed"] == 3
