@@ -135,6 +135,16 @@ _in_flight = 0
 _last_activity = 0.0
 
 
+@contextmanager
+def between_invocations() -> Iterator[None]:
+    """Hold every invocation off while the block runs: code that changes ``os.environ`` (the
+    local runtime's event sources, :meth:`s3ingest.local.runtime.LocalRuntime.drain`) must not
+    overlap a handler running with its function's environment. Not reentrant: the block must
+    not invoke a function through the service."""
+    with _INVOKE_LOCK:
+        yield
+
+
 def _activity(delta: int) -> None:
     global _in_flight, _last_activity
     with _ACTIVITY:

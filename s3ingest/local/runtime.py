@@ -40,6 +40,7 @@ from s3ingest.local.chaos import Chaos, CrashInjector, InjectedCrash
 from s3ingest.local.emulator import Emulator, LocalBucket, Resources, provision
 from s3ingest.local.executions import Execution, LocalMachines
 from s3ingest.local.inventory_writer import write_inventory
+from s3ingest.local.lambda_service import between_invocations
 from s3ingest.local.machines import (
     BACKFILL_BATCH_OPERATIONS,
     BACKFILL_DISTRIBUTED_MAP,
@@ -631,7 +632,9 @@ class LocalRuntime:
             if on_progress:
                 on_progress(phase, done, total, objects)
             if between and phase == "backfill":
-                between()
+                # the live traffic's drains change os.environ: never during a handler's run
+                with between_invocations():
+                    between()
 
         with self.function_environment():
             report = onboard(target, name, confirm=confirm, on_progress=progress)
