@@ -153,7 +153,7 @@ def run(objects: int = 100_000, live_operations: int = 2_000, seed: int = 15) ->
     print("   requests per object: " + ", ".join(f"{k} {v:.4f}" for k, v in per.items()))
     print(
         f"   peak RSS {_peak_rss_mib():.0f} MiB (before onboarding {rss_before:.0f} MiB; "
-        "the emulator's 100k objects live in this process too)"
+        "the emulator and its objects live in this process too)"
     )
     print(
         f"   converged: {comparison.converged} "
