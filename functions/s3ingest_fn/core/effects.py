@@ -54,6 +54,19 @@ MIN_EFFECT_MS = 3_000
 DEFAULT_REMAINING_MS = 60_000
 
 
+#: A processor's delivery mode: ``latest`` drops an older change's unfinished effect when a newer
+#: change of the key is applied; ``every-change`` runs each applied change's effect, in
+#: sequencer order per key (a newer change's effect waits until the older ones are done).
+LATEST, EVERY_CHANGE = "latest", "every-change"
+MODES = (LATEST, EVERY_CHANGE)
+#: An applied change's kind, as :attr:`AppliedChange.kind` and a processor's ``kinds`` filter.
+CREATED, REMOVED = "created", "removed"
+KINDS = (CREATED, REMOVED)
+#: The name of the processor the single ``processor`` setting configures; its effect state is
+#: stored where a one-processor ledger always stored it (rows written before several processors).
+DEFAULT_PROCESSOR = "default"
+
+
 class SupersededError(Exception):
     """The pinned read found a newer write (or the version is gone): the ``superseded`` outcome.
 
@@ -106,6 +119,10 @@ class AppliedChange:
     event_name: str
     change_id: str
     token: int
+    #: The processor this run is for (:attr:`ProcessorSpec.name`).
+    processor: str = DEFAULT_PROCESSOR
+    #: Epoch ms until which this claim's lease runs; None when not known (tests).
+    lease_until_ms: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The change as JSON-ready values (camelCase, as in the change stream's detail)."""
@@ -210,6 +227,46 @@ class Processor(Protocol):
     def __call__(self, change: AppliedChange, content: PinnedContent | None) -> None: ...
 
 
+@dataclass(frozen=True)
+class ProcessorSpec:
+    """One named processor of a stack: what it runs, for which changes, in which mode.
+
+    Attributes
+    ----------
+    name : str
+        Unique per stack (``^[a-z][a-z0-9-]{0,31}$``); names its effect state on the row.
+    call : Processor
+        The effect: an in-process function, or a processor function invoked synchronously
+        (:mod:`s3ingest_fn.adapters.processor_function`).
+    mode : str
+        :data:`LATEST` or :data:`EVERY_CHANGE`.
+    prefixes, suffixes : tuple of str
+        Key filters on the decoded key; empty: every key. A key matches when it starts with one
+        of the prefixes (if any) and ends with one of the suffixes (if any).
+    kinds : tuple of str
+        The change kinds it runs for (:data:`KINDS`).
+    timeout_ms : int or None
+        A processor function's timeout: its effect is started only with at least this much
+        (plus :data:`MIN_EFFECT_MS`) left in the invocation. None for in-process processors.
+    """
+
+    name: str
+    call: Processor
+    mode: str = LATEST
+    prefixes: tuple[str, ...] = ()
+    suffixes: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = KINDS
+    timeout_ms: int | None = None
+
+    def concerns(self, key: str, kind: str) -> bool:
+        """Whether a change of ``kind`` (:data:`KINDS`) to ``key`` runs this processor."""
+        return (
+            kind in self.kinds
+            and (not self.prefixes or key.startswith(self.prefixes))
+            and (not self.suffixes or key.endswith(self.suffixes))
+        )
+
+
 def load_processor(spec: str) -> Processor:
     """Import ``"package.module:function"``.
 
@@ -299,14 +356,22 @@ class EffectRunner:
 
 
 __all__ = [
+    "CREATED",
+    "DEFAULT_PROCESSOR",
     "DONE",
+    "EVERY_CHANGE",
+    "KINDS",
+    "LATEST",
+    "MODES",
     "PENDING",
+    "REMOVED",
     "SUPERSEDED",
     "AppliedChange",
     "Claim",
     "EffectRunner",
     "PinnedContent",
     "Processor",
+    "ProcessorSpec",
     "SupersededError",
     "change_id",
     "load_processor",
