@@ -17,6 +17,7 @@ from s3ingest_fn.core.effects import SupersededError, change_id
 from s3ingest_fn.core.model import InventoryRow, ObjectState, TransientError
 from s3ingest_fn.core.ports import ChangeEntry, Ledger, ListingPage, Pin
 from s3ingest_fn.core.row import (
+    DEFAULT_PROCESSOR,
     DELETED,
     DONE,
     HISTORY_SLOTS,
@@ -131,7 +132,15 @@ class FakeLedger:
 
     # -- effects -----------------------------------------------------------------------------
 
-    def reclaim(self, bucket: str, key: str, old_token: int, claim: Claim) -> WriteResult:
+    def reclaim(
+        self,
+        bucket: str,
+        key: str,
+        old_token: int,
+        claim: Claim,
+        processor: str = DEFAULT_PROCESSOR,
+    ) -> WriteResult:
+        _default_only(processor)
         row = self.rows.get((bucket, key))
         effect = row.effect if row is not None else None
         if (
@@ -155,11 +164,24 @@ class FakeLedger:
         )
         return WriteResult(applied=True, token=rev)
 
-    def finish(self, bucket: str, key: str, token: int, status: str = DONE) -> bool:
+    def finish(
+        self,
+        bucket: str,
+        key: str,
+        token: int,
+        status: str = DONE,
+        *,
+        processor: str = DEFAULT_PROCESSOR,
+        change_id: str | None = None,
+        more: bool = False,
+    ) -> bool:
+        _default_only(processor)
+        if more:
+            raise NotImplementedError("the in-memory ledger models latest processors only")
         row = self.rows.get((bucket, key))
         if row is None or row.effect is None or row.effect.token != token:
             return False
-        done = row.change_id if status == DONE else row.effect.done_change_id
+        done = (change_id or row.change_id) if status == DONE else row.effect.done_change_id
         self.rows[(bucket, key)] = dataclasses.replace(
             row,
             op=OP_COMMIT,
@@ -169,7 +191,10 @@ class FakeLedger:
         )
         return True
 
-    def release(self, bucket: str, key: str, token: int) -> bool:
+    def release(
+        self, bucket: str, key: str, token: int, processor: str = DEFAULT_PROCESSOR
+    ) -> bool:
+        _default_only(processor)
         row = self.rows.get((bucket, key))
         if (
             row is None
@@ -208,6 +233,9 @@ class FakeLedger:
     ) -> WriteResult:
         if same_change and claim is not None:
             raise ValueError("a same-change write claims no effect")
+        if claim is not None:
+            for name in (*claim.processors, *claim.configured):
+                _default_only(name)
         # a claiming write needs no lease on the row, or one that ended before now
         if claim is not None and row is not None and row.effect is not None:
             lease = row.effect.lease_until_ms
@@ -525,3 +553,10 @@ class FakeEventDelivery:
 
     def enabled(self, bucket: str) -> bool:
         return bucket in self.on
+
+
+def _default_only(processor: str) -> None:
+    """The in-memory ledger models the single default processor; several processors and
+    every-change queues are tested against :class:`DynamoLedger` on the emulator."""
+    if processor != DEFAULT_PROCESSOR:
+        raise NotImplementedError(f"the in-memory ledger has no processor {processor!r}")

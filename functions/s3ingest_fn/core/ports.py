@@ -91,17 +91,30 @@ class Ledger(Protocol):
         (None: the row did not exist). The row's sequencer is kept."""
         ...
 
-    def reclaim(self, bucket: str, key: str, old_token: int, claim: Claim) -> WriteResult:
-        """Take over the row's effect (a pending one whose lease expired, or a superseded one)
-        while ``old_token`` still holds it; the new token is the row's new revision."""
+    def reclaim(
+        self, bucket: str, key: str, old_token: int, claim: Claim, processor: str = ...
+    ) -> WriteResult:
+        """Take over ``processor``'s effect (a pending one whose lease expired, or a superseded
+        one) while ``old_token`` still holds it; the new token is the row's new revision."""
         ...
 
-    def finish(self, bucket: str, key: str, token: int, status: str) -> bool:
-        """Commit an effect (``done`` or ``superseded``) if ``token`` still holds the claim."""
+    def finish(
+        self,
+        bucket: str,
+        key: str,
+        token: int,
+        status: str = ...,
+        *,
+        processor: str = ...,
+        change_id: str | None = None,
+        more: bool = False,
+    ) -> bool:
+        """Commit ``processor``'s effect (``done`` or ``superseded``) for ``change_id`` if
+        ``token`` still holds the claim; ``more``: an every-change queue goes on after it."""
         ...
 
-    def release(self, bucket: str, key: str, token: int) -> bool:
-        """End a pending claim's lease now (the processor failed)."""
+    def release(self, bucket: str, key: str, token: int, processor: str = ...) -> bool:
+        """End ``processor``'s pending claim's lease now (the processor failed)."""
         ...
 
 
