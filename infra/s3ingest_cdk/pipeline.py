@@ -598,4 +598,5 @@ def _processor_entries(
             entries.append(config.to_entry())
         except ValueError as exc:
             problems.append(f"processors[{index}]: {exc}")
+            entries.append(replace(config, function=None).to_entry())  # keep the indices
     return entries, problems
