@@ -350,7 +350,8 @@ MAX_LAMBDA_TIMEOUT_SECONDS = 900
 #: seconds: the applying write (the claim), the commit, and the 3 s an effect needs left before it
 #: starts (``MIN_EFFECT_MS``), with room for the other records of the batch.
 PROCESSOR_TIMEOUT_MARGIN_SECONDS = 15
-#: Fields of one ``processors`` entry (context form); exactly one of :data:`PROCESSOR_KINDS_OF`.
+#: Fields of one ``processors`` entry (context form), with exactly one of
+#: :data:`PROCESSOR_TARGET_FIELDS`.
 PROCESSOR_FIELDS = (
     "name",
     "mode",
@@ -365,7 +366,7 @@ PROCESSOR_FIELDS = (
 #: How a processor runs: a Lambda function of the team (``functionArn``), a handler of this
 #: repository's bundle the stack deploys as its own function (``handler``), or a module run
 #: in-process by the ingest-side functions (``module``).
-PROCESSOR_KINDS_OF = ("functionArn", "handler", "module")
+PROCESSOR_TARGET_FIELDS = ("functionArn", "handler", "module")
 _PROCESSOR_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 # arn:<partition>:lambda:<region>:<account>:function:<name>[:<version or alias>]
 # (https://docs.aws.amazon.com/lambda/latest/api/API_Invoke.html#API_Invoke_RequestSyntax).
@@ -444,10 +445,10 @@ def processor_entry(raw: Any, where: str) -> tuple[dict[str, Any] | None, list[s
             "(each once)"
         )
         kinds = list(PROCESSOR_KINDS)
-    given = [k for k in PROCESSOR_KINDS_OF if raw.get(k) not in (None, "")]
+    given = [k for k in PROCESSOR_TARGET_FIELDS if raw.get(k) not in (None, "")]
     if len(given) != 1:
         problems.append(
-            f"{where}: give exactly one of {', '.join(PROCESSOR_KINDS_OF)}"
+            f"{where}: give exactly one of {', '.join(PROCESSOR_TARGET_FIELDS)}"
             + (f" (got {', '.join(given)})" if given else "")
         )
     entry: dict[str, Any] = {
