@@ -456,3 +456,36 @@ def test_props_problems(tmp_path: Path) -> None:
         "processorPolicyStatements[0]: A PolicyStatement used in an identity-based policy must "
         "specify at least one resource.",
     ]
+
+
+def test_the_teams_wildcards_are_acknowledged_as_theirs(tmp_path: Path) -> None:
+    # GIVEN an in-process processor whose statements use wildcards (actions and resources)
+    app, stack = _build(
+        tmp_path,
+        stage="wild",
+        processor="s3ingest_examples.sidecar:process",
+        processorPolicyStatements=[
+            {"Effect": "Allow", "Action": "s3:Get*", "Resource": "arn:aws:s3:::team-assets/*"},
+            {"Effect": "Deny", "Action": "s3:*", "Resource": "arn:aws:s3:::team-secrets/*"},
+        ],
+    )
+    template = _template(app, stack)
+    ingest_role = stack.resolve(stack.pipeline.ingest.role.node.default_child.logical_id)  # type: ignore[union-attr]
+    statements = [
+        statement
+        for policy in template["Resources"].values()
+        if policy["Type"] == "AWS::IAM::Policy"
+        and policy["Properties"]["Roles"] == [{"Ref": ingest_role}]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    # THEN they are on the role as given, the single processor's PROCESSOR kept ...
+    assert {
+        "Action": "s3:Get*",
+        "Effect": "Allow",
+        "Resource": "arn:aws:s3:::team-assets/*",
+    } in statements
+    assert {"Action": "s3:*", "Effect": "Deny", "Resource": "arn:aws:s3:::team-secrets/*"} in (
+        statements
+    )
+    # ... and cdk-nag has nothing unacknowledged to say (the team's wildcards are its own)
+    assert _findings(app) == []
