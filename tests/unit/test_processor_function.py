@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import io
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -362,3 +364,47 @@ def test_handler_invoker_maps_failures_as_lambda_would(
 def test_handler_invoker_refuses_a_bad_handler_at_once(spec: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         handler_invoker(spec, timeout_s=3)
+
+
+def test_the_examples_of_the_api_doc_follow_the_schemas() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "processor-api.md").read_text()
+    blocks = re.findall(r"```json\n(.*?)```", doc, re.S)
+    request, response = (json.loads(block) for block in blocks)
+    REQUEST.validate(request)
+    RESPONSE.validate(response)
+    assert set(request["change"]) == set(_change_json_keys())
+    for name in ("request-v1.json", "response-v1.json"):
+        assert f"functions/s3ingest_processor/schema/{name}" in doc
+
+
+def _change_json_keys() -> list[str]:
+    return list(request_of(_change(), None, url_seconds=1)["change"])
+
+
+@pytest.mark.parametrize("region", ["eu-west-1", "us-east-1"])
+def test_s3_presigns_sigv4_on_the_regional_endpoint_whatever_botocores_default(
+    region: str,
+) -> None:
+    import boto3
+
+    from s3ingest_fn.adapters.s3_objects import S3ContentReader
+    from s3ingest_fn.core.ports import Pin
+
+    client = boto3.client(
+        "s3", region_name=region, aws_access_key_id="a", aws_secret_access_key="b"
+    )
+    reader = S3ContentReader(client)
+    S3ContentReader(client)  # a second reader on the same client registers nothing twice
+    by_etag = reader.presign(Pin("bkt", "in/a b.jpg", etag="e1"), 60)
+    by_version = reader.presign(Pin("bkt", "in/a b.jpg", version_id="v1"), 60)
+    host = f"https://bkt.s3.{region}.amazonaws.com/in/a%20b.jpg?"
+    assert by_etag.url.startswith(host) and by_version.url.startswith(host + "versionId=v1&")
+    for get in (by_etag, by_version):
+        assert "X-Amz-Algorithm=AWS4-HMAC-SHA256" in get.url and "X-Amz-Expires=60" in get.url
+        assert f"%2F{region}%2Fs3%2Faws4_request" in get.url
+    assert "X-Amz-SignedHeaders=host%3Bif-match&" in by_etag.url
+    assert by_etag.headers == {"If-Match": '"e1"'} and by_version.headers == {}
+    # without the reader's hooks botocore would presign SigV2 on the global endpoint
+    plain = boto3.client("s3", region_name=region, aws_access_key_id="a", aws_secret_access_key="b")
+    legacy = plain.generate_presigned_url("get_object", Params={"Bucket": "bkt", "Key": "k"})
+    assert "X-Amz-Algorithm" not in legacy or "s3.amazonaws.com" in legacy
