@@ -221,3 +221,22 @@ def test_the_package_uses_the_standard_library_only() -> None:
         "request-v1.json",
         "response-v1.json",
     ]
+
+
+def test_the_distribution_ships_the_package_and_its_schemas() -> None:
+    """``pyproject.toml`` finds ``s3ingest_processor`` under ``functions/`` (``s3ingest*``) and
+    ships the schema files as package data (a built wheel holds
+    ``s3ingest_processor/schema/request-v1.json``)."""
+    import fnmatch
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    setuptools_config = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    find = setuptools_config["packages"]["find"]
+    assert "functions" in find["where"]
+    assert (root / "functions" / "s3ingest_processor" / "__init__.py").is_file()
+    assert any(fnmatch.fnmatch("s3ingest_processor", pattern) for pattern in find["include"])
+    globs = setuptools_config["package-data"]["s3ingest_processor"]
+    package = root / "functions" / "s3ingest_processor"
+    shipped = {p.relative_to(package).as_posix() for g in globs for p in package.glob(g)}
+    assert shipped == {"schema/request-v1.json", "schema/response-v1.json"}
