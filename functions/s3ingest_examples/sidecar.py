@@ -2,7 +2,7 @@
 
 Two ways to run it, writing the same sidecars:
 
-- as a **processor function** (its own Lambda, :data:`handler`, built with the
+- as a **processor function** (its own Lambda, :func:`handler`, built with the
   :mod:`s3ingest_processor` decorator): a processor entry ``{"handler":
   "s3ingest_examples.sidecar:handler"}``. It reads the bytes through the request's presigned URL
   only (no permission on the landing bucket) and needs ``OUTPUT_BUCKET`` (PutObject and
@@ -36,10 +36,12 @@ import json
 import os
 from collections.abc import Iterable, Iterator
 from functools import cache
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from s3ingest_fn.core.effects import AppliedChange, PinnedContent
-from s3ingest_processor import Change, Content, processor
+
+if TYPE_CHECKING:
+    from s3ingest_processor import Change, Content  # pragma: no cover
 
 DEFAULT_PREFIX = "sidecars/"
 #: S3's limit on a key, UTF-8 bytes (https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-keys.html).
@@ -226,6 +228,20 @@ def process_function(change: Change, content: Content | None) -> None:
     )
 
 
-#: The Lambda handler of the sidecar processor function (``s3ingest_examples.sidecar:handler``):
-#: the processor request in, ``{"status": "done" | "superseded"}`` out (``docs/processor-api.md``).
-handler = processor(process_function)
+def handler(event: Any, context: Any) -> dict[str, Any]:
+    """The Lambda handler of the sidecar processor function
+    (``s3ingest_examples.sidecar:handler``): the processor request in, ``{"status": "done" |
+    "superseded"}`` out (``docs/processor-api.md``); :func:`process_function` under the
+    :func:`s3ingest_processor.processor` decorator.
+
+    The decorator is applied at the first call, so that this module (and :func:`process`, the
+    in-process processor) imports in a bundle without ``s3ingest_processor``.
+    """
+    return _function_handler()(event, context)
+
+
+@cache
+def _function_handler() -> Any:
+    from s3ingest_processor import processor
+
+    return processor(process_function)

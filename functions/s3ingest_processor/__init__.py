@@ -25,6 +25,7 @@ dependencies beyond itself.
 from __future__ import annotations
 
 import functools
+import http.client
 import json
 import time
 import urllib.error
@@ -183,8 +184,8 @@ class Content:
             if exc.code in (404, 412):
                 raise Superseded(f"content: HTTP {exc.code} (a newer write, or gone)") from exc
             raise ContentError(f"content: HTTP {exc.code} {exc.reason}") from exc
-        except (urllib.error.URLError, OSError) as exc:
-            raise ContentError(f"content: {exc}") from exc
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+            raise ContentError(f"content: {exc.__class__.__name__}: {exc}") from exc
 
     def read(self) -> bytes:
         """The whole object.
@@ -199,8 +200,8 @@ class Content:
         with self._open() as resp:
             try:
                 return bytes(resp.read())
-            except OSError as exc:
-                raise ContentError(f"content body: {exc}") from exc
+            except (OSError, http.client.HTTPException) as exc:
+                raise ContentError(f"content body: {exc.__class__.__name__}: {exc}") from exc
 
     def stream(self, chunk_size: int = 1 << 20) -> Iterator[bytes]:
         """The object in chunks of at most ``chunk_size`` bytes.
@@ -211,14 +212,20 @@ class Content:
             As :meth:`read`.
         """
         with self._open() as resp:
+            length = resp.headers.get("Content-Length")
+            got = 0
             while True:
                 try:
                     chunk = resp.read(chunk_size)
-                except OSError as exc:
-                    raise ContentError(f"content body: {exc}") from exc
+                except (OSError, http.client.HTTPException) as exc:
+                    raise ContentError(f"content body: {exc.__class__.__name__}: {exc}") from exc
                 if not chunk:
-                    return
+                    break
+                got += len(chunk)
                 yield bytes(chunk)
+            if length is not None and got != int(length):
+                # a read in parts ends quietly when the connection closes early
+                raise ContentError(f"content body: IncompleteRead: {got} bytes of {int(length)}")
 
 
 def check_request(request: Any) -> dict[str, Any]:

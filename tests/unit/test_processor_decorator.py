@@ -44,6 +44,13 @@ class Store(BaseHTTPRequestHandler):
             return self._status(404)
         if self.path.startswith("/expired"):
             return self._status(403)
+        if self.path.startswith("/short"):  # promises more than it sends, then closes
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(BODY)))
+            self.end_headers()
+            self.wfile.write(BODY[:100])
+            self.close_connection = True
+            return None
         if self.headers.get("If-Match") not in (None, f'"{ETAG}"'):
             return self._status(412)
         self.send_response(200)
@@ -166,6 +173,26 @@ def test_other_failures_propagate_as_function_errors(server: str) -> None:
 
     with pytest.raises(RuntimeError, match="warehouse down"):
         processor(broken)(_request(None), None)
+
+
+def test_a_body_cut_short_is_a_content_error(server: str) -> None:
+    with pytest.raises(ContentError, match="IncompleteRead"):
+        Content(f"{server}/short").read()
+    with pytest.raises(ContentError, match="IncompleteRead"):
+        list(Content(f"{server}/short").stream(1 << 20))
+
+
+def test_the_sidecar_module_imports_without_the_helper(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The in-process processor (``sidecar:process``) loads in a bundle that lacks
+    ``s3ingest_processor``; only the function's handler needs it."""
+    import importlib
+
+    monkeypatch.setitem(sys.modules, "s3ingest_processor", None)  # import fails
+    monkeypatch.delitem(sys.modules, "s3ingest_examples.sidecar", raising=False)
+    fresh = importlib.import_module("s3ingest_examples.sidecar")
+    assert callable(fresh.process)
+    with pytest.raises(ImportError):
+        fresh.handler({}, None)
 
 
 def test_an_unreachable_url_is_a_content_error() -> None:
