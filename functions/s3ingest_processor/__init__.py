@@ -33,7 +33,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, overload
 
 #: The request version this package writes handlers for: requests of major version 1 ("1",
 #: "1.<minor>") are accepted; any other major is refused (:class:`UnsupportedRequest`).
@@ -250,15 +250,27 @@ def check_request(request: Any) -> dict[str, Any]:
     if change["kind"] not in (CREATED, REMOVED):
         raise UnsupportedRequest(f"request change.kind {change['kind']!r} is unknown")
     content = request.get("content")
-    if content is not None and not (
+    if change["kind"] == REMOVED and content is not None:
+        raise UnsupportedRequest("request content of a removed change is not null")
+    if change["kind"] == CREATED and not (
         isinstance(content, dict) and isinstance(content.get("url"), str)
     ):
-        raise UnsupportedRequest("request content is neither null nor an object with a 'url'")
+        raise UnsupportedRequest(
+            "request content of a created change is not an object with a 'url'"
+        )
     return request
 
 
 Handler = Callable[[Any, Any], dict[str, Any]]
-Function = Callable[[Change, "Content | None"], object]
+Function = Callable[[Change, Content | None], object]
+
+
+@overload
+def processor(fn: Function, *, read_timeout: float = ...) -> Handler: ...
+
+
+@overload
+def processor(fn: None = None, *, read_timeout: float = ...) -> Callable[[Function], Handler]: ...
 
 
 def processor(fn: Function | None = None, *, read_timeout: float = DEFAULT_READ_TIMEOUT) -> Any:

@@ -210,6 +210,8 @@ def test_an_unreachable_url_is_a_content_error() -> None:
         ({"version": "1"}, "no 'change' object"),
         ({"version": "1.3", "change": {"id": "x", "bucket": "b", "key": "k"}}, "change.kind"),
         ("", "not a JSON object"),
+        (_request(None) | {"content": {"url": "http://x"}}, "removed change is not null"),
+        (_request("http://x") | {"content": None}, "created change is not an object"),
     ],
 )
 def test_a_request_it_cannot_understand_is_refused_clearly(request_: Any, message: str) -> None:
@@ -229,7 +231,7 @@ def test_the_decorator_takes_options_and_keeps_the_function() -> None:
         assert content is not None and content.timeout == 5
 
     handler = processor(read_timeout=5)(fn)
-    assert handler.__wrapped__ is fn and handler.__name__ == "fn"
+    assert getattr(handler, "__wrapped__", None) is fn and getattr(handler, "__name__", "") == "fn"
     assert handler(_request("http://127.0.0.1:9/x"), None) == {"status": "done"}
 
 

@@ -378,7 +378,7 @@ def test_the_examples_of_the_api_doc_follow_the_schemas() -> None:
 
 
 def _change_json_keys() -> list[str]:
-    return list(request_of(_change(), None, url_seconds=1)["change"])
+    return list(request_of(_change(kind="removed"), None, url_seconds=1)["change"])
 
 
 @pytest.mark.parametrize("region", ["eu-west-1", "us-east-1"])
@@ -408,3 +408,15 @@ def test_s3_presigns_sigv4_on_the_regional_endpoint_whatever_botocores_default(
     plain = boto3.client("s3", region_name=region, aws_access_key_id="a", aws_secret_access_key="b")
     legacy = plain.generate_presigned_url("get_object", Params={"Bucket": "bkt", "Key": "k"})
     assert "X-Amz-Algorithm" not in legacy or "s3.amazonaws.com" in legacy
+
+
+def test_content_goes_with_creates_only() -> None:
+    created, removed = _change(), _change(kind="removed")
+    with pytest.raises(ValueError, match="content given only for creates"):
+        request_of(created, None, url_seconds=1)
+    with pytest.raises(ValueError, match="content given only for creates"):
+        request_of(removed, _content(removed), url_seconds=1)
+    good = request_of(created, _content(created), url_seconds=1)
+    assert not REQUEST.is_valid(good | {"content": None})
+    bad = request_of(removed, None, url_seconds=1) | {"content": good["content"]}
+    assert not REQUEST.is_valid(bad)

@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from s3ingest_fn.core.effects import AppliedChange, PinnedContent, SupersededError
+from s3ingest_fn.core.effects import CREATED, AppliedChange, PinnedContent, SupersededError
 from s3ingest_fn.core.model import TransientError
 
 if TYPE_CHECKING:
@@ -117,7 +117,11 @@ def request_of(
         :meth:`PinnedContent.read` does.
     TransientError
         The URL cannot be signed.
+    ValueError
+        ``content`` given for a removal, or missing for a create.
     """
+    if (change.kind == CREATED) != (content is not None):
+        raise ValueError(f"{change.kind} change of {change.key!r}: content given only for creates")
     return {
         "version": REQUEST_VERSION,
         "processor": change.processor,
