@@ -15,7 +15,7 @@ from typing import Any
 
 from s3ingest_fn.core.effects import SupersededError, change_id
 from s3ingest_fn.core.model import InventoryRow, ObjectState, TransientError
-from s3ingest_fn.core.ports import ChangeEntry, Ledger, ListingPage, Pin
+from s3ingest_fn.core.ports import ChangeEntry, Ledger, ListingPage, Pin, PresignedGet
 from s3ingest_fn.core.row import (
     DEFAULT_PROCESSOR,
     DELETED,
@@ -379,6 +379,8 @@ class FakeContentReader:
 
     def __init__(self) -> None:
         self.objects: dict[tuple[str, str, str], bytes] = {}
+        #: The clock of :meth:`presign`'s expiry, epoch ms.
+        self.now_ms = 0
 
     def put(self, bucket: str, key: str, pin: str, body: bytes) -> None:
         self.objects[(bucket, key, pin)] = body
@@ -393,6 +395,18 @@ class FakeContentReader:
         body = self.read(pin)
         for i in range(0, len(body), chunk_size):
             yield body[i : i + chunk_size]
+
+    def presign(self, pin: Pin, seconds: int) -> PresignedGet:
+        """An ``https://<bucket>.s3.example/<key>`` URL naming the pin (the version in the
+        query, or the ETag as the ``If-Match`` header), expiring ``seconds`` after
+        :attr:`now_ms`."""
+        query = f"?versionId={pin.version_id}" if pin.version_id else ""
+        headers = {} if pin.version_id else {"If-Match": f'"{pin.etag}"'}
+        return PresignedGet(
+            url=f"https://{pin.bucket}.s3.example/{pin.key}{query}",
+            headers=headers,
+            expires_at_ms=self.now_ms + seconds * 1000,
+        )
 
 
 class FakeDeadLetters:

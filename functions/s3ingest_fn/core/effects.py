@@ -213,6 +213,35 @@ class PinnedContent:
         """
         yield from self._reader.stream(self._pin(), chunk_size)
 
+    def presigned(self, seconds: int) -> dict[str, Any]:
+        """A way to read the bytes of this change with no credentials: a presigned GET pinned to
+        the change (to its version, or signed with the ``If-Match`` header of its ETag), as the
+        ``content`` of a processor function's request
+        (:mod:`s3ingest_fn.adapters.processor_function`).
+
+        Parameters
+        ----------
+        seconds : int
+            How long the URL is valid (S3 caps a presigned URL at the signing credentials'
+            own expiry).
+
+        Returns
+        -------
+        dict
+            ``{"url": str, "headers": {name: value}, "expiresAt": epoch ms}``; ``headers`` are
+            the ones the reader must send (``{"If-Match": "\"<etag>\""}``, or empty when the
+            URL names the version).
+
+        Raises
+        ------
+        SupersededError
+            The change names neither a version nor an ETag (its bytes cannot be pinned).
+        TransientError
+            The URL cannot be signed.
+        """
+        get = self._reader.presign(self._pin(), seconds)
+        return {"url": get.url, "headers": dict(get.headers), "expiresAt": get.expires_at_ms}
+
 
 class Processor(Protocol):
     """A team's effect: ``process(change, content)``; return value ignored.

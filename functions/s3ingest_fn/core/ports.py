@@ -124,14 +124,31 @@ class Bucket(Protocol):
     def current(self, bucket: str, key: str) -> ObjectState: ...
 
 
+@dataclass(frozen=True)
+class PresignedGet:
+    """A GET of one pinned object that needs no credentials of the reader's own: the URL and the
+    headers the reader must send with it (``If-Match`` when the pin is an ETag; empty when the
+    URL names the version), valid until ``expires_at_ms`` (epoch ms)."""
+
+    url: str
+    headers: dict[str, str]
+    expires_at_ms: int
+
+
 class ContentReader(Protocol):
-    """The bytes of a pinned object. Both raise
+    """The bytes of a pinned object. ``read`` and ``stream`` raise
     :class:`~s3ingest_fn.core.effects.SupersededError` when the pin no longer holds (412, 404)
     and :class:`~s3ingest_fn.core.model.TransientError` on any other failure."""
 
     def read(self, pin: Pin) -> bytes: ...
 
     def stream(self, pin: Pin, chunk_size: int) -> Iterator[bytes]: ...
+
+    def presign(self, pin: Pin, seconds: int) -> PresignedGet:
+        """A presigned GET of the pinned bytes, valid ``seconds`` from now: a read through it
+        answers 412 (ETag pin) or 404 (version gone) when the pin no longer holds. Raises
+        :class:`~s3ingest_fn.core.model.TransientError` when it cannot be signed."""
+        ...
 
 
 class DeadLetters(Protocol):
