@@ -478,9 +478,8 @@ class IngestService:
                 outcomes = list(pool.map(lambda n: self._run_one(jobs[n]), names))
         prefix = "resumed-" if resumed else ""
         statuses = {
-            name: prefix + (status if error is None or status == "killed" else "failed")
+            name: prefix + ("failed" if error is not None and status != "killed" else str(status))
             for name, (status, error) in zip(names, outcomes, strict=True)
-            if status is not None or error is not None
         }
         if len(self.effects.names) > 1:
             result.extra["effect"] = statuses
