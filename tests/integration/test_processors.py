@@ -14,6 +14,7 @@ import hashlib
 import itertools
 import json
 import random
+import time
 from collections import deque
 from typing import Any, cast
 
@@ -351,3 +352,50 @@ def test_a_failing_processor_does_not_hold_back_the_others(emulator: Any) -> Non
     rig.rt.service.handle(events[-1])
     assert [c.change_id for c in rig.runs["broken"]] == rig.ledger.wins["k"]
     assert len(broken.queue) < MAX_QUEUED
+
+
+#: What the slow processor function below does on its next call: sleep past its timeout first.
+_SLOW = {"calls": 0}
+
+
+def slow_handler(event: Any, context: Any) -> dict[str, Any]:
+    """A processor function (Lambda handler) whose first call outlives its timeout."""
+    _SLOW["calls"] += 1
+    if _SLOW["calls"] == 1:
+        time.sleep(context.get_remaining_time_in_millis() / 1000 + 0.05)
+    return {"status": "done"}
+
+
+@pytest.mark.contract("C11")
+def test_a_processor_function_that_times_out_is_released_and_runs_again(emulator: Any) -> None:
+    # GIVEN a processor function with a 1 s timeout whose first call takes longer, beside an
+    # in-process processor
+    from s3ingest_fn.adapters.processor_function import FunctionProcessor, handler_invoker
+
+    _SLOW["calls"] = 0
+    rig = Rig(emulator, "Enabled", [("fast", LATEST, {})])
+    slow = ProcessorSpec(
+        name="slow",
+        call=FunctionProcessor(
+            handler_invoker("tests.integration.test_processors:slow_handler", timeout_s=1)
+        ),
+        timeout_ms=1_000,
+    )
+    rig.rt.service.effects = wiring.effect_runner(
+        [*rig.specs, slow], rig.rt.s3, clock_ms=rig.clock
+    )
+    rig.put("k", b"x")
+    (change,) = _changes(rig.rt)
+    # WHEN it is delivered: the function times out
+    with pytest.raises(TransientError, match="timed out"):
+        rig.rt.service.handle(change)
+    (row,) = rig.rt.ledger_rows()
+    slow_effect = row.effect_of("slow")
+    assert slow_effect is not None and slow_effect.status == "pending"
+    assert slow_effect.lease_until_ms == 0  # released: the retry need not wait for the lease
+    # THEN the retried message re-runs only the function, which now answers in time
+    result = rig.rt.service.handle(change)
+    assert result.extra["effect"] == {"slow": "resumed-done"}
+    assert _SLOW["calls"] == 2 and len(rig.runs["fast"]) == 1
+    (row,) = rig.rt.ledger_rows()
+    assert {n: e.status for n, e in row.effects().items()} == {"fast": "done", "slow": "done"}
