@@ -381,9 +381,7 @@ def test_a_processor_function_that_times_out_is_released_and_runs_again(emulator
         ),
         timeout_ms=1_000,
     )
-    rig.rt.service.effects = wiring.effect_runner(
-        [*rig.specs, slow], rig.rt.s3, clock_ms=rig.clock
-    )
+    rig.rt.service.effects = wiring.effect_runner([*rig.specs, slow], rig.rt.s3, clock_ms=rig.clock)
     rig.put("k", b"x")
     (change,) = _changes(rig.rt)
     # WHEN it is delivered: the function times out
