@@ -1174,6 +1174,11 @@ def status_command(
     out.print(f"newest backfill: {result['last_backfill'] or 'none'}")
     out.print(f"running backfills: {result['running_backfills'] or 'none'}")
     out.print(f"running replays: {result['running_replays'] or 'none'}")
+    for name, counts in result.get("processors", {}).items():
+        out.print(
+            f"processor {name}, last hour: {counts['done']} done, {counts['failed']} failed, "
+            f"{counts['superseded']} superseded"
+        )
     raise typer.Exit(exit_code)
 
 

@@ -555,7 +555,45 @@ def status(
         )
     if last_backfill and last_backfill["status"] in FAILED_EXECUTION:
         problems.append(f"the newest backfill ended {last_backfill['status']}")
+    names = [n for n in outputs.get("ProcessorNames", "").split(",") if n]
+    if names:
+        out["processors"] = processor_effects(cloudwatch, stack, names, now)
+        for name, counts in out["processors"].items():
+            if counts["failed"] and not counts["done"]:
+                problems.append(
+                    f"processor {name!r} failed {counts['failed']} time(s) in the last hour "
+                    "and completed none (its changes wait, then dead-letter: docs/runbook.md)"
+                )
     return {"healthy": not problems, "problems": problems, **out}
+
+
+def processor_effects(
+    cloudwatch: Any, stack: str, names: list[str], now: datetime
+) -> dict[str, dict[str, int]]:
+    """Each processor's effect runs in the hour before ``now``, ``{name: {"done", "failed",
+    "superseded"}}``, from the ingest handler's ``effect_<status>`` counts (dimensions
+    ``service``, ``stack``, ``processor``; one GetMetricData request)."""
+    statuses = ("done", "failed", "superseded")
+    queries = []
+    for i, name in enumerate(names):
+        for status in statuses:
+            metric = stack_metric(f"effect_{status}", stack)
+            metric["Dimensions"] = [*metric["Dimensions"], {"Name": "processor", "Value": name}]
+            queries.append(
+                {
+                    "Id": f"p{i}_{status}",
+                    "ReturnData": True,
+                    "MetricStat": {"Stat": "Sum", "Period": 3600, "Metric": metric},
+                }
+            )
+    results = cloudwatch.get_metric_data(
+        StartTime=now - timedelta(hours=1), EndTime=now, MetricDataQueries=queries
+    )["MetricDataResults"]
+    by_id = {r["Id"]: r.get("Values", []) for r in results}
+    return {
+        name: {s: int(sum(by_id.get(f"p{i}_{s}", []))) for s in statuses}
+        for i, name in enumerate(names)
+    }
 
 
 def to_json(doc: Any) -> str:

@@ -19,6 +19,8 @@ STACK_ENV = "S3INGEST_STACK"
 #: The dimension naming the landing bucket of a per-bucket count (beside ``stack``): the
 #: ingest outcomes are also counted per bucket under ``{service, stack, bucket}``.
 BUCKET_DIMENSION = "bucket"
+#: The dimension of the per-processor effect counts (``effect_done``, ``effect_failed``, ...).
+PROCESSOR_DIMENSION = "processor"
 #: The ``bucket`` dimension's value for a record of a bucket that is not one of the stack's
 #: (a replayed or redriven event of another bucket, ``ignored: out-of-scope``): one series for
 #: all of them, however many such buckets there are.

@@ -27,9 +27,10 @@ from aws_lambda_powertools.utilities.batch import (
     process_partial_response,
 )
 
-from s3ingest_fn.contract import LAG_METRIC, OTHER_BUCKET
+from s3ingest_fn.contract import LAG_METRIC, OTHER_BUCKET, PROCESSOR_DIMENSION
 from s3ingest_fn.core.model import Outcome, Result
-from s3ingest_fn.handlers.telemetry import bucket_metrics, stack_metrics
+from s3ingest_fn.core.row import DEFAULT_PROCESSOR
+from s3ingest_fn.handlers.telemetry import bucket_metrics, dimension_metrics, stack_metrics
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -119,6 +120,8 @@ def make_handler(
                 _count(result)
             for document in bucket_metrics(per_bucket(done)):
                 document.flush_metrics()
+            for document in dimension_metrics(per_processor(done), PROCESSOR_DIMENSION):
+                document.flush_metrics()
         return dict(response)
 
     return handle
@@ -189,6 +192,24 @@ def per_bucket(results: list[Result]) -> Counter[tuple[str, str]]:
         counts[(bucket, result.outcome.value)] += 1
     return counts
 
+
+def per_processor(results: list[Result]) -> Counter[tuple[str, str]]:
+    """The invocation's effect runs per processor, ``{(processor, "effect_<status>"): n}``
+    (status ``done``, ``superseded``, ``failed``, ``killed``, ``lease-lost``; a re-run counts
+    as its status), from each result's ``effect``: a map by processor name, or the single
+    processor's status (named ``default``). ``s3ingest status`` reads them."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for result in results:
+        effect = result.extra.get("effect")
+        named = effect if isinstance(effect, dict) else {DEFAULT_PROCESSOR: effect}
+        for name, status in named.items():
+            if isinstance(status, str) and status.removeprefix("resumed-") in EFFECT_STATUSES:
+                counts[(str(name), f"effect_{status.removeprefix('resumed-')}")] += 1
+    return counts
+
+
+#: Effect statuses counted per processor (:func:`per_processor`).
+EFFECT_STATUSES = frozenset({"done", "superseded", "failed", "killed", "lease-lost"})
 
 _handler: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None
 

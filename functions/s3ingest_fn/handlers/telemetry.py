@@ -40,15 +40,23 @@ def bucket_metrics(counts: Mapping[tuple[str, str], int]) -> list[EphemeralMetri
     https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html).
     Each set is flushed with ``flush_metrics()``; it shares no state with :func:`stack_metrics`.
     """
+    return dimension_metrics(counts, BUCKET_DIMENSION)
+
+
+def dimension_metrics(
+    counts: Mapping[tuple[str, str], int], dimension: str
+) -> list[EphemeralMetrics]:
+    """Counts per value of ``dimension`` (``bucket``, ``processor``), as
+    :func:`bucket_metrics`: ``{(value, metric name): n}`` -> one document per value."""
     stack = os.environ.get(STACK_ENV)
     documents = []
-    for bucket in sorted({b for b, _ in counts}):
+    for value in sorted({v for v, _ in counts}):
         metrics = EphemeralMetrics(namespace=METRICS_NAMESPACE, service=METRICS_SERVICE)
         if stack:
             metrics.add_dimension(name=STACK_DIMENSION, value=stack)
-        metrics.add_dimension(name=BUCKET_DIMENSION, value=bucket)
-        for (b, name), n in sorted(counts.items()):
-            if b == bucket:
+        metrics.add_dimension(name=dimension, value=value)
+        for (v, name), n in sorted(counts.items()):
+            if v == value:
                 metrics.add_metric(name=name, unit=MetricUnit.Count, value=n)
         documents.append(metrics)
     return documents
