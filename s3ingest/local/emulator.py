@@ -59,21 +59,30 @@ def _serialize_item_writes() -> None:
     (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.ConditionExpressions.html);
     moto's server handles requests on several threads without a lock, so two conditional writes
     to one item can both pass their condition. Without this, the emulator, not the product,
-    would break CONTRACT C10. Applied once per process; idempotent.
+    would break CONTRACT C10. The request handlers of single items are locked too: moto's
+    UpdateItem deep-copies the stored item, and GetItem serialises it, outside the backend call,
+    and another thread's write to the item (several processors committing on one row) would
+    change it under them. Applied once per process; idempotent.
     """
     from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.responses import DynamoHandler
 
-    for name in ("put_item", "update_item", "delete_item", "get_item", "transact_write_items"):
-        original = getattr(DynamoDBBackend, name)
-        if getattr(original, "_s3ingest_locked", False):
-            continue
+    item_operations = ("put_item", "update_item", "delete_item", "get_item")
+    for cls, names in (
+        (DynamoDBBackend, (*item_operations, "transact_write_items")),
+        (DynamoHandler, item_operations),
+    ):
+        for name in names:
+            original = getattr(cls, name)
+            if getattr(original, "_s3ingest_locked", False):
+                continue
 
-        def locked(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            with _ITEM_LOCK:
-                return _original(self, *args, **kwargs)
+            def locked(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+                with _ITEM_LOCK:
+                    return _original(self, *args, **kwargs)
 
-        locked._s3ingest_locked = True  # type: ignore[attr-defined]
-        setattr(DynamoDBBackend, name, locked)
+            locked._s3ingest_locked = True  # type: ignore[attr-defined]
+            setattr(cls, name, locked)
 
 
 def _silence_moto_event_bridge() -> None:

@@ -868,8 +868,8 @@ class DynamoLedger:
         holds its change (the caller has verified the bucket shows the row's state).
 
         One UpdateItem, conditional on the effect still holding that claim (fencing token
-        ``old_token``), pending with an expired lease or superseded, and on no other
-        processor's lease being live. The effect becomes ``pending`` again; the new token is the
+        ``old_token``), pending with an expired lease or superseded (other processors' leases
+        do not matter: a newer change would have replaced this token). The effect becomes ``pending`` again; the new token is the
         row's new revision; ``queues`` gives an ``every-change`` processor's waiting changes.
 
         Raises
@@ -879,12 +879,6 @@ class DynamoLedger:
         """
         fx, fx_token, fx_lease, _, _ = effect_attributes(processor)
         names = {_ph(n): n for n in (_REV, _OP, fx, fx_token, fx_lease)}
-        others = []
-        for other in claim.configured:
-            if other != processor:
-                lease = effect_attributes(other)[2]
-                names[_ph(lease)] = lease
-                others.append(f" AND (attribute_not_exists({_ph(lease)}) OR {_ph(lease)} < :now)")
         result = self._call(
             bucket,
             key,
@@ -893,7 +887,7 @@ class DynamoLedger:
                 f"{_ph(fx_token)} = if_not_exists(#{_REV}, :zero) + :one, "
                 f"{_ph(fx_lease)} = :lease, #{_OP} = :claim, {_ph(fx)} = :pending",
                 "ConditionExpression": f"{_ph(fx_token)} = :old AND (({_ph(fx)} = :pending AND "
-                f"{_ph(fx_lease)} < :now) OR {_ph(fx)} = :superseded)" + "".join(others),
+                f"{_ph(fx_lease)} < :now) OR {_ph(fx)} = :superseded)",
                 "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": {
                     ":zero": {"N": "0"},
