@@ -162,6 +162,8 @@ class S3IngestPipeline(Construct):
         processor name), when there are any.
     processor_functions : dict[str, aws_cdk.aws_lambda.Function]
         The same functions, by processor name (empty without ``handler`` entries).
+    processor_policy_statements : tuple of aws_cdk.aws_iam.PolicyStatement
+        The extra statements given to the functions that run the in-process processors.
     """
 
     def __init__(
@@ -293,7 +295,7 @@ class S3IngestPipeline(Construct):
         if problems:
             raise SettingsError(problems)
         self.settings = settings
-        self._policy_statements = tuple(processor_policy_statements)
+        self.processor_policy_statements = tuple(processor_policy_statements)
         if bucket is not None:
             # The team's bucket as before: used as is, not reconfigured, no inventory.
             sources: list[tuple[BucketSpec, s3.IBucket | None, bool]] = [
@@ -409,7 +411,7 @@ class S3IngestPipeline(Construct):
                 name: owner.function for name, owner in self.processing.functions.items()
             }
         processors = ingest_processors(
-            self, settings, self.processor_functions, self._policy_statements
+            self, settings, self.processor_functions, self.processor_policy_statements
         )
         self.ingestion = Ingestion(
             self,

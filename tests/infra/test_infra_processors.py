@@ -426,7 +426,7 @@ def test_from_settings_builds_the_props(tmp_path: Path) -> None:
     pipeline = stack.pipeline
     assert set(pipeline.processor_functions) == {"sidecar"}
     assert pipeline.settings.processor_entries() == stack.settings.processor_entries()
-    assert [s.to_json() for s in pipeline._policy_statements] == [
+    assert [s.to_json() for s in pipeline.processor_policy_statements] == [
         {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": TEAM_QUEUE_ARN}
     ]
 
