@@ -17,7 +17,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from s3ingest.settings import BucketSpec, Settings, SettingsError
+from s3ingest.settings import DEFAULT_PROCESSOR_NAME, BucketSpec, Settings, SettingsError
 from s3ingest_cdk.bundling import function_code, processor_sources, processors_sources
 from s3ingest_cdk.constructs import LandingBucket, LedgerTable, ProcessorOutputBucket
 from s3ingest_cdk.constructs.bucket_setup import BucketSetupProvider
@@ -413,6 +413,8 @@ class S3IngestPipeline(Construct):
         processors = ingest_processors(
             self, settings, self.processor_functions, self.processor_policy_statements
         )
+        #: Every processor's name (``default``: the single ``processor`` setting).
+        self.processor_names: list[str] = [e["name"] for e in settings.processor_entries()]
         self.ingestion = Ingestion(
             self,
             "Ingestion",
@@ -505,6 +507,15 @@ class S3IngestPipeline(Construct):
             )
             if owner is not None
         }
+        named = [n for n in self.processor_names if n != DEFAULT_PROCESSOR_NAME]
+        if named:
+            # reconciliation reads each processor's effect state with the row (its Scan
+            # projection names the attributes): docs/effects.md
+            for role in ("reconcile", "reconcile-fan-out", "backfill-control"):
+                if role in self.functions:
+                    self.functions[role].add_environment(
+                        "PROCESSOR_NAMES", ",".join(self.processor_names)
+                    )
 
     def _backfill(
         self,
@@ -574,6 +585,8 @@ class S3IngestPipeline(Construct):
             outputs["ReportBucketName"] = inventory_bucket.bucket_name
         if self.processor_output is not None:
             outputs["ProcessorOutputBucket"] = self.processor_output.bucket.bucket_name
+        if self.processor_names:
+            outputs["ProcessorNames"] = ",".join(self.processor_names)
         if self.processor_functions:
             outputs["ProcessorFunctions"] = Stack.of(self).to_json_string(
                 {name: f.function_arn for name, f in self.processor_functions.items()}

@@ -433,6 +433,7 @@ class LocalRuntime:
             inventory_bucket=self.resources.inventory_bucket,
             inventory_prefix=inventory_report_prefix(name),
             scope=self.scope.bucket(name),
+            processors=[str(e["name"]) for e in self.settings.processor_entries()],
         )
 
     def write_inventory(self, bucket: str | None = None) -> str:
