@@ -11,7 +11,10 @@ the same order, for N = 1, 2, 3, 5 processors, to three designs on one in-proces
   (:func:`s3ingest_fn.wiring.ingest_service`) given the N :class:`ProcessorSpec` s
   (:func:`ours`): the write that applies a change claims every processor it concerns; each
   processor's commit is one more write. Target per applied change: 1 + N writes, no read;
-  a duplicate or a stale event: the one rejected conditional write.
+  a duplicate or a stale event: the one rejected conditional write. Processors in mode
+  ``latest``.
+* **ours-every** the same with the processors in mode ``every-change`` (each applied change's
+  effect runs, in sequencer order per key).
 * **powertools** the ledger decision without effects (one conditional write, the same service
   without processors), then, for an ``applied`` outcome, each of the same N processors wrapped by
   Powertools ``idempotent_function`` (``DynamoDBPersistenceLayer`` on a second table, key ``id``
@@ -35,9 +38,11 @@ constant 1 per write and is not used. Per ``applied`` event the figures are per 
 ``all/applied`` divides every request of the run (duplicates and stale events included) by the
 applied changes.
 
-The emulator's moto patches (:mod:`s3ingest.local.fast_moto`: memoised expression parsing, the
-same answers and errors) are installed while the run lasts; counts are taken on the client and
-do not depend on them.
+The emulator's memoised expression parsing (:mod:`s3ingest.local.fast_moto`, the same answers
+and errors) is installed while the run lasts; counts are taken on the client and do not depend
+on it. The processors of one change run concurrently (each commits on its own); each design's
+requests are answered one at a time, as DynamoDB applies the writes to one item (see
+:class:`Tally`).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import math
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -67,6 +73,8 @@ from s3ingest_fn import wiring
 from s3ingest_fn.adapters.dynamo_ledger import item_size, write_units
 from s3ingest_fn.core.effects import (
     CREATED,
+    EVERY_CHANGE,
+    LATEST,
     REMOVED,
     AppliedChange,
     PinnedContent,
@@ -87,8 +95,9 @@ TTL_SECONDS = 86_400
 #: The processor counts of one run.
 NS = (1, 2, 3, 5)
 #: The designs, in print order.
-OURS, POWERTOOLS, POWERTOOLS_DUP = "ours", "powertools", "powertools+dup"
-DESIGNS = (OURS, POWERTOOLS, POWERTOOLS_DUP)
+OURS, OURS_EVERY = "ours", "ours-every"
+POWERTOOLS, POWERTOOLS_DUP = "powertools", "powertools+dup"
+DESIGNS = (OURS, OURS_EVERY, POWERTOOLS, POWERTOOLS_DUP)
 #: Lambda remaining time the fake context reports (ms): the lease and in-progress expiry length.
 REMAINING_MS = 60_000
 #: The partition key of each table: the ledger's, and the one the Powertools docs create.
@@ -130,25 +139,39 @@ class Tally:
     #: Items in the design's tables after the run (moto's store): ledger rows, idempotency records.
     ledger_items: int = 0
     idempotency_items: int = 0
-    _pending: tuple[str, dict[str, Any], int] | None = None
+    #: The largest item of each table after the run (bytes, DynamoDB's item size).
+    ledger_bytes: int = 0
+    idempotency_bytes: int = 0
+    #: The largest item any write of the run billed (before or after it), bytes.
+    peak_bytes: int = 0
+    #: The processors of one change run concurrently, each committing on its own. The design's
+    #: requests are answered one at a time (``_request``, held from ``before-call`` to
+    #: ``after-call``): DynamoDB applies writes to one item one at a time, moto in-process does
+    #: not lock (its UpdateItem copies the item while another thread changes it), and the sizes
+    #: read before and after a write are then that write's. The counts are taken under
+    #: ``_lock``; each thread's write in flight is its own (``_pending``).
+    _request: threading.Lock = field(default_factory=threading.Lock)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _pending: threading.local = field(default_factory=threading.local)
 
     def attach(self, client: Any) -> None:
         """Count every DynamoDB request ``client`` makes (botocore event hooks)."""
         client.meta.events.register("before-parameter-build.dynamodb", self._params)
         client.meta.events.register("before-call.dynamodb", self._before)
         client.meta.events.register("after-call.dynamodb", self._after)
+        client.meta.events.register("after-call-error.dynamodb", self._failed)
 
     def _params(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        self._pending.write = None
         if model.name not in ("PutItem", "UpdateItem", "DeleteItem"):
             return
-        table = params["TableName"]
         if "Key" in params:
             key = params["Key"]
         else:
             name = LEDGER_KEY if LEDGER_KEY in params["Item"] else IDEMPOTENCY_KEY
             key = {name: params["Item"][name]}
         new = item_size(params["Item"]) if "Item" in params else 0
-        self._pending = (table, key, max(new, self._size(table, key)))
+        self._pending.write = (params["TableName"], key, new)
 
     def _size(self, table: str, key: dict[str, Any]) -> int:
         # Read from moto's store, not over the API: a GetItem costs more than the write measured
@@ -156,22 +179,43 @@ class Tally:
         return item_size(item.to_json()["Attributes"]) if item is not None else 0
 
     def _before(self, model: Any, **_: Any) -> None:
-        self.calls[(self.category, model.name)] += 1
+        self._request.acquire()
+        pending = getattr(self._pending, "write", None)
+        if pending is not None:
+            table, key, new = pending
+            self._pending.write = (table, key, max(new, self._size(table, key)))
+        with self._lock:
+            self.calls[(self.category, model.name)] += 1
 
     def _after(self, model: Any, parsed: dict[str, Any], **_: Any) -> None:
-        if parsed.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-            self.rejected[self.category] += 1
-        if model.name in WRITES and self._pending is not None:
-            table, key, before = self._pending
-            self._pending = None
-            self.wru[self.category] += write_units(max(before, self._size(table, key)))
+        try:
+            pending = getattr(self._pending, "write", None)
+            self._pending.write = None
+            units = 0
+            if model.name in WRITES and pending is not None:
+                table, key, before = pending
+                size = max(before, self._size(table, key))
+                units = write_units(size)
+                self.peak_bytes = max(self.peak_bytes, size)
+        finally:
+            self._request.release()
+        with self._lock:
+            if parsed.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                self.rejected[self.category] += 1
+            self.wru[self.category] += units
+
+    def _failed(self, **_: Any) -> None:
+        """No answer (botocore's ``after-call-error``): the request ends without ``after-call``."""
+        self._pending.write = None
+        self._request.release()
 
     def processor(self, name: str) -> Processor:
         """A trivial processor named ``name``: it records that it ran."""
 
         def process(change: AppliedChange, content: PinnedContent | None) -> None:
-            self.runs[self.category] += 1
-            self.runs_per_change[(name, change.change_id)] += 1
+            with self._lock:
+                self.runs[self.category] += 1
+                self.runs_per_change[(name, change.change_id)] += 1
 
         return process
 
@@ -198,6 +242,7 @@ class Tally:
 
 @contextlib.contextmanager
 def _fast_moto() -> Iterator[None]:
+    """The emulator's memoised expression parsing while the run lasts."""
     was = fast_moto.installed()
     fast_moto.install()
     try:
@@ -243,12 +288,13 @@ def ours(
     Raises
     ------
     MultipleProcessorsUnsupported
-        When this build's service takes one processor and ``specs`` holds several.
+        When this build's service takes one processor (in mode ``latest``) and ``specs``
+        holds several, or another mode.
     """
     processor: Any
     if takes_specs():
         processor = list(specs)
-    elif len(specs) == 1:
+    elif len(specs) == 1 and specs[0].mode == LATEST:
         processor = specs[0].call
     else:
         raise MultipleProcessorsUnsupported(f"{len(specs)} processors")
@@ -337,9 +383,11 @@ class PowertoolsDesign:
         return outcome
 
 
-def specs_of(tally: Tally) -> list[ProcessorSpec]:
-    """``tally.n`` trivial processors on every key, mode ``latest``."""
-    return [ProcessorSpec(f"p{i}", tally.processor(f"p{i}")) for i in range(1, tally.n + 1)]
+def specs_of(tally: Tally, mode: str = LATEST) -> list[ProcessorSpec]:
+    """``tally.n`` trivial processors on every key, in ``mode``."""
+    return [
+        ProcessorSpec(f"p{i}", tally.processor(f"p{i}"), mode=mode) for i in range(1, tally.n + 1)
+    ]
 
 
 @dataclass
@@ -368,9 +416,9 @@ def run(events: int = 200, seed: int = 11, ns: Sequence[int] = NS) -> Report:
                 _create_table(admin, idem, IDEMPOTENCY_KEY, "expiration")
                 ddb = _client("dynamodb")
                 tally = Tally(design, n)
-                specs = specs_of(tally)
+                specs = specs_of(tally, EVERY_CHANGE if design == OURS_EVERY else LATEST)
                 deliver: Callable[[Change], str]
-                if design == OURS:
+                if design in (OURS, OURS_EVERY):
                     try:
                         service = ours(
                             s3=s3, dynamodb=ddb, table=ledger, specs=specs, context=context
@@ -396,15 +444,18 @@ def run(events: int = 200, seed: int = 11, ns: Sequence[int] = NS) -> Report:
                     tally.category = d.category
                     tally.events[d.category] += 1
                     tally.outcomes[(d.category, deliver(d.change))] += 1
-                tally.ledger_items, tally.idempotency_items = _items(ledger), _items(idem)
+                tally.ledger_items, tally.ledger_bytes = _items(ledger)
+                tally.idempotency_items, tally.idempotency_bytes = _items(idem)
                 tallies[n][design] = tally
     report = Report(deliveries, tallies)
     _print(report)
     return report
 
 
-def _items(table: str) -> int:
-    return len(dynamodb_backends[DEFAULT_ACCOUNT_ID][REGION].get_table(table))
+def _items(table: str) -> tuple[int, int]:
+    """Items in ``table`` and the largest one's size (bytes)."""
+    items = dynamodb_backends[DEFAULT_ACCOUNT_ID][REGION].get_table(table).all_items()
+    return len(items), max((item_size(i.to_json()["Attributes"]) for i in items), default=0)
 
 
 def _outcome_of(service: IngestService) -> Callable[[Change], str]:
@@ -449,33 +500,30 @@ def _print(report: Report) -> None:
                 f"{total:>20} {t.runs['applied'] / applied:12.2f}  {t.ops('applied')}"
             )
     print("   target (ours): applied 1 + N writes, 0 reads; duplicate and stale 1 write, 0 reads")
+    print("   ratios powertools/ours: per applied change (writes, WRU); the whole run's writes")
     for n, designs in report.tallies.items():
-        ours_t, base = designs.get(OURS), designs.get(POWERTOOLS)
-        if ours_t is None or base is None:
-            continue
-        w, r = ours_t.per_event("applied", WRITES), ours_t.per_event("applied", READS)
-        met = (
-            math.isclose(w, 1 + n)
-            and r == 0
-            and all(
-                math.isclose(ours_t.per_event(c, WRITES), 1) and ours_t.per_event(c, READS) == 0
-                for c in ("duplicate", "stale")
+        base, dup = designs.get(POWERTOOLS), designs.get(POWERTOOLS_DUP)
+        for name in (OURS, OURS_EVERY):
+            ours_t = designs.get(name)
+            if ours_t is None or base is None or dup is None:
+                continue
+            w, r = ours_t.per_event("applied", WRITES), ours_t.per_event("applied", READS)
+            met = (
+                math.isclose(w, 1 + n)
+                and r == 0
+                and all(
+                    math.isclose(ours_t.per_event(c, WRITES), 1) and ours_t.per_event(c, READS) == 0
+                    for c in ("duplicate", "stale")
+                )
             )
-        )
-        line = (
-            f"     N={n}: ours {w:.3f} writes {r:.3f} reads per applied change "
-            f"({'met' if met else 'NOT met'}); ratio powertools/ours per applied change: "
-            f"writes {base.per_event('applied', WRITES) / w:.3f}, "
-            f"WRU {base.wru['applied'] / max(1, ours_t.wru['applied']):.3f}"
-        )
-        dup = designs.get(POWERTOOLS_DUP)
-        if dup is not None:
-            line += (
-                f"; over the whole run (per applied change): powertools "
-                f"{base.per_applied(WRITES) / ours_t.per_applied(WRITES):.3f}, powertools+dup "
-                f"{dup.per_applied(WRITES) / ours_t.per_applied(WRITES):.3f}"
+            print(
+                f"     N={n} {name:<10} {w:.3f} writes {r:.3f} reads per applied change "
+                f"({'met' if met else 'NOT met'}); powertools/{name}: writes "
+                f"{base.per_event('applied', WRITES) / w:.3f}, WRU "
+                f"{base.wru['applied'] / max(1, ours_t.wru['applied']):.3f}; whole run: "
+                f"powertools {base.per_applied(WRITES) / ours_t.per_applied(WRITES):.3f}, "
+                f"powertools+dup {dup.per_applied(WRITES) / ours_t.per_applied(WRITES):.3f}"
             )
-        print(line)
     print("   effects (every design): runs per applied change = N; per duplicate or stale event:")
     for n, designs in report.tallies.items():
         for design, t in designs.items():
@@ -485,6 +533,8 @@ def _print(report: Report) -> None:
             print(
                 f"     N={n} {design:<15} runs on duplicates {t.runs['duplicate']:4d}, on stale "
                 f"{t.runs['stale']:4d}; (processor, change) pairs run more than once {again}; "
-                f"items stored: ledger {t.ledger_items}, idempotency {t.idempotency_items}"
+                f"items at the end (largest): ledger {t.ledger_items} ({t.ledger_bytes} B), "
+                f"idempotency {t.idempotency_items} ({t.idempotency_bytes} B); largest item "
+                f"written {t.peak_bytes} B"
             )
     print(f"   command: {COMMAND}")
