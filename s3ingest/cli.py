@@ -375,11 +375,12 @@ def scenario(
         _emit_backfill(job, as_json=False)
     if result["effects"]:
         fx = Table(title="effects run (processor)")
-        for col in ("step", "key", "kind", "sequencer", "change id", "token", "then"):
+        for col in ("step", "processor", "key", "kind", "sequencer", "change id", "token", "then"):
             fx.add_column(col, overflow="fold")  # ids are matched by eye: never cut them
         for e in result["effects"]:
             fx.add_row(
                 str(e["step"]),
+                e["processor"],
                 repr(e["key"]),
                 e["kind"],
                 str(e["sequencer"]),
@@ -1097,13 +1098,18 @@ def explain_command(
         )
     out.print(table_)
     out.print(result["verdict"])
-    effect = result["effect"]
-    if effect is not None:
+    for name, effect in result["effects"].items():
+        who = "processor" if name == "default" else f"processor {name!r}"
         out.print(
-            f"processor effect of this change: {effect['status']} (fencing token "
+            f"{who} effect of this change: {effect['status']} (fencing token "
             f"{effect['fencing_token']}"
             + (f", lease until {effect['lease_until']}" if effect["lease_until"] else "")
             + ")"
+            + (
+                f"; {len(effect['waiting_changes'])} change(s) waiting (every-change)"
+                if effect["waiting_changes"]
+                else ""
+            )
             + (
                 "; behind the row: a reconciliation re-runs it (runbook: effects-behind)"
                 if effect["behind"]

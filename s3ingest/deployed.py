@@ -96,4 +96,5 @@ class DeployedStack:
             queue_url=queue,
             inventory_bucket=self.outputs.get("InventoryBucketName"),
             inventory_prefix=inventory_report_prefix(bucket),
+            processors=[n for n in self.outputs.get("ProcessorNames", "").split(",") if n],
         )

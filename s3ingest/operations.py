@@ -343,16 +343,19 @@ def explain(ledger_row: LedgerRow | None, bucket_state: Any) -> dict[str, Any]:
         "revision": row.rev if row else None,
         "change_id": row.change_id if row else None,
     }
-    # The processor's effect for the row's change (CONTRACT C11), when a processor runs.
-    effect = None
-    if row is not None and row.effect is not None:
-        effect = {
-            "status": row.effect.status,
-            "fencing_token": row.effect.token,
-            "lease_until": _iso_ms(row.effect.lease_until_ms),
-            "completed_for_change": row.effect.done_change_id,
-            "behind": row.effect_behind,
+    # Each processor's effect (CONTRACT C11): ``effect`` the single processor's (the
+    # ``processor`` setting), ``effects`` every processor's by name.
+    effects: dict[str, dict[str, Any]] = {}
+    for name, fx in (row.effects() if row is not None else {}).items():
+        effects[name] = {
+            "status": fx.status,
+            "fencing_token": fx.token,
+            "lease_until": _iso_ms(fx.lease_until_ms),
+            "completed_for_change": fx.done_change_id,
+            "behind": fx.status == "superseded",
+            "waiting_changes": [q.change_id for q in fx.queue],
         }
+    effect = effects.get("default")
     history = [
         {**decision.as_dict(), "at": _iso_ms(decision.at)}
         for decision in (row.history if row else ())
@@ -385,6 +388,7 @@ def explain(ledger_row: LedgerRow | None, bucket_state: Any) -> dict[str, Any]:
         "verdict": verdict,
         "history": history,
         "effect": effect,
+        "effects": effects,
         "skipped_rule": "an event whose sequencer is lower than the row's is stale, an equal "
         "one a duplicate; both leave the row as it is (see the log line of "
         "each record for its outcome)",

@@ -50,6 +50,8 @@ DEFAULTS: dict[str, Any] = {
     "alarmEmail": None,
     "processor": None,
     "processorPackageDir": None,
+    "processors": None,
+    "processorPolicyStatements": None,
     "changeStream": False,
     "lagAlarmSeconds": 300,
     "runbookBaseUrl": "https://github.com/s3ingest/s3ingest/blob/main/docs/runbook.md",
@@ -333,6 +335,194 @@ class BucketSpec:
         return p
 
 
+#: A processor's delivery modes and the change kinds it may filter on (the same values as
+#: :mod:`s3ingest_fn.core.effects`' ``MODES`` and ``KINDS``; a test keeps them equal).
+PROCESSOR_MODES = ("latest", "every-change")
+PROCESSOR_KINDS = ("created", "removed")
+#: The name the single ``processor`` setting runs under (``DEFAULT_PROCESSOR``).
+DEFAULT_PROCESSOR_NAME = "default"
+#: A processor function's timeout when its entry gives none, seconds.
+DEFAULT_PROCESSOR_TIMEOUT_SECONDS = 30
+#: Lambda's longest function timeout, seconds
+#: (https://docs.aws.amazon.com/lambda/latest/dg/configuration-timeout.html).
+MAX_LAMBDA_TIMEOUT_SECONDS = 900
+#: What a function that invokes processor functions needs beyond the longest of their timeouts,
+#: seconds: the applying write (the claim), the commit, and the 3 s an effect needs left before it
+#: starts (``MIN_EFFECT_MS``), with room for the other records of the batch.
+PROCESSOR_TIMEOUT_MARGIN_SECONDS = 15
+#: Fields of one ``processors`` entry (context form), with exactly one of
+#: :data:`PROCESSOR_TARGET_FIELDS`.
+PROCESSOR_FIELDS = (
+    "name",
+    "mode",
+    "prefixes",
+    "suffixes",
+    "kinds",
+    "timeoutSeconds",
+    "functionArn",
+    "handler",
+    "module",
+)
+#: How a processor runs: a Lambda function of the team (``functionArn``), a handler of this
+#: repository's bundle the stack deploys as its own function (``handler``), or a module run
+#: in-process by the ingest-side functions (``module``).
+PROCESSOR_TARGET_FIELDS = ("functionArn", "handler", "module")
+_PROCESSOR_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+# arn:<partition>:lambda:<region>:<account>:function:<name>[:<version or alias>]
+# (https://docs.aws.amazon.com/lambda/latest/api/API_Invoke.html#API_Invoke_RequestSyntax).
+_FUNCTION_ARN_RE = re.compile(
+    r"^arn:aws[a-z-]*:lambda:[a-z]{2}(-[a-z]+)+-\d+:\d{12}:function:[A-Za-z0-9_-]{1,64}"
+    r"(:(\$LATEST|[A-Za-z0-9_-]{1,128}))?$"
+)
+#: Fields of one ``processorPolicyStatements`` entry (an IAM identity-policy statement).
+STATEMENT_FIELDS = ("Sid", "Effect", "Action", "Resource", "Condition")
+# service:Action, with IAM's * and ? wildcards, or * alone.
+_ACTION_RE = re.compile(r"^(\*|[A-Za-z0-9-]+:[A-Za-z0-9*?]+)$")
+
+
+def is_function_processor(entry: Mapping[str, Any]) -> bool:
+    """Whether a ``processors`` entry is a processor function (``functionArn`` or ``handler``),
+    invoked with a timeout, rather than an in-process ``module``."""
+    return "functionArn" in entry or "handler" in entry
+
+
+def processor_entry(raw: Any, where: str) -> tuple[dict[str, Any] | None, list[str]]:
+    """One ``processors`` entry, normalised, and every rule it breaks.
+
+    Normalised: ``{"name", "mode", "prefixes", "suffixes", "kinds"}``, then ``"timeoutSeconds"``
+    for a processor function, then the one of ``functionArn``, ``handler`` or ``module`` it has;
+    defaults filled in (``mode`` ``latest``, no key filters, both kinds, a 30 s timeout). A
+    normalised entry normalises to itself.
+
+    Parameters
+    ----------
+    raw : Any
+        The entry as given (context JSON, or a dict).
+    where : str
+        Names it in the problems (``"processors[0]"``).
+
+    Returns
+    -------
+    tuple
+        ``(entry, problems)``; ``entry`` is None when ``raw`` is not an object.
+    """
+    if not isinstance(raw, Mapping):
+        return None, [f"{where}: expected an object, got {raw!r}"]
+    problems = [
+        f"{where}.{k}: unknown field (known: {', '.join(PROCESSOR_FIELDS)})"
+        for k in raw
+        if k not in PROCESSOR_FIELDS
+    ]
+    name = raw.get("name")
+    if not isinstance(name, str) or not _PROCESSOR_NAME_RE.match(name):
+        problems.append(
+            f"{where}.name: {name!r} must be lower-case letters, digits and '-', starting with "
+            "a letter, at most 32 (^[a-z][a-z0-9-]{0,31}$)"
+        )
+    mode = raw.get("mode", PROCESSOR_MODES[0])
+    if mode not in PROCESSOR_MODES:
+        problems.append(f"{where}.mode: {mode!r} is not one of {', '.join(PROCESSOR_MODES)}")
+    filters: dict[str, list[str]] = {}
+    for key in ("prefixes", "suffixes"):
+        values = raw.get(key) or []
+        if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
+            problems.append(f"{where}.{key}: expected a list of non-empty strings")
+            values = []
+        elif len(set(values)) != len(values):
+            problems.append(f"{where}.{key}: listed twice")
+        elif any(len(v.encode()) > 1024 for v in values):
+            problems.append(f"{where}.{key}: longer than a key can be (1024 bytes)")
+        filters[key] = list(values)
+    kinds = raw.get("kinds", list(PROCESSOR_KINDS))
+    if (
+        not isinstance(kinds, list)
+        or not kinds
+        or not all(k in PROCESSOR_KINDS for k in kinds)
+        or len(set(kinds)) != len(kinds)
+    ):
+        problems.append(
+            f"{where}.kinds: {kinds!r} is not a non-empty list of {', '.join(PROCESSOR_KINDS)} "
+            "(each once)"
+        )
+        kinds = list(PROCESSOR_KINDS)
+    given = [k for k in PROCESSOR_TARGET_FIELDS if raw.get(k) not in (None, "")]
+    if len(given) != 1:
+        problems.append(
+            f"{where}: give exactly one of {', '.join(PROCESSOR_TARGET_FIELDS)}"
+            + (f" (got {', '.join(given)})" if given else "")
+        )
+    entry: dict[str, Any] = {
+        "name": name,
+        "mode": mode,
+        "prefixes": filters["prefixes"],
+        "suffixes": filters["suffixes"],
+        "kinds": list(kinds),
+    }
+    function = any(k in given for k in ("functionArn", "handler"))
+    timeout = raw.get("timeoutSeconds")
+    if timeout is not None and not function:
+        problems.append(
+            f"{where}.timeoutSeconds: only a processor function (functionArn or handler) has a "
+            "timeout; a module runs within the ingest-side functions' own"
+        )
+    if function:
+        seconds = DEFAULT_PROCESSOR_TIMEOUT_SECONDS if timeout is None else _to_int(timeout)
+        if seconds is None or not 1 <= seconds <= MAX_LAMBDA_TIMEOUT_SECONDS:
+            problems.append(
+                f"{where}.timeoutSeconds: {timeout!r} is not a whole number in "
+                f"1..{MAX_LAMBDA_TIMEOUT_SECONDS} (Lambda's timeout range)"
+            )
+        entry["timeoutSeconds"] = seconds if seconds is not None else timeout
+    for key in given:
+        value = raw[key]
+        entry[key] = value
+        if key == "functionArn":
+            if not isinstance(value, str) or not _FUNCTION_ARN_RE.match(value):
+                problems.append(
+                    f"{where}.functionArn: {value!r} is not a Lambda function ARN "
+                    "(arn:<partition>:lambda:<region>:<account>:function:<name>[:<qualifier>])"
+                )
+        elif not isinstance(value, str) or not _PROCESSOR_RE.match(value):
+            problems.append(f"{where}.{key}: {value!r} is not 'package.module:function'")
+    return entry, problems
+
+
+def statement_problems(raw: Any, where: str) -> list[str]:
+    """Every rule one ``processorPolicyStatements`` entry breaks: an IAM identity-policy
+    statement ``{"Effect": "Allow" | "Deny", "Action": ..., "Resource": ...}`` with an optional
+    ``Sid`` and ``Condition`` (https://docs.aws.amazon.com/IAM/latest/UserGuide/
+    reference_policies_elements.html); ``Action`` and ``Resource`` a string or a non-empty list."""
+    if not isinstance(raw, Mapping):
+        return [f"{where}: expected an object, got {raw!r}"]
+    problems = [
+        f"{where}.{k}: unknown field (known: {', '.join(STATEMENT_FIELDS)})"
+        for k in raw
+        if k not in STATEMENT_FIELDS
+    ]
+    if raw.get("Effect") not in ("Allow", "Deny"):
+        problems.append(f"{where}.Effect: {raw.get('Effect')!r} is not Allow or Deny")
+    for key, valid, what in (
+        ("Action", _ACTION_RE.match, "'service:Action' (wildcards * and ? allowed) or '*'"),
+        ("Resource", lambda v: v == "*" or v.startswith("arn:"), "an ARN ('arn:...') or '*'"),
+    ):
+        value = raw.get(key)
+        values = [value] if isinstance(value, str) else value
+        if not isinstance(values, list) or not values:
+            problems.append(f"{where}.{key}: expected a string or a non-empty list of strings")
+            continue
+        bad = [v for v in values if not isinstance(v, str) or not valid(v)]
+        if bad:
+            problems.append(f"{where}.{key}: {', '.join(map(repr, bad))}: each must be {what}")
+    condition = raw.get("Condition")
+    if condition is not None and not (
+        isinstance(condition, Mapping) and all(isinstance(v, Mapping) for v in condition.values())
+    ):
+        problems.append(
+            f"{where}.Condition: expected {{operator: {{key: value}}}} (an IAM condition block)"
+        )
+    return problems
+
+
 class SettingsError(ValueError):
     """Raised when context settings are invalid; ``problems`` lists every one of them."""
 
@@ -414,6 +604,20 @@ class Settings:
     processor_package_dir : str or None
         A directory (relative to the project) whose top-level packages are copied into the
         ingest Lambda's package, for a processor that does not live under ``functions/``.
+    processors : tuple of dict
+        Several named processors (context key ``processors``: a JSON list), each
+        ``{"name", "mode", "prefixes", "suffixes", "kinds", "timeoutSeconds"}`` and exactly one
+        of ``"functionArn"`` (the team's own Lambda function, any runtime, invoked synchronously
+        under the claim), ``"handler"`` (a Lambda handler of this repository's bundle,
+        ``package.module:function``, which the stack deploys as its own function) or
+        ``"module"`` (run in-process by the ingest-side functions, as ``processor``); see
+        :func:`processor_entry`. Empty: ``processor`` alone (:meth:`processor_entries`); giving
+        both is an error.
+    processor_policy_statements : tuple of dict
+        Extra IAM identity-policy statements (``{"Effect", "Action", "Resource"}`` and an
+        optional ``"Condition"``, ``"Sid"``; context key ``processorPolicyStatements``: a JSON
+        list) added to the roles of the functions that run the in-process (``module``)
+        processors, for what those need beyond the landing and output buckets.
     change_stream : bool
         Publish every applied change to the stack's own EventBridge bus (source ``s3ingest``),
         from the ledger's DynamoDB stream.
@@ -459,6 +663,8 @@ class Settings:
     alarm_email: str | None = DEFAULTS["alarmEmail"]
     processor: str | None = DEFAULTS["processor"]
     processor_package_dir: str | None = DEFAULTS["processorPackageDir"]
+    processors: tuple[dict[str, Any], ...] = ()
+    processor_policy_statements: tuple[dict[str, Any], ...] = ()
     change_stream: bool = DEFAULTS["changeStream"]
     lag_alarm_seconds: int = DEFAULTS["lagAlarmSeconds"]
     runbook_base_url: str = DEFAULTS["runbookBaseUrl"]
@@ -496,11 +702,50 @@ class Settings:
         literal names (the stack passes its created buckets' tokens itself)."""
         return [spec.scope_entry() for spec in self.bucket_specs]
 
+    def processor_entries(self) -> list[dict[str, Any]]:
+        """Every processor of the stack, normalised (:func:`processor_entry`): ``processors``,
+        or the single ``processor`` setting as the one entry ``{"name": "default", "mode":
+        "latest", "prefixes": [], "suffixes": [], "kinds": ["created", "removed"], "module":
+        processor}``; empty without either. Entries that cannot be read (invalid settings) are
+        left out."""
+        if not self.processors:
+            if self.processor is None:
+                return []
+            raw: Sequence[Any] = [{"name": DEFAULT_PROCESSOR_NAME, "module": self.processor}]
+        else:
+            raw = self.processors
+        entries = [processor_entry(entry, "")[0] for entry in raw]
+        return [entry for entry in entries if entry is not None]
+
+    @property
+    def processor_timeout_floor_seconds(self) -> int:
+        """The shortest timeout a function that invokes the processor functions may have,
+        seconds: the longest ``timeoutSeconds`` of a ``functionArn`` or ``handler`` entry plus
+        :data:`PROCESSOR_TIMEOUT_MARGIN_SECONDS`; 0 without processor functions."""
+        timeouts = [
+            entry["timeoutSeconds"]
+            for entry in self.processor_entries()
+            if is_function_processor(entry) and isinstance(entry.get("timeoutSeconds"), int)
+        ]
+        return max(timeouts) + PROCESSOR_TIMEOUT_MARGIN_SECONDS if timeouts else 0
+
+    def ingest_side_timeout(self, seconds: int) -> int:
+        """The timeout of an ingest-side function (one that runs the processors) configured as
+        ``seconds``: at least :attr:`processor_timeout_floor_seconds` (derived when lower)."""
+        return max(seconds, self.processor_timeout_floor_seconds)
+
+    @property
+    def ingest_timeout_seconds(self) -> int:
+        """The ingest function's timeout: ``functionTimeoutSeconds``, raised to
+        :attr:`processor_timeout_floor_seconds` when that is longer."""
+        return self.ingest_side_timeout(self.function_timeout_seconds)
+
     @property
     def queue_visibility_timeout_seconds(self) -> int:
-        """Ingest queue visibility timeout: six times the function timeout (AWS Lambda guidance,
+        """Ingest queue visibility timeout: six times the ingest function's timeout
+        (:attr:`ingest_timeout_seconds`; AWS Lambda guidance,
         https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html)."""
-        return 6 * self.function_timeout_seconds
+        return 6 * self.ingest_timeout_seconds
 
     @property
     def tombstone_ttl_seconds(self) -> int:
@@ -539,6 +784,10 @@ class Settings:
         for f in fields(self):
             out[_camel(f.name)] = getattr(self, f.name)
         out["buckets"] = [spec.to_context() for spec in self.buckets] or None
+        out["processors"] = [dict(entry) for entry in self.processors] or None
+        out["processorPolicyStatements"] = [
+            dict(statement) for statement in self.processor_policy_statements
+        ] or None
         return out
 
     @classmethod
@@ -569,6 +818,14 @@ class Settings:
                 specs, found = _bucket_specs(raw)
                 problems.extend(found)
                 values[f.name] = specs
+                continue
+            if key in ("processors", "processorPolicyStatements"):
+                items, found = _json_list(key, raw)
+                problems.extend(found)
+                if key == "processors":
+                    # valid entries normalised; problems() judges every entry as given
+                    items = [_normalised(item) for item in items]
+                values[f.name] = tuple(items)
                 continue
             if isinstance(default, bool):
                 val = _to_bool(raw)
@@ -690,24 +947,73 @@ class Settings:
             p.append(f"alarmEmail: {self.alarm_email!r} is not an e-mail address")
         if self.processor is not None and not _PROCESSOR_RE.match(self.processor):
             p.append(f"processor: {self.processor!r} is not 'package.module:function'")
-        if self.processor is not None:
-            for name, timeout in (
-                ("functionTimeoutSeconds", self.function_timeout_seconds),
-                ("backfillFunctionTimeoutSeconds", self.backfill_function_timeout_seconds),
-            ):
-                if timeout < 10:
-                    p.append(
-                        f"{name}: at least 10 with a processor (an effect is started only "
-                        "with 3 s or more left in the invocation)"
-                    )
-        if self.processor_package_dir is not None and self.processor is None:
-            p.append("processorPackageDir is set but processor is not")
+        p.extend(self._processor_problems())
         rng("lagAlarmSeconds", self.lag_alarm_seconds, 1, SECONDS_PER_DAY)
         url = self.runbook_base_url or ""
         if not _RUNBOOK_URL_RE.match(url):
             p.append(
                 f"runbookBaseUrl: {self.runbook_base_url!r} must be an https:// URL with a "
                 "host and no fragment (each alarm appends #<section>)"
+            )
+        return p
+
+    def _processor_problems(self) -> list[str]:
+        """The rules of ``processor``, ``processors``, ``processorPackageDir`` and
+        ``processorPolicyStatements``, and the timeouts they need."""
+        p: list[str] = []
+        if self.processor is not None and self.processors:
+            p.append(
+                "processor and processors are both set: list the processor in processors as "
+                f'{{"name": "{DEFAULT_PROCESSOR_NAME}", "module": "{self.processor}"}}'
+            )
+        names: list[str] = []
+        for index, raw in enumerate(self.processors):
+            where = f"processors[{index}]"
+            entry, found = processor_entry(raw, where)
+            p.extend(found)
+            if entry is None:
+                continue
+            if isinstance(entry["name"], str):
+                names.append(entry["name"])
+            timeout = entry.get("timeoutSeconds")
+            if (
+                is_function_processor(entry)
+                and isinstance(timeout, int)
+                and 1 <= timeout <= MAX_LAMBDA_TIMEOUT_SECONDS
+                and timeout + PROCESSOR_TIMEOUT_MARGIN_SECONDS > MAX_LAMBDA_TIMEOUT_SECONDS
+            ):
+                p.append(
+                    f"{where}.timeoutSeconds: {timeout} + {PROCESSOR_TIMEOUT_MARGIN_SECONDS} s "
+                    "for the functions that invoke it passes Lambda's "
+                    f"{MAX_LAMBDA_TIMEOUT_SECONDS} s limit (at most "
+                    f"{MAX_LAMBDA_TIMEOUT_SECONDS - PROCESSOR_TIMEOUT_MARGIN_SECONDS})"
+                )
+        for name in sorted({n for n in names if names.count(n) > 1}):
+            p.append(f"processors: {name!r} is named twice")
+        entries = self.processor_entries()
+        in_process = [e for e in entries if "module" in e]
+        if self.processor is not None or in_process:
+            for name, timeout in (
+                ("functionTimeoutSeconds", self.function_timeout_seconds),
+                ("backfillFunctionTimeoutSeconds", self.backfill_function_timeout_seconds),
+            ):
+                if self.ingest_side_timeout(timeout) < 10:
+                    p.append(
+                        f"{name}: at least 10 with a processor (an effect is started only "
+                        "with 3 s or more left in the invocation)"
+                    )
+        bundled = [e for e in entries if "module" in e or "handler" in e]
+        if self.processor_package_dir is not None and not bundled:
+            p.append(
+                "processorPackageDir is set but processor is not"
+                + (" (nor a module or handler in processors)" if self.processors else "")
+            )
+        for index, statement in enumerate(self.processor_policy_statements):
+            p.extend(statement_problems(statement, f"processorPolicyStatements[{index}]"))
+        if self.processor_policy_statements and not in_process:
+            p.append(
+                "processorPolicyStatements is set but no in-process processor runs (processor, "
+                "or a module in processors): a processor function has its own role"
             )
         return p
 
@@ -845,6 +1151,27 @@ def _bucket_specs(raw: Any) -> tuple[tuple[BucketSpec, ...], list[str]]:
         if spec is not None:
             specs.append(spec)
     return tuple(specs), problems
+
+
+def _normalised(raw: Any) -> Any:
+    """``raw`` normalised (:func:`processor_entry`) when it is a valid entry, else as given."""
+    entry, problems = processor_entry(raw, "")
+    return entry if entry is not None and not problems else raw
+
+
+def _json_list(key: str, raw: Any) -> tuple[list[Any], list[str]]:
+    """A list setting from its context value (``processors``, ``processorPolicyStatements``): a
+    list, or a JSON list as ``-c 'key=[...]'`` gives it; ``None``/empty: no entries."""
+    if raw in (None, "", "null"):
+        return [], []
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            return [], [f"{key}: not JSON ({exc.msg})"]
+    if not isinstance(raw, list | tuple):
+        return [], [f"{key}: expected a list of objects, got {raw!r}"]
+    return list(raw), []
 
 
 def _camel(snake: str) -> str:

@@ -15,14 +15,16 @@ from aws_cdk import aws_s3 as s3
 from cdk_nag import AwsSolutionsChecks
 from constructs import Construct
 
-from s3ingest_cdk import S3IngestPipeline, enable_event_bridge
+from s3ingest_cdk import ProcessorConfig, S3IngestPipeline, enable_event_bridge
 
 
 class UploadsStack(Stack):
     """The team's stack: its uploads bucket, and the s3ingest ledger of it.
 
     Context ``existingBucketName`` imports a bucket of that name instead of creating one (its
-    owner turns on its EventBridge delivery).
+    owner turns on its EventBridge delivery). Context ``auditFunctionArn`` names a Lambda
+    function the team already deploys (any runtime): the pipeline invokes it under the claim for
+    every upload under ``audit/``, effectively once (``docs/processor-api.md``).
     """
 
     def __init__(self, scope: Construct, construct_id: str, **kwargs: Any) -> None:
@@ -56,6 +58,15 @@ class UploadsStack(Stack):
             enable_event_bridge(uploads)  # S3 -> EventBridge, without a custom resource
             bucket = uploads
 
+        # The team's own processor function, if it has one: invoked synchronously for each
+        # applied change of an audit/ key; the pipeline may invoke that function only.
+        audit = self.node.try_get_context("auditFunctionArn")
+        processors = (
+            [ProcessorConfig("audit", function_arn=audit, prefixes=("audit/",), timeout_seconds=60)]
+            if audit
+            else []
+        )
+
         # s3ingest: the ledger of the bucket, in this stack.
         self.ingest = S3IngestPipeline(
             self,
@@ -63,6 +74,7 @@ class UploadsStack(Stack):
             bucket=bucket,
             stage="uploads",
             alarm_email="oncall@example.com",
+            processors=processors,
         )
 
 

@@ -1,7 +1,16 @@
 """Example processor: a JSON metadata sidecar per object, in a separate output bucket.
 
-Configure it with the context key ``processor`` = ``"s3ingest_examples.sidecar:process"``; the
-stack then creates the output bucket and passes ``OUTPUT_BUCKET`` (and optionally
+Two ways to run it, writing the same sidecars:
+
+- as a **processor function** (its own Lambda, :func:`handler`, built with the
+  :mod:`s3ingest_processor` decorator): a processor entry ``{"handler":
+  "s3ingest_examples.sidecar:handler"}``. It reads the bytes through the request's presigned URL
+  only (no permission on the landing bucket) and needs ``OUTPUT_BUCKET`` (PutObject and
+  DeleteObject there);
+- as an in-process processor (:func:`process`) in the ingest Lambda: the context key
+  ``processor`` = ``"s3ingest_examples.sidecar:process"``.
+
+Either way the stack creates the output bucket and passes ``OUTPUT_BUCKET`` (and optionally
 ``OUTPUT_PREFIX``, default ``sidecars/``).
 
 For a created object it reads the bytes *of that change* (pinned by version or ETag, CONTRACT
@@ -25,11 +34,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from s3ingest_fn.core.effects import AppliedChange, PinnedContent
+
+if TYPE_CHECKING:
+    from s3ingest_processor import Change, Content  # pragma: no cover
 
 DEFAULT_PREFIX = "sidecars/"
 #: S3's limit on a key, UTF-8 bytes (https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-keys.html).
@@ -53,6 +65,33 @@ def _client(endpoint: str | None) -> Any:
     return boto3.client("s3")
 
 
+class ChangeFields(Protocol):
+    """What a sidecar needs of a change: an :class:`AppliedChange` (in-process) or an
+    :class:`s3ingest_processor.Change` (processor function) alike."""
+
+    @property
+    def bucket(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def version_id(self) -> str | None: ...
+    @property
+    def etag(self) -> str | None: ...
+    @property
+    def sequencer(self) -> str | None: ...
+    @property
+    def change_id(self) -> str: ...
+    @property
+    def token(self) -> int: ...
+
+
+class Chunks(Protocol):
+    """The change's bytes in chunks: :class:`PinnedContent` (in-process) or
+    :class:`s3ingest_processor.Content` (processor function)."""
+
+    def stream(self, chunk_size: int = ...) -> Iterator[bytes]: ...
+
+
 def sidecar_key(key: str, prefix: str = DEFAULT_PREFIX) -> str:
     """Where the sidecar of ``key`` goes: ``<prefix><key>.json``, or, when that would pass S3's
     limit of :data:`MAX_KEY_BYTES` UTF-8 bytes, ``<prefix>_sha256/<hex digest of key>.json``
@@ -63,14 +102,15 @@ def sidecar_key(key: str, prefix: str = DEFAULT_PREFIX) -> str:
     return f"{prefix}{HASHED_FOLDER}{hashlib.sha256(key.encode('utf-8')).hexdigest()}.json"
 
 
-def describe(change: AppliedChange, chunks: Iterable[bytes]) -> dict[str, Any]:
+def describe(change: ChangeFields, chunks: Iterable[bytes]) -> dict[str, Any]:
     """The sidecar document of one created object.
 
     Parameters
     ----------
-    change : AppliedChange
+    change : AppliedChange or s3ingest_processor.Change
     chunks : iterable of bytes
-        The change's bytes (from :meth:`PinnedContent.stream`).
+        The change's bytes (from :meth:`PinnedContent.stream` or
+        :meth:`s3ingest_processor.Content.stream`).
 
     Returns
     -------
@@ -132,8 +172,8 @@ def process(change: AppliedChange, content: PinnedContent | None) -> None:
 
 
 def write_sidecar(
-    change: AppliedChange,
-    content: PinnedContent | None,
+    change: ChangeFields,
+    content: Chunks | None,
     *,
     s3: Any,
     output_bucket: str,
@@ -143,8 +183,8 @@ def write_sidecar(
 
     Parameters
     ----------
-    change : AppliedChange
-    content : PinnedContent or None
+    change : AppliedChange or s3ingest_processor.Change
+    content : PinnedContent, s3ingest_processor.Content or None
         The change's bytes (creates only).
     s3 : S3Client
         Needs PutObject and DeleteObject on ``output_bucket``.
@@ -165,3 +205,43 @@ def write_sidecar(
         ContentType="application/json",
         Metadata={"s3ingest-change-id": change.change_id, "s3ingest-token": str(change.token)},
     )
+
+
+def process_function(change: Change, content: Content | None) -> None:
+    """The sidecar as a processor function's body (see :data:`handler`): the same document as
+    :func:`process`, the bytes read through the request's presigned URL.
+
+    Raises
+    ------
+    s3ingest_processor.Superseded
+        From the read, when a newer write replaced the object (the handler answers
+        ``superseded``).
+    KeyError
+        When ``OUTPUT_BUCKET`` is not set (a function error: retried).
+    """
+    write_sidecar(
+        change,
+        content,
+        s3=_s3(),
+        output_bucket=os.environ["OUTPUT_BUCKET"],
+        prefix=os.environ.get("OUTPUT_PREFIX", DEFAULT_PREFIX),
+    )
+
+
+def handler(event: Any, context: Any) -> dict[str, Any]:
+    """The Lambda handler of the sidecar processor function
+    (``s3ingest_examples.sidecar:handler``): the processor request in, ``{"status": "done" |
+    "superseded"}`` out (``docs/processor-api.md``); :func:`process_function` under the
+    :func:`s3ingest_processor.processor` decorator.
+
+    The decorator is applied at the first call, so that this module (and :func:`process`, the
+    in-process processor) imports in a bundle without ``s3ingest_processor``.
+    """
+    return _function_handler()(event, context)
+
+
+@cache
+def _function_handler() -> Any:
+    from s3ingest_processor import processor
+
+    return processor(process_function)

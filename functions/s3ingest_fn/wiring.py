@@ -10,9 +10,10 @@ the builders, so importing a handler module stays cheap (``bench/import_time.py`
 
 from __future__ import annotations
 
+import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from s3ingest_fn.adapters.eventbridge import EventBridgePublisher
     from s3ingest_fn.adapters.s3_objects import S3EventDelivery, S3Objects
     from s3ingest_fn.core.decide import IngestService
-    from s3ingest_fn.core.effects import AppliedChange, EffectRunner, Processor
+    from s3ingest_fn.core.effects import AppliedChange, EffectRunner, Processor, ProcessorSpec
     from s3ingest_fn.core.model import Result
     from s3ingest_fn.core.scope import BucketScope, Scope
     from s3ingest_fn.services.ingest import FunctionSettings, MessageProcessor
@@ -41,12 +42,14 @@ def ledger(
     return DynamoLedger(dynamodb, table, tombstone_ttl_seconds, clock=clock)
 
 
-def ledger_scanner(dynamodb: Any, table: str) -> DynamoLedgerScanner:
+def ledger_scanner(
+    dynamodb: Any, table: str, processors: Sequence[str] = ()
+) -> DynamoLedgerScanner:
     """The ledger's row scanner over a DynamoDB client and table (parallel Scan, one request
-    per page)."""
+    per page), reading the effects of ``processors`` (names) too."""
     from s3ingest_fn.adapters.dynamo_ledger import DynamoLedgerScanner
 
-    return DynamoLedgerScanner(dynamodb, table)
+    return DynamoLedgerScanner(dynamodb, table, processors)
 
 
 def objects(s3: Any) -> S3Objects:
@@ -70,14 +73,94 @@ def change_publisher(events: Any) -> EventBridgePublisher:
     return EventBridgePublisher(events)
 
 
+def processor_entries(env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """The processors of a function's environment: ``PROCESSORS`` (a JSON list of entries,
+    ``docs/processor-api.md``), else the single ``PROCESSOR`` (``package.module:function``) as
+    ``[{"name": "default", "module": ...}]``, else none.
+
+    Raises
+    ------
+    ValueError
+        When ``PROCESSORS`` is not a JSON list of objects.
+    """
+    from s3ingest_fn.core.row import DEFAULT_PROCESSOR
+
+    env = os.environ if env is None else env
+    text = env.get("PROCESSORS")
+    if text:
+        entries = json.loads(text)
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise ValueError("PROCESSORS must be a JSON list of processor objects")
+        return entries
+    single = env.get("PROCESSOR")
+    return [{"name": DEFAULT_PROCESSOR, "module": single}] if single else []
+
+
+def processor_specs(
+    entries: Sequence[Mapping[str, Any]],
+    *,
+    lambda_client: Callable[[int], Any] | None = None,
+    wrap: Callable[[str, Processor], Processor] | None = None,
+) -> list[ProcessorSpec]:
+    """:class:`~s3ingest_fn.core.effects.ProcessorSpec` of each entry: ``module`` imported
+    in-process; ``functionArn`` invoked synchronously through ``lambda_client(timeout_s)``
+    (a Lambda client); ``handler`` (local runtime) invoked in-process as a Lambda handler.
+    ``wrap(name, call)`` decorates each call (the local runtime records the runs).
+
+    Raises
+    ------
+    ValueError
+        When an entry names no way to run, or its module or handler cannot be imported.
+    """
+    from s3ingest_fn.adapters.processor_function import (
+        FunctionProcessor,
+        handler_invoker,
+        lambda_invoker,
+    )
+    from s3ingest_fn.core.effects import KINDS, LATEST, ProcessorSpec, load_processor
+
+    specs = []
+    for entry in entries:
+        name = str(entry["name"])
+        timeout_s = int(entry.get("timeoutSeconds") or 30)
+        timeout_ms: int | None = timeout_s * 1000
+        call: Processor
+        if entry.get("module"):
+            call, timeout_ms = load_processor(str(entry["module"])), None
+        elif entry.get("functionArn"):
+            if lambda_client is None:
+                raise ValueError(f"processor {name!r}: a function needs a Lambda client")
+            invoke = lambda_invoker(
+                lambda_client(timeout_s), str(entry["functionArn"]), timeout_s=timeout_s
+            )
+            call = FunctionProcessor(invoke)
+        elif entry.get("handler"):
+            call = FunctionProcessor(handler_invoker(str(entry["handler"]), timeout_s=timeout_s))
+        else:
+            raise ValueError(f"processor {name!r} names no module, functionArn or handler")
+        specs.append(
+            ProcessorSpec(
+                name=name,
+                call=wrap(name, call) if wrap is not None else call,
+                mode=str(entry.get("mode") or LATEST),
+                prefixes=tuple(entry.get("prefixes") or ()),
+                suffixes=tuple(entry.get("suffixes") or ()),
+                kinds=tuple(entry.get("kinds") or KINDS),
+                timeout_ms=timeout_ms,
+            )
+        )
+    return specs
+
+
 def effect_runner(
-    processor: Processor,
+    processor: Processor | Sequence[ProcessorSpec],
     s3: Any,
     *,
     clock_ms: Callable[[], int] | None = None,
     after_effect: Callable[[AppliedChange], None] | None = None,
 ) -> EffectRunner:
-    """The effect runner for a team's processor, reading pinned content through S3."""
+    """The effect runner for a team's processor (or several), reading pinned content through
+    S3."""
     from s3ingest_fn.adapters.s3_objects import S3ContentReader
     from s3ingest_fn.core.effects import EffectRunner
 
@@ -93,13 +176,14 @@ def ingest_service(
     table: str,
     tombstone_ttl_seconds: int,
     scope_bucket: str | None = None,
-    processor: Processor | None = None,
+    processor: Processor | Sequence[ProcessorSpec] | None = None,
     clock: Callable[[], float] = time.time,
     scope: Scope | None = None,
 ) -> IngestService:
-    """The ingest decision over the ledger and the bucket, with the processor's effects when
-    one is given (CONTRACT C11). ``scope`` (the buckets and key filters tracked) wins over
-    ``scope_bucket`` (one bucket, the single-bucket form); neither: every key."""
+    """The ingest decision over the ledger and the bucket, with the processors' effects when
+    any are given (one callable, or :class:`ProcessorSpec` s; CONTRACT C11). ``scope`` (the
+    buckets and key filters tracked) wins over ``scope_bucket`` (one bucket, the single-bucket
+    form); neither: every key."""
     from s3ingest_fn.adapters.s3_objects import S3Objects
     from s3ingest_fn.core.decide import IngestService
 
@@ -107,7 +191,7 @@ def ingest_service(
         ledger=ledger(dynamodb, table, tombstone_ttl_seconds, clock),
         bucket=S3Objects(s3),
         scope_bucket=scope_bucket,
-        effects=effect_runner(processor, s3) if processor is not None else None,
+        effects=effect_runner(processor, s3) if processor else None,
         scope=scope,
     )
 
@@ -141,11 +225,13 @@ def reconciler(
     inventory_prefix: str = "",
     clock: Callable[[], float] = time.time,
     scope: BucketScope | None = None,
+    processors: Sequence[str] = (),
 ) -> Reconciler:
     """Reconciliation of ``bucket`` against the ledger ``table``, repairs to ``queue_url``: the
     bucket's HEAD and listing, the inventory bucket's objects (and the fan-out's shards) over
     ``s3``, the ledger's Scan over ``dynamodb``, the repairs over ``sqs``; only the keys of
-    ``scope`` (the bucket's key filters; None: every key) count."""
+    ``scope`` (the bucket's key filters; None: every key) count; the effects of
+    ``processors`` (names) are checked with the default one's."""
     from s3ingest_fn.adapters.dynamo_ledger import DynamoLedgerScanner
     from s3ingest_fn.adapters.inventory import S3InventoryStore
     from s3ingest_fn.adapters.s3_objects import S3Listing, S3Objects
@@ -157,7 +243,7 @@ def reconciler(
         listing=S3Listing(s3),
         inventory=S3InventoryStore(s3),
         repairs=SqsRepairQueue(sqs, queue_url),
-        scanner=DynamoLedgerScanner(dynamodb, table),
+        scanner=DynamoLedgerScanner(dynamodb, table, processors),
         bucket=bucket,
         table=table,
         queue_url=queue_url,
@@ -216,27 +302,42 @@ def function_settings() -> FunctionSettings:
 def function_ingest_service() -> IngestService:
     """The ingest decision logic over the ledger (``LEDGER_TABLE_NAME``,
     ``TOMBSTONE_TTL_SECONDS``) and the landing buckets (``SCOPE``, else ``BUCKET_NAME``), with
-    the team's processor when ``PROCESSOR`` names one (``package.module:function``, C11).
+    the team's processors (``PROCESSORS``, or the single ``PROCESSOR``:
+    :func:`processor_entries`; C11).
 
     Raises
     ------
     ValueError
-        When the environment is incomplete or the processor cannot be imported.
+        When the environment is incomplete or a processor cannot be imported.
     """
     import boto3
 
-    from s3ingest_fn.core.effects import load_processor
-
     settings = function_settings()
-    spec = os.environ.get("PROCESSOR")
+    specs = processor_specs(processor_entries(), lambda_client=lambda_client)
     return ingest_service(
         s3=boto3.client("s3"),
         dynamodb=boto3.client("dynamodb"),
         table=settings.ledger_table_name,
         tombstone_ttl_seconds=settings.tombstone_ttl_seconds,
         scope=settings.scope,
-        processor=load_processor(spec) if spec else None,
+        processor=specs or None,
     )
+
+
+def lambda_client(timeout_s: int) -> Any:
+    """A Lambda client for invoking a processor function synchronously: reads wait past its
+    timeout (``timeout_s`` + 10 s) and an invoke is never retried by the SDK (a failed effect
+    is retried through the message instead: CONTRACT C11)."""
+    from s3ingest_fn.adapters.processor_function import invoke_config
+
+    return _lambda_client(timeout_s, invoke_config)
+
+
+@cache
+def _lambda_client(timeout_s: int, config: Callable[[int], Any]) -> Any:
+    import boto3
+
+    return boto3.client("lambda", config=config(timeout_s))
 
 
 def function_message_processor() -> MessageProcessor:
@@ -340,6 +441,7 @@ def function_reconciler(bucket: str | None = None) -> Reconciler:
         inventory_bucket=inventory[0] if inventory else None,
         inventory_prefix=inventory[1] if inventory else "",
         scope=found,
+        processors=[str(entry["name"]) for entry in processor_entries()],
     )
 
 

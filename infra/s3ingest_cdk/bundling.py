@@ -32,7 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +142,7 @@ def processor_sources(
     functions_dir: Path = FUNCTIONS_DIR,
     project_root: Path = PROJECT_ROOT,
     package: str = FUNCTION_PACKAGE,
+    setting: str = "processor",
 ) -> list[Path]:
     """What the function package needs besides ``package`` to import ``processor``.
 
@@ -159,6 +160,8 @@ def processor_sources(
         What a relative ``package_dir`` is relative to (the directory of ``cdk.json``).
     package : str
         The function package (a processor inside it needs nothing more).
+    setting : str
+        Names ``processor`` in the problems (``"processors[1].handler"``).
 
     Returns
     -------
@@ -185,7 +188,7 @@ def processor_sources(
         problems = []
         if top not in names:
             problems.append(
-                f"processor: {processor!r} needs the top-level package {top!r}, which "
+                f"{setting}: {processor!r} needs the top-level package {top!r}, which "
                 f"processorPackageDir {package_dir!r} does not hold (a directory with "
                 f"__init__.py or a {top}.py module at its top; found: {', '.join(names) or 'none'})"
             )
@@ -196,25 +199,65 @@ def processor_sources(
             )
         if problems:
             raise ProcessorPackageError(problems)
-        _check_defined(processor, directory)
+        _check_defined(processor, directory, setting)
         return sources
     if top == package:
-        _check_defined(processor, functions_dir)
+        _check_defined(processor, functions_dir, setting)
         return []
     for candidate in (functions_dir / top, functions_dir / f"{top}.py"):
         if candidate in _top_level_sources(functions_dir):
-            _check_defined(processor, functions_dir)
+            _check_defined(processor, functions_dir, setting)
             return [candidate]
     raise ProcessorPackageError(
         [
-            f"processor: {processor!r} needs the top-level package {top!r}, which is not under "
+            f"{setting}: {processor!r} needs the top-level package {top!r}, which is not under "
             f"{functions_dir} (a directory with __init__.py or a {top}.py module); put it "
             "there or name its directory with processorPackageDir"
         ]
     )
 
 
-def _check_defined(processor: str, root: Path) -> None:
+def processors_sources(
+    entries: Sequence[Mapping[str, Any]],
+    package_dir: str | None = None,
+    *,
+    functions_dir: Path = FUNCTIONS_DIR,
+    project_root: Path = PROJECT_ROOT,
+    package: str = FUNCTION_PACKAGE,
+) -> list[Path]:
+    """What the function package needs for every ``module`` and ``handler`` of the
+    ``processors`` setting's ``entries`` (:func:`processor_sources` of each, once each).
+
+    Raises
+    ------
+    ProcessorPackageError
+        With the problems of every entry whose package or function is missing.
+    """
+    sources: list[Path] = []
+    problems: list[str] = []
+    for index, entry in enumerate(entries):
+        for key in ("module", "handler"):
+            if key not in entry:
+                continue
+            try:
+                found = processor_sources(
+                    entry[key],
+                    package_dir,
+                    functions_dir=functions_dir,
+                    project_root=project_root,
+                    package=package,
+                    setting=f"processors[{index}].{key}",
+                )
+            except ProcessorPackageError as exc:
+                problems.extend(p for p in exc.problems if p not in problems)
+                continue
+            sources.extend(source for source in found if source not in sources)
+    if problems:
+        raise ProcessorPackageError(problems)
+    return sources
+
+
+def _check_defined(processor: str, root: Path, setting: str = "processor") -> None:
     """Fail synth when the processor's module file or its function is missing, read with
     :mod:`ast` (team code is never imported at synth: it may need dependencies the synth
     environment lacks, or do work when imported).
@@ -230,7 +273,7 @@ def _check_defined(processor: str, root: Path) -> None:
     if path is None:
         raise ProcessorPackageError(
             [
-                f"processor: {processor!r}: no module file {module!r} "
+                f"{setting}: {processor!r}: no module file {module!r} "
                 f"under {root} ({base}.py or {base}/__init__.py)"
             ]
         )
@@ -238,7 +281,7 @@ def _check_defined(processor: str, root: Path) -> None:
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     except (SyntaxError, UnicodeDecodeError) as exc:
         raise ProcessorPackageError(
-            [f"processor: {processor!r}: {path} does not parse: {exc}"]
+            [f"{setting}: {processor!r}: {path} does not parse: {exc}"]
         ) from exc
     defined: set[str] = set()
     for node in tree.body:
@@ -251,7 +294,7 @@ def _check_defined(processor: str, root: Path) -> None:
             defined.update((a.asname or a.name).split(".")[0] for a in node.names)
     if attr not in defined:
         raise ProcessorPackageError(
-            [f"processor: {processor!r}: {path} defines no {attr!r} at its top level"]
+            [f"{setting}: {processor!r}: {path} defines no {attr!r} at its top level"]
         )
 
 

@@ -6,9 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from aws_cdk import Token
+from aws_cdk import Stack, Token
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
@@ -17,7 +18,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from s3ingest.settings import BucketSpec, Settings, SettingsError
-from s3ingest_cdk.bundling import function_code, processor_sources
+from s3ingest_cdk.bundling import function_code, processor_sources, processors_sources
 from s3ingest_cdk.constructs import LandingBucket, LedgerTable, ProcessorOutputBucket
 from s3ingest_cdk.constructs.bucket_setup import BucketSetupProvider
 from s3ingest_cdk.constructs.landing_bucket import Landings, allow_inventory_delivery
@@ -29,6 +30,8 @@ from s3ingest_cdk.features import (
     Reconciliation,
 )
 from s3ingest_cdk.features.listing import ListingBackfill
+from s3ingest_cdk.features.processors import ProcessorConfig, Processors, ingest_processors
+from s3ingest_cdk.features.service import IngestProcessors
 
 _DEFAULT = Settings()
 #: The construct ids of the features, children of the pipeline.
@@ -88,7 +91,19 @@ class S3IngestPipeline(Construct):
         bucket as found on deletion (``docs/existing-buckets.md``). The first bucket is the
         default one (``BucketName``).
     processor : str, optional
-        ``"package.module:function"`` run for every applied change (CONTRACT C11).
+        ``"package.module:function"`` run for every applied change (CONTRACT C11); the same as
+        ``processors=[ProcessorConfig("default", module=processor)]``.
+    processors : sequence of s3ingest_cdk.ProcessorConfig, optional
+        Several named processors (the ``processors`` setting), each with its key filters and
+        delivery mode: the team's own Lambda function (``function`` or ``function_arn``,
+        invoked synchronously under the claim, with ``lambda:InvokeFunction`` on exactly that
+        function), a handler of the bundle the pipeline deploys as its own function
+        (``handler``), or an in-process module (``module``). The functions that run them get
+        ``PROCESSORS`` (JSON) and timeouts of at least the longest processor function's plus
+        15 s. Not with ``processor``.
+    processor_policy_statements : sequence of aws_cdk.aws_iam.PolicyStatement, optional
+        Added to the roles of the functions that run the in-process processors (``processor``
+        or ``module`` entries), for what those need beyond the landing and output buckets.
     code : aws_cdk.aws_lambda.Code, optional
         The functions' code; the bundled ``s3ingest_fn`` package by default (with the
         processor's package), built without Docker (:mod:`s3ingest_cdk.bundling`).
@@ -142,6 +157,11 @@ class S3IngestPipeline(Construct):
         The small constructs the features compose (each documents its own attributes).
     ingest_service_functions : list[aws_cdk.aws_lambda.Function]
         The functions that apply the ledger rules and so run the processor.
+    processing : s3ingest_cdk.features.processors.Processors or None
+        The processor functions deployed for ``handler`` entries (``processing.functions``, by
+        processor name), when there are any.
+    processor_functions : dict[str, aws_cdk.aws_lambda.Function]
+        The same functions, by processor name (empty without ``handler`` entries).
     """
 
     def __init__(
@@ -152,6 +172,8 @@ class S3IngestPipeline(Construct):
         bucket: s3.IBucket | None = None,
         buckets: Sequence[BucketSpec | LandingBucketSource] = _DEFAULT.buckets,
         processor: str | None = _DEFAULT.processor,
+        processors: Sequence[ProcessorConfig] = (),
+        processor_policy_statements: Sequence[iam.PolicyStatement] = (),
         code: lambda_.Code | None = None,
         stage: str = _DEFAULT.stage,
         versioned: bool = _DEFAULT.versioned,
@@ -187,6 +209,8 @@ class S3IngestPipeline(Construct):
         if bucket is not None and buckets:
             raise SettingsError(["bucket and buckets are both given: list the bucket in buckets"])
         bucket_name = bucket.bucket_name if bucket is not None else None
+        entries, problems = _processor_entries(processors)
+        statements = [statement.to_json() for statement in processor_policy_statements]
         # The entries' buckets of the app, by index; their specs carry the buckets' names.
         given: dict[int, s3.IBucket] = {}
         specs: list[BucketSpec] = []
@@ -225,6 +249,8 @@ class S3IngestPipeline(Construct):
             alarm_email=alarm_email,
             processor=processor,
             processor_package_dir=processor_package_dir,
+            processors=tuple(entries),
+            processor_policy_statements=tuple(statements),
             change_stream=change_stream,
             lag_alarm_seconds=lag_alarm_seconds,
             runbook_base_url=runbook_base_url,
@@ -239,11 +265,25 @@ class S3IngestPipeline(Construct):
         ]
         if bucket_name is not None and Token.is_unresolved(bucket_name):
             token_fields.append("bucketName:")
-        problems = [
+        # An IFunction's ARN is a token; the statements are CDK's own, checked by CDK below.
+        token_fields.extend(
+            f"processors[{i}].functionArn:"
+            for i, entry in enumerate(entries)
+            if Token.is_unresolved(entry.get("functionArn"))
+        )
+        token_fields.extend(
+            f"processorPolicyStatements[{i}]" for i in range(len(processor_policy_statements))
+        )
+        problems.extend(
             problem
             for problem in settings.problems()
             if not any(problem.startswith(field) for field in token_fields)
-        ]
+        )
+        for index, statement in enumerate(processor_policy_statements):
+            problems.extend(
+                f"processorPolicyStatements[{index}]: {error}"
+                for error in statement.validate_for_identity_policy()
+            )
         # ``bucket`` is used as it is (no inventory): the fan-out cannot read one.
         if bucket is not None and reconcile_fan_out:
             problems.append(
@@ -253,6 +293,7 @@ class S3IngestPipeline(Construct):
         if problems:
             raise SettingsError(problems)
         self.settings = settings
+        self._policy_statements = tuple(processor_policy_statements)
         if bucket is not None:
             # The team's bucket as before: used as is, not reconfigured, no inventory.
             sources: list[tuple[BucketSpec, s3.IBucket | None, bool]] = [
@@ -298,6 +339,11 @@ class S3IngestPipeline(Construct):
             for f in fields(settings)
             if f.name not in ("bucket_name", "buckets")
         }
+        props["processors"] = [ProcessorConfig.from_entry(e) for e in settings.processors]
+        props["processor_policy_statements"] = [
+            iam.PolicyStatement.from_json(statement)
+            for statement in settings.processor_policy_statements
+        ]
         entries: list[BucketSpec | LandingBucketSource] = list(settings.buckets)
         if bucket is not None:
             entries = [LandingBucketSource(settings.bucket_specs[0], bucket)]
@@ -310,9 +356,12 @@ class S3IngestPipeline(Construct):
         code: lambda_.Code | None,
     ) -> None:
         if code is None:
-            code = function_code(
-                extra_sources=processor_sources(settings.processor, settings.processor_package_dir)
+            extra = (
+                processors_sources(settings.processor_entries(), settings.processor_package_dir)
+                if settings.processors
+                else processor_sources(settings.processor, settings.processor_package_dir)
             )
+            code = function_code(extra_sources=extra)
         self.bucket_setup: BucketSetupProvider | None = None
         if any(spec.existing and set_up for spec, _, set_up in sources):
             self.bucket_setup = BucketSetupProvider(
@@ -344,11 +393,24 @@ class S3IngestPipeline(Construct):
         )
         self.table: dynamodb.Table = self.ledger.table
         self.processor_output: ProcessorOutputBucket | None = None
-        if settings.processor is not None:
+        # In-process processors and the deployed processor functions write to it.
+        if any("module" in e or "handler" in e for e in settings.processor_entries()):
             self.processor_output = ProcessorOutputBucket(
                 self, "ProcessorOutput", access_logs_bucket=self.landing.access_logs_bucket
             )
         output_bucket = self.processor_output.bucket if self.processor_output else None
+        self.processing: Processors | None = None
+        self.processor_functions: dict[str, lambda_.Function] = {}
+        if any("handler" in e for e in settings.processor_entries()):
+            self.processing = Processors(
+                self, "Processors", settings=settings, code=code, output_bucket=output_bucket
+            )
+            self.processor_functions = {
+                name: owner.function for name, owner in self.processing.functions.items()
+            }
+        processors = ingest_processors(
+            self, settings, self.processor_functions, self._policy_statements
+        )
         self.ingestion = Ingestion(
             self,
             "Ingestion",
@@ -357,6 +419,7 @@ class S3IngestPipeline(Construct):
             landings=self.landings,
             ledger_table=self.table,
             output_bucket=output_bucket,
+            processors=processors,
         )
         self.ingest_queue = self.ingestion.ingest_queue
         self.routing = self.ingestion.routing
@@ -379,7 +442,7 @@ class S3IngestPipeline(Construct):
         self.reconcile_schedule = self.reconciliation.reconcile_schedule
         self.drift = self.reconciliation.drift
         self.ingest_service_functions: list[lambda_.Function] = [self.ingest_function]
-        self._backfill(settings, code, output_bucket)
+        self._backfill(settings, code, output_bucket, processors)
         self.listing = ListingBackfill(
             self,
             "Listing",
@@ -389,6 +452,7 @@ class S3IngestPipeline(Construct):
             ledger_table=self.table,
             dead_letter_queue=self.dead_letter_queue,
             output_bucket=output_bucket,
+            processors=processors,
         )
         self.ingest_service_functions.extend(self.listing.ingest_service_functions)
         self.change_stream: ChangeStream | None = None
@@ -441,7 +505,11 @@ class S3IngestPipeline(Construct):
         }
 
     def _backfill(
-        self, settings: Settings, code: lambda_.Code, output_bucket: s3.IBucket | None
+        self,
+        settings: Settings,
+        code: lambda_.Code,
+        output_bucket: s3.IBucket | None,
+        processors: IngestProcessors,
     ) -> None:
         """The inventory backfill feature, only when every bucket has an inventory (the
         manifest the job reads)."""
@@ -457,6 +525,7 @@ class S3IngestPipeline(Construct):
                 queue=self.queue,
                 dead_letter_queue=self.dead_letter_queue,
                 output_bucket=output_bucket,
+                processors=processors,
             )
             self.ingest_service_functions.extend(self.backfilling.ingest_service_functions)
         backfilling = self.backfilling
@@ -503,6 +572,10 @@ class S3IngestPipeline(Construct):
             outputs["ReportBucketName"] = inventory_bucket.bucket_name
         if self.processor_output is not None:
             outputs["ProcessorOutputBucket"] = self.processor_output.bucket.bucket_name
+        if self.processor_functions:
+            outputs["ProcessorFunctions"] = Stack.of(self).to_json_string(
+                {name: f.function_arn for name, f in self.processor_functions.items()}
+            )
         if self.change_bus is not None and self.change_relay is not None:
             outputs["ChangeBusName"] = self.change_bus.bus.event_bus_name
             outputs["ChangeBusArn"] = self.change_bus.bus.event_bus_arn
@@ -511,3 +584,19 @@ class S3IngestPipeline(Construct):
             outputs["ChangeDeadLetterQueueUrl"] = self.change_relay.dead_letter_queue.queue_url
             outputs["ChangeRelayFunctionName"] = self.change_relay.function.function_name
         return outputs
+
+
+def _processor_entries(
+    processors: Sequence[ProcessorConfig],
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The ``processors`` prop as setting entries (:meth:`ProcessorConfig.to_entry`), and the
+    problems of a configuration that names two functions."""
+    entries: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for index, config in enumerate(processors):
+        try:
+            entries.append(config.to_entry())
+        except ValueError as exc:
+            problems.append(f"processors[{index}]: {exc}")
+            entries.append(replace(config, function=None).to_entry())  # keep the indices
+    return entries, problems

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from aws_cdk import App, Environment
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
 
 from s3ingest.settings import Settings
@@ -90,11 +91,13 @@ def synthesize(
     overrides: Mapping[str, Any] | None = None,
     *,
     region: str = FALLBACK_REGION,
+    code: lambda_.Code | None = None,
 ) -> Synth:
     """Synthesize the app as ``app.py`` composes it, with ``cdk.json``'s context plus ``overrides``.
 
     cdk-nag is not registered as a synth-time plugin (synth would stop at the first finding); run
-    ``AwsSolutionsChecks().validate_scope(result.app)`` to get every finding as data.
+    ``AwsSolutionsChecks().validate_scope(result.app)`` to get every finding as data. ``code``
+    replaces the bundled function package (:func:`s3ingest_cdk.compose.compose`).
 
     Raises
     ------
@@ -102,7 +105,7 @@ def synthesize(
         When the context settings are invalid.
     """
     app = App(context={**cdk_json_context(), **(overrides or {})}, outdir=str(outdir))
-    stack = compose(app, env=Environment(region=region), nag=False)
+    stack = compose(app, env=Environment(region=region), nag=False, code=code)
     artifact = app.synth().get_stack_by_name(stack.stack_name)
     template: dict[str, Any] = artifact.template
     return Synth(

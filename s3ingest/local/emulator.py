@@ -499,7 +499,7 @@ def provision(
         RetentionDays=settings.archive_retention_days,
     )
     output_bucket = None
-    if settings.processor:
+    if settings.processor_entries():
         output_bucket = f"s3ingest-output-{suffix}"
         s3.create_bucket(Bucket=output_bucket)
     stream_arn = change_bus = change_queue_url = None

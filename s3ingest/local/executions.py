@@ -29,6 +29,7 @@ TERMINAL = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
 #: :meth:`LocalMachines.register_functions`.
 SETTINGS_ENVIRONMENT = (
     "PROCESSOR",
+    "PROCESSORS",
     "OUTPUT_BUCKET",
     "SCOPE",
     "INVENTORIES",

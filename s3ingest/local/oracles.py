@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from s3ingest.local.emulator import Resources
 from s3ingest.local.s3faithful import MAX_KEY_BYTES
 from s3ingest_fn.core.effects import AppliedChange, PinnedContent, Processor
 from s3ingest_fn.core.events import normalize_etag, normalize_version
-from s3ingest_fn.core.row import LedgerRow
+from s3ingest_fn.core.row import DEFAULT_PROCESSOR, LedgerRow
 
 #: The repository's example processor (JSON sidecars), which local demos and scenarios run.
 EXAMPLE_PROCESSOR = "s3ingest_examples.sidecar:process"
@@ -54,9 +55,11 @@ class EffectRun:
     step: int | None
     crashed_before_commit: bool = False
     bucket: str | None = None
+    processor: str = DEFAULT_PROCESSOR
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "processor": self.processor,
             "id": self.change_id,
             "bucket": self.bucket,
             "key": self.key,
@@ -82,33 +85,44 @@ class EffectRecorder:
     def __init__(self, step: Callable[[], int | None]) -> None:
         self.runs: list[EffectRun] = []
         self._step = step
+        self._lock = threading.Lock()
 
-    def wrap(self, processor: Processor) -> Processor:
-        """The team's processor, called exactly as given (``processor(change, content)``), and
-        recorded when it returns; a run that raises is not recorded."""
+    def wrap(self, processor: Processor, name: str = DEFAULT_PROCESSOR) -> Processor:
+        """The team's processor ``name``, called exactly as given (``processor(change,
+        content)``), and recorded when it returns; a run that raises is not recorded."""
 
         def run(change: AppliedChange, content: PinnedContent | None) -> None:
             processor(change, content)
-            self.runs.append(
-                EffectRun(
-                    change_id=change.change_id,
-                    key=change.key,
-                    kind=change.kind,
-                    sequencer=change.sequencer,
-                    version_id=change.version_id,
-                    etag=change.etag,
-                    token=change.token,
-                    step=self._step(),
-                    bucket=change.bucket,
-                )
-            )
+            with self._lock:  # processors of one change run on threads of their own
+                self._record(change)
 
         return run
 
+    def _record(self, change: AppliedChange) -> None:
+        self.runs.append(
+            EffectRun(
+                change_id=change.change_id,
+                key=change.key,
+                kind=change.kind,
+                sequencer=change.sequencer,
+                version_id=change.version_id,
+                etag=change.etag,
+                token=change.token,
+                step=self._step(),
+                bucket=change.bucket,
+                processor=change.processor,
+            )
+        )
+
     def mark_crashed(self, change: AppliedChange) -> None:
-        """Mark the latest run of ``change`` under its claim token as killed before commit."""
+        """Mark the latest run of ``change`` by its processor under its claim token as killed
+        before commit."""
         for run in reversed(self.runs):
-            if run.change_id == change.change_id and run.token == change.token:
+            if (run.change_id, run.token, run.processor) == (
+                change.change_id,
+                change.token,
+                change.processor,
+            ):
                 run.crashed_before_commit = True
                 return
 
@@ -147,6 +161,10 @@ class Oracles:
         The provisioned deployment (bucket, output bucket, dead-letter queue).
     processor : str or None
         The configured processor spec; the sidecar check applies to :data:`EXAMPLE_PROCESSOR`.
+    concerns : callable, optional
+        ``concerns(processor, key, kind)``: whether a change of ``kind`` (``created`` or
+        ``removed``) to ``key`` runs that processor (its key filters and kinds); default every
+        change runs every processor.
     """
 
     def __init__(
@@ -157,12 +175,14 @@ class Oracles:
         scanner: RowReader,
         resources: Resources,
         processor: str | None,
+        concerns: Callable[[str, str, str], bool] | None = None,
     ) -> None:
         self.s3 = s3
         self.sqs = sqs
         self.scanner = scanner
         self.resources = resources
         self.processor = processor
+        self.concerns = concerns or (lambda processor, key, kind: True)
 
     # -- readers -------------------------------------------------------------------------
 
@@ -290,45 +310,57 @@ class Oracles:
         return Comparison(converged=not diffs, bucket=objects, ledger=rows, differences=diffs)
 
     def check_effects(self, effects: Sequence[EffectRun]) -> list[str]:
-        """Effects against the ledger (CONTRACT C11): per key, the processor runs in sequencer
-        order with only crash-caused repeats, the last one ran for the row's current change, and
-        no effect is pending or behind the row (:attr:`LedgerRow.effect_behind`). Returns the
+        """Effects against the ledger (CONTRACT C11), per processor: per key, the runs in claim
+        order (an ``every-change`` claim runs several changes under one token) with only
+        crash-caused repeats, the last one for the change the row records as done, and no
+        effect pending or behind the row (:attr:`LedgerRow.effect_behind`). Returns the
         problems found."""
         problems: list[str] = []
         first = self.resources.bucket
         rows = {(r.bucket, r.key): r for r in self.ledger_rows()}
-        by_key: dict[tuple[str, str], list[EffectRun]] = {}
+        by_key: dict[tuple[str, str, str], list[EffectRun]] = {}
         for run in effects:
-            by_key.setdefault((run.bucket or first, run.key), []).append(run)
-        for (bucket, key), runs in by_key.items():
+            by_key.setdefault((run.bucket or first, run.key, run.processor), []).append(run)
+        for (bucket, key, processor), runs in by_key.items():
+            name = "" if processor == DEFAULT_PROCESSOR else f"{processor}: "
             tokens = [r.token for r in runs]
-            if tokens != sorted(tokens) or len(set(tokens)) != len(tokens):
-                problems.append(f"{key!r}: effects not in claim order: tokens {tokens}")
+            if any(
+                after.token < before.token
+                or (after.token == before.token and after.change_id == before.change_id)
+                for before, after in itertools.pairwise(runs)
+            ):
+                problems.append(f"{name}{key!r}: effects not in claim order: tokens {tokens}")
             for before, after in itertools.pairwise(runs):
                 if before.change_id == after.change_id and not before.crashed_before_commit:
-                    problems.append(f"{key!r}: effect {before.change_id} ran twice without a crash")
+                    problems.append(
+                        f"{name}{key!r}: effect {before.change_id} ran twice without a crash"
+                    )
             row = rows.get((bucket, key))
-            if (
-                row is not None
-                and row.effect_status == "done"
-                and runs[-1].change_id != row.change_id
-            ):
+            effect = row.effect_of(processor) if row is not None else None
+            done = effect.done_change_id if effect is not None else None
+            if effect is not None and effect.status == "done" and runs[-1].change_id != done:
                 problems.append(
-                    f"{key!r}: last effect {runs[-1].change_id} is not the row's "
-                    f"change {row.change_id}"
+                    f"{name}{key!r}: last effect {runs[-1].change_id} is not the change "
+                    f"{done} the row records as done"
                 )
         visible = {(o["bucket"], o["key"]): o for o in self.all_objects()}
         for (bucket, key), row in rows.items():
-            if row.effect_status == "pending":
-                problems.append(f"{key!r}: effect still pending after quiescence")
-            elif row.effect_behind and row_matches(row, visible.get((bucket, key))):
-                # (a row that differs from the bucket is ledger drift, reported by compare();
-                # its repair records a new change, which runs its own effect)
-                problems.append(
-                    f"{key!r}: effect {row.effect_status} for the row's change "
-                    f"{row.change_id} and no newer change came (a reconciliation "
-                    "re-runs it)"
-                )
+            for processor, effect in row.effects().items():
+                name = "" if processor == DEFAULT_PROCESSOR else f"{processor}: "
+                if effect.status == "pending":
+                    problems.append(f"{name}{key!r}: effect still pending after quiescence")
+                elif (
+                    effect.status == "superseded"
+                    and self.concerns(processor, key, "created" if row.present else "removed")
+                    and row_matches(row, visible.get((bucket, key)))
+                ):
+                    # (a row that differs from the bucket is ledger drift, reported by
+                    # compare(); its repair records a new change, which runs its own effect)
+                    problems.append(
+                        f"{name}{key!r}: effect superseded for the row's change "
+                        f"{row.change_id} and no newer change came (a reconciliation "
+                        "re-runs it)"
+                    )
         return problems
 
     def check_sidecars(self) -> list[str]:

@@ -69,7 +69,6 @@ from s3ingest.settings import BucketSpec, Settings, inventory_report_prefix
 from s3ingest_fn import wiring
 from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
 from s3ingest_fn.adapters.s3_objects import S3Objects
-from s3ingest_fn.core.effects import load_processor
 from s3ingest_fn.core.model import Result
 from s3ingest_fn.core.row import LedgerRow
 from s3ingest_fn.handlers.change_stream import relay
@@ -204,15 +203,25 @@ class LocalRuntime:
         self.after_batch: Callable[[LocalRuntime], None] | None = None
         self.recorder = EffectRecorder(lambda: self.step)
         self.crashes = CrashInjector(
-            lambda change: self.ledger.release(change.bucket, change.key, change.token),
+            lambda change: self.ledger.release(
+                change.bucket, change.key, change.token, change.processor
+            ),
             on_crash=self.recorder.mark_crashed,
             seed=seed,
         )
         #: Crash chaos of the last flush, applied to the next drain only (then cleared).
         self._flush_chaos: Chaos | None = None
-        if self.settings.processor:
+        entries = self.settings.processor_entries()
+        if entries:
+            if any(entry.get("functionArn") for entry in entries):
+                raise ValueError(
+                    "a processor given by functionArn runs only deployed; locally, name its "
+                    'Python handler instead ("handler": "package.module:handler")'
+                )
             self.service.effects = wiring.effect_runner(
-                self.recorder.wrap(load_processor(self.settings.processor)),
+                wiring.processor_specs(
+                    entries, wrap=lambda name, call: self.recorder.wrap(call, name)
+                ),
                 self.s3,
                 after_effect=self.crashes.after_effect,
             )
@@ -241,7 +250,14 @@ class LocalRuntime:
             scanner=wiring.ledger_scanner(self.ddb, self.resources.table),
             resources=self.resources,
             processor=self.settings.processor,
+            concerns=self._concerns,
         )
+
+    def _concerns(self, processor: str, key: str, kind: str) -> bool:
+        """Whether a change of ``kind`` to ``key`` runs ``processor`` (the oracles' view)."""
+        runner = self.service.effects
+        spec = runner.spec(processor) if runner is not None else None
+        return spec is None or spec.concerns(key, kind)
 
     # -- what ran ----------------------------------------------------------------------------
 
@@ -292,8 +308,8 @@ class LocalRuntime:
     def settings_env(self) -> dict[str, str]:
         """What the settings and the buckets add to a function's environment: ``SCOPE``
         (:meth:`Resources.scope`), ``INVENTORIES`` (the stack's inventory of each bucket),
-        ``CHECKPOINT_BUCKET_NAME`` (the inventory bucket), and ``PROCESSOR`` and
-        ``OUTPUT_BUCKET`` with a processor configured."""
+        ``CHECKPOINT_BUCKET_NAME`` (the inventory bucket), ``PROCESSOR`` (the single
+        ``processor`` setting) or ``PROCESSORS`` (several), and ``OUTPUT_BUCKET``."""
         r = self.resources
         env = {
             "SCOPE": self.scope.to_json(),
@@ -312,8 +328,10 @@ class LocalRuntime:
         }
         if self.settings.processor:
             env["PROCESSOR"] = self.settings.processor
-            if self.resources.output_bucket:
-                env["OUTPUT_BUCKET"] = self.resources.output_bucket
+        elif self.settings.processor_entries():
+            env["PROCESSORS"] = json.dumps(self.settings.processor_entries())
+        if self.settings.processor_entries() and self.resources.output_bucket:
+            env["OUTPUT_BUCKET"] = self.resources.output_bucket
         return env
 
     @property

@@ -5,6 +5,10 @@ Format (one JSON object per line; blank lines and lines starting with ``#`` are 
 * optional first line ``{"bucket": NAME, "versioning": "Enabled" | "Suspended" | null,
   "processor": "package.module:function" | null, "change_stream": true | false}``; by default
   the example processor (``s3ingest_examples.sidecar:process``) and the change stream run;
+  ``"processors": [{"name": N, "handler": "pkg.mod:handler" | "module": "pkg.mod:fn",
+  "mode": "latest" | "every-change", "prefixes": [...], "suffixes": [...], "kinds":
+  [...]}, ...]`` instead of ``processor`` runs several processors, each effectively once (a
+  ``handler`` is a processor function's Lambda handler, run in-process: ``docs/processor-api.md``);
   or, for several buckets, ``{"buckets": [{"name": N, "versioning": V, "prefixes": [...],
   "suffixes": [...], "existing": true, "foreign_config": true}, ...], "processor": ...,
   "change_stream": ...}`` (only ``name`` required): ``existing`` buckets exist before the
@@ -88,7 +92,7 @@ _FIELDS = {
 BACKFILL_SOURCES = ("inventory", "listing")
 
 
-_SETUP_FIELDS = {"bucket", "versioning", "processor", "change_stream", "buckets"}
+_SETUP_FIELDS = {"bucket", "versioning", "processor", "processors", "change_stream", "buckets"}
 _BUCKETS_FIELDS = {"name", "versioning", "prefixes", "suffixes", "existing", "foreign_config"}
 
 
@@ -126,7 +130,7 @@ def parse_lines(lines: Iterable[str]) -> tuple[dict[str, Any], list[tuple[int, d
                 raise ScenarioError(
                     f"line {lineno}: unknown set-up field {', '.join(unknown)} "
                     '(a step needs "op"; the set-up line takes bucket, '
-                    "versioning, processor, change_stream)"
+                    "versioning, processor, processors, change_stream, buckets)"
                 )
             if steps or seen_setup or unknown:
                 raise ScenarioError(
@@ -299,6 +303,15 @@ def _check_effects_setup(lineno: int, doc: dict[str, Any]) -> None:
         problems = local_settings(processor=processor).problems()
         if problems:
             raise ScenarioError(f"line {lineno}: {'; '.join(problems)}")
+    if "processors" in doc:
+        processors = doc["processors"]
+        if "processor" in doc:
+            raise ScenarioError(f"line {lineno}: give processor or processors, not both")
+        if not isinstance(processors, list) or not all(isinstance(p, dict) for p in processors):
+            raise ScenarioError(f"line {lineno}: processors must be a list of objects")
+        problems = local_settings(processor=None, processors=processors).problems()
+        if problems:
+            raise ScenarioError(f"line {lineno}: {'; '.join(problems)}")
 
 
 def _check_step(lineno: int, doc: dict[str, Any]) -> None:
@@ -419,7 +432,11 @@ def _run(
     settings: Settings | None,
 ) -> dict[str, Any]:
     if settings is None:
-        overrides = {k: setup[k] for k in ("processor", "change_stream") if k in setup}
+        overrides: dict[str, Any] = {
+            k: setup[k] for k in ("processor", "change_stream") if k in setup
+        }
+        if "processors" in setup:
+            overrides.update(processor=None, processors=setup["processors"])
         settings = local_settings(**overrides)
     buckets = None
     if setup.get("buckets"):

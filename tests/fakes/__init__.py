@@ -15,8 +15,9 @@ from typing import Any
 
 from s3ingest_fn.core.effects import SupersededError, change_id
 from s3ingest_fn.core.model import InventoryRow, ObjectState, TransientError
-from s3ingest_fn.core.ports import ChangeEntry, Ledger, ListingPage, Pin
+from s3ingest_fn.core.ports import ChangeEntry, Ledger, ListingPage, Pin, PresignedGet
 from s3ingest_fn.core.row import (
+    DEFAULT_PROCESSOR,
     DELETED,
     DONE,
     HISTORY_SLOTS,
@@ -131,7 +132,15 @@ class FakeLedger:
 
     # -- effects -----------------------------------------------------------------------------
 
-    def reclaim(self, bucket: str, key: str, old_token: int, claim: Claim) -> WriteResult:
+    def reclaim(
+        self,
+        bucket: str,
+        key: str,
+        old_token: int,
+        claim: Claim,
+        processor: str = DEFAULT_PROCESSOR,
+    ) -> WriteResult:
+        _default_only(processor)
         row = self.rows.get((bucket, key))
         effect = row.effect if row is not None else None
         if (
@@ -155,11 +164,24 @@ class FakeLedger:
         )
         return WriteResult(applied=True, token=rev)
 
-    def finish(self, bucket: str, key: str, token: int, status: str = DONE) -> bool:
+    def finish(
+        self,
+        bucket: str,
+        key: str,
+        token: int,
+        status: str = DONE,
+        *,
+        processor: str = DEFAULT_PROCESSOR,
+        change_id: str | None = None,
+        more: bool = False,
+    ) -> bool:
+        _default_only(processor)
+        if more:
+            raise NotImplementedError("the in-memory ledger models latest processors only")
         row = self.rows.get((bucket, key))
         if row is None or row.effect is None or row.effect.token != token:
             return False
-        done = row.change_id if status == DONE else row.effect.done_change_id
+        done = (change_id or row.change_id) if status == DONE else row.effect.done_change_id
         self.rows[(bucket, key)] = dataclasses.replace(
             row,
             op=OP_COMMIT,
@@ -169,7 +191,10 @@ class FakeLedger:
         )
         return True
 
-    def release(self, bucket: str, key: str, token: int) -> bool:
+    def release(
+        self, bucket: str, key: str, token: int, processor: str = DEFAULT_PROCESSOR
+    ) -> bool:
+        _default_only(processor)
         row = self.rows.get((bucket, key))
         if (
             row is None
@@ -208,6 +233,9 @@ class FakeLedger:
     ) -> WriteResult:
         if same_change and claim is not None:
             raise ValueError("a same-change write claims no effect")
+        if claim is not None:
+            for name in (*claim.processors, *claim.configured):
+                _default_only(name)
         # a claiming write needs no lease on the row, or one that ended before now
         if claim is not None and row is not None and row.effect is not None:
             lease = row.effect.lease_until_ms
@@ -351,6 +379,8 @@ class FakeContentReader:
 
     def __init__(self) -> None:
         self.objects: dict[tuple[str, str, str], bytes] = {}
+        #: The clock of :meth:`presign`'s expiry, epoch ms.
+        self.now_ms = 0
 
     def put(self, bucket: str, key: str, pin: str, body: bytes) -> None:
         self.objects[(bucket, key, pin)] = body
@@ -365,6 +395,18 @@ class FakeContentReader:
         body = self.read(pin)
         for i in range(0, len(body), chunk_size):
             yield body[i : i + chunk_size]
+
+    def presign(self, pin: Pin, seconds: int) -> PresignedGet:
+        """An ``https://<bucket>.s3.example/<key>`` URL naming the pin (the version in the
+        query, or the ETag as the ``If-Match`` header), expiring ``seconds`` after
+        :attr:`now_ms`."""
+        query = f"?versionId={pin.version_id}" if pin.version_id else ""
+        headers = {} if pin.version_id else {"If-Match": f'"{pin.etag}"'}
+        return PresignedGet(
+            url=f"https://{pin.bucket}.s3.example/{pin.key}{query}",
+            headers=headers,
+            expires_at_ms=self.now_ms + seconds * 1000,
+        )
 
 
 class FakeDeadLetters:
@@ -525,3 +567,10 @@ class FakeEventDelivery:
 
     def enabled(self, bucket: str) -> bool:
         return bucket in self.on
+
+
+def _default_only(processor: str) -> None:
+    """The in-memory ledger models the single default processor; several processors and
+    every-change queues are tested against :class:`DynamoLedger` on the emulator."""
+    if processor != DEFAULT_PROCESSOR:
+        raise NotImplementedError(f"the in-memory ledger has no processor {processor!r}")

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from aws_cdk import aws_lambda as lambda_
 
 from s3ingest.local.machines.generate import VARIANTS as CONTEXTS
 from s3ingest_cdk.synth import Synth, synthesize
@@ -48,6 +49,39 @@ TWO_BUCKETS = {
     ],
     "reconcileFanOut": True,
     "backfillEngine": "distributed-map",
+}
+
+#: The team's own processor function of the three-processor synth, and the queue its
+#: in-process processor may send to (``processorPolicyStatements``).
+TEAM_FUNCTION_ARN = "arn:aws:lambda:us-east-1:123456789012:function:team-audit"
+TEAM_QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:team-thumbs"
+#: The example processor function the stack deploys (``s3ingest_examples.sidecar:handler``).
+EXAMPLE_HANDLER = "s3ingest_examples.sidecar:handler"
+#: Three processors: the team's function (by ARN), the example deployed as a function, an
+#: in-process module; the function timeouts raise the ingest-side functions' timeouts
+#: (reconcileTimeoutSeconds lowered so the listing shard's is raised too).
+PROCESSORS = {
+    "stage": "procs",
+    "reconcileTimeoutSeconds": 100,
+    "processors": [
+        {
+            "name": "audit",
+            "functionArn": TEAM_FUNCTION_ARN,
+            "mode": "every-change",
+            "prefixes": ["audit/"],
+            "timeoutSeconds": 120,
+        },
+        {"name": "sidecar", "handler": EXAMPLE_HANDLER, "timeoutSeconds": 60},
+        {
+            "name": "thumbs",
+            "module": "s3ingest_examples.sidecar:process",
+            "suffixes": [".jpg"],
+            "kinds": ["created"],
+        },
+    ],
+    "processorPolicyStatements": [
+        {"Effect": "Allow", "Action": ["sqs:SendMessage"], "Resource": TEAM_QUEUE_ARN}
+    ],
 }
 
 #: Every synthesized variant, for the checks that apply to each (cdk-nag, cfn-lint).
@@ -91,3 +125,15 @@ def fanout_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
 def two_bucket_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
     """The app with two landing buckets (:data:`TWO_BUCKETS`), synthesized once."""
     yield synthesize(tmp_path_factory.mktemp("cdk-out-two"), TWO_BUCKETS)
+
+
+@pytest.fixture(scope="session")
+def processors_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
+    """The app with three processors (:data:`PROCESSORS`), synthesized once, with inline
+    stand-in code: the template does not depend on the bundle, whose check of ``handler`` and
+    ``module`` entries is tested on its own (test_infra_processors.py)."""
+    yield synthesize(
+        tmp_path_factory.mktemp("cdk-out-processors"),
+        PROCESSORS,
+        code=lambda_.Code.from_inline("def handler(event, context):\n    return None\n"),
+    )

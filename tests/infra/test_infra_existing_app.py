@@ -112,3 +112,34 @@ def test_cfn_lint_is_clean(team_app: tuple[App, Any, Path]) -> None:
     matches = lint_file(template_path, config=ManualArgs(regions=["us-east-1", "eu-west-1"]))
     problems = [f"{m.rule.id}: {m.message}" for m in matches if m.rule.id[0] in "EW"]
     assert not problems, "\n".join(problems)
+
+
+#: The team's own processor function the example may name (context ``auditFunctionArn``).
+AUDIT_FUNCTION_ARN = "arn:aws:lambda:us-east-1:123456789012:function:uploads-audit"
+
+
+def test_the_teams_processor_function_is_invoked_and_nothing_else(tmp_path: Path) -> None:
+    # GIVEN the example with the team's processor function
+    app = App(context={**_context(), "auditFunctionArn": AUDIT_FUNCTION_ARN}, outdir=str(tmp_path))
+    stack = _example_module().build(app)
+    template_path = Path(app.synth().stacks[0].template_full_path)
+    pipeline = stack.ingest
+    role_ref = {"Ref": _logical_id(pipeline.ingest.role)}
+    invoked = [
+        statement["Resource"]
+        for policy in _resources(template_path, "AWS::IAM::Policy").values()
+        if role_ref in policy["Properties"]["Roles"]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if statement["Action"] == "lambda:InvokeFunction"
+    ]
+    # THEN the ingest function may invoke that function (no version or alias wildcard) ...
+    assert invoked == [AUDIT_FUNCTION_ARN]
+    function = _resources(template_path, "AWS::Lambda::Function")[
+        _logical_id(pipeline.ingest_function)
+    ]["Properties"]
+    (entry,) = json.loads(function["Environment"]["Variables"]["PROCESSORS"])
+    assert entry["functionArn"] == AUDIT_FUNCTION_ARN and entry["prefixes"] == ["audit/"]
+    # ... with time for it (60 s and the margin), and cdk-nag has nothing to say
+    assert function["Timeout"] == 75
+    report = AwsSolutionsChecks(verbose=True).validate_scope(app)
+    assert not report.violations

@@ -515,8 +515,9 @@ def test_after_one_reconciliation_every_effect_output_describes_the_bucket(
         record(change, content)  # raises SupersededError before any output is written
         output[change.key] = (change.kind, change.version_id, change.etag)
 
-    assert h.rt.service.effects is not None
-    h.rt.service.effects.processor = process
+    h.rt.service.effects = wiring.effect_runner(
+        process, h.rt.s3, clock_ms=h.clock, after_effect=h.maybe_crash
+    )
 
     rng = random.Random(data.draw(st.integers(0, 2**16)))
     delayed: list[Change] = []

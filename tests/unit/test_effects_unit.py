@@ -78,11 +78,11 @@ class Ctx:
 def test_the_lease_lasts_the_invocation_remaining_time_plus_skew() -> None:
     runner = EffectRunner(lambda c, x: None, FakeContentReader(), clock_ms=lambda: 1_000)
     runner.bind_context(Ctx(25_000))
-    claim = runner.claim()
+    claim = runner.claim("k", "created")
     assert claim.now_ms == 1_000 and claim.lease_until_ms == 1_000 + 25_000 + LEASE_SKEW_MS
     runner.bind_context(Ctx(MIN_EFFECT_MS - 1))
     with pytest.raises(TransientError, match="effect not started"):
-        runner.claim()
+        runner.claim("k", "created")
 
 
 def _change(**kw: Any) -> AppliedChange:

@@ -29,6 +29,7 @@ FIRST_PARTY = {
     "s3ingest": ROOT / "s3ingest",
     "s3ingest_fn": ROOT / "functions" / "s3ingest_fn",
     "s3ingest_examples": ROOT / "functions" / "s3ingest_examples",
+    "s3ingest_processor": ROOT / "functions" / "s3ingest_processor",
     "s3ingest_cdk": ROOT / "infra" / "s3ingest_cdk",
 }
 #: Reached only through the local-runtime commands, which check the [local] extra first.

@@ -36,6 +36,12 @@ fe    S     effect of the applied change (only with a processor): ``p`` pending,
 ft    N     fencing token of the effect's claim (the row's ``rv`` when claimed)
 fl    N     epoch ms until which the claiming worker may run; removed on commit
 fd    S     the change id whose effect last completed
+fq    L     ``every-change`` processors: the applied changes whose effects wait, oldest first,
+            each ``[change id, "p"|"d", sequencer as received or NULL, version or NULL, ETag or
+            NULL, size or NULL, source, event name]``; removed when the last one is done
+fe:N  ...   the same five (``fe:N``, ``ft:N``, ``fl:N``, ``fd:N``, ``fq:N``) for the processor
+            named ``N`` of several; the unsuffixed ones belong to the ``default`` processor (the
+            single ``processor`` setting), as before there were several
 h0..  L     the last :data:`~s3ingest_fn.core.row.HISTORY_SLOTS` applied decisions, newest
             first, each ``[at (epoch ms), state, source, sequencer as received or "-", reason,
             event name]`` with the well-known values coded (:data:`_SOURCES`, :data:`_REASONS`,
@@ -60,7 +66,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote_plus
 
@@ -69,9 +75,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 from s3ingest_fn.core.effects import change_id
 from s3ingest_fn.core.model import TransientError
 from s3ingest_fn.core.row import (
+    DEFAULT_PROCESSOR,
     DELETED,
     DONE,
     HISTORY_SLOTS,
+    MAX_QUEUED,
     OP_APPLY,
     OP_CLAIM,
     OP_COMMIT,
@@ -84,9 +92,11 @@ from s3ingest_fn.core.row import (
     Decision,
     Effect,
     LedgerRow,
+    QueuedChange,
     RowState,
     WriteMeta,
     WriteResult,
+    summary_effect,
 )
 from s3ingest_fn.core.sequencer import WIDTH
 
@@ -104,7 +114,8 @@ TTL_ATTRIBUTE = "expires_at"
 _RAW_KEY, _STATE, _SEQ, _RAW_SEQ, _OBSERVED = "rk", "st", "sq", "rq", "ob"
 _VERSION, _ETAG, _SIZE, _REV, _OP = "vi", "et", "sz", "rv", "op"
 _CHG_ID, _CHG_SEQ, _UPDATED = "ci", "cq", "ut"
-_FX, _FX_TOKEN, _FX_LEASE, _FX_DONE = "fe", "ft", "fl", "fd"
+_FX, _FX_TOKEN, _FX_LEASE, _FX_DONE, _FX_QUEUE = "fe", "ft", "fl", "fd", "fq"
+_FX_BASES = (_FX, _FX_TOKEN, _FX_LEASE, _FX_DONE, _FX_QUEUE)
 _HISTORY = tuple(f"h{i}" for i in range(HISTORY_SLOTS))
 
 #: Every attribute name of the compact layout.
@@ -127,6 +138,7 @@ ATTRIBUTES: tuple[str, ...] = (
     _FX_TOKEN,
     _FX_LEASE,
     _FX_DONE,
+    _FX_QUEUE,
     *_HISTORY,
     TTL_ATTRIBUTE,
 )
@@ -187,6 +199,93 @@ _EVENT_PREFIXES = (
 )
 #: History entries keep at most this many characters of the event name.
 _EVENT_MAX = 200
+
+
+def effect_attributes(processor: str) -> tuple[str, str, str, str, str]:
+    """The attribute names of one processor's effect: status, fencing token, lease, done change
+    id, queue (the module docstring's ``fe``..``fq``, suffixed ``:<name>`` but for
+    :data:`~s3ingest_fn.core.row.DEFAULT_PROCESSOR`)."""
+    if processor == DEFAULT_PROCESSOR:
+        return _FX, _FX_TOKEN, _FX_LEASE, _FX_DONE, _FX_QUEUE
+    return (
+        f"{_FX}:{processor}",
+        f"{_FX_TOKEN}:{processor}",
+        f"{_FX_LEASE}:{processor}",
+        f"{_FX_DONE}:{processor}",
+        f"{_FX_QUEUE}:{processor}",
+    )
+
+
+def _ph(name: str) -> str:
+    """An expression placeholder for an attribute name (``:`` and ``-`` are not allowed in one;
+    processor names hold no ``_``, so the mapping is one to one)."""
+    return "#" + name.replace(":", "_").replace("-", "_")
+
+
+def _queued_of(av: Mapping[str, Any] | None) -> tuple[QueuedChange, ...]:
+    if av is None or "L" not in av:
+        return ()
+    out = []
+    for entry in av["L"]:
+        ci, st, seq, vi, et, sz, source, event = (
+            None if "NULL" in v else next(iter(v.values())) for v in entry["L"]
+        )
+        out.append(
+            QueuedChange(
+                change_id=str(ci),
+                present=st == "p",
+                sequencer=seq,
+                version_id=vi,
+                etag=et,
+                size=int(sz) if sz is not None else None,
+                source=_uncode(str(source), _SOURCES),
+                event_name=_uncode_event(str(event)),
+            )
+        )
+    return tuple(out)
+
+
+def _queued_av(queued: QueuedChange) -> dict[str, Any]:
+    def text(value: str | None) -> dict[str, Any]:
+        return {"NULL": True} if value is None else {"S": value}
+
+    return {
+        "L": [
+            {"S": queued.change_id},
+            {"S": "p" if queued.present else "d"},
+            text(queued.sequencer),
+            text(queued.version_id),
+            text(queued.etag),
+            {"NULL": True} if queued.size is None else {"N": str(queued.size)},
+            {"S": _code(queued.source, _SOURCES)},
+            {"S": _code_event(queued.event_name[:_EVENT_MAX])},
+        ]
+    }
+
+
+def _effect_of(get: Callable[[str], Any], processor: str) -> Effect | None:
+    status, token, lease, done, queue = effect_attributes(processor)
+    fx = _s(get(status))
+    if fx is None:
+        return None
+    return Effect(
+        status=_FX_STATUS.get(fx, fx),
+        token=_n(get(token)),
+        lease_until_ms=_n(get(lease)),
+        done_change_id=_s(get(done)),
+        queue=_queued_of(get(queue)),
+    )
+
+
+def _named_effects(item: Mapping[str, Any]) -> dict[str, Effect]:
+    named: dict[str, Effect] = {}
+    for attr in item:
+        if attr.startswith(f"{_FX}:"):
+            name = attr[len(_FX) + 1 :]
+            effect = _effect_of(item.get, name)
+            if effect is not None:
+                named[name] = effect
+    return named
 
 
 def row_pk(bucket: str, key: str) -> str:
@@ -302,15 +401,7 @@ def row_from_item(item: Mapping[str, Any]) -> LedgerRow:
         )
     last = history[0] if history else None
     seq = _s(get(_SEQ))
-    fx = _s(get(_FX))
-    effect = None
-    if fx is not None:
-        effect = Effect(
-            status=_FX_STATUS.get(fx, fx),
-            token=_n(get(_FX_TOKEN)),
-            lease_until_ms=_n(get(_FX_LEASE)),
-            done_change_id=_s(get(_FX_DONE)),
-        )
+    effect = _effect_of(get, DEFAULT_PROCESSOR)
     observed = get(_OBSERVED)
     return LedgerRow(
         bucket=bucket,
@@ -334,19 +425,38 @@ def row_from_item(item: Mapping[str, Any]) -> LedgerRow:
         change_id=_s(get(_CHG_ID)),
         change_seq=_s(get(_CHG_SEQ)),
         effect=effect,
+        named_effects=_named_effects(item),
     )
 
 
-def _scanned_row(item: Mapping[str, Any], bucket: str) -> LedgerRow:
+def _scanned_row(item: Mapping[str, Any], bucket: str, named: bool = False) -> LedgerRow:
     """:func:`row_from_item` for an item of ``bucket`` projected to :data:`_DIFF_ATTRIBUTES`
     (the fast path of a reconciliation's Scan: a million rows go through it, so the row is
     built by one positional call, the fields in :class:`LedgerRow`'s order, and no bound
     method is allocated per row; ``test_ledger_layout`` checks it against
-    :func:`row_from_item`)."""
+    :func:`row_from_item`). With several processors the row's ``effect`` is their
+    :func:`~s3ingest_fn.core.row.summary_effect`."""
     if _LEGACY_MARK in item:
         return _legacy_row({name: _plain(av) for name, av in item.items()})
     version, etag, updated = item.get(_VERSION), item.get(_ETAG), item.get(_UPDATED)
     fx = item.get(_FX)
+    effect = (
+        None
+        if fx is None
+        else Effect(_FX_STATUS.get(fx["S"], fx["S"]), lease_until_ms=_n(item.get(_FX_LEASE)))
+    )
+    if named and any(a.startswith(f"{_FX}:") for a in item):
+        effects = {
+            a[len(_FX) + 1 :]: Effect(
+                _FX_STATUS.get(av["S"], av["S"]),
+                lease_until_ms=_n(item.get(f"{_FX_LEASE}:{a[len(_FX) + 1 :]}")),
+            )
+            for a, av in item.items()
+            if a.startswith(f"{_FX}:")
+        }
+        if effect is not None:
+            effects[DEFAULT_PROCESSOR] = effect
+        effect = summary_effect(effects)
     return LedgerRow(
         bucket,
         item[PARTITION_KEY]["S"][len(bucket) + 1 :],
@@ -368,9 +478,7 @@ def _scanned_row(item: Mapping[str, Any], bucket: str) -> LedgerRow:
         None,  # op
         None,  # change_id
         None,  # change_seq
-        None
-        if fx is None
-        else Effect(_FX_STATUS.get(fx["S"], fx["S"]), lease_until_ms=_n(item.get(_FX_LEASE))),
+        effect,
     )
 
 
@@ -518,13 +626,16 @@ def item_of(row: LedgerRow) -> dict[str, Any]:
         item[_CHG_ID] = {"S": row.change_id}
     if row.change_seq is not None:
         item[_CHG_SEQ] = {"S": row.change_seq}
-    if row.effect is not None:
-        item[_FX] = {"S": _FX_CODES.get(row.effect.status, row.effect.status)}
-        for name, number in ((_FX_TOKEN, row.effect.token), (_FX_LEASE, row.effect.lease_until_ms)):
+    for processor, effect in row.effects().items():
+        fx, fx_token, fx_lease, fx_done, fx_queue = effect_attributes(processor)
+        item[fx] = {"S": _FX_CODES.get(effect.status, effect.status)}
+        for name, number in ((fx_token, effect.token), (fx_lease, effect.lease_until_ms)):
             if number is not None:
                 item[name] = {"N": str(number)}
-        if row.effect.done_change_id is not None:
-            item[_FX_DONE] = {"S": row.effect.done_change_id}
+        if effect.done_change_id is not None:
+            item[fx_done] = {"S": effect.done_change_id}
+        if effect.queue:
+            item[fx_queue] = {"L": [_queued_av(q) for q in effect.queue]}
     history = row.history
     if not history and row.updated_at:  # a legacy row written before the history existed
         history = (
@@ -744,32 +855,46 @@ class DynamoLedger:
             ),
         )
 
-    def reclaim(self, bucket: str, key: str, old_token: int, claim: Claim) -> WriteResult:
-        """Take over the row's effect: a pending one whose lease has expired (its worker crashed
-        or timed out), or one that ended ``superseded`` while the row still holds its change
-        (the caller has verified the bucket shows the row's state).
+    def reclaim(
+        self,
+        bucket: str,
+        key: str,
+        old_token: int,
+        claim: Claim,
+        processor: str = DEFAULT_PROCESSOR,
+    ) -> WriteResult:
+        """Take over ``processor``'s effect on the row: a pending one whose lease has expired
+        (its worker crashed or timed out), or one that ended ``superseded`` while the row still
+        holds its change (the caller has verified the bucket shows the row's state).
 
-        One UpdateItem, conditional on the row still holding that claim (fencing token
-        ``old_token``), pending with an expired lease or superseded. The effect becomes
-        ``pending`` again; the new token is the row's new revision.
+        One UpdateItem, conditional on the effect still holding that claim (fencing token
+        ``old_token``), pending with an expired lease or superseded, and on no other
+        processor's lease being live. The effect becomes ``pending`` again; the new token is the
+        row's new revision; ``queues`` gives an ``every-change`` processor's waiting changes.
 
         Raises
         ------
         TransientError
             On throttling or a service error.
         """
-        return self._call(
+        fx, fx_token, fx_lease, _, _ = effect_attributes(processor)
+        names = {_ph(n): n for n in (_REV, _OP, fx, fx_token, fx_lease)}
+        others = []
+        for other in claim.configured:
+            if other != processor:
+                lease = effect_attributes(other)[2]
+                names[_ph(lease)] = lease
+                others.append(f" AND (attribute_not_exists({_ph(lease)}) OR {_ph(lease)} < :now)")
+        result = self._call(
             bucket,
             key,
             {
                 "UpdateExpression": f"SET #{_REV} = if_not_exists(#{_REV}, :zero) + :one, "
-                f"#{_FX_TOKEN} = if_not_exists(#{_REV}, :zero) + :one, "
-                f"#{_FX_LEASE} = :lease, #{_OP} = :claim, #{_FX} = :pending",
-                "ConditionExpression": f"#{_FX_TOKEN} = :old AND ((#{_FX} = :pending AND "
-                f"#{_FX_LEASE} < :now) OR #{_FX} = :superseded)",
-                "ExpressionAttributeNames": {
-                    f"#{n}": n for n in (_REV, _FX_TOKEN, _FX_LEASE, _OP, _FX)
-                },
+                f"{_ph(fx_token)} = if_not_exists(#{_REV}, :zero) + :one, "
+                f"{_ph(fx_lease)} = :lease, #{_OP} = :claim, {_ph(fx)} = :pending",
+                "ConditionExpression": f"{_ph(fx_token)} = :old AND (({_ph(fx)} = :pending AND "
+                f"{_ph(fx_lease)} < :now) OR {_ph(fx)} = :superseded)" + "".join(others),
+                "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": {
                     ":zero": {"N": "0"},
                     ":one": {"N": "1"},
@@ -780,14 +905,29 @@ class DynamoLedger:
                     ":old": {"N": str(old_token)},
                     ":now": {"N": str(claim.now_ms)},
                 },
-                "ReturnValues": "UPDATED_NEW",
+                "ReturnValues": "ALL_NEW",
             },
+            token_attribute=fx_token,
         )
+        return result
 
-    def finish(self, bucket: str, key: str, token: int, status: str = DONE) -> bool:
-        """Commit an effect (``status``: ``done`` or ``superseded``) if ``token`` still holds the
-        claim; removes the lease; ``done`` also records the change it completed for. One
-        UpdateItem.
+    def finish(
+        self,
+        bucket: str,
+        key: str,
+        token: int,
+        status: str = DONE,
+        *,
+        processor: str = DEFAULT_PROCESSOR,
+        change_id: str | None = None,
+        more: bool = False,
+    ) -> bool:
+        """Commit ``processor``'s effect (``status``: ``done`` or ``superseded``) if ``token``
+        still holds the claim; removes the lease; ``done`` also records the change it completed
+        for (``change_id``, default the row's change). One UpdateItem.
+
+        ``more``: an ``every-change`` processor's queue holds more changes after this one: only
+        this one leaves the queue and the claim goes on.
 
         Returns
         -------
@@ -799,28 +939,41 @@ class DynamoLedger:
         TransientError
             On throttling or a service error.
         """
-        names = {f"#{n}": n for n in (_FX, _OP, _FX_LEASE, _FX_TOKEN)}
-        expr = f"SET #{_FX} = :status, #{_OP} = :commit"
-        if status == DONE:
-            expr += f", #{_FX_DONE} = #{_CHG_ID}"
-            names.update({f"#{_FX_DONE}": _FX_DONE, f"#{_CHG_ID}": _CHG_ID})
+        fx, fx_token, fx_lease, fx_done, fx_queue = effect_attributes(processor)
+        names = {_ph(n): n for n in (_OP, fx_token)}
+        values: dict[str, Any] = {":commit": {"S": OP_COMMIT}, ":token": {"N": str(token)}}
+        if more:
+            names[_ph(fx_queue)] = fx_queue
+            expr = f"SET #{_OP} = :commit REMOVE {_ph(fx_queue)}[0]"
+        else:
+            names.update({_ph(n): n for n in (fx, fx_lease, fx_queue)})
+            values[":status"] = {"S": _FX_CODES.get(status, status)}
+            expr = f"SET {_ph(fx)} = :status, #{_OP} = :commit"
+            if status == DONE:
+                names[_ph(fx_done)] = fx_done
+                if change_id is None:
+                    expr += f", {_ph(fx_done)} = #{_CHG_ID}"
+                    names[f"#{_CHG_ID}"] = _CHG_ID
+                else:
+                    expr += f", {_ph(fx_done)} = :done"
+                    values[":done"] = {"S": change_id}
+            expr += f" REMOVE {_ph(fx_lease)}, {_ph(fx_queue)}"
         return self._call(
             bucket,
             key,
             {
-                "UpdateExpression": expr + f" REMOVE #{_FX_LEASE}",
-                "ConditionExpression": f"#{_FX_TOKEN} = :token",
+                "UpdateExpression": expr,
+                "ConditionExpression": f"{_ph(fx_token)} = :token",
                 "ExpressionAttributeNames": names,
-                "ExpressionAttributeValues": {
-                    ":status": {"S": _FX_CODES.get(status, status)},
-                    ":commit": {"S": OP_COMMIT},
-                    ":token": {"N": str(token)},
-                },
+                "ExpressionAttributeValues": values,
             },
         ).applied
 
-    def release(self, bucket: str, key: str, token: int) -> bool:
-        """End a claim's lease now (the processor failed): the retry may re-claim at once.
+    def release(
+        self, bucket: str, key: str, token: int, processor: str = DEFAULT_PROCESSOR
+    ) -> bool:
+        """End ``processor``'s claim's lease now (the processor failed): the retry may
+        re-claim at once.
 
         Returns
         -------
@@ -832,14 +985,15 @@ class DynamoLedger:
         TransientError
             On throttling or a service error.
         """
+        fx, fx_token, fx_lease, _, _ = effect_attributes(processor)
         return self._call(
             bucket,
             key,
             {
                 # op changes too, so the change stream (op = apply) does not publish it again
-                "UpdateExpression": f"SET #{_FX_LEASE} = :zero, #{_OP} = :release",
-                "ConditionExpression": f"#{_FX_TOKEN} = :token AND #{_FX} = :pending",
-                "ExpressionAttributeNames": {f"#{n}": n for n in (_FX_LEASE, _FX_TOKEN, _FX, _OP)},
+                "UpdateExpression": f"SET {_ph(fx_lease)} = :zero, #{_OP} = :release",
+                "ConditionExpression": f"{_ph(fx_token)} = :token AND {_ph(fx)} = :pending",
+                "ExpressionAttributeNames": {_ph(n): n for n in (fx_lease, fx_token, fx, _OP)},
                 "ExpressionAttributeValues": {
                     ":zero": {"N": "0"},
                     ":token": {"N": str(token)},
@@ -893,9 +1047,17 @@ class DynamoLedger:
             change_key=meta.sequencer,
         )
 
-    def _call(self, bucket: str, key: str, request: dict[str, Any]) -> WriteResult:
+    def _call(
+        self,
+        bucket: str,
+        key: str,
+        request: dict[str, Any],
+        *,
+        token_attribute: str | None = None,
+    ) -> WriteResult:
         """One UpdateItem, conditional on the item not being legacy; a legacy item refusing it
-        is migrated and the request made again."""
+        is migrated and the request made again. An applied write's returned attributes give
+        the fencing token (``token_attribute``, default any processor's) and the queues."""
         request = dict(request)
         request["ConditionExpression"] = (
             f"({request['ConditionExpression']}) AND attribute_not_exists(#{_LEGACY_MARK})"
@@ -923,8 +1085,7 @@ class DynamoLedger:
                 raise _transient(exc) from exc
             except BotoCoreError as exc:
                 raise _transient(exc) from exc
-            token = resp.get("Attributes", {}).get(_FX_TOKEN, {}).get("N")
-            return WriteResult(applied=True, token=int(token) if token is not None else None)
+            return _written(resp.get("Attributes", {}), token_attribute)
         raise TransientError("dynamodb: a legacy ledger item kept changing during its migration")
 
     def _refuse_live_legacy_lease(self, item: Mapping[str, Any]) -> None:
@@ -995,6 +1156,8 @@ class DynamoLedger:
             _UPDATED: {"N": str(now_ms)},
         }
         removes: list[str] = []
+        tokens: list[str] = []  # fencing tokens set to the new revision
+        appends: list[str] = []  # every-change queues the change joins
         raw_key = _raw_key_av(meta.raw_key, meta.key)
         if raw_key is not None:
             sets[_RAW_KEY] = raw_key
@@ -1018,15 +1181,22 @@ class DynamoLedger:
             else:
                 removes.append(_CHG_SEQ)
             if claim is not None:
-                sets[_FX] = {"S": _FX_CODES[PENDING]}
-                sets[_FX_LEASE] = {"N": str(claim.lease_until_ms)}
-                values[":now"] = {"N": str(claim.now_ms)}
-                # a live lease of another change's effect blocks this write (module effects)
-                condition = (
-                    f"({condition}) AND (attribute_not_exists(#{_FX_LEASE}) OR #{_FX_LEASE} < :now)"
-                )
+                condition = self._claiming(claim, condition, values, sets, removes, tokens, appends)
+                if claim.queued:
+                    queued = QueuedChange(
+                        change_id=chg,
+                        present=state.present,
+                        sequencer=meta.raw_sequencer or meta.sequencer,
+                        version_id=state.version_id if state.present else None,
+                        etag=state.etag if state.present else None,
+                        size=state.size if state.present else None,
+                        source=meta.source,
+                        event_name=meta.event_name,
+                    )
+                    values[":queued"] = {"L": [_queued_av(queued)]}
+                    values[":noqueue"] = {"L": []}
             else:
-                removes.extend((_FX, _FX_LEASE, _FX_TOKEN, _FX_DONE))
+                removes.extend((_FX, _FX_LEASE, _FX_TOKEN, _FX_DONE, _FX_QUEUE))
         if meta.sequencer is not None:
             compact = _compact_seq(meta.sequencer)
             sets[_SEQ] = {"S": compact}
@@ -1049,12 +1219,14 @@ class DynamoLedger:
         else:
             removes.append(TTL_ATTRIBUTE)
         for name, value in sets.items():
-            values[f":{name}"] = value
+            values[":" + _ph(name)[1:]] = value
         values[":one"], values[":zero"] = {"N": "1"}, {"N": "0"}
-        expr = "SET " + ", ".join(f"#{name} = :{name}" for name in sets)
+        expr = "SET " + ", ".join(f"{_ph(name)} = :{_ph(name)[1:]}" for name in sets)
         expr += f", #{_REV} = if_not_exists(#{_REV}, :zero) + :one"
-        if claim is not None:
-            expr += f", #{_FX_TOKEN} = if_not_exists(#{_REV}, :zero) + :one"
+        for token in tokens:
+            expr += f", {_ph(token)} = if_not_exists(#{_REV}, :zero) + :one"
+        for queue in appends:
+            expr += f", {_ph(queue)} = list_append(if_not_exists({_ph(queue)}, :noqueue), :queued)"
         # Decision history: the last HISTORY_SLOTS applied decisions, newest in h0, shifted in
         # the same request (operands read the item as it was before this update).
         values[":decision"] = _decision_av(
@@ -1072,13 +1244,16 @@ class DynamoLedger:
             expr += f", #{_HISTORY[i]} = if_not_exists(#{_HISTORY[i - 1]}, :nodecision)"
         expr += f", #{_HISTORY[0]} = :decision"
         if removes:
-            expr += " REMOVE " + ", ".join(f"#{name}" for name in removes)
+            expr += " REMOVE " + ", ".join(_ph(name) for name in removes)
         used = expr + " " + condition
         names = {
-            f"#{n}": n
+            _ph(n): n
             for n in (
                 *sets,
                 *removes,
+                *tokens,
+                *appends,
+                *(effect_attributes(p)[2] for p in (claim.configured if claim else ())),
                 _REV,
                 PARTITION_KEY,
                 _SEQ,
@@ -1090,7 +1265,7 @@ class DynamoLedger:
                 _VERSION,
                 _ETAG,
             )
-            if re.search(rf"#{n}\b", used)
+            if re.search(rf"{_ph(n)}\b", used)
         }
         request: dict[str, Any] = {
             "UpdateExpression": expr,
@@ -1098,12 +1273,61 @@ class DynamoLedger:
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
         }
-        if claim is not None:
+        if tokens:
             request["ReturnValues"] = "UPDATED_NEW"
         result = self._call(meta.bucket, meta.key, request)
         if result.applied:
-            return WriteResult(applied=True, token=result.token, change_id=chg)
+            return WriteResult(
+                applied=True, token=result.token, change_id=chg, queues=result.queues
+            )
         return result
+
+    @staticmethod
+    def _claiming(
+        claim: Claim,
+        condition: str,
+        values: dict[str, Any],
+        sets: dict[str, Any],
+        removes: list[str],
+        tokens: list[str],
+        appends: list[str],
+    ) -> str:
+        """The effect part of a write applying a change (CONTRACT C11): every configured
+        processor's live lease refuses it; the processors the change concerns are claimed
+        (pending, this write's token, the lease; an every-change one's queue gets the change,
+        up to :data:`~s3ingest_fn.core.row.MAX_QUEUED`); the other ``latest`` ones lose their
+        older, unfinished effect (its ``done`` change id stays). Returns the condition."""
+        values[":now"] = {"N": str(claim.now_ms)}
+        clauses = [f"({condition})"]
+        for processor in claim.configured:
+            fx, fx_token, fx_lease, _, fx_queue = effect_attributes(processor)
+            lease = _ph(fx_lease)
+            clauses.append(f"(attribute_not_exists({lease}) OR {lease} < :now)")
+            if processor in claim.processors:
+                sets[fx] = {"S": _FX_CODES[PENDING]}
+                sets[fx_lease] = {"N": str(claim.lease_until_ms)}
+                tokens.append(fx_token)
+                if processor in claim.queued:
+                    appends.append(fx_queue)
+                    values[":maxq"] = {"N": str(MAX_QUEUED)}
+                    queue = _ph(fx_queue)
+                    clauses.append(f"(attribute_not_exists({queue}) OR size({queue}) < :maxq)")
+            elif processor in claim.latest:
+                removes.extend((fx, fx_token, fx_lease))
+        return " AND ".join(clauses)
+
+
+def _written(attributes: Mapping[str, Any], token_attribute: str | None) -> WriteResult:
+    """The applied :class:`WriteResult` of an UpdateItem's returned attributes."""
+    token: int | None = None
+    queues: dict[str, tuple[QueuedChange, ...]] = {}
+    for name, av in attributes.items():
+        base, _, processor = name.partition(":")
+        if base == _FX_TOKEN and (token_attribute is None or name == token_attribute):
+            token = int(av["N"])
+        elif base == _FX_QUEUE:
+            queues[processor or DEFAULT_PROCESSOR] = _queued_of(av)
+    return WriteResult(applied=True, token=token, queues=queues)
 
 
 def _state_equals(state: RowState, values: dict[str, Any]) -> str:
@@ -1165,11 +1389,22 @@ class DynamoLedgerScanner:
     ----------
     client : DynamoDBClient
     table_name : str
+    processors : sequence of str
+        The stack's processors besides the default one: their effect status and lease are
+        read too, and each row's ``effect`` sums them up
+        (:func:`~s3ingest_fn.core.row.summary_effect`).
     """
 
-    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
+    def __init__(
+        self, client: DynamoDBClient, table_name: str, processors: Sequence[str] = ()
+    ) -> None:
         self._ddb = client
         self._table = table_name
+        named = [p for p in processors if p != DEFAULT_PROCESSOR]
+        self._named = bool(named)
+        self._attributes = _DIFF_ATTRIBUTES + tuple(
+            a for p in named for a in effect_attributes(p)[0:3:2]
+        )
 
     def pages(self, bucket: str, segment: int, total: int) -> Iterator[list[LedgerRow]]:
         """The pages of one segment of ``total``.
@@ -1184,9 +1419,9 @@ class DynamoLedgerScanner:
             "TotalSegments": total,
             "Segment": segment,
             "Limit": SCAN_PAGE_ROWS,
-            "ProjectionExpression": ", ".join(f"#{a}" for a in _DIFF_ATTRIBUTES),
+            "ProjectionExpression": ", ".join(_ph(a) for a in self._attributes),
             "FilterExpression": f"begins_with(#{PARTITION_KEY}, :prefix)",
-            "ExpressionAttributeNames": {f"#{a}": a for a in _DIFF_ATTRIBUTES},
+            "ExpressionAttributeNames": {_ph(a): a for a in self._attributes},
             "ExpressionAttributeValues": {":prefix": {"S": f"{bucket}/"}},
         }
         while True:
@@ -1195,7 +1430,8 @@ class DynamoLedgerScanner:
             except (ClientError, BotoCoreError) as exc:
                 raise TransientError(f"dynamodb scan: {exc}") from exc
             last = page.get("LastEvaluatedKey")
-            rows = [_scanned_row(item, bucket) for item in page.get("Items", [])]
+            named = self._named
+            rows = [_scanned_row(item, bucket, named) for item in page.get("Items", [])]
             # the parsed response (a few dicts per item) is garbage once converted: drop it
             # before the consumer takes the rows, not while this generator waits for it
             del page

@@ -4,6 +4,7 @@ events to EventBridge, and the pinned reads of a change's bytes (CONTRACT C8).""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +13,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from s3ingest_fn.core.effects import SupersededError
 from s3ingest_fn.core.events import normalize_etag, normalize_version
 from s3ingest_fn.core.model import InventoryRow, ObjectState, TransientError
-from s3ingest_fn.core.ports import ListingPage, Pin, VersionPage
+from s3ingest_fn.core.ports import ListingPage, Pin, PresignedGet, VersionPage
 
 if TYPE_CHECKING:
     from mypy_boto3_s3.client import S3Client  # pragma: no cover
@@ -319,6 +320,37 @@ def _ms(value: Any) -> int | None:
     return int(value.timestamp() * 1000) if value is not None else None
 
 
+def _presign_sigv4_regional(client: S3Client) -> None:
+    """Make ``client``'s presigned GetObject URLs Signature Version 4 on the regional endpoint;
+    its API calls are unchanged.
+
+    botocore presigns S3 URLs with Signature Version 2 by default where the region still takes
+    it, and SigV2 leaves the conditional headers (``If-Match``) out of the signature; S3 refuses
+    SigV2 for buckets created since June 2020
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/UsingAWSSDK.html#UsingAWSSDK-sig2-deprecation).
+    It also names the global endpoint (``<bucket>.s3.amazonaws.com``), which redirects for a
+    bucket of another region until its DNS name propagates, while the URL is signed for the
+    host it names. Two event handlers on the client, for presigned requests only: the
+    ``choose-signer`` of GetObject answers ``s3v4-query``, and the endpoint resolution keeps
+    the client's region. Registered once per client (``unique_id``).
+    """
+    from botocore.regions import EndpointResolverBuiltins as Builtins
+
+    region = client.meta.region_name
+
+    def sigv4(signature_version: str, **_: Any) -> str | None:
+        return "s3v4-query" if signature_version.endswith("-query") else None
+
+    def regional(builtins: dict[Any, Any], context: dict[str, Any], **_: Any) -> None:
+        if context.get("is_presign_request") and builtins.get(Builtins.AWS_S3_USE_GLOBAL_ENDPOINT):
+            builtins[Builtins.AWS_REGION] = region
+            builtins[Builtins.AWS_S3_USE_GLOBAL_ENDPOINT] = False
+
+    events: Any = client.meta.events
+    events.register("choose-signer.s3.GetObject", sigv4, unique_id="s3ingest-presign-sigv4")
+    events.register("before-endpoint-resolution.s3", regional, unique_id="s3ingest-presign-region")
+
+
 #: GetObject answers for a pin that no longer holds: a newer write (412) or a gone version (404).
 _PIN_LOST = frozenset({"PreconditionFailed", "412", "NoSuchKey", "NoSuchVersion", "404"})
 
@@ -338,6 +370,40 @@ class S3ContentReader:
 
     def __init__(self, client: S3Client) -> None:
         self._s3 = client
+        _presign_sigv4_regional(client)
+
+    def presign(self, pin: Pin, seconds: int) -> PresignedGet:
+        """A presigned GetObject of the pinned bytes, valid ``seconds`` from now, signed with
+        Signature Version 4 on the bucket's regional endpoint (:func:`_presign_sigv4_regional`).
+
+        A version pin puts ``versionId`` in the URL (the version's bytes whatever came after;
+        404 when it is gone). An ETag pin signs the ``If-Match`` header into the URL
+        (``X-Amz-SignedHeaders`` holds ``if-match``): the reader must send exactly
+        :attr:`PresignedGet.headers`, and S3 answers 412 when the object changed
+        (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html,
+        https://docs.aws.amazon.com/AmazonS3/latest/userguide/ShareObjectPreSignedURL.html). The
+        URL carries this client's credentials (and expires with them when they are temporary, as
+        a Lambda role's are): the reader needs no permission of its own.
+
+        Raises
+        ------
+        TransientError
+            When the URL cannot be signed (no credentials).
+        """
+        params: dict[str, Any] = {"Bucket": pin.bucket, "Key": pin.key}
+        headers: dict[str, str] = {}
+        if pin.version_id:
+            params["VersionId"] = pin.version_id
+        else:
+            params["IfMatch"] = headers["If-Match"] = f'"{pin.etag}"'
+        now_ms = int(time.time() * 1000)
+        try:
+            url = self._s3.generate_presigned_url(
+                "get_object", Params=params, ExpiresIn=int(seconds)
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise TransientError(f"s3 presign get_object: {exc.__class__.__name__}") from exc
+        return PresignedGet(url=url, headers=headers, expires_at_ms=now_ms + int(seconds) * 1000)
 
     def _get(self, pin: Pin) -> Any:
         args: dict[str, Any] = {"Bucket": pin.bucket, "Key": pin.key}

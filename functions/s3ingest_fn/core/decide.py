@@ -36,12 +36,13 @@ applies a change also claims its effect; the processor runs after it and a secon
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from typing import Any
 
 from s3ingest_fn.contract import CANARY_PREFIX
-from s3ingest_fn.core.effects import SUPERSEDED, AppliedChange, EffectRunner
+from s3ingest_fn.core.effects import CREATED, REMOVED, SUPERSEDED, AppliedChange, EffectRunner
 from s3ingest_fn.core.model import (
     Change,
     Format,
@@ -52,7 +53,17 @@ from s3ingest_fn.core.model import (
     TransientError,
 )
 from s3ingest_fn.core.ports import Bucket, Ledger
-from s3ingest_fn.core.row import PENDING, Claim, LedgerRow, RowState, WriteMeta, WriteResult
+from s3ingest_fn.core.row import (
+    DEFAULT_PROCESSOR,
+    MAX_QUEUED,
+    PENDING,
+    Claim,
+    LedgerRow,
+    QueuedChange,
+    RowState,
+    WriteMeta,
+    WriteResult,
+)
 from s3ingest_fn.core.scope import BucketScope, Scope
 
 #: While another change's effect holds a live lease on the row, a newer change waits this long
@@ -166,11 +177,11 @@ class IngestService:
     def _sequenced(self, change: Change) -> Result:
         state = _event_state(change)
         for _ in range(MAX_OBSERVATION_ATTEMPTS):
-            claim = self._claim(change)
+            claim = self._claim(change, state)
             meta = self._meta(change, "newer-sequencer")
             first = self.ledger.apply_if_newer(state, meta, claim)
             if first.applied:
-                return self._applied(change, Outcome.APPLIED, first, state, meta)
+                return self._applied(change, Outcome.APPLIED, first, state, meta, claim)
             old = first.old
             if old is not None:
                 verdict = self._rejected(change, old, claim)
@@ -197,7 +208,7 @@ class IngestService:
                     done.extra["effect"] = "already-recorded"
                     return self._resume(done, old, verified=True)
             else:
-                claim = self._claim(change)
+                claim = self._claim(change, written)
                 result = self.ledger.apply_verified(
                     written,
                     meta,
@@ -206,7 +217,7 @@ class IngestService:
                     claim=claim,
                 )
                 if result.applied:
-                    return self._applied(change, outcome, result, written, meta)
+                    return self._applied(change, outcome, result, written, meta, claim)
             if result.old is not None:
                 verdict = self._rejected(change, result.old, claim)
                 if verdict is not None:
@@ -224,7 +235,7 @@ class IngestService:
         # row, which settles it for the next attempt.
         same = now.visible and change.version_id is not None and change.version_id != now.version_id
         for _ in range(MAX_OBSERVATION_ATTEMPTS):
-            claim = None if same else self._claim(change)
+            claim = None if same else self._claim(change, written)
             if same:
                 result = self.ledger.advance_sequencer(written, meta, observed=True)
             else:
@@ -234,7 +245,7 @@ class IngestService:
                     done = result_of(change, Outcome.APPLIED, reason)
                     done.extra["effect"] = "already-recorded"
                     return done
-                return self._applied(change, Outcome.APPLIED, result, written, meta)
+                return self._applied(change, Outcome.APPLIED, result, written, meta, claim)
             old = result.old
             if old is None:
                 same = False
@@ -252,11 +263,11 @@ class IngestService:
         state = RowState(
             present=True, version_id=change.version_id, etag=change.etag, size=change.size
         )
-        claim = self._claim(change)
+        claim = self._claim(change, state)
         meta = self._meta(change, LISTED_STATE)
         first = self.ledger.record_observation(state, meta, None, claim)
         if first.applied:
-            done = self._applied(change, Outcome.APPLIED, first, state, meta)
+            done = self._applied(change, Outcome.APPLIED, first, state, meta, claim)
             done.extra["listing"] = "recorded-without-head"
             return done
         old = first.old
@@ -290,49 +301,70 @@ class IngestService:
                 )
             if row is None and not now.visible:
                 return result_of(change, Outcome.IGNORED, "observed-absent-not-in-ledger")
-            claim = self._claim(change)
             meta, written = self._meta(change, "observed-bucket-state"), _head_state(now)
+            claim = self._claim(change, written)
             result = self.ledger.record_observation(
                 written, meta, row.rev if row is not None else None, claim
             )
             if result.applied:
-                return self._applied(change, Outcome.APPLIED, result, written, meta)
+                return self._applied(change, Outcome.APPLIED, result, written, meta, claim)
             if _lease_live(result.old, claim):
                 raise _LeaseBusy
         raise TransientError("ledger row kept changing during observation")
 
     # -- effects (CONTRACT C11, module s3ingest_fn.core.effects) ---------------------------------
 
-    def _claim(self, change: Change) -> Claim | None:
-        """The effect claim for a write applying ``change``; None without a processor, and for
-        ``s3ingest verify``'s canary keys, which never reach one."""
+    def _claim(self, change: Change, state: RowState) -> Claim | None:
+        """The effect claim of a write applying ``state`` for ``change``; None without
+        processors, and for ``s3ingest verify``'s canary keys, which never reach one."""
         if self.effects is None or change.key.startswith(CANARY_PREFIX):
             return None
-        return self.effects.claim()
+        return self.effects.claim(change.key, CREATED if state.present else REMOVED)
 
     def _rejected(self, change: Change, old: LedgerRow, claim: Claim | None) -> Result | None:
         """After a rejected write: duplicate/stale (resuming an abandoned effect),
         :class:`_LeaseBusy` when another change's effect holds a live lease, or None (the caller
-        goes on)."""
+        goes on).
+
+        Raises
+        ------
+        TransientError
+            When an ``every-change`` processor's queue on the row is full
+            (:data:`~s3ingest_fn.core.row.MAX_QUEUED`): its effects keep failing.
+        """
         verdict = self._order_verdict(change, old)
         if verdict is not None:
             return self._resume(verdict, old)
         if _lease_live(old, claim):
             raise _LeaseBusy
+        if claim is not None:
+            for name in claim.queued:
+                effect = old.effect_of(name)
+                if effect is not None and len(effect.queue) >= MAX_QUEUED:
+                    raise TransientError(
+                        f"effect-backlog-full: processor {name!r} has {len(effect.queue)} "
+                        "changes of the key waiting (every-change); the change is retried"
+                    )
         return None
 
     def _applied(
-        self, change: Change, outcome: Outcome, write: WriteResult, state: RowState, meta: WriteMeta
+        self,
+        change: Change,
+        outcome: Outcome,
+        write: WriteResult,
+        state: RowState,
+        meta: WriteMeta,
+        claim: Claim | None,
     ) -> Result:
         result = result_of(change, outcome, meta.reason)
         if write.change_id:
             result.extra["change_id"] = write.change_id
-        if self.effects is None or write.token is None:
+        if self.effects is None or write.token is None or claim is None:
             return result
         applied = AppliedChange(
             bucket=change.bucket,
             key=change.key,
-            kind="created" if state.present else "removed",
+            kind=CREATED if state.present else REMOVED,
             sequencer=meta.raw_sequencer or meta.sequencer,
             version_id=state.version_id,
             etag=state.etag,
@@ -341,103 +373,164 @@ class IngestService:
             event_name=meta.event_name,
             change_id=write.change_id or "",
             token=write.token,
+            lease_until_ms=claim.lease_until_ms,
         )
-        return self._effect(result, applied)
+        jobs = {
+            name: _queued_changes(applied, name, write.queues.get(name))
+            if name in claim.queued
+            else [replace(applied, processor=name)]
+            for name in claim.processors
+        }
+        result.extra.update({"change_id": applied.change_id, "token": applied.token})
+        return self._run(result, jobs)
 
     def _resume(self, verdict: Result, row: LedgerRow, *, verified: bool = False) -> Result:
-        """Re-run the effect of the row's change: a pending one whose worker's lease has
-        expired, or, when ``verified`` (the bucket was just read and shows the row's state), one
-        that is behind the row (:attr:`LedgerRow.effect_behind`: it ended superseded and no newer
-        change came; CONTRACT C11)."""
+        """Re-run, per processor, the effect of the row's change: a pending one whose worker's
+        lease has expired, or, when ``verified`` (the bucket was just read and shows the row's
+        state), one that is behind the row (it ended superseded and no newer change came;
+        CONTRACT C11). Each processor is re-claimed by a write of its own; an
+        ``every-change`` one runs its waiting changes in order."""
         if self.effects is None:
             return verdict
-        effect = row.effect
-        if effect is None or effect.token is None:
+        kind = CREATED if row.present else REMOVED
+        now = self.effects.clock_ms()
+        due: list[str] = []
+        for name in self.effects.names:
+            effect = row.effect_of(name)
+            if effect is None or effect.token is None:
+                continue
+            if effect.status == PENDING:
+                if effect.lease_until_ms is None or effect.lease_until_ms >= now:
+                    continue  # its worker is still running and will commit
+            elif not (verified and effect.status == SUPERSEDED):
+                continue
+            spec = self.effects.spec(name)
+            if spec is not None and (effect.queue or spec.concerns(row.key, kind)):
+                due.append(name)
+        if not due:
             return verdict
-        token = effect.token
-        if effect.status == PENDING:
-            lease = effect.lease_until_ms
-            if lease is None:
-                return verdict
-            claim = self.effects.claim()
-            if lease >= claim.now_ms:
-                return verdict  # its worker is still running and will commit
-        elif verified and row.effect_behind:
-            claim = self.effects.claim()
-        else:
-            return verdict
-        taken = self.ledger.reclaim(str(verdict.bucket), str(verdict.key), token, claim)
-        if not taken.applied or taken.token is None:
-            return verdict
-        present = row.present
         # The change as it was applied: its own source and event, not those of a later write
         # that only moved the row's sequencer (a live event of the version a repair applied).
         made = row.change_decision
-        applied = AppliedChange(
-            bucket=str(verdict.bucket),
-            key=str(verdict.key),
-            kind="created" if present else "removed",
-            sequencer=row.change_seq or None,
-            version_id=(row.version_id or None) if present else None,
-            etag=(row.etag or None) if present else None,
-            size=row.size if present else None,
-            source=made.source if made is not None else row.source,
-            event_name=made.event if made is not None else row.event_name,
-            change_id=row.change_id or "",
-            token=taken.token,
+        present = row.present
+        jobs: dict[str, list[AppliedChange]] = {}
+        for name in due:
+            effect = row.effect_of(name)
+            assert effect is not None and effect.token is not None
+            claim = self.effects.claim(row.key, kind, only=(name,))
+            taken = self.ledger.reclaim(
+                str(verdict.bucket), str(verdict.key), effect.token, claim, processor=name
+            )
+            if not taken.applied or taken.token is None:
+                continue
+            applied = AppliedChange(
+                bucket=str(verdict.bucket),
+                key=str(verdict.key),
+                kind=kind,
+                sequencer=row.change_seq or None,
+                version_id=(row.version_id or None) if present else None,
+                etag=(row.etag or None) if present else None,
+                size=row.size if present else None,
+                source=made.source if made is not None else row.source,
+                event_name=made.event if made is not None else row.event_name,
+                change_id=row.change_id or "",
+                token=taken.token,
+                processor=name,
+                lease_until_ms=claim.lease_until_ms,
+            )
+            queue = taken.queues.get(name) or effect.queue
+            jobs[name] = _queued_changes(applied, name, queue) if queue else [applied]
+        if not jobs:
+            return verdict
+        first = next(iter(jobs.values()))[-1]
+        resumed = Result(
+            outcome=verdict.outcome,
+            reason=verdict.reason,
+            bucket=verdict.bucket,
+            key=verdict.key,
+            sequencer=verdict.sequencer,
+            extra=dict(verdict.extra),
         )
-        resumed = self._effect(
-            Result(
-                outcome=verdict.outcome,
-                reason=verdict.reason,
-                bucket=verdict.bucket,
-                key=verdict.key,
-                sequencer=verdict.sequencer,
-                extra=dict(verdict.extra),
-            ),
-            applied,
-            resumed=True,
-        )
-        resumed.extra["effect"] = f"resumed-{resumed.extra.get('effect')}"
-        return resumed
+        resumed.extra.update({"resumed_change_id": first.change_id, "token": first.token})
+        return self._run(resumed, jobs, resumed=True)
 
-    def _effect(self, result: Result, change: AppliedChange, *, resumed: bool = False) -> Result:
-        """Run the processor under the claim ``change.token`` and commit it.
+    def _run(
+        self, result: Result, jobs: dict[str, list[AppliedChange]], *, resumed: bool = False
+    ) -> Result:
+        """Run each processor's changes under its claim and commit each (CONTRACT C11):
+        processors concurrently, one processor's changes in order. A processor that fails has
+        its claim released and leaves its effect pending; the others still commit. ``extra``
+        gets ``effect``: the status (``done``, ``superseded``, ``lease-lost``; prefixed
+        ``resumed-`` when ``resumed``), or with several processors configured a map of them.
 
-        ``resumed``: the change is the row's, re-run for a record of another event; it is named
-        ``resumed_change_id`` in the record's result, so the record keeps its own identity. A
-        :class:`TransientError` raised here carries those fields (``extra``) to the ``retried``
-        result.
+        Raises
+        ------
+        TransientError
+            The first failure of a processor (``processor-failed: ...``) or a killed worker,
+            carrying ``extra``: the message is retried.
         """
         assert self.effects is not None
-        result.extra.update(
-            {
-                "resumed_change_id" if resumed else "change_id": change.change_id,
-                "token": change.token,
-            }
-        )
-        try:
-            status = self.effects.run(change)
-        except TransientError as exc:
-            self.ledger.release(change.bucket, change.key, change.token)
-            exc.extra.update(result.extra)
-            raise
-        except Exception as exc:  # the team's code: any failure is retried, never lost
-            self.ledger.release(change.bucket, change.key, change.token)
-            error = TransientError(f"processor-failed: {exc.__class__.__name__}: {exc}"[:300])
-            error.extra.update(result.extra)
-            raise error from exc
-        if self.effects.after_effect is not None:
-            try:
-                self.effects.after_effect(change)  # crash-injection seam (local runtime)
-            except TransientError as exc:  # a killed worker: its lease ends, nothing commits
-                exc.extra.update(result.extra, effect="killed")
-                raise
-        committed = self.ledger.finish(change.bucket, change.key, change.token, status)
-        result.extra["effect"] = status if committed else "lease-lost"
-        if status == SUPERSEDED and result.outcome is Outcome.APPLIED:
+        names = list(jobs)
+        if len(names) == 1:
+            outcomes = [self._run_one(jobs[names[0]])]
+        else:
+            with ThreadPoolExecutor(max_workers=len(names)) as pool:
+                outcomes = list(pool.map(lambda n: self._run_one(jobs[n]), names))
+        prefix = "resumed-" if resumed else ""
+        statuses = {
+            name: prefix + ("failed" if error is not None and status != "killed" else str(status))
+            for name, (status, error) in zip(names, outcomes, strict=True)
+        }
+        if len(self.effects.names) > 1:
+            result.extra["effect"] = statuses
+        elif not statuses[names[0]].endswith("failed"):
+            result.extra["effect"] = statuses[names[0]]
+        if SUPERSEDED in (status for status, _ in outcomes) and result.outcome is Outcome.APPLIED:
             result.outcome, result.reason = Outcome.SUPERSEDED, "content-superseded"
+        for _, error in outcomes:
+            if error is not None:
+                error.extra.update(result.extra)
+                raise error
         return result
+
+    def _run_one(self, changes: list[AppliedChange]) -> tuple[str | None, TransientError | None]:
+        """One processor's changes, in order, each committed; stops at a failure.
+        Returns the last status (``done``, ``superseded``, ``lease-lost``, ``killed``, or
+        None when the first change failed) and the failure."""
+        assert self.effects is not None
+        status: str | None = None
+        for i, change in enumerate(changes):
+            try:
+                status = self.effects.run(change)
+            except TransientError as exc:
+                self.ledger.release(change.bucket, change.key, change.token, change.processor)
+                return status, exc
+            except Exception as exc:  # the team's code: any failure is retried, never lost
+                self.ledger.release(change.bucket, change.key, change.token, change.processor)
+                named = "" if change.processor == DEFAULT_PROCESSOR else f"{change.processor}: "
+                error = TransientError(
+                    f"processor-failed: {named}{exc.__class__.__name__}: {exc}"[:300]
+                )
+                error.__cause__ = exc
+                return status, error
+            if self.effects.after_effect is not None:
+                try:
+                    self.effects.after_effect(change)  # crash-injection seam (local runtime)
+                except TransientError as exc:  # a killed worker: its lease ends, nothing commits
+                    exc.extra.update(effect="killed")
+                    return "killed", exc
+            more = i < len(changes) - 1
+            if not self.ledger.finish(
+                change.bucket,
+                change.key,
+                change.token,
+                status,
+                processor=change.processor,
+                change_id=change.change_id,
+                more=more,
+            ):
+                return "lease-lost", None
+        return status, None
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -495,6 +588,31 @@ def source_of(change: Change) -> str:
 
 class _LeaseBusy(Exception):
     """Another change's effect holds a live lease on the row: wait, then start over."""
+
+
+def _queued_changes(
+    applied: AppliedChange, processor: str, queue: Sequence[QueuedChange] | None
+) -> list[AppliedChange]:
+    """An ``every-change`` processor's waiting changes (``queue``, oldest first) as the
+    changes its claim runs, under ``applied``'s token and lease; ``applied`` alone (for
+    ``processor``) without a queue."""
+    if not queue:
+        return [replace(applied, processor=processor)]
+    return [
+        replace(
+            applied,
+            processor=processor,
+            kind=CREATED if q.present else REMOVED,
+            sequencer=q.sequencer,
+            version_id=q.version_id,
+            etag=q.etag,
+            size=q.size,
+            source=q.source,
+            event_name=q.event_name,
+            change_id=q.change_id,
+        )
+        for q in queue
+    ]
 
 
 def _lease_live(old: LedgerRow | None, claim: Claim | None) -> bool:

@@ -38,13 +38,13 @@ from __future__ import annotations
 import hashlib
 import importlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from s3ingest_fn.core.model import TransientError
 from s3ingest_fn.core.ports import ContentReader, Pin
-from s3ingest_fn.core.row import DONE, PENDING, SUPERSEDED, Claim
+from s3ingest_fn.core.row import DEFAULT_PROCESSOR, DONE, PENDING, SUPERSEDED, Claim
 
 #: Added to the lease beyond the invocation's remaining time: clock skew between Lambda hosts.
 LEASE_SKEW_MS = 2_000
@@ -62,9 +62,6 @@ MODES = (LATEST, EVERY_CHANGE)
 #: An applied change's kind, as :attr:`AppliedChange.kind` and a processor's ``kinds`` filter.
 CREATED, REMOVED = "created", "removed"
 KINDS = (CREATED, REMOVED)
-#: The name of the processor the single ``processor`` setting configures; its effect state is
-#: stored where a one-processor ledger always stored it (rows written before several processors).
-DEFAULT_PROCESSOR = "default"
 
 
 class SupersededError(Exception):
@@ -216,6 +213,35 @@ class PinnedContent:
         """
         yield from self._reader.stream(self._pin(), chunk_size)
 
+    def presigned(self, seconds: int) -> dict[str, Any]:
+        """A way to read the bytes of this change with no credentials: a presigned GET pinned to
+        the change (to its version, or signed with the ``If-Match`` header of its ETag), as the
+        ``content`` of a processor function's request
+        (:mod:`s3ingest_fn.adapters.processor_function`).
+
+        Parameters
+        ----------
+        seconds : int
+            How long the URL is valid (S3 caps a presigned URL at the signing credentials'
+            own expiry).
+
+        Returns
+        -------
+        dict
+            ``{"url": str, "headers": {name: value}, "expiresAt": epoch ms}``; ``headers`` are
+            the ones the reader must send (``{"If-Match": "\"<etag>\""}``, or empty when the
+            URL names the version).
+
+        Raises
+        ------
+        SupersededError
+            The change names neither a version nor an ETag (its bytes cannot be pinned).
+        TransientError
+            The URL cannot be signed.
+        """
+        get = self._reader.presign(self._pin(), seconds)
+        return {"url": get.url, "headers": dict(get.headers), "expiresAt": get.expires_at_ms}
+
 
 class Processor(Protocol):
     """A team's effect: ``process(change, content)``; return value ignored.
@@ -292,11 +318,14 @@ def load_processor(spec: str) -> Processor:
 
 
 class EffectRunner:
-    """Runs the processor for applied changes under a lease (see the module docstring).
+    """Runs the stack's processors for applied changes under a lease (see the module
+    docstring).
 
     Parameters
     ----------
-    processor : Processor
+    processors : Processor or sequence of ProcessorSpec
+        The processors; a bare callable is the single :data:`DEFAULT_PROCESSOR` (``latest``,
+        every key and kind).
     content : ContentReader
         Reads the pinned bytes for :class:`PinnedContent`.
     clock_ms : callable, optional
@@ -304,52 +333,99 @@ class EffectRunner:
         worker's lease).
     after_effect : callable, optional
         Test seam: the caller (:class:`~s3ingest_fn.core.decide.IngestService`) calls it with the
-        change after the processor returned and before the commit; the local runtime injects
-        crashes there.
+        change after its processor returned and before the commit; the local runtime injects
+        crashes there (per processor: :attr:`AppliedChange.processor`).
+
+    Raises
+    ------
+    ValueError
+        When two processors share a name, or a mode or kind is unknown.
     """
 
     def __init__(
         self,
-        processor: Processor,
+        processors: Processor | Sequence[ProcessorSpec],
         content: ContentReader,
         *,
         clock_ms: Callable[[], int] | None = None,
         after_effect: Callable[[AppliedChange], None] | None = None,
     ) -> None:
-        self.processor = processor
+        if isinstance(processors, Sequence):
+            specs = tuple(processors)
+        else:
+            specs = (ProcessorSpec(DEFAULT_PROCESSOR, processors),)
+        names = [spec.name for spec in specs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"processor names must be unique: {names}")
+        for spec in specs:
+            if spec.mode not in MODES:
+                raise ValueError(f"processor {spec.name!r}: mode {spec.mode!r} is not {MODES}")
+            if not set(spec.kinds) <= set(KINDS):
+                raise ValueError(f"processor {spec.name!r}: kinds {spec.kinds} are not {KINDS}")
+        self.specs = specs
+        self._by_name = {spec.name: spec for spec in specs}
         self._content = content
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self.after_effect = after_effect
         self._remaining: Callable[[], int] = lambda: DEFAULT_REMAINING_MS
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every processor's name, in configuration order."""
+        return tuple(self._by_name)
+
+    def spec(self, name: str) -> ProcessorSpec | None:
+        """The processor named ``name``, or None (a name no longer configured)."""
+        return self._by_name.get(name)
 
     def bind_context(self, context: Any) -> None:
         """Take the lease length from a Lambda context's ``get_remaining_time_in_millis``."""
         remaining = getattr(context, "get_remaining_time_in_millis", None)
         self._remaining = remaining if callable(remaining) else (lambda: DEFAULT_REMAINING_MS)
 
-    def claim(self) -> Claim:
-        """The lease for a write made now.
+    def claim(self, key: str, kind: str, only: Sequence[str] | None = None) -> Claim:
+        """The claim of a write made now applying a change of ``kind`` (:data:`KINDS`) to
+        ``key``: the processors it concerns (``only``: just these, for a re-claim), the
+        ``every-change`` ones among them, and the lease.
 
         Raises
         ------
         TransientError
-            When less than :data:`MIN_EFFECT_MS` is left in the invocation.
+            When less than :data:`MIN_EFFECT_MS` is left in the invocation, or less than a
+            concerned processor function's timeout plus that.
         """
+        concerned = tuple(
+            spec
+            for spec in self.specs
+            if (spec.name in only if only is not None else spec.concerns(key, kind))
+        )
         remaining = int(self._remaining())
-        if remaining < MIN_EFFECT_MS:
-            raise TransientError(f"only {remaining} ms left in the invocation: effect not started")
+        needed = MIN_EFFECT_MS + max((spec.timeout_ms or 0 for spec in concerned), default=0)
+        if remaining < needed:
+            raise TransientError(
+                f"only {remaining} ms left in the invocation, {needed} ms needed: "
+                "effect not started"
+            )
         now = self.clock_ms()
-        return Claim(now_ms=now, lease_until_ms=now + remaining + LEASE_SKEW_MS)
+        return Claim(
+            now_ms=now,
+            lease_until_ms=now + remaining + LEASE_SKEW_MS,
+            processors=tuple(spec.name for spec in concerned),
+            queued=tuple(spec.name for spec in concerned if spec.mode == EVERY_CHANGE),
+            configured=self.names,
+            latest=tuple(spec.name for spec in self.specs if spec.mode == LATEST),
+        )
 
     def run(self, change: AppliedChange) -> str:
-        """Run the processor for ``change``; return ``done`` or ``superseded``.
+        """Run ``change.processor`` for ``change``; return ``done`` or ``superseded``.
 
         The caller commits. Raises whatever the processor raised other than
-        :class:`SupersededError`.
+        :class:`SupersededError`, and :class:`KeyError` for a processor not configured.
         """
-        content = PinnedContent(self._content, change) if change.kind == "created" else None
+        spec = self._by_name[change.processor]
+        content = PinnedContent(self._content, change) if change.kind == CREATED else None
         try:
-            self.processor(change, content)
+            spec.call(change, content)
         except SupersededError:
             return SUPERSEDED
         return DONE

@@ -91,17 +91,30 @@ class Ledger(Protocol):
         (None: the row did not exist). The row's sequencer is kept."""
         ...
 
-    def reclaim(self, bucket: str, key: str, old_token: int, claim: Claim) -> WriteResult:
-        """Take over the row's effect (a pending one whose lease expired, or a superseded one)
-        while ``old_token`` still holds it; the new token is the row's new revision."""
+    def reclaim(
+        self, bucket: str, key: str, old_token: int, claim: Claim, processor: str = ...
+    ) -> WriteResult:
+        """Take over ``processor``'s effect (a pending one whose lease expired, or a superseded
+        one) while ``old_token`` still holds it; the new token is the row's new revision."""
         ...
 
-    def finish(self, bucket: str, key: str, token: int, status: str) -> bool:
-        """Commit an effect (``done`` or ``superseded``) if ``token`` still holds the claim."""
+    def finish(
+        self,
+        bucket: str,
+        key: str,
+        token: int,
+        status: str = ...,
+        *,
+        processor: str = ...,
+        change_id: str | None = None,
+        more: bool = False,
+    ) -> bool:
+        """Commit ``processor``'s effect (``done`` or ``superseded``) for ``change_id`` if
+        ``token`` still holds the claim; ``more``: an every-change queue goes on after it."""
         ...
 
-    def release(self, bucket: str, key: str, token: int) -> bool:
-        """End a pending claim's lease now (the processor failed)."""
+    def release(self, bucket: str, key: str, token: int, processor: str = ...) -> bool:
+        """End ``processor``'s pending claim's lease now (the processor failed)."""
         ...
 
 
@@ -111,14 +124,31 @@ class Bucket(Protocol):
     def current(self, bucket: str, key: str) -> ObjectState: ...
 
 
+@dataclass(frozen=True)
+class PresignedGet:
+    """A GET of one pinned object that needs no credentials of the reader's own: the URL and the
+    headers the reader must send with it (``If-Match`` when the pin is an ETag; empty when the
+    URL names the version), valid until ``expires_at_ms`` (epoch ms)."""
+
+    url: str
+    headers: dict[str, str]
+    expires_at_ms: int
+
+
 class ContentReader(Protocol):
-    """The bytes of a pinned object. Both raise
+    """The bytes of a pinned object. ``read`` and ``stream`` raise
     :class:`~s3ingest_fn.core.effects.SupersededError` when the pin no longer holds (412, 404)
     and :class:`~s3ingest_fn.core.model.TransientError` on any other failure."""
 
     def read(self, pin: Pin) -> bytes: ...
 
     def stream(self, pin: Pin, chunk_size: int) -> Iterator[bytes]: ...
+
+    def presign(self, pin: Pin, seconds: int) -> PresignedGet:
+        """A presigned GET of the pinned bytes, valid ``seconds`` from now: a read through it
+        answers 412 (ETag pin) or 404 (version gone) when the pin no longer holds. Raises
+        :class:`~s3ingest_fn.core.model.TransientError` when it cannot be signed."""
+        ...
 
 
 class DeadLetters(Protocol):

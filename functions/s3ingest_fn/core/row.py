@@ -17,6 +17,12 @@ PENDING, DONE, SUPERSEDED = "pending", "done", "superseded"
 OP_APPLY, OP_SEQ, OP_CLAIM, OP_RELEASE, OP_COMMIT = "apply", "seq", "claim", "release", "commit"
 #: Applied decisions kept on a row, newest first.
 HISTORY_SLOTS = 3
+#: The processor the single ``processor`` setting configures: its effect state is stored where a
+#: one-processor ledger always stored it (:attr:`LedgerRow.effect`).
+DEFAULT_PROCESSOR = "default"
+#: An ``every-change`` processor's changes waiting on a row at most; a write that would queue
+#: one more is refused (the message is retried, then dead-lettered: nothing is lost).
+MAX_QUEUED = 20
 
 
 @dataclass(frozen=True)
@@ -53,10 +59,49 @@ class WriteMeta:
 
 @dataclass(frozen=True)
 class Claim:
-    """The lease a claiming write asks for: epoch ms now and when the lease expires."""
+    """What a write applying a change asks of the processors' effect state.
+
+    Attributes
+    ----------
+    now_ms, lease_until_ms : int
+        Epoch ms now and when the lease of the claimed effects expires.
+    processors : tuple of str
+        The processors the change concerns: each one's effect becomes ``pending`` under the
+        write's fencing token (the row's new revision). Empty: the write claims nothing.
+    queued : tuple of str
+        Those of ``processors`` in ``every-change`` mode: the change is appended to their
+        queue of changes whose effects wait (:attr:`Effect.queue`).
+    configured : tuple of str
+        Every processor of the stack: a live lease of any of them refuses the write, and the
+        ``latest`` ones not in ``processors`` have their older, unfinished effect dropped.
+    latest : tuple of str
+        The ``latest`` processors among ``configured``.
+    """
 
     now_ms: int
     lease_until_ms: int
+    processors: tuple[str, ...] = (DEFAULT_PROCESSOR,)
+    queued: tuple[str, ...] = ()
+    configured: tuple[str, ...] = (DEFAULT_PROCESSOR,)
+    latest: tuple[str, ...] = (DEFAULT_PROCESSOR,)
+
+
+@dataclass(frozen=True)
+class QueuedChange:
+    """An applied change whose ``every-change`` effect has not completed yet (a row's
+    :attr:`Effect.queue`): enough to run its effect after newer changes were applied.
+
+    ``sequencer`` is as received (None: an observation); ``present`` False for a removal.
+    """
+
+    change_id: str
+    present: bool
+    sequencer: str | None
+    version_id: str | None
+    etag: str | None
+    size: int | None
+    source: str
+    event_name: str
 
 
 @dataclass(slots=True)
@@ -100,12 +145,24 @@ class Effect:
         Epoch ms until which the claiming worker may run; None once committed.
     done_change_id : str or None
         The change id whose effect last completed (``done``).
+    queue : tuple of QueuedChange
+        ``every-change`` processors only: the applied changes whose effects have not completed,
+        oldest first (the claim runs them in this order). Empty otherwise.
     """
 
     status: str
     token: int | None = None
     lease_until_ms: int | None = None
     done_change_id: str | None = None
+    queue: tuple[QueuedChange, ...] = ()
+
+    def lease_live(self, now_ms: int) -> bool:
+        """Whether this effect is pending under a lease still running at ``now_ms``."""
+        return (
+            self.status == PENDING
+            and self.lease_until_ms is not None
+            and self.lease_until_ms >= now_ms
+        )
 
 
 @dataclass(slots=True)
@@ -147,7 +204,11 @@ class LedgerRow:
     change_seq : str or None
         That change's own sequencer as received; None for an observation.
     effect : Effect or None
-        None when no processor ran for the row's change.
+        The effect of the :data:`DEFAULT_PROCESSOR` (the single ``processor`` setting); None
+        when it did not run for the row's change. A row read by a reconciliation's Scan holds
+        here the summary of every processor's effect (:func:`summary_effect`).
+    named_effects : dict of str to Effect
+        The effects of the other processors, by name (CONTRACT C11, several processors).
     """
 
     bucket: str
@@ -171,6 +232,19 @@ class LedgerRow:
     change_id: str | None = None
     change_seq: str | None = None
     effect: Effect | None = None
+    named_effects: dict[str, Effect] = field(default_factory=dict)
+
+    def effects(self) -> dict[str, Effect]:
+        """Every processor's effect on the row, by name (the default processor's included)."""
+        if self.effect is None:
+            return dict(self.named_effects)
+        return {DEFAULT_PROCESSOR: self.effect, **self.named_effects}
+
+    def effect_of(self, processor: str) -> Effect | None:
+        """The effect of ``processor`` on the row, or None."""
+        if processor == DEFAULT_PROCESSOR:
+            return self.effect
+        return self.named_effects.get(processor)
 
     @property
     def state(self) -> str:
@@ -211,14 +285,21 @@ class LedgerRow:
         return self.effect_status == SUPERSEDED
 
     def lease_live(self, now_ms: int) -> bool:
-        """Whether a pending effect's lease is still running at ``now_ms``."""
-        effect = self.effect
-        return (
-            effect is not None
-            and effect.status == PENDING
-            and effect.lease_until_ms is not None
-            and effect.lease_until_ms >= now_ms
-        )
+        """Whether any processor's pending effect holds a lease still running at ``now_ms``."""
+        return any(e.lease_live(now_ms) for e in self.effects().values())
+
+
+def summary_effect(effects: dict[str, Effect]) -> Effect | None:
+    """One effect that stands for several processors' in a reconciliation (CONTRACT C11): the
+    pending one with the earliest lease, else a superseded one (behind), else any; None for
+    none. A repair of the row re-claims every processor's effect that needs it."""
+    if not effects:
+        return None
+    pending = [e for e in effects.values() if e.status == PENDING]
+    if pending:
+        return min(pending, key=lambda e: e.lease_until_ms or 0)
+    behind = [e for e in effects.values() if e.status == SUPERSEDED]
+    return behind[0] if behind else next(iter(effects.values()))
 
 
 @dataclass(frozen=True)
@@ -231,3 +312,5 @@ class WriteResult:
     token: int | None = None
     #: The applied change's id, when applied.
     change_id: str | None = None
+    #: ``every-change`` processors claimed by the write: their queue after it, oldest first.
+    queues: dict[str, tuple[QueuedChange, ...]] = field(default_factory=dict)

@@ -27,7 +27,7 @@ from s3ingest_cdk.features.evidence import (
     acknowledge_function,
     acknowledge_state_machine_invoke,
 )
-from s3ingest_cdk.features.service import grant_ingest_service
+from s3ingest_cdk.features.service import IngestProcessors, grant_ingest_service
 from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
 
 _OBSERVE_EVIDENCE = (
@@ -71,7 +71,9 @@ class Backfill(Construct):
     queue, dead_letter_queue : aws_cdk.aws_sqs.IQueue
         The ingest queue and its dead-letter queue (the functions' settings).
     output_bucket : aws_cdk.aws_s3.IBucket or None
-        The processor's output bucket (with ``settings.processor``).
+        The processor output bucket (with an in-process processor).
+    processors : s3ingest_cdk.features.service.IngestProcessors, optional
+        What the ``processors`` setting gives the functions that run them.
 
     Attributes
     ----------
@@ -99,6 +101,7 @@ class Backfill(Construct):
         queue: sqs.IQueue,
         dead_letter_queue: sqs.IQueue,
         output_bucket: s3.IBucket | None,
+        processors: IngestProcessors | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         bucket = landings.first.bucket
@@ -113,7 +116,12 @@ class Backfill(Construct):
             bucket=bucket,
             inventory_bucket=inventory_bucket,
             tombstone_ttl_seconds=settings.tombstone_ttl_seconds,
-            timeout=Duration.seconds(settings.reconcile_timeout_seconds),
+            # distributed-map: it runs the processors (raised for the processor functions)
+            timeout=Duration.seconds(
+                settings.reconcile_timeout_seconds
+                if settings.backfill_engine == BATCH_OPERATIONS
+                else settings.ingest_side_timeout(settings.reconcile_timeout_seconds)
+            ),
             memory_size_mib=settings.reconcile_memory_mb,
             log_retention_days=settings.log_retention_days,
             tracing=settings.tracing,
@@ -158,7 +166,9 @@ class Backfill(Construct):
                 dead_letter_queue=dead_letter_queue,
                 tombstone_ttl_seconds=settings.tombstone_ttl_seconds,
                 record_concurrency=settings.record_concurrency,
-                timeout=Duration.seconds(settings.backfill_function_timeout_seconds),
+                timeout=Duration.seconds(
+                    settings.ingest_side_timeout(settings.backfill_function_timeout_seconds)
+                ),
                 memory_size_mib=settings.function_memory_mb,
                 log_retention_days=settings.log_retention_days,
                 tracing=settings.tracing,
@@ -175,6 +185,7 @@ class Backfill(Construct):
                 buckets=landings.buckets,
                 processor=settings.processor,
                 output_bucket=output_bucket,
+                processors=processors,
                 objects_reason=_OBSERVE_EVIDENCE,
             )
             self.ingest_service_functions.append(self.backfill.function)
@@ -189,6 +200,7 @@ class Backfill(Construct):
                 buckets=landings.buckets,
                 processor=settings.processor,
                 output_bucket=output_bucket,
+                processors=processors,
                 objects_reason=_OBSERVE_EVIDENCE,
             )
             self.ingest_service_functions.append(control)

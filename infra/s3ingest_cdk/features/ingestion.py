@@ -14,7 +14,7 @@ from s3ingest.settings import Settings, ingest_event_pattern
 from s3ingest_cdk.constructs import IngestFunction, IngestQueue, IngestRouting
 from s3ingest_cdk.constructs.landing_bucket import Landings
 from s3ingest_cdk.features.evidence import acknowledge_function
-from s3ingest_cdk.features.service import grant_ingest_service
+from s3ingest_cdk.features.service import IngestProcessors, grant_ingest_service
 from s3ingest_cdk.nag import acknowledge
 
 
@@ -37,7 +37,9 @@ class Ingestion(Construct):
     ledger_table : aws_cdk.aws_dynamodb.ITable
         The ledger.
     output_bucket : aws_cdk.aws_s3.IBucket or None
-        The processor's output bucket (with ``settings.processor``).
+        The processor output bucket (with an in-process processor).
+    processors : s3ingest_cdk.features.service.IngestProcessors, optional
+        What the ``processors`` setting gives the functions that run them.
 
     Attributes
     ----------
@@ -59,6 +61,7 @@ class Ingestion(Construct):
         landings: Landings,
         ledger_table: dynamodb.ITable,
         output_bucket: s3.IBucket | None,
+        processors: IngestProcessors | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.ingest_queue = IngestQueue(
@@ -95,7 +98,8 @@ class Ingestion(Construct):
             dead_letter_queue=dead_letter_queue,
             tombstone_ttl_seconds=settings.tombstone_ttl_seconds,
             record_concurrency=settings.record_concurrency,
-            timeout=Duration.seconds(settings.function_timeout_seconds),
+            # functionTimeoutSeconds, raised for the processor functions it invokes
+            timeout=Duration.seconds(settings.ingest_timeout_seconds),
             memory_size_mib=settings.function_memory_mb,
             log_retention_days=settings.log_retention_days,
             tracing=settings.tracing,
@@ -110,6 +114,7 @@ class Ingestion(Construct):
             buckets=landings.buckets,
             processor=settings.processor,
             output_bucket=output_bucket,
+            processors=processors,
             objects_reason="The function reads whichever object an event names: s3:GetObject "
             "and s3:GetObjectVersion on the landing bucket's objects only (key unknown in "
             "advance).",

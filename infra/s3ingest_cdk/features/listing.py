@@ -30,7 +30,7 @@ from s3ingest_cdk.features.evidence import (
     acknowledge_function,
     acknowledge_state_machine_invoke,
 )
-from s3ingest_cdk.features.service import grant_ingest_service
+from s3ingest_cdk.features.service import IngestProcessors, grant_ingest_service
 from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
 
 #: Plan and summarize: a few probes or a listing of the run's checkpoints.
@@ -77,7 +77,9 @@ class ListingBackfill(Construct):
     dead_letter_queue : aws_cdk.aws_sqs.IQueue
         The ingest dead-letter queue (the ingest service's setting).
     output_bucket : aws_cdk.aws_s3.IBucket or None
-        The processor's output bucket (with ``settings.processor``).
+        The processor output bucket (with an in-process processor).
+    processors : s3ingest_cdk.features.service.IngestProcessors, optional
+        What the ``processors`` setting gives the functions that run them.
 
     Attributes
     ----------
@@ -101,6 +103,7 @@ class ListingBackfill(Construct):
         ledger_table: dynamodb.ITable,
         dead_letter_queue: sqs.IQueue,
         output_bucket: s3.IBucket | None,
+        processors: IngestProcessors | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         checkpoints = landings.shared.inventory
@@ -146,7 +149,8 @@ class ListingBackfill(Construct):
             "ListingShard",
             LIST_SHARD_HANDLER,
             "lists one key range and records it by the ledger rules (listing backfill)",
-            Duration.seconds(settings.reconcile_timeout_seconds),
+            # it runs the processors (raised for the processor functions it invokes)
+            Duration.seconds(settings.ingest_side_timeout(settings.reconcile_timeout_seconds)),
             settings.reconcile_memory_mb,
         )
         self.summarize = step(
@@ -168,6 +172,7 @@ class ListingBackfill(Construct):
             buckets=landings.buckets,
             processor=settings.processor,
             output_bucket=output_bucket,
+            processors=processors,
             objects_reason=_OBSERVE_EVIDENCE,
         )
         self.ingest_service_functions: list[lambda_.Function] = [self.shard.function]

@@ -92,19 +92,25 @@ class Monitoring(Construct):
         reconcile_machine = reconciliation.reconcile_state_machine
         # Every function with a timeout setting, and that timeout (the duration alarms).
         function_timeout = Duration.seconds(settings.function_timeout_seconds)
+        ingest_timeout = Duration.seconds(settings.ingest_timeout_seconds)
         reconcile_timeout = Duration.seconds(settings.reconcile_timeout_seconds)
+        # The functions that run the processors have their timeouts raised for the processor
+        # functions they invoke (Settings.ingest_side_timeout): the alarms follow them.
         timeouts: dict[str, tuple[lambda_.IFunction, Duration]] = {
-            "ingest": (ingestion.ingest.function, function_timeout),
+            "ingest": (ingestion.ingest.function, ingest_timeout),
             "reconcile": (reconciliation.reconcile.function, reconcile_timeout),
         }
         if fan_out is not None:
             timeouts["reconcile-fan-out"] = (fan_out.function, reconcile_timeout)
         if backfill is not None:
-            timeouts["backfill-control"] = (backfill.backfill_control.function, reconcile_timeout)
+            control = backfill.backfill_control.function
+            timeouts["backfill-control"] = (control, control.timeout or reconcile_timeout)
             if backfill.backfill is not None:
                 timeouts["backfill"] = (
                     backfill.backfill.function,
-                    Duration.seconds(settings.backfill_function_timeout_seconds),
+                    Duration.seconds(
+                        settings.ingest_side_timeout(settings.backfill_function_timeout_seconds)
+                    ),
                 )
         if relay is not None:
             timeouts["change-relay"] = (relay.function, function_timeout)

@@ -5,6 +5,7 @@ control function) and, for the landing objects, by reconciliation."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
@@ -27,6 +28,68 @@ def grant_read_objects(function: lambda_.IFunction, bucket: s3.IBucket) -> str:
     return objects_arn
 
 
+#: Why the team's own ``processorPolicyStatements`` may hold wildcards (cdk-nag AwsSolutions-IAM5).
+TEAM_STATEMENT_EVIDENCE = (
+    "Granted by the processorPolicyStatements setting: the team's own statement for what its "
+    "in-process processor needs beyond the landing and output buckets, reviewed with the team's "
+    "configuration (s3ingest adds it as given)."
+)
+
+
+@dataclass(frozen=True)
+class IngestProcessors:
+    """What a function that runs the processors gets for the ``processors`` setting (built by
+    :func:`s3ingest_cdk.features.processors.ingest_processors`).
+
+    Attributes
+    ----------
+    environment : str or None
+        The ``PROCESSORS`` variable (JSON, tokens allowed); None with the single ``processor``
+        setting (it keeps ``PROCESSOR``) or no processor.
+    function_arns : tuple of str
+        The processor functions it invokes (``lambda:InvokeFunction`` on exactly these).
+    in_process : bool
+        A ``module`` processor runs in the function: ``OUTPUT_BUCKET`` and the output bucket's
+        grants, as with ``processor``.
+    statements : tuple of aws_cdk.aws_iam.PolicyStatement
+        ``processorPolicyStatements``, added to the function's role.
+    """
+
+    environment: str | None = None
+    function_arns: tuple[str, ...] = ()
+    in_process: bool = False
+    statements: tuple[iam.PolicyStatement, ...] = ()
+
+
+def grant_processors(function: lambda_.Function, processors: IngestProcessors) -> None:
+    """``PROCESSORS``, ``lambda:InvokeFunction`` on the processor functions (their ARNs
+    exactly, so no version or alias of them beyond the one named) and the team's extra
+    statements, whose wildcards are acknowledged with :data:`TEAM_STATEMENT_EVIDENCE`."""
+    role = function.role
+    if role is None:  # pragma: no cover - python_function gives every function a role
+        raise TypeError("an s3ingest function has its own role")
+    if processors.environment is not None:
+        function.add_environment("PROCESSORS", processors.environment)
+    if processors.function_arns:
+        iam.Grant.add_to_principal(
+            grantee=function,
+            actions=["lambda:InvokeFunction"],
+            resource_arns=list(processors.function_arns),
+        )
+    for statement in processors.statements:
+        function.add_to_role_policy(statement.copy())
+        if statement.effect != iam.Effect.ALLOW:
+            continue
+        for resource in statement.resources:
+            if "*" in resource:
+                acknowledge(
+                    role, wildcard_resource_finding(function, resource), TEAM_STATEMENT_EVIDENCE
+                )
+        for action in statement.actions:
+            if "*" in action:
+                acknowledge(role, f"AwsSolutions-IAM5[Action::{action}]", TEAM_STATEMENT_EVIDENCE)
+
+
 def grant_ingest_service(
     function: lambda_.Function,
     *,
@@ -35,6 +98,7 @@ def grant_ingest_service(
     processor: str | None,
     output_bucket: s3.IBucket | None,
     objects_reason: str,
+    processors: IngestProcessors | None = None,
 ) -> None:
     """What a function that builds the ingest service (``wiring.ingest_service``) takes: the
     ledger rules and, with a processor, the processor; each wildcard acknowledged here.
@@ -60,9 +124,12 @@ def grant_ingest_service(
     processor : str or None
         ``"package.module:function"``; ``None``: no effects.
     output_bucket : aws_cdk.aws_s3.IBucket or None
-        The processor's output bucket (with ``processor`` only).
+        The processor output bucket (with an in-process processor only).
     objects_reason : str
         Why this function reads the landing objects by wildcard (the AwsSolutions-IAM5 reason).
+    processors : IngestProcessors, optional
+        The ``processors`` setting's part (:func:`grant_processors`); an in-process ``module``
+        among them gets the output bucket as ``processor`` does.
     """
     role = function.role
     if role is None:  # pragma: no cover - python_function gives every function a role
@@ -74,9 +141,13 @@ def grant_ingest_service(
             grantee=function, actions=["s3:ListBucket"], resource_arns=[bucket.bucket_arn]
         )
         acknowledge(role, wildcard_resource_finding(function, objects_arn), objects_reason)
-    if output_bucket is None or processor is None:
+    if processors is not None:
+        grant_processors(function, processors)
+    in_process = processor is not None or (processors is not None and processors.in_process)
+    if output_bucket is None or not in_process:
         return
-    function.add_environment("PROCESSOR", processor)
+    if processor is not None:
+        function.add_environment("PROCESSOR", processor)
     function.add_environment("OUTPUT_BUCKET", output_bucket.bucket_name)
     outputs_arn = output_bucket.arn_for_objects("*")
     iam.Grant.add_to_principal(

@@ -1,0 +1,215 @@
+"""Several processors per stack (the ``processors`` setting): the configuration of one
+(:class:`ProcessorConfig`, the ``S3IngestPipeline`` prop), the functions the stack deploys for
+the ``handler`` entries (:class:`Processors`), and what the ingest-side functions get for them
+(:class:`s3ingest_cdk.features.service.IngestProcessors`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from aws_cdk import Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from s3ingest.settings import (
+    PROCESSOR_KINDS,
+    PROCESSOR_MODES,
+    Settings,
+    is_function_processor,
+)
+from s3ingest_cdk.constructs.processor_function import ProcessorFunction
+from s3ingest_cdk.features.evidence import acknowledge_function
+from s3ingest_cdk.features.service import IngestProcessors
+
+
+@dataclass(frozen=True)
+class ProcessorConfig:
+    """One processor of an ``S3IngestPipeline`` (its ``processors`` prop; a ``processors``
+    setting entry, :func:`s3ingest.settings.processor_entry`, in Python).
+
+    Give exactly one of ``function``, ``function_arn``, ``handler`` or ``module``.
+
+    Attributes
+    ----------
+    name : str
+        Unique in the pipeline, ``^[a-z][a-z0-9-]{0,31}$``; names its effect state on the
+        ledger row (``"default"`` is where the single ``processor`` setting's state is kept).
+    mode : str
+        ``"latest"`` (an older change's unfinished effect is dropped when a newer one is
+        applied) or ``"every-change"`` (every applied change's effect runs, in sequencer order
+        per key).
+    prefixes, suffixes : sequence of str
+        Key filters (decoded keys); empty: every key.
+    kinds : sequence of str
+        ``"created"`` and/or ``"removed"``.
+    timeout_seconds : int, optional
+        A processor function's timeout, seconds (1 to 900; default 30): the deployed
+        function's (``handler``), or the team's function's own timeout (``function``,
+        ``function_arn``). The ingest-side functions' timeouts are raised to at least the
+        longest plus 15 s. Not for a ``module``.
+    function : aws_cdk.aws_lambda.IFunction, optional
+        The team's own Lambda function (any runtime), invoked synchronously under the claim.
+    function_arn : str, optional
+        The same by ARN (``arn:<partition>:lambda:<region>:<account>:function:<name>``, with
+        an optional qualifier).
+    handler : str, optional
+        ``"package.module:function"``, a Lambda handler of this repository's bundle: the
+        pipeline deploys it as its own function (the example:
+        ``s3ingest_examples.sidecar:handler``).
+    module : str, optional
+        ``"package.module:function"`` run in-process by the ingest-side functions (as the
+        ``processor`` setting).
+    """
+
+    name: str
+    mode: str = PROCESSOR_MODES[0]
+    prefixes: Sequence[str] = ()
+    suffixes: Sequence[str] = ()
+    kinds: Sequence[str] = PROCESSOR_KINDS
+    timeout_seconds: int | None = None
+    function: lambda_.IFunction | None = None
+    function_arn: str | None = None
+    handler: str | None = None
+    module: str | None = None
+
+    def to_entry(self) -> dict[str, Any]:
+        """The ``processors`` setting entry (context form); ``function`` becomes
+        ``functionArn`` (a token for a function of the app).
+
+        Raises
+        ------
+        ValueError
+            When both ``function`` and ``function_arn`` are given.
+        """
+        if self.function is not None and self.function_arn is not None:
+            raise ValueError(f"processor {self.name!r}: give function or function_arn, not both")
+        entry: dict[str, Any] = {
+            "name": self.name,
+            "mode": self.mode,
+            "prefixes": list(self.prefixes),
+            "suffixes": list(self.suffixes),
+            "kinds": list(self.kinds),
+        }
+        if self.timeout_seconds is not None:
+            entry["timeoutSeconds"] = self.timeout_seconds
+        arn = self.function.function_arn if self.function is not None else self.function_arn
+        for key, value in (
+            ("functionArn", arn),
+            ("handler", self.handler),
+            ("module", self.module),
+        ):
+            if value is not None:
+                entry[key] = value
+        return entry
+
+    @classmethod
+    def from_entry(cls, entry: Mapping[str, Any]) -> ProcessorConfig:
+        """The configuration of a validated ``processors`` entry (the settings path)."""
+        return cls(
+            name=entry["name"],
+            mode=entry.get("mode", PROCESSOR_MODES[0]),
+            prefixes=tuple(entry.get("prefixes") or ()),
+            suffixes=tuple(entry.get("suffixes") or ()),
+            kinds=tuple(entry.get("kinds") or PROCESSOR_KINDS),
+            timeout_seconds=entry.get("timeoutSeconds"),
+            function_arn=entry.get("functionArn"),
+            handler=entry.get("handler"),
+            module=entry.get("module"),
+        )
+
+
+class Processors(Construct):
+    """The processor functions the stack deploys: one :class:`ProcessorFunction` per
+    ``handler`` entry of ``settings.processors``, named by the processor, each with the entry's
+    ``timeoutSeconds``, ``functionMemoryMb`` and its own role.
+
+    Parameters
+    ----------
+    scope : constructs.Construct
+        The pipeline.
+    construct_id : str
+        Construct id.
+    settings : s3ingest.settings.Settings
+        Validated settings (``processors``, memory, log retention, tracing).
+    code : aws_cdk.aws_lambda.Code
+        The bundled function package (with the handlers' packages).
+    output_bucket : aws_cdk.aws_s3.IBucket, optional
+        The processor output bucket (each function may write and delete its objects).
+
+    Attributes
+    ----------
+    functions : dict[str, ProcessorFunction]
+        By processor name.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        code: lambda_.Code,
+        output_bucket: s3.IBucket | None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.functions: dict[str, ProcessorFunction] = {}
+        for entry in settings.processor_entries():
+            if "handler" not in entry:
+                continue
+            owner = ProcessorFunction(
+                self,
+                entry["name"],
+                name=entry["name"],
+                handler=entry["handler"],
+                code=code,
+                timeout_seconds=entry["timeoutSeconds"],
+                memory_size_mib=settings.function_memory_mb,
+                log_retention_days=settings.log_retention_days,
+                tracing=settings.tracing,
+                output_bucket=output_bucket,
+            )
+            acknowledge_function(owner.function, owner.role, tracing=settings.tracing)
+            self.functions[entry["name"]] = owner
+
+
+def ingest_processors(
+    scope: Construct,
+    settings: Settings,
+    deployed: Mapping[str, lambda_.IFunction],
+    statements: Sequence[iam.PolicyStatement],
+) -> IngestProcessors:
+    """What the ingest-side functions get for ``settings``' processors.
+
+    ``PROCESSORS``: with the ``processors`` setting only (the single ``processor`` keeps its
+    ``PROCESSOR`` variable), the JSON list of :meth:`Settings.processor_entries`, a ``handler``
+    entry given as ``functionArn`` of its deployed function (``deployed``). Invoke grants: the
+    ``functionArn`` of every processor function, exactly (no version or alias wildcard).
+
+    Parameters
+    ----------
+    scope : constructs.Construct
+        Any construct of the stack (resolves the JSON's tokens).
+    settings : s3ingest.settings.Settings
+        Validated settings.
+    deployed : mapping of str to aws_cdk.aws_lambda.IFunction
+        The deployed ``handler`` functions, by processor name.
+    statements : sequence of aws_cdk.aws_iam.PolicyStatement
+        The extra statements of the in-process processors (``processorPolicyStatements``).
+    """
+    entries: list[dict[str, Any]] = []
+    for entry in settings.processor_entries():
+        entry = dict(entry)
+        if "handler" in entry:
+            del entry["handler"]
+            entry["functionArn"] = deployed[entry["name"]].function_arn
+        entries.append(entry)
+    return IngestProcessors(
+        environment=Stack.of(scope).to_json_string(entries) if settings.processors else None,
+        function_arns=tuple(e["functionArn"] for e in entries if is_function_processor(e)),
+        in_process=any("module" in e for e in entries),
+        statements=tuple(statements),
+    )

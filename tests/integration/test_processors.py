@@ -1,0 +1,353 @@
+"""CONTRACT C11 with several processors (issue: processors per stack, delivery modes): each
+processor's effects per key are exactly the winning changes that concern it, in sequencer order;
+``every-change`` runs every one of them, ``latest`` may drop an older one a newer change
+overtook; a failing processor beside healthy ones holds none of them back; crashes repeat an
+effect only after the kill; the applying write claims every processor in one request.
+
+The ledger, the effect protocol and S3 are the real code on the emulator (as in
+``test_effects.py``); the delivery loop is a plain at-least-once queue.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import random
+from collections import deque
+from typing import Any, cast
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from s3ingest.local.runtime import LocalRuntime
+from s3ingest_fn import wiring
+from s3ingest_fn.core.effects import (
+    EVERY_CHANGE,
+    LATEST,
+    AppliedChange,
+    PinnedContent,
+    ProcessorSpec,
+    SupersededError,
+)
+from s3ingest_fn.core.events import parse_body
+from s3ingest_fn.core.model import Change, TransientError
+from s3ingest_fn.core.row import MAX_QUEUED
+from s3ingest_fn.core.sequencer import normalize
+from tests.integration.effects_support import Clock, Killed, RecordingLedger
+
+
+class Flaky(Exception):
+    """A processor's own failure (its code raised)."""
+
+
+class Rig:
+    """A runtime whose ingest service runs several recording processors under the protocol."""
+
+    def __init__(
+        self,
+        emulator: Any,
+        versioning: str | None,
+        specs: list[tuple[str, str, dict[str, Any]]],
+        *,
+        crash: float = 0.0,
+        fail: dict[str, float] | None = None,
+        seed: int = 0,
+    ) -> None:
+        self.rt = LocalRuntime(emulator, versioning=versioning)
+        self.ledger = RecordingLedger(self.rt.ledger)
+        self.rt.service.ledger = self.ledger
+        self.clock = Clock()
+        self.crash = crash
+        self.fail = fail or {}
+        self.rng = random.Random(seed)
+        self.runs: dict[str, list[AppliedChange]] = {name: [] for name, _, _ in specs}
+        self.crashed: set[tuple[str, str, int]] = set()
+        self.superseded: dict[str, set[str]] = {name: set() for name, _, _ in specs}
+        self.read_errors: list[str] = []
+        self.bodies: dict[str, bytes] = {}
+        self.specs = [
+            ProcessorSpec(name=name, call=self._processor(name), mode=mode, **filters)
+            for name, mode, filters in specs
+        ]
+        self.rt.service.effects = wiring.effect_runner(
+            self.specs, self.rt.s3, clock_ms=self.clock, after_effect=self.maybe_crash
+        )
+
+    def _processor(self, name: str) -> Any:
+        def process(change: AppliedChange, content: PinnedContent | None) -> None:
+            assert change.processor == name
+            if self.rng.random() < self.fail.get(name, 0.0):
+                raise Flaky(name)
+            if content is not None:
+                try:
+                    data = content.read()
+                except SupersededError:
+                    self.superseded[name].add(change.change_id)
+                    raise
+                expected = self.bodies.get(change.version_id or str(change.etag))
+                if data != expected:
+                    self.read_errors.append(f"{name} {change.key}: read {data!r}")
+            self.runs[name].append(change)
+
+        return process
+
+    def put(self, key: str, body: bytes) -> None:
+        op = self.rt.faithful.put(key, body)
+        self.bodies[op.version_id or hashlib.md5(body).hexdigest()] = body
+
+    def maybe_crash(self, change: AppliedChange) -> None:
+        if self.crash and self.rng.random() < self.crash:
+            self.crashed.add((change.processor, change.change_id, change.token))
+            self.clock.expire_leases()
+            raise Killed(change.key)
+
+    def deliver(self, changes: list[Change]) -> None:
+        """At-least-once delivery: a message whose worker died or failed comes back last."""
+        queue = deque(changes)
+        for _ in range(80 * len(changes) + 80):
+            if not queue:
+                return
+            change = queue.popleft()
+            try:
+                self.rt.service.handle(change)
+            except (Killed, TransientError):
+                queue.append(change)
+        raise AssertionError("delivery did not become quiescent")
+
+    def concerned_wins(self, name: str) -> dict[str, list[str]]:
+        """Per key, the applied changes that concern processor ``name``, in applied order."""
+        spec = next(s for s in self.specs if s.name == name)
+        out: dict[str, list[str]] = {}
+        for key, cid, state in self.ledger.applied:
+            if spec.concerns(key, "created" if state.present else "removed"):
+                out.setdefault(key, []).append(cid)
+        return out
+
+
+def _changes(rt: LocalRuntime) -> list[Change]:
+    return [parse_body(json.dumps(e)).changes[0] for e in rt.faithful.take_pending()]
+
+
+ops = st.lists(
+    st.tuples(
+        st.sampled_from(["put", "put", "put", "delete"]),
+        st.sampled_from(["a.csv", "in/b c.csv", "in/d+e.txt"]),
+    ),
+    min_size=1,
+    max_size=9,
+)
+
+#: Four processors: every change of every key; the latest of every key; the latest create of
+#: ``in/*.csv``; and every change of ``in/`` (failing now and then, in the failure examples).
+SPECS: list[tuple[str, str, dict[str, Any]]] = [
+    ("audit", EVERY_CHANGE, {}),
+    ("mirror", LATEST, {}),
+    ("thumbs", LATEST, {"prefixes": ("in/",), "suffixes": (".csv",), "kinds": ("created",)}),
+    ("notify", EVERY_CHANGE, {"prefixes": ("in/",)}),
+]
+
+
+def _collapsed(ids: list[str]) -> list[str]:
+    return [x for i, x in enumerate(ids) if i == 0 or ids[i - 1] != x]
+
+
+@pytest.mark.contract("C11")
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    history=ops,
+    versioning=st.sampled_from(["Enabled", None]),
+    crash=st.sampled_from([0.0, 0.0, 0.3]),
+    failing=st.booleans(),
+    data=st.data(),
+)
+def test_each_processors_effects_are_its_winning_changes_in_order(
+    emulator: Any,
+    history: list[tuple[str, str]],
+    versioning: str | None,
+    crash: float,
+    failing: bool,
+    data: st.DataObject,
+) -> None:
+    # GIVEN four processors with different modes and filters (one failing now and then), and
+    # a history delivered with duplicates, in any order, with workers killed before commits
+    rig = Rig(
+        emulator,
+        versioning,
+        SPECS,
+        crash=crash,
+        fail={"notify": 0.3} if failing else None,
+        seed=data.draw(st.integers(0, 999)),
+    )
+    for i, (op, key) in enumerate(history):
+        if op == "put":
+            rig.put(key, f"{key} body {i}".encode())
+        else:
+            rig.rt.faithful.delete(key)
+    events = _changes(rig.rt)
+    copies = data.draw(st.lists(st.integers(1, 3), min_size=len(events), max_size=len(events)))
+    deliveries = data.draw(
+        st.permutations([e for e, n in zip(events, copies, strict=True) for _ in range(n)])
+    )
+
+    # WHEN they are delivered until quiescent
+    rig.deliver(list(deliveries))
+
+    # THEN for each processor and key ...
+    for spec in rig.specs:
+        name = spec.name
+        ran: dict[str, list[AppliedChange]] = {}
+        for change in rig.runs[name]:
+            ran.setdefault(change.key, []).append(change)
+        completed = {c.change_id for c in rig.runs[name]}
+        for key, all_wins in rig.concerned_wins(name).items():
+            wins = [w for w in all_wins if w in completed or w not in rig.superseded[name]]
+            runs = ran.get(key, [])
+            ids = [c.change_id for c in runs]
+            if spec.mode == EVERY_CHANGE:
+                # ... every-change: every winning change's effect, in order (less those whose
+                # bytes were gone when read: superseded) ...
+                assert _collapsed(ids) == wins, (name, key)
+            else:
+                # ... latest: the winning changes in order, some dropped, ending with the last
+                # one (unless its own read was superseded) ...
+                collapsed = _collapsed(ids)
+                assert collapsed == [w for w in all_wins if w in set(collapsed)], (name, key)
+                if all_wins[-1] not in rig.superseded[name]:
+                    assert collapsed and collapsed[-1] == all_wins[-1], (name, key)
+            # ... a repeat only right after a run whose worker was killed ...
+            for before, after in itertools.pairwise(runs):
+                if before.change_id == after.change_id:
+                    assert (name, before.change_id, before.token) in rig.crashed, (name, key)
+            if not crash and spec.mode == EVERY_CHANGE:
+                assert ids == wins, (name, key)  # exactly once
+            # ... in sequencer order, fencing tokens never going back
+            seqs = [cast(str, normalize(c.sequencer)) for c in runs if c.sequencer]
+            assert seqs == sorted(seqs), (name, key)
+            tokens = [c.token for c in runs]
+            assert tokens == sorted(tokens), (name, key)
+        assert set(ran) <= set(rig.concerned_wins(name)), name
+    if versioning:
+        assert not any(rig.superseded.values())  # a version stays readable by its id
+    assert rig.read_errors == []
+    # ... and at quiescence nothing is pending or waiting, and every done effect is the last run
+    for row in rig.rt.ledger_rows():
+        for name, effect in row.effects().items():
+            assert effect.status in ("done", "superseded"), (row.key, name)
+            assert effect.queue == (), (row.key, name)
+            if effect.status == "done":
+                assert rig.runs[name] and effect.done_change_id in {
+                    c.change_id for c in rig.runs[name] if c.key == row.key
+                }
+    assert rig.rt.compare().converged
+
+
+@pytest.mark.contract("C11")
+def test_one_write_claims_every_concerned_processor_and_each_commit_is_one_more(
+    emulator: Any,
+) -> None:
+    # GIVEN three processors, two of which concern a put of in/x.csv
+    rig = Rig(
+        emulator,
+        "Enabled",
+        [
+            ("a", LATEST, {}),
+            ("b", EVERY_CHANGE, {"prefixes": ("in/",)}),
+            ("c", LATEST, {"prefixes": ("out/",)}),
+        ],
+    )
+    rig.put("in/x.csv", b"x")
+    (change,) = _changes(rig.rt)
+    calls: list[str] = []
+    original = rig.rt.ddb._make_api_call
+
+    def counting(operation: str, params: dict[str, Any]) -> Any:
+        calls.append(operation)
+        return original(operation, params)
+
+    rig.rt.ddb._make_api_call = counting
+    # WHEN it is applied
+    try:
+        result = rig.rt.service.handle(change)
+    finally:
+        rig.rt.ddb._make_api_call = original
+    # THEN one UpdateItem applied and claimed a and b, one more each committed; no read
+    assert calls == ["UpdateItem"] * 3
+    assert result.extra["effect"] == {"a": "done", "b": "done"}
+    (row,) = rig.rt.ledger_rows()
+    assert set(row.effects()) == {"a", "b"}
+    assert all(
+        e.status == "done" and e.done_change_id == row.change_id for e in row.effects().values()
+    )
+    assert [c.key for c in rig.runs["a"]] == [c.key for c in rig.runs["b"]] == ["in/x.csv"]
+    assert rig.runs["c"] == []
+
+
+@pytest.mark.contract("C11")
+def test_every_change_runs_the_change_a_failure_held_back_before_the_newer_one(
+    emulator: Any,
+) -> None:
+    # GIVEN an every-change and a latest processor that both fail for the first version
+    rig = Rig(emulator, "Enabled", [("every", EVERY_CHANGE, {}), ("last", LATEST, {})])
+    failing = {"every": True, "last": True}
+    for spec in rig.specs:
+        inner = spec.call
+
+        def call(change: AppliedChange, content: Any, inner: Any = inner) -> None:
+            if failing[change.processor] and change.key == "k":
+                raise Flaky(change.processor)
+            inner(change, content)
+
+        object.__setattr__(spec, "call", call)
+    rig.put("k", b"one")
+    (first,) = _changes(rig.rt)
+    with pytest.raises(TransientError, match="processor-failed: every: Flaky"):
+        rig.rt.service.handle(first)
+    # WHEN the processors recover and a newer version arrives before the retry
+    failing.update(every=False, last=False)
+    rig.put("k", b"two")
+    (second,) = _changes(rig.rt)
+    rig.rt.service.handle(second)
+    rig.rt.service.handle(first)  # the retried message: a stale event now
+    # THEN every-change ran both versions in order; latest ran only the newer one
+    assert [c.version_id for c in rig.runs["every"]] == [first.version_id, second.version_id]
+    assert [c.version_id for c in rig.runs["last"]] == [second.version_id]
+    (row,) = rig.rt.ledger_rows()
+    every = row.effect_of("every")
+    assert every is not None and every.queue == ()
+    assert {n: e.status for n, e in row.effects().items()} == {"every": "done", "last": "done"}
+
+
+@pytest.mark.contract("C11")
+def test_a_failing_processor_does_not_hold_back_the_others(emulator: Any) -> None:
+    # GIVEN two healthy processors and one that always fails
+    rig = Rig(
+        emulator,
+        "Enabled",
+        [("ok1", LATEST, {}), ("broken", EVERY_CHANGE, {}), ("ok2", EVERY_CHANGE, {})],
+        fail={"broken": 1.0},
+    )
+    for i in range(3):
+        rig.put("k", f"v{i}".encode())
+    events = _changes(rig.rt)
+    # WHEN each change is delivered (each delivery fails on account of "broken")
+    for change in events:
+        with pytest.raises(TransientError, match="broken"):
+            rig.rt.service.handle(change)
+    # THEN the healthy ones ran every change they should, and the broken one's changes wait
+    assert [c.change_id for c in rig.runs["ok2"]] == rig.ledger.wins["k"]
+    assert rig.runs["ok1"][-1].change_id == rig.ledger.wins["k"][-1]
+    (row,) = rig.rt.ledger_rows()
+    broken = row.effect_of("broken")
+    assert broken is not None and broken.status == "pending"
+    assert [q.change_id for q in broken.queue] == rig.ledger.wins["k"]
+    # ... and once it recovers, a redelivery runs its waiting changes in order
+    rig.fail["broken"] = 0.0
+    rig.rt.service.handle(events[-1])
+    assert [c.change_id for c in rig.runs["broken"]] == rig.ledger.wins["k"]
+    assert len(broken.queue) < MAX_QUEUED
