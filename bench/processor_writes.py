@@ -48,7 +48,6 @@ requests are answered one at a time, as DynamoDB applies the writes to one item 
 from __future__ import annotations
 
 import contextlib
-import inspect
 import math
 import threading
 from collections import Counter
@@ -103,10 +102,6 @@ REMAINING_MS = 60_000
 #: The partition key of each table: the ledger's, and the one the Powertools docs create.
 LEDGER_KEY, IDEMPOTENCY_KEY = "pk", "id"
 COMMAND = "python -m bench --only processors"
-
-
-class MultipleProcessorsUnsupported(Exception):
-    """The ingest service of this build takes one processor: N > 1 cannot be measured."""
 
 
 @dataclass
@@ -273,37 +268,17 @@ def _create_table(ddb: Any, name: str, key: str, ttl_attribute: str) -> None:
     )
 
 
-def takes_specs() -> bool:
-    """Whether :func:`wiring.ingest_service` takes :class:`ProcessorSpec` s (several processors)."""
-    param = inspect.signature(wiring.ingest_service).parameters.get("processor")
-    return param is not None and "ProcessorSpec" in str(param.annotation)
-
-
 def ours(
     *, s3: Any, dynamodb: Any, table: str, specs: Sequence[ProcessorSpec], context: Any
 ) -> IngestService:
     """s3ingest's side: the ingest service over ``table`` with the processors ``specs``, built by
-    :func:`s3ingest_fn.wiring.ingest_service` as the deployed function builds it.
-
-    Raises
-    ------
-    MultipleProcessorsUnsupported
-        When this build's service takes one processor (in mode ``latest``) and ``specs``
-        holds several, or another mode.
-    """
-    processor: Any
-    if takes_specs():
-        processor = list(specs)
-    elif len(specs) == 1 and specs[0].mode == LATEST:
-        processor = specs[0].call
-    else:
-        raise MultipleProcessorsUnsupported(f"{len(specs)} processors")
+    :func:`s3ingest_fn.wiring.ingest_service` as the deployed function builds it."""
     service = wiring.ingest_service(
         s3=s3,
         dynamodb=dynamodb,
         table=table,
         tombstone_ttl_seconds=TTL_SECONDS,
-        processor=processor,
+        processor=list(specs),
     )
     service.bind_context(context)
     return service
@@ -392,16 +367,16 @@ def specs_of(tally: Tally, mode: str = LATEST) -> list[ProcessorSpec]:
 
 @dataclass
 class Report:
-    """What :func:`run` measured: per N, per design, its :class:`Tally` (None: not measured)."""
+    """What :func:`run` measured: per N, per design, its :class:`Tally`."""
 
     deliveries: list[Delivery]
-    tallies: dict[int, dict[str, Tally | None]]
+    tallies: dict[int, dict[str, Tally]]
 
 
 def run(events: int = 200, seed: int = 11, ns: Sequence[int] = NS) -> Report:
     """Deliver about ``events`` deliveries to each design for each N in ``ns``; print the table
     and return the figures."""
-    tallies: dict[int, dict[str, Tally | None]] = {}
+    tallies: dict[int, dict[str, Tally]] = {}
     with mock_aws(), _fast_moto():
         s3, admin = _client("s3"), _client("dynamodb")
         s3.create_bucket(Bucket=BUCKET)
@@ -419,13 +394,7 @@ def run(events: int = 200, seed: int = 11, ns: Sequence[int] = NS) -> Report:
                 specs = specs_of(tally, EVERY_CHANGE if design == OURS_EVERY else LATEST)
                 deliver: Callable[[Change], str]
                 if design in (OURS, OURS_EVERY):
-                    try:
-                        service = ours(
-                            s3=s3, dynamodb=ddb, table=ledger, specs=specs, context=context
-                        )
-                    except MultipleProcessorsUnsupported:
-                        tallies[n][design] = None
-                        continue
+                    service = ours(s3=s3, dynamodb=ddb, table=ledger, specs=specs, context=context)
                     deliver = _outcome_of(service)
                 else:
                     deliver = PowertoolsDesign(
@@ -480,9 +449,6 @@ def _print(report: Report) -> None:
     )
     for n, designs in report.tallies.items():
         for design, t in designs.items():
-            if t is None:
-                print(f"   {n:>2} {design:<15} not measured: this build takes one processor")
-                continue
             cells = []
             for c in CATEGORIES:
                 k = t.events[c] or 1
@@ -502,11 +468,9 @@ def _print(report: Report) -> None:
     print("   target (ours): applied 1 + N writes, 0 reads; duplicate and stale 1 write, 0 reads")
     print("   ratios powertools/ours: per applied change (writes, WRU); the whole run's writes")
     for n, designs in report.tallies.items():
-        base, dup = designs.get(POWERTOOLS), designs.get(POWERTOOLS_DUP)
+        base, dup = designs[POWERTOOLS], designs[POWERTOOLS_DUP]
         for name in (OURS, OURS_EVERY):
-            ours_t = designs.get(name)
-            if ours_t is None or base is None or dup is None:
-                continue
+            ours_t = designs[name]
             w, r = ours_t.per_event("applied", WRITES), ours_t.per_event("applied", READS)
             met = (
                 math.isclose(w, 1 + n)
@@ -527,8 +491,6 @@ def _print(report: Report) -> None:
     print("   effects (every design): runs per applied change = N; per duplicate or stale event:")
     for n, designs in report.tallies.items():
         for design, t in designs.items():
-            if t is None:
-                continue
             again = sum(1 for k in t.runs_per_change.values() if k > 1)
             print(
                 f"     N={n} {design:<15} runs on duplicates {t.runs['duplicate']:4d}, on stale "
