@@ -4,8 +4,8 @@ Powertools Idempotency around each of the same N processors, in one run (CONTRAC
 One stream of EventBridge S3 events (:func:`bench.effects_cost.workload`: puts and delete markers
 on many keys of a versioned bucket, each key's events swapped and redelivered, so the stream holds
 applied changes, duplicates and stale events, each categorised before delivery) is delivered, in
-the same order, for N = 1, 2, 3, 5 processors, to three designs on one in-process moto
-(``mock_aws``), single-threaded:
+the same order, for N = 1, 2, 3, 5 processors, to four designs on one in-process moto
+(``mock_aws``), one delivery at a time:
 
 * **ours** s3ingest: the ingest service as the deployed function builds it
   (:func:`s3ingest_fn.wiring.ingest_service`) given the N :class:`ProcessorSpec` s
