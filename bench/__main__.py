@@ -22,6 +22,7 @@ def main(argv: list[str] | None = None) -> int:
         effects_cost,
         import_time,
         onboard,
+        processor_writes,
         reconcile_diff,
         requests_per_event,
         row_size,
@@ -36,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         "effects": lambda a: effects_cost.run(a.effect_events, a.seed),
         "rowsize": lambda a: row_size.run(),
         "onboard": lambda a: onboard.run(a.onboard_objects, a.live_operations, a.seed),
+        "processors": lambda a: processor_writes.run(a.processor_events, a.seed),
     }
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument(
@@ -51,6 +53,13 @@ def main(argv: list[str] | None = None) -> int:
         help="deliveries in the effects run: s3ingest's effect protocol against "
         "Powertools idempotency around the same hook (default 500; moto "
         "spends about 60 ms of CPU per delivery over the four designs)",
+    )
+    parser.add_argument(
+        "--processor-events",
+        type=int,
+        default=200,
+        help="deliveries in the processors run, for each of N = 1, 2, 3, 5 processors: "
+        "s3ingest's protocol against Powertools idempotency around each processor (default 200)",
     )
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument(
