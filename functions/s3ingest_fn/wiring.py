@@ -441,9 +441,7 @@ def function_reconciler(bucket: str | None = None) -> Reconciler:
         inventory_bucket=inventory[0] if inventory else None,
         inventory_prefix=inventory[1] if inventory else "",
         scope=found,
-        processors=[
-            n for n in os.environ.get("PROCESSOR_NAMES", "").split(",") if n
-        ]
+        processors=[n for n in os.environ.get("PROCESSOR_NAMES", "").split(",") if n]
         or [str(entry["name"]) for entry in processor_entries()],
     )
 
