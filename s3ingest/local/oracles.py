@@ -26,9 +26,16 @@ from typing import Any, Protocol
 
 from s3ingest.local.emulator import Resources
 from s3ingest.local.s3faithful import MAX_KEY_BYTES
-from s3ingest_fn.core.effects import AppliedChange, PinnedContent, Processor
+from s3ingest_fn.core.effects import (
+    LATEST,
+    AppliedChange,
+    PinnedContent,
+    Processor,
+    ProcessorSpec,
+)
 from s3ingest_fn.core.events import normalize_etag, normalize_version
 from s3ingest_fn.core.row import DEFAULT_PROCESSOR, LedgerRow
+from s3ingest_fn.core.sequencer import normalize
 
 #: The repository's example processor (JSON sidecars), which local demos and scenarios run.
 EXAMPLE_PROCESSOR = "s3ingest_examples.sidecar:process"
@@ -161,10 +168,9 @@ class Oracles:
         The provisioned deployment (bucket, output bucket, dead-letter queue).
     processor : str or None
         The configured processor spec; the sidecar check applies to :data:`EXAMPLE_PROCESSOR`.
-    concerns : callable, optional
-        ``concerns(processor, key, kind)``: whether a change of ``kind`` (``created`` or
-        ``removed``) to ``key`` runs that processor (its key filters and kinds); default every
-        change runs every processor.
+    spec_of : callable, optional
+        ``spec_of(processor)``: the processor's :class:`~s3ingest_fn.core.effects.ProcessorSpec`
+        (its mode, key filters and kinds), or None: a ``latest`` processor of every change.
     """
 
     def __init__(
@@ -175,14 +181,14 @@ class Oracles:
         scanner: RowReader,
         resources: Resources,
         processor: str | None,
-        concerns: Callable[[str, str, str], bool] | None = None,
+        spec_of: Callable[[str], ProcessorSpec | None] | None = None,
     ) -> None:
         self.s3 = s3
         self.sqs = sqs
         self.scanner = scanner
         self.resources = resources
         self.processor = processor
-        self.concerns = concerns or (lambda processor, key, kind: True)
+        self.spec_of = spec_of or (lambda processor: None)
 
     # -- readers -------------------------------------------------------------------------
 
@@ -311,10 +317,11 @@ class Oracles:
 
     def check_effects(self, effects: Sequence[EffectRun]) -> list[str]:
         """Effects against the ledger (CONTRACT C11), per processor: per key, the runs in claim
-        order (an ``every-change`` claim runs several changes under one token) with only
-        crash-caused repeats, the last one for the change the row records as done, and no
-        effect pending or behind the row (:attr:`LedgerRow.effect_behind`). Returns the
-        problems found."""
+        order (an ``every-change`` claim runs several changes under one token, in sequencer
+        order) with only crash-caused repeats, the last one for the change the row records as
+        done; a ``latest`` processor the row's change concerns done for that very change; no
+        effect pending, waiting or behind the row (:attr:`LedgerRow.effect_behind`). Returns
+        the problems found."""
         problems: list[str] = []
         first = self.resources.bucket
         rows = {(r.bucket, r.key): r for r in self.ledger_rows()}
@@ -335,6 +342,13 @@ class Oracles:
                     problems.append(
                         f"{name}{key!r}: effect {before.change_id} ran twice without a crash"
                     )
+                if (
+                    before.token == after.token
+                    and before.sequencer
+                    and after.sequencer
+                    and (normalize(after.sequencer) or "") <= (normalize(before.sequencer) or "")
+                ):
+                    problems.append(f"{name}{key!r}: waiting changes ran out of sequencer order")
             row = rows.get((bucket, key))
             effect = row.effect_of(processor) if row is not None else None
             done = effect.done_change_id if effect is not None else None
@@ -345,13 +359,28 @@ class Oracles:
                 )
         visible = {(o["bucket"], o["key"]): o for o in self.all_objects()}
         for (bucket, key), row in rows.items():
+            kind = "created" if row.present else "removed"
             for processor, effect in row.effects().items():
                 name = "" if processor == DEFAULT_PROCESSOR else f"{processor}: "
+                spec = self.spec_of(processor)
+                concerned = spec is None or spec.concerns(key, kind)
                 if effect.status == "pending":
                     problems.append(f"{name}{key!r}: effect still pending after quiescence")
+                elif effect.queue:
+                    problems.append(f"{name}{key!r}: {len(effect.queue)} change(s) still waiting")
+                elif (
+                    effect.status == "done"
+                    and concerned
+                    and (spec is None or spec.mode == LATEST)
+                    and effect.done_change_id != row.change_id
+                ):
+                    problems.append(
+                        f"{name}{key!r}: effect done for {effect.done_change_id}, not for the "
+                        f"row's change {row.change_id}"
+                    )
                 elif (
                     effect.status == "superseded"
-                    and self.concerns(processor, key, "created" if row.present else "removed")
+                    and concerned
                     and row_matches(row, visible.get((bucket, key)))
                 ):
                     # (a row that differs from the bucket is ledger drift, reported by

@@ -69,6 +69,7 @@ from s3ingest.settings import BucketSpec, Settings, inventory_report_prefix
 from s3ingest_fn import wiring
 from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
 from s3ingest_fn.adapters.s3_objects import S3Objects
+from s3ingest_fn.core.effects import ProcessorSpec
 from s3ingest_fn.core.model import Result
 from s3ingest_fn.core.row import LedgerRow
 from s3ingest_fn.handlers.change_stream import relay
@@ -250,14 +251,13 @@ class LocalRuntime:
             scanner=wiring.ledger_scanner(self.ddb, self.resources.table),
             resources=self.resources,
             processor=self.settings.processor,
-            concerns=self._concerns,
+            spec_of=self._spec_of,
         )
 
-    def _concerns(self, processor: str, key: str, kind: str) -> bool:
-        """Whether a change of ``kind`` to ``key`` runs ``processor`` (the oracles' view)."""
+    def _spec_of(self, processor: str) -> ProcessorSpec | None:
+        """The configured processor named ``processor`` (the oracles' view), or None."""
         runner = self.service.effects
-        spec = runner.spec(processor) if runner is not None else None
-        return spec is None or spec.concerns(key, kind)
+        return runner.spec(processor) if runner is not None else None
 
     # -- what ran ----------------------------------------------------------------------------
 
@@ -433,7 +433,7 @@ class LocalRuntime:
             inventory_bucket=self.resources.inventory_bucket,
             inventory_prefix=inventory_report_prefix(name),
             scope=self.scope.bucket(name),
-            processors=[str(e["name"]) for e in self.settings.processor_entries()],
+            processors=self.service.effects.names if self.service.effects is not None else (),
         )
 
     def write_inventory(self, bucket: str | None = None) -> str:

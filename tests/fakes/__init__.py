@@ -191,6 +191,10 @@ class FakeLedger:
         )
         return True
 
+    def close(self, bucket: str, key: str, token: int, processor: str) -> bool:
+        _default_only(processor)
+        raise NotImplementedError("the in-memory ledger models latest processors only")
+
     def release(
         self, bucket: str, key: str, token: int, processor: str = DEFAULT_PROCESSOR
     ) -> bool:

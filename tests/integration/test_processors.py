@@ -397,3 +397,88 @@ def test_a_processor_function_that_times_out_is_released_and_runs_again(emulator
     assert _SLOW["calls"] == 2 and len(rig.runs["fast"]) == 1
     (row,) = rig.rt.ledger_rows()
     assert {n: e.status for n, e in row.effects().items()} == {"fast": "done", "slow": "done"}
+
+
+class _Ctx:
+    """A Lambda context whose remaining time the test sets."""
+
+    def __init__(self, ms: int) -> None:
+        self.ms = ms
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.ms
+
+
+@pytest.mark.contract("C11")
+def test_a_waiting_change_starts_only_with_time_for_the_processor_function(emulator: Any) -> None:
+    # GIVEN an every-change processor function (10 s timeout) with three changes of a key
+    # waiting after failures, and an invocation with time for one call (14 s)
+    rig = Rig(emulator, "Enabled", [("e", EVERY_CHANGE, {"timeout_ms": 10_000})])
+    ctx = _Ctx(60_000)
+    assert rig.rt.service.effects is not None
+    rig.rt.service.effects.bind_context(ctx)
+    (spec,) = rig.specs
+    started: list[int] = []
+    down = {"on": True}
+    inner = spec.call
+
+    def call(change: AppliedChange, content: Any) -> None:
+        if down["on"]:
+            raise Flaky("down")
+        started.append(ctx.ms)
+        inner(change, content)
+        ctx.ms -= 6_000  # each call of the function takes 6 s
+
+    object.__setattr__(spec, "call", call)
+    for i in range(3):
+        rig.put("k", f"v{i}".encode())
+    events = _changes(rig.rt)
+    for change in events[:2]:
+        with pytest.raises(TransientError):
+            rig.rt.service.handle(change)
+    down["on"] = False
+    ctx.ms = 14_000
+    # WHEN the third change arrives: its claim runs the waiting changes
+    with pytest.raises(TransientError, match="next waiting change not started"):
+        rig.rt.service.handle(events[2])
+    # THEN only one call started (with time for it); the other two wait, released
+    assert started == [14_000]
+    (row,) = rig.rt.ledger_rows()
+    effect = row.effect_of("e")
+    assert effect is not None and effect.status == "pending" and effect.lease_until_ms == 0
+    assert [q.change_id for q in effect.queue] == rig.ledger.wins["k"][1:]
+    # ... and a retry with time enough runs them, in order
+    ctx.ms = 60_000
+    rig.rt.service.handle(events[2])
+    assert [c.change_id for c in rig.runs["e"]] == rig.ledger.wins["k"]
+
+
+@pytest.mark.contract("C11")
+def test_an_older_change_superseded_for_an_every_change_processor_is_closed_by_one_repair(
+    emulator: Any,
+) -> None:
+    # GIVEN (unversioned) a put whose bytes are gone when read, then a delete of the key: the
+    # every-change processor (creates only) ends superseded for the put, and the delete does
+    # not concern it
+    rig = Rig(
+        emulator,
+        None,
+        [("notify", EVERY_CHANGE, {"kinds": ("created",)}), ("mirror", LATEST, {})],
+    )
+    rig.put("k", b"one")
+    rig.rt.faithful.delete("k")
+    put, delete = _changes(rig.rt)
+    rig.rt.service.handle(put)
+    rig.rt.service.handle(delete)
+    (row,) = rig.rt.ledger_rows()
+    assert {n: e.status for n, e in row.effects().items()} == {
+        "notify": "superseded",
+        "mirror": "done",
+    }
+    # WHEN reconciliation runs three times
+    reports = [rig.rt.reconcile("listing") for _ in range(3)]
+    # THEN the first reports it behind once, its repair closes it, and nothing is due after
+    assert [r.effects_behind for r in reports] == [1, 0, 0]
+    (row,) = rig.rt.ledger_rows()
+    assert set(row.effects()) == {"mirror"}
+    assert rig.rt.check_effects() == []

@@ -115,7 +115,6 @@ _RAW_KEY, _STATE, _SEQ, _RAW_SEQ, _OBSERVED = "rk", "st", "sq", "rq", "ob"
 _VERSION, _ETAG, _SIZE, _REV, _OP = "vi", "et", "sz", "rv", "op"
 _CHG_ID, _CHG_SEQ, _UPDATED = "ci", "cq", "ut"
 _FX, _FX_TOKEN, _FX_LEASE, _FX_DONE, _FX_QUEUE = "fe", "ft", "fl", "fd", "fq"
-_FX_BASES = (_FX, _FX_TOKEN, _FX_LEASE, _FX_DONE, _FX_QUEUE)
 _HISTORY = tuple(f"h{i}" for i in range(HISTORY_SLOTS))
 
 #: Every attribute name of the compact layout.
@@ -880,7 +879,7 @@ class DynamoLedger:
         """
         fx, fx_token, fx_lease, _, _ = effect_attributes(processor)
         names = {_ph(n): n for n in (_REV, _OP, fx, fx_token, fx_lease)}
-        result = self._call(
+        return self._call(
             bucket,
             key,
             {
@@ -904,7 +903,6 @@ class DynamoLedger:
             },
             token_attribute=fx_token,
         )
-        return result
 
     def finish(
         self,
@@ -961,6 +959,39 @@ class DynamoLedger:
                 "ConditionExpression": f"{_ph(fx_token)} = :token",
                 "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": values,
+            },
+        ).applied
+
+    def close(self, bucket: str, key: str, token: int, processor: str) -> bool:
+        """Remove ``processor``'s effect state but the change it last completed (``fd``), if
+        ``token`` still holds it: an every-change processor whose last run (an older change)
+        ended superseded while the row's change does not concern it. One UpdateItem.
+
+        Returns
+        -------
+        bool
+            False when the state changed since (another claim).
+
+        Raises
+        ------
+        TransientError
+            On throttling or a service error.
+        """
+        fx, fx_token, fx_lease, _, fx_queue = effect_attributes(processor)
+        return self._call(
+            bucket,
+            key,
+            {
+                "UpdateExpression": f"SET #{_OP} = :commit "
+                f"REMOVE {_ph(fx)}, {_ph(fx_token)}, {_ph(fx_lease)}, {_ph(fx_queue)}",
+                "ConditionExpression": f"{_ph(fx_token)} = :token",
+                "ExpressionAttributeNames": {
+                    _ph(n): n for n in (_OP, fx, fx_token, fx_lease, fx_queue)
+                },
+                "ExpressionAttributeValues": {
+                    ":commit": {"S": OP_COMMIT},
+                    ":token": {"N": str(token)},
+                },
             },
         ).applied
 
@@ -1397,9 +1428,14 @@ class DynamoLedgerScanner:
         self._table = table_name
         named = [p for p in processors if p != DEFAULT_PROCESSOR]
         self._named = bool(named)
-        self._attributes = _DIFF_ATTRIBUTES + tuple(
-            a for p in named for a in effect_attributes(p)[0:3:2]
+        # the default processor's state is read unless only named processors are configured
+        # (state a processor no longer configured left behind is nobody's to re-run)
+        base = (
+            _DIFF_ATTRIBUTES
+            if not named or DEFAULT_PROCESSOR in processors
+            else tuple(a for a in _DIFF_ATTRIBUTES if a not in (_FX, _FX_LEASE, "fx", "fx_lease"))
         )
+        self._attributes = base + tuple(a for p in named for a in effect_attributes(p)[0:3:2])
 
     def pages(self, bucket: str, segment: int, total: int) -> Iterator[list[LedgerRow]]:
         """The pages of one segment of ``total``.

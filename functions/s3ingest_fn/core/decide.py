@@ -28,9 +28,11 @@ Paths, by what the event can tell on its own:
 Every path first checks the pipeline's :class:`~s3ingest_fn.core.scope.Scope`: a key outside it
 ends ``ignored`` (reason ``out-of-scope``) without a request.
 
-With a processor configured (:class:`~s3ingest_fn.core.effects.EffectRunner`), every write that
-applies a change also claims its effect; the processor runs after it and a second write commits
-(CONTRACT C11; the protocol is in :mod:`s3ingest_fn.core.effects`). Without one, nothing changes.
+With processors configured (:class:`~s3ingest_fn.core.effects.EffectRunner`), every write that
+applies a change also claims the effect of each processor the change concerns; they run after
+it, concurrently, and each commits with one more write (CONTRACT C11; the protocol is in
+:mod:`s3ingest_fn.core.effects`, several processors and the modes in ``docs/effects.md``).
+Without one, nothing changes.
 """
 
 from __future__ import annotations
@@ -93,7 +95,7 @@ class IngestService:
         One bucket, no key filters: the single-bucket form of ``scope`` (kept for callers that
         pass one bucket); ignored when ``scope`` is given.
     effects : EffectRunner or None
-        The team's processor; None keeps the one-write path (CONTRACT C5).
+        The team's processors; None keeps the one-write path (CONTRACT C5).
     scope : Scope or None
         The buckets and key filters the pipeline tracks; a change outside them ends ``ignored``
         (reason ``out-of-scope``, ``extra["scope"]`` ``other-bucket`` or ``key-filter``) and
@@ -375,8 +377,11 @@ class IngestService:
             token=write.token,
             lease_until_ms=claim.lease_until_ms,
         )
+        missing = [name for name in claim.queued if name not in write.queues]
+        if missing:  # DynamoDB returns every updated attribute (UPDATED_NEW): never expected
+            raise TransientError(f"ledger: the claiming write returned no queue of {missing}")
         jobs = {
-            name: _queued_changes(applied, name, write.queues.get(name))
+            name: _queued_changes(applied, name, write.queues[name])
             if name in claim.queued
             else [replace(applied, processor=name)]
             for name in claim.processors
@@ -407,6 +412,10 @@ class IngestService:
             spec = self.effects.spec(name)
             if spec is not None and (effect.queue or spec.concerns(row.key, kind)):
                 due.append(name)
+            elif effect.status == SUPERSEDED:
+                # an every-change processor's last run was an older change, superseded; the
+                # row's change does not concern it: nothing is behind, close the effect
+                self.ledger.close(str(verdict.bucket), str(verdict.key), effect.token, name)
         if not due:
             return verdict
         # The change as it was applied: its own source and event, not those of a later write
@@ -414,10 +423,12 @@ class IngestService:
         made = row.change_decision
         present = row.present
         jobs: dict[str, list[AppliedChange]] = {}
+        # every claim first: one that raises (too little time left) re-claims nothing
+        claims = {name: self.effects.claim(row.key, kind, only=(name,)) for name in due}
         for name in due:
             effect = row.effect_of(name)
             assert effect is not None and effect.token is not None
-            claim = self.effects.claim(row.key, kind, only=(name,))
+            claim = claims[name]
             taken = self.ledger.reclaim(
                 str(verdict.bucket), str(verdict.key), effect.token, claim, processor=name
             )
@@ -485,7 +496,10 @@ class IngestService:
             result.extra["effect"] = statuses
         elif not statuses[names[0]].endswith("failed"):
             result.extra["effect"] = statuses[names[0]]
-        if SUPERSEDED in (status for status, _ in outcomes) and result.outcome is Outcome.APPLIED:
+        if (
+            all(status == SUPERSEDED for status, _ in outcomes)
+            and result.outcome is Outcome.APPLIED
+        ):
             result.outcome, result.reason = Outcome.SUPERSEDED, "content-superseded"
         for _, error in outcomes:
             if error is not None:
@@ -501,6 +515,8 @@ class IngestService:
         status: str | None = None
         for i, change in enumerate(changes):
             try:
+                if i:  # a queued change: only with time for it before the invocation ends
+                    self.effects.ensure_time(change.processor)
                 status = self.effects.run(change)
             except TransientError as exc:
                 self.ledger.release(change.bucket, change.key, change.token, change.processor)

@@ -1,8 +1,11 @@
 """Downstream effects, effectively once (CONTRACT C8, C11).
 
-A team's *processor* is a Python function the ingest Lambda runs for every change the ledger
-applies (never for a duplicate or a stale event). It is named in the stack's context as
-``"package.module:function"`` and called as::
+A team's *processor* runs for every change the ledger applies (never for a duplicate or a stale
+event). A stack may have several (:class:`ProcessorSpec`: a name, a mode, key filters), each
+with its own effect state on the row, run concurrently; a processor function (its own Lambda)
+is called through :mod:`s3ingest_fn.adapters.processor_function`; the modes (``latest``,
+``every-change`` with its queue of waiting changes) are in ``docs/effects.md``. An in-process
+processor is named ``"package.module:function"`` and called as::
 
     process(change: AppliedChange, content: PinnedContent | None) -> None
 
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -59,6 +63,8 @@ DEFAULT_REMAINING_MS = 60_000
 #: sequencer order per key (a newer change's effect waits until the older ones are done).
 LATEST, EVERY_CHANGE = "latest", "every-change"
 MODES = (LATEST, EVERY_CHANGE)
+#: A processor's name: it names attributes of the ledger row (``docs/effects.md``).
+_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 #: An applied change's kind, as :attr:`AppliedChange.kind` and a processor's ``kinds`` filter.
 CREATED, REMOVED = "created", "removed"
 KINDS = (CREATED, REMOVED)
@@ -357,6 +363,9 @@ class EffectRunner:
         names = [spec.name for spec in specs]
         if len(set(names)) != len(names):
             raise ValueError(f"processor names must be unique: {names}")
+        for name in names:
+            if not _NAME_RE.match(name):
+                raise ValueError(f"processor name {name!r} is not ^[a-z][a-z0-9-]{{0,31}}$")
         for spec in specs:
             if spec.mode not in MODES:
                 raise ValueError(f"processor {spec.name!r}: mode {spec.mode!r} is not {MODES}")
@@ -415,6 +424,24 @@ class EffectRunner:
             configured=self.names,
             latest=tuple(spec.name for spec in self.specs if spec.mode == LATEST),
         )
+
+    def ensure_time(self, processor: str) -> None:
+        """Check, before each further change a claim runs (an every-change queue), that the
+        invocation still has time for ``processor``: :data:`MIN_EFFECT_MS` plus its timeout.
+
+        Raises
+        ------
+        TransientError
+            When it has not: the caller releases the claim and the rest waits for the retry.
+        """
+        spec = self._by_name[processor]
+        needed = MIN_EFFECT_MS + (spec.timeout_ms or 0)
+        remaining = int(self._remaining())
+        if remaining < needed:
+            raise TransientError(
+                f"only {remaining} ms left in the invocation, {needed} ms needed: "
+                f"{processor}'s next waiting change not started"
+            )
 
     def run(self, change: AppliedChange) -> str:
         """Run ``change.processor`` for ``change``; return ``done`` or ``superseded``.

@@ -113,6 +113,11 @@ class Ledger(Protocol):
         ``token`` still holds the claim; ``more``: an every-change queue goes on after it."""
         ...
 
+    def close(self, bucket: str, key: str, token: int, processor: str) -> bool:
+        """Remove ``processor``'s effect state (but its last done change) if ``token`` holds
+        it: nothing is due for the row's change."""
+        ...
+
     def release(self, bucket: str, key: str, token: int, processor: str = ...) -> bool:
         """End ``processor``'s pending claim's lease now (the processor failed)."""
         ...

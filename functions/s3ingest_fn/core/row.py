@@ -290,16 +290,20 @@ class LedgerRow:
 
 
 def summary_effect(effects: dict[str, Effect]) -> Effect | None:
-    """One effect that stands for several processors' in a reconciliation (CONTRACT C11): the
-    pending one with the earliest lease, else a superseded one (behind), else any; None for
-    none. A repair of the row re-claims every processor's effect that needs it."""
+    """One effect standing for several processors' in a reconciliation (CONTRACT C11): a
+    superseded one (behind), else the pending one with the earliest lease, else any; None for
+    none. Either kind of drift queues one repair, and the repair re-claims every processor's
+    effect that needs it, so the summary only has to show that one is due: a superseded
+    effect is due whatever the leases, a pending one once its lease has ended."""
     if not effects:
         return None
+    behind = [e for e in effects.values() if e.status == SUPERSEDED]
+    if behind:
+        return behind[0]
     pending = [e for e in effects.values() if e.status == PENDING]
     if pending:
         return min(pending, key=lambda e: e.lease_until_ms or 0)
-    behind = [e for e in effects.values() if e.status == SUPERSEDED]
-    return behind[0] if behind else next(iter(effects.values()))
+    return next(iter(effects.values()))
 
 
 @dataclass(frozen=True)
