@@ -41,6 +41,7 @@ from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
 from aws_cdk import aws_lambda as lambda_
 
 import s3ingest_fn
+import s3ingest_processor
 from s3ingest.settings import SettingsError
 
 
@@ -66,6 +67,9 @@ FUNCTION_PACKAGE = "s3ingest_fn"
 #: The function package's sources, found through the imported package: ``functions/s3ingest_fn``
 #: in a checkout or an editable install, ``site-packages/s3ingest_fn`` when installed.
 PACKAGE_DIR = Path(s3ingest_fn.__file__).resolve().parent
+#: The processor-function helper (standard library only), copied into the package of the
+#: stack's processor functions: ``docs/processor-api.md``.
+HELPER_DIR = Path(s3ingest_processor.__file__).resolve().parent
 #: The directory holding :data:`PACKAGE_DIR` (``functions/`` in a checkout).
 FUNCTIONS_DIR = PACKAGE_DIR.parent
 #: The function's hashed lock file, in ``functions/`` (generated from ``requirements.txt``).
@@ -226,7 +230,9 @@ def processors_sources(
     package: str = FUNCTION_PACKAGE,
 ) -> list[Path]:
     """What the function package needs for every ``module`` and ``handler`` of the
-    ``processors`` setting's ``entries`` (:func:`processor_sources` of each, once each).
+    ``processors`` setting's ``entries`` (:func:`processor_sources` of each, once each), and
+    with a ``handler`` the :mod:`s3ingest_processor` helper its processor functions are built
+    with (:data:`HELPER_DIR`).
 
     Raises
     ------
@@ -254,6 +260,8 @@ def processors_sources(
             sources.extend(source for source in found if source not in sources)
     if problems:
         raise ProcessorPackageError(problems)
+    if any("handler" in entry for entry in entries) and HELPER_DIR not in sources:
+        sources.append(HELPER_DIR)
     return sources
 
 

@@ -20,7 +20,7 @@ from cfnlint.api import ManualArgs, lint_file
 
 from s3ingest.settings import SettingsError
 from s3ingest_cdk import ProcessorConfig, S3IngestPipeline
-from s3ingest_cdk.bundling import ProcessorPackageError, processors_sources
+from s3ingest_cdk.bundling import HELPER_DIR, ProcessorPackageError, processors_sources
 from s3ingest_cdk.compose import compose
 from s3ingest_cdk.stack import S3IngestStack
 from s3ingest_cdk.synth import Synth, cdk_json_context
@@ -334,14 +334,18 @@ def test_bundle_sources_of_handler_and_module_entries(tmp_path: Path) -> None:
         {"name": "d", "handler": "solo:handler"},
         {"name": "e", "module": "s3ingest_fn.effects:anything"},
     ]
-    # each top-level package once; a functionArn needs nothing; the function package is there
+    # each top-level package once; a functionArn needs nothing; the function package is there;
+    # a handler brings the processor-function helper, which a module alone does not need
     (functions / "s3ingest_fn").mkdir()
     (functions / "s3ingest_fn" / "__init__.py").write_text("")
     (functions / "s3ingest_fn" / "effects.py").write_text("anything = 1\n")
     assert processors_sources(entries, functions_dir=functions) == [
         functions / "team_fx",
         functions / "solo.py",
+        HELPER_DIR,
     ]
+    assert HELPER_DIR.name == "s3ingest_processor" and (HELPER_DIR / "__init__.py").is_file()
+    assert processors_sources(entries[:2], functions_dir=functions) == [functions / "team_fx"]
     with pytest.raises(ProcessorPackageError) as caught:
         processors_sources(
             [{"name": "a", "module": "team_fx.thumbs:gone"}, {"name": "b", "handler": "nope:h"}],
