@@ -213,3 +213,56 @@ def test_the_sidecar_as_a_lambda_through_invoke_and_its_failures_classified(
         "service",
         "ok",
     ]
+
+
+@pytest.mark.contract("C11")
+def test_a_processor_deployed_as_its_own_lambda_runs_under_the_claim_effectively_once(
+    emulator: Emulator, service: LambdaService
+) -> None:
+    """Done-when of the processors issue: the example deployed as its own Lambda, invoked by
+    the ingest service under the claim through Lambda Invoke, commits once per applied change;
+    a failed invocation is retried alone, a duplicate and a stale event invoke nothing."""
+    import json as json_
+
+    from s3ingest.local.runtime import LocalRuntime, local_settings
+    from s3ingest_fn import wiring
+    from s3ingest_fn.core.events import parse_body
+
+    rt = LocalRuntime(emulator, local_settings(processor=None), versioning="Enabled")
+    output = f"output-{uuid.uuid4().hex[:8]}"
+    rt.s3.create_bucket(Bucket=output)
+    arn = service.register("sidecar", HANDLER.replace(":", "."), {"OUTPUT_BUCKET": output})
+    client = boto3.client(
+        "lambda",
+        endpoint_url=emulator.endpoint_url,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=invoke_config(3),
+    )
+    specs = wiring.processor_specs(
+        [{"name": "sidecar", "functionArn": arn, "timeoutSeconds": 3}],
+        lambda_client=lambda timeout_s: client,
+    )
+    rt.service.effects = wiring.effect_runner(specs, rt.s3)
+    rt.faithful.put("a.csv", "v1")
+    rt.faithful.put("a.csv", "v2")
+    first, second = (parse_body(json_.dumps(e)).changes[0] for e in rt.faithful.take_pending())
+    # the first invocation fails: the claim is released, the message retried
+    service.inject("sidecar", "raise")
+    with pytest.raises(ProcessorFunctionError, match="function-error"):
+        rt.service.handle(first)
+    retried = rt.service.handle(first)
+    assert retried.extra["effect"] == "resumed-done"
+    applied = rt.service.handle(second)
+    assert applied.extra["effect"] == "done"
+    # a duplicate and a stale event invoke nothing
+    assert rt.service.handle(second).outcome.value == "duplicate"
+    assert rt.service.handle(first).outcome.value == "stale"
+    assert [i.outcome for i in service.invocations] == ["error", "ok", "ok"]
+    (row,) = rt.ledger_rows()
+    effect = row.effect_of("sidecar")
+    assert effect is not None and effect.status == "done"
+    assert effect.done_change_id == row.change_id == applied.extra["change_id"]
+    body = rt.s3.get_object(Bucket=output, Key=sidecar_key("a.csv"))["Body"].read()
+    assert json.loads(body)["versionId"] == second.version_id
