@@ -339,7 +339,7 @@ def scenario(
     try:
         result = commands.scenario(file)
     except ScenarioError as exc:
-        console.print(f"[red]scenario error:[/] {exc}")
+        console.print(f"[red]scenario error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_USAGE) from exc
     ok = commands.scenario_ok(result)
     if as_json:

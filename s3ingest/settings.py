@@ -341,6 +341,28 @@ PROCESSOR_MODES = ("latest", "every-change")
 PROCESSOR_KINDS = ("created", "removed")
 #: The name the single ``processor`` setting runs under (``DEFAULT_PROCESSOR``).
 DEFAULT_PROCESSOR_NAME = "default"
+#: The most the ``PROCESSORS`` variable may take, bytes: Lambda allows 4 KB for all of a
+#: function's environment variables
+#: (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html), and the others
+#: (``SCOPE``, ``INVENTORIES``, names and URLs) need the rest.
+MAX_PROCESSORS_ENV_BYTES = 2560
+#: What a deployed ``handler`` entry's ``functionArn`` takes in ``PROCESSORS`` at most, bytes
+#: (an ARN with a 64-character function name): the estimate of :func:`processors_env_size`.
+_DEPLOYED_ARN_BYTES = 140
+
+
+def processors_env_size(entries: Sequence[Mapping[str, Any]]) -> int:
+    """Bytes of the ``PROCESSORS`` variable of ``entries`` (compact JSON; each ``handler``
+    counted as a deployed function's ARN)."""
+    size = 0
+    for entry in entries:
+        sized = {k: v for k, v in entry.items() if k != "handler"}
+        size += len(json.dumps(sized, separators=(",", ":")).encode()) + 1
+        if "handler" in entry:
+            size += _DEPLOYED_ARN_BYTES
+    return size + 1
+
+
 #: A processor function's timeout when its entry gives none, seconds.
 DEFAULT_PROCESSOR_TIMEOUT_SECONDS = 30
 #: Lambda's longest function timeout, seconds
@@ -991,6 +1013,13 @@ class Settings:
         for name in sorted({n for n in names if names.count(n) > 1}):
             p.append(f"processors: {name!r} is named twice")
         entries = self.processor_entries()
+        size = processors_env_size(entries)
+        if self.processors and size > MAX_PROCESSORS_ENV_BYTES:
+            p.append(
+                f"processors: the PROCESSORS environment variable would take about {size} bytes, "
+                f"more than {MAX_PROCESSORS_ENV_BYTES} (Lambda allows 4 KB for all of a "
+                "function's variables): fewer entries or shorter key filters"
+            )
         in_process = [e for e in entries if "module" in e]
         if self.processor is not None or in_process:
             for name, timeout in (

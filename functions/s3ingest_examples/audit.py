@@ -4,7 +4,8 @@ processor (each change of a key runs, oldest first: ``docs/effects.md``).
 Processor entry: ``{"name": "audit", "handler": "s3ingest_examples.audit:handler", "mode":
 "every-change"}``. For every change it writes
 ``<OUTPUT_PREFIX><bucket>/<key>/<token:012d>-<change id>.json`` to ``OUTPUT_BUCKET`` (default
-prefix ``audit/``)::
+prefix ``audit/``; one claim may run several waiting changes under one token, so order a key's
+records by ``token``, then ``sequencer``)::
 
     {"changeId", "bucket", "key", "kind", "sequencer", "versionId", "etag", "size",
      "source", "eventName", "token"}
@@ -28,7 +29,7 @@ DEFAULT_PREFIX = "audit/"
 
 
 def record_key(change: Change, prefix: str = DEFAULT_PREFIX) -> str:
-    """Where the audit record of ``change`` goes (ordered per key by the fencing token)."""
+    """Where the audit record of ``change`` goes (grouped per key by the fencing token)."""
     return f"{prefix}{change.bucket}/{change.key}/{change.token:012d}-{change.change_id}.json"
 
 

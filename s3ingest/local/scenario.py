@@ -555,6 +555,11 @@ def _run(
                 "change_id": d.result.extra.get("change_id"),
                 "resumed_change_id": d.result.extra.get("resumed_change_id"),
                 "effect": d.result.extra.get("effect"),
+                **(
+                    {"effect_errors": d.result.extra["effect_errors"]}
+                    if "effect_errors" in d.result.extra
+                    else {}
+                ),
             }
             for d in rt.delivered
         ],

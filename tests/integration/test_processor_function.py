@@ -253,9 +253,9 @@ def test_a_processor_deployed_as_its_own_lambda_runs_under_the_claim_effectively
     with pytest.raises(ProcessorFunctionError, match="function-error"):
         rt.service.handle(first)
     retried = rt.service.handle(first)
-    assert retried.extra["effect"] == "resumed-done"
+    assert retried.extra["effect"] == {"sidecar": "resumed-done"}
     applied = rt.service.handle(second)
-    assert applied.extra["effect"] == "done"
+    assert applied.extra["effect"] == {"sidecar": "done"}
     # a duplicate and a stale event invoke nothing
     assert rt.service.handle(second).outcome.value == "duplicate"
     assert rt.service.handle(first).outcome.value == "stale"

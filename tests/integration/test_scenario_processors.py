@@ -41,6 +41,7 @@ def test_example_processors_scenario_runs_three_processors_one_failing_and_recov
     failed = [m for m in result["messages"] if m["outcome"] == "retried"]
     assert len(failed) == 2
     assert all("processor 'flaky'" in m["reason"] for m in failed)
+    assert all(set(m["effect_errors"]) == {"flaky"} for m in failed)
     assert all(
         m["effect"] == {"sidecar": "done", "audit": "done", "flaky": "failed"} for m in failed
     )

@@ -17,6 +17,7 @@ from s3ingest.settings import (
     Settings,
     SettingsError,
     processor_entry,
+    processors_env_size,
 )
 from s3ingest_fn.core import effects
 
@@ -459,3 +460,17 @@ def test_statements_accepted() -> None:
         {**STATEMENT, "Sid": "Team", "Condition": {"StringEquals": {"aws:RequestTag/t": "x"}}},
     ):
         Settings.from_context({"processor": MODULE, "processorPolicyStatements": [statement]})
+
+
+def test_a_processors_list_too_large_for_the_lambda_environment_is_a_problem() -> None:
+    arn = "arn:aws:lambda:eu-west-1:123456789012:function:team-notifier-{i}"
+    prefixes = ["incoming/region-a/", "incoming/region-b/", "archive/2026/", "tmp/uploads/"]
+    many = [
+        {"name": f"p{i}", "functionArn": arn.format(i=i), "prefixes": prefixes} for i in range(20)
+    ]
+    (problem,) = [p for p in _problems(processors=json.dumps(many)) if "PROCESSORS" in p]
+    assert "Lambda allows 4 KB" in problem
+    few = [*many[:3], {"name": "h", "handler": "s3ingest_examples.sidecar:handler"}]
+    entries = Settings.from_context({"processors": json.dumps(few)}).processor_entries()
+    # a deployed handler counts as the ARN it becomes
+    assert processors_env_size(entries) > len(json.dumps(entries[:3], separators=(",", ":")))

@@ -471,8 +471,10 @@ class IngestService:
         """Run each processor's changes under its claim and commit each (CONTRACT C11):
         processors concurrently, one processor's changes in order. A processor that fails has
         its claim released and leaves its effect pending; the others still commit. ``extra``
-        gets ``effect``: the status (``done``, ``superseded``, ``lease-lost``; prefixed
-        ``resumed-`` when ``resumed``), or with several processors configured a map of them.
+        gets ``effect``: the single default processor's status (``done``, ``superseded``,
+        ``lease-lost``; prefixed ``resumed-`` when ``resumed``), or, with named processors, a
+        map of them by name (``failed`` for one that failed), and ``effect_errors`` (each failed
+        processor's message: the raised error names the first).
 
         Raises
         ------
@@ -492,8 +494,15 @@ class IngestService:
             name: prefix + ("failed" if error is not None and status != "killed" else str(status))
             for name, (status, error) in zip(names, outcomes, strict=True)
         }
-        if len(self.effects.names) > 1:
+        errors = {
+            name: str(error)
+            for name, (status, error) in zip(names, outcomes, strict=True)
+            if error is not None and status != "killed"
+        }
+        if self.effects.names != (DEFAULT_PROCESSOR,):  # named processors: always by name
             result.extra["effect"] = statuses
+            if errors:
+                result.extra["effect_errors"] = errors
         elif not statuses[names[0]].endswith("failed"):
             result.extra["effect"] = statuses[names[0]]
         if (
