@@ -415,6 +415,7 @@ class S3IngestPipeline(Construct):
         )
         #: Every processor's name (``default``: the single ``processor`` setting).
         self.processor_names: list[str] = [e["name"] for e in settings.processor_entries()]
+        self.settings_processor_entries = settings.processor_entries()
         self.ingestion = Ingestion(
             self,
             "Ingestion",
@@ -587,6 +588,14 @@ class S3IngestPipeline(Construct):
             outputs["ProcessorOutputBucket"] = self.processor_output.bucket.bucket_name
         if self.processor_names:
             outputs["ProcessorNames"] = ",".join(self.processor_names)
+        if self.processor_functions or any(
+            "functionArn" in e for e in self.settings_processor_entries
+        ):
+            # the roles that invoke processor functions: what a function in another account
+            # allows in its resource-based policy (docs/processor-api.md)
+            outputs["ProcessorInvokerRoleArns"] = Stack.of(self).to_json_string(
+                [f.role.role_arn for f in self.ingest_service_functions if f.role is not None]
+            )
         if self.processor_functions:
             outputs["ProcessorFunctions"] = Stack.of(self).to_json_string(
                 {name: f.function_arn for name, f in self.processor_functions.items()}

@@ -239,6 +239,12 @@ def test_outputs_name_the_deployed_processor_functions(processors_synth: Synth) 
         "sidecar": f"<{_sidecar_id(synth)}.Arn>"
     }
     assert outputs["ProcessorOutputBucket"]["Value"] == {"Ref": _output_id(synth)}
+    names = [e["name"] for e in synth.settings.processor_entries()]
+    assert outputs["ProcessorNames"]["Value"] == ",".join(names) and len(names) == 3
+    # the roles a team's function in another account allows: those of the invoking functions
+    invokers = json.loads(_flatten(outputs["ProcessorInvokerRoleArns"]["Value"]))
+    roles = [synth.logical_id(f.role) for f in synth.pipeline.ingest_service_functions]
+    assert invokers == [f"<{role}.Arn>" for role in roles] and len(roles) >= 3
 
 
 # --- Built, not synthesized ----------------------------------------------------------------------
