@@ -4,6 +4,7 @@ that record finishes."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, cast
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from s3ingest_fn.contract import LAG_METRIC
 from s3ingest_fn.core.model import Outcome, Result
 from s3ingest_fn.handlers import ingest
-from s3ingest_fn.handlers.telemetry import stack_metrics
+from s3ingest_fn.handlers.telemetry import invocation_metrics, stack_metrics
 from s3ingest_fn.services.ingest import MessageProcessor
 
 
@@ -111,3 +112,27 @@ def test_a_records_log_line_is_written_when_that_record_finishes(
     ingest.metrics.clear_metrics()
     assert response == {"batchItemFailures": []}
     assert logged == ["m-1", "m-2"]
+
+
+def test_invocations_running_at_once_keep_their_metrics_apart(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN two invocations in one process at once (the local runtime's Distributed Map children)
+    monkeypatch.setenv("S3INGEST_STACK", "s3ingest-prod")
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    capsys.readouterr()
+    with invocation_metrics(bucket="first") as first:
+        with invocation_metrics(bucket="second") as second:
+            first.add_metric(name="listing_listed", unit="Count", value=3)
+            second.add_metric(name="listing_listed", unit="Count", value=5)
+        with invocation_metrics(bucket="idle"):
+            pass  # nothing added: no document
+    # THEN each flushes its own document, with its own bucket and count, and nothing leaks
+    docs = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    assert [(d["bucket"], d["stack"], d["listing_listed"]) for d in docs] == [
+        ("second", "s3ingest-prod", [5.0]),
+        ("first", "s3ingest-prod", [3.0]),
+    ]
+    assert [sorted(d["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0]) for d in docs] == [
+        ["bucket", "service", "stack"]
+    ] * 2

@@ -28,11 +28,10 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from s3ingest_fn import wiring
 from s3ingest_fn.contract import BUCKET_DIMENSION
-from s3ingest_fn.handlers.telemetry import stack_metrics
+from s3ingest_fn.handlers.telemetry import invocation_metrics
 from s3ingest_fn.services.listing_backfill import Shard
 
 logger = Logger(service="s3ingest-listing-backfill")
-metrics = stack_metrics()
 
 
 def _bucket(event: dict[str, Any]) -> str:
@@ -46,7 +45,6 @@ def _bucket(event: dict[str, Any]) -> str:
 
 
 @logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
 def plan(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda entry point ``s3ingest_fn.handlers.listing_backfill.plan``.
 
@@ -58,9 +56,11 @@ def plan(event: dict[str, Any], context: Any) -> dict[str, Any]:
     backfill = wiring.function_listing_backfill()
     bucket = _bucket(event)
     result = backfill.plan(bucket, str(event.get("run") or ""))
-    metrics.add_dimension(name=BUCKET_DIMENSION, value=bucket)
-    metrics.add_metric(name="listing_shards", unit=MetricUnit.Count, value=len(result["shards"]))
-    metrics.add_metric(name="listing_probes", unit=MetricUnit.Count, value=result["probes"])
+    with invocation_metrics(**{BUCKET_DIMENSION: bucket}) as metrics:
+        metrics.add_metric(
+            name="listing_shards", unit=MetricUnit.Count, value=len(result["shards"])
+        )
+        metrics.add_metric(name="listing_probes", unit=MetricUnit.Count, value=result["probes"])
     logger.info(
         "listing backfill planned",
         extra={
@@ -75,7 +75,6 @@ def plan(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 @logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
 def list_shard(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda entry point ``s3ingest_fn.handlers.listing_backfill.list_shard``: lists until the
     shard ends or less than the service's margin of the invocation's time is left.
@@ -93,10 +92,10 @@ def list_shard(event: dict[str, Any], context: Any) -> dict[str, Any]:
     shard = Shard.of(dict(event.get("shard") or {}))
     remaining = getattr(context, "get_remaining_time_in_millis", None)
     result = backfill.list_shard(str(event.get("run") or ""), shard, remaining)
-    metrics.add_dimension(name=BUCKET_DIMENSION, value=shard.bucket)
-    for name, added in result["added"].items():
-        if added:
-            metrics.add_metric(name=f"listing_{name}", unit=MetricUnit.Count, value=added)
+    with invocation_metrics(**{BUCKET_DIMENSION: shard.bucket}) as metrics:
+        for name, added in result["added"].items():
+            if added:
+                metrics.add_metric(name=f"listing_{name}", unit=MetricUnit.Count, value=added)
     logger.info(
         "listing shard",
         extra={

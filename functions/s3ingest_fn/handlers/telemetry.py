@@ -8,7 +8,8 @@ one account never share a series (their alarms select their own stack). Per-buck
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
@@ -60,3 +61,25 @@ def dimension_metrics(
                 metrics.add_metric(name=name, unit=MetricUnit.Count, value=n)
         documents.append(metrics)
     return documents
+
+
+@contextmanager
+def invocation_metrics(**dimensions: str) -> Iterator[EphemeralMetrics]:
+    """Metrics of one invocation alone, with ``service``, ``stack`` (when set) and
+    ``dimensions``, flushed as one EMF document on exit (also when the handler raises; nothing
+    when no metric was added). Unlike :func:`stack_metrics`, whose state Powertools shares
+    across every ``Metrics`` in the process, invocations running at once in one process (the
+    local runtime's Lambda service runs Distributed Map children in threads) keep their counts
+    and dimensions apart.
+    """
+    metrics = EphemeralMetrics(namespace=METRICS_NAMESPACE, service=METRICS_SERVICE)
+    stack = os.environ.get(STACK_ENV)
+    if stack:
+        metrics.add_dimension(name=STACK_DIMENSION, value=stack)
+    for name, value in dimensions.items():
+        metrics.add_dimension(name=name, value=value)
+    try:
+        yield metrics
+    finally:
+        if metrics.metric_set:
+            metrics.flush_metrics()
