@@ -113,7 +113,13 @@ _RUNBOOK_URL_RE = re.compile(r"^https://[^/\s#?]+(/[^\s#]*)?$")
 
 #: The change stream's event ``source``, and its ``detail-type`` per kind of applied change.
 CHANGE_SOURCE = "s3ingest"
-CHANGE_DETAIL_TYPES = {"created": "Object Ingested", "removed": "Object Tombstoned"}
+CHANGE_DETAIL_TYPES = {
+    "created": "Object Ingested",
+    "removed": "Object Tombstoned",
+    "held": "Object Held",
+    "approved": "Change Approved",
+    "rejected": "Change Rejected",
+}
 
 _CONSTRUCT_ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,63}$")
 _INVENTORY_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")

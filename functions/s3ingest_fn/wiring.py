@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from s3ingest_fn.adapters.s3_objects import S3EventDelivery, S3Objects
     from s3ingest_fn.core.decide import IngestService
     from s3ingest_fn.core.effects import AppliedChange, EffectRunner, Processor, ProcessorSpec
+    from s3ingest_fn.core.hold import HoldPolicy
     from s3ingest_fn.core.model import Result
     from s3ingest_fn.core.scope import BucketScope, Scope
     from s3ingest_fn.services.ingest import FunctionSettings, MessageProcessor
@@ -34,12 +35,38 @@ if TYPE_CHECKING:
 
 
 def ledger(
-    dynamodb: Any, table: str, tombstone_ttl_seconds: int, clock: Callable[[], float] = time.time
+    dynamodb: Any,
+    table: str,
+    tombstone_ttl_seconds: int,
+    clock: Callable[[], float] = time.time,
+    trail: int | None = None,
 ) -> DynamoLedger:
-    """The ledger adapter over a DynamoDB client and table."""
+    """The ledger adapter over a DynamoDB client and table; ``trail`` review decisions kept per
+    row (None: ``TRAIL_LENGTH`` from the environment, else the default)."""
     from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
+    from s3ingest_fn.core.row import TRAIL_SLOTS
 
-    return DynamoLedger(dynamodb, table, tombstone_ttl_seconds, clock=clock)
+    if trail is None:
+        trail = int(os.environ.get("TRAIL_LENGTH") or TRAIL_SLOTS)
+    return DynamoLedger(dynamodb, table, tombstone_ttl_seconds, clock=clock, trail=trail)
+
+
+def hold_policies(
+    entries: Sequence[Mapping[str, Any]], env: Mapping[str, str] | None = None
+) -> dict[str, HoldPolicy]:
+    """Each processor's hold policy (:mod:`s3ingest_fn.core.hold`): its entry's ``hold``, else
+    the stack's (``HOLD``, a JSON object, from ``env``, default the environment).
+
+    Raises
+    ------
+    ValueError
+        A malformed policy, or a policy function that cannot be imported.
+    """
+    from s3ingest_fn.core.hold import HoldPolicy
+
+    env = os.environ if env is None else env
+    stack = json.loads(env.get("HOLD") or "null")
+    return {str(entry["name"]): HoldPolicy.of(entry.get("hold", stack)) for entry in entries}
 
 
 def ledger_scanner(
@@ -158,14 +185,15 @@ def effect_runner(
     *,
     clock_ms: Callable[[], int] | None = None,
     after_effect: Callable[[AppliedChange], None] | None = None,
+    holds: Mapping[str, HoldPolicy] | None = None,
 ) -> EffectRunner:
     """The effect runner for a team's processor (or several), reading pinned content through
-    S3."""
+    S3, with their hold policies (``holds``, by name)."""
     from s3ingest_fn.adapters.s3_objects import S3ContentReader
     from s3ingest_fn.core.effects import EffectRunner
 
     return EffectRunner(
-        processor, S3ContentReader(s3), clock_ms=clock_ms, after_effect=after_effect
+        processor, S3ContentReader(s3), clock_ms=clock_ms, after_effect=after_effect, holds=holds
     )
 
 
@@ -179,6 +207,7 @@ def ingest_service(
     processor: Processor | Sequence[ProcessorSpec] | None = None,
     clock: Callable[[], float] = time.time,
     scope: Scope | None = None,
+    holds: Mapping[str, HoldPolicy] | None = None,
 ) -> IngestService:
     """The ingest decision over the ledger and the bucket, with the processors' effects when
     any are given (one callable, or :class:`ProcessorSpec` s; CONTRACT C11). ``scope`` (the
@@ -191,7 +220,7 @@ def ingest_service(
         ledger=ledger(dynamodb, table, tombstone_ttl_seconds, clock),
         bucket=S3Objects(s3),
         scope_bucket=scope_bucket,
-        effects=effect_runner(processor, s3) if processor else None,
+        effects=effect_runner(processor, s3, holds=holds) if processor else None,
         scope=scope,
     )
 
@@ -313,8 +342,10 @@ def function_ingest_service() -> IngestService:
     import boto3
 
     settings = function_settings()
-    specs = processor_specs(processor_entries(), lambda_client=lambda_client)
+    entries = processor_entries()
+    specs = processor_specs(entries, lambda_client=lambda_client)
     return ingest_service(
+        holds=hold_policies(entries),
         s3=boto3.client("s3"),
         dynamodb=boto3.client("dynamodb"),
         table=settings.ledger_table_name,

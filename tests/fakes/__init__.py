@@ -17,9 +17,11 @@ from s3ingest_fn.core.effects import SupersededError, change_id
 from s3ingest_fn.core.model import InventoryRow, ObjectState, TransientError
 from s3ingest_fn.core.ports import ChangeEntry, Ledger, ListingPage, Pin, PresignedGet
 from s3ingest_fn.core.row import (
+    APPROVED,
     DEFAULT_PROCESSOR,
     DELETED,
     DONE,
+    HELD,
     HISTORY_SLOTS,
     OP_APPLY,
     OP_CLAIM,
@@ -28,11 +30,15 @@ from s3ingest_fn.core.row import (
     OP_SEQ,
     PENDING,
     PRESENT,
+    REJECTED,
     SUPERSEDED,
+    TRAIL_SLOTS,
     Claim,
     Decision,
     Effect,
+    Hold,
     LedgerRow,
+    Review,
     RowState,
     WriteMeta,
     WriteResult,
@@ -61,6 +67,7 @@ class FakeLedger:
         self, clock: Callable[[], float] = lambda: NOW, tombstone_ttl_seconds: int = TTL_SECONDS
     ) -> None:
         self.rows: dict[tuple[str, str], LedgerRow] = {}
+        self.counters: Counter[tuple[str, int]] = Counter()
         self._clock = clock
         self._ttl = tombstone_ttl_seconds
 
@@ -186,10 +193,63 @@ class FakeLedger:
             row,
             op=OP_COMMIT,
             effect=dataclasses.replace(
-                row.effect, status=status, lease_until_ms=None, done_change_id=done
+                row.effect, status=status, lease_until_ms=None, done_change_id=done, hold=None
             ),
         )
         return True
+
+    def hold(
+        self, bucket: str, key: str, token: int, processor: str, hold: Hold, review: Review | None
+    ) -> bool:
+        _default_only(processor)
+        row = self.rows.get((bucket, key))
+        if row is None or row.effect is None or row.effect.token != token:
+            return False
+        trail = (review, *row.trail)[:TRAIL_SLOTS] if review is not None else row.trail
+        self.rows[(bucket, key)] = dataclasses.replace(
+            row,
+            op="hold" if review is not None else OP_COMMIT,
+            trail=trail,
+            effect=dataclasses.replace(row.effect, status=HELD, lease_until_ms=None, hold=hold),
+        )
+        return True
+
+    def review(self, bucket: str, key: str, review: Review, *, more: bool = False) -> WriteResult:
+        _default_only(review.processor)
+        if more:
+            raise NotImplementedError("the in-memory ledger models latest processors only")
+        row = self.rows.get((bucket, key))
+        effect = row.effect if row is not None else None
+        if (
+            row is None
+            or effect is None
+            or effect.status != HELD
+            or effect.hold is None
+            or effect.hold.change_id != review.change_id
+        ):
+            return WriteResult(applied=False, old=row)
+        if review.action == APPROVED:
+            hold = dataclasses.replace(
+                effect.hold,
+                decision=APPROVED,
+                actor=review.actor or "unknown",
+                decided_at=review.at,
+            )
+            effect = dataclasses.replace(effect, status=PENDING, lease_until_ms=0, hold=hold)
+        else:
+            effect = dataclasses.replace(effect, status=REJECTED, lease_until_ms=None, hold=None)
+        new = dataclasses.replace(
+            row,
+            op="approve" if review.action == APPROVED else "reject",
+            trail=(review, *row.trail)[:TRAIL_SLOTS],
+            effect=effect,
+        )
+        self.rows[(bucket, key)] = new
+        return WriteResult(applied=True, new=new)
+
+    def add(self, name: str, window: int, ttl_seconds: int) -> int:
+        self.counters[(name, window)] += 1
+        return self.counters[(name, window)]
 
     def close(self, bucket: str, key: str, token: int, processor: str) -> bool:
         _default_only(processor)

@@ -92,7 +92,10 @@ def test_only_applied_changes_are_published() -> None:
     assert not is_applied_change(_record("1", op="commit"))  # an effect commit
     assert not is_applied_change(_record("1", op="claim"))  # an effect re-claim
     assert not is_applied_change(_record("1", event="REMOVE"))  # a TTL expiry
-    assert STREAM_FILTER["dynamodb"]["NewImage"]["op"] == {"S": ["apply"]}
+    # applied changes, and the hold policy's decisions (published as their own detail types)
+    assert STREAM_FILTER["dynamodb"]["NewImage"]["op"] == {
+        "S": ["apply", "hold", "approve", "reject"]
+    }
 
 
 def _compact_record(seq: str, op: str = "apply") -> dict[str, Any]:

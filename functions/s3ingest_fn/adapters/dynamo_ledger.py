@@ -39,9 +39,17 @@ fd    S     the change id whose effect last completed
 fq    L     ``every-change`` processors: the applied changes whose effects wait, oldest first,
             each ``[change id, "p"|"d", sequencer as received or NULL, version or NULL, ETag or
             NULL, size or NULL, source, event name]``; removed when the last one is done
-fe:N  ...   the same five (``fe:N``, ``ft:N``, ``fl:N``, ``fd:N``, ``fq:N``) for the processor
+fh    L     the held change of the effect and its review (:mod:`s3ingest_fn.core.hold`): ``[change
+            id, reason, held at (epoch ms), "h"|"a" (held, approved), actor or NULL, decided
+            at or NULL]``; removed by the next commit (``fe`` is then ``h`` held, ``x``
+            rejected besides the three above)
+fe:N  ...   the same six (``fe:N``, ``ft:N``, ``fl:N``, ``fd:N``, ``fq:N``) for the processor
             named ``N`` of several; the unsuffixed ones belong to the ``default`` processor (the
             single ``processor`` setting), as before there were several
+t0..  L     the last review decisions (``trailLength``, default
+            :data:`~s3ingest_fn.core.row.TRAIL_SLOTS`), newest first, each ``[at, action
+            ("h", "a", "r"), processor, change id, sequencer as received or "-", reason,
+            actor]``; NULL until filled
 h0..  L     the last :data:`~s3ingest_fn.core.row.HISTORY_SLOTS` applied decisions, newest
             first, each ``[at (epoch ms), state, source, sequencer as received or "-", reason,
             event name]`` with the well-known values coded (:data:`_SOURCES`, :data:`_REASONS`,
@@ -75,24 +83,34 @@ from botocore.exceptions import BotoCoreError, ClientError
 from s3ingest_fn.core.effects import change_id
 from s3ingest_fn.core.model import TransientError
 from s3ingest_fn.core.row import (
+    APPROVED,
     DEFAULT_PROCESSOR,
     DELETED,
     DONE,
+    HELD,
     HISTORY_SLOTS,
     MAX_QUEUED,
+    MAX_TRAIL,
     OP_APPLY,
+    OP_APPROVE,
     OP_CLAIM,
     OP_COMMIT,
+    OP_HOLD,
+    OP_REJECT,
     OP_RELEASE,
     OP_SEQ,
     PENDING,
     PRESENT,
+    REJECTED,
     SUPERSEDED,
+    TRAIL_SLOTS,
     Claim,
     Decision,
     Effect,
+    Hold,
     LedgerRow,
     QueuedChange,
+    Review,
     RowState,
     WriteMeta,
     WriteResult,
@@ -115,7 +133,12 @@ _RAW_KEY, _STATE, _SEQ, _RAW_SEQ, _OBSERVED = "rk", "st", "sq", "rq", "ob"
 _VERSION, _ETAG, _SIZE, _REV, _OP = "vi", "et", "sz", "rv", "op"
 _CHG_ID, _CHG_SEQ, _UPDATED = "ci", "cq", "ut"
 _FX, _FX_TOKEN, _FX_LEASE, _FX_DONE, _FX_QUEUE = "fe", "ft", "fl", "fd", "fq"
+_FX_HOLD = "fh"
 _HISTORY = tuple(f"h{i}" for i in range(HISTORY_SLOTS))
+_TRAIL = tuple(f"t{i}" for i in range(MAX_TRAIL))
+#: Items that are not ledger rows (the mass-delete breaker's counters) have partition keys
+#: starting with this; a bucket name never does.
+COUNTER_PREFIX = "#s3ingest/"
 
 #: Every attribute name of the compact layout.
 ATTRIBUTES: tuple[str, ...] = (
@@ -138,7 +161,9 @@ ATTRIBUTES: tuple[str, ...] = (
     _FX_LEASE,
     _FX_DONE,
     _FX_QUEUE,
+    _FX_HOLD,
     *_HISTORY,
+    *_TRAIL,
     TTL_ATTRIBUTE,
 )
 #: The legacy layout's attribute names that only a ledger row uses (the others, ``bucket``,
@@ -169,11 +194,13 @@ _LEGACY_GUARDED = ("rev", _OP, "fx", "fx_token", "fx_lease", "fx_done")
 #: (https://docs.aws.amazon.com/lambda/latest/dg/with-ddb-filtering.html).
 STREAM_FILTER: dict[str, Any] = {
     "eventName": ["INSERT", "MODIFY"],
-    "dynamodb": {"NewImage": {_OP: {"S": [OP_APPLY]}}},
+    "dynamodb": {"NewImage": {_OP: {"S": [OP_APPLY, OP_HOLD, OP_APPROVE, OP_REJECT]}}},
 }
 
 _STATES = {PRESENT: "p", DELETED: "d"}
-_FX_CODES = {PENDING: "p", DONE: "d", SUPERSEDED: "s"}
+_FX_CODES = {PENDING: "p", DONE: "d", SUPERSEDED: "s", HELD: "h", REJECTED: "x"}
+_REVIEW_CODES = {HELD: "h", APPROVED: "a", REJECTED: "r"}
+_REVIEW_ACTION = {code: action for action, code in _REVIEW_CODES.items()}
 _FX_STATUS = {code: status for status, code in _FX_CODES.items()}
 #: Well-known history values, stored as one character; anything else is stored verbatim
 #: (prefixed with NUL when it could be mistaken for a code).
@@ -213,6 +240,72 @@ def effect_attributes(processor: str) -> tuple[str, str, str, str, str]:
         f"{_FX_DONE}:{processor}",
         f"{_FX_QUEUE}:{processor}",
     )
+
+
+def hold_attribute(processor: str) -> str:
+    """The attribute of ``processor``'s held change and review (the module docstring's
+    ``fh``)."""
+    return _FX_HOLD if processor == DEFAULT_PROCESSOR else f"{_FX_HOLD}:{processor}"
+
+
+def _opt(av: Mapping[str, Any]) -> Any:
+    return None if "NULL" in av else next(iter(av.values()))
+
+
+def _hold_of(av: Mapping[str, Any] | None) -> Hold | None:
+    if av is None or "L" not in av:
+        return None
+    ci, reason, at, decision, actor, decided = (_opt(v) for v in av["L"])
+    return Hold(
+        change_id=str(ci),
+        reason=str(reason),
+        at=int(at),
+        decision=_REVIEW_ACTION.get(str(decision), str(decision)),
+        actor=str(actor or ""),
+        decided_at=int(decided) if decided is not None else None,
+    )
+
+
+def _hold_av(hold: Hold) -> dict[str, Any]:
+    return {
+        "L": [
+            {"S": hold.change_id},
+            {"S": hold.reason},
+            {"N": str(hold.at)},
+            {"S": _REVIEW_CODES.get(hold.decision, hold.decision)},
+            {"S": hold.actor} if hold.actor else {"NULL": True},
+            {"N": str(hold.decided_at)} if hold.decided_at is not None else {"NULL": True},
+        ]
+    }
+
+
+def _review_of(av: Mapping[str, Any] | None) -> Review | None:
+    if av is None or "L" not in av:
+        return None
+    at, action, processor, ci, seq, reason, actor = (_opt(v) for v in av["L"])
+    return Review(
+        action=_REVIEW_ACTION.get(str(action), str(action)),
+        processor=str(processor),
+        change_id=str(ci),
+        seq=str(seq),
+        reason=str(reason),
+        actor=str(actor),
+        at=int(at),
+    )
+
+
+def _review_av(review: Review) -> dict[str, Any]:
+    return {
+        "L": [
+            {"N": str(review.at)},
+            {"S": _REVIEW_CODES.get(review.action, review.action)},
+            {"S": review.processor},
+            {"S": review.change_id},
+            {"S": review.seq},
+            {"S": review.reason[:200]},
+            {"S": review.actor[:200]},
+        ]
+    }
 
 
 def _ph(name: str) -> str:
@@ -273,6 +366,7 @@ def _effect_of(get: Callable[[str], Any], processor: str) -> Effect | None:
         lease_until_ms=_n(get(lease)),
         done_change_id=_s(get(done)),
         queue=_queued_of(get(queue)),
+        hold=_hold_of(get(hold_attribute(processor))),
     )
 
 
@@ -425,6 +519,7 @@ def row_from_item(item: Mapping[str, Any]) -> LedgerRow:
         change_seq=_s(get(_CHG_SEQ)),
         effect=effect,
         named_effects=_named_effects(item),
+        trail=tuple(r for r in (_review_of(get(t)) for t in _TRAIL) if r is not None),
     )
 
 
@@ -576,6 +671,17 @@ def is_applied_change(record: Mapping[str, Any]) -> bool:
     )
 
 
+def is_review(record: Mapping[str, Any]) -> bool:
+    """Whether a DynamoDB stream record is a hold, an approval or a rejection (the change
+    stream publishes it: ``Object Held``, ``Change Approved``, ``Change Rejected``)."""
+    image = record.get("dynamodb", {}).get("NewImage") or {}
+    return (
+        record.get("eventName") in ("INSERT", "MODIFY")
+        and image.get(_OP) in ({"S": OP_HOLD}, {"S": OP_APPROVE}, {"S": OP_REJECT})
+        and _TRAIL[0] in image
+    )
+
+
 # -- writing items ----------------------------------------------------------------------------
 
 
@@ -635,6 +741,10 @@ def item_of(row: LedgerRow) -> dict[str, Any]:
             item[fx_done] = {"S": effect.done_change_id}
         if effect.queue:
             item[fx_queue] = {"L": [_queued_av(q) for q in effect.queue]}
+        if effect.hold is not None:
+            item[hold_attribute(processor)] = _hold_av(effect.hold)
+    for name, review in zip(_TRAIL, row.trail, strict=False):
+        item[name] = _review_av(review)
     history = row.history
     if not history and row.updated_at:  # a legacy row written before the history existed
         history = (
@@ -699,6 +809,9 @@ class DynamoLedger:
         Lifetime of a tombstone; ``0`` keeps tombstones for ever (CONTRACT C6).
     clock : callable, optional
         Returns epoch seconds (float); injectable for tests.
+    trail : int
+        Review decisions kept on a row (``trailLength``; 1 to
+        :data:`~s3ingest_fn.core.row.MAX_TRAIL`).
     """
 
     def __init__(
@@ -707,11 +820,15 @@ class DynamoLedger:
         table_name: str,
         tombstone_ttl_seconds: int,
         clock: Callable[[], float] = time.time,
+        trail: int = TRAIL_SLOTS,
     ) -> None:
+        if not 1 <= trail <= MAX_TRAIL:
+            raise ValueError(f"trail must be 1..{MAX_TRAIL} review decisions, got {trail}")
         self._ddb = client
         self._table = table_name
         self._ttl = tombstone_ttl_seconds
         self._clock = clock
+        self._trail = trail
 
     def get(self, bucket: str, key: str) -> LedgerRow | None:
         """Strongly consistent read of a row, or None.
@@ -933,11 +1050,12 @@ class DynamoLedger:
             On throttling or a service error.
         """
         fx, fx_token, fx_lease, fx_done, fx_queue = effect_attributes(processor)
-        names = {_ph(n): n for n in (_OP, fx_token)}
+        fh = hold_attribute(processor)
+        names = {_ph(n): n for n in (_OP, fx_token, fh)}
         values: dict[str, Any] = {":commit": {"S": OP_COMMIT}, ":token": {"N": str(token)}}
         if more:
             names[_ph(fx_queue)] = fx_queue
-            expr = f"SET #{_OP} = :commit REMOVE {_ph(fx_queue)}[0]"
+            expr = f"SET #{_OP} = :commit REMOVE {_ph(fx_queue)}[0], {_ph(fh)}"
         else:
             names.update({_ph(n): n for n in (fx, fx_lease, fx_queue)})
             values[":status"] = {"S": _FX_CODES.get(status, status)}
@@ -950,7 +1068,7 @@ class DynamoLedger:
                 else:
                     expr += f", {_ph(fx_done)} = :done"
                     values[":done"] = {"S": change_id}
-            expr += f" REMOVE {_ph(fx_lease)}, {_ph(fx_queue)}"
+            expr += f" REMOVE {_ph(fx_lease)}, {_ph(fx_queue)}, {_ph(fh)}"
         return self._call(
             bucket,
             key,
@@ -1028,6 +1146,159 @@ class DynamoLedger:
                 },
             },
         ).applied
+
+    def hold(
+        self,
+        bucket: str,
+        key: str,
+        token: int,
+        processor: str,
+        hold: Hold,
+        review: Review | None,
+    ) -> bool:
+        """Record ``processor``'s claimed effect as ``held`` (instead of its commit), if
+        ``token`` still holds the claim: the held change and why (``hold``), the lease
+        removed, ``review`` pushed onto the trail (None: the change was held already and a
+        newer change's claim passed it again). One UpdateItem; the change stream publishes
+        ``Object Held`` for it.
+
+        Returns
+        -------
+        bool
+            False when another worker claimed the row since.
+
+        Raises
+        ------
+        TransientError
+            On throttling or a service error.
+        """
+        fx, fx_token, fx_lease, _, _ = effect_attributes(processor)
+        fh = hold_attribute(processor)
+        names = {_ph(n): n for n in (fx, fx_token, fx_lease, fh, _OP)}
+        values: dict[str, Any] = {
+            ":token": {"N": str(token)},
+            ":held": {"S": _FX_CODES[HELD]},
+            ":hold": _hold_av(hold),
+            ":op": {"S": OP_HOLD if review is not None else OP_COMMIT},
+        }
+        expr = f"SET {_ph(fx)} = :held, {_ph(fh)} = :hold, #{_OP} = :op"
+        if review is not None:
+            expr += ", " + self._push_review(review, names, values)
+        return self._call(
+            bucket,
+            key,
+            {
+                "UpdateExpression": expr + f" REMOVE {_ph(fx_lease)}",
+                "ConditionExpression": f"{_ph(fx_token)} = :token",
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+            },
+        ).applied
+
+    def review(self, bucket: str, key: str, review: Review, *, more: bool = False) -> WriteResult:
+        """Decide ``review.processor``'s held change ``review.change_id``: ``approved`` makes
+        the effect pending with an expired lease (the next delivery of the key, or the repair
+        the caller queues, re-claims and runs it without asking the policy again);
+        ``rejected`` ends it (``rejected``), or, with ``more`` (an ``every-change``
+        processor's queue holds newer changes), drops only the held change and leaves the
+        rest pending the same way. Conditional on the effect still holding that change; the
+        decision goes onto the trail. One UpdateItem; the change stream publishes
+        ``Change Approved`` or ``Change Rejected``.
+
+        Raises
+        ------
+        TransientError
+            On throttling or a service error.
+        """
+        processor = review.processor
+        fx, _, fx_lease, _, fx_queue = effect_attributes(processor)
+        fh = hold_attribute(processor)
+        names = {_ph(n): n for n in (fx, fx_lease, fh, _OP)}
+        values: dict[str, Any] = {
+            ":held": {"S": _FX_CODES[HELD]},
+            ":ci": {"S": review.change_id},
+            ":zero": {"N": "0"},
+            ":pending": {"S": _FX_CODES[PENDING]},
+        }
+        if review.action == APPROVED:
+            values[":op"] = {"S": OP_APPROVE}
+            expr = (
+                f"SET {_ph(fx)} = :pending, {_ph(fx_lease)} = :zero, #{_OP} = :op, "
+                f"{_ph(fh)}[3] = :approved, {_ph(fh)}[4] = :actor, {_ph(fh)}[5] = :at"
+            )
+            values.update(
+                {
+                    ":approved": {"S": _REVIEW_CODES[APPROVED]},
+                    ":actor": {"S": review.actor or "unknown"},
+                    ":at": {"N": str(review.at)},
+                }
+            )
+            removes: list[str] = []
+        elif more:
+            values[":op"] = {"S": OP_REJECT}
+            names[_ph(fx_queue)] = fx_queue
+            expr = f"SET {_ph(fx)} = :pending, {_ph(fx_lease)} = :zero, #{_OP} = :op"
+            removes = [f"{_ph(fx_queue)}[0]", _ph(fh)]
+        else:
+            values[":op"] = {"S": OP_REJECT}
+            values[":rejected"] = {"S": _FX_CODES[REJECTED]}
+            del values[":zero"], values[":pending"]
+            names[_ph(fx_queue)] = fx_queue
+            expr = f"SET {_ph(fx)} = :rejected, #{_OP} = :op"
+            removes = [_ph(fx_lease), _ph(fx_queue), _ph(fh)]
+        expr += ", " + self._push_review(review, names, values)
+        if removes:
+            expr += " REMOVE " + ", ".join(removes)
+        return self._call(
+            bucket,
+            key,
+            {
+                "UpdateExpression": expr,
+                "ConditionExpression": f"{_ph(fx)} = :held AND {_ph(fh)}[0] = :ci",
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
+                "ReturnValues": "ALL_NEW",
+            },
+        )
+
+    def add(self, name: str, window: int, ttl_seconds: int) -> int:
+        """The mass-delete breaker's counter (:class:`~s3ingest_fn.core.hold.HoldCounter`):
+        one UpdateItem (``ADD``) on the item ``#s3ingest/<name>/<window>`` of the ledger table,
+        which expires by the table's TTL ``ttl_seconds`` later.
+
+        Raises
+        ------
+        TransientError
+            On throttling or a service error.
+        """
+        try:
+            resp = self._ddb.update_item(
+                TableName=self._table,
+                Key={PARTITION_KEY: {"S": f"{COUNTER_PREFIX}{name}/{window}"}},
+                UpdateExpression="ADD #n :one SET #ttl = if_not_exists(#ttl, :ttl)",
+                ExpressionAttributeNames={"#n": "n", "#ttl": TTL_ATTRIBUTE},
+                ExpressionAttributeValues={
+                    ":one": {"N": "1"},
+                    ":ttl": {"N": str(int(self._clock()) + ttl_seconds)},
+                },
+                ReturnValues="UPDATED_NEW",
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise _transient(exc) from exc
+        return int(resp["Attributes"]["n"]["N"])
+
+    def _push_review(self, review: Review, names: dict[str, str], values: dict[str, Any]) -> str:
+        """The SET clauses that push ``review`` onto the trail (``t0`` newest; the oldest of
+        :attr:`_trail` falls off), reading the item as it was before the update."""
+        values[":review"] = _review_av(review)
+        values[":noreview"] = {"NULL": True}
+        clauses = []
+        for i in range(self._trail - 1, 0, -1):
+            names[f"#{_TRAIL[i]}"], names[f"#{_TRAIL[i - 1]}"] = _TRAIL[i], _TRAIL[i - 1]
+            clauses.append(f"#{_TRAIL[i]} = if_not_exists(#{_TRAIL[i - 1]}, :noreview)")
+        names[f"#{_TRAIL[0]}"] = _TRAIL[0]
+        clauses.append(f"#{_TRAIL[0]} = :review")
+        return ", ".join(clauses)
 
     # -- the requests ----------------------------------------------------------------------
 
@@ -1222,7 +1493,7 @@ class DynamoLedger:
                     values[":queued"] = {"L": [_queued_av(queued)]}
                     values[":noqueue"] = {"L": []}
             else:
-                removes.extend((_FX, _FX_LEASE, _FX_TOKEN, _FX_DONE, _FX_QUEUE))
+                removes.extend((_FX, _FX_LEASE, _FX_TOKEN, _FX_DONE, _FX_QUEUE, _FX_HOLD))
         if meta.sequencer is not None:
             compact = _compact_seq(meta.sequencer)
             sets[_SEQ] = {"S": compact}
@@ -1300,11 +1571,19 @@ class DynamoLedger:
             "ExpressionAttributeValues": values,
         }
         if tokens:
-            request["ReturnValues"] = "UPDATED_NEW"
-        result = self._call(meta.bucket, meta.key, request)
+            # the whole row: the queues and any held change of the claimed processors (reads
+            # cost no write capacity)
+            request["ReturnValues"] = "ALL_NEW"
+        result = self._call(
+            meta.bucket, meta.key, request, token_attribute=tokens[0] if tokens else None
+        )
         if result.applied:
             return WriteResult(
-                applied=True, token=result.token, change_id=chg, queues=result.queues
+                applied=True,
+                token=result.token,
+                change_id=chg,
+                queues=result.queues,
+                holds=result.holds,
             )
         return result
 
@@ -1338,8 +1617,12 @@ class DynamoLedger:
                     values[":maxq"] = {"N": str(MAX_QUEUED)}
                     queue = _ph(fx_queue)
                     clauses.append(f"(attribute_not_exists({queue}) OR size({queue}) < :maxq)")
-            elif processor in claim.latest:
-                removes.extend((fx, fx_token, fx_lease))
+            else:
+                if processor in claim.latest:  # its older change's effect (held too) is dropped
+                    removes.extend((fx, fx_token, fx_lease, hold_attribute(processor)))
+                continue
+            if processor not in claim.queued:
+                removes.append(hold_attribute(processor))  # latest: the newer change wins
         return " AND ".join(clauses)
 
 
@@ -1347,13 +1630,19 @@ def _written(attributes: Mapping[str, Any], token_attribute: str | None) -> Writ
     """The applied :class:`WriteResult` of an UpdateItem's returned attributes."""
     token: int | None = None
     queues: dict[str, tuple[QueuedChange, ...]] = {}
+    holds: dict[str, Hold] = {}
     for name, av in attributes.items():
         base, _, processor = name.partition(":")
         if base == _FX_TOKEN and (token_attribute is None or name == token_attribute):
             token = int(av["N"])
         elif base == _FX_QUEUE:
             queues[processor or DEFAULT_PROCESSOR] = _queued_of(av)
-    return WriteResult(applied=True, token=token, queues=queues)
+        elif base == _FX_HOLD:
+            hold = _hold_of(av)
+            if hold is not None:
+                holds[processor or DEFAULT_PROCESSOR] = hold
+    row = row_from_item(attributes) if PARTITION_KEY in attributes else None
+    return WriteResult(applied=True, token=token, queues=queues, holds=holds, new=row)
 
 
 def _state_equals(state: RowState, values: dict[str, Any]) -> str:
@@ -1478,7 +1767,8 @@ class DynamoLedgerScanner:
         while True:
             page = self._ddb.scan(**kwargs)
             for item in page.get("Items", []):
-                yield row_from_item(item)
+                if not item[PARTITION_KEY]["S"].startswith(COUNTER_PREFIX):
+                    yield row_from_item(item)
             if "LastEvaluatedKey" not in page:
                 return
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]

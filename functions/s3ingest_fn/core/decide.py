@@ -45,6 +45,7 @@ from typing import Any
 
 from s3ingest_fn.contract import CANARY_PREFIX
 from s3ingest_fn.core.effects import CREATED, REMOVED, SUPERSEDED, AppliedChange, EffectRunner
+from s3ingest_fn.core.hold import HOLD, SKIP
 from s3ingest_fn.core.model import (
     Change,
     Format,
@@ -56,12 +57,17 @@ from s3ingest_fn.core.model import (
 )
 from s3ingest_fn.core.ports import Bucket, Ledger
 from s3ingest_fn.core.row import (
+    APPROVED,
     DEFAULT_PROCESSOR,
+    DONE,
+    HELD,
     MAX_QUEUED,
     PENDING,
     Claim,
+    Hold,
     LedgerRow,
     QueuedChange,
+    Review,
     RowState,
     WriteMeta,
     WriteResult,
@@ -387,7 +393,7 @@ class IngestService:
             for name in claim.processors
         }
         result.extra.update({"change_id": applied.change_id, "token": applied.token})
-        return self._run(result, jobs)
+        return self._run(result, jobs, write.holds)
 
     def _resume(self, verdict: Result, row: LedgerRow, *, verified: bool = False) -> Result:
         """Re-run, per processor, the effect of the row's change: a pending one whose worker's
@@ -423,6 +429,7 @@ class IngestService:
         made = row.change_decision
         present = row.present
         jobs: dict[str, list[AppliedChange]] = {}
+        holds: dict[str, Hold] = {}
         # every claim first: one that raises (too little time left) re-claims nothing
         claims = {name: self.effects.claim(row.key, kind, only=(name,)) for name in due}
         for name in due:
@@ -451,6 +458,8 @@ class IngestService:
             )
             queue = taken.queues.get(name) or effect.queue
             jobs[name] = _queued_changes(applied, name, queue) if queue else [applied]
+            if effect.hold is not None:
+                holds[name] = effect.hold
         if not jobs:
             return verdict
         first = next(iter(jobs.values()))[-1]
@@ -463,10 +472,15 @@ class IngestService:
             extra=dict(verdict.extra),
         )
         resumed.extra.update({"resumed_change_id": first.change_id, "token": first.token})
-        return self._run(resumed, jobs, resumed=True)
+        return self._run(resumed, jobs, holds, resumed=True)
 
     def _run(
-        self, result: Result, jobs: dict[str, list[AppliedChange]], *, resumed: bool = False
+        self,
+        result: Result,
+        jobs: dict[str, list[AppliedChange]],
+        holds: dict[str, Hold],
+        *,
+        resumed: bool = False,
     ) -> Result:
         """Run each processor's changes under its claim and commit each (CONTRACT C11):
         processors concurrently, one processor's changes in order. A processor that fails has
@@ -474,7 +488,9 @@ class IngestService:
         gets ``effect``: the single default processor's status (``done``, ``superseded``,
         ``lease-lost``; prefixed ``resumed-`` when ``resumed``), or, with named processors, a
         map of them by name (``failed`` for one that failed), and ``effect_errors`` (each failed
-        processor's message: the raised error names the first).
+        processor's message: the raised error names the first). A processor whose hold policy
+        holds a change reports ``held`` (and runs none of its later changes); one the policy
+        skips, ``skipped``.
 
         Raises
         ------
@@ -485,10 +501,10 @@ class IngestService:
         assert self.effects is not None
         names = list(jobs)
         if len(names) == 1:
-            outcomes = [self._run_one(jobs[names[0]])]
+            outcomes = [self._run_one(jobs[names[0]], holds.get(names[0]))]
         else:
             with ThreadPoolExecutor(max_workers=len(names)) as pool:
-                outcomes = list(pool.map(lambda n: self._run_one(jobs[n]), names))
+                outcomes = list(pool.map(lambda n: self._run_one(jobs[n], holds.get(n)), names))
         prefix = "resumed-" if resumed else ""
         statuses = {
             name: prefix + ("failed" if error is not None and status != "killed" else str(status))
@@ -516,17 +532,28 @@ class IngestService:
                 raise error
         return result
 
-    def _run_one(self, changes: list[AppliedChange]) -> tuple[str | None, TransientError | None]:
-        """One processor's changes, in order, each committed; stops at a failure.
-        Returns the last status (``done``, ``superseded``, ``lease-lost``, ``killed``, or
-        None when the first change failed) and the failure."""
+    def _run_one(
+        self, changes: list[AppliedChange], hold: Hold | None = None
+    ) -> tuple[str | None, TransientError | None]:
+        """One processor's changes, in order, each committed; stops at a failure or a held
+        change (``hold``: the one the row holds, with its review).
+        Returns the last status (``done``, ``superseded``, ``held``, ``skipped``,
+        ``lease-lost``, ``killed``, or None when the first change failed) and the failure."""
         assert self.effects is not None
         status: str | None = None
         for i, change in enumerate(changes):
             try:
                 if i:  # a queued change: only with time for it before the invocation ends
                     self.effects.ensure_time(change.processor)
-                status = self.effects.run(change)
+                gate = self._gate(change, hold)
+                if gate == HELD:
+                    return HELD, None
+                if gate == SKIP:
+                    status = "skipped"
+                elif gate is None:
+                    return "lease-lost", None
+                else:
+                    status = self.effects.run(change)
             except TransientError as exc:
                 self.ledger.release(change.bucket, change.key, change.token, change.processor)
                 return status, exc
@@ -538,7 +565,7 @@ class IngestService:
                 )
                 error.__cause__ = exc
                 return status, error
-            if self.effects.after_effect is not None:
+            if self.effects.after_effect is not None and status != "skipped":
                 try:
                     self.effects.after_effect(change)  # crash-injection seam (local runtime)
                 except TransientError as exc:  # a killed worker: its lease ends, nothing commits
@@ -549,13 +576,54 @@ class IngestService:
                 change.bucket,
                 change.key,
                 change.token,
-                status,
+                DONE if status == "skipped" else status,
                 processor=change.processor,
                 change_id=change.change_id,
                 more=more,
             ):
                 return "lease-lost", None
         return status, None
+
+    def _gate(self, change: AppliedChange, hold: Hold | None) -> str | None:
+        """The hold policy's gate before ``change``'s effect (:mod:`s3ingest_fn.core.hold`):
+        ``run``; ``skip``; or ``held``, after recording it on the row (one write instead of the
+        commit; a change the row already holds is held again without asking the policy, an
+        approved one runs). None: the claim was lost meanwhile.
+
+        Raises
+        ------
+        TransientError
+            The team's policy failed (the claim is released by the caller).
+        """
+        assert self.effects is not None
+        if hold is not None and hold.change_id == change.change_id:
+            if hold.decision == APPROVED:
+                return "run"
+            if hold.decision == HELD:
+                kept = self.ledger.hold(
+                    change.bucket, change.key, change.token, change.processor, hold, None
+                )
+                return HELD if kept else None
+        verdict = self.effects.verdict(change, self.ledger)
+        if verdict.action == SKIP:
+            return SKIP
+        if verdict.action != HOLD:
+            return "run"
+        now = self.effects.clock_ms()
+        held = Hold(change_id=change.change_id, reason=verdict.reason, at=now)
+        review = Review(
+            action=HELD,
+            processor=change.processor,
+            change_id=change.change_id,
+            seq=change.sequencer or "-",
+            reason=verdict.reason,
+            actor="policy",
+            at=now,
+        )
+        kept = self.ledger.hold(
+            change.bucket, change.key, change.token, change.processor, held, review
+        )
+        return HELD if kept else None
 
     # -- helpers ---------------------------------------------------------------------------
 

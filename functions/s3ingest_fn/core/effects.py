@@ -42,10 +42,11 @@ import hashlib
 import importlib
 import re
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
+from s3ingest_fn.core.hold import RUN, HoldCounter, HoldPolicy, Verdict
 from s3ingest_fn.core.model import TransientError
 from s3ingest_fn.core.ports import ContentReader, Pin
 from s3ingest_fn.core.row import DEFAULT_PROCESSOR, DONE, PENDING, SUPERSEDED, Claim
@@ -337,6 +338,9 @@ class EffectRunner:
     clock_ms : callable, optional
         Epoch milliseconds; injectable (the local runtime advances it to expire a crashed
         worker's lease).
+    holds : mapping of str to HoldPolicy, optional
+        Each processor's hold policy, by name (:mod:`s3ingest_fn.core.hold`); none: every
+        effect runs at once.
     after_effect : callable, optional
         Test seam: the caller (:class:`~s3ingest_fn.core.decide.IngestService`) calls it with the
         change after its processor returned and before the commit; the local runtime injects
@@ -355,6 +359,7 @@ class EffectRunner:
         *,
         clock_ms: Callable[[], int] | None = None,
         after_effect: Callable[[AppliedChange], None] | None = None,
+        holds: Mapping[str, HoldPolicy] | None = None,
     ) -> None:
         if isinstance(processors, Sequence):
             specs = tuple(processors)
@@ -373,6 +378,10 @@ class EffectRunner:
                 raise ValueError(f"processor {spec.name!r}: kinds {spec.kinds} are not {KINDS}")
         self.specs = specs
         self._by_name = {spec.name: spec for spec in specs}
+        unknown = set(holds or {}) - set(names)
+        if unknown:
+            raise ValueError(f"hold policies of processors not configured: {sorted(unknown)}")
+        self.holds = {name: p for name, p in (holds or {}).items() if p.active}
         self._content = content
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self.after_effect = after_effect
@@ -442,6 +451,21 @@ class EffectRunner:
                 f"only {remaining} ms left in the invocation, {needed} ms needed: "
                 f"{processor}'s next waiting change not started"
             )
+
+    def verdict(self, change: AppliedChange, counter: HoldCounter) -> Verdict:
+        """Whether ``change``'s effect for ``change.processor`` runs now, is held or skipped
+        (:meth:`~s3ingest_fn.core.hold.HoldPolicy.decide`; ``counter`` keeps the breaker's
+        counts).
+
+        Raises
+        ------
+        TransientError
+            The team's policy failed or answered something unknown.
+        """
+        policy = self.holds.get(change.processor)
+        if policy is None:
+            return Verdict(RUN)
+        return policy.decide(change, counter, self.clock_ms() // 1000, change.processor)
 
     def run(self, change: AppliedChange) -> str:
         """Run ``change.processor`` for ``change``; return ``done`` or ``superseded``.

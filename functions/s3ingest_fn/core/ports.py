@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, TypedDict
 
 from s3ingest_fn.core.model import InventoryRow, ObjectState
-from s3ingest_fn.core.row import Claim, LedgerRow, RowState, WriteMeta, WriteResult
+from s3ingest_fn.core.row import Claim, Hold, LedgerRow, Review, RowState, WriteMeta, WriteResult
 
 
 @dataclass(frozen=True)
@@ -120,6 +120,23 @@ class Ledger(Protocol):
 
     def release(self, bucket: str, key: str, token: int, processor: str = ...) -> bool:
         """End ``processor``'s pending claim's lease now (the processor failed)."""
+        ...
+
+    def hold(
+        self, bucket: str, key: str, token: int, processor: str, hold: Hold, review: Review | None
+    ) -> bool:
+        """Record ``processor``'s claimed effect as held (``hold``), instead of its commit, if
+        ``token`` still holds the claim; push ``review`` onto the trail
+        (:mod:`s3ingest_fn.core.hold`)."""
+        ...
+
+    def review(self, bucket: str, key: str, review: Review, *, more: bool = False) -> WriteResult:
+        """Approve or reject ``review.processor``'s held change ``review.change_id`` (``more``:
+        an every-change queue holds newer changes after it)."""
+        ...
+
+    def add(self, name: str, window: int, ttl_seconds: int) -> int:
+        """The mass-delete breaker's counter: add 1, return the new value."""
         ...
 
 

@@ -10,11 +10,20 @@ from dataclasses import dataclass, field
 
 #: A row's ``state``: the key is visible, or a tombstone (CONTRACT C6).
 PRESENT, DELETED = "present", "deleted"
-#: A row's effect status (CONTRACT C11, :mod:`s3ingest_fn.core.effects`).
+#: A row's effect status (CONTRACT C11, :mod:`s3ingest_fn.core.effects`); ``held`` waits for an
+#: operator's decision, ``rejected`` will not run (:mod:`s3ingest_fn.core.hold`).
 PENDING, DONE, SUPERSEDED = "pending", "done", "superseded"
+HELD, REJECTED = "held", "rejected"
+#: A held change's review decision (:attr:`Hold.decision`, :attr:`Review.action`).
+APPROVED = "approved"
 #: What the last write to a row was: a change was applied (the change stream publishes exactly
 #: these), only the sequencer moved, an effect was re-claimed, released or committed.
 OP_APPLY, OP_SEQ, OP_CLAIM, OP_RELEASE, OP_COMMIT = "apply", "seq", "claim", "release", "commit"
+#: A processor's effect was held, approved or rejected (the change stream publishes these too).
+OP_HOLD, OP_APPROVE, OP_REJECT = "hold", "approve", "reject"
+#: Review decisions (held, approved, rejected) kept on a row by default, newest first (the
+#: ``trailLength`` setting: 1 to :data:`MAX_TRAIL`).
+TRAIL_SLOTS, MAX_TRAIL = 5, 20
 #: Applied decisions kept on a row, newest first.
 HISTORY_SLOTS = 3
 #: The processor the single ``processor`` setting configures: its effect state is stored where a
@@ -132,13 +141,57 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class Hold:
+    """Why a processor's effect waits, and the operator's decision (:mod:`s3ingest_fn.core.hold`).
+
+    ``change_id`` is the held change (an ``every-change`` processor's: the head of its queue);
+    ``at`` and ``decided_at`` epoch ms; ``decision`` :data:`HELD` until :data:`APPROVED` or
+    :data:`REJECTED`; ``actor`` who decided (the caller's identity)."""
+
+    change_id: str
+    reason: str
+    at: int
+    decision: str = HELD
+    actor: str = ""
+    decided_at: int | None = None
+
+
+@dataclass(frozen=True)
+class Review:
+    """One review decision in a row's trail: ``action`` :data:`HELD`, :data:`APPROVED` or
+    :data:`REJECTED`, for ``processor`` and the change ``change_id`` (``seq`` its sequencer as
+    received, ``-`` for an observation), by ``actor`` (``policy`` for a hold), at ``at``
+    epoch ms."""
+
+    action: str
+    processor: str
+    change_id: str
+    seq: str
+    reason: str
+    actor: str
+    at: int
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready values (``explain``)."""
+        return {
+            "action": self.action,
+            "processor": self.processor,
+            "change_id": self.change_id,
+            "seq": self.seq,
+            "reason": self.reason,
+            "actor": self.actor,
+            "at": self.at,
+        }
+
+
+@dataclass(frozen=True)
 class Effect:
     """The processor effect of the row's change (CONTRACT C11).
 
     Attributes
     ----------
     status : str
-        ``pending``, ``done`` or ``superseded``.
+        ``pending``, ``done``, ``superseded``, ``held`` or ``rejected``.
     token : int or None
         Fencing token of the claim (the row's revision when claimed).
     lease_until_ms : int or None
@@ -148,6 +201,9 @@ class Effect:
     queue : tuple of QueuedChange
         ``every-change`` processors only: the applied changes whose effects have not completed,
         oldest first (the claim runs them in this order). Empty otherwise.
+    hold : Hold or None
+        The held change and its review (``held``, or ``pending`` once approved); None when
+        nothing was held since the last commit.
     """
 
     status: str
@@ -155,6 +211,14 @@ class Effect:
     lease_until_ms: int | None = None
     done_change_id: str | None = None
     queue: tuple[QueuedChange, ...] = ()
+    hold: Hold | None = None
+
+    def approved(self, change_id: str) -> str | None:
+        """Who approved ``change_id``'s held effect, or None when it was not approved."""
+        hold = self.hold
+        if hold is not None and hold.change_id == change_id and hold.decision == APPROVED:
+            return hold.actor or "unknown"
+        return None
 
     def lease_live(self, now_ms: int) -> bool:
         """Whether this effect is pending under a lease still running at ``now_ms``."""
@@ -209,6 +273,8 @@ class LedgerRow:
         here the summary of every processor's effect (:func:`summary_effect`).
     named_effects : dict of str to Effect
         The effects of the other processors, by name (CONTRACT C11, several processors).
+    trail : tuple of Review
+        The last review decisions (held, approved, rejected), newest first.
     """
 
     bucket: str
@@ -233,6 +299,7 @@ class LedgerRow:
     change_seq: str | None = None
     effect: Effect | None = None
     named_effects: dict[str, Effect] = field(default_factory=dict)
+    trail: tuple[Review, ...] = field(default=())
 
     def effects(self) -> dict[str, Effect]:
         """Every processor's effect on the row, by name (the default processor's included)."""
@@ -318,3 +385,7 @@ class WriteResult:
     change_id: str | None = None
     #: ``every-change`` processors claimed by the write: their queue after it, oldest first.
     queues: dict[str, tuple[QueuedChange, ...]] = field(default_factory=dict)
+    #: Those processors' held change (the head of their queue), when one is held.
+    holds: dict[str, Hold] = field(default_factory=dict)
+    #: The whole row after the write, when the write returned it (a review, a re-claim).
+    new: LedgerRow | None = field(default=None, compare=False)

@@ -26,7 +26,9 @@ Guarantees, and where they come from:
 
 Event shape: ``source`` :data:`~s3ingest.settings.CHANGE_SOURCE` (``"s3ingest"``),
 ``detail-type`` ``"Object Ingested"`` (created) or ``"Object Tombstoned"`` (removed), ``detail``
-as :func:`change_event` documents.
+as :func:`change_event` documents; and, for the hold policy's decisions
+(:mod:`s3ingest_fn.core.hold`), ``"Object Held"``, ``"Change Approved"`` and
+``"Change Rejected"`` (:func:`review_event`), published from the write that recorded them.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from s3ingest_fn.adapters.dynamo_ledger import is_applied_change, row_from_item
+from s3ingest_fn.adapters.dynamo_ledger import is_applied_change, is_review, row_from_item
 from s3ingest_fn.core.ports import ChangeEntry, ChangePublisher
 
 __all__ = [
@@ -44,12 +46,19 @@ __all__ = [
     "change_event",
     "is_applied_change",
     "publish",
+    "review_event",
 ]
 
 #: Kept in step with ``s3ingest.settings.CHANGE_SOURCE`` / ``CHANGE_DETAIL_TYPES`` (the function
 #: package does not ship the ``s3ingest`` package; a unit test checks they agree).
 SOURCE = "s3ingest"
-DETAIL_TYPES = {"created": "Object Ingested", "removed": "Object Tombstoned"}
+DETAIL_TYPES = {
+    "created": "Object Ingested",
+    "removed": "Object Tombstoned",
+    "held": "Object Held",
+    "approved": "Change Approved",
+    "rejected": "Change Rejected",
+}
 
 
 def change_event(record: dict[str, Any], bus_name: str) -> ChangeEntry:
@@ -100,6 +109,42 @@ def change_event(record: dict[str, Any], bus_name: str) -> ChangeEntry:
     return entry
 
 
+def review_event(record: dict[str, Any], bus_name: str) -> ChangeEntry:
+    """The PutEvents entry for a stream record of a hold, approval or rejection
+    (:func:`~s3ingest_fn.adapters.dynamo_ledger.is_review`): the row's newest review decision.
+
+    Returns
+    -------
+    ChangeEntry
+        As :func:`change_event`; ``DetailType`` ``"Object Held"``, ``"Change Approved"`` or
+        ``"Change Rejected"``; ``Detail`` is JSON of ``{"id", "bucket", "key", "processor",
+        "action", "reason", "actor", "sequencer", "rev", "at"}`` (``id``: the held change's
+        id; ``actor``: ``policy`` for a hold, else the operator's identity; ``at`` epoch ms).
+    """
+    row = row_from_item(record["dynamodb"]["NewImage"])
+    review = row.trail[0]
+    detail = {
+        "id": review.change_id,
+        "bucket": row.bucket,
+        "key": row.key,
+        "processor": review.processor,
+        "action": review.action,
+        "reason": review.reason,
+        "actor": review.actor,
+        "sequencer": None if review.seq == "-" else review.seq,
+        "rev": row.rev,
+        "at": review.at,
+    }
+    partition = str(record.get("eventSourceARN") or "arn:aws").split(":")[1] or "aws"
+    return {
+        "Source": SOURCE,
+        "DetailType": DETAIL_TYPES[review.action],
+        "EventBusName": bus_name,
+        "Detail": json.dumps(detail),
+        "Resources": [f"arn:{partition}:s3:::{row.bucket}"],
+    }
+
+
 def publish(
     publisher: ChangePublisher, bus_name: str, records: Iterable[dict[str, Any]]
 ) -> tuple[list[ChangeEntry], str | None]:
@@ -120,7 +165,11 @@ def publish(
         The entries published, and the stream ``SequenceNumber`` of the first record not
         published (None when all were): Lambda resumes from it.
     """
-    todo = [(r, change_event(r, bus_name)) for r in records if is_applied_change(r)]
+    todo = [
+        (r, change_event(r, bus_name) if is_applied_change(r) else review_event(r, bus_name))
+        for r in records
+        if is_applied_change(r) or is_review(r)
+    ]
     accepted = publisher.publish([entry for _, entry in todo])
     published = [entry for _, entry in todo[:accepted]]
     if accepted < len(todo):
