@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -35,7 +36,7 @@ SPECS: list[tuple[str, str, dict[str, Any]]] = [
     ("mirror", LATEST, {}),
     ("notify", EVERY_CHANGE, {"prefixes": ("in/",)}),
 ]
-HOLDS = {
+HOLDS: dict[str, dict[str, Any]] = {
     "audit": {"deletes": True},
     "mirror": {"deletes": True},
     "notify": {"prefixes": ["in/"]},
@@ -48,7 +49,7 @@ class Repairs:
     def __init__(self) -> None:
         self.bodies: list[str] = []
 
-    def send(self, bodies: list[str]) -> int:
+    def send(self, bodies: Sequence[str]) -> int:
         self.bodies.extend(bodies)
         return len(bodies)
 
