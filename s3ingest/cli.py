@@ -202,17 +202,28 @@ def demo(
             "live traffic during the backfill.",
         ),
     ] = False,
+    hold_deletes: Annotated[
+        bool,
+        typer.Option(
+            "--hold-deletes",
+            help="Instead: a mass delete held by the delete breaker (docs/hold.md), then "
+            "approved; shows that no delete effect ran before its approval.",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Run the live pipeline locally under duplicated, reordered and lossy delivery, with the
     example processor (a JSON sidecar per object) and the change stream, reconcile once, and
     report whether the ledger equals the bucket and the sidecars match it (exit code 1 if not).
-    With --existing, onboard an existing bucket instead."""
+    With --existing, onboard an existing bucket instead; with --hold-deletes, hold a mass
+    delete for review."""
     _require_local("s3ingest local demo")
     from s3ingest.commands import local as commands
 
     if existing:
         _onboard_locally(seed=seed, as_json=as_json)
+    if hold_deletes:
+        _hold_demo(seed=seed, as_json=as_json)
 
     if reconcile not in commands.DEMO_RECONCILE:
         raise typer.BadParameter("must be inventory, listing or none", param_hint="--reconcile")
@@ -635,6 +646,51 @@ def _foreign_entries(configuration: dict[str, Any]) -> str:
         for entry in notification.get(kind, [])
     ]
     return ", ".join(parts)
+
+
+def _hold_demo(*, seed: int, as_json: bool) -> None:
+    """``local demo --hold-deletes``: run, print, end with the exit code (0 when nothing held
+    ran before its approval, every approved effect ran, and the pipeline converged)."""
+    from s3ingest.commands import local as commands
+
+    with _task_bar(hidden=as_json) as bar:
+        task = bar.add_task("starting the emulator", total=None)
+
+        def on_progress(phase: str, done: int, total: int) -> None:
+            bar.update(task, description=phase, completed=done, total=max(total, done))
+
+        report = commands.hold_demo(seed=seed, on_progress=on_progress)
+    ok = commands.hold_demo_ok(report)
+    if as_json:
+        sys.stdout.write(json.dumps(report, default=str) + "\n")
+        raise typer.Exit(0 if ok else EXIT_UNHEALTHY)
+    out.print(
+        f"{report['objects']} objects ingested; then {report['deleted']} deleted at once "
+        f"(hold policy: deletes above {report['breaker_above']} per 300 s are held)"
+    )
+    out.print(
+        f"ledger: {report['tombstoned']} tombstones (the ledger follows the bucket); delete "
+        f"effects run at once: {report['ran_before_review']}; held: {report['held']}"
+    )
+    out.print(
+        f"approved {report['approved']}: delete effects run after approval: "
+        f"{report['ran_after_approval']}; still held: {report['held_after']}"
+    )
+    events = ", ".join(f"{k}: {v}" for k, v in report["change_events_by_type"].items())
+    out.print(f"change events: {events}")
+    example = report["trail_example"]
+    if example:
+        out.print(f"decision trail of {example['key']!r}:")
+        for d in example["decisions"]:
+            out.print(f"  {d['action']} [{d['processor']}] by {d['actor']}: {d['reason']}")
+    for problem in report["effects_problems"] + report["differences"]:
+        out.print(f"  [red]{problem}[/]")
+    out.print(
+        "[bold green]OK[/]: no delete ran before its approval; every approved one ran"
+        if ok
+        else "[bold red]NOT OK[/]"
+    )
+    raise typer.Exit(0 if ok else EXIT_UNHEALTHY)
 
 
 def _onboard_locally(*, seed: int, as_json: bool) -> None:
@@ -1116,15 +1172,270 @@ def explain_command(
                 else ""
             )
         )
-    history = Table(title="last applied decisions (newest first)")
-    for col in ("at", "sequencer", "event", "reason", "source", "state"):
+    history = Table(title="decision trail (newest first)")
+    for col in ("at", "decision", "sequencer", "event", "reason", "source", "actor"):
         history.add_column(col)
-    for h in result["history"]:
+    for h in result["trail"]:
+        decision = h["kind"] if h["kind"] != "applied" else f"applied ({h['state']})"
+        if h.get("processor"):
+            decision += f" [{h['processor']}]"
         history.add_row(
-            str(h["at"]), str(h["seq"]), h["event"], h["reason"], h["source"], h["state"]
+            str(h["at"]),
+            decision,
+            str(h["seq"]),
+            str(h["event"] or ""),
+            h["reason"],
+            h["source"],
+            str(h["actor"] or ""),
         )
     out.print(history)
     out.print(result["skipped_rule"])
+
+
+def _processors(deployed: Deployed) -> list[str]:
+    """The stack's processor names (output ``ProcessorNames``; ``default`` for the single
+    ``processor`` setting)."""
+    names = [n for n in deployed.outputs.get("ProcessorNames", "").split(",") if n]
+    return names or ["default"]
+
+
+@app.command("held", short_help="List the changes a hold policy holds for review.")
+def held_command(
+    stack: Stack,
+    bucket: Annotated[
+        str | None, typer.Option("--bucket", metavar="B", help="Only this bucket's keys.")
+    ] = None,
+    prefix: Annotated[
+        str, typer.Option("--prefix", metavar="P", help="Only keys under P (needs --bucket).")
+    ] = "",
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, max=1000, metavar="N", help="Rows per page.")
+    ] = 100,
+    after: Annotated[
+        str | None,
+        typer.Option("--after", metavar="TOKEN", help="The next page (a token a page printed)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Held changes, one per processor and key: the change, why it is held and since when
+    (docs/hold.md). Decide them with approve or reject. Reads the ledger with a Scan."""
+    from datetime import UTC, datetime
+
+    from s3ingest.commands.review import list_held
+    from s3ingest.operations import to_json
+
+    deployed = _connect(stack)
+    (table,) = _require(deployed, "LedgerTableName")
+    try:
+        page = _aws(
+            lambda: list_held(
+                deployed.client("dynamodb"),
+                table,
+                _processors(deployed),
+                bucket=bucket,
+                prefix=prefix,
+                limit=limit,
+                after=after,
+            )
+        )
+    except ValueError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(EXIT_USAGE) from exc
+    if as_json:
+        sys.stdout.write(to_json(page) + "\n")
+        return
+    table_ = Table(title=f"held changes ({len(page['held'])})")
+    for col in ("bucket", "key", "processor", "kind", "reason", "held since", "change"):
+        table_.add_column(col)
+    for h in page["held"]:
+        since = datetime.fromtimestamp(h["held_at"] / 1000, UTC).isoformat(timespec="seconds")
+        table_.add_row(
+            h["bucket"], h["key"], h["processor"], h["kind"], h["reason"], since, h["change_id"]
+        )
+    out.print(table_)
+    if page["next"]:
+        out.print(f"more: s3ingest held --stack {stack} --after {page['next']}")
+
+
+Target = Annotated[
+    str | None, typer.Argument(metavar="BUCKET", help="Bucket name (omit with --all-matching).")
+]
+TargetKey = Annotated[str | None, typer.Argument(metavar="KEY", help="Object key, decoded.")]
+ChangeOpt = Annotated[
+    str | None,
+    typer.Option("--change", metavar="ID", help="Only this held change (its change id)."),
+]
+ProcessorOpt = Annotated[
+    str | None, typer.Option("--processor", metavar="NAME", help="Only this processor's.")
+]
+AllMatching = Annotated[
+    str | None,
+    typer.Option(
+        "--all-matching",
+        metavar="PREFIX",
+        help="Every held change of --bucket under PREFIX ('' for all); asks first.",
+    ),
+]
+BucketOpt = Annotated[
+    str | None, typer.Option("--bucket", metavar="B", help="The bucket of --all-matching.")
+]
+DryRun = Annotated[
+    bool, typer.Option("--dry-run", help="List what would be decided; decide nothing.")
+]
+Yes = Annotated[bool, typer.Option("--yes", help="Decide many without asking.")]
+
+
+@app.command("approve", short_help="Approve held changes: their effects run.")
+def approve_command(
+    stack: Stack,
+    bucket_arg: Target = None,
+    key: TargetKey = None,
+    change: ChangeOpt = None,
+    processor: ProcessorOpt = None,
+    all_matching: AllMatching = None,
+    bucket: BucketOpt = None,
+    dry_run: DryRun = False,
+    yes: Yes = False,
+    as_json: AsJson = False,
+) -> None:
+    """Approve a key's held changes (or --all-matching PREFIX of --bucket): each effect runs
+    through the normal claim and commit, once; the decision is recorded on the row with your
+    identity (STS GetCallerIdentity) and published as Change Approved."""
+    _review_command(
+        "approved",
+        stack,
+        bucket_arg,
+        key,
+        change,
+        processor,
+        all_matching,
+        bucket,
+        dry_run,
+        yes,
+        as_json,
+    )
+
+
+@app.command("reject", short_help="Reject held changes: their effects never run.")
+def reject_command(
+    stack: Stack,
+    bucket_arg: Target = None,
+    key: TargetKey = None,
+    change: ChangeOpt = None,
+    processor: ProcessorOpt = None,
+    all_matching: AllMatching = None,
+    bucket: BucketOpt = None,
+    dry_run: DryRun = False,
+    yes: Yes = False,
+    as_json: AsJson = False,
+) -> None:
+    """Reject a key's held changes (or --all-matching PREFIX of --bucket): their effects will
+    not run (an every-change processor's newer changes behind one then run); recorded with
+    your identity and published as Change Rejected. The ledger row is unchanged."""
+    _review_command(
+        "rejected",
+        stack,
+        bucket_arg,
+        key,
+        change,
+        processor,
+        all_matching,
+        bucket,
+        dry_run,
+        yes,
+        as_json,
+    )
+
+
+def _review_command(
+    decision: str,
+    stack: str,
+    bucket_arg: str | None,
+    key: str | None,
+    change: str | None,
+    processor: str | None,
+    all_matching: str | None,
+    bucket: str | None,
+    dry_run: bool,
+    yes: bool,
+    as_json: bool,
+) -> None:
+    from s3ingest.commands.review import decide_many, matching
+    from s3ingest.operations import to_json
+    from s3ingest_fn import wiring
+    from s3ingest_fn.services.review import HeldChange, held_changes
+
+    verb = "approve" if decision == "approved" else "reject"
+    bulk = all_matching is not None
+    if bulk == (bucket_arg is not None) or (not bulk and key is None) or (bulk and not bucket):
+        console.print(
+            f"[red]error:[/] give BUCKET KEY, or --bucket B --all-matching PREFIX "
+            f"(s3ingest {verb} --help)"
+        )
+        raise typer.Exit(EXIT_USAGE)
+    deployed = _connect(stack)
+    table, queue_url = _require(deployed, "LedgerTableName", "QueueUrl")
+    ledger = _aws(deployed.ledger)
+    if bulk:
+        assert bucket is not None and all_matching is not None
+        targets: list[HeldChange] = _aws(
+            lambda: matching(
+                deployed.client("dynamodb"), table, _processors(deployed), bucket, all_matching
+            )
+        )
+    else:
+        assert bucket_arg is not None and key is not None
+        row = _aws(lambda: ledger.get(bucket_arg, key))
+        targets = held_changes(row) if row is not None else []
+    targets = [
+        h
+        for h in targets
+        if (processor is None or h.processor == processor)
+        and (change is None or h.change_id == change)
+    ]
+    if dry_run or not targets:
+        result = {
+            "decision": decision,
+            "dry_run": dry_run,
+            "matched": [h.as_dict() for h in targets],
+        }
+        if as_json:
+            sys.stdout.write(to_json(result) + "\n")
+        else:
+            out.print(
+                f"{len(targets)} held change(s) would be {decision}"
+                if dry_run
+                else "nothing held matches"
+            )
+            for h in targets:
+                out.print(f"  {h.bucket}/{h.key} [{h.processor}] {h.kind}: {h.reason}")
+        return
+    if len(targets) > 1 and not yes:
+        if not sys.stdin.isatty():
+            console.print(f"[red]error:[/] {len(targets)} held changes: give --yes to {verb} them")
+            raise typer.Exit(EXIT_USAGE)
+        if not typer.confirm(f"{verb} {len(targets)} held changes?"):
+            raise typer.Exit(EXIT_USAGE)
+    actor = str(_aws(lambda: deployed.client("sts").get_caller_identity()["Arn"]))
+    reviewer = wiring.reviewer(ledger, deployed.client("sqs"), queue_url)
+    with _task_bar(hidden=as_json or len(targets) < 2) as bar:
+        task = bar.add_task(verb, total=len(targets))
+        done = _aws(
+            lambda: decide_many(
+                reviewer, targets, decision, actor, on_done=lambda n: bar.update(task, completed=n)
+            )
+        )
+    result = {"decision": decision, "actor": actor, "decided": done}
+    if as_json:
+        sys.stdout.write(to_json(result) + "\n")
+        return
+    applied = sum(1 for d in done if d["applied"])
+    out.print(f"{applied} of {len(done)} held change(s) {decision} by {actor}")
+    for d in done:
+        if not d["applied"]:
+            out.print(
+                f"  not {decision}: {d['bucket']}/{d['key']} [{d['processor']}] (no longer held)"
+            )
 
 
 @app.command("status", short_help="One screen of health; exit 1 when unhealthy.")

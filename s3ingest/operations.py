@@ -315,7 +315,9 @@ def redrive_valid(sqs: Any, dlq_url: str, queue_url: str, *, max_messages: int) 
 
 def explain(ledger_row: LedgerRow | None, bucket_state: Any) -> dict[str, Any]:
     """The ledger row and the bucket's current state side by side, with a verdict, the row's
-    last applied decisions (``history``, newest first) and the state of the processor's effect
+    last applied decisions (``history``, newest first), the decision trail (``trail``: applied
+    decisions and the hold policy's reviews, newest first, each with its actor; ``docs/hold.md``)
+    and the state of the processor's effect
     for the row's change (``effect``: ``status`` pending/done/superseded, ``fencing_token``,
     ``lease_until``, ``completed_for_change`` (the change id its last completed run was for) and
     ``behind`` (CONTRACT C11: a reconciliation re-runs it); None without a processor).
@@ -354,12 +356,51 @@ def explain(ledger_row: LedgerRow | None, bucket_state: Any) -> dict[str, Any]:
             "completed_for_change": fx.done_change_id,
             "behind": fx.status == "superseded",
             "waiting_changes": [q.change_id for q in fx.queue],
+            "held": (
+                {
+                    "change_id": fx.hold.change_id,
+                    "reason": fx.hold.reason,
+                    "held_at": _iso_ms(fx.hold.at),
+                    "decision": fx.hold.decision,
+                    "actor": fx.hold.actor or None,
+                    "decided_at": _iso_ms(fx.hold.decided_at),
+                }
+                if fx.hold is not None
+                else None
+            ),
         }
     effect = effects.get("default")
     history = [
         {**decision.as_dict(), "at": _iso_ms(decision.at)}
         for decision in (row.history if row else ())
     ]
+    # the whole trail, newest first: applied decisions and review decisions (hold, approve,
+    # reject) by time; each review names its processor and actor
+    trail = sorted(
+        [
+            {"kind": "applied", **h, "actor": None, "processor": None, "_at": d.at}
+            for h, d in zip(history, row.history if row else (), strict=True)
+        ]
+        + [
+            {
+                "kind": r.action,
+                "seq": r.seq,
+                "event": None,
+                "reason": r.reason,
+                "source": "policy" if r.action == "held" else "operator",
+                "at": _iso_ms(r.at),
+                "state": None,
+                "actor": r.actor,
+                "processor": r.processor,
+                "change_id": r.change_id,
+                "_at": r.at,
+            }
+            for r in (row.trail if row else ())
+        ],
+        key=lambda e: -int(e["_at"]),
+    )
+    for entry in trail:
+        del entry["_at"]
     bucket = {
         "visible": bucket_state.visible,
         "version_id": bucket_state.version_id,
@@ -387,6 +428,7 @@ def explain(ledger_row: LedgerRow | None, bucket_state: Any) -> dict[str, Any]:
         "agrees": agrees,
         "verdict": verdict,
         "history": history,
+        "trail": trail,
         "effect": effect,
         "effects": effects,
         "skipped_rule": "an event whose sequencer is lower than the row's is stale, an equal "

@@ -25,10 +25,12 @@ if TYPE_CHECKING:
     from s3ingest_fn.core.effects import AppliedChange, EffectRunner, Processor, ProcessorSpec
     from s3ingest_fn.core.hold import HoldPolicy
     from s3ingest_fn.core.model import Result
+    from s3ingest_fn.core.ports import Ledger
     from s3ingest_fn.core.scope import BucketScope, Scope
     from s3ingest_fn.services.ingest import FunctionSettings, MessageProcessor
     from s3ingest_fn.services.listing_backfill import ListingBackfill
     from s3ingest_fn.services.reconcile import Reconciler
+    from s3ingest_fn.services.review import Reviewer
 
 
 # -- builders over given clients -------------------------------------------------------------
@@ -208,6 +210,7 @@ def ingest_service(
     clock: Callable[[], float] = time.time,
     scope: Scope | None = None,
     holds: Mapping[str, HoldPolicy] | None = None,
+    trail: int | None = None,
 ) -> IngestService:
     """The ingest decision over the ledger and the bucket, with the processors' effects when
     any are given (one callable, or :class:`ProcessorSpec` s; CONTRACT C11). ``scope`` (the
@@ -217,12 +220,21 @@ def ingest_service(
     from s3ingest_fn.core.decide import IngestService
 
     return IngestService(
-        ledger=ledger(dynamodb, table, tombstone_ttl_seconds, clock),
+        ledger=ledger(dynamodb, table, tombstone_ttl_seconds, clock, trail),
         bucket=S3Objects(s3),
         scope_bucket=scope_bucket,
         effects=effect_runner(processor, s3, holds=holds) if processor else None,
         scope=scope,
     )
+
+
+def reviewer(ledger: Ledger, sqs: Any, queue_url: str) -> Reviewer:
+    """Approvals and rejections of held changes over the ledger, queueing each approval's
+    repair message on the ingest queue (``queue_url``)."""
+    from s3ingest_fn.adapters.sqs import SqsRepairQueue
+    from s3ingest_fn.services.review import Reviewer
+
+    return Reviewer(ledger, SqsRepairQueue(sqs, queue_url))
 
 
 def message_processor(

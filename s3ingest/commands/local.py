@@ -58,6 +58,30 @@ def scenario_ok(result: dict[str, Any]) -> bool:
     return bool(result["converged"] and not result["effects_problems"] and not result["error"])
 
 
+def hold_demo(
+    *, seed: int = 7, on_progress: Callable[[str, int, int], None] | None = None
+) -> dict[str, Any]:
+    """A mass delete held by the breaker, then approved
+    (:func:`s3ingest.local.demo.run_hold_demo`): ``s3ingest local demo --hold-deletes``."""
+    from s3ingest.local.demo import run_hold_demo
+
+    return run_hold_demo(seed=seed, on_progress=on_progress)
+
+
+def hold_demo_ok(report: dict[str, Any]) -> bool:
+    """Nothing held ran before its approval, every held change was approved and ran, and the
+    pipeline converged without effect problems."""
+    return bool(
+        report["ran_before_review"] <= report["breaker_above"]
+        and report["held"] == report["deleted"] - report["ran_before_review"]
+        and report["approved"] == report["held"]
+        and report["ran_after_approval"] == report["held"]
+        and report["held_after"] == 0
+        and report["converged"]
+        and not report["effects_problems"]
+    )
+
+
 def existing_demo(
     *,
     objects: int = 200,

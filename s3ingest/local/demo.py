@@ -325,3 +325,92 @@ def run_existing_demo(
             "visible_objects": len(comparison.bucket),
             "effects": effects,
         }
+
+
+#: The breaker of :func:`run_hold_demo`: deletes beyond this many per window are held.
+HOLD_DEMO_ABOVE = 5
+
+
+def run_hold_demo(
+    objects: int = 40,
+    deleted: int = 30,
+    seed: int = 7,
+    on_progress: Callable[[str, int, int], None] | None = None,
+) -> dict[str, Any]:
+    """A mass delete held by the breaker, then approved (``s3ingest local demo
+    --hold-deletes``): ``objects`` are put and ingested (the example processor writes their
+    sidecars), then ``deleted`` of them are deleted at once (an ``aws s3 rm --recursive``),
+    delivered duplicated and reordered, with the hold policy ``{"deletes": {"above":
+    HOLD_DEMO_ABOVE, "windowSeconds": 300}}``; then every held delete is approved.
+
+    Returns
+    -------
+    dict
+        ``objects``, ``deleted``, ``tombstoned`` (ledger rows deleted after the mass delete),
+        ``ran_before_review`` (delete effects run before any approval), ``held`` (held
+        changes then), ``approved`` (approvals applied), ``ran_after_approval``,
+        ``held_after``, ``change_events_by_type``, ``converged``, ``effects_problems``,
+        ``trail_example`` (one key's decision trail).
+    """
+    rng = random.Random(seed)
+    keys = [f"published/{i:03d} {rng.choice(HOSTILE_KEYS)}" for i in range(objects)]
+    hold = {"deletes": {"above": HOLD_DEMO_ABOVE, "windowSeconds": 300}}
+    with Emulator() as emu:
+        rt = LocalRuntime(emu, local_settings(hold=hold), versioning="Enabled", seed=seed)
+        try:
+            for key in keys:
+                rt.faithful.put(key, f"evidence {key}")
+            rt.flush(Chaos(seed=seed, duplicate=0.2, reorder=True))
+            rt.drain()
+            if on_progress:
+                on_progress("ingested", objects, objects)
+            removed_before = _removals(rt)
+            for key in keys[:deleted]:
+                rt.faithful.delete(key)
+            rt.flush(Chaos(seed=seed + 1, duplicate=0.3, reorder=True))
+            rt.drain()
+            tombstoned = sum(1 for row in rt.ledger_rows() if not row.present)
+            ran_before = _removals(rt) - removed_before
+            held = rt.held()
+            approved = 0
+            for i, h in enumerate(held, start=1):
+                done = rt.review(h["key"], "approved", bucket=h["bucket"])
+                approved += sum(1 for d in done if d["applied"])
+                if on_progress:
+                    on_progress("approved", i, len(held))
+            ran_after = _removals(rt) - removed_before - ran_before
+            held_after = len(rt.held())
+            comparison = rt.compare()
+            fx = rt.effects_report()
+            example = next((row for row in rt.ledger_rows() if row.trail), None)
+        finally:
+            rt.close()
+    return {
+        "bucket": rt.resources.bucket,
+        "objects": objects,
+        "deleted": deleted,
+        "tombstoned": tombstoned,
+        "breaker_above": HOLD_DEMO_ABOVE,
+        "ran_before_review": ran_before,
+        "held": len(held),
+        "approved": approved,
+        "ran_after_approval": ran_after,
+        "held_after": held_after,
+        "change_events_by_type": fx["change_events_by_type"],
+        "converged": comparison.converged,
+        "differences": comparison.differences,
+        "effects_problems": fx["problems"] + fx["sidecar_differences"],
+        "trail_example": (
+            {
+                "key": example.key,
+                "decisions": [r.as_dict() for r in reversed(example.trail)],
+            }
+            if example is not None
+            else None
+        ),
+    }
+
+
+def _removals(rt: LocalRuntime) -> int:
+    """Completed processor runs for removals so far."""
+    return sum(1 for run in rt.effects if run.kind == "removed" and not run.crashed_before_commit)

@@ -366,6 +366,8 @@ class Oracles:
                 concerned = spec is None or spec.concerns(key, kind)
                 if effect.status == "pending":
                     problems.append(f"{name}{key!r}: effect still pending after quiescence")
+                elif effect.status in ("held", "rejected"):
+                    continue  # waiting for a review, or decided: listed apart (``held``)
                 elif effect.queue:
                     problems.append(f"{name}{key!r}: {len(effect.queue)} change(s) still waiting")
                 elif (
@@ -408,7 +410,17 @@ class Oracles:
                 doc = json.loads(self.s3.get_object(Bucket=out, Key=obj["Key"])["Body"].read())
                 sidecars[(doc.get("bucket") or self.resources.bucket, doc["key"])] = doc
         problems = []
+        # a key whose effect is held (or was rejected) keeps the sidecar of its last run
+        reviewed = {
+            (r.bucket, r.key)
+            for r in self.ledger_rows()
+            if r.effect is not None and r.effect.status in ("held", "rejected")
+        }
+        for held in reviewed:
+            sidecars.pop(held, None)
         for obj in self.all_objects():
+            if (obj["bucket"], obj["key"]) in reviewed:
+                continue
             doc = sidecars.pop((obj["bucket"], obj["key"]), None)
             if doc is None:
                 problems.append(f"no sidecar for visible {obj['key']!r}")

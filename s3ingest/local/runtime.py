@@ -81,6 +81,7 @@ from s3ingest_fn.services.reconcile import (
     ReconcileReport,
     ReconcileRequest,
 )
+from s3ingest_fn.services.review import held_changes
 
 #: ``backfill(engine=...)`` values, as ``backfillEngine`` (``s3ingest.settings``).
 BATCH_OPERATIONS = "batch-operations"
@@ -102,6 +103,10 @@ __all__ = [
     "LocalRuntime",
     "local_settings",
 ]
+
+
+#: Who a local approval or rejection is recorded as (deployed: the caller's IAM identity).
+LOCAL_ACTOR = f"local:{os.environ.get('USER') or 'operator'}"
 
 
 def local_settings(**overrides: Any) -> Settings:
@@ -190,6 +195,7 @@ class LocalRuntime:
             table=self.resources.table,
             tombstone_ttl_seconds=self.settings.tombstone_ttl_seconds,
             scope=self.scope,
+            trail=self.settings.trail_length,
         )
         self.ledger = cast(DynamoLedger, self.service.ledger)
         self.objects = cast(S3Objects, self.service.bucket)
@@ -225,6 +231,7 @@ class LocalRuntime:
                 ),
                 self.s3,
                 after_effect=self.crashes.after_effect,
+                holds=wiring.hold_policies(entries, self.settings.hold_env()),
             )
         self.ingest_source = SqsEventSource(
             self.sqs,
@@ -332,6 +339,7 @@ class LocalRuntime:
             env["PROCESSORS"] = json.dumps(self.settings.processor_entries())
         if self.settings.processor_entries() and self.resources.output_bucket:
             env["OUTPUT_BUCKET"] = self.resources.output_bucket
+        env.update(self.settings.hold_env())
         return env
 
     @property
@@ -681,6 +689,43 @@ class LocalRuntime:
         """Per landing bucket, its notification and inventory configurations now
         (:func:`describe_bucket`): what onboarding left of other teams' entries."""
         return {name: describe_bucket(self.s3, name) for name in self.buckets}
+
+    # -- review (hold for review) --------------------------------------------------------------
+
+    def held(self, bucket: str | None = None, prefix: str = "") -> list[dict[str, Any]]:
+        """Every held change (:func:`~s3ingest_fn.services.review.held_changes`), of
+        ``bucket`` (every landing bucket when None) under ``prefix``, by key."""
+        return [
+            h.as_dict()
+            for row in self.ledger_rows()
+            if (bucket is None or row.bucket == bucket) and row.key.startswith(prefix)
+            for h in held_changes(row)
+        ]
+
+    def review(
+        self,
+        key: str,
+        decision: str,
+        *,
+        bucket: str | None = None,
+        processor: str | None = None,
+        change_id: str | None = None,
+        actor: str = LOCAL_ACTOR,
+    ) -> list[dict[str, Any]]:
+        """Approve or reject ``key``'s held changes (:meth:`Reviewer.decide
+        <s3ingest_fn.services.review.Reviewer.decide>`), then drain the ingest queue: an
+        approved effect runs, as deployed, from the repair message the decision queued."""
+        reviewer = wiring.reviewer(self.ledger, self.sqs, self.resources.queue_url)
+        done = reviewer.decide(
+            bucket or self.resources.bucket,
+            key,
+            decision,
+            actor,
+            processor=processor,
+            change_id=change_id,
+        )
+        self.drain()
+        return done
 
     # -- oracles -----------------------------------------------------------------------------
 

@@ -42,12 +42,18 @@ Format (one JSON object per line; blank lines and lines starting with ``#`` are 
   machine over a live listing of the bucket (no inventory);
 * ``{"op": "onboard", "bucket": N}``: what ``s3ingest onboard`` does (:mod:`s3ingest.onboard`):
   EventBridge delivery on (other configurations kept), the listing backfill, a listing
-  reconciliation; then pending events are delivered.
+  reconciliation; then pending events are delivered;
+* first line ``"hold": {...}`` (the ``hold`` setting's form, ``docs/hold.md``; a processor entry
+  may carry its own): effects the policy holds wait for ``{"op": "approve", "key": K}`` or
+  ``{"op": "reject", "key": K}`` (optional ``"bucket"``, ``"change"`` (a change id) and
+  ``"processor"``; default every held change of the key); the queue is drained after each.
 
 The result (:func:`run_scenario`) is ``{"error": str | None, "messages": [...], "ledger": [...],
-"bucket": [...], "effects": [...], "changes": [...], "effects_problems": [...], "converged":
-bool}`` as documented in the README: ``effects`` lists every completed processor run with its
-change id and fencing token, ``changes`` every event the change bus delivered to a subscriber.
+"bucket": [...], "effects": [...], "changes": [...], "effects_problems": [...], "held": [...],
+"trail": [...], "converged": bool}`` as documented in the README (``held``: the changes still
+held at the end; ``trail``: per key with any, its review decisions, oldest first):
+``effects`` lists every completed processor run with its change id and fencing token,
+``changes`` every event the change bus delivered to a subscriber.
 An invalid file raises :class:`ScenarioError` before anything runs (or when S3 itself refuses a
 ``put``/``delete`` of it); any failure of the pipeline after that ends the run and is reported
 in ``error``, with everything that happened up to it.
@@ -87,12 +93,22 @@ _FIELDS = {
     "backfill": {"engine", "source", "bucket"},
     "replay": {"from", "to"},
     "onboard": {"bucket"},
+    "approve": {"key", "bucket", "change", "processor"},
+    "reject": {"key", "bucket", "change", "processor"},
 }
 #: ``backfill`` sources: an inventory report (default) or a live listing.
 BACKFILL_SOURCES = ("inventory", "listing")
 
 
-_SETUP_FIELDS = {"bucket", "versioning", "processor", "processors", "change_stream", "buckets"}
+_SETUP_FIELDS = {
+    "bucket",
+    "versioning",
+    "processor",
+    "processors",
+    "change_stream",
+    "buckets",
+    "hold",
+}
 _BUCKETS_FIELDS = {"name", "versioning", "prefixes", "suffixes", "existing", "foreign_config"}
 
 
@@ -130,7 +146,7 @@ def parse_lines(lines: Iterable[str]) -> tuple[dict[str, Any], list[tuple[int, d
                 raise ScenarioError(
                     f"line {lineno}: unknown set-up field {', '.join(unknown)} "
                     '(a step needs "op"; the set-up line takes bucket, '
-                    "versioning, processor, processors, change_stream, buckets)"
+                    "versioning, processor, processors, change_stream, buckets, hold)"
                 )
             if steps or seen_setup or unknown:
                 raise ScenarioError(
@@ -312,6 +328,15 @@ def _check_effects_setup(lineno: int, doc: dict[str, Any]) -> None:
         problems = local_settings(processor=None, processors=processors).problems()
         if problems:
             raise ScenarioError(f"line {lineno}: {'; '.join(problems)}")
+    if "hold" in doc:
+        overrides: dict[str, Any] = {"hold": doc["hold"]}
+        if "processors" in doc:
+            overrides.update(processor=None, processors=doc["processors"])
+        elif "processor" in doc:
+            overrides["processor"] = doc["processor"]
+        problems = local_settings(**overrides).problems()
+        if problems:
+            raise ScenarioError(f"line {lineno}: {'; '.join(problems)}")
 
 
 def _check_step(lineno: int, doc: dict[str, Any]) -> None:
@@ -320,7 +345,7 @@ def _check_step(lineno: int, doc: dict[str, Any]) -> None:
     if allowed is None:
         raise ScenarioError(
             f"line {lineno}: unknown op {op!r} "
-            "(put, delete, deliver, flush, reconcile, backfill, replay, onboard)"
+            "(put, delete, deliver, flush, reconcile, backfill, replay, onboard, approve, reject)"
         )
     unknown = set(doc) - allowed - {"op"}
     if unknown:
@@ -328,12 +353,21 @@ def _check_step(lineno: int, doc: dict[str, Any]) -> None:
         raise ScenarioError(
             f"line {lineno}: op {op!r} takes no {', '.join(sorted(unknown))} (accepts: {accepted})"
         )
-    required = {"put": ("key", "body"), "delete": ("key",), "deliver": ("body",)}.get(op, ())
+    required = {
+        "put": ("key", "body"),
+        "delete": ("key",),
+        "deliver": ("body",),
+        "approve": ("key",),
+        "reject": ("key",),
+    }.get(op, ())
     missing = [f for f in required if f not in doc]
     if missing:
         raise ScenarioError(f"line {lineno}: op {op!r} needs {', '.join(missing)}")
-    if op in ("put", "delete"):
+    if op in ("put", "delete", "approve", "reject"):
         _check_key(lineno, doc["key"])
+    for name in ("change", "processor"):
+        if op in ("approve", "reject") and name in doc and not isinstance(doc[name], str):
+            raise ScenarioError(f"line {lineno}: {op} {name} must be a string")
     if op == "put" and not isinstance(doc["body"], str):
         raise ScenarioError(f"line {lineno}: put body must be a string")
     if (
@@ -433,7 +467,7 @@ def _run(
 ) -> dict[str, Any]:
     if settings is None:
         overrides: dict[str, Any] = {
-            k: setup[k] for k in ("processor", "change_stream") if k in setup
+            k: setup[k] for k in ("processor", "change_stream", "hold") if k in setup
         }
         if "processors" in setup:
             overrides.update(processor=None, processors=setup["processors"])
@@ -520,6 +554,14 @@ def _run(
                         f"execution {execution['status']}: {execution.get('error')}: "
                         f"{execution.get('cause')}"
                     )
+            elif op in ("approve", "reject"):
+                rt.review(
+                    step["key"],
+                    "approved" if op == "approve" else "rejected",
+                    bucket=step.get("bucket"),
+                    processor=step.get("processor"),
+                    change_id=step.get("change"),
+                )
             elif op == "replay":
                 start = _parse_time(lineno, "from", step["from"]) if "from" in step else None
                 end = _parse_time(lineno, "to", step["to"]) if "to" in step else None
@@ -537,6 +579,16 @@ def _run(
             break
     comparison = rt.compare()
     fx = rt.effects_report()
+    held = rt.held()
+    trail = [
+        {
+            "bucket": row.bucket,
+            "key": row.key,
+            "decisions": [review.as_dict() for review in reversed(row.trail)],
+        }
+        for row in rt.ledger_rows()
+        if row.trail
+    ]
     bucket_config = rt.bucket_config()
     rt.close()
     return {
@@ -566,6 +618,8 @@ def _run(
         "effects": [run.as_dict() for run in rt.effects],
         "changes": rt.changes,
         "effects_problems": fx["problems"] + fx["sidecar_differences"],
+        "held": held,
+        "trail": trail,
         "ledger": [
             {
                 "bucket": r.bucket,

@@ -102,6 +102,7 @@ from s3ingest_fn.core.row import (
     PENDING,
     PRESENT,
     REJECTED,
+    SKIPPED,
     SUPERSEDED,
     TRAIL_SLOTS,
     Claim,
@@ -198,7 +199,14 @@ STREAM_FILTER: dict[str, Any] = {
 }
 
 _STATES = {PRESENT: "p", DELETED: "d"}
-_FX_CODES = {PENDING: "p", DONE: "d", SUPERSEDED: "s", HELD: "h", REJECTED: "x"}
+_FX_CODES = {
+    PENDING: "p",
+    DONE: "d",
+    SUPERSEDED: "s",
+    HELD: "h",
+    REJECTED: "x",
+    SKIPPED: "k",
+}
 _REVIEW_CODES = {HELD: "h", APPROVED: "a", REJECTED: "r"}
 _REVIEW_ACTION = {code: action for action, code in _REVIEW_CODES.items()}
 _FX_STATUS = {code: status for status, code in _FX_CODES.items()}
@@ -1032,7 +1040,8 @@ class DynamoLedger:
         change_id: str | None = None,
         more: bool = False,
     ) -> bool:
-        """Commit ``processor``'s effect (``status``: ``done`` or ``superseded``) if ``token``
+        """Commit ``processor``'s effect (``status``: ``done``, ``superseded`` or ``skipped``,
+        the hold policy's answer) if ``token``
         still holds the claim; removes the lease; ``done`` also records the change it completed
         for (``change_id``, default the row's change). One UpdateItem.
 
@@ -1693,6 +1702,61 @@ _DIFF_ATTRIBUTES = (
 #: limit alone would return 5,000-8,000 rows per page; the reconciliation holds a few pages per
 #: segment in memory, and this keeps them as small as the rows of the legacy layout filled.
 SCAN_PAGE_ROWS = 3_500
+
+
+def held_rows(
+    client: DynamoDBClient,
+    table: str,
+    processors: Sequence[str],
+    *,
+    prefix: str = "",
+    limit: int = 100,
+    after: Mapping[str, Any] | None = None,
+) -> tuple[list[LedgerRow], dict[str, Any] | None]:
+    """Rows with a held effect of any of ``processors`` whose partition key starts with
+    ``prefix`` (``"<bucket>/<key prefix>"``; empty: every bucket): one Scan page after another
+    until ``limit`` rows are found or the table ends (a Scan filters after reading, so it reads
+    the whole table to find none).
+
+    Returns
+    -------
+    (rows, after)
+        The rows, and the key to pass as ``after`` for the next page (None: no more).
+
+    Raises
+    ------
+    TransientError
+        On throttling or a service error.
+    """
+    names = {_ph(effect_attributes(p)[0]): effect_attributes(p)[0] for p in processors}
+    if not names:
+        return [], None
+    held = " OR ".join(f"{n} = :held" for n in names)
+    kwargs: dict[str, Any] = {
+        "TableName": table,
+        "FilterExpression": held,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": {":held": {"S": _FX_CODES[HELD]}},
+    }
+    if prefix:
+        kwargs["FilterExpression"] = f"begins_with(#pk, :prefix) AND ({held})"
+        kwargs["ExpressionAttributeNames"]["#pk"] = PARTITION_KEY
+        kwargs["ExpressionAttributeValues"][":prefix"] = {"S": prefix}
+    if after:
+        kwargs["ExclusiveStartKey"] = dict(after)
+    rows: list[LedgerRow] = []
+    while True:
+        try:
+            page = client.scan(**kwargs)
+        except (ClientError, BotoCoreError) as exc:
+            raise _transient(exc) from exc
+        rows.extend(row_from_item(item) for item in page.get("Items", []))
+        last = page.get("LastEvaluatedKey")
+        if last is None:
+            return rows, None
+        if len(rows) >= limit:
+            return rows, dict(last)
+        kwargs["ExclusiveStartKey"] = last
 
 
 class DynamoLedgerScanner:

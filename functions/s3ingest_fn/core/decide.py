@@ -59,10 +59,10 @@ from s3ingest_fn.core.ports import Bucket, Ledger
 from s3ingest_fn.core.row import (
     APPROVED,
     DEFAULT_PROCESSOR,
-    DONE,
     HELD,
     MAX_QUEUED,
     PENDING,
+    SKIPPED,
     Claim,
     Hold,
     LedgerRow,
@@ -549,7 +549,7 @@ class IngestService:
                 if gate == HELD:
                     return HELD, None
                 if gate == SKIP:
-                    status = "skipped"
+                    status = SKIPPED
                 elif gate is None:
                     return "lease-lost", None
                 else:
@@ -565,7 +565,7 @@ class IngestService:
                 )
                 error.__cause__ = exc
                 return status, error
-            if self.effects.after_effect is not None and status != "skipped":
+            if self.effects.after_effect is not None and status != SKIPPED:
                 try:
                     self.effects.after_effect(change)  # crash-injection seam (local runtime)
                 except TransientError as exc:  # a killed worker: its lease ends, nothing commits
@@ -576,7 +576,7 @@ class IngestService:
                 change.bucket,
                 change.key,
                 change.token,
-                DONE if status == "skipped" else status,
+                status,
                 processor=change.processor,
                 change_id=change.change_id,
                 more=more,

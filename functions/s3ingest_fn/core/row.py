@@ -13,7 +13,7 @@ PRESENT, DELETED = "present", "deleted"
 #: A row's effect status (CONTRACT C11, :mod:`s3ingest_fn.core.effects`); ``held`` waits for an
 #: operator's decision, ``rejected`` will not run (:mod:`s3ingest_fn.core.hold`).
 PENDING, DONE, SUPERSEDED = "pending", "done", "superseded"
-HELD, REJECTED = "held", "rejected"
+HELD, REJECTED, SKIPPED = "held", "rejected", "skipped"
 #: A held change's review decision (:attr:`Hold.decision`, :attr:`Review.action`).
 APPROVED = "approved"
 #: What the last write to a row was: a change was applied (the change stream publishes exactly

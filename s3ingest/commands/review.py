@@ -1,0 +1,110 @@
+"""``s3ingest held``, ``approve``, ``reject``: review the changes a hold policy holds
+(``docs/hold.md``)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from s3ingest_fn.adapters.dynamo_ledger import held_rows
+from s3ingest_fn.services.review import HeldChange, Reviewer, held_changes
+
+
+def list_held(
+    dynamodb: Any,
+    table: str,
+    processors: Sequence[str],
+    *,
+    bucket: str | None = None,
+    prefix: str = "",
+    limit: int = 100,
+    after: str | None = None,
+) -> dict[str, Any]:
+    """One page of held changes.
+
+    Returns
+    -------
+    dict
+        ``{"held": [HeldChange.as_dict(), ...], "next": token or None}``; pass ``next`` back as
+        ``after`` for the next page.
+
+    Raises
+    ------
+    ValueError
+        ``prefix`` without ``bucket``, or an ``after`` token that is not one this returned.
+    """
+    if prefix and not bucket:
+        raise ValueError("--prefix needs --bucket (keys are per bucket)")
+    start = _untoken(after) if after else None
+    rows, last = held_rows(
+        dynamodb,
+        table,
+        processors,
+        prefix=f"{bucket}/{prefix}" if bucket else "",
+        limit=limit,
+        after=start,
+    )
+    held = [h.as_dict() for row in rows for h in held_changes(row)]
+    return {"held": held, "next": _token(last) if last else None}
+
+
+def matching(
+    dynamodb: Any,
+    table: str,
+    processors: Sequence[str],
+    bucket: str,
+    prefix: str,
+) -> list[HeldChange]:
+    """Every held change of ``bucket`` under ``prefix`` (all pages)."""
+    found: list[HeldChange] = []
+    after = None
+    while True:
+        rows, after = held_rows(
+            dynamodb, table, processors, prefix=f"{bucket}/{prefix}", limit=1000, after=after
+        )
+        found.extend(h for row in rows for h in held_changes(row))
+        if after is None:
+            return found
+
+
+def decide_many(
+    reviewer: Reviewer,
+    held: Sequence[HeldChange],
+    decision: str,
+    actor: str,
+    *,
+    on_done: Callable[[int], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Decide each of ``held`` (one write per change; one repair message per approved key).
+
+    Returns
+    -------
+    list of dict
+        As :meth:`Reviewer.decide` returns them, in the order of ``held``.
+    """
+    out: list[dict[str, Any]] = []
+    for i, h in enumerate(held, start=1):
+        out.extend(
+            reviewer.decide(
+                h.bucket, h.key, decision, actor, processor=h.processor, change_id=h.change_id
+            )
+        )
+        if on_done is not None:
+            on_done(i)
+    return out
+
+
+def _token(key: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode()
+
+
+def _untoken(token: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(base64.urlsafe_b64decode(token.encode()))
+    except ValueError as exc:
+        raise ValueError(f"--after {token!r} is not a token printed by s3ingest held") from exc
+    if not isinstance(doc, dict):
+        raise ValueError(f"--after {token!r} is not a token printed by s3ingest held")
+    return doc
