@@ -384,7 +384,7 @@ class IngestService:
             lease_until_ms=claim.lease_until_ms,
         )
         missing = [name for name in claim.queued if name not in write.queues]
-        if missing:  # DynamoDB returns every updated attribute (UPDATED_NEW): never expected
+        if missing:  # the claiming write returns the whole row (ALL_NEW): never expected
             raise TransientError(f"ledger: the claiming write returned no queue of {missing}")
         jobs = {
             name: _queued_changes(applied, name, write.queues[name])
