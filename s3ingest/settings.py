@@ -457,8 +457,8 @@ def processor_entry(raw: Any, where: str) -> tuple[dict[str, Any] | None, list[s
     Normalised: ``{"name", "mode", "prefixes", "suffixes", "kinds"}``, then ``"timeoutSeconds"``
     for a processor function, then the one of ``functionArn``, ``handler`` or ``module`` it has,
     then its ``"hold"`` policy when it has one (:mod:`s3ingest_fn.core.hold`; without one the
-    stack-wide ``hold`` setting applies to it); defaults filled in (``mode`` ``latest``, no key filters, both kinds, a 30 s timeout). A
-    normalised entry normalises to itself.
+    stack-wide ``hold`` setting applies to it); defaults filled in (``mode`` ``latest``, no
+    key filters, both kinds, a 30 s timeout). A normalised entry normalises to itself.
 
     Parameters
     ----------

@@ -161,8 +161,6 @@ def test_to_context_round_trips() -> None:
         "holdAlarmSeconds": 3600,
     }
     settings = Settings.from_context(context)
-    again = Settings.from_context(
-        {k: v for k, v in settings.to_context().items() if v is not None}
-    )
+    again = Settings.from_context({k: v for k, v in settings.to_context().items() if v is not None})
     assert again == settings
     assert (again.hold, again.trail_length, again.hold_alarm_seconds) == (BREAKER, 9, 3600)
