@@ -18,6 +18,9 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 from urllib.parse import quote_plus
 
+from s3ingest_fn.core.hold import hold_errors
+from s3ingest_fn.core.row import MAX_TRAIL, TRAIL_SLOTS
+
 SECONDS_PER_DAY = 86_400
 
 #: Context keys accepted in ``cdk.json`` (or ``-c key=value``), with their defaults.
@@ -52,6 +55,9 @@ DEFAULTS: dict[str, Any] = {
     "processorPackageDir": None,
     "processors": None,
     "processorPolicyStatements": None,
+    "hold": None,
+    "trailLength": TRAIL_SLOTS,
+    "holdAlarmSeconds": 86_400,
     "changeStream": False,
     "lagAlarmSeconds": 300,
     "runbookBaseUrl": "https://github.com/s3ingest/s3ingest/blob/main/docs/runbook.md",
@@ -357,16 +363,46 @@ MAX_PROCESSORS_ENV_BYTES = 2560
 _DEPLOYED_ARN_BYTES = 140
 
 
-def processors_env_size(entries: Sequence[Mapping[str, Any]]) -> int:
+def processors_env_size(
+    entries: Sequence[Mapping[str, Any]], hold: Mapping[str, Any] | None = None
+) -> int:
     """Bytes of the ``PROCESSORS`` variable of ``entries`` (compact JSON; each ``handler``
-    counted as a deployed function's ARN)."""
+    counted as a deployed function's ARN, each entry's ``hold`` included) and of the ``HOLD``
+    variable of the stack-wide ``hold`` (:meth:`Settings.hold_env`), when given."""
     size = 0
+    if hold is not None:
+        size += len(compact_json(hold).encode())
     for entry in entries:
         sized = {k: v for k, v in entry.items() if k != "handler"}
         size += len(json.dumps(sized, separators=(",", ":")).encode()) + 1
         if "handler" in entry:
             size += _DEPLOYED_ARN_BYTES
     return size + 1
+
+
+def compact_json(value: Any) -> str:
+    """``value`` as JSON without spaces (what the functions' variables hold)."""
+    return json.dumps(value, separators=(",", ":"))
+
+
+def parse_hold(raw: Any, key: str = "hold") -> tuple[Any, list[str]]:
+    """A ``hold`` setting from its context value: an object, or a JSON object as
+    ``-c 'hold={...}'`` gives it; ``None``/empty: none. Anything else is returned as it is, for
+    :func:`~s3ingest_fn.core.hold.hold_errors` to judge."""
+    if raw in (None, "", "null"):
+        return None, []
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw), []
+        except json.JSONDecodeError as exc:
+            return None, [f"{key}: not JSON ({exc.msg})"]
+    return raw, []
+
+
+def hold_problems(doc: Any, where: str = "") -> list[str]:
+    """The problems of a ``hold`` document (:func:`~s3ingest_fn.core.hold.hold_errors`), each
+    named by ``where`` (``"processors[0]."``: ``processors[0].hold.deletes ...``)."""
+    return [f"{where}{error}" for error in hold_errors(doc)]
 
 
 #: A processor function's timeout when its entry gives none, seconds.
@@ -390,6 +426,7 @@ PROCESSOR_FIELDS = (
     "functionArn",
     "handler",
     "module",
+    "hold",
 )
 #: How a processor runs: a Lambda function of the team (``functionArn``), a handler of this
 #: repository's bundle the stack deploys as its own function (``handler``), or a module run
@@ -418,9 +455,10 @@ def processor_entry(raw: Any, where: str) -> tuple[dict[str, Any] | None, list[s
     """One ``processors`` entry, normalised, and every rule it breaks.
 
     Normalised: ``{"name", "mode", "prefixes", "suffixes", "kinds"}``, then ``"timeoutSeconds"``
-    for a processor function, then the one of ``functionArn``, ``handler`` or ``module`` it has;
-    defaults filled in (``mode`` ``latest``, no key filters, both kinds, a 30 s timeout). A
-    normalised entry normalises to itself.
+    for a processor function, then the one of ``functionArn``, ``handler`` or ``module`` it has,
+    then its ``"hold"`` policy when it has one (:mod:`s3ingest_fn.core.hold`; without one the
+    stack-wide ``hold`` setting applies to it); defaults filled in (``mode`` ``latest``, no
+    key filters, both kinds, a 30 s timeout). A normalised entry normalises to itself.
 
     Parameters
     ----------
@@ -512,6 +550,11 @@ def processor_entry(raw: Any, where: str) -> tuple[dict[str, Any] | None, list[s
                 )
         elif not isinstance(value, str) or not _PROCESSOR_RE.match(value):
             problems.append(f"{where}.{key}: {value!r} is not 'package.module:function'")
+    hold, found = parse_hold(raw.get("hold"), f"{where}.hold")
+    problems.extend(found)
+    if hold is not None:
+        entry["hold"] = hold
+        problems.extend(hold_problems(hold, f"{where}."))
     return entry, problems
 
 
@@ -646,6 +689,22 @@ class Settings:
         optional ``"Condition"``, ``"Sid"``; context key ``processorPolicyStatements``: a JSON
         list) added to the roles of the functions that run the in-process (``module``)
         processors, for what those need beyond the landing and output buckets.
+    hold : dict or None
+        Hold for review (``docs/hold.md``): which changes' effects wait for an operator's
+        approval, for every processor whose ``processors`` entry has no ``hold`` of its own
+        (with the single ``processor``: for it). The form of
+        :mod:`s3ingest_fn.core.hold` (context key ``hold``: a JSON object):
+        ``{"deletes": true}``, ``{"deletes": {"above": 100, "windowSeconds": 300}}``,
+        ``{"prefixes": ["published/"]}``, ``{"policy": "package.module:function"}``, keys
+        combined. Needs a processor. ``None``: nothing is held (but by an entry's own ``hold``).
+    trail_length : int
+        Review decisions (held, approved, rejected) kept on each ledger row, newest first
+        (1 to 20; default 5).
+    hold_alarm_seconds : int
+        The held-changes alarm's threshold (with ``hold`` or an entry's ``hold`` only): the
+        oldest held change older than this many seconds (at least 60; default 86400). The age
+        is measured when reconciliation runs (``reconcileSchedule``, daily by default), so the
+        alarm can lag by up to that schedule.
     change_stream : bool
         Publish every applied change to the stack's own EventBridge bus (source ``s3ingest``),
         from the ledger's DynamoDB stream.
@@ -693,6 +752,9 @@ class Settings:
     processor_package_dir: str | None = DEFAULTS["processorPackageDir"]
     processors: tuple[dict[str, Any], ...] = ()
     processor_policy_statements: tuple[dict[str, Any], ...] = ()
+    hold: dict[str, Any] | None = DEFAULTS["hold"]
+    trail_length: int = DEFAULTS["trailLength"]
+    hold_alarm_seconds: int = DEFAULTS["holdAlarmSeconds"]
     change_stream: bool = DEFAULTS["changeStream"]
     lag_alarm_seconds: int = DEFAULTS["lagAlarmSeconds"]
     runbook_base_url: str = DEFAULTS["runbookBaseUrl"]
@@ -744,6 +806,27 @@ class Settings:
             raw = self.processors
         entries = [processor_entry(entry, "")[0] for entry in raw]
         return [entry for entry in entries if entry is not None]
+
+    @property
+    def holds(self) -> bool:
+        """Whether any processor may hold changes: the stack-wide ``hold`` or an entry's own
+        (the held-changes alarm is deployed then)."""
+        if self.hold is not None:
+            return bool(self.processor_entries())
+        return any(entry.get("hold") is not None for entry in self.processor_entries())
+
+    def hold_env(self) -> dict[str, str]:
+        """The variables of the functions that run the processors (and write the review
+        trail): ``HOLD`` (the stack-wide ``hold``, compact JSON) when it is set, and
+        ``TRAIL_LENGTH`` when ``trailLength`` is not the default; empty otherwise. The
+        functions read them in :func:`s3ingest_fn.wiring.hold_policies` and
+        :func:`s3ingest_fn.wiring.ledger`."""
+        env: dict[str, str] = {}
+        if self.hold is not None:
+            env["HOLD"] = compact_json(self.hold)
+        if self.trail_length != DEFAULTS["trailLength"]:
+            env["TRAIL_LENGTH"] = str(self.trail_length)
+        return env
 
     @property
     def processor_timeout_floor_seconds(self) -> int:
@@ -846,6 +929,11 @@ class Settings:
                 specs, found = _bucket_specs(raw)
                 problems.extend(found)
                 values[f.name] = specs
+                continue
+            if key == "hold":
+                doc, found = parse_hold(raw)
+                problems.extend(found)
+                values[f.name] = doc
                 continue
             if key in ("processors", "processorPolicyStatements"):
                 items, found = _json_list(key, raw)
@@ -977,6 +1065,15 @@ class Settings:
             p.append(f"processor: {self.processor!r} is not 'package.module:function'")
         p.extend(self._processor_problems())
         rng("lagAlarmSeconds", self.lag_alarm_seconds, 1, SECONDS_PER_DAY)
+        p.extend(hold_problems(self.hold))
+        if self.hold is not None and not self.processor_entries():
+            p.append(
+                "hold needs processors: it decides when a processor's effect runs (set "
+                "processor or processors, or leave hold unset)"
+            )
+        rng("trailLength", self.trail_length, 1, MAX_TRAIL)
+        if self.hold_alarm_seconds < 60:
+            p.append(f"holdAlarmSeconds: {self.hold_alarm_seconds} is below 60")
         url = self.runbook_base_url or ""
         if not _RUNBOOK_URL_RE.match(url):
             p.append(
@@ -1019,12 +1116,19 @@ class Settings:
         for name in sorted({n for n in names if names.count(n) > 1}):
             p.append(f"processors: {name!r} is named twice")
         entries = self.processor_entries()
-        size = processors_env_size(entries)
-        if self.processors and size > MAX_PROCESSORS_ENV_BYTES:
+        hold = self.hold if isinstance(self.hold, Mapping) else None
+        size = processors_env_size(entries if self.processors else [], hold)
+        if (self.processors or hold is not None) and size > MAX_PROCESSORS_ENV_BYTES:
+            what = " and ".join(
+                name
+                for name, used in (("PROCESSORS", self.processors), ("HOLD", hold is not None))
+                if used
+            )
+            what += " environment variables" if " and " in what else " environment variable"
             p.append(
-                f"processors: the PROCESSORS environment variable would take about {size} bytes, "
-                f"more than {MAX_PROCESSORS_ENV_BYTES} (Lambda allows 4 KB for all of a "
-                "function's variables): fewer entries or shorter key filters"
+                f"{'processors' if self.processors else 'hold'}: the {what} would take about "
+                f"{size} bytes, more than {MAX_PROCESSORS_ENV_BYTES} (Lambda allows 4 KB for "
+                "all of a function's variables): fewer entries or shorter key filters"
             )
         in_process = [e for e in entries if "module" in e]
         if self.processor is not None or in_process:

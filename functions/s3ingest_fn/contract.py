@@ -30,6 +30,11 @@ OTHER_BUCKET = "(other)"
 LAG_METRIC = "ingest_lag_ms"
 #: 1 each time a reconciliation run completes (the heartbeat alarm watches for its absence).
 RECONCILE_HEARTBEAT_METRIC = "reconcile_completed"
+#: Processor effects held for review found by a reconciliation run (``docs/hold.md``).
+HELD_EFFECTS_METRIC = "held_effects"
+#: The oldest held change's age when a reconciliation run read it, seconds (0: none held); the
+#: held-changes alarm watches it.
+HELD_OLDEST_METRIC = "held_oldest_seconds"
 #: 1 when the bucket's EventBridge delivery is on, 0 when off (the scheduled delivery check).
 DELIVERY_METRIC = "eventbridge_delivery_enabled"
 #: Reserved key prefix of ``s3ingest verify``'s canary objects: ingested like any key, never

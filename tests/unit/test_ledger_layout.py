@@ -12,6 +12,7 @@ import pytest
 from s3ingest_fn.adapters.dynamo_ledger import (
     _DIFF_ATTRIBUTES,
     DynamoLedger,
+    DynamoLedgerScanner,
     _scanned_row,
     event_key,
     item_of,
@@ -23,7 +24,15 @@ from s3ingest_fn.core import sequencer
 from s3ingest_fn.core.effects import change_id
 from s3ingest_fn.core.events import decode_form_key
 from s3ingest_fn.core.model import TransientError
-from s3ingest_fn.core.row import Claim, Decision, Effect, LedgerRow, RowState, WriteMeta
+from s3ingest_fn.core.row import (
+    Claim,
+    Decision,
+    Effect,
+    Hold,
+    LedgerRow,
+    RowState,
+    WriteMeta,
+)
 from tests.moto_ledger import moto_ledger_table
 
 TABLE = "ledger"
@@ -390,6 +399,44 @@ def test_a_raw_key_that_is_the_decoded_key_reads_back_as_it(
     for key in ("a b+c.txt", "plain/key.txt"):
         row = ledger.get(BUCKET, key)
         assert row is not None and row.raw_key == key
+
+
+def test_a_scanned_held_effect_keeps_its_hold() -> None:
+    # GIVEN a row whose (default) processor's effect is held
+    hold = Hold(change_id="c1", reason="delete", at=1_700_000_000_000)
+    row = LedgerRow(BUCKET, "k", False, updated_at=9, effect=Effect("held", hold=hold), rev=2)
+    projected = {k: v for k, v in item_of(row).items() if k in _DIFF_ATTRIBUTES}
+    # THEN the scan reads the held change with it (reconciliation's held count and age)
+    scanned = _scanned_row(projected, BUCKET)
+    assert scanned.effect == Effect("held", hold=hold)
+    assert scanned.named_effects == {}
+
+
+def test_scanned_named_effects_are_the_held_ones_the_summary_the_others() -> None:
+    # GIVEN a row with a held processor, a pending one and a done one
+    hold = Hold(change_id="c1", reason="prefix: in/", at=5)
+    row = LedgerRow(
+        BUCKET,
+        "in/k",
+        True,
+        etag="e",
+        updated_at=9,
+        rev=2,
+        named_effects={
+            "audit": Effect("held", hold=hold),
+            "mirror": Effect("pending", 3, 11),
+            "thumbs": Effect("done", done_change_id="c1"),
+        },
+    )
+    item = item_of(row)
+    # WHEN the scanner's projection of those processors reads it
+    scanner = DynamoLedgerScanner(None, "t", ["audit", "mirror", "thumbs"])  # type: ignore[arg-type]
+    projected = {k: v for k, v in item.items() if k in scanner._attributes}
+    scanned = _scanned_row(projected, BUCKET, named=True)
+    # THEN the held effect is apart, with its hold, and the summary is the pending one
+    assert scanned.named_effects == {"audit": Effect("held", hold=hold)}
+    assert scanned.effect == Effect("pending", lease_until_ms=11)
+    assert [e.status for e in scanned.effects().values()].count("held") == 1
 
 
 @pytest.mark.parametrize(

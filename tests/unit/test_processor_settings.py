@@ -182,7 +182,7 @@ def test_names_are_unique() -> None:
 def test_unknown_field() -> None:
     assert _entry_problem(name="a", functionArn=ARN, prefix=["in/"]) == (
         "processors[0].prefix: unknown field (known: name, mode, prefixes, suffixes, kinds, "
-        "timeoutSeconds, functionArn, handler, module)"
+        "timeoutSeconds, functionArn, handler, module, hold)"
     )
 
 

@@ -536,8 +536,11 @@ def _scanned_row(item: Mapping[str, Any], bucket: str, named: bool = False) -> L
     (the fast path of a reconciliation's Scan: a million rows go through it, so the row is
     built by one positional call, the fields in :class:`LedgerRow`'s order, and no bound
     method is allocated per row; ``test_ledger_layout`` checks it against
-    :func:`row_from_item`). With several processors the row's ``effect`` is their
-    :func:`~s3ingest_fn.core.row.summary_effect`."""
+    :func:`row_from_item`). With several processors the row's ``effect`` is the
+    :func:`~s3ingest_fn.core.row.summary_effect` of those not held, and its ``named_effects``
+    are the held ones (with their :class:`~s3ingest_fn.core.row.Hold`), by processor name, so
+    :meth:`~s3ingest_fn.core.row.LedgerRow.effects` holds each held effect once (a held effect
+    is no drift: the summary of the others decides the diff as before)."""
     if _LEGACY_MARK in item:
         return _legacy_row({name: _plain(av) for name, av in item.items()})
     version, etag, updated = item.get(_VERSION), item.get(_ETAG), item.get(_UPDATED)
@@ -545,20 +548,29 @@ def _scanned_row(item: Mapping[str, Any], bucket: str, named: bool = False) -> L
     effect = (
         None
         if fx is None
-        else Effect(_FX_STATUS.get(fx["S"], fx["S"]), lease_until_ms=_n(item.get(_FX_LEASE)))
+        else Effect(
+            _FX_STATUS.get(fx["S"], fx["S"]),
+            lease_until_ms=_n(item.get(_FX_LEASE)),
+            hold=_hold_of(item.get(_FX_HOLD)) if fx["S"] == _FX_CODES[HELD] else None,
+        )
     )
+    held: dict[str, Effect] = {}
     if named and any(a.startswith(f"{_FX}:") for a in item):
         effects = {
             a[len(_FX) + 1 :]: Effect(
                 _FX_STATUS.get(av["S"], av["S"]),
                 lease_until_ms=_n(item.get(f"{_FX_LEASE}:{a[len(_FX) + 1 :]}")),
+                hold=_hold_of(item.get(f"{_FX_HOLD}:{a[len(_FX) + 1 :]}"))
+                if av["S"] == _FX_CODES[HELD]
+                else None,
             )
             for a, av in item.items()
             if a.startswith(f"{_FX}:")
         }
         if effect is not None:
             effects[DEFAULT_PROCESSOR] = effect
-        effect = summary_effect(effects)
+        held = {name: e for name, e in effects.items() if e.status == HELD}
+        effect = summary_effect({n: e for n, e in effects.items() if n not in held})
     return LedgerRow(
         bucket,
         item[PARTITION_KEY]["S"][len(bucket) + 1 :],
@@ -581,6 +593,7 @@ def _scanned_row(item: Mapping[str, Any], bucket: str, named: bool = False) -> L
         None,  # change_id
         None,  # change_seq
         effect,
+        held,  # named_effects: the held ones (several processors)
     )
 
 
@@ -1687,6 +1700,7 @@ _DIFF_ATTRIBUTES = (
     _UPDATED,
     _FX,
     _FX_LEASE,
+    _FX_HOLD,
     _LEGACY_MARK,
     "key",
     "state",
@@ -1786,9 +1800,15 @@ class DynamoLedgerScanner:
         base = (
             _DIFF_ATTRIBUTES
             if not named or DEFAULT_PROCESSOR in processors
-            else tuple(a for a in _DIFF_ATTRIBUTES if a not in (_FX, _FX_LEASE, "fx", "fx_lease"))
+            else tuple(
+                a for a in _DIFF_ATTRIBUTES if a not in (_FX, _FX_LEASE, _FX_HOLD, "fx", "fx_lease")
+            )
         )
-        self._attributes = base + tuple(a for p in named for a in effect_attributes(p)[0:3:2])
+        # each processor's status, lease and (when held) held change: held effects are counted
+        # (reconciliation's held_effects and held_oldest_seconds), never repaired
+        self._attributes = base + tuple(
+            a for p in named for a in (*effect_attributes(p)[0:3:2], hold_attribute(p))
+        )
 
     def pages(self, bucket: str, segment: int, total: int) -> Iterator[list[LedgerRow]]:
         """The pages of one segment of ``total``.

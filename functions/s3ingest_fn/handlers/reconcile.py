@@ -12,7 +12,9 @@ Result out: the run summary (:meth:`ReconcileReport.as_dict`; for several bucket
 superset of :func:`~s3ingest_fn.services.reconcile.combine_reports`, one report per bucket
 under ``reports``), also logged, and the drift as EMF metrics (``drift_missing``,
 ``drift_deleted_but_live``, ``drift_content_mismatch``, ``drift_total``, summed over the
-buckets; namespace ``S3Ingest``), which the stack's drift alarm watches. When some buckets fail,
+buckets; namespace ``S3Ingest``), which the stack's drift alarm watches, and the held effects
+(``held_effects``, ``held_oldest_seconds``: the largest over the buckets), which the
+held-changes alarm watches. When some buckets fail,
 the others are still reconciled and counted, then the invocation fails naming the failed ones
 (the heartbeat metric is emitted only when every bucket completed).
 """
@@ -26,7 +28,11 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from s3ingest_fn import wiring
-from s3ingest_fn.contract import RECONCILE_HEARTBEAT_METRIC
+from s3ingest_fn.contract import (
+    HELD_EFFECTS_METRIC,
+    HELD_OLDEST_METRIC,
+    RECONCILE_HEARTBEAT_METRIC,
+)
 from s3ingest_fn.core.diff import DRIFT_KINDS
 from s3ingest_fn.handlers.telemetry import stack_metrics
 from s3ingest_fn.services.reconcile import (
@@ -49,18 +55,25 @@ def emit_drift_metrics(
     pending_effects: int = 0,
     effects_behind: int = 0,
     heartbeat: bool = True,
+    held_effects: int = 0,
+    held_oldest_seconds: int = 0,
 ) -> None:
     """Add ``drift_<kind>``, ``drift_total``, ``repairs_queued``, ``effects_pending`` (processor
-    effects found stuck and re-queued) and ``effects_behind`` (effects superseded with no newer
-    change, re-queued) and the heartbeat ``reconcile_completed`` (1) to ``sink`` (the drift
-    alarm watches ``drift_total``, the heartbeat alarm the heartbeat; ``heartbeat=False`` leaves
-    it out); the calling handler's ``log_metrics`` flushes them."""
+    effects found stuck and re-queued), ``effects_behind`` (effects superseded with no newer
+    change, re-queued), ``held_effects`` (effects held for review, never re-queued),
+    ``held_oldest_seconds`` (the oldest held change's age when the run read it; 0: none) and
+    the heartbeat ``reconcile_completed`` (1) to ``sink`` (the drift alarm watches
+    ``drift_total``, the held-changes alarm ``held_oldest_seconds``, the heartbeat alarm the
+    heartbeat; ``heartbeat=False`` leaves it out); the calling handler's ``log_metrics``
+    flushes them."""
     for kind, count in drift.items():
         sink.add_metric(name=f"drift_{kind}", unit=MetricUnit.Count, value=count)
     sink.add_metric(name="drift_total", unit=MetricUnit.Count, value=sum(drift.values()))
     sink.add_metric(name="repairs_queued", unit=MetricUnit.Count, value=repairs_queued)
     sink.add_metric(name="effects_pending", unit=MetricUnit.Count, value=pending_effects)
     sink.add_metric(name="effects_behind", unit=MetricUnit.Count, value=effects_behind)
+    sink.add_metric(name=HELD_EFFECTS_METRIC, unit=MetricUnit.Count, value=held_effects)
+    sink.add_metric(name=HELD_OLDEST_METRIC, unit=MetricUnit.Seconds, value=held_oldest_seconds)
     if heartbeat:
         # the heartbeat: a run that got this far completed (its alarm fires when none did)
         sink.add_metric(name=RECONCILE_HEARTBEAT_METRIC, unit=MetricUnit.Count, value=1)
@@ -106,6 +119,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         sum(r.pending_effects for r in reports),
         sum(r.effects_behind for r in reports),
         heartbeat=not failed,
+        held_effects=sum(r.held_effects for r in reports),
+        held_oldest_seconds=max((r.held_oldest_seconds for r in reports), default=0),
     )
     summary = combine_reports(reports) if reports else {"reports": []}
     logger.info("reconciliation finished", extra=summary)

@@ -46,6 +46,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             result["repairs_queued"],
             result.get("pending_effects", 0),
             result.get("effects_behind", 0),
+            held_effects=result.get("held_effects", 0),
+            held_oldest_seconds=result.get("held_oldest_seconds", 0),
         )
         logger.info("reconciliation finished", extra=result)
     return result

@@ -129,12 +129,19 @@ class FanOut:
         return {"file": event["file"], "keys": len(truth), "shards": written}
 
     def shard_ledger(self, event: dict[str, Any]) -> dict[str, Any]:
-        """``{"runId", "segment", "segments", "partitions"}``: split one Scan segment."""
+        """``{"runId", "segment", "segments", "partitions"}``: split one Scan segment; its held
+        effects are counted here (``heldEffects``, ``heldOldestSeconds``: held changes are
+        never drift, so the diff does not see them)."""
         scanned, requests = self.r.scan_segment(int(event["segment"]), int(event["segments"]))
         prefix, contains = str(event.get("prefix") or ""), self.r.scope.contains
         rows = [r for r in scanned if not r.key.startswith(prefix) or contains(r.key)]
         out_of_scope = len(scanned) - len(rows)
         del scanned
+        held = ReconcileReport(source=INVENTORY, bucket=self.r.bucket, prefix="", dry_run=True)
+        now_ms = int(self.r.now() * 1000)
+        for row in rows:
+            if row.key.startswith(prefix):
+                held.count_held(row, now_ms)
         records = (_ledger_record(r) for r in rows)
         written = self._write_shards(
             event["runId"],
@@ -149,6 +156,8 @@ class FanOut:
             "requests": requests,
             "shards": written,
             "outOfScope": out_of_scope,
+            "heldEffects": held.held_effects,
+            "heldOldestSeconds": held.held_oldest_seconds,
         }
 
     def diff_partition(self, event: dict[str, Any]) -> dict[str, Any]:
@@ -215,6 +224,10 @@ class FanOut:
             "pending_effects": sum(int(p.get("pendingEffects", 0)) for p in parts),
             "effects_behind": sum(int(p.get("effectsBehind", 0)) for p in parts),
             "out_of_scope": sum(int(s.get("outOfScope", 0)) for s in event.get("ledger", [])),
+            "held_effects": sum(int(s.get("heldEffects", 0)) for s in event.get("ledger", [])),
+            "held_oldest_seconds": max(
+                (int(s.get("heldOldestSeconds", 0)) for s in event.get("ledger", [])), default=0
+            ),
             "samples": [k for p in parts for k in p.get("samples", [])][:20],
         }
 

@@ -39,7 +39,7 @@ from s3ingest_fn.core.diff import (
 )
 from s3ingest_fn.core.model import InventoryRow, TransientError
 from s3ingest_fn.core.ports import Bucket, BucketListing, InventoryStore, LedgerScanner, RepairQueue
-from s3ingest_fn.core.row import LedgerRow
+from s3ingest_fn.core.row import HELD, LedgerRow
 from s3ingest_fn.core.scope import BucketScope
 from s3ingest_fn.services.inventory import InventoryError, Manifest, read_rows
 
@@ -147,6 +147,11 @@ class ReconcileReport:
     #: Processor effects behind the row: superseded with no newer change applied (a repair
     #: verifies the bucket and re-runs each against the current object; C11, C12).
     effects_behind: int = 0
+    #: Processor effects held for review (``docs/hold.md``): waiting for an operator, never
+    #: drift and never repaired; counted over the ledger rows the run read.
+    held_effects: int = 0
+    #: The age of the oldest held change when the run read it, seconds (0: none held).
+    held_oldest_seconds: int = 0
     samples: list[dict[str, Any]] = field(default_factory=list)
     duration_s: float = 0.0
     #: Listing requests made (the ``listing`` source).
@@ -168,6 +173,13 @@ class ReconcileReport:
             self.effects_behind += 1
         else:
             self.drift[drift.kind] += 1
+
+    def count_held(self, row: LedgerRow, now_ms: int) -> None:
+        """Count the row's held effects (:func:`held_ages`) in :attr:`held_effects` and
+        :attr:`held_oldest_seconds`."""
+        for age in held_ages(row, now_ms):
+            self.held_effects += 1
+            self.held_oldest_seconds = max(self.held_oldest_seconds, age)
 
     @property
     def drift_total(self) -> int:
@@ -196,6 +208,17 @@ class ReconcileReport:
             self.out_of_scope_samples.append(key)
 
 
+def held_ages(row: LedgerRow, now_ms: int) -> list[int]:
+    """The age at ``now_ms`` (epoch ms) of each of the row's held effects, whole seconds (0
+    for a held effect whose hold time is unknown): one per processor whose effect is
+    ``held``."""
+    return [
+        max(0, (now_ms - effect.hold.at) // 1000) if effect.hold is not None else 0
+        for effect in row.effects().values()
+        if effect.status == HELD
+    ]
+
+
 #: The counters of a report that are sums over buckets (:func:`combine_reports`).
 SUMMED = (
     "bucket_rows",
@@ -208,6 +231,7 @@ SUMMED = (
     "repairs_queued",
     "pending_effects",
     "effects_behind",
+    "held_effects",
     "out_of_scope",
 )
 
@@ -217,7 +241,8 @@ def combine_reports(reports: list[ReconcileReport]) -> dict[str, Any]:
     unchanged; for several, the counters summed (:data:`SUMMED`, ``drift`` by kind,
     ``drift_total``), ``source`` (the buckets' one source, or ``"mixed"``), ``bucket`` (None),
     ``buckets`` (the names), ``samples`` (the first :data:`SAMPLES`, each with its
-    ``bucket``), ``duration_s`` (the sum) and ``reports`` (one :meth:`ReconcileReport.as_dict`
+    ``bucket``), ``duration_s`` (the sum), ``held_oldest_seconds`` (the largest) and
+    ``reports`` (one :meth:`ReconcileReport.as_dict`
     per bucket, in order)."""
     if len(reports) == 1:
         return reports[0].as_dict()
@@ -237,6 +262,7 @@ def combine_reports(reports: list[ReconcileReport]) -> dict[str, Any]:
     }
     for name in SUMMED:
         out[name] = sum(getattr(r, name) for r in reports)
+    out["held_oldest_seconds"] = max((r.held_oldest_seconds for r in reports), default=0)
     return out
 
 
@@ -413,9 +439,11 @@ class Reconciler:
     def scoped(
         self, rows: Iterator[LedgerRow], report: ReconcileReport, prefix: str
     ) -> Iterator[LedgerRow]:
-        """The ledger rows under ``prefix`` in the bucket's scope; the others under ``prefix``
-        are counted in ``report.out_of_scope``."""
+        """The ledger rows under ``prefix`` in the bucket's scope, their held effects counted
+        (:meth:`ReconcileReport.count_held`); the others under ``prefix`` are counted in
+        ``report.out_of_scope``."""
         contains = self.scope.contains
+        now_ms = int(self._clock() * 1000)
         for row in rows:
             key = row.key
             if not key.startswith(prefix):
@@ -423,6 +451,7 @@ class Reconciler:
             if not contains(key):
                 report.out_of_scope_row(key)
                 continue
+            report.count_held(row, now_ms)
             yield row
 
     # -- the bucket's state -------------------------------------------------------------

@@ -82,6 +82,8 @@ _COUNTS = (
     "repairs_queued",
     "pending_effects",
     "effects_behind",
+    "held_effects",
+    "held_oldest_seconds",
     "samples",
     "out_of_scope",
     "out_of_scope_samples",
@@ -482,8 +484,10 @@ class _Run:
         report, r = self.report, self.r
         report.ledger_rows = report.ledger_requests = 0
         report.out_of_scope, report.out_of_scope_samples = 0, []
+        report.held_effects = report.held_oldest_seconds = 0
         self.spill.restart()
         prefix, contains = self.request.prefix, r.scope.contains
+        now_ms = int(r.now() * 1000)
         for page in r.scan_ledger_pages(report, self.tick):
             kept = []
             for row in page:
@@ -493,6 +497,7 @@ class _Run:
                 if not contains(key):
                     report.out_of_scope_row(key)
                     continue
+                report.count_held(row, now_ms)
                 kept.append(row)
             report.ledger_rows += len(kept)
             self.spill.add(kept)
