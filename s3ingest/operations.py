@@ -376,12 +376,13 @@ def explain(ledger_row: LedgerRow | None, bucket_state: Any) -> dict[str, Any]:
     ]
     # the whole trail, newest first: applied decisions and review decisions (hold, approve,
     # reject) by time; each review names its processor and actor
-    trail = sorted(
-        [
-            {"kind": "applied", **h, "actor": None, "processor": None, "_at": d.at}
-            for h, d in zip(history, row.history if row else (), strict=True)
-        ]
-        + [
+    timed: list[tuple[int, dict[str, Any]]] = [
+        (d.at, {"kind": "applied", **h, "actor": None, "processor": None})
+        for h, d in zip(history, row.history if row else (), strict=True)
+    ]
+    timed += [
+        (
+            r.at,
             {
                 "kind": r.action,
                 "seq": r.seq,
@@ -393,14 +394,11 @@ def explain(ledger_row: LedgerRow | None, bucket_state: Any) -> dict[str, Any]:
                 "actor": r.actor,
                 "processor": r.processor,
                 "change_id": r.change_id,
-                "_at": r.at,
-            }
-            for r in (row.trail if row else ())
-        ],
-        key=lambda e: -int(e["_at"]),
-    )
-    for entry in trail:
-        del entry["_at"]
+            },
+        )
+        for r in (row.trail if row else ())
+    ]
+    trail = [entry for _, entry in sorted(timed, key=lambda t: -t[0])]
     bucket = {
         "visible": bucket_state.visible,
         "version_id": bucket_state.version_id,

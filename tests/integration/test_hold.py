@@ -316,7 +316,7 @@ def test_a_policy_function_answers_run_hold_or_skip(emulator: Any) -> None:
     rig.deliver(_changes(rig.rt))
     assert [c.key for c in rig.runs["mirror"]] == ["run/a"]
     rows = {row.key: row for row in rig.rt.ledger_rows()}
-    assert rows["skip/c"].effect_of("mirror").status == "done"  # type: ignore[union-attr]
+    assert rows["skip/c"].effect_of("mirror").status == "skipped"  # type: ignore[union-attr]
     (held,) = held_changes(rows["hold/b"])
     assert held.reason == "curator must look"
 

@@ -210,6 +210,7 @@ def test_explain_shows_the_processor_effect_of_the_row_change(emulator: Any) -> 
         "completed_for_change": row.change_id,
         "behind": False,
         "waiting_changes": [],
+        "held": None,
     }
     assert result["effects"] == {"default": result["effect"]}
     assert result["ledger"]["change_id"] == rt.effects[-1].change_id
