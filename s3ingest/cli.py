@@ -682,7 +682,7 @@ def _hold_demo(*, seed: int, as_json: bool) -> None:
     if example:
         out.print(f"decision trail of {example['key']!r}:")
         for d in example["decisions"]:
-            out.print(f"  {d['action']} [{d['processor']}] by {d['actor']}: {d['reason']}")
+            out.print(escape(f"  {d['action']} [{d['processor']}] by {d['actor']}: {d['reason']}"))
     for problem in report["effects_problems"] + report["differences"]:
         out.print(f"  [red]{problem}[/]")
     out.print(
@@ -1181,7 +1181,7 @@ def explain_command(
             decision += f" [{h['processor']}]"
         history.add_row(
             str(h["at"]),
-            decision,
+            escape(decision),
             str(h["seq"]),
             str(h["event"] or ""),
             h["reason"],
@@ -1249,9 +1249,8 @@ def held_command(
         table_.add_column(col)
     for h in page["held"]:
         since = datetime.fromtimestamp(h["held_at"] / 1000, UTC).isoformat(timespec="seconds")
-        table_.add_row(
-            h["bucket"], h["key"], h["processor"], h["kind"], h["reason"], since, h["change_id"]
-        )
+        cells = (h["bucket"], h["key"], h["processor"], h["kind"], h["reason"], since)
+        table_.add_row(*(escape(str(c)) for c in cells), h["change_id"])
     out.print(table_)
     if page["next"]:
         out.print(f"more: s3ingest held --stack {stack} --after {page['next']}")
@@ -1408,7 +1407,7 @@ def _review_command(
                 else "nothing held matches"
             )
             for h in targets:
-                out.print(f"  {h.bucket}/{h.key} [{h.processor}] {h.kind}: {h.reason}")
+                out.print(escape(f"  {h.bucket}/{h.key} [{h.processor}] {h.kind}: {h.reason}"))
         return
     if len(targets) > 1 and not yes:
         if not sys.stdin.isatty():
@@ -1434,7 +1433,9 @@ def _review_command(
     for d in done:
         if not d["applied"]:
             out.print(
-                f"  not {decision}: {d['bucket']}/{d['key']} [{d['processor']}] (no longer held)"
+                escape(
+                    f"  not {decision}: {d['bucket']}/{d['key']} [{d['processor']}] (no longer held)"
+                )
             )
 
 
