@@ -1434,7 +1434,8 @@ def _review_command(
         if not d["applied"]:
             out.print(
                 escape(
-                    f"  not {decision}: {d['bucket']}/{d['key']} [{d['processor']}] (no longer held)"
+                    f"  not {decision}: {d['bucket']}/{d['key']} [{d['processor']}] "
+                    "(no longer held)"
                 )
             )
 
