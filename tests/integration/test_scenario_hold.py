@@ -5,6 +5,7 @@ rejected one never runs, and the trail names the approver."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -70,3 +71,24 @@ def test_approve_and_reject_steps_are_checked(tmp_path: Path) -> None:
     path.write_text('{"op": "reject", "key": "k", "change": 3}\n')
     with pytest.raises(ScenarioError, match="change must be a string"):
         run_scenario(path)
+
+
+def test_the_hold_deletes_demo_holds_a_mass_delete_until_approved() -> None:
+    from typer.testing import CliRunner
+
+    from s3ingest.cli import app
+
+    result = CliRunner().invoke(app, ["local", "demo", "--hold-deletes", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    # 30 tombstones at once; the breaker let the first 5 deletes run and held 25 ...
+    assert report["tombstoned"] == report["deleted"] == 30
+    assert report["ran_before_review"] == report["breaker_above"] == 5
+    assert report["held"] == 25
+    # ... which ran only after their approval, each once, with their change events
+    assert report["approved"] == report["ran_after_approval"] == 25
+    assert report["held_after"] == 0
+    assert report["change_events_by_type"]["Object Held"] == 25
+    assert report["change_events_by_type"]["Change Approved"] == 25
+    assert report["converged"] and report["effects_problems"] == []
+    assert [d["action"] for d in report["trail_example"]["decisions"]] == ["held", "approved"]
