@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -104,6 +104,12 @@ class S3IngestPipeline(Construct):
     processor_policy_statements : sequence of aws_cdk.aws_iam.PolicyStatement, optional
         Added to the roles of the functions that run the in-process processors (``processor``
         or ``module`` entries), for what those need beyond the landing and output buckets.
+    hold : mapping, optional
+        Hold for review (the ``hold`` setting, ``docs/hold.md``): the policy, in the settings
+        form of :mod:`s3ingest_fn.core.hold`, of every processor without its own
+        (:attr:`ProcessorConfig.hold <s3ingest_cdk.ProcessorConfig>`). The functions that run
+        the processors get it as ``HOLD``; with any hold the pipeline adds the held-changes
+        alarm (``hold_alarm_seconds``).
     code : aws_cdk.aws_lambda.Code, optional
         The functions' code; the bundled ``s3ingest_fn`` package by default (with the
         processor's package), built without Docker (:mod:`s3ingest_cdk.bundling`).
@@ -176,6 +182,9 @@ class S3IngestPipeline(Construct):
         processor: str | None = _DEFAULT.processor,
         processors: Sequence[ProcessorConfig] = (),
         processor_policy_statements: Sequence[iam.PolicyStatement] = (),
+        hold: Mapping[str, Any] | None = _DEFAULT.hold,
+        trail_length: int = _DEFAULT.trail_length,
+        hold_alarm_seconds: int = _DEFAULT.hold_alarm_seconds,
         code: lambda_.Code | None = None,
         stage: str = _DEFAULT.stage,
         versioned: bool = _DEFAULT.versioned,
@@ -253,6 +262,9 @@ class S3IngestPipeline(Construct):
             processor_package_dir=processor_package_dir,
             processors=tuple(entries),
             processor_policy_statements=tuple(statements),
+            hold=dict(hold) if hold is not None else None,
+            trail_length=trail_length,
+            hold_alarm_seconds=hold_alarm_seconds,
             change_stream=change_stream,
             lag_alarm_seconds=lag_alarm_seconds,
             runbook_base_url=runbook_base_url,

@@ -316,7 +316,8 @@ class LocalRuntime:
         """What the settings and the buckets add to a function's environment: ``SCOPE``
         (:meth:`Resources.scope`), ``INVENTORIES`` (the stack's inventory of each bucket),
         ``CHECKPOINT_BUCKET_NAME`` (the inventory bucket), ``PROCESSOR`` (the single
-        ``processor`` setting) or ``PROCESSORS`` (several), and ``OUTPUT_BUCKET``."""
+        ``processor`` setting) or ``PROCESSORS`` (several), ``OUTPUT_BUCKET``, and ``HOLD``
+        and ``TRAIL_LENGTH`` (:meth:`~s3ingest.settings.Settings.hold_env`)."""
         r = self.resources
         env = {
             "SCOPE": self.scope.to_json(),

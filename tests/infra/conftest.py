@@ -57,12 +57,23 @@ TEAM_FUNCTION_ARN = "arn:aws:lambda:us-east-1:123456789012:function:team-audit"
 TEAM_QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:team-thumbs"
 #: The example processor function the stack deploys (``s3ingest_examples.sidecar:handler``).
 EXAMPLE_HANDLER = "s3ingest_examples.sidecar:handler"
+#: The three-processor synth's hold for review: the stack's (the mass-delete breaker) and the
+#: team function's own (anything under ``audit/locked/``).
+STACK_HOLD = {"deletes": {"above": 100, "windowSeconds": 300}}
+AUDIT_HOLD = {"prefixes": ["audit/locked/"]}
+#: Its review trail per row and held-changes alarm threshold (seconds).
+TRAIL_LENGTH = 8
+HOLD_ALARM_SECONDS = 7_200
 #: Three processors: the team's function (by ARN), the example deployed as a function, an
 #: in-process module; the function timeouts raise the ingest-side functions' timeouts
-#: (reconcileTimeoutSeconds lowered so the listing shard's is raised too).
+#: (reconcileTimeoutSeconds lowered so the listing shard's is raised too). With hold for review
+#: (the stack's, and the team function's own).
 PROCESSORS = {
     "stage": "procs",
     "reconcileTimeoutSeconds": 100,
+    "hold": STACK_HOLD,
+    "trailLength": TRAIL_LENGTH,
+    "holdAlarmSeconds": HOLD_ALARM_SECONDS,
     "processors": [
         {
             "name": "audit",
@@ -70,6 +81,7 @@ PROCESSORS = {
             "mode": "every-change",
             "prefixes": ["audit/"],
             "timeoutSeconds": 120,
+            "hold": AUDIT_HOLD,
         },
         {"name": "sidecar", "handler": EXAMPLE_HANDLER, "timeoutSeconds": 60},
         {

@@ -25,7 +25,15 @@ from s3ingest_cdk.compose import compose
 from s3ingest_cdk.stack import S3IngestStack
 from s3ingest_cdk.synth import Synth, cdk_json_context
 
-from .conftest import EXAMPLE_HANDLER, PROCESSORS, TEAM_FUNCTION_ARN, TEAM_QUEUE_ARN
+from .conftest import (
+    AUDIT_HOLD,
+    EXAMPLE_HANDLER,
+    PROCESSORS,
+    STACK_HOLD,
+    TEAM_FUNCTION_ARN,
+    TEAM_QUEUE_ARN,
+    TRAIL_LENGTH,
+)
 from .iam import allowed, statements_of
 
 INLINE = "def handler(event, context):\n    return None\n"
@@ -112,6 +120,7 @@ def test_functions_that_run_the_processors_get_processors(processors_synth: Synt
             "kinds": ["created", "removed"],
             "timeoutSeconds": 120,
             "functionArn": TEAM_FUNCTION_ARN,
+            "hold": AUDIT_HOLD,
         },
         {
             # the handler entry as the ARN of the function the stack deployed for it
@@ -138,12 +147,16 @@ def test_functions_that_run_the_processors_get_processors(processors_synth: Synt
         # the in-process module writes to the output bucket, as the single processor does
         assert variables["OUTPUT_BUCKET"] == {"Ref": _output_id(synth)}
         assert "PROCESSOR" not in variables
+        # hold for review: the stack's policy (compact JSON) and the trail's length
+        assert variables["HOLD"] == json.dumps(STACK_HOLD, separators=(",", ":"))
+        assert variables["TRAIL_LENGTH"] == str(TRAIL_LENGTH)
     # no other function has them
     for logical_id, resource in synth.resources("AWS::Lambda::Function").items():
         if logical_id in {synth.logical_id(f) for f in runners}:
             continue
         variables = resource["Properties"]["Environment"]["Variables"]
         assert "PROCESSORS" not in variables and "PROCESSOR" not in variables, logical_id
+        assert "HOLD" not in variables and "TRAIL_LENGTH" not in variables, logical_id
 
 
 def test_invoke_grants_name_exactly_the_processor_functions(processors_synth: Synth) -> None:
@@ -393,13 +406,15 @@ def test_props_give_the_same_processors(tmp_path: Path) -> None:
         code=lambda_.Code.from_inline(INLINE),
         processors=[
             ProcessorConfig("audit", function=team, timeout_seconds=200, kinds=("created",)),
-            ProcessorConfig("remote", function_arn=TEAM_FUNCTION_ARN),
+            ProcessorConfig("remote", function_arn=TEAM_FUNCTION_ARN, hold=AUDIT_HOLD),
             ProcessorConfig("sidecar", handler=EXAMPLE_HANDLER, mode="every-change"),
             ProcessorConfig("thumbs", module="s3ingest_examples.sidecar:process"),
         ],
         processor_policy_statements=[
             iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[TEAM_QUEUE_ARN])
         ],
+        hold={"deletes": True},
+        trail_length=3,
     )
     template = _template(app, stack)
     resolve = stack.resolve
@@ -415,6 +430,12 @@ def test_props_give_the_same_processors(tmp_path: Path) -> None:
         ("thumbs", None, "s3ingest_examples.sidecar:process"),
     ]
     assert ingest["Properties"]["Timeout"] == 215
+    # hold for review: the processor's own in its entry, the pipeline's as HOLD, the trail's
+    # length, and the held-changes alarm
+    assert [e.get("hold") for e in entries] == [None, AUDIT_HOLD, None, None]
+    variables = ingest["Properties"]["Environment"]["Variables"]
+    assert (variables["HOLD"], variables["TRAIL_LENGTH"]) == ('{"deletes":true}', "3")
+    assert pipeline.alarms.held_changes is not None
     policies = json.dumps(
         [
             policy
@@ -466,6 +487,44 @@ def test_props_problems(tmp_path: Path) -> None:
         "processorPolicyStatements[0]: A PolicyStatement used in an identity-based policy must "
         "specify at least one resource.",
     ]
+
+
+def test_hold_props_problems(tmp_path: Path) -> None:
+    # the core's sentences, named by the entry for a processor's own
+    _app, stack, _team = _team_stack(tmp_path)
+    with pytest.raises(SettingsError) as caught:
+        S3IngestPipeline(
+            stack,
+            "Ingest",
+            code=lambda_.Code.from_inline(INLINE),
+            processors=[
+                ProcessorConfig("remote", function_arn=TEAM_FUNCTION_ARN, hold={"deletes": 1})
+            ],
+            hold={"prefixes": "in/"},
+            trail_length=0,
+            hold_alarm_seconds=30,
+        )
+    assert caught.value.problems == [
+        "processors[0].hold.deletes must be true, false or {'above', 'windowSeconds'}: 1",
+        "hold.prefixes must be a list of non-empty strings, got 'in/'",
+        "trailLength: 0 is outside 1..20",
+        "holdAlarmSeconds: 30 is below 60",
+    ]
+    # a hold without processors
+    with pytest.raises(SettingsError) as caught:
+        S3IngestPipeline(
+            stack, "Other", code=lambda_.Code.from_inline(INLINE), hold={"deletes": True}
+        )
+    (problem,) = caught.value.problems
+    assert problem.startswith("hold needs processors: ")
+
+
+def test_a_processor_config_keeps_its_hold() -> None:
+    config = ProcessorConfig("audit", function_arn=TEAM_FUNCTION_ARN, hold=AUDIT_HOLD)
+    entry = config.to_entry()
+    assert entry["hold"] == AUDIT_HOLD
+    assert ProcessorConfig.from_entry(entry) == config
+    assert "hold" not in ProcessorConfig("plain", module="a.b:c").to_entry()
 
 
 def test_the_teams_wildcards_are_acknowledged_as_theirs(tmp_path: Path) -> None:

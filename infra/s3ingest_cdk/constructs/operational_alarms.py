@@ -18,6 +18,7 @@ from constructs import Construct
 
 from s3ingest_fn.contract import (
     DELIVERY_METRIC,
+    HELD_OLDEST_METRIC,
     LAG_METRIC,
     METRICS_NAMESPACE,
     RECONCILE_HEARTBEAT_METRIC,
@@ -104,6 +105,12 @@ class OperationalAlarms(Construct):
         The change-stream relay (``changeStream`` only; with ``change_dead_letter_queue``).
     change_dead_letter_queue : aws_cdk.aws_sqs.IQueue, optional
         The relay's on-failure destination: stream batches it gave up on.
+    hold_threshold : aws_cdk.Duration, optional
+        With hold for review only (``hold``, or a processor's own): the oldest held change
+        older than this (``holdAlarmSeconds``) fires the held-changes alarm. Reconciliation
+        measures the age when it runs, so the alarm watches the Maximum of
+        ``held_oldest_seconds`` over ``heartbeat_period`` (one run's datapoint in each) and can
+        lag by up to the reconcile schedule.
 
     Attributes
     ----------
@@ -127,6 +134,9 @@ class OperationalAlarms(Construct):
     delivery_off : aws_cdk.aws_cloudwatch.Alarm
         ``eventbridge_delivery_enabled`` Minimum < 1 in two 30-minute periods (missing data
         breaching): the bucket stopped sending events to EventBridge, or the check stopped.
+    held_changes : aws_cdk.aws_cloudwatch.Alarm or None
+        ``held_oldest_seconds`` Maximum over ``heartbeat_period`` > ``hold_threshold`` seconds
+        (missing data not breaching; ``hold_threshold`` only).
     alarms : list[aws_cdk.aws_cloudwatch.Alarm]
         Every alarm above that exists, and the drift alarm.
     """
@@ -154,6 +164,7 @@ class OperationalAlarms(Construct):
         backfill_state_machine: sfn.IStateMachine | None = None,
         change_relay_function: lambda_.IFunction | None = None,
         change_dead_letter_queue: sqs.IQueue | None = None,
+        hold_threshold: Duration | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarms: list[cloudwatch.Alarm] = []
@@ -268,9 +279,31 @@ class OperationalAlarms(Construct):
             heartbeat_period=heartbeat_period,
             timeouts=timeouts,
         )
+        self.held_changes: cloudwatch.Alarm | None = None
+        if hold_threshold is not None:
+            self.held_changes = self._held_changes(hold_threshold, heartbeat_period)
         drift_alarm.add_alarm_action(self._action)
         drift_alarm.add_ok_action(self._action)
         self.alarms.append(drift_alarm)
+
+    def _held_changes(self, threshold: Duration, period: Duration) -> cloudwatch.Alarm:
+        """A change held for review longer than ``threshold``: its effect waits for an
+        operator's approve or reject (``docs/hold.md``). The age comes from the reconciliation
+        (one datapoint per run), so the period is the heartbeat's: each holds a run."""
+        seconds = int(threshold.to_seconds())
+        return self._alarm(
+            "HeldChanges",
+            "held-changes",
+            self._custom(HELD_OLDEST_METRIC, cloudwatch.Stats.MAXIMUM, period),
+            threshold=seconds,
+            evaluation_periods=1,
+            description=(
+                f"s3ingest: a change has been held for review for more than {seconds} s (as the "
+                "last reconciliation measured it); its processor effect waits for approve or "
+                "reject"
+            ),
+            anchor="held-changes",
+        )
 
     def _change_stream(self, relay: lambda_.IFunction, dead_letter_queue: sqs.IQueue) -> None:
         """The change stream's alarms: dropped batches, relay failures, a stuck stream."""

@@ -139,6 +139,9 @@ class Monitoring(Construct):
             ),
             change_relay_function=relay.function if relay is not None else None,
             change_dead_letter_queue=relay.dead_letter_queue if relay is not None else None,
+            hold_threshold=(
+                Duration.seconds(settings.hold_alarm_seconds) if settings.holds else None
+            ),
         )
         functions: dict[str, lambda_.IFunction] = {
             "ingest": ingestion.ingest.function,

@@ -63,6 +63,10 @@ class ProcessorConfig:
     module : str, optional
         ``"package.module:function"`` run in-process by the ingest-side functions (as the
         ``processor`` setting).
+    hold : mapping, optional
+        This processor's hold for review policy, in the settings form of
+        :mod:`s3ingest_fn.core.hold` (``{"deletes": True}``, ``{"prefixes": ["published/"]}``,
+        ...; ``docs/hold.md``); None: the pipeline's ``hold`` applies.
     """
 
     name: str
@@ -75,6 +79,7 @@ class ProcessorConfig:
     function_arn: str | None = None
     handler: str | None = None
     module: str | None = None
+    hold: Mapping[str, Any] | None = None
 
     def to_entry(self) -> dict[str, Any]:
         """The ``processors`` setting entry (context form); ``function`` becomes
@@ -104,6 +109,8 @@ class ProcessorConfig:
         ):
             if value is not None:
                 entry[key] = value
+        if self.hold is not None:
+            entry["hold"] = dict(self.hold)
         return entry
 
     @classmethod
@@ -119,6 +126,7 @@ class ProcessorConfig:
             function_arn=entry.get("functionArn"),
             handler=entry.get("handler"),
             module=entry.get("module"),
+            hold=entry.get("hold"),
         )
 
 
@@ -212,4 +220,5 @@ def ingest_processors(
         function_arns=tuple(e["functionArn"] for e in entries if is_function_processor(e)),
         in_process=any("module" in e for e in entries),
         statements=tuple(statements),
+        variables=tuple(sorted(settings.hold_env().items())),
     )

@@ -53,23 +53,30 @@ class IngestProcessors:
         grants, as with ``processor``.
     statements : tuple of aws_cdk.aws_iam.PolicyStatement
         ``processorPolicyStatements``, added to the function's role.
+    variables : tuple of (str, str)
+        More variables of the functions that run the processors and write the ledger's review
+        trail: ``HOLD`` and ``TRAIL_LENGTH`` (:meth:`s3ingest.settings.Settings.hold_env`).
     """
 
     environment: str | None = None
     function_arns: tuple[str, ...] = ()
     in_process: bool = False
     statements: tuple[iam.PolicyStatement, ...] = ()
+    variables: tuple[tuple[str, str], ...] = ()
 
 
 def grant_processors(function: lambda_.Function, processors: IngestProcessors) -> None:
-    """``PROCESSORS``, ``lambda:InvokeFunction`` on the processor functions (their ARNs
-    exactly, so no version or alias of them beyond the one named) and the team's extra
-    statements, whose wildcards are acknowledged with :data:`TEAM_STATEMENT_EVIDENCE`."""
+    """``PROCESSORS`` (and ``HOLD``, ``TRAIL_LENGTH``: :attr:`IngestProcessors.variables`),
+    ``lambda:InvokeFunction`` on the processor functions (their ARNs exactly, so no version or
+    alias of them beyond the one named) and the team's extra statements, whose wildcards are
+    acknowledged with :data:`TEAM_STATEMENT_EVIDENCE`."""
     role = function.role
     if role is None:  # pragma: no cover - python_function gives every function a role
         raise TypeError("an s3ingest function has its own role")
     if processors.environment is not None:
         function.add_environment("PROCESSORS", processors.environment)
+    for name, value in processors.variables:
+        function.add_environment(name, value)
     if processors.function_arns:
         iam.Grant.add_to_principal(
             grantee=function,
