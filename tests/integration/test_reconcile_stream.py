@@ -271,7 +271,6 @@ def test_the_scheduled_run_reconciles_every_bucket_of_the_scope(
             reconcile.handler({"bucket": "elsewhere"}, Context())
     finally:
         wiring.function_reconciler.cache_clear()
-        reconcile.metrics.clear_metrics()  # with metrics disabled, nothing flushed them
 
 
 def _queued(rt: LocalRuntime) -> list[dict[str, Any]]:

@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from s3ingest_fn import wiring
 from s3ingest_fn.contract import (
@@ -34,7 +34,7 @@ from s3ingest_fn.contract import (
     RECONCILE_HEARTBEAT_METRIC,
 )
 from s3ingest_fn.core.diff import DRIFT_KINDS
-from s3ingest_fn.handlers.telemetry import stack_metrics
+from s3ingest_fn.handlers.telemetry import invocation_metrics
 from s3ingest_fn.services.reconcile import (
     INVENTORY,
     LISTING,
@@ -45,11 +45,10 @@ from s3ingest_fn.services.reconcile import (
 )
 
 logger = Logger(service="s3ingest-reconcile")
-metrics = stack_metrics()
 
 
 def emit_drift_metrics(
-    sink: Metrics,
+    sink: EphemeralMetrics,
     drift: dict[str, int],
     repairs_queued: int,
     pending_effects: int = 0,
@@ -64,8 +63,8 @@ def emit_drift_metrics(
     ``held_oldest_seconds`` (the oldest held change's age when the run read it; 0: none) and
     the heartbeat ``reconcile_completed`` (1) to ``sink`` (the drift alarm watches
     ``drift_total``, the held-changes alarm ``held_oldest_seconds``, the heartbeat alarm the
-    heartbeat; ``heartbeat=False`` leaves it out); the calling handler's ``log_metrics``
-    flushes them."""
+    heartbeat; ``heartbeat=False`` leaves it out); the caller flushes them
+    (:func:`~s3ingest_fn.handlers.telemetry.invocation_metrics`: this invocation's alone)."""
     for kind, count in drift.items():
         sink.add_metric(name=f"drift_{kind}", unit=MetricUnit.Count, value=count)
     sink.add_metric(name="drift_total", unit=MetricUnit.Count, value=sum(drift.values()))
@@ -80,7 +79,6 @@ def emit_drift_metrics(
 
 
 @logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda entry point (``s3ingest_fn.handlers.reconcile.handler``).
 
@@ -112,16 +110,17 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
                 raise
             failed.append(f"{bucket}: {exc}")
     drift = {k: sum(r.drift[k] for r in reports) for k in DRIFT_KINDS}
-    emit_drift_metrics(
-        metrics,
-        drift,
-        sum(r.repairs_queued for r in reports),
-        sum(r.pending_effects for r in reports),
-        sum(r.effects_behind for r in reports),
-        heartbeat=not failed,
-        held_effects=sum(r.held_effects for r in reports),
-        held_oldest_seconds=max((r.held_oldest_seconds for r in reports), default=0),
-    )
+    with invocation_metrics() as metrics:
+        emit_drift_metrics(
+            metrics,
+            drift,
+            sum(r.repairs_queued for r in reports),
+            sum(r.pending_effects for r in reports),
+            sum(r.effects_behind for r in reports),
+            heartbeat=not failed,
+            held_effects=sum(r.held_effects for r in reports),
+            held_oldest_seconds=max((r.held_oldest_seconds for r in reports), default=0),
+        )
     summary = combine_reports(reports) if reports else {"reports": []}
     logger.info("reconciliation finished", extra=summary)
     if failed:

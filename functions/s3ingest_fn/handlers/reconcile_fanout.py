@@ -15,17 +15,15 @@ from aws_lambda_powertools import Logger
 
 from s3ingest_fn import wiring
 from s3ingest_fn.handlers.reconcile import emit_drift_metrics
-from s3ingest_fn.handlers.telemetry import stack_metrics
+from s3ingest_fn.handlers.telemetry import invocation_metrics
 from s3ingest_fn.services.fanout import FanOut, bucket_of
 
 logger = Logger(service="s3ingest-reconcile")
-metrics = stack_metrics()
 
 ACTIONS = ("plan", "shard_inventory", "shard_ledger", "diff_partition", "summarize")
 
 
 @logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda entry point (``s3ingest_fn.handlers.reconcile_fanout.handler``).
 
@@ -40,14 +38,15 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     fan_out = FanOut(wiring.function_reconciler(bucket_of(event)))
     result: dict[str, Any] = getattr(fan_out, action)(event)
     if action == "summarize":
-        emit_drift_metrics(
-            metrics,
-            result["drift"],
-            result["repairs_queued"],
-            result.get("pending_effects", 0),
-            result.get("effects_behind", 0),
-            held_effects=result.get("held_effects", 0),
-            held_oldest_seconds=result.get("held_oldest_seconds", 0),
-        )
+        with invocation_metrics() as metrics:
+            emit_drift_metrics(
+                metrics,
+                result["drift"],
+                result["repairs_queued"],
+                result.get("pending_effects", 0),
+                result.get("effects_behind", 0),
+                held_effects=result.get("held_effects", 0),
+                held_oldest_seconds=result.get("held_oldest_seconds", 0),
+            )
         logger.info("reconciliation finished", extra=result)
     return result
