@@ -67,7 +67,7 @@ class FakeLedger:
         self, clock: Callable[[], float] = lambda: NOW, tombstone_ttl_seconds: int = TTL_SECONDS
     ) -> None:
         self.rows: dict[tuple[str, str], LedgerRow] = {}
-        self.counters: Counter[tuple[str, int]] = Counter()
+        self.ranks: dict[tuple[str, int], dict[str, int]] = {}
         self._clock = clock
         self._ttl = tombstone_ttl_seconds
 
@@ -247,9 +247,13 @@ class FakeLedger:
         self.rows[(bucket, key)] = new
         return WriteResult(applied=True, new=new)
 
-    def add(self, name: str, window: int, ttl_seconds: int) -> int:
-        self.counters[(name, window)] += 1
-        return self.counters[(name, window)]
+    def rank(self, name: str, window: int, member: str, above: int, ttl_seconds: int) -> int:
+        ranks = self.ranks.setdefault((name, window), {})
+        if member not in ranks:
+            if len(ranks) >= above:
+                return above + 1
+            ranks[member] = len(ranks) + 1
+        return ranks[member]
 
     def close(self, bucket: str, key: str, token: int, processor: str) -> bool:
         _default_only(processor)

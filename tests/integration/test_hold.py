@@ -362,3 +362,40 @@ def test_a_rejected_change_never_runs_and_releases_the_changes_behind_it(emulato
     assert [c.kind for c in rig.runs["mirror"]] == ["created", "created"]
     row = rig.ledger.get(bucket, "a.csv")
     assert row is not None and row.effect_of("mirror").status == "rejected"  # type: ignore[union-attr]
+
+
+def test_an_effect_resumed_after_a_crash_keeps_the_breakers_verdict(emulator: Any) -> None:
+    # GIVEN a breaker allowing one delete per window, and a worker killed after the first
+    # delete's effect ran, before its commit
+    rig = Rig(emulator, "Enabled", [("mirror", LATEST, {})])
+    killed: list[str] = []
+
+    def kill_once(change: AppliedChange) -> None:
+        if change.kind == "removed" and not killed:
+            killed.append(change.key)
+            rig.clock.expire_leases()
+            raise Killed(change.key)
+
+    rig.rt.service.effects = wiring.effect_runner(
+        rig.specs,
+        rig.rt.s3,
+        clock_ms=rig.clock,
+        after_effect=kill_once,
+        holds={"mirror": HoldPolicy.of({"deletes": {"above": 1, "windowSeconds": 3600}})},
+    )
+    for key in ("a", "b"):
+        rig.put(key, b"x")
+    rig.deliver(_changes(rig.rt))
+    rig.rt.faithful.delete("a")
+    # WHEN the retried message resumes the effect, then a second delete comes
+    rig.deliver(_changes(rig.rt))
+    rig.rt.faithful.delete("b")
+    rig.deliver(_changes(rig.rt))
+    # THEN the resumed delete ran again and committed (the breaker answered it as before), and
+    # only the second delete is held
+    assert killed == ["a"]
+    assert [c.key for c in rig.runs["mirror"] if c.kind == "removed"] == ["a", "a"]
+    rows = {row.key: row for row in rig.rt.ledger_rows()}
+    assert rows["a"].effect_of("mirror").status == "done"  # type: ignore[union-attr]
+    assert [h.key for h in held_changes(rows["b"])] == ["b"]
+    assert rows["a"].trail == ()

@@ -1283,31 +1283,51 @@ class DynamoLedger:
             },
         )
 
-    def add(self, name: str, window: int, ttl_seconds: int) -> int:
-        """The mass-delete breaker's counter (:class:`~s3ingest_fn.core.hold.HoldCounter`):
-        one UpdateItem (``ADD``) on the item ``#s3ingest/<name>/<window>`` of the ledger table,
-        which expires by the table's TTL ``ttl_seconds`` later.
+    def rank(self, name: str, window: int, member: str, above: int, ttl_seconds: int) -> int:
+        """The mass-delete breaker's counter (:class:`~s3ingest_fn.core.hold.HoldCounter`), on
+        the item ``#s3ingest/<name>/<window>`` of the ledger table (expiring by the table's TTL
+        ``ttl_seconds`` later): one conditional UpdateItem that gives ``member`` the next rank
+        while fewer than ``above`` have one (``n`` and an attribute ``c<member>``). Asking again
+        for a member returns its rank (the refused write's old item holds it, no second
+        request), so a retried or resumed change keeps its verdict.
+
+        Returns
+        -------
+        int
+            ``member``'s rank (1 to ``above``), or ``above + 1`` once ``above`` members have one.
 
         Raises
         ------
         TransientError
             On throttling or a service error.
         """
+        mine = f"c{member}"
         try:
             resp = self._ddb.update_item(
                 TableName=self._table,
                 Key={PARTITION_KEY: {"S": f"{COUNTER_PREFIX}{name}/{window}"}},
-                UpdateExpression="ADD #n :one SET #ttl = if_not_exists(#ttl, :ttl)",
-                ExpressionAttributeNames={"#n": "n", "#ttl": TTL_ATTRIBUTE},
+                UpdateExpression="SET #n = if_not_exists(#n, :zero) + :one, "
+                "#c = if_not_exists(#n, :zero) + :one, #ttl = if_not_exists(#ttl, :ttl)",
+                ConditionExpression="attribute_not_exists(#c) AND "
+                "(attribute_not_exists(#n) OR #n < :above)",
+                ExpressionAttributeNames={"#n": "n", "#c": mine, "#ttl": TTL_ATTRIBUTE},
                 ExpressionAttributeValues={
+                    ":zero": {"N": "0"},
                     ":one": {"N": "1"},
+                    ":above": {"N": str(above)},
                     ":ttl": {"N": str(int(self._clock()) + ttl_seconds)},
                 },
                 ReturnValues="UPDATED_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
-        except (ClientError, BotoCoreError) as exc:
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise _transient(exc) from exc
+            old = cast("dict[str, Any]", exc.response.get("Item") or {})
+            return int(old[mine]["N"]) if mine in old else above + 1
+        except BotoCoreError as exc:
             raise _transient(exc) from exc
-        return int(resp["Attributes"]["n"]["N"])
+        return int(resp["Attributes"][mine]["N"])
 
     def _push_review(self, review: Review, names: dict[str, str], values: dict[str, Any]) -> str:
         """The SET clauses that push ``review`` onto the trail (``t0`` newest; the oldest of

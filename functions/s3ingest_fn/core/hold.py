@@ -16,10 +16,12 @@ Settings form (context key ``hold``, or ``"hold"`` in one entry of ``processors`
     {"policy": "package.module:function"}               # the team's own answer
 
 Keys combine: the first rule that holds wins, in the order prefixes, deletes, policy. The
-breaker counts the removals it sees per processor in tumbling windows of ``windowSeconds``
-(one atomic counter update per removal, :meth:`HoldCounter.add`); within a window the first
-``above`` run and every later one is held. A team's policy is called as
-``policy(change: AppliedChange) -> "run" | "skip" | "hold" | {"action", "reason"}``.
+breaker ranks the removals it sees per processor in tumbling windows of ``windowSeconds``
+(one conditional counter update per removal, :meth:`HoldCounter.rank`): within a window the
+first ``above`` distinct changes run and every later one is held; a change asked again (a retry,
+an effect resumed after a crash) keeps its rank, so its verdict. A team's policy is called as
+``policy(change: AppliedChange) -> "run" | "skip" | "hold" | {"action", "reason"}`` and must be
+a function of the change alone: it is asked again when an effect is resumed after a crash.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ REASON_PREFIX = "prefix"
 REASON_MASS_DELETE = "mass-delete"
 #: The breaker's window when the settings give none, seconds.
 DEFAULT_WINDOW_SECONDS = 300
+#: The largest ``above``: the counter item keeps one rank per change run in the window (about
+#: 40 bytes each, in a 400 KB DynamoDB item).
+MAX_ABOVE = 5_000
 _KEYS = ("deletes", "prefixes", "policy")
 
 
@@ -54,9 +59,10 @@ class Verdict:
 class HoldCounter(Protocol):
     """The breaker's shared counter (the ledger adapter keeps it in the ledger table)."""
 
-    def add(self, name: str, window: int, ttl_seconds: int) -> int:
-        """Add 1 to counter ``name`` of window ``window`` (epoch seconds // window length) and
-        return the new value; the counter expires ``ttl_seconds`` later."""
+    def rank(self, name: str, window: int, member: str, above: int, ttl_seconds: int) -> int:
+        """``member``'s rank among the members of counter ``name`` in window ``window`` (epoch
+        seconds // window length), given on its first call and the same on every later one; or
+        ``above + 1`` once ``above`` members have a rank. Expires ``ttl_seconds`` later."""
         ...
 
 
@@ -68,6 +74,9 @@ class _Change(Protocol):
 
     @property
     def kind(self) -> str: ...
+
+    @property
+    def change_id(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -147,12 +156,14 @@ class HoldPolicy:
                 return Verdict(HOLD, REASON_DELETE)
             if self.above is not None:
                 window = now_s // self.window_seconds
-                seen = counter.add(f"breaker/{name}", window, 2 * self.window_seconds)
-                if seen > self.above:
+                rank = counter.rank(
+                    f"breaker/{name}", window, change.change_id, self.above, 2 * self.window_seconds
+                )
+                if rank > self.above:
                     return Verdict(
                         HOLD,
-                        f"{REASON_MASS_DELETE}: {seen} deletes within {self.window_seconds} s "
-                        f"(above {self.above})",
+                        f"{REASON_MASS_DELETE}: more than {self.above} deletes within "
+                        f"{self.window_seconds} s",
                     )
         if self.policy is None:
             return Verdict(RUN)
@@ -192,8 +203,8 @@ def hold_errors(doc: Any) -> list[str]:
         above, window = deletes.get("above"), deletes.get("windowSeconds", DEFAULT_WINDOW_SECONDS)
         if extra:
             errors.append(f"hold.deletes: unknown keys {sorted(extra)}")
-        if not _count(above, 0):
-            errors.append(f"hold.deletes.above must be an integer >= 0, got {above!r}")
+        if not (_count(above, 0) and isinstance(above, int) and above <= MAX_ABOVE):
+            errors.append(f"hold.deletes.above must be an integer 0..{MAX_ABOVE}, got {above!r}")
         if not _count(window, 1) or window > 86_400:
             errors.append(f"hold.deletes.windowSeconds must be 1..86400, got {window!r}")
     elif not isinstance(deletes, bool):

@@ -135,8 +135,9 @@ class Ledger(Protocol):
         an every-change queue holds newer changes after it)."""
         ...
 
-    def add(self, name: str, window: int, ttl_seconds: int) -> int:
-        """The mass-delete breaker's counter: add 1, return the new value."""
+    def rank(self, name: str, window: int, member: str, above: int, ttl_seconds: int) -> int:
+        """The mass-delete breaker's counter: ``member``'s rank in the window (the same on
+        every call), or ``above + 1`` once ``above`` members have one."""
         ...
 
 
