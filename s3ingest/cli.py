@@ -149,6 +149,7 @@ BucketOption = Annotated[
 
 @local_app.command("demo", short_help="The live pipeline under chaotic delivery.")
 def demo(
+    ctx: typer.Context,
     rounds: Annotated[
         int,
         typer.Option(
@@ -220,6 +221,21 @@ def demo(
     _require_local("s3ingest local demo")
     from s3ingest.commands import local as commands
 
+    if existing or hold_deletes:
+        given = [
+            f"--{name.replace('_', '-')}"
+            for name in ("rounds", "duplicate", "drop", "reconcile", "crash")
+            if getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"
+        ]
+        if existing and hold_deletes:
+            given.insert(0, "--existing")
+        if given:
+            mode = "--hold-deletes" if hold_deletes else "--existing"
+            console.print(
+                f"[red]error:[/] {mode} runs its own scenario: {', '.join(given)} "
+                f"{'does' if len(given) == 1 else 'do'} not apply (only --seed and --json do)"
+            )
+            raise typer.Exit(EXIT_USAGE)
     if existing:
         _onboard_locally(seed=seed, as_json=as_json)
     if hold_deletes:
@@ -402,12 +418,38 @@ def scenario(
         out.print(fx)
     if result["changes"]:
         ch = Table(title="change stream (events a subscriber received)")
-        for col in ("detail-type", "key", "sequencer", "id"):
+        for col in ("detail-type", "key", "processor", "sequencer", "id"):
             ch.add_column(col, overflow="fold")
         for c in result["changes"]:
             d = c["detail"]
-            ch.add_row(str(c["detail-type"]), repr(d["key"]), str(d["sequencer"]), d["id"])
+            ch.add_row(
+                str(c["detail-type"]),
+                repr(d["key"]),
+                str(d.get("processor") or ""),
+                str(d["sequencer"]),
+                d["id"],
+            )
         out.print(ch)
+    for review in result["reviews"]:
+        decided = sum(1 for d in review["decided"] if d["applied"])
+        out.print(
+            f"line {review['step']}: {review['op']} {review['key']!r}: {decided} held "
+            "change(s) decided" + ("" if decided else " [yellow](nothing held matched)[/]")
+        )
+    if result["trail"]:
+        tr = Table(title="decision trail (review decisions per key, newest first)")
+        for col in ("key", "decision", "processor", "by", "reason"):
+            tr.add_column(col, overflow="fold")
+        for t in result["trail"]:
+            for d in t["decisions"]:
+                tr.add_row(
+                    repr(t["key"]), d["action"], d["processor"], d["actor"], escape(d["reason"])
+                )
+        out.print(tr)
+    if result["held"]:
+        out.print(f"[yellow]still held for review: {len(result['held'])}[/]")
+        for h in result["held"]:
+            out.print(escape(f"  {h['key']!r} [{h['processor']}] {h['kind']}: {h['reason']}"))
     for problem in result["effects_problems"]:
         out.print(f"[red]effects problem:[/] {problem}")
     if result["error"]:
@@ -1221,26 +1263,27 @@ def held_command(
     (docs/hold.md). Decide them with approve or reject. Reads the ledger with a Scan."""
     from datetime import UTC, datetime
 
-    from s3ingest.commands.review import list_held
+    from s3ingest.commands.review import check_held_args, list_held
     from s3ingest.operations import to_json
 
-    deployed = _connect(stack)
-    (table,) = _require(deployed, "LedgerTableName")
     try:
-        page = _aws(
-            lambda: list_held(
-                deployed.client("dynamodb"),
-                table,
-                _processors(deployed),
-                bucket=bucket,
-                prefix=prefix,
-                limit=limit,
-                after=after,
-            )
-        )
+        check_held_args(bucket, prefix, after)
     except ValueError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(EXIT_USAGE) from exc
+    deployed = _connect(stack)
+    (table,) = _require(deployed, "LedgerTableName")
+    page = _aws(
+        lambda: list_held(
+            deployed.client("dynamodb"),
+            table,
+            _processors(deployed),
+            bucket=bucket,
+            prefix=prefix,
+            limit=limit,
+            after=after,
+        )
+    )
     if as_json:
         sys.stdout.write(to_json(page) + "\n")
         return
@@ -1366,7 +1409,11 @@ def _review_command(
 
     verb = "approve" if decision == "approved" else "reject"
     bulk = all_matching is not None
-    if bulk == (bucket_arg is not None) or (not bulk and key is None) or (bulk and not bucket):
+    if (
+        bulk == (bucket_arg is not None)
+        or (not bulk and (key is None or bucket is not None))
+        or (bulk and not bucket)
+    ):
         console.print(
             f"[red]error:[/] give BUCKET KEY, or --bucket B --all-matching PREFIX "
             f"(s3ingest {verb} --help)"
@@ -1409,7 +1456,7 @@ def _review_command(
             for h in targets:
                 out.print(escape(f"  {h.bucket}/{h.key} [{h.processor}] {h.kind}: {h.reason}"))
         return
-    if len(targets) > 1 and not yes:
+    if bulk and len(targets) > 1 and not yes:
         if not sys.stdin.isatty():
             console.print(f"[red]error:[/] {len(targets)} held changes: give --yes to {verb} them")
             raise typer.Exit(EXIT_USAGE)

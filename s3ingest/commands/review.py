@@ -33,11 +33,9 @@ def list_held(
     Raises
     ------
     ValueError
-        ``prefix`` without ``bucket``, or an ``after`` token that is not one this returned.
+        As :func:`check_held_args`.
     """
-    if prefix and not bucket:
-        raise ValueError("--prefix needs --bucket (keys are per bucket)")
-    start = _untoken(after) if after else None
+    start = check_held_args(bucket, prefix, after)
     rows, last = held_rows(
         dynamodb,
         table,
@@ -48,6 +46,19 @@ def list_held(
     )
     held = [h.as_dict() for row in rows for h in held_changes(row)]
     return {"held": held, "next": _token(last) if last else None}
+
+
+def check_held_args(bucket: str | None, prefix: str, after: str | None) -> dict[str, Any] | None:
+    """Check ``held``'s arguments before any AWS call; return the decoded ``after`` token.
+
+    Raises
+    ------
+    ValueError
+        ``prefix`` without ``bucket``, or an ``after`` token that is not one a page printed.
+    """
+    if prefix and not bucket:
+        raise ValueError("--prefix needs --bucket (keys are per bucket)")
+    return _untoken(after) if after else None
 
 
 def matching(

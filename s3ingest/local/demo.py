@@ -350,7 +350,7 @@ def run_hold_demo(
         ``ran_before_review`` (delete effects run before any approval), ``held`` (held
         changes then), ``approved`` (approvals applied), ``ran_after_approval``,
         ``held_after``, ``change_events_by_type``, ``converged``, ``effects_problems``,
-        ``trail_example`` (one key's decision trail).
+        ``trail_example`` (one key's decision trail, newest first).
     """
     rng = random.Random(seed)
     keys = [f"published/{i:03d} {rng.choice(HOSTILE_KEYS)}" for i in range(objects)]
@@ -403,7 +403,7 @@ def run_hold_demo(
         "trail_example": (
             {
                 "key": example.key,
-                "decisions": [r.as_dict() for r in reversed(example.trail)],
+                "decisions": [r.as_dict() for r in example.trail],
             }
             if example is not None
             else None

@@ -50,8 +50,9 @@ Format (one JSON object per line; blank lines and lines starting with ``#`` are 
 
 The result (:func:`run_scenario`) is ``{"error": str | None, "messages": [...], "ledger": [...],
 "bucket": [...], "effects": [...], "changes": [...], "effects_problems": [...], "held": [...],
-"trail": [...], "converged": bool}`` as documented in the README (``held``: the changes still
-held at the end; ``trail``: per key with any, its review decisions, oldest first):
+"trail": [...], "reviews": [...], "converged": bool}`` as documented in the README (``held``:
+the changes still held at the end; ``trail``: per key with any, its review decisions, newest
+first; ``reviews``: per approve/reject step, what it decided, empty when nothing matched):
 ``effects`` lists every completed processor run with its change id and fencing token,
 ``changes`` every event the change bus delivered to a subscriber.
 An invalid file raises :class:`ScenarioError` before anything runs (or when S3 itself refuses a
@@ -504,6 +505,7 @@ def _run(
     backfills: list[dict[str, Any]] = []
     replays: list[dict[str, Any]] = []
     onboardings: list[dict[str, Any]] = []
+    reviews: list[dict[str, Any]] = []
     error: str | None = None
     for lineno, step in steps:
         rt.step = lineno
@@ -555,13 +557,14 @@ def _run(
                         f"{execution.get('cause')}"
                     )
             elif op in ("approve", "reject"):
-                rt.review(
+                decided = rt.review(
                     step["key"],
                     "approved" if op == "approve" else "rejected",
                     bucket=step.get("bucket"),
                     processor=step.get("processor"),
                     change_id=step.get("change"),
                 )
+                reviews.append({"step": lineno, "op": op, "key": step["key"], "decided": decided})
             elif op == "replay":
                 start = _parse_time(lineno, "from", step["from"]) if "from" in step else None
                 end = _parse_time(lineno, "to", step["to"]) if "to" in step else None
@@ -584,7 +587,7 @@ def _run(
         {
             "bucket": row.bucket,
             "key": row.key,
-            "decisions": [review.as_dict() for review in reversed(row.trail)],
+            "decisions": [review.as_dict() for review in row.trail],
         }
         for row in rt.ledger_rows()
         if row.trail
@@ -620,6 +623,7 @@ def _run(
         "effects_problems": fx["problems"] + fx["sidecar_differences"],
         "held": held,
         "trail": trail,
+        "reviews": reviews,
         "ledger": [
             {
                 "bucket": r.bucket,

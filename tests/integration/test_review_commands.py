@@ -113,6 +113,18 @@ def test_review_commands_explain_their_usage(
 ) -> None:
     rt = LocalRuntime(emulator, versioning="Enabled")
     env = _stack(monkeypatch, rt)
-    for args in (["approve"], ["approve", "b"], ["reject", "b", "k", "--all-matching", "x"]):
+    for args in (
+        ["approve"],
+        ["approve", "b"],
+        ["reject", "b", "k", "--all-matching", "x"],
+        ["approve", "b", "k", "--bucket", "b"],
+    ):
         result = CliRunner().invoke(app, args, env=env)
         assert result.exit_code == 2 and "BUCKET KEY" in result.output, args
+    # held's own arguments are checked before any AWS call (no stack is reachable here)
+    for args, message in (
+        (["held", "--stack", "nowhere", "--prefix", "p"], "--prefix needs --bucket"),
+        (["held", "--stack", "nowhere", "--after", "garbage"], "not a token"),
+    ):
+        result = CliRunner().invoke(app, args, env={"AWS_ENDPOINT_URL": "http://127.0.0.1:9"})
+        assert result.exit_code == 2 and message in result.output, args
