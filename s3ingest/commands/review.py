@@ -116,6 +116,6 @@ def _untoken(token: str) -> dict[str, Any]:
         doc = json.loads(base64.urlsafe_b64decode(token.encode()))
     except ValueError as exc:
         raise ValueError(f"--after {token!r} is not a token printed by s3ingest held") from exc
-    if not isinstance(doc, dict):
+    if not isinstance(doc, dict) or not isinstance(doc.get("pk"), dict):
         raise ValueError(f"--after {token!r} is not a token printed by s3ingest held")
     return doc

@@ -67,7 +67,8 @@ class FakeLedger:
         self, clock: Callable[[], float] = lambda: NOW, tombstone_ttl_seconds: int = TTL_SECONDS
     ) -> None:
         self.rows: dict[tuple[str, str], LedgerRow] = {}
-        self.ranks: dict[tuple[str, int], dict[str, int]] = {}
+        self.ranks: dict[str, dict[str, int]] = {}
+        self.counts: Counter[tuple[str, int]] = Counter()
         self._clock = clock
         self._ttl = tombstone_ttl_seconds
 
@@ -208,15 +209,16 @@ class FakeLedger:
         trail = (review, *row.trail)[:TRAIL_SLOTS] if review is not None else row.trail
         self.rows[(bucket, key)] = dataclasses.replace(
             row,
+            rev=row.rev + 1 if review is not None else row.rev,
             op="hold" if review is not None else OP_COMMIT,
             trail=trail,
             effect=dataclasses.replace(row.effect, status=HELD, lease_until_ms=None, hold=hold),
         )
         return True
 
-    def review(self, bucket: str, key: str, review: Review, *, more: bool = False) -> WriteResult:
+    def review(self, bucket: str, key: str, review: Review, *, queued: int = 0) -> WriteResult:
         _default_only(review.processor)
-        if more:
+        if queued:
             raise NotImplementedError("the in-memory ledger models latest processors only")
         row = self.rows.get((bucket, key))
         effect = row.effect if row is not None else None
@@ -240,6 +242,7 @@ class FakeLedger:
             effect = dataclasses.replace(effect, status=REJECTED, lease_until_ms=None, hold=None)
         new = dataclasses.replace(
             row,
+            rev=row.rev + 1,
             op="approve" if review.action == APPROVED else "reject",
             trail=(review, *row.trail)[:TRAIL_SLOTS],
             effect=effect,
@@ -248,12 +251,14 @@ class FakeLedger:
         return WriteResult(applied=True, new=new)
 
     def rank(self, name: str, window: int, member: str, above: int, ttl_seconds: int) -> int:
-        ranks = self.ranks.setdefault((name, window), {})
-        if member not in ranks:
-            if len(ranks) >= above:
-                return above + 1
-            ranks[member] = len(ranks) + 1
-        return ranks[member]
+        kept = self.ranks.setdefault(name, {})
+        if member in kept:
+            return kept[member]
+        if self.counts[(name, window)] >= above:
+            return above + 1
+        self.counts[(name, window)] += 1
+        kept[member] = self.counts[(name, window)]
+        return kept[member]
 
     def close(self, bucket: str, key: str, token: int, processor: str) -> bool:
         _default_only(processor)

@@ -24,7 +24,7 @@ from s3ingest_fn.core.effects import EVERY_CHANGE, LATEST, AppliedChange
 from s3ingest_fn.core.events import parse_body
 from s3ingest_fn.core.hold import HoldPolicy
 from s3ingest_fn.core.model import Change, TransientError
-from s3ingest_fn.core.row import APPROVED, REJECTED
+from s3ingest_fn.core.row import APPROVED, REJECTED, Review
 from s3ingest_fn.services.review import Reviewer, held_changes
 from tests.integration.effects_support import Killed
 from tests.integration.test_processors import Rig, _changes, _collapsed
@@ -399,3 +399,30 @@ def test_an_effect_resumed_after_a_crash_keeps_the_breakers_verdict(emulator: An
     assert rows["a"].effect_of("mirror").status == "done"  # type: ignore[union-attr]
     assert [h.key for h in held_changes(rows["b"])] == ["b"]
     assert rows["a"].trail == ()
+
+
+def test_a_rejection_refuses_when_a_newer_change_queued_since_the_row_was_read(
+    emulator: Any,
+) -> None:
+    # GIVEN an every-change processor's held delete, as an operator read it (queue of one)
+    rig = HoldRig(emulator, "Enabled")
+    rig.put("a.csv", b"one")
+    rig.deliver(_changes(rig.rt))
+    rig.rt.faithful.delete("a.csv")
+    rig.deliver(_changes(rig.rt))
+    bucket = rig.rt.resources.bucket
+    read = rig.ledger.get(bucket, "a.csv")
+    assert read is not None
+    (held,) = [h for h in held_changes(read) if h.processor == "audit"]
+    # WHEN a newer change queues behind it before the rejection is written
+    rig.put("a.csv", b"two")
+    rig.deliver(_changes(rig.rt))
+    review = Review(REJECTED, "audit", held.change_id, "-", held.reason, "curator", rig.clock())
+    stale = rig.ledger.review(bucket, "a.csv", review, queued=1)
+    # THEN the write is refused (it would have dropped the newer change with the queue), and
+    # deciding from a fresh read rejects the delete and runs the newer change
+    assert not stale.applied
+    done = rig.reviewer.decide(bucket, "a.csv", REJECTED, "curator", processor="audit")
+    assert [d["applied"] for d in done] == [True]
+    rig.deliver([parse_body(b).changes[0] for b in rig.repairs.bodies])
+    assert [c.kind for c in rig.runs["audit"]] == ["created", "created"]

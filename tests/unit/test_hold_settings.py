@@ -62,8 +62,9 @@ def test_trail_length_other_than_the_default_is_a_variable() -> None:
     ("doc", "expected"),
     [
         ({"deletes": "yes"}, "hold.deletes must be true, false"),
-        ({"deletes": {"above": -1}}, "hold.deletes.above must be an integer 0..5000"),
-        ({"deletes": {"above": 5001}}, "hold.deletes.above must be an integer 0..5000"),
+        ({"deletes": {"above": -1}}, "hold.deletes.above must be an integer 0..1000000"),
+        ({"deletes": {"above": 1_000_001}}, "hold.deletes.above must be an integer 0..1000000"),
+        ({"policy": "pkg.mod:"}, "hold.policy must be 'package.module:function'"),
         ({"prefixes": "in/"}, "hold.prefixes must be a list of non-empty strings"),
         ({"policy": "no-colon"}, "hold.policy must be 'package.module:function'"),
         ({"holdAll": True}, "hold: unknown key 'holdAll'"),

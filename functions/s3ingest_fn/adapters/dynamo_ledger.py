@@ -32,7 +32,8 @@ op    S     what the last write was: ``apply`` (a change was applied: the change
 ci    S     id of the applied change (:func:`s3ingest_fn.core.effects.change_id`)
 cq    S     that change's own sequencer as received; absent for an observation
 fe    S     effect of the applied change (only with a processor): ``p`` pending, ``d`` done,
-            ``s`` superseded (CONTRACT C11)
+            ``s`` superseded (CONTRACT C11); with a hold policy also ``h`` held, ``x``
+            rejected, ``k`` skipped
 ft    N     fencing token of the effect's claim (the row's ``rv`` when claimed)
 fl    N     epoch ms until which the claiming worker may run; removed on commit
 fd    S     the change id whose effect last completed
@@ -41,11 +42,10 @@ fq    L     ``every-change`` processors: the applied changes whose effects wait,
             NULL, size or NULL, source, event name]``; removed when the last one is done
 fh    L     the held change of the effect and its review (:mod:`s3ingest_fn.core.hold`): ``[change
             id, reason, held at (epoch ms), "h"|"a" (held, approved), actor or NULL, decided
-            at or NULL]``; removed by the next commit (``fe`` is then ``h`` held, ``x``
-            rejected besides the three above)
-fe:N  ...   the same six (``fe:N``, ``ft:N``, ``fl:N``, ``fd:N``, ``fq:N``) for the processor
-            named ``N`` of several; the unsuffixed ones belong to the ``default`` processor (the
-            single ``processor`` setting), as before there were several
+            at or NULL]``; removed by the next commit
+fe:N  ...   the same six (``fe:N``, ``ft:N``, ``fl:N``, ``fd:N``, ``fq:N``, ``fh:N``) for the
+            processor named ``N`` of several; the unsuffixed ones belong to the ``default``
+            processor (the single ``processor`` setting), as before there were several
 t0..  L     the last review decisions (``trailLength``, default
             :data:`~s3ingest_fn.core.row.TRAIL_SLOTS`), newest first, each ``[at, action
             ("h", "a", "r"), processor, change id, sequencer as received or "-", reason,
@@ -278,7 +278,7 @@ def _hold_av(hold: Hold) -> dict[str, Any]:
     return {
         "L": [
             {"S": hold.change_id},
-            {"S": hold.reason},
+            {"S": hold.reason[:200]},
             {"N": str(hold.at)},
             {"S": _REVIEW_CODES.get(hold.decision, hold.decision)},
             {"S": hold.actor} if hold.actor else {"NULL": True},
@@ -1204,8 +1204,10 @@ class DynamoLedger:
             ":op": {"S": OP_HOLD if review is not None else OP_COMMIT},
         }
         expr = f"SET {_ph(fx)} = :held, {_ph(fh)} = :hold, #{_OP} = :op"
-        if review is not None:
-            expr += ", " + self._push_review(review, names, values)
+        if review is not None:  # a decision the change stream publishes: the revision moves
+            names[f"#{_REV}"] = _REV
+            values[":one"] = {"N": "1"}
+            expr += f", #{_REV} = #{_REV} + :one, " + self._push_review(review, names, values)
         return self._call(
             bucket,
             key,
@@ -1217,15 +1219,17 @@ class DynamoLedger:
             },
         ).applied
 
-    def review(self, bucket: str, key: str, review: Review, *, more: bool = False) -> WriteResult:
+    def review(self, bucket: str, key: str, review: Review, *, queued: int = 0) -> WriteResult:
         """Decide ``review.processor``'s held change ``review.change_id``: ``approved`` makes
         the effect pending with an expired lease (the next delivery of the key, or the repair
         the caller queues, re-claims and runs it without asking the policy again);
-        ``rejected`` ends it (``rejected``), or, with ``more`` (an ``every-change``
-        processor's queue holds newer changes), drops only the held change and leaves the
-        rest pending the same way. Conditional on the effect still holding that change; the
-        decision goes onto the trail. One UpdateItem; the change stream publishes
-        ``Change Approved`` or ``Change Rejected``.
+        ``rejected`` ends it (``rejected``), or, when newer changes wait behind it (an
+        ``every-change`` processor's queue held ``queued`` > 1 changes when the row was read),
+        drops only the held change and leaves the rest pending the same way. Conditional on
+        the effect still holding that change and, for a rejection, its queue still holding
+        ``queued`` changes (a newer change queued since refuses it: read and decide again); the
+        decision goes onto the trail and the row's revision moves. One UpdateItem; the change
+        stream publishes ``Change Approved`` or ``Change Rejected``.
 
         Raises
         ------
@@ -1241,7 +1245,18 @@ class DynamoLedger:
             ":ci": {"S": review.change_id},
             ":zero": {"N": "0"},
             ":pending": {"S": _FX_CODES[PENDING]},
+            ":one": {"N": "1"},
         }
+        names[f"#{_REV}"] = _REV
+        condition = f"{_ph(fx)} = :held AND {_ph(fh)}[0] = :ci"
+        if review.action != APPROVED:  # the queue as read: a newer change queued refuses it
+            names[_ph(fx_queue)] = fx_queue
+            if queued:
+                values[":queued"] = {"N": str(queued)}
+                condition += f" AND size({_ph(fx_queue)}) = :queued"
+            else:
+                condition += f" AND attribute_not_exists({_ph(fx_queue)})"
+        more = queued > 1
         if review.action == APPROVED:
             values[":op"] = {"S": OP_APPROVE}
             expr = (
@@ -1258,17 +1273,15 @@ class DynamoLedger:
             removes: list[str] = []
         elif more:
             values[":op"] = {"S": OP_REJECT}
-            names[_ph(fx_queue)] = fx_queue
             expr = f"SET {_ph(fx)} = :pending, {_ph(fx_lease)} = :zero, #{_OP} = :op"
             removes = [f"{_ph(fx_queue)}[0]", _ph(fh)]
         else:
             values[":op"] = {"S": OP_REJECT}
             values[":rejected"] = {"S": _FX_CODES[REJECTED]}
             del values[":zero"], values[":pending"]
-            names[_ph(fx_queue)] = fx_queue
             expr = f"SET {_ph(fx)} = :rejected, #{_OP} = :op"
             removes = [_ph(fx_lease), _ph(fx_queue), _ph(fh)]
-        expr += ", " + self._push_review(review, names, values)
+        expr += f", #{_REV} = #{_REV} + :one, " + self._push_review(review, names, values)
         if removes:
             expr += " REMOVE " + ", ".join(removes)
         return self._call(
@@ -1276,7 +1289,7 @@ class DynamoLedger:
             key,
             {
                 "UpdateExpression": expr,
-                "ConditionExpression": f"{_ph(fx)} = :held AND {_ph(fh)}[0] = :ci",
+                "ConditionExpression": condition,
                 "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": values,
                 "ReturnValues": "ALL_NEW",
@@ -1284,50 +1297,66 @@ class DynamoLedger:
         )
 
     def rank(self, name: str, window: int, member: str, above: int, ttl_seconds: int) -> int:
-        """The mass-delete breaker's counter (:class:`~s3ingest_fn.core.hold.HoldCounter`), on
-        the item ``#s3ingest/<name>/<window>`` of the ledger table (expiring by the table's TTL
-        ``ttl_seconds`` later): one conditional UpdateItem that gives ``member`` the next rank
-        while fewer than ``above`` have one (``n`` and an attribute ``c<member>``). Asking again
-        for a member returns its rank (the refused write's old item holds it, no second
-        request), so a retried or resumed change keeps its verdict.
+        """The mass-delete breaker's counter (:class:`~s3ingest_fn.core.hold.HoldCounter`) in
+        the ledger table, on small items that expire by the table's TTL ``ttl_seconds`` later:
+        ``#s3ingest/<name>/<window>`` counts the ranks given in the window (``n``), and
+        ``#s3ingest/<name>/member/<member>`` keeps a member's rank. A member asked again (a
+        retried or crash-resumed effect, in this window or a later one) gets its kept rank: one
+        GetItem. A new one: one conditional UpdateItem of the count (while ``n < above``) and
+        one conditional PutItem of its rank; past ``above``, the refused update alone.
 
         Returns
         -------
         int
-            ``member``'s rank (1 to ``above``), or ``above + 1`` once ``above`` members have one.
+            ``member``'s rank (1 to ``above``), or ``above + 1`` once ``above`` ranks were given
+            in the window.
 
         Raises
         ------
         TransientError
             On throttling or a service error.
         """
-        mine = f"c{member}"
+        kept = {PARTITION_KEY: {"S": f"{COUNTER_PREFIX}{name}/member/{member}"}}
+        expires = {"N": str(int(self._clock()) + ttl_seconds)}
         try:
-            resp = self._ddb.update_item(
-                TableName=self._table,
-                Key={PARTITION_KEY: {"S": f"{COUNTER_PREFIX}{name}/{window}"}},
-                UpdateExpression="SET #n = if_not_exists(#n, :zero) + :one, "
-                "#c = if_not_exists(#n, :zero) + :one, #ttl = if_not_exists(#ttl, :ttl)",
-                ConditionExpression="attribute_not_exists(#c) AND "
-                "(attribute_not_exists(#n) OR #n < :above)",
-                ExpressionAttributeNames={"#n": "n", "#c": mine, "#ttl": TTL_ATTRIBUTE},
-                ExpressionAttributeValues={
-                    ":zero": {"N": "0"},
-                    ":one": {"N": "1"},
-                    ":above": {"N": str(above)},
-                    ":ttl": {"N": str(int(self._clock()) + ttl_seconds)},
-                },
-                ReturnValues="UPDATED_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise _transient(exc) from exc
-            old = cast("dict[str, Any]", exc.response.get("Item") or {})
-            return int(old[mine]["N"]) if mine in old else above + 1
-        except BotoCoreError as exc:
+            found = self._ddb.get_item(TableName=self._table, Key=kept, ConsistentRead=True)
+            if "Item" in found:
+                return int(found["Item"]["r"]["N"])
+            try:
+                counted = self._ddb.update_item(
+                    TableName=self._table,
+                    Key={PARTITION_KEY: {"S": f"{COUNTER_PREFIX}{name}/{window}"}},
+                    UpdateExpression="SET #n = if_not_exists(#n, :zero) + :one, "
+                    "#ttl = if_not_exists(#ttl, :ttl)",
+                    ConditionExpression="attribute_not_exists(#n) OR #n < :above",
+                    ExpressionAttributeNames={"#n": "n", "#ttl": TTL_ATTRIBUTE},
+                    ExpressionAttributeValues={
+                        ":zero": {"N": "0"},
+                        ":one": {"N": "1"},
+                        ":above": {"N": str(above)},
+                        ":ttl": expires,
+                    },
+                    ReturnValues="UPDATED_NEW",
+                )
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                    return above + 1
+                raise
+            rank = int(counted["Attributes"]["n"]["N"])
+            try:
+                self._ddb.put_item(
+                    TableName=self._table,
+                    Item={**kept, "r": {"N": str(rank)}, TTL_ATTRIBUTE: expires},
+                    ConditionExpression=f"attribute_not_exists({PARTITION_KEY})",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+            except ClientError as exc:  # the same change asked twice at once: the first wins
+                if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                    raise
+                return int(cast("dict[str, Any]", exc.response.get("Item") or {})["r"]["N"])
+            return rank
+        except (ClientError, BotoCoreError) as exc:
             raise _transient(exc) from exc
-        return int(resp["Attributes"][mine]["N"])
 
     def _push_review(self, review: Review, names: dict[str, str], values: dict[str, Any]) -> str:
         """The SET clauses that push ``review`` onto the trail (``t0`` newest; the oldest of

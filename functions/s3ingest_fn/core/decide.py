@@ -45,7 +45,7 @@ from typing import Any
 
 from s3ingest_fn.contract import CANARY_PREFIX
 from s3ingest_fn.core.effects import CREATED, REMOVED, SUPERSEDED, AppliedChange, EffectRunner
-from s3ingest_fn.core.hold import HOLD, SKIP
+from s3ingest_fn.core.hold import HOLD, RUN, SKIP
 from s3ingest_fn.core.model import (
     Change,
     Format,
@@ -598,7 +598,7 @@ class IngestService:
         assert self.effects is not None
         if hold is not None and hold.change_id == change.change_id:
             if hold.decision == APPROVED:
-                return "run"
+                return RUN
             if hold.decision == HELD:
                 kept = self.ledger.hold(
                     change.bucket, change.key, change.token, change.processor, hold, None
@@ -608,7 +608,7 @@ class IngestService:
         if verdict.action == SKIP:
             return SKIP
         if verdict.action != HOLD:
-            return "run"
+            return RUN
         now = self.effects.clock_ms()
         held = Hold(change_id=change.change_id, reason=verdict.reason, at=now)
         review = Review(

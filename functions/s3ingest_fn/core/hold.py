@@ -17,9 +17,9 @@ Settings form (context key ``hold``, or ``"hold"`` in one entry of ``processors`
 
 Keys combine: the first rule that holds wins, in the order prefixes, deletes, policy. The
 breaker ranks the removals it sees per processor in tumbling windows of ``windowSeconds``
-(one conditional counter update per removal, :meth:`HoldCounter.rank`): within a window the
-first ``above`` distinct changes run and every later one is held; a change asked again (a retry,
-an effect resumed after a crash) keeps its rank, so its verdict. A team's policy is called as
+(:meth:`HoldCounter.rank`): within a window the first ``above`` distinct changes run and every
+later one is held; a change asked again (a retry, an effect resumed after a crash, even in a
+later window) keeps its rank, so its verdict. A team's policy is called as
 ``policy(change: AppliedChange) -> "run" | "skip" | "hold" | {"action", "reason"}`` and must be
 a function of the change alone: it is asked again when an effect is resumed after a crash.
 """
@@ -42,9 +42,8 @@ REASON_PREFIX = "prefix"
 REASON_MASS_DELETE = "mass-delete"
 #: The breaker's window when the settings give none, seconds.
 DEFAULT_WINDOW_SECONDS = 300
-#: The largest ``above``: the counter item keeps one rank per change run in the window (about
-#: 40 bytes each, in a 400 KB DynamoDB item).
-MAX_ABOVE = 5_000
+#: The largest ``above`` accepted.
+MAX_ABOVE = 1_000_000
 _KEYS = ("deletes", "prefixes", "policy")
 
 
@@ -61,8 +60,15 @@ class HoldCounter(Protocol):
 
     def rank(self, name: str, window: int, member: str, above: int, ttl_seconds: int) -> int:
         """``member``'s rank among the members of counter ``name`` in window ``window`` (epoch
-        seconds // window length), given on its first call and the same on every later one; or
-        ``above + 1`` once ``above`` members have a rank. Expires ``ttl_seconds`` later."""
+        seconds // window length), given on its first call and the same on every later one (in
+        any window); or ``above + 1`` once ``above`` members have a rank in the window. Expires
+        ``ttl_seconds`` later.
+
+        Raises
+        ------
+        TransientError
+            The store failed (the caller's record is retried).
+        """
         ...
 
 
@@ -142,6 +148,18 @@ class HoldPolicy:
         """What to do with the effect of ``change`` for processor ``name``, at ``now_s``
         (epoch seconds).
 
+        Parameters
+        ----------
+        change : AppliedChange
+            Read: ``key``, ``kind``, ``change_id``; the team's policy gets it whole.
+        counter : HoldCounter
+            The breaker's ranks (the ledger adapter).
+
+        Returns
+        -------
+        Verdict
+            ``run``, ``skip``, or ``hold`` with its reason.
+
         Raises
         ------
         TransientError
@@ -216,7 +234,10 @@ def hold_errors(doc: Any) -> list[str]:
         errors.append(f"hold.prefixes must be a list of non-empty strings, got {prefixes!r}")
     policy = doc.get("policy")
     if policy is not None and (
-        not isinstance(policy, str) or policy.count(":") != 1 or policy.startswith(":")
+        not isinstance(policy, str)
+        or policy.count(":") != 1
+        or policy.startswith(":")
+        or policy.endswith(":")
     ):
         errors.append(f"hold.policy must be 'package.module:function', got {policy!r}")
     return errors

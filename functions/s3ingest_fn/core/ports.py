@@ -130,9 +130,9 @@ class Ledger(Protocol):
         (:mod:`s3ingest_fn.core.hold`)."""
         ...
 
-    def review(self, bucket: str, key: str, review: Review, *, more: bool = False) -> WriteResult:
-        """Approve or reject ``review.processor``'s held change ``review.change_id`` (``more``:
-        an every-change queue holds newer changes after it)."""
+    def review(self, bucket: str, key: str, review: Review, *, queued: int = 0) -> WriteResult:
+        """Approve or reject ``review.processor``'s held change ``review.change_id``, if the
+        effect still holds it and its queue still holds ``queued`` changes (as read)."""
         ...
 
     def rank(self, name: str, window: int, member: str, above: int, ttl_seconds: int) -> int:

@@ -148,25 +148,28 @@ class Reviewer:
         ]
         out: list[dict[str, Any]] = []
         requeue = False
-        for held in matched:
-            applied = False
-            if not dry_run:
-                effect = row.effect_of(held.processor)
-                more = effect is not None and len(effect.queue) > 1
-                review = Review(
-                    action=decision,
-                    processor=held.processor,
-                    change_id=held.change_id,
-                    seq=held.sequencer or "-",
-                    reason=held.reason,
-                    actor=actor,
-                    at=self.clock_ms(),
-                )
-                applied = self.ledger.review(bucket, key, review, more=more).applied
-                requeue = requeue or (applied and (decision == APPROVED or more))
-            out.append({**held.as_dict(), "decision": decision, "applied": applied})
-        if requeue:
-            self.repairs.send([repair_body(bucket, key, "review")])
+        try:
+            for held in matched:
+                applied = False
+                if not dry_run:
+                    effect = row.effect_of(held.processor)
+                    queued = len(effect.queue) if effect is not None else 0
+                    review = Review(
+                        action=decision,
+                        processor=held.processor,
+                        change_id=held.change_id,
+                        seq=held.sequencer or "-",
+                        reason=held.reason,
+                        actor=actor,
+                        at=self.clock_ms(),
+                    )
+                    applied = self.ledger.review(bucket, key, review, queued=queued).applied
+                    requeue = requeue or (applied and (decision == APPROVED or queued > 1))
+                out.append({**held.as_dict(), "decision": decision, "applied": applied})
+        finally:
+            # every decision written so far is released, even when a later one failed
+            if requeue:
+                self.repairs.send([repair_body(bucket, key, "review")])
         return out
 
 
