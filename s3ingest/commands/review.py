@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from s3ingest_fn.adapters.dynamo_ledger import held_rows
+from s3ingest_fn.adapters.dynamo_ledger import PARTITION_KEY, held_rows
 from s3ingest_fn.services.review import HeldChange, Reviewer, held_changes
 
 
@@ -116,6 +116,6 @@ def _untoken(token: str) -> dict[str, Any]:
         doc = json.loads(base64.urlsafe_b64decode(token.encode()))
     except ValueError as exc:
         raise ValueError(f"--after {token!r} is not a token printed by s3ingest held") from exc
-    if not isinstance(doc, dict) or not isinstance(doc.get("pk"), dict):
+    if not isinstance(doc, dict) or not isinstance(doc.get(PARTITION_KEY), dict):
         raise ValueError(f"--after {token!r} is not a token printed by s3ingest held")
     return doc
