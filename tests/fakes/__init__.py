@@ -240,15 +240,14 @@ class FakeLedger:
             effect = dataclasses.replace(effect, status=PENDING, lease_until_ms=0, hold=hold)
         else:
             effect = dataclasses.replace(effect, status=REJECTED, lease_until_ms=None, hold=None)
-        new = dataclasses.replace(
+        self.rows[(bucket, key)] = dataclasses.replace(
             row,
             rev=row.rev + 1,
             op="approve" if review.action == APPROVED else "reject",
             trail=(review, *row.trail)[:TRAIL_SLOTS],
             effect=effect,
         )
-        self.rows[(bucket, key)] = new
-        return WriteResult(applied=True, new=new)
+        return WriteResult(applied=True)
 
     def rank(self, name: str, window: int, member: str, above: int, ttl_seconds: int) -> int:
         kept = self.ranks.setdefault(name, {})

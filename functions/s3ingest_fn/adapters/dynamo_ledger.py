@@ -1292,7 +1292,6 @@ class DynamoLedger:
                 "ConditionExpression": condition,
                 "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": values,
-                "ReturnValues": "ALL_NEW",
             },
         )
 
@@ -1712,8 +1711,7 @@ def _written(attributes: Mapping[str, Any], token_attribute: str | None) -> Writ
             hold = _hold_of(av)
             if hold is not None:
                 holds[processor or DEFAULT_PROCESSOR] = hold
-    row = row_from_item(attributes) if PARTITION_KEY in attributes else None
-    return WriteResult(applied=True, token=token, queues=queues, holds=holds, new=row)
+    return WriteResult(applied=True, token=token, queues=queues, holds=holds)
 
 
 def _state_equals(state: RowState, values: dict[str, Any]) -> str:

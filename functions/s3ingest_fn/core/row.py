@@ -387,5 +387,3 @@ class WriteResult:
     queues: dict[str, tuple[QueuedChange, ...]] = field(default_factory=dict)
     #: Those processors' held change (the head of their queue), when one is held.
     holds: dict[str, Hold] = field(default_factory=dict)
-    #: The whole row after the write, when the write returned it (a review, a re-claim).
-    new: LedgerRow | None = field(default=None, compare=False)
