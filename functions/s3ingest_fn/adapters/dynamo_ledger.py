@@ -1362,13 +1362,9 @@ class DynamoLedger:
         :attr:`_trail` falls off), reading the item as it was before the update."""
         values[":review"] = _review_av(review)
         values[":noreview"] = {"NULL": True}
-        clauses = []
-        for i in range(self._trail - 1, 0, -1):
-            names[f"#{_TRAIL[i]}"], names[f"#{_TRAIL[i - 1]}"] = _TRAIL[i], _TRAIL[i - 1]
-            clauses.append(f"#{_TRAIL[i]} = if_not_exists(#{_TRAIL[i - 1]}, :noreview)")
-        names[f"#{_TRAIL[0]}"] = _TRAIL[0]
-        clauses.append(f"#{_TRAIL[0]} = :review")
-        return ", ".join(clauses)
+        slots = _TRAIL[: self._trail]
+        names.update({_ph(slot): slot for slot in slots})
+        return _push_slot(slots, ":review", ":noreview")
 
     # -- the requests ----------------------------------------------------------------------
 
@@ -1607,9 +1603,7 @@ class DynamoLedger:
             )
         )
         values[":nodecision"] = {"NULL": True}
-        for i in range(HISTORY_SLOTS - 1, 0, -1):
-            expr += f", #{_HISTORY[i]} = if_not_exists(#{_HISTORY[i - 1]}, :nodecision)"
-        expr += f", #{_HISTORY[0]} = :decision"
+        expr += ", " + _push_slot(_HISTORY, ":decision", ":nodecision")
         if removes:
             expr += " REMOVE " + ", ".join(_ph(name) for name in removes)
         used = expr + " " + condition
@@ -1694,6 +1688,19 @@ class DynamoLedger:
             if processor not in claim.queued:
                 removes.append(hold_attribute(processor))  # latest: the newer change wins
         return " AND ".join(clauses)
+
+
+def _push_slot(slots: Sequence[str], value: str, empty: str) -> str:
+    """The SET clauses that push ``value`` (a value placeholder) onto a row's ``slots``
+    (``h0``.. or ``t0``.., newest first; the last one's entry falls off), shifted in the same
+    request (operands read the item as it was before the update; ``empty`` is NULL's
+    placeholder, for slots not filled yet). Name placeholders are :func:`_ph` of each slot."""
+    clauses = [
+        f"{_ph(slots[i])} = if_not_exists({_ph(slots[i - 1])}, {empty})"
+        for i in range(len(slots) - 1, 0, -1)
+    ]
+    clauses.append(f"{_ph(slots[0])} = {value}")
+    return ", ".join(clauses)
 
 
 def _written(attributes: Mapping[str, Any], token_attribute: str | None) -> WriteResult:
