@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -428,9 +429,12 @@ class LocalRuntime:
 
     # -- reconciliation --------------------------------------------------------------------
 
-    def reconciler(self, bucket: str | None = None) -> Reconciler:
+    def reconciler(
+        self, bucket: str | None = None, clock: Callable[[], float] | None = None
+    ) -> Reconciler:
         """The reconcile code the Lambda runs, bound to this deployment's resources and to
-        landing bucket ``bucket`` (the first when None)."""
+        landing bucket ``bucket`` (the first when None); ``clock`` (epoch seconds) for tests
+        that age what the ledger holds."""
         name = self.resources.landing(bucket).name
         return wiring.reconciler(
             s3=self.s3,
@@ -443,6 +447,7 @@ class LocalRuntime:
             inventory_prefix=inventory_report_prefix(name),
             scope=self.scope.bucket(name),
             processors=self.service.effects.names if self.service.effects is not None else (),
+            clock=clock or time.time,
         )
 
     def write_inventory(self, bucket: str | None = None) -> str:

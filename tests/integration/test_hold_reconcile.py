@@ -14,8 +14,6 @@ from typing import Any
 
 import pytest
 
-from s3ingest.settings import inventory_report_prefix
-from s3ingest_fn import wiring
 from s3ingest_fn.core.row import APPROVED
 from s3ingest_fn.handlers.reconcile import emit_drift_metrics
 from s3ingest_fn.services.fanout import FanOut
@@ -32,21 +30,7 @@ LATER_S = 7_200
 
 def _reconciler(rig: HoldRig, now_ms: int) -> Reconciler:
     """The runtime's reconciler (every processor's effects read) at ``now_ms``."""
-    rt = rig.rt
-    name = rt.resources.landing(None).name
-    return wiring.reconciler(
-        s3=rt.s3,
-        dynamodb=rt.ddb,
-        sqs=rt.sqs,
-        bucket=name,
-        table=rt.resources.table,
-        queue_url=rt.resources.queue_url,
-        inventory_bucket=rt.resources.inventory_bucket,
-        inventory_prefix=inventory_report_prefix(name),
-        scope=rt.scope.bucket(name),
-        processors=[spec.name for spec in rig.specs],
-        clock=lambda: now_ms / 1000,
-    )
+    return rig.rt.reconciler(clock=lambda: now_ms / 1000)
 
 
 def _held_rig(emulator: Any) -> tuple[HoldRig, int]:
