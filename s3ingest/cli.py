@@ -1402,7 +1402,7 @@ def _review_command(
     yes: bool,
     as_json: bool,
 ) -> None:
-    from s3ingest.commands.review import decide_many, matching
+    from s3ingest.commands.review import matching
     from s3ingest.operations import to_json
     from s3ingest_fn import wiring
     from s3ingest_fn.services.review import HeldChange, held_changes
@@ -1467,8 +1467,8 @@ def _review_command(
     with _task_bar(hidden=as_json or len(targets) < 2) as bar:
         task = bar.add_task(verb, total=len(targets))
         done = _aws(
-            lambda: decide_many(
-                reviewer, targets, decision, actor, on_done=lambda n: bar.update(task, completed=n)
+            lambda: reviewer.decide_each(
+                targets, decision, actor, on_done=lambda n: bar.update(task, completed=n)
             )
         )
     result = {"decision": decision, "actor": actor, "decided": done}

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from s3ingest_fn.adapters.dynamo_ledger import PARTITION_KEY, held_rows
-from s3ingest_fn.services.review import HeldChange, Reviewer, held_changes
+from s3ingest_fn.services.review import HeldChange, held_changes
 
 
 def list_held(
@@ -78,33 +78,6 @@ def matching(
         found.extend(h for row in rows for h in held_changes(row))
         if after is None:
             return found
-
-
-def decide_many(
-    reviewer: Reviewer,
-    held: Sequence[HeldChange],
-    decision: str,
-    actor: str,
-    *,
-    on_done: Callable[[int], None] | None = None,
-) -> list[dict[str, Any]]:
-    """Decide each of ``held`` (one write per change; one repair message per approved key).
-
-    Returns
-    -------
-    list of dict
-        As :meth:`Reviewer.decide` returns them, in the order of ``held``.
-    """
-    out: list[dict[str, Any]] = []
-    for i, h in enumerate(held, start=1):
-        out.extend(
-            reviewer.decide(
-                h.bucket, h.key, decision, actor, processor=h.processor, change_id=h.change_id
-            )
-        )
-        if on_done is not None:
-            on_done(i)
-    return out
 
 
 def _token(key: dict[str, Any]) -> str:

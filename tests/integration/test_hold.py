@@ -11,6 +11,7 @@ repair message each approval queues.
 from __future__ import annotations
 
 import itertools
+import json
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -426,3 +427,41 @@ def test_a_rejection_refuses_when_a_newer_change_queued_since_the_row_was_read(
     assert [d["applied"] for d in done] == [True]
     rig.deliver([parse_body(b).changes[0] for b in rig.repairs.bodies])
     assert [c.kind for c in rig.runs["audit"]] == ["created", "created"]
+
+
+def test_deciding_a_listed_batch_reads_each_key_once_and_queues_one_repair_per_key(
+    emulator: Any,
+) -> None:
+    # GIVEN two deleted keys, each held by two processors (four held changes listed)
+    rig = HoldRig(emulator, "Enabled")
+    for key in ("a.csv", "b.csv"):
+        rig.put(key, b"one")
+    rig.deliver(_changes(rig.rt))
+    for key in ("a.csv", "b.csv"):
+        rig.rt.faithful.delete(key)
+    rig.deliver(_changes(rig.rt))
+    listed = [h for row in rig.rt.ledger_rows() for h in held_changes(row)]
+    assert len(listed) == 4
+    reads: list[str] = []
+    get = rig.ledger.get
+
+    def counted_get(bucket: str, key: str) -> Any:
+        reads.append(key)
+        return get(bucket, key)
+
+    rig.ledger.get = counted_get  # type: ignore[method-assign]
+    progress: list[int] = []
+    # WHEN they are approved as a batch
+    done = rig.reviewer.decide_each(listed, APPROVED, "curator", on_done=progress.append)
+    # THEN each change is decided once, each key read once, one repair queued per key
+    assert sorted((d["key"], d["processor"], d["applied"]) for d in done) == [
+        ("a.csv", "audit", True),
+        ("a.csv", "mirror", True),
+        ("b.csv", "audit", True),
+        ("b.csv", "mirror", True),
+    ]
+    assert sorted(reads) == ["a.csv", "b.csv"] and progress == [2, 4]
+    assert sorted(json.loads(b)["s3ingestRepair"]["key"] for b in rig.repairs.bodies) == [
+        "a.csv",
+        "b.csv",
+    ]

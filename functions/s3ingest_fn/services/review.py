@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,26 +113,78 @@ class Reviewer:
         *,
         processor: str | None = None,
         change_id: str | None = None,
-        dry_run: bool = False,
     ) -> list[dict[str, Any]]:
         """Approve or reject the held changes of one key (every processor's, or
-        ``processor``'s; any change, or ``change_id``).
+        ``processor``'s; any change, or ``change_id``): one read of the row, one write per
+        change, at most one repair message.
 
         Returns
         -------
         list of dict
             One per held change matched: :meth:`HeldChange.as_dict` plus ``decision`` and
-            ``applied`` (False: a dry run, or the row moved on since it was read: the change
-            was superseded or decided by someone else).
+            ``applied`` (False: the row moved on since it was read: the change was superseded
+            or decided by someone else).
 
         Raises
         ------
         ValueError
             ``decision`` is not ``approved`` or ``rejected``, or no actor is given.
         TransientError
-            DynamoDB or SQS failed (a decision already written stays; deciding again is safe:
-            it matches nothing held).
+            DynamoDB or SQS failed (a decision already written stays, and its repair is still
+            queued; deciding again is safe: it matches nothing held).
         """
+        return self._decide_key(
+            bucket,
+            key,
+            decision,
+            actor,
+            lambda h: (
+                (processor is None or h.processor == processor)
+                and (change_id is None or h.change_id == change_id)
+            ),
+        )
+
+    def decide_each(
+        self,
+        held: Sequence[HeldChange],
+        decision: str,
+        actor: str,
+        on_done: Callable[[int], None] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Decide each of ``held`` (as listed by ``s3ingest held``), key by key: one read and at
+        most one repair message per key. ``on_done(n)`` after each key, ``n`` the changes of
+        ``held`` done so far.
+
+        Returns
+        -------
+        list of dict
+            As :meth:`decide`, key by key in the order keys first appear in ``held``.
+
+        Raises
+        ------
+        ValueError, TransientError
+            As :meth:`decide`.
+        """
+        by_key: dict[tuple[str, str], set[tuple[str, str]]] = {}
+        for h in held:
+            by_key.setdefault((h.bucket, h.key), set()).add((h.processor, h.change_id))
+        out: list[dict[str, Any]] = []
+        done = 0
+        for (bucket, key), wanted in by_key.items():
+            out.extend(self._decide_key(bucket, key, decision, actor, _among(wanted)))
+            done += len(wanted)
+            if on_done is not None:
+                on_done(done)
+        return out
+
+    def _decide_key(
+        self,
+        bucket: str,
+        key: str,
+        decision: str,
+        actor: str,
+        selected: Callable[[HeldChange], bool],
+    ) -> list[dict[str, Any]]:
         if decision not in DECISIONS:
             raise ValueError(f"decision must be one of {DECISIONS}, got {decision!r}")
         if not actor:
@@ -140,37 +192,34 @@ class Reviewer:
         row = self.ledger.get(bucket, key)
         if row is None:
             return []
-        matched = [
-            h
-            for h in held_changes(row)
-            if (processor is None or h.processor == processor)
-            and (change_id is None or h.change_id == change_id)
-        ]
         out: list[dict[str, Any]] = []
         requeue = False
         try:
-            for held in matched:
-                applied = False
-                if not dry_run:
-                    effect = row.effect_of(held.processor)
-                    queued = len(effect.queue) if effect is not None else 0
-                    review = Review(
-                        action=decision,
-                        processor=held.processor,
-                        change_id=held.change_id,
-                        seq=held.sequencer or "-",
-                        reason=held.reason,
-                        actor=actor,
-                        at=self.clock_ms(),
-                    )
-                    applied = self.ledger.review(bucket, key, review, queued=queued).applied
-                    requeue = requeue or (applied and (decision == APPROVED or queued > 1))
+            for held in filter(selected, held_changes(row)):
+                effect = row.effect_of(held.processor)
+                queued = len(effect.queue) if effect is not None else 0
+                review = Review(
+                    action=decision,
+                    processor=held.processor,
+                    change_id=held.change_id,
+                    seq=held.sequencer or "-",
+                    reason=held.reason,
+                    actor=actor,
+                    at=self.clock_ms(),
+                )
+                applied = self.ledger.review(bucket, key, review, queued=queued).applied
+                requeue = requeue or (applied and (decision == APPROVED or queued > 1))
                 out.append({**held.as_dict(), "decision": decision, "applied": applied})
         finally:
             # every decision written so far is released, even when a later one failed
             if requeue:
                 self.repairs.send([repair_body(bucket, key, "review")])
         return out
+
+
+def _among(wanted: set[tuple[str, str]]) -> Callable[[HeldChange], bool]:
+    """Selects the held changes whose (processor, change id) is in ``wanted``."""
+    return lambda h: (h.processor, h.change_id) in wanted
 
 
 def repair_body(bucket: str, key: str, reason: str) -> str:
