@@ -65,15 +65,30 @@ def matching(
     dynamodb: Any,
     table: str,
     processors: Sequence[str],
-    bucket: str,
-    prefix: str,
+    bucket: str | None,
+    prefix: str = "",
 ) -> list[HeldChange]:
-    """Every held change of ``bucket`` under ``prefix`` (all pages)."""
+    """Every held change of ``bucket`` (every bucket when None) under ``prefix`` (all pages;
+    the ``--all-matching`` of ``approve``/``reject``, and the local runtime's list).
+
+    Raises
+    ------
+    ValueError
+        As :func:`check_held_args`.
+    TransientError
+        DynamoDB failed.
+    """
+    check_held_args(bucket, prefix, None)
     found: list[HeldChange] = []
     after = None
     while True:
         rows, after = held_rows(
-            dynamodb, table, processors, prefix=f"{bucket}/{prefix}", limit=1000, after=after
+            dynamodb,
+            table,
+            processors,
+            prefix=f"{bucket}/{prefix}" if bucket else "",
+            limit=1000,
+            after=after,
         )
         found.extend(h for row in rows for h in held_changes(row))
         if after is None:

@@ -37,6 +37,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 from unittest.mock import patch
 
+from s3ingest.commands.review import matching
 from s3ingest.local.chaos import Chaos, CrashInjector, InjectedCrash
 from s3ingest.local.emulator import Emulator, LocalBucket, Resources, provision
 from s3ingest.local.executions import Execution, LocalMachines
@@ -82,7 +83,6 @@ from s3ingest_fn.services.reconcile import (
     ReconcileReport,
     ReconcileRequest,
 )
-from s3ingest_fn.services.review import held_changes
 
 #: ``backfill(engine=...)`` values, as ``backfillEngine`` (``s3ingest.settings``).
 BATCH_OPERATIONS = "batch-operations"
@@ -699,14 +699,12 @@ class LocalRuntime:
     # -- review (hold for review) --------------------------------------------------------------
 
     def held(self, bucket: str | None = None, prefix: str = "") -> list[dict[str, Any]]:
-        """Every held change (:func:`~s3ingest_fn.services.review.held_changes`), of
-        ``bucket`` (every landing bucket when None) under ``prefix``, by key."""
-        return [
-            h.as_dict()
-            for row in self.ledger_rows()
-            if (bucket is None or row.bucket == bucket) and row.key.startswith(prefix)
-            for h in held_changes(row)
-        ]
+        """Every held change, of ``bucket`` (every landing bucket when None) under ``prefix``
+        (a prefix needs a bucket), read as ``s3ingest held`` reads it
+        (:func:`s3ingest.commands.review.matching`), sorted by bucket, key and processor."""
+        names = self.service.effects.names if self.service.effects is not None else ()
+        found = matching(self.ddb, self.resources.table, names, bucket, prefix)
+        return [h.as_dict() for h in sorted(found, key=lambda h: (h.bucket, h.key, h.processor))]
 
     def review(
         self,
