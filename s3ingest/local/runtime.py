@@ -71,6 +71,7 @@ from s3ingest.settings import BucketSpec, Settings, inventory_report_prefix
 from s3ingest_fn import wiring
 from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
 from s3ingest_fn.adapters.s3_objects import S3Objects
+from s3ingest_fn.core.diff import DRIFT_KINDS
 from s3ingest_fn.core.effects import ProcessorSpec
 from s3ingest_fn.core.model import Result
 from s3ingest_fn.core.row import LedgerRow
@@ -82,6 +83,7 @@ from s3ingest_fn.services.reconcile import (
     Reconciler,
     ReconcileReport,
     ReconcileRequest,
+    combine_reports,
 )
 
 #: ``backfill(engine=...)`` values, as ``backfillEngine`` (``s3ingest.settings``).
@@ -140,6 +142,31 @@ def describe_bucket(s3: Any, bucket: str) -> dict[str, Any]:
             break
         kwargs["ContinuationToken"] = page["NextContinuationToken"]
     return {"notification": notification, "inventory": sorted(inventory, key=lambda c: c["Id"])}
+
+
+def combine_fan_out(summaries: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The result of fan-out executions over several buckets (one per bucket, as the schedule
+    starts them): one bucket's summary (with its ``execution``) unchanged; for several, the
+    counters summed (every integer field but ``held_oldest_seconds``, the largest; ``drift``
+    by kind), ``bucket`` (None), ``buckets`` (the names), ``samples`` (the first 20, each
+    ``{"bucket", "key"}``) and ``reports`` (each bucket's summary, in order)."""
+    if len(summaries) == 1:
+        return dict(summaries[0])
+    out: dict[str, Any] = {
+        "source": INVENTORY,
+        "bucket": None,
+        "buckets": [s.get("bucket") for s in summaries],
+        "drift": {kind: sum(int(s["drift"][kind]) for s in summaries) for kind in DRIFT_KINDS},
+        "samples": [
+            {"bucket": s.get("bucket"), "key": key} for s in summaries for key in s["samples"]
+        ][:20],
+        "reports": list(summaries),
+    }
+    counters = {name for s in summaries for name, v in s.items() if type(v) is int}  # no bool
+    for name in sorted(counters):
+        values = [int(s.get(name, 0)) for s in summaries]
+        out[name] = max(values) if name == "held_oldest_seconds" else sum(values)
+    return out
 
 
 class LocalRuntime:
@@ -532,6 +559,63 @@ class LocalRuntime:
         if drain and not dry_run:
             self.drain()
         return {**(execution.output or {}), "execution": execution.summary()}
+
+    def reconcile_every_bucket(
+        self,
+        source: str = INVENTORY,
+        *,
+        fan_out: bool = False,
+        prefix: str = "",
+        dry_run: bool = False,
+        margin_seconds: int = 0,
+    ) -> dict[str, Any]:
+        """Reconcile every landing bucket in turn, as the schedule does, then drain the repairs.
+
+        Without ``fan_out``, what the scheduled reconcile invocation (an event without
+        ``bucket``) does: :meth:`reconcile` of each bucket, the result
+        :func:`~s3ingest_fn.services.reconcile.combine_reports` of their reports (one bucket:
+        its report unchanged). With ``fan_out`` (``inventory`` only), what the fan-out
+        schedule does: one execution of the fan-out machine per bucket
+        (:meth:`reconcile_fan_out`), combined by :func:`combine_fan_out`.
+
+        Raises
+        ------
+        ValueError
+            For ``fan_out`` with a ``listing`` source.
+        RuntimeError
+            When a fan-out execution does not succeed.
+        """
+        if fan_out and source != INVENTORY:
+            raise ValueError("the fan-out reconciliation reads an inventory")
+        names = list(self.buckets)
+        if fan_out:
+            summaries = [
+                self.reconcile_fan_out(
+                    prefix=prefix,
+                    dry_run=dry_run,
+                    margin_seconds=margin_seconds,
+                    drain=False,
+                    bucket=name,
+                )
+                for name in names
+            ]
+            combined = combine_fan_out(summaries)
+        else:
+            reports = [
+                self.reconcile(
+                    source,
+                    prefix=prefix,
+                    dry_run=dry_run,
+                    margin_seconds=margin_seconds,
+                    drain=False,
+                    bucket=name,
+                )
+                for name in names
+            ]
+            combined = combine_reports(reports)
+        if not dry_run:
+            self.drain()
+        return combined
 
     # -- replay --------------------------------------------------------------------------------
 

@@ -15,7 +15,8 @@ Format (one JSON object per line; blank lines and lines starting with ``#`` are 
   pipeline and S3 sends no EventBridge events for them until an ``onboard`` step;
   ``foreign_config`` gives a bucket another team's SQS notification and inventory
   configurations; key filters keep other keys out of the ledger;
-* every op acting on a bucket takes ``"bucket": N`` (default: the first bucket);
+* every op acting on a bucket takes ``"bucket": N`` (default: the first bucket; for
+  ``reconcile``, every bucket);
 * ``{"op": "put", "key": K, "body": TEXT}``: PutObject; S3's event (if EventBridge delivery is
   on for the bucket) is queued for a flush;
 * ``{"op": "delete", "key": K}`` or with ``"version_id": V``: DeleteObject (a delete marker in a
@@ -30,7 +31,9 @@ Format (one JSON object per line; blank lines and lines starting with ``#`` are 
 * ``{"op": "reconcile", "source": "listing" | "inventory", "fan_out": false}``: one
   reconciliation (an inventory report of the bucket is written first for ``inventory``), then
   the repairs are drained; with ``"fan_out": true`` (``inventory`` only) an execution of the
-  stack's fan-out state machine reconciles;
+  stack's fan-out state machine reconciles; without ``"bucket"`` every bucket is reconciled in
+  turn, as the schedule does (its entry in ``reconciliations``: one bucket's report as is; for
+  several, the counts summed, ``buckets`` and one report per bucket under ``reports``);
 * ``{"op": "replay", "from": ISO-8601, "to": ISO-8601}`` (both optional: everything archived so
   far): an EventBridge replay from the archive, scoped to the ingest rule, then a drain;
 * ``{"op": "backfill", "engine": "batch-operations" | "distributed-map"}``: an S3 Inventory
@@ -529,14 +532,18 @@ def _run(
                 rt.flush(Chaos.from_json(step.get("chaos")))
                 rt.drain()
             elif op == "reconcile":
-                if step.get("fan_out"):
-                    summary = rt.reconcile_fan_out()
-                    reconciliations.append({"step": lineno, **summary})
+                source, fan_out, name = (
+                    step.get("source", "inventory"),
+                    bool(step.get("fan_out")),
+                    step.get("bucket"),
+                )
+                if name is None:  # every bucket, as the schedule
+                    summary = rt.reconcile_every_bucket(source, fan_out=fan_out)
+                elif fan_out:
+                    summary = rt.reconcile_fan_out(bucket=name)
                 else:
-                    report = rt.reconcile(
-                        step.get("source", "inventory"), bucket=step.get("bucket")
-                    )
-                    reconciliations.append({"step": lineno, **report.as_dict()})
+                    summary = rt.reconcile(source, bucket=name).as_dict()
+                reconciliations.append({"step": lineno, **summary})
             elif op == "onboard":
                 onboarded = rt.onboard(step.get("bucket"))
                 onboardings.append({"step": lineno, **onboarded})

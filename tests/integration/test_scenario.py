@@ -215,6 +215,94 @@ def test_backfill_and_reconcile_steps_run_the_state_machines(emulator: Any, tmp_
     assert reconciliation["drift"]["missing"] == 1
 
 
+def _two_buckets_with_lost_events(tmp_path: Path, prefix: str, step: dict[str, Any]) -> Path:
+    """Two buckets, one object in each whose event was lost, then ``step``."""
+    first, second = f"{prefix}-first", f"{prefix}-second"
+    return write(
+        tmp_path,
+        [
+            {"buckets": [{"name": first}, {"name": second}], "processor": None},
+            {"op": "put", "bucket": first, "key": "lost.csv", "body": "1"},
+            {"op": "put", "bucket": second, "key": "lost.csv", "body": "2"},
+            {"op": "flush", "chaos": {"drop": 1.0}},
+            step,
+        ],
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.contract("C12")
+def test_a_fan_out_reconcile_step_reconciles_the_bucket_it_names(
+    emulator: Any, tmp_path: Path
+) -> None:
+    # GIVEN two buckets with a lost event each, and a fan-out reconcile step naming the second
+    step = {"op": "reconcile", "source": "inventory", "fan_out": True, "bucket": "fanb-second"}
+    path = _two_buckets_with_lost_events(tmp_path, "fanb", step)
+    # WHEN it runs
+    result = run_scenario(path, emulator=emulator)
+    # THEN the second bucket was reconciled and repaired, the first left alone
+    assert result["error"] is None
+    (reconciliation,) = result["reconciliations"]
+    assert reconciliation["bucket"] == "fanb-second"
+    assert reconciliation["execution"]["status"] == "SUCCEEDED"
+    assert (reconciliation["drift"]["missing"], reconciliation["repairs_queued"]) == (1, 1)
+    assert {(r["bucket"], r["key"]) for r in result["ledger"]} == {("fanb-second", "lost.csv")}
+
+
+@pytest.mark.slow
+@pytest.mark.contract("C12")
+@pytest.mark.parametrize(
+    "step",
+    [
+        {"op": "reconcile", "source": "listing"},
+        {"op": "reconcile", "source": "inventory"},
+        {"op": "reconcile", "source": "inventory", "fan_out": True},
+    ],
+    ids=["listing", "inventory", "fan-out"],
+)
+def test_a_reconcile_step_without_bucket_reconciles_every_bucket_as_the_schedule_does(
+    emulator: Any, tmp_path: Path, step: dict[str, Any]
+) -> None:
+    # GIVEN two buckets with a lost event each, and a reconcile step naming no bucket
+    prefix = f"every-{step['source'][:4]}{'-fan' if step.get('fan_out') else ''}"
+    path = _two_buckets_with_lost_events(tmp_path, prefix, step)
+    # WHEN it runs
+    result = run_scenario(path, emulator=emulator)
+    # THEN both buckets were reconciled (one report each, the counts summed) and repaired
+    assert result["error"] is None
+    assert result["converged"] is True, result["differences"]
+    (reconciliation,) = result["reconciliations"]
+    names = [f"{prefix}-first", f"{prefix}-second"]
+    assert reconciliation["buckets"] == names
+    assert [r["bucket"] for r in reconciliation["reports"]] == names
+    assert [r["drift"]["missing"] for r in reconciliation["reports"]] == [1, 1]
+    assert (reconciliation["drift"]["missing"], reconciliation["repairs_queued"]) == (2, 2)
+    assert {(r["bucket"], r["key"], r["state"]) for r in result["ledger"]} == {
+        (name, "lost.csv", "present") for name in names
+    }
+
+
+def test_a_reconcile_step_without_bucket_in_a_one_bucket_scenario_reports_as_before(
+    emulator: Any, tmp_path: Path
+) -> None:
+    # GIVEN one bucket with a lost event
+    path = write(
+        tmp_path,
+        [
+            {"bucket": "every-one-bkt", "processor": None},
+            {"op": "put", "key": "lost.csv", "body": "1"},
+            {"op": "flush", "chaos": {"drop": 1.0}},
+            {"op": "reconcile", "source": "listing"},
+        ],
+    )
+    result = run_scenario(path, emulator=emulator)
+    # THEN its reconciliation is that bucket's report, unchanged (no per-bucket list)
+    (reconciliation,) = result["reconciliations"]
+    assert reconciliation["bucket"] == "every-one-bkt" and "reports" not in reconciliation
+    assert reconciliation["drift"]["missing"] == 1
+    assert result["converged"] is True
+
+
 @pytest.mark.parametrize(
     ("lines", "message"),
     [
