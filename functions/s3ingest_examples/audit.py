@@ -3,9 +3,13 @@ processor (each change of a key runs, oldest first: ``docs/effects.md``).
 
 Processor entry: ``{"name": "audit", "handler": "s3ingest_examples.audit:handler", "mode":
 "every-change"}``. For every change it writes
-``<OUTPUT_PREFIX><bucket>/<key>/<token:012d>-<change id>.json`` to ``OUTPUT_BUCKET`` (default
+``<AUDIT_PREFIX><bucket>/<key>/<token:012d>-<change id>.json`` to ``OUTPUT_BUCKET`` (default
 prefix ``audit/``; one claim may run several waiting changes under one token, so order a key's
-records by ``token``, then ``sequencer``)::
+records by ``token``, then ``sequencer``): named by bucket and key, as a ledger row (CONTRACT
+C1), so buckets holding the same key keep their own records. For a key too long for that name to
+fit S3's 1,024-byte limit the folder is ``<AUDIT_PREFIX>_sha256/<bucket>/<SHA-256 of the
+key>/`` instead (no bucket name starts with ``_``: the two forms never meet; see
+:func:`record_key`)::
 
     {"changeId", "bucket", "key", "kind", "sequencer", "versionId", "etag", "size",
      "source", "eventName", "token"}
@@ -17,6 +21,7 @@ nothing but PutObject on the output bucket.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from functools import cache
@@ -26,11 +31,23 @@ if TYPE_CHECKING:
     from s3ingest_processor import Change, Content  # pragma: no cover
 
 DEFAULT_PREFIX = "audit/"
+#: S3's limit on a key, UTF-8 bytes (https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-keys.html).
+MAX_KEY_BYTES = 1024
+#: Folder under the prefix for the records of keys too long to be named after.
+HASHED_FOLDER = "_sha256/"
 
 
 def record_key(change: Change, prefix: str = DEFAULT_PREFIX) -> str:
-    """Where the audit record of ``change`` goes (grouped per key by the fencing token)."""
-    return f"{prefix}{change.bucket}/{change.key}/{change.token:012d}-{change.change_id}.json"
+    """Where the audit record of ``change`` goes, grouped per bucket and key, then by the fencing
+    token: ``<prefix><bucket>/<key>/<token:012d>-<change id>.json``, or, when that would pass
+    S3's limit of :data:`MAX_KEY_BYTES` UTF-8 bytes, ``<prefix>_sha256/<bucket>/<hex SHA-256 of
+    key>/<token:012d>-<change id>.json`` (the record's ``bucket`` and ``key`` name the object)."""
+    name = f"{change.token:012d}-{change.change_id}.json"
+    plain = f"{prefix}{change.bucket}/{change.key}/{name}"
+    if len(plain.encode("utf-8")) <= MAX_KEY_BYTES:
+        return plain
+    digest = hashlib.sha256(change.key.encode("utf-8")).hexdigest()
+    return f"{prefix}{HASHED_FOLDER}{change.bucket}/{digest}/{name}"
 
 
 def audit(change: Change, content: Content | None) -> None:

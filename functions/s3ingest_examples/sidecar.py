@@ -14,8 +14,11 @@ Either way the stack creates the output bucket and passes ``OUTPUT_BUCKET`` (and
 ``OUTPUT_PREFIX``, default ``sidecars/``).
 
 For a created object it reads the bytes *of that change* (pinned by version or ETag, CONTRACT
-C8) and writes ``<OUTPUT_PREFIX><key>.json`` (for a key too long for that name to fit S3's
-1,024-byte limit: ``<OUTPUT_PREFIX>_sha256/<SHA-256 of the key>.json``, see :func:`sidecar_key`)::
+C8) and writes ``<OUTPUT_PREFIX><bucket>/<key>.json``: named by bucket and key, as a ledger row
+(CONTRACT C1), so buckets holding the same key keep their own sidecars. For a key too long for
+that name to fit S3's 1,024-byte limit it writes ``<OUTPUT_PREFIX>_sha256/<bucket>/<SHA-256 of
+the key>.json`` (no bucket name starts with ``_``: the two forms never meet; see
+:func:`sidecar_key`)::
 
     {"bucket", "key", "versionId", "etag", "sequencer", "changeId", "token",
      "bytes", "sha256", "lines", "json": true|false}
@@ -92,14 +95,18 @@ class Chunks(Protocol):
     def stream(self, chunk_size: int = ...) -> Iterator[bytes]: ...
 
 
-def sidecar_key(key: str, prefix: str = DEFAULT_PREFIX) -> str:
-    """Where the sidecar of ``key`` goes: ``<prefix><key>.json``, or, when that would pass S3's
-    limit of :data:`MAX_KEY_BYTES` UTF-8 bytes, ``<prefix>_sha256/<hex digest of key>.json``
-    (the sidecar's ``key`` field names the object)."""
-    plain = f"{prefix}{key}.json"
+def sidecar_key(bucket: str, key: str, prefix: str = DEFAULT_PREFIX) -> str:
+    """Where the sidecar of object ``key`` of landing bucket ``bucket`` goes:
+    ``<prefix><bucket>/<key>.json``, or, when that would pass S3's limit of
+    :data:`MAX_KEY_BYTES` UTF-8 bytes, ``<prefix>_sha256/<bucket>/<hex SHA-256 of key>.json``
+    (the sidecar's ``bucket`` and ``key`` fields name the object). A bucket name starts with a
+    letter or a digit (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html),
+    so no plain name falls under ``<prefix>_sha256/``."""
+    plain = f"{prefix}{bucket}/{key}.json"
     if len(plain.encode("utf-8")) <= MAX_KEY_BYTES:
         return plain
-    return f"{prefix}{HASHED_FOLDER}{hashlib.sha256(key.encode('utf-8')).hexdigest()}.json"
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
+    return f"{prefix}{HASHED_FOLDER}{bucket}/{digest}.json"
 
 
 def describe(change: ChangeFields, chunks: Iterable[bytes]) -> dict[str, Any]:
@@ -189,11 +196,11 @@ def write_sidecar(
     s3 : S3Client
         Needs PutObject and DeleteObject on ``output_bucket``.
     output_bucket, prefix : str
-        Where sidecars go.
+        Where sidecars go (:func:`sidecar_key`).
     """
     if output_bucket == change.bucket and change.key.startswith(prefix):
         return  # our own output: never process it
-    target = sidecar_key(change.key, prefix)
+    target = sidecar_key(change.bucket, change.key, prefix)
     if content is None:
         s3.delete_object(Bucket=output_bucket, Key=target)
         return

@@ -75,7 +75,9 @@ class Buckets:
 
     def sidecar(self, key: str) -> dict[str, Any] | None:
         try:
-            body = self.s3.get_object(Bucket=self.output, Key=sidecar_key(key))["Body"].read()
+            body = self.s3.get_object(Bucket=self.output, Key=sidecar_key(self.landing, key))[
+                "Body"
+            ].read()
         except self.s3.exceptions.NoSuchKey:
             return None
         doc: dict[str, Any] = json.loads(body)
@@ -264,5 +266,7 @@ def test_a_processor_deployed_as_its_own_lambda_runs_under_the_claim_effectively
     effect = row.effect_of("sidecar")
     assert effect is not None and effect.status == "done"
     assert effect.done_change_id == row.change_id == applied.extra["change_id"]
-    body = rt.s3.get_object(Bucket=output, Key=sidecar_key("a.csv"))["Body"].read()
+    body = rt.s3.get_object(Bucket=output, Key=sidecar_key(rt.resources.bucket, "a.csv"))[
+        "Body"
+    ].read()
     assert json.loads(body)["versionId"] == second.version_id

@@ -3,6 +3,7 @@ the example sidecar processor (CONTRACT C8, C11)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import replace
 from typing import Any
@@ -112,11 +113,78 @@ def test_sidecar_describes_the_pinned_bytes_and_deletes_on_remove() -> None:
     sidecar.write_sidecar(
         change, PinnedContent(S3ContentReader(s3), change), s3=s3, output_bucket="out"
     )
-    doc = json.loads(s3.get_object(Bucket="out", Key="sidecars/in/a b.json.json")["Body"].read())
+    doc = json.loads(
+        s3.get_object(Bucket="out", Key="sidecars/landing/in/a b.json.json")["Body"].read()
+    )
     assert doc["json"] is True and doc["lines"] == 1 and doc["bytes"] == 9
     assert doc["changeId"] == "c" * 32 and doc["token"] == 7
     sidecar.write_sidecar(_change(kind="removed"), None, s3=s3, output_bucket="out")
     assert s3.list_objects_v2(Bucket="out")["KeyCount"] == 0
+
+
+@pytest.mark.contract("C1")
+@mock_aws
+def test_sidecars_of_two_buckets_holding_one_key_never_meet() -> None:
+    s3 = boto3.client("s3", region_name="us-east-1")
+    for name in ("landing", "landing-two", "out"):
+        s3.create_bucket(Bucket=name)
+    changes = {}
+    for bucket, body in (("landing", b"1"), ("landing-two", b"22")):
+        put = s3.put_object(Bucket=bucket, Key="in/a b.json", Body=body)
+        changes[bucket] = _change(bucket=bucket, etag=put["ETag"].strip('"'), size=len(body))
+        change = changes[bucket]
+        sidecar.write_sidecar(
+            change, PinnedContent(S3ContentReader(s3), change), s3=s3, output_bucket="out"
+        )
+    # the second bucket's object is removed: its sidecar goes, the first's stays
+    removed = _change(bucket="landing-two", kind="removed")
+    sidecar.write_sidecar(removed, None, s3=s3, output_bucket="out")
+    listed = [o["Key"] for o in s3.list_objects_v2(Bucket="out")["Contents"]]
+    assert listed == ["sidecars/landing/in/a b.json.json"]
+    doc = json.loads(s3.get_object(Bucket="out", Key=listed[0])["Body"].read())
+    assert (doc["bucket"], doc["key"], doc["bytes"]) == ("landing", "in/a b.json", 1)
+
+
+def test_a_long_keys_sidecar_is_named_by_bucket_and_digest_within_s3s_limit() -> None:
+    key = "k" * 1010
+    first, second = sidecar.sidecar_key("landing", key), sidecar.sidecar_key("landing-two", key)
+    assert first.startswith("sidecars/_sha256/landing/") and first.endswith(".json")
+    assert second.startswith("sidecars/_sha256/landing-two/") and first != second
+    assert max(len(first.encode()), len(second.encode())) <= sidecar.MAX_KEY_BYTES
+    # a plain name never falls under the digests' folder: no bucket name starts with "_"
+    assert sidecar.sidecar_key("landing", "_sha256/x") == "sidecars/landing/_sha256/x.json"
+
+
+@pytest.mark.contract("C1")
+def test_audit_records_are_named_by_bucket_and_key_within_s3s_limit() -> None:
+    from s3ingest_examples import audit
+    from s3ingest_processor import Change
+
+    def change(bucket: str, key: str) -> Change:
+        return Change(
+            change_id="c" * 32,
+            bucket=bucket,
+            key=key,
+            kind="created",
+            sequencer=None,
+            version_id=None,
+            etag=None,
+            size=1,
+            source="live",
+            event_name="Object Created/PutObject",
+            token=3,
+            lease_deadline_ms=None,
+            processor="audit",
+        )
+
+    name = "000000000003-" + "c" * 32 + ".json"
+    assert audit.record_key(change("b-one", "a")) == f"audit/b-one/a/{name}"
+    assert audit.record_key(change("b-two", "a")) == f"audit/b-two/a/{name}"
+    longest, bucket = "k" * 1024, "b" * 63  # S3's longest key and bucket name
+    digest = hashlib.sha256(longest.encode()).hexdigest()
+    hashed = audit.record_key(change(bucket, longest))
+    assert hashed == f"audit/_sha256/{bucket}/{digest}/{name}"
+    assert len(hashed.encode()) <= audit.MAX_KEY_BYTES
 
 
 @mock_aws
