@@ -73,16 +73,10 @@ class Target:
             value: Any = importlib.import_module(self.module)
         except ImportError as error:
             return f"{self}: module not importable ({error})"
-        owner: Any = None
         for part in self.attribute.split("."):
-            owner = value
-            found = owner.__dict__.get(part) if isinstance(owner, type) else None
-            if isinstance(found, property):
-                value = found  # a property read on its class
-                continue
-            if not hasattr(owner, part):
+            if not hasattr(value, part):
                 return f"{self}: missing"
-            value = getattr(owner, part)
+            value = getattr(value, part)  # a property read on its class is the property
         if self.shape == "callable" and not callable(value):
             return f"{self}: not callable"
         if self.shape == "property" and not isinstance(value, property):
