@@ -13,12 +13,13 @@ the stack creates has EventBridge delivery on, an existing one keeps it off unti
 (:mod:`s3ingest.onboard`); ``foreign_config`` gives a bucket another team's SQS notification
 and inventory configurations (:data:`FOREIGN_QUEUE_ID`, :data:`FOREIGN_INVENTORY_ID`), which
 onboarding must leave intact. moto's own EventBridge notifications are switched off
-(:func:`_silence_moto_event_bridge`): :class:`~s3ingest.local.s3faithful.FaithfulS3` emits the
+(:func:`silence_moto_event_bridge`): :class:`~s3ingest.local.s3faithful.FaithfulS3` emits the
 events S3 would send.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import socket
@@ -32,7 +33,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from s3ingest.local import fast_moto, moto_s3_markers, requests, s3control_jobs
+from s3ingest.local import moto_patches, requests, s3control_jobs
 from s3ingest.local.in_process import serve_in_process
 from s3ingest.settings import (
     CHANGE_SOURCE,
@@ -52,7 +53,7 @@ ACCOUNT = "123456789012"
 _ITEM_LOCK = threading.RLock()
 
 
-def _serialize_item_writes() -> None:
+def serialize_item_writes() -> None:
     """Make the emulator's DynamoDB item operations atomic with respect to each other.
 
     Real DynamoDB evaluates a condition expression and applies the write atomically per item
@@ -77,6 +78,7 @@ def _serialize_item_writes() -> None:
             if getattr(original, "_s3ingest_locked", False):
                 continue
 
+            @functools.wraps(original)
             def locked(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
                 with _ITEM_LOCK:
                     return _original(self, *args, **kwargs)
@@ -85,7 +87,7 @@ def _serialize_item_writes() -> None:
             setattr(cls, name, locked)
 
 
-def _silence_moto_event_bridge() -> None:
+def silence_moto_event_bridge() -> None:
     """Stop moto from sending its own EventBridge events for buckets with EventBridge delivery
     on: they are not S3's (``docs/payloads.md`` section 9) and would reach the ingest rule
     beside :class:`~s3ingest.local.s3faithful.FaithfulS3`'s faithful ones. Its SQS, SNS and
@@ -171,23 +173,17 @@ class Emulator:
     """moto's server running in this process on ``127.0.0.1:<free port>``.
 
     Use as a context manager; :meth:`client` returns boto3 clients bound to it with fake
-    credentials (no AWS account is ever contacted). DynamoDB item writes are made atomic as in
-    AWS (see :func:`_serialize_item_writes`); moto's expression parsing is memoised
-    (:func:`s3ingest.local.fast_moto.install`). :attr:`batch_operations` holds the S3 Batch
-    Operations jobs its S3 Control endpoint runs (:mod:`s3ingest.local.s3control_jobs`).
+    credentials (no AWS account is ever contacted). Creating one installs the moto patches
+    (:func:`s3ingest.local.moto_patches.install`: DynamoDB item writes atomic as in AWS, moto's
+    expression parsing memoised, ...; :class:`~s3ingest.local.moto_patches.MotoPatchError` if the
+    installed moto is outside a correctness patch's versions). :attr:`batch_operations` holds the
+    S3 Batch Operations jobs its S3 Control endpoint runs (:mod:`s3ingest.local.s3control_jobs`).
     """
 
     def __init__(self) -> None:
         from moto.server import ThreadedMotoServer
 
-        _serialize_item_writes()
-        _silence_moto_event_bridge()
-        report_event_bridge_configuration()
-        delete_one_inventory_configuration()
-        requests.install()
-        fast_moto.install()
-        moto_s3_markers.install()
-        s3control_jobs.install()
+        moto_patches.install()
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         self.port = _free_port()
         self.endpoint_url = f"http://127.0.0.1:{self.port}"

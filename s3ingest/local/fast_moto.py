@@ -3,8 +3,10 @@
 moto parses every expression of every request from scratch: one ledger ``UpdateItem`` (a
 ~30-action update expression and a condition) costs it about 20 ms of CPU, most of it spent
 tokenising and parsing the same strings again (the update expression twice per request) and in
-validation passes that are quadratic in the number of actions. :func:`install` patches, once per
-process and idempotently:
+validation passes that are quadratic in the number of actions. The speed patches below (one
+function each, idempotent; :mod:`s3ingest.local.moto_patches` applies them when an emulator
+starts, skipping any whose moto version it was not written for; :func:`install` applies them all,
+:func:`uninstall` restores moto) patch, per process:
 
 * ``UpdateExpressionParser.make`` (``moto/dynamodb/parsing/expressions.py``): memoised per
   expression string. The tree it returns is only read (``find_clauses``) or deep-copied by the
@@ -55,36 +57,32 @@ _SOURCE = "_s3ingest_expression"
 #: ``deepcopy`` gives, about 3 times faster).
 _PICKLED = "_s3ingest_pickled"
 
-_INSTALL_LOCK = threading.Lock()
-_installed = False
+_INSTALL_LOCK = threading.RLock()
+#: The patches in force (names of the functions below that applied them).
+_installed: set[str] = set()
+#: Every patch of this module, in the order :func:`install` applies them.
+_PATCHES: list[Callable[[], None]] = []
 #: The originals, for :func:`uninstall` (tests compare patched and unpatched moto in one process).
 _originals: list[tuple[Any, str, Any]] = []
 
 
 def installed() -> bool:
-    """Whether :func:`install` is in force in this process."""
-    return _installed
+    """Whether any patch of this module is in force in this process."""
+    return bool(_installed)
 
 
 def install() -> None:
-    """Patch moto in this process (idempotent, thread-safe). See the module docstring."""
-    global _installed
+    """Apply every patch of this module (idempotent, thread-safe). See the module docstring.
+
+    The emulator applies them one by one through :mod:`s3ingest.local.moto_patches`, which
+    checks moto's version first; this is for tests comparing patched and unpatched moto."""
     with _INSTALL_LOCK:
-        if _installed:
-            return
-        _patch_update_expression_parser()
-        _patch_validator_copy()
-        _patch_check_only_passes()
-        _patch_condition_lexer()
-        _patch_sqs_queue_attributes()
-        _patch_event_input_paths()
-        _patch_module_listing()
-        _installed = True
+        for patch in _PATCHES:
+            patch()
 
 
 def uninstall() -> None:
     """Restore unpatched moto (for tests comparing the two)."""
-    global _installed
     with _INSTALL_LOCK:
         while _originals:
             owner, name, original = _originals.pop()
@@ -92,7 +90,7 @@ def uninstall() -> None:
                 delattr(owner, name)
             else:
                 setattr(owner, name, original)
-        _installed = False
+        _installed.clear()
 
 
 _INHERITED = object()
@@ -103,7 +101,22 @@ def _set(owner: Any, name: str, value: Any) -> None:
     setattr(owner, name, value)
 
 
-def _patch_update_expression_parser() -> None:
+def _once(apply: Callable[[], None]) -> Callable[[], None]:
+    """``apply``, made idempotent and thread-safe, and listed in :data:`_PATCHES`."""
+
+    @functools.wraps(apply)
+    def once() -> None:
+        with _INSTALL_LOCK:
+            if apply.__name__ not in _installed:
+                apply()
+                _installed.add(apply.__name__)
+
+    _PATCHES.append(once)
+    return once
+
+
+@_once
+def memoise_update_expressions() -> None:
     from moto.dynamodb.parsing.expressions import (  # type: ignore[attr-defined]
         UpdateExpressionParser,
     )
@@ -125,7 +138,8 @@ def _patch_update_expression_parser() -> None:
     _set(UpdateExpressionParser, "make", staticmethod(memoised))
 
 
-def _patch_validator_copy() -> None:
+@_once
+def copy_trees_from_pickles() -> None:
     from moto.dynamodb.parsing import validators
 
     deepcopy = validators.deepcopy
@@ -143,7 +157,8 @@ def _names_key(names: dict[str, str] | None) -> Hashable:
     return tuple(sorted((names or {}).items()))
 
 
-def _patch_check_only_passes() -> None:
+@_once
+def remember_accepting_passes() -> None:
     from moto.dynamodb.parsing.validators import (
         ActionCountValidator,
         OverlappingPathsValidator,
@@ -196,7 +211,8 @@ def _remember_acceptance(
     return remembering
 
 
-def _patch_condition_lexer() -> None:
+@_once
+def memoise_condition_tokens() -> None:
     from moto.dynamodb.comparisons import ConditionExpressionParser
 
     lex = ConditionExpressionParser._lex_condition_expression
@@ -215,7 +231,8 @@ def _patch_condition_lexer() -> None:
     _set(ConditionExpressionParser, "_lex_condition_expression", memoised)
 
 
-def _patch_sqs_queue_attributes() -> None:
+@_once
+def count_queue_attributes_once() -> None:
     from moto.sqs.exceptions import InvalidAttributeName
     from moto.sqs.models import SQSBackend
 
@@ -290,7 +307,8 @@ def _patch_queue_attributes() -> None:
     _set(Queue, "attributes", property(attributes))
 
 
-def _patch_event_input_paths() -> None:
+@_once
+def memoise_event_input_paths() -> None:
     import jsonpath_ng.ext
 
     parse = jsonpath_ng.ext.parse
@@ -307,7 +325,8 @@ def _patch_event_input_paths() -> None:
     _set(jsonpath_ng.ext, "parse", memoised)
 
 
-def _patch_module_listing() -> None:
+@_once
+def list_moto_modules_once() -> None:
     from moto import backends
 
     modules = tuple(backends.list_of_moto_modules())

@@ -153,8 +153,9 @@ def _activity(delta: int) -> None:
         _ACTIVITY.notify_all()
 
 
-def _patch_moto() -> None:
-    """Route moto's ``LambdaBackend.invoke`` to the registered functions; idempotent."""
+def route_moto_invoke() -> None:
+    """Route moto's ``LambdaBackend.invoke`` to the registered functions (others go to moto's);
+    idempotent. Installed by :mod:`s3ingest.local.moto_patches` when an emulator starts."""
     from moto.awslambda.models import LambdaBackend
     from moto.core.exceptions import JsonRESTError
 
@@ -244,7 +245,6 @@ class LambdaService:
         self._failures: dict[str, list[_Failure]] = {}
         self._lambda = emu.client("lambda")
         self._role_arn = self._role()
-        _patch_moto()
 
     def __enter__(self) -> LambdaService:
         return self

@@ -2,7 +2,8 @@
 
 moto runs state machines with an ASL interpreter once its configuration says
 ``{"stepfunctions": {"execute_state_machine": true}}`` (:func:`enable_executor` posts it to the
-emulator's ``/moto-api/config``). Two things are adjusted, process-wide and idempotently:
+emulator's ``/moto-api/config``). Three things are adjusted, process-wide and idempotently, by
+the patches :mod:`s3ingest.local.moto_patches` installs when an emulator starts:
 
 * **Endpoint.** The interpreter's SDK clients (Lambda tasks, ``aws-sdk:*`` integrations) go to
   ``http://localhost:$MOTO_PORT`` (5000 by default); here they go to a running emulator of this
@@ -109,11 +110,13 @@ def boto_client_for(region: str, service: str, state_credentials: Any = None) ->
     return client
 
 
-def _patch_interpreter() -> None:
+def route_sdk_clients() -> None:
+    """Send the interpreter's SDK clients to a running emulator of this process (see the
+    module): ``boto_client_for`` and ``moto_server_port`` of
+    ``moto/stepfunctions/parser/asl/utils/boto_client.py``, rebound in the modules that imported
+    them. Idempotent."""
     import sys
 
-    from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
-    from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
     from moto.stepfunctions.parser.asl.utils import boto_client
 
     if getattr(boto_client, "_s3ingest_local", False):
@@ -125,11 +128,25 @@ def _patch_interpreter() -> None:
         if getattr(module, "boto_client_for", None) is original:
             module.boto_client_for = boto_client_for  # type: ignore[attr-defined]
     boto_client.moto_server_port = _current_port
+    boto_client._s3ingest_local = True  # type: ignore[attr-defined]
+
+
+def name_s3control_errors() -> None:
+    """Name an ``aws-sdk:s3control`` task's errors ``S3Control.<Exception>`` as Step Functions
+    does (``_SERVICE_ERROR_NAMES`` of moto's ``state_task_service_aws_sdk``). Idempotent."""
     from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
         state_task_service_aws_sdk as aws_sdk,
     )
 
     aws_sdk._SERVICE_ERROR_NAMES.setdefault("s3control", "S3Control")
+
+
+def scale_time() -> None:
+    """Scale retry intervals (``time`` of moto's ``retrier_decl``) and ``Wait`` states
+    (``WaitFunction._wait_interval``) by :data:`TIME_SCALE`. Idempotent."""
+    from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+    from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
+
     retrier_decl.time = SimpleNamespace(sleep=_scaled_sleep)  # type: ignore[assignment]
 
     def wait_interval(self: Any, env: Any, wait_seconds: float) -> None:
@@ -138,13 +155,12 @@ def _patch_interpreter() -> None:
             env.program_state_event.wait(wait_seconds * TIME_SCALE)
 
     wait_function.WaitFunction._wait_interval = wait_interval  # type: ignore[method-assign]
-    boto_client._s3ingest_local = True  # type: ignore[attr-defined]
 
 
 def enable_executor(endpoint_url: str) -> None:
     """Turn on moto's state machine executor through the emulator's configuration API
-    (``POST /moto-api/config``) and adjust it for local runs (see the module)."""
-    _patch_interpreter()
+    (``POST /moto-api/config``). The adjustments of the module are in force from the
+    emulator's start (:mod:`s3ingest.local.moto_patches`)."""
     request = urllib.request.Request(
         f"{endpoint_url}/moto-api/config",
         data=json.dumps({"stepfunctions": {"execute_state_machine": True}}).encode(),
