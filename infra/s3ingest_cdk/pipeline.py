@@ -32,6 +32,7 @@ from s3ingest_cdk.features import (
 from s3ingest_cdk.features.listing import ListingBackfill
 from s3ingest_cdk.features.processors import ProcessorConfig, Processors, ingest_processors
 from s3ingest_cdk.features.service import IngestProcessors
+from s3ingest_cdk.flags import pin_flags
 
 _DEFAULT = Settings()
 #: The construct ids of the features, children of the pipeline.
@@ -217,6 +218,7 @@ class S3IngestPipeline(Construct):
         tracing: bool = _DEFAULT.tracing,
     ) -> None:
         super().__init__(scope, construct_id)
+        pin_flags(self)  # before any child: the team's feature flags decide nothing below
         if bucket is not None and buckets:
             raise SettingsError(["bucket and buckets are both given: list the bucket in buckets"])
         bucket_name = bucket.bucket_name if bucket is not None else None

@@ -46,8 +46,11 @@ def secure_bucket(
     enforced), a bucket policy denying any request not sent over TLS 1.2 or later, and retained on
     stack deletion (its objects are data).
     https://docs.aws.amazon.com/AmazonS3/latest/userguide/security-best-practices.html
+
+    Server access logs (``access_logs_bucket``) are delivered under the destination's bucket
+    policy (:func:`log_to`), whatever the app's feature flags say.
     """
-    return s3.Bucket(
+    bucket = s3.Bucket(
         scope,
         construct_id,
         versioned=versioned,
@@ -56,9 +59,41 @@ def secure_bucket(
         minimum_tls_version=1.2,
         block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
         object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-        server_access_logs_bucket=access_logs_bucket,
-        server_access_logs_prefix=access_logs_prefix,
         removal_policy=RemovalPolicy.RETAIN,
+    )
+    if access_logs_bucket is not None:
+        log_to(bucket, access_logs_bucket, access_logs_prefix)
+    return bucket
+
+
+def log_to(source: s3.Bucket, destination: s3.IBucket, prefix: str | None) -> None:
+    """Server access logs of ``source`` to ``destination`` under ``prefix``, delivered under the
+    destination's bucket policy (``logging.s3.amazonaws.com`` may put objects under ``prefix``
+    for ``source`` of this account only), never by the ``LogDeliveryWrite`` ACL.
+
+    What ``s3.Bucket(server_access_logs_bucket=...)`` writes with the feature flag
+    ``@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy``; without the flag it would set that ACL,
+    which a bucket with ACLs disabled (``BUCKET_OWNER_ENFORCED``) refuses at synth. Set here on
+    the L1 resource, so no app's flags decide it.
+    https://docs.aws.amazon.com/AmazonS3/latest/userguide/enable-server-access-logging.html
+    """
+    cfn_bucket = source.node.default_child
+    if not isinstance(cfn_bucket, s3.CfnBucket):  # pragma: no cover - CDK invariant
+        raise TypeError("s3.Bucket's default child is not a CfnBucket")
+    cfn_bucket.logging_configuration = s3.CfnBucket.LoggingConfigurationProperty(
+        destination_bucket_name=destination.bucket_name, log_file_prefix=prefix
+    )
+    destination.add_to_resource_policy(
+        iam.PolicyStatement(
+            effect=iam.Effect.ALLOW,
+            principals=[iam.ServicePrincipal("logging.s3.amazonaws.com")],
+            actions=["s3:PutObject"],
+            resources=[destination.arn_for_objects(f"{prefix}*" if prefix else "*")],
+            conditions={
+                "ArnLike": {"aws:SourceArn": source.bucket_arn},
+                "StringEquals": {"aws:SourceAccount": Stack.of(source).account},
+            },
+        )
     )
 
 
