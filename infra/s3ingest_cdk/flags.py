@@ -5,14 +5,18 @@ A flag is read as ``FeatureFlags.of(construct)``: the construct's own context fi
 scopes' (``Node.tryGetContext``, https://docs.aws.amazon.com/cdk/v2/guide/featureflags.html).
 Context set on the pipeline before it has children therefore decides for everything below it
 and nothing else of the team's app. Where a property decides the same thing, the constructs set
-it explicitly instead (server access logs delivered under a bucket policy,
-:func:`s3ingest_cdk.constructs.landing_bucket.log_to`; encryption, object ownership and public
-access of every bucket, :func:`~s3ingest_cdk.constructs.landing_bucket.secure_bucket`).
+it explicitly instead: server access logs delivered under a bucket policy
+(:func:`s3ingest_cdk.constructs.landing_bucket.server_access_logs`); encryption, object
+ownership and public access of every bucket
+(:func:`s3ingest_cdk.constructs.landing_bucket.secure_bucket`).
 
 The values are those ``cdk init`` writes for aws-cdk-lib 2.275 (``recommended-feature-flags.json``
 of the package), which the repository's ``cdk.json`` has: the stack's template is the one it
 always had. Flags read at the stack or app level (``@aws-cdk/core:enablePartitionLiterals``,
-``@aws-cdk/core:explicitStackTags``, ...) stay the team's stack's choice.
+``@aws-cdk/core:explicitStackTags``, ...) stay the team's stack's choice. One is read at both:
+``@aws-cdk/aws-iam:minimizePolicies`` merges a role's statements where the role is (pinned), and
+the stack's value orders the actions and resources of each statement as the stack renders the
+template (sorted, a one-element list written as its element); IAM reads both forms the same.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ PINNED_FLAGS: dict[str, bool] = {
     # S3: block public access settings rendered as given
     "@aws-cdk/aws-s3:publicAccessBlockedByDefault": True,
     # S3: server access logs delivered under a bucket policy, not the LogDeliveryWrite ACL
-    # (also set explicitly, landing_bucket.log_to)
+    # (also set explicitly, landing_bucket.server_access_logs)
     "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy": True,
     # SNS -> SQS subscriptions: the queue key policy names the topic
     "@aws-cdk/aws-sns-subscriptions:restrictSqsDescryption": True,
