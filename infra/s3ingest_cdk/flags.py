@@ -21,6 +21,8 @@ template (sorted, a one-element list written as its element); IAM reads both for
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from constructs import Construct
 
 #: Flag -> value, for every flag aws-cdk-lib reads in the code paths of the pipeline's resources.
@@ -49,13 +51,24 @@ PINNED_FLAGS: dict[str, bool] = {
 }
 
 
-def pin_flags(construct: Construct) -> None:
-    """Set :data:`PINNED_FLAGS` as ``construct``'s context (before it has children).
+#: The flags read where the stack renders its template, pinned on s3ingest's own stack
+#: (:class:`s3ingest_cdk.stack.S3IngestStack`) at the values of the repository's ``cdk.json``:
+#: with them the stack's template is the same byte for byte in any app, ``cdk.json`` or none.
+STACK_FLAGS: dict[str, bool] = {
+    # IAM: the actions and resources of each policy statement rendered sorted
+    "@aws-cdk/aws-iam:minimizePolicies": True,
+    # ARNs keep the partition pseudo-parameter (AWS::Partition) even with the region known
+    "@aws-cdk/core:enablePartitionLiterals": False,
+}
+
+
+def pin_flags(construct: Construct, flags: Mapping[str, bool] = PINNED_FLAGS) -> None:
+    """Set ``flags`` as ``construct``'s context (before it has children).
 
     Raises
     ------
     RuntimeError
         From CDK, when ``construct`` already has children.
     """
-    for flag, value in PINNED_FLAGS.items():
+    for flag, value in flags.items():
         construct.node.set_context(flag, value)

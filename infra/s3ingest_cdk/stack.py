@@ -14,6 +14,7 @@ from constructs import Construct
 from s3ingest.settings import Settings
 from s3ingest.version import version
 from s3ingest_cdk.constructs.landing_bucket import adopted_bucket
+from s3ingest_cdk.flags import PINNED_FLAGS, STACK_FLAGS, pin_flags
 from s3ingest_cdk.pipeline import FEATURE_IDS, S3IngestPipeline
 
 #: The stack tag that records the s3ingest version deployed (:func:`s3ingest.version.version`).
@@ -92,6 +93,8 @@ class S3IngestStack(Stack):
             description="s3ingest: per-key DynamoDB ledger of an S3 bucket, fed by EventBridge",
             **kwargs,
         )
+        # before any child: no app's feature flags change the template (s3ingest_cdk.flags)
+        pin_flags(self, {**PINNED_FLAGS, **STACK_FLAGS})
         self.settings = settings
         self._legacy_components: dict[str, str] = {}
         Tags.of(self).add("project", "s3ingest")
