@@ -62,7 +62,8 @@ class S3IngestPipeline(Construct):
     One construct per feature (:mod:`s3ingest_cdk.features`), each with its functions, its
     least-privilege grants and its cdk-nag acknowledgements; this construct creates the shared
     state (landing bucket, ledger table, processor output bucket) and composes them. It adds no
-    stack of its own: put it in any stack.
+    stack of its own: put it in any stack. The app's feature flags change none of it
+    (:mod:`s3ingest_cdk.flags`).
 
     The settings are the keyword arguments below, named as :class:`s3ingest.settings.Settings`'s
     fields (``cdk.json``'s keys in snake_case) and validated by the same rules; ``bucket``
@@ -80,7 +81,9 @@ class S3IngestPipeline(Construct):
         token) or imported (``Bucket.from_bucket_name``). It is not reconfigured: its events must
         reach EventBridge (:func:`s3ingest_cdk.enable_event_bridge` turns that on for a bucket of
         the app; for another, the owner turns on "Send notifications to Amazon EventBridge"), and
-        it gets no inventory, so reconciliation lists it and no backfill is deployed.
+        it gets no inventory, so reconciliation lists it and no backfill is deployed. Synth fails
+        naming the fix when a bucket of the app sends no events to EventBridge
+        (:class:`~s3ingest_cdk.constructs.landing_bucket.EventBridgeDeliveryCheck`).
         ``None``: the pipeline creates the landing bucket (and, with ``inventory_enabled``, its
         daily inventory, the backfill and the option of the fan-out reconciliation).
     buckets : sequence of s3ingest.settings.BucketSpec or LandingBucketSource, optional

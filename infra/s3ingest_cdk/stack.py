@@ -1,5 +1,6 @@
 """The s3ingest stack of ``app.py``: one :class:`~s3ingest_cdk.pipeline.S3IngestPipeline`, the
-stack's outputs and tags, and the logical ids its resources had before the pipeline existed."""
+stack's outputs and tags, and the logical ids its resources had before the pipeline existed. Its
+template is the same with ``cdk.json``'s feature flags or none (:mod:`s3ingest_cdk.flags`)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,6 @@ fails naming the fix; a ``LandingBucketSource`` gets delivery from the set-up re
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 from aws_cdk import App, Stack
@@ -29,37 +28,9 @@ from s3ingest_cdk.flags import PINNED_FLAGS, STACK_FLAGS
 from s3ingest_cdk.synth import Synth, cdk_json_context, recommended_flags
 
 from .conftest import TEAM_PARTNER_BUCKET, TEAM_VARIANTS, TeamSynth
+from .iam import iam_rendered
 from .test_infra_cfn_lint import lint_problems
 from .test_infra_nag import _findings
-
-
-def _as_set(value: Any) -> Any:
-    """A statement's list of actions or resources as the stack renders it with
-    ``@aws-cdk/aws-iam:minimizePolicies``: unique, sorted, one element written as itself."""
-    if not isinstance(value, list):
-        return value
-    unique = {json.dumps(v, sort_keys=True): v for v in value}
-    ordered = [unique[k] for k in sorted(unique)]
-    return ordered[0] if len(ordered) == 1 else ordered
-
-
-def _iam_rendered(node: Any) -> Any:
-    """``node`` with every IAM statement's elements in :func:`_as_set`'s form: the one part of
-    a team stack's template its own ``minimizePolicies`` flag decides (read where the stack
-    renders each policy document); IAM reads both forms the same."""
-    if isinstance(node, list):
-        return [_iam_rendered(v) for v in node]
-    if not isinstance(node, dict):
-        return node
-    out = {k: _iam_rendered(v) for k, v in node.items()}
-    if "Effect" in out:
-        for key in ("Action", "NotAction", "Resource", "NotResource"):
-            if key in out:
-                out[key] = _as_set(out[key])
-        for key in ("Principal", "NotPrincipal"):
-            if isinstance(out.get(key), dict):
-                out[key] = {kind: _as_set(v) for kind, v in out[key].items()}
-    return out
 
 
 def test_the_app_without_any_context_is_the_same_stack(synth: Synth, bare_synth: Synth) -> None:
@@ -92,15 +63,15 @@ def test_the_pipeline_is_the_same_under_any_flags(
 ) -> None:
     bare, recommended = team_bare_synth.template, team_recommended_synth.template
     # THEN the same resources, each with the same properties, but for the order of a policy
-    # statement's actions and resources, which the team's stack renders (_iam_rendered)
+    # statement's actions and resources, which the team's stack renders (iam_rendered)
     assert sorted(bare["Resources"]) == sorted(recommended["Resources"])
     differing = [
         logical_id
         for logical_id, resource in bare["Resources"].items()
-        if _iam_rendered(resource) != _iam_rendered(recommended["Resources"][logical_id])
+        if iam_rendered(resource) != iam_rendered(recommended["Resources"][logical_id])
     ]
     assert not differing
-    assert _iam_rendered(bare) == _iam_rendered(recommended)
+    assert iam_rendered(bare) == iam_rendered(recommended)
     # ... the synths cover what the flags touch: a bucket set-up, a Distributed Map, processors
     types = {resource["Type"] for resource in bare["Resources"].values()}
     assert {"Custom::S3IngestBucketSetup", "AWS::StepFunctions::StateMachine"} <= types
