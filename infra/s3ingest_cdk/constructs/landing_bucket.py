@@ -160,23 +160,22 @@ def event_bridge_delivery(bucket: s3.IBucket) -> bool | None:
     :func:`enable_event_bridge` sets), or CDK's notifications resource of the bucket has an
     ``EventBridgeConfiguration`` (``event_bridge_enabled=True``,
     ``enable_event_bridge_notification()``); ``False`` otherwise; ``None`` for an imported bucket
-    (its owner's configuration is not in the app). Call it once the app is built (at synth).
+    (its owner's configuration is not in the app) or a configuration set as a token. Call it once
+    the app is built (at synth).
     """
     cfn_bucket = bucket.node.default_child
     if not isinstance(cfn_bucket, s3.CfnBucket):
         return None
-    configuration = cfn_bucket.notification_configuration
+    try:
+        configuration = cfn_bucket.notification_configuration
+    except KeyError:  # a token (jsii cannot return it to Python): the app's to know
+        return None
     if isinstance(configuration, s3.CfnBucket.NotificationConfigurationProperty):
         event_bridge = configuration.event_bridge_configuration
         if (
             isinstance(event_bridge, s3.CfnBucket.EventBridgeConfigurationProperty)
             and event_bridge.event_bridge_enabled is True
         ):
-            return True
-    elif configuration is not None:  # a token: the value it stands for
-        resolved = Stack.of(bucket).resolve(configuration) or {}
-        event_bridge = resolved.get("eventBridgeConfiguration") or {}
-        if event_bridge.get("eventBridgeEnabled") is True:
             return True
     notifications = bucket.node.try_find_child("Notifications")
     resource = notifications.node.try_find_child("Resource") if notifications else None
