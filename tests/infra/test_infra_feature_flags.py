@@ -16,14 +16,17 @@ fails naming the fix; a ``LandingBucketSource`` gets delivery from the set-up re
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import jsii
 import pytest
-from aws_cdk import App, Stack
+from aws_cdk import App, IAnyProducer, Lazy, Stack
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 
 from s3ingest.settings import BucketSpec
 from s3ingest_cdk import LandingBucketSource, S3IngestPipeline, enable_event_bridge
+from s3ingest_cdk.constructs.landing_bucket import event_bridge_delivery
 from s3ingest_cdk.flags import PINNED_FLAGS, STACK_FLAGS
 from s3ingest_cdk.synth import Synth, cdk_json_context, recommended_flags
 
@@ -216,3 +219,27 @@ def test_a_bucket_source_that_opts_out_of_delivery_fails_synth_naming_the_fix() 
     (problem,) = _delivery_problems(pipeline)
     assert "Team/Uploads does not send its events to EventBridge" in problem
     assert "event_bridge=True in its LandingBucketSource's BucketSpec" in problem
+
+
+@jsii.implements(IAnyProducer)
+class _Produce:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def produce(self, context: Any) -> Any:
+        return self.value
+
+
+def test_delivery_set_as_a_token_is_the_apps_to_know() -> None:
+    # GIVEN a bucket whose notification configuration is a token (jsii cannot hand it back)
+    stack = _team_stack()
+    uploads = s3.Bucket(stack, "Uploads")
+    cfn_bucket = uploads.node.default_child
+    assert isinstance(cfn_bucket, s3.CfnBucket)
+    cfn_bucket.notification_configuration = Lazy.any(
+        _Produce({"EventBridgeConfiguration": {"EventBridgeEnabled": True}})
+    )
+    # THEN it is not checked (None), as an imported bucket is not; no synth error
+    assert event_bridge_delivery(uploads) is None
+    pipeline = S3IngestPipeline(stack, "Ingest", bucket=uploads, code=INLINE)
+    assert _delivery_problems(pipeline) == []
