@@ -20,7 +20,7 @@ from typing import Any
 
 import jsii
 import pytest
-from aws_cdk import App, IAnyProducer, Lazy, Stack
+from aws_cdk import App, IStableAnyProducer, Lazy, Stack
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 
@@ -221,12 +221,12 @@ def test_a_bucket_source_that_opts_out_of_delivery_fails_synth_naming_the_fix() 
     assert "event_bridge=True in its LandingBucketSource's BucketSpec" in problem
 
 
-@jsii.implements(IAnyProducer)
+@jsii.implements(IStableAnyProducer)
 class _Produce:
     def __init__(self, value: Any) -> None:
         self.value = value
 
-    def produce(self, context: Any) -> Any:
+    def produce(self) -> Any:
         return self.value
 
 
