@@ -15,7 +15,12 @@ from aws_cdk import aws_s3 as s3
 from cdk_nag import AwsSolutionsChecks
 from constructs import Construct
 
-from s3ingest_cdk import ProcessorConfig, S3IngestPipeline, enable_event_bridge
+from s3ingest_cdk import (
+    ProcessorConfig,
+    S3IngestPipeline,
+    enable_event_bridge,
+    server_access_logs,
+)
 
 
 class UploadsStack(Stack):
@@ -51,10 +56,11 @@ class UploadsStack(Stack):
                 enforce_ssl=True,
                 block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
                 object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-                server_access_logs_bucket=logs,
-                server_access_logs_prefix="uploads/",
                 removal_policy=RemovalPolicy.RETAIN,
             )
+            # access logs under the logs bucket's policy: no ACL, whatever cdk.json's flags say
+            # (server_access_logs_bucket= needs @aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy)
+            server_access_logs(uploads, logs, "uploads/")
             enable_event_bridge(uploads)  # S3 -> EventBridge, without a custom resource
             bucket = uploads
 

@@ -3,6 +3,8 @@
 ``S3IngestPipeline`` is the whole pipeline as one construct for a team's own stack (its
 ``buckets`` prop takes ``BucketSpec`` and ``LandingBucketSource`` entries);
 ``enable_event_bridge`` turns on a created bucket's EventBridge delivery natively;
+``server_access_logs`` logs a bucket to another under that one's bucket policy (no ACL, whatever
+the app's feature flags);
 ``ProcessorConfig`` is one of its ``processors`` (a team's Lambda function, a deployed handler
 or an in-process module); ``S3IngestStack`` is the stack ``app.py`` deploys around the pipeline.
 """
@@ -10,7 +12,11 @@ or an in-process module); ``S3IngestStack`` is the stack ``app.py`` deploys arou
 from __future__ import annotations
 
 from s3ingest.settings import BucketSpec, InventoryRef
-from s3ingest_cdk.constructs.landing_bucket import adopted_bucket, enable_event_bridge
+from s3ingest_cdk.constructs.landing_bucket import (
+    adopted_bucket,
+    enable_event_bridge,
+    server_access_logs,
+)
 from s3ingest_cdk.features.processors import ProcessorConfig
 from s3ingest_cdk.pipeline import LandingBucketSource, S3IngestPipeline
 
@@ -22,4 +28,5 @@ __all__ = [
     "S3IngestPipeline",
     "adopted_bucket",
     "enable_event_bridge",
+    "server_access_logs",
 ]

@@ -32,6 +32,7 @@ from s3ingest_cdk.features import (
 from s3ingest_cdk.features.listing import ListingBackfill
 from s3ingest_cdk.features.processors import ProcessorConfig, Processors, ingest_processors
 from s3ingest_cdk.features.service import IngestProcessors
+from s3ingest_cdk.flags import pin_flags
 
 _DEFAULT = Settings()
 #: The construct ids of the features, children of the pipeline.
@@ -61,7 +62,8 @@ class S3IngestPipeline(Construct):
     One construct per feature (:mod:`s3ingest_cdk.features`), each with its functions, its
     least-privilege grants and its cdk-nag acknowledgements; this construct creates the shared
     state (landing bucket, ledger table, processor output bucket) and composes them. It adds no
-    stack of its own: put it in any stack.
+    stack of its own: put it in any stack. The app's feature flags change none of it
+    (:mod:`s3ingest_cdk.flags`).
 
     The settings are the keyword arguments below, named as :class:`s3ingest.settings.Settings`'s
     fields (``cdk.json``'s keys in snake_case) and validated by the same rules; ``bucket``
@@ -79,7 +81,9 @@ class S3IngestPipeline(Construct):
         token) or imported (``Bucket.from_bucket_name``). It is not reconfigured: its events must
         reach EventBridge (:func:`s3ingest_cdk.enable_event_bridge` turns that on for a bucket of
         the app; for another, the owner turns on "Send notifications to Amazon EventBridge"), and
-        it gets no inventory, so reconciliation lists it and no backfill is deployed.
+        it gets no inventory, so reconciliation lists it and no backfill is deployed. Synth fails
+        naming the fix when a bucket of the app sends no events to EventBridge
+        (:class:`~s3ingest_cdk.constructs.landing_bucket.EventBridgeDeliveryCheck`).
         ``None``: the pipeline creates the landing bucket (and, with ``inventory_enabled``, its
         daily inventory, the backfill and the option of the fan-out reconciliation).
     buckets : sequence of s3ingest.settings.BucketSpec or LandingBucketSource, optional
@@ -217,6 +221,7 @@ class S3IngestPipeline(Construct):
         tracing: bool = _DEFAULT.tracing,
     ) -> None:
         super().__init__(scope, construct_id)
+        pin_flags(self)  # before any child: the team's feature flags decide nothing below
         if bucket is not None and buckets:
             raise SettingsError(["bucket and buckets are both given: list the bucket in buckets"])
         bucket_name = bucket.bucket_name if bucket is not None else None

@@ -1,5 +1,6 @@
 """The s3ingest stack of ``app.py``: one :class:`~s3ingest_cdk.pipeline.S3IngestPipeline`, the
-stack's outputs and tags, and the logical ids its resources had before the pipeline existed."""
+stack's outputs and tags, and the logical ids its resources had before the pipeline existed. Its
+template is the same with ``cdk.json``'s feature flags or none (:mod:`s3ingest_cdk.flags`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from constructs import Construct
 from s3ingest.settings import Settings
 from s3ingest.version import version
 from s3ingest_cdk.constructs.landing_bucket import adopted_bucket
+from s3ingest_cdk.flags import PINNED_FLAGS, STACK_FLAGS, pin_flags
 from s3ingest_cdk.pipeline import FEATURE_IDS, S3IngestPipeline
 
 #: The stack tag that records the s3ingest version deployed (:func:`s3ingest.version.version`).
@@ -92,6 +94,8 @@ class S3IngestStack(Stack):
             description="s3ingest: per-key DynamoDB ledger of an S3 bucket, fed by EventBridge",
             **kwargs,
         )
+        # before any child: no app's feature flags change the template (s3ingest_cdk.flags)
+        pin_flags(self, {**PINNED_FLAGS, **STACK_FLAGS})
         self.settings = settings
         self._legacy_components: dict[str, str] = {}
         Tags.of(self).add("project", "s3ingest")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import tarfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +25,29 @@ def cdk_json_context(cdk_json: Path = PROJECT_ROOT / "cdk.json") -> dict[str, An
     """The ``context`` block of ``cdk.json`` (settings defaults and feature flags)."""
     context: dict[str, Any] = json.loads(cdk_json.read_text())["context"]
     return context
+
+
+def recommended_flags() -> dict[str, Any]:
+    """The feature flags ``cdk init`` writes into a new app's ``cdk.json`` for the installed
+    aws-cdk-lib: its ``recommended-feature-flags.json``, read from the JavaScript package the
+    Python one embeds (``aws_cdk/_jsii/aws-cdk-lib@<version>.jsii.tgz``).
+
+    Raises
+    ------
+    FileNotFoundError
+        When the installed aws-cdk-lib embeds no such package or file.
+    """
+    spec = importlib.util.find_spec("aws_cdk._jsii")
+    origin = Path(spec.origin) if spec is not None and spec.origin else None
+    tarballs = sorted(origin.parent.glob("aws-cdk-lib@*.jsii.tgz")) if origin else []
+    if not tarballs:
+        raise FileNotFoundError("no aws-cdk-lib JavaScript package in aws_cdk._jsii")
+    with tarfile.open(tarballs[-1]) as archive:
+        member = archive.extractfile("package/recommended-feature-flags.json")
+        if member is None:  # pragma: no cover - a directory of that name
+            raise FileNotFoundError("recommended-feature-flags.json")
+        flags: dict[str, Any] = json.load(member)
+    return flags
 
 
 @dataclass(frozen=True)
@@ -92,8 +117,12 @@ def synthesize(
     *,
     region: str = FALLBACK_REGION,
     code: lambda_.Code | None = None,
+    context: Mapping[str, Any] | None = None,
 ) -> Synth:
     """Synthesize the app as ``app.py`` composes it, with ``cdk.json``'s context plus ``overrides``.
+
+    ``context`` replaces ``cdk.json``'s (``{}``: the app as ``python app.py`` runs it without the
+    CDK CLI, with no feature flag and the settings' defaults).
 
     cdk-nag is not registered as a synth-time plugin (synth would stop at the first finding); run
     ``AwsSolutionsChecks().validate_scope(result.app)`` to get every finding as data. ``code``
@@ -104,7 +133,8 @@ def synthesize(
     s3ingest.settings.SettingsError
         When the context settings are invalid.
     """
-    app = App(context={**cdk_json_context(), **(overrides or {})}, outdir=str(outdir))
+    base = cdk_json_context() if context is None else context
+    app = App(context={**base, **(overrides or {})}, outdir=str(outdir))
     stack = compose(app, env=Environment(region=region), nag=False, code=code)
     artifact = app.synth().get_stack_by_name(stack.stack_name)
     template: dict[str, Any] = artifact.template

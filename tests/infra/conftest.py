@@ -10,14 +10,19 @@ and the other runs the rest of the suite meanwhile.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+from aws_cdk import App, Stack
 from aws_cdk import aws_lambda as lambda_
 
 from s3ingest.local.machines.generate import VARIANTS as CONTEXTS
-from s3ingest_cdk.synth import Synth, synthesize
+from s3ingest.settings import BucketSpec
+from s3ingest_cdk import ProcessorConfig, S3IngestPipeline
+from s3ingest_cdk.synth import Synth, recommended_flags, synthesize
 
 #: The existing bucket the adoption tests deploy against.
 ADOPTED_BUCKET = "existing-landing-bucket"
@@ -148,4 +153,78 @@ def processors_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth
         tmp_path_factory.mktemp("cdk-out-processors"),
         PROCESSORS,
         code=lambda_.Code.from_inline("def handler(event, context):\n    return None\n"),
+    )
+
+
+@pytest.fixture(scope="session")
+def bare_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
+    """The app as ``python app.py`` runs it without the CDK CLI: no context at all (no feature
+    flag, the settings' defaults), synthesized once."""
+    yield synthesize(tmp_path_factory.mktemp("cdk-out-bare"), context={})
+
+
+#: The existing bucket of the team-app synths (set up by the pipeline's custom resource).
+TEAM_PARTNER_BUCKET = "team-partner-bucket"
+
+
+@dataclass(frozen=True)
+class TeamSynth:
+    """A team's app: its stack (``Team``, environment-agnostic) holding one ``S3IngestPipeline``
+    with every optional part (created and existing buckets, both Step Functions engines,
+    processors of each kind, hold, change stream, tracing, alarm e-mail), synthesized."""
+
+    app: App
+    stack: Stack
+    pipeline: S3IngestPipeline
+    template: dict[str, Any]
+    template_path: Path
+
+
+def synthesize_team_app(outdir: Path, context: Mapping[str, Any]) -> TeamSynth:
+    """:class:`TeamSynth` under the app context ``context`` (inline stand-in code)."""
+    app = App(context=dict(context), outdir=str(outdir))
+    stack = Stack(app, "Team")
+    pipeline = S3IngestPipeline(
+        stack,
+        "Ingest",
+        stage="team",
+        buckets=[BucketSpec(), BucketSpec(name=TEAM_PARTNER_BUCKET, existing=True)],
+        reconcile_fan_out=True,
+        backfill_engine="distributed-map",
+        alarm_email=ALARM_EMAIL,
+        processors=[
+            ProcessorConfig("sidecar", handler=EXAMPLE_HANDLER),
+            ProcessorConfig("thumbs", module="s3ingest_examples.sidecar:process"),
+        ],
+        hold=STACK_HOLD,
+        change_stream=True,
+        tracing=True,
+        code=lambda_.Code.from_inline("def handler(event, context):\n    return None\n"),
+    )
+    artifact = app.synth().get_stack_by_name("Team")
+    return TeamSynth(
+        app=app,
+        stack=stack,
+        pipeline=pipeline,
+        template=artifact.template,
+        template_path=Path(artifact.template_full_path),
+    )
+
+
+#: The team-app synths: no context at all, and the flags ``cdk init`` writes today.
+TEAM_VARIANTS = ["team_bare_synth", "team_recommended_synth"]
+
+
+@pytest.fixture(scope="session")
+def team_bare_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TeamSynth]:
+    """The team's app with no context at all (no feature flag), synthesized once."""
+    yield synthesize_team_app(tmp_path_factory.mktemp("cdk-out-team-bare"), {})
+
+
+@pytest.fixture(scope="session")
+def team_recommended_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TeamSynth]:
+    """The team's app with the feature flags ``cdk init`` writes for the installed aws-cdk-lib
+    (:func:`s3ingest_cdk.synth.recommended_flags`), synthesized once."""
+    yield synthesize_team_app(
+        tmp_path_factory.mktemp("cdk-out-team-recommended"), recommended_flags()
     )

@@ -44,3 +44,32 @@ def expected(grants: dict[str, list[Any]]) -> dict[str, list[str]]:
         action: sorted(json.dumps(resource, sort_keys=True) for resource in resources)
         for action, resources in grants.items()
     }
+
+
+def as_set(value: Any) -> Any:
+    """A statement's list of actions or resources as the stack renders it with
+    ``@aws-cdk/aws-iam:minimizePolicies``: unique, sorted, one element written as itself."""
+    if not isinstance(value, list):
+        return value
+    unique = {json.dumps(v, sort_keys=True): v for v in value}
+    ordered = [unique[k] for k in sorted(unique)]
+    return ordered[0] if len(ordered) == 1 else ordered
+
+
+def iam_rendered(node: Any) -> Any:
+    """``node`` with every IAM statement's elements in :func:`as_set`'s form: the one part of
+    a team stack's template its own ``minimizePolicies`` flag decides (read where the stack
+    renders each policy document); IAM reads both forms the same."""
+    if isinstance(node, list):
+        return [iam_rendered(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: iam_rendered(v) for k, v in node.items()}
+    if "Effect" in out:
+        for key in ("Action", "NotAction", "Resource", "NotResource"):
+            if key in out:
+                out[key] = as_set(out[key])
+        for key in ("Principal", "NotPrincipal"):
+            if isinstance(out.get(key), dict):
+                out[key] = {kind: as_set(v) for kind, v in out[key].items()}
+    return out

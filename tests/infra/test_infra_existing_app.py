@@ -1,6 +1,8 @@
 """``examples/existing-app``: a team's own CDK app adds ``S3IngestPipeline`` to the stack that owns
 its bucket. Synthesized once, in process, with the example's ``cdk.json`` context: one stack, the
-pipeline inside it, no unacknowledged cdk-nag finding, cfn-lint clean."""
+pipeline inside it, no unacknowledged cdk-nag finding, cfn-lint clean. And once with an empty
+context (``python app.py`` without the CDK CLI, or an app made before today's feature flags):
+clean too, the same resources."""
 
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from cfnlint.api import ManualArgs, lint_file
 
 from s3ingest_cdk import S3IngestPipeline
 from s3ingest_cdk.synth import PROJECT_ROOT
+
+from .iam import iam_rendered
 
 EXAMPLE = PROJECT_ROOT / "examples" / "existing-app"
 
@@ -143,3 +147,31 @@ def test_the_teams_processor_function_is_invoked_and_nothing_else(tmp_path: Path
     assert function["Timeout"] == 75
     report = AwsSolutionsChecks(verbose=True).validate_scope(app)
     assert not report.violations
+
+
+@pytest.fixture(scope="module")
+def bare_team_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[App, Any, Path]]:
+    """The example app with an empty context (no feature flag), synthesized once."""
+    app = App(context={}, outdir=str(tmp_path_factory.mktemp("cdk-out-existing-app-bare")))
+    stack = _example_module().build(app)
+    assembly = app.synth()
+    yield app, stack, Path(assembly.stacks[0].template_full_path)
+
+
+def test_the_example_synthesizes_clean_with_an_empty_context(
+    team_app: tuple[App, Any, Path], bare_team_app: tuple[App, Any, Path]
+) -> None:
+    app, _, template_path = bare_team_app
+    report = AwsSolutionsChecks(verbose=True).validate_scope(app)
+    assert not report.violations
+    matches = lint_file(template_path, config=ManualArgs(regions=["us-east-1", "eu-west-1"]))
+    assert not [f"{m.rule.id}: {m.message}" for m in matches if m.rule.id[0] in "EW"]
+    # THEN the same resources as with the example's cdk.json, each with the same properties
+    # (but for the order of a policy statement's elements, the team's stack's flag: iam_rendered)
+    bare = json.loads(template_path.read_text())["Resources"]
+    flagged = json.loads(team_app[2].read_text())["Resources"]
+    assert sorted(bare) == sorted(flagged)
+    assert [k for k in bare if iam_rendered(bare[k]) != iam_rendered(flagged[k])] == []
+    # ... the team's buckets log under the logs bucket's policy (no ACL)
+    buckets = [r["Properties"] for r in bare.values() if r["Type"] == "AWS::S3::Bucket"]
+    assert buckets and not [b for b in buckets if "AccessControl" in b]

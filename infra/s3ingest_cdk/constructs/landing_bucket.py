@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aws_cdk import Aws, CustomResource, RemovalPolicy, Stack
+import jsii
+from aws_cdk import Aws, CfnResource, CustomResource, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
-from constructs import Construct
+from constructs import Construct, IValidation
 
 from s3ingest.settings import (
     INVENTORY_ID,
@@ -46,8 +47,11 @@ def secure_bucket(
     enforced), a bucket policy denying any request not sent over TLS 1.2 or later, and retained on
     stack deletion (its objects are data).
     https://docs.aws.amazon.com/AmazonS3/latest/userguide/security-best-practices.html
+
+    Server access logs (``access_logs_bucket``) are delivered under the destination's bucket
+    policy (:func:`server_access_logs`), whatever the app's feature flags say.
     """
-    return s3.Bucket(
+    bucket = s3.Bucket(
         scope,
         construct_id,
         versioned=versioned,
@@ -56,9 +60,41 @@ def secure_bucket(
         minimum_tls_version=1.2,
         block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
         object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-        server_access_logs_bucket=access_logs_bucket,
-        server_access_logs_prefix=access_logs_prefix,
         removal_policy=RemovalPolicy.RETAIN,
+    )
+    if access_logs_bucket is not None:
+        server_access_logs(bucket, access_logs_bucket, access_logs_prefix)
+    return bucket
+
+
+def server_access_logs(source: s3.Bucket, destination: s3.IBucket, prefix: str | None) -> None:
+    """Server access logs of ``source`` to ``destination`` under ``prefix``, delivered under the
+    destination's bucket policy (``logging.s3.amazonaws.com`` may put objects under ``prefix``
+    for ``source`` of this account only), never by the ``LogDeliveryWrite`` ACL.
+
+    What ``s3.Bucket(server_access_logs_bucket=...)`` writes with the feature flag
+    ``@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy``; without the flag it would set that ACL,
+    which a bucket with ACLs disabled (``BUCKET_OWNER_ENFORCED``) refuses at synth. Set here on
+    the L1 resource, so no app's flags decide it.
+    https://docs.aws.amazon.com/AmazonS3/latest/userguide/enable-server-access-logging.html
+    """
+    cfn_bucket = source.node.default_child
+    if not isinstance(cfn_bucket, s3.CfnBucket):  # pragma: no cover - CDK invariant
+        raise TypeError("s3.Bucket's default child is not a CfnBucket")
+    cfn_bucket.logging_configuration = s3.CfnBucket.LoggingConfigurationProperty(
+        destination_bucket_name=destination.bucket_name, log_file_prefix=prefix
+    )
+    destination.add_to_resource_policy(
+        iam.PolicyStatement(
+            effect=iam.Effect.ALLOW,
+            principals=[iam.ServicePrincipal("logging.s3.amazonaws.com")],
+            actions=["s3:PutObject"],
+            resources=[destination.arn_for_objects(f"{prefix}*" if prefix else "*")],
+            conditions={
+                "ArnLike": {"aws:SourceArn": source.bucket_arn},
+                "StringEquals": {"aws:SourceAccount": Stack.of(source).account},
+            },
+        )
     )
 
 
@@ -110,6 +146,82 @@ def enable_event_bridge(bucket: s3.Bucket) -> None:
         queue_configurations=existing.queue_configurations if existing else None,
         topic_configurations=existing.topic_configurations if existing else None,
     )
+
+
+#: The resource type of CDK's own notifications handler (``s3.Bucket(event_bridge_enabled=True)``,
+#: ``Bucket.add_event_notification``), a child ``Notifications/Resource`` of the bucket.
+CDK_NOTIFICATIONS_TYPE = "Custom::S3BucketNotifications"
+
+
+def event_bridge_delivery(bucket: s3.IBucket) -> bool | None:
+    """Whether a bucket of the app sends its events to EventBridge, as far as the app says.
+
+    ``True`` when its ``CfnBucket`` has ``EventBridgeConfiguration.EventBridgeEnabled`` (what
+    :func:`enable_event_bridge` sets), or CDK's notifications resource of the bucket has an
+    ``EventBridgeConfiguration`` (``event_bridge_enabled=True``,
+    ``enable_event_bridge_notification()``); ``False`` otherwise; ``None`` for an imported bucket
+    (its owner's configuration is not in the app) or a configuration set as a token. Call it once
+    the app is built (at synth).
+    """
+    cfn_bucket = bucket.node.default_child
+    if not isinstance(cfn_bucket, s3.CfnBucket):
+        return None
+    try:
+        configuration = cfn_bucket.notification_configuration
+    except KeyError:  # a token (jsii cannot return it to Python): the app's to know
+        return None
+    if isinstance(configuration, s3.CfnBucket.NotificationConfigurationProperty):
+        event_bridge = configuration.event_bridge_configuration
+        if (
+            isinstance(event_bridge, s3.CfnBucket.EventBridgeConfigurationProperty)
+            and event_bridge.event_bridge_enabled is True
+        ):
+            return True
+    notifications = bucket.node.try_find_child("Notifications")
+    resource = notifications.node.try_find_child("Resource") if notifications else None
+    if isinstance(resource, CfnResource) and resource.cfn_resource_type == CDK_NOTIFICATIONS_TYPE:
+        properties = Stack.of(bucket).resolve(resource._cfn_properties)
+        if "EventBridgeConfiguration" in (properties.get("NotificationConfiguration") or {}):
+            return True
+    return False
+
+
+@jsii.implements(IValidation)
+class EventBridgeDeliveryCheck:
+    """Synth fails when a bucket of the app given to the pipeline, which the pipeline does not
+    set up, sends no events to EventBridge (the pipeline would record nothing of it); imported
+    buckets pass (their owner's configuration is not in the app; the delivery check alarms).
+
+    Parameters
+    ----------
+    bucket : aws_cdk.aws_s3.IBucket
+        The landing bucket.
+    as_source : bool
+        ``True`` when it came as a :class:`~s3ingest_cdk.pipeline.LandingBucketSource` (whose
+        ``spec.event_bridge`` is ``False``), ``False`` for the ``bucket`` prop: the fix named.
+    """
+
+    def __init__(self, bucket: s3.IBucket, *, as_source: bool) -> None:
+        self.bucket = bucket
+        self.as_source = as_source
+
+    def validate(self) -> list[str]:
+        """The problem, if delivery is off (CDK's ``IValidation``)."""
+        if event_bridge_delivery(self.bucket) is not False:
+            return []
+        setup = (
+            "or set event_bridge=True in its LandingBucketSource's BucketSpec"
+            if self.as_source
+            else "or pass it as buckets=[LandingBucketSource(BucketSpec(existing=True), bucket)]"
+        )
+        return [
+            f"the landing bucket {self.bucket.node.path} does not send its events to "
+            "EventBridge, so the pipeline would record none of its changes: call "
+            "s3ingest_cdk.enable_event_bridge(bucket) (on the bucket resource, no custom "
+            "resource) or create it with s3.Bucket(..., event_bridge_enabled=True), "
+            f"{setup} for the pipeline's set-up resource to switch delivery on "
+            "(docs/existing-buckets.md)"
+        ]
 
 
 @dataclass(frozen=True)
@@ -284,6 +396,11 @@ class LandingBucket(Construct):
         if bucket is not None:
             self.owned = False
             self.bucket: s3.IBucket = bucket
+            if setup is None or not spec.event_bridge:
+                # delivery is not the pipeline's to switch on: a bucket of the app must have it
+                self.node.add_validation(
+                    EventBridgeDeliveryCheck(bucket, as_source=setup is not None)
+                )
             if spec.inventory is True:
                 self.inventory_bucket = shared.inventory
             if setup is not None and (spec.event_bridge or spec.inventory is True):
