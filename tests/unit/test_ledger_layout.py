@@ -10,16 +10,15 @@ from typing import Any
 import pytest
 
 from s3ingest_fn.adapters.dynamo_ledger import (
-    _DIFF_ATTRIBUTES,
     DynamoLedger,
     DynamoLedgerScanner,
-    _scanned_row,
     event_key,
     item_of,
     item_size,
     row_from_item,
     write_units,
 )
+from s3ingest_fn.adapters.dynamo_ledger.scan import _DIFF_ATTRIBUTES, _scanned_row
 from s3ingest_fn.core import sequencer
 from s3ingest_fn.core.effects import change_id
 from s3ingest_fn.core.events import decode_form_key

@@ -1,7 +1,7 @@
 """The ``listing`` reconciliation, streamed and resumable (CONTRACT C12).
 
 Memory stays bounded whatever the bucket's size: a few Scan pages, a few listing pages and one
-batch of differences (:class:`~s3ingest_fn.services.reconcile.RowsHeld` counts them).
+batch of differences (:class:`~s3ingest_fn.services.reconcile_run.RowsHeld` counts them).
 
 1. **ledger**: one parallel Scan of the bucket's ledger rows (the only read of the ledger in the
    run), the rows under the prefix and in the bucket's scope spilled to an SQLite file
@@ -14,7 +14,7 @@ batch of differences (:class:`~s3ingest_fn.services.reconcile.RowsHeld` counts t
    pending and behind effects).
 
 Differences are confirmed with HEADs and repaired batch by batch
-(:class:`~s3ingest_fn.services.reconcile.RepairBatch`). After each batch the run commits a
+(:class:`~s3ingest_fn.services.reconcile_run.RepairBatch`). After each batch the run commits a
 checkpoint in the same SQLite transaction as the seen marks (the phase, the listing's marker,
 the counts): a run interrupted is continued by a run given the same ``run_id`` and ``work_dir``
 from its last checkpoint, and its report equals the one an uninterrupted run would have made.
@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from concurrent.futures import Executor
 from pathlib import Path
 from queue import Full, Queue
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from s3ingest_fn.core.diff import (
     DiffStats,
@@ -49,16 +49,17 @@ from s3ingest_fn.core.diff import (
     classify_unrecorded,
 )
 from s3ingest_fn.core.model import TransientError
-from s3ingest_fn.core.ports import ListingPage
+from s3ingest_fn.core.ports import BucketListing, ListingPage
 from s3ingest_fn.core.row import Effect, LedgerRow
-
-if TYPE_CHECKING:
-    from s3ingest_fn.services.reconcile import (
-        Progress,
-        Reconciler,
-        ReconcileReport,
-        ReconcileRequest,
-    )
+from s3ingest_fn.core.scope import BucketScope
+from s3ingest_fn.services.reconcile_run import (
+    Progress,
+    ReconcileError,
+    ReconcileReport,
+    ReconcileRequest,
+    RepairBatch,
+    Repairs,
+)
 
 #: Listing pages compared between two checkpoints at most.
 COMMIT_PAGES = 16
@@ -257,6 +258,31 @@ class LedgerSpill:
         return [_row(self.bucket, rec) for rec in cursor]
 
 
+class ListingReconciler(Repairs, Protocol):
+    """What a listing run asks of its reconciler
+    (:class:`~s3ingest_fn.services.reconcile.Reconciler`): the bucket, its scope and its
+    listing, the clock, the request's margin, and the ledger's Scan pages (besides what its
+    :class:`~s3ingest_fn.services.reconcile_run.RepairBatch` asks)."""
+
+    bucket: str
+    scope: BucketScope
+    listing: BucketListing
+
+    def now(self) -> float:
+        """Epoch seconds."""
+        ...
+
+    def margin(self, request: ReconcileRequest) -> int:
+        """The request's safety margin, milliseconds."""
+        ...
+
+    def scan_ledger_pages(
+        self, report: ReconcileReport, tick: Progress
+    ) -> Iterator[list[LedgerRow]]:
+        """The bucket's ledger rows, a Scan page at a time, in the order they arrive."""
+        ...
+
+
 def listing_prefixes(prefix: str, scope_prefixes: tuple[str, ...]) -> list[str]:
     """The prefixes to list: the request's ``prefix`` intersected with the scope's prefixes
     (none: the whole of ``prefix``), none inside another (no key is listed twice), sorted."""
@@ -275,7 +301,7 @@ def listing_prefixes(prefix: str, scope_prefixes: tuple[str, ...]) -> list[str]:
     return kept
 
 
-def _prefetched(pages: Iterator[ListingPage], r: Reconciler) -> Iterator[ListingPage]:
+def _prefetched(pages: Iterator[ListingPage], r: ListingReconciler) -> Iterator[ListingPage]:
     """``pages`` fetched one ahead by a thread while the caller compares the current one (at
     most two pages waiting); a page counts in ``r.held`` from its arrival until the caller asks
     for the next one."""
@@ -351,7 +377,7 @@ class _Workspace:
 
 
 def run_listing(
-    r: Reconciler,
+    r: ListingReconciler,
     request: ReconcileRequest,
     report: ReconcileReport,
     tick: Progress,
@@ -372,8 +398,6 @@ def run_listing(
         When the ledger or the bucket cannot be read, a HEAD or the queue fails (the checkpoint
         keeps what was done), or the checkpoint of ``run_id`` is of another request.
     """
-    from s3ingest_fn.services.reconcile import ReconcileError
-
     space = _Workspace(request, r.bucket)
     report.run_id = space.run_id
     try:
@@ -405,7 +429,7 @@ class _Run:
 
     def __init__(
         self,
-        r: Reconciler,
+        r: ListingReconciler,
         request: ReconcileRequest,
         report: ReconcileReport,
         tick: Progress,
@@ -413,8 +437,6 @@ class _Run:
         spill: LedgerSpill,
         space: _Workspace,
     ) -> None:
-        from s3ingest_fn.services.reconcile import RepairBatch
-
         self.r, self.request, self.report, self.tick = r, request, report, tick
         self.spill, self.space = spill, space
         self.batch = RepairBatch(r, report, tick, request.dry_run, pool)
@@ -432,8 +454,6 @@ class _Run:
     # -- the checkpoint ---------------------------------------------------------------------
 
     def _load(self) -> None:
-        from s3ingest_fn.services.reconcile import ReconcileError
-
         saved = self.spill.state()
         if saved is None:
             self.report.taken_at_ms = int(self.r.now() * 1000)

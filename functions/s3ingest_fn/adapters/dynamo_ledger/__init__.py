@@ -1,0 +1,64 @@
+"""The DynamoDB ledger adapter: one item per (bucket, decoded key), and the only code that knows
+how a row is stored.
+
+* :mod:`~s3ingest_fn.adapters.dynamo_ledger.layout`: the item layout (documented there), its
+  attribute names and one-character codes, the change stream's filter.
+* :mod:`~s3ingest_fn.adapters.dynamo_ledger.codec`: rows from items of either layout, items
+  from rows, the stream images, DynamoDB's item-size rule.
+* :mod:`~s3ingest_fn.adapters.dynamo_ledger.updates`: the UpdateItem requests, built without
+  I/O.
+* :mod:`~s3ingest_fn.adapters.dynamo_ledger.operations`: :class:`DynamoLedger`, the
+  :class:`~s3ingest_fn.core.ports.Ledger` port over one table (and the legacy migration).
+* :mod:`~s3ingest_fn.adapters.dynamo_ledger.scan`: :class:`DynamoLedgerScanner` (the
+  reconciliation's parallel Scan) and :func:`held_rows`.
+
+The names below are the adapter's face: import them from here.
+"""
+
+from s3ingest_fn.adapters.dynamo_ledger.codec import (
+    is_applied_change,
+    is_review,
+    item_of,
+    item_size,
+    row_from_item,
+    write_units,
+)
+from s3ingest_fn.adapters.dynamo_ledger.layout import (
+    ATTRIBUTES,
+    COUNTER_PREFIX,
+    LEGACY_ATTRIBUTES,
+    PARTITION_KEY,
+    SHARED_WORDS,
+    STREAM_FILTER,
+    TTL_ATTRIBUTE,
+    effect_attributes,
+    event_key,
+    hold_attribute,
+    row_pk,
+)
+from s3ingest_fn.adapters.dynamo_ledger.operations import DynamoLedger
+from s3ingest_fn.adapters.dynamo_ledger.scan import SCAN_PAGE_ROWS, DynamoLedgerScanner, held_rows
+
+__all__ = [
+    "ATTRIBUTES",
+    "COUNTER_PREFIX",
+    "LEGACY_ATTRIBUTES",
+    "PARTITION_KEY",
+    "SCAN_PAGE_ROWS",
+    "SHARED_WORDS",
+    "STREAM_FILTER",
+    "TTL_ATTRIBUTE",
+    "DynamoLedger",
+    "DynamoLedgerScanner",
+    "effect_attributes",
+    "event_key",
+    "held_rows",
+    "hold_attribute",
+    "is_applied_change",
+    "is_review",
+    "item_of",
+    "item_size",
+    "row_from_item",
+    "row_pk",
+    "write_units",
+]

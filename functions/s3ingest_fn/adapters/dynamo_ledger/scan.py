@@ -1,0 +1,277 @@
+"""Reading the ledger by Scan: a bucket's rows for a reconciliation (:class:`DynamoLedgerScanner`:
+parallel segments, the items projected to what the diff reads and turned into rows on a fast
+path), every row of the table (the local runtime's oracles), and the rows with a held effect
+(:func:`held_rows`, ``s3ingest held``).
+
+Per "Scan", Amazon DynamoDB Developer Guide
+(https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Scan.html): a page holds at
+most 1 MB, and a filter applies after the read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from s3ingest_fn.adapters.dynamo_ledger.client import DynamoDBClient, _transient
+from s3ingest_fn.adapters.dynamo_ledger.codec import (
+    _hold_of,
+    _legacy_row,
+    _n,
+    _plain,
+    row_from_item,
+)
+from s3ingest_fn.adapters.dynamo_ledger.layout import (
+    _ETAG,
+    _FX,
+    _FX_CODES,
+    _FX_HOLD,
+    _FX_LEASE,
+    _FX_STATUS,
+    _LEGACY_MARK,
+    _STATE,
+    _UPDATED,
+    _VERSION,
+    COUNTER_PREFIX,
+    PARTITION_KEY,
+    _ph,
+    effect_attributes,
+    hold_attribute,
+)
+from s3ingest_fn.core.model import TransientError
+from s3ingest_fn.core.row import DEFAULT_PROCESSOR, HELD, Effect, LedgerRow, summary_effect
+
+#: What a reconciliation reads of a row (both layouts): key, state, version, ETag, update time,
+#: effect status and lease.
+_DIFF_ATTRIBUTES = (
+    PARTITION_KEY,
+    _STATE,
+    _VERSION,
+    _ETAG,
+    _UPDATED,
+    _FX,
+    _FX_LEASE,
+    _FX_HOLD,
+    _LEGACY_MARK,
+    "key",
+    "state",
+    "version_id",
+    "etag",
+    "updated_at",
+    "fx",
+    "fx_lease",
+)
+
+
+def _scanned_row(item: Mapping[str, Any], bucket: str, named: bool = False) -> LedgerRow:
+    """:func:`row_from_item` for an item of ``bucket`` projected to :data:`_DIFF_ATTRIBUTES`
+    (the fast path of a reconciliation's Scan: a million rows go through it, so the row is
+    built by one positional call, the fields in :class:`LedgerRow`'s order, and no bound
+    method is allocated per row; ``test_ledger_layout`` checks it against
+    :func:`row_from_item`). With several processors the row's ``effect`` is the
+    :func:`~s3ingest_fn.core.row.summary_effect` of those not held, and its ``named_effects``
+    are the held ones (with their :class:`~s3ingest_fn.core.row.Hold`), by processor name, so
+    :meth:`~s3ingest_fn.core.row.LedgerRow.effects` holds each held effect once (a held effect
+    is no drift: the summary of the others decides the diff as before)."""
+    if _LEGACY_MARK in item:
+        return _legacy_row({name: _plain(av) for name, av in item.items()})
+    version, etag, updated = item.get(_VERSION), item.get(_ETAG), item.get(_UPDATED)
+    fx = item.get(_FX)
+    effect = (
+        None
+        if fx is None
+        else Effect(
+            _FX_STATUS.get(fx["S"], fx["S"]),
+            lease_until_ms=_n(item.get(_FX_LEASE)),
+            hold=_hold_of(item.get(_FX_HOLD)) if fx["S"] == _FX_CODES[HELD] else None,
+        )
+    )
+    held: dict[str, Effect] = {}
+    if named and any(a.startswith(f"{_FX}:") for a in item):
+        effects = {
+            a[len(_FX) + 1 :]: Effect(
+                _FX_STATUS.get(av["S"], av["S"]),
+                lease_until_ms=_n(item.get(f"{_FX_LEASE}:{a[len(_FX) + 1 :]}")),
+                hold=_hold_of(item.get(f"{_FX_HOLD}:{a[len(_FX) + 1 :]}"))
+                if av["S"] == _FX_CODES[HELD]
+                else None,
+            )
+            for a, av in item.items()
+            if a.startswith(f"{_FX}:")
+        }
+        if effect is not None:
+            effects[DEFAULT_PROCESSOR] = effect
+        held = {name: e for name, e in effects.items() if e.status == HELD}
+        effect = summary_effect({n: e for n, e in effects.items() if n not in held})
+    return LedgerRow(
+        bucket,
+        item[PARTITION_KEY]["S"][len(bucket) + 1 :],
+        item[_STATE]["S"] == "p",
+        "",  # raw_key
+        None,  # seq
+        None,  # raw_seq
+        False,  # observed
+        None if version is None else version["S"],
+        None if etag is None else etag["S"],
+        None,  # size
+        0,  # rev
+        "",  # event_name
+        "",  # reason
+        "",  # source
+        0 if updated is None else int(updated["N"]),
+        None,  # expires_at
+        (),  # history
+        None,  # op
+        None,  # change_id
+        None,  # change_seq
+        effect,
+        held,  # named_effects: the held ones (several processors)
+    )
+
+
+#: Items a Scan page evaluates at most. A compact item is about 120-200 bytes, so the 1 MB page
+#: limit alone would return 5,000-8,000 rows per page; the reconciliation holds a few pages per
+#: segment in memory, and this keeps them as small as the rows of the legacy layout filled.
+SCAN_PAGE_ROWS = 3_500
+
+
+def held_rows(
+    client: DynamoDBClient,
+    table: str,
+    processors: Sequence[str],
+    *,
+    prefix: str = "",
+    limit: int = 100,
+    after: Mapping[str, Any] | None = None,
+) -> tuple[list[LedgerRow], dict[str, Any] | None]:
+    """Rows with a held effect of any of ``processors`` whose partition key starts with
+    ``prefix`` (``"<bucket>/<key prefix>"``; empty: every bucket): one Scan page after another
+    until ``limit`` rows are found or the table ends (a Scan filters after reading, so it reads
+    the whole table to find none).
+
+    Returns
+    -------
+    (rows, after)
+        The rows, and the key to pass as ``after`` for the next page (None: no more).
+
+    Raises
+    ------
+    TransientError
+        On throttling or a service error.
+    """
+    names = {_ph(effect_attributes(p)[0]): effect_attributes(p)[0] for p in processors}
+    if not names:
+        return [], None
+    held = " OR ".join(f"{n} = :held" for n in names)
+    kwargs: dict[str, Any] = {
+        "TableName": table,
+        "FilterExpression": held,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": {":held": {"S": _FX_CODES[HELD]}},
+    }
+    if prefix:
+        kwargs["FilterExpression"] = f"begins_with(#pk, :prefix) AND ({held})"
+        kwargs["ExpressionAttributeNames"]["#pk"] = PARTITION_KEY
+        kwargs["ExpressionAttributeValues"][":prefix"] = {"S": prefix}
+    if after:
+        kwargs["ExclusiveStartKey"] = dict(after)
+    rows: list[LedgerRow] = []
+    while True:
+        try:
+            page = client.scan(**kwargs)
+        except (ClientError, BotoCoreError) as exc:
+            raise _transient(exc) from exc
+        rows.extend(row_from_item(item) for item in page.get("Items", []))
+        last = page.get("LastEvaluatedKey")
+        if last is None:
+            return rows, None
+        if len(rows) >= limit:
+            return rows, dict(last)
+        kwargs["ExclusiveStartKey"] = last
+
+
+class DynamoLedgerScanner:
+    """One bucket's ledger rows by parallel Scan (the
+    :class:`~s3ingest_fn.core.ports.LedgerScanner` port): pages of typed rows, one Scan
+    request each, filtered to the bucket by the partition key's prefix.
+
+    Parameters
+    ----------
+    client : DynamoDBClient
+    table_name : str
+    processors : sequence of str
+        The stack's processors besides the default one: their effect status and lease are
+        read too, and each row's ``effect`` sums them up
+        (:func:`~s3ingest_fn.core.row.summary_effect`).
+    """
+
+    def __init__(
+        self, client: DynamoDBClient, table_name: str, processors: Sequence[str] = ()
+    ) -> None:
+        self._ddb = client
+        self._table = table_name
+        named = [p for p in processors if p != DEFAULT_PROCESSOR]
+        self._named = bool(named)
+        # the default processor's state is read unless only named processors are configured
+        # (state a processor no longer configured left behind is nobody's to re-run)
+        base = (
+            _DIFF_ATTRIBUTES
+            if not named or DEFAULT_PROCESSOR in processors
+            else tuple(
+                a for a in _DIFF_ATTRIBUTES if a not in (_FX, _FX_LEASE, _FX_HOLD, "fx", "fx_lease")
+            )
+        )
+        # each processor's status, lease and (when held) held change: held effects are counted
+        # (reconciliation's held_effects and held_oldest_seconds), never repaired
+        self._attributes = base + tuple(
+            a for p in named for a in (*effect_attributes(p)[0:3:2], hold_attribute(p))
+        )
+
+    def pages(self, bucket: str, segment: int, total: int) -> Iterator[list[LedgerRow]]:
+        """The pages of one segment of ``total``.
+
+        Raises
+        ------
+        TransientError
+            When a Scan request fails (the caller reports the run failed).
+        """
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "TotalSegments": total,
+            "Segment": segment,
+            "Limit": SCAN_PAGE_ROWS,
+            "ProjectionExpression": ", ".join(_ph(a) for a in self._attributes),
+            "FilterExpression": f"begins_with(#{PARTITION_KEY}, :prefix)",
+            "ExpressionAttributeNames": {_ph(a): a for a in self._attributes},
+            "ExpressionAttributeValues": {":prefix": {"S": f"{bucket}/"}},
+        }
+        while True:
+            try:
+                page = self._ddb.scan(**kwargs)
+            except (ClientError, BotoCoreError) as exc:
+                raise TransientError(f"dynamodb scan: {exc}") from exc
+            last = page.get("LastEvaluatedKey")
+            named = self._named
+            rows = [_scanned_row(item, bucket, named) for item in page.get("Items", [])]
+            # the parsed response (a few dicts per item) is garbage once converted: drop it
+            # before the consumer takes the rows, not while this generator waits for it
+            del page
+            yield rows
+            if last is None:
+                return
+            kwargs["ExclusiveStartKey"] = last
+
+    def all_rows(self) -> Iterator[LedgerRow]:
+        """Every row of the table, every bucket, read strongly consistent (the local runtime's
+        oracles)."""
+        kwargs: dict[str, Any] = {"TableName": self._table, "ConsistentRead": True}
+        while True:
+            page = self._ddb.scan(**kwargs)
+            for item in page.get("Items", []):
+                if not item[PARTITION_KEY]["S"].startswith(COUNTER_PREFIX):
+                    yield row_from_item(item)
+            if "LastEvaluatedKey" not in page:
+                return
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
