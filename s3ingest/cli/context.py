@@ -1,0 +1,103 @@
+"""What every command needs before and around its AWS calls: the global AWS options, the
+stack's clients (:func:`connect`), its outputs, the one-line error and exit code 3 for an AWS
+failure (:func:`aws_call`), the ``--stack``/``--local`` choice and the local extra's check.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.markup import escape
+
+from s3ingest.cli.options import EXIT_AWS
+from s3ingest.cli.render import console
+from s3ingest.commands.context import AwsOptions
+from s3ingest.extras import MissingExtraError, require
+
+if TYPE_CHECKING:
+    from s3ingest.commands.context import Deployed
+
+
+aws_options = AwsOptions()
+
+
+def require_local(what: str) -> None:
+    """End the command with exit code 2 and the pip install to run when the local runtime's
+    extra (moto's server, Powertools) is missing."""
+    try:
+        require("local", what)
+    except MissingExtraError as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(2) from exc
+
+
+def one_target(ctx: typer.Context, stack: str | None, local: bool) -> str | None:
+    """The stack to act on, or None with ``--local``; a usage error unless exactly one is
+    given (a stack from $S3INGEST_STACK gives way to ``--local``)."""
+    source = ctx.get_parameter_source("stack")  # click's ParameterSource
+    if local and source is not None and source.name == "ENVIRONMENT":
+        stack = None
+    if local == (stack is not None):
+        raise typer.BadParameter(
+            "give exactly one of --stack NAME or --local (the stack may come from $S3INGEST_STACK)"
+        )
+    if stack is not None and not stack.strip():
+        raise typer.BadParameter("the stack name is empty", param_hint="--stack")
+    return stack
+
+
+def connect(stack: str) -> Deployed:
+    """The stack's clients and adapters (:func:`s3ingest.commands.context.connect`) with the
+    global options (``--profile``, ``--region``, else the default chain); an AWS error ends
+    the command (:func:`aws_call`)."""
+    from s3ingest.commands.context import connect as connect_stack
+
+    deployed: Deployed = aws_call(lambda: connect_stack(aws_options, stack))
+    return deployed
+
+
+def require_outputs(deployed: Deployed, *names: str) -> list[str]:
+    """The stack's named outputs; a missing one ends the command with exit code 3."""
+    return list(aws_call(lambda: deployed.require(*names)))
+
+
+def aws_call(call: Any) -> Any:
+    """Run an AWS call; a profile, credentials, region, stack or service error ends the command
+    with exit code 3 (:data:`EXIT_AWS`) and one line, not a traceback."""
+    from botocore.exceptions import (
+        BotoCoreError,
+        ClientError,
+        NoCredentialsError,
+        NoRegionError,
+    )
+
+    from s3ingest.deployed import StackNotFoundError
+    from s3ingest_fn.core.model import TransientError
+    from s3ingest_fn.services.reconcile import ReconcileError
+
+    try:
+        return call()
+    except NoRegionError as exc:
+        console.print(
+            "[red]error:[/] no AWS region: give --region, or set AWS_REGION (or "
+            "AWS_DEFAULT_REGION, or a region in your AWS profile)"
+        )
+        raise typer.Exit(EXIT_AWS) from exc
+    except NoCredentialsError as exc:
+        console.print(
+            "[red]error:[/] no AWS credentials: give --profile, or set AWS_PROFILE "
+            "or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (or use SSO or an instance "
+            "role)"
+        )
+        raise typer.Exit(EXIT_AWS) from exc
+    except (BotoCoreError, ClientError, StackNotFoundError, ReconcileError, TransientError) as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(EXIT_AWS) from exc
+
+
+def processor_names(deployed: Deployed) -> list[str]:
+    """The stack's processor names (output ``ProcessorNames``; ``default`` for the single
+    ``processor`` setting)."""
+    names = [n for n in deployed.outputs.get("ProcessorNames", "").split(",") if n]
+    return names or ["default"]

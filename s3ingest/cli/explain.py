@@ -1,0 +1,103 @@
+"""``s3ingest explain``: why the ledger says what it says of one key."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from s3ingest.cli.app import app
+from s3ingest.cli.context import aws_call, connect
+from s3ingest.cli.options import Stack
+from s3ingest.cli.render import out
+
+
+@app.command("explain", short_help="Why the ledger says what it says of one key.")
+def explain_command(
+    bucket: Annotated[str, typer.Argument(metavar="BUCKET", help="Bucket name.")],
+    key: Annotated[
+        str, typer.Argument(metavar="KEY", help="Object key, decoded (as in the bucket).")
+    ],
+    stack: Stack,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Why does the ledger say this about this object? The ledger row (state, sequencer,
+    version, ETag, last decision and its reason, source, times) beside what the bucket holds."""
+    from s3ingest.commands.explain import explain_key
+    from s3ingest.operations import to_json
+
+    deployed = connect(stack)
+    ledger = aws_call(deployed.ledger)
+    result = aws_call(lambda: explain_key(ledger, deployed.objects(), bucket, key))
+    if as_json:
+        sys.stdout.write(to_json(result) + "\n")
+        return
+    table_ = Table(title=f"{bucket}/{key}")
+    table_.add_column("field")
+    table_.add_column("ledger")
+    table_.add_column("bucket now")
+    for name in (
+        "state",
+        "version_id",
+        "etag",
+        "size",
+        "sequencer",
+        "observed",
+        "last_event",
+        "last_reason",
+        "source",
+        "updated_at",
+        "tombstone_expires_at",
+        "revision",
+        "change_id",
+    ):
+        table_.add_row(
+            name,
+            str(result["ledger"].get(name)),
+            str(
+                result["bucket"].get(name, "")
+                if name != "state"
+                else ("visible" if result["bucket"]["visible"] else "absent")
+            ),
+        )
+    out.print(table_)
+    out.print(result["verdict"])
+    for name, effect in result["effects"].items():
+        who = "processor" if name == "default" else f"processor {name!r}"
+        out.print(
+            f"{who} effect of this change: {effect['status']} (fencing token "
+            f"{effect['fencing_token']}"
+            + (f", lease until {effect['lease_until']}" if effect["lease_until"] else "")
+            + ")"
+            + (
+                f"; {len(effect['waiting_changes'])} change(s) waiting (every-change)"
+                if effect["waiting_changes"]
+                else ""
+            )
+            + (
+                "; behind the row: a reconciliation re-runs it (runbook: effects-behind)"
+                if effect["behind"]
+                else ""
+            )
+        )
+    history = Table(title="decision trail (newest first)")
+    for col in ("at", "decision", "sequencer", "event", "reason", "source", "actor"):
+        history.add_column(col)
+    for h in result["trail"]:
+        decision = h["kind"] if h["kind"] != "applied" else f"applied ({h['state']})"
+        if h.get("processor"):
+            decision += f" [{h['processor']}]"
+        history.add_row(
+            str(h["at"]),
+            escape(decision),
+            str(h["seq"]),
+            str(h["event"] or ""),
+            h["reason"],
+            h["source"],
+            str(h["actor"] or ""),
+        )
+    out.print(history)
+    out.print(result["skipped_rule"])

@@ -1,0 +1,38 @@
+"""Options and exit codes shared by several command groups: ``--stack`` (from
+``$S3INGEST_STACK``), ``--json``, ``--bucket``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from s3ingest_fn.contract import STACK_ENV as STACK_ENV_NAME
+
+#: Exit codes (README): 0 ok, 1 unhealthy or not converged, 2 usage error, 3 AWS error.
+EXIT_UNHEALTHY, EXIT_USAGE, EXIT_AWS = 1, 2, 3
+#: Where the stack name comes from when --stack is not given (the functions' own variable).
+STACK_ENV = STACK_ENV_NAME
+_STACK_HELP = "Deployed stack name (S3Ingest-<stage>); default: $S3INGEST_STACK."
+Stack = Annotated[
+    str, typer.Option(metavar="NAME", envvar=STACK_ENV, show_envvar=False, help=_STACK_HELP)
+]
+StackOrLocal = Annotated[
+    str | None,
+    typer.Option(
+        metavar="NAME",
+        envvar=STACK_ENV,
+        show_envvar=False,
+        help=_STACK_HELP + " Uses your AWS credentials.",
+    ),
+]
+AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
+BucketOption = Annotated[
+    str | None,
+    typer.Option(
+        "--bucket",
+        metavar="BUCKET",
+        help="One of the stack's landing buckets (default: the first of its BucketNames output).",
+    ),
+]

@@ -1,0 +1,184 @@
+"""Output shared by the command groups: the consoles (results on standard output, progress and
+errors on standard error), progress bars, and the reports more than one command prints
+(reconciliation, backfill, onboarding), as a table or as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+console = Console(stderr=True, soft_wrap=True)
+out = Console()
+
+
+def task_bar(*, hidden: bool) -> Progress:
+    """The progress bar of a long operation (description, bar, done/total, elapsed) on standard
+    error; ``hidden`` for ``--json`` output, so a script reads only the JSON."""
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=hidden,
+    )
+
+
+def render_reconciliation(rep: dict[str, Any]) -> None:
+    """A reconciliation's report (:func:`s3ingest.commands.reconcile.reconcile`, or a local or
+    fan-out run's) as a table of figures."""
+    table = Table(
+        title=f"reconciliation ({rep['source']}"
+        + (", fan-out" if rep.get("execution") else "")
+        + (", dry run)" if rep.get("dry_run") else ")")
+    )
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    rows = [
+        ("bucket rows read", rep.get("bucket_rows")),
+        ("bucket keys", rep["bucket_keys"]),
+        ("ledger rows", rep["ledger_rows"]),
+        ("ledger requests", rep["ledger_requests"]),
+        ("skipped (changed after the snapshot)", rep["skipped_recent"]),
+    ]
+    rows += [(f"drift: {kind}", n) for kind, n in rep["drift"].items()]
+    rows += [
+        ("effects pending (re-run by a repair)", rep.get("pending_effects", 0)),
+        ("effects behind the row (re-run by a repair)", rep.get("effects_behind", 0)),
+        ("resolved on HEAD", rep["resolved_on_head"]),
+        ("repairs queued", rep["repairs_queued"]),
+        ("seconds", rep.get("duration_s")),
+    ]
+    execution = rep.get("execution")
+    if execution:
+        rows += [("execution", execution["status"]), ("execution arn", execution["arn"])]
+    for name, value in rows:
+        if value is not None:
+            table.add_row(name, str(value))
+    out.print(table)
+
+
+def emit_backfill(report: dict[str, Any], as_json: bool) -> None:
+    """A backfill's status or report: one JSON line, or a table and its first 20 failures."""
+    if as_json:
+        sys.stdout.write(json.dumps(report, default=str) + "\n")
+        return
+    table = Table(title="backfill")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    execution = report.get("execution")
+    if execution:
+        table.add_row("execution", str(execution["status"]))
+    for name in (
+        "status",
+        "jobId",
+        "jobStatus",
+        "total",
+        "succeeded",
+        "failed",
+        "temporary_retries",
+        "report",
+        "converged",
+    ):
+        if name in report and report[name] is not None:
+            table.add_row(name, str(report[name]))
+    for text, count in sorted(report.get("result_strings", {}).items()):
+        table.add_row(f"tasks: {text}", str(count))
+    out.print(table)
+    for failure in report.get("failures", [])[:20]:
+        out.print(
+            f"  failed: {failure['key']!r} {failure['resultCode']}: {failure['resultString']}"
+        )
+
+
+def foreign_entries(configuration: dict[str, Any]) -> str:
+    """The notification configurations other than EventBridge, as ``Queue: id, ...``."""
+    notification = configuration.get("notification") or {}
+    parts = [
+        f"{kind.removesuffix('Configurations')}: {entry.get('Id', '?')}"
+        for kind in ("QueueConfigurations", "TopicConfigurations", "LambdaFunctionConfigurations")
+        for entry in notification.get(kind, [])
+    ]
+    return ", ".join(parts)
+
+
+class OnboardBar:
+    """The onboarding's progress bar on standard error: shards done/total and objects
+    recorded during the backfill, rows read during the reconciliation."""
+
+    def __init__(self, *, hidden: bool) -> None:
+        self._bar = task_bar(hidden=hidden)
+        self._task: Any = None
+
+    def __enter__(self) -> Any:
+        self._bar.__enter__()
+        self._task = self._bar.add_task("checking EventBridge delivery", total=None)
+        return self.update
+
+    def update(self, phase: str, done: int, total: int | None, objects: int) -> None:
+        if phase == "backfill":
+            description = f"listing backfill: shards ({objects} objects recorded)"
+        else:
+            description = f"{phase} rows"
+        self._bar.update(self._task, description=description, completed=done, total=total)
+
+    def __exit__(self, *exc: object) -> None:
+        self._bar.__exit__(*exc)  # type: ignore[arg-type]
+
+
+def emit_onboard(report: dict[str, Any], as_json: bool) -> None:
+    """An onboarding's report (:func:`s3ingest.onboard.onboard`): one JSON line, or its figures
+    and its requests by kind as tables."""
+    if as_json:
+        sys.stdout.write(json.dumps(report, default=str) + "\n")
+        return
+    if report["status"] == "declined":
+        out.print(f"{report['bucket']}: EventBridge delivery left off; nothing done")
+        return
+    table = Table(title=f"onboarding {report['bucket']}")
+    table.add_column("figure")
+    table.add_column("value", justify="right", overflow="fold")
+    eb = report["event_bridge"]
+    backfill = report["backfill"]
+    rows = [
+        ("EventBridge delivery", "switched on" if eb["switched_on"] else "was on"),
+        ("backfill run", backfill["run"]),
+        ("execution", f"{backfill['status']} (attempt {backfill['attempt']})"),
+        ("shards done", backfill["shards"]["done"]),
+        ("objects listed", report["objects"]),
+    ]
+    rec = report.get("reconciliation")
+    if rec and rec.get("skipped"):
+        rows.append(("reconciliation", "skipped (--no-reconcile)"))
+    elif rec:
+        rows += [(f"reconciliation drift: {k}", v) for k, v in rec["drift"].items()]
+        rows.append(("repairs queued", rec["repairs_queued"]))
+    rows.append(("elapsed seconds", report["elapsed_s"]))
+    cost = report["cost"]
+    rows.append(
+        (
+            "estimated cost (USD)",
+            f"{cost['usd']:.6f} ({cost['region']} list prices, {cost['prices_as_of']})",
+        )
+    )
+    for name, value in rows:
+        table.add_row(name, str(value))
+    out.print(table)
+    requests = Table(title=f"requests by kind ({report['requests_source']})")
+    requests.add_column("kind")
+    requests.add_column("requests", justify="right")
+    for kind, n in sorted(report["requests"].items(), key=lambda kv: -kv[1]):
+        requests.add_row(kind, str(n))
+    out.print(requests)
+    if report["status"] != "done":
+        out.print(
+            f"[red]onboarding stopped:[/] execution {backfill['status']}: "
+            f"{backfill.get('error')}: {backfill.get('cause')}; re-run to resume"
+        )

@@ -1,0 +1,162 @@
+"""``s3ingest replay`` and ``s3ingest redrive``: send events again, from the archive of a time
+window or from the dead-letter queue.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.progress import Progress, TextColumn, TimeElapsedColumn
+
+from s3ingest.cli.app import app
+from s3ingest.cli.context import aws_call, connect, require_outputs
+from s3ingest.cli.options import EXIT_UNHEALTHY, Stack
+from s3ingest.cli.render import console, out
+
+
+def _parse_when(value: str, option: str) -> Any:
+    from datetime import UTC, datetime
+
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise typer.BadParameter(
+            f"{value!r} is not an ISO-8601 time such as 2026-11-30T08:00:00Z", param_hint=option
+        ) from exc
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+@app.command("replay", short_help="Replay archived S3 events of a time window.")
+def replay_command(
+    start: Annotated[
+        str, typer.Option("--from", metavar="TIME", help="Window start, ISO-8601 (UTC if no zone).")
+    ],
+    end: Annotated[
+        str,
+        typer.Option(
+            "--to",
+            metavar="TIME",
+            help="Window end, ISO-8601; at least 10 minutes before now "
+            "(the archive's ingestion lag).",
+        ),
+    ],
+    stack: Stack,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="Check the window and show what would be replayed; start nothing."
+        ),
+    ] = False,
+    wait: Annotated[bool, typer.Option(help="Follow the replay until it ends.")] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Replay the archived S3 events of a time window to the ingest rule only (rule C14 of
+    docs/contract.md). The ledger makes it safe: replaying the same window twice changes nothing.
+    Replayed events are counted apart (metric "replayed", log field source=replay)."""
+    from s3ingest.commands import replay as commands
+    from s3ingest.operations import OperationError, check_window, to_json
+
+    window = (_parse_when(start, "--from"), _parse_when(end, "--to"))
+    try:  # arguments are checked before any AWS call
+        check_window(*window)
+    except OperationError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--from/--to") from exc
+    deployed = connect(stack)
+    archive, rule = require_outputs(deployed, "ArchiveArn", "RuleArn")
+    events = deployed.client("events")
+    try:
+        result = aws_call(
+            lambda: commands.replay_window(
+                events, archive_arn=archive, rule_arn=rule, window=window, dry_run=dry_run
+            )
+        )
+        if not dry_run:
+            name = result["replay"]
+            console.print(f"started replay {name}")
+            if wait:
+                with Progress(
+                    TextColumn("[bold]{task.description}"),
+                    TimeElapsedColumn(),
+                    console=console,
+                    transient=True,
+                    disable=as_json,
+                ) as bar:
+                    task = bar.add_task("replaying", total=None)
+                    result |= aws_call(
+                        lambda: commands.follow_replay(
+                            events,
+                            deployed.client("cloudwatch"),
+                            stack=deployed.name,
+                            name=name,
+                            on_state=lambda d: bar.update(
+                                task,
+                                description=f"replay {d['State'].lower()}, last event "
+                                f"{d.get('EventLastReplayedTime', '-')}",
+                            ),
+                        )
+                    )
+    except OperationError as exc:  # the replay failed or was cancelled
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(EXIT_UNHEALTHY) from exc
+    if as_json:
+        sys.stdout.write(to_json(result) + "\n")
+    else:
+        for k, v in result.items():
+            out.print(f"{k}: {v}")
+
+
+@app.command("redrive", short_help="Inspect the dead-letter queue and redrive it.")
+def redrive_command(
+    stack: Stack,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Count and classify the DLQ; move nothing.")
+    ] = False,
+    max_messages: Annotated[
+        int, typer.Option("--max", min=1, metavar="N", help="Most messages to look at or move.")
+    ] = 1000,
+    include_invalid: Annotated[
+        bool,
+        typer.Option(
+            help="Also move messages the handler marked invalid (they will be invalid again)."
+        ),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Count and classify the ingest dead-letter queue, then move its messages back to the
+    ingest queue. Invalid messages are listed and stay unless --include-invalid."""
+    from s3ingest.commands.redrive import redrive
+    from s3ingest.operations import to_json
+
+    deployed = connect(stack)
+    dlq_url, queue_url = require_outputs(deployed, "DeadLetterQueueUrl", "QueueUrl")
+    result = aws_call(
+        lambda: redrive(
+            deployed.client("sqs"),
+            dlq_url,
+            queue_url,
+            dry_run=dry_run,
+            max_messages=max_messages,
+            include_invalid=include_invalid,
+        )
+    )
+    summary = result["dlq"]
+    if as_json:
+        sys.stdout.write(to_json(result) + "\n")
+        return
+    out.print(
+        f"dead-letter queue: about {summary['approximate']} messages, {summary['sampled']} sampled"
+    )
+    for name in ("by_reason", "by_kind"):
+        for k, v in summary[name].items():
+            out.print(f"  {name[3:]}: {k}: {v}")
+    for key in summary["sample_keys"][:10]:
+        out.print(f"  key: {key!r}")
+    if "task" in result:
+        out.print(f"message-move task started: {result['task']} ({result['progress']})")
+    if "moved" in result:
+        out.print(
+            f"moved {result['moved']['moved']}; kept "
+            f"{result['moved']['kept_invalid']} invalid in the DLQ"
+        )

@@ -1,0 +1,347 @@
+"""The processors: ``processors`` entries (normalised and checked, :func:`processor_entry`),
+``processorPolicyStatements`` entries, ``hold`` documents, the size of the variables that carry
+them to the functions, and the processor rules of a whole :class:`~s3ingest.settings.Settings`
+(:func:`processor_settings_problems`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from s3ingest.settings.context import to_int
+from s3ingest_fn.core.hold import hold_errors
+
+if TYPE_CHECKING:
+    from s3ingest.settings.model import Settings
+
+#: ``"package.module:function"``: dotted Python identifiers, a colon, an identifier.
+PROCESSOR_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+#: A processor's delivery modes and the change kinds it may filter on (the same values as
+#: :mod:`s3ingest_fn.core.effects`' ``MODES`` and ``KINDS``; a test keeps them equal).
+PROCESSOR_MODES = ("latest", "every-change")
+PROCESSOR_KINDS = ("created", "removed")
+#: The name the single ``processor`` setting runs under (``DEFAULT_PROCESSOR``).
+DEFAULT_PROCESSOR_NAME = "default"
+#: The most the ``PROCESSORS`` variable may take, bytes: Lambda allows 4 KB for all of a
+#: function's environment variables
+#: (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html), and the others
+#: (``SCOPE``, ``INVENTORIES``, names and URLs) need the rest.
+MAX_PROCESSORS_ENV_BYTES = 2560
+#: What a deployed ``handler`` entry's ``functionArn`` takes in ``PROCESSORS`` at most, bytes
+#: (an ARN with a 64-character function name): the estimate of :func:`processors_env_size`.
+_DEPLOYED_ARN_BYTES = 140
+
+
+def processors_env_size(
+    entries: Sequence[Mapping[str, Any]], hold: Mapping[str, Any] | None = None
+) -> int:
+    """Bytes of the ``PROCESSORS`` variable of ``entries`` (compact JSON; each ``handler``
+    counted as a deployed function's ARN, each entry's ``hold`` included) and of the ``HOLD``
+    variable of the stack-wide ``hold`` (:meth:`Settings.hold_env`), when given."""
+    size = 0
+    if hold is not None:
+        size += len(compact_json(hold).encode())
+    for entry in entries:
+        sized = {k: v for k, v in entry.items() if k != "handler"}
+        size += len(json.dumps(sized, separators=(",", ":")).encode()) + 1
+        if "handler" in entry:
+            size += _DEPLOYED_ARN_BYTES
+    return size + 1
+
+
+def compact_json(value: Any) -> str:
+    """``value`` as JSON without spaces (what the functions' variables hold)."""
+    return json.dumps(value, separators=(",", ":"))
+
+
+def parse_hold(raw: Any, key: str = "hold") -> tuple[Any, list[str]]:
+    """A ``hold`` setting from its context value: an object, or a JSON object as
+    ``-c 'hold={...}'`` gives it; ``None``/empty: none. Anything else is returned as it is, for
+    :func:`~s3ingest_fn.core.hold.hold_errors` to judge."""
+    if raw in (None, "", "null"):
+        return None, []
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw), []
+        except json.JSONDecodeError as exc:
+            return None, [f"{key}: not JSON ({exc.msg})"]
+    return raw, []
+
+
+def hold_problems(doc: Any, where: str = "") -> list[str]:
+    """The problems of a ``hold`` document (:func:`~s3ingest_fn.core.hold.hold_errors`), each
+    named by ``where`` (``"processors[0]."``: ``processors[0].hold.deletes ...``)."""
+    return [f"{where}{error}" for error in hold_errors(doc)]
+
+
+#: A processor function's timeout when its entry gives none, seconds.
+DEFAULT_PROCESSOR_TIMEOUT_SECONDS = 30
+#: Lambda's longest function timeout, seconds
+#: (https://docs.aws.amazon.com/lambda/latest/dg/configuration-timeout.html).
+MAX_LAMBDA_TIMEOUT_SECONDS = 900
+#: What a function that invokes processor functions needs beyond the longest of their timeouts,
+#: seconds: the applying write (the claim), the commit, and the 3 s an effect needs left before it
+#: starts (``MIN_EFFECT_MS``), with room for the other records of the batch.
+PROCESSOR_TIMEOUT_MARGIN_SECONDS = 15
+#: Fields of one ``processors`` entry (context form), with exactly one of
+#: :data:`PROCESSOR_TARGET_FIELDS`.
+PROCESSOR_FIELDS = (
+    "name",
+    "mode",
+    "prefixes",
+    "suffixes",
+    "kinds",
+    "timeoutSeconds",
+    "functionArn",
+    "handler",
+    "module",
+    "hold",
+)
+#: How a processor runs: a Lambda function of the team (``functionArn``), a handler of this
+#: repository's bundle the stack deploys as its own function (``handler``), or a module run
+#: in-process by the ingest-side functions (``module``).
+PROCESSOR_TARGET_FIELDS = ("functionArn", "handler", "module")
+_PROCESSOR_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+# arn:<partition>:lambda:<region>:<account>:function:<name>[:<version or alias>]
+# (https://docs.aws.amazon.com/lambda/latest/api/API_Invoke.html#API_Invoke_RequestSyntax).
+_FUNCTION_ARN_RE = re.compile(
+    r"^arn:aws[a-z-]*:lambda:[a-z]{2}(-[a-z]+)+-\d+:\d{12}:function:[A-Za-z0-9_-]{1,64}"
+    r"(:(\$LATEST|[A-Za-z0-9_-]{1,128}))?$"
+)
+#: Fields of one ``processorPolicyStatements`` entry (an IAM identity-policy statement).
+STATEMENT_FIELDS = ("Sid", "Effect", "Action", "Resource", "Condition")
+# service:Action, with IAM's * and ? wildcards, or * alone.
+_ACTION_RE = re.compile(r"^(\*|[A-Za-z0-9-]+:[A-Za-z0-9*?]+)$")
+
+
+def is_function_processor(entry: Mapping[str, Any]) -> bool:
+    """Whether a ``processors`` entry is a processor function (``functionArn`` or ``handler``),
+    invoked with a timeout, rather than an in-process ``module``."""
+    return "functionArn" in entry or "handler" in entry
+
+
+def processor_entry(raw: Any, where: str) -> tuple[dict[str, Any] | None, list[str]]:
+    """One ``processors`` entry, normalised, and every rule it breaks.
+
+    Normalised: ``{"name", "mode", "prefixes", "suffixes", "kinds"}``, then ``"timeoutSeconds"``
+    for a processor function, then the one of ``functionArn``, ``handler`` or ``module`` it has,
+    then its ``"hold"`` policy when it has one (:mod:`s3ingest_fn.core.hold`; without one the
+    stack-wide ``hold`` setting applies to it); defaults filled in (``mode`` ``latest``, no
+    key filters, both kinds, a 30 s timeout). A normalised entry normalises to itself.
+
+    Parameters
+    ----------
+    raw : Any
+        The entry as given (context JSON, or a dict).
+    where : str
+        Names it in the problems (``"processors[0]"``).
+
+    Returns
+    -------
+    tuple
+        ``(entry, problems)``; ``entry`` is None when ``raw`` is not an object.
+    """
+    if not isinstance(raw, Mapping):
+        return None, [f"{where}: expected an object, got {raw!r}"]
+    problems = [
+        f"{where}.{k}: unknown field (known: {', '.join(PROCESSOR_FIELDS)})"
+        for k in raw
+        if k not in PROCESSOR_FIELDS
+    ]
+    name = raw.get("name")
+    if not isinstance(name, str) or not _PROCESSOR_NAME_RE.match(name):
+        problems.append(
+            f"{where}.name: {name!r} must be lower-case letters, digits and '-', starting with "
+            "a letter, at most 32 (^[a-z][a-z0-9-]{0,31}$)"
+        )
+    mode = raw.get("mode", PROCESSOR_MODES[0])
+    if mode not in PROCESSOR_MODES:
+        problems.append(f"{where}.mode: {mode!r} is not one of {', '.join(PROCESSOR_MODES)}")
+    filters: dict[str, list[str]] = {}
+    for key in ("prefixes", "suffixes"):
+        values = raw.get(key) or []
+        if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
+            problems.append(f"{where}.{key}: expected a list of non-empty strings")
+            values = []
+        elif len(set(values)) != len(values):
+            problems.append(f"{where}.{key}: listed twice")
+        elif any(len(v.encode()) > 1024 for v in values):
+            problems.append(f"{where}.{key}: longer than a key can be (1024 bytes)")
+        filters[key] = list(values)
+    kinds = raw.get("kinds", list(PROCESSOR_KINDS))
+    if (
+        not isinstance(kinds, list)
+        or not kinds
+        or not all(k in PROCESSOR_KINDS for k in kinds)
+        or len(set(kinds)) != len(kinds)
+    ):
+        problems.append(
+            f"{where}.kinds: {kinds!r} is not a non-empty list of {', '.join(PROCESSOR_KINDS)} "
+            "(each once)"
+        )
+        kinds = list(PROCESSOR_KINDS)
+    given = [k for k in PROCESSOR_TARGET_FIELDS if raw.get(k) not in (None, "")]
+    if len(given) != 1:
+        problems.append(
+            f"{where}: give exactly one of {', '.join(PROCESSOR_TARGET_FIELDS)}"
+            + (f" (got {', '.join(given)})" if given else "")
+        )
+    entry: dict[str, Any] = {
+        "name": name,
+        "mode": mode,
+        "prefixes": filters["prefixes"],
+        "suffixes": filters["suffixes"],
+        "kinds": list(kinds),
+    }
+    function = any(k in given for k in ("functionArn", "handler"))
+    timeout = raw.get("timeoutSeconds")
+    if timeout is not None and not function:
+        problems.append(
+            f"{where}.timeoutSeconds: only a processor function (functionArn or handler) has a "
+            "timeout; a module runs within the ingest-side functions' own"
+        )
+    if function:
+        seconds = DEFAULT_PROCESSOR_TIMEOUT_SECONDS if timeout is None else to_int(timeout)
+        if seconds is None or not 1 <= seconds <= MAX_LAMBDA_TIMEOUT_SECONDS:
+            problems.append(
+                f"{where}.timeoutSeconds: {timeout!r} is not a whole number in "
+                f"1..{MAX_LAMBDA_TIMEOUT_SECONDS} (Lambda's timeout range)"
+            )
+        entry["timeoutSeconds"] = seconds if seconds is not None else timeout
+    for key in given:
+        value = raw[key]
+        entry[key] = value
+        if key == "functionArn":
+            if not isinstance(value, str) or not _FUNCTION_ARN_RE.match(value):
+                problems.append(
+                    f"{where}.functionArn: {value!r} is not a Lambda function ARN "
+                    "(arn:<partition>:lambda:<region>:<account>:function:<name>[:<qualifier>])"
+                )
+        elif not isinstance(value, str) or not PROCESSOR_RE.match(value):
+            problems.append(f"{where}.{key}: {value!r} is not 'package.module:function'")
+    hold, found = parse_hold(raw.get("hold"), f"{where}.hold")
+    problems.extend(found)
+    if hold is not None:
+        entry["hold"] = hold
+        problems.extend(hold_problems(hold, f"{where}."))
+    return entry, problems
+
+
+def statement_problems(raw: Any, where: str) -> list[str]:
+    """Every rule one ``processorPolicyStatements`` entry breaks: an IAM identity-policy
+    statement ``{"Effect": "Allow" | "Deny", "Action": ..., "Resource": ...}`` with an optional
+    ``Sid`` and ``Condition`` (https://docs.aws.amazon.com/IAM/latest/UserGuide/
+    reference_policies_elements.html); ``Action`` and ``Resource`` a string or a non-empty list."""
+    if not isinstance(raw, Mapping):
+        return [f"{where}: expected an object, got {raw!r}"]
+    problems = [
+        f"{where}.{k}: unknown field (known: {', '.join(STATEMENT_FIELDS)})"
+        for k in raw
+        if k not in STATEMENT_FIELDS
+    ]
+    if raw.get("Effect") not in ("Allow", "Deny"):
+        problems.append(f"{where}.Effect: {raw.get('Effect')!r} is not Allow or Deny")
+    for key, valid, what in (
+        ("Action", _ACTION_RE.match, "'service:Action' (wildcards * and ? allowed) or '*'"),
+        ("Resource", lambda v: v == "*" or v.startswith("arn:"), "an ARN ('arn:...') or '*'"),
+    ):
+        value = raw.get(key)
+        values = [value] if isinstance(value, str) else value
+        if not isinstance(values, list) or not values:
+            problems.append(f"{where}.{key}: expected a string or a non-empty list of strings")
+            continue
+        bad = [v for v in values if not isinstance(v, str) or not valid(v)]
+        if bad:
+            problems.append(f"{where}.{key}: {', '.join(map(repr, bad))}: each must be {what}")
+    condition = raw.get("Condition")
+    if condition is not None and not (
+        isinstance(condition, Mapping) and all(isinstance(v, Mapping) for v in condition.values())
+    ):
+        problems.append(
+            f"{where}.Condition: expected {{operator: {{key: value}}}} (an IAM condition block)"
+        )
+    return problems
+
+
+def normalised_entry(raw: Any) -> Any:
+    """``raw`` normalised (:func:`processor_entry`) when it is a valid entry, else as given."""
+    entry, problems = processor_entry(raw, "")
+    return entry if entry is not None and not problems else raw
+
+
+def processor_settings_problems(settings: Settings) -> list[str]:
+    """The rules of ``processor``, ``processors``, ``processorPackageDir`` and
+    ``processorPolicyStatements``, and the timeouts they need."""
+    p: list[str] = []
+    if settings.processor is not None and settings.processors:
+        p.append(
+            "processor and processors are both set: list the processor in processors as "
+            f'{{"name": "{DEFAULT_PROCESSOR_NAME}", "module": "{settings.processor}"}}'
+        )
+    names: list[str] = []
+    for index, raw in enumerate(settings.processors):
+        where = f"processors[{index}]"
+        entry, found = processor_entry(raw, where)
+        p.extend(found)
+        if entry is None:
+            continue
+        if isinstance(entry["name"], str):
+            names.append(entry["name"])
+        timeout = entry.get("timeoutSeconds")
+        if (
+            is_function_processor(entry)
+            and isinstance(timeout, int)
+            and 1 <= timeout <= MAX_LAMBDA_TIMEOUT_SECONDS
+            and timeout + PROCESSOR_TIMEOUT_MARGIN_SECONDS > MAX_LAMBDA_TIMEOUT_SECONDS
+        ):
+            p.append(
+                f"{where}.timeoutSeconds: {timeout} + {PROCESSOR_TIMEOUT_MARGIN_SECONDS} s "
+                "for the functions that invoke it passes Lambda's "
+                f"{MAX_LAMBDA_TIMEOUT_SECONDS} s limit (at most "
+                f"{MAX_LAMBDA_TIMEOUT_SECONDS - PROCESSOR_TIMEOUT_MARGIN_SECONDS})"
+            )
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        p.append(f"processors: {name!r} is named twice")
+    entries = settings.processor_entries()
+    hold = settings.hold if isinstance(settings.hold, Mapping) else None
+    size = processors_env_size(entries if settings.processors else [], hold)
+    if (settings.processors or hold is not None) and size > MAX_PROCESSORS_ENV_BYTES:
+        what = " and ".join(
+            name
+            for name, used in (("PROCESSORS", settings.processors), ("HOLD", hold is not None))
+            if used
+        )
+        what += " environment variables" if " and " in what else " environment variable"
+        p.append(
+            f"{'processors' if settings.processors else 'hold'}: the {what} would take about "
+            f"{size} bytes, more than {MAX_PROCESSORS_ENV_BYTES} (Lambda allows 4 KB for "
+            "all of a function's variables): fewer entries or shorter key filters"
+        )
+    in_process = [e for e in entries if "module" in e]
+    if settings.processor is not None or in_process:
+        for name, timeout in (
+            ("functionTimeoutSeconds", settings.function_timeout_seconds),
+            ("backfillFunctionTimeoutSeconds", settings.backfill_function_timeout_seconds),
+        ):
+            if settings.ingest_side_timeout(timeout) < 10:
+                p.append(
+                    f"{name}: at least 10 with a processor (an effect is started only "
+                    "with 3 s or more left in the invocation)"
+                )
+    bundled = [e for e in entries if "module" in e or "handler" in e]
+    if settings.processor_package_dir is not None and not bundled:
+        p.append(
+            "processorPackageDir is set but processor is not"
+            + (" (nor a module or handler in processors)" if settings.processors else "")
+        )
+    for index, statement in enumerate(settings.processor_policy_statements):
+        p.extend(statement_problems(statement, f"processorPolicyStatements[{index}]"))
+    if settings.processor_policy_statements and not in_process:
+        p.append(
+            "processorPolicyStatements is set but no in-process processor runs (processor, "
+            "or a module in processors): a processor function has its own role"
+        )
+    return p
