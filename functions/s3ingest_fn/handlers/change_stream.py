@@ -11,13 +11,13 @@ Environment: ``CHANGE_BUS_NAME``.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit
 
 from s3ingest_fn import wiring
+from s3ingest_fn.config import ChangeRelayConfig
 from s3ingest_fn.core.ports import ChangePublisher
 from s3ingest_fn.handlers.telemetry import stack_metrics
 from s3ingest_fn.services.changes import publish
@@ -66,4 +66,5 @@ def relay(publisher: ChangePublisher, bus_name: str, event: dict[str, Any]) -> d
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda entry point (``s3ingest_fn.handlers.change_stream.handler``)."""
-    return relay(wiring.function_change_publisher(), os.environ["CHANGE_BUS_NAME"], event)
+    config = wiring.function_config(ChangeRelayConfig)
+    return relay(wiring.function_change_publisher(), config.change_bus_name, event)

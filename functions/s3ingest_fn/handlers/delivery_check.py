@@ -9,14 +9,14 @@ every bucket has delivery on, 0 when any has it off (the alarm fires on 0 and on
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit
 
 from s3ingest_fn import wiring
-from s3ingest_fn.contract import DELIVERY_BUCKETS_ENV, DELIVERY_METRIC
+from s3ingest_fn.config import DeliveryCheckConfig
+from s3ingest_fn.contract import DELIVERY_METRIC
 from s3ingest_fn.core.ports import EventDelivery
 from s3ingest_fn.handlers.telemetry import stack_metrics
 
@@ -46,9 +46,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     dict
         ``{"buckets": {name: bool}, "enabled": bool}``.
     """
-    buckets = [b for b in os.environ.get(DELIVERY_BUCKETS_ENV, "").split(",") if b]
-    if not buckets:
-        raise ValueError(f"{DELIVERY_BUCKETS_ENV} names no bucket")
+    buckets = list(wiring.function_config(DeliveryCheckConfig).buckets)
     states = check(wiring.function_event_delivery(), buckets)
     enabled = all(states.values())
     for bucket, on in states.items():

@@ -11,7 +11,6 @@ Shape out: ``{"batchItemFailures": [{"itemIdentifier": messageId}, ...]}``.
 
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from aws_lambda_powertools.utilities.batch import (
     process_partial_response,
 )
 
+from s3ingest_fn.config import carry_context
 from s3ingest_fn.contract import LAG_METRIC, OTHER_BUCKET, PROCESSOR_DIMENSION
 from s3ingest_fn.core.model import Outcome, Result
 from s3ingest_fn.core.row import DEFAULT_PROCESSOR
@@ -59,7 +59,7 @@ class ConcurrentBatchProcessor(BatchProcessor):
 
     def process(self) -> list[tuple[Any, ...]]:
         """Run the record handler for every record, at most ``pool`` size at once."""
-        return list(self._pool.map(self._process_record, self.records))
+        return list(self._pool.map(carry_context(self._process_record), self.records))
 
 
 def make_handler(
@@ -211,16 +211,20 @@ def per_processor(results: list[Result]) -> Counter[tuple[str, str]]:
 #: Effect statuses counted per processor (:func:`per_processor`).
 EFFECT_STATUSES = frozenset({"done", "superseded", "failed", "killed", "lease-lost"})
 
-_handler: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None
+#: The built handler of each configuration (``(IngestConfig, ClientConfig)``), from its cold
+#: start on; None: none built yet.
+_handler: dict[Any, Callable[[dict[str, Any], Any], dict[str, Any]]] | None = None
 
 
 def _build_from_env() -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     """Cold start: settings from the environment, clients, and (unless disabled) the X-Ray
     tracer, imported here so that importing this module stays cheap (see ``bench/``)."""
     from s3ingest_fn import wiring
+    from s3ingest_fn.config import POWERTOOLS_TRACE_DISABLED, invocation_env
 
     settings = wiring.function_settings()
-    if os.environ.get("POWERTOOLS_TRACE_DISABLED", "false").lower() != "true":
+    env = invocation_env()
+    if env.get(POWERTOOLS_TRACE_DISABLED, "false").lower() != "true":
         from aws_lambda_powertools import Tracer
 
         Tracer(service="s3ingest", patch_modules=["boto3", "botocore"])
@@ -241,6 +245,12 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     (``bench/import_time.py``).
     """
     global _handler
+    from s3ingest_fn import wiring
+
+    key = (wiring.function_settings(), wiring.function_clients())
     if _handler is None:
-        _handler = _build_from_env()
-    return _handler(event, context)
+        _handler = {}
+    built = _handler.get(key)
+    if built is None:
+        built = _handler[key] = _build_from_env()
+    return built(event, context)

@@ -10,6 +10,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from s3ingest_cdk.constructs.python_function import python_function
+from s3ingest_fn import config as fn_config
 
 #: Entry point of the Batch Operations task handler (invocation schema 2.0 or 1.0).
 BACKFILL_HANDLER = "s3ingest_fn.handlers.backfill.handler"
@@ -96,11 +97,11 @@ class BackfillFunction(Construct):
             tracing=tracing,
             service_name=BACKFILL_SERVICE_NAME,
             environment={
-                "LEDGER_TABLE_NAME": ledger_table.table_name,
-                "DEAD_LETTER_QUEUE_URL": dead_letter_queue.queue_url,
-                "TOMBSTONE_TTL_SECONDS": str(tombstone_ttl_seconds),
-                "BUCKET_NAME": bucket.bucket_name,
-                "RECORD_CONCURRENCY": str(record_concurrency),
+                fn_config.LEDGER_TABLE_NAME: ledger_table.table_name,
+                fn_config.DEAD_LETTER_QUEUE_URL: dead_letter_queue.queue_url,
+                fn_config.TOMBSTONE_TTL_SECONDS: str(tombstone_ttl_seconds),
+                fn_config.BUCKET_NAME: bucket.bucket_name,
+                fn_config.RECORD_CONCURRENCY: str(record_concurrency),
             },
         )
         self.function = parts.function

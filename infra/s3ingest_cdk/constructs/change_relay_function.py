@@ -10,6 +10,7 @@ from constructs import Construct
 
 from s3ingest_cdk.constructs.ingest_queue import secure_queue
 from s3ingest_cdk.constructs.python_function import python_function
+from s3ingest_fn import config as fn_config
 
 #: Entry point of the relay (``{"Records": [<DynamoDB stream record>, ...]}``).
 CHANGE_STREAM_HANDLER = "s3ingest_fn.handlers.change_stream.handler"
@@ -95,7 +96,7 @@ class ChangeRelayFunction(Construct):
             log_retention_days=log_retention_days,
             tracing=tracing,
             service_name=CHANGE_STREAM_SERVICE_NAME,
-            environment={"CHANGE_BUS_NAME": bus.event_bus_name},
+            environment=fn_config.ChangeRelayConfig(bus.event_bus_name).to_env(),
         )
         self.function = parts.function
         self.role = parts.role

@@ -12,6 +12,7 @@ from constructs import Construct
 
 from s3ingest.settings import inventory_report_prefix
 from s3ingest_cdk.constructs.python_function import python_function
+from s3ingest_fn import config as fn_config
 
 #: Entry point of the single reconciliation run (``{"source", "prefix", "dryRun", ...}``).
 RECONCILE_HANDLER = "s3ingest_fn.handlers.reconcile.handler"
@@ -86,13 +87,13 @@ class ReconcileFunction(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         environment = {
-            "LEDGER_TABLE_NAME": ledger_table.table_name,
-            "INGEST_QUEUE_URL": queue.queue_url,
-            "BUCKET_NAME": bucket.bucket_name,
+            fn_config.LEDGER_TABLE_NAME: ledger_table.table_name,
+            fn_config.INGEST_QUEUE_URL: queue.queue_url,
+            fn_config.BUCKET_NAME: bucket.bucket_name,
         }
         if inventory_bucket is not None:
-            environment["INVENTORY_BUCKET_NAME"] = inventory_bucket.bucket_name
-            environment["INVENTORY_PREFIX"] = inventory_report_prefix(bucket.bucket_name)
+            environment[fn_config.INVENTORY_BUCKET_NAME] = inventory_bucket.bucket_name
+            environment[fn_config.INVENTORY_PREFIX] = inventory_report_prefix(bucket.bucket_name)
         parts = python_function(
             self,
             description=description,
