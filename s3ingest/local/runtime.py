@@ -35,14 +35,13 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
-from unittest.mock import patch
 
 from s3ingest.commands.review import matching
+from s3ingest.local import environment
 from s3ingest.local.chaos import Chaos, CrashInjector, InjectedCrash
 from s3ingest.local.emulator import Emulator, LocalBucket, Resources, provision
 from s3ingest.local.executions import Execution, LocalMachines
 from s3ingest.local.inventory_writer import write_inventory
-from s3ingest.local.lambda_service import between_invocations
 from s3ingest.local.machines import (
     BACKFILL_BATCH_OPERATIONS,
     BACKFILL_DISTRIBUTED_MAP,
@@ -71,6 +70,7 @@ from s3ingest.settings import BucketSpec, Settings, inventory_report_prefix
 from s3ingest_fn import wiring
 from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
 from s3ingest_fn.adapters.s3_objects import S3Objects
+from s3ingest_fn.config import use_env
 from s3ingest_fn.core.effects import ProcessorSpec
 from s3ingest_fn.core.model import Result
 from s3ingest_fn.core.row import LedgerRow
@@ -174,6 +174,7 @@ class LocalRuntime:
         buckets: Sequence[BucketSpec | LocalBucket] | None = None,
     ) -> None:
         self.emu = emu
+        environment.install()  # team code reading os.environ sees its invocation's
         self.settings = settings or Settings()
         self.resources: Resources = provision(
             emu, self.settings, bucket=bucket, versioning=versioning, buckets=buckets
@@ -308,10 +309,17 @@ class LocalRuntime:
     @contextmanager
     def function_environment(self) -> Iterator[None]:
         """The environment the stack gives the functions that run the processor (``PROCESSOR``,
-        ``OUTPUT_BUCKET``), with boto3's default chain pointed at the emulator, in force while
-        the block runs: the local runtime's invocations, as a Lambda function's."""
-        with patch.dict(os.environ, {**self.emu.function_environment(), **self.settings_env()}):
+        ``OUTPUT_BUCKET``), with boto3's default chain pointed at the emulator, as the whole
+        environment of what runs in the block (in this context only:
+        :func:`s3ingest_fn.config.use_env`): the local runtime's invocations, as a Lambda
+        function's."""
+        with use_env(self.environment()):
             yield
+
+    def environment(self) -> dict[str, str]:
+        """The whole environment of the functions that run the processors here: the
+        emulator's endpoint and credentials, and :meth:`settings_env` (nothing of the host's)."""
+        return {**self.emu.function_environment(), **self.settings_env()}
 
     def settings_env(self) -> dict[str, str]:
         """What the settings and the buckets add to a function's environment: ``SCOPE``
@@ -665,9 +673,7 @@ class LocalRuntime:
             if on_progress:
                 on_progress(phase, done, total, objects)
             if between and phase == "backfill":
-                # the live traffic's drains change os.environ: never during a handler's run
-                with between_invocations():
-                    between()
+                between()
 
         with self.function_environment():
             report = onboard(target, name, confirm=confirm, on_progress=progress)

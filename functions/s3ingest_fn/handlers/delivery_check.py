@@ -18,10 +18,9 @@ from s3ingest_fn import wiring
 from s3ingest_fn.config import DeliveryCheckConfig
 from s3ingest_fn.contract import DELIVERY_METRIC
 from s3ingest_fn.core.ports import EventDelivery
-from s3ingest_fn.handlers.telemetry import stack_metrics
+from s3ingest_fn.handlers.telemetry import invocation_metrics
 
 logger = Logger(service="s3ingest-delivery-check")
-metrics = stack_metrics()
 
 
 def check(delivery: EventDelivery, buckets: list[str]) -> dict[str, bool]:
@@ -37,7 +36,6 @@ def check(delivery: EventDelivery, buckets: list[str]) -> dict[str, bool]:
 
 
 @logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda entry point (``s3ingest_fn.handlers.delivery_check.handler``), on a schedule.
 
@@ -55,5 +53,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         (logger.info if on else logger.error)(
             "eventbridge delivery checked", extra={"bucket": bucket, "enabled": on}
         )
-    metrics.add_metric(name=DELIVERY_METRIC, unit=MetricUnit.Count, value=int(enabled))
+    with invocation_metrics() as metrics:
+        metrics.add_metric(name=DELIVERY_METRIC, unit=MetricUnit.Count, value=int(enabled))
     return {"buckets": states, "enabled": enabled}

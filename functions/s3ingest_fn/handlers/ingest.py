@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from aws_lambda_powertools.utilities.batch import (
     BatchProcessor,
     EventType,
@@ -30,7 +30,7 @@ from s3ingest_fn.config import carry_context
 from s3ingest_fn.contract import LAG_METRIC, OTHER_BUCKET, PROCESSOR_DIMENSION
 from s3ingest_fn.core.model import Outcome, Result
 from s3ingest_fn.core.row import DEFAULT_PROCESSOR
-from s3ingest_fn.handlers.telemetry import bucket_metrics, dimension_metrics, stack_metrics
+from s3ingest_fn.handlers.telemetry import bucket_metrics, dimension_metrics, invocation_metrics
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from s3ingest_fn.services.ingest import MessageProcessor
 
 logger = Logger(service="s3ingest")
-metrics = stack_metrics()
 
 
 class RetryRecordError(Exception):
@@ -116,8 +115,9 @@ def make_handler(
             context=context,
         )
         if emit is None:
-            for result in done:
-                _count(result)
+            with invocation_metrics() as metrics:
+                for result in done:
+                    _count(metrics, result)
             for document in bucket_metrics(per_bucket(done)):
                 document.flush_metrics()
             for document in dimension_metrics(per_processor(done), PROCESSOR_DIMENSION):
@@ -167,7 +167,7 @@ def _log_record(result: Result, message_id: str) -> None:
     )
 
 
-def _count(result: Result) -> None:
+def _count(metrics: EphemeralMetrics, result: Result) -> None:
     metrics.add_metric(name=result.outcome.value, unit=MetricUnit.Count, value=1)
     lag = result.extra.get("lag_ms")
     if isinstance(lag, int):
@@ -232,7 +232,6 @@ def _build_from_env() -> Callable[[dict[str, Any], Any], dict[str, Any]]:
 
 
 @logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda entry point (``s3ingest_fn.handlers.ingest.handler``).
 
