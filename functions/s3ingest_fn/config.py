@@ -69,6 +69,9 @@ CHANGE_BUS_NAME = "CHANGE_BUS_NAME"
 DELIVERY_CHECK_BUCKETS = DELIVERY_BUCKETS_ENV
 S3INGEST_STACK = STACK_ENV
 POWERTOOLS_TRACE_DISABLED = "POWERTOOLS_TRACE_DISABLED"
+#: The local runtime only: names the recorder its functions' processor runs are reported to
+#: (:func:`s3ingest_fn.wiring.record_processor_runs`), whatever invoked the function.
+LOCAL_RECORDER = "S3INGEST_LOCAL_RECORDER"
 
 #: Default processor timeout (``timeoutSeconds``) of a function processor, seconds.
 DEFAULT_PROCESSOR_TIMEOUT_SECONDS = 30
@@ -407,6 +410,10 @@ class IngestConfig(_Config):
         ``TRAIL_LENGTH`` (None: the default)
     output_bucket : str or None
         ``OUTPUT_BUCKET`` (the in-process processors read it)
+    single : bool
+        The processor came as the single ``PROCESSOR``
+    local_recorder : str or None
+        ``S3INGEST_LOCAL_RECORDER`` (the local runtime only)
     """
 
     ROLE: ClassVar[str] = "ingest"
@@ -422,6 +429,7 @@ class IngestConfig(_Config):
     trail_length: int | None = None
     output_bucket: str | None = None
     single: bool = False
+    local_recorder: str | None = None
 
     @property
     def scope(self) -> Scope:
@@ -457,6 +465,7 @@ class IngestConfig(_Config):
         _put(env, HOLD, self.hold_json)
         _put(env, TRAIL_LENGTH, self.trail_length)
         _put(env, OUTPUT_BUCKET, self.output_bucket)
+        _put(env, LOCAL_RECORDER, self.local_recorder)
         return env
 
 
@@ -486,6 +495,7 @@ def _ingest_values(env: Mapping[str, str], problems: list[str]) -> dict[str, Any
         "trail_length": _whole(env, TRAIL_LENGTH, None, 1, 10_000, problems),
         "output_bucket": env.get(OUTPUT_BUCKET) or None,
         "single": not env.get(PROCESSORS) and bool(env.get(PROCESSOR)),
+        "local_recorder": env.get(LOCAL_RECORDER) or None,
     }
 
 

@@ -380,6 +380,21 @@ def function_settings() -> FunctionSettings:
 function_settings.cache_clear = _config.cache_clear  # type: ignore[attr-defined]
 
 
+#: Processor-run recorders by key (the local runtime's; :func:`record_processor_runs`).
+_RECORDERS: dict[str, Callable[[str, Processor], Processor]] = {}
+
+
+def record_processor_runs(key: str, wrap: Callable[[str, Processor], Processor] | None) -> None:
+    """Decorate the processors of every ingest service built for a configuration whose
+    ``S3INGEST_LOCAL_RECORDER`` is ``key`` with ``wrap(name, call)`` (None: forget ``key``):
+    the local runtime's one recording path for processor runs, whatever function runs them
+    (ingest, backfills, listing shards)."""
+    if wrap is None:
+        _RECORDERS.pop(key, None)
+    else:
+        _RECORDERS[key] = wrap
+
+
 def function_ingest_service() -> IngestService:
     """The ingest decision logic of the invocation's :class:`~s3ingest_fn.config.IngestConfig`
     (ledger, landing buckets, processors, hold policies; C11), built once per configuration.
@@ -396,7 +411,8 @@ def function_ingest_service() -> IngestService:
 def build_ingest_service(settings: IngestConfig, clients: ClientConfig) -> IngestService:
     """The ingest service of ``settings`` over clients of ``clients`` (cached per value)."""
     entries = settings.processor_entries()
-    specs = processor_specs(entries, lambda_client=lambda t: lambda_client(t, clients))
+    wrap = _RECORDERS.get(settings.local_recorder) if settings.local_recorder else None
+    specs = processor_specs(entries, lambda_client=lambda t: lambda_client(t, clients), wrap=wrap)
     return ingest_service(
         holds=hold_policies(entries, {"HOLD": settings.hold_json or ""}),
         s3=clients.client("s3"),

@@ -70,7 +70,7 @@ from s3ingest.settings import BucketSpec, Settings, inventory_report_prefix
 from s3ingest_fn import wiring
 from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
 from s3ingest_fn.adapters.s3_objects import S3Objects
-from s3ingest_fn.config import use_env
+from s3ingest_fn.config import LOCAL_RECORDER, use_env
 from s3ingest_fn.core.effects import ProcessorSpec
 from s3ingest_fn.core.model import Result
 from s3ingest_fn.core.row import LedgerRow
@@ -218,6 +218,9 @@ class LocalRuntime:
             on_crash=self.recorder.mark_crashed,
             seed=seed,
         )
+        #: The key of :attr:`recorder` in the functions' environment (``S3INGEST_LOCAL_RECORDER``):
+        #: every function of this deployment reports its processor runs to it.
+        self.recorder_key = f"local-{uuid.uuid4().hex}"
         #: Crash chaos of the last flush, applied to the next drain only (then cleared).
         self._flush_chaos: Chaos | None = None
         entries = self.settings.processor_entries()
@@ -227,10 +230,9 @@ class LocalRuntime:
                     "a processor given by functionArn runs only deployed; locally, name its "
                     'Python handler instead ("handler": "package.module:handler")'
                 )
+            wiring.record_processor_runs(self.recorder_key, self._record_runs)
             self.service.effects = wiring.effect_runner(
-                wiring.processor_specs(
-                    entries, wrap=lambda name, call: self.recorder.wrap(call, name)
-                ),
+                wiring.processor_specs(entries, wrap=self._record_runs),
                 self.s3,
                 after_effect=self.crashes.after_effect,
                 holds=wiring.hold_policies(entries, self.settings.hold_env()),
@@ -262,6 +264,10 @@ class LocalRuntime:
             processor=self.settings.processor,
             spec_of=self._spec_of,
         )
+
+    def _record_runs(self, name: str, call: Any) -> Any:
+        """``call`` (processor ``name``) recorded in :attr:`effects` when it completes."""
+        return self.recorder.wrap(call, name)
 
     def _spec_of(self, processor: str) -> ProcessorSpec | None:
         """The configured processor named ``processor`` (the oracles' view), or None."""
@@ -342,6 +348,7 @@ class LocalRuntime:
                 separators=(",", ":"),
             ),
             "CHECKPOINT_BUCKET_NAME": r.inventory_bucket,
+            LOCAL_RECORDER: self.recorder_key,
         }
         if self.settings.processor:
             env["PROCESSOR"] = self.settings.processor
@@ -372,6 +379,7 @@ class LocalRuntime:
         invocations end)."""
         if self._machines is not None:
             self._machines.close()
+        wiring.record_processor_runs(self.recorder_key, None)
 
     def crashing(self, chaos: Chaos | None) -> AbstractContextManager[None]:
         """Inject ``chaos.crash`` into the effects run inside the block, and only there."""
