@@ -20,7 +20,11 @@ def test_a_listing_backfills_processor_runs_are_recorded(emulator: Any, tmp_path
             "bucket": "bf-hand2",
             "versioning": "Enabled",
             "processors": [
-                {"name": "aud", "handler": "s3ingest_examples.audit:handler", "mode": "every-change"}
+                {
+                    "name": "aud",
+                    "handler": "s3ingest_examples.audit:handler",
+                    "mode": "every-change",
+                }
             ],
         },
         {"op": "put", "key": "k", "body": "x"},
