@@ -25,6 +25,7 @@ handler -> the DynamoDB ledger, all on the embedded emulator.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import time
@@ -42,6 +43,7 @@ from s3ingest.local.chaos import Chaos, CrashInjector, InjectedCrash
 from s3ingest.local.emulator import Emulator, LocalBucket, Resources, provision
 from s3ingest.local.executions import Execution, LocalMachines
 from s3ingest.local.inventory_writer import write_inventory
+from s3ingest.local.lambda_service import LambdaContext, LocalFunction, run_with_timeout
 from s3ingest.local.machines import (
     BACKFILL_BATCH_OPERATIONS,
     BACKFILL_DISTRIBUTED_MAP,
@@ -88,6 +90,8 @@ from s3ingest_fn.services.reconcile import (
 BATCH_OPERATIONS = "batch-operations"
 DISTRIBUTED_MAP = "distributed-map"
 BACKFILL_ENGINES = (BATCH_OPERATIONS, DISTRIBUTED_MAP)
+#: The ingest function's handler (what :meth:`LocalRuntime._invoke_ingest` runs, in-process).
+INGEST_HANDLER = "s3ingest_fn.handlers.ingest.handler"
 #: The stack name the local runtime's onboarding runs are derived from (:func:`run_id`).
 LOCAL_STACK = "S3Ingest-local"
 
@@ -221,6 +225,14 @@ class LocalRuntime:
         #: The key of :attr:`recorder` in the functions' environment (``S3INGEST_LOCAL_RECORDER``):
         #: every function of this deployment reports its processor runs to it.
         self.recorder_key = f"local-{uuid.uuid4().hex}"
+        #: The ingest function's timeout, seconds (``functionTimeoutSeconds``, raised for the
+        #: processor functions as the stack raises it): an invocation still running then has
+        #: timed out (:meth:`_invoke_ingest`), and its effects' leases end with it.
+        self.ingest_timeout_seconds = float(self.settings.ingest_timeout_seconds)
+        #: Ingest invocations that timed out so far.
+        self.ingest_timeouts = 0
+        #: What the runtime's own invocations printed (their CloudWatch log, locally).
+        self.function_logs = io.StringIO()
         #: Crash chaos of the last flush, applied to the next drain only (then cleared).
         self._flush_chaos: Chaos | None = None
         entries = self.settings.processor_entries()
@@ -391,8 +403,28 @@ class LocalRuntime:
         self.delivered.append(Delivered(step=self.step, result=result, message_id=message_id))
 
     def _invoke_ingest(self, event: dict[str, Any]) -> dict[str, Any]:
-        with self.function_environment():
-            return cast(dict[str, Any], self.handler(event, None))
+        """One invocation of the ingest handler under the ingest function's timeout
+        (:attr:`ingest_timeout_seconds`), as the local Lambda service runs its functions
+        (:func:`~s3ingest.local.lambda_service.run_with_timeout`): an invocation that times out
+        fails its whole batch (every message comes back after the visibility timeout), as
+        Lambda's SQS event source does; an exception propagates to the caller."""
+        timeout = self.ingest_timeout_seconds
+        function = LocalFunction("ingest", INGEST_HANDLER, {}, timeout_seconds=timeout)
+        context = LambdaContext(function, str(uuid.uuid4()), time.monotonic() + timeout)
+        outcome = run_with_timeout(
+            lambda: self.handler(event, context),
+            self.ingest_timeout_seconds,
+            self.environment(),
+            self.function_logs,
+            name="lambda-ingest",
+        )
+        if outcome.error is not None:
+            raise outcome.error
+        if outcome.timed_out:
+            self.ingest_timeouts += 1
+            ids = [r["messageId"] for r in event.get("Records", [])]
+            return {"batchItemFailures": [{"itemIdentifier": i} for i in ids]}
+        return cast(dict[str, Any], outcome.result)
 
     def flush(self, chaos: Chaos | None = None) -> int:
         """Publish every pending S3 event to the bus under ``chaos``; return how many were sent.
