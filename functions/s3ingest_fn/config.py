@@ -742,7 +742,8 @@ class ClientConfig(_Config):
     """What a function's boto3 clients are made from: ``AWS_REGION`` (else
     ``AWS_DEFAULT_REGION``), ``AWS_ENDPOINT_URL`` (the local runtime's emulator) and the
     credentials Lambda puts in the environment (``AWS_ACCESS_KEY_ID``,
-    ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``); unset: boto3's default chain."""
+    ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``); unset: boto3's default chain. The
+    clients themselves are made by :func:`s3ingest_fn.wiring.client`."""
 
     ROLE: ClassVar[str] = "aws clients"
 
@@ -771,21 +772,6 @@ class ClientConfig(_Config):
         _put(env, "AWS_SECRET_ACCESS_KEY", self.secret_access_key)
         _put(env, "AWS_SESSION_TOKEN", self.session_token)
         return env
-
-    def client(self, service: str, **kwargs: Any) -> Any:
-        """A boto3 client of ``service`` made from this configuration (a session of its own:
-        nothing read from the process environment when the fields are set)."""
-        import boto3
-
-        session = boto3.session.Session(
-            aws_access_key_id=self.access_key_id,
-            aws_secret_access_key=self.secret_access_key,
-            aws_session_token=self.session_token,
-            region_name=self.region,
-        )
-        if self.endpoint_url and "endpoint_url" not in kwargs:
-            kwargs["endpoint_url"] = self.endpoint_url
-        return session.client(service, **kwargs)  # type: ignore[call-overload]
 
 
 #: Each role's model, by the name the stack's functions use (``S3IngestPipeline.functions``).

@@ -11,6 +11,7 @@ the builders, so importing a handler module stays cheap (``bench/import_time.py`
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
@@ -356,6 +357,30 @@ def function_config(model: type[_C], env: Mapping[str, str] | None = None) -> _C
     return _config(model, tuple(sorted(env.items())))
 
 
+_SESSIONS: dict[ClientConfig, Any] = {}
+_SESSIONS_LOCK = threading.Lock()
+
+
+def client(clients: ClientConfig, service: str, **kwargs: Any) -> Any:
+    """A boto3 client of ``service`` made from ``clients`` (the function's region, endpoint and
+    credentials; unset fields: boto3's default chain), one boto3 session per configuration
+    (a session caches the service models; it is not thread-safe, hence the lock)."""
+    import boto3
+
+    with _SESSIONS_LOCK:
+        session: Any = _SESSIONS.get(clients)
+        if session is None:
+            session = _SESSIONS[clients] = boto3.session.Session(
+                aws_access_key_id=clients.access_key_id,
+                aws_secret_access_key=clients.secret_access_key,
+                aws_session_token=clients.session_token,
+                region_name=clients.region,
+            )
+        if clients.endpoint_url and "endpoint_url" not in kwargs:
+            kwargs["endpoint_url"] = clients.endpoint_url
+        return session.client(service, **kwargs)
+
+
 def function_clients(env: Mapping[str, str] | None = None) -> ClientConfig:
     """What the function's boto3 clients are made from (region, endpoint, credentials of the
     invocation's environment)."""
@@ -415,8 +440,8 @@ def build_ingest_service(settings: IngestConfig, clients: ClientConfig) -> Inges
     specs = processor_specs(entries, lambda_client=lambda t: lambda_client(t, clients), wrap=wrap)
     return ingest_service(
         holds=hold_policies(entries, {"HOLD": settings.hold_json or ""}),
-        s3=clients.client("s3"),
-        dynamodb=clients.client("dynamodb"),
+        s3=client(clients, "s3"),
+        dynamodb=client(clients, "dynamodb"),
         table=settings.ledger_table_name,
         tombstone_ttl_seconds=settings.tombstone_ttl_seconds,
         scope=settings.scope,
@@ -445,7 +470,7 @@ def lambda_client(timeout_s: int, clients: ClientConfig | None = None) -> Any:
 
 @lru_cache(maxsize=_CACHE_SIZE)
 def _lambda_client(timeout_s: int, config: Callable[[int], Any], clients: ClientConfig) -> Any:
-    return clients.client("lambda", config=config(timeout_s))
+    return client(clients, "lambda", config=config(timeout_s))
 
 
 def function_message_processor() -> MessageProcessor:
@@ -457,7 +482,7 @@ def function_message_processor() -> MessageProcessor:
 def _message_processor(settings: IngestConfig, clients: ClientConfig) -> MessageProcessor:
     return message_processor(
         build_ingest_service(settings, clients),
-        clients.client("sqs"),
+        client(clients, "sqs"),
         settings.dead_letter_queue_url,
     )
 
@@ -550,9 +575,9 @@ def build_reconciler(
         raise ValueError(f"bucket {name!r} is not one of the pipeline's: {list(scope.names)}")
     inventory = settings.inventory_of(name)
     return reconciler(
-        s3=clients.client("s3"),
-        dynamodb=clients.client("dynamodb"),
-        sqs=clients.client("sqs"),
+        s3=client(clients, "s3"),
+        dynamodb=client(clients, "dynamodb"),
+        sqs=client(clients, "sqs"),
         bucket=name,
         table=settings.ledger_table_name,
         queue_url=settings.ingest_queue_url,
@@ -574,7 +599,7 @@ def function_change_publisher() -> EventBridgePublisher:
 
 @lru_cache(maxsize=_CACHE_SIZE)
 def _change_publisher(clients: ClientConfig) -> EventBridgePublisher:
-    return change_publisher(clients.client("events"))
+    return change_publisher(client(clients, "events"))
 
 
 def function_event_delivery() -> S3EventDelivery:
@@ -584,7 +609,7 @@ def function_event_delivery() -> S3EventDelivery:
 
 @lru_cache(maxsize=_CACHE_SIZE)
 def _event_delivery(clients: ClientConfig) -> S3EventDelivery:
-    return event_delivery(clients.client("s3"))
+    return event_delivery(client(clients, "s3"))
 
 
 def s3_client() -> Any:
@@ -612,7 +637,7 @@ def function_listing_backfill() -> ListingBackfill:
 @lru_cache(maxsize=_CACHE_SIZE)
 def _listing_backfill(settings: ListingBackfillConfig, clients: ClientConfig) -> ListingBackfill:
     return listing_backfill(
-        s3=clients.client("s3"),
+        s3=client(clients, "s3"),
         service=build_ingest_service(settings.ingest(), clients),
         checkpoint_bucket=settings.checkpoint_bucket_name,
         record_concurrency=settings.record_concurrency,

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit
 
 from s3ingest_fn import wiring
-from s3ingest_fn.handlers.telemetry import invocation_metrics
+from s3ingest_fn.contract import BACKFILL_SERVICE
+from s3ingest_fn.handlers.telemetry import function_logger, invocation_metrics
 from s3ingest_fn.services.backfill import handle_invocation
 
-logger = Logger(service="s3ingest-backfill")
+logger = function_logger(BACKFILL_SERVICE)
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
 from s3ingest_fn import wiring
 from s3ingest_fn.config import BackfillControlConfig
+from s3ingest_fn.contract import BACKFILL_SERVICE
+from s3ingest_fn.handlers.telemetry import function_logger
 from s3ingest_fn.services import backfill_control
 
-logger = Logger(service="s3ingest-backfill")
+logger = function_logger(BACKFILL_SERVICE)
 ACTIONS = ("prepare", "report", "backfill_file", "summarize")
 
 

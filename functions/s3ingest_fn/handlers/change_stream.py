@@ -13,16 +13,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from s3ingest_fn import wiring
 from s3ingest_fn.config import ChangeRelayConfig
+from s3ingest_fn.contract import CHANGE_RELAY_SERVICE
 from s3ingest_fn.core.ports import ChangePublisher
-from s3ingest_fn.handlers.telemetry import invocation_metrics
+from s3ingest_fn.handlers.telemetry import function_logger, invocation_metrics
 from s3ingest_fn.services.changes import publish
 
-logger = Logger(service="s3ingest")
+logger = function_logger(CHANGE_RELAY_SERVICE)
 
 
 def relay(

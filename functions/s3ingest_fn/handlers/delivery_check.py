@@ -11,16 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit
 
 from s3ingest_fn import wiring
 from s3ingest_fn.config import DeliveryCheckConfig
-from s3ingest_fn.contract import DELIVERY_METRIC
+from s3ingest_fn.contract import DELIVERY_CHECK_SERVICE, DELIVERY_METRIC
 from s3ingest_fn.core.ports import EventDelivery
-from s3ingest_fn.handlers.telemetry import invocation_metrics
+from s3ingest_fn.handlers.telemetry import function_logger, invocation_metrics
 
-logger = Logger(service="s3ingest-delivery-check")
+logger = function_logger(DELIVERY_CHECK_SERVICE)
 
 
 def check(delivery: EventDelivery, buckets: list[str]) -> dict[str, bool]:

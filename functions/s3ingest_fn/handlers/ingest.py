@@ -18,7 +18,6 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from aws_lambda_powertools.utilities.batch import (
     BatchProcessor,
@@ -27,17 +26,22 @@ from aws_lambda_powertools.utilities.batch import (
 )
 
 from s3ingest_fn.config import carry_context
-from s3ingest_fn.contract import LAG_METRIC, OTHER_BUCKET, PROCESSOR_DIMENSION
+from s3ingest_fn.contract import INGEST_SERVICE, LAG_METRIC, OTHER_BUCKET, PROCESSOR_DIMENSION
 from s3ingest_fn.core.model import Outcome, Result
 from s3ingest_fn.core.row import DEFAULT_PROCESSOR
-from s3ingest_fn.handlers.telemetry import bucket_metrics, dimension_metrics, invocation_metrics
+from s3ingest_fn.handlers.telemetry import (
+    bucket_metrics,
+    dimension_metrics,
+    function_logger,
+    invocation_metrics,
+)
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
     from s3ingest_fn.services.ingest import MessageProcessor
 
-logger = Logger(service="s3ingest")
+logger = function_logger(INGEST_SERVICE)
 
 
 class RetryRecordError(Exception):

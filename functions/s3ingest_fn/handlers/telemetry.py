@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
-from aws_lambda_powertools import Metrics
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from s3ingest_fn.config import invocation_env
@@ -21,6 +21,13 @@ from s3ingest_fn.contract import (
     STACK_DIMENSION,
     STACK_ENV,
 )
+
+
+def function_logger(service: str) -> Logger:
+    """The Powertools Logger of a function's handler, named by its role's service
+    (:data:`s3ingest_fn.contract.INGEST_SERVICE`, ...: the stack's ``POWERTOOLS_SERVICE_NAME``
+    of that function), so every function's logs carry the one name the stack gives it."""
+    return Logger(service=service)
 
 
 def stack_metrics() -> Metrics:

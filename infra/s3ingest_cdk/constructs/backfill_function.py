@@ -11,11 +11,12 @@ from constructs import Construct
 
 from s3ingest_cdk.constructs.python_function import python_function
 from s3ingest_fn import config as fn_config
+from s3ingest_fn.contract import BACKFILL_SERVICE
 
 #: Entry point of the Batch Operations task handler (invocation schema 2.0 or 1.0).
 BACKFILL_HANDLER = "s3ingest_fn.handlers.backfill.handler"
 #: ``POWERTOOLS_SERVICE_NAME`` of both backfill functions (their handlers' logger service).
-BACKFILL_SERVICE_NAME = "s3ingest-backfill"
+BACKFILL_SERVICE_NAME = BACKFILL_SERVICE
 
 
 class BackfillFunction(Construct):

@@ -11,10 +11,11 @@ from constructs import Construct
 
 from s3ingest_cdk.constructs.python_function import python_function
 from s3ingest_fn import config as fn_config
+from s3ingest_fn.contract import INGEST_SERVICE
 
 #: The function's entry point inside the bundled ``s3ingest_fn`` package.
 HANDLER = "s3ingest_fn.handlers.ingest.handler"
-SERVICE_NAME = "s3ingest"
+SERVICE_NAME = INGEST_SERVICE
 
 
 class IngestFunction(Construct):

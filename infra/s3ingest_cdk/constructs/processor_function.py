@@ -12,9 +12,10 @@ from constructs import Construct
 from s3ingest_cdk.constructs.python_function import python_function
 from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
 from s3ingest_fn import config as fn_config
+from s3ingest_fn.contract import PROCESSOR_SERVICE
 
 #: ``POWERTOOLS_SERVICE_NAME`` of the deployed processor functions.
-PROCESSOR_SERVICE_NAME = "s3ingest-processor"
+PROCESSOR_SERVICE_NAME = PROCESSOR_SERVICE
 
 
 def lambda_handler(handler: str) -> str:

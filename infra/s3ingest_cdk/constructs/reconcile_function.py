@@ -13,12 +13,13 @@ from constructs import Construct
 from s3ingest.settings import inventory_report_prefix
 from s3ingest_cdk.constructs.python_function import python_function
 from s3ingest_fn import config as fn_config
+from s3ingest_fn.contract import RECONCILE_SERVICE
 
 #: Entry point of the single reconciliation run (``{"source", "prefix", "dryRun", ...}``).
 RECONCILE_HANDLER = "s3ingest_fn.handlers.reconcile.handler"
 #: Entry point of the fan-out's steps (``{"action": "plan" | "shard_inventory" | ...}``).
 FANOUT_HANDLER = "s3ingest_fn.handlers.reconcile_fanout.handler"
-SERVICE_NAME = "s3ingest-reconcile"
+SERVICE_NAME = RECONCILE_SERVICE
 
 
 class ReconcileFunction(Construct):
