@@ -27,7 +27,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar, copy_context
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar, ParamSpec, TypeVar
 
 from s3ingest_fn.contract import DELIVERY_BUCKETS_ENV, STACK_ENV
@@ -424,7 +424,7 @@ class IngestConfig(_Config):
     record_concurrency: int = 8
     bucket_name: str | None = None
     scope_json: str | None = None
-    processors: tuple[ProcessorEntry, ...] = field(default=(), compare=True)
+    processors: tuple[ProcessorEntry, ...] = ()
     hold_json: str | None = None
     trail_length: int | None = None
     output_bucket: str | None = None
