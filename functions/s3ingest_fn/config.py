@@ -448,7 +448,7 @@ class IngestConfig(_Config):
     @classmethod
     def _read(cls: type[C], env: Mapping[str, str], problems: list[str]) -> C:
         values = _ingest_values(env, problems)
-        return cls(**values)  # type: ignore[call-arg]
+        return cls(**values)
 
     def to_env(self) -> dict[str, str]:
         env: dict[str, str] = {}
@@ -520,7 +520,7 @@ class ListingBackfillConfig(IngestConfig):
     def _read(cls: type[C], env: Mapping[str, str], problems: list[str]) -> C:
         values = _ingest_values(env, problems)
         values["checkpoint_bucket_name"] = _required(env, CHECKPOINT_BUCKET_NAME, problems)
-        return cls(**values)  # type: ignore[call-arg]
+        return cls(**values)
 
     def to_env(self) -> dict[str, str]:
         env = super().to_env()
@@ -592,7 +592,7 @@ class ReconcileConfig(_Config):
 
     @classmethod
     def _read(cls: type[C], env: Mapping[str, str], problems: list[str]) -> C:
-        return cls(**_reconcile_values(env, problems))  # type: ignore[call-arg]
+        return cls(**_reconcile_values(env, problems))
 
     def to_env(self) -> dict[str, str]:
         env: dict[str, str] = {}
@@ -651,7 +651,7 @@ class FanOutConfig(ReconcileConfig):
     def _read(cls: type[C], env: Mapping[str, str], problems: list[str]) -> C:
         values = _reconcile_values(env, problems)
         values["checkpoint_bucket_name"] = env.get(CHECKPOINT_BUCKET_NAME) or None
-        return cls(**values)  # type: ignore[call-arg]
+        return cls(**values)
 
     def to_env(self) -> dict[str, str]:
         env = super().to_env()

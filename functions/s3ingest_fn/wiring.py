@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, cast
 
 if TYPE_CHECKING:
     from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger, DynamoLedgerScanner
@@ -40,6 +40,9 @@ if TYPE_CHECKING:
     from s3ingest_fn.services.review import Reviewer
 
 _C = TypeVar("_C", bound="Any")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_R_co = TypeVar("_R_co", covariant=True)
 
 
 # -- builders over given clients -------------------------------------------------------------
@@ -336,8 +339,31 @@ def listing_backfill(
 _CACHE_SIZE = 16
 
 
+class Clearable(Protocol[_P, _R_co]):
+    """A cold-start builder whose cache can be cleared (``cache_clear``), as tests do."""
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
+
+    def cache_clear(self) -> None:
+        """Forget what the builder's caches hold."""
+
+
+def _clears(*caches: str) -> Callable[[Callable[_P, _R]], Clearable[_P, _R]]:
+    """Give a builder ``cache_clear``, clearing the module's caches named ``caches``."""
+
+    def decorate(fn: Callable[_P, _R]) -> Clearable[_P, _R]:
+        def cache_clear() -> None:
+            for name in caches:
+                globals()[name].cache_clear()
+
+        fn.cache_clear = cache_clear  # type: ignore[attr-defined]
+        return cast(Clearable[_P, _R], fn)
+
+    return decorate
+
+
 @lru_cache(maxsize=_CACHE_SIZE)
-def _config(model: type[_C], items: tuple[tuple[str, str], ...]) -> _C:
+def _config(model: Any, items: tuple[tuple[str, str], ...]) -> Any:
     return model.from_env(dict(items))
 
 
@@ -354,7 +380,7 @@ def function_config(model: type[_C], env: Mapping[str, str] | None = None) -> _C
     from s3ingest_fn.config import invocation_env
 
     env = invocation_env() if env is None else env
-    return _config(model, tuple(sorted(env.items())))
+    return cast(_C, _config(cast(Any, model), tuple(sorted(env.items()))))
 
 
 _SESSIONS: dict[ClientConfig, Any] = {}
@@ -389,6 +415,7 @@ def function_clients(env: Mapping[str, str] | None = None) -> ClientConfig:
     return function_config(ClientConfig, env)
 
 
+@_clears("_config")
 def function_settings() -> FunctionSettings:
     """The ingest-side environment, validated (:class:`~s3ingest_fn.config.IngestConfig`).
 
@@ -400,9 +427,6 @@ def function_settings() -> FunctionSettings:
     from s3ingest_fn.config import IngestConfig
 
     return function_config(IngestConfig)
-
-
-function_settings.cache_clear = _config.cache_clear  # type: ignore[attr-defined]
 
 
 #: Processor-run recorders by key (the local runtime's; :func:`record_processor_runs`).
@@ -420,6 +444,7 @@ def record_processor_runs(key: str, wrap: Callable[[str, Processor], Processor] 
         _RECORDERS[key] = wrap
 
 
+@_clears("build_ingest_service")
 def function_ingest_service() -> IngestService:
     """The ingest decision logic of the invocation's :class:`~s3ingest_fn.config.IngestConfig`
     (ledger, landing buckets, processors, hold policies; C11), built once per configuration.
@@ -448,9 +473,6 @@ def build_ingest_service(settings: IngestConfig, clients: ClientConfig) -> Inges
         processor=specs or None,
         trail=settings.trail_length or _default_trail(),
     )
-
-
-function_ingest_service.cache_clear = build_ingest_service.cache_clear  # type: ignore[attr-defined]
 
 
 def _default_trail() -> int:
@@ -544,6 +566,7 @@ def function_reconcile_buckets() -> tuple[str, ...]:
     return names or ((env[BUCKET_NAME],) if env.get(BUCKET_NAME) else ())
 
 
+@_clears("build_reconciler")
 def function_reconciler(bucket: str | None = None) -> Reconciler:
     """Reconciliation of ``bucket`` (default: the first of the configuration's buckets) over
     the invocation's :class:`~s3ingest_fn.config.ReconcileConfig` (ledger, ingest queue, key
@@ -588,9 +611,6 @@ def build_reconciler(
     )
 
 
-function_reconciler.cache_clear = build_reconciler.cache_clear  # type: ignore[attr-defined]
-
-
 def function_change_publisher() -> EventBridgePublisher:
     """The change relay's publisher to the change bus (the bus itself is named by
     ``CHANGE_BUS_NAME`` in each entry)."""
@@ -615,9 +635,10 @@ def _event_delivery(clients: ClientConfig) -> S3EventDelivery:
 def s3_client() -> Any:
     """A boto3 S3 client (the bucket-setup custom resource,
     :mod:`s3ingest_fn.handlers.bucket_setup`)."""
-    return function_clients().client("s3")
+    return client(function_clients(), "s3")
 
 
+@_clears("_listing_backfill")
 def function_listing_backfill() -> ListingBackfill:
     """The listing backfill function's service over the invocation's
     :class:`~s3ingest_fn.config.ListingBackfillConfig`: the ingest service of its ingest part,
@@ -642,6 +663,3 @@ def _listing_backfill(settings: ListingBackfillConfig, clients: ClientConfig) ->
         checkpoint_bucket=settings.checkpoint_bucket_name,
         record_concurrency=settings.record_concurrency,
     )
-
-
-function_listing_backfill.cache_clear = _listing_backfill.cache_clear  # type: ignore[attr-defined]

@@ -164,3 +164,16 @@ def test_the_invocation_environment_is_the_contexts_own() -> None:
         assert config.invocation_env() == {config.CHANGE_BUS_NAME: "inner"}
         assert wiring.function_config(ChangeRelayConfig).change_bus_name == "inner"
     assert config.invocation_env().get(config.CHANGE_BUS_NAME) != "inner"
+
+
+def test_a_functions_clients_come_from_its_own_environment() -> None:
+    env = {
+        "AWS_REGION": "eu-west-3",
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:1",
+        "AWS_ACCESS_KEY_ID": "k",
+        "AWS_SECRET_ACCESS_KEY": "s",
+    }
+    with config.use_env(env):
+        s3 = wiring.s3_client()
+    assert (s3.meta.region_name, s3.meta.endpoint_url) == ("eu-west-3", "http://127.0.0.1:1")
+    assert s3._request_signer._credentials.access_key == "k"
