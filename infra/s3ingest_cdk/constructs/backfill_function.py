@@ -97,13 +97,13 @@ class BackfillFunction(Construct):
             log_retention_days=log_retention_days,
             tracing=tracing,
             service_name=BACKFILL_SERVICE_NAME,
-            environment={
-                fn_config.LEDGER_TABLE_NAME: ledger_table.table_name,
-                fn_config.DEAD_LETTER_QUEUE_URL: dead_letter_queue.queue_url,
-                fn_config.TOMBSTONE_TTL_SECONDS: str(tombstone_ttl_seconds),
-                fn_config.BUCKET_NAME: bucket.bucket_name,
-                fn_config.RECORD_CONCURRENCY: str(record_concurrency),
-            },
+            environment=fn_config.BackfillConfig(
+                ledger_table_name=ledger_table.table_name,
+                dead_letter_queue_url=dead_letter_queue.queue_url,
+                tombstone_ttl_seconds=tombstone_ttl_seconds,
+                bucket_name=bucket.bucket_name,
+                record_concurrency=record_concurrency,
+            ).to_env(),
         )
         self.function = parts.function
         self.role = parts.role

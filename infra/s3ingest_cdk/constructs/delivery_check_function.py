@@ -13,7 +13,8 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from s3ingest_cdk.constructs.python_function import python_function
-from s3ingest_fn.contract import DELIVERY_BUCKETS_ENV, DELIVERY_CHECK_SERVICE
+from s3ingest_fn.config import DeliveryCheckConfig
+from s3ingest_fn.contract import DELIVERY_CHECK_SERVICE
 
 #: Entry point of the check (any event; it reads ``DELIVERY_CHECK_BUCKETS``).
 DELIVERY_CHECK_HANDLER = "s3ingest_fn.handlers.delivery_check.handler"
@@ -92,7 +93,7 @@ class DeliveryCheckFunction(Construct):
             tracing=tracing,
             service_name=DELIVERY_CHECK_SERVICE_NAME,
             environment={
-                DELIVERY_BUCKETS_ENV: ",".join(b.bucket_name for b in buckets),
+                **DeliveryCheckConfig(tuple(b.bucket_name for b in buckets)).to_env(),
                 **(environment or {}),
             },
         )

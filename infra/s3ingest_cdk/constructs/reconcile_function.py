@@ -87,14 +87,15 @@ class ReconcileFunction(Construct):
         tracing: bool,
     ) -> None:
         super().__init__(scope, construct_id)
-        environment = {
-            fn_config.LEDGER_TABLE_NAME: ledger_table.table_name,
-            fn_config.INGEST_QUEUE_URL: queue.queue_url,
-            fn_config.BUCKET_NAME: bucket.bucket_name,
-        }
-        if inventory_bucket is not None:
-            environment[fn_config.INVENTORY_BUCKET_NAME] = inventory_bucket.bucket_name
-            environment[fn_config.INVENTORY_PREFIX] = inventory_report_prefix(bucket.bucket_name)
+        environment = fn_config.ReconcileConfig(
+            ledger_table_name=ledger_table.table_name,
+            ingest_queue_url=queue.queue_url,
+            bucket_name=bucket.bucket_name,
+            inventory_bucket_name=inventory_bucket.bucket_name if inventory_bucket else None,
+            inventory_prefix=(
+                inventory_report_prefix(bucket.bucket_name) if inventory_bucket else None
+            ),
+        ).to_env()
         parts = python_function(
             self,
             description=description,
