@@ -69,10 +69,11 @@ from s3ingest.local.sources import (
 )
 from s3ingest.onboard import OnboardTarget, OnProgress, onboard
 from s3ingest.settings import BucketSpec, Settings, inventory_report_prefix
+from s3ingest_fn import config as fn_config
 from s3ingest_fn import wiring
 from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
 from s3ingest_fn.adapters.s3_objects import S3Objects
-from s3ingest_fn.config import LOCAL_RECORDER, use_env
+from s3ingest_fn.config import Inventory, use_env
 from s3ingest_fn.core.effects import ProcessorSpec
 from s3ingest_fn.core.model import Result
 from s3ingest_fn.core.row import LedgerRow
@@ -346,28 +347,22 @@ class LocalRuntime:
         ``processor`` setting) or ``PROCESSORS`` (several), ``OUTPUT_BUCKET``, and ``HOLD``
         and ``TRAIL_LENGTH`` (:meth:`~s3ingest.settings.Settings.hold_env`)."""
         r = self.resources
+        inventories = [
+            Inventory(name, r.inventory_bucket, inventory_report_prefix(name))
+            for name in r.bucket_names
+        ]
         env = {
-            "SCOPE": self.scope.to_json(),
-            "INVENTORIES": json.dumps(
-                [
-                    {
-                        "name": name,
-                        "bucket": r.inventory_bucket,
-                        "prefix": inventory_report_prefix(name),
-                    }
-                    for name in r.bucket_names
-                ],
-                separators=(",", ":"),
-            ),
-            "CHECKPOINT_BUCKET_NAME": r.inventory_bucket,
-            LOCAL_RECORDER: self.recorder_key,
+            fn_config.SCOPE: self.scope.to_json(),
+            fn_config.INVENTORIES: Inventory.to_json(inventories),
+            fn_config.CHECKPOINT_BUCKET_NAME: r.inventory_bucket,
+            fn_config.LOCAL_RECORDER: self.recorder_key,
         }
         if self.settings.processor:
-            env["PROCESSOR"] = self.settings.processor
+            env[fn_config.PROCESSOR] = self.settings.processor
         elif self.settings.processor_entries():
-            env["PROCESSORS"] = json.dumps(self.settings.processor_entries())
+            env[fn_config.PROCESSORS] = json.dumps(self.settings.processor_entries())
         if self.settings.processor_entries() and self.resources.output_bucket:
-            env["OUTPUT_BUCKET"] = self.resources.output_bucket
+            env[fn_config.OUTPUT_BUCKET] = self.resources.output_bucket
         env.update(self.settings.hold_env())
         return env
 
