@@ -41,6 +41,16 @@ DELIVERY_METRIC = "eventbridge_delivery_enabled"
 #: handed to a processor; their change events are published (verify awaits them), so change-bus
 #: subscribers may filter this prefix out.
 CANARY_PREFIX = "_s3ingest-canary/"
+#: The ``service`` of each function's logs: its ``POWERTOOLS_SERVICE_NAME`` (set by the stack)
+#: and its handler's Powertools Logger (:func:`s3ingest_fn.handlers.telemetry.function_logger`).
+INGEST_SERVICE = "s3ingest"
+CHANGE_RELAY_SERVICE = "s3ingest"
+RECONCILE_SERVICE = "s3ingest-reconcile"
+BACKFILL_SERVICE = "s3ingest-backfill"
+LISTING_SERVICE = "s3ingest-backfill-listing"
+DELIVERY_CHECK_SERVICE = "s3ingest-delivery-check"
+BUCKET_SETUP_SERVICE = "s3ingest-bucket-setup"
+PROCESSOR_SERVICE = "s3ingest-processor"
 #: Environment variable naming the buckets the delivery check reads (comma-separated).
 DELIVERY_BUCKETS_ENV = "DELIVERY_CHECK_BUCKETS"
 

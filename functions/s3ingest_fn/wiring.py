@@ -11,26 +11,38 @@ the builders, so importing a handler module stays cheap (``bench/import_time.py`
 from __future__ import annotations
 
 import json
-import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from functools import cache
-from typing import TYPE_CHECKING, Any
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, cast
 
 if TYPE_CHECKING:
     from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger, DynamoLedgerScanner
     from s3ingest_fn.adapters.eventbridge import EventBridgePublisher
     from s3ingest_fn.adapters.s3_objects import S3EventDelivery, S3Objects
+    from s3ingest_fn.config import (
+        ClientConfig,
+        IngestConfig,
+        ListingBackfillConfig,
+        ReconcileConfig,
+    )
+    from s3ingest_fn.config import IngestConfig as FunctionSettings
     from s3ingest_fn.core.decide import IngestService
     from s3ingest_fn.core.effects import AppliedChange, EffectRunner, Processor, ProcessorSpec
     from s3ingest_fn.core.hold import HoldPolicy
     from s3ingest_fn.core.model import Result
     from s3ingest_fn.core.ports import Ledger
     from s3ingest_fn.core.scope import BucketScope, Scope
-    from s3ingest_fn.services.ingest import FunctionSettings, MessageProcessor
+    from s3ingest_fn.services.ingest import MessageProcessor
     from s3ingest_fn.services.listing_backfill import ListingBackfill
     from s3ingest_fn.services.reconcile import Reconciler
     from s3ingest_fn.services.review import Reviewer
+
+_C = TypeVar("_C", bound="Any")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_R_co = TypeVar("_R_co", covariant=True)
 
 
 # -- builders over given clients -------------------------------------------------------------
@@ -49,7 +61,9 @@ def ledger(
     from s3ingest_fn.core.row import TRAIL_SLOTS
 
     if trail is None:
-        trail = int(os.environ.get("TRAIL_LENGTH") or TRAIL_SLOTS)
+        from s3ingest_fn.config import TRAIL_LENGTH, invocation_env
+
+        trail = int(invocation_env().get(TRAIL_LENGTH) or TRAIL_SLOTS)
     return DynamoLedger(dynamodb, table, tombstone_ttl_seconds, clock=clock, trail=trail)
 
 
@@ -64,10 +78,11 @@ def hold_policies(
     ValueError
         A malformed policy, or a policy function that cannot be imported.
     """
+    from s3ingest_fn.config import HOLD, invocation_env
     from s3ingest_fn.core.hold import HoldPolicy
 
-    env = os.environ if env is None else env
-    stack = json.loads(env.get("HOLD") or "null")
+    env = invocation_env() if env is None else env
+    stack = json.loads(env.get(HOLD) or "null")
     return {str(entry["name"]): HoldPolicy.of(entry.get("hold", stack)) for entry in entries}
 
 
@@ -112,17 +127,13 @@ def processor_entries(env: Mapping[str, str] | None = None) -> list[dict[str, An
     ValueError
         When ``PROCESSORS`` is not a JSON list of objects.
     """
-    from s3ingest_fn.core.row import DEFAULT_PROCESSOR
+    from s3ingest_fn.config import ConfigError, invocation_env, read_processors
 
-    env = os.environ if env is None else env
-    text = env.get("PROCESSORS")
-    if text:
-        entries = json.loads(text)
-        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-            raise ValueError("PROCESSORS must be a JSON list of processor objects")
-        return entries
-    single = env.get("PROCESSOR")
-    return [{"name": DEFAULT_PROCESSOR, "module": single}] if single else []
+    problems: list[str] = []
+    entries = read_processors(invocation_env() if env is None else env, problems)
+    if problems:
+        raise ConfigError("processors", problems)
+    return [entry.as_dict() for entry in entries]
 
 
 def processor_specs(
@@ -322,73 +333,179 @@ def listing_backfill(
     )
 
 
-# -- the handlers' cold start: from the function's environment, once per process -------------
+# -- the handlers' cold start: from the invocation's environment, once per configuration ------
 
 
-@cache
+_CACHE_SIZE = 16
+
+
+class Clearable(Protocol[_P, _R_co]):
+    """A cold-start builder whose cache can be cleared (``cache_clear``), as tests do."""
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
+
+    def cache_clear(self) -> None:
+        """Forget what the builder's caches hold."""
+
+
+def _clears(*caches: str) -> Callable[[Callable[_P, _R]], Clearable[_P, _R]]:
+    """Give a builder ``cache_clear``, clearing the module's caches named ``caches``."""
+
+    def decorate(fn: Callable[_P, _R]) -> Clearable[_P, _R]:
+        def cache_clear() -> None:
+            for name in caches:
+                globals()[name].cache_clear()
+
+        fn.cache_clear = cache_clear  # type: ignore[attr-defined]
+        return cast(Clearable[_P, _R], fn)
+
+    return decorate
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _config(model: Any, items: tuple[tuple[str, str], ...]) -> Any:
+    return model.from_env(dict(items))
+
+
+def function_config(model: type[_C], env: Mapping[str, str] | None = None) -> _C:
+    """``model`` (a role of :mod:`s3ingest_fn.config`) read from ``env`` (default the
+    invocation's environment, :func:`~s3ingest_fn.config.invocation_env`), validated once per
+    distinct environment.
+
+    Raises
+    ------
+    ConfigError
+        Naming every missing or malformed variable.
+    """
+    from s3ingest_fn.config import invocation_env
+
+    env = invocation_env() if env is None else env
+    return cast(_C, _config(cast(Any, model), tuple(sorted(env.items()))))
+
+
+_SESSIONS: dict[ClientConfig, Any] = {}
+_SESSIONS_LOCK = threading.Lock()
+
+
+def client(clients: ClientConfig, service: str, **kwargs: Any) -> Any:
+    """A boto3 client of ``service`` made from ``clients`` (the function's region, endpoint and
+    credentials; unset fields: boto3's default chain), one boto3 session per configuration
+    (a session caches the service models; it is not thread-safe, hence the lock)."""
+    import boto3
+
+    with _SESSIONS_LOCK:
+        session: Any = _SESSIONS.get(clients)
+        if session is None:
+            session = _SESSIONS[clients] = boto3.session.Session(
+                aws_access_key_id=clients.access_key_id,
+                aws_secret_access_key=clients.secret_access_key,
+                aws_session_token=clients.session_token,
+                region_name=clients.region,
+            )
+        if clients.endpoint_url and "endpoint_url" not in kwargs:
+            kwargs["endpoint_url"] = clients.endpoint_url
+        return session.client(service, **kwargs)
+
+
+def function_clients(env: Mapping[str, str] | None = None) -> ClientConfig:
+    """What the function's boto3 clients are made from (region, endpoint, credentials of the
+    invocation's environment)."""
+    from s3ingest_fn.config import ClientConfig
+
+    return function_config(ClientConfig, env)
+
+
+@_clears("_config")
 def function_settings() -> FunctionSettings:
-    """The ingest-side environment, validated (see :class:`FunctionSettings`).
+    """The ingest-side environment, validated (:class:`~s3ingest_fn.config.IngestConfig`).
 
     Raises
     ------
     ValueError
         Naming every missing or malformed variable.
     """
-    from s3ingest_fn.services.ingest import FunctionSettings
+    from s3ingest_fn.config import IngestConfig
 
-    return FunctionSettings.from_env()
+    return function_config(IngestConfig)
 
 
-@cache
+#: Processor-run recorders by key (the local runtime's; :func:`record_processor_runs`).
+_RECORDERS: dict[str, Callable[[str, Processor], Processor]] = {}
+
+
+def record_processor_runs(key: str, wrap: Callable[[str, Processor], Processor] | None) -> None:
+    """Decorate the processors of every ingest service built for a configuration whose
+    ``S3INGEST_LOCAL_RECORDER`` is ``key`` with ``wrap(name, call)`` (None: forget ``key``):
+    the local runtime's one recording path for processor runs, whatever function runs them
+    (ingest, backfills, listing shards)."""
+    if wrap is None:
+        _RECORDERS.pop(key, None)
+    else:
+        _RECORDERS[key] = wrap
+
+
+@_clears("build_ingest_service")
 def function_ingest_service() -> IngestService:
-    """The ingest decision logic over the ledger (``LEDGER_TABLE_NAME``,
-    ``TOMBSTONE_TTL_SECONDS``) and the landing buckets (``SCOPE``, else ``BUCKET_NAME``), with
-    the team's processors (``PROCESSORS``, or the single ``PROCESSOR``:
-    :func:`processor_entries`; C11).
+    """The ingest decision logic of the invocation's :class:`~s3ingest_fn.config.IngestConfig`
+    (ledger, landing buckets, processors, hold policies; C11), built once per configuration.
 
     Raises
     ------
     ValueError
         When the environment is incomplete or a processor cannot be imported.
     """
-    import boto3
+    return build_ingest_service(function_settings(), function_clients())
 
-    settings = function_settings()
-    entries = processor_entries()
-    specs = processor_specs(entries, lambda_client=lambda_client)
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def build_ingest_service(settings: IngestConfig, clients: ClientConfig) -> IngestService:
+    """The ingest service of ``settings`` over clients of ``clients`` (cached per value)."""
+    entries = settings.processor_entries()
+    wrap = _RECORDERS.get(settings.local_recorder) if settings.local_recorder else None
+    specs = processor_specs(entries, lambda_client=lambda t: lambda_client(t, clients), wrap=wrap)
     return ingest_service(
-        holds=hold_policies(entries),
-        s3=boto3.client("s3"),
-        dynamodb=boto3.client("dynamodb"),
+        holds=hold_policies(entries, {"HOLD": settings.hold_json or ""}),
+        s3=client(clients, "s3"),
+        dynamodb=client(clients, "dynamodb"),
         table=settings.ledger_table_name,
         tombstone_ttl_seconds=settings.tombstone_ttl_seconds,
         scope=settings.scope,
         processor=specs or None,
+        trail=settings.trail_length or _default_trail(),
     )
 
 
-def lambda_client(timeout_s: int) -> Any:
+def _default_trail() -> int:
+    from s3ingest_fn.core.row import TRAIL_SLOTS
+
+    return TRAIL_SLOTS
+
+
+def lambda_client(timeout_s: int, clients: ClientConfig | None = None) -> Any:
     """A Lambda client for invoking a processor function synchronously: reads wait past its
     timeout (``timeout_s`` + 10 s) and an invoke is never retried by the SDK (a failed effect
     is retried through the message instead: CONTRACT C11)."""
     from s3ingest_fn.adapters.processor_function import invoke_config
 
-    return _lambda_client(timeout_s, invoke_config)
+    return _lambda_client(timeout_s, invoke_config, clients or function_clients())
 
 
-@cache
-def _lambda_client(timeout_s: int, config: Callable[[int], Any]) -> Any:
-    import boto3
-
-    return boto3.client("lambda", config=config(timeout_s))
+@lru_cache(maxsize=_CACHE_SIZE)
+def _lambda_client(timeout_s: int, config: Callable[[int], Any], clients: ClientConfig) -> Any:
+    return client(clients, "lambda", config=config(timeout_s))
 
 
 def function_message_processor() -> MessageProcessor:
     """The ingest function's message processor (``DEAD_LETTER_QUEUE_URL``)."""
-    import boto3
+    return _message_processor(function_settings(), function_clients())
 
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _message_processor(settings: IngestConfig, clients: ClientConfig) -> MessageProcessor:
     return message_processor(
-        function_ingest_service(), boto3.client("sqs"), function_settings().dead_letter_queue_url
+        build_ingest_service(settings, clients),
+        client(clients, "sqs"),
+        settings.dead_letter_queue_url,
     )
 
 
@@ -401,14 +518,15 @@ def function_scope() -> Scope:
     ValueError
         When ``SCOPE`` is malformed.
     """
+    from s3ingest_fn.config import invocation_env
     from s3ingest_fn.core.scope import Scope
 
-    return Scope.from_env(os.environ)
+    return Scope.from_env(invocation_env())
 
 
 def inventories_from_env(env: Any, first_bucket: str | None) -> dict[str, tuple[str, str]]:
     """Each bucket's inventory reports, ``{source bucket: (destination bucket, report
-    folder)}``: ``INVENTORIES`` (JSON ``[{"name", "bucket", "prefix"}, ...]``), and for
+    folder)}``: ``INVENTORIES`` (:class:`~s3ingest_fn.config.Inventory`), and for
     ``first_bucket`` when it names none, ``INVENTORY_BUCKET_NAME`` and ``INVENTORY_PREFIX``.
 
     Raises
@@ -416,123 +534,132 @@ def inventories_from_env(env: Any, first_bucket: str | None) -> dict[str, tuple[
     ValueError
         When ``INVENTORIES`` is not a JSON list of such objects.
     """
-    import json
+    from s3ingest_fn.config import INVENTORY_BUCKET_NAME, INVENTORY_PREFIX, Inventory
 
-    found: dict[str, tuple[str, str]] = {}
-    raw = env.get("INVENTORIES")
-    if raw:
-        try:
-            entries = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"INVENTORIES is not JSON: {exc.msg}") from exc
-        if not isinstance(entries, list):
-            raise ValueError("INVENTORIES must be a JSON list")
-        for entry in entries:
-            if not (
-                isinstance(entry, dict)
-                and isinstance(entry.get("name"), str)
-                and isinstance(entry.get("bucket"), str)
-            ):
-                raise ValueError(f"INVENTORIES entry without name or bucket: {entry!r}")
-            found[entry["name"]] = (entry["bucket"], str(entry.get("prefix") or ""))
-    legacy = env.get("INVENTORY_BUCKET_NAME")
+    found = {e.name: (e.bucket, e.prefix) for e in Inventory.parse(env.get("INVENTORIES"))}
+    legacy = env.get(INVENTORY_BUCKET_NAME)
     if first_bucket and first_bucket not in found and legacy:
-        found[first_bucket] = (legacy, env.get("INVENTORY_PREFIX", ""))
+        found[first_bucket] = (legacy, env.get(INVENTORY_PREFIX, ""))
     return found
+
+
+def function_reconcile_config() -> ReconcileConfig:
+    """The invocation's :class:`~s3ingest_fn.config.ReconcileConfig`.
+
+    Raises
+    ------
+    ConfigError
+        Naming every missing or malformed variable.
+    """
+    from s3ingest_fn.config import ReconcileConfig
+
+    return function_config(ReconcileConfig)
 
 
 def function_reconcile_buckets() -> tuple[str, ...]:
     """The buckets a scheduled reconciliation covers, in order: ``SCOPE``'s, else
     ``BUCKET_NAME``."""
+    from s3ingest_fn.config import BUCKET_NAME, invocation_env
+
+    env = invocation_env()
     names = function_scope().names
-    return names or ((os.environ["BUCKET_NAME"],) if os.environ.get("BUCKET_NAME") else ())
+    return names or ((env[BUCKET_NAME],) if env.get(BUCKET_NAME) else ())
 
 
-@cache
+@_clears("build_reconciler")
 def function_reconciler(bucket: str | None = None) -> Reconciler:
-    """Reconciliation of ``bucket`` (default: the first of :func:`function_reconcile_buckets`)
-    over ``LEDGER_TABLE_NAME`` and ``INGEST_QUEUE_URL``, with its key filters from ``SCOPE``
-    and its inventory from :func:`inventories_from_env` (none: it can only be listed).
+    """Reconciliation of ``bucket`` (default: the first of the configuration's buckets) over
+    the invocation's :class:`~s3ingest_fn.config.ReconcileConfig` (ledger, ingest queue, key
+    filters, inventories: none, it can only be listed).
 
     Raises
     ------
     ValueError
         Naming every missing variable, or a bucket that is not one of the pipeline's.
     """
-    import boto3
+    return build_reconciler(function_reconcile_config(), function_clients(), bucket)
 
-    required = ("LEDGER_TABLE_NAME", "INGEST_QUEUE_URL")
-    missing = [name for name in required if not os.environ.get(name)]
-    buckets = function_reconcile_buckets()
-    if not buckets:
-        missing.append("BUCKET_NAME")
-    if missing:
-        raise ValueError("reconcile function misconfigured: missing " + ", ".join(missing))
-    name = bucket or buckets[0]
-    scope = function_scope()
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def build_reconciler(
+    settings: ReconcileConfig, clients: ClientConfig, bucket: str | None = None
+) -> Reconciler:
+    """The reconciler of ``bucket`` under ``settings`` (cached per value).
+
+    Raises
+    ------
+    ValueError
+        For a bucket that is not one of the pipeline's.
+    """
+    name = bucket or settings.buckets[0]
+    scope = settings.scope
     found = scope.bucket(name)
     if scope.buckets and found is None:
         raise ValueError(f"bucket {name!r} is not one of the pipeline's: {list(scope.names)}")
-    inventory = inventories_from_env(os.environ, buckets[0]).get(name)
+    inventory = settings.inventory_of(name)
     return reconciler(
-        s3=boto3.client("s3"),
-        dynamodb=boto3.client("dynamodb"),
-        sqs=boto3.client("sqs"),
+        s3=client(clients, "s3"),
+        dynamodb=client(clients, "dynamodb"),
+        sqs=client(clients, "sqs"),
         bucket=name,
-        table=os.environ["LEDGER_TABLE_NAME"],
-        queue_url=os.environ["INGEST_QUEUE_URL"],
+        table=settings.ledger_table_name,
+        queue_url=settings.ingest_queue_url,
         inventory_bucket=inventory[0] if inventory else None,
         inventory_prefix=inventory[1] if inventory else "",
         scope=found,
-        processors=[n for n in os.environ.get("PROCESSOR_NAMES", "").split(",") if n]
-        or [str(entry["name"]) for entry in processor_entries()],
+        processors=list(settings.processor_names),
     )
 
 
-@cache
 def function_change_publisher() -> EventBridgePublisher:
     """The change relay's publisher to the change bus (the bus itself is named by
     ``CHANGE_BUS_NAME`` in each entry)."""
-    import boto3
-
-    return change_publisher(boto3.client("events"))
+    return _change_publisher(function_clients())
 
 
-@cache
+@lru_cache(maxsize=_CACHE_SIZE)
+def _change_publisher(clients: ClientConfig) -> EventBridgePublisher:
+    return change_publisher(client(clients, "events"))
+
+
 def function_event_delivery() -> S3EventDelivery:
     """The delivery check's reader of bucket notification configurations."""
-    import boto3
+    return _event_delivery(function_clients())
 
-    return event_delivery(boto3.client("s3"))
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _event_delivery(clients: ClientConfig) -> S3EventDelivery:
+    return event_delivery(client(clients, "s3"))
 
 
 def s3_client() -> Any:
     """A boto3 S3 client (the bucket-setup custom resource,
     :mod:`s3ingest_fn.handlers.bucket_setup`)."""
-    import boto3
-
-    return boto3.client("s3")
+    return client(function_clients(), "s3")
 
 
-@cache
+@_clears("_listing_backfill")
 def function_listing_backfill() -> ListingBackfill:
-    """The listing backfill function's service: the ingest service of
-    :func:`function_ingest_service` (same environment), ``CHECKPOINT_BUCKET_NAME`` for the
-    checkpoints, ``RECORD_CONCURRENCY`` entries recorded at once.
+    """The listing backfill function's service over the invocation's
+    :class:`~s3ingest_fn.config.ListingBackfillConfig`: the ingest service of its ingest part,
+    ``CHECKPOINT_BUCKET_NAME`` for the checkpoints, ``RECORD_CONCURRENCY`` entries recorded
+    at once.
 
     Raises
     ------
     ValueError
         When ``CHECKPOINT_BUCKET_NAME`` or the ingest environment is missing.
     """
-    import boto3
+    from s3ingest_fn.config import ListingBackfillConfig
 
-    checkpoint_bucket = os.environ.get("CHECKPOINT_BUCKET_NAME")
-    if not checkpoint_bucket:
-        raise ValueError("listing backfill function misconfigured: missing CHECKPOINT_BUCKET_NAME")
+    return _listing_backfill(function_config(ListingBackfillConfig), function_clients())
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _listing_backfill(settings: ListingBackfillConfig, clients: ClientConfig) -> ListingBackfill:
     return listing_backfill(
-        s3=boto3.client("s3"),
-        service=function_ingest_service(),
-        checkpoint_bucket=checkpoint_bucket,
-        record_concurrency=function_settings().record_concurrency,
+        s3=client(clients, "s3"),
+        service=build_ingest_service(settings.ingest(), clients),
+        checkpoint_bucket=settings.checkpoint_bucket_name,
+        record_concurrency=settings.record_concurrency,
     )

@@ -33,6 +33,7 @@ from s3ingest_cdk.features.listing import ListingBackfill
 from s3ingest_cdk.features.processors import ProcessorConfig, Processors, ingest_processors
 from s3ingest_cdk.features.service import IngestProcessors
 from s3ingest_cdk.flags import pin_flags
+from s3ingest_fn import config as fn_config
 
 _DEFAULT = Settings()
 #: The construct ids of the features, children of the pipeline.
@@ -532,7 +533,7 @@ class S3IngestPipeline(Construct):
             for role in ("reconcile", "reconcile-fan-out", "backfill-control"):
                 if role in self.functions:
                     self.functions[role].add_environment(
-                        "PROCESSOR_NAMES", ",".join(self.processor_names)
+                        fn_config.PROCESSOR_NAMES, ",".join(self.processor_names)
                     )
 
     def _backfill(

@@ -21,6 +21,7 @@ from s3ingest.local import machines
 from s3ingest.local.emulator import ACCOUNT, REGION, Emulator, Resources
 from s3ingest.local.lambda_service import LambdaService
 from s3ingest.local.stepfunctions import enable_executor
+from s3ingest_fn import config as fn_config
 
 #: Execution statuses that end :meth:`LocalMachines.run`'s wait.
 TERMINAL = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
@@ -28,14 +29,14 @@ TERMINAL = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
 #: synthesized variant (which has the example processor and one bucket): see
 #: :meth:`LocalMachines.register_functions`.
 SETTINGS_ENVIRONMENT = (
-    "PROCESSOR",
-    "PROCESSORS",
-    "HOLD",
-    "TRAIL_LENGTH",
-    "OUTPUT_BUCKET",
-    "SCOPE",
-    "INVENTORIES",
-    "CHECKPOINT_BUCKET_NAME",
+    fn_config.PROCESSOR,
+    fn_config.PROCESSORS,
+    fn_config.HOLD,
+    fn_config.TRAIL_LENGTH,
+    fn_config.OUTPUT_BUCKET,
+    fn_config.SCOPE,
+    fn_config.INVENTORIES,
+    fn_config.CHECKPOINT_BUCKET_NAME,
 )
 #: The local roles: the state machines' and the Batch Operations job's (moto checks they exist).
 STATES_ROLE = "s3ingest-local-states"

@@ -21,31 +21,34 @@ moto creates the functions (``CreateFunction``, so ``GetFunction`` and ARNs are 
   429, ``ServiceException`` 500), which Step Functions names ``Lambda.<code>``
   (https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html).
 
-``os.environ`` is process-global, so invocations run one at a time (a lock): each runs with its
-function's environment (:meth:`s3ingest.local.emulator.Emulator.function_environment` plus what
-the function was registered with, plus Lambda's reserved variables) and a context object; the
-handlers' cold-start builders of :mod:`s3ingest_fn.wiring` are cleared whenever the environment
-differs from the previous invocation's (a warm start otherwise).
+Invocations run at once, as Lambda's do: each runs with its function's environment alone
+(:meth:`s3ingest.local.emulator.Emulator.function_environment` plus what the function was
+registered with, plus Lambda's reserved variables), set for its thread's context with
+:func:`s3ingest_fn.config.use_env` (never in the process environment; ``os.environ`` reads it
+through :mod:`s3ingest.local.environment`), and a context object. The handlers' cold-start
+builders of :mod:`s3ingest_fn.wiring` cache what they build per configuration value, so a
+function's second invocation is warm and two functions never share a graph.
 """
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 import io
 import json
-import os
 import sys
 import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
-from unittest.mock import patch
 
+from s3ingest.local import environment
 from s3ingest.local.emulator import ACCOUNT, REGION, Emulator
+from s3ingest_fn.config import use_env
 
 #: The role the local functions are created with (moto checks that it exists).
 LOCAL_ROLE = "s3ingest-local-lambda"
@@ -125,24 +128,12 @@ class InvokeError(Exception):
 #: Function name -> (service, function). Names are unique per service (a suffix).
 _REGISTRY: dict[str, tuple[LambdaService, LocalFunction]] = {}
 _REGISTRY_LOCK = threading.Lock()
-#: One invocation at a time (``os.environ`` is process-global).
-_INVOKE_LOCK = threading.Lock()
-#: The environment of the previous invocation (warm start when the next one's is the same).
-_last_environment: dict[str, str] | None = None
+#: Guards the injected failures.
+_FAILURES_LOCK = threading.Lock()
 #: Invocations under way, and when one last started or ended (:meth:`LambdaService.quiesce`).
 _ACTIVITY = threading.Condition()
 _in_flight = 0
 _last_activity = 0.0
-
-
-@contextmanager
-def between_invocations() -> Iterator[None]:
-    """Hold every invocation off while the block runs: code that changes ``os.environ`` (the
-    local runtime's event sources, :meth:`s3ingest.local.runtime.LocalRuntime.drain`) must not
-    overlap a handler running with its function's environment. Not reentrant: the block must
-    not invoke a function through the service."""
-    with _INVOKE_LOCK:
-        yield
 
 
 def _activity(delta: int) -> None:
@@ -221,6 +212,8 @@ class _StdoutRouter(io.TextIOBase):
 _ROUTER = _StdoutRouter(sys.stdout)
 #: The same for ``sys.stderr`` (warnings, tracebacks a handler prints).
 _ERR_ROUTER = _StdoutRouter(sys.stderr)
+#: Guards the routes and the swap of ``sys.stdout`` / ``sys.stderr``.
+_ROUTE_LOCK = threading.Lock()
 
 
 class LambdaService:
@@ -245,6 +238,7 @@ class LambdaService:
         self._failures: dict[str, list[_Failure]] = {}
         self._lambda = emu.client("lambda")
         self._role_arn = self._role()
+        environment.install()
 
     def __enter__(self) -> LambdaService:
         return self
@@ -269,9 +263,6 @@ class LambdaService:
                 if now > deadline:
                     return False
                 _ACTIVITY.wait(max(0.01, quiet_seconds - quiet) if _in_flight == 0 else 0.1)
-        if not _INVOKE_LOCK.acquire(timeout=max(0.0, deadline - time.monotonic())):
-            return False
-        _INVOKE_LOCK.release()
         return True
 
     def close(self) -> None:
@@ -372,15 +363,16 @@ class LambdaService:
             raise ValueError(f"kind must be one of {FAILURE_KINDS}, not {kind!r}")
         if name not in self.functions:
             raise ValueError(f"no function {name!r} registered")
-        with _INVOKE_LOCK:
+        with _FAILURES_LOCK:
             self._failures.setdefault(name, []).append(_Failure(kind, times, error))
 
     def _take_failure(self, fn: LocalFunction) -> _Failure | None:
         key = next(k for k, v in self.functions.items() if v is fn)
-        for failure in self._failures.get(key, []):
-            if failure.remaining > 0:
-                failure.remaining -= 1
-                return failure
+        with _FAILURES_LOCK:
+            for failure in self._failures.get(key, []):
+                if failure.remaining > 0:
+                    failure.remaining -= 1
+                    return failure
         return None
 
     # -- invocation ---------------------------------------------------------------------------
@@ -427,80 +419,47 @@ class LambdaService:
     def _run_locked(
         self, fn: LocalFunction, event: Any, request_id: str, invocation_type: str
     ) -> tuple[bytes, bool]:
-        _INVOKE_LOCK.acquire()
-        released = False
-        try:
-            failure = self._take_failure(fn)
-            if failure and failure.kind in ("throttle", "service"):
-                self._record(fn, request_id, invocation_type, failure.kind, 0.0, None)
-                if failure.kind == "throttle":
-                    raise InvokeError("TooManyRequestsException", 429, "Rate Exceeded.")
-                raise InvokeError("ServiceException", 500, "injected service exception")
-            if failure and failure.kind == "timeout":
-                self._reset_environment()
-                self._record(fn, request_id, invocation_type, "timeout", 0.0, "Sandbox.Timedout")
-                return _timeout_payload(fn, request_id), True
-            if failure:
-                self._record(fn, request_id, invocation_type, "error", 0.0, failure.error)
-                return _error_payload(failure.error, "injected failure", [], request_id), True
-            outcome: dict[str, Any] = {}
-            done = threading.Event()
-            handoff = threading.Lock()  # who releases the invoke lock: exactly one side
-            start = time.monotonic()
-
-            def work() -> None:
-                try:
-                    with self._environment(fn):
-                        context = LambdaContext(fn, request_id, start + fn.timeout_seconds)
-                        outcome["result"] = _load(fn.handler)(event, context)
-                except BaseException as exc:
-                    outcome["error"] = exc
-                finally:
-                    with handoff:
-                        outcome["finished"] = True
-                        abandoned = outcome.get("abandoned", False)
-                    done.set()
-                    if abandoned:
-                        _INVOKE_LOCK.release()
-
-            worker = threading.Thread(target=work, name=f"lambda-{fn.name}", daemon=True)
-            worker.start()
-            if not done.wait(fn.timeout_seconds):
-                # The handler runs on; the lock passes to it, so nothing else runs with its
-                # environment until it ends. The next invocation starts cold.
-                with handoff:
-                    if not outcome.get("finished"):
-                        outcome["abandoned"] = released = True
-                if released:
-                    self._reset_environment()
-                    self._record(
-                        fn,
-                        request_id,
-                        invocation_type,
-                        "timeout",
-                        fn.timeout_seconds,
-                        "Sandbox.Timedout",
-                    )
-                    return _timeout_payload(fn, request_id), True
-                done.wait()  # it ended between the wait and the hand-off
-            seconds = time.monotonic() - start
-            if "error" in outcome:
-                exc = outcome["error"]
-                self._record(fn, request_id, invocation_type, "error", seconds, type(exc).__name__)
-                return (
-                    _error_payload(
-                        type(exc).__name__,
-                        str(exc),
-                        traceback.format_list(traceback.extract_tb(exc.__traceback__)),
-                        request_id,
-                    ),
-                    True,
-                )
-            self._record(fn, request_id, invocation_type, "ok", seconds, None)
-            return json.dumps(outcome.get("result")).encode("utf-8"), False
-        finally:
-            if not released:
-                _INVOKE_LOCK.release()
+        failure = self._take_failure(fn)
+        if failure and failure.kind in ("throttle", "service"):
+            self._record(fn, request_id, invocation_type, failure.kind, 0.0, None)
+            if failure.kind == "throttle":
+                raise InvokeError("TooManyRequestsException", 429, "Rate Exceeded.")
+            raise InvokeError("ServiceException", 500, "injected service exception")
+        if failure and failure.kind == "timeout":
+            self._record(fn, request_id, invocation_type, "timeout", 0.0, "Sandbox.Timedout")
+            return _timeout_payload(fn, request_id), True
+        if failure:
+            self._record(fn, request_id, invocation_type, "error", 0.0, failure.error)
+            return _error_payload(failure.error, "injected failure", [], request_id), True
+        start = time.monotonic()
+        context = LambdaContext(fn, request_id, start + fn.timeout_seconds)
+        outcome = run_with_timeout(
+            lambda: _load(fn.handler)(event, context),
+            fn.timeout_seconds,
+            self.environment_of(fn),
+            self.logs,
+            name=f"lambda-{fn.name}",
+        )
+        seconds = time.monotonic() - start
+        if outcome.timed_out:
+            self._record(
+                fn, request_id, invocation_type, "timeout", fn.timeout_seconds, "Sandbox.Timedout"
+            )
+            return _timeout_payload(fn, request_id), True
+        if outcome.error is not None:
+            exc = outcome.error
+            self._record(fn, request_id, invocation_type, "error", seconds, type(exc).__name__)
+            return (
+                _error_payload(
+                    type(exc).__name__,
+                    str(exc),
+                    traceback.format_list(traceback.extract_tb(exc.__traceback__)),
+                    request_id,
+                ),
+                True,
+            )
+        self._record(fn, request_id, invocation_type, "ok", seconds, None)
+        return json.dumps(outcome.result).encode("utf-8"), False
 
     def _record(
         self,
@@ -536,42 +495,71 @@ class LambdaService:
             "_HANDLER": fn.handler,
         }
 
-    @contextmanager
-    def _environment(self, fn: LocalFunction) -> Iterator[None]:
-        global _last_environment
-        env = self.environment_of(fn)
-        if env != _last_environment:
-            _clear_cold_start()
-        _last_environment = env
-        previous, previous_err = sys.stdout, sys.stderr
-        if previous is not _ROUTER:
-            _ROUTER.fallback = previous
-        if previous_err is not _ERR_ROUTER:
-            _ERR_ROUTER.fallback = previous_err
-        me = threading.get_ident()
-        _ROUTER.routes[me] = _ERR_ROUTER.routes[me] = self.logs
-        with patch.dict(os.environ, env):
-            sys.stdout, sys.stderr = _ROUTER, _ERR_ROUTER
-            try:
-                yield
-            finally:
-                del _ROUTER.routes[me], _ERR_ROUTER.routes[me]
-                sys.stdout, sys.stderr = previous, previous_err
 
-    @staticmethod
-    def _reset_environment() -> None:
-        global _last_environment
-        _last_environment = None
+@dataclass
+class Outcome:
+    """How :func:`run_with_timeout`'s call ended: its ``result``, the ``error`` it raised, or
+    ``timed_out`` (it runs on, its answer dropped)."""
+
+    result: Any = None
+    error: BaseException | None = None
+    timed_out: bool = False
 
 
-def _clear_cold_start() -> None:
-    """Forget every cached cold-start builder of :mod:`s3ingest_fn.wiring`."""
-    from s3ingest_fn import wiring
+def run_with_timeout(
+    call: Callable[[], Any],
+    timeout_seconds: float,
+    env: Mapping[str, str],
+    logs: io.StringIO,
+    *,
+    name: str = "lambda",
+) -> Outcome:
+    """Run ``call`` as one invocation: on a thread of its own, in a copy of the caller's
+    context with ``env`` as its whole environment (:func:`s3ingest_fn.config.use_env`), what it
+    prints going to ``logs`` (its CloudWatch log, locally); wait at most ``timeout_seconds``.
+    A call still running then has timed out, as Lambda's ``Sandbox.Timedout``: it runs on, on
+    its own thread (Python cannot stop it), and nothing it returns is used."""
+    outcome = Outcome()
+    done = threading.Event()
 
-    for value in vars(wiring).values():
-        clear = getattr(value, "cache_clear", None)
-        if callable(clear):
-            clear()
+    def work() -> None:
+        try:
+            with use_env(env), _routed(logs):
+                outcome.result = call()
+        except BaseException as exc:
+            outcome.error = exc
+        finally:
+            done.set()
+
+    context = contextvars.copy_context()
+    worker = threading.Thread(target=context.run, args=(work,), name=name, daemon=True)
+    worker.start()
+    if not done.wait(timeout_seconds):
+        return Outcome(timed_out=True)
+    return outcome
+
+
+@contextmanager
+def _routed(logs: io.StringIO) -> Iterator[None]:
+    """What this thread prints goes to ``logs`` while the block runs."""
+    me = threading.get_ident()
+    with _ROUTE_LOCK:
+        if sys.stdout is not _ROUTER:
+            _ROUTER.fallback = sys.stdout
+        if sys.stderr is not _ERR_ROUTER:
+            _ERR_ROUTER.fallback = sys.stderr
+        _ROUTER.routes[me] = _ERR_ROUTER.routes[me] = logs
+        sys.stdout, sys.stderr = _ROUTER, _ERR_ROUTER
+    try:
+        yield
+    finally:
+        with _ROUTE_LOCK:
+            del _ROUTER.routes[me], _ERR_ROUTER.routes[me]
+            if not _ROUTER.routes:  # the last one out gives the caller its streams back
+                if sys.stdout is _ROUTER:
+                    sys.stdout = _ROUTER.fallback
+                if sys.stderr is _ERR_ROUTER:
+                    sys.stderr = _ERR_ROUTER.fallback
 
 
 def _load(handler: str) -> Handler:

@@ -25,6 +25,7 @@ handler -> the DynamoDB ledger, all on the embedded emulator.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import time
@@ -35,14 +36,14 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
-from unittest.mock import patch
 
 from s3ingest.commands.review import matching
+from s3ingest.local import environment
 from s3ingest.local.chaos import Chaos, CrashInjector, InjectedCrash
 from s3ingest.local.emulator import Emulator, LocalBucket, Resources, provision
 from s3ingest.local.executions import Execution, LocalMachines
 from s3ingest.local.inventory_writer import write_inventory
-from s3ingest.local.lambda_service import between_invocations
+from s3ingest.local.lambda_service import LambdaContext, LocalFunction, run_with_timeout
 from s3ingest.local.machines import (
     BACKFILL_BATCH_OPERATIONS,
     BACKFILL_DISTRIBUTED_MAP,
@@ -68,9 +69,11 @@ from s3ingest.local.sources import (
 )
 from s3ingest.onboard import OnboardTarget, OnProgress, onboard
 from s3ingest.settings import BucketSpec, Settings, inventory_report_prefix
+from s3ingest_fn import config as fn_config
 from s3ingest_fn import wiring
 from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
 from s3ingest_fn.adapters.s3_objects import S3Objects
+from s3ingest_fn.config import Inventory, use_env
 from s3ingest_fn.core.diff import DRIFT_KINDS
 from s3ingest_fn.core.effects import ProcessorSpec
 from s3ingest_fn.core.model import Result
@@ -90,6 +93,8 @@ from s3ingest_fn.services.reconcile import (
 BATCH_OPERATIONS = "batch-operations"
 DISTRIBUTED_MAP = "distributed-map"
 BACKFILL_ENGINES = (BATCH_OPERATIONS, DISTRIBUTED_MAP)
+#: The ingest function's handler (what :meth:`LocalRuntime._invoke_ingest` runs, in-process).
+INGEST_HANDLER = "s3ingest_fn.handlers.ingest.handler"
 #: The stack name the local runtime's onboarding runs are derived from (:func:`run_id`).
 LOCAL_STACK = "S3Ingest-local"
 
@@ -201,6 +206,7 @@ class LocalRuntime:
         buckets: Sequence[BucketSpec | LocalBucket] | None = None,
     ) -> None:
         self.emu = emu
+        environment.install()  # team code reading os.environ sees its invocation's
         self.settings = settings or Settings()
         self.resources: Resources = provision(
             emu, self.settings, bucket=bucket, versioning=versioning, buckets=buckets
@@ -244,6 +250,17 @@ class LocalRuntime:
             on_crash=self.recorder.mark_crashed,
             seed=seed,
         )
+        #: The key of :attr:`recorder` in the functions' environment (``S3INGEST_LOCAL_RECORDER``):
+        #: every function of this deployment reports its processor runs to it.
+        self.recorder_key = f"local-{uuid.uuid4().hex}"
+        #: The ingest function's timeout, seconds (``functionTimeoutSeconds``, raised for the
+        #: processor functions as the stack raises it): an invocation still running then has
+        #: timed out (:meth:`_invoke_ingest`), and its effects' leases end with it.
+        self.ingest_timeout_seconds = float(self.settings.ingest_timeout_seconds)
+        #: Ingest invocations that timed out so far.
+        self.ingest_timeouts = 0
+        #: What the runtime's own invocations printed (their CloudWatch log, locally).
+        self.function_logs = io.StringIO()
         #: Crash chaos of the last flush, applied to the next drain only (then cleared).
         self._flush_chaos: Chaos | None = None
         entries = self.settings.processor_entries()
@@ -253,10 +270,9 @@ class LocalRuntime:
                     "a processor given by functionArn runs only deployed; locally, name its "
                     'Python handler instead ("handler": "package.module:handler")'
                 )
+            wiring.record_processor_runs(self.recorder_key, self._record_runs)
             self.service.effects = wiring.effect_runner(
-                wiring.processor_specs(
-                    entries, wrap=lambda name, call: self.recorder.wrap(call, name)
-                ),
+                wiring.processor_specs(entries, wrap=self._record_runs),
                 self.s3,
                 after_effect=self.crashes.after_effect,
                 holds=wiring.hold_policies(entries, self.settings.hold_env()),
@@ -288,6 +304,10 @@ class LocalRuntime:
             processor=self.settings.processor,
             spec_of=self._spec_of,
         )
+
+    def _record_runs(self, name: str, call: Any) -> Any:
+        """``call`` (processor ``name``) recorded in :attr:`effects` when it completes."""
+        return self.recorder.wrap(call, name)
 
     def _spec_of(self, processor: str) -> ProcessorSpec | None:
         """The configured processor named ``processor`` (the oracles' view), or None."""
@@ -335,10 +355,17 @@ class LocalRuntime:
     @contextmanager
     def function_environment(self) -> Iterator[None]:
         """The environment the stack gives the functions that run the processor (``PROCESSOR``,
-        ``OUTPUT_BUCKET``), with boto3's default chain pointed at the emulator, in force while
-        the block runs: the local runtime's invocations, as a Lambda function's."""
-        with patch.dict(os.environ, {**self.emu.function_environment(), **self.settings_env()}):
+        ``OUTPUT_BUCKET``), with boto3's default chain pointed at the emulator, as the whole
+        environment of what runs in the block (in this context only:
+        :func:`s3ingest_fn.config.use_env`): the local runtime's invocations, as a Lambda
+        function's."""
+        with use_env(self.environment()):
             yield
+
+    def environment(self) -> dict[str, str]:
+        """The whole environment of the functions that run the processors here: the
+        emulator's endpoint and credentials, and :meth:`settings_env` (nothing of the host's)."""
+        return {**self.emu.function_environment(), **self.settings_env()}
 
     def settings_env(self) -> dict[str, str]:
         """What the settings and the buckets add to a function's environment: ``SCOPE``
@@ -347,27 +374,22 @@ class LocalRuntime:
         ``processor`` setting) or ``PROCESSORS`` (several), ``OUTPUT_BUCKET``, and ``HOLD``
         and ``TRAIL_LENGTH`` (:meth:`~s3ingest.settings.Settings.hold_env`)."""
         r = self.resources
+        inventories = [
+            Inventory(name, r.inventory_bucket, inventory_report_prefix(name))
+            for name in r.bucket_names
+        ]
         env = {
-            "SCOPE": self.scope.to_json(),
-            "INVENTORIES": json.dumps(
-                [
-                    {
-                        "name": name,
-                        "bucket": r.inventory_bucket,
-                        "prefix": inventory_report_prefix(name),
-                    }
-                    for name in r.bucket_names
-                ],
-                separators=(",", ":"),
-            ),
-            "CHECKPOINT_BUCKET_NAME": r.inventory_bucket,
+            fn_config.SCOPE: self.scope.to_json(),
+            fn_config.INVENTORIES: Inventory.to_json(inventories),
+            fn_config.CHECKPOINT_BUCKET_NAME: r.inventory_bucket,
+            fn_config.LOCAL_RECORDER: self.recorder_key,
         }
         if self.settings.processor:
-            env["PROCESSOR"] = self.settings.processor
+            env[fn_config.PROCESSOR] = self.settings.processor
         elif self.settings.processor_entries():
-            env["PROCESSORS"] = json.dumps(self.settings.processor_entries())
+            env[fn_config.PROCESSORS] = json.dumps(self.settings.processor_entries())
         if self.settings.processor_entries() and self.resources.output_bucket:
-            env["OUTPUT_BUCKET"] = self.resources.output_bucket
+            env[fn_config.OUTPUT_BUCKET] = self.resources.output_bucket
         env.update(self.settings.hold_env())
         return env
 
@@ -391,6 +413,7 @@ class LocalRuntime:
         invocations end)."""
         if self._machines is not None:
             self._machines.close()
+        wiring.record_processor_runs(self.recorder_key, None)
 
     def crashing(self, chaos: Chaos | None) -> AbstractContextManager[None]:
         """Inject ``chaos.crash`` into the effects run inside the block, and only there."""
@@ -402,8 +425,28 @@ class LocalRuntime:
         self.delivered.append(Delivered(step=self.step, result=result, message_id=message_id))
 
     def _invoke_ingest(self, event: dict[str, Any]) -> dict[str, Any]:
-        with self.function_environment():
-            return cast(dict[str, Any], self.handler(event, None))
+        """One invocation of the ingest handler under the ingest function's timeout
+        (:attr:`ingest_timeout_seconds`), as the local Lambda service runs its functions
+        (:func:`~s3ingest.local.lambda_service.run_with_timeout`): an invocation that times out
+        fails its whole batch (every message comes back after the visibility timeout), as
+        Lambda's SQS event source does; an exception propagates to the caller."""
+        timeout = self.ingest_timeout_seconds
+        function = LocalFunction("ingest", INGEST_HANDLER, {}, timeout_seconds=timeout)
+        context = LambdaContext(function, str(uuid.uuid4()), time.monotonic() + timeout)
+        outcome = run_with_timeout(
+            lambda: self.handler(event, context),
+            self.ingest_timeout_seconds,
+            self.environment(),
+            self.function_logs,
+            name="lambda-ingest",
+        )
+        if outcome.error is not None:
+            raise outcome.error
+        if outcome.timed_out:
+            self.ingest_timeouts += 1
+            ids = [r["messageId"] for r in event.get("Records", [])]
+            return {"batchItemFailures": [{"itemIdentifier": i} for i in ids]}
+        return cast(dict[str, Any], outcome.result)
 
     def flush(self, chaos: Chaos | None = None) -> int:
         """Publish every pending S3 event to the bus under ``chaos``; return how many were sent.
@@ -749,9 +792,7 @@ class LocalRuntime:
             if on_progress:
                 on_progress(phase, done, total, objects)
             if between and phase == "backfill":
-                # the live traffic's drains change os.environ: never during a handler's run
-                with between_invocations():
-                    between()
+                between()
 
         with self.function_environment():
             report = onboard(target, name, confirm=confirm, on_progress=progress)

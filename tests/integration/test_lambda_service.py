@@ -50,6 +50,43 @@ def sleepy(event: Any, context: Any) -> dict[str, Any]:
     return {"slept": event["seconds"]}
 
 
+def relay_config(event: Any, context: Any) -> dict[str, Any]:
+    """The change relay's configuration and publisher as this invocation's cold start built
+    them."""
+    from s3ingest_fn import wiring
+    from s3ingest_fn.config import ChangeRelayConfig
+
+    config = wiring.function_config(ChangeRelayConfig)
+    return {
+        "bus": config.change_bus_name,
+        "config": id(config),
+        "publisher": id(wiring.function_change_publisher()),
+    }
+
+
+def processors_seen(event: Any, context: Any) -> dict[str, Any]:
+    """What of ``PROCESSOR`` the function sees: os.environ, its invocation's environment and
+    wiring's processor entries."""
+    from s3ingest_fn import wiring
+    from s3ingest_fn.config import invocation_env
+
+    return {
+        "environ": os.environ.get("PROCESSOR"),
+        "invocation": invocation_env().get("PROCESSOR"),
+        "entries": wiring.processor_entries(),
+        "who": os.environ.get("WHO"),
+    }
+
+
+#: Two :func:`rendezvous` handlers wait here for each other.
+RENDEZVOUS = threading.Barrier(2, timeout=20)
+
+
+def rendezvous(event: Any, context: Any) -> dict[str, Any]:
+    RENDEZVOUS.wait()
+    return {"met": True}
+
+
 def record(event: Any, context: Any) -> None:
     SEEN[event["marker"]] = os.environ.get("WHO")
 
@@ -112,7 +149,7 @@ def test_a_handler_over_its_timeout_reports_sandbox_timedout(service: LambdaServ
     assert response["FunctionError"] == "Unhandled"
     assert response["Payload"]["errorType"] == "Sandbox.Timedout"
     assert "Task timed out after 1.00 seconds" in response["Payload"]["errorMessage"]
-    # the next invocation waits for the runaway handler (one environment at a time), then runs
+    # the next invocation runs beside the runaway handler (each in its own environment)
     assert service.invoke("sleepy", {"seconds": 0})["Payload"] == {"slept": 0}
     assert [i.outcome for i in service.invocations] == ["timeout", "ok"]
 
@@ -138,18 +175,42 @@ def test_two_functions_see_only_their_own_environment(service: LambdaService) ->
     assert "ONLY_B" not in os.environ and os.environ.get("WHO") is None
 
 
-def test_a_changed_environment_clears_the_cold_start_builders(service: LambdaService) -> None:
-    from s3ingest_fn import wiring
+def test_each_configuration_keeps_its_own_warm_graph(service: LambdaService) -> None:
+    # a second invocation of a function is warm (same graph); another function's
+    # configuration gets its own, and nothing is cleared for it
+    service.register("a", f"{PREFIX}.relay_config", {"CHANGE_BUS_NAME": "bus-a"})
+    service.register("b", f"{PREFIX}.relay_config", {"CHANGE_BUS_NAME": "bus-b"})
+    a1, b, a2 = (service.invoke(n, {})["Payload"] for n in ("a", "b", "a"))
+    assert (a1["bus"], b["bus"], a2["bus"]) == ("bus-a", "bus-b", "bus-a")
+    assert a1["config"] == a2["config"] != b["config"]
+    assert a1["publisher"] == a2["publisher"]
 
-    service.register("a", f"{PREFIX}.echo", {"WHO": "a"})
-    service.register("b", f"{PREFIX}.echo", {"WHO": "b"})
-    service.invoke("a", {})
-    wiring.function_change_publisher()  # a cold-start builder cached in this environment
-    assert wiring.function_change_publisher.cache_info().currsize == 1
-    service.invoke("a", {})  # warm: same environment
-    assert wiring.function_change_publisher.cache_info().currsize == 1
-    service.invoke("b", {})  # another environment: cold
-    assert wiring.function_change_publisher.cache_info().currsize == 0
+
+def test_the_host_environment_does_not_reach_a_function(
+    service: LambdaService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PROCESSOR", "host.module:leaked")
+    monkeypatch.setenv("WHO", "host")
+    service.register("a", f"{PREFIX}.processors_seen", {"WHO": "a"})
+    seen = service.invoke("a", {})["Payload"]
+    assert seen == {"environ": None, "invocation": None, "entries": [], "who": "a"}
+    assert os.environ["PROCESSOR"] == "host.module:leaked"  # the host's own is untouched
+
+
+def test_invocations_overlap(service: LambdaService) -> None:
+    # no invocation lock: two handlers that wait for each other both finish
+    service.register("w", f"{PREFIX}.rendezvous", timeout_seconds=30)
+    RENDEZVOUS.reset()
+    results: list[Any] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(service.invoke("w", {})["Payload"]))
+        for _ in range(2)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [{"met": True}, {"met": True}]
 
 
 @pytest.mark.parametrize(

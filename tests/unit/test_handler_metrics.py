@@ -8,6 +8,7 @@ import json
 from typing import Any, cast
 
 import pytest
+from aws_lambda_powertools.metrics import EphemeralMetrics
 
 from s3ingest_fn.contract import LAG_METRIC
 from s3ingest_fn.core.model import Outcome, Result
@@ -18,15 +19,15 @@ from s3ingest_fn.services.ingest import MessageProcessor
 
 @pytest.mark.contract("C9", "C14")
 def test_replayed_records_are_counted_apart_per_outcome() -> None:
-    ingest.metrics.clear_metrics()
+    sink = EphemeralMetrics(namespace="S3Ingest")
     ingest._count(
-        Result(Outcome.STALE, "older-sequencer", "b", "k", "00AB", extra={"source": "replay"})
+        sink, Result(Outcome.STALE, "older-sequencer", "b", "k", "00AB", extra={"source": "replay"})
     )
     ingest._count(
-        Result(Outcome.APPLIED, "newer-sequencer", "b", "k2", "00AC", extra={"source": "live"})
+        sink,
+        Result(Outcome.APPLIED, "newer-sequencer", "b", "k2", "00AC", extra={"source": "live"}),
     )
-    recorded = {name: sum(m["Value"]) for name, m in ingest.metrics.metric_set.items()}
-    ingest.metrics.clear_metrics()
+    recorded = {name: sum(m["Value"]) for name, m in sink.metric_set.items()}
     assert recorded == {"stale": 1, "replayed": 1, "replayed_stale": 1, "applied": 1}
 
 
@@ -51,10 +52,9 @@ def test_live_records_carry_their_end_to_end_lag(
     result = Result(outcome, "r", "b", "k", "00AB", extra=extra)
     ingest._add_lag(result, finished_ms=1_796_119_201_500.0)  # 2026-12-01T10:00:01.5Z
     assert result.extra.get("lag_ms") == lag
-    ingest.metrics.clear_metrics()
-    ingest._count(result)
-    recorded = {name: m["Value"] for name, m in ingest.metrics.metric_set.items()}
-    ingest.metrics.clear_metrics()
+    sink = EphemeralMetrics(namespace="S3Ingest")
+    ingest._count(sink, result)
+    recorded = {name: m["Value"] for name, m in sink.metric_set.items()}
     assert recorded.get(LAG_METRIC) == ([lag] if lag is not None else None)
 
 
@@ -109,7 +109,6 @@ def test_a_records_log_line_is_written_when_that_record_finishes(
         for i, body in ((1, "first"), (2, "second"))
     ]
     response = handler({"Records": records}, None)
-    ingest.metrics.clear_metrics()
     assert response == {"batchItemFailures": []}
     assert logged == ["m-1", "m-2"]
 

@@ -43,6 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
+from s3ingest_fn.config import carry_context
 from s3ingest_fn.contract import CANARY_PREFIX
 from s3ingest_fn.core.effects import CREATED, REMOVED, SUPERSEDED, AppliedChange, EffectRunner
 from s3ingest_fn.core.hold import HOLD, RUN, SKIP
@@ -504,7 +505,8 @@ class IngestService:
             outcomes = [self._run_one(jobs[names[0]], holds.get(names[0]))]
         else:
             with ThreadPoolExecutor(max_workers=len(names)) as pool:
-                outcomes = list(pool.map(lambda n: self._run_one(jobs[n], holds.get(n)), names))
+                run = carry_context(lambda n: self._run_one(jobs[n], holds.get(n)))
+                outcomes = list(pool.map(run, names))
         prefix = "resumed-" if resumed else ""
         statuses = {
             name: prefix + ("failed" if error is not None and status != "killed" else str(status))

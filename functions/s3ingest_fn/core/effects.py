@@ -43,6 +43,7 @@ import importlib
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
@@ -385,7 +386,16 @@ class EffectRunner:
         self._content = content
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self.after_effect = after_effect
-        self._remaining: Callable[[], int] = lambda: DEFAULT_REMAINING_MS
+        # per invocation: invocations of one graph may run at once in one process (the local
+        # runtime's); each binds its own context in its own contextvars.Context
+        self._remaining_of: ContextVar[Callable[[], int] | None] = ContextVar(
+            f"s3ingest_remaining_{id(self)}", default=None
+        )
+
+    def _remaining(self) -> int:
+        """Milliseconds left in the invocation (:data:`DEFAULT_REMAINING_MS` unbound)."""
+        remaining = self._remaining_of.get()
+        return int(remaining()) if remaining is not None else DEFAULT_REMAINING_MS
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -399,7 +409,7 @@ class EffectRunner:
     def bind_context(self, context: Any) -> None:
         """Take the lease length from a Lambda context's ``get_remaining_time_in_millis``."""
         remaining = getattr(context, "get_remaining_time_in_millis", None)
-        self._remaining = remaining if callable(remaining) else (lambda: DEFAULT_REMAINING_MS)
+        self._remaining_of.set(remaining if callable(remaining) else None)
 
     def claim(self, key: str, kind: str, only: Sequence[str] | None = None) -> Claim:
         """The claim of a write made now applying a change of ``kind`` (:data:`KINDS`) to
@@ -479,6 +489,12 @@ class EffectRunner:
             spec.call(change, content)
         except SupersededError:
             return SUPERSEDED
+        if self._remaining_of.get() is not None and self._remaining() <= 0:
+            # Lambda would have stopped the invocation during the effect: nothing is committed
+            # (only an in-process run can get here, the local runtime's)
+            raise TransientError(
+                f"{change.processor}: the invocation timed out during the effect; not committed"
+            )
         return DONE
 
 

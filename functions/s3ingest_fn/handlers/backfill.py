@@ -9,25 +9,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit
 
 from s3ingest_fn import wiring
-from s3ingest_fn.handlers.telemetry import stack_metrics
+from s3ingest_fn.contract import BACKFILL_SERVICE
+from s3ingest_fn.handlers.telemetry import function_logger, invocation_metrics
 from s3ingest_fn.services.backfill import handle_invocation
 
-logger = Logger(service="s3ingest-backfill")
-metrics = stack_metrics()
+logger = function_logger(BACKFILL_SERVICE)
 
 
 @logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda entry point (``s3ingest_fn.handlers.backfill.handler``)."""
     service = wiring.function_ingest_service()
     service.bind_context(context)
     response = handle_invocation(event, service)
+    with invocation_metrics() as metrics:
+        for result in response["results"]:
+            code = result["resultCode"]
+            metrics.add_metric(name=f"backfill_{code}", unit=MetricUnit.Count, value=1)
     for result in response["results"]:
-        metrics.add_metric(name=f"backfill_{result['resultCode']}", unit=MetricUnit.Count, value=1)
         logger.info("backfill task", extra={"job_id": (event.get("job") or {}).get("id"), **result})
     return response

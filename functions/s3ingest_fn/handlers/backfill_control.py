@@ -5,15 +5,15 @@ ingest functions, plus ``REPORT_BUCKET_NAME`` for ``report``.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
 from s3ingest_fn import wiring
+from s3ingest_fn.config import BackfillControlConfig
+from s3ingest_fn.contract import BACKFILL_SERVICE
+from s3ingest_fn.handlers.telemetry import function_logger
 from s3ingest_fn.services import backfill_control
 
-logger = Logger(service="s3ingest-backfill")
+logger = function_logger(BACKFILL_SERVICE)
 ACTIONS = ("prepare", "report", "backfill_file", "summarize")
 
 
@@ -36,7 +36,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         result = backfill_control.prepare(reconciler, event)
     elif action == "report":
         result = backfill_control.read_report(
-            reconciler.inventory, os.environ["REPORT_BUCKET_NAME"], str(event["jobId"])
+            reconciler.inventory,
+            str(wiring.function_config(BackfillControlConfig).report_bucket_name),
+            str(event["jobId"]),
         )
     else:
         service = wiring.function_ingest_service()

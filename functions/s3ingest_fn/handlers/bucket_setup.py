@@ -21,14 +21,15 @@ https://docs.aws.amazon.com/cdk/api/v2/docs/aws-cdk-lib.custom_resources-readme.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any
 
 from s3ingest_fn import wiring
+from s3ingest_fn.contract import BUCKET_SETUP_SERVICE
+from s3ingest_fn.handlers.telemetry import function_logger
 from s3ingest_fn.services import bucket_setup
 
-_logger = logging.getLogger(__name__)
+_logger = function_logger(BUCKET_SETUP_SERVICE)
 
 #: The physical id's separator and its three states.
 _SEPARATOR = "|eventbridge-was-"

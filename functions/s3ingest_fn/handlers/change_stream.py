@@ -11,22 +11,26 @@ Environment: ``CHANGE_BUS_NAME``.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from aws_lambda_powertools import Logger
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from s3ingest_fn import wiring
+from s3ingest_fn.config import ChangeRelayConfig
+from s3ingest_fn.contract import CHANGE_RELAY_SERVICE
 from s3ingest_fn.core.ports import ChangePublisher
-from s3ingest_fn.handlers.telemetry import stack_metrics
+from s3ingest_fn.handlers.telemetry import function_logger, invocation_metrics
 from s3ingest_fn.services.changes import publish
 
-logger = Logger(service="s3ingest")
-metrics = stack_metrics()
+logger = function_logger(CHANGE_RELAY_SERVICE)
 
 
-def relay(publisher: ChangePublisher, bus_name: str, event: dict[str, Any]) -> dict[str, Any]:
+def relay(
+    publisher: ChangePublisher,
+    bus_name: str,
+    event: dict[str, Any],
+    metrics: EphemeralMetrics | None = None,
+) -> dict[str, Any]:
     """Publish the applied changes of one stream batch.
 
     Parameters
@@ -37,6 +41,9 @@ def relay(publisher: ChangePublisher, bus_name: str, event: dict[str, Any]) -> d
         The change bus.
     event : dict
         The Lambda DynamoDB Streams event.
+    metrics : EphemeralMetrics, optional
+        The invocation's metrics (``changes_published``, ``changes_publish_failed``); None:
+        not counted (the local runtime's event source).
 
     Returns
     -------
@@ -46,7 +53,8 @@ def relay(publisher: ChangePublisher, bus_name: str, event: dict[str, Any]) -> d
     """
     records = event.get("Records", [])
     published, failed_at = publish(publisher, bus_name, records)
-    metrics.add_metric(name="changes_published", unit=MetricUnit.Count, value=len(published))
+    if metrics is not None:
+        metrics.add_metric(name="changes_published", unit=MetricUnit.Count, value=len(published))
     for entry in published:
         logger.debug(
             "change published",
@@ -54,7 +62,8 @@ def relay(publisher: ChangePublisher, bus_name: str, event: dict[str, Any]) -> d
         )
     if failed_at is None:
         return {"batchItemFailures": []}
-    metrics.add_metric(name="changes_publish_failed", unit=MetricUnit.Count, value=1)
+    if metrics is not None:
+        metrics.add_metric(name="changes_publish_failed", unit=MetricUnit.Count, value=1)
     logger.warning(
         "change stream publish failed; Lambda retries from this record",
         extra={"sequence_number": failed_at},
@@ -63,7 +72,8 @@ def relay(publisher: ChangePublisher, bus_name: str, event: dict[str, Any]) -> d
 
 
 @logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda entry point (``s3ingest_fn.handlers.change_stream.handler``)."""
-    return relay(wiring.function_change_publisher(), os.environ["CHANGE_BUS_NAME"], event)
+    config = wiring.function_config(ChangeRelayConfig)
+    with invocation_metrics() as metrics:
+        return relay(wiring.function_change_publisher(), config.change_bus_name, event, metrics)

@@ -9,19 +9,17 @@ every bucket has delivery on, 0 when any has it off (the alarm fires on 0 and on
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit
 
 from s3ingest_fn import wiring
-from s3ingest_fn.contract import DELIVERY_BUCKETS_ENV, DELIVERY_METRIC
+from s3ingest_fn.config import DeliveryCheckConfig
+from s3ingest_fn.contract import DELIVERY_CHECK_SERVICE, DELIVERY_METRIC
 from s3ingest_fn.core.ports import EventDelivery
-from s3ingest_fn.handlers.telemetry import stack_metrics
+from s3ingest_fn.handlers.telemetry import function_logger, invocation_metrics
 
-logger = Logger(service="s3ingest-delivery-check")
-metrics = stack_metrics()
+logger = function_logger(DELIVERY_CHECK_SERVICE)
 
 
 def check(delivery: EventDelivery, buckets: list[str]) -> dict[str, bool]:
@@ -37,7 +35,6 @@ def check(delivery: EventDelivery, buckets: list[str]) -> dict[str, bool]:
 
 
 @logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda entry point (``s3ingest_fn.handlers.delivery_check.handler``), on a schedule.
 
@@ -46,9 +43,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     dict
         ``{"buckets": {name: bool}, "enabled": bool}``.
     """
-    buckets = [b for b in os.environ.get(DELIVERY_BUCKETS_ENV, "").split(",") if b]
-    if not buckets:
-        raise ValueError(f"{DELIVERY_BUCKETS_ENV} names no bucket")
+    buckets = list(wiring.function_config(DeliveryCheckConfig).buckets)
     states = check(wiring.function_event_delivery(), buckets)
     enabled = all(states.values())
     for bucket, on in states.items():
@@ -57,5 +52,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         (logger.info if on else logger.error)(
             "eventbridge delivery checked", extra={"bucket": bucket, "enabled": on}
         )
-    metrics.add_metric(name=DELIVERY_METRIC, unit=MetricUnit.Count, value=int(enabled))
+    with invocation_metrics() as metrics:
+        metrics.add_metric(name=DELIVERY_METRIC, unit=MetricUnit.Count, value=int(enabled))
     return {"buckets": states, "enabled": enabled}

@@ -11,7 +11,6 @@ Shape out: ``{"batchItemFailures": [{"itemIdentifier": messageId}, ...]}``.
 
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -19,26 +18,30 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from aws_lambda_powertools.utilities.batch import (
     BatchProcessor,
     EventType,
     process_partial_response,
 )
 
-from s3ingest_fn.contract import LAG_METRIC, OTHER_BUCKET, PROCESSOR_DIMENSION
+from s3ingest_fn.config import carry_context
+from s3ingest_fn.contract import INGEST_SERVICE, LAG_METRIC, OTHER_BUCKET, PROCESSOR_DIMENSION
 from s3ingest_fn.core.model import Outcome, Result
 from s3ingest_fn.core.row import DEFAULT_PROCESSOR
-from s3ingest_fn.handlers.telemetry import bucket_metrics, dimension_metrics, stack_metrics
+from s3ingest_fn.handlers.telemetry import (
+    bucket_metrics,
+    dimension_metrics,
+    function_logger,
+    invocation_metrics,
+)
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
     from s3ingest_fn.services.ingest import MessageProcessor
 
-logger = Logger(service="s3ingest")
-metrics = stack_metrics()
+logger = function_logger(INGEST_SERVICE)
 
 
 class RetryRecordError(Exception):
@@ -59,7 +62,7 @@ class ConcurrentBatchProcessor(BatchProcessor):
 
     def process(self) -> list[tuple[Any, ...]]:
         """Run the record handler for every record, at most ``pool`` size at once."""
-        return list(self._pool.map(self._process_record, self.records))
+        return list(self._pool.map(carry_context(self._process_record), self.records))
 
 
 def make_handler(
@@ -116,8 +119,9 @@ def make_handler(
             context=context,
         )
         if emit is None:
-            for result in done:
-                _count(result)
+            with invocation_metrics() as metrics:
+                for result in done:
+                    _count(metrics, result)
             for document in bucket_metrics(per_bucket(done)):
                 document.flush_metrics()
             for document in dimension_metrics(per_processor(done), PROCESSOR_DIMENSION):
@@ -167,7 +171,7 @@ def _log_record(result: Result, message_id: str) -> None:
     )
 
 
-def _count(result: Result) -> None:
+def _count(metrics: EphemeralMetrics, result: Result) -> None:
     metrics.add_metric(name=result.outcome.value, unit=MetricUnit.Count, value=1)
     lag = result.extra.get("lag_ms")
     if isinstance(lag, int):
@@ -211,16 +215,20 @@ def per_processor(results: list[Result]) -> Counter[tuple[str, str]]:
 #: Effect statuses counted per processor (:func:`per_processor`).
 EFFECT_STATUSES = frozenset({"done", "superseded", "failed", "killed", "lease-lost"})
 
-_handler: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None
+#: The built handler of each configuration (``(IngestConfig, ClientConfig)``), from its cold
+#: start on; None: none built yet.
+_handler: dict[Any, Callable[[dict[str, Any], Any], dict[str, Any]]] | None = None
 
 
 def _build_from_env() -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     """Cold start: settings from the environment, clients, and (unless disabled) the X-Ray
     tracer, imported here so that importing this module stays cheap (see ``bench/``)."""
     from s3ingest_fn import wiring
+    from s3ingest_fn.config import POWERTOOLS_TRACE_DISABLED, invocation_env
 
     settings = wiring.function_settings()
-    if os.environ.get("POWERTOOLS_TRACE_DISABLED", "false").lower() != "true":
+    env = invocation_env()
+    if env.get(POWERTOOLS_TRACE_DISABLED, "false").lower() != "true":
         from aws_lambda_powertools import Tracer
 
         Tracer(service="s3ingest", patch_modules=["boto3", "botocore"])
@@ -228,7 +236,6 @@ def _build_from_env() -> Callable[[dict[str, Any], Any], dict[str, Any]]:
 
 
 @logger.inject_lambda_context(clear_state=True)
-@metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda entry point (``s3ingest_fn.handlers.ingest.handler``).
 
@@ -241,6 +248,12 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     (``bench/import_time.py``).
     """
     global _handler
+    from s3ingest_fn import wiring
+
+    key = (wiring.function_settings(), wiring.function_clients())
     if _handler is None:
-        _handler = _build_from_env()
-    return _handler(event, context)
+        _handler = {}
+    built = _handler.get(key)
+    if built is None:
+        built = _handler[key] = _build_from_env()
+    return built(event, context)

@@ -23,15 +23,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit
 
 from s3ingest_fn import wiring
-from s3ingest_fn.contract import BUCKET_DIMENSION
-from s3ingest_fn.handlers.telemetry import invocation_metrics
+from s3ingest_fn.contract import BUCKET_DIMENSION, LISTING_SERVICE
+from s3ingest_fn.handlers.telemetry import function_logger, invocation_metrics
 from s3ingest_fn.services.listing_backfill import Shard
 
-logger = Logger(service="s3ingest-listing-backfill")
+logger = function_logger(LISTING_SERVICE)
 
 
 def _bucket(event: dict[str, Any]) -> str:

@@ -24,7 +24,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from s3ingest_fn import wiring
@@ -32,9 +31,10 @@ from s3ingest_fn.contract import (
     HELD_EFFECTS_METRIC,
     HELD_OLDEST_METRIC,
     RECONCILE_HEARTBEAT_METRIC,
+    RECONCILE_SERVICE,
 )
 from s3ingest_fn.core.diff import DRIFT_KINDS
-from s3ingest_fn.handlers.telemetry import invocation_metrics
+from s3ingest_fn.handlers.telemetry import function_logger, invocation_metrics
 from s3ingest_fn.services.reconcile import (
     INVENTORY,
     LISTING,
@@ -44,7 +44,7 @@ from s3ingest_fn.services.reconcile import (
     combine_reports,
 )
 
-logger = Logger(service="s3ingest-reconcile")
+logger = function_logger(RECONCILE_SERVICE)
 
 
 def emit_drift_metrics(

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
 from s3ingest_fn import wiring
+from s3ingest_fn.contract import RECONCILE_SERVICE
 from s3ingest_fn.handlers.reconcile import emit_drift_metrics
-from s3ingest_fn.handlers.telemetry import invocation_metrics
+from s3ingest_fn.handlers.telemetry import function_logger, invocation_metrics
 from s3ingest_fn.services.fanout import FanOut, bucket_of
 
-logger = Logger(service="s3ingest-reconcile")
+logger = function_logger(RECONCILE_SERVICE)
 
 ACTIONS = ("plan", "shard_inventory", "shard_ledger", "diff_partition", "summarize")
 

@@ -7,13 +7,13 @@ one account never share a series (their alarms select their own stack). Per-buck
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
-from aws_lambda_powertools import Metrics
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
+from s3ingest_fn.config import invocation_env
 from s3ingest_fn.contract import (
     BUCKET_DIMENSION,
     METRICS_NAMESPACE,
@@ -23,11 +23,18 @@ from s3ingest_fn.contract import (
 )
 
 
+def function_logger(service: str) -> Logger:
+    """The Powertools Logger of a function's handler, named by its role's service
+    (:data:`s3ingest_fn.contract.INGEST_SERVICE`, ...: the stack's ``POWERTOOLS_SERVICE_NAME``
+    of that function), so every function's logs carry the one name the stack gives it."""
+    return Logger(service=service)
+
+
 def stack_metrics() -> Metrics:
     """Powertools Metrics for this function, with the stack as a default dimension (kept
     across flushes) when ``S3INGEST_STACK`` is set, as the stack sets it on every function."""
     metrics = Metrics(namespace=METRICS_NAMESPACE, service=METRICS_SERVICE)
-    stack = os.environ.get(STACK_ENV)
+    stack = invocation_env().get(STACK_ENV)
     if stack:
         metrics.set_default_dimensions(**{STACK_DIMENSION: stack})
     return metrics
@@ -49,7 +56,7 @@ def dimension_metrics(
 ) -> list[EphemeralMetrics]:
     """Counts per value of ``dimension`` (``bucket``, ``processor``), as
     :func:`bucket_metrics`: ``{(value, metric name): n}`` -> one document per value."""
-    stack = os.environ.get(STACK_ENV)
+    stack = invocation_env().get(STACK_ENV)
     documents = []
     for value in sorted({v for v, _ in counts}):
         metrics = EphemeralMetrics(namespace=METRICS_NAMESPACE, service=METRICS_SERVICE)
@@ -73,7 +80,7 @@ def invocation_metrics(**dimensions: str) -> Iterator[EphemeralMetrics]:
     and dimensions apart.
     """
     metrics = EphemeralMetrics(namespace=METRICS_NAMESPACE, service=METRICS_SERVICE)
-    stack = os.environ.get(STACK_ENV)
+    stack = invocation_env().get(STACK_ENV)
     if stack:
         metrics.add_dimension(name=STACK_DIMENSION, value=stack)
     for name, value in dimensions.items():

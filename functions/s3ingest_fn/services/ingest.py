@@ -8,16 +8,15 @@ message: every message ends as exactly one :class:`~s3ingest_fn.core.model.Outco
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from s3ingest_fn.config import IngestConfig
 from s3ingest_fn.core.decide import IngestService, result_of
 from s3ingest_fn.core.events import parse_body
 from s3ingest_fn.core.model import InvalidMessageError, Outcome, Result, TransientError
 from s3ingest_fn.core.ports import DeadLetters
-from s3ingest_fn.core.scope import Scope
 
 
 @dataclass
@@ -78,78 +77,6 @@ class MessageProcessor:
         return Result(outcome=Outcome.INVALID, reason=exc.reason, extra={"detail": exc.detail})
 
 
-@dataclass(frozen=True)
-class FunctionSettings:
-    """The ingest function's environment, validated at cold start.
-
-    Attributes
-    ----------
-    ledger_table_name : str
-        ``LEDGER_TABLE_NAME``
-    dead_letter_queue_url : str
-        ``DEAD_LETTER_QUEUE_URL``
-    tombstone_ttl_seconds : int
-        ``TOMBSTONE_TTL_SECONDS`` (0: tombstones never expire)
-    record_concurrency : int
-        ``RECORD_CONCURRENCY``: records of one batch processed at once (1-64)
-    bucket_name : str or None
-        ``BUCKET_NAME``: the first (default) bucket; alone, without ``SCOPE``, the only one
-        ingested
-    scope_json : str or None
-        ``SCOPE``: the buckets and key filters ingested (:meth:`Scope.to_json`)
-    """
-
-    ledger_table_name: str
-    dead_letter_queue_url: str
-    tombstone_ttl_seconds: int
-    record_concurrency: int
-    bucket_name: str | None
-    scope_json: str | None = None
-
-    @property
-    def scope(self) -> Scope:
-        """What the functions track: ``SCOPE``, else ``BUCKET_NAME`` alone, else everything."""
-        env = {"SCOPE": self.scope_json or "", "BUCKET_NAME": self.bucket_name or ""}
-        return Scope.from_env(env)
-
-    @classmethod
-    def from_env(cls, env: Any = None) -> FunctionSettings:
-        """Read and validate the environment.
-
-        Raises
-        ------
-        ValueError
-            Naming every missing or malformed variable.
-        """
-        env = os.environ if env is None else env
-        problems = [
-            f"{name} is not set"
-            for name in ("LEDGER_TABLE_NAME", "DEAD_LETTER_QUEUE_URL")
-            if not env.get(name)
-        ]
-        ints = {}
-        for name, default, lo, hi in (
-            ("TOMBSTONE_TTL_SECONDS", "0", 0, 10 * 365 * 86400),
-            ("RECORD_CONCURRENCY", "8", 1, 64),
-        ):
-            raw = env.get(name, default)
-            text = str(raw)
-            if not (text.isascii() and text.isdigit()) or not lo <= int(text) <= hi:
-                problems.append(f"{name}={raw!r} is not a whole number in {lo}..{hi}")
-            else:
-                ints[name] = int(raw)
-        scope_json = env.get("SCOPE") or None
-        try:
-            Scope.from_env({"SCOPE": scope_json or ""})
-        except ValueError as exc:
-            problems.append(str(exc))
-        if problems:
-            raise ValueError("ingest function misconfigured: " + "; ".join(problems))
-        return cls(
-            ledger_table_name=env["LEDGER_TABLE_NAME"],
-            dead_letter_queue_url=env["DEAD_LETTER_QUEUE_URL"],
-            tombstone_ttl_seconds=ints["TOMBSTONE_TTL_SECONDS"],
-            record_concurrency=ints["RECORD_CONCURRENCY"],
-            bucket_name=env.get("BUCKET_NAME") or None,
-            scope_json=scope_json,
-        )
+#: The ingest function's environment, validated at cold start: its home is
+#: :class:`s3ingest_fn.config.IngestConfig` (this name is kept for callers).
+FunctionSettings = IngestConfig

@@ -13,6 +13,7 @@ from constructs import Construct
 from s3ingest.settings import inventory_report_prefix
 from s3ingest_cdk.constructs.backfill_function import BACKFILL_SERVICE_NAME
 from s3ingest_cdk.constructs.python_function import python_function
+from s3ingest_fn import config as fn_config
 
 #: Entry point of the state machine's steps (``{"action": "prepare" | "report" | ...}``).
 BACKFILL_CONTROL_HANDLER = "s3ingest_fn.handlers.backfill_control.handler"
@@ -106,14 +107,14 @@ class BackfillControlFunction(Construct):
             tracing=tracing,
             service_name=BACKFILL_SERVICE_NAME,
             environment={
-                "LEDGER_TABLE_NAME": ledger_table.table_name,
-                "INGEST_QUEUE_URL": queue.queue_url,
-                "DEAD_LETTER_QUEUE_URL": dead_letter_queue.queue_url,
-                "TOMBSTONE_TTL_SECONDS": str(tombstone_ttl_seconds),
-                "BUCKET_NAME": bucket.bucket_name,
-                "INVENTORY_BUCKET_NAME": inventory_bucket.bucket_name,
-                "INVENTORY_PREFIX": inventory_report_prefix(bucket.bucket_name),
-                "REPORT_BUCKET_NAME": inventory_bucket.bucket_name,
+                fn_config.LEDGER_TABLE_NAME: ledger_table.table_name,
+                fn_config.INGEST_QUEUE_URL: queue.queue_url,
+                fn_config.DEAD_LETTER_QUEUE_URL: dead_letter_queue.queue_url,
+                fn_config.TOMBSTONE_TTL_SECONDS: str(tombstone_ttl_seconds),
+                fn_config.BUCKET_NAME: bucket.bucket_name,
+                fn_config.INVENTORY_BUCKET_NAME: inventory_bucket.bucket_name,
+                fn_config.INVENTORY_PREFIX: inventory_report_prefix(bucket.bucket_name),
+                fn_config.REPORT_BUCKET_NAME: inventory_bucket.bucket_name,
             },
         )
         self.function = parts.function

@@ -10,11 +10,13 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from s3ingest_cdk.constructs.python_function import python_function
+from s3ingest_fn import config as fn_config
+from s3ingest_fn.contract import BACKFILL_SERVICE
 
 #: Entry point of the Batch Operations task handler (invocation schema 2.0 or 1.0).
 BACKFILL_HANDLER = "s3ingest_fn.handlers.backfill.handler"
 #: ``POWERTOOLS_SERVICE_NAME`` of both backfill functions (their handlers' logger service).
-BACKFILL_SERVICE_NAME = "s3ingest-backfill"
+BACKFILL_SERVICE_NAME = BACKFILL_SERVICE
 
 
 class BackfillFunction(Construct):
@@ -95,13 +97,13 @@ class BackfillFunction(Construct):
             log_retention_days=log_retention_days,
             tracing=tracing,
             service_name=BACKFILL_SERVICE_NAME,
-            environment={
-                "LEDGER_TABLE_NAME": ledger_table.table_name,
-                "DEAD_LETTER_QUEUE_URL": dead_letter_queue.queue_url,
-                "TOMBSTONE_TTL_SECONDS": str(tombstone_ttl_seconds),
-                "BUCKET_NAME": bucket.bucket_name,
-                "RECORD_CONCURRENCY": str(record_concurrency),
-            },
+            environment=fn_config.BackfillConfig(
+                ledger_table_name=ledger_table.table_name,
+                dead_letter_queue_url=dead_letter_queue.queue_url,
+                tombstone_ttl_seconds=tombstone_ttl_seconds,
+                bucket_name=bucket.bucket_name,
+                record_concurrency=record_concurrency,
+            ).to_env(),
         )
         self.function = parts.function
         self.role = parts.role

@@ -16,6 +16,7 @@ from constructs import Construct
 
 from s3ingest_cdk.constructs.python_function import python_function, retention
 from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
+from s3ingest_fn.contract import BUCKET_SETUP_SERVICE
 
 #: The onEvent handler (``s3ingest_fn.handlers.bucket_setup.on_event``).
 BUCKET_SETUP_HANDLER = "s3ingest_fn.handlers.bucket_setup.on_event"
@@ -78,7 +79,7 @@ class BucketSetupProvider(Construct):
             memory_size_mib=256,
             log_retention_days=log_retention_days,
             tracing=False,
-            service_name="s3ingest-bucket-setup",
+            service_name=BUCKET_SETUP_SERVICE,
             environment={},
         )
         self.function = parts.function

@@ -10,11 +10,13 @@ from constructs import Construct
 
 from s3ingest_cdk.constructs.ingest_queue import secure_queue
 from s3ingest_cdk.constructs.python_function import python_function
+from s3ingest_fn import config as fn_config
+from s3ingest_fn.contract import CHANGE_RELAY_SERVICE
 
 #: Entry point of the relay (``{"Records": [<DynamoDB stream record>, ...]}``).
 CHANGE_STREAM_HANDLER = "s3ingest_fn.handlers.change_stream.handler"
 #: ``POWERTOOLS_SERVICE_NAME``: the relay's logger and metrics use the ingest's service.
-CHANGE_STREAM_SERVICE_NAME = "s3ingest"
+CHANGE_STREAM_SERVICE_NAME = CHANGE_RELAY_SERVICE
 #: How long the dead-letter queue keeps a dropped batch's position: SQS's maximum. The stream
 #: itself keeps records 24 hours; this is the time left to re-publish from the ledger.
 DEAD_LETTER_RETENTION = Duration.days(14)
@@ -95,7 +97,7 @@ class ChangeRelayFunction(Construct):
             log_retention_days=log_retention_days,
             tracing=tracing,
             service_name=CHANGE_STREAM_SERVICE_NAME,
-            environment={"CHANGE_BUS_NAME": bus.event_bus_name},
+            environment=fn_config.ChangeRelayConfig(bus.event_bus_name).to_env(),
         )
         self.function = parts.function
         self.role = parts.role

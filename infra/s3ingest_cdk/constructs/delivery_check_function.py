@@ -13,12 +13,13 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from s3ingest_cdk.constructs.python_function import python_function
-from s3ingest_fn.contract import DELIVERY_BUCKETS_ENV
+from s3ingest_fn.config import DeliveryCheckConfig
+from s3ingest_fn.contract import DELIVERY_CHECK_SERVICE
 
 #: Entry point of the check (any event; it reads ``DELIVERY_CHECK_BUCKETS``).
 DELIVERY_CHECK_HANDLER = "s3ingest_fn.handlers.delivery_check.handler"
 #: ``POWERTOOLS_SERVICE_NAME`` (its logger's own name; its metrics use ``service=s3ingest``).
-DELIVERY_CHECK_SERVICE_NAME = "s3ingest-delivery-check"
+DELIVERY_CHECK_SERVICE_NAME = DELIVERY_CHECK_SERVICE
 #: How often it runs: the delivery alarm (30-minute periods) sees at least one run per period.
 DELIVERY_CHECK_INTERVAL = Duration.minutes(15)
 #: One GetBucketNotificationConfiguration per bucket: seconds, not the ingest's settings.
@@ -92,7 +93,7 @@ class DeliveryCheckFunction(Construct):
             tracing=tracing,
             service_name=DELIVERY_CHECK_SERVICE_NAME,
             environment={
-                DELIVERY_BUCKETS_ENV: ",".join(b.bucket_name for b in buckets),
+                **DeliveryCheckConfig(tuple(b.bucket_name for b in buckets)).to_env(),
                 **(environment or {}),
             },
         )

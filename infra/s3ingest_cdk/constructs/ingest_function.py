@@ -10,10 +10,12 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from s3ingest_cdk.constructs.python_function import python_function
+from s3ingest_fn import config as fn_config
+from s3ingest_fn.contract import INGEST_SERVICE
 
 #: The function's entry point inside the bundled ``s3ingest_fn`` package.
 HANDLER = "s3ingest_fn.handlers.ingest.handler"
-SERVICE_NAME = "s3ingest"
+SERVICE_NAME = INGEST_SERVICE
 
 
 class IngestFunction(Construct):
@@ -95,13 +97,13 @@ class IngestFunction(Construct):
             log_retention_days=log_retention_days,
             tracing=tracing,
             service_name=SERVICE_NAME,
-            environment={
-                "LEDGER_TABLE_NAME": ledger_table.table_name,
-                "DEAD_LETTER_QUEUE_URL": dead_letter_queue.queue_url,
-                "TOMBSTONE_TTL_SECONDS": str(tombstone_ttl_seconds),
-                "RECORD_CONCURRENCY": str(record_concurrency),
-                "BUCKET_NAME": bucket.bucket_name,
-            },
+            environment=fn_config.IngestConfig(
+                ledger_table_name=ledger_table.table_name,
+                dead_letter_queue_url=dead_letter_queue.queue_url,
+                tombstone_ttl_seconds=tombstone_ttl_seconds,
+                record_concurrency=record_concurrency,
+                bucket_name=bucket.bucket_name,
+            ).to_env(),
         )
         self.function = parts.function
         self.role = parts.role

@@ -19,6 +19,7 @@ from s3ingest.settings import (
     InventoryRef,
     inventory_report_prefix,
 )
+from s3ingest_fn import config as fn_config
 
 if TYPE_CHECKING:
     from s3ingest_cdk.constructs.bucket_setup import BucketSetupProvider
@@ -479,9 +480,9 @@ class LandingBucket(Construct):
 #: writes the ledger: ``SCOPE`` (``s3ingest_fn.core.scope.Scope.to_json``'s shape, the settings'
 #: bucket order), ``INVENTORIES`` (``[{"name", "bucket", "prefix"}]``, one per bucket with an
 #: inventory) and ``CHECKPOINT_BUCKET_NAME`` (the listing backfill's checkpoints).
-SCOPE_ENV = "SCOPE"
-INVENTORIES_ENV = "INVENTORIES"
-CHECKPOINT_BUCKET_ENV = "CHECKPOINT_BUCKET_NAME"
+SCOPE_ENV = fn_config.SCOPE
+INVENTORIES_ENV = fn_config.INVENTORIES
+CHECKPOINT_BUCKET_ENV = fn_config.CHECKPOINT_BUCKET_NAME
 
 
 @dataclass(frozen=True)
@@ -550,6 +551,6 @@ class Landings:
         env = {**self.scope_environment(scope), INVENTORIES_ENV: self.inventories_json(scope)}
         first = self.first
         if first.report_bucket is not None and first.report_prefix is not None:
-            env["INVENTORY_BUCKET_NAME"] = first.report_bucket.bucket_name
-            env["INVENTORY_PREFIX"] = first.report_prefix
+            env[fn_config.INVENTORY_BUCKET_NAME] = first.report_bucket.bucket_name
+            env[fn_config.INVENTORY_PREFIX] = first.report_prefix
         return env

@@ -11,9 +11,11 @@ from constructs import Construct
 
 from s3ingest_cdk.constructs.python_function import python_function
 from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
+from s3ingest_fn import config as fn_config
+from s3ingest_fn.contract import PROCESSOR_SERVICE
 
 #: ``POWERTOOLS_SERVICE_NAME`` of the deployed processor functions.
-PROCESSOR_SERVICE_NAME = "s3ingest-processor"
+PROCESSOR_SERVICE_NAME = PROCESSOR_SERVICE
 
 
 def lambda_handler(handler: str) -> str:
@@ -83,7 +85,9 @@ class ProcessorFunction(Construct):
         output_bucket: s3.IBucket | None,
     ) -> None:
         super().__init__(scope, construct_id)
-        environment = {} if output_bucket is None else {"OUTPUT_BUCKET": output_bucket.bucket_name}
+        environment = (
+            {} if output_bucket is None else {fn_config.OUTPUT_BUCKET: output_bucket.bucket_name}
+        )
         parts = python_function(
             self,
             description=f"s3ingest: processor {name} ({handler}), invoked under the claim",

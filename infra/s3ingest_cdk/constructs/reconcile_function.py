@@ -12,12 +12,14 @@ from constructs import Construct
 
 from s3ingest.settings import inventory_report_prefix
 from s3ingest_cdk.constructs.python_function import python_function
+from s3ingest_fn import config as fn_config
+from s3ingest_fn.contract import RECONCILE_SERVICE
 
 #: Entry point of the single reconciliation run (``{"source", "prefix", "dryRun", ...}``).
 RECONCILE_HANDLER = "s3ingest_fn.handlers.reconcile.handler"
 #: Entry point of the fan-out's steps (``{"action": "plan" | "shard_inventory" | ...}``).
 FANOUT_HANDLER = "s3ingest_fn.handlers.reconcile_fanout.handler"
-SERVICE_NAME = "s3ingest-reconcile"
+SERVICE_NAME = RECONCILE_SERVICE
 
 
 class ReconcileFunction(Construct):
@@ -85,14 +87,15 @@ class ReconcileFunction(Construct):
         tracing: bool,
     ) -> None:
         super().__init__(scope, construct_id)
-        environment = {
-            "LEDGER_TABLE_NAME": ledger_table.table_name,
-            "INGEST_QUEUE_URL": queue.queue_url,
-            "BUCKET_NAME": bucket.bucket_name,
-        }
-        if inventory_bucket is not None:
-            environment["INVENTORY_BUCKET_NAME"] = inventory_bucket.bucket_name
-            environment["INVENTORY_PREFIX"] = inventory_report_prefix(bucket.bucket_name)
+        environment = fn_config.ReconcileConfig(
+            ledger_table_name=ledger_table.table_name,
+            ingest_queue_url=queue.queue_url,
+            bucket_name=bucket.bucket_name,
+            inventory_bucket_name=inventory_bucket.bucket_name if inventory_bucket else None,
+            inventory_prefix=(
+                inventory_report_prefix(bucket.bucket_name) if inventory_bucket else None
+            ),
+        ).to_env()
         parts = python_function(
             self,
             description=description,

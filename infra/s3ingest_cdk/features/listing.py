@@ -32,6 +32,7 @@ from s3ingest_cdk.features.evidence import (
 )
 from s3ingest_cdk.features.service import IngestProcessors, grant_ingest_service
 from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
+from s3ingest_fn import config as fn_config
 
 #: Plan and summarize: a few probes or a listing of the run's checkpoints.
 STEP_TIMEOUT = Duration.minutes(5)
@@ -112,12 +113,12 @@ class ListingBackfill(Construct):
         # is granted the ledger.
         common = {
             **landings.scope_environment(self),
-            "BUCKET_NAME": landings.first.bucket.bucket_name,
+            fn_config.BUCKET_NAME: landings.first.bucket.bucket_name,
             CHECKPOINT_BUCKET_ENV: checkpoints.bucket_name,
-            "LEDGER_TABLE_NAME": ledger_table.table_name,
-            "DEAD_LETTER_QUEUE_URL": dead_letter_queue.queue_url,
-            "TOMBSTONE_TTL_SECONDS": str(settings.tombstone_ttl_seconds),
-            "RECORD_CONCURRENCY": str(settings.record_concurrency),
+            fn_config.LEDGER_TABLE_NAME: ledger_table.table_name,
+            fn_config.DEAD_LETTER_QUEUE_URL: dead_letter_queue.queue_url,
+            fn_config.TOMBSTONE_TTL_SECONDS: str(settings.tombstone_ttl_seconds),
+            fn_config.RECORD_CONCURRENCY: str(settings.record_concurrency),
         }
 
         def step(

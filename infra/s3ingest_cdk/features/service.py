@@ -13,6 +13,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 
 from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
+from s3ingest_fn import config as fn_config
 
 
 def grant_read_objects(function: lambda_.IFunction, bucket: s3.IBucket) -> str:
@@ -74,7 +75,7 @@ def grant_processors(function: lambda_.Function, processors: IngestProcessors) -
     if role is None:  # pragma: no cover - python_function gives every function a role
         raise TypeError("an s3ingest function has its own role")
     if processors.environment is not None:
-        function.add_environment("PROCESSORS", processors.environment)
+        function.add_environment(fn_config.PROCESSORS, processors.environment)
     for name, value in processors.variables:
         function.add_environment(name, value)
     if processors.function_arns:
@@ -154,8 +155,8 @@ def grant_ingest_service(
     if output_bucket is None or not in_process:
         return
     if processor is not None:
-        function.add_environment("PROCESSOR", processor)
-    function.add_environment("OUTPUT_BUCKET", output_bucket.bucket_name)
+        function.add_environment(fn_config.PROCESSOR, processor)
+    function.add_environment(fn_config.OUTPUT_BUCKET, output_bucket.bucket_name)
     outputs_arn = output_bucket.arn_for_objects("*")
     iam.Grant.add_to_principal(
         grantee=function,
