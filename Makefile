@@ -19,7 +19,7 @@ STAMP_NPM := node_modules/.stamp
 WITH_NODE := PATH="$(CURDIR)/node_modules/.bin:$(CURDIR)/$(BIN):$$PATH"
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: demo test lint format typecheck unit synth machines bench lock contract-index clean help
+.PHONY: demo test lint format typecheck unit flake-check synth machines bench lock contract-index clean help
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -60,6 +60,16 @@ typecheck: $(STAMP)  ## mypy (the example app apart: its app.py would clash with
 PYTEST_WORKERS ?= 2
 unit: $(STAMP) $(STAMP_NPM)  ## pytest only (the infra tests synthesize: jsii runs on the pinned Node)
 	$(WITH_NODE) $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
+
+# The suite N times with `make unit`'s options, each run in its own random order (a new
+# pytest-randomly seed, printed); reports every test that failed in any run, with the seeds that
+# replay it (`--randomly-seed=S`), and fails if one did. ARGS: more pytest arguments, e.g. a path
+# (`make flake-check N=1 ARGS=tests/unit`).
+N ?= 5
+ARGS ?=
+flake-check: $(STAMP) $(STAMP_NPM)  ## run the suite N times in random orders; report every test that ever failed
+	$(WITH_NODE) $(BIN)/python -m tests.flake_check --runs $(N) -- \
+		-n $(PYTEST_WORKERS) --dist loadgroup $(ARGS)
 
 test: lint typecheck unit  ## everything CI checks: lint, types, tests (synth included)
 

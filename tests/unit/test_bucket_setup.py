@@ -284,6 +284,7 @@ def _cdk_notifications_handler() -> Any:
     return module
 
 
+@pytest.mark.allow_hosts(["127.0.0.1"])  # CDK's handler posts its reply to the ResponseURL
 def test_cdk_notifications_handler_merges_but_leaves_delivery_on_after_delete(s3: Any) -> None:
     # GIVEN the bucket (delivery off, another team's queue) and CDK's handler as it would run
     # for an imported bucket (Managed "false": merge with the existing configuration)

@@ -31,6 +31,10 @@ BODY = b"line one\nline two\n" * 1000
 ETAG = hashlib.md5(BODY).hexdigest()
 RESPONSE = jsonschema.Draft202012Validator(schema("response-v1.json"))
 
+#: The helper reads a presigned URL over HTTP: here from a server on the loopback interface,
+#: the only host these tests may connect to (tests/unit/conftest.py disables sockets).
+pytestmark = pytest.mark.allow_hosts(["127.0.0.1"])
+
 
 class Store(BaseHTTPRequestHandler):
     """``GET /obj``: 412 unless ``If-Match`` names :data:`ETAG`; ``/gone``: 404;
