@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any, cast
 
 from s3ingest_fn.config import _INVOCATION_ENV
@@ -56,6 +56,21 @@ class InvocationEnviron(MutableMapping[str, str]):
     def copy(self) -> dict[str, str]:
         """A plain dict of what the caller sees (as ``os.environ.copy()``)."""
         return dict(self._target())
+
+    # os._Environ's union operators (PEP 584), which MutableMapping does not provide
+    def __or__(self, other: Any) -> dict[str, str]:
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        return {**self._target(), **other}
+
+    def __ror__(self, other: Any) -> dict[str, str]:
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        return {**other, **self._target()}
+
+    def __ior__(self, other: Any) -> InvocationEnviron:
+        self.update(other)
+        return self
 
     def __repr__(self) -> str:
         return f"InvocationEnviron({dict(self._target())!r})"
