@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -115,7 +116,9 @@ class InjectedCrash(TransientError):
 class CrashInjector:
     """Kills workers after a processor's effect and before its commit, at ``Chaos.crash``'s
     rate, inside :meth:`crashing` blocks only; thread-safe (the handler runs records
-    concurrently).
+    concurrently). Each draw is a function of the seed, the processor, the change, its fencing
+    token and how many times that claim has drawn before, never of which thread draws first:
+    a seed replays the same crashes however the records' threads interleave.
 
     Parameters
     ----------
@@ -136,7 +139,8 @@ class CrashInjector:
         self._release = release
         self._on_crash = on_crash
         self._rate = 0.0
-        self._rng = random.Random(seed)
+        self._seed = seed
+        self._draws: Counter[tuple[str, str, int]] = Counter()
         self._lock = threading.Lock()
 
     @contextmanager
@@ -144,14 +148,14 @@ class CrashInjector:
         """Inject ``chaos.crash`` into the effects run inside the block, and only there
         (``None``: the enclosing block's rate goes on)."""
         with self._lock:
-            saved = (self._rate, self._rng)
+            saved = (self._rate, self._seed)
             if chaos is not None:
-                self._rate, self._rng = chaos.crash, random.Random(chaos.seed)
+                self._rate, self._seed = chaos.crash, chaos.seed
         try:
             yield
         finally:
             with self._lock:
-                self._rate, self._rng = saved
+                self._rate, self._seed = saved
 
     def after_effect(self, change: AppliedChange) -> None:
         """The effect runner's hook between an effect and its commit: maybe kill the worker.
@@ -162,7 +166,7 @@ class CrashInjector:
             When the draw says the worker dies.
         """
         with self._lock:
-            if not (self._rate > 0 and self._rng.random() < self._rate):
+            if not (self._rate > 0 and self._draw(change) < self._rate):
                 return
             if self._on_crash is not None:
                 self._on_crash(change)
@@ -174,3 +178,11 @@ class CrashInjector:
         # The dead worker logs nothing; the report still shows the delivery, as retried with its
         # own event's fields (the processing layer builds that record).
         raise InjectedCrash("worker-killed-before-commit")
+
+    def _draw(self, change: AppliedChange) -> float:
+        """The next draw of ``change``'s claim, in [0, 1) (under the lock)."""
+        claim = (change.processor, change.change_id, change.token)
+        n = self._draws[claim]
+        self._draws[claim] = n + 1
+        # a str seed is hashed with SHA-512 (random.seed, version 2): the same in every process
+        return random.Random(f"{self._seed}|{'|'.join(map(str, claim))}|{n}").random()
