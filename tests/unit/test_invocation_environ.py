@@ -42,13 +42,15 @@ def test_inside_an_invocation_only_its_environment_is_seen_and_written() -> None
 def test_a_worker_thread_of_an_invocation_sees_its_environment() -> None:
     view = InvocationEnviron({"HOME": "/root"})
     seen: list[str | None] = []
+
+    def look() -> None:
+        seen.append(view.get("OUTPUT_BUCKET"))
+
     with use_env({"OUTPUT_BUCKET": "out"}):
-        worker = threading.Thread(
-            target=carry_context(lambda: seen.append(view.get("OUTPUT_BUCKET")))
-        )
+        worker = threading.Thread(target=carry_context(look))
         worker.start()
         worker.join()
-    plain = threading.Thread(target=lambda: seen.append(view.get("OUTPUT_BUCKET")))
+    plain = threading.Thread(target=look)
     plain.start()
     plain.join()
     assert seen == ["out", None]
