@@ -116,9 +116,11 @@ class InjectedCrash(TransientError):
 class CrashInjector:
     """Kills workers after a processor's effect and before its commit, at ``Chaos.crash``'s
     rate, inside :meth:`crashing` blocks only; thread-safe (the handler runs records
-    concurrently). Each draw is a function of the seed, the processor, the change, its fencing
-    token and how many times that claim has drawn before, never of which thread draws first:
-    a seed replays the same crashes however the records' threads interleave.
+    concurrently). Each draw is a function of the seed, the processor, the object key and how
+    many times that processor has drawn for that key before, never of which thread draws first
+    (one processor's effects on one key run one at a time, under its claim) nor of what differs
+    between runs (version ids, change ids, unique bucket names): a seed replays the same crashes
+    however the records' threads interleave.
 
     Parameters
     ----------
@@ -140,7 +142,7 @@ class CrashInjector:
         self._on_crash = on_crash
         self._rate = 0.0
         self._seed = seed
-        self._draws: Counter[tuple[str, str, int]] = Counter()
+        self._draws: Counter[tuple[str, str]] = Counter()
         self._lock = threading.Lock()
 
     @contextmanager
@@ -180,9 +182,9 @@ class CrashInjector:
         raise InjectedCrash("worker-killed-before-commit")
 
     def _draw(self, change: AppliedChange) -> float:
-        """The next draw of ``change``'s claim, in [0, 1) (under the lock)."""
-        claim = (change.processor, change.change_id, change.token)
+        """The next draw of ``change``'s processor on its key, in [0, 1) (under the lock)."""
+        claim = (change.processor, change.key)
         n = self._draws[claim]
         self._draws[claim] = n + 1
         # a str seed is hashed with SHA-512 (random.seed, version 2): the same in every process
-        return random.Random(f"{self._seed}|{'|'.join(map(str, claim))}|{n}").random()
+        return random.Random(f"{self._seed}|{claim[0]}|{n}|{claim[1]}").random()

@@ -1,6 +1,7 @@
 """The local runtime's crash chaos (:class:`s3ingest.local.chaos.CrashInjector`) is a function
-of its seed and of the claims it draws for, never of the order in which the records' threads
-reach it: one seed replays one set of crashes."""
+of its seed and of the processors and keys it draws for, never of the order in which the
+records' threads reach it nor of a run's version ids, change ids or bucket names: one seed
+replays one set of crashes."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from s3ingest.local.chaos import Chaos, CrashInjector, InjectedCrash
 from s3ingest_fn.core.effects import AppliedChange
 
 
-def _change(processor: str, n: int, token: int = 1) -> AppliedChange:
+def _change(processor: str, n: int, token: int = 1, bucket: str = "b") -> AppliedChange:
     return AppliedChange(
-        bucket="b",
+        bucket=bucket,
         key=f"k{n}",
         kind="created",
         sequencer=None,
@@ -23,13 +24,13 @@ def _change(processor: str, n: int, token: int = 1) -> AppliedChange:
         size=1,
         source="live",
         event_name="ObjectCreated:Put",
-        change_id=f"{n:032x}",
+        change_id=f"{n:016x}{token:08x}{len(bucket):08x}",
         token=token,
         processor=processor,
     )
 
 
-def _crashed(order: list[AppliedChange], seed: int) -> set[tuple[str, str, int]]:
+def _crashed(order: list[AppliedChange], seed: int) -> set[tuple[str, str]]:
     released: list[AppliedChange] = []
     injector = CrashInjector(release=released.append)
     crashed = set()
@@ -38,8 +39,8 @@ def _crashed(order: list[AppliedChange], seed: int) -> set[tuple[str, str, int]]
             try:
                 injector.after_effect(change)
             except InjectedCrash:
-                crashed.add((change.processor, change.change_id, change.token))
-    assert {(c.processor, c.change_id, c.token) for c in released} == crashed
+                crashed.add((change.processor, change.key))
+    assert {(c.processor, c.key) for c in released} == crashed
     return crashed
 
 
@@ -51,6 +52,11 @@ def test_the_same_seed_crashes_the_same_claims_in_any_order(seed: int) -> None:
     first = _crashed(changes, seed)
     assert 0 < len(first) < len(changes)
     assert _crashed(shuffled, seed) == first
+    # another run: other change ids, tokens and bucket name, the same keys
+    again = [
+        _change(p, n, token=5, bucket="b-0f3a") for p in ("thumbs", "notify") for n in range(40)
+    ]
+    assert _crashed(again, seed) == first
 
 
 def test_a_retried_claim_draws_anew_and_another_seed_crashes_others() -> None:
