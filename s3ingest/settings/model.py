@@ -33,6 +33,7 @@ from s3ingest.settings.processors import (
     processor_entry,
     processor_settings_problems,
 )
+from s3ingest_fn import config as fn_config
 from s3ingest_fn.core.row import MAX_TRAIL
 
 SECONDS_PER_DAY = 86_400
@@ -306,9 +307,9 @@ class Settings:
         :func:`s3ingest_fn.wiring.ledger`."""
         env: dict[str, str] = {}
         if self.hold is not None:
-            env["HOLD"] = compact_json(self.hold)
+            env[fn_config.HOLD] = compact_json(self.hold)
         if self.trail_length != DEFAULTS["trailLength"]:
-            env["TRAIL_LENGTH"] = str(self.trail_length)
+            env[fn_config.TRAIL_LENGTH] = str(self.trail_length)
         return env
 
     @property
