@@ -534,9 +534,9 @@ def inventories_from_env(env: Any, first_bucket: str | None) -> dict[str, tuple[
     ValueError
         When ``INVENTORIES`` is not a JSON list of such objects.
     """
-    from s3ingest_fn.config import INVENTORY_BUCKET_NAME, INVENTORY_PREFIX, Inventory
+    from s3ingest_fn.config import INVENTORIES, INVENTORY_BUCKET_NAME, INVENTORY_PREFIX, Inventory
 
-    found = {e.name: (e.bucket, e.prefix) for e in Inventory.parse(env.get("INVENTORIES"))}
+    found = {e.name: (e.bucket, e.prefix) for e in Inventory.parse(env.get(INVENTORIES))}
     legacy = env.get(INVENTORY_BUCKET_NAME)
     if first_bucket and first_bucket not in found and legacy:
         found[first_bucket] = (legacy, env.get(INVENTORY_PREFIX, ""))
