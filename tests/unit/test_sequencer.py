@@ -139,3 +139,52 @@ def test_normalize_is_idempotent_and_keeps_the_order(
     # Stored (normalised) values compare as plain strings exactly as the raw values do, which is
     # what lets DynamoDB apply the rule with a string "<" in a condition expression.
     assert (na > nb) - (na < nb) == sequencer.compare(a, b) == sequencer.compare(na, nb)
+
+
+# -- the shape S3 sends (CONTRACT C2, C9) ------------------------------------------------------
+
+NOW = 1_700_000_000.0  # 2023-11-14T22:13:20Z
+
+
+def test_real_and_documented_sequencers_are_accepted() -> None:
+    for raw in ("00643717F9F8B85354", "006408CAD69598B05E", "617f08299329d189", "617b398000000000"):
+        assert sequencer.problem(raw, NOW) is None, raw
+
+
+def test_absent_or_empty_is_no_sequencer_not_a_problem() -> None:
+    assert sequencer.problem(None, NOW) is None
+    assert sequencer.problem("", NOW) is None
+
+
+def test_garbage_lengths_and_forged_values_are_refused_with_a_reason() -> None:
+    assert sequencer.problem("Happy Sequencer", NOW) == "sequencer-not-hex"
+    assert sequencer.problem(12345, NOW) == "sequencer-not-hex"
+    assert sequencer.problem("   ", NOW) == "sequencer-not-hex"
+    assert sequencer.problem("F" * 64, NOW) == "sequencer-length"
+    assert sequencer.problem("00643717FA1234", NOW) == "sequencer-length"  # 14 characters
+    assert sequencer.problem("0" * 33, NOW) == "sequencer-length"
+
+
+def test_a_sequencer_from_beyond_the_skew_is_refused() -> None:
+    at = int(NOW)
+    within = f"00{at + sequencer.SKEW_SECONDS:08X}00000000"
+    beyond = f"00{at + sequencer.SKEW_SECONDS + 1:08X}00000000"
+    assert sequencer.problem(within, NOW) is None
+    assert sequencer.problem(beyond, NOW) == "sequencer-from-future"
+    assert sequencer.problem("00FFFFFFFF00000000", NOW) == "sequencer-from-future"
+
+
+def test_seconds_of_reads_both_layouts() -> None:
+    assert sequencer.seconds_of("00643717F9F8B85354") == 0x643717F9
+    assert sequencer.seconds_of("617f08299329d189") == 0x617F0829
+    assert sequencer.seconds_of("0064") is None
+    assert sequencer.seconds_of("zz643717F9F8B85354") is None
+
+
+def test_a_stored_forged_sequencer_is_contradicted_and_a_real_one_is_not() -> None:
+    real = sequencer.normalize("00643717F9F8B85354")
+    assert real is not None and sequencer.contradicted(real, NOW) is None
+    forged = sequencer.normalize("F" * 64)
+    assert forged is not None and sequencer.contradicted(forged, NOW) == "sequencer-length"
+    future = sequencer.normalize("00FFFFFFFF00000000")
+    assert future is not None and sequencer.contradicted(future, NOW) == "sequencer-from-future"

@@ -26,6 +26,20 @@ import re
 #: anything longer than this is treated as absent (not a sequencer we can order).
 WIDTH = 64
 
+#: Shortest and longest sequencer an event may carry, characters (CONTRACT C2, C9). AWS documents
+#: the field only as "a string representation of a hexadecimal value"
+#: (https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-content-structure.html);
+#: the bound comes from the fixtures: the EventBridge examples are 16 characters
+#: (https://docs.aws.amazon.com/AmazonS3/latest/userguide/ev-events.html), every captured one 18
+#: (docs/payloads.md section 3), the local runtime's 20 to 26; 32 leaves headroom.
+MIN_EVENT_WIDTH = 16
+MAX_EVENT_WIDTH = 32
+
+#: How far a sequencer's embedded time may be ahead of the handler's clock, seconds: S3's own
+#: tolerance for a request's clock (15 minutes, ``RequestTimeTooSkewed``,
+#: https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html).
+SKEW_SECONDS = 900
+
 _HEX = re.compile(r"[0-9A-F]+")
 
 
@@ -51,6 +65,67 @@ def normalize(raw: object) -> str | None:
     if not value or len(value) > WIDTH or not _HEX.fullmatch(value):
         return None
     return value.ljust(WIDTH, "0")
+
+
+def seconds_of(value: str) -> int | None:
+    """The Unix seconds a sequencer embeds, by the layout of real ones (docs/payloads.md
+    section 3): ``00`` + 8 hex digits of seconds + a suffix; the 16-character documentation
+    examples carry the 8 digits first. ``value`` is raw or normalised (upper-case hex); None when
+    it is shorter than 10 characters or not hex."""
+    text = value.strip().upper()
+    if len(text) < 10 or not _HEX.fullmatch(text):
+        return None
+    return int(text[2:10] if text.startswith("00") else text[:8], 16)
+
+
+def problem(raw: object, now_s: float) -> str | None:
+    """Why an event's ``sequencer`` field is not one S3 sends (CONTRACT C2, C9).
+
+    Parameters
+    ----------
+    raw : object
+        The field as received; absent (None) and ``""`` are no sequencer (an observation, C7),
+        not a problem.
+    now_s : float
+        The handler's clock, Unix seconds.
+
+    Returns
+    -------
+    str or None
+        None when accepted; otherwise the reason code of the ``invalid`` outcome:
+        ``sequencer-not-hex`` (not a string of hex digits), ``sequencer-length`` (outside
+        :data:`MIN_EVENT_WIDTH`..:data:`MAX_EVENT_WIDTH`) or ``sequencer-from-future`` (its time
+        is more than :data:`SKEW_SECONDS` ahead of ``now_s``).
+    """
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str) or not _HEX.fullmatch(raw.strip().upper() or "-"):
+        return "sequencer-not-hex"
+    if not MIN_EVENT_WIDTH <= len(raw.strip()) <= MAX_EVENT_WIDTH:
+        return "sequencer-length"
+    seconds = seconds_of(raw)
+    if seconds is not None and seconds > now_s + SKEW_SECONDS:
+        return "sequencer-from-future"
+    return None
+
+
+def contradicted(stored: str, now_s: float) -> str | None:
+    """Why a row's stored (normalised) sequencer cannot have come from S3: one written before
+    events were checked (:func:`problem`), or forged within the skew and now judged again.
+
+    Returns
+    -------
+    str or None
+        ``sequencer-length`` (significant digits beyond :data:`MAX_EVENT_WIDTH`, such as a forged
+        64 ``F``), ``sequencer-from-future`` (its time ahead of ``now_s`` by more than
+        :data:`SKEW_SECONDS`), or None.
+    """
+    if len(stored.rstrip("0")) > MAX_EVENT_WIDTH:
+        return "sequencer-length"
+    seconds = seconds_of(stored)
+    if seconds is not None and seconds > now_s + SKEW_SECONDS:
+        return "sequencer-from-future"
+    return None
 
 
 def compare(a: str, b: str) -> int:
