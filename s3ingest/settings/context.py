@@ -52,10 +52,16 @@ DEFAULTS: dict[str, Any] = {
     "lagAlarmSeconds": 300,
     "runbookBaseUrl": "https://github.com/s3ingest/s3ingest/blob/main/docs/runbook.md",
     "tracing": False,
+    "logKeys": "plain",
+    "ingestReservedConcurrency": None,
+    "backfillReservedConcurrency": None,
+    "operatorRoleArns": None,
 }
 
 #: Whole-number settings whose default is ``None`` (unset).
-OPTIONAL_INT_KEYS = frozenset({"ledgerWarmWriteUnits"})
+OPTIONAL_INT_KEYS = frozenset(
+    {"ledgerWarmWriteUnits", "ingestReservedConcurrency", "backfillReservedConcurrency"}
+)
 
 
 #: Context keys without ``@`` or ``:`` that the CDK CLI itself writes (``cdk acknowledge``,

@@ -42,6 +42,12 @@ SECONDS_PER_DAY = 86_400
 #: backfill Lambda per object, or a Step Functions Distributed Map with one child per data file.
 BACKFILL_ENGINES = ("batch-operations", "distributed-map")
 
+#: ``logKeys``: how object keys appear in logs.
+LOG_KEYS_MODES = ("plain", "hashed", "none")
+# An IAM role ARN in any partition (https://docs.aws.amazon.com/IAM/latest/UserGuide/
+# reference-arns.html); a path is allowed.
+_ROLE_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
+
 # CloudWatch Logs accepts only these retention periods (days).
 # https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutRetentionPolicy.html
 LOG_RETENTION_DAYS = (
@@ -204,6 +210,22 @@ class Settings:
         functions get ``POWERTOOLS_TRACE_DISABLED=true`` and no X-Ray permission. The state
         machines keep their X-Ray tracing either way (no cold start there; cdk-nag
         AwsSolutions-SF2).
+    log_keys : str
+        How object keys appear in the function logs, the change audit log and the state
+        machines' logs (:data:`LOG_KEYS_MODES`): ``plain`` (as they are), ``hashed`` (a keyed
+        hash, the same for the same key, to grep by) or ``none`` (left out).
+    ingest_reserved_concurrency : int or None
+        Reserved concurrency of the ingest function (at least ``maxConcurrency``, so its own
+        SQS event source is never throttled): live ingest keeps its share of the account's
+        concurrency whatever else runs. ``None``: unreserved.
+    backfill_reserved_concurrency : int or None
+        Reserved concurrency of each backfill worker function (the Batch Operations task
+        function and the listing backfill's shard function): a backfill never takes more of the
+        account's concurrency than this. ``None``: unreserved.
+    operator_role_arns : tuple of str
+        IAM role ARNs (``arn:aws:iam::<account>:role/...``) of the operators allowed to send to
+        the ingest queue (a redrive from its dead-letter queue); the queue's policy denies every
+        other principal but the stack's own (context key ``operatorRoleArns``: a JSON list).
     """
 
     stage: str = DEFAULTS["stage"]
@@ -243,6 +265,10 @@ class Settings:
     lag_alarm_seconds: int = DEFAULTS["lagAlarmSeconds"]
     runbook_base_url: str = DEFAULTS["runbookBaseUrl"]
     tracing: bool = DEFAULTS["tracing"]
+    log_keys: str = DEFAULTS["logKeys"]
+    ingest_reserved_concurrency: int | None = DEFAULTS["ingestReservedConcurrency"]
+    backfill_reserved_concurrency: int | None = DEFAULTS["backfillReservedConcurrency"]
+    operator_role_arns: tuple[str, ...] = ()
 
     @property
     def stack_name(self) -> str:
@@ -383,6 +409,7 @@ class Settings:
         out["processorPolicyStatements"] = [
             dict(statement) for statement in self.processor_policy_statements
         ] or None
+        out["operatorRoleArns"] = list(self.operator_role_arns) or None
         return out
 
     @classmethod
@@ -418,6 +445,11 @@ class Settings:
                 doc, found = parse_hold(raw)
                 problems.extend(found)
                 values[f.name] = doc
+                continue
+            if key == "operatorRoleArns":
+                items, found = parse_json_list(key, raw)
+                problems.extend(found)
+                values[f.name] = tuple(items)
                 continue
             if key in ("processors", "processorPolicyStatements"):
                 items, found = parse_json_list(key, raw)
@@ -558,6 +590,22 @@ class Settings:
         rng("trailLength", self.trail_length, 1, MAX_TRAIL)
         if self.hold_alarm_seconds < 60:
             p.append(f"holdAlarmSeconds: {self.hold_alarm_seconds} is below 60")
+        if self.log_keys not in LOG_KEYS_MODES:
+            p.append(f"logKeys: {self.log_keys!r} is not one of {', '.join(LOG_KEYS_MODES)}")
+        if self.ingest_reserved_concurrency is not None:
+            rng("ingestReservedConcurrency", self.ingest_reserved_concurrency, 1, 1000)
+            if self.ingest_reserved_concurrency < self.max_concurrency:
+                p.append(
+                    f"ingestReservedConcurrency: {self.ingest_reserved_concurrency} is below "
+                    f"maxConcurrency ({self.max_concurrency}): the ingest queue's event source "
+                    "would be throttled, and throttled messages count receives toward the "
+                    "dead-letter queue"
+                )
+        if self.backfill_reserved_concurrency is not None:
+            rng("backfillReservedConcurrency", self.backfill_reserved_concurrency, 1, 1000)
+        for index, arn in enumerate(self.operator_role_arns):
+            if not isinstance(arn, str) or not _ROLE_ARN_RE.match(arn):
+                p.append(f"operatorRoleArns[{index}]: {arn!r} is not an IAM role ARN")
         url = self.runbook_base_url or ""
         if not _RUNBOOK_URL_RE.match(url):
             p.append(
