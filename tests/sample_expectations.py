@@ -12,7 +12,12 @@ by the code under test. How a sample file becomes SQS message bodies depends on 
   (a notification record, a ``{"Records": ...}`` document, an EventBridge event, an SNS envelope
   whose ``Message`` the snapshot tool pre-parsed, or a DynamoDB-typed copy of a record) is a body.
   Placeholders (``<object-key:1>``, ``"sequencer": "sequencer"``, ``"object-sequencer"``) are
-  kept as they are: the anonymised sequencers are not hex, so they normalise to None.
+  kept as they are.
+
+A sequencer not in S3's shape makes an ordered event invalid (CONTRACT C2, C9): a body whose
+expectation names one of :data:`PLACEHOLDER_SEQUENCERS` on an ordered record is checked twice,
+as written (``invalid``, ``sequencer-not-hex``) and with :data:`REAL_SEQUENCER` in its place
+(every other field as written here, the sequencer ordered).
 """
 
 from __future__ import annotations
@@ -78,6 +83,11 @@ CREATED, REMOVED, VERSION_REMOVED, METADATA = (
 TEST_EVENT = Ignored("test-event")
 MALFORMED = Invalid("malformed-json")
 UNKNOWN = Invalid("unknown-shape")
+#: Sequencers of library fixtures that S3 never sends (not hex): LocalStack's anonymised
+#: ``sequencer`` and ``object-sequencer``, aws-lambda-go's ``Happy Sequencer``.
+PLACEHOLDER_SEQUENCERS = frozenset({"sequencer", "object-sequencer", "Happy Sequencer"})
+#: What stands in for them in the second check: a real one (``powertools__s3SqsEvent.json``).
+REAL_SEQUENCER = "00643717F9F8B85354"
 
 PLAIN, SQS, LAMBDA_SNS, LOCALSTACK = "plain", "sqs", "lambda-sns", "localstack"
 BODY = "body"  # the id of the single body of a PLAIN file
@@ -119,7 +129,7 @@ _PT_EB_ETAG = "4e68adba0abe2dc8653dc3354e14c01d"
 _DOC_EB = dict(bucket="DOC-EXAMPLE-BUCKET1", key="example-key")
 _SAM = dict(bucket="{{{bucket}}}", key="{{{key}}}", seq="0A1B2C3D4E5F678901", ordered=True)
 
-# LocalStack snapshots: the anonymised sequencers are not hex, so never ordered.
+# LocalStack snapshots: the anonymised sequencers are not hex (PLACEHOLDER_SEQUENCERS).
 _LS_SQS = dict(bucket="<resource:1>", seq="sequencer", ordered=False)
 _LS_EB = dict(bucket="<bucket-name:1>", key="<key-name:1>")
 _LS_EB_SEQ = dict(_LS_EB, seq="object-sequencer", ordered=False)
@@ -187,8 +197,8 @@ EXPECTED: dict[str, tuple[str, dict[str, Expected]]] = {
         },
     ),
     "arbor-kafka-bind__sns-wrapped_exampleTestMessage.json": (PLAIN, {BODY: TEST_EVENT}),
-    # aws-lambda-go fixtures: %20 and %2D keys, "s3:" prefixes, non-hex sequencers
-    # (docs/payloads.md 1.3, 3).
+    # aws-lambda-go fixtures: %20 and %2D keys, "s3:" prefixes, non-hex sequencers (invalid as
+    # written: PLACEHOLDER_SEQUENCERS) (docs/payloads.md 1.3, 3).
     "aws-lambda-go__s3-event-with-decoded.json": (PLAIN, {BODY: rec(**_HAPPY)}),
     "aws-lambda-go__s3-event.json": (PLAIN, {BODY: rec(**_HAPPY)}),
     "aws-lambda-go__s3-glacier-event.json": (PLAIN, {BODY: rec(**_GO_RESTORE)}),

@@ -44,7 +44,7 @@ def eventbridge(
     detail: dict[str, Any] | None = None,
 ) -> str:
     if detail is None:
-        detail = {"bucket": {"name": "b"}, "object": {"key": key, "sequencer": "00643717F9"}}
+        detail = {"bucket": {"name": "b"}, "object": {"key": key, "sequencer": "00643717F9F8B85354"}}
     return json.dumps(
         {"version": "0", "detail-type": detail_type, "source": source, "detail": detail}
     )
@@ -367,14 +367,17 @@ def test_key_with_a_lone_surrogate_is_not_utf8(body: str) -> None:
     assert reason_of(body) == "key-not-utf8"
 
 
-@pytest.mark.contract("C3")
-@pytest.mark.parametrize("size", ["\u00b2", "9" * 5000])
-def test_unusable_size_string_is_treated_as_absent(size: str) -> None:
-    # C3: every field but the key is optional; str.isdigit() accepts "²", int() does not.
+@pytest.mark.contract("C3", "C9")
+@pytest.mark.parametrize(
+    ("size", "reason"),
+    [("\u00b2", "field-not-integer: size"), ("9" * 5000, "field-range: size")],
+)
+def test_unusable_size_string_is_invalid(size: str, reason: str) -> None:
+    # C9: a size present but not one S3 sends is invalid, not dropped; str.isdigit() accepts
+    # "²", int() does not.
     body = json.loads(notification())
     body["Records"][0]["s3"]["object"]["size"] = size
-    (change,) = parse_body(json.dumps(body)).changes
-    assert change.size is None
+    assert reason_of(json.dumps(body)) == reason
 
 
 @pytest.mark.contract("C3")
