@@ -253,8 +253,10 @@ def message_processor(
     sqs: Any,
     dead_letter_queue_url: str,
     on_result: Callable[[Result], None] | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> MessageProcessor:
-    """One SQS message to one outcome, dead-lettering invalid input to the given queue."""
+    """One SQS message to one outcome, dead-lettering invalid input to the given queue;
+    ``clock`` (Unix seconds) judges how far ahead a sequencer's time may be."""
     from s3ingest_fn.adapters.sqs import DeadLetter
     from s3ingest_fn.services.ingest import MessageProcessor
 
@@ -262,6 +264,7 @@ def message_processor(
         service=service,
         dead_letter=DeadLetter(sqs, dead_letter_queue_url),
         on_result=on_result,
+        clock=clock,
     )
 
 

@@ -44,6 +44,7 @@ from s3ingest.settings import (
     ingest_event_pattern,
 )
 from s3ingest_fn.adapters.dynamo_ledger import PARTITION_KEY, TTL_ATTRIBUTE
+from s3ingest_fn.adapters.sqs import DEAD_LETTER_MAX_MESSAGE_BYTES, INGEST_QUEUE_MAX_MESSAGE_BYTES
 from s3ingest_fn.core.scope import Scope
 
 REGION = "us-east-1"
@@ -463,7 +464,10 @@ def provision(
     day = 86_400
     dlq_url = sqs.create_queue(
         QueueName=f"ingest-dlq-{suffix}",
-        Attributes={"MessageRetentionPeriod": str(settings.dlq_retention_days * day)},
+        Attributes={
+            "MessageRetentionPeriod": str(settings.dlq_retention_days * day),
+            "MaximumMessageSize": str(DEAD_LETTER_MAX_MESSAGE_BYTES),
+        },
     )["QueueUrl"]
     dlq_arn = _queue_arn(sqs, dlq_url)
     queue_url = sqs.create_queue(
@@ -471,6 +475,7 @@ def provision(
         Attributes={
             "MessageRetentionPeriod": str(settings.queue_retention_days * day),
             "VisibilityTimeout": str(settings.queue_visibility_timeout_seconds),
+            "MaximumMessageSize": str(INGEST_QUEUE_MAX_MESSAGE_BYTES),
             "RedrivePolicy": json.dumps(
                 {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": settings.max_receive_count}
             ),

@@ -228,16 +228,26 @@ def test_one_result_per_record_and_a_transient_record_does_not_hide_the_others(
     ]
 
 
-@pytest.mark.contract("C3")
-def test_a_size_that_is_not_a_number_is_treated_as_absent(
-    processor: MessageProcessor, service: FakeService
+@pytest.mark.contract("C9")
+def test_a_size_that_is_not_a_number_is_invalid_not_a_crash(
+    processor: MessageProcessor, service: FakeService, sqs: tuple[Any, Stubber]
 ) -> None:
-    # C3: every field except the key is optional; an unusable size is absent, not a crash.
+    # C9: a size present but not an integer is invalid (not dropped), and never a crash.
     # ('²'.isdigit() is True but int('²') raises: this once escaped process() as a ValueError.)
-    results = processor.process(eventbridge_body(size="²"), "msg-1")
+    body = eventbridge_body(size="²")
+    _, stub = sqs
+    stub.add_response(
+        "send_message",
+        {"MessageId": "dlq-1"},
+        _dlq_request(body, "field-not-integer: size", "'²'", "msg-1"),
+    )
 
-    assert [r.outcome for r in results] == [Outcome.APPLIED]
-    assert service.seen[0].size is None
+    results = processor.process(body, "msg-1")
+
+    assert [(r.outcome, r.reason) for r in results] == [
+        (Outcome.INVALID, "field-not-integer: size")
+    ]
+    assert service.seen == []
 
 
 # -- FunctionSettings --------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from s3ingest_fn.core.events import MAX_BODY_BYTES
 from s3ingest_fn.core.model import TransientError
 
 if TYPE_CHECKING:
@@ -19,6 +20,67 @@ else:
 REASON_ATTRIBUTE = "s3ingest-reason"
 DETAIL_ATTRIBUTE = "s3ingest-detail"
 SOURCE_ID_ATTRIBUTE = "s3ingest-source-message-id"
+#: Bounds of the attribute values, UTF-8 bytes (values are cut at a character boundary).
+MAX_REASON_BYTES = 256
+MAX_DETAIL_BYTES = 1000
+MAX_SOURCE_ID_BYTES = 128
+#: The value sent for an empty body (SQS refuses an empty one).
+EMPTY_BODY = "<empty body>"
+
+#: The dead-letter queue's ``MaximumMessageSize``, bytes: SQS's largest (1 MiB,
+#: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SetQueueAttributes.html).
+DEAD_LETTER_MAX_MESSAGE_BYTES = 1_048_576
+#: The most the attributes of a forward add, bytes: SQS counts each attribute's name, data type
+#: and value toward the message size
+#: (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-message-metadata.html).
+FORWARD_ATTRIBUTES_MAX_BYTES = (
+    len(REASON_ATTRIBUTE) + len("String") + MAX_REASON_BYTES
+    + len(SOURCE_ID_ATTRIBUTE) + len("String") + MAX_SOURCE_ID_BYTES
+    + len(DETAIL_ATTRIBUTE) + len("String") + MAX_DETAIL_BYTES
+)  # fmt: skip
+#: The ingest queue's ``MaximumMessageSize``, bytes: the parser's
+#: :data:`~s3ingest_fn.core.events.MAX_BODY_BYTES` (256 KiB: the largest EventBridge event,
+#: https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-putevent-size.html; S3
+#: notifications are at most 64 KB). Any body the queue accepts plus
+#: :data:`FORWARD_ATTRIBUTES_MAX_BYTES` fits :data:`DEAD_LETTER_MAX_MESSAGE_BYTES`, so every
+#: invalid message reaches the DLQ with its reason (CONTRACT C9).
+INGEST_QUEUE_MAX_MESSAGE_BYTES = MAX_BODY_BYTES
+
+
+def _cut(text: str, max_bytes: int) -> str:
+    """``text`` cut to at most ``max_bytes`` UTF-8 bytes, at a character boundary (a lone
+    surrogate counts as a replacement character)."""
+    data = text.encode("utf-8", "replace")
+    return text if len(data) <= max_bytes else data[:max_bytes].decode("utf-8", "ignore")
+
+
+def forward(body: str, reason: str, detail: str, message_id: str) -> dict[str, Any]:
+    """The ``MessageBody`` and ``MessageAttributes`` that forward ``body`` to the DLQ, each
+    attribute value within its bound."""
+    attrs: dict[str, Any] = {
+        REASON_ATTRIBUTE: {"DataType": "String", "StringValue": _cut(reason, MAX_REASON_BYTES)},
+        SOURCE_ID_ATTRIBUTE: {
+            "DataType": "String",
+            "StringValue": _cut(message_id or "unknown", MAX_SOURCE_ID_BYTES),
+        },
+    }
+    if detail:
+        attrs[DETAIL_ATTRIBUTE] = {
+            "DataType": "String",
+            "StringValue": _cut(detail, MAX_DETAIL_BYTES),
+        }
+    return {"MessageBody": body or EMPTY_BODY, "MessageAttributes": attrs}
+
+
+def message_size(body: str, attributes: dict[str, Any]) -> int:
+    """A message's size as SQS counts it toward ``MaximumMessageSize``: the body's UTF-8 bytes
+    and, per attribute, its name, data type and value."""
+    size = len(body.encode("utf-8", "replace"))
+    for name, value in attributes.items():
+        size += len(name.encode()) + len(value["DataType"].encode())
+        size += len(value.get("StringValue", "").encode("utf-8", "replace"))
+        size += len(value.get("BinaryValue", b""))
+    return size
 
 
 class DeadLetter:
@@ -46,16 +108,8 @@ class DeadLetter:
         TransientError
             When SQS refused: the message is retried instead, so nothing is lost.
         """
-        attrs: dict[str, Any] = {
-            REASON_ATTRIBUTE: {"DataType": "String", "StringValue": reason},
-            SOURCE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": message_id or "unknown"},
-        }
-        if detail:
-            attrs[DETAIL_ATTRIBUTE] = {"DataType": "String", "StringValue": detail[:1000]}
         try:
-            self._sqs.send_message(
-                QueueUrl=self._url, MessageBody=body or "<empty body>", MessageAttributes=attrs
-            )
+            self._sqs.send_message(QueueUrl=self._url, **forward(body, reason, detail, message_id))
         except (ClientError, BotoCoreError) as exc:
             raise TransientError(f"sqs send_message to DLQ: {exc}") from exc
 

@@ -8,6 +8,7 @@ message: every message ends as exactly one :class:`~s3ingest_fn.core.model.Outco
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,11 +31,14 @@ class MessageProcessor:
         Where invalid messages go (:class:`s3ingest_fn.adapters.sqs.DeadLetter`).
     on_result : callable, optional
         Called with every :class:`Result` (the local runtime counts outcomes with it).
+    clock : callable
+        Unix seconds, for the sequencer's skew check (:func:`~s3ingest_fn.core.events.parse_body`).
     """
 
     service: IngestService
     dead_letter: DeadLetters
     on_result: Callable[[Result], None] | None = None
+    clock: Callable[[], float] = time.time
 
     def bind_context(self, context: Any) -> None:
         """Pass the Lambda context on (effect leases last as long as the invocation)."""
@@ -53,7 +57,7 @@ class MessageProcessor:
 
     def _process(self, body: Any, message_id: str) -> list[Result]:
         try:
-            parsed = parse_body(body)
+            parsed = parse_body(body, now_s=self.clock())
         except InvalidMessageError as exc:
             return [self._invalid(body, message_id, exc)]
         if parsed.ignored_reason is not None:

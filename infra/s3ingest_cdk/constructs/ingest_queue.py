@@ -6,6 +6,8 @@ from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from s3ingest_fn.adapters.sqs import DEAD_LETTER_MAX_MESSAGE_BYTES, INGEST_QUEUE_MAX_MESSAGE_BYTES
+
 
 def secure_queue(
     scope: Construct,
@@ -14,6 +16,7 @@ def secure_queue(
     retention_period: Duration,
     visibility_timeout: Duration | None = None,
     dead_letter_queue: sqs.DeadLetterQueue | None = None,
+    max_message_size_bytes: int | None = None,
 ) -> sqs.Queue:
     """A standard queue with SQS-managed server-side encryption and a TLS-only queue policy.
 
@@ -22,7 +25,7 @@ def secure_queue(
     ``enforce_ssl`` denies any request with ``aws:SecureTransport`` false
     (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-security-best-practices.html).
     Removed with the stack (CDK's default): a queue holds messages in flight; the ledger is the
-    record.
+    record. ``max_message_size_bytes``: its ``MaximumMessageSize`` (None: SQS's default).
     """
     return sqs.Queue(
         scope,
@@ -32,6 +35,7 @@ def secure_queue(
         retention_period=retention_period,
         visibility_timeout=visibility_timeout,
         dead_letter_queue=dead_letter_queue,
+        max_message_size_bytes=max_message_size_bytes,
         removal_policy=RemovalPolicy.DESTROY,
     )
 
@@ -43,6 +47,9 @@ class IngestQueue(Construct):
     queue (redrive policy,
     https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-dead-letter-queues.html);
     the function also sends invalid messages there itself, with their reason (CONTRACT C9).
+    The queue takes bodies up to ``INGEST_QUEUE_MAX_MESSAGE_BYTES`` (256 KiB), its dead-letter
+    queue up to ``DEAD_LETTER_MAX_MESSAGE_BYTES`` (1 MiB): any body the queue accepts can be
+    forwarded with its reason attributes (:mod:`s3ingest_fn.adapters.sqs`).
 
     Parameters
     ----------
@@ -81,13 +88,17 @@ class IngestQueue(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.dead_letter_queue = secure_queue(
-            self, "DeadLetterQueue", retention_period=dead_letter_retention_period
+            self,
+            "DeadLetterQueue",
+            retention_period=dead_letter_retention_period,
+            max_message_size_bytes=DEAD_LETTER_MAX_MESSAGE_BYTES,
         )
         self.queue = secure_queue(
             self,
             "Queue",
             retention_period=retention_period,
             visibility_timeout=visibility_timeout,
+            max_message_size_bytes=INGEST_QUEUE_MAX_MESSAGE_BYTES,
             dead_letter_queue=sqs.DeadLetterQueue(
                 queue=self.dead_letter_queue, max_receive_count=max_receive_count
             ),
