@@ -24,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
         onboard,
         processor_writes,
         reconcile_diff,
+        records_per_message,
         requests_per_event,
         row_size,
     )
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         "rowsize": lambda a: row_size.run(),
         "onboard": lambda a: onboard.run(a.onboard_objects, a.live_operations, a.seed),
         "processors": lambda a: processor_writes.run(a.processor_events, a.seed),
+        "records": lambda a: records_per_message.run(),
     }
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument(
