@@ -573,7 +573,7 @@ def status(
     if "EventTargetDeadLetterQueueUrl" in outputs:
         out["target_dead_letter_queue"] = depth(outputs["EventTargetDeadLetterQueueUrl"])
     if "ChangeDeadLetterQueueUrl" in outputs:
-        # change-stream batches the relay could not publish for 24 h (docs/runbook.md)
+        # changes the relay can never publish, and batches it gave up on (docs/runbook.md)
         out["change_dead_letter_queue"] = depth(outputs["ChangeDeadLetterQueueUrl"])
     problems = [
         f"{name.replace('_', ' ')} holds {out[name]['visible'] + out[name]['in_flight']} message(s)"

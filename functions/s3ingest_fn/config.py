@@ -689,18 +689,26 @@ class BackfillControlConfig(_Config):
 
 @dataclass(frozen=True)
 class ChangeRelayConfig(_Config):
-    """The change relay's environment: ``CHANGE_BUS_NAME``."""
+    """The change relay's environment: ``CHANGE_BUS_NAME``, and ``DEAD_LETTER_QUEUE_URL`` (the
+    relay's own dead-letter queue, for changes that can never be published; unset: such a
+    change stops its batch instead)."""
 
     ROLE: ClassVar[str] = "change relay"
 
     change_bus_name: str
+    dead_letter_queue_url: str | None = None
 
     @classmethod
     def _read(cls: type[C], env: Mapping[str, str], problems: list[str]) -> C:
-        return cls(change_bus_name=_required(env, CHANGE_BUS_NAME, problems))  # type: ignore[call-arg]
+        return cls(  # type: ignore[call-arg]
+            change_bus_name=_required(env, CHANGE_BUS_NAME, problems),
+            dead_letter_queue_url=env.get(DEAD_LETTER_QUEUE_URL) or None,
+        )
 
     def to_env(self) -> dict[str, str]:
-        return {CHANGE_BUS_NAME: self.change_bus_name}
+        env = {CHANGE_BUS_NAME: self.change_bus_name}
+        _put(env, DEAD_LETTER_QUEUE_URL, self.dead_letter_queue_url)
+        return env
 
 
 @dataclass(frozen=True)

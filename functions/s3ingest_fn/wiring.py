@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from s3ingest_fn.core.effects import AppliedChange, EffectRunner, Processor, ProcessorSpec
     from s3ingest_fn.core.hold import HoldPolicy
     from s3ingest_fn.core.model import Result
-    from s3ingest_fn.core.ports import Ledger
+    from s3ingest_fn.core.ports import DeadLetters, Ledger
     from s3ingest_fn.core.scope import BucketScope, Scope
     from s3ingest_fn.services.ingest import MessageProcessor
     from s3ingest_fn.services.listing_backfill import ListingBackfill
@@ -115,6 +115,13 @@ def change_publisher(events: Any) -> EventBridgePublisher:
     from s3ingest_fn.adapters.eventbridge import EventBridgePublisher
 
     return EventBridgePublisher(events)
+
+
+def change_dead_letters(sqs: Any, queue_url: str | None) -> DeadLetters | None:
+    """The change relay's dead-letter queue over an SQS client (None without a queue)."""
+    from s3ingest_fn.adapters.sqs import DeadLetter
+
+    return DeadLetter(sqs, queue_url) if queue_url else None
 
 
 def processor_entries(env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
@@ -623,6 +630,16 @@ def function_change_publisher() -> EventBridgePublisher:
 @lru_cache(maxsize=_CACHE_SIZE)
 def _change_publisher(clients: ClientConfig) -> EventBridgePublisher:
     return change_publisher(client(clients, "events"))
+
+
+def function_change_dead_letters(queue_url: str | None) -> DeadLetters | None:
+    """The change relay's dead-letter queue (``DEAD_LETTER_QUEUE_URL``), or None."""
+    return _change_dead_letters(function_clients(), queue_url)
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _change_dead_letters(clients: ClientConfig, queue_url: str | None) -> DeadLetters | None:
+    return change_dead_letters(client(clients, "sqs"), queue_url)
 
 
 def function_event_delivery() -> S3EventDelivery:

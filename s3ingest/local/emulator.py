@@ -326,6 +326,8 @@ class Resources:
     stream_arn: str | None = None
     change_bus: str | None = None
     change_queue_url: str | None = None
+    #: The relay's dead-letter queue: changes it can never publish, with their reason.
+    change_dlq_url: str | None = None
     #: Every landing bucket, in order (the first is :attr:`bucket`).
     buckets: tuple[LandingBucket, ...] = ()
     #: Another team's queue and inventory destination (``foreign_config`` buckets).
@@ -512,12 +514,13 @@ def provision(
     if settings.processor_entries():
         output_bucket = f"s3ingest-output-{suffix}"
         s3.create_bucket(Bucket=output_bucket)
-    stream_arn = change_bus = change_queue_url = None
+    stream_arn = change_bus = change_queue_url = change_dlq_url = None
     if settings.change_stream:
         stream_arn = created["TableDescription"]["LatestStreamArn"]
         change_bus = f"s3ingest-changes-{suffix}"
         events.create_event_bus(Name=change_bus)
         change_queue_url = sqs.create_queue(QueueName=f"changes-{suffix}")["QueueUrl"]
+        change_dlq_url = sqs.create_queue(QueueName=f"changes-dlq-{suffix}")["QueueUrl"]
         events.put_rule(
             Name=f"changes-{suffix}",
             EventBusName=change_bus,
@@ -543,6 +546,7 @@ def provision(
         stream_arn=stream_arn,
         change_bus=change_bus,
         change_queue_url=change_queue_url,
+        change_dlq_url=change_dlq_url,
         buckets=landing,
         foreign_queue_url=foreign_queue_url,
         foreign_inventory_bucket=foreign_inventory_bucket,

@@ -286,13 +286,13 @@ class LocalRuntime:
         )
         self.stream_source: StreamEventSource | None = None
         if self.resources.stream_arn and self.resources.change_bus:
-            change_bus = self.resources.change_bus
-            publisher = wiring.change_publisher(self.events)
+            bus, publisher = self.resources.change_bus, wiring.change_publisher(self.events)
+            dead = wiring.change_dead_letters(self.sqs, self.resources.change_dlq_url)
             self.stream_source = StreamEventSource(
                 emu.client("dynamodbstreams"),
                 self.sqs,
                 self.resources.stream_arn,
-                lambda event: relay(publisher, change_bus, event),
+                lambda event: relay(publisher, bus, event, dead_letters=dead),
                 self.resources.change_queue_url,
             )
         self._machines: LocalMachines | None = None

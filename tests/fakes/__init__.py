@@ -15,7 +15,14 @@ from typing import Any
 
 from s3ingest_fn.core.effects import SupersededError, change_id
 from s3ingest_fn.core.model import InventoryRow, ObjectState, TransientError
-from s3ingest_fn.core.ports import ChangeEntry, Ledger, ListingPage, Pin, PresignedGet
+from s3ingest_fn.core.ports import (
+    ChangeEntry,
+    Ledger,
+    ListingPage,
+    Pin,
+    PresignedGet,
+    PublishOutcome,
+)
 from s3ingest_fn.core.row import (
     APPROVED,
     DEFAULT_PROCESSOR,
@@ -623,12 +630,12 @@ class FakeChangePublisher:
         self.published: list[ChangeEntry] = []
         self.accept = accept
 
-    def publish(self, entries: Sequence[ChangeEntry]) -> int:
+    def publish(self, entries: Sequence[ChangeEntry]) -> PublishOutcome:
         n = len(entries) if self.accept is None else min(self.accept, len(entries))
         if self.accept is not None:
             self.accept -= n
         self.published.extend(entries[:n])
-        return n
+        return PublishOutcome(refused={}, stopped=n if n < len(entries) else None)
 
 
 class FakeEventDelivery:

@@ -12,6 +12,7 @@ import pytest
 
 from s3ingest.settings import CHANGE_SOURCE, Settings
 from s3ingest_cdk.constructs.change_relay_function import CHANGE_STREAM_HANDLER
+from s3ingest_cdk.features.change_stream import CHANGE_MAX_RECORD_AGE, CHANGE_RETRY_ATTEMPTS
 from s3ingest_cdk.synth import Synth
 from s3ingest_fn.adapters.dynamo_ledger import STREAM_FILTER
 
@@ -20,6 +21,9 @@ from .iam import expected as _grants
 from .iam import role_allowed as _granted
 
 FOURTEEN_DAYS = 14 * 86_400
+#: How long DynamoDB Streams keeps a record, seconds
+#: (https://docs.aws.amazon.com/lambda/latest/dg/services-ddb-params.html).
+STREAM_RETENTION = 86_400
 
 
 def _arn(logical_id: str) -> dict[str, Any]:
@@ -74,15 +78,18 @@ def test_ledger_table_streams_new_images(fanout_synth: Synth) -> None:
 
 
 @pytest.mark.contract("C11")
-def test_relay_mapping_is_ordered_filtered_and_never_skips(fanout_synth: Synth) -> None:
+def test_relay_mapping_is_ordered_filtered_and_bounded(fanout_synth: Synth) -> None:
     synth = fanout_synth
     relay = _relay(synth)
     mapping = _relay_mapping(synth)
     props = {key: value for key, value in mapping["Properties"].items() if key != "Tags"}
     filters = props.pop("FilterCriteria")
     # THEN the mapping reads the ledger's stream from its start, one batch per shard at a time,
-    # halves a failing batch, resumes from the reported record, retries until the record leaves
-    # the stream, and then parks its position in the relay's dead-letter queue ...
+    # halves a failing batch, resumes from the reported record, retries a bounded number of
+    # times for a bounded record age, well inside the stream's retention, and then parks the
+    # batch's position in the relay's own dead-letter queue: nothing expires unseen ...
+    assert 0 < CHANGE_MAX_RECORD_AGE.to_seconds() <= STREAM_RETENTION // 2
+    assert 0 < CHANGE_RETRY_ATTEMPTS <= 10_000
     assert props == {
         "EventSourceArn": {
             "Fn::GetAtt": [synth.logical_id(synth.pipeline.ledger.table), "StreamArn"]
@@ -93,8 +100,8 @@ def test_relay_mapping_is_ordered_filtered_and_never_skips(fanout_synth: Synth) 
         "ParallelizationFactor": 1,
         "BisectBatchOnFunctionError": True,
         "FunctionResponseTypes": ["ReportBatchItemFailures"],
-        "MaximumRetryAttempts": -1,
-        "MaximumRecordAgeInSeconds": -1,
+        "MaximumRetryAttempts": 1000,
+        "MaximumRecordAgeInSeconds": 6 * 3600,
         "DestinationConfig": {
             "OnFailure": {"Destination": _arn(synth.logical_id(relay.dead_letter_queue))}
         },
@@ -118,6 +125,8 @@ def test_relay_function_handler_and_environment(fanout_synth: Synth) -> None:
     }
     assert props["Environment"]["Variables"] == {
         "CHANGE_BUS_NAME": _ref(synth.logical_id(_bus(synth).bus)),
+        # the relay's own DLQ: changes it can never publish, with their reason
+        "DEAD_LETTER_QUEUE_URL": _ref(synth.logical_id(relay.dead_letter_queue)),
         **common_environment(synth, "s3ingest"),
     }
     assert "ManagedPolicyArns" not in _props(synth, relay.role)
@@ -198,7 +207,70 @@ def test_relay_dead_letter_queue_is_encrypted_tls_only_and_kept_14_days(
 def test_bus_is_the_stages_own(fanout_synth: Synth) -> None:
     props = _props(fanout_synth, _bus(fanout_synth).bus)
     assert props["Name"] == "s3ingest-changes-fanout"
-    assert "Policy" not in props  # same-account publishing only, through IAM
+    assert "Policy" not in props  # the bus's policy is its own resource (below)
+
+
+def _matches(pattern: str, action: str) -> bool:
+    return pattern in ("*", action) or (pattern.endswith("*") and action.startswith(pattern[:-1]))
+
+
+def _applies(statement: dict[str, Any], caller: Any, is_service: bool) -> bool:
+    """Whether ``statement`` applies to ``events:PutEvents`` by ``caller`` (a principal ARN, as
+    a literal or a template value) on the bus: actions, principal and every condition."""
+    actions = statement["Action"]
+    if not any(
+        _matches(a, "events:PutEvents")
+        for a in ([actions] if isinstance(actions, str) else actions)
+    ):
+        return False
+    assert statement["Principal"] in ("*", {"AWS": "*"}), statement  # no other form here
+    context = {"aws:principalarn": caller, "aws:principalisawsservice": str(is_service).lower()}
+    for operator, tests in statement.get("Condition", {}).items():
+        for key, wanted in tests.items():
+            value = context[key.lower()]
+            wanted = wanted if isinstance(wanted, list) else [wanted]
+            if operator == "StringNotEquals":
+                holds = value not in wanted
+            elif operator in ("StringEquals", "Bool"):
+                holds = value in wanted
+            else:
+                raise AssertionError(f"operator {operator} not understood by this test")
+            if not holds:
+                return False
+    return True
+
+
+@pytest.mark.contract("C11")
+def test_the_change_bus_admits_only_the_relay(fanout_synth: Synth) -> None:
+    synth = fanout_synth
+    bus = _bus(synth)
+    relay_role = _arn(synth.logical_id(_relay(synth).role))
+    policies = [
+        policy["Properties"]
+        for policy in synth.resources("AWS::Events::EventBusPolicy").values()
+        if policy["Properties"]["EventBusName"] == _ref(synth.logical_id(bus.bus))
+    ]
+    statements = [props["Statement"] for props in policies]
+    for statement in statements:
+        assert statement["Resource"] == _arn(synth.logical_id(bus.bus))
+    # GIVEN every role of the stack, a role and a user of the account the stack does not know
+    callers = [_arn(logical_id) for logical_id in synth.resources("AWS::IAM::Role")] + [
+        "arn:aws:iam::123456789012:role/intruder",
+        "arn:aws:iam::123456789012:user/admin",
+    ]
+    # THEN the bus's policy denies PutEvents to each of them but the relay's role ...
+    admitted = [
+        caller
+        for caller in callers
+        if not any(
+            s["Effect"] == "Deny" and _applies(s, caller, is_service=False) for s in statements
+        )
+    ]
+    assert admitted == [relay_role]
+    # ... and grants nothing (the relay's own IAM policy allows it; no one else's does) ...
+    assert all(s["Effect"] == "Deny" for s in statements)
+    # ... and leaves AWS services acting for EventBridge (an archive's replay) alone
+    assert not any(_applies(s, None, is_service=True) for s in statements)
 
 
 def test_archive_keeps_every_change_for_the_archive_retention(fanout_synth: Synth) -> None:

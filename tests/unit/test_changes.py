@@ -158,8 +158,8 @@ def test_publish_sends_in_order_in_chunks_of_ten() -> None:
             {"FailedEntryCount": 0, "Entries": [{"EventId": "e10"}, {"EventId": "e11"}]},
             {"Entries": ANY},
         )
-        published, failed = publish(EventBridgePublisher(client), "bus", records)
-    assert failed is None
+        published, failed, dead = publish(EventBridgePublisher(client), "bus", records)
+    assert failed is None and dead == []
     assert [json.loads(p["Detail"])["id"] for p in published] == [
         f"id-{100 + i}" for i in range(12)
     ]
@@ -167,7 +167,7 @@ def test_publish_sends_in_order_in_chunks_of_ten() -> None:
 
 @pytest.mark.contract("C11")
 def test_a_failed_entry_is_the_record_lambda_retries_from() -> None:
-    # GIVEN EventBridge refuses the second entry of a batch
+    # GIVEN EventBridge refuses the second entry of a batch, and keeps refusing it
     client = _events_client()
     with Stubber(client) as stub:
         stub.add_response(
@@ -182,11 +182,18 @@ def test_a_failed_entry_is_the_record_lambda_retries_from() -> None:
             },
             {"Entries": ANY},
         )
+        for _ in range(2):  # the retries send the refused entry alone
+            stub.add_response(
+                "put_events",
+                {"FailedEntryCount": 1, "Entries": [{"ErrorCode": "InternalFailure"}]},
+                {"Entries": ANY},
+            )
         response = relay(
-            EventBridgePublisher(client),
+            EventBridgePublisher(client, sleep=lambda _: None),
             "bus",
             {"Records": [_record("1"), _record("2"), _record("3")]},
         )
+        stub.assert_no_pending_responses()
     # THEN the partial batch response names record 2: Lambda re-sends 2 and 3 (3 is then a
     # duplicate, with the same id), never skips 2
     assert response == {"batchItemFailures": [{"itemIdentifier": "2"}]}
@@ -196,10 +203,11 @@ def test_a_failed_entry_is_the_record_lambda_retries_from() -> None:
 def test_a_put_events_error_reports_the_chunk_start() -> None:
     client = _events_client()
     with Stubber(client) as stub:
-        stub.add_client_error(
-            "put_events", service_error_code="ThrottlingException", http_status_code=400
+        for _ in range(3):
+            stub.add_client_error(
+                "put_events", service_error_code="ThrottlingException", http_status_code=400
+            )
+        published, failed, dead = publish(
+            EventBridgePublisher(client, sleep=lambda _: None), "bus", [_record("7"), _record("8")]
         )
-        published, failed = publish(
-            EventBridgePublisher(client), "bus", [_record("7"), _record("8")]
-        )
-    assert published == [] and failed == "7"
+    assert published == [] and failed == "7" and dead == []

@@ -61,6 +61,7 @@ ENTRIES = (
             checkpoint_bucket_name="cp",
         ),
         ChangeRelayConfig("bus"),
+        ChangeRelayConfig("bus", "https://sqs/relay-dlq"),
         DeliveryCheckConfig(("a", "b")),
     ],
 )

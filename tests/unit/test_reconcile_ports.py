@@ -162,7 +162,7 @@ def test_the_backfill_report_counts_failed_tasks_only() -> None:
 @pytest.mark.contract("C11")
 def test_publishing_stops_at_the_first_entry_the_bus_refused() -> None:
     publisher = FakeChangePublisher(accept=1)
-    published, failed = publish(
+    published, failed, _ = publish(
         publisher, "bus", [_record("1"), _record("2", op="commit"), _record("3")]
     )
     assert failed == "3"  # the commit is no change; the third record's entry was refused

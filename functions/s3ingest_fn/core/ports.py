@@ -326,11 +326,24 @@ class ChangeEntry(TypedDict):
     Resources: list[str]
 
 
+class PublishOutcome(NamedTuple):
+    """What the change bus made of a sequence of entries.
+
+    ``refused``: index -> reason of each entry before ``stopped`` that can never be published
+    (too large, or refused for its content); every other entry before ``stopped`` was
+    published. ``stopped``: the index of the first entry neither published nor refused (the
+    bus refused it for now, or refused the publisher), or None when each was one or the other.
+    """
+
+    refused: dict[int, str]
+    stopped: int | None
+
+
 class ChangePublisher(Protocol):
     """Publishes change events to the change bus, in order (CONTRACT C11)."""
 
-    def publish(self, entries: Sequence[ChangeEntry]) -> int:
-        """Publish ``entries`` in order, stopping at the first one the bus did not accept (a
-        refused request refuses all its entries); return how many, from the first, were
-        published. Never raises for a refusal: the caller retries from the entry returned."""
+    def publish(self, entries: Sequence[ChangeEntry]) -> PublishOutcome:
+        """Publish ``entries`` in order, setting aside those that can never be published and
+        stopping at the first one the bus did not accept for now. Never raises for a refusal:
+        the caller dead-letters the refused ones and retries from ``stopped``."""
         ...

@@ -4,9 +4,11 @@ Event shape in: the Lambda DynamoDB Streams event (``{"Records": [{"eventName", 
 {"NewImage", "SequenceNumber", ...}}, ...]}``), filtered by the event source mapping to applied
 changes (:data:`s3ingest_fn.adapters.dynamo_ledger.STREAM_FILTER`). Shape out: the partial batch
 response, ``{"batchItemFailures": [{"itemIdentifier": <SequenceNumber>}]}``, naming the first
-record not published; Lambda retries from there
-(https://docs.aws.amazon.com/lambda/latest/dg/services-ddb-batchfailurereporting.html).
-Environment: ``CHANGE_BUS_NAME``.
+record neither published nor dead-lettered; Lambda retries from there
+(https://docs.aws.amazon.com/lambda/latest/dg/services-ddb-batchfailurereporting.html). A change
+that can never be published goes to the relay's dead-letter queue with its reason
+(:func:`s3ingest_fn.services.changes.publish`). Environment: ``CHANGE_BUS_NAME``,
+``DEAD_LETTER_QUEUE_URL`` (the relay's).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from s3ingest_fn import wiring
 from s3ingest_fn.config import ChangeRelayConfig
 from s3ingest_fn.contract import CHANGE_RELAY_SERVICE
-from s3ingest_fn.core.ports import ChangePublisher
+from s3ingest_fn.core.ports import ChangePublisher, DeadLetters
 from s3ingest_fn.handlers.telemetry import function_logger, invocation_metrics
 from s3ingest_fn.services.changes import publish
 
@@ -30,6 +32,7 @@ def relay(
     bus_name: str,
     event: dict[str, Any],
     metrics: EphemeralMetrics | None = None,
+    dead_letters: DeadLetters | None = None,
 ) -> dict[str, Any]:
     """Publish the applied changes of one stream batch.
 
@@ -42,23 +45,33 @@ def relay(
     event : dict
         The Lambda DynamoDB Streams event.
     metrics : EphemeralMetrics, optional
-        The invocation's metrics (``changes_published``, ``changes_publish_failed``); None:
-        not counted (the local runtime's event source).
+        The invocation's metrics (``changes_published``, ``changes_dead_lettered``,
+        ``changes_publish_failed``); None: not counted (the local runtime's event source).
+    dead_letters : DeadLetters, optional
+        The relay's dead-letter queue, for changes that can never be published (None: they
+        stop the batch instead).
 
     Returns
     -------
     dict
         The partial batch response: ``{"batchItemFailures": [{"itemIdentifier": seq}]}`` naming
-        the first record not published, or an empty list.
+        the first record neither published nor dead-lettered, or an empty list.
     """
     records = event.get("Records", [])
-    published, failed_at = publish(publisher, bus_name, records)
+    published, failed_at, dead = publish(publisher, bus_name, records, dead_letters)
     if metrics is not None:
         metrics.add_metric(name="changes_published", unit=MetricUnit.Count, value=len(published))
+        if dead:
+            metrics.add_metric(name="changes_dead_lettered", unit=MetricUnit.Count, value=len(dead))
     for entry in published:
         logger.debug(
             "change published",
             extra={"detail_type": entry["DetailType"], "detail": entry["Detail"]},
+        )
+    for seq, reason in dead:
+        logger.error(
+            "change cannot be published; sent to the relay's dead-letter queue",
+            extra={"sequence_number": seq, "reason": reason},
         )
     if failed_at is None:
         return {"batchItemFailures": []}
@@ -75,5 +88,12 @@ def relay(
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda entry point (``s3ingest_fn.handlers.change_stream.handler``)."""
     config = wiring.function_config(ChangeRelayConfig)
+    dead_letters = wiring.function_change_dead_letters(config.dead_letter_queue_url)
     with invocation_metrics() as metrics:
-        return relay(wiring.function_change_publisher(), config.change_bus_name, event, metrics)
+        return relay(
+            wiring.function_change_publisher(),
+            config.change_bus_name,
+            event,
+            metrics,
+            dead_letters,
+        )

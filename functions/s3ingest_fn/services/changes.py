@@ -10,10 +10,14 @@ one event with :func:`change_event` and publishes it with PutEvents.
 
 Guarantees, and where they come from:
 
-* **No losses.** A change is published iff its ledger write happened (same item, same write).
-  A record whose PutEvents entry failed is reported in ``batchItemFailures``; Lambda retries
-  from it (and everything after it in the shard, so order is kept) until the record leaves the
-  stream (24 h), then sends its position to the on-failure destination
+* **No losses, nothing unseen.** A change is published iff its ledger write happened (same
+  item, same write), or else it reaches the relay's dead-letter queue. A change that can never
+  be published (over PutEvents' 256 KB alone, or refused for its content) goes there at once,
+  as a message carrying the reason and the change (:func:`dead_letter_body`), and the batch
+  goes on. A record whose entry was refused for now (throttling, a fault, the relay's
+  permissions) is reported in ``batchItemFailures``; Lambda retries from it (and everything
+  after it in the shard, so order is kept) a bounded number of times within a bounded record
+  age, then sends the batch's position to the same queue
   (https://docs.aws.amazon.com/lambda/latest/dg/services-ddb-batchfailurereporting.html).
 * **Duplicates at most.** Retries re-publish; every event carries ``detail.id`` (the change id,
   the same for every delivery of one change) for consumers to drop them.
@@ -35,15 +39,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from s3ingest_fn.adapters.dynamo_ledger import is_applied_change, is_review, row_from_item
-from s3ingest_fn.core.ports import ChangeEntry, ChangePublisher
+from s3ingest_fn.core.model import TransientError
+from s3ingest_fn.core.ports import ChangeEntry, ChangePublisher, DeadLetters
 
 __all__ = [
+    "DEAD_LETTER_BODY_MAX",
     "DETAIL_TYPES",
     "SOURCE",
+    "Relayed",
     "change_event",
+    "dead_letter_body",
     "is_applied_change",
     "publish",
     "review_event",
@@ -145,33 +153,122 @@ def review_event(record: dict[str, Any], bus_name: str) -> ChangeEntry:
     }
 
 
+#: The largest body of a dead-lettered change, bytes: SQS's 256 KiB message limit (body and
+#: attributes together; https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html)
+#: less 8 KiB for the attributes the dead-letter adapter adds (reason, sequence number).
+DEAD_LETTER_BODY_MAX = 256 * 1024 - 8 * 1024
+#: Characters a dead-letter body keeps of a long string field, in turn, until it fits.
+_FIELD_CAPS = (1024, 64)
+
+
+def _cut(value: Any, cap: int, path: str, cut: list[str]) -> Any:
+    """``value`` with each string longer than ``cap`` characters cut to ``cap`` (their paths
+    appended to ``cut``)."""
+    if isinstance(value, str) and len(value) > cap:
+        cut.append(path)
+        return value[:cap]
+    if isinstance(value, dict):
+        return {k: _cut(v, cap, f"{path}.{k}", cut) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cut(v, cap, f"{path}[{n}]", cut) for n, v in enumerate(value)]
+    return value
+
+
+def dead_letter_body(record: dict[str, Any], entry: ChangeEntry, reason: str) -> str:
+    """The relay's dead-letter message for a change it can never publish: JSON of
+    ``{"reason", "sequenceNumber", "eventSourceARN", "source", "detailType", "resources",
+    "detail", "truncated"}`` (``detail``: the change event's detail as :func:`change_event`
+    builds it; ``truncated``: the paths of the strings cut so the body fits, empty when none
+    was), at most :data:`DEAD_LETTER_BODY_MAX` bytes. Strings over 1024 characters are cut to
+    1024, then to 64; a body still too large keeps only the reason and the record's position."""
+    try:
+        detail: Any = json.loads(entry["Detail"])
+    except ValueError:
+        detail = entry["Detail"]
+    body: dict[str, Any] = {
+        "reason": reason,
+        "sequenceNumber": record.get("dynamodb", {}).get("SequenceNumber"),
+        "eventSourceARN": record.get("eventSourceARN"),
+        "source": entry["Source"],
+        "detailType": entry["DetailType"],
+        "resources": list(entry.get("Resources") or []),
+        "detail": detail,
+        "truncated": [],
+    }
+    text = json.dumps(body)
+    for cap in _FIELD_CAPS:
+        if len(text.encode("utf-8")) <= DEAD_LETTER_BODY_MAX:
+            return text
+        cut: list[str] = []
+        smaller = _cut({k: v for k, v in body.items() if k != "truncated"}, cap, "", cut)
+        text = json.dumps({**smaller, "truncated": [p.lstrip(".") for p in cut]})
+    if len(text.encode("utf-8")) <= DEAD_LETTER_BODY_MAX:
+        return text
+    return json.dumps(
+        {"reason": reason[:500], "sequenceNumber": body["sequenceNumber"], "truncated": ["*"]}
+    )
+
+
+class Relayed(NamedTuple):
+    """What :func:`publish` did with a batch: ``published`` (the entries published),
+    ``failed_at`` (the stream ``SequenceNumber`` of the first record neither published nor
+    dead-lettered, None when there is none: Lambda resumes from it) and ``dead_lettered``
+    (``(SequenceNumber, reason)`` of each change sent to the dead-letter queue)."""
+
+    published: list[ChangeEntry]
+    failed_at: str | None
+    dead_lettered: list[tuple[str, str]]
+
+
 def publish(
-    publisher: ChangePublisher, bus_name: str, records: Iterable[dict[str, Any]]
-) -> tuple[list[ChangeEntry], str | None]:
-    """Publish the applied changes among ``records`` in order, stopping at the first entry the
-    bus did not accept (the :class:`~s3ingest_fn.core.ports.ChangePublisher` sends them ten per
-    PutEvents request).
+    publisher: ChangePublisher,
+    bus_name: str,
+    records: Iterable[dict[str, Any]],
+    dead_letters: DeadLetters | None = None,
+) -> Relayed:
+    """Publish the changes among ``records`` in order; dead-letter those that can never be
+    published; stop at the first the bus did not accept for now.
 
     Parameters
     ----------
     publisher : ChangePublisher
+        Groups entries into PutEvents requests by count and size.
     bus_name : str
     records : iterable of dict
         DynamoDB stream records as Lambda delivers them; each has ``dynamodb.SequenceNumber``.
+    dead_letters : DeadLetters, optional
+        The relay's dead-letter queue: each change that can never be published is sent there
+        (:func:`dead_letter_body`, with its reason and sequence number as attributes) and the
+        batch goes on. None: such a change stops the batch like a transient refusal (Lambda's
+        retries, then the on-failure destination, take it). A send the queue refuses
+        (:class:`~s3ingest_fn.core.model.TransientError`) stops the batch at that record.
 
     Returns
     -------
-    (published, failed_sequence_number)
-        The entries published, and the stream ``SequenceNumber`` of the first record not
-        published (None when all were): Lambda resumes from it.
+    Relayed
     """
     todo = [
         (r, change_event(r, bus_name) if is_applied_change(r) else review_event(r, bus_name))
         for r in records
         if is_applied_change(r) or is_review(r)
     ]
-    accepted = publisher.publish([entry for _, entry in todo])
-    published = [entry for _, entry in todo[:accepted]]
-    if accepted < len(todo):
-        return published, todo[accepted][0]["dynamodb"]["SequenceNumber"]
-    return published, None
+    outcome = publisher.publish([entry for _, entry in todo])
+    stop = len(todo) if outcome.stopped is None else outcome.stopped
+    dead: list[tuple[str, str]] = []
+    for i, reason in sorted(outcome.refused.items()):
+        if i >= stop:
+            break
+        record, entry = todo[i]
+        seq = str(record["dynamodb"]["SequenceNumber"])
+        if dead_letters is None:
+            stop = i
+            break
+        try:
+            dead_letters.send(dead_letter_body(record, entry, reason), reason, "", seq)
+        except TransientError:
+            stop = i
+            break
+        dead.append((seq, reason))
+    published = [entry for i, (_, entry) in enumerate(todo[:stop]) if i not in outcome.refused]
+    failed_at = todo[stop][0]["dynamodb"]["SequenceNumber"] if stop < len(todo) else None
+    return Relayed(published, failed_at, dead)

@@ -14,6 +14,9 @@ from constructs import Construct
 from s3ingest.settings import CHANGE_SOURCE
 from s3ingest_cdk.constructs.python_function import retention
 
+#: The statement id of the change bus's policy: only the relay's role may publish.
+ONLY_THE_RELAY_SID = "OnlyTheChangeRelayPublishes"
+
 #: The principal EventBridge writes to a CloudWatch Logs target as
 #: (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html#eb-cloudwatchlogs-permissions).
 EVENTS_PRINCIPAL = "events.amazonaws.com"
@@ -157,3 +160,33 @@ class ChangeBus(Construct):
         )
         # Deliveries before the policy exists would be refused.
         self.rule.node.add_dependency(self.audit_log_policy)
+
+    def admit_only(self, *publishers: iam.IRole) -> None:
+        """Give the bus a resource policy that denies ``events:PutEvents`` to every IAM principal
+        but ``publishers`` (the relay's role): no one else in the account can publish
+        ``source: "s3ingest"`` events that subscribers trust, whatever their IAM policies allow.
+
+        An event bus's resource-based policy takes IAM policy statements, Deny included, with
+        the global condition keys
+        (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-event-bus-perms.html,
+        https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-conditions.html,
+        https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html):
+        ``aws:PrincipalArn`` is the role's ARN for any session of it. AWS services acting for
+        EventBridge (``aws:PrincipalIsAWSService``, such as an archive's replay) are not IAM
+        callers and stay admitted. Same-account publishers need no Allow here: the relay's
+        identity policy grants it (``grant_put_events_to``). CDK writes the statement as
+        ``AWS::Events::EventBusPolicy``.
+        """
+        self.bus.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid=ONLY_THE_RELAY_SID,
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["events:PutEvents"],
+                resources=[self.bus.event_bus_arn],
+                conditions={
+                    "StringNotEquals": {"aws:PrincipalArn": [r.role_arn for r in publishers]},
+                    "Bool": {"aws:PrincipalIsAWSService": "false"},
+                },
+            )
+        )

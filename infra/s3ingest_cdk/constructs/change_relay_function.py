@@ -17,8 +17,9 @@ from s3ingest_fn.contract import CHANGE_RELAY_SERVICE
 CHANGE_STREAM_HANDLER = "s3ingest_fn.handlers.change_stream.handler"
 #: ``POWERTOOLS_SERVICE_NAME``: the relay's logger and metrics use the ingest's service.
 CHANGE_STREAM_SERVICE_NAME = CHANGE_RELAY_SERVICE
-#: How long the dead-letter queue keeps a dropped batch's position: SQS's maximum. The stream
-#: itself keeps records 24 hours; this is the time left to re-publish from the ledger.
+#: How long the dead-letter queue keeps a dead-lettered change or a dropped batch's position:
+#: SQS's maximum. The stream itself keeps records 24 hours; this is the time left to re-publish
+#: from the ledger.
 DEAD_LETTER_RETENTION = Duration.days(14)
 
 
@@ -32,9 +33,11 @@ class ChangeRelayFunction(Construct):
     grants
     ``events:PutEvents`` on the bus and adds the stream.
 
-    The dead-letter queue is the mapping's on-failure destination: when Lambda gives up on a
-    batch (its records left the stream after 24 hours), it sends the batch's position (shard,
-    first and last sequence numbers, arrival times), not the records
+    The dead-letter queue (``DEAD_LETTER_QUEUE_URL``) holds two kinds of message: the relay's
+    own, one per change it can never publish (JSON with ``reason`` and the change itself,
+    ``s3ingest_fn.services.changes.dead_letter_body``); and the mapping's on-failure records:
+    when Lambda gives up on a batch (retries or record age spent), it sends the batch's
+    position (shard, first and last sequence numbers, arrival times), not the records
     (https://docs.aws.amazon.com/lambda/latest/dg/services-dynamodb-errors.html). SSE-SQS,
     TLS only (:func:`s3ingest_cdk.constructs.ingest_queue.secure_queue`), kept 14 days.
 
@@ -97,7 +100,9 @@ class ChangeRelayFunction(Construct):
             log_retention_days=log_retention_days,
             tracing=tracing,
             service_name=CHANGE_STREAM_SERVICE_NAME,
-            environment=fn_config.ChangeRelayConfig(bus.event_bus_name).to_env(),
+            environment=fn_config.ChangeRelayConfig(
+                bus.event_bus_name, self.dead_letter_queue.queue_url
+            ).to_env(),
         )
         self.function = parts.function
         self.role = parts.role

@@ -313,9 +313,9 @@ class OperationalAlarms(Construct):
             dead_letter_queue.metric_approximate_number_of_messages_visible(
                 statistic=cloudwatch.Stats.MAXIMUM, period=_FIVE_MINUTES
             ),
-            "s3ingest: the change stream gave up on changes it could not publish for 24 hours "
-            "(their stream positions are in its dead-letter queue; the ledger rows still hold "
-            "them)",
+            "s3ingest: the change relay dead-lettered changes it can never publish (each message "
+            "holds the reason and the change), or gave up on a batch it could not publish "
+            "(the message holds the batch's stream position; the ledger rows still hold them)",
             "change-stream-dlq",
         )
         self.change_relay_errors = self._above_zero(

@@ -16,8 +16,16 @@ from s3ingest_cdk.nag import acknowledge
 from s3ingest_fn.adapters.dynamo_ledger import STREAM_FILTER
 
 #: The change stream's batch: records of one shard per invocation (the relay publishes them in
-#: order, ten per PutEvents request).
+#: order, at most ten and 256 KB per PutEvents request).
 CHANGE_BATCH_SIZE = 100
+#: How old a stream record may get before Lambda stops retrying its batch and sends the batch's
+#: position to the relay's dead-letter queue: well inside the stream's 24-hour retention, so the
+#: records can still be read from the stream for 18 hours after the alarm
+#: (https://docs.aws.amazon.com/lambda/latest/dg/services-ddb-params.html).
+CHANGE_MAX_RECORD_AGE = Duration.hours(6)
+#: Retries of a failing batch before the same: bounds a batch that fails every time (a crash
+#: bisected down to one record), while an outage of PutEvents is bounded by the record age.
+CHANGE_RETRY_ATTEMPTS = 1000
 
 
 class ChangeStream(Construct):
@@ -75,10 +83,13 @@ class ChangeStream(Construct):
         )
         relay = self.change_relay.function
         acknowledge(relay, "AwsSolutions-L1", RUNTIME_EVIDENCE)
-        # PutEvents on the change bus only.
+        # PutEvents on the change bus only; the bus's policy admits no one else.
         self.change_bus.bus.grant_put_events_to(relay)
-        # The mapping reads the stream (CDK grants the stream read) and sends dropped batches'
-        # positions to the dead-letter queue (CDK grants sqs:SendMessage on it).
+        self.change_bus.admit_only(self.change_relay.role)
+        # The relay dead-letters changes it can never publish (their reason and the change).
+        self.change_relay.dead_letter_queue.grant_send_messages(relay)
+        # The mapping reads the stream (CDK grants the stream read) and sends given-up batches'
+        # positions to the same dead-letter queue (CDK grants sqs:SendMessage on it).
         self.change_source = event_sources.DynamoEventSource(
             ledger_table,
             starting_position=lambda_.StartingPosition.TRIM_HORIZON,
@@ -86,17 +97,20 @@ class ChangeStream(Construct):
             # Order: one concurrent batch per shard, so a key's changes (one item's stream records
             # stay in one shard, in write order) are published one after another.
             parallelization_factor=1,
-            # A function error halves the batch until the failing record is alone; a failed
-            # PutEvents entry is reported by sequence number and Lambda retries from it.
+            # A function error halves the batch until the failing record is alone; a change the
+            # bus refused for now is reported by sequence number and Lambda retries from it. A
+            # change that can never be published does not stop the batch: the relay sends it to
+            # its dead-letter queue with the reason (s3ingest_fn.services.changes.publish).
             bisect_batch_on_error=True,
             report_batch_item_failures=True,
-            # Retry without limit (-1; MaximumRecordAgeInSeconds -1 below): skipping a record
-            # would break the order and lose a change, so the shard waits until the record is
-            # published or leaves the stream (24 hours). Only then does Lambda drop it and send
-            # its position to the dead-letter queue, whose alarm sends the operator to re-publish
-            # it from the ledger row, which still holds it (docs/runbook.md#change-stream-dlq).
+            # Bounded retries: a batch still failing after CHANGE_RETRY_ATTEMPTS retries or
+            # CHANGE_MAX_RECORD_AGE is dropped, and its position (shard, sequence numbers) goes
+            # to the dead-letter queue, whose alarm sends the operator to read the records from
+            # the stream while they last, or re-publish them from the ledger rows, which still
+            # hold them (docs/runbook.md#change-stream-dlq). Nothing expires unseen.
             # https://docs.aws.amazon.com/lambda/latest/dg/services-ddb-params.html
-            retry_attempts=-1,
+            retry_attempts=CHANGE_RETRY_ATTEMPTS,
+            max_record_age=CHANGE_MAX_RECORD_AGE,
             # Applied changes only (never effect claims or commits, nor TTL deletions): the
             # relay's own filter, so the two cannot drift.
             filters=[lambda_.FilterCriteria.filter(STREAM_FILTER)],
@@ -113,15 +127,7 @@ class ChangeStream(Construct):
             "AwsSolutions-SQS3",
             "This queue is a dead-letter queue: the change relay's event source mapping's "
             "on-failure destination (DestinationConfig.OnFailure, "
-            "https://docs.aws.amazon.com/lambda/latest/dg/services-dynamodb-errors.html); "
-            "cdk-nag only recognises SQS redrive and Lambda DLQs.",
+            "https://docs.aws.amazon.com/lambda/latest/dg/services-dynamodb-errors.html) and the "
+            "relay's own for changes it can never publish; cdk-nag only recognises SQS redrive "
+            "and Lambda DLQs.",
         )
-        # CDK's max_record_age takes 60 s..7 days; unlimited (-1, the service default) is set on
-        # the mapping itself so the template states it.
-        (mapping,) = [
-            child for child in relay.node.children if isinstance(child, lambda_.EventSourceMapping)
-        ]
-        cfn_mapping = mapping.node.default_child
-        if not isinstance(cfn_mapping, lambda_.CfnEventSourceMapping):  # pragma: no cover
-            raise TypeError("EventSourceMapping's default child is not a CfnEventSourceMapping")
-        cfn_mapping.maximum_record_age_in_seconds = -1
