@@ -476,6 +476,13 @@ class S3IngestPipeline(Construct):
         self.reconcile_state_machine = self.reconciliation.reconcile_state_machine
         self.reconcile_schedule = self.reconciliation.reconcile_schedule
         self.drift = self.reconciliation.drift
+        # Only the ingest rule, the roles granted sqs:SendMessage on the queue (reconciliation's
+        # repairs) and the operators (a redrive) may send to the ingest queue.
+        self.ingest_queue.admit_only(
+            rules=[self.routing.rule],
+            roles=self.reconciliation.queue_senders,
+            operator_role_arns=settings.operator_role_arns,
+        )
         self.ingest_service_functions: list[lambda_.Function] = [self.ingest_function]
         self._backfill(settings, code, output_bucket, processors)
         self.listing = ListingBackfill(

@@ -44,8 +44,12 @@ PARTNER_INVENTORY = {
     "bucket": "partner-inventory-reports",
     "prefix": "reports",
 }
+#: The operator role of the two-bucket synth (``operatorRoleArns``: may send to the ingest
+#: queue, for a redrive).
+OPERATOR_ROLE_ARN = "arn:aws:iam::123456789012:role/ops/s3ingest-operator"
 #: The two-bucket synth's context: a created bucket with key filters, and an existing bucket
-#: with another team's inventory configuration; the fan-out and the Distributed Map backfill.
+#: with another team's inventory configuration; the fan-out and the Distributed Map backfill;
+#: an operator role.
 TWO_BUCKETS = {
     "stage": "two",
     "buckets": [
@@ -54,6 +58,7 @@ TWO_BUCKETS = {
     ],
     "reconcileFanOut": True,
     "backfillEngine": "distributed-map",
+    "operatorRoleArns": [OPERATOR_ROLE_ARN],
 }
 
 #: The team's own processor function of the three-processor synth, and the queue its
