@@ -13,6 +13,7 @@ from constructs import Construct
 
 from s3ingest.settings import Settings
 from s3ingest_cdk.constructs.landing_bucket import CHECKPOINT_BUCKET_ENV, Landings
+from s3ingest_cdk.constructs.python_function import reserve_concurrency
 from s3ingest_cdk.constructs.listing_backfill_function import (
     CHECKPOINT_PREFIX,
     LIST_SHARD_HANDLER,
@@ -161,6 +162,8 @@ class ListingBackfill(Construct):
             STEP_TIMEOUT,
             STEP_MEMORY_MIB,
         )
+        # The shard workers never take more of the account's concurrency than this.
+        reserve_concurrency(self.shard.function, settings.backfill_reserved_concurrency)
         for owner in (self.plan, self.shard):
             iam.Grant.add_to_principal(
                 grantee=owner.function,
