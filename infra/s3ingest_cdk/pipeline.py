@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from aws_cdk import Stack, Token
+from aws_cdk import RemovalPolicy, Stack, Token
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
@@ -517,7 +517,11 @@ class S3IngestPipeline(Construct):
             reconciliation=self.reconciliation,
             backfill=self.backfilling,
             change_stream=self.change_stream,
+            listing=self.listing,
         )
+        # Dead letters are evidence: kept when the stack is deleted (the logical ids unchanged).
+        for dead_letter_queue in self.monitoring.dead_letter_queues.values():
+            dead_letter_queue.apply_removal_policy(RemovalPolicy.RETAIN)
         self.delivery_check = self.monitoring.delivery_check
         self.alarm_topic = self.monitoring.alarm_topic
         self.alarms = self.monitoring.alarms

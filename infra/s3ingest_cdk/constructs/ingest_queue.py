@@ -28,8 +28,8 @@ def secure_queue(
     (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-troubleshooting.html#eb-sqs-encrypted);
     ``enforce_ssl`` denies any request with ``aws:SecureTransport`` false
     (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-security-best-practices.html).
-    Removed with the stack (CDK's default): a queue holds messages in flight; the ledger is the
-    record.
+    Removed with the stack: a queue holds messages in flight, the ledger is the record; the
+    pipeline retains its dead-letter queues (their messages are evidence).
     """
     return sqs.Queue(
         scope,

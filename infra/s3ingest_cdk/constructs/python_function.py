@@ -100,8 +100,9 @@ def python_function(
     ``POWERTOOLS_TRACE_DISABLED=true`` so the handlers never load the X-Ray SDK); JSON log format
     to an explicit log group with a bounded retention, retained on stack deletion
     (https://docs.aws.amazon.com/lambda/latest/dg/monitoring-cloudwatchlogs-advanced.html); no
-    reserved concurrency (a feature sets it with :func:`reserve_concurrency`). The role is the function's own, with no managed policy: the log-group
-    write grant replaces ``AWSLambdaBasicExecutionRole``; the feature grants the rest.
+    reserved concurrency (a feature sets it with :func:`reserve_concurrency`). The role is the
+    function's own, with no managed policy: the log-group write grant replaces
+    ``AWSLambdaBasicExecutionRole``; the feature grants the rest.
 
     Parameters
     ----------

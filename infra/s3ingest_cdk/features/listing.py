@@ -13,7 +13,6 @@ from constructs import Construct
 
 from s3ingest.settings import Settings
 from s3ingest_cdk.constructs.landing_bucket import CHECKPOINT_BUCKET_ENV, Landings
-from s3ingest_cdk.constructs.python_function import reserve_concurrency
 from s3ingest_cdk.constructs.listing_backfill_function import (
     CHECKPOINT_PREFIX,
     LIST_SHARD_HANDLER,
@@ -25,6 +24,7 @@ from s3ingest_cdk.constructs.listing_backfill_state_machine import (
     SHARDS_MAP_LABEL,
     ListingBackfillStateMachine,
 )
+from s3ingest_cdk.constructs.python_function import reserve_concurrency
 from s3ingest_cdk.features.evidence import (
     SFN_LOGGING_EVIDENCE,
     acknowledge_distributed_map,
