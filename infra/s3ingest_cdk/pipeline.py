@@ -18,6 +18,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from s3ingest.settings import DEFAULT_PROCESSOR_NAME, BucketSpec, Settings, SettingsError
+from s3ingest.settings.processors import wildcard_grant_problem
 from s3ingest_cdk.bundling import function_code, processor_sources, processors_sources
 from s3ingest_cdk.constructs import LandingBucket, LedgerTable, ProcessorOutputBucket
 from s3ingest_cdk.constructs.bucket_setup import BucketSetupProvider
@@ -316,6 +317,14 @@ class S3IngestPipeline(Construct):
                 f"processorPolicyStatements[{index}]: {error}"
                 for error in statement.validate_for_identity_policy()
             )
+            wildcard = wildcard_grant_problem(
+                "Allow" if statement.effect == iam.Effect.ALLOW else "Deny",
+                statement.actions,
+                statement.resources,
+                f"processorPolicyStatements[{index}]",
+            )
+            if wildcard is not None:
+                problems.append(wildcard)
         # ``bucket`` is used as it is (no inventory): the fan-out cannot read one.
         if bucket is not None and reconcile_fan_out:
             problems.append(
