@@ -43,9 +43,10 @@ _COMPLETION_EVIDENCE = (
 _CREATE_JOB_EVIDENCE = (
     " And s3:CreateJob, which has no resource type: its only resource is '*' (Service "
     "Authorization Reference, Amazon S3: https://docs.aws.amazon.com/service-authorization/"
-    "latest/reference/list_amazons3.html); what a job can do is bounded by the one role this "
-    "state machine may pass (iam:PassRole on the Batch Operations role, to "
-    "batchoperations.s3.amazonaws.com only)."
+    "latest/reference/list_amazons3.html), conditioned on the keys it supports (a LambdaInvoke "
+    "job, s3:RequestJobOperation, at the backfill's priority, s3:RequestJobPriority); what a job "
+    "can do is bounded by the one role this state machine may pass (iam:PassRole on the Batch "
+    "Operations role, to batchoperations.s3.amazonaws.com only)."
 )
 
 
