@@ -288,14 +288,12 @@ def statement_problems(raw: Any, where: str) -> list[str]:
         bad = [v for v in values if not isinstance(v, str) or not valid(v)]
         if bad:
             problems.append(f"{where}.{key}: {', '.join(map(repr, bad))}: each must be {what}")
-    values_of = {
-        key: [raw.get(key)] if isinstance(raw.get(key), str) else raw.get(key)
+    actions, resources = (
+        [raw.get(key)] if isinstance(raw.get(key), str) else raw.get(key)
         for key in ("Action", "Resource")
-    }
-    if all(isinstance(v, list) for v in values_of.values()):
-        wildcard = wildcard_grant_problem(
-            raw.get("Effect"), values_of["Action"], values_of["Resource"], where
-        )
+    )
+    if isinstance(actions, list) and isinstance(resources, list):
+        wildcard = wildcard_grant_problem(raw.get("Effect"), actions, resources, where)
         if wildcard is not None:
             problems.append(wildcard)
     condition = raw.get("Condition")

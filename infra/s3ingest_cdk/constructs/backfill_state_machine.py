@@ -312,7 +312,7 @@ class BackfillStateMachine(Construct):
                     conditions={
                         "StringEquals": {"iam:PassedToService": BATCH_OPERATIONS_PRINCIPAL}
                     },
-                )
+                ),
             ],
             parameters={
                 "AccountId": Aws.ACCOUNT_ID,
