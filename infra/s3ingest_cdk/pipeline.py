@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from aws_cdk import Stack, Token
+from aws_cdk import RemovalPolicy, Stack, Token
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
@@ -18,6 +18,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from s3ingest.settings import DEFAULT_PROCESSOR_NAME, BucketSpec, Settings, SettingsError
+from s3ingest.settings.processors import wildcard_grant_problem
 from s3ingest_cdk.bundling import function_code, processor_sources, processors_sources
 from s3ingest_cdk.constructs import LandingBucket, LedgerTable, ProcessorOutputBucket
 from s3ingest_cdk.constructs.bucket_setup import BucketSetupProvider
@@ -115,6 +116,10 @@ class S3IngestPipeline(Construct):
         (:attr:`ProcessorConfig.hold <s3ingest_cdk.ProcessorConfig>`). The functions that run
         the processors get it as ``HOLD``; with any hold the pipeline adds the held-changes
         alarm (``hold_alarm_seconds``).
+    operator_role_arns : sequence of str, optional
+        The operators' IAM role ARNs (the ``operatorRoleArns`` setting): with the stack's own
+        rule and roles, the only principals the ingest queue's policy lets send to it (a
+        redrive from its dead-letter queue, ``docs/runbook.md``).
     code : aws_cdk.aws_lambda.Code, optional
         The functions' code; the bundled ``s3ingest_fn`` package by default (with the
         processor's package), built without Docker (:mod:`s3ingest_cdk.bundling`).
@@ -220,6 +225,10 @@ class S3IngestPipeline(Construct):
         lag_alarm_seconds: int = _DEFAULT.lag_alarm_seconds,
         runbook_base_url: str = _DEFAULT.runbook_base_url,
         tracing: bool = _DEFAULT.tracing,
+        log_keys: str = _DEFAULT.log_keys,
+        ingest_reserved_concurrency: int | None = _DEFAULT.ingest_reserved_concurrency,
+        backfill_reserved_concurrency: int | None = _DEFAULT.backfill_reserved_concurrency,
+        operator_role_arns: Sequence[str] = _DEFAULT.operator_role_arns,
     ) -> None:
         super().__init__(scope, construct_id)
         pin_flags(self)  # before any child: the team's feature flags decide nothing below
@@ -275,6 +284,10 @@ class S3IngestPipeline(Construct):
             lag_alarm_seconds=lag_alarm_seconds,
             runbook_base_url=runbook_base_url,
             tracing=tracing,
+            log_keys=log_keys,
+            ingest_reserved_concurrency=ingest_reserved_concurrency,
+            backfill_reserved_concurrency=backfill_reserved_concurrency,
+            operator_role_arns=tuple(operator_role_arns),
         )
         # A bucket created in the app has a token for a name, known at deploy time only: its form
         # is S3's to check then. Every other rule is the settings' own.
@@ -304,6 +317,14 @@ class S3IngestPipeline(Construct):
                 f"processorPolicyStatements[{index}]: {error}"
                 for error in statement.validate_for_identity_policy()
             )
+            wildcard = wildcard_grant_problem(
+                "Allow" if statement.effect == iam.Effect.ALLOW else "Deny",
+                statement.actions,
+                statement.resources,
+                f"processorPolicyStatements[{index}]",
+            )
+            if wildcard is not None:
+                problems.append(wildcard)
         # ``bucket`` is used as it is (no inventory): the fan-out cannot read one.
         if bucket is not None and reconcile_fan_out:
             problems.append(
@@ -464,6 +485,13 @@ class S3IngestPipeline(Construct):
         self.reconcile_state_machine = self.reconciliation.reconcile_state_machine
         self.reconcile_schedule = self.reconciliation.reconcile_schedule
         self.drift = self.reconciliation.drift
+        # Only the ingest rule, the roles granted sqs:SendMessage on the queue (reconciliation's
+        # repairs) and the operators (a redrive) may send to the ingest queue.
+        self.ingest_queue.admit_only(
+            rules=[self.routing.rule],
+            roles=self.reconciliation.queue_senders,
+            operator_role_arns=settings.operator_role_arns,
+        )
         self.ingest_service_functions: list[lambda_.Function] = [self.ingest_function]
         self._backfill(settings, code, output_bucket, processors)
         self.listing = ListingBackfill(
@@ -498,7 +526,11 @@ class S3IngestPipeline(Construct):
             reconciliation=self.reconciliation,
             backfill=self.backfilling,
             change_stream=self.change_stream,
+            listing=self.listing,
         )
+        # Dead letters are evidence: kept when the stack is deleted (the logical ids unchanged).
+        for dead_letter_queue in self.monitoring.dead_letter_queues.values():
+            dead_letter_queue.apply_removal_policy(RemovalPolicy.RETAIN)
         self.delivery_check = self.monitoring.delivery_check
         self.alarm_topic = self.monitoring.alarm_topic
         self.alarms = self.monitoring.alarms

@@ -220,7 +220,8 @@ class Settings:
         concurrency whatever else runs. ``None``: unreserved.
     backfill_reserved_concurrency : int or None
         Reserved concurrency of each backfill worker function (the Batch Operations task
-        function and the listing backfill's shard function): a backfill never takes more of the
+        function, or the Distributed Map engine's control function, which runs each data file;
+        and the listing backfill's shard function): a backfill never takes more of the
         account's concurrency than this. ``None``: unreserved.
     operator_role_arns : tuple of str
         IAM role ARNs (``arn:aws:iam::<account>:role/...``) of the operators allowed to send to

@@ -117,6 +117,38 @@ STATEMENT_FIELDS = ("Sid", "Effect", "Action", "Resource", "Condition")
 _ACTION_RE = re.compile(r"^(\*|[A-Za-z0-9-]+:[A-Za-z0-9*?]+)$")
 
 
+def is_service_wildcard(action: str) -> bool:
+    """Whether ``action`` grants every action of a service (``s3:*``, ``s3:**``) or of all
+    (``*``): its part after the colon is wildcards only."""
+    name = action.split(":", 1)[-1]
+    return bool(name) and set(name) <= {"*", "?"} and (":" in action or name == "*")
+
+
+def wildcard_grant_problem(
+    effect: Any, actions: Sequence[Any], resources: Sequence[Any], where: str
+) -> str | None:
+    """The problem of an Allow that grants whole services on every resource, or None.
+
+    ``*`` or ``service:*`` actions with resource ``*`` are refused: ``dynamodb:*`` on ``*``
+    writes the ledger around its rules (the very thing the stack's queue policy keeps out),
+    ``iam:*`` on ``*`` is the account, ``s3:*`` on ``*`` deletes the landing bucket. Partial
+    wildcards (``s3:Get*``) or one of the two alone pass here; cdk-nag AwsSolutions-IAM5 then
+    reports the wildcard, acknowledged by s3ingest only for a resource wildcard with explicit
+    actions.
+    """
+    if effect != "Allow" or "*" not in resources:
+        return None
+    broad = [a for a in actions if isinstance(a, str) and is_service_wildcard(a)]
+    if not broad:
+        return None
+    return (
+        f"{where}: Action {', '.join(map(repr, broad))} with Resource '*' grants whole services "
+        "on every resource to the roles that run the processors (the ingest, backfill and "
+        "listing shard roles): name the actions the processor calls, and the ARNs it calls "
+        "them on"
+    )
+
+
 def is_function_processor(entry: Mapping[str, Any]) -> bool:
     """Whether a ``processors`` entry is a processor function (``functionArn`` or ``handler``),
     invoked with a timeout, rather than an in-process ``module``."""
@@ -256,6 +288,14 @@ def statement_problems(raw: Any, where: str) -> list[str]:
         bad = [v for v in values if not isinstance(v, str) or not valid(v)]
         if bad:
             problems.append(f"{where}.{key}: {', '.join(map(repr, bad))}: each must be {what}")
+    actions, resources = (
+        [raw.get(key)] if isinstance(raw.get(key), str) else raw.get(key)
+        for key in ("Action", "Resource")
+    )
+    if isinstance(actions, list) and isinstance(resources, list):
+        wildcard = wildcard_grant_problem(raw.get("Effect"), actions, resources, where)
+        if wildcard is not None:
+            problems.append(wildcard)
     condition = raw.get("Condition")
     if condition is not None and not (
         isinstance(condition, Mapping) and all(isinstance(v, Mapping) for v in condition.values())

@@ -44,8 +44,16 @@ PARTNER_INVENTORY = {
     "bucket": "partner-inventory-reports",
     "prefix": "reports",
 }
+#: Reserved concurrency: the ingest function's (three-processor synth) and each backfill
+#: worker's (three-processor and two-bucket synths).
+INGEST_RESERVED = 20
+BACKFILL_RESERVED = 4
+#: The operator role of the two-bucket synth (``operatorRoleArns``: may send to the ingest
+#: queue, for a redrive).
+OPERATOR_ROLE_ARN = "arn:aws:iam::123456789012:role/ops/s3ingest-operator"
 #: The two-bucket synth's context: a created bucket with key filters, and an existing bucket
-#: with another team's inventory configuration; the fan-out and the Distributed Map backfill.
+#: with another team's inventory configuration; the fan-out and the Distributed Map backfill;
+#: an operator role; the backfill workers' reserved concurrency.
 TWO_BUCKETS = {
     "stage": "two",
     "buckets": [
@@ -54,6 +62,8 @@ TWO_BUCKETS = {
     ],
     "reconcileFanOut": True,
     "backfillEngine": "distributed-map",
+    "operatorRoleArns": [OPERATOR_ROLE_ARN],
+    "backfillReservedConcurrency": BACKFILL_RESERVED,
 }
 
 #: The team's own processor function of the three-processor synth, and the queue its
@@ -72,13 +82,15 @@ HOLD_ALARM_SECONDS = 7_200
 #: Three processors: the team's function (by ARN), the example deployed as a function, an
 #: in-process module; the function timeouts raise the ingest-side functions' timeouts
 #: (reconcileTimeoutSeconds lowered so the listing shard's is raised too). With hold for review
-#: (the stack's, and the team function's own).
+#: (the stack's, and the team function's own). Reserved concurrency.
 PROCESSORS = {
     "stage": "procs",
     "reconcileTimeoutSeconds": 100,
     "hold": STACK_HOLD,
     "trailLength": TRAIL_LENGTH,
     "holdAlarmSeconds": HOLD_ALARM_SECONDS,
+    "ingestReservedConcurrency": INGEST_RESERVED,
+    "backfillReservedConcurrency": BACKFILL_RESERVED,
     "processors": [
         {
             "name": "audit",

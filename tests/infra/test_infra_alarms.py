@@ -14,6 +14,7 @@ from .conftest import ALARM_EMAIL, VARIANTS
 
 FIVE_MINUTES = 300
 ONE_HOUR = 3_600
+DAY = 86_400
 
 
 def _stack_dimensions(synth: Synth) -> list[dict[str, Any]]:
@@ -65,6 +66,41 @@ def _queue_alarm(synth: Synth, queue: Any, metric_name: str) -> dict[str, Any]:
         ],
         "Statistic": "Maximum",
         "Period": FIVE_MINUTES,
+    }
+
+
+def _executions_failed(synth: Synth, machine: Any, label: str, period: int) -> dict[str, Any]:
+    """A state machine's failed + timed-out + aborted executions (math expression)."""
+    machine_arn = _ref(synth.logical_id(machine))
+    return {
+        "Metrics": [
+            {
+                "Expression": "failed + timedOut + aborted",
+                "Id": "expr_1",
+                "Label": f"{label} executions failed, timed out or aborted",
+                "ReturnData": True,
+            },
+            *(
+                {
+                    "Id": metric_id,
+                    "MetricStat": {
+                        "Metric": {
+                            "Namespace": "AWS/States",
+                            "MetricName": metric_name,
+                            "Dimensions": [{"Name": "StateMachineArn", "Value": machine_arn}],
+                        },
+                        "Period": period,
+                        "Stat": "Sum",
+                    },
+                    "ReturnData": False,
+                }
+                for metric_id, metric_name in (
+                    ("failed", "ExecutionsFailed"),
+                    ("timedOut", "ExecutionsTimedOut"),
+                    ("aborted", "ExecutionsAborted"),
+                )
+            ),
+        ],
     }
 
 
@@ -158,16 +194,9 @@ def _expected_alarms(synth: Synth) -> dict[str, tuple[dict[str, Any], str]]:
         assert alarms.reconcile_failed is not None
         expected[synth.logical_id(alarms.reconcile_failed)] = (
             {
-                "Namespace": "AWS/States",
-                "MetricName": "ExecutionsFailed",
-                "Dimensions": [
-                    {
-                        "Name": "StateMachineArn",
-                        "Value": _ref(synth.logical_id(reconcile_machine.state_machine)),
-                    }
-                ],
-                "Statistic": "Sum",
-                "Period": ONE_HOUR,
+                **_executions_failed(
+                    synth, reconcile_machine.state_machine, "Fan-out reconciliation", ONE_HOUR
+                ),
                 **_notifies_topic(synth, 0, 1),
             },
             "events-lost-upstream",
@@ -177,45 +206,48 @@ def _expected_alarms(synth: Synth) -> dict[str, tuple[dict[str, Any], str]]:
     backfill_machine = pipeline.backfill_state_machine
     if backfill_machine is not None:
         assert alarms.backfill_failed is not None
-        machine_arn = _ref(synth.logical_id(backfill_machine.state_machine))
         expected[synth.logical_id(alarms.backfill_failed)] = (
             {
-                "Metrics": [
-                    {
-                        "Expression": "failed + timedOut + aborted",
-                        "Id": "expr_1",
-                        "Label": "Backfill executions failed, timed out or aborted",
-                        "ReturnData": True,
-                    },
-                    *(
-                        {
-                            "Id": metric_id,
-                            "MetricStat": {
-                                "Metric": {
-                                    "Namespace": "AWS/States",
-                                    "MetricName": metric_name,
-                                    "Dimensions": [
-                                        {"Name": "StateMachineArn", "Value": machine_arn}
-                                    ],
-                                },
-                                "Period": FIVE_MINUTES,
-                                "Stat": "Sum",
-                            },
-                            "ReturnData": False,
-                        }
-                        for metric_id, metric_name in (
-                            ("failed", "ExecutionsFailed"),
-                            ("timedOut", "ExecutionsTimedOut"),
-                            ("aborted", "ExecutionsAborted"),
-                        )
-                    ),
-                ],
+                **_executions_failed(
+                    synth, backfill_machine.state_machine, "Backfill", FIVE_MINUTES
+                ),
                 **_notifies_topic(synth, 0, 1),
             },
             "bucket-adopted-with-existing-objects",
         )
     else:
         assert alarms.backfill_failed is None
+    assert alarms.listing_failed is not None  # every stack deploys the listing backfill
+    expected[synth.logical_id(alarms.listing_failed)] = (
+        {
+            **_executions_failed(
+                synth,
+                pipeline.listing.state_machine.state_machine,
+                "Listing backfill",
+                FIVE_MINUTES,
+            ),
+            **_notifies_topic(synth, 0, 1),
+        },
+        "bucket-adopted-with-existing-objects",
+    )
+    # Every DLQ's oldest message: half the time the DLQ surely keeps it (test_infra_dead_letters).
+    settings = synth.settings
+    sure = {
+        "ingest-dlq": (settings.dlq_retention_days - settings.queue_retention_days) * DAY,
+        "rule-target-dlq": settings.dlq_retention_days * DAY,
+        "change-stream-dlq": 14 * DAY,
+    }
+    assert set(alarms.dead_letter_ages) == set(pipeline.monitoring.dead_letter_queues)
+    for what, alarm in alarms.dead_letter_ages.items():
+        dlq = pipeline.monitoring.dead_letter_queues[what]
+        expected[synth.logical_id(alarm)] = (
+            {
+                **_queue_alarm(synth, dlq, "ApproximateAgeOfOldestMessage"),
+                "Period": ONE_HOUR,
+                **_notifies_topic(synth, sure[what] // 2, 1),
+            },
+            "dlq-messages-near-expiry",
+        )
     relay = pipeline.change_relay
     if relay is not None:
         assert alarms.change_dead_letters is not None
@@ -418,6 +450,8 @@ def _expected_names(synth: Synth) -> dict[str, str]:
         "reconcile-errors": alarms.reconcile_errors,
         "reconcile-executions-failed": alarms.reconcile_failed,
         "backfill-executions-failed": alarms.backfill_failed,
+        "listing-executions-failed": alarms.listing_failed,
+        **{f"{what}-age": alarm for what, alarm in alarms.dead_letter_ages.items()},
         "change-stream-dlq-depth": alarms.change_dead_letters,
         "change-relay-errors": alarms.change_relay_errors,
         "change-relay-iterator-age": alarms.change_relay_behind,
@@ -483,6 +517,7 @@ def test_every_runbook_anchor_exists(fanout_synth: Synth) -> None:
         "function-near-timeout",
         "ingest-rule-failing",
         "eventbridge-delivery-off",
+        "dlq-messages-near-expiry",
     }
     for anchor in anchors:
         assert f'<a id="{anchor}"></a>' in runbook, anchor

@@ -415,11 +415,25 @@ def test_state_machine_role_creates_and_describes_jobs_with_the_batch_role_only(
             "Resource": _arn(synth.logical_id(batch.role)),
         }
     ]
-    # AND the rest carries no condition: CreateJob on "*" (no resource type), DescribeJob on this
-    # account's and region's jobs, the control function, logging and tracing
+    # AND CreateJob on "*" (it has no resource type), only for a LambdaInvoke job at the
+    # backfill's priority (the condition keys CreateJob supports)
+    create_job = [s for s in statements if "s3:CreateJob" in json.dumps(s["Action"])]
+    assert create_job == [
+        {
+            "Action": "s3:CreateJob",
+            "Condition": {
+                "StringEquals": {"s3:RequestJobOperation": "LambdaInvoke"},
+                "NumericEquals": {"s3:RequestJobPriority": 10},
+            },
+            "Effect": "Allow",
+            "Resource": "*",
+        }
+    ]
+    # AND the rest carries no condition: DescribeJob on this account's and region's jobs, the
+    # control function, logging and tracing
     rest: dict[str, list[str]] = {}
     for statement in statements:
-        if statement in pass_role:
+        if statement in pass_role or statement in create_job:
             continue
         assert statement["Effect"] == "Allow" and "Condition" not in statement
         acts = statement["Action"]
@@ -445,7 +459,6 @@ def test_state_machine_role_creates_and_describes_jobs_with_the_batch_role_only(
     assert rest == _grants(
         {
             **{action: ["*"] for action in wildcard},
-            "s3:CreateJob": ["*"],
             "s3:DescribeJob": [
                 _join(
                     "arn:",

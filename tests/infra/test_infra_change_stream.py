@@ -339,7 +339,12 @@ def test_audit_log_policy_admits_eventbridge_to_that_log_group_only(fanout_synth
     delimiter, parts = props["PolicyDocument"]["Fn::Join"]
     document = json.loads(
         delimiter.join(
-            part if isinstance(part, str) else f"<{part['Fn::GetAtt'][0]}.Arn>" for part in parts
+            part
+            if isinstance(part, str)
+            else f"<{part['Ref']}>"
+            if "Ref" in part
+            else f"<{part['Fn::GetAtt'][0]}.Arn>"
+            for part in parts
         )
     )
     assert document["Statement"] == [
@@ -349,6 +354,14 @@ def test_audit_log_policy_admits_eventbridge_to_that_log_group_only(fanout_synth
             "Principal": {"Service": "events.amazonaws.com"},
             "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
             "Resource": f"<{log_group_id}.Arn>",
+            # confused deputy: a rule of the change bus, in this account
+            "Condition": {
+                "StringEquals": {"aws:SourceAccount": "<AWS::AccountId>"},
+                "ArnLike": {
+                    "aws:SourceArn": "arn:<AWS::Partition>:events:<AWS::Region>:"
+                    f"<AWS::AccountId>:rule/s3ingest-changes-{synth.settings.stage}/*"
+                },
+            },
         }
     ]
 

@@ -37,6 +37,8 @@ MANIFEST_FORMAT = "S3InventoryReport_CSV_20161130"
 REPORT_FORMAT = "Report_CSV_20180820"
 INVOCATION_SCHEMA_VERSION = "2.0"
 JOB_PRIORITY = 10
+#: The job's operation, as ``s3:RequestJobOperation`` names it: the ``Operation`` member's name.
+JOB_OPERATION = "LambdaInvoke"
 JOB_DESCRIPTION = "s3ingest backfill"
 #: S3 Control errors worth retrying: throttling, S3 Control's 5xx, the generic service exception
 #: unmodeled error codes (503 SlowDown) surface as, and client-side failures. Step Functions names
@@ -283,20 +285,34 @@ class BackfillStateMachine(Construct):
         backfill, batch_role = self._backfill, self._batch_role
         if backfill is None or batch_role is None:  # pragma: no cover - checked in __init__
             raise ValueError("the batch-operations engine needs backfill_function and batch_role")
+        jobs_arn = f"arn:{Aws.PARTITION}:s3:{Aws.REGION}:{Aws.ACCOUNT_ID}:job/*"
         create_job = self._s3control(
             "CreateJob",
             action="createJob",
-            iam_action="s3:CreateJob",
-            # CreateJob has no resource type; what the job can do is bounded by the role passed.
-            iam_resources=["*"],
+            # CreateJob has no resource type (its resource is "*"), so the task's own statement,
+            # which CDK writes without a condition, is the DescribeJob the next step needs; the
+            # CreateJob grant below carries the condition keys CreateJob supports: only a
+            # LambdaInvoke job, at this priority (Service Authorization Reference, Amazon S3:
+            # https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html).
+            # What the job can do is bounded by the one role it may pass.
+            iam_action="s3:DescribeJob",
+            iam_resources=[jobs_arn],
             additional_iam_statements=[
+                iam.PolicyStatement(
+                    actions=["s3:CreateJob"],
+                    resources=["*"],
+                    conditions={
+                        "StringEquals": {"s3:RequestJobOperation": JOB_OPERATION},
+                        "NumericEquals": {"s3:RequestJobPriority": JOB_PRIORITY},
+                    },
+                ),
                 iam.PolicyStatement(
                     actions=["iam:PassRole"],
                     resources=[batch_role.role_arn],
                     conditions={
                         "StringEquals": {"iam:PassedToService": BATCH_OPERATIONS_PRINCIPAL}
                     },
-                )
+                ),
             ],
             parameters={
                 "AccountId": Aws.ACCOUNT_ID,
@@ -305,7 +321,7 @@ class BackfillStateMachine(Construct):
                 ),
                 "ConfirmationRequired": False,
                 "Operation": {
-                    "LambdaInvoke": {
+                    JOB_OPERATION: {
                         "FunctionArn": backfill.function_arn,
                         "InvocationSchemaVersion": INVOCATION_SCHEMA_VERSION,
                     }
@@ -336,7 +352,7 @@ class BackfillStateMachine(Construct):
             "DescribeJob",
             action="describeJob",
             iam_action="s3:DescribeJob",
-            iam_resources=[f"arn:{Aws.PARTITION}:s3:{Aws.REGION}:{Aws.ACCOUNT_ID}:job/*"],
+            iam_resources=[jobs_arn],
             parameters={
                 "AccountId": Aws.ACCOUNT_ID,
                 "JobId": sfn.JsonPath.string_at("$.job.JobId"),

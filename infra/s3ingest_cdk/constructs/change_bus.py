@@ -147,6 +147,19 @@ class ChangeBus(Construct):
                     principals=[iam.ServicePrincipal(EVENTS_PRINCIPAL)],
                     actions=["logs:CreateLogStream", "logs:PutLogEvents"],
                     resources=[self.audit_log_group.log_group_arn],
+                    # Confused deputy: only for a rule of this bus, in this account (for a
+                    # bus rule's target, aws:SourceArn is the rule's ARN:
+                    # https://docs.aws.amazon.com/eventbridge/latest/userguide/cross-service-confused-deputy-prevention.html).
+                    # The rule's own ARN cannot be named: the rule depends on this policy.
+                    conditions={
+                        "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+                        "ArnLike": {
+                            "aws:SourceArn": (
+                                f"arn:{Aws.PARTITION}:events:{Aws.REGION}:{Aws.ACCOUNT_ID}:"
+                                f"rule/{bus_name}/*"
+                            )
+                        },
+                    },
                 )
             ],
         )

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_events as events
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from s3ingest_fn.adapters.sqs import DEAD_LETTER_MAX_MESSAGE_BYTES, INGEST_QUEUE_MAX_MESSAGE_BYTES
+
+#: The ``Sid`` of the ingest queue's statement that denies every other sender.
+ONLY_STACK_SENDS_SID = "OnlyTheStackSends"
 
 
 def secure_queue(
@@ -24,8 +31,9 @@ def secure_queue(
     (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-troubleshooting.html#eb-sqs-encrypted);
     ``enforce_ssl`` denies any request with ``aws:SecureTransport`` false
     (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-security-best-practices.html).
-    Removed with the stack (CDK's default): a queue holds messages in flight; the ledger is the
-    record. ``max_message_size_bytes``: its ``MaximumMessageSize`` (None: SQS's default).
+    Removed with the stack: a queue holds messages in flight, the ledger is the record; the
+    pipeline retains its dead-letter queues (their messages are evidence).
+    ``max_message_size_bytes``: its ``MaximumMessageSize`` (None: SQS's default).
     """
     return sqs.Queue(
         scope,
@@ -103,3 +111,56 @@ class IngestQueue(Construct):
                 queue=self.dead_letter_queue, max_receive_count=max_receive_count
             ),
         )
+
+    def admit_only(
+        self,
+        *,
+        rules: Sequence[events.IRule],
+        roles: Sequence[iam.IRole],
+        operator_role_arns: Sequence[str] = (),
+    ) -> iam.PolicyStatement:
+        """Deny ``sqs:SendMessage`` on the ingest queue to every principal but ``rules`` (their
+        EventBridge target), ``roles`` (the stack's own senders) and ``operator_role_arns``.
+
+        ``sqs:SendMessage`` also authorises ``SendMessageBatch``
+        (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-api-permissions-reference.html).
+        A Deny wins over any Allow, identity policies of the account included
+        (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_evaluation-logic.html).
+
+        Returns
+        -------
+        aws_cdk.aws_iam.PolicyStatement
+            The statement added to the queue's policy.
+        """
+        # How the Deny applies (https://docs.aws.amazon.com/IAM/latest/UserGuide/
+        # reference_policies_elements_condition_operators.html and
+        # reference_policies_condition-logic-multiple-context-keys-or-values.html):
+        # - the two keys under the one ArnNotEquals AND together: the Deny applies only when
+        #   the request is exempt by neither (an exemption by either key is enough);
+        # - the values of one key under a negated operator NOR together: a key is true when its
+        #   value equals none of the listed ARNs;
+        # - a key absent from the request makes a negated operator TRUE for that key (the
+        #   "not present" rule of the page above; no ...IfExists here). A role's request carries
+        #   no aws:SourceArn (that key is set only when a service acts for a resource), so only
+        #   its aws:PrincipalArn (the role's ARN, not the session's) can exempt it; EventBridge
+        #   delivering for the rule carries aws:SourceArn = the rule's ARN, which exempts it
+        #   whatever its aws:PrincipalArn. The account root, any other role or user, another rule
+        #   or another service match neither key and are denied.
+        statement = iam.PolicyStatement(
+            sid=ONLY_STACK_SENDS_SID,
+            effect=iam.Effect.DENY,
+            principals=[iam.AnyPrincipal()],
+            actions=["sqs:SendMessage"],
+            resources=[self.queue.queue_arn],
+            conditions={
+                "ArnNotEquals": {
+                    "aws:SourceArn": [rule.rule_arn for rule in rules],
+                    "aws:PrincipalArn": [
+                        *(role.role_arn for role in roles),
+                        *operator_role_arns,
+                    ],
+                }
+            },
+        )
+        self.queue.add_to_resource_policy(statement)
+        return statement

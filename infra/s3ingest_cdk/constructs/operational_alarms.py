@@ -41,6 +41,24 @@ _FIVE_MINUTES = Duration.minutes(5)
 _ONE_HOUR = Duration.hours(1)
 
 
+def dead_letter_age_threshold(retention: Duration, source_retention: Duration | None) -> Duration:
+    """The age of a DLQ's oldest message that fires its age alarm: half the time the DLQ is sure
+    to keep a message, and at least one hour.
+
+    A message sent to the DLQ (a rule target's or an on-failure destination's) is kept for the
+    DLQ's ``retention`` from then. A message a standard queue's redrive policy moves keeps its
+    original enqueue time, and so expires earlier, while ``ApproximateAgeOfOldestMessage`` counts
+    from the move
+    (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/setting-up-dead-letter-queue-retention.html):
+    it may have spent up to ``source_retention`` in the source queue, so that DLQ is sure to keep
+    it ``retention - source_retention`` only. Alarming at half leaves the other half to act (with
+    the defaults: 5 of the ingest DLQ's 10 sure days, 7 of 14 for the others); the depth alarm
+    already fired at the first message.
+    """
+    window = retention.to_seconds() - (source_retention.to_seconds() if source_retention else 0)
+    return Duration.seconds(max(int(window // 2), int(_ONE_HOUR.to_seconds())))
+
+
 def runbook(base_url: str, anchor: str) -> str:
     """``<base_url>#<anchor>``: the runbook section an alarm description links to (the
     ``runbookBaseUrl`` setting, an absolute ``https://`` URL)."""
@@ -105,6 +123,12 @@ class OperationalAlarms(Construct):
         The change-stream relay (``changeStream`` only; with ``change_dead_letter_queue``).
     change_dead_letter_queue : aws_cdk.aws_sqs.IQueue, optional
         The relay's on-failure destination: stream batches it gave up on.
+    listing_state_machine : aws_cdk.aws_stepfunctions.IStateMachine, optional
+        The listing backfill (every stack deploys it).
+    dead_letter_ages : Mapping[str, tuple[aws_cdk.aws_sqs.IQueue, aws_cdk.Duration]], optional
+        ``what`` (``"ingest-dlq"``, ...) -> a dead-letter queue and the age of its oldest message
+        that fires its alarm, ``s3ingest-<stage>-<what>-age``
+        (:func:`dead_letter_age_threshold`).
     hold_threshold : aws_cdk.Duration, optional
         With hold for review only (``hold``, or a processor's own): the oldest held change
         older than this (``holdAlarmSeconds``) fires the held-changes alarm. Reconciliation
@@ -118,8 +142,11 @@ class OperationalAlarms(Construct):
         Ingest DLQ depth > 0; rule target DLQ depth > 0; oldest ingest message > 15 minutes.
     ingest_errors, ingest_throttles, reconcile_errors : aws_cdk.aws_cloudwatch.Alarm
         Lambda ``Errors`` / ``Throttles`` > 0.
-    reconcile_failed, backfill_failed : aws_cdk.aws_cloudwatch.Alarm or None
-        Failed fan-out reconciliations; failed, timed-out or aborted backfills.
+    reconcile_failed, backfill_failed, listing_failed : aws_cdk.aws_cloudwatch.Alarm or None
+        Failed, timed-out or aborted executions: fan-out reconciliations, backfills, listing
+        backfills.
+    dead_letter_ages : dict[str, aws_cdk.aws_cloudwatch.Alarm]
+        ``what`` -> the DLQ's oldest message older than its threshold (one hourly datapoint).
     change_dead_letters, change_relay_errors, change_relay_behind : aws_cdk.aws_cloudwatch.Alarm
         or None
         Change-stream DLQ depth > 0; relay ``Errors`` > 0; relay ``IteratorAge`` > 15 minutes for
@@ -164,6 +191,8 @@ class OperationalAlarms(Construct):
         backfill_state_machine: sfn.IStateMachine | None = None,
         change_relay_function: lambda_.IFunction | None = None,
         change_dead_letter_queue: sqs.IQueue | None = None,
+        listing_state_machine: sfn.IStateMachine | None = None,
+        dead_letter_ages: Mapping[str, tuple[sqs.IQueue, Duration]] | None = None,
         hold_threshold: Duration | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -232,41 +261,41 @@ class OperationalAlarms(Construct):
         )
         self.reconcile_failed: cloudwatch.Alarm | None = None
         if reconcile_state_machine is not None:
-            self.reconcile_failed = self._above_zero(
+            self.reconcile_failed = self._executions_failed(
                 "ReconcileExecutionsFailed",
                 "reconcile-executions-failed",
-                reconcile_state_machine.metric_failed(
-                    statistic=cloudwatch.Stats.SUM, period=_ONE_HOUR
-                ),
-                "s3ingest: a fan-out reconciliation execution failed; lost events stay "
-                "unrepaired until one succeeds",
+                reconcile_state_machine,
+                "Fan-out reconciliation",
+                "s3ingest: a fan-out reconciliation execution failed, timed out or was aborted; "
+                "lost events stay unrepaired until one succeeds",
                 "events-lost-upstream",
+                period=_ONE_HOUR,
             )
         self.backfill_failed: cloudwatch.Alarm | None = None
         if backfill_state_machine is not None:
-            self.backfill_failed = self._above_zero(
+            self.backfill_failed = self._executions_failed(
                 "BackfillExecutionsFailed",
                 "backfill-executions-failed",
-                cloudwatch.MathExpression(
-                    expression="failed + timedOut + aborted",
-                    using_metrics={
-                        "failed": backfill_state_machine.metric_failed(
-                            statistic=cloudwatch.Stats.SUM
-                        ),
-                        "timedOut": backfill_state_machine.metric_timed_out(
-                            statistic=cloudwatch.Stats.SUM
-                        ),
-                        "aborted": backfill_state_machine.metric_aborted(
-                            statistic=cloudwatch.Stats.SUM
-                        ),
-                    },
-                    label="Backfill executions failed, timed out or aborted",
-                    period=_FIVE_MINUTES,
-                ),
+                backfill_state_machine,
+                "Backfill",
                 "s3ingest: a backfill execution failed, timed out or was aborted; pre-existing "
                 "objects may be missing from the ledger",
                 "bucket-adopted-with-existing-objects",
             )
+        self.listing_failed: cloudwatch.Alarm | None = None
+        if listing_state_machine is not None:
+            self.listing_failed = self._executions_failed(
+                "ListingExecutionsFailed",
+                "listing-executions-failed",
+                listing_state_machine,
+                "Listing backfill",
+                "s3ingest: a listing backfill execution failed, timed out or was aborted; the "
+                "objects of its key ranges may be missing from the ledger",
+                "bucket-adopted-with-existing-objects",
+            )
+        self.dead_letter_ages: dict[str, cloudwatch.Alarm] = {}
+        for what, (dlq, threshold) in (dead_letter_ages or {}).items():
+            self.dead_letter_ages[what] = self._dead_letter_age(what, dlq, threshold)
         self.change_dead_letters: cloudwatch.Alarm | None = None
         self.change_relay_errors: cloudwatch.Alarm | None = None
         self.change_relay_behind: cloudwatch.Alarm | None = None
@@ -285,6 +314,55 @@ class OperationalAlarms(Construct):
         drift_alarm.add_alarm_action(self._action)
         drift_alarm.add_ok_action(self._action)
         self.alarms.append(drift_alarm)
+
+    def _executions_failed(
+        self,
+        alarm_id: str,
+        what: str,
+        machine: sfn.IStateMachine,
+        label: str,
+        description: str,
+        anchor: str,
+        *,
+        period: Duration = _FIVE_MINUTES,
+    ) -> cloudwatch.Alarm:
+        """Executions of ``machine`` that failed, timed out or were aborted, summed over
+        ``period`` (https://docs.aws.amazon.com/step-functions/latest/dg/procedure-cw-metrics.html)."""
+        return self._above_zero(
+            alarm_id,
+            what,
+            cloudwatch.MathExpression(
+                expression="failed + timedOut + aborted",
+                using_metrics={
+                    "failed": machine.metric_failed(statistic=cloudwatch.Stats.SUM),
+                    "timedOut": machine.metric_timed_out(statistic=cloudwatch.Stats.SUM),
+                    "aborted": machine.metric_aborted(statistic=cloudwatch.Stats.SUM),
+                },
+                label=f"{label} executions failed, timed out or aborted",
+                period=period,
+            ),
+            description,
+            anchor,
+        )
+
+    def _dead_letter_age(self, what: str, dlq: sqs.IQueue, threshold: Duration) -> cloudwatch.Alarm:
+        """The DLQ's oldest message older than ``threshold``: it expires unseen unless an
+        operator acts (:func:`dead_letter_age_threshold`)."""
+        days = threshold.to_seconds() / 86_400
+        return self._alarm(
+            "".join(word.capitalize() for word in what.split("-")) + "OldestMessageAge",
+            f"{what}-age",
+            dlq.metric_approximate_age_of_oldest_message(
+                statistic=cloudwatch.Stats.MAXIMUM, period=_ONE_HOUR
+            ),
+            threshold=threshold.to_seconds(),
+            evaluation_periods=1,
+            description=(
+                f"s3ingest: the oldest message of the dead-letter queue {what} has been there more "
+                f"than {days:g} days; it expires before long unless redriven or read"
+            ),
+            anchor="dlq-messages-near-expiry",
+        )
 
     def _held_changes(self, threshold: Duration, period: Duration) -> cloudwatch.Alarm:
         """A change held for review longer than ``threshold``: its effect waits for an

@@ -100,8 +100,9 @@ def python_function(
     ``POWERTOOLS_TRACE_DISABLED=true`` so the handlers never load the X-Ray SDK); JSON log format
     to an explicit log group with a bounded retention, retained on stack deletion
     (https://docs.aws.amazon.com/lambda/latest/dg/monitoring-cloudwatchlogs-advanced.html); no
-    reserved concurrency. The role is the function's own, with no managed policy: the log-group
-    write grant replaces ``AWSLambdaBasicExecutionRole``; the feature grants the rest.
+    reserved concurrency (a feature sets it with :func:`reserve_concurrency`). The role is the
+    function's own, with no managed policy: the log-group write grant replaces
+    ``AWSLambdaBasicExecutionRole``; the feature grants the rest.
 
     Parameters
     ----------
@@ -180,3 +181,13 @@ def python_function(
     log_group.grant_write(role)
     depend_on_policies_not_role(function, role)
     return PythonFunction(function=function, role=role, log_group=log_group)
+
+
+def reserve_concurrency(function: lambda_.Function, executions: int | None) -> None:
+    """Reserve ``executions`` of the account's concurrency for ``function`` (``None``: leave it
+    unreserved): the function can never run more at once, and no other function can take them
+    (https://docs.aws.amazon.com/lambda/latest/dg/configuration-concurrency.html)."""
+    if executions is not None:
+        cfn = function.node.default_child
+        assert isinstance(cfn, lambda_.CfnFunction)
+        cfn.reserved_concurrent_executions = executions

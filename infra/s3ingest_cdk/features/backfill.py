@@ -20,6 +20,7 @@ from s3ingest_cdk.constructs import (
 from s3ingest_cdk.constructs.backfill_control_function import REPORT_PREFIX
 from s3ingest_cdk.constructs.backfill_state_machine import BATCH_OPERATIONS, FILES_MAP_LABEL
 from s3ingest_cdk.constructs.landing_bucket import Landings
+from s3ingest_cdk.constructs.python_function import reserve_concurrency
 from s3ingest_cdk.features.evidence import (
     REPORTS_EVIDENCE,
     SFN_LOGGING_EVIDENCE,
@@ -42,9 +43,10 @@ _COMPLETION_EVIDENCE = (
 _CREATE_JOB_EVIDENCE = (
     " And s3:CreateJob, which has no resource type: its only resource is '*' (Service "
     "Authorization Reference, Amazon S3: https://docs.aws.amazon.com/service-authorization/"
-    "latest/reference/list_amazons3.html); what a job can do is bounded by the one role this "
-    "state machine may pass (iam:PassRole on the Batch Operations role, to "
-    "batchoperations.s3.amazonaws.com only)."
+    "latest/reference/list_amazons3.html), conditioned on the keys it supports (a LambdaInvoke "
+    "job, s3:RequestJobOperation, at the backfill's priority, s3:RequestJobPriority); what a job "
+    "can do is bounded by the one role this state machine may pass (iam:PassRole on the Batch "
+    "Operations role, to batchoperations.s3.amazonaws.com only)."
 )
 
 
@@ -131,6 +133,9 @@ class Backfill(Construct):
         for name, value in landings.inventory_environment(self).items():
             control.add_environment(name, value)
         acknowledge_function(control, control_role, tracing=settings.tracing)
+        if settings.backfill_engine != BATCH_OPERATIONS:
+            # distributed-map: it is the worker (one invocation per data file, in parallel)
+            reserve_concurrency(control, settings.backfill_reserved_concurrency)
         # prepare: the newest report is listed by prefix; its manifest HEAD and read (checksum
         # included); backfill_file reads the data files. Every bucket's reports.
         report_arns = []
@@ -176,6 +181,8 @@ class Backfill(Construct):
             acknowledge_function(
                 self.backfill.function, self.backfill.role, tracing=settings.tracing
             )
+            # A backfill never takes more of the account's concurrency than this.
+            reserve_concurrency(self.backfill.function, settings.backfill_reserved_concurrency)
             for name, value in landings.scope_environment(self).items():
                 self.backfill.function.add_environment(name, value)
             # Each task is observed by the ledger rules (C7).

@@ -13,6 +13,7 @@ from constructs import Construct
 from s3ingest.settings import Settings, ingest_event_pattern
 from s3ingest_cdk.constructs import IngestFunction, IngestQueue, IngestRouting
 from s3ingest_cdk.constructs.landing_bucket import Landings
+from s3ingest_cdk.constructs.python_function import reserve_concurrency
 from s3ingest_cdk.features.evidence import acknowledge_function
 from s3ingest_cdk.features.service import IngestProcessors, grant_ingest_service
 from s3ingest_cdk.nag import acknowledge
@@ -105,6 +106,8 @@ class Ingestion(Construct):
             tracing=settings.tracing,
         )
         function = self.ingest.function
+        # Live ingest keeps its share whatever else runs (a backfill included).
+        reserve_concurrency(function, settings.ingest_reserved_concurrency)
         for name, value in landings.scope_environment(self).items():
             function.add_environment(name, value)
         acknowledge_function(function, self.ingest.role, tracing=settings.tracing)

@@ -24,6 +24,7 @@ from s3ingest_cdk.constructs.listing_backfill_state_machine import (
     SHARDS_MAP_LABEL,
     ListingBackfillStateMachine,
 )
+from s3ingest_cdk.constructs.python_function import reserve_concurrency
 from s3ingest_cdk.features.evidence import (
     SFN_LOGGING_EVIDENCE,
     acknowledge_distributed_map,
@@ -161,6 +162,8 @@ class ListingBackfill(Construct):
             STEP_TIMEOUT,
             STEP_MEMORY_MIB,
         )
+        # The shard workers never take more of the account's concurrency than this.
+        reserve_concurrency(self.shard.function, settings.backfill_reserved_concurrency)
         for owner in (self.plan, self.shard):
             iam.Grant.add_to_principal(
                 grantee=owner.function,

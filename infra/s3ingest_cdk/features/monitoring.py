@@ -5,6 +5,7 @@ from __future__ import annotations
 from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from s3ingest.settings import Settings
@@ -14,11 +15,14 @@ from s3ingest_cdk.constructs import (
     OperationalAlarms,
     OperationsDashboard,
 )
+from s3ingest_cdk.constructs.change_relay_function import DEAD_LETTER_RETENTION
 from s3ingest_cdk.constructs.landing_bucket import Landings
+from s3ingest_cdk.constructs.operational_alarms import dead_letter_age_threshold
 from s3ingest_cdk.features.backfill import Backfill
 from s3ingest_cdk.features.change_stream import ChangeStream
 from s3ingest_cdk.features.evidence import acknowledge_function
 from s3ingest_cdk.features.ingestion import Ingestion
+from s3ingest_cdk.features.listing import ListingBackfill
 from s3ingest_cdk.features.reconciliation import Reconciliation
 
 
@@ -43,6 +47,8 @@ class Monitoring(Construct):
         The features watched.
     backfill, change_stream : Construct or None
         The optional features watched, when deployed.
+    listing : s3ingest_cdk.features.listing.ListingBackfill, optional
+        The listing backfill (its state machine's failure alarm).
 
     Attributes
     ----------
@@ -53,6 +59,9 @@ class Monitoring(Construct):
         The topic every alarm notifies (``alarm_email`` subscribes an address).
     alarms : s3ingest_cdk.constructs.OperationalAlarms
         The operational alarms (the drift alarm included).
+    dead_letter_queues : dict[str, aws_cdk.aws_sqs.IQueue]
+        Every dead-letter queue of the stack, by the name of its age alarm (``ingest-dlq``,
+        ``rule-target-dlq``, ``change-stream-dlq``).
     dashboard : s3ingest_cdk.constructs.OperationsDashboard
         The stage's dashboard, ``s3ingest-<stage>``.
     """
@@ -70,6 +79,7 @@ class Monitoring(Construct):
         reconciliation: Reconciliation,
         backfill: Backfill | None,
         change_stream: ChangeStream | None,
+        listing: ListingBackfill | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         # Is the bucket still sending its events? (Nothing else notices when it stops.)
@@ -114,6 +124,27 @@ class Monitoring(Construct):
                 )
         if relay is not None:
             timeouts["change-relay"] = (relay.function, function_timeout)
+        # Every DLQ, and the age of its oldest message that fires its alarm: the ingest DLQ is
+        # a redrive target (messages keep their enqueue time), the others are sent to.
+        dlq_retention = Duration.days(settings.dlq_retention_days)
+        dead_letter_ages: dict[str, tuple[sqs.IQueue, Duration]] = {
+            "ingest-dlq": (
+                queue.dead_letter_queue,
+                dead_letter_age_threshold(
+                    dlq_retention, Duration.days(settings.queue_retention_days)
+                ),
+            ),
+            "rule-target-dlq": (
+                ingestion.routing.target_dead_letter_queue,
+                dead_letter_age_threshold(dlq_retention, None),
+            ),
+        }
+        if relay is not None:
+            dead_letter_ages["change-stream-dlq"] = (
+                relay.dead_letter_queue,
+                dead_letter_age_threshold(DEAD_LETTER_RETENTION, None),
+            )
+        self.dead_letter_queues = {what: dlq for what, (dlq, _) in dead_letter_ages.items()}
         self.alarms = OperationalAlarms(
             self,
             "Alarms",
@@ -139,6 +170,10 @@ class Monitoring(Construct):
             ),
             change_relay_function=relay.function if relay is not None else None,
             change_dead_letter_queue=relay.dead_letter_queue if relay is not None else None,
+            listing_state_machine=(
+                listing.state_machine.state_machine if listing is not None else None
+            ),
+            dead_letter_ages=dead_letter_ages,
             hold_threshold=(
                 Duration.seconds(settings.hold_alarm_seconds) if settings.holds else None
             ),

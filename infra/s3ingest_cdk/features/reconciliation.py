@@ -75,6 +75,8 @@ class Reconciliation(Construct):
         in turn), or with the fan-out one target per bucket (input ``{"bucket": <name>}``).
     drift : s3ingest_cdk.constructs.DriftAlarm
         The drift metrics and ``drift.alarm``.
+    queue_senders : list of aws_cdk.aws_iam.IRole
+        The roles granted ``sqs:SendMessage`` on the ingest queue (its policy admits them).
 
     Raises
     ------
@@ -96,6 +98,8 @@ class Reconciliation(Construct):
         super().__init__(scope, construct_id)
         self._landings = landings
         self._tracing = settings.tracing
+        #: The roles granted sqs:SendMessage on the ingest queue (its policy admits them).
+        self.queue_senders: list[iam.IRole] = []
 
         def reconcile_function(construct_id: str, handler: str, what: str) -> ReconcileFunction:
             owner = ReconcileFunction(
@@ -183,6 +187,7 @@ class Reconciliation(Construct):
         # The ledger: a parallel Scan. Repairs: through the same ingest queue and rules.
         table.grant(function, "dynamodb:Scan")
         queue.grant(function, "sqs:SendMessage")
+        self.queue_senders.append(owner.role)
         grant_reports(self, function, owner.role, self._landings)
 
     def _fan_out(self, owner: ReconcileFunction, settings: Settings) -> list[events.IRuleTarget]:

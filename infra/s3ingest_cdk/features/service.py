@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from aws_cdk import Annotations
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -31,7 +32,8 @@ def grant_read_objects(function: lambda_.IFunction, bucket: s3.IBucket) -> str:
 
 #: Why the team's own ``processorPolicyStatements`` may hold wildcards (cdk-nag AwsSolutions-IAM5).
 TEAM_STATEMENT_EVIDENCE = (
-    "Granted by the processorPolicyStatements setting: the team's own statement for what its "
+    "Granted by the processorPolicyStatements setting: the team's own statement, explicit "
+    "actions (never a wildcard action: those are left to the team to acknowledge) for what its "
     "in-process processor needs beyond the landing and output buckets, reviewed with the team's "
     "configuration (s3ingest adds it as given)."
 )
@@ -70,7 +72,8 @@ def grant_processors(function: lambda_.Function, processors: IngestProcessors) -
     """``PROCESSORS`` (and ``HOLD``, ``TRAIL_LENGTH``: :attr:`IngestProcessors.variables`),
     ``lambda:InvokeFunction`` on the processor functions (their ARNs exactly, so no version or
     alias of them beyond the one named) and the team's extra statements, whose wildcards are
-    acknowledged with :data:`TEAM_STATEMENT_EVIDENCE`."""
+    acknowledged with :data:`TEAM_STATEMENT_EVIDENCE` for a resource wildcard with explicit
+    actions only; an info annotation on the role names what was merged."""
     role = function.role
     if role is None:  # pragma: no cover - python_function gives every function a role
         raise TypeError("an s3ingest function has its own role")
@@ -84,18 +87,36 @@ def grant_processors(function: lambda_.Function, processors: IngestProcessors) -
             actions=["lambda:InvokeFunction"],
             resource_arns=list(processors.function_arns),
         )
-    for statement in processors.statements:
+    merged: list[str] = []
+    for index, statement in enumerate(processors.statements):
         function.add_to_role_policy(statement.copy())
-        if statement.effect != iam.Effect.ALLOW:
+        merged.append(_described(index, statement))
+        # A wildcard action is never acknowledged: cdk-nag reports it, and the team
+        # acknowledges it on this role itself if it stands by it. A resource wildcard is, when
+        # the actions are explicit (the processor's keys are known only at run time).
+        if statement.effect != iam.Effect.ALLOW or any("*" in a for a in statement.actions):
             continue
         for resource in statement.resources:
             if "*" in resource:
                 acknowledge(
                     role, wildcard_resource_finding(function, resource), TEAM_STATEMENT_EVIDENCE
                 )
-        for action in statement.actions:
-            if "*" in action:
-                acknowledge(role, f"AwsSolutions-IAM5[Action::{action}]", TEAM_STATEMENT_EVIDENCE)
+    if merged:
+        Annotations.of(role).add_info(
+            f"s3ingest: processorPolicyStatements merged into this role (the role of "
+            f"{function.node.path}): {'; '.join(merged)}"
+        )
+
+
+def _described(index: int, statement: iam.PolicyStatement) -> str:
+    """``[i] Allow s3:GetObject on arn:...``: one merged statement, for the synth-time note
+    (tokens left as CDK renders them)."""
+    sid = f" ({statement.sid})" if statement.sid else ""
+    return (
+        f"[{index}]{sid} {'Allow' if statement.effect == iam.Effect.ALLOW else 'Deny'} "
+        f"{', '.join(statement.actions)} on "
+        f"{', '.join(statement.resources)}"
+    )
 
 
 def grant_ingest_service(
