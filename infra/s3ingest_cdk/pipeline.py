@@ -115,6 +115,10 @@ class S3IngestPipeline(Construct):
         (:attr:`ProcessorConfig.hold <s3ingest_cdk.ProcessorConfig>`). The functions that run
         the processors get it as ``HOLD``; with any hold the pipeline adds the held-changes
         alarm (``hold_alarm_seconds``).
+    operator_role_arns : sequence of str, optional
+        The operators' IAM role ARNs (the ``operatorRoleArns`` setting): with the stack's own
+        rule and roles, the only principals the ingest queue's policy lets send to it (a
+        redrive from its dead-letter queue, ``docs/runbook.md``).
     code : aws_cdk.aws_lambda.Code, optional
         The functions' code; the bundled ``s3ingest_fn`` package by default (with the
         processor's package), built without Docker (:mod:`s3ingest_cdk.bundling`).
@@ -220,6 +224,10 @@ class S3IngestPipeline(Construct):
         lag_alarm_seconds: int = _DEFAULT.lag_alarm_seconds,
         runbook_base_url: str = _DEFAULT.runbook_base_url,
         tracing: bool = _DEFAULT.tracing,
+        log_keys: str = _DEFAULT.log_keys,
+        ingest_reserved_concurrency: int | None = _DEFAULT.ingest_reserved_concurrency,
+        backfill_reserved_concurrency: int | None = _DEFAULT.backfill_reserved_concurrency,
+        operator_role_arns: Sequence[str] = _DEFAULT.operator_role_arns,
     ) -> None:
         super().__init__(scope, construct_id)
         pin_flags(self)  # before any child: the team's feature flags decide nothing below
@@ -275,6 +283,10 @@ class S3IngestPipeline(Construct):
             lag_alarm_seconds=lag_alarm_seconds,
             runbook_base_url=runbook_base_url,
             tracing=tracing,
+            log_keys=log_keys,
+            ingest_reserved_concurrency=ingest_reserved_concurrency,
+            backfill_reserved_concurrency=backfill_reserved_concurrency,
+            operator_role_arns=tuple(operator_role_arns),
         )
         # A bucket created in the app has a token for a name, known at deploy time only: its form
         # is S3's to check then. Every other rule is the settings' own.
