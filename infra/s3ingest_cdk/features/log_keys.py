@@ -8,7 +8,8 @@ logs (the change audit log's part is :class:`s3ingest_cdk.constructs.ChangeBus`'
   cold start) and so may the operator (``s3ingest log-key KEY``, the output
   ``LogKeySecretArn``). A secret costs 0.40 USD a month plus 0.05 USD per 10,000 calls
   (https://aws.amazon.com/secrets-manager/pricing/): one call per cold start. It is never
-  rotated: a new value changes every hash, so old lines are no longer found by a key's hash.
+  rotated (a new value changes every hash, so old lines are no longer found by a key's hash)
+  and retained with the stack's logs.
 * ``hashed`` and ``none``: the state machines log no execution data
   (``IncludeExecutionData`` false; their inputs and outputs carry keys): their log lines keep
   the event types, states and timing, not what went in or out
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from aws_cdk import RemovalPolicy
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_stepfunctions as sfn
@@ -73,6 +75,8 @@ class LogKeys(Construct):
                 generate_secret_string=secretsmanager.SecretStringGenerator(
                     password_length=SECRET_LENGTH, exclude_punctuation=True
                 ),
+                # kept with the logs it keys (retained too): a new stack's hashes would differ
+                removal_policy=RemovalPolicy.RETAIN,
             )
             acknowledge(
                 self.secret,
