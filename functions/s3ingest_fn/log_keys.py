@@ -31,10 +31,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-#: Hex digits of the keyed hash (64 bits: collisions are negligible below ~10^9 keys).
+#: Hex digits of the keyed hash (64 bits: two of a million keys share one with a chance of
+#: about 3e-8; a hash finds lines, it is no identity).
 HASH_HEX = 16
-#: Fields that hold one object key (or a listing boundary, which is one).
-KEY_FIELDS = ("key", "raw_key", "start_after", "end_before")
+#: Fields that hold one object key (``encoded_key``: as an S3 notification or a Batch Operations
+#: task encodes it; a listing boundary is a key too).
+KEY_FIELDS = ("key", "encoded_key", "start_after", "end_before")
 #: Fields that hold a list of keys, or of samples (objects with a ``key``).
 SAMPLE_FIELDS = ("samples", "out_of_scope_samples")
 #: Fields holding a list of summaries, each redacted as a record's fields are.

@@ -38,7 +38,7 @@ def _fields() -> dict[str, Any]:
     return {
         "outcome": "retried",
         "key": KEY,
-        "raw_key": "private/patient+0042/scan.dcm",
+        "encoded_key": "private/patient+0042/scan.dcm",
         "reason": f"processor-failed: ValueError: cannot read {KEY}",
         "effect_errors": {"thumbs": f"thumbs: KeyError: {KEY!r}"},
         "samples": [{"key": OTHER, "kind": "missing"}],
@@ -58,7 +58,7 @@ def test_none_leaves_every_key_out() -> None:
     out = KeyPolicy("none").fields(_fields())
     text = json.dumps(out)
     assert "private/" not in text and "patient" not in text
-    assert "key" not in out and "raw_key" not in out and "key_hash" not in out
+    assert "key" not in out and "encoded_key" not in out and "key_hash" not in out
     assert out["reason"] == "processor-failed: ValueError: cannot read <key>"
     assert out["samples"] == [{"kind": "missing"}]
     assert out["out_of_scope_samples"] == []
@@ -72,7 +72,7 @@ def test_hashed_replaces_every_key_by_its_hash() -> None:
     text = json.dumps(out)
     assert "private/" not in text
     h = key_hash(SECRET, KEY)
-    assert out["key_hash"] == h and out["raw_key_hash"] == key_hash(SECRET, _fields()["raw_key"])
+    assert out["key_hash"] == h and out["encoded_key_hash"] == key_hash(SECRET, _fields()["encoded_key"])
     assert out["reason"] == f"processor-failed: ValueError: cannot read key#{h}"
     assert out["effect_errors"] == {"thumbs": f"thumbs: KeyError: 'key#{h}'"}
     assert out["samples"] == [{"kind": "missing", "key_hash": key_hash(SECRET, OTHER)}]

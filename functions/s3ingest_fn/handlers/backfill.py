@@ -34,7 +34,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     for task, result in zip(tasks, response["results"], strict=False):
         # the task's key (URL-encoded) names it in the line, as LOG_KEYS says (with its text)
         raw = task.get("s3Key")
-        keys = {"raw_key": raw, "key": unquote_plus(raw)} if isinstance(raw, str) else {}
+        keys = {"encoded_key": raw, "key": unquote_plus(raw)} if isinstance(raw, str) else {}
         logger.info(
             "backfill task",
             extra={"job_id": (event.get("job") or {}).get("id"), **result, **keys},
