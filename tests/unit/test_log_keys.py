@@ -72,7 +72,8 @@ def test_hashed_replaces_every_key_by_its_hash() -> None:
     text = json.dumps(out)
     assert "private/" not in text
     h = key_hash(SECRET, KEY)
-    assert out["key_hash"] == h and out["encoded_key_hash"] == key_hash(SECRET, _fields()["encoded_key"])
+    assert out["key_hash"] == h
+    assert out["encoded_key_hash"] == key_hash(SECRET, _fields()["encoded_key"])
     assert out["reason"] == f"processor-failed: ValueError: cannot read key#{h}"
     assert out["effect_errors"] == {"thumbs": f"thumbs: KeyError: 'key#{h}'"}
     assert out["samples"] == [{"kind": "missing", "key_hash": key_hash(SECRET, OTHER)}]
