@@ -16,7 +16,8 @@ Roles and their models: ingest and the inventory backfill (:class:`IngestConfig`
 its fan-out (:class:`ReconcileConfig`, :class:`FanOutConfig`), the backfill state machine's
 steps (:class:`BackfillControlConfig`), the change relay (:class:`ChangeRelayConfig`), the
 delivery check (:class:`DeliveryCheckConfig`), the bucket set-up (:class:`BucketSetupConfig`);
-the AWS clients of any of them: :class:`ClientConfig`. Pure standard library: importing this
+the AWS clients of any of them: :class:`ClientConfig`; how any of them logs object keys:
+:class:`LogConfig`. Pure standard library: importing this
 module stays cheap (``bench/import_time.py``).
 """
 
@@ -69,6 +70,13 @@ CHANGE_BUS_NAME = "CHANGE_BUS_NAME"
 DELIVERY_CHECK_BUCKETS = DELIVERY_BUCKETS_ENV
 S3INGEST_STACK = STACK_ENV
 POWERTOOLS_TRACE_DISABLED = "POWERTOOLS_TRACE_DISABLED"
+#: How object keys appear in the function's logs: ``plain``, ``hashed`` or ``none``
+#: (:class:`LogConfig`; the ``logKeys`` setting).
+LOG_KEYS = "LOG_KEYS"
+#: The Secrets Manager secret whose value keys the hash of ``LOG_KEYS=hashed``.
+LOG_KEY_SECRET_ARN = "LOG_KEY_SECRET_ARN"
+#: ``LOG_KEYS``' values (kept in step with ``s3ingest.settings.LOG_KEYS_MODES``).
+LOG_KEYS_MODES = ("plain", "hashed", "none")
 #: The local runtime only: names the recorder its functions' processor runs are reported to
 #: (:func:`s3ingest_fn.wiring.record_processor_runs`), whatever invoked the function.
 LOCAL_RECORDER = "S3INGEST_LOCAL_RECORDER"
@@ -779,6 +787,36 @@ class ClientConfig(_Config):
         _put(env, "AWS_ACCESS_KEY_ID", self.access_key_id)
         _put(env, "AWS_SECRET_ACCESS_KEY", self.secret_access_key)
         _put(env, "AWS_SESSION_TOKEN", self.session_token)
+        return env
+
+
+@dataclass(frozen=True)
+class LogConfig(_Config):
+    """How every function logs object keys (:mod:`s3ingest_fn.log_keys`): ``LOG_KEYS``
+    (``plain``, the default; ``hashed``; ``none``), and for ``hashed`` the Secrets Manager
+    secret whose value keys the hash, ``LOG_KEY_SECRET_ARN`` (read once per cold start,
+    :func:`s3ingest_fn.wiring.function_key_policy`)."""
+
+    ROLE: ClassVar[str] = "logs"
+
+    log_keys: str = "plain"
+    secret_arn: str | None = None
+
+    @classmethod
+    def _read(cls: type[C], env: Mapping[str, str], problems: list[str]) -> C:
+        mode = env.get(LOG_KEYS) or "plain"
+        if mode not in LOG_KEYS_MODES:
+            problems.append(f"{LOG_KEYS}={mode!r} is not one of {', '.join(LOG_KEYS_MODES)}")
+        arn = env.get(LOG_KEY_SECRET_ARN) or None
+        if mode == "hashed" and not arn:
+            problems.append(f"{LOG_KEYS}=hashed needs {LOG_KEY_SECRET_ARN}")
+        return cls(log_keys=mode, secret_arn=arn)  # type: ignore[call-arg]
+
+    def to_env(self) -> dict[str, str]:
+        env: dict[str, str] = {}
+        if self.log_keys != "plain":
+            env[LOG_KEYS] = self.log_keys
+        _put(env, LOG_KEY_SECRET_ARN, self.secret_arn)
         return env
 
 

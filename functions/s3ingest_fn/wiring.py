@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from s3ingest_fn.core.model import Result
     from s3ingest_fn.core.ports import DeadLetters, Ledger
     from s3ingest_fn.core.scope import BucketScope, Scope
+    from s3ingest_fn.log_keys import KeyPolicy
     from s3ingest_fn.services.ingest import MessageProcessor
     from s3ingest_fn.services.listing_backfill import ListingBackfill
     from s3ingest_fn.services.reconcile import Reconciler
@@ -122,6 +123,29 @@ def change_dead_letters(sqs: Any, queue_url: str | None) -> DeadLetters | None:
     from s3ingest_fn.adapters.sqs import DeadLetter
 
     return DeadLetter(sqs, queue_url) if queue_url else None
+
+
+def key_policy(secretsmanager: Any, mode: str, secret_arn: str | None) -> KeyPolicy:
+    """How logs show object keys (``logKeys``): ``mode``, and for ``hashed`` the hash key, the
+    value of secret ``secret_arn`` read with ``secretsmanager`` (a boto3 client; one
+    GetSecretValue,
+    https://docs.aws.amazon.com/secretsmanager/latest/apireference/API_GetSecretValue.html).
+
+    Raises
+    ------
+    ValueError
+        ``hashed`` without a secret.
+    botocore.exceptions.ClientError
+        When the secret cannot be read.
+    """
+    from s3ingest_fn.log_keys import KeyPolicy
+
+    if mode != "hashed":
+        return KeyPolicy(mode)
+    if not secret_arn:
+        raise ValueError("logKeys hashed needs the log key secret")
+    value = secretsmanager.get_secret_value(SecretId=secret_arn)["SecretString"]
+    return KeyPolicy("hashed", str(value).encode("utf-8"))
 
 
 def processor_entries(env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
@@ -619,6 +643,30 @@ def build_reconciler(
         scope=found,
         processors=list(settings.processor_names),
     )
+
+
+def function_key_policy() -> KeyPolicy:
+    """How this invocation's logs show object keys (:class:`~s3ingest_fn.config.LogConfig`;
+    the secret read once per configuration: once per cold start, deployed).
+
+    Raises
+    ------
+    ConfigError
+        A malformed ``LOG_KEYS``, or ``hashed`` without ``LOG_KEY_SECRET_ARN``.
+    """
+    from s3ingest_fn.config import LogConfig
+
+    config = function_config(LogConfig)
+    if config.log_keys != "hashed":
+        from s3ingest_fn.log_keys import KeyPolicy
+
+        return KeyPolicy(config.log_keys)
+    return _key_policy(config, function_clients())
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _key_policy(config: Any, clients: ClientConfig) -> KeyPolicy:
+    return key_policy(client(clients, "secretsmanager"), config.log_keys, config.secret_arn)
 
 
 def function_change_publisher() -> EventBridgePublisher:

@@ -31,6 +31,7 @@ from s3ingest_cdk.features import (
     Reconciliation,
 )
 from s3ingest_cdk.features.listing import ListingBackfill
+from s3ingest_cdk.features.log_keys import LogKeys
 from s3ingest_cdk.features.processors import ProcessorConfig, Processors, ingest_processors
 from s3ingest_cdk.features.service import IngestProcessors
 from s3ingest_cdk.flags import pin_flags
@@ -567,6 +568,14 @@ class S3IngestPipeline(Construct):
                     self.functions[role].add_environment(
                         fn_config.PROCESSOR_NAMES, ",".join(self.processor_names)
                     )
+        #: ``logKeys``: every function's LOG_KEYS, the hash key's secret, the machines' logs.
+        self.log_keys = LogKeys(
+            self,
+            "LogKeys",
+            settings=settings,
+            functions=self.functions,
+            state_machines=self.state_machines,
+        )
 
     def _backfill(
         self,
@@ -650,6 +659,8 @@ class S3IngestPipeline(Construct):
             outputs["ProcessorFunctions"] = Stack.of(self).to_json_string(
                 {name: f.function_arn for name, f in self.processor_functions.items()}
             )
+        if self.log_keys.secret is not None:
+            outputs["LogKeySecretArn"] = self.log_keys.secret.secret_arn
         if self.change_bus is not None and self.change_relay is not None:
             outputs["ChangeBusName"] = self.change_bus.bus.event_bus_name
             outputs["ChangeBusArn"] = self.change_bus.bus.event_bus_arn

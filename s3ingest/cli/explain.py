@@ -1,7 +1,9 @@
-"""``s3ingest explain``: why the ledger says what it says of one key."""
+"""``s3ingest explain``: why the ledger says what it says of one key; ``s3ingest log-key``: the
+hash that stands for one key in the logs (``logKeys: hashed``)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Annotated
 
@@ -11,7 +13,7 @@ from rich.table import Table
 
 from s3ingest.cli.app import app
 from s3ingest.cli.context import aws_call, connect
-from s3ingest.cli.options import Stack
+from s3ingest.cli.options import AsJson, Stack
 from s3ingest.cli.render import out
 
 
@@ -101,3 +103,29 @@ def explain_command(
         )
     out.print(history)
     out.print(result["skipped_rule"])
+
+
+@app.command("log-key", short_help="The hash that stands for a key in the logs.")
+def log_key_command(
+    key: Annotated[
+        str, typer.Argument(metavar="KEY", help="Object key, decoded (as in the bucket).")
+    ],
+    stack: Stack,
+    as_json: AsJson = False,
+) -> None:
+    """With logKeys: hashed, logs show each object key as its keyed hash (key_hash in function
+    logs, keyHash in the change audit log): print the hash of KEY, to grep the logs for it.
+    Reads the stack's log key secret (output LogKeySecretArn) with your credentials
+    (secretsmanager:GetSecretValue); exit code 3 when the stack has none."""
+    from s3ingest.cli.context import require_outputs
+    from s3ingest_fn import wiring
+
+    deployed = connect(stack)
+    (arn,) = require_outputs(deployed, "LogKeySecretArn")
+    client = deployed.client("secretsmanager")
+    policy = aws_call(lambda: wiring.key_policy(client, "hashed", arn))
+    digest = str(policy.shown(key))
+    if as_json:
+        sys.stdout.write(json.dumps({"key_hash": digest}) + "\n")
+        return
+    out.print(digest, highlight=False)

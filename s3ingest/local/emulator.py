@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import secrets
 import socket
 import threading
 import uuid
@@ -333,6 +334,8 @@ class Resources:
     #: Another team's queue and inventory destination (``foreign_config`` buckets).
     foreign_queue_url: str | None = None
     foreign_inventory_bucket: str | None = None
+    #: ``logKeys: hashed``: the secret keying the hash of keys in logs, as the stack generates.
+    log_key_secret_arn: str | None = None
 
     @property
     def bucket_names(self) -> tuple[str, ...]:
@@ -514,6 +517,11 @@ def provision(
     if settings.processor_entries():
         output_bucket = f"s3ingest-output-{suffix}"
         s3.create_bucket(Bucket=output_bucket)
+    log_key_secret_arn = None
+    if settings.log_keys == "hashed":  # as the stack's secret: 64 random characters
+        log_key_secret_arn = emu.client("secretsmanager").create_secret(
+            Name=f"s3ingest-log-key-{suffix}", SecretString=secrets.token_hex(32)
+        )["ARN"]
     stream_arn = change_bus = change_queue_url = change_dlq_url = None
     if settings.change_stream:
         stream_arn = created["TableDescription"]["LatestStreamArn"]
@@ -550,6 +558,7 @@ def provision(
         buckets=landing,
         foreign_queue_url=foreign_queue_url,
         foreign_inventory_bucket=foreign_inventory_bucket,
+        log_key_secret_arn=log_key_secret_arn,
     )
 
 

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Mapping, MutableMapping
-from typing import Any, cast
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from typing import Any, TypeVar, cast
 
-from s3ingest_fn.config import _INVOCATION_ENV
+from s3ingest_fn.config import _INVOCATION_ENV, use_env
+
+R = TypeVar("R")
 
 _INSTALL_LOCK = threading.Lock()
 
@@ -90,4 +92,11 @@ def install() -> None:
             os.environ = InvocationEnviron(os.environ)  # type: ignore[assignment]  # noqa: B003
 
 
-__all__ = ["InvocationEnviron", "install"]
+def run_in(env: Mapping[str, str], fn: Callable[..., R], *args: Any) -> R:
+    """``fn(*args)`` as an invocation with ``env`` as its whole environment
+    (:func:`s3ingest_fn.config.use_env`)."""
+    with use_env(env):
+        return fn(*args)
+
+
+__all__ = ["InvocationEnviron", "install", "run_in"]

@@ -292,7 +292,9 @@ class LocalRuntime:
                 emu.client("dynamodbstreams"),
                 self.sqs,
                 self.resources.stream_arn,
-                lambda event: relay(publisher, bus, event, dead_letters=dead),
+                lambda e: environment.run_in(
+                    self.environment(), relay, publisher, bus, e, None, dead
+                ),
                 self.resources.change_queue_url,
             )
         self._machines: LocalMachines | None = None
@@ -371,8 +373,8 @@ class LocalRuntime:
         """What the settings and the buckets add to a function's environment: ``SCOPE``
         (:meth:`Resources.scope`), ``INVENTORIES`` (the stack's inventory of each bucket),
         ``CHECKPOINT_BUCKET_NAME`` (the inventory bucket), ``PROCESSOR`` (the single
-        ``processor`` setting) or ``PROCESSORS`` (several), ``OUTPUT_BUCKET``, and ``HOLD``
-        and ``TRAIL_LENGTH`` (:meth:`~s3ingest.settings.Settings.hold_env`)."""
+        ``processor`` setting) or ``PROCESSORS`` (several), ``OUTPUT_BUCKET``, ``HOLD`` and
+        ``TRAIL_LENGTH`` (:meth:`~s3ingest.settings.Settings.hold_env`), ``LOG_KEYS``."""
         r = self.resources
         inventories = [
             Inventory(name, r.inventory_bucket, inventory_report_prefix(name))
@@ -391,6 +393,7 @@ class LocalRuntime:
         if self.settings.processor_entries() and self.resources.output_bucket:
             env[fn_config.OUTPUT_BUCKET] = self.resources.output_bucket
         env.update(self.settings.hold_env())
+        env.update(fn_config.LogConfig(self.settings.log_keys, r.log_key_secret_arn).to_env())
         return env
 
     @property

@@ -169,6 +169,18 @@ def processors_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth
 
 
 @pytest.fixture(scope="session")
+def log_keys_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
+    """The fan-out app (every optional part, the change stream included) with ``logKeys:
+    hashed``, synthesized once with inline stand-in code (the template does not depend on the
+    bundle)."""
+    yield synthesize(
+        tmp_path_factory.mktemp("cdk-out-log-keys"),
+        {**CONTEXTS["fanout"], "stage": "logkeys", "logKeys": "hashed"},
+        code=lambda_.Code.from_inline("def handler(event, context):\n    return None\n"),
+    )
+
+
+@pytest.fixture(scope="session")
 def bare_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
     """The app as ``python app.py`` runs it without the CDK CLI: no context at all (no feature
     flag, the settings' defaults), synthesized once."""

@@ -44,7 +44,10 @@ def eventbridge(
     detail: dict[str, Any] | None = None,
 ) -> str:
     if detail is None:
-        detail = {"bucket": {"name": "b"}, "object": {"key": key, "sequencer": "00643717F9F8B85354"}}
+        detail = {
+            "bucket": {"name": "b"},
+            "object": {"key": key, "sequencer": "00643717F9F8B85354"},
+        }
     return json.dumps(
         {"version": "0", "detail-type": detail_type, "source": source, "detail": detail}
     )

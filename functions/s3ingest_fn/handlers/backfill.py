@@ -8,6 +8,7 @@ here, validated alike), ``TOMBSTONE_TTL_SECONDS``, ``SCOPE`` (else ``BUCKET_NAME
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import unquote_plus
 
 from aws_lambda_powertools.metrics import MetricUnit
 
@@ -29,6 +30,13 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         for result in response["results"]:
             code = result["resultCode"]
             metrics.add_metric(name=f"backfill_{code}", unit=MetricUnit.Count, value=1)
-    for result in response["results"]:
-        logger.info("backfill task", extra={"job_id": (event.get("job") or {}).get("id"), **result})
+    tasks = [t if isinstance(t, dict) else {} for t in event.get("tasks") or []]
+    for task, result in zip(tasks, response["results"], strict=False):
+        # the task's key (URL-encoded) names it in the line, as LOG_KEYS says (with its text)
+        raw = task.get("s3Key")
+        keys = {"encoded_key": raw, "key": unquote_plus(raw)} if isinstance(raw, str) else {}
+        logger.info(
+            "backfill task",
+            extra={"job_id": (event.get("job") or {}).get("id"), **result, **keys},
+        )
     return response

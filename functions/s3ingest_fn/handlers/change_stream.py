@@ -8,11 +8,14 @@ record neither published nor dead-lettered; Lambda retries from there
 (https://docs.aws.amazon.com/lambda/latest/dg/services-ddb-batchfailurereporting.html). A change
 that can never be published goes to the relay's dead-letter queue with its reason
 (:func:`s3ingest_fn.services.changes.publish`). Environment: ``CHANGE_BUS_NAME``,
-``DEAD_LETTER_QUEUE_URL`` (the relay's).
+``DEAD_LETTER_QUEUE_URL`` (the relay's); with ``LOG_KEYS=hashed`` each event's detail also
+carries ``keyHash`` (:class:`KeyHashing`), which the change audit log keeps instead of the key.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Any
 
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
@@ -20,11 +23,37 @@ from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from s3ingest_fn import wiring
 from s3ingest_fn.config import ChangeRelayConfig
 from s3ingest_fn.contract import CHANGE_RELAY_SERVICE
-from s3ingest_fn.core.ports import ChangePublisher, DeadLetters
-from s3ingest_fn.handlers.telemetry import function_logger, invocation_metrics
+from s3ingest_fn.core.ports import ChangeEntry, ChangePublisher, DeadLetters, PublishOutcome
+from s3ingest_fn.handlers.telemetry import function_logger, invocation_metrics, key_policy
+from s3ingest_fn.log_keys import KeyPolicy
 from s3ingest_fn.services.changes import publish
 
 logger = function_logger(CHANGE_RELAY_SERVICE)
+
+#: The field ``logKeys: hashed`` adds to each event's detail: the key's keyed hash, which the
+#: change audit log keeps in place of the key (subscribers still get ``key``).
+KEY_HASH_FIELD = "keyHash"
+
+
+class KeyHashing:
+    """A :class:`~s3ingest_fn.core.ports.ChangePublisher` that adds :data:`KEY_HASH_FIELD`
+    (:func:`s3ingest_fn.log_keys.key_hash` of ``detail.key``) to each entry's detail before
+    ``inner`` publishes it."""
+
+    def __init__(self, inner: ChangePublisher, policy: KeyPolicy) -> None:
+        self.inner, self.policy = inner, policy
+
+    def publish(self, entries: Sequence[ChangeEntry]) -> PublishOutcome:
+        """``inner.publish`` of the entries with the hash added."""
+        return self.inner.publish([self._hashed(e) for e in entries])
+
+    def _hashed(self, entry: ChangeEntry) -> ChangeEntry:
+        detail = json.loads(entry["Detail"])
+        key = detail.get("key")
+        if not isinstance(key, str):
+            return entry
+        detail[KEY_HASH_FIELD] = self.policy.shown(key)
+        return {**entry, "Detail": json.dumps(detail)}
 
 
 def relay(
@@ -58,15 +87,25 @@ def relay(
         the first record neither published nor dead-lettered, or an empty list.
     """
     records = event.get("Records", [])
+    policy = key_policy()
+    if policy.mode == "hashed":
+        publisher = KeyHashing(publisher, policy)
     published, failed_at, dead = publish(publisher, bus_name, records, dead_letters)
     if metrics is not None:
         metrics.add_metric(name="changes_published", unit=MetricUnit.Count, value=len(published))
         if dead:
             metrics.add_metric(name="changes_dead_lettered", unit=MetricUnit.Count, value=len(dead))
     for entry in published:
+        detail = json.loads(entry["Detail"])
         logger.debug(
             "change published",
-            extra={"detail_type": entry["DetailType"], "detail": entry["Detail"]},
+            extra={
+                "detail_type": entry["DetailType"],
+                "change_id": detail.get("id"),
+                "bucket": detail.get("bucket"),
+                "key": detail.get("key"),
+                "rev": detail.get("rev"),
+            },
         )
     for seq, reason in dead:
         logger.error(

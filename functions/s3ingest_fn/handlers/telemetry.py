@@ -7,12 +7,14 @@ one account never share a series (their alarms select their own stack). Per-buck
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
+from s3ingest_fn import log_keys
 from s3ingest_fn.config import invocation_env
 from s3ingest_fn.contract import (
     BUCKET_DIMENSION,
@@ -26,8 +28,20 @@ from s3ingest_fn.contract import (
 def function_logger(service: str) -> Logger:
     """The Powertools Logger of a function's handler, named by its role's service
     (:data:`s3ingest_fn.contract.INGEST_SERVICE`, ...: the stack's ``POWERTOOLS_SERVICE_NAME``
-    of that function), so every function's logs carry the one name the stack gives it."""
-    return Logger(service=service)
+    of that function), so every function's logs carry the one name the stack gives it; object
+    keys in its lines as ``LOG_KEYS`` says (:class:`s3ingest_fn.log_keys.KeyFilter`, with the
+    invocation's :func:`key_policy`)."""
+    logger = Logger(service=service)
+    log_keys.install(logging.getLogger(logger.name), key_policy)
+    return logger
+
+
+def key_policy() -> log_keys.KeyPolicy:
+    """The invocation's :class:`~s3ingest_fn.log_keys.KeyPolicy`
+    (:func:`s3ingest_fn.wiring.function_key_policy`, imported when first needed)."""
+    from s3ingest_fn import wiring
+
+    return wiring.function_key_policy()
 
 
 def stack_metrics() -> Metrics:

@@ -41,10 +41,17 @@ class LogGroupTarget:
     ----------
     log_group : aws_cdk.aws_logs.ILogGroup
         The log group the rule writes matching events to.
+    message : str, optional
+        The log event's message, with :class:`aws_cdk.aws_events.EventField` placeholders: an
+        input transformer writes ``{"timestamp": <time>, "message": message}`` (the shape a
+        CloudWatch Logs target takes,
+        https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-targets.html); None: the
+        whole event.
     """
 
-    def __init__(self, log_group: logs.ILogGroup) -> None:
+    def __init__(self, log_group: logs.ILogGroup, message: str | None = None) -> None:
         self._log_group = log_group
+        self._message = message
 
     def bind(self, rule: IRuleRef, id: str | None = None) -> events.RuleTargetConfig:
         """The target's configuration (``aws_events.IRuleTarget``)."""
@@ -57,7 +64,38 @@ class LogGroupTarget:
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
             resource_name=self._log_group.log_group_name,
         )
-        return events.RuleTargetConfig(arn=arn, target_resource=self._log_group)
+        if self._message is None:
+            return events.RuleTargetConfig(arn=arn, target_resource=self._log_group)
+        shape = {"timestamp": events.EventField.time, "message": self._message}
+        return events.RuleTargetConfig(
+            arn=arn,
+            target_resource=self._log_group,
+            input=events.RuleTargetInput.from_object(shape),
+        )
+
+
+#: What the change audit log keeps of each event with ``logKeys`` ``hashed`` or ``none``:
+#: ``(name, JSON path)``; ``hashed`` adds ``keyHash`` (the relay's
+#: :data:`s3ingest_fn.handlers.change_stream.KEY_HASH_FIELD`). Review events have no ``kind``
+#: (the field is then empty).
+AUDIT_FIELDS = (
+    ("id", "$.detail.id"),
+    ("bucket", "$.detail.bucket"),
+    ("kind", "$.detail.kind"),
+    ("rev", "$.detail.rev"),
+    ("sequencer", "$.detail.sequencer"),
+)
+
+
+def audit_message(log_keys: str) -> str | None:
+    """The audit log's message for ``log_keys`` (:class:`LogGroupTarget`): None (the whole
+    event, key included) for ``plain``; else the detail type and :data:`AUDIT_FIELDS` as
+    ``name=value`` pairs, plus ``keyHash`` for ``hashed``, never the key."""
+    if log_keys == "plain":
+        return None
+    pairs = [*AUDIT_FIELDS, *((("keyHash", "$.detail.keyHash"),) if log_keys == "hashed" else ())]
+    text = " ".join(f"{name}={events.EventField.from_path(path)}" for name, path in pairs)
+    return f"{events.EventField.detail_type} {text}"
 
 
 class ChangeBus(Construct):
@@ -90,6 +128,10 @@ class ChangeBus(Construct):
         How long the archive keeps changes (whole days).
     log_retention_days : int
         Retention of the change audit log, days; one of CloudWatch Logs' allowed values.
+    log_keys : str
+        The ``logKeys`` setting: with ``hashed`` or ``none`` the audit log keeps
+        :func:`audit_message` of each change (``keyHash``, or nothing, for the key); subscribers
+        still get the whole event.
 
     Attributes
     ----------
@@ -118,6 +160,7 @@ class ChangeBus(Construct):
         bus_name: str,
         archive_retention: Duration,
         log_retention_days: int,
+        log_keys: str = "plain",
     ) -> None:
         super().__init__(scope, construct_id)
         self.bus = events.EventBus(
@@ -169,7 +212,7 @@ class ChangeBus(Construct):
             event_bus=self.bus,
             description="s3ingest: the change-stream rule: every change to the change audit log",
             event_pattern=change_pattern(),
-            targets=[LogGroupTarget(self.audit_log_group)],
+            targets=[LogGroupTarget(self.audit_log_group, audit_message(log_keys))],
         )
         # Deliveries before the policy exists would be refused.
         self.rule.node.add_dependency(self.audit_log_policy)

@@ -70,6 +70,7 @@ class ChangeStream(Construct):
             bus_name=f"s3ingest-changes-{settings.stage}",
             archive_retention=Duration.days(settings.archive_retention_days),
             log_retention_days=settings.log_retention_days,
+            log_keys=settings.log_keys,
         )
         self.change_relay = ChangeRelayFunction(
             self,
