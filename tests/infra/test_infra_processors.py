@@ -527,7 +527,7 @@ def test_a_processor_config_keeps_its_hold() -> None:
     assert "hold" not in ProcessorConfig("plain", module="a.b:c").to_entry()
 
 
-def test_the_teams_wildcards_are_acknowledged_as_theirs(tmp_path: Path) -> None:
+def test_the_teams_wildcard_actions_are_left_to_the_team(tmp_path: Path) -> None:
     # GIVEN an in-process processor whose statements use wildcards (actions and resources)
     app, stack = _build(
         tmp_path,
@@ -556,5 +556,16 @@ def test_the_teams_wildcards_are_acknowledged_as_theirs(tmp_path: Path) -> None:
     assert {"Action": "s3:*", "Effect": "Deny", "Resource": "arn:aws:s3:::team-secrets/*"} in (
         statements
     )
-    # ... and cdk-nag has nothing unacknowledged to say (the team's wildcards are its own)
-    assert _findings(app) == []
+    # ... and cdk-nag reports the wildcard action (and its statement's resource wildcard) on
+    # each role that runs the processor: never acknowledged for the team (issue 24)
+    findings = _findings(app)
+    assert findings
+    assert all(
+        f.startswith(
+            (
+                "AwsSolutions-IAM5[Action::s3:Get*]",
+                "AwsSolutions-IAM5[Resource::arn:aws:s3:::team-assets/*]",
+            )
+        )
+        for f in findings
+    ), findings

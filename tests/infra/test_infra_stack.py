@@ -428,7 +428,11 @@ def test_no_managed_policies_no_custom_resources_eight_functions(synth: Synth) -
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_no_literal_partition_in_arns(variant: str, request: pytest.FixtureRequest) -> None:
     synth: Synth = request.getfixturevalue(variant)
-    assert "arn:aws:" not in json.dumps(synth.template)
+    text = json.dumps(synth.template)
+    # the operator roles are the settings' own ARNs, written as given
+    for arn in synth.settings.operator_role_arns:
+        text = text.replace(arn, "")
+    assert "arn:aws:" not in text
 
 
 def test_outputs(synth: Synth) -> None:
