@@ -325,8 +325,8 @@ def test_a_lone_entry_whose_request_is_refused_as_invalid_is_dead_lettered() -> 
 
 @pytest.mark.parametrize("code", ["ThrottlingException", "InternalFailure"])
 def test_a_transient_refusal_is_retried_alone_and_then_published(code: str) -> None:
-    client, dead = FakeEvents({"id-2": [code, code]}), FakeDeadLetters()
     pauses: list[float] = []
+    client, dead = FakeEvents({"id-2": [code, code]}), FakeDeadLetters()
     published, failed_at, dead_lettered = publish(
         _publisher(client, pauses), "bus", [_record("1"), _record("2"), _record("3")], dead
     )
