@@ -14,6 +14,8 @@ from s3ingest_cdk.constructs import ChangeBus
 from s3ingest_cdk.synth import Synth
 from s3ingest_fn.config import LOG_KEY_SECRET_ARN, LOG_KEYS
 
+from .test_infra_cfn_lint import lint_problems
+
 
 def _of_type(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
     return {k: r for k, r in template["Resources"].items() if r["Type"] == kind}
@@ -101,6 +103,10 @@ def test_hashed_stack_has_no_unacknowledged_nag_finding(log_keys_synth: Synth) -
         for r in v.violating_resources
     ]
     assert findings == []
+
+
+def test_hashed_template_is_cfn_lint_clean(log_keys_synth: Synth) -> None:
+    assert lint_problems(log_keys_synth.template_path) == []
 
 
 def _bus_template(log_keys: str) -> dict[str, Any]:
