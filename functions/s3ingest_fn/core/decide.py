@@ -56,9 +56,9 @@ from typing import Any
 
 from s3ingest_fn.config import carry_context
 from s3ingest_fn.contract import CANARY_PREFIX
+from s3ingest_fn.core import sequencer
 from s3ingest_fn.core.effects import CREATED, REMOVED, SUPERSEDED, AppliedChange, EffectRunner
 from s3ingest_fn.core.hold import HOLD, RUN, SKIP
-from s3ingest_fn.core import sequencer
 from s3ingest_fn.core.model import (
     Change,
     Format,
@@ -392,9 +392,7 @@ class IngestService:
             return None
         return sequencer.contradicted(row.seq, self.clock())
 
-    def _reset(
-        self, change: Change, row: LedgerRow, written: RowState, why: str
-    ) -> Result | None:
+    def _reset(self, change: Change, row: LedgerRow, written: RowState, why: str) -> Result | None:
         """Record the bucket's state (``written``, just read) over a row whose sequencer S3
         cannot have sent (``why``), the sequencer removed, while the row is still at its
         revision: a new change (its effects claimed) or, when the row holds the state, only the
