@@ -154,6 +154,7 @@ COMMANDS = [
     ["replay"],
     ["redrive"],
     ["explain"],
+    ["repair"],
     ["status"],
     ["verify"],
 ]
