@@ -9,10 +9,10 @@ One module per command group, each adding its commands to the root :data:`app`
 :mod:`~s3ingest.cli.reconcile`, :mod:`~s3ingest.cli.onboard`, :mod:`~s3ingest.cli.backfill`
 (``backfill start``, ``backfill status``), :mod:`~s3ingest.cli.replay` (``replay``,
 ``redrive``), :mod:`~s3ingest.cli.explain`, :mod:`~s3ingest.cli.repair`,
-:mod:`~s3ingest.cli.review` (``held``,
-``approve``, ``reject``) and :mod:`~s3ingest.cli.health` (``status``, ``verify``); shared
-options and exit codes in :mod:`~s3ingest.cli.options`, the AWS call guard and the stack's
-clients in :mod:`~s3ingest.cli.context`, output in :mod:`~s3ingest.cli.render`.
+:mod:`~s3ingest.cli.review` (``held``, ``approve``, ``reject``) and :mod:`~s3ingest.cli.health`
+(``status``, ``verify``); shared options and exit codes in :mod:`~s3ingest.cli.options`, the
+AWS call guard and the stack's clients in :mod:`~s3ingest.cli.context`, output in
+:mod:`~s3ingest.cli.render`.
 """
 
 from __future__ import annotations

@@ -102,7 +102,7 @@ def _key(blob: bytes) -> str:
     return bytes(blob).decode("utf-8", "surrogatepass")
 
 
-_COLUMNS = "k, present, version_id, etag, updated_at, fx, fx_lease, fx_done, change_id, sq"
+_COLUMNS = "k, present, version_id, etag, updated_at, fx, fx_lease, fx_done, change_id, suspect_seq"
 
 
 def _record(row: LedgerRow, now_s: float) -> tuple[Any, ...]:
@@ -170,13 +170,13 @@ class LedgerSpill:
     @classmethod
     def open(cls, path: Path, bucket: str) -> LedgerSpill:
         """The spill at ``path`` when it holds a checkpoint; else (absent, a spill that never
-        finished, an unreadable file, one an earlier release wrote without the ``sq`` column)
-        a new one in its place."""
+        finished, an unreadable file, one an earlier release wrote without the
+        ``suspect_seq`` column) a new one in its place."""
         if path.exists():
             try:
                 spill = cls(path, bucket)
                 columns = {c[1] for c in spill.db.execute("PRAGMA table_info(ledger)")}
-                if spill.state() is not None and (not columns or "sq" in columns):
+                if spill.state() is not None and (not columns or "suspect_seq" in columns):
                     return spill
                 spill.close()
             except sqlite3.DatabaseError:
@@ -210,7 +210,8 @@ class LedgerSpill:
         self.db.execute("DROP TABLE IF EXISTS ledger")
         self.db.execute(
             "CREATE TABLE staged (k BLOB, present INTEGER, version_id TEXT, etag TEXT, "
-            "updated_at INTEGER, fx TEXT, fx_lease INTEGER, fx_done TEXT, change_id TEXT, sq TEXT)"
+            "updated_at INTEGER, fx TEXT, fx_lease INTEGER, fx_done TEXT, change_id TEXT, "
+            "suspect_seq TEXT)"
         )
 
     def add(self, rows: list[LedgerRow], now_s: float) -> None:
@@ -226,7 +227,7 @@ class LedgerSpill:
         self.db.execute(
             "CREATE TABLE ledger (k BLOB PRIMARY KEY, present INTEGER, version_id TEXT, "
             "etag TEXT, updated_at INTEGER, fx TEXT, fx_lease INTEGER, fx_done TEXT, "
-            "change_id TEXT, sq TEXT, seen INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID"
+            "change_id TEXT, suspect_seq TEXT, seen INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID"
         )
         self.db.execute(
             f"INSERT OR REPLACE INTO ledger ({_COLUMNS}) SELECT {_COLUMNS} FROM staged ORDER BY k"
