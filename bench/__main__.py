@@ -67,8 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-version-deletes",
         action="store_true",
-        help="requests run without deletes of single versions (which need a "
-        "HEAD and leave the row observed, CONTRACT C4/C7)",
+        help="requests run without deletes of single versions (which, as every "
+        "delete, need a HEAD; they leave the row observed, CONTRACT C4/C7)",
     )
     parser.add_argument(
         "--rows",

@@ -3,6 +3,7 @@
 data (dicts, dataclasses) that :mod:`s3ingest.cli` renders as a table or as JSON.
 
 One module per command group: :mod:`.status`, :mod:`.explain`, :mod:`.redrive`, :mod:`.replay`,
-:mod:`.reconcile`, :mod:`.backfill`, :mod:`.verify`, :mod:`.local` (the emulator's demo and
-scenario files). None of them prints, reads the environment or chooses an exit code.
+:mod:`.reconcile`, :mod:`.repair`, :mod:`.backfill`, :mod:`.verify`, :mod:`.local` (the
+emulator's demo and scenario files). None of them prints, reads the environment or chooses an
+exit code.
 """

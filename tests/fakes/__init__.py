@@ -145,6 +145,31 @@ class FakeLedger:
             row, state, meta, observed=True, ok=ok, claim=claim, change_key=change_key
         )
 
+    def reset_sequencer(
+        self,
+        state: RowState,
+        meta: WriteMeta,
+        expected_rev: int,
+        claim: Claim | None = None,
+        *,
+        same_change: bool = False,
+    ) -> WriteResult:
+        if meta.sequencer is not None:
+            raise ValueError("a sequencer reset writes no sequencer")
+        row = self._row(meta)
+        ok = row is not None and row.rev == expected_rev
+        return self._write(
+            row,
+            state,
+            meta,
+            observed=True,
+            ok=ok,
+            claim=claim,
+            same_change=same_change,
+            change_key=f"obs@{expected_rev + 1}",
+            clear_sequencer=True,
+        )
+
     # -- effects -----------------------------------------------------------------------------
 
     def reclaim(
@@ -309,6 +334,7 @@ class FakeLedger:
         claim: Claim | None = None,
         same_change: bool = False,
         change_key: str | None = None,
+        clear_sequencer: bool = False,
     ) -> WriteResult:
         if same_change and claim is not None:
             raise ValueError("a same-change write claims no effect")
@@ -388,6 +414,8 @@ class FakeLedger:
             change_seq=change_seq,
             effect=effect,
         )
+        if clear_sequencer:
+            new = dataclasses.replace(new, seq=None, raw_seq=None)
         self.rows[(meta.bucket, meta.key)] = new
         return WriteResult(applied=True, token=rev if claim is not None else None, change_id=chg)
 
@@ -400,6 +428,7 @@ _KIND = {
     "apply_observed_at": "write_sequenced",
     "advance_sequencer": "write_sequenced",
     "record_observation": "write_observation",
+    "reset_sequencer": "write_observation",
     "finish": "finish_effect",
 }
 

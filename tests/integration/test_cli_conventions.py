@@ -155,6 +155,7 @@ COMMANDS = [
     ["redrive"],
     ["explain"],
     ["log-key"],
+    ["repair"],
     ["status"],
     ["verify"],
 ]

@@ -133,7 +133,7 @@ def test_the_handler_emits_the_held_metrics() -> None:
     sink = _Sink()
     emit_drift_metrics(
         sink,  # type: ignore[arg-type]
-        {"missing": 0, "deleted_but_live": 0, "content_mismatch": 0},
+        {"missing": 0, "deleted_but_live": 0, "content_mismatch": 0, "sequencer_contradicted": 0},
         0,
         held_effects=3,
         held_oldest_seconds=LATER_S,

@@ -56,7 +56,12 @@ def test_reconcile_handler_returns_summary_and_emits_drift_metrics(
     summary = reconcile.handler({"source": "inventory", "marginSeconds": 0}, Context())
     # THEN the summary names the newest report and the drift, and metrics were emitted
     assert summary["manifest"] == manifest
-    assert summary["drift"] == {"missing": 1, "deleted_but_live": 0, "content_mismatch": 0}
+    assert summary["drift"] == {
+        "missing": 1,
+        "deleted_but_live": 0,
+        "content_mismatch": 0,
+        "sequencer_contradicted": 0,
+    }
     assert summary["repairs_queued"] == 1
     emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
     metrics = {

@@ -98,7 +98,12 @@ def test_fanout_reconciliation_executes_and_converges(runtime: LocalRuntime) -> 
     entered = execution["states_entered"]
     assert (entered["ShardLedgerSegment"], entered["DiffPartition"]) == (2, 3)
     assert execution["map_runs"][0]["status"] == "SUCCEEDED"
-    assert summary["drift"] == {"missing": 3, "deleted_but_live": 1, "content_mismatch": 1}
+    assert summary["drift"] == {
+        "missing": 3,
+        "deleted_but_live": 1,
+        "content_mismatch": 1,
+        "sequencer_contradicted": 0,
+    }
     assert summary["repairs_queued"] == 5
     assert runtime.compare().differences == []
     # AND a second run finds nothing

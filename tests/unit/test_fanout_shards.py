@@ -22,7 +22,7 @@ def test_a_shard_record_reads_back_as_its_row(present: bool) -> None:
         effect=Effect(status="done", lease_until_ms=None, done_change_id="c" * 32),
         change_id="c" * 32,
     )
-    back = _ledger_row("b", _ledger_record(row))
+    back = _ledger_row("b", _ledger_record(row, 1000.0))
     assert (back.present, back.version_id, back.etag, back.effect_status, back.change_id) == (
         present,
         "v1",
@@ -37,3 +37,21 @@ def test_a_shard_record_reads_back_as_its_row(present: bool) -> None:
 def test_a_shard_of_the_previous_release_keeps_its_tombstones(state: str, present: bool) -> None:
     record = ["k", state, None, None, 7, None, None, None, None]
     assert _ledger_row("b", record).present is present
+
+
+@pytest.mark.contract("C12")
+@pytest.mark.parametrize(
+    ("seq", "kept"),
+    [
+        ("F" * 64, True),  # forged before events were checked (issue 24): drift
+        (f"00{5_000:08X}01".ljust(64, "0"), True),  # beyond the skew at 1000 s
+        (f"00{900:08X}01".ljust(64, "0"), False),  # a real one: not carried
+        (None, False),
+    ],
+)
+def test_a_shard_carries_a_sequencer_only_when_s3_cannot_have_sent_it(
+    seq: str | None, kept: bool
+) -> None:
+    row = LedgerRow(bucket="b", key="k", present=True, etag="e1", seq=seq)
+    record = _ledger_record(row, 1000.0)
+    assert _ledger_row("b", record).seq == (seq if kept else None)

@@ -455,6 +455,8 @@ def test_the_raw_key_survives_item_of(key: str, raw_key: str) -> None:
         LedgerRow(BUCKET, "k", False, updated_at=9),
         LedgerRow(BUCKET, "k", True, etag="e", effect=Effect("pending", 3, 11)),
         LedgerRow(BUCKET, "k", True, etag="e", effect=Effect("superseded", 3, None, "d")),
+        LedgerRow(BUCKET, "k", True, etag="e", seq="F" * 64),  # a forged one: drift (issue 24)
+        LedgerRow(BUCKET, "k", True, etag="e", seq="00643717F9F8B85354".ljust(64, "0")),
     ],
 )
 def test_a_scanned_item_gives_the_fields_the_diff_reads(row: LedgerRow) -> None:
@@ -469,6 +471,7 @@ def test_a_scanned_item_gives_the_fields_the_diff_reads(row: LedgerRow) -> None:
         version_id=row.version_id,
         etag=row.etag,
         updated_at=row.updated_at,
+        seq=row.seq,
         effect=None
         if row.effect is None
         else Effect(row.effect.status, lease_until_ms=row.effect.lease_until_ms),

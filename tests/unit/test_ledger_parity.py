@@ -22,6 +22,9 @@ from tests.moto_ledger import moto_ledger_table
 BUCKET, KEY = "amzn-s3-demo-bucket", "a b+c"
 NOW, TTL = 1000.0, 3600
 S1, S2, S3 = "00643717F9F8B85354", "00643717FA1234", "00643717FB00000001"
+#: A sequencer S3 cannot have sent (64 significant digits), as a forged event wrote it before
+#: events were checked (issue 24).
+FORGED = "F" * 64
 V1 = RowState(True, "v1", "e1", 1)
 V2 = RowState(True, "v2", "e2", 2)
 GONE = RowState(False)
@@ -100,6 +103,24 @@ SCRIPTS: dict[str, Script] = {
         lg.advance_sequencer(
             V1, meta(S1, "verified-against-bucket"), observed=False, expected_rev=2
         ),
+    ],
+    # a poisoned sequencer reset: the revision must match; the row keeps no sequencer, holds
+    # the bucket's state as observed, and the next event is ordered again (C5, C7)
+    "sequencer-reset-new-change": lambda lg: [
+        lg.apply_if_newer(V1, meta(FORGED), claim(10, 100)),
+        lg.apply_if_newer(V2, meta(S2)),  # stale against the forged sequencer
+        lg.reset_sequencer(V2, meta(None, "sequencer-reset: sequencer-length"), 7, claim(20, 90)),
+        lg.reset_sequencer(V2, meta(None, "sequencer-reset: sequencer-length"), 1, claim(200, 300)),
+        lg.get(BUCKET, KEY),
+        lg.apply_verified(V2, meta(S2), observed=False, expected_rev=2),
+    ],
+    "sequencer-reset-same-change": lambda lg: [
+        lg.apply_if_newer(GONE, meta(FORGED)),
+        lg.reset_sequencer(
+            GONE, meta(None, "sequencer-reset: sequencer-length"), 1, same_change=True
+        ),
+        lg.get(BUCKET, KEY),
+        lg.apply_if_newer(V1, meta(S1)),  # refused: an observed row is verified first (C7)
     ],
     # the key as received: S3's own form (no rk stored), another form, the decoded key itself
     "raw-key-forms": lambda lg: [

@@ -119,7 +119,12 @@ def test_one_bucket_keeps_the_single_report_shape_several_add_up() -> None:
     both = combine_reports([one, two])
     assert both["buckets"] == ["one", "two"] and both["bucket"] is None
     assert both["source"] == "mixed"
-    assert both["drift"] == {"missing": 2, "deleted_but_live": 1, "content_mismatch": 0}
+    assert both["drift"] == {
+        "missing": 2,
+        "deleted_but_live": 1,
+        "content_mismatch": 0,
+        "sequencer_contradicted": 0,
+    }
     assert (both["drift_total"], both["repairs_queued"], both["out_of_scope"]) == (3, 3, 4)
     assert both["samples"] == [{"kind": "missing", "key": "a", "bucket": "one"}]
     assert [r["bucket"] for r in both["reports"]] == ["one", "two"]

@@ -85,7 +85,12 @@ def test_a_listing_run_sends_one_repair_per_confirmed_difference() -> None:
     report = _reconciler(FakeBucketListing(LISTED), repairs).run(
         ReconcileRequest(source="listing", margin_ms=0)
     )
-    assert report.drift == {"missing": 1, "deleted_but_live": 1, "content_mismatch": 0}
+    assert report.drift == {
+        "missing": 1,
+        "deleted_but_live": 1,
+        "content_mismatch": 0,
+        "sequencer_contradicted": 0,
+    }
     assert report.repairs_queued == 2
     sent = sorted((json.loads(b)["s3ingestRepair"] for b in repairs.sent), key=lambda r: r["key"])
     assert [(r["bucket"], r["key"], r["reason"]) for r in sent] == [
@@ -277,3 +282,25 @@ def test_the_fake_inventory_store_answers_as_the_s3_adapter() -> None:
     assert fake == real
     assert real[0] == ["p/2026-01-01/", "p/2026-01-02/"]
     assert real[3] is None and real[4] is True and real[5] is False
+
+
+@pytest.mark.contract("C12")
+def test_a_row_whose_sequencer_s3_cannot_have_sent_is_drift_even_when_its_state_matches() -> None:
+    # GIVEN the bucket and the ledger in step on a and b, but a's row holds a forged sequencer
+    # (64 F, written before events were checked; issue 24) and b's a real one
+    repairs = FakeRepairQueue()
+    reconciler = _reconciler(FakeBucketListing(LISTED), repairs)
+    rows = reconciler.scanner.ledger.rows  # type: ignore[attr-defined]
+    rows[(BUCKET, "a")].seq = "F" * 64
+    rows[(BUCKET, "b")] = LedgerRow(
+        bucket=BUCKET, key="b", present=True, version_id="v1", etag="e1", updated_at=1
+    )
+    rows[(BUCKET, "b")].seq = f"00{900:08X}01".ljust(64, "0")
+    del rows[(BUCKET, "c")]
+    # WHEN reconciliation runs
+    report = reconciler.run(ReconcileRequest(source="listing", margin_ms=0))
+    # THEN a gets a repair (its HEAD matches: never resolved on HEAD), counted as drift
+    assert report.drift["sequencer_contradicted"] == 1 and report.drift_total == 1
+    assert report.resolved_on_head == 0 and report.repairs_queued == 1
+    (sent,) = [json.loads(b)["s3ingestRepair"] for b in repairs.sent]
+    assert (sent["key"], sent["reason"]) == ("a", "sequencer_contradicted")

@@ -89,6 +89,15 @@ class World:
     ledger: FakeLedger
 
 
+SEQUENCERS = [
+    None,
+    f"00{int(CLOCK) - 500:08X}0001".ljust(64, "0"),
+    f"00{int(CLOCK) - 500:08X}0001".ljust(64, "0"),
+    "F" * 64,
+    f"00{int(CLOCK) + 5_000:08X}0001".ljust(64, "0"),
+]
+
+
 def make_world(seed: int, versioned: bool, keys: int = 60) -> World:
     rnd = random.Random(seed)
     names = sorted({hostile_key(rnd) for _ in range(rnd.randint(0, keys))})
@@ -148,6 +157,9 @@ def make_world(seed: int, versioned: bool, keys: int = 60) -> World:
             etag=(seen.etag if same and seen else f"e{rnd.randrange(4)}") if present else None,
             updated_at=TAKEN_AT - rnd.randint(-3_000, 100_000),
             effect=effect,
+            # a real sequencer, none (observed), or one S3 cannot have sent: 64 digits (a
+            # forged one of an earlier release) or from beyond the skew (issue 24)
+            seq=rnd.choice(SEQUENCERS),
         )
     return World(listed, heads, ledger)
 
@@ -418,7 +430,12 @@ def test_a_ledger_row_outside_the_scope_is_reported_and_never_repaired() -> None
             ReconcileRequest(source=source, margin_ms=0)
         )
         # THEN only in/b is missing; old/gone is counted apart; old/x and old/y never listed
-        assert report.drift == {"missing": 1, "deleted_but_live": 0, "content_mismatch": 0}
+        assert report.drift == {
+            "missing": 1,
+            "deleted_but_live": 0,
+            "content_mismatch": 0,
+            "sequencer_contradicted": 0,
+        }
         assert (report.out_of_scope, report.out_of_scope_samples) == (1, ["old/gone"])
         assert (report.bucket_keys, report.bucket_rows, report.ledger_rows) == (2, 2, 1)
         assert [json.loads(b)["s3ingestRepair"]["key"] for b in repairs.sent] == ["in/b"]
@@ -468,7 +485,7 @@ def test_the_spill_orders_keys_as_s3_lists_them(tmp_path: Any) -> None:
     spill = reconcile_listing.LedgerSpill(tmp_path / "s.sqlite", BUCKET)
     keys = ["\ufffd", "🙂", "a", "a\x00b", "a\x01", "\x7f", "é"]
     spill.restart()
-    spill.add([LedgerRow(BUCKET, k, True) for k in keys])
+    spill.add([LedgerRow(BUCKET, k, True) for k in keys], CLOCK)
     spill.build()
     walked = [r.key for r in spill.unseen(None, 100)]
     assert walked == sorted(keys)

@@ -6,9 +6,16 @@ memory.
 
 Paths, by what the event can tell on its own:
 
-* **Sequenced create or hiding delete** (the common path): one conditional UpdateItem; applied
-  when the incoming sequencer is newer and the row does not hold an observed state. A rejection
-  returns the old row, which says duplicate (equal sequencer) or stale (older) with no read.
+* **Sequenced create** (the common path): one conditional UpdateItem; applied when the
+  incoming sequencer is newer and the row does not hold an observed state. A rejection returns
+  the old row, which says duplicate (equal sequencer) or stale (older) with no read.
+* **Hiding delete** (Delete, DeleteMarkerCreated, a lifecycle expiration; C4): one HEAD first.
+  The bucket no longer shows the key: the conditional tombstone of the common path. It still
+  shows it: the delete is contradicted (forged, or older than a re-PUT): no tombstone, no
+  delete effect; the row records what the bucket shows if it does not hold it already (an
+  observation: the sequencer stays), outcome ``superseded`` (reason
+  :data:`DELETE_CONTRADICTED`); a row with a newer or equal sequencer still says stale or
+  duplicate.
 * **Sequenced event over an observed row** (C7): the row's state came from reading the bucket and
   may be newer than any sequencer; the event is verified with a HEAD. If the bucket still shows
   what the event says, the event is applied; otherwise the bucket has moved past it and the row
@@ -19,6 +26,10 @@ Paths, by what the event can tell on its own:
   key the bucket still shows.
 * **No usable sequencer** (repairs, backfill, ``ReducedRedundancyLostObject``, a garbage
   sequencer): an observation: read the row, HEAD, write only if the row's revision is unchanged.
+  A row whose stored sequencer S3 cannot have sent
+  (:func:`~s3ingest_fn.core.sequencer.contradicted`: a forged one written before events were
+  checked) is reset: the bucket's state is recorded with the sequencer removed (reason
+  ``sequencer-reset: <why>``), so the next sequenced event is verified against the bucket (C7).
 * **A listing's entry** (:attr:`Kind.LISTED`, the listing backfill): the state the listing gives
   is an older HEAD. A key the ledger has never seen is recorded from it with one conditional
   write (the row is absent), no read, no HEAD; when that write is refused, the row it returns
@@ -45,6 +56,7 @@ from typing import Any
 
 from s3ingest_fn.config import carry_context
 from s3ingest_fn.contract import CANARY_PREFIX
+from s3ingest_fn.core import sequencer
 from s3ingest_fn.core.effects import CREATED, REMOVED, SUPERSEDED, AppliedChange, EffectRunner
 from s3ingest_fn.core.hold import HOLD, RUN, SKIP
 from s3ingest_fn.core.model import (
@@ -88,6 +100,10 @@ MAX_OBSERVATION_ATTEMPTS = 5
 OUT_OF_SCOPE = "out-of-scope"
 #: The reason of a key recorded from a listing's state, without a HEAD.
 LISTED_STATE = "listed-state"
+#: The reason of a hiding delete the bucket contradicts: it still shows the key (C4).
+DELETE_CONTRADICTED = "delete-contradicted-by-bucket"
+#: The reason prefix of a sequencer reset (``sequencer-reset: sequencer-length``, C5, C7).
+SEQUENCER_RESET = "sequencer-reset"
 
 
 @dataclass
@@ -116,6 +132,8 @@ class IngestService:
     #: Injectable for tests (waits for a live effect lease, :data:`LEASE_WAITS`).
     sleep: Callable[[float], None] = time.sleep
     scope: Scope | None = None
+    #: Epoch seconds: judges a stored sequencer (:func:`~s3ingest_fn.core.sequencer.contradicted`).
+    clock: Callable[[], float] = time.time
 
     def __post_init__(self) -> None:
         if self.scope is None:
@@ -168,6 +186,8 @@ class IngestService:
             path = self._observe
         elif change.kind is Kind.VERSION_REMOVED:
             path = self._version_removed
+        elif change.kind is Kind.REMOVED:
+            path = self._removed
         else:
             path = self._sequenced
         for wait in (*LEASE_WAITS, None):
@@ -183,7 +203,9 @@ class IngestService:
 
     # -- paths -----------------------------------------------------------------------------
 
-    def _sequenced(self, change: Change) -> Result:
+    def _sequenced(self, change: Change, head: ObjectState | None = None) -> Result:
+        """``head``: the bucket's state, just read (a hiding delete's), for the first
+        verification."""
         state = _event_state(change)
         for _ in range(MAX_OBSERVATION_ATTEMPTS):
             claim = self._claim(change, state)
@@ -197,7 +219,8 @@ class IngestService:
                 if verdict is not None:
                     return verdict
             # The row holds an observed state, maybe newer than this event: verify (C7).
-            now = self.bucket.current(change.bucket, change.key)
+            now = head if head is not None else self.bucket.current(change.bucket, change.key)
+            head = None
             if _matches(change, now):
                 meta = self._meta(change, "verified-against-bucket")
                 outcome, written, observed = Outcome.APPLIED, state, False
@@ -233,6 +256,42 @@ class IngestService:
                     return verdict
             # Another writer changed the row between our read of it and our write: start over.
         raise TransientError("ledger row kept changing during verification")
+
+    def _removed(self, change: Change) -> Result:
+        """A hiding delete (C4): the tombstone only when the bucket no longer shows the key."""
+        now = self.bucket.current(change.bucket, change.key)
+        for attempt in range(MAX_OBSERVATION_ATTEMPTS):
+            if attempt:
+                now = self.bucket.current(change.bucket, change.key)
+            if not now.visible:
+                return self._sequenced(change, now)
+            # The bucket shows the key: a forged delete, or one older than a re-PUT (whose own
+            # event applies or has applied the new state). Never a tombstone, never a delete
+            # effect; what the bucket shows is recorded as an observation, at no sequencer.
+            row = self.ledger.get(change.bucket, change.key)
+            verdict = self._order_verdict(change, row) if row is not None else None
+            if verdict is not None:
+                assert row is not None
+                return self._resume(verdict, row)
+            written = _head_state(now)
+            if row is not None and row.holds(written):
+                done = result_of(change, Outcome.SUPERSEDED, DELETE_CONTRADICTED)
+                done.extra["ledger"] = "holds-bucket-state"
+                return self._resume(done, row, verified=True)
+            meta = replace(
+                self._meta(change, DELETE_CONTRADICTED), sequencer=None, raw_sequencer=None
+            )
+            claim = self._claim(change, written)
+            result = self.ledger.record_observation(
+                written, meta, row.rev if row is not None else None, claim
+            )
+            if result.applied:
+                done = self._applied(change, Outcome.SUPERSEDED, result, written, meta, claim)
+                done.extra["ledger"] = "recorded-bucket-state"
+                return done
+            if _lease_live(result.old, claim):
+                raise _LeaseBusy
+        raise TransientError("ledger row kept changing while a delete was checked")
 
     def _version_removed(self, change: Change) -> Result:
         now = self.bucket.current(change.bucket, change.key)
@@ -280,7 +339,7 @@ class IngestService:
             done.extra["listing"] = "recorded-without-head"
             return done
         old = first.old
-        if old is not None and old.holds(state):
+        if old is not None and old.holds(state) and self._poisoned(old) is None:
             # the row holds what the listing shows: resume an abandoned effect, as an
             # observation matching the ledger does (the bucket was not read now: only a pending
             # effect whose lease expired is re-run)
@@ -302,6 +361,12 @@ class IngestService:
             else:
                 row = self.ledger.get(change.bucket, change.key)
             now = self.bucket.current(change.bucket, change.key)
+            poisoned = self._poisoned(row)
+            if row is not None and poisoned is not None:
+                reset = self._reset(change, row, _head_state(now), poisoned)
+                if reset is not None:
+                    return reset
+                continue
             if row is not None and row.holds(_head_state(now)):
                 return self._resume(
                     result_of(change, Outcome.DUPLICATE, "observation-matches-ledger"),
@@ -320,6 +385,35 @@ class IngestService:
             if _lease_live(result.old, claim):
                 raise _LeaseBusy
         raise TransientError("ledger row kept changing during observation")
+
+    def _poisoned(self, row: LedgerRow | None) -> str | None:
+        """Why the row's stored sequencer cannot have come from S3, or None."""
+        if row is None or row.seq is None:
+            return None
+        return sequencer.contradicted(row.seq, self.clock())
+
+    def _reset(self, change: Change, row: LedgerRow, written: RowState, why: str) -> Result | None:
+        """Record the bucket's state (``written``, just read) over a row whose sequencer S3
+        cannot have sent (``why``), the sequencer removed, while the row is still at its
+        revision: a new change (its effects claimed) or, when the row holds the state, only the
+        bookkeeping (an effect behind the row is resumed: the bucket was just read). None: the
+        row moved; read it again."""
+        reason = f"{SEQUENCER_RESET}: {why}"
+        meta = replace(self._meta(change, reason), sequencer=None, raw_sequencer=None)
+        same = row.holds(written)
+        claim = None if same else self._claim(change, written)
+        result = self.ledger.reset_sequencer(written, meta, row.rev, claim, same_change=same)
+        if not result.applied:
+            if _lease_live(result.old, claim):
+                raise _LeaseBusy
+            return None
+        if same:
+            done = result_of(change, Outcome.APPLIED, reason)
+            done.extra.update(effect="already-recorded", sequencer_reset=why)
+            return self._resume(done, row, verified=True)
+        done = self._applied(change, Outcome.APPLIED, result, written, meta, claim)
+        done.extra["sequencer_reset"] = why
+        return done
 
     # -- effects (CONTRACT C11, module s3ingest_fn.core.effects) ---------------------------------
 

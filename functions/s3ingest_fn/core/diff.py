@@ -17,13 +17,19 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from s3ingest_fn.core import sequencer
 from s3ingest_fn.core.model import InventoryRow
 from s3ingest_fn.core.row import PENDING, LedgerRow
 
 MISSING = "missing"
 DELETED_BUT_LIVE = "deleted_but_live"
 CONTENT_MISMATCH = "content_mismatch"
-DRIFT_KINDS = (MISSING, DELETED_BUT_LIVE, CONTENT_MISMATCH)
+#: The row's state may match the bucket, but its stored sequencer is one S3 cannot have sent
+#: (:func:`~s3ingest_fn.core.sequencer.contradicted`: a forged one written before events were
+#: checked, issue 24): every later real event of the key would be ``stale``. The repair resets
+#: it (CONTRACT C5, C7, C12).
+SEQUENCER_CONTRADICTED = "sequencer_contradicted"
+DRIFT_KINDS = (MISSING, DELETED_BUT_LIVE, CONTENT_MISMATCH, SEQUENCER_CONTRADICTED)
 #: Not drift between ledger and bucket: a processor effect left ``pending`` by a worker that
 #: died, whose lease expired before the snapshot, and whose message never came back (it reached
 #: the dead-letter queue). A repair event for the key re-claims and re-runs it (CONTRACT C11).
@@ -89,7 +95,8 @@ class Drift:
     kind : str
         ``missing`` (visible in the bucket, absent or tombstoned in the ledger),
         ``deleted_but_live`` (present in the ledger, not visible in the bucket) or
-        ``content_mismatch`` (both present, other version id or ETag); or
+        ``content_mismatch`` (both present, other version id or ETag),
+        ``sequencer_contradicted`` (:data:`SEQUENCER_CONTRADICTED`); or
         ``pending_effect`` (:data:`PENDING_EFFECT`) or ``effect_behind``
         (:data:`EFFECT_BEHIND`), neither counted as drift.
     key : str
@@ -130,7 +137,7 @@ def diff(
         From :func:`bucket_truth`; consumed (keys are popped as ledger rows match them).
     ledger_rows : iterable of LedgerRow
         Ledger rows (a scan may leave out what the diff does not read: the key, state, version,
-        ETag, update time and effect are enough).
+        ETag, sequencer, update time and effect are enough).
     taken_at_ms : int
         When the listing or inventory was taken, minus the safety margin, epoch milliseconds.
         A ledger row updated after it, or an object modified after it, is skipped: the source of
@@ -200,9 +207,20 @@ def classify(
         compare_etags and row.etag != seen.etag
     ):
         kind = CONTENT_MISMATCH
+    if kind is None and row.seq is not None and sequencer.contradicted(row.seq, taken_at_ms / 1000):
+        kind = SEQUENCER_CONTRADICTED  # judged at the snapshot's time: never later than now
     if kind is None and effect is not None and row.effect_behind:
         kind = EFFECT_BEHIND  # a drift's repair records a new change, which runs its own
     return Drift(kind, key, row, seen) if kind is not None else None
+
+
+def suspect_sequencer(row: LedgerRow, now_s: float) -> str | None:
+    """The row's stored sequencer when S3 cannot have sent it at ``now_s`` (epoch seconds),
+    else None: what a reconciliation's work files keep of a row's sequencer (a later
+    :func:`classify` can only find fewer of them contradicted, never more)."""
+    if row.seq is not None and sequencer.contradicted(row.seq, now_s) is not None:
+        return row.seq
+    return None
 
 
 def classify_unrecorded(

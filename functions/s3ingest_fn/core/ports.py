@@ -91,6 +91,21 @@ class Ledger(Protocol):
         (None: the row did not exist). The row's sequencer is kept."""
         ...
 
+    def reset_sequencer(
+        self,
+        state: RowState,
+        meta: WriteMeta,
+        expected_rev: int,
+        claim: Claim | None = None,
+        *,
+        same_change: bool = False,
+    ) -> WriteResult:
+        """Record the bucket's ``state`` with the row's sequencer removed (one S3 cannot have
+        sent, :func:`~s3ingest_fn.core.sequencer.contradicted`) when the revision is still
+        ``expected_rev``: a new change, or (``same_change``) only the bookkeeping of a row
+        holding ``state``. The row becomes an observed row (C7)."""
+        ...
+
     def reclaim(
         self, bucket: str, key: str, old_token: int, claim: Claim, processor: str = ...
     ) -> WriteResult:

@@ -41,6 +41,7 @@ from s3ingest_fn.core.diff import (
     Truth,
     bucket_truth,
     diff,
+    suspect_sequencer,
 )
 from s3ingest_fn.core.row import Effect, LedgerRow
 from s3ingest_fn.services.inventory import read_rows
@@ -142,7 +143,7 @@ class FanOut:
         for row in rows:
             if row.key.startswith(prefix):
                 held.count_held(row, now_ms)
-        records = (_ledger_record(r) for r in rows)
+        records = (_ledger_record(r, now_ms / 1000) for r in rows)
         written = self._write_shards(
             event["runId"],
             "ledger",
@@ -263,8 +264,10 @@ class FanOut:
                     yield json.loads(line)
 
 
-def _ledger_record(row: LedgerRow) -> list[Any]:
-    """What the diff reads of a ledger row, as a JSON list in a work shard (key first)."""
+def _ledger_record(row: LedgerRow, now_s: float) -> list[Any]:
+    """What the diff reads of a ledger row, as a JSON list in a work shard (key first; the
+    sequencer only when S3 cannot have sent it at ``now_s``,
+    :func:`~s3ingest_fn.core.diff.suspect_sequencer`)."""
     effect = row.effect
     return [
         row.key,
@@ -276,13 +279,16 @@ def _ledger_record(row: LedgerRow) -> list[Any]:
         effect.lease_until_ms if effect else None,
         effect.done_change_id if effect else None,
         row.change_id,
+        suspect_sequencer(row, now_s),
     ]
 
 
 def _ledger_row(bucket: str, rec: list[Any]) -> LedgerRow:
-    """The row of a :func:`_ledger_record`; a shard written by the previous release (an
-    execution that spans a deploy) holds the state as ``"present"`` or ``"deleted"``."""
-    key, present, version_id, etag, updated_at, status, lease, done, change = rec
+    """The row of a :func:`_ledger_record`; a shard written by an earlier release (an
+    execution that spans a deploy) holds the state as ``"present"`` or ``"deleted"``, or no
+    sequencer."""
+    key, present, version_id, etag, updated_at, status, lease, done, change = rec[:9]
+    seq = rec[9] if len(rec) > 9 else None
     return LedgerRow(
         bucket=bucket,
         key=key,
@@ -292,4 +298,5 @@ def _ledger_row(bucket: str, rec: list[Any]) -> LedgerRow:
         updated_at=int(updated_at or 0),
         effect=Effect(status=status, lease_until_ms=lease, done_change_id=done) if status else None,
         change_id=change,
+        seq=seq,
     )

@@ -28,6 +28,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from s3ingest_fn.core.diff import (
     EFFECT_BEHIND,
     PENDING_EFFECT,
+    SEQUENCER_CONTRADICTED,
     DiffStats,
     Drift,
     bucket_truth,
@@ -428,8 +429,8 @@ class Reconciler:
         """
 
         def still_different(d: Drift) -> bool:
-            if d.kind in (PENDING_EFFECT, EFFECT_BEHIND):
-                return True
+            if d.kind in (PENDING_EFFECT, EFFECT_BEHIND, SEQUENCER_CONTRADICTED):
+                return True  # a HEAD cannot resolve these: the repair reads bucket and row
             now = self.objects.current(self.bucket, d.key)
             row = d.ledger
             if row is None:

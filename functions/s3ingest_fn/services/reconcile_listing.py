@@ -47,6 +47,7 @@ from s3ingest_fn.core.diff import (
     bucket_truth,
     classify,
     classify_unrecorded,
+    suspect_sequencer,
 )
 from s3ingest_fn.core.model import TransientError
 from s3ingest_fn.core.ports import BucketListing, ListingPage
@@ -101,10 +102,12 @@ def _key(blob: bytes) -> str:
     return bytes(blob).decode("utf-8", "surrogatepass")
 
 
-_COLUMNS = "k, present, version_id, etag, updated_at, fx, fx_lease, fx_done, change_id"
+_COLUMNS = "k, present, version_id, etag, updated_at, fx, fx_lease, fx_done, change_id, suspect_seq"
 
 
-def _record(row: LedgerRow) -> tuple[Any, ...]:
+def _record(row: LedgerRow, now_s: float) -> tuple[Any, ...]:
+    """A row as the spill keeps it (the sequencer only when S3 cannot have sent it,
+    :func:`~s3ingest_fn.core.diff.suspect_sequencer`)."""
     effect = row.effect
     return (
         _blob(row.key),
@@ -116,11 +119,12 @@ def _record(row: LedgerRow) -> tuple[Any, ...]:
         effect.lease_until_ms if effect else None,
         effect.done_change_id if effect else None,
         row.change_id,
+        suspect_sequencer(row, now_s),
     )
 
 
 def _row(bucket: str, rec: tuple[Any, ...]) -> LedgerRow:
-    k, present, version_id, etag, updated_at, fx, lease, done, change = rec
+    k, present, version_id, etag, updated_at, fx, lease, done, change, seq = rec
     return LedgerRow(
         bucket=bucket,
         key=_key(k),
@@ -130,6 +134,7 @@ def _row(bucket: str, rec: tuple[Any, ...]) -> LedgerRow:
         updated_at=int(updated_at or 0),
         effect=Effect(status=fx, lease_until_ms=lease, done_change_id=done) if fx else None,
         change_id=change,
+        seq=seq,
     )
 
 
@@ -165,11 +170,13 @@ class LedgerSpill:
     @classmethod
     def open(cls, path: Path, bucket: str) -> LedgerSpill:
         """The spill at ``path`` when it holds a checkpoint; else (absent, a spill that never
-        finished, an unreadable file) a new one in its place."""
+        finished, an unreadable file, one an earlier release wrote without the
+        ``suspect_seq`` column) a new one in its place."""
         if path.exists():
             try:
                 spill = cls(path, bucket)
-                if spill.state() is not None:
+                columns = {c[1] for c in spill.db.execute("PRAGMA table_info(ledger)")}
+                if spill.state() is not None and (not columns or "suspect_seq" in columns):
                     return spill
                 spill.close()
             except sqlite3.DatabaseError:
@@ -203,14 +210,15 @@ class LedgerSpill:
         self.db.execute("DROP TABLE IF EXISTS ledger")
         self.db.execute(
             "CREATE TABLE staged (k BLOB, present INTEGER, version_id TEXT, etag TEXT, "
-            "updated_at INTEGER, fx TEXT, fx_lease INTEGER, fx_done TEXT, change_id TEXT)"
+            "updated_at INTEGER, fx TEXT, fx_lease INTEGER, fx_done TEXT, change_id TEXT, "
+            "suspect_seq TEXT)"
         )
 
-    def add(self, rows: list[LedgerRow]) -> None:
-        """Append Scan rows."""
+    def add(self, rows: list[LedgerRow], now_s: float) -> None:
+        """Append Scan rows read at ``now_s`` (epoch seconds)."""
         self.db.executemany(
-            f"INSERT INTO staged ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            map(_record, rows),
+            f"INSERT INTO staged ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            ((*_record(row, now_s),) for row in rows),
         )
 
     def build(self) -> None:
@@ -219,7 +227,7 @@ class LedgerSpill:
         self.db.execute(
             "CREATE TABLE ledger (k BLOB PRIMARY KEY, present INTEGER, version_id TEXT, "
             "etag TEXT, updated_at INTEGER, fx TEXT, fx_lease INTEGER, fx_done TEXT, "
-            "change_id TEXT, seen INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID"
+            "change_id TEXT, suspect_seq TEXT, seen INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID"
         )
         self.db.execute(
             f"INSERT OR REPLACE INTO ledger ({_COLUMNS}) SELECT {_COLUMNS} FROM staged ORDER BY k"
@@ -520,7 +528,7 @@ class _Run:
                 report.count_held(row, now_ms)
                 kept.append(row)
             report.ledger_rows += len(kept)
-            self.spill.add(kept)
+            self.spill.add(kept, now_ms / 1000)
         self.spill.build()
         self.state["phase"] = BUCKET
         self._checkpoint()

@@ -10,7 +10,7 @@ from s3ingest_cdk.constructs.operational_alarms import alarm_name, runbook
 from s3ingest_fn.contract import METRICS_NAMESPACE, metric_dimensions
 
 #: Per-kind drift metrics (``drift_<kind>``), as ``s3ingest_fn.core.diff.DRIFT_KINDS``.
-DRIFT_KINDS = ("missing", "deleted_but_live", "content_mismatch")
+DRIFT_KINDS = ("missing", "deleted_but_live", "content_mismatch", "sequencer_contradicted")
 TOTAL_METRIC = "drift_total"
 
 
@@ -66,8 +66,8 @@ class DriftAlarm(Construct):
     total : aws_cdk.aws_cloudwatch.Metric
         ``drift_total``.
     by_kind : dict[str, aws_cdk.aws_cloudwatch.Metric]
-        ``drift_missing``, ``drift_deleted_but_live``, ``drift_content_mismatch`` by kind, for
-        dashboards (no alarm on them).
+        ``drift_missing``, ``drift_deleted_but_live``, ``drift_content_mismatch``,
+        ``drift_sequencer_contradicted`` by kind, for dashboards (no alarm on them).
     """
 
     def __init__(

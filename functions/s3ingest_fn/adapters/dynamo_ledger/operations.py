@@ -230,6 +230,40 @@ class DynamoLedger:
             ),
         )
 
+    def reset_sequencer(
+        self,
+        state: RowState,
+        meta: WriteMeta,
+        expected_rev: int,
+        claim: Claim | None = None,
+        *,
+        same_change: bool = False,
+    ) -> WriteResult:
+        """Record the bucket's ``state`` as an observation with the row's sequencer removed
+        (a stored sequencer S3 cannot have sent: CONTRACT C5, C7), if the row is still at
+        ``expected_rev``: a new change (``claim``), or, ``same_change``, only the bookkeeping of
+        a row that already holds ``state`` (``op=seq``: not published, no effect). The decision
+        (``meta.reason``, e.g. ``sequencer-reset: sequencer-length``) goes onto the history.
+        One UpdateItem.
+
+        Raises
+        ------
+        TransientError
+            On throttling or a service error.
+        """
+        cond, values = observation_condition(expected_rev)
+        return self._update(
+            state,
+            meta,
+            observed=True,
+            condition=cond,
+            values=values,
+            claim=claim,
+            change_key=f"obs@{expected_rev + 1}",
+            same_change=same_change,
+            clear_sequencer=True,
+        )
+
     def reclaim(
         self,
         bucket: str,
@@ -568,6 +602,7 @@ class DynamoLedger:
         change_key: str | None,
         claim: Claim | None = None,
         same_change: bool = False,
+        clear_sequencer: bool = False,
     ) -> WriteResult:
         """The write :func:`~s3ingest_fn.adapters.dynamo_ledger.updates.change_request`
         builds, made now; an applied write's result names the change it applied."""
@@ -582,6 +617,7 @@ class DynamoLedger:
             change_key=change_key,
             claim=claim,
             same_change=same_change,
+            clear_sequencer=clear_sequencer,
         )
         result = self._call(
             meta.bucket, meta.key, built.request, token_attribute=built.token_attribute

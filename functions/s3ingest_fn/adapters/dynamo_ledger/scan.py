@@ -31,6 +31,7 @@ from s3ingest_fn.adapters.dynamo_ledger.layout import (
     _FX_LEASE,
     _FX_STATUS,
     _LEGACY_MARK,
+    _SEQ,
     _STATE,
     _UPDATED,
     _VERSION,
@@ -42,14 +43,16 @@ from s3ingest_fn.adapters.dynamo_ledger.layout import (
 )
 from s3ingest_fn.core.model import TransientError
 from s3ingest_fn.core.row import DEFAULT_PROCESSOR, HELD, Effect, LedgerRow, summary_effect
+from s3ingest_fn.core.sequencer import WIDTH
 
-#: What a reconciliation reads of a row (both layouts): key, state, version, ETag, update time,
-#: effect status and lease.
+#: What a reconciliation reads of a row (both layouts): key, state, version, ETag, sequencer
+#: (a contradicted one is drift), update time, effect status and lease.
 _DIFF_ATTRIBUTES = (
     PARTITION_KEY,
     _STATE,
     _VERSION,
     _ETAG,
+    _SEQ,
     _UPDATED,
     _FX,
     _FX_LEASE,
@@ -59,6 +62,7 @@ _DIFF_ATTRIBUTES = (
     "state",
     "version_id",
     "etag",
+    "seq",
     "updated_at",
     "fx",
     "fx_lease",
@@ -78,6 +82,7 @@ def _scanned_row(item: Mapping[str, Any], bucket: str, named: bool = False) -> L
     if _LEGACY_MARK in item:
         return _legacy_row({name: _plain(av) for name, av in item.items()})
     version, etag, updated = item.get(_VERSION), item.get(_ETAG), item.get(_UPDATED)
+    seq = item.get(_SEQ)
     fx = item.get(_FX)
     effect = (
         None
@@ -110,7 +115,7 @@ def _scanned_row(item: Mapping[str, Any], bucket: str, named: bool = False) -> L
         item[PARTITION_KEY]["S"][len(bucket) + 1 :],
         item[_STATE]["S"] == "p",
         "",  # raw_key
-        None,  # seq
+        None if seq is None else seq["S"].ljust(WIDTH, "0"),  # seq, normalised
         None,  # raw_seq
         False,  # observed
         None if version is None else version["S"],

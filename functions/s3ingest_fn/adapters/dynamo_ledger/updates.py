@@ -174,12 +174,15 @@ def change_request(
     change_key: str | None,
     claim: Claim | None = None,
     same_change: bool = False,
+    clear_sequencer: bool = False,
 ) -> ChangeRequest:
     """The UpdateItem writing ``state`` under ``condition`` (its ``values``, which the request
     extends): the row's bookkeeping, a new change named by ``change_key`` (C3) with its
     ``claim`` of the processors' effects, or only the sequencer and the bookkeeping
     (``same_change``, ``op=seq``), the object's state, and the decision pushed onto the
     history. ``now`` is epoch seconds; a tombstone expires ``ttl_seconds`` later (0: never).
+    ``clear_sequencer`` removes the row's sequencer (a reset of one S3 cannot have sent,
+    CONTRACT C5, C7; ``meta.sequencer`` must be None).
 
     Raises
     ------
@@ -188,11 +191,15 @@ def change_request(
     """
     if same_change and claim is not None:
         raise ValueError("a same-change write claims no effect")
+    if clear_sequencer and meta.sequencer is not None:
+        raise ValueError("a sequencer reset writes no sequencer")
     now_ms = int(now * 1000)
     write = _ChangeWrite(condition, values)
     write.bookkeeping(state, meta, observed, same_change, now_ms)
     chg = None if same_change else write.change(state, meta, change_key, claim)
     write.object_state(state, meta, now, ttl_seconds)
+    if clear_sequencer:
+        write.removes.extend((_SEQ, _RAW_SEQ))
     request = write.request(_history_entry(state, meta, now_ms), claim)
     return ChangeRequest(request, chg, write.tokens[0] if write.tokens else None)
 
