@@ -431,7 +431,12 @@ def test_the_content_url_lives_the_functions_timeout_plus_the_margin(timeout_s: 
     assert isinstance(spec.call, FunctionProcessor)
     assert spec.call.url_seconds == pf.url_seconds_for(timeout_s) == timeout_s + pf.URL_MARGIN_S
     seen: list[dict[str, Any]] = []
-    spec.call.invoke = lambda request: seen.append(request) or {"status": "done"}
+
+    def invoke(request: dict[str, Any]) -> Any:
+        seen.append(request)
+        return {"status": "done"}
+
+    spec.call.invoke = invoke
     change = _change()
     spec.call(change, _content(change))
     # the URL outlives the function's last moment by the margin, not a fixed 900 s
