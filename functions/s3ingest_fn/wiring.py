@@ -187,6 +187,7 @@ def processor_specs(
         FunctionProcessor,
         handler_invoker,
         lambda_invoker,
+        url_seconds_for,
     )
     from s3ingest_fn.core.effects import KINDS, LATEST, ProcessorSpec, load_processor
 
@@ -204,9 +205,12 @@ def processor_specs(
             invoke = lambda_invoker(
                 lambda_client(timeout_s), str(entry["functionArn"]), timeout_s=timeout_s
             )
-            call = FunctionProcessor(invoke)
+            call = FunctionProcessor(invoke, url_seconds=url_seconds_for(timeout_s))
         elif entry.get("handler"):
-            call = FunctionProcessor(handler_invoker(str(entry["handler"]), timeout_s=timeout_s))
+            call = FunctionProcessor(
+                handler_invoker(str(entry["handler"]), timeout_s=timeout_s),
+                url_seconds=url_seconds_for(timeout_s),
+            )
         else:
             raise ValueError(f"processor {name!r} names no module, functionArn or handler")
         specs.append(

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from s3ingest_fn.core.effects import AppliedChange
 
 T = TypeVar("T")
+#: The fault rates of :class:`Chaos` applied while the worker runs (not to delivery).
+RATES = ("crash", "ddb_throttle", "lambda_throttle")
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,14 @@ class Chaos:
     crash : float
         Probability (0-1) that the worker dies after a processor's effect and before its commit
         (CONTRACT C11): the message comes back and the effect must run again, never be skipped.
+    ddb_throttle : float
+        Probability (0-1) that a DynamoDB request of the ingest path (each attempt, botocore's
+        retries included) is answered ``ProvisionedThroughputExceededException`` or
+        ``ThrottlingException`` (:mod:`s3ingest.local.faults`).
+    lambda_throttle : float
+        Probability (0-1) that the SQS event source's invocation of the ingest function is
+        refused with ``TooManyRequestsException``: the batch is not run and its messages come
+        back after the visibility timeout, one receive counted.
     """
 
     seed: int = 0
@@ -50,6 +60,8 @@ class Chaos:
     reorder: bool = False
     drop: float = 0.0
     crash: float = 0.0
+    ddb_throttle: float = 0.0
+    lambda_throttle: float = 0.0
 
     @classmethod
     def from_json(cls, spec: Mapping[str, Any] | None) -> Chaos:
@@ -60,29 +72,24 @@ class Chaos:
             raise ValueError(
                 "chaos must be a JSON object like "
                 '{"seed": 1, "duplicate": 0.3, "reorder": true, "drop": 0.0, '
-                '"crash": 0.0}'
+                '"crash": 0.0, "ddb_throttle": 0.0, "lambda_throttle": 0.0}'
             )
-        unknown = set(spec) - {"seed", "duplicate", "reorder", "drop", "crash"}
+        unknown = set(spec) - {"seed", "duplicate", "reorder", "drop", *RATES}
         if unknown:
             raise ValueError(f"unknown chaos settings: {sorted(unknown)}")
         seed, reorder = spec.get("seed", 0), spec.get("reorder", False)
-        duplicate, drop = spec.get("duplicate", 0.0), spec.get("drop", 0.0)
-        crash = spec.get("crash", 0.0)
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise ValueError(f"chaos seed must be a whole number, not {seed!r}")
         if not isinstance(reorder, bool):
             raise ValueError(f"chaos reorder must be true or false, not {reorder!r}")
-        for name, value in (("duplicate", duplicate), ("drop", drop), ("crash", crash)):
+        rates = {name: spec.get(name, 0.0) for name in ("duplicate", "drop", *RATES)}
+        for name, value in rates.items():
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise ValueError(f"chaos {name} must be a number within 0..1, not {value!r}")
         chaos = cls(
-            seed=seed,
-            duplicate=float(duplicate),
-            reorder=reorder,
-            drop=float(drop),
-            crash=float(crash),
+            seed=seed, reorder=reorder, **{name: float(value) for name, value in rates.items()}
         )
-        for name in ("duplicate", "drop", "crash"):
+        for name in rates:
             if not 0.0 <= getattr(chaos, name) <= 1.0:
                 raise ValueError(f"chaos {name} must be within 0..1")
         return chaos

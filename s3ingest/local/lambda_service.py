@@ -48,6 +48,7 @@ from typing import Any
 
 from s3ingest.local import environment
 from s3ingest.local.emulator import ACCOUNT, REGION, Emulator
+from s3ingest.local.faults import Concurrency
 from s3ingest_fn.config import use_env
 
 #: The role the local functions are created with (moto checks that it exists).
@@ -236,6 +237,11 @@ class LambdaService:
         #: Captured output of the handlers (their CloudWatch log, locally).
         self.logs = io.StringIO()
         self._failures: dict[str, list[_Failure]] = {}
+        #: The account's concurrency limits, when set
+        #: (:func:`s3ingest.local.faults.limit_concurrency`): an invocation beyond its
+        #: function's reserved concurrency or the unreserved pool answers
+        #: ``TooManyRequestsException``.
+        self.concurrency: Concurrency | None = None
         self._lambda = emu.client("lambda")
         self._role_arn = self._role()
         environment.install()
@@ -411,10 +417,21 @@ class LambdaService:
         self, fn: LocalFunction, event: Any, request_id: str, invocation_type: str
     ) -> tuple[bytes, bool]:
         _activity(+1)
+        pool, name = self.concurrency, self._name_of(fn)
         try:
-            return self._run_locked(fn, event, request_id, invocation_type)
+            if pool is not None and not pool.acquire(name):
+                self._record(fn, request_id, invocation_type, "throttle", 0.0, None)
+                raise InvokeError("TooManyRequestsException", 429, "Rate Exceeded.")
+            try:
+                return self._run_locked(fn, event, request_id, invocation_type)
+            finally:
+                if pool is not None:
+                    pool.release(name)
         finally:
             _activity(-1)
+
+    def _name_of(self, fn: LocalFunction) -> str:
+        return next(k for k, v in self.functions.items() if v is fn)
 
     def _run_locked(
         self, fn: LocalFunction, event: Any, request_id: str, invocation_type: str

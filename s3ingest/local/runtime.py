@@ -39,9 +39,10 @@ from typing import Any, cast
 
 from s3ingest.commands.review import matching
 from s3ingest.local import environment
-from s3ingest.local.chaos import Chaos, CrashInjector, InjectedCrash
+from s3ingest.local.chaos import Chaos, InjectedCrash
 from s3ingest.local.emulator import Emulator, LocalBucket, Resources, provision
 from s3ingest.local.executions import Execution, LocalMachines
+from s3ingest.local.faults import INGEST, FaultInjector
 from s3ingest.local.inventory_writer import write_inventory
 from s3ingest.local.lambda_service import LambdaContext, LocalFunction, run_with_timeout
 from s3ingest.local.machines import (
@@ -243,12 +244,9 @@ class LocalRuntime:
         #: Called after every handler invocation (tests check invariants from it).
         self.after_batch: Callable[[LocalRuntime], None] | None = None
         self.recorder = EffectRecorder(lambda: self.step)
-        self.crashes = CrashInjector(
-            lambda change: self.ledger.release(
-                change.bucket, change.key, change.token, change.processor
-            ),
-            on_crash=self.recorder.mark_crashed,
-            seed=seed,
+        #: Crashes and throttling of the workers (:mod:`s3ingest.local.faults`).
+        self.crashes = FaultInjector.of_ledger(
+            self.ledger, on_crash=self.recorder.mark_crashed, seed=seed, dynamodb=self.ddb
         )
         #: The key of :attr:`recorder` in the functions' environment (``S3INGEST_LOCAL_RECORDER``):
         #: every function of this deployment reports its processor runs to it.
@@ -282,7 +280,7 @@ class LocalRuntime:
             self.resources.queue_url,
             self.resources.queue_arn,
             self.settings.batch_size,
-            self._invoke_ingest,
+            self.crashes.guard(INGEST, self._invoke_ingest),
         )
         self.stream_source: StreamEventSource | None = None
         if self.resources.stream_arn and self.resources.change_bus:

@@ -28,6 +28,8 @@ Format (one JSON object per line; blank lines and lines starting with ``#`` are 
   "crash": 0.0}}``: deliver every event the S3 operations emitted so far under that chaos, then
   drain the queue; a dropped event is lost for good (only reconciliation repairs what it would
   have done); ``crash`` kills the worker after a processor's effect, before its commit;
+  ``ddb_throttle`` and ``lambda_throttle`` (0-1) throttle that drain's DynamoDB requests and its
+  ingest invocations (:mod:`s3ingest.local.faults`);
 * ``{"op": "reconcile", "source": "listing" | "inventory", "fan_out": false}``: one
   reconciliation (an inventory report of the bucket is written first for ``inventory``), then
   the repairs are drained; with ``"fan_out": true`` (``inventory`` only) an execution of the

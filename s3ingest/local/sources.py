@@ -15,14 +15,17 @@
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from s3ingest.local.emulator import REGION
+from s3ingest.local.faults import LambdaThrottled
 
 if TYPE_CHECKING:
     from s3ingest.operations import ReplayTarget
@@ -90,7 +93,8 @@ class SqsEventSource:
         Records per invocation (clamped to 1..10, ``ReceiveMessage``'s limit).
     invoke : callable
         Runs the handler on one Lambda SQS event and returns its response
-        (``{"batchItemFailures": [{"itemIdentifier": messageId}, ...]}``).
+        (``{"batchItemFailures": [{"itemIdentifier": messageId}, ...]}``); raises
+        :class:`~s3ingest.local.faults.LambdaThrottled` when Lambda refuses the invocation.
     """
 
     def __init__(
@@ -108,6 +112,16 @@ class SqsEventSource:
         self.invoke = invoke
         #: Handler invocations so far.
         self.invocations = 0
+        #: Invocations Lambda refused (throttled) so far.
+        self.throttled = 0
+        #: Invocations at once at most (the event source's maximum concurrency; 1: one batch
+        #: at a time, the default locally; :func:`s3ingest.local.faults.limit_concurrency`
+        #: sets the settings' ``maxConcurrency``).
+        self.pollers = 1
+        #: Visibility timeout of a received batch, seconds (:data:`LOCAL_VISIBILITY_TIMEOUT`;
+        #: :func:`s3ingest.local.faults.leases_within_receives` lengthens it).
+        self.visibility_timeout = LOCAL_VISIBILITY_TIMEOUT
+        self._lock = threading.Lock()
 
     def send_raw(self, body: str) -> None:
         """Put one message on the queue exactly as given."""
@@ -128,9 +142,13 @@ class SqsEventSource:
         after_batch: Callable[[], None] | None = None,
         timeout_seconds: float = 300.0,
     ) -> None:
-        """Receive and invoke until the queue is empty. A failed record comes back after
-        :data:`LOCAL_VISIBILITY_TIMEOUT` seconds (and moves to the queue's dead-letter queue
-        after ``maxReceiveCount`` receives).
+        """Receive and invoke until the queue is empty, with :attr:`pollers` invocations at
+        once at most. A failed record comes back after :attr:`visibility_timeout` seconds
+        (and moves to the queue's dead-letter queue after ``maxReceiveCount`` receives); so does
+        a whole batch whose invocation Lambda refused
+        (:class:`~s3ingest.local.faults.LambdaThrottled`, counted in :attr:`throttled`): the
+        function did not run, the receive counts
+        (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-errorhandling.html).
 
         Parameters
         ----------
@@ -142,13 +160,42 @@ class SqsEventSource:
             Gives up (RuntimeError) when the queue has not emptied by then.
         """
         deadline = time.monotonic() + timeout_seconds
+        if self.pollers <= 1:
+            self._poll(deadline, on_batch, after_batch)
+            return
+        errors: list[BaseException] = []
+
+        def poll() -> None:
+            try:
+                self._poll(deadline, on_batch, after_batch)
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [
+            threading.Thread(target=contextvars.copy_context().run, args=(poll,), daemon=True)
+            for _ in range(self.pollers)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if errors:
+            raise errors[0]
+
+    def _poll(
+        self,
+        deadline: float,
+        on_batch: Callable[[int], None] | None,
+        after_batch: Callable[[], None] | None,
+    ) -> None:
+        """One poller of :meth:`drain`, until the queue is empty."""
         while True:
             msgs = self.sqs.receive_message(
                 QueueUrl=self.queue_url,
                 MaxNumberOfMessages=self.batch_size,
                 AttributeNames=["All"],
                 MessageAttributeNames=["All"],
-                VisibilityTimeout=LOCAL_VISIBILITY_TIMEOUT,
+                VisibilityTimeout=self.visibility_timeout,
             ).get("Messages", [])
             if not msgs:
                 if self.queue_empty():
@@ -157,10 +204,16 @@ class SqsEventSource:
                     raise RuntimeError("ingest queue did not drain in time")
                 time.sleep(0.2)
                 continue
-            response = self.invoke(
-                {"Records": [lambda_sqs_record(m, self.queue_arn) for m in msgs]}
-            )
-            self.invocations += 1
+            try:
+                response = self.invoke(
+                    {"Records": [lambda_sqs_record(m, self.queue_arn) for m in msgs]}
+                )
+            except LambdaThrottled:
+                with self._lock:
+                    self.throttled += 1
+                continue  # nothing deleted: back after the visibility timeout
+            with self._lock:
+                self.invocations += 1
             failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
             done = [m for m in msgs if m["MessageId"] not in failed]
             if done:

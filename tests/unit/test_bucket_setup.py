@@ -359,3 +359,81 @@ def test_update_from_untouched_to_managed_delivery_is_refused(s3: Any) -> None:
         )
     # nothing changed: delivery stays off
     assert not _delivery_on(s3)
+
+
+def _renamed(ident: str = "s3ingest-daily-v2") -> dict[str, Any]:
+    props = _props()
+    props["Inventory"] = {**props["Inventory"], "Id": ident}
+    return props
+
+
+def _update(s3: Any, new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    return handle(
+        s3,
+        _request(
+            "Update", new, OldResourceProperties=old, PhysicalResourceId=physical_id(BUCKET, "off")
+        ),
+    )
+
+
+def test_update_writes_the_new_inventory_before_it_removes_the_old(
+    s3: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handle(s3, _request("Create", _props()))
+    calls: list[tuple[str, str]] = []
+    put, delete = bucket_setup.put_inventory, bucket_setup.delete_inventory
+
+    def put_spy(client: Any, bucket: str, config: Any) -> None:
+        calls.append(("put", config["Id"]))
+        put(client, bucket, config)
+
+    def delete_spy(client: Any, bucket: str, ident: str) -> bool:
+        calls.append(("delete", ident))
+        return delete(client, bucket, ident)
+
+    monkeypatch.setattr(bucket_setup, "put_inventory", put_spy)
+    monkeypatch.setattr(bucket_setup, "delete_inventory", delete_spy)
+    _update(s3, _renamed(), _props())
+    assert calls == [("put", "s3ingest-daily-v2"), ("delete", OURS)]
+    assert _inventory_ids(s3) == {"s3ingest-daily-v2", THEIRS}
+
+
+def test_failed_update_keeps_the_old_inventory_and_fails_with_a_reason(
+    s3: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN the stack's inventory in place, then S3 refusing the renamed one
+    from botocore.exceptions import ClientError
+
+    handle(s3, _request("Create", _props()))
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        error: Any = {"Error": {"Code": "AccessDenied", "Message": "destination refused"}}
+        raise ClientError(error, "PutBucketInventoryConfiguration")
+
+    monkeypatch.setattr(bucket_setup, "put_inventory", refuse)
+    # WHEN the Update fails (the Provider reports FAILED with the exception's message)
+    with pytest.raises(RuntimeError) as failed:
+        _update(s3, _renamed(), _props())
+    # THEN the reason names the configuration, S3's refusal and what was kept
+    reason = str(failed.value)
+    assert "'s3ingest-daily-v2'" in reason and "destination refused" in reason
+    assert f"{OURS!r} is kept" in reason
+    # AND the old configuration is still there, the foreign one too
+    assert _inventory_ids(s3) == {OURS, THEIRS}
+    ours = s3.get_bucket_inventory_configuration(Bucket=BUCKET, Id=OURS)["InventoryConfiguration"]
+    assert ours["Destination"]["S3BucketDestination"]["Bucket"] == "arn:aws:s3:::stack-inventory"
+
+
+def test_update_never_removes_or_overwrites_another_owners_inventory(s3: Any) -> None:
+    handle(s3, _request("Create", _props()))
+    # another owner took the stack's old id over (their own destination): it stays
+    bucket_setup.put_inventory(s3, BUCKET, _inventory(OURS, "their-reports"))
+    _update(s3, _renamed(), _props())
+    assert _inventory_ids(s3) == {OURS, "s3ingest-daily-v2", THEIRS}
+    # a new id that is another owner's is refused, theirs left as it is
+    with pytest.raises(ValueError, match="belongs to another owner"):
+        _update(s3, _renamed(THEIRS), _renamed())
+    theirs = s3.get_bucket_inventory_configuration(Bucket=BUCKET, Id=THEIRS)
+    dest = theirs["InventoryConfiguration"]["Destination"]["S3BucketDestination"]
+    assert dest["Bucket"] == "arn:aws:s3:::their-reports"
+    assert _inventory_ids(s3) == {OURS, "s3ingest-daily-v2", THEIRS}

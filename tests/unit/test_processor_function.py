@@ -420,3 +420,29 @@ def test_content_goes_with_creates_only() -> None:
     assert not REQUEST.is_valid(good | {"content": None})
     bad = request_of(removed, None, url_seconds=1) | {"content": good["content"]}
     assert not REQUEST.is_valid(bad)
+
+
+@pytest.mark.parametrize("timeout_s", [3, 40, 900])
+def test_the_content_url_lives_the_functions_timeout_plus_the_margin(timeout_s: int) -> None:
+    from s3ingest_fn.wiring import processor_specs
+
+    entry = {"name": "thumbs", "handler": f"{HERE}:done_handler", "timeoutSeconds": timeout_s}
+    (spec,) = processor_specs([entry])
+    assert isinstance(spec.call, FunctionProcessor)
+    assert spec.call.url_seconds == pf.url_seconds_for(timeout_s) == timeout_s + pf.URL_MARGIN_S
+    seen: list[dict[str, Any]] = []
+
+    def invoke(request: dict[str, Any]) -> Any:
+        seen.append(request)
+        return {"status": "done"}
+
+    spec.call.invoke = invoke
+    change = _change()
+    spec.call(change, _content(change))
+    # the URL outlives the function's last moment by the margin, not a fixed 900 s
+    assert seen[0]["content"]["expiresAt"] == 1_700_000_000_000 + (timeout_s + 60) * 1000
+
+
+def test_a_content_url_for_no_timeout_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least 1 s"):
+        pf.url_seconds_for(0)

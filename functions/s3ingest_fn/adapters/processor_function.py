@@ -38,8 +38,17 @@ REQUEST_VERSION = "1"
 #: Response statuses.
 DONE, SUPERSEDED = "done", "superseded"
 STATUSES = (DONE, SUPERSEDED)
-#: How long a presigned content URL is valid by default, seconds: Lambda's longest timeout.
+#: How long a presigned content URL is valid when no timeout is given, seconds: Lambda's longest
+#: timeout.
 DEFAULT_URL_SECONDS = 900
+#: Seconds a presigned content URL outlives the processor function's timeout
+#: (:func:`url_seconds_for`): the URL is signed before ``Invoke`` and must still work at the
+#: function's last moment, after a cold start's init phase (up to 10 s before the handler runs,
+#: https://docs.aws.amazon.com/lambda/latest/dg/lambda-runtime-environment.html), the Invoke's
+#: own connection and read slack (:data:`INVOKE_READ_SLACK_S`), a GET retried near the end and
+#: clock skew between the signer and S3 (S3 checks ``X-Amz-Date`` + ``X-Amz-Expires`` against
+#: its own clock): 60 s covers them with room.
+URL_MARGIN_S = 60
 #: Seconds the Invoke's HTTP read waits beyond the function's timeout: Lambda answers a timed-out
 #: function itself (a function error) after the timeout; the read must not give up first.
 INVOKE_READ_SLACK_S = 15
@@ -164,7 +173,8 @@ class FunctionProcessor:
         ``invoke(request) -> answer``: :func:`lambda_invoker` or :func:`handler_invoker` (or any
         callable raising :class:`ProcessorFunctionError` when the function did not answer).
     url_seconds : int
-        Validity of the presigned content URL (at least the function's timeout).
+        Validity of the presigned content URL: :func:`url_seconds_for` of the function's
+        timeout (what :func:`s3ingest_fn.wiring.processor_specs` gives).
 
     A call returns for ``done``, raises :class:`~s3ingest_fn.core.effects.SupersededError` for
     ``superseded`` (and for a create that cannot be pinned, without invoking), and
@@ -188,6 +198,22 @@ class FunctionProcessor:
             raise ProcessorFunctionError(exc.reason, f"{where}: {exc.message}") from exc
         if status == SUPERSEDED:
             raise SupersededError(f"{where}: the function answered superseded: {detail or '-'}")
+
+
+def url_seconds_for(timeout_s: int) -> int:
+    """How long a presigned content URL for a processor function of timeout ``timeout_s``
+    (seconds, the entry's ``timeoutSeconds``) is valid: ``timeout_s`` + :data:`URL_MARGIN_S`,
+    at most 7 days (SigV4's longest ``X-Amz-Expires``,
+    https://docs.aws.amazon.com/AmazonS3/latest/userguide/ShareObjectPreSignedURL.html).
+
+    Raises
+    ------
+    ValueError
+        For a timeout below 1 s.
+    """
+    if timeout_s < 1:
+        raise ValueError(f"a processor function's timeout is at least 1 s, not {timeout_s}")
+    return min(int(timeout_s) + URL_MARGIN_S, 7 * 24 * 3600)
 
 
 def invoke_config(timeout_s: int) -> Config:
@@ -408,6 +434,7 @@ __all__ = [
     "SUPERSEDED",
     "THROTTLED",
     "TIMEOUT",
+    "URL_MARGIN_S",
     "FunctionProcessor",
     "LocalContext",
     "ProcessorFunctionError",
@@ -417,4 +444,5 @@ __all__ = [
     "load_handler",
     "request_of",
     "response_of",
+    "url_seconds_for",
 ]

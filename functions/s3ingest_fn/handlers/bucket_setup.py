@@ -15,7 +15,11 @@ Resource properties (CloudFormation passes every scalar as a string):
 The physical id, ``<bucket>|eventbridge-was-<on|off|untouched>``, records whether delivery was
 on before Create, since only Create can see that; Update keeps it (a new ``BucketName`` is a
 replacement: the new bucket is set up as on Create under a new id, and CloudFormation then
-deletes the old one, which restores the old bucket). Request shapes:
+deletes the old one, which restores the old bucket). An Update that renames the inventory writes
+the new configuration first and removes the old one only after, and only while it is still the
+stack's (same destination); a refused write raises, which the Provider framework reports to
+CloudFormation as ``FAILED`` with the message as the reason ("if onEvent throws, the framework
+submits a FAILED response"), the old configuration untouched. Request shapes:
 https://docs.aws.amazon.com/cdk/api/v2/docs/aws-cdk-lib.custom_resources-readme.html#handling-lifecycle-events-onevent
 """
 
@@ -104,6 +108,63 @@ def _set_up(s3: Any, props: Mapping[str, Any]) -> str:
     return physical_id(bucket, state)
 
 
+def _destination(config: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    """``(bucket ARN, prefix)`` an inventory configuration delivers to, or None."""
+    if not isinstance(config, Mapping):
+        return None
+    dest = (config.get("Destination") or {}).get("S3BucketDestination") or {}
+    return str(dest.get("Bucket", "")), str(dest.get("Prefix", ""))
+
+
+def _existing(s3: Any, bucket: str, ident: str) -> dict[str, Any] | None:
+    """The bucket's inventory configuration ``ident`` as S3 holds it, or None."""
+    for config in bucket_setup.inventory_configurations(s3, bucket):
+        if config.get("Id") == ident:
+            return config
+    return None
+
+
+def _update_inventory(
+    s3: Any, bucket: str, old: Mapping[str, Any], props: Mapping[str, Any]
+) -> None:
+    """Update's inventory part: the new configuration is written first, the old one (another
+    ``Id``) removed only after, and only while it is still the one the stack wrote (the same
+    destination): a failed write leaves the bucket with the old configuration, and no other
+    owner's configuration is ever removed or overwritten.
+
+    Raises
+    ------
+    RuntimeError
+        When S3 refuses the new configuration (the Provider reports the resource ``FAILED``
+        with this message as its reason; CloudFormation's rollback Update keeps the old one).
+    ValueError
+        When the new ``Id`` names a configuration another owner holds.
+    """
+    old_id, new_id = _inventory_id(old), _inventory_id(props)
+    if new_id is not None:
+        new = inventory_configuration(props["Inventory"])
+        if new_id != old_id:
+            held = _existing(s3, bucket, new_id)
+            if held is not None and _destination(held) != _destination(new):
+                raise ValueError(
+                    f"inventory configuration {new_id!r} of {bucket} delivers to "
+                    f"{_destination(held)}, not the stack's {_destination(new)}: it belongs to "
+                    "another owner and is left alone; name the stack's inventory differently"
+                )
+        try:
+            bucket_setup.put_inventory(s3, bucket, new)
+        except Exception as exc:
+            kept = f"; {old_id!r} is kept" if old_id is not None else ""
+            raise RuntimeError(
+                f"inventory configuration {new_id!r} of {bucket} not written "
+                f"({type(exc).__name__}: {exc}){kept}"
+            ) from exc
+    if old_id is not None and old_id != new_id:
+        held = _existing(s3, bucket, old_id)
+        if held is not None and _destination(held) == _destination(old.get("Inventory")):
+            bucket_setup.delete_inventory(s3, bucket, old_id)
+
+
 def handle(s3: Any, event: Mapping[str, Any]) -> dict[str, Any]:
     """One Create, Update or Delete request with the S3 client ``s3``.
 
@@ -121,6 +182,8 @@ def handle(s3: Any, event: Mapping[str, Any]) -> dict[str, Any]:
         CloudFormation).
     botocore.exceptions.ClientError
         When S3 refuses a request.
+    RuntimeError
+        When an Update's new inventory configuration is refused (the old one is kept).
     """
     request = event.get("RequestType")
     props: Mapping[str, Any] = event.get("ResourceProperties") or {}
@@ -147,11 +210,7 @@ def handle(s3: Any, event: Mapping[str, Any]) -> dict[str, Any]:
                 bucket_setup.enable_event_bridge(s3, bucket)
             elif state != "untouched":
                 bucket_setup.restore_event_bridge(s3, bucket, was_enabled=state == "on")
-            old_id, new_id = _inventory_id(old), _inventory_id(props)
-            if old_id is not None and old_id != new_id:
-                bucket_setup.delete_inventory(s3, bucket, old_id)
-            if new_id is not None:
-                bucket_setup.put_inventory(s3, bucket, inventory_configuration(props["Inventory"]))
+            _update_inventory(s3, bucket, old, props)
     elif request == "Delete":
         pid = str(event["PhysicalResourceId"])
         try:
