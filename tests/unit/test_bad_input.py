@@ -44,7 +44,8 @@ def eventbridge(
     detail: dict[str, Any] | None = None,
 ) -> str:
     if detail is None:
-        detail = {"bucket": {"name": "b"}, "object": {"key": key, "sequencer": "00643717F9F8B85354"}}
+        obj = {"key": key, "sequencer": "00643717F9F8B85354"}
+        detail = {"bucket": {"name": "b"}, "object": obj}
     return json.dumps(
         {"version": "0", "detail-type": detail_type, "source": source, "detail": detail}
     )

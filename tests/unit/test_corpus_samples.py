@@ -6,8 +6,8 @@ in :mod:`tests.sample_expectations`; this module turns the files into bodies and
 
 from __future__ import annotations
 
-import json
 import dataclasses
+import json
 from collections.abc import Iterator
 from functools import cache
 from typing import Any

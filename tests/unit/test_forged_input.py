@@ -313,7 +313,7 @@ def test_a_body_at_the_queue_maximum_forwards_with_the_longest_reason_within_the
     sqs = CapturingSqs()
 
     # WHEN it is forwarded to the DLQ
-    DeadLetter(sqs, "https://dlq").send(body, reason, char * 5000, "m" * 500)
+    DeadLetter(cast(Any, sqs), "https://dlq").send(body, reason, char * 5000, "m" * 500)
 
     # THEN the message SQS would count fits the DLQ, with the body unchanged and the reason kept
     # (cut at a character boundary)

@@ -234,7 +234,7 @@ def _bucket(value: Any, where: str) -> str:
     return value
 
 
-def _raw_key(value: Any) -> str:
+def _raw_key(value: Any) -> Any:
     """The key as on the wire, bounded before it is decoded (:data:`bounds.MAX_RAW_KEY_CHARS`)."""
     if isinstance(value, str) and len(value) > bounds.MAX_RAW_KEY_CHARS:
         raise InvalidMessageError("key-too-long", f"{len(value)} characters on the wire")
