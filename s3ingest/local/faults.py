@@ -41,6 +41,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from s3ingest.local.chaos import Chaos, CrashInjector
+from s3ingest_fn.adapters.dynamo_ledger.layout import PARTITION_KEY
 
 if TYPE_CHECKING:
     from s3ingest_fn.core.effects import AppliedChange
@@ -272,7 +273,7 @@ class FaultInjector(CrashInjector):
             body = json.loads(request.body or b"{}")
         except (TypeError, ValueError):
             body = {}
-        pk = str((body.get("Key") or {}).get("pk", {}).get("S", ""))
+        pk = str((body.get("Key") or {}).get(PARTITION_KEY, {}).get("S", ""))
         key = pk.split("/", 1)[-1]  # not the bucket: unique per run, a seed must replay
         drawn = self._drawn(rate, "ddb", operation, key)
         if drawn is None or drawn >= rate:

@@ -721,6 +721,7 @@ def test_dashboard_shows_outcomes_drift_queues_functions_and_alarms(
         "drift_missing",
         "drift_deleted_but_live",
         "drift_content_mismatch",
+        "drift_sequencer_contradicted",
     ]
     pipeline = synth.pipeline
     queue = _widgets(body, "Ingest queue")
