@@ -21,26 +21,30 @@ concurrency limits.
   https://docs.aws.amazon.com/lambda/latest/dg/configuration-concurrency.html).
 
 Each draw is a function of the seed, what is drawn for (the operation and the object key; or
-the function and the batch's deliveries: each record's key, sequencer and receive count) and
-how many times it was drawn for before, never of which thread draws first. With one record per
-batch a delivery's Lambda throttle is therefore a function of the seed alone, whatever the
-timing; the order in which a key's deliveries reach DynamoDB still follows when retried
-messages come back (a real 1 s visibility timer), so DynamoDB throttles replay only as closely.
+the function and the batch's deliveries: each record's key, sequencer without its time digits
+and receive count) and how many times it was drawn for before, never of which thread draws
+first. With one record per batch a delivery's Lambda throttle is therefore a function of the
+seed alone, whatever the timing; the order in which a key's deliveries reach DynamoDB still
+follows when retried messages come back (a real visibility timer), so DynamoDB throttles replay
+only as closely. What each receive of a message met is kept (:attr:`FaultInjector.receipts`), so
+a test can tell a message dead-lettered by throttling from one lost to a defect.
 """
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import random
 import threading
 import uuid
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from s3ingest.local.chaos import Chaos, CrashInjector
+from s3ingest.local.in_process import answer_before
 from s3ingest_fn.adapters.dynamo_ledger.layout import PARTITION_KEY
 
 if TYPE_CHECKING:
@@ -55,6 +59,22 @@ INGEST = "ingest"
 #: service names them: the Batch Operations task function and the listing backfill's shard
 #: function (``s3ingest.settings.Settings.backfill_reserved_concurrency``).
 BACKFILL_WORKERS = ("BackfillFunction", "ListingShard")
+#: What one receive of an ingest message met (:attr:`FaultInjector.receipts`): Lambda refused
+#: the invocation; the record failed in an invocation where DynamoDB was throttled; it failed
+#: with no throttle injected; it succeeded.
+REFUSED, THROTTLED, FAILED, DONE = "refused", "throttled", "failed", "done"
+
+
+class _Invocation:
+    """One guarded invocation, seen by the DynamoDB hook through a context variable (the local
+    Lambda service runs a handler in a copy of the invoking context)."""
+
+    throttled = False
+
+
+_INVOCATION: contextvars.ContextVar[_Invocation | None] = contextvars.ContextVar(
+    "s3ingest_local_invocation", default=None
+)
 
 
 class LambdaThrottled(Exception):
@@ -168,9 +188,12 @@ class FaultInjector(CrashInjector):
         self.injected: Counter[str] = Counter()
         #: The account's concurrency limits, when set (:func:`limit_concurrency`).
         self.concurrency: Concurrency | None = None
+        #: Per message id of an SQS record, what each of its receives by a guarded function met
+        #: (:data:`REFUSED`, :data:`THROTTLED`, :data:`FAILED` or :data:`DONE`), in order.
+        self.receipts: defaultdict[str, list[str]] = defaultdict(list)
         if dynamodb is not None:
-            # more specific than the in-process answer's ``before-send``: answered first
-            dynamodb.meta.events.register("before-send.dynamodb", self._before_send)
+            # a throttled request must never reach the emulator (DynamoDB applies none)
+            answer_before(dynamodb, self._before_send)
 
     @classmethod
     def of_ledger(
@@ -210,6 +233,11 @@ class FaultInjector(CrashInjector):
                     return write(bucket, key, token, *args, **kwargs)
                 except Exception:
                     if getattr(self._local, "refused", False):
+                        ran = getattr(self._local, "effect", None)
+                        if ran is not None and ran.token == token and self._on_crash:
+                            # the effect ran and its commit was refused: as a worker killed
+                            # before its commit, it runs again on the retry (C11 allows it)
+                            self._on_crash(ran)
                         processor = kwargs.get("processor")
                         if processor is None and write is release and args:
                             processor = args[0]
@@ -223,6 +251,12 @@ class FaultInjector(CrashInjector):
             return wrapped
 
         ledger.finish, ledger.release = ending(finish), ending(release)
+
+    def after_effect(self, change: AppliedChange) -> None:
+        """:meth:`CrashInjector.after_effect`, remembering on this thread the change whose
+        effect just ran (a throttled commit of it is then told apart)."""
+        super().after_effect(change)
+        self._local.effect = change
 
     @contextmanager
     def unthrottled(self) -> Iterator[None]:
@@ -260,6 +294,22 @@ class FaultInjector(CrashInjector):
             seed = self._rates[2]
         return random.Random("|".join((str(seed), *what, str(n)))).random()
 
+    def _receipt(self, message_ids: list[str], what: str) -> None:
+        with self._faults_lock:
+            for message_id in message_ids:
+                self.receipts[message_id].append(what)
+
+    def failed_every_receive(self, max_receive_count: int) -> set[str]:
+        """The message ids none of whose first ``max_receive_count`` receives succeeded: SQS
+        moves exactly these to the dead-letter queue
+        (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-dead-letter-queues.html)."""
+        with self._faults_lock:
+            return {
+                message_id
+                for message_id, seen in self.receipts.items()
+                if len(seen) >= max_receive_count and DONE not in seen[:max_receive_count]
+            }
+
     def _before_send(self, request: Any, **_: Any) -> Any:
         """botocore ``before-send.dynamodb`` handler: maybe answer a throttle."""
         rate = self._rates[0]
@@ -282,6 +332,9 @@ class FaultInjector(CrashInjector):
         with self._faults_lock:
             self.injected[f"ddb:{code}"] += 1
         self._local.refused = True
+        invocation = _INVOCATION.get()
+        if invocation is not None:
+            invocation.throttled = True
         return _ddb_error(request.url, code)
 
     def guard(
@@ -297,34 +350,47 @@ class FaultInjector(CrashInjector):
         """
 
         def guarded(event: dict[str, Any]) -> dict[str, Any]:
+            records = event.get("Records") or []
+            ids = [str(r["messageId"]) for r in records if "messageId" in r]
             rate = self._rates[1]
-            drawn = self._drawn(rate, "lambda", function, *map(_delivery, event["Records"]))
+            drawn = self._drawn(rate, "lambda", function, *map(_delivery, records))
             if drawn is not None and drawn < rate:
+                self._receipt(ids, REFUSED)
                 with self._faults_lock:
                     self.injected[f"lambda:{function}"] += 1
                 raise LambdaThrottled(f"{function}: TooManyRequestsException (injected)")
             pool = self.concurrency
-            if pool is None:
-                return invoke(event)
-            if not pool.acquire(function):
+            if pool is not None and not pool.acquire(function):
+                self._receipt(ids, REFUSED)
                 raise LambdaThrottled(f"{function}: TooManyRequestsException (concurrency)")
+            invocation = _Invocation()
+            token = _INVOCATION.set(invocation)
             try:
-                return invoke(event)
+                response = invoke(event)
             finally:
-                pool.release(function)
+                _INVOCATION.reset(token)
+                if pool is not None:
+                    pool.release(function)
+            failed = {f.get("itemIdentifier") for f in response.get("batchItemFailures") or []}
+            missed = THROTTLED if invocation.throttled else FAILED
+            for message_id in ids:
+                self._receipt([message_id], missed if message_id in failed else DONE)
+            return response
 
         return guarded
 
 
 def _delivery(record: Mapping[str, Any]) -> str:
-    """What identifies one SQS record's delivery across runs: its object key and sequencer
-    (never the run's unique bucket, message or event ids) and its receive count; the body's
-    hash when it is not an S3 event."""
+    """What identifies one SQS record's delivery across runs: its object key, its sequencer
+    without the time digits (the local clock's ``00`` + 8 hex digits of Unix seconds, which
+    follow the wall clock) and its receive count (never the run's unique bucket, message or
+    event ids); the body's hash when it is not an S3 event."""
     count = str(record.get("attributes", {}).get("ApproximateReceiveCount", ""))
     body = str(record.get("body", ""))
     try:
         obj = json.loads(body)["detail"]["object"]
-        return f"{obj['key']}@{obj.get('sequencer', '')}#{count}"
+        sequencer = str(obj.get("sequencer", ""))
+        return f"{obj['key']}@{sequencer[:2]}{sequencer[10:]}#{count}"
     except (ValueError, KeyError, TypeError):
         return f"{hashlib.sha256(body.encode('utf-8')).hexdigest()}#{count}"
 
@@ -400,7 +466,11 @@ def leases_within_receives(rt: Any, ingest_timeout_seconds: float) -> int:
 __all__ = [
     "BACKFILL_WORKERS",
     "DDB_THROTTLE_CODES",
+    "DONE",
+    "FAILED",
     "INGEST",
+    "REFUSED",
+    "THROTTLED",
     "Concurrency",
     "FaultInjector",
     "LambdaThrottled",

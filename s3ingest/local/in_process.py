@@ -16,11 +16,15 @@ HTTP, so the server path stays exercised.
 from __future__ import annotations
 
 import threading
+import weakref
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 _APP: Any = None
 _APP_LOCK = threading.Lock()
+#: The event emitters of the clients :func:`serve_in_process` answers.
+_SERVED: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def _app() -> Any:
@@ -85,4 +89,25 @@ def send(request: Any, **_: Any) -> Any:
 def serve_in_process(client: Any) -> Any:
     """Make ``client`` (bound to an emulator) send its requests to :func:`send`; returns it."""
     client.meta.events.register_first("before-send", send)
+    _SERVED.add(client.meta.events)
     return client
+
+
+def answer_before(client: Any, handler: Callable[..., Any]) -> None:
+    """Let ``handler`` (a botocore ``before-send`` handler) answer ``client``'s requests first:
+    a request it answers (a non-None response) never reaches the emulator. botocore calls every
+    ``before-send`` handler and uses the first response (``botocore.endpoint.Endpoint.
+    _do_get_response``), so a handler merely registered beside :func:`send` would answer a
+    request moto had already applied."""
+    events = client.meta.events
+    served = events in _SERVED
+    if served:
+        events.unregister("before-send", send)
+
+    def first(request: Any, **kwargs: Any) -> Any:
+        answer = handler(request=request, **kwargs)
+        if answer is not None or not served:
+            return answer
+        return send(request)
+
+    events.register_first("before-send", first)

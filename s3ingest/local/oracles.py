@@ -241,7 +241,8 @@ class Oracles:
         return sorted(visible, key=lambda o: o["key"])
 
     def dlq_messages(self) -> list[dict[str, Any]]:
-        """Everything in the dead-letter queue (received without deleting)."""
+        """Everything in the dead-letter queue (received without deleting, then visible again
+        at once, so a redrive can follow)."""
         out: list[dict[str, Any]] = []
         seen: set[str] = set()
         for _ in range(100):
@@ -256,6 +257,12 @@ class Oracles:
                 break
             seen.update(m["MessageId"] for m in fresh)
             out.extend(fresh)
+        for m in out:
+            self.sqs.change_message_visibility(
+                QueueUrl=self.resources.dlq_url,
+                ReceiptHandle=m["ReceiptHandle"],
+                VisibilityTimeout=0,
+            )
         return out
 
     def dead_letters(self) -> list[dict[str, Any]]:

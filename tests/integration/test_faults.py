@@ -1,14 +1,118 @@
-"""The local fault layer (:mod:`s3ingest.local.faults`): Lambda's concurrency limits and the
-chaos options that switch throttling on. Convergence under injected throttling is not yet tested
-here: its runs were not deterministic (which draws a message meets depends on delivery timing).
+"""Throttling injected locally (:mod:`s3ingest.local.faults`) ends with nothing lost, and
+Lambda's concurrency limits.
+
+DynamoDB throttling reaches the ingest path through botocore's error shape and retries; what is
+still refused ends ``retried``. Lambda throttling refuses the SQS event source's invocation: the
+message comes back after the visibility timeout with a receive counted. Nothing is lost: a
+message reaches the dead-letter queue only when each of its ``maxReceiveCount`` receives was
+throttled (as in AWS, https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-errorhandling.html),
+never for another reason, and redriving the dead-letter queue (``s3ingest redrive``'s code path)
+makes the ledger equal the bucket with every effect run (CONTRACT C9, C15), with no
+reconciliation. These properties hold whatever the delivery timing; which draws a message
+meets depends on it, so no assertion counts them.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from s3ingest.local.chaos import Chaos
-from s3ingest.local.faults import Concurrency, LambdaThrottled
+from s3ingest.local.faults import (
+    DONE,
+    REFUSED,
+    THROTTLED,
+    Concurrency,
+    LambdaThrottled,
+    leases_within_receives,
+)
+from s3ingest.local.runtime import LocalRuntime, local_settings
+from s3ingest.operations import redrive_valid
+
+#: How a record retried because of an injected DynamoDB throttle is told (its result's reason).
+FAULT_CAUSED = (
+    "dynamodb: ProvisionedThroughputExceededException",
+    "dynamodb: ThrottlingException",
+    "only ",  # "only <n> ms left in the invocation, <m> ms needed: effect ..."
+    "effect-in-progress:",
+)
+
+
+def _history(rt: LocalRuntime, n: int = 24) -> None:
+    """Creates, overwrites and deletes of ``n`` keys (pending events, not yet flushed)."""
+    for i in range(n):
+        rt.faithful.put(f"in/{i:03d}.txt", f"v1 {i}")
+    for i in range(0, n, 3):
+        rt.faithful.put(f"in/{i:03d}.txt", f"v2 {i}")
+    for i in range(1, n, 5):
+        rt.faithful.delete(f"in/{i:03d}.txt")
+
+
+def _nothing_lost(rt: LocalRuntime) -> set[str]:
+    """The dead-letter queue holds exactly the messages no receive of which succeeded; after
+    they are redriven and drained (no faults any more) the ledger equals the bucket and every
+    effect ran. Returns the dead-lettered message ids."""
+    dead = {m["MessageId"] for m in rt.dlq_messages()}
+    assert dead == rt.crashes.failed_every_receive(rt.settings.max_receive_count)
+    moved = redrive_valid(
+        rt.sqs, rt.resources.dlq_url, rt.resources.queue_url, max_messages=len(dead) + 10
+    )
+    assert moved == {"moved": len(dead), "kept_invalid": 0}
+    rt.drain()
+    comparison = rt.compare()
+    assert comparison.converged, comparison.differences
+    assert rt.check_effects() == []
+    assert rt.dlq_messages() == []
+    return dead
+
+
+@pytest.mark.contract("C9", "C15")
+def test_dynamodb_throttling_over_a_live_history_loses_nothing(emulator: Any) -> None:
+    # GIVEN a live history (the example processor on), one message per batch, and 30% of the ingest
+    # path's DynamoDB requests throttled (each attempt: botocore's retry meets them too)
+    rt = LocalRuntime(emulator, local_settings(batch_size=1), seed=3)
+    # a throttled commit or release leaves its effect's lease running (ingest timeout + 2 s):
+    # the deployed queue's visibility timeout (6x the function's) lets it end long before a
+    # message's receives are used up; the local poller's 1 s would not, so its visibility is
+    # lengthened to keep that relation
+    assert leases_within_receives(rt, 6) == 3
+    _history(rt)
+    # WHEN it is delivered with duplicates and drained
+    rt.flush(Chaos(seed=3, duplicate=0.3, reorder=True, ddb_throttle=0.3))
+    rt.drain()
+    # THEN throttles of both codes were answered and records failed under them (retried)
+    assert rt.crashes.injected["ddb:ProvisionedThroughputExceededException"] > 0
+    assert rt.crashes.injected["ddb:ThrottlingException"] > 0
+    assert rt.outcome_counts()["retried"] > 0
+    assert any(THROTTLED in seen for seen in rt.crashes.receipts.values())
+    # AND every record failed for a throttle only: refused after botocore's retries, out of
+    # time after their backoff, or behind an effect's lease a throttled invocation left running
+    # (it ends with the lease, within the message's receives)
+    reasons = {d.result.reason or "" for d in rt.delivered if d.result.outcome.value == "retried"}
+    assert all(r.startswith(FAULT_CAUSED) for r in reasons), reasons
+    _nothing_lost(rt)
+    # AND outside the flush's drain nothing is throttled any more
+    before = sum(rt.crashes.injected.values())
+    rt.reconcile("listing")
+    assert sum(rt.crashes.injected.values()) == before
+
+
+@pytest.mark.contract("C9", "C15")
+def test_lambda_throttling_of_the_event_source_loses_nothing(emulator: Any) -> None:
+    # GIVEN a live history (the example processor on), and 40% of the event source's invocations
+    # refused. One message per batch: each draw is then a function of the seed, the record and
+    # its receive count alone, not of which messages a poll happened to group (timing)
+    rt = LocalRuntime(emulator, local_settings(batch_size=1), seed=5)
+    _history(rt)
+    # WHEN it is delivered and drained
+    rt.flush(Chaos(seed=5, reorder=True, duplicate=0.2, lambda_throttle=0.4))
+    rt.drain()
+    # THEN invocations were refused (their messages came back) and nothing else failed
+    assert rt.crashes.injected["lambda:ingest"] == rt.ingest_source.throttled > 0
+    assert all(set(seen) <= {REFUSED, DONE} for seen in rt.crashes.receipts.values())
+    # AND nothing is lost: what was refused at every receive waited in the DLQ for a redrive
+    _nothing_lost(rt)
 
 
 def test_concurrency_limits_reserved_and_unreserved_as_lambda_does() -> None:
