@@ -309,8 +309,9 @@ class _ChangeWrite:
 
     def request(self, decision: Decision, claim: Claim | None) -> dict[str, Any]:
         """The request: the SET clauses (the attributes, the revision moved by one, the tokens
-        set to :func:`~s3ingest_fn.core.row.fencing_token` of it and the claim's time, the queues appended to, ``decision`` pushed onto the history), the REMOVE clause,
-        and the names the expressions use."""
+        set to :func:`~s3ingest_fn.core.row.fencing_token` of it and the claim's time, the
+        queues appended to, ``decision`` pushed onto the history), the REMOVE clause, and the
+        names the expressions use."""
         values = self.values
         for name, value in self.sets.items():
             values[":" + _ph(name)[1:]] = value
