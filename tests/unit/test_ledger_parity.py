@@ -15,7 +15,7 @@ import pytest
 from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
 from s3ingest_fn.core import sequencer
 from s3ingest_fn.core.ports import Ledger
-from s3ingest_fn.core.row import Claim, RowState, WriteMeta
+from s3ingest_fn.core.row import Claim, LedgerRow, RowState, WriteMeta, WriteResult
 from tests.fakes import FakeLedger
 from tests.moto_ledger import moto_ledger_table
 
@@ -195,6 +195,18 @@ def _fake_table(clock: Callable[[], float]) -> _Table:
     return _Table(fake, lambda: dict(fake.rows), put)
 
 
+def _token(result: WriteResult) -> int:
+    """The fencing token of an applied claim."""
+    assert result.applied and result.token is not None, result
+    return result.token
+
+
+def _row(lg: Ledger) -> LedgerRow:
+    row = lg.get(BUCKET, KEY)
+    assert row is not None
+    return row
+
+
 def _restore_scenario(table: _Table, at: list[int], recreate: bool) -> list[Any]:
     """Claims of one key on the old table, a restore to a point before the last two (or an
     empty table), then claims on the new table at least a second after the last old one;
@@ -206,35 +218,37 @@ def _restore_scenario(table: _Table, at: list[int], recreate: bool) -> list[Any]
         return claim(ms, ms + LEASE)
 
     # old table: A claims and its worker dies (the lease ends early), the restore point
-    a = lg.apply_if_newer(V1, meta(S1), claim(T0, T0 + 500))
+    a = _token(lg.apply_if_newer(V1, meta(S1), claim(T0, T0 + 500)))
     point = table.snapshot()
-    b = lg.reclaim(BUCKET, KEY, a.token, claim_at(T0 + 1_000))  # B takes A's effect over
-    b_done = lg.finish(BUCKET, KEY, b.token, "done")
-    c = lg.apply_if_newer(V2, meta(S2), claim_at(T0 + 2_000))  # C's worker still runs
-    old = [a.token, b.token, c.token]
+    b = _token(lg.reclaim(BUCKET, KEY, a, claim_at(T0 + 1_000)))  # B takes A's effect over
+    b_done = lg.finish(BUCKET, KEY, b, "done")
+    c = _token(lg.apply_if_newer(V2, meta(S2), claim_at(T0 + 2_000)))  # C's worker still runs
+    old = [a, b, c]
     # the swap: the restored table (rows at older revisions) or an empty one takes the name
     table.empty() if recreate else table.restore(point)
     t1 = T0 + 3_000  # one second after the old table's last claim
     if recreate:
-        d = lg.apply_if_newer(V1, meta(S1), claim_at(t1))
+        d = _token(lg.apply_if_newer(V1, meta(S1), claim_at(t1)))
     else:
-        d = lg.reclaim(BUCKET, KEY, a.token, claim_at(t1))  # A's effect, pending again
-    # the revisions repeat (a revision alone as the token would repeat B's), the tokens do not
-    rev_d = lg.get(BUCKET, KEY).rev  # type: ignore[union-attr]
+        d = _token(lg.reclaim(BUCKET, KEY, a, claim_at(t1)))  # A's effect, pending again
+    # the revisions repeat (a revision alone as the token would repeat A's or B's), the tokens
+    # do not
+    rev_d = _row(lg).rev
     assert rev_d == (1 if recreate else 2)
-    assert d.applied and d.token is not None and d.token > max(old)
+    assert d > max(old)
     # B's worker of the old table (its commit retried) cannot commit over D's claim
-    stale_b = lg.finish(BUCKET, KEY, b.token, "done")
-    d_done = lg.finish(BUCKET, KEY, d.token, "done")
-    e = lg.apply_if_newer(V2, meta(S2), claim_at(t1 + 1_000))  # C's change, replayed
-    assert e.applied and e.token is not None and e.token > max(old)
+    stale_b = lg.finish(BUCKET, KEY, b, "done")
+    d_done = lg.finish(BUCKET, KEY, d, "done")
+    e = _token(lg.apply_if_newer(V2, meta(S2), claim_at(t1 + 1_000)))  # C's change, replayed
+    assert e > max(old)
     # C's worker of the old table, still running, cannot commit over E's claim
-    stale_c = lg.finish(BUCKET, KEY, c.token, "done")
-    e_done = lg.finish(BUCKET, KEY, e.token, "done")
+    stale_c = lg.finish(BUCKET, KEY, c, "done")
+    e_done = lg.finish(BUCKET, KEY, e, "done")
     assert (b_done, stale_b, d_done, stale_c, e_done) == (True, False, True, False, True)
-    assert lg.get(BUCKET, KEY).effect.status == "done"  # type: ignore[union-attr]
+    effect = _row(lg).effect
+    assert effect is not None and effect.status == "done"
     # within each table the tokens strictly increase
-    assert old == sorted(set(old)) and d.token < e.token
+    assert old == sorted(set(old)) and d < e
     return [a, b, b_done, c, d, stale_b, d_done, e, stale_c, e_done, rev_d]
 
 
