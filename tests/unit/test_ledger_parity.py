@@ -15,7 +15,15 @@ import pytest
 from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
 from s3ingest_fn.core import sequencer
 from s3ingest_fn.core.ports import Ledger
-from s3ingest_fn.core.row import Claim, LedgerRow, RowState, WriteMeta, WriteResult
+from s3ingest_fn.core.row import (
+    TOKEN_SECOND_SHIFT,
+    Claim,
+    LedgerRow,
+    RowState,
+    WriteMeta,
+    WriteResult,
+    fencing_token,
+)
 from tests.fakes import FakeLedger
 from tests.moto_ledger import moto_ledger_table
 
@@ -272,3 +280,16 @@ def test_a_claim_after_a_restore_outranks_every_earlier_token(recreate: bool) ->
     fake = _fake_table(clock)
     assert _restore_scenario(fake, at, recreate) == expected
     assert fake.ledger.get(BUCKET, KEY) == on_dynamo
+
+
+@pytest.mark.parametrize("seconds", [1, 3])
+def test_a_restore_needs_one_second_per_2_20_lost_revisions(seconds: int) -> None:
+    # GIVEN a row whose last claim was at revision 7 + lost, and a restore back to revision 7
+    # (the claims after the restore point lost)
+    point, at = 7, T0 + 999  # the old claim late in its second
+    for lost in (1, 2**20 * seconds, 2**20 * seconds + 1):
+        last = fencing_token(point + lost, at)
+        # WHEN the restored row is claimed `seconds` whole seconds later (early in that second)
+        again = fencing_token(point + 1, at + 1 + 1000 * (seconds - 1))
+        # THEN it outranks every earlier token while lost <= seconds << 20, and no further
+        assert (again > last) == (lost <= seconds << TOKEN_SECOND_SHIFT), lost

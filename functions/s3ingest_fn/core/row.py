@@ -78,9 +78,10 @@ def fencing_token(rev: int, now_ms: int) -> int:
 
     Per row, tokens strictly increase while a claim's clock reads no earlier whole second than
     the row's previous claim (Lambda clocks are NTP-synced; a clock behind by a second or more
-    could repeat a token). A claim made at least one second after every claim of a key gets a
-    greater token than all of them whatever the row's revision: after a point-in-time restore
-    (rows at older revisions), a recreated table, or an expired tombstone's row created again.
+    could repeat a token). When a row goes back ``lost`` revisions (a point-in-time restore; a
+    recreated table or an expired tombstone's row created again: all of them), a claim ``k``
+    whole seconds after the row's last one gets a greater token than every earlier one when
+    ``lost <= k << TOKEN_SECOND_SHIFT``: one second after it for up to 2^20 lost revisions.
     """
     return rev + ((now_ms // 1000) << TOKEN_SECOND_SHIFT)
 
