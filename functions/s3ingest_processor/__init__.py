@@ -86,8 +86,10 @@ class Change:
     source, event_name : str
         ``live``/``replay``/``repair``/``backfill``, and what S3 reported.
     token : int
-        Fencing token of this claim: strictly increasing per key. A downstream store that keeps
-        the highest token per key can refuse a stale writer (reset it on a ``removed`` change).
+        Fencing token of this claim: increasing per key (the ledger row's revision plus the
+        claim's epoch second << 20, below 2^53), also across a recreated row or a restored
+        ledger. A downstream store that keeps the highest token per key can refuse a stale
+        writer.
     lease_deadline_ms : int or None
         Epoch ms when the claim's lease ends: past it another worker may run a newer change.
     processor : str

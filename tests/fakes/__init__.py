@@ -49,6 +49,7 @@ from s3ingest_fn.core.row import (
     RowState,
     WriteMeta,
     WriteResult,
+    fencing_token,
 )
 
 NOW = 1000.0
@@ -67,7 +68,9 @@ class FakeLedger:
       ``rev`` or (no ``expected_rev``) a row holding the state;
     * a claiming write also needs no live lease on the row;
     * ``reclaim``, ``finish`` and ``release`` need the claim's fencing token (and ``reclaim`` an
-      expired pending lease or a superseded effect, ``release`` a pending one).
+      expired pending lease or a superseded effect, ``release`` a pending one);
+    * a claim's token is :func:`~s3ingest_fn.core.row.fencing_token` of the new ``rev`` and
+      ``claim.now_ms``, as the adapter's UpdateItem sets it.
     """
 
     def __init__(
@@ -194,15 +197,16 @@ class FakeLedger:
         ):
             return WriteResult(applied=False, old=row)
         rev = row.rev + 1
+        token = fencing_token(rev, claim.now_ms)
         self.rows[(bucket, key)] = dataclasses.replace(
             row,
             rev=rev,
             op=OP_CLAIM,
             effect=dataclasses.replace(
-                effect, status=PENDING, token=rev, lease_until_ms=claim.lease_until_ms
+                effect, status=PENDING, token=token, lease_until_ms=claim.lease_until_ms
             ),
         )
-        return WriteResult(applied=True, token=rev)
+        return WriteResult(applied=True, token=token)
 
     def finish(
         self,
@@ -384,7 +388,7 @@ class FakeLedger:
                 done = base.effect.done_change_id if base.effect is not None else None
                 effect = Effect(
                     status=PENDING,
-                    token=rev,
+                    token=fencing_token(rev, claim.now_ms),
                     lease_until_ms=claim.lease_until_ms,
                     done_change_id=done,
                 )
@@ -417,7 +421,8 @@ class FakeLedger:
         if clear_sequencer:
             new = dataclasses.replace(new, seq=None, raw_seq=None)
         self.rows[(meta.bucket, meta.key)] = new
-        return WriteResult(applied=True, token=rev if claim is not None else None, change_id=chg)
+        token = fencing_token(rev, claim.now_ms) if claim is not None else None
+        return WriteResult(applied=True, token=token, change_id=chg)
 
 
 #: The ledger operations counted by :class:`CountingLedger`, by request kind: every ordered

@@ -31,6 +31,7 @@ from s3ingest_fn.core.row import (
     LedgerRow,
     RowState,
     WriteMeta,
+    fencing_token,
 )
 from tests.moto_ledger import moto_ledger_table
 
@@ -175,14 +176,15 @@ def test_a_legacy_item_is_advanced_by_a_newer_event(table: tuple[Any, DynamoLedg
     row = ledger.get(BUCKET, KEY)
     assert row is not None
     assert row.state == "deleted" and row.seq == sequencer.normalize(NEW_SEQ)
-    assert row.rev == 3 and result.token == 3
+    token = fencing_token(3, 1)  # revision 3, claimed at epoch ms 1 (second 0)
+    assert row.rev == 3 and result.token == token
     assert row.effect == Effect(
-        status="pending", token=3, lease_until_ms=2, done_change_id="c" * 32
+        status="pending", token=token, lease_until_ms=2, done_change_id="c" * 32
     )
     assert [d.seq for d in row.history] == [NEW_SEQ, OLD_SEQ]
     assert row.op == "apply" and row.change_seq == NEW_SEQ
     # and its effect commits like any other
-    assert ledger.finish(BUCKET, KEY, 3, "done")
+    assert ledger.finish(BUCKET, KEY, token, "done")
     done = ledger.get(BUCKET, KEY)
     assert done is not None and done.effect is not None
     assert done.effect.done_change_id == result.change_id
@@ -192,10 +194,11 @@ def test_a_legacy_effect_can_be_reclaimed(table: tuple[Any, DynamoLedger]) -> No
     client, ledger = table
     pending = dict(LEGACY_ITEM, fx={"S": "pending"}, fx_lease={"N": "10"})
     client.put_item(TableName=TABLE, Item=pending)
+    # the legacy token is the revision (2); the new one the next revision and the claim's time
     taken = ledger.reclaim(BUCKET, KEY, 2, Claim(now_ms=11, lease_until_ms=99))
-    assert taken.applied and taken.token == 3
+    assert taken.applied and taken.token == fencing_token(3, 11)
     row = ledger.get(BUCKET, KEY)
-    assert row is not None and row.effect == Effect("pending", 3, 99, "c" * 32)
+    assert row is not None and row.effect == Effect("pending", fencing_token(3, 11), 99, "c" * 32)
 
 
 def test_a_legacy_effect_leased_by_an_earlier_version_is_left_to_it(
@@ -276,7 +279,7 @@ def test_an_item_with_full_history_fits_one_write_unit_up_to_512_byte_keys(
     etag = "d41d8cd98f00b204e9800998ecf8427e-10000"
     version = "Zlt1vQkT3XvnNb9cS9b0pIjM0ZDQ5yGx"
     for i, raw in enumerate(("0055AED6DCD90281E5", "0055AED6DCD90281E6", "0055AED6DCD90281E7")):
-        ledger.apply_if_newer(
+        claimed = ledger.apply_if_newer(
             RowState(True, version, etag, 5_000_000_000),
             WriteMeta(
                 bucket,
@@ -288,10 +291,12 @@ def test_an_item_with_full_history_fits_one_write_unit_up_to_512_byte_keys(
                 sequencer.normalize(raw),
                 raw,
             ),
-            Claim(now_ms=10**12 + i, lease_until_ms=1_900_000_000_000),
+            # a token of today's clock: as many digits as a real one
+            Claim(now_ms=1_800_000_000_000 + i, lease_until_ms=1_900_000_000_000),
         )
+        assert claimed.token == fencing_token(i + 1, 1_800_000_000_000 + i)
         if i < 2:
-            ledger.finish(bucket, key, i + 1, "done")
+            ledger.finish(bucket, key, claimed.token, "done")
     item = client.get_item(TableName=TABLE, Key={"pk": {"S": f"{bucket}/{key}"}})["Item"]
     assert {"h0", "h1", "h2", "fd", "fl"} <= set(item)
     size = item_size(item)

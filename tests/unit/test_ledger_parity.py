@@ -15,7 +15,15 @@ import pytest
 from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
 from s3ingest_fn.core import sequencer
 from s3ingest_fn.core.ports import Ledger
-from s3ingest_fn.core.row import Claim, RowState, WriteMeta
+from s3ingest_fn.core.row import (
+    TOKEN_SECOND_SHIFT,
+    Claim,
+    LedgerRow,
+    RowState,
+    WriteMeta,
+    WriteResult,
+    fencing_token,
+)
 from tests.fakes import FakeLedger
 from tests.moto_ledger import moto_ledger_table
 
@@ -76,6 +84,7 @@ SCRIPTS: dict[str, Script] = {
         lg.apply_observed_at(V1, meta(S3)),  # holds V1 already: refused
         lg.apply_observed_at(GONE, meta(S3)),
     ],
+    # claims at epoch ms below 1000 (second 0): each token is fencing_token(rev, ms) == rev
     "claims-commit-and-fence": lambda lg: [
         lg.apply_if_newer(V1, meta(S1), claim(10, 100)),
         lg.apply_if_newer(V2, meta(S2), claim(50, 200)),  # a live lease blocks a newer change
@@ -149,3 +158,138 @@ def test_the_fake_ledger_answers_as_the_dynamodb_adapter(name: str, dynamo: Dyna
     # the script did something: at least one write applied and the row exists
     assert any(getattr(r, "applied", r is True) for r in expected)
     assert dynamo.get(BUCKET, KEY) is not None
+
+
+# -- fencing tokens across a restored or a recreated table (issue 24) --------------------------
+
+T0 = 1_800_000_000_000  # epoch ms of the first claim: a token of today's clock
+LEASE = 900_000
+
+
+class _Table:
+    """One ledger and its storage: ``snapshot`` (the items as of now, a PITR restore point),
+    ``restore`` (the table holds exactly those items again: the restored table under the
+    ledger's name) and ``empty`` (a recreated table)."""
+
+    def __init__(self, ledger: Ledger, snapshot: Callable[[], Any], put: Callable[[Any], None]):
+        self.ledger, self.snapshot, self._put = ledger, snapshot, put
+
+    def restore(self, items: Any) -> None:
+        self._put(items)
+
+    def empty(self) -> None:
+        self._put(None)
+
+
+def _dynamo_table(client: Any, clock: Callable[[], float]) -> _Table:
+    def snapshot() -> list[dict[str, Any]]:
+        return list(client.scan(TableName="ledger")["Items"])
+
+    def put(items: list[dict[str, Any]] | None) -> None:
+        for item in client.scan(TableName="ledger")["Items"]:
+            client.delete_item(TableName="ledger", Key={"pk": item["pk"]})
+        for item in items or ():
+            client.put_item(TableName="ledger", Item=item)
+
+    return _Table(DynamoLedger(client, "ledger", TTL, clock=clock), snapshot, put)
+
+
+def _fake_table(clock: Callable[[], float]) -> _Table:
+    fake = FakeLedger(clock=clock, tombstone_ttl_seconds=TTL)
+
+    def put(rows: dict[Any, Any] | None) -> None:
+        fake.rows = dict(rows or {})
+
+    return _Table(fake, lambda: dict(fake.rows), put)
+
+
+def _token(result: WriteResult) -> int:
+    """The fencing token of an applied claim."""
+    assert result.applied and result.token is not None, result
+    return result.token
+
+
+def _row(lg: Ledger) -> LedgerRow:
+    row = lg.get(BUCKET, KEY)
+    assert row is not None
+    return row
+
+
+def _restore_scenario(table: _Table, at: list[int], recreate: bool) -> list[Any]:
+    """Claims of one key on the old table, a restore to a point before the last two (or an
+    empty table), then claims on the new table at least a second after the last old one;
+    asserts the fencing properties and returns what each step answered."""
+    lg = table.ledger
+
+    def claim_at(ms: int) -> Claim:
+        at[0] = ms
+        return claim(ms, ms + LEASE)
+
+    # old table: A claims and its worker dies (the lease ends early), the restore point
+    a = _token(lg.apply_if_newer(V1, meta(S1), claim(T0, T0 + 500)))
+    point = table.snapshot()
+    b = _token(lg.reclaim(BUCKET, KEY, a, claim_at(T0 + 1_000)))  # B takes A's effect over
+    b_done = lg.finish(BUCKET, KEY, b, "done")
+    c = _token(lg.apply_if_newer(V2, meta(S2), claim_at(T0 + 2_000)))  # C's worker still runs
+    old = [a, b, c]
+    # the swap: the restored table (rows at older revisions) or an empty one takes the name
+    table.empty() if recreate else table.restore(point)
+    t1 = T0 + 3_000  # one second after the old table's last claim
+    if recreate:
+        d = _token(lg.apply_if_newer(V1, meta(S1), claim_at(t1)))
+    else:
+        d = _token(lg.reclaim(BUCKET, KEY, a, claim_at(t1)))  # A's effect, pending again
+    # the revisions repeat (a revision alone as the token would repeat A's or B's), the tokens
+    # do not
+    rev_d = _row(lg).rev
+    assert rev_d == (1 if recreate else 2)
+    assert d > max(old)
+    # B's worker of the old table (its commit retried) cannot commit over D's claim
+    stale_b = lg.finish(BUCKET, KEY, b, "done")
+    d_done = lg.finish(BUCKET, KEY, d, "done")
+    e = _token(lg.apply_if_newer(V2, meta(S2), claim_at(t1 + 1_000)))  # C's change, replayed
+    assert e > max(old)
+    # C's worker of the old table, still running, cannot commit over E's claim
+    stale_c = lg.finish(BUCKET, KEY, c, "done")
+    e_done = lg.finish(BUCKET, KEY, e, "done")
+    assert (b_done, stale_b, d_done, stale_c, e_done) == (True, False, True, False, True)
+    effect = _row(lg).effect
+    assert effect is not None and effect.status == "done"
+    # within each table the tokens strictly increase
+    assert old == sorted(set(old)) and d < e
+    return [a, b, b_done, c, d, stale_b, d_done, e, stale_c, e_done, rev_d]
+
+
+@pytest.mark.parametrize("recreate", [False, True], ids=["pitr-restore", "recreated-table"])
+def test_a_claim_after_a_restore_outranks_every_earlier_token(recreate: bool) -> None:
+    # GIVEN a key claimed and committed on the ledger, a restore point between its claims, and
+    # a worker of the old table still holding a claim at the swap
+    # WHEN the restored (or an empty) table takes the ledger's place and the key is claimed
+    # again a second or more after the old table's last claim
+    # THEN every new token is greater than every token the old table issued, and the old
+    # table's workers cannot commit over the new claims: on DynamoDB (moto) and the fake alike
+    at = [T0]
+
+    def clock() -> float:
+        return at[0] / 1000
+
+    with moto_ledger_table("ledger") as client:
+        expected = _restore_scenario(_dynamo_table(client, clock), at, recreate)
+        on_dynamo = _dynamo_table(client, clock).ledger.get(BUCKET, KEY)
+    at[0] = T0
+    fake = _fake_table(clock)
+    assert _restore_scenario(fake, at, recreate) == expected
+    assert fake.ledger.get(BUCKET, KEY) == on_dynamo
+
+
+@pytest.mark.parametrize("seconds", [1, 3])
+def test_a_restore_needs_one_second_per_2_20_lost_revisions(seconds: int) -> None:
+    # GIVEN a row whose last claim was at revision 7 + lost, and a restore back to revision 7
+    # (the claims after the restore point lost)
+    point, at = 7, T0 + 999  # the old claim late in its second
+    for lost in (1, 2**20 * seconds, 2**20 * seconds + 1):
+        last = fencing_token(point + lost, at)
+        # WHEN the restored row is claimed `seconds` whole seconds later (early in that second)
+        again = fencing_token(point + 1, at + 1 + 1000 * (seconds - 1))
+        # THEN it outranks every earlier token while lost <= seconds << 20, and no further
+        assert (again > last) == (lost <= seconds << TOKEN_SECOND_SHIFT), lost

@@ -18,8 +18,9 @@ effect (C8).
 The protocol around the call, on the ledger row of the key (:class:`~s3ingest_fn.core.row.Effect`):
 
 1. **Claim**, in the same conditional write that applies the change (no extra request): the row
-   records its effect as ``pending``, a *fencing token* (the row's new revision, strictly
-   increasing per key) and a *lease* (epoch ms) that lasts as long as this Lambda
+   records its effect as ``pending``, a *fencing token* (the row's new revision plus the
+   claim's second, :func:`~s3ingest_fn.core.row.fencing_token`: increasing per key, also
+   across a restored or recreated table) and a *lease* (epoch ms) that lasts as long as this Lambda
    invocation can still run (its remaining time plus :data:`LEASE_SKEW_MS`). While a lease is
    live no other change of the key can be applied: a newer event is retried, so an older effect
    can never finish after a newer one started.
@@ -107,10 +108,12 @@ class AppliedChange:
         Deterministic id of this change: the same change always has the same id (32 hex chars).
         Use it as an idempotency key downstream.
     token : int
-        Fencing token of this claim: strictly increasing per key for the lifetime of its ledger
-        row. A downstream store that keeps the highest token it has seen per key can refuse a
-        stale writer; reset that per-key high-water mark on a ``removed`` change, because a
-        tombstone row expires (TTL) and a later row starts again from 1.
+        Fencing token of this claim (:func:`~s3ingest_fn.core.row.fencing_token`: the row's
+        revision plus the claim's epoch second << 20): strictly increasing per key while the
+        workers' clocks do not go back a second, and greater than every earlier token of the
+        key for a claim made a second or more after them, also when the row was created again
+        (an expired tombstone, a restored or recreated table). A downstream store that keeps
+        the highest token it has seen per key can refuse a stale writer.
     """
 
     bucket: str

@@ -110,7 +110,9 @@ class Ledger(Protocol):
         self, bucket: str, key: str, old_token: int, claim: Claim, processor: str = ...
     ) -> WriteResult:
         """Take over ``processor``'s effect (a pending one whose lease expired, or a superseded
-        one) while ``old_token`` still holds it; the new token is the row's new revision."""
+        one) while ``old_token`` still holds it; the new token is
+        :func:`~s3ingest_fn.core.row.fencing_token` of the row's new revision and the claim's
+        time."""
         ...
 
     def finish(

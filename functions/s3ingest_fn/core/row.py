@@ -66,6 +66,32 @@ class WriteMeta:
     raw_sequencer: str | None = None
 
 
+#: Bits of a fencing token below the claim's second (:func:`fencing_token`): 2^20 claims of
+#: one row in one second before two seconds' tokens could meet.
+TOKEN_SECOND_SHIFT = 20
+
+
+def fencing_token(rev: int, now_ms: int) -> int:
+    """The fencing token of a claim that moves a row to revision ``rev`` at epoch ms ``now_ms``:
+    ``rev + ((now_ms // 1000) << TOKEN_SECOND_SHIFT)``, below 2^53 (safe as a JSON number) until
+    the year 2242.
+
+    Per row, tokens strictly increase while a claim's clock reads no earlier whole second than
+    the row's previous claim (Lambda clocks are NTP-synced; a clock behind by a second or more
+    could repeat a token). When a row goes back ``lost`` revisions (a point-in-time restore; a
+    recreated table or an expired tombstone's row created again: all of them), a claim ``k``
+    whole seconds after the row's last one gets a greater token than every earlier one when
+    ``lost <= k << TOKEN_SECOND_SHIFT``: one second after it for up to 2^20 lost revisions.
+    """
+    return rev + ((now_ms // 1000) << TOKEN_SECOND_SHIFT)
+
+
+def token_step(now_ms: int) -> int:
+    """What a claim at epoch ms ``now_ms`` adds to the row's revision before the write (0 for a
+    new row) to set its fencing token: ``fencing_token(rev + 1, now_ms) - rev``."""
+    return fencing_token(1, now_ms)
+
+
 @dataclass(frozen=True)
 class Claim:
     """What a write applying a change asks of the processors' effect state.
@@ -76,7 +102,8 @@ class Claim:
         Epoch ms now and when the lease of the claimed effects expires.
     processors : tuple of str
         The processors the change concerns: each one's effect becomes ``pending`` under the
-        write's fencing token (the row's new revision). Empty: the write claims nothing.
+        write's fencing token (:func:`fencing_token` of the row's new revision and
+        ``now_ms``). Empty: the write claims nothing.
     queued : tuple of str
         Those of ``processors`` in ``every-change`` mode: the change is appended to their
         queue of changes whose effects wait (:attr:`Effect.queue`).
@@ -193,7 +220,8 @@ class Effect:
     status : str
         ``pending``, ``done``, ``superseded``, ``held`` or ``rejected``.
     token : int or None
-        Fencing token of the claim (the row's revision when claimed).
+        Fencing token of the claim (:func:`fencing_token` of the row's revision and the
+        claim's time).
     lease_until_ms : int or None
         Epoch ms until which the claiming worker may run; None once committed.
     done_change_id : str or None

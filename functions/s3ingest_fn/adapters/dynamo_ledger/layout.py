@@ -33,7 +33,9 @@ cq    S     that change's own sequencer as received; absent for an observation
 fe    S     effect of the applied change (only with a processor): ``p`` pending, ``d`` done,
             ``s`` superseded (CONTRACT C11); with a hold policy also ``h`` held, ``x``
             rejected, ``k`` skipped
-ft    N     fencing token of the effect's claim (the row's ``rv`` when claimed)
+ft    N     fencing token of the effect's claim: the row's ``rv`` when claimed plus the claim's
+            epoch second << 20 (:func:`s3ingest_fn.core.row.fencing_token`; an older
+            release wrote ``rv`` alone, always smaller)
 fl    N     epoch ms until which the claiming worker may run; removed on commit
 fd    S     the change id whose effect last completed
 fq    L     ``every-change`` processors: the applied changes whose effects wait, oldest first,

@@ -279,7 +279,8 @@ class DynamoLedger:
         One UpdateItem, conditional on the effect still holding that claim (fencing token
         ``old_token``), pending with an expired lease or superseded (other processors' leases
         do not matter: a newer change would have replaced this token). The effect becomes
-        ``pending`` again; the new token is the row's new revision; ``queues`` gives an
+        ``pending`` again; the new token is the ``fencing_token`` of the row's new revision and
+        ``claim.now_ms`` (:mod:`s3ingest_fn.core.row`); ``queues`` gives an
         ``every-change`` processor's waiting changes.
 
         Raises

@@ -83,6 +83,7 @@ from s3ingest_fn.core.row import (
     Review,
     RowState,
     WriteMeta,
+    token_step,
 )
 
 # -- conditions -------------------------------------------------------------------------------
@@ -206,7 +207,7 @@ def change_request(
 
 class _ChangeWrite:
     """The parts of :func:`change_request`'s UpdateItem, gathered in the request's order: the
-    attributes set (name -> attribute value) and removed, the fencing tokens set to the new
+    attributes set (name -> attribute value) and removed, the fencing tokens set from the new
     revision, the every-change queues the change joins, and the condition with its values."""
 
     def __init__(self, condition: str, values: dict[str, Any]) -> None:
@@ -307,17 +308,21 @@ class _ChangeWrite:
         )
 
     def request(self, decision: Decision, claim: Claim | None) -> dict[str, Any]:
-        """The request: the SET clauses (the attributes, the revision and the tokens moved by
-        one, the queues appended to, ``decision`` pushed onto the history), the REMOVE clause,
-        and the names the expressions use."""
+        """The request: the SET clauses (the attributes, the revision moved by one, the tokens
+        set to :func:`~s3ingest_fn.core.row.fencing_token` of it and the claim's time, the
+        queues appended to, ``decision`` pushed onto the history), the REMOVE clause, and the
+        names the expressions use."""
         values = self.values
         for name, value in self.sets.items():
             values[":" + _ph(name)[1:]] = value
         values[":one"], values[":zero"] = {"N": "1"}, {"N": "0"}
         expr = "SET " + ", ".join(f"{_ph(name)} = :{_ph(name)[1:]}" for name in self.sets)
         expr += f", #{_REV} = if_not_exists(#{_REV}, :zero) + :one"
+        if self.tokens and claim is not None:
+            # the token: the new revision plus the claim's second (fencing_token)
+            values[":fence"] = {"N": str(token_step(claim.now_ms))}
         for token in self.tokens:
-            expr += f", {_ph(token)} = if_not_exists(#{_REV}, :zero) + :one"
+            expr += f", {_ph(token)} = if_not_exists(#{_REV}, :zero) + :fence"
         for queue in self.appends:
             expr += f", {_ph(queue)} = list_append(if_not_exists({_ph(queue)}, :noqueue), :queued)"
         # Decision history: the last HISTORY_SLOTS applied decisions, newest in h0, shifted in
@@ -408,13 +413,13 @@ def _push_slot(slots: Sequence[str], value: str, empty: str) -> str:
 
 def reclaim_request(processor: str, old_token: int, claim: Claim) -> dict[str, Any]:
     """Take over ``processor``'s effect held by ``old_token``, pending with an expired lease or
-    superseded: pending again under the row's new revision (read back), lease
-    ``claim.lease_until_ms``."""
+    superseded: pending again under the token of the row's new revision and ``claim.now_ms``
+    (:func:`~s3ingest_fn.core.row.fencing_token`, read back), lease ``claim.lease_until_ms``."""
     fx, fx_token, fx_lease, _, _ = effect_attributes(processor)
     names = {_ph(n): n for n in (_REV, _OP, fx, fx_token, fx_lease)}
     return {
         "UpdateExpression": f"SET #{_REV} = if_not_exists(#{_REV}, :zero) + :one, "
-        f"{_ph(fx_token)} = if_not_exists(#{_REV}, :zero) + :one, "
+        f"{_ph(fx_token)} = if_not_exists(#{_REV}, :zero) + :fence, "
         f"{_ph(fx_lease)} = :lease, #{_OP} = :claim, {_ph(fx)} = :pending",
         "ConditionExpression": f"{_ph(fx_token)} = :old AND (({_ph(fx)} = :pending AND "
         f"{_ph(fx_lease)} < :now) OR {_ph(fx)} = :superseded)",
@@ -422,6 +427,7 @@ def reclaim_request(processor: str, old_token: int, claim: Claim) -> dict[str, A
         "ExpressionAttributeValues": {
             ":zero": {"N": "0"},
             ":one": {"N": "1"},
+            ":fence": {"N": str(token_step(claim.now_ms))},
             ":claim": {"S": OP_CLAIM},
             ":lease": {"N": str(claim.lease_until_ms)},
             ":pending": {"S": _FX_CODES[PENDING]},
