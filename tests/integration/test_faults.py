@@ -5,10 +5,12 @@ here: its runs were not deterministic (which draws a message meets depends on de
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from s3ingest.local.chaos import Chaos
-from s3ingest.local.faults import Concurrency, LambdaThrottled
+from s3ingest.local.faults import Concurrency, LambdaThrottled, backfill_workers
 
 
 def test_concurrency_limits_reserved_and_unreserved_as_lambda_does() -> None:
@@ -33,3 +35,30 @@ def test_chaos_takes_the_throttle_rates_and_refuses_bad_ones() -> None:
     with pytest.raises(ValueError, match="number"):
         Chaos.from_json({"lambda_throttle": "often"})
     assert issubclass(LambdaThrottled, Exception)
+
+
+class _CountingCondition(threading.Condition):
+    """A condition counting its ``notify_all`` calls (the wake-ups of :meth:`wait_for`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wakes = 0
+
+    def notify_all(self) -> None:
+        self.wakes += 1
+        super().notify_all()
+
+
+def test_wait_for_wakes_on_a_refused_slot() -> None:
+    pool = Concurrency(1)
+    pool._changed = changed = _CountingCondition()
+    assert pool.acquire("a") and changed.wakes == 1
+    assert not pool.acquire("b")
+    assert changed.wakes == 2  # a waiter on pool.throttled sees the refusal at once
+    assert pool.wait_for(lambda p: p.throttled["b"] == 1)
+
+
+def test_backfill_workers_are_the_engines_reserved_functions() -> None:
+    # as the stack reserves them (tests/infra/test_infra_reserved_concurrency.py)
+    assert backfill_workers("batch-operations") == ("BackfillFunction", "ListingShard")
+    assert backfill_workers("distributed-map") == ("BackfillControlFunction", "ListingShard")

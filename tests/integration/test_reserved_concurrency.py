@@ -37,6 +37,8 @@ ACCOUNT = len(PREFIXES)
 #: the distributed-map control function) 3, leaving 3 unreserved: the ingest event source's 2
 #: (``maxConcurrency``) plus one for a listing plan or summary step.
 RESERVED = 3
+#: Pre-existing objects the live traffic deletes (every third prefix's ``old-1.txt``).
+DELETED = len(PREFIXES) // 3
 LISTING = "listing"
 #: The local Lambda service's names of each engine's worker function.
 WORKER = {LISTING: "ListingShard", DISTRIBUTED_MAP: "BackfillControlFunction"}
@@ -130,7 +132,7 @@ def _live_traffic(rt: LocalRuntime) -> None:
         rt.faithful.put(f"{prefix}new.txt", f"live {i}")
         if i % 3 == 0:
             rt.faithful.put(f"{prefix}old-0.txt", f"overwritten {i}")
-        if i % 3 == 1:
+        if i % 3 == 1:  # DELETED of them
             rt.faithful.delete(f"{prefix}old-1.txt")
     rt.flush(Chaos(seed=24, duplicate=0.5))
 
@@ -195,6 +197,7 @@ def test_reserved_backfill_beside_live_traffic_dead_letters_nothing(
         _predating(rt)
         manifest = _inventory(rt)  # the inventory engine meets the live traffic after it
         _live_traffic(rt)
+        objects = len(rt.bucket_objects())  # what the listing meets
         # WHEN the backfill runs, its workers held at their reservation (the other 6 refused)
         thread, out = _start_backfill(rt, engine, manifest)
         assert pool.wait_for(lambda p: p.in_use[worker] == RESERVED and p.throttled[worker] > 0)
@@ -227,6 +230,11 @@ def test_reserved_backfill_beside_live_traffic_dead_letters_nothing(
         assert map_run["executions"]["succeeded"] == len(PREFIXES)
         if engine == DISTRIBUTED_MAP:
             assert (report["total"], report["failed"]) == (2 * len(PREFIXES), 0)
+        else:
+            assert report["shards"] == report["done"] == len(PREFIXES)
+            # every visible object, and each delete marker the live deletes left (not visible)
+            counts = report["counts"]
+            assert (counts["listed"], counts["not_visible"]) == (objects + DELETED, DELETED)
         # AND after quiescence and one reconciliation the ledger equals the bucket
         rt.drain()
         rt.reconcile("listing")
