@@ -5,11 +5,13 @@ takes the whole account and the ingest messages reach the dead-letter queue.
 
 Deterministic by gates, not timing: every backfill worker invocation (a listing shard, or a
 Distributed Map data file) is held inside its Lambda invocation, so it keeps its concurrency
-slot, until the test lets it go; live ingest is drained while they are held. The machines'
-own retriers redrive a worker Lambda refused (``Lambda.TooManyRequestsException``, 8 retries
-with FULL jitter); their intervals are scaled to half of real time here, so no refused worker
-can run out of retries while the others are held (that would take a hold of seconds, and the
-holds last one ingest invocation).
+slot, until the test lets it go (:class:`Gate`); live ingest is drained while they are held.
+With the reservation, the 6 workers beyond it are refused and the machine's own retrier
+redrives them (``Lambda.TooManyRequestsException``: 8 retries, 2 s doubling, FULL jitter); its
+intervals run at half of real time here (:func:`scaled`), so a worker would run out of retries
+only if all 8 jittered sleeps (up to 1 s ... 128 s) fitted in the hold, which lasts until one
+ingest invocation has run: about one chance in a million. Without it the 9 workers fit the
+account and none is refused.
 """
 
 from __future__ import annotations
