@@ -56,9 +56,11 @@ DDB_THROTTLE_CODES = ("ProvisionedThroughputExceededException", "ThrottlingExcep
 #: The local name of the ingest function (the SQS event source invokes it).
 INGEST = "ingest"
 #: The backfill worker functions ``backfillReservedConcurrency`` applies to, as the local Lambda
-#: service names them: the Batch Operations task function and the listing backfill's shard
-#: function (``s3ingest.settings.Settings.backfill_reserved_concurrency``).
-BACKFILL_WORKERS = ("BackfillFunction", "ListingShard")
+#: service names them: the Batch Operations task function, the Distributed Map engine's control
+#: function (it runs each data file) and the listing backfill's shard function
+#: (``s3ingest.settings.Settings.backfill_reserved_concurrency``); the stack reserves the one
+#: of the first two its ``backfillEngine`` deploys (:func:`backfill_workers`).
+BACKFILL_WORKERS = ("BackfillFunction", "BackfillControlFunction", "ListingShard")
 #: What one receive of an ingest message met (:attr:`FaultInjector.receipts`): Lambda refused
 #: the invocation; the record failed in an invocation where DynamoDB was throttled; it failed
 #: with no throttle injected; it succeeded.
@@ -136,6 +138,7 @@ class Concurrency:
                 used = sum(n for f, n in self.in_use.items() if f not in self.reserved)
             if used >= limit:
                 self.throttled[function] += 1
+                self._changed.notify_all()
                 return False
             self.in_use[function] += 1
             self.peak[function] = max(self.peak[function], self.in_use[function])
@@ -151,8 +154,8 @@ class Concurrency:
     def wait_for(
         self, condition: Callable[[Concurrency], bool], timeout_seconds: float = 60.0
     ) -> bool:
-        """Block until ``condition(self)`` holds (checked whenever a slot is taken or given
-        back); False when it did not within ``timeout_seconds``."""
+        """Block until ``condition(self)`` holds (checked whenever a slot is taken, refused or
+        given back); False when it did not within ``timeout_seconds``."""
         with self._changed:
             return self._changed.wait_for(lambda: condition(self), timeout_seconds)
 
@@ -415,10 +418,19 @@ def _ddb_error(url: str, code: str) -> Any:
     return AWSResponse(url, 400, headers, MockRawResponse(body))
 
 
+def backfill_workers(backfill_engine: str) -> tuple[str, ...]:
+    """The :data:`BACKFILL_WORKERS` a stack with ``backfill_engine`` deploys and reserves:
+    the Batch Operations task function (``batch-operations``) or the control function
+    (``distributed-map``), and the listing shard function."""
+    worker = BACKFILL_WORKERS[0] if backfill_engine == "batch-operations" else BACKFILL_WORKERS[1]
+    return (worker, BACKFILL_WORKERS[2])
+
+
 def limit_concurrency(rt: Any, account: int) -> Concurrency:
     """Give local runtime ``rt`` an account concurrency limit of ``account`` and its settings'
     reserved concurrency (``ingestReservedConcurrency`` on the ingest function,
-    ``backfillReservedConcurrency`` on each of :data:`BACKFILL_WORKERS`), honoured by the SQS
+    ``backfillReservedConcurrency`` on each of the settings' ``backfillEngine``
+    :func:`backfill_workers`), honoured by the SQS
     event source and the Lambda service alike; the SQS event source then runs up to the
     settings' ``maxConcurrency`` invocations at once, as the event source's maximum
     concurrency lets it (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html).
@@ -434,7 +446,8 @@ def limit_concurrency(rt: Any, account: int) -> Concurrency:
     if settings.ingest_reserved_concurrency is not None:
         reserved[INGEST] = settings.ingest_reserved_concurrency
     if settings.backfill_reserved_concurrency is not None:
-        reserved.update(dict.fromkeys(BACKFILL_WORKERS, settings.backfill_reserved_concurrency))
+        workers = backfill_workers(settings.backfill_engine)
+        reserved.update(dict.fromkeys(workers, settings.backfill_reserved_concurrency))
     pool = Concurrency(account, reserved)
     rt.crashes.concurrency = pool
     rt.machines.lambdas.concurrency = pool
@@ -474,6 +487,7 @@ __all__ = [
     "Concurrency",
     "FaultInjector",
     "LambdaThrottled",
+    "backfill_workers",
     "leases_within_receives",
     "limit_concurrency",
 ]

@@ -14,6 +14,7 @@ meets depends on it, so no assertion counts them.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from s3ingest.local.faults import (
     THROTTLED,
     Concurrency,
     LambdaThrottled,
+    backfill_workers,
     leases_within_receives,
 )
 from s3ingest.local.runtime import LocalRuntime, local_settings
@@ -137,3 +139,30 @@ def test_chaos_takes_the_throttle_rates_and_refuses_bad_ones() -> None:
     with pytest.raises(ValueError, match="number"):
         Chaos.from_json({"lambda_throttle": "often"})
     assert issubclass(LambdaThrottled, Exception)
+
+
+class _CountingCondition(threading.Condition):
+    """A condition counting its ``notify_all`` calls (the wake-ups of :meth:`wait_for`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wakes = 0
+
+    def notify_all(self) -> None:
+        self.wakes += 1
+        super().notify_all()
+
+
+def test_wait_for_wakes_on_a_refused_slot() -> None:
+    pool = Concurrency(1)
+    pool._changed = changed = _CountingCondition()
+    assert pool.acquire("a") and changed.wakes == 1
+    assert not pool.acquire("b")
+    assert changed.wakes == 2  # a waiter on pool.throttled sees the refusal at once
+    assert pool.wait_for(lambda p: p.throttled["b"] == 1)
+
+
+def test_backfill_workers_are_the_engines_reserved_functions() -> None:
+    # as the stack reserves them (tests/infra/test_infra_reserved_concurrency.py)
+    assert backfill_workers("batch-operations") == ("BackfillFunction", "ListingShard")
+    assert backfill_workers("distributed-map") == ("BackfillControlFunction", "ListingShard")
