@@ -65,7 +65,7 @@ def pipeline_key(scope: IConstruct) -> kms.IKey | None:
     for ancestor in reversed(scope.node.scopes):
         key = getattr(ancestor, _KEY_ATTRIBUTE, None)
         if key is not None:
-            return key  # type: ignore[no-any-return]
+            return key
     return None
 
 
@@ -238,7 +238,7 @@ def encrypt_everything(root: Construct, key: kms.IKey) -> None:
             node.kms_master_key_id = arn
         elif isinstance(node, secretsmanager.CfnSecret):
             node.kms_key_id = arn
-        elif isinstance(node, events.CfnEventBus) or isinstance(node, events.CfnArchive):
+        elif isinstance(node, events.CfnEventBus | events.CfnArchive):
             node.kms_key_identifier = arn
         elif isinstance(node, logs.CfnLogGroup):
             node.kms_key_id = arn
