@@ -127,8 +127,9 @@ KMS = {
     "buckets": [{}, {"name": KMS_BUCKET, "existing": True, "kmsKeyArn": KMS_BUCKET_KEY_ARN}],
 }
 
-#: Every synthesized variant, for the checks that apply to each (cdk-nag, cfn-lint).
-VARIANTS = ["synth", "adopted_synth", "fanout_synth", "two_bucket_synth", "kms_synth"]
+#: Every synthesized variant, for the checks that apply to each (cdk-nag, cfn-lint; the
+#: encrypted synth's are in test_infra_encryption.py).
+VARIANTS = ["synth", "adopted_synth", "fanout_synth", "two_bucket_synth"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -17,6 +17,8 @@ from s3ingest.encryption import key_policy_statements
 from s3ingest_cdk.synth import Synth, synthesize
 
 from .conftest import KMS_BUCKET, KMS_BUCKET_KEY_ARN
+from .test_infra_cfn_lint import lint_problems
+from .test_infra_nag import _findings
 
 #: An imported key (``kmsKeyArn`` set to its ARN).
 IMPORTED_KEY_ARN = "arn:aws:kms:us-east-1:123456789012:key/7e1f2a3b-4c5d-4e6f-9a0b-1c2d3e4f5a6b"
@@ -44,54 +46,64 @@ def _access_log_destinations(resources: dict[str, Any]) -> set[str]:
     }
 
 
+def _bucket_ok(props: dict[str, Any], key: Any, destination: bool) -> bool:
+    rules = props.get("BucketEncryption", {}).get("ServerSideEncryptionConfiguration", [])
+    default = rules[0].get("ServerSideEncryptionByDefault", {}) if rules else {}
+    if destination:
+        return bool(default == {"SSEAlgorithm": "AES256"})
+    return bool(
+        default == {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": key}
+        and rules[0].get("BucketKeyEnabled") is True
+    )
+
+
+def _table_ok(props: dict[str, Any], key: Any) -> bool:
+    sse = props.get("SSESpecification", {})
+    return bool(
+        sse.get("SSEEnabled") is True
+        and sse.get("SSEType") == "KMS"
+        and sse.get("KMSMasterKeyId") == key
+    )
+
+
+def _machine_ok(props: dict[str, Any], key: Any) -> bool:
+    config = props.get("EncryptionConfiguration", {})
+    return bool(config.get("Type") == "CUSTOMER_MANAGED_KMS_KEY" and config.get("KmsKeyId") == key)
+
+
+#: The property naming the key, by resource type (the checks of the other types above).
+_KEY_PROPERTY = {
+    "AWS::SQS::Queue": "KmsMasterKeyId",
+    "AWS::Events::EventBus": "KmsKeyIdentifier",
+    "AWS::Events::Archive": "KmsKeyIdentifier",
+    "AWS::Logs::LogGroup": "KmsKeyId",
+    "AWS::SNS::Topic": "KmsMasterKeyId",
+    "AWS::SecretsManager::Secret": "KmsKeyId",
+    "AWS::Lambda::Function": "KmsKeyArn",
+}
+
+
 def _unencrypted(resources: dict[str, Any], key: Any) -> list[str]:
     """Every resource that could be encrypted with ``key`` and is not (or is with an AWS-owned or
-    AWS-managed key), with what is wrong."""
+    AWS-managed key: SSE-SQS, no key named, another key)."""
     wrong: list[str] = []
     destinations = _access_log_destinations(resources)
     for logical, resource in resources.items():
         kind, props = resource["Type"], resource.get("Properties", {})
         if kind == "AWS::DynamoDB::Table":
-            sse = props.get("SSESpecification", {})
-            if not (
-                sse.get("SSEEnabled") is True
-                and sse.get("SSEType") == "KMS"
-                and sse.get("KMSMasterKeyId") == key
-            ):
-                wrong.append(f"{logical}: table SSESpecification {sse}")
-        elif kind == "AWS::SQS::Queue":
-            if props.get("KmsMasterKeyId") != key or "SqsManagedSseEnabled" in props:
-                wrong.append(f"{logical}: queue not under the key")
-        elif kind in ("AWS::Events::EventBus", "AWS::Events::Archive"):
-            if props.get("KmsKeyIdentifier") != key:
-                wrong.append(f"{logical}: {kind} without KmsKeyIdentifier")
-        elif kind == "AWS::Logs::LogGroup":
-            if props.get("KmsKeyId") != key:
-                wrong.append(f"{logical}: log group without KmsKeyId")
+            ok = _table_ok(props, key)
         elif kind == "AWS::S3::Bucket":
-            rules = props.get("BucketEncryption", {}).get("ServerSideEncryptionConfiguration", [])
-            default = rules[0].get("ServerSideEncryptionByDefault", {}) if rules else {}
-            if logical in destinations:
-                if default != {"SSEAlgorithm": "AES256"}:
-                    wrong.append(f"{logical}: an access-log destination not on SSE-S3")
-            elif not (
-                default == {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": key}
-                and rules[0].get("BucketKeyEnabled") is True
-            ):
-                wrong.append(f"{logical}: bucket encryption {rules}")
-        elif kind == "AWS::SNS::Topic":
-            if props.get("KmsMasterKeyId") != key:
-                wrong.append(f"{logical}: topic without KmsMasterKeyId")
+            ok = _bucket_ok(props, key, logical in destinations)
         elif kind == "AWS::StepFunctions::StateMachine":
-            config = props.get("EncryptionConfiguration", {})
-            if config.get("Type") != "CUSTOMER_MANAGED_KMS_KEY" or config.get("KmsKeyId") != key:
-                wrong.append(f"{logical}: state machine encryption {config}")
-        elif kind == "AWS::SecretsManager::Secret":
-            if props.get("KmsKeyId") != key:
-                wrong.append(f"{logical}: secret without KmsKeyId")
-        elif kind == "AWS::Lambda::Function":
-            if "Environment" in props and props.get("KmsKeyArn") != key:
-                wrong.append(f"{logical}: function environment without KmsKeyArn")
+            ok = _machine_ok(props, key)
+        elif kind == "AWS::Lambda::Function" and "Environment" not in props:
+            ok = True  # nothing to encrypt
+        elif kind in _KEY_PROPERTY:
+            ok = props.get(_KEY_PROPERTY[kind]) == key and "SqsManagedSseEnabled" not in props
+        else:
+            continue
+        if not ok:
+            wrong.append(f"{logical} ({kind}) is not encrypted with the key")
     return wrong
 
 
@@ -142,9 +154,7 @@ def test_the_created_key_is_rotated_retained_and_aliased(kms_synth: Synth) -> No
 
 def _service_statements(synth: Synth) -> list[dict[str, Any]]:
     (key,) = synth.resources("AWS::KMS::Key").values()
-    return [
-        s for s in key["Properties"]["KeyPolicy"]["Statement"] if "Service" in s["Principal"]
-    ]
+    return [s for s in key["Properties"]["KeyPolicy"]["Statement"] if "Service" in s["Principal"]]
 
 
 def test_every_service_statement_of_the_key_policy_is_held_to_this_account(
@@ -203,9 +213,7 @@ def test_each_role_has_only_key_actions_on_the_key(kms_synth: Synth) -> None:
                 assert all(r in (key, KMS_BUCKET_KEY_ARN) for r in _resources(statement)), role
     # the ingest function sends to its dead-letter queue and writes the ledger
     ingest = kms_synth.logical_id(kms_synth.pipeline.ingest_function.role)
-    actions = set().union(
-        *(_actions(s) for s in policies[ingest] if key in _resources(s))
-    )
+    actions = set().union(*(_actions(s) for s in policies[ingest] if key in _resources(s)))
     assert {"kms:Decrypt", "kms:GenerateDataKey", "kms:Encrypt"} <= actions
     # the delivery check reads no data: only its environment
     check = kms_synth.logical_id(kms_synth.pipeline.functions["delivery-check"].role)
@@ -223,15 +231,18 @@ def test_an_adopted_buckets_key_goes_to_exactly_the_roles_that_read_it(kms_synth
     policies = _policies_by_role(kms_synth)
     readers = {role for role, ss in policies.items() if any(_reads_bucket(s) for s in ss)}
     granted = {
-        role
-        for role, ss in policies.items()
-        for s in ss
-        if KMS_BUCKET_KEY_ARN in _resources(s)
+        role for role, ss in policies.items() for s in ss if KMS_BUCKET_KEY_ARN in _resources(s)
     }
     functions = kms_synth.pipeline.functions
     expected = {
         kms_synth.logical_id(functions[name].role)
-        for name in ("ingest", "reconcile", "reconcile-fan-out", "backfill-control", "listing-shard")
+        for name in (
+            "ingest",
+            "reconcile",
+            "reconcile-fan-out",
+            "backfill-control",
+            "listing-shard",
+        )
     }
     assert readers == granted == expected
     for role in granted:
@@ -257,3 +268,13 @@ def test_an_imported_key_encrypts_everything_and_gets_no_policy_of_ours(
     resources = imported_synth.template["Resources"]
     assert not any(r["Type"] in ("AWS::KMS::Key", "AWS::KMS::Alias") for r in resources.values())
     assert _unencrypted(resources, IMPORTED_KEY_ARN) == []
+
+
+def test_the_encrypted_stacks_are_nag_and_cfn_lint_clean(
+    kms_synth: Synth, imported_synth: Synth
+) -> None:
+    for synth in (kms_synth, imported_synth):
+        findings = _findings(synth.app)
+        assert not findings, "unacknowledged cdk-nag findings:\n" + "\n".join(findings)
+        problems = lint_problems(synth.template_path)
+        assert not problems, "cfn-lint:\n" + "\n".join(problems)
