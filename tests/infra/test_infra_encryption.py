@@ -135,6 +135,8 @@ def test_every_encryptable_resource_uses_the_created_key(kms_synth: Synth) -> No
 def test_the_default_template_has_no_trace_of_the_key(synth: Synth) -> None:
     resources = synth.template["Resources"]
     assert synth.pipeline.encryption_key is None
+    # (the walk finds what is not under a key: every such resource here)
+    assert len(_unencrypted(resources, {"Fn::GetAtt": ["NoSuchKey", "Arn"]})) > 10
     assert not any(r["Type"] == "AWS::KMS::Alias" for r in resources.values())
     queues = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::SQS::Queue"]
     assert queues and all(q.get("SqsManagedSseEnabled") is True for q in queues)
