@@ -188,6 +188,12 @@ class S3IngestPipeline(Construct):
         The same functions, by processor name (empty without ``handler`` entries).
     processor_policy_statements : tuple of aws_cdk.aws_iam.PolicyStatement
         The extra statements given to the functions that run the in-process processors.
+    encryption_key : aws_cdk.aws_kms.IKey or None
+        The ``kms_key_arn`` key (created or imported) every encryptable resource uses
+        (``docs/encryption.md``); None without it.
+    key_grants, bucket_key_grants : dict[str, list[str]]
+        The key actions granted on ``encryption_key``, and the adopted buckets' key ARNs
+        granted ``kms:Decrypt``, by role construct path.
     """
 
     def __init__(

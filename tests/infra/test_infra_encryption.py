@@ -270,6 +270,13 @@ def test_an_imported_key_encrypts_everything_and_gets_no_policy_of_ours(
     resources = imported_synth.template["Resources"]
     assert not any(r["Type"] in ("AWS::KMS::Key", "AWS::KMS::Alias") for r in resources.values())
     assert _unencrypted(resources, IMPORTED_KEY_ARN) == []
+    # the Batch Operations job's role reads the manifest and writes its report under the key
+    batch = imported_synth.pipeline.batch_operations
+    assert batch is not None
+    assert imported_synth.pipeline.key_grants[batch.role.node.path] == [
+        "kms:Decrypt",
+        "kms:GenerateDataKey",
+    ]
 
 
 def test_the_encrypted_stacks_are_nag_and_cfn_lint_clean(
