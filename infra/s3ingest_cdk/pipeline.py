@@ -605,15 +605,15 @@ class S3IngestPipeline(Construct):
         if self.encryption_key is not None:
             encrypt_everything(self, self.encryption_key)
             self.key_grants = grant_key_use(self, self.encryption_key)
+        # A bucket of the app (``bucket``, ``LandingBucketSource``) brings its own key, if any.
+        bucket_keys: list[tuple[str, list[str]]] = []
+        for entry in self.landings.entries:
+            own = entry.bucket.encryption_key if not entry.owned else None
+            key_arn = entry.spec.kms_key_arn or (own.key_arn if own is not None else None)
+            if key_arn is not None:
+                bucket_keys.append((key_arn, [entry.bucket.bucket_arn]))
         #: The adopted buckets' key ARNs granted ``kms:Decrypt``, by role path.
-        self.bucket_key_grants: dict[str, list[str]] = grant_bucket_keys(
-            self,
-            [
-                (entry.spec.kms_key_arn, [entry.bucket.bucket_arn])
-                for entry in self.landings.entries
-                if entry.spec.kms_key_arn is not None
-            ],
-        )
+        self.bucket_key_grants: dict[str, list[str]] = grant_bucket_keys(self, bucket_keys)
 
     def _backfill(
         self,

@@ -11,9 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aws_cdk import App, Stack
+from aws_cdk import aws_kms as kms_
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
 
 from s3ingest.encryption import key_policy_statements
+from s3ingest_cdk import S3IngestPipeline, enable_event_bridge
 from s3ingest_cdk.synth import Synth, synthesize
 
 from .conftest import KMS_BUCKET, KMS_BUCKET_KEY_ARN
@@ -287,3 +291,43 @@ def test_the_encrypted_stacks_are_nag_and_cfn_lint_clean(
         assert not findings, "unacknowledged cdk-nag findings:\n" + "\n".join(findings)
         problems = lint_problems(synth.template_path)
         assert not problems, "cfn-lint:\n" + "\n".join(problems)
+
+
+def test_a_bucket_of_the_app_brings_its_own_key_to_its_readers(tmp_path: Path) -> None:
+    # GIVEN a team's app whose landing bucket is SSE-KMS under the app's own key
+    app = App(outdir=str(tmp_path))
+    stack = Stack(app, "Team")
+    key = kms_.Key(stack, "TeamKey", enable_key_rotation=True)
+    bucket = s3.Bucket(
+        stack, "Landing", encryption=s3.BucketEncryption.KMS, encryption_key=key, enforce_ssl=True
+    )
+    enable_event_bridge(bucket)
+    # WHEN the pipeline uses it as it is (no kmsKeyArn of its own)
+    pipeline = S3IngestPipeline(
+        stack,
+        "Ingest",
+        bucket=bucket,
+        code=lambda_.Code.from_inline("def handler(event, context):\n    return None\n"),
+    )
+    template = app.synth().get_stack_by_name("Team").template
+    # THEN kms:Decrypt on the app's key goes to exactly the roles that read the bucket
+    key_arn = {"Fn::GetAtt": [stack.get_logical_id(key.node.default_child), "Arn"]}
+    granted = set()
+    readers = set()
+    for policy in (r for r in template["Resources"].values() if r["Type"] == "AWS::IAM::Policy"):
+        props = policy["Properties"]
+        for statement in props["PolicyDocument"]["Statement"]:
+            roles = {r["Ref"] for r in props["Roles"]}
+            if key_arn in _resources(statement):
+                assert _actions(statement) == {"kms:Decrypt"}
+                granted |= roles
+            bucket_arn = {"Fn::GetAtt": [stack.get_logical_id(bucket.node.default_child), "Arn"]}
+            if _actions(statement) & {"s3:GetObject"} and any(
+                bucket_arn in r.get("Fn::Join", [None, []])[1]
+                for r in _resources(statement)
+                if isinstance(r, dict)
+            ):
+                readers |= roles
+    assert pipeline.encryption_key is None
+    assert granted == readers
+    assert stack.get_logical_id(pipeline.ingest_function.role.node.default_child) in granted
