@@ -310,8 +310,12 @@ def test_a_bucket_of_the_app_brings_its_own_key_to_its_readers(tmp_path: Path) -
         code=lambda_.Code.from_inline("def handler(event, context):\n    return None\n"),
     )
     template = app.synth().get_stack_by_name("Team").template
+
+    def logical(construct: Any) -> str:
+        return str(stack.resolve(construct.node.default_child.logical_id))
+
     # THEN kms:Decrypt on the app's key goes to exactly the roles that read the bucket
-    key_arn = {"Fn::GetAtt": [stack.get_logical_id(key.node.default_child), "Arn"]}
+    key_arn = {"Fn::GetAtt": [logical(key), "Arn"]}
     granted = set()
     readers = set()
     for policy in (r for r in template["Resources"].values() if r["Type"] == "AWS::IAM::Policy"):
@@ -321,7 +325,7 @@ def test_a_bucket_of_the_app_brings_its_own_key_to_its_readers(tmp_path: Path) -
             if key_arn in _resources(statement):
                 assert _actions(statement) == {"kms:Decrypt"}
                 granted |= roles
-            bucket_arn = {"Fn::GetAtt": [stack.get_logical_id(bucket.node.default_child), "Arn"]}
+            bucket_arn = {"Fn::GetAtt": [logical(bucket), "Arn"]}
             if _actions(statement) & {"s3:GetObject"} and any(
                 bucket_arn in r.get("Fn::Join", [None, []])[1]
                 for r in _resources(statement)
@@ -330,4 +334,4 @@ def test_a_bucket_of_the_app_brings_its_own_key_to_its_readers(tmp_path: Path) -
                 readers |= roles
     assert pipeline.encryption_key is None
     assert granted == readers
-    assert stack.get_logical_id(pipeline.ingest_function.role.node.default_child) in granted
+    assert logical(pipeline.ingest_function.role) in granted
