@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from aws_cdk import Aws, RemovalPolicy, Stack
+from aws_cdk import Aws, RemovalPolicy, Stack, Token
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
@@ -27,7 +27,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct, IConstruct
 
 from s3ingest.encryption import key_policy_statements
-from s3ingest.settings import CREATE_KEY
+from s3ingest.settings import CREATE_KEY, Settings
 
 #: The attribute of the pipeline construct that holds its key.
 _KEY_ATTRIBUTE = "encryption_key"
@@ -96,6 +96,30 @@ def attach_key(pipeline: Construct, kms_key_arn: str | None, stage: str) -> kms.
         key = kms.Key.from_key_arn(pipeline, "Key", kms_key_arn)
     setattr(pipeline, _KEY_ATTRIBUTE, key)
     return key
+
+
+def key_region_problems(region: str, settings: Settings) -> list[str]:
+    """A key ARN (``kmsKeyArn``, a bucket's ``kmsKeyArn``) in another region than the stack's
+    (when the stack's region is known at synth): KMS keys are regional, and SQS, DynamoDB,
+    CloudWatch Logs and S3 take a key of their own region only
+    (https://docs.aws.amazon.com/kms/latest/developerguide/concepts.html#kms-keys)."""
+    if Token.is_unresolved(region):
+        return []
+    named = [("kmsKeyArn", settings.kms_key_arn)] + [
+        (f"buckets[{i}].kmsKeyArn", spec.kms_key_arn) for i, spec in enumerate(settings.buckets)
+    ]
+    problems = []
+    for where, arn in named:
+        if arn is None or arn == CREATE_KEY or Token.is_unresolved(arn):
+            continue
+        key_region = arn.split(":")[3]
+        if key_region != region:
+            problems.append(
+                f"{where}: the key is in {key_region}, the stack in {region}: a KMS key serves "
+                "its own region only (use a key of the stack's region, or a multi-Region "
+                "replica there)"
+            )
+    return problems
 
 
 def _roles_with_policies(root: IConstruct) -> Iterable[tuple[iam.Role, list[dict]]]:

@@ -29,6 +29,7 @@ from s3ingest_cdk.encryption import (
     encrypt_everything,
     grant_bucket_keys,
     grant_key_use,
+    key_region_problems,
 )
 from s3ingest_cdk.features import (
     Backfill,
@@ -347,6 +348,7 @@ class S3IngestPipeline(Construct):
                 "reconcileFanOut needs the stack's own S3 Inventory of every bucket: a bucket "
                 "given as `bucket` gets none (list it in `buckets` to have one)"
             )
+        problems.extend(key_region_problems(Stack.of(self).region, settings))
         if problems:
             raise SettingsError(problems)
         self.settings = settings

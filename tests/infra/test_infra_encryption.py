@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aws_cdk import App, Stack
+from aws_cdk import App, Environment, Stack
 from aws_cdk import aws_kms as kms_
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 
 from s3ingest.encryption import key_policy_statements
+from s3ingest.settings import BucketSpec, SettingsError
 from s3ingest_cdk import S3IngestPipeline, enable_event_bridge
 from s3ingest_cdk.synth import Synth, synthesize
 
@@ -335,3 +336,22 @@ def test_a_bucket_of_the_app_brings_its_own_key_to_its_readers(tmp_path: Path) -
     assert pipeline.encryption_key is None
     assert granted == readers
     assert logical(pipeline.ingest_function.role) in granted
+
+
+def test_a_key_of_another_region_is_refused_at_synth() -> None:
+    stack = Stack(App(), "Team", env=Environment(region="eu-west-1"))
+    with pytest.raises(SettingsError) as caught:
+        S3IngestPipeline(
+            stack,
+            "Ingest",
+            kms_key_arn=IMPORTED_KEY_ARN,
+            buckets=[
+                BucketSpec(),
+                BucketSpec(name=KMS_BUCKET, existing=True, kms_key_arn=KMS_BUCKET_KEY_ARN),
+            ],
+        )
+    assert caught.value.problems == [
+        f"{where}: the key is in us-east-1, the stack in eu-west-1: a KMS key serves its own "
+        "region only (use a key of the stack's region, or a multi-Region replica there)"
+        for where in ("kmsKeyArn", "buckets[1].kmsKeyArn")
+    ]
