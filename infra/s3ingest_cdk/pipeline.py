@@ -10,6 +10,7 @@ from aws_cdk import RemovalPolicy, Stack, Token
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
@@ -23,6 +24,13 @@ from s3ingest_cdk.bundling import function_code, processor_sources, processors_s
 from s3ingest_cdk.constructs import LandingBucket, LedgerTable, ProcessorOutputBucket
 from s3ingest_cdk.constructs.bucket_setup import BucketSetupProvider
 from s3ingest_cdk.constructs.landing_bucket import Landings, allow_inventory_delivery
+from s3ingest_cdk.encryption import (
+    attach_key,
+    encrypt_everything,
+    grant_bucket_keys,
+    grant_key_use,
+    key_region_problems,
+)
 from s3ingest_cdk.features import (
     Backfill,
     ChangeStream,
@@ -181,6 +189,12 @@ class S3IngestPipeline(Construct):
         The same functions, by processor name (empty without ``handler`` entries).
     processor_policy_statements : tuple of aws_cdk.aws_iam.PolicyStatement
         The extra statements given to the functions that run the in-process processors.
+    encryption_key : aws_cdk.aws_kms.IKey or None
+        The ``kms_key_arn`` key (created or imported) every encryptable resource uses
+        (``docs/encryption.md``); None without it.
+    key_grants, bucket_key_grants : dict[str, list[str]]
+        The key actions granted on ``encryption_key``, and the adopted buckets' key ARNs
+        granted ``kms:Decrypt``, by role construct path.
     """
 
     def __init__(
@@ -230,6 +244,7 @@ class S3IngestPipeline(Construct):
         ingest_reserved_concurrency: int | None = _DEFAULT.ingest_reserved_concurrency,
         backfill_reserved_concurrency: int | None = _DEFAULT.backfill_reserved_concurrency,
         operator_role_arns: Sequence[str] = _DEFAULT.operator_role_arns,
+        kms_key_arn: str | None = _DEFAULT.kms_key_arn,
     ) -> None:
         super().__init__(scope, construct_id)
         pin_flags(self)  # before any child: the team's feature flags decide nothing below
@@ -289,6 +304,7 @@ class S3IngestPipeline(Construct):
             ingest_reserved_concurrency=ingest_reserved_concurrency,
             backfill_reserved_concurrency=backfill_reserved_concurrency,
             operator_role_arns=tuple(operator_role_arns),
+            kms_key_arn=kms_key_arn,
         )
         # A bucket created in the app has a token for a name, known at deploy time only: its form
         # is S3's to check then. Every other rule is the settings' own.
@@ -332,6 +348,7 @@ class S3IngestPipeline(Construct):
                 "reconcileFanOut needs the stack's own S3 Inventory of every bucket: a bucket "
                 "given as `bucket` gets none (list it in `buckets` to have one)"
             )
+        problems.extend(key_region_problems(Stack.of(self).region, settings))
         if problems:
             raise SettingsError(problems)
         self.settings = settings
@@ -404,6 +421,10 @@ class S3IngestPipeline(Construct):
                 else processor_sources(settings.processor, settings.processor_package_dir)
             )
             code = function_code(extra_sources=extra)
+        #: ``kmsKeyArn``: the key every encryptable resource uses (None: each service's own).
+        self.encryption_key: kms.IKey | None = attach_key(
+            self, settings.kms_key_arn, settings.stage
+        )
         self.bucket_setup: BucketSetupProvider | None = None
         if any(spec.existing and set_up for spec, _, set_up in sources):
             self.bucket_setup = BucketSetupProvider(
@@ -576,6 +597,25 @@ class S3IngestPipeline(Construct):
             functions=self.functions,
             state_machines=self.state_machines,
         )
+        self._encrypt(settings)
+
+    def _encrypt(self, settings: Settings) -> None:
+        """``kmsKeyArn`` on every resource and the key grants each role's policy needs; the
+        adopted buckets' own keys (``buckets[].kmsKeyArn``) to the roles that read them."""
+        #: The key actions granted, by role path (``kmsKeyArn`` only).
+        self.key_grants: dict[str, list[str]] = {}
+        if self.encryption_key is not None:
+            encrypt_everything(self, self.encryption_key)
+            self.key_grants = grant_key_use(self, self.encryption_key)
+        # A bucket of the app (``bucket``, ``LandingBucketSource``) brings its own key, if any.
+        bucket_keys: list[tuple[str, list[str]]] = []
+        for entry in self.landings.entries:
+            own = entry.bucket.encryption_key if not entry.owned else None
+            key_arn = entry.spec.kms_key_arn or (own.key_arn if own is not None else None)
+            if key_arn is not None:
+                bucket_keys.append((key_arn, [entry.bucket.bucket_arn]))
+        #: The adopted buckets' key ARNs granted ``kms:Decrypt``, by role path.
+        self.bucket_key_grants: dict[str, list[str]] = grant_bucket_keys(self, bucket_keys)
 
     def _backfill(
         self,

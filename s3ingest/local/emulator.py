@@ -35,6 +35,13 @@ import boto3
 from botocore.config import Config
 
 from s3ingest.local import moto_patches, requests, s3control_jobs
+from s3ingest.local.encryption import (
+    encrypt_bucket,
+    key_id_argument,
+    local_key,
+    queue_attributes,
+    table_encryption,
+)
 from s3ingest.local.in_process import serve_in_process
 from s3ingest.settings import (
     CHANGE_SOURCE,
@@ -336,6 +343,8 @@ class Resources:
     foreign_inventory_bucket: str | None = None
     #: ``logKeys: hashed``: the secret keying the hash of keys in logs, as the stack generates.
     log_key_secret_arn: str | None = None
+    #: ``kmsKeyArn``: the emulator's key the resources name (:mod:`s3ingest.local.encryption`).
+    kms_key_arn: str | None = None
 
     @property
     def bucket_names(self) -> tuple[str, ...]:
@@ -417,8 +426,10 @@ def provision(
     if len(set(names)) != len(names):
         raise ValueError(f"a landing bucket is listed twice: {names}")
     s3, sqs, ddb, events = (emu.client(s) for s in ("s3", "sqs", "dynamodb", "events"))
+    key_arn = local_key(emu, settings, suffix)  # kmsKeyArn (not enforced locally)
     inventory_bucket = f"s3ingest-inventory-{suffix}"
     s3.create_bucket(Bucket=inventory_bucket)
+    encrypt_bucket(s3, inventory_bucket, key_arn)
     foreign_queue_url = foreign_inventory_bucket = None
     if any(b.foreign_config for b in landing):
         foreign_queue_url = sqs.create_queue(QueueName=f"other-team-{suffix}")["QueueUrl"]
@@ -426,6 +437,8 @@ def provision(
         s3.create_bucket(Bucket=foreign_inventory_bucket)
     for b in landing:
         s3.create_bucket(Bucket=b.name)
+        if not b.existing:
+            encrypt_bucket(s3, b.name, key_arn)
         if b.versioning:
             s3.put_bucket_versioning(
                 Bucket=b.name, VersioningConfiguration={"Status": b.versioning}
@@ -472,6 +485,7 @@ def provision(
         Attributes={
             "MessageRetentionPeriod": str(settings.dlq_retention_days * day),
             "MaximumMessageSize": str(DEAD_LETTER_MAX_MESSAGE_BYTES),
+            **queue_attributes(key_arn),
         },
     )["QueueUrl"]
     dlq_arn = _queue_arn(sqs, dlq_url)
@@ -484,6 +498,7 @@ def provision(
             "RedrivePolicy": json.dumps(
                 {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": settings.max_receive_count}
             ),
+            **queue_attributes(key_arn),
         },
     )["QueueUrl"]
     queue_arn = _queue_arn(sqs, queue_url)
@@ -497,6 +512,7 @@ def provision(
         KeySchema=[{"AttributeName": PARTITION_KEY, "KeyType": "HASH"}],
         AttributeDefinitions=[{"AttributeName": PARTITION_KEY, "AttributeType": "S"}],
         **stream,
+        **table_encryption(key_arn),
     )
     ddb.update_time_to_live(
         TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
@@ -517,18 +533,25 @@ def provision(
     if settings.processor_entries():
         output_bucket = f"s3ingest-output-{suffix}"
         s3.create_bucket(Bucket=output_bucket)
+        encrypt_bucket(s3, output_bucket, key_arn)
     log_key_secret_arn = None
     if settings.log_keys == "hashed":  # as the stack's secret: 64 random characters
         log_key_secret_arn = emu.client("secretsmanager").create_secret(
-            Name=f"s3ingest-log-key-{suffix}", SecretString=secrets.token_hex(32)
+            Name=f"s3ingest-log-key-{suffix}",
+            SecretString=secrets.token_hex(32),
+            **key_id_argument("KmsKeyId", key_arn),
         )["ARN"]
     stream_arn = change_bus = change_queue_url = change_dlq_url = None
     if settings.change_stream:
         stream_arn = created["TableDescription"]["LatestStreamArn"]
         change_bus = f"s3ingest-changes-{suffix}"
-        events.create_event_bus(Name=change_bus)
-        change_queue_url = sqs.create_queue(QueueName=f"changes-{suffix}")["QueueUrl"]
-        change_dlq_url = sqs.create_queue(QueueName=f"changes-dlq-{suffix}")["QueueUrl"]
+        events.create_event_bus(Name=change_bus, **key_id_argument("KmsKeyIdentifier", key_arn))
+        change_queue_url = sqs.create_queue(
+            QueueName=f"changes-{suffix}", Attributes=queue_attributes(key_arn)
+        )["QueueUrl"]
+        change_dlq_url = sqs.create_queue(
+            QueueName=f"changes-dlq-{suffix}", Attributes=queue_attributes(key_arn)
+        )["QueueUrl"]
         events.put_rule(
             Name=f"changes-{suffix}",
             EventBusName=change_bus,
@@ -559,6 +582,7 @@ def provision(
         foreign_queue_url=foreign_queue_url,
         foreign_inventory_bucket=foreign_inventory_bucket,
         log_key_secret_arn=log_key_secret_arn,
+        kms_key_arn=key_arn,
     )
 
 

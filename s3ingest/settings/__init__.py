@@ -19,11 +19,14 @@ from __future__ import annotations
 
 from s3ingest.settings.buckets import (
     BUCKET_FIELDS,
+    CREATE_KEY,
     INVENTORY_ID,
     INVENTORY_PREFIX,
+    KMS_KEY_ARN_RE,
     BucketSpec,
     InventoryRef,
     inventory_report_prefix,
+    kms_key_problems,
 )
 from s3ingest.settings.context import (
     CDK_PLAIN_KEYS,
@@ -73,12 +76,14 @@ __all__ = [
     "CDK_PLAIN_KEYS",
     "CHANGE_DETAIL_TYPES",
     "CHANGE_SOURCE",
+    "CREATE_KEY",
     "DEFAULTS",
     "DEFAULT_PROCESSOR_NAME",
     "DEFAULT_PROCESSOR_TIMEOUT_SECONDS",
     "HEARTBEAT_MARGIN_SECONDS",
     "INVENTORY_ID",
     "INVENTORY_PREFIX",
+    "KMS_KEY_ARN_RE",
     "LOG_RETENTION_DAYS",
     "MAX_ALARM_RANGE_SECONDS",
     "MAX_LAMBDA_TIMEOUT_SECONDS",
@@ -102,6 +107,7 @@ __all__ = [
     "is_cdk_key",
     "is_function_processor",
     "key_filters",
+    "kms_key_problems",
     "parse_hold",
     "processor_entry",
     "processors_env_size",

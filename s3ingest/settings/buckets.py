@@ -27,7 +27,27 @@ BUCKET_FIELDS = (
     "suffixes",
     "inventory",
     "eventBridge",
+    "kmsKeyArn",
 )
+
+#: A KMS key ARN in any partition, by key id (not an alias: a grant names the key itself)
+#: (https://docs.aws.amazon.com/kms/latest/developerguide/concepts.html#key-id-key-ARN).
+KMS_KEY_ARN_RE = re.compile(
+    r"^arn:aws(-[a-z]+)*:kms:[a-z]{2}(-[a-z]+)+-\d:\d{12}:key/[A-Za-z0-9-]{1,128}$"
+)
+#: ``kmsKeyArn``'s value for a key the stack creates.
+CREATE_KEY = "create"
+
+
+def kms_key_problems(where: str, value: str | None, *, allow_create: bool) -> list[str]:
+    """The problem of a ``kmsKeyArn`` value (empty when valid): ``None``, a key ARN or, with
+    ``allow_create``, :data:`CREATE_KEY`."""
+    if value is None or (allow_create and value == CREATE_KEY) or KMS_KEY_ARN_RE.match(value):
+        return []
+    also = f' or "{CREATE_KEY}"' if allow_create else ""
+    return [
+        f"{where}: {value!r} is not a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>){also}"
+    ]
 
 
 #: Where the stack's S3 Inventory reports land in the inventory bucket, and the id of the
@@ -83,6 +103,12 @@ class BucketSpec:
         Existing buckets: the stack switches on "Send notifications to Amazon EventBridge" and
         leaves it as found on deletion. ``False``: the bucket's owner does (``s3ingest onboard``
         checks it).
+    kms_key_arn : str or None
+        Existing buckets encrypted with SSE-KMS under a customer-managed key: that key's ARN.
+        ``kms:Decrypt`` on it goes to exactly the roles that read the bucket's objects (ingest,
+        reconciliation, the backfills, the presigning roles of processors;
+        ``docs/encryption.md``); the key's policy must allow this account. A bucket the stack
+        creates is encrypted with the stack's ``kmsKeyArn`` instead.
     """
 
     name: str | None = None
@@ -93,6 +119,7 @@ class BucketSpec:
     suffixes: tuple[str, ...] = ()
     inventory: bool | InventoryRef = True
     event_bridge: bool = True
+    kms_key_arn: str | None = None
 
     def construct_id(self, index: int) -> str:
         """``id``, else ``"Landing"`` for the first bucket and ``"Landing<index + 1>"`` after
@@ -153,6 +180,8 @@ class BucketSpec:
             out["inventory"] = False
         if not self.event_bridge:
             out["eventBridge"] = False
+        if self.kms_key_arn is not None:
+            out["kmsKeyArn"] = self.kms_key_arn
         return out
 
     @classmethod
@@ -203,6 +232,7 @@ class BucketSpec:
             inventory = True if flag is None else flag
         name = raw.get("name")
         ident = raw.get("id")
+        key_arn = raw.get("kmsKeyArn")
         spec = cls(
             name=None if name in (None, "") else str(name),
             existing=flags["existing"],
@@ -212,6 +242,7 @@ class BucketSpec:
             suffixes=filters["suffixes"],
             inventory=inventory,
             event_bridge=flags["eventBridge"],
+            kms_key_arn=None if key_arn in (None, "") else str(key_arn),
         )
         return spec, problems
 
@@ -234,6 +265,12 @@ class BucketSpec:
                     f"{where}.inventory.bucket: {self.inventory.bucket!r} is not a valid "
                     "S3 bucket name"
                 )
+        p.extend(kms_key_problems(f"{where}.kmsKeyArn", self.kms_key_arn, allow_create=False))
+        if self.kms_key_arn is not None and not self.existing:
+            p.append(
+                f"{where}.kmsKeyArn: only an existing bucket names its key (a bucket the stack "
+                "creates is encrypted with the stack's kmsKeyArn)"
+            )
         for key, values in (("prefixes", self.prefixes), ("suffixes", self.suffixes)):
             if len(set(values)) != len(values):
                 p.append(f"{where}.{key}: listed twice")

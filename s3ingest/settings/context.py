@@ -56,6 +56,7 @@ DEFAULTS: dict[str, Any] = {
     "ingestReservedConcurrency": None,
     "backfillReservedConcurrency": None,
     "operatorRoleArns": None,
+    "kmsKeyArn": None,
 }
 
 #: Whole-number settings whose default is ``None`` (unset).

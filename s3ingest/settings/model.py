@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from s3ingest.settings.buckets import BUCKET_NAME_RE, BucketSpec, parse_buckets
+from s3ingest.settings.buckets import BUCKET_NAME_RE, BucketSpec, kms_key_problems, parse_buckets
 from s3ingest.settings.context import (
     DEFAULTS,
     OPTIONAL_INT_KEYS,
@@ -227,6 +227,12 @@ class Settings:
         IAM role ARNs (``arn:aws:iam::<account>:role/...``) of the operators allowed to send to
         the ingest queue (a redrive from its dead-letter queue); the queue's policy denies every
         other principal but the stack's own (context key ``operatorRoleArns``: a JSON list).
+    kms_key_arn : str or None
+        The customer-managed KMS key that encrypts every resource of the stack that can be
+        (``docs/encryption.md``): a key ARN (``arn:aws:kms:<region>:<account>:key/<id>``, its
+        policy must allow what :func:`s3ingest.encryption.key_policy_statements` lists), or
+        ``"create"`` for a key the stack creates (rotated, retained, alias
+        ``alias/s3ingest-<stage>``). ``None``: each service's own encryption, as before.
     """
 
     stage: str = DEFAULTS["stage"]
@@ -270,6 +276,7 @@ class Settings:
     ingest_reserved_concurrency: int | None = DEFAULTS["ingestReservedConcurrency"]
     backfill_reserved_concurrency: int | None = DEFAULTS["backfillReservedConcurrency"]
     operator_role_arns: tuple[str, ...] = ()
+    kms_key_arn: str | None = DEFAULTS["kmsKeyArn"]
 
     @property
     def stack_name(self) -> str:
@@ -607,6 +614,7 @@ class Settings:
         for index, arn in enumerate(self.operator_role_arns):
             if not isinstance(arn, str) or not _ROLE_ARN_RE.match(arn):
                 p.append(f"operatorRoleArns[{index}]: {arn!r} is not an IAM role ARN")
+        p.extend(kms_key_problems("kmsKeyArn", self.kms_key_arn, allow_create=True))
         url = self.runbook_base_url or ""
         if not _RUNBOOK_URL_RE.match(url):
             p.append(

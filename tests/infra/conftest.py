@@ -113,7 +113,22 @@ PROCESSORS = {
     ],
 }
 
-#: Every synthesized variant, for the checks that apply to each (cdk-nag, cfn-lint).
+#: The adopted SSE-KMS bucket of the encrypted synth, and its own key (another team's).
+KMS_BUCKET = "partner-kms-bucket"
+KMS_BUCKET_KEY_ARN = "arn:aws:kms:us-east-1:123456789012:key/0b6c1a2e-3f4d-4e5f-8a9b-0c1d2e3f4a5b"
+#: The encrypted synth: the fan-out app (every optional part: both Step Functions engines, the
+#: change stream, a processor, an alarm e-mail) with ``kmsKeyArn: create``, hashed log keys (the
+#: secret) and, besides the created bucket, an adopted SSE-KMS bucket naming its own key.
+KMS = {
+    **CONTEXTS["fanout"],
+    "stage": "kms",
+    "kmsKeyArn": "create",
+    "logKeys": "hashed",
+    "buckets": [{}, {"name": KMS_BUCKET, "existing": True, "kmsKeyArn": KMS_BUCKET_KEY_ARN}],
+}
+
+#: Every synthesized variant, for the checks that apply to each (cdk-nag, cfn-lint; the
+#: encrypted synth's are in test_infra_encryption.py).
 VARIANTS = ["synth", "adopted_synth", "fanout_synth", "two_bucket_synth"]
 
 
@@ -176,6 +191,17 @@ def log_keys_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
     yield synthesize(
         tmp_path_factory.mktemp("cdk-out-log-keys"),
         {**CONTEXTS["fanout"], "stage": "logkeys", "logKeys": "hashed"},
+        code=lambda_.Code.from_inline("def handler(event, context):\n    return None\n"),
+    )
+
+
+@pytest.fixture(scope="session")
+def kms_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
+    """The app of :data:`KMS` (``kmsKeyArn: create``), synthesized once with inline stand-in
+    code (the template does not depend on the bundle)."""
+    yield synthesize(
+        tmp_path_factory.mktemp("cdk-out-kms"),
+        KMS,
         code=lambda_.Code.from_inline("def handler(event, context):\n    return None\n"),
     )
 

@@ -9,6 +9,8 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
+from s3ingest_cdk.encryption import pipeline_key
+
 #: The service principal CloudWatch alarms publish as.
 CLOUDWATCH_PRINCIPAL = "cloudwatch.amazonaws.com"
 
@@ -40,31 +42,17 @@ class AlarmTopic(Construct):
     ----------
     topic : aws_cdk.aws_sns.Topic
         The alarm topic.
-    key : aws_cdk.aws_kms.Key
-        The key that encrypts it.
+    key : aws_cdk.aws_kms.IKey
+        The key that encrypts it (the pipeline's, with ``kmsKeyArn``: its policy lets
+        CloudWatch alarms of this account use it, :mod:`s3ingest.encryption`).
     subscription : aws_cdk.aws_sns.Subscription or None
         The e-mail subscription, when ``email`` is given.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, email: str | None = None) -> None:
         super().__init__(scope, construct_id)
-        # The key only encrypts notifications in flight: nothing to keep once the stack is gone
-        # (KMS still waits its pending window before deleting it).
-        self.key = kms.Key(
-            self,
-            "Key",
-            description="s3ingest: encrypts the alarm topic",
-            enable_key_rotation=True,
-            removal_policy=RemovalPolicy.DESTROY,
-        )
-        self.key.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="AllowCloudWatchAlarmsToPublishToTheEncryptedTopic",
-                principals=[iam.ServicePrincipal(CLOUDWATCH_PRINCIPAL)],
-                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
-                resources=["*"],
-            )
-        )
+        shared = pipeline_key(self)
+        self.key: kms.IKey = shared if shared is not None else self._own_key()
         self.topic = sns.Topic(
             self,
             "Topic",
@@ -91,3 +79,24 @@ class AlarmTopic(Construct):
         self.subscription: sns.Subscription | None = None
         if email is not None:
             self.subscription = self.topic.add_subscription(subscriptions.EmailSubscription(email))
+
+    def _own_key(self) -> kms.Key:
+        """The topic's own key (no ``kmsKeyArn``)."""
+        # The key only encrypts notifications in flight: nothing to keep once the stack is gone
+        # (KMS still waits its pending window before deleting it).
+        key = kms.Key(
+            self,
+            "Key",
+            description="s3ingest: encrypts the alarm topic",
+            enable_key_rotation=True,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowCloudWatchAlarmsToPublishToTheEncryptedTopic",
+                principals=[iam.ServicePrincipal(CLOUDWATCH_PRINCIPAL)],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],
+            )
+        )
+        return key

@@ -22,6 +22,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from s3ingest_cdk.constructs.python_function import retention
+from s3ingest_cdk.encryption import pipeline_key
 
 
 @dataclass(frozen=True)
@@ -32,18 +33,19 @@ class ExecutionLogs:
     ----------
     log_group : aws_cdk.aws_logs.LogGroup
         The execution log group.
-    log_key : aws_cdk.aws_kms.Key
-        The key that encrypts it.
+    log_key : aws_cdk.aws_kms.IKey
+        The key that encrypts it (the pipeline's, with ``kmsKeyArn``).
     """
 
     log_group: logs.LogGroup
-    log_key: kms.Key
+    log_key: kms.IKey
 
 
 def execution_logs(scope: Construct, *, description: str, log_retention_days: int) -> ExecutionLogs:
     """Add ``LogKey`` (a rotated KMS key) and ``LogGroup`` (encrypted with it) to ``scope``.
 
-    Both are retained on stack deletion, like the functions' log groups.
+    Both are retained on stack deletion, like the functions' log groups. With ``kmsKeyArn``
+    the log group is encrypted with the pipeline's key instead and no ``LogKey`` is made.
 
     Parameters
     ----------
@@ -63,6 +65,16 @@ def execution_logs(scope: Construct, *, description: str, log_retention_days: in
     ValueError
         When ``log_retention_days`` is not a CloudWatch Logs retention value.
     """
+    shared = pipeline_key(scope)
+    if shared is not None:
+        log_group = logs.LogGroup(
+            scope,
+            "LogGroup",
+            retention=retention(log_retention_days),
+            encryption_key=shared,
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        return ExecutionLogs(log_group=log_group, log_key=shared)
     log_key = kms.Key(
         scope,
         "LogKey",

@@ -1,0 +1,149 @@
+"""The key policy a customer-managed KMS key needs to encrypt a stack (``kmsKeyArn``,
+``docs/encryption.md``): the statements that let the AWS services that encrypt on the stack's
+behalf use the key, each held to this account and region by a confused-deputy condition
+(``aws:SourceAccount`` with ``aws:SourceArn``, or the CloudWatch Logs encryption context).
+
+Plain data (no CDK import): the stack adds :func:`key_policy_statements` to the key it creates,
+and ``docs/encryption.md`` prints :func:`key_policy` for the owner of an imported key to review.
+https://docs.aws.amazon.com/IAM/latest/UserGuide/confused-deputy.html
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: The ``Sid`` of each service statement, by what it is for.
+LOGS_SID = "AllowCloudWatchLogsOfThisAccountAndRegion"
+EVENTS_TARGETS_SID = "AllowEventBridgeRulesToSendToEncryptedQueues"
+EVENTS_STORE_SID = "AllowEventBridgeBusesAndArchivesOfThisAccount"
+ALARMS_SID = "AllowCloudWatchAlarmsToPublishToTheEncryptedTopic"
+INVENTORY_SID = "AllowS3InventoryReportsOfThisAccount"
+LOG_DELIVERY_SID = "AllowStateMachineLogDeliveryOfThisAccount"
+#: The statement that lets the account's IAM policies grant the key (every key policy needs it
+#: for the stack's roles' grants to count:
+#: https://docs.aws.amazon.com/kms/latest/developerguide/key-policy-default.html).
+ACCOUNT_SID = "EnableIamPoliciesOfTheAccount"
+
+
+def key_policy_statements(
+    account: str, region: str, partition: str = "aws"
+) -> list[dict[str, Any]]:
+    """The service statements of the key's policy (IAM JSON, ``Resource: "*"`` as a key policy
+    writes it), for a stack in ``account`` and ``region`` of ``partition`` (CDK tokens work).
+
+    - CloudWatch Logs (log groups encrypted with the key), held to this account's and region's
+      log groups by ``kms:EncryptionContext:aws:logs:arn``
+      (https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html);
+    - EventBridge delivering to the encrypted queues (rule targets and their dead-letter
+      queues,
+      https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-troubleshooting.html#eb-sqs-encrypted);
+    - EventBridge storing events on the change bus and in the archives
+      (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-encryption-event-bus-cmkey.html,
+      https://docs.aws.amazon.com/eventbridge/latest/userguide/encryption-archives.html);
+    - CloudWatch alarms publishing to the encrypted alarm topic
+      (https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html);
+    - S3 writing inventory reports to the encrypted inventory bucket
+      (https://docs.aws.amazon.com/AmazonS3/latest/userguide/configure-inventory.html);
+    - log delivery of the state machines' execution logs (encrypted state machines,
+      https://docs.aws.amazon.com/step-functions/latest/dg/encryption-at-rest.html).
+    """
+    arn = f"arn:{partition}"
+    source_account = {"aws:SourceAccount": account}
+
+    def service(sid: str, principal: str, actions: list[str], condition: dict[str, Any]) -> dict:
+        return {
+            "Sid": sid,
+            "Effect": "Allow",
+            "Principal": {"Service": principal},
+            "Action": actions,
+            "Resource": "*",
+            "Condition": condition,
+        }
+
+    return [
+        service(
+            LOGS_SID,
+            f"logs.{region}.amazonaws.com",
+            [
+                "kms:Encrypt*",
+                "kms:Decrypt*",
+                "kms:ReEncrypt*",
+                "kms:GenerateDataKey*",
+                "kms:Describe*",
+            ],
+            {
+                "ArnLike": {
+                    "kms:EncryptionContext:aws:logs:arn": (
+                        f"{arn}:logs:{region}:{account}:log-group:*"
+                    )
+                }
+            },
+        ),
+        service(
+            EVENTS_TARGETS_SID,
+            "events.amazonaws.com",
+            ["kms:Decrypt", "kms:GenerateDataKey"],
+            {
+                "StringEquals": source_account,
+                "ArnLike": {"aws:SourceArn": f"{arn}:events:{region}:{account}:rule/*"},
+            },
+        ),
+        service(
+            EVENTS_STORE_SID,
+            "events.amazonaws.com",
+            ["kms:Decrypt", "kms:GenerateDataKey", "kms:ReEncryptFrom", "kms:ReEncryptTo"],
+            {
+                "StringEquals": source_account,
+                "ArnLike": {
+                    "aws:SourceArn": [
+                        f"{arn}:events:{region}:{account}:event-bus/*",
+                        f"{arn}:events:{region}:{account}:archive/*",
+                    ]
+                },
+            },
+        ),
+        service(
+            ALARMS_SID,
+            "cloudwatch.amazonaws.com",
+            ["kms:Decrypt", "kms:GenerateDataKey"],
+            {
+                "StringEquals": source_account,
+                "ArnLike": {"aws:SourceArn": f"{arn}:cloudwatch:{region}:{account}:alarm:*"},
+            },
+        ),
+        service(
+            INVENTORY_SID,
+            "s3.amazonaws.com",
+            ["kms:GenerateDataKey"],
+            {"StringEquals": source_account, "ArnLike": {"aws:SourceArn": f"{arn}:s3:::*"}},
+        ),
+        service(
+            LOG_DELIVERY_SID,
+            "delivery.logs.amazonaws.com",
+            ["kms:Decrypt"],
+            {
+                "StringEquals": source_account,
+                "ArnLike": {"aws:SourceArn": f"{arn}:logs:{region}:{account}:*"},
+            },
+        ),
+    ]
+
+
+def key_policy(account: str, region: str, partition: str = "aws") -> dict[str, Any]:
+    """A whole key policy for an imported key (``kmsKeyArn`` set to its ARN): the statement that
+    lets the account's IAM policies grant the key (the stack grants each role exactly what it
+    needs), then :func:`key_policy_statements`. Review it, and merge it into the key's own
+    policy (``aws kms put-key-policy``) before deploying."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": ACCOUNT_SID,
+                "Effect": "Allow",
+                "Principal": {"AWS": f"arn:{partition}:iam::{account}:root"},
+                "Action": "kms:*",
+                "Resource": "*",
+            },
+            *key_policy_statements(account, region, partition),
+        ],
+    }
