@@ -35,6 +35,7 @@ from s3ingest_cdk.features.log_keys import LogKeys
 from s3ingest_cdk.features.processors import ProcessorConfig, Processors, ingest_processors
 from s3ingest_cdk.features.service import IngestProcessors
 from s3ingest_cdk.flags import pin_flags
+from s3ingest_cdk.remote import RemoteSources, read_role_arn, remote_problems
 from s3ingest_fn import config as fn_config
 
 _DEFAULT = Settings()
@@ -313,6 +314,7 @@ class S3IngestPipeline(Construct):
             for problem in settings.problems()
             if not any(problem.startswith(field) for field in token_fields)
         )
+        problems.extend(remote_problems(self, specs))
         for index, statement in enumerate(processor_policy_statements):
             problems.extend(
                 f"processorPolicyStatements[{index}]: {error}"
@@ -348,8 +350,10 @@ class S3IngestPipeline(Construct):
                 )
             ]
         else:
+            # another account's bucket is set up by its own account's source stack
             sources = [
-                (spec, given.get(index), True) for index, spec in enumerate(settings.bucket_specs)
+                (spec, given.get(index), not spec.remote)
+                for index, spec in enumerate(settings.bucket_specs)
             ]
         self._compose(settings, sources, code)
 
@@ -423,9 +427,21 @@ class S3IngestPipeline(Construct):
             )
         self.landings = Landings(entries=tuple(entries), shared=entries[0].shared)
         self.landing = entries[0]
-        own_inventory = [e.bucket for e in entries if e.inventory_bucket is not None]
+        own_inventory = [
+            e.bucket for e in entries if e.inventory_bucket is not None and not e.spec.remote
+        ]
         if own_inventory:
             allow_inventory_delivery(self.landings.shared.inventory, own_inventory)
+        #: Buckets of other accounts: the default bus's statement, their inventories' delivery.
+        self.remote_sources: RemoteSources | None = None
+        if any(spec.remote or spec.region is not None for spec, _, _ in sources):
+            self.remote_sources = RemoteSources(
+                self,
+                "RemoteSources",
+                stage=settings.stage,
+                entries=[(e.spec, e.bucket) for e in entries],
+                inventory=self.landings.shared.inventory,
+            )
         self.bucket: s3.IBucket = self.landing.bucket
         self.ledger = LedgerTable(
             self,
@@ -659,6 +675,14 @@ class S3IngestPipeline(Construct):
             outputs["ProcessorFunctions"] = Stack.of(self).to_json_string(
                 {name: f.function_arn for name, f in self.processor_functions.items()}
             )
+        remote = {
+            e.bucket.bucket_name: read_role_arn(e.spec, self)
+            for e in self.landings.entries
+            if e.spec.remote
+        }
+        if remote:
+            # the role of each remote bucket's account the pipeline assumes to read it
+            outputs["RemoteReadRoleArns"] = Stack.of(self).to_json_string(remote)
         if self.log_keys.secret is not None:
             outputs["LogKeySecretArn"] = self.log_keys.secret.secret_arn
         if self.change_bus is not None and self.change_relay is not None:
