@@ -46,11 +46,17 @@ from s3ingest_cdk.stack import VERSION_TAG
 
 #: What the pipeline's readers call on a bucket (``s3ingest_fn.adapters``): HeadObject and
 #: GetObject (``s3:GetObject``, ``s3:GetObjectVersion`` with a version id), on the objects;
-#: ListObjectsV2 (``s3:ListBucket``), ListObjectVersions (``s3:ListBucketVersions``) and
-#: GetBucketVersioning (``s3:GetBucketVersioning``), on the bucket
+#: ListObjectsV2 (``s3:ListBucket``), ListObjectVersions (``s3:ListBucketVersions``),
+#: GetBucketVersioning (``s3:GetBucketVersioning``) and the delivery check's
+#: GetBucketNotificationConfiguration (``s3:GetBucketNotification``), on the bucket
 #: (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html).
 OBJECT_READ_ACTIONS = ("s3:GetObject", "s3:GetObjectVersion")
-BUCKET_READ_ACTIONS = ("s3:ListBucket", "s3:ListBucketVersions", "s3:GetBucketVersioning")
+BUCKET_READ_ACTIONS = (
+    "s3:ListBucket",
+    "s3:ListBucketVersions",
+    "s3:GetBucketVersioning",
+    "s3:GetBucketNotification",
+)
 #: Retention of the forwarding rule's dead-letter queue (SQS maximum).
 FORWARD_DLQ_RETENTION = Duration.days(14)
 

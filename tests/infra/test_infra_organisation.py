@@ -135,6 +135,7 @@ def test_read_role_allows_exactly_the_readers_actions_on_the_filtered_keys(
         "s3:ListBucket",
         "s3:ListBucketVersions",
         "s3:GetBucketVersioning",
+        "s3:GetBucketNotification",
     }
     drop = f"arn:aws:s3:::{PRODUCER_BUCKET}"
     archive = f"arn:aws:s3:::{PRODUCER_ARCHIVE}"
@@ -155,9 +156,13 @@ def test_read_role_allows_exactly_the_readers_actions_on_the_filtered_keys(
     assert verdict("s3:ListBucketVersions", drop, **{"s3:prefix": "incoming/"}) == "allowed"
     assert verdict("s3:ListBucketVersions", archive, **{"s3:prefix": ""}) == "implicit-deny"
     assert verdict("s3:ListBucket", archive, **{"s3:prefix": ""}) == "allowed"
+    # AND reads the bucket's versioning and notification configuration (listing, delivery check)
+    assert verdict("s3:GetBucketVersioning", archive) == "allowed"
+    assert verdict("s3:GetBucketNotification", drop) == "allowed"
     # AND writes nothing
     for action in ("s3:PutObject", "s3:DeleteObject", "s3:PutBucketPolicy"):
         assert verdict(action, f"{drop}/incoming/b.csv") == "implicit-deny"
+    assert verdict("s3:PutBucketNotification", drop) == "implicit-deny"
 
 
 def test_read_role_trust_admits_only_the_named_central_roles(source_synth: SourceSynth) -> None:
@@ -331,3 +336,11 @@ def test_example_stackset_deploys_the_source_stack_to_the_ou(
     assert any(k.startswith("SourceSameRegion") for k in body["Rules"])
     assert _resources(body, "Custom::S3IngestBucketSetup")
     assert (outdir / "stackset" / "Source.assets.json").exists()
+
+
+def test_central_stack_with_a_remote_bucket_is_nag_and_cfn_lint_clean(
+    remote_synth: Synth,
+) -> None:
+    # GIVEN the central app with the producer's bucket THEN cdk-nag and cfn-lint find nothing
+    assert not _nag(remote_synth.app)
+    assert not lint_problems(remote_synth.template_path)
