@@ -73,8 +73,15 @@ def _source_props(ctx: dict[str, str], code: lambda_.Code | None) -> dict[str, A
 class Central(Stack):
     """The central account's stack: the pipeline with one bucket of the producer account."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, ctx: dict[str, str],
-                 code: lambda_.Code | None, **kwargs: Any) -> None:  # fmt: skip
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        ctx: dict[str, str],
+        code: lambda_.Code | None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.pipeline = S3IngestPipeline(
             self,
@@ -117,8 +124,15 @@ class OrgSources(Stack):
     https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/stacksets-orgs-manage-auto-deployment.html
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, ctx: dict[str, str],
-                 template_body: str, **kwargs: Any) -> None:  # fmt: skip
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        ctx: dict[str, str],
+        template_body: str,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.stack_set = cloudformation.CfnStackSet(
             self,
@@ -151,10 +165,10 @@ def build(app: App, code: lambda_.Code | None = None) -> dict[str, Stack]:
     ctx = _context(app)
     central_env = Environment(account=ctx["centralAccount"], region=ctx["region"])
     producer_env = Environment(account=ctx["producerAccount"], region=ctx["region"])
-    central = Central(app, "Central", ctx=ctx, code=code, env=central_env,
-                      stack_name=CENTRAL_STACK)  # fmt: skip
-    producer = S3IngestSourceStack(app, "ProducerSource", env=producer_env,
-                                   **_source_props(ctx, code))  # fmt: skip
+    central = Central(app, "Central", ctx=ctx, code=code, env=central_env, stack_name=CENTRAL_STACK)
+    producer = S3IngestSourceStack(
+        app, "ProducerSource", env=producer_env, **_source_props(ctx, code)
+    )
     body = stackset_template(ctx, Path(app.outdir) / "stackset", code)
     org = OrgSources(app, "OrgSources", ctx=ctx, template_body=body, env=central_env)
     return {"central": central, "producer": producer, "org": org}
