@@ -168,6 +168,12 @@ class S3IngestPipeline(Construct):
         The provider of the existing buckets' setup resources (when one is set up).
     change_stream : s3ingest_cdk.features.ChangeStream or None
         The change-stream feature (``change_stream`` only).
+    remote_sources : s3ingest_cdk.remote.RemoteSources or None
+        The central side of the buckets of other accounts (``BucketSpec.account``): the
+        default bus's statement, their inventories' delivery (``docs/organisation.md``).
+    remote_read_roles : dict[str, str]
+        Each bucket of another account's read role ARN, by bucket name (every function's
+        ``READ_ROLES``, the ``RemoteReadRoleArns`` output).
     landing, ledger, processor_output, ingest_queue, routing, ingest, reconcile,
     reconcile_fan_out, reconcile_state_machine, reconcile_schedule, drift, backfill_control,
     backfill, batch_operations, backfill_state_machine, change_bus, change_relay,
@@ -432,7 +438,11 @@ class S3IngestPipeline(Construct):
         ]
         if own_inventory:
             allow_inventory_delivery(self.landings.shared.inventory, own_inventory)
-        #: Buckets of other accounts: the default bus's statement, their inventories' delivery.
+        #: Buckets of other accounts: the default bus's statement, their inventories' delivery,
+        #: the role of each one's account the pipeline assumes to read it (by bucket name).
+        self.remote_read_roles: dict[str, str] = {
+            e.bucket.bucket_name: read_role_arn(e.spec, self) for e in entries if e.spec.remote
+        }
         self.remote_sources: RemoteSources | None = None
         if any(spec.remote or spec.region is not None for spec, _, _ in sources):
             self.remote_sources = RemoteSources(
@@ -584,6 +594,12 @@ class S3IngestPipeline(Construct):
                     self.functions[role].add_environment(
                         fn_config.PROCESSOR_NAMES, ",".join(self.processor_names)
                     )
+        #: Buckets of other accounts: every function knows the role to read each one with
+        #: (``READ_ROLES``, :class:`s3ingest_fn.config.ClientConfig`).
+        if self.remote_read_roles:
+            roles = Stack.of(self).to_json_string(self.remote_read_roles)
+            for function in self.functions.values():
+                function.add_environment(fn_config.READ_ROLES, roles)
         #: ``logKeys``: every function's LOG_KEYS, the hash key's secret, the machines' logs.
         self.log_keys = LogKeys(
             self,
@@ -675,14 +691,9 @@ class S3IngestPipeline(Construct):
             outputs["ProcessorFunctions"] = Stack.of(self).to_json_string(
                 {name: f.function_arn for name, f in self.processor_functions.items()}
             )
-        remote = {
-            e.bucket.bucket_name: read_role_arn(e.spec, self)
-            for e in self.landings.entries
-            if e.spec.remote
-        }
-        if remote:
+        if self.remote_read_roles:
             # the role of each remote bucket's account the pipeline assumes to read it
-            outputs["RemoteReadRoleArns"] = Stack.of(self).to_json_string(remote)
+            outputs["RemoteReadRoleArns"] = Stack.of(self).to_json_string(self.remote_read_roles)
         if self.log_keys.secret is not None:
             outputs["LogKeySecretArn"] = self.log_keys.secret.secret_arn
         if self.change_bus is not None and self.change_relay is not None:

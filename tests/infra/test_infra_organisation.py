@@ -21,6 +21,7 @@ from s3ingest.settings import BucketSpec, SettingsError, ingest_event_pattern
 from s3ingest_cdk import S3IngestPipeline, S3IngestSourceStack
 from s3ingest_cdk.remote import remote_problems
 from s3ingest_cdk.synth import PROJECT_ROOT, Synth
+from s3ingest_fn.config import READ_ROLES
 
 from .conftest import (
     CENTRAL_ACCOUNT,
@@ -30,7 +31,7 @@ from .conftest import (
     PRODUCER_BUCKET,
     SourceSynth,
 )
-from .policy_eval import Request, decide
+from .policy_eval import Request, decide, symbol
 from .test_infra_cfn_lint import lint_problems
 
 EXAMPLE = PROJECT_ROOT / "examples" / "organisation"
@@ -236,9 +237,17 @@ def test_central_side_sets_up_no_remote_bucket_and_admits_its_inventory(
     (statement,) = statements
     assert statement["Condition"]["StringEquals"]["aws:SourceAccount"] == PRODUCER_ACCOUNT
     assert PRODUCER_BUCKET in json.dumps(statement["Condition"]["ArnLike"]["aws:SourceArn"])
-    # AND the operators read the read role of the bucket's account from the outputs
-    roles = json.dumps(remote_synth.template["Outputs"]["RemoteReadRoleArns"]["Value"])
-    assert f":iam::{PRODUCER_ACCOUNT}:role/s3ingest-source-read-us-east-1" in roles
+    # AND the operators read the read role of the bucket's account from the outputs, and every
+    # function from its environment (READ_ROLES)
+    role = f"arn:aws:iam::{PRODUCER_ACCOUNT}:role/s3ingest-source-read-us-east-1"
+    output = remote_synth.template["Outputs"]["RemoteReadRoleArns"]["Value"]
+    assert json.loads(symbol(output)) == {PRODUCER_BUCKET: role}
+    functions = remote_synth.resources("AWS::Lambda::Function")
+    for logical_id in (
+        remote_synth.logical_id(f) for f in remote_synth.pipeline.functions.values()
+    ):
+        variables = functions[logical_id]["Properties"]["Environment"]["Variables"]
+        assert json.loads(symbol(variables[READ_ROLES])) == {PRODUCER_BUCKET: role}, logical_id
 
 
 def test_central_pipeline_refuses_a_bucket_of_another_region() -> None:

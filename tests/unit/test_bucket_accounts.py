@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from s3ingest.settings import BucketSpec, Settings, SettingsError
+from s3ingest_fn.config import READ_ROLES, ClientConfig, ConfigError
 
 REMOTE = {
     "name": "producer-drop",
@@ -59,3 +60,20 @@ def test_a_local_entry_keeps_its_context_form() -> None:
         "name": "team-bucket",
         "existing": True,
     }
+
+
+def test_the_functions_read_each_remote_bucket_s_role_from_their_environment() -> None:
+    # GIVEN READ_ROLES as the stack writes it
+    role = "arn:aws:iam::222222222222:role/s3ingest-source-read-eu-west-1"
+    clients = ClientConfig.from_env({READ_ROLES: f'{{"producer-drop": "{role}"}}'})
+    # THEN the client configuration names it per bucket, and writes it back
+    assert clients.read_roles == {"producer-drop": role}
+    assert ClientConfig.from_env(clients.to_env()) == clients
+    # AND without it every bucket is local
+    assert ClientConfig.from_env({}).read_roles == {}
+
+
+@pytest.mark.parametrize("raw", ["[1]", '{"b": 1}', "not json"])
+def test_a_malformed_read_roles_value_is_refused(raw: str) -> None:
+    with pytest.raises(ConfigError, match=READ_ROLES):
+        ClientConfig.from_env({READ_ROLES: raw})
