@@ -598,8 +598,14 @@ class S3IngestPipeline(Construct):
         #: (``READ_ROLES``, :class:`s3ingest_fn.config.ClientConfig`).
         if self.remote_read_roles:
             roles = Stack.of(self).to_json_string(self.remote_read_roles)
+            assume = iam.PolicyStatement(
+                actions=["sts:AssumeRole"], resources=sorted(set(self.remote_read_roles.values()))
+            )
             for function in self.functions.values():
                 function.add_environment(fn_config.READ_ROLES, roles)
+                # the identity half of the cross-account trust (the read role's trust is the
+                # other): https://docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_common-scenarios_aws-accounts.html
+                function.add_to_role_policy(assume)
         #: ``logKeys``: every function's LOG_KEYS, the hash key's secret, the machines' logs.
         self.log_keys = LogKeys(
             self,

@@ -248,6 +248,29 @@ def test_central_side_sets_up_no_remote_bucket_and_admits_its_inventory(
     ):
         variables = functions[logical_id]["Properties"]["Environment"]["Variables"]
         assert json.loads(symbol(variables[READ_ROLES])) == {PRODUCER_BUCKET: role}, logical_id
+    # AND every function's role may assume that role, and no other
+    assumed = {
+        symbol(r)
+        for policy in remote_synth.resources("AWS::IAM::Policy").values()
+        for st in policy["Properties"]["PolicyDocument"]["Statement"]
+        if st["Action"] == "sts:AssumeRole"
+        for r in (st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]])
+    }
+    assert assumed == {role}
+    granted = {
+        r["Ref"]
+        for policy in remote_synth.resources("AWS::IAM::Policy").values()
+        if any(
+            st["Action"] == "sts:AssumeRole"
+            for st in policy["Properties"]["PolicyDocument"]["Statement"]
+        )
+        for r in policy["Properties"]["Roles"]
+    }
+    roles_of_functions = {
+        functions[remote_synth.logical_id(f)]["Properties"]["Role"]["Fn::GetAtt"][0]
+        for f in remote_synth.pipeline.functions.values()
+    }
+    assert granted == roles_of_functions
 
 
 def test_central_pipeline_refuses_a_bucket_of_another_region() -> None:
