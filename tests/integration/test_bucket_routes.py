@@ -22,7 +22,7 @@ from s3ingest_fn.core.ports import Pin
 
 #: The producer's account, and the role its source stack deploys for the central pipeline.
 PRODUCER = "222233334444"
-ROLE = f"arn:aws:iam::{PRODUCER}:role/s3ingest-read-{REGION}"
+ROLE = f"arn:aws:iam::{PRODUCER}:role/s3ingest-source-read-{REGION}"
 
 
 @pytest.fixture
@@ -96,3 +96,41 @@ def test_a_role_that_cannot_be_assumed_fails_the_read_with_sts_answer(emulator: 
     with pytest.raises(ClientError, match="AccessDenied"):
         s3.head_object(Bucket="far", Key="k")
     assert calls == [ROLE] and ACCOUNT not in ROLE
+
+
+@pytest.mark.contract("C15")
+def test_a_remote_bucket_is_ingested_reconciled_and_backfilled_through_its_role(
+    emulator: Any,
+) -> None:
+    # GIVEN a pipeline whose landing bucket is an existing bucket of the producer's account
+    # (its source stack deployed: delivery on), holding objects from before the pipeline
+    from s3ingest.local.chaos import Chaos
+    from s3ingest.local.runtime import LocalRuntime, local_settings
+    from s3ingest.settings import BucketSpec
+
+    name = f"producer-{uuid.uuid4().hex[:12]}"
+    spec = BucketSpec(name=name, existing=True, account=PRODUCER, versioned=True)
+    rt = LocalRuntime(emulator, local_settings(), buckets=[spec])
+    assert rt.resources.read_roles == {name: ROLE}
+    for i in range(6):
+        rt.faithful.put(f"old/{i}.txt", f"old {i}")
+    rt.faithful.take_pending()  # written before the pipeline: no event reached it
+    # WHEN live traffic arrives with drops and duplicates, and the bucket is backfilled
+    for i in range(8):
+        rt.faithful.put(f"in/{i}.txt", f"v1 {i}")
+    rt.faithful.delete("in/3.txt")
+    rt.flush(Chaos(seed=4, drop=0.25, duplicate=0.3, reorder=True))
+    rt.drain()
+    backfill = rt.backfill_listing()
+    rt.reconcile("listing")
+    # THEN the ledger equals the bucket, every effect ran, nothing was dead-lettered
+    assert backfill["execution"]["status"] == "SUCCEEDED", backfill
+    comparison = rt.compare()
+    assert comparison.converged, comparison.differences
+    assert rt.check_effects() == []
+    assert rt.dlq_messages() == []
+    assert {r.key for r in rt.ledger_rows() if r.present} >= {f"old/{i}.txt" for i in range(6)}
+    # AND the central account's own credentials cannot read that bucket
+    with pytest.raises(ClientError) as refused:
+        emulator.client("s3").head_object(Bucket=name, Key="in/0.txt")
+    assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
