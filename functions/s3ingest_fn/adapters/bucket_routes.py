@@ -53,8 +53,8 @@ def assumed_session(sts: Any, role_arn: str, region: str | None) -> Any:
         }
 
     core = botocore.session.Session()
-    # botocore's documented way to give a session refreshing credentials has no public setter
-    core._credentials = DeferredRefreshableCredentials(fetch, "sts-assume-role")
+    # botocore has no public setter for refreshing credentials (set_credentials: static ones)
+    core._credentials = DeferredRefreshableCredentials(fetch, "sts-assume-role")  # type: ignore[attr-defined]
     return boto3.session.Session(botocore_session=core, region_name=region)
 
 
