@@ -50,9 +50,10 @@ lint: $(STAMP)  ## ruff: lint and format (make format rewrites)
 format: $(STAMP)  ## ruff format the sources
 	$(BIN)/ruff format .
 
-typecheck: $(STAMP)  ## mypy (the example app apart: its app.py would clash with ours)
+typecheck: $(STAMP)  ## mypy (the example apps apart: their app.py would clash with ours)
 	$(BIN)/mypy
 	$(BIN)/mypy examples/existing-app/app.py
+	$(BIN)/mypy examples/organisation/app.py
 
 # Two test workers (pytest-xdist); the infra tests, which synthesize, stay together on one of them
 # (tests/infra/conftest.py), so each variant is synthesized once. `make unit PYTEST_WORKERS=0`

@@ -73,6 +73,9 @@ POWERTOOLS_TRACE_DISABLED = "POWERTOOLS_TRACE_DISABLED"
 #: How object keys appear in the function's logs: ``plain``, ``hashed`` or ``none``
 #: (:class:`LogConfig`; the ``logKeys`` setting).
 LOG_KEYS = "LOG_KEYS"
+#: The role of each bucket of another account, ``{"<bucket>": "<role ARN>"}`` (JSON): what the
+#: functions assume to read it (``docs/organisation.md``).
+READ_ROLES = "READ_ROLES"
 #: The Secrets Manager secret whose value keys the hash of ``LOG_KEYS=hashed``.
 LOG_KEY_SECRET_ARN = "LOG_KEY_SECRET_ARN"
 #: ``LOG_KEYS``' values (kept in step with ``s3ingest.settings.LOG_KEYS_MODES``).
@@ -759,7 +762,8 @@ class ClientConfig(_Config):
     ``AWS_DEFAULT_REGION``), ``AWS_ENDPOINT_URL`` (the local runtime's emulator) and the
     credentials Lambda puts in the environment (``AWS_ACCESS_KEY_ID``,
     ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``); unset: boto3's default chain. The
-    clients themselves are made by :func:`s3ingest_fn.wiring.client`."""
+    clients themselves are made by :func:`s3ingest_fn.wiring.client`. ``READ_ROLES``: the role
+    to assume per bucket of another account (:attr:`read_roles`; not yet assumed by wiring)."""
 
     ROLE: ClassVar[str] = "aws clients"
 
@@ -768,15 +772,28 @@ class ClientConfig(_Config):
     access_key_id: str | None = None
     secret_access_key: str | None = None
     session_token: str | None = None
+    read_roles_json: str | None = None
+
+    @property
+    def read_roles(self) -> dict[str, str]:
+        """``READ_ROLES``, parsed: bucket name -> role ARN (empty: every bucket is local)."""
+        roles: dict[str, str] = json.loads(self.read_roles_json or "{}")
+        return roles
 
     @classmethod
     def _read(cls: type[C], env: Mapping[str, str], problems: list[str]) -> C:
+        roles = _json(env, READ_ROLES, problems)
+        if roles is not None and not (
+            isinstance(roles, dict) and all(isinstance(v, str) for v in roles.values())
+        ):
+            problems.append(f"{READ_ROLES} must be a JSON object of role ARNs by bucket")
         return cls(  # type: ignore[call-arg]
             region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
             endpoint_url=env.get("AWS_ENDPOINT_URL") or None,
             access_key_id=env.get("AWS_ACCESS_KEY_ID") or None,
             secret_access_key=env.get("AWS_SECRET_ACCESS_KEY") or None,
             session_token=env.get("AWS_SESSION_TOKEN") or None,
+            read_roles_json=env.get(READ_ROLES) or None,
         )
 
     def to_env(self) -> dict[str, str]:
@@ -787,6 +804,7 @@ class ClientConfig(_Config):
         _put(env, "AWS_ACCESS_KEY_ID", self.access_key_id)
         _put(env, "AWS_SECRET_ACCESS_KEY", self.secret_access_key)
         _put(env, "AWS_SESSION_TOKEN", self.session_token)
+        _put(env, READ_ROLES, self.read_roles_json)
         return env
 
 

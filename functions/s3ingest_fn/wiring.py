@@ -428,7 +428,26 @@ _SESSIONS_LOCK = threading.Lock()
 def client(clients: ClientConfig, service: str, **kwargs: Any) -> Any:
     """A boto3 client of ``service`` made from ``clients`` (the function's region, endpoint and
     credentials; unset fields: boto3's default chain), one boto3 session per configuration
-    (a session caches the service models; it is not thread-safe, hence the lock)."""
+    (a session caches the service models; it is not thread-safe, hence the lock). For ``s3``
+    with buckets of other accounts (``clients.read_roles``), a
+    :class:`~s3ingest_fn.adapters.bucket_routes.BucketRoutedS3`: each of those buckets is read
+    through its account's role."""
+    own = _client(clients, service, **kwargs)
+    roles = clients.read_roles if service == "s3" else {}
+    if not roles:
+        return own
+    from s3ingest_fn.adapters.bucket_routes import BucketRoutedS3, assumed_session
+
+    def remote(role_arn: str) -> Any:
+        session = assumed_session(_client(clients, "sts"), role_arn, clients.region)
+        if clients.endpoint_url and "endpoint_url" not in kwargs:
+            kwargs["endpoint_url"] = clients.endpoint_url
+        return session.client(service, **kwargs)
+
+    return BucketRoutedS3(own, roles, remote)
+
+
+def _client(clients: ClientConfig, service: str, **kwargs: Any) -> Any:
     import boto3
 
     with _SESSIONS_LOCK:

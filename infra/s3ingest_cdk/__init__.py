@@ -7,6 +7,8 @@
 the app's feature flags);
 ``ProcessorConfig`` is one of its ``processors`` (a team's Lambda function, a deployed handler
 or an in-process module); ``S3IngestStack`` is the stack ``app.py`` deploys around the pipeline.
+``S3IngestSource`` (and its stack, ``S3IngestSourceStack``) is what the account of a bucket of
+another account deploys for a central pipeline (``docs/organisation.md``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from s3ingest_cdk.constructs.landing_bucket import (
 )
 from s3ingest_cdk.features.processors import ProcessorConfig
 from s3ingest_cdk.pipeline import LandingBucketSource, S3IngestPipeline
+from s3ingest_cdk.source import S3IngestSource, S3IngestSourceStack
 
 __all__ = [
     "BucketSpec",
@@ -26,6 +29,8 @@ __all__ = [
     "LandingBucketSource",
     "ProcessorConfig",
     "S3IngestPipeline",
+    "S3IngestSource",
+    "S3IngestSourceStack",
     "adopted_bucket",
     "enable_event_bridge",
     "server_access_logs",

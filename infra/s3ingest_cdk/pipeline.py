@@ -43,6 +43,7 @@ from s3ingest_cdk.features.log_keys import LogKeys
 from s3ingest_cdk.features.processors import ProcessorConfig, Processors, ingest_processors
 from s3ingest_cdk.features.service import IngestProcessors
 from s3ingest_cdk.flags import pin_flags
+from s3ingest_cdk.remote import RemoteSources, read_role_arn, remote_problems
 from s3ingest_fn import config as fn_config
 
 _DEFAULT = Settings()
@@ -175,6 +176,12 @@ class S3IngestPipeline(Construct):
         The provider of the existing buckets' setup resources (when one is set up).
     change_stream : s3ingest_cdk.features.ChangeStream or None
         The change-stream feature (``change_stream`` only).
+    remote_sources : s3ingest_cdk.remote.RemoteSources or None
+        The central side of the buckets of other accounts (``BucketSpec.account``): the
+        default bus's statement, their inventories' delivery (``docs/organisation.md``).
+    remote_read_roles : dict[str, str]
+        Each bucket of another account's read role ARN, by bucket name (every function's
+        ``READ_ROLES``, the ``RemoteReadRoleArns`` output).
     landing, ledger, processor_output, ingest_queue, routing, ingest, reconcile,
     reconcile_fan_out, reconcile_state_machine, reconcile_schedule, drift, backfill_control,
     backfill, batch_operations, backfill_state_machine, change_bus, change_relay,
@@ -329,6 +336,7 @@ class S3IngestPipeline(Construct):
             for problem in settings.problems()
             if not any(problem.startswith(field) for field in token_fields)
         )
+        problems.extend(remote_problems(self, specs))
         for index, statement in enumerate(processor_policy_statements):
             problems.extend(
                 f"processorPolicyStatements[{index}]: {error}"
@@ -365,8 +373,10 @@ class S3IngestPipeline(Construct):
                 )
             ]
         else:
+            # another account's bucket is set up by its own account's source stack
             sources = [
-                (spec, given.get(index), True) for index, spec in enumerate(settings.bucket_specs)
+                (spec, given.get(index), not spec.remote)
+                for index, spec in enumerate(settings.bucket_specs)
             ]
         self._compose(settings, sources, code)
 
@@ -444,9 +454,25 @@ class S3IngestPipeline(Construct):
             )
         self.landings = Landings(entries=tuple(entries), shared=entries[0].shared)
         self.landing = entries[0]
-        own_inventory = [e.bucket for e in entries if e.inventory_bucket is not None]
+        own_inventory = [
+            e.bucket for e in entries if e.inventory_bucket is not None and not e.spec.remote
+        ]
         if own_inventory:
             allow_inventory_delivery(self.landings.shared.inventory, own_inventory)
+        #: Buckets of other accounts: the default bus's statement, their inventories' delivery,
+        #: the role of each one's account the pipeline assumes to read it (by bucket name).
+        self.remote_read_roles: dict[str, str] = {
+            e.bucket.bucket_name: read_role_arn(e.spec, self) for e in entries if e.spec.remote
+        }
+        self.remote_sources: RemoteSources | None = None
+        if any(spec.remote or spec.region is not None for spec, _, _ in sources):
+            self.remote_sources = RemoteSources(
+                self,
+                "RemoteSources",
+                stage=settings.stage,
+                entries=[(e.spec, e.bucket) for e in entries],
+                inventory=self.landings.shared.inventory,
+            )
         self.bucket: s3.IBucket = self.landing.bucket
         self.ledger = LedgerTable(
             self,
@@ -589,6 +615,18 @@ class S3IngestPipeline(Construct):
                     self.functions[role].add_environment(
                         fn_config.PROCESSOR_NAMES, ",".join(self.processor_names)
                     )
+        #: Buckets of other accounts: every function knows the role to read each one with
+        #: (``READ_ROLES``, :class:`s3ingest_fn.config.ClientConfig`).
+        if self.remote_read_roles:
+            roles = Stack.of(self).to_json_string(self.remote_read_roles)
+            assume = iam.PolicyStatement(
+                actions=["sts:AssumeRole"], resources=sorted(set(self.remote_read_roles.values()))
+            )
+            for function in self.functions.values():
+                function.add_environment(fn_config.READ_ROLES, roles)
+                # the identity half of the cross-account trust (the read role's trust is the
+                # other): https://docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_common-scenarios_aws-accounts.html
+                function.add_to_role_policy(assume)
         #: ``logKeys``: every function's LOG_KEYS, the hash key's secret, the machines' logs.
         self.log_keys = LogKeys(
             self,
@@ -699,6 +737,9 @@ class S3IngestPipeline(Construct):
             outputs["ProcessorFunctions"] = Stack.of(self).to_json_string(
                 {name: f.function_arn for name, f in self.processor_functions.items()}
             )
+        if self.remote_read_roles:
+            # the role of each remote bucket's account the pipeline assumes to read it
+            outputs["RemoteReadRoleArns"] = Stack.of(self).to_json_string(self.remote_read_roles)
         if self.log_keys.secret is not None:
             outputs["LogKeySecretArn"] = self.log_keys.secret.secret_arn
         if self.change_bus is not None and self.change_relay is not None:

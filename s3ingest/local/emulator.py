@@ -27,7 +27,7 @@ import socket
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +51,7 @@ from s3ingest.settings import (
     Settings,
     ingest_event_pattern,
 )
+from s3ingest.settings.buckets import source_read_role_name
 from s3ingest_fn.adapters.dynamo_ledger import PARTITION_KEY, TTL_ATTRIBUTE
 from s3ingest_fn.adapters.sqs import DEAD_LETTER_MAX_MESSAGE_BYTES, INGEST_QUEUE_MAX_MESSAGE_BYTES
 from s3ingest_fn.core.scope import Scope
@@ -258,6 +259,48 @@ class Emulator:
         serve_in_process(client)
         return s3control_jobs.local_host(client) if service == "s3control" else client
 
+    def account_client(self, service: str, account: str | None) -> Any:
+        """A client of ``service`` acting as account ``account`` (12 digits): credentials of
+        ``sts:AssumeRole`` on its ``OrganizationAccountAccessRole`` (the administrator role
+        AWS Organizations creates in a member account,
+        https://docs.aws.amazon.com/organizations/latest/userguide/orgs_manage_accounts_access.html);
+        moto acts in the account of the assumed role. ``None`` or the emulator's own account:
+        :meth:`client`."""
+        if account is None or account == ACCOUNT:
+            return self.client(service)
+        creds = self.client("sts").assume_role(
+            RoleArn=f"arn:aws:iam::{account}:role/OrganizationAccountAccessRole",
+            RoleSessionName="s3ingest-local",
+        )["Credentials"]
+        with self._session_lock:
+            session: Any = self._session
+            client = session.client(
+                service,
+                endpoint_url=self.endpoint_url,
+                region_name=REGION,
+                aws_access_key_id=creds["AccessKeyId"],
+                aws_secret_access_key=creds["SecretAccessKey"],
+                aws_session_token=creds["SessionToken"],
+                config=self._config,
+            )
+        return serve_in_process(client)
+
+    def reading_through(self, read_roles: Mapping[str, str]) -> Any:
+        """An S3 client of the emulator's account that reads each bucket of ``read_roles``
+        through its role, as the functions' clients do
+        (:class:`~s3ingest_fn.adapters.bucket_routes.BucketRoutedS3`); the plain client when
+        there are none."""
+        own = self.client("s3")
+        if not read_roles:
+            return own
+        from s3ingest_fn.adapters.bucket_routes import BucketRoutedS3, assumed_session
+
+        def remote(role_arn: str) -> Any:
+            session = assumed_session(self.client("sts"), role_arn, REGION)
+            return serve_in_process(session.client("s3", endpoint_url=self.endpoint_url))
+
+        return BucketRoutedS3(own, read_roles, remote)
+
 
 #: Ids of another team's configurations on a ``foreign_config`` bucket.
 FOREIGN_QUEUE_ID = "other-team-queue"
@@ -303,6 +346,11 @@ class LandingBucket:
     suffixes: tuple[str, ...] = ()
     existing: bool = False
     foreign_config: bool = False
+    #: The account owning the bucket when it is not the pipeline's (``buckets[].account``).
+    account: str | None = None
+    #: The role of :attr:`account` the pipeline reads the bucket through (``readRoleArn``,
+    #: default the source stack's ``s3ingest-source-read-<region>``).
+    read_role_arn: str | None = None
 
     def scope_entry(self) -> dict[str, Any]:
         """``{"name", "prefixes", "suffixes"}`` (``SCOPE``'s entry)."""
@@ -345,6 +393,11 @@ class Resources:
     log_key_secret_arn: str | None = None
     #: ``kmsKeyArn``: the emulator's key the resources name (:mod:`s3ingest.local.encryption`).
     kms_key_arn: str | None = None
+
+    @property
+    def read_roles(self) -> dict[str, str]:
+        """``READ_ROLES``: each bucket of another account -> the role it is read through."""
+        return {b.name: b.read_role_arn for b in self.buckets if b.read_role_arn}
 
     @property
     def bucket_names(self) -> tuple[str, ...]:
@@ -419,13 +472,21 @@ def provision(
             suffixes=tuple(b.spec.suffixes),
             existing=b.spec.existing,
             foreign_config=b.foreign_config,
+            account=b.spec.account,
+            read_role_arn=(
+                b.spec.read_role_arn
+                or f"arn:aws:iam::{b.spec.account}:role/{source_read_role_name(REGION)}"
+            )
+            if b.spec.account
+            else None,
         )
         for i, b in enumerate(wanted)
     )
     names = [b.name for b in landing]
     if len(set(names)) != len(names):
         raise ValueError(f"a landing bucket is listed twice: {names}")
-    s3, sqs, ddb, events = (emu.client(s) for s in ("s3", "sqs", "dynamodb", "events"))
+    central_s3, sqs, ddb, events = (emu.client(s) for s in ("s3", "sqs", "dynamodb", "events"))
+    s3 = central_s3
     key_arn = local_key(emu, settings, suffix)  # kmsKeyArn (not enforced locally)
     inventory_bucket = f"s3ingest-inventory-{suffix}"
     s3.create_bucket(Bucket=inventory_bucket)
@@ -436,6 +497,9 @@ def provision(
         foreign_inventory_bucket = f"other-team-inventory-{suffix}"
         s3.create_bucket(Bucket=foreign_inventory_bucket)
     for b in landing:
+        # a bucket of another account: its owner's; the source stack deployed there has
+        # switched EventBridge delivery on and added the inventory configuration
+        s3 = emu.account_client("s3", b.account) if b.account else central_s3
         s3.create_bucket(Bucket=b.name)
         if not b.existing:
             encrypt_bucket(s3, b.name, key_arn)
@@ -460,7 +524,7 @@ def provision(
                     FOREIGN_INVENTORY_ID, foreign_inventory_bucket, "reports", "Weekly", "Current"
                 ),
             )
-        if not b.existing:  # the stack's own bucket: EventBridge delivery on from the start
+        if not b.existing or b.account:  # EventBridge delivery on from the start
             notification["EventBridgeConfiguration"] = {}
         if notification:
             s3.put_bucket_notification_configuration(
@@ -478,6 +542,7 @@ def provision(
                 "All" if b.versioning else "Current",
             ),
         )
+    s3 = central_s3
     bucket = landing[0].name
     day = 86_400
     dlq_url = sqs.create_queue(

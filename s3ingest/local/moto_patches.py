@@ -391,6 +391,22 @@ PATCHES: tuple[Patch, ...] = (
         ),
     ),
     Patch(
+        name="s3-refuses-other-accounts-buckets",
+        kind="correctness",
+        why="a bucket of another account answers 403 unless read through that account's role, "
+        "as S3 does for a caller its bucket policy does not admit (moto lets every account in)",
+        apply=f"{_LOCAL}.moto_accounts:refuse_other_accounts_buckets",
+        targets=(Target(f"{_S3}.models", "s3_allow_crossdomain_access", params=()),),
+    ),
+    Patch(
+        name="sigv4-presigned-url-account",
+        kind="correctness",
+        why="a Signature Version 4 presigned URL acts as its X-Amz-Credential's account (moto "
+        "reads only the Authorization header and SigV2's AWSAccessKeyId)",
+        apply=f"{_LOCAL}.moto_accounts:presigned_urls_name_their_account",
+        targets=(Target("moto.core.responses", "BaseResponse.get_access_key", params=("self",)),),
+    ),
+    Patch(
         name="events-input-path-memo",
         kind="speed",
         why="an EventBridge input path (jsonpath_ng, which moto calls per delivery) is parsed "

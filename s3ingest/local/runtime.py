@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any, cast
 
 from s3ingest.commands.review import matching
@@ -212,14 +213,15 @@ class LocalRuntime:
         self.resources: Resources = provision(
             emu, self.settings, bucket=bucket, versioning=versioning, buckets=buckets
         )
-        self.s3 = emu.client("s3")
+        self.s3 = emu.reading_through(self.resources.read_roles)
         self.sqs = emu.client("sqs")
         self.ddb = emu.client("dynamodb")
         self.events = emu.client("events")
         clock = SequencerClock(seed)
-        #: One FaithfulS3 per landing bucket, in order.
+        faithful = partial(FaithfulS3, clock=clock, follow_notification=True)
+        #: One FaithfulS3 per landing bucket, in order (writing as the bucket's owner).
         self.buckets: dict[str, FaithfulS3] = {
-            b.name: FaithfulS3(self.s3, b.name, b.versioning, clock, follow_notification=True)
+            b.name: faithful(emu.account_client("s3", b.account), b.name, b.versioning)
             for b in self.resources.buckets
         }
         self.faithful = self.buckets[self.resources.bucket]
@@ -390,6 +392,8 @@ class LocalRuntime:
             env[fn_config.PROCESSORS] = json.dumps(self.settings.processor_entries())
         if self.settings.processor_entries() and self.resources.output_bucket:
             env[fn_config.OUTPUT_BUCKET] = self.resources.output_bucket
+        if r.read_roles:
+            env[fn_config.READ_ROLES] = json.dumps(r.read_roles)
         env.update(self.settings.hold_env())
         env.update(fn_config.LogConfig(self.settings.log_keys, r.log_key_secret_arn).to_env())
         return env

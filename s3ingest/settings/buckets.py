@@ -17,6 +17,13 @@ from s3ingest.settings.context import to_bool
 BUCKET_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _CONSTRUCT_ID_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,63}$")
 _INVENTORY_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+#: An AWS account id (12 digits), a commercial-style Region name, an IAM role ARN.
+ACCOUNT_RE = re.compile(r"^[0-9]{12}$")
+REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-[0-9]$")
+ROLE_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}$")
+#: The name of the read role the source stack creates in a bucket's account
+#: (:func:`source_read_role_name`): one per account and Region (IAM names are per account).
+SOURCE_READ_ROLE_PREFIX = "s3ingest-source-read-"
 #: Fields of one ``buckets`` entry (context form).
 BUCKET_FIELDS = (
     "name",
@@ -28,6 +35,9 @@ BUCKET_FIELDS = (
     "inventory",
     "eventBridge",
     "kmsKeyArn",
+    "account",
+    "region",
+    "readRoleArn",
 )
 
 #: A KMS key ARN in any partition, by key id (not an alias: a grant names the key itself)
@@ -109,6 +119,16 @@ class BucketSpec:
         reconciliation, the backfills, the presigning roles of processors;
         ``docs/encryption.md``); the key's policy must allow this account. A bucket the stack
         creates is encrypted with the stack's ``kmsKeyArn`` instead.
+    account : str or None
+        The AWS account (12 digits) that owns an existing bucket, when it is not the stack's
+        (``docs/organisation.md``): its source stack (:class:`s3ingest_cdk.S3IngestSource`)
+        forwards its events and sets up its inventory; the pipeline does not set it up itself.
+    region : str or None
+        The bucket's Region; a bucket in another Region than the stack's is refused (one
+        pipeline per Region). ``None``: the stack's.
+    read_role_arn : str or None
+        The role of the bucket's account the pipeline assumes to read it; ``None``: the source
+        stack's default, ``arn:aws:iam::<account>:role/s3ingest-source-read-<region>``.
     """
 
     name: str | None = None
@@ -120,6 +140,14 @@ class BucketSpec:
     inventory: bool | InventoryRef = True
     event_bridge: bool = True
     kms_key_arn: str | None = None
+    account: str | None = None
+    region: str | None = None
+    read_role_arn: str | None = None
+
+    @property
+    def remote(self) -> bool:
+        """Whether the entry names the account that owns the bucket (another account's)."""
+        return self.account is not None
 
     def construct_id(self, index: int) -> str:
         """``id``, else ``"Landing"`` for the first bucket and ``"Landing<index + 1>"`` after
@@ -182,6 +210,13 @@ class BucketSpec:
             out["eventBridge"] = False
         if self.kms_key_arn is not None:
             out["kmsKeyArn"] = self.kms_key_arn
+        for key, value in (
+            ("account", self.account),
+            ("region", self.region),
+            ("readRoleArn", self.read_role_arn),
+        ):
+            if value is not None:
+                out[key] = value
         return out
 
     @classmethod
@@ -233,6 +268,13 @@ class BucketSpec:
         name = raw.get("name")
         ident = raw.get("id")
         key_arn = raw.get("kmsKeyArn")
+        texts: dict[str, str | None] = {}
+        for key in ("account", "region", "readRoleArn"):
+            value = raw.get(key)
+            if value is not None and not isinstance(value, str):
+                problems.append(f"{where}.{key}: expected a string, got {value!r}")
+                value = None
+            texts[key] = value or None
         spec = cls(
             name=None if name in (None, "") else str(name),
             existing=flags["existing"],
@@ -243,6 +285,9 @@ class BucketSpec:
             inventory=inventory,
             event_bridge=flags["eventBridge"],
             kms_key_arn=None if key_arn in (None, "") else str(key_arn),
+            account=texts["account"],
+            region=texts["region"],
+            read_role_arn=texts["readRoleArn"],
         )
         return spec, problems
 
@@ -276,7 +321,33 @@ class BucketSpec:
                 p.append(f"{where}.{key}: listed twice")
             if any(len(v.encode()) > 1024 for v in values):
                 p.append(f"{where}.{key}: longer than a key can be (1024 bytes)")
+        if self.account is not None:
+            if not ACCOUNT_RE.match(self.account):
+                p.append(f"{where}.account: {self.account!r} is not an AWS account id (12 digits)")
+            if not self.existing:
+                p.append(
+                    f"{where}: a bucket of another account exists already (existing: true); "
+                    "its owner deploys the source stack (docs/organisation.md)"
+                )
+        if self.region is not None and not REGION_RE.match(self.region):
+            p.append(f"{where}.region: {self.region!r} is not an AWS Region name")
+        if self.read_role_arn is not None:
+            if self.account is None:
+                p.append(f"{where}.readRoleArn: only a bucket of another account (account) has one")
+            elif not ROLE_ARN_RE.match(self.read_role_arn) or (
+                self.read_role_arn.split(":")[4] != self.account
+            ):
+                p.append(
+                    f"{where}.readRoleArn: {self.read_role_arn!r} is not an IAM role ARN of "
+                    f"account {self.account}"
+                )
         return p
+
+
+def source_read_role_name(region: str) -> str:
+    """The read role's name in a bucket's account: ``s3ingest-source-read-<region>`` (the
+    Region may be a CDK token)."""
+    return f"{SOURCE_READ_ROLE_PREFIX}{region}"
 
 
 def inventory_report_prefix(bucket_name: str) -> str:

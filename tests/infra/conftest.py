@@ -278,3 +278,79 @@ def team_recommended_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator
     yield synthesize_team_app(
         tmp_path_factory.mktemp("cdk-out-team-recommended"), recommended_flags()
     )
+
+
+#: The organisation synths (``docs/organisation.md``): the central account, a bucket's account,
+#: its bucket (with key filters) and a second one of that account (no inventory, unversioned).
+CENTRAL_ACCOUNT = "111111111111"
+PRODUCER_ACCOUNT = "222222222222"
+PRODUCER_BUCKET = "producer-drop-bucket"
+PRODUCER_ARCHIVE = "producer-archive"
+#: The central roles the read role trusts, and the central inventory bucket.
+READER_ROLES = (f"arn:aws:iam::{CENTRAL_ACCOUNT}:role/S3Ingest-org-*",)
+CENTRAL_INVENTORY_ARN = "arn:aws:s3:::central-inventory-bucket"
+#: The central app with a created bucket and the producer's bucket (``account``).
+REMOTE = {
+    "stage": "org",
+    "buckets": [
+        {},
+        {
+            "name": PRODUCER_BUCKET,
+            "existing": True,
+            "account": PRODUCER_ACCOUNT,
+            "prefixes": ["incoming/"],
+        },
+    ],
+}
+_INLINE = "def handler(event, context):\n    return None\n"
+
+
+@pytest.fixture(scope="session")
+def remote_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
+    """The central app with a bucket of another account (:data:`REMOTE`), synthesized once
+    with inline stand-in code."""
+    yield synthesize(
+        tmp_path_factory.mktemp("cdk-out-remote"), REMOTE, code=lambda_.Code.from_inline(_INLINE)
+    )
+
+
+@dataclass(frozen=True)
+class SourceSynth:
+    """The producer account's source stack (``S3IngestSourceStack``), synthesized."""
+
+    app: App
+    stack: Stack
+    template: dict[str, Any]
+    template_path: Path
+
+
+@pytest.fixture(scope="session")
+def source_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SourceSynth]:
+    """The source stack of the producer's two buckets, in its account and the central Region,
+    synthesized once with inline stand-in code."""
+    from aws_cdk import Environment
+
+    from s3ingest_cdk import S3IngestSourceStack
+
+    app = App(outdir=str(tmp_path_factory.mktemp("cdk-out-source")), analytics_reporting=False)
+    stack = S3IngestSourceStack(
+        app,
+        "ProducerSource",
+        env=Environment(account=PRODUCER_ACCOUNT, region="us-east-1"),
+        central_account=CENTRAL_ACCOUNT,
+        central_region="us-east-1",
+        buckets=[
+            BucketSpec(name=PRODUCER_BUCKET, prefixes=("incoming/",), suffixes=(".csv",)),
+            BucketSpec(name=PRODUCER_ARCHIVE, inventory=False, versioned=False),
+        ],
+        reader_role_arns=list(READER_ROLES),
+        inventory_destination_arn=CENTRAL_INVENTORY_ARN,
+        code=lambda_.Code.from_inline(_INLINE),
+    )
+    artifact = app.synth().get_stack_by_name("ProducerSource")
+    yield SourceSynth(
+        app=app,
+        stack=stack,
+        template=artifact.template,
+        template_path=Path(artifact.template_full_path),
+    )

@@ -17,11 +17,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+#: Pseudo parameters as a request names them (``{"Ref": "AWS::Partition"}`` is ``"aws"``).
+PSEUDO = {"AWS::Partition": "aws", "AWS::URLSuffix": "amazonaws.com"}
+
 
 def symbol(value: Any) -> str:
-    """A template value as a comparable string (``"arn:<id>"`` for an ARN attribute)."""
+    """A template value as a comparable string (``"arn:<id>"`` for an ARN attribute, an
+    ``Fn::Join`` joined, the partition ``"aws"``)."""
     if isinstance(value, str):
         return value
+    if isinstance(value, Mapping) and "Fn::Join" in value:
+        delimiter, parts = value["Fn::Join"]
+        return str(delimiter).join(symbol(part) for part in parts)
+    if isinstance(value, Mapping) and value.get("Ref") in PSEUDO:
+        return PSEUDO[value["Ref"]]
     if isinstance(value, Mapping) and "Fn::GetAtt" in value:
         resource, attribute = value["Fn::GetAtt"]
         return f"arn:{resource}" if attribute == "Arn" else f"{attribute}:{resource}"

@@ -370,7 +370,11 @@ class S3ContentReader:
 
     def __init__(self, client: S3Client) -> None:
         self._s3 = client
-        _presign_sigv4_regional(client)
+        each_client = getattr(client, "each_client", None)  # a BucketRoutedS3's clients
+        if each_client is not None:
+            each_client(_presign_sigv4_regional)
+        else:
+            _presign_sigv4_regional(client)
 
     def presign(self, pin: Pin, seconds: int) -> PresignedGet:
         """A presigned GetObject of the pinned bytes, valid ``seconds`` from now, signed with

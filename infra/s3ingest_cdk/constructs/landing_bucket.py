@@ -246,16 +246,23 @@ class SharedBuckets:
     inventory: s3.Bucket
 
 
-def inventory_configuration(destination: s3.IBucket) -> dict[str, Any]:
+def inventory_configuration(
+    destination: s3.IBucket, account_id: str | None = None
+) -> dict[str, Any]:
     """The stack's daily inventory (id ``s3ingest-daily``) as PutBucketInventoryConfiguration
     takes it: CSV, all versions, the optional fields reconciliation reads, to ``destination``
-    under ``inventory/`` (the bucket-setup custom resource writes it on an existing bucket)."""
+    under ``inventory/`` (the bucket-setup custom resource writes it on an existing bucket).
+
+    ``account_id``: the account that owns ``destination`` (``AccountId``, checked by S3 before
+    it writes; the destination may be another account's, in the source's Region,
+    https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutBucketInventoryConfiguration.html);
+    ``None``: the stack's account."""
     return {
         "Id": INVENTORY_ID,
         "IsEnabled": True,
         "Destination": {
             "S3BucketDestination": {
-                "AccountId": Aws.ACCOUNT_ID,
+                "AccountId": account_id if account_id is not None else Aws.ACCOUNT_ID,
                 "Bucket": destination.bucket_arn,
                 "Format": "CSV",
                 "Prefix": INVENTORY_PREFIX,

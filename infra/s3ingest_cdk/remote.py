@@ -1,0 +1,212 @@
+"""The central side of buckets in other accounts of the same Region (``docs/organisation.md``).
+
+A bucket's S3 events reach EventBridge only on the default bus of the bucket's own account and
+Region (https://docs.aws.amazon.com/AmazonS3/latest/userguide/EventBridge.html), so the bucket's
+account runs a rule (:class:`s3ingest_cdk.source.S3IngestSource`) that forwards them to the
+central account's **default** bus: the ingest rule and its archive already live there and match
+by bucket name, whatever account sent the event, so a remote bucket's events take the same path
+(rule, archive, replay) as a local one's, and no second rule or archive is needed. That bus gets
+a resource-policy statement admitting ``events:PutEvents`` only from the named accounts' rules
+(``aws:SourceAccount``: the account of the rule that sends) and only S3's ingest shapes
+(``events:source``, ``events:detail-type``;
+https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-conditions.html,
+https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-cross-account.html).
+
+S3 Inventory may write to another account's bucket in the source bucket's Region only
+(https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutBucketInventoryConfiguration.html): the
+stack's inventory bucket admits each remote account's buckets by ``aws:SourceAccount`` and
+``aws:SourceArn`` (https://docs.aws.amazon.com/AmazonS3/latest/userguide/configure-inventory.html).
+One pipeline per Region: a bucket of another Region is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from aws_cdk import Aws, CfnRule, CfnRuleAssertion, Fn, Stack, Token
+from aws_cdk import aws_events as events
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from s3ingest.settings import BucketSpec, ingest_event_pattern
+from s3ingest.settings.buckets import INVENTORY_PREFIX, source_read_role_name
+
+#: The event shapes the central bus admits from other accounts: the ingest rule's.
+S3_SOURCE = ingest_event_pattern("bucket")["source"]
+S3_DETAIL_TYPES = ingest_event_pattern("bucket")["detail-type"]
+
+
+def region_problem(where: str, region: str, stack_region: str) -> str:
+    """The refusal of a bucket in ``region`` for a pipeline in ``stack_region``."""
+    return (
+        f"{where}.region: the bucket is in {region} and this pipeline in {stack_region}: S3 "
+        "events and inventories stay in their Region, so deploy an s3ingest pipeline in "
+        f"{region} for it (one pipeline per Region, docs/organisation.md)"
+    )
+
+
+def remote_problems(scope: Construct, specs: Sequence[BucketSpec]) -> list[str]:
+    """Every rule the ``buckets`` entries' ``account`` and ``region`` break for the stack of
+    ``scope``: a Region other than the stack's (when the stack's is known; otherwise the
+    template's rule refuses it at deploy, :func:`require_region`), two Regions named, the
+    stack's own account named as another's."""
+    stack = Stack.of(scope)
+    problems: list[str] = []
+    regions = sorted({s.region for s in specs if s.region is not None})
+    for index, spec in enumerate(specs):
+        where = f"buckets[{index}]"
+        if (
+            spec.region is not None
+            and not Token.is_unresolved(stack.region)
+            and spec.region != stack.region
+        ):
+            problems.append(region_problem(where, spec.region, stack.region))
+        if (
+            spec.account is not None
+            and not Token.is_unresolved(stack.account)
+            and spec.account == stack.account
+        ):
+            problems.append(
+                f"{where}.account: {spec.account} is the stack's own account: leave account "
+                "out for a bucket of this account"
+            )
+    if len(regions) > 1 and Token.is_unresolved(stack.region):
+        problems.append(
+            f"buckets: the buckets name several Regions ({', '.join(regions)}): one pipeline "
+            "per Region, deploy one in each (docs/organisation.md)"
+        )
+    return problems
+
+
+def require_region(scope: Construct, construct_id: str, region: str, what: str) -> CfnRule | None:
+    """A template rule that refuses to deploy the stack of ``scope`` outside ``region`` when
+    its Region is not known at synth (an environment-agnostic stack, a StackSet's template);
+    ``None`` when it is known (synth checks it).
+    https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/rules-section-structure.html
+    """
+    if not Token.is_unresolved(Stack.of(scope).region):
+        return None
+    return CfnRule(
+        scope,
+        construct_id,
+        assertions=[
+            CfnRuleAssertion(
+                assert_=Fn.condition_equals(Aws.REGION, region),
+                assert_description=f"{what} is in {region}: deploy this stack in {region} "
+                "(one s3ingest pipeline per Region, docs/organisation.md)",
+            )
+        ],
+    )
+
+
+def read_role_arn(spec: BucketSpec, scope: Construct) -> str:
+    """The role of a remote bucket's account the pipeline assumes to read it: ``readRoleArn``,
+    else the source stack's default (:func:`s3ingest.settings.buckets.source_read_role_name`
+    of the bucket's Region, the stack's when unnamed)."""
+    if spec.read_role_arn is not None:
+        return spec.read_role_arn
+    region = spec.region or Stack.of(scope).region
+    return f"arn:{Aws.PARTITION}:iam::{spec.account}:role/{source_read_role_name(region)}"
+
+
+def bus_statement(scope: Construct, sid: str, accounts: Sequence[str]) -> dict[str, Any]:
+    """The default bus's statement admitting the accounts' forwarding rules: ``PutEvents`` by
+    those accounts, from their rules (``aws:SourceAccount``), of S3's ingest events only."""
+    stack = Stack.of(scope)
+    return {
+        "Sid": sid,
+        "Effect": "Allow",
+        "Principal": {"AWS": [f"arn:{Aws.PARTITION}:iam::{a}:root" for a in accounts]},
+        "Action": "events:PutEvents",
+        "Resource": f"arn:{Aws.PARTITION}:events:{stack.region}:{stack.account}:event-bus/default",
+        "Condition": {
+            "StringEquals": {
+                "aws:SourceAccount": list(accounts),
+                "events:source": list(S3_SOURCE),
+                "events:detail-type": list(S3_DETAIL_TYPES),
+            }
+        },
+    }
+
+
+class RemoteSources(Construct):
+    """The central pipeline's side of its buckets in other accounts: the default bus's
+    statement (:func:`bus_statement`), the inventory bucket's delivery statement per remote
+    account, and the Region rule of an environment-agnostic stack (:func:`require_region`).
+
+    Parameters
+    ----------
+    scope : constructs.Construct
+        The pipeline.
+    construct_id : str
+        Construct id.
+    stage : str
+        The pipeline's stage (the statement id ``s3ingest-<stage>-remote-sources``).
+    entries : sequence of (BucketSpec, aws_cdk.aws_s3.IBucket)
+        Every landing bucket with its spec.
+    inventory : aws_cdk.aws_s3.Bucket
+        The stack's inventory bucket (the remote buckets' own inventories land there).
+
+    Attributes
+    ----------
+    accounts : list of str
+        The remote accounts, sorted.
+    bus_policy : aws_cdk.aws_events.CfnEventBusPolicy or None
+        The default bus's statement (with remote buckets).
+    region_rule : aws_cdk.CfnRule or None
+        The Region assertion (a named Region, the stack's unknown at synth).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        stage: str,
+        entries: Sequence[tuple[BucketSpec, s3.IBucket]],
+        inventory: s3.Bucket,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        remote = [(spec, bucket) for spec, bucket in entries if spec.remote]
+        self.accounts = sorted({str(spec.account) for spec, _ in remote})
+        self.bus_policy: events.CfnEventBusPolicy | None = None
+        if self.accounts:
+            sid = f"s3ingest-{stage}-remote-sources"
+            # a statement of its own on the default bus: other statements stay as they are
+            self.bus_policy = events.CfnEventBusPolicy(
+                self,
+                "BusPolicy",
+                event_bus_name="default",
+                statement_id=sid,
+                statement=bus_statement(self, sid, self.accounts),
+            )
+        for account in self.accounts:
+            arns: Any = [
+                b.bucket_arn for s, b in remote if s.account == account and s.inventory is True
+            ]
+            if not arns:
+                continue
+            inventory.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid=f"AllowS3InventoryDelivery{account}",
+                    effect=iam.Effect.ALLOW,
+                    principals=[iam.ServicePrincipal("s3.amazonaws.com")],
+                    actions=["s3:PutObject"],
+                    resources=[inventory.arn_for_objects(f"{INVENTORY_PREFIX}/*")],
+                    conditions={
+                        "ArnLike": {"aws:SourceArn": arns[0] if len(arns) == 1 else arns},
+                        "StringEquals": {
+                            "aws:SourceAccount": account,
+                            "s3:x-amz-acl": "bucket-owner-full-control",
+                        },
+                    },
+                )
+            )
+        regions = sorted({s.region for s, _ in entries if s.region is not None})
+        self.region_rule = (
+            require_region(self, "SameRegion", regions[0], "a landing bucket")
+            if len(regions) == 1
+            else None
+        )
