@@ -650,7 +650,9 @@ class S3IngestPipeline(Construct):
         for entry in self.landings.entries:
             own = entry.bucket.encryption_key if not entry.owned else None
             key_arn = entry.spec.kms_key_arn or (own.key_arn if own is not None else None)
-            if key_arn is not None:
+            # a bucket of another account is read through its account's role, which its
+            # source stack grants the key (S3IngestSource): nothing to grant here
+            if key_arn is not None and not entry.spec.remote:
                 bucket_keys.append((key_arn, [entry.bucket.bucket_arn]))
         #: The adopted buckets' key ARNs granted ``kms:Decrypt``, by role path.
         self.bucket_key_grants: dict[str, list[str]] = grant_bucket_keys(self, bucket_keys)

@@ -57,6 +57,8 @@ BUCKET_READ_ACTIONS = (
     "s3:ListBucketVersions",
     "s3:GetBucketVersioning",
     "s3:GetBucketNotification",
+    # ListBucketInventoryConfigurations: `s3ingest onboard` shows the bucket's configuration
+    "s3:GetInventoryConfiguration",
 )
 #: Retention of the forwarding rule's dead-letter queue (SQS maximum).
 FORWARD_DLQ_RETENTION = Duration.days(14)
@@ -253,6 +255,19 @@ class S3IngestSource(Construct):
             self.read_role.add_to_policy(
                 iam.PolicyStatement(actions=list(OBJECT_READ_ACTIONS), resources=objects)
             )
+            if spec.kms_key_arn is not None:
+                # SSE-KMS: GetObject needs kms:Decrypt on the bucket's key, here only through
+                # S3 (https://docs.aws.amazon.com/AmazonS3/latest/userguide/UsingKMSEncryption.html,
+                # https://docs.aws.amazon.com/kms/latest/developerguide/conditions-kms.html#conditions-kms-via-service)
+                self.read_role.add_to_policy(
+                    iam.PolicyStatement(
+                        actions=["kms:Decrypt"],
+                        resources=[spec.kms_key_arn],
+                        conditions={
+                            "StringEquals": {"kms:ViaService": f"s3.{Aws.REGION}.amazonaws.com"}
+                        },
+                    )
+                )
             actions = [a for a in BUCKET_READ_ACTIONS if spec.versioned or "Versions" not in a]
             listing: dict[str, Any] = {}
             if spec.prefixes:

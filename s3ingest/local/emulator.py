@@ -302,6 +302,15 @@ class Emulator:
         return BucketRoutedS3(own, read_roles, remote)
 
 
+def _bucket_key(emu: Emulator, bucket: LocalBucket) -> str | None:
+    """A ``kms`` bucket's own key, created in its owner's account; None otherwise."""
+    if not bucket.kms:
+        return None
+    kms = emu.account_client("kms", bucket.spec.account)
+    key = kms.create_key(Description=f"s3ingest local: {bucket.spec.name or 'a bucket'}'s key")
+    return str(key["KeyMetadata"]["Arn"])
+
+
 #: Ids of another team's configurations on a ``foreign_config`` bucket.
 FOREIGN_QUEUE_ID = "other-team-queue"
 FOREIGN_INVENTORY_ID = "other-team-weekly"
@@ -322,11 +331,15 @@ class LocalBucket:
     foreign_config : bool
         Another team's SQS queue notification configuration and inventory configuration
         exist on the bucket before the pipeline.
+    kms : bool
+        The bucket's default encryption is SSE-KMS under a customer-managed key of its own
+        account, created with it (moto neither encrypts nor checks key permissions).
     """
 
     spec: BucketSpec = field(default_factory=BucketSpec)
     versioning: str | None = "Enabled"
     foreign_config: bool = False
+    kms: bool = False
 
     @classmethod
     def of(cls, value: BucketSpec | LocalBucket) -> LocalBucket:
@@ -351,6 +364,8 @@ class LandingBucket:
     #: The role of :attr:`account` the pipeline reads the bucket through (``readRoleArn``,
     #: default the source stack's ``s3ingest-source-read-<region>``).
     read_role_arn: str | None = None
+    #: The bucket's own SSE-KMS key (``LocalBucket.kms``), of its owner's account.
+    kms_key_arn: str | None = None
 
     def scope_entry(self) -> dict[str, Any]:
         """``{"name", "prefixes", "suffixes"}`` (``SCOPE``'s entry)."""
@@ -479,6 +494,7 @@ def provision(
             )
             if b.spec.account
             else None,
+            kms_key_arn=_bucket_key(emu, b),
         )
         for i, b in enumerate(wanted)
     )
@@ -503,6 +519,7 @@ def provision(
         s3.create_bucket(Bucket=b.name)
         if not b.existing:
             encrypt_bucket(s3, b.name, key_arn)
+        encrypt_bucket(s3, b.name, b.kms_key_arn)
         if b.versioning:
             s3.put_bucket_versioning(
                 Bucket=b.name, VersioningConfiguration={"Status": b.versioning}

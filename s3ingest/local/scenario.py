@@ -14,7 +14,10 @@ Format (one JSON object per line; blank lines and lines starting with ``#`` are 
   "change_stream": ...}`` (only ``name`` required): ``existing`` buckets exist before the
   pipeline and S3 sends no EventBridge events for them until an ``onboard`` step;
   ``foreign_config`` gives a bucket another team's SQS notification and inventory
-  configurations; key filters keep other keys out of the ledger;
+  configurations; key filters keep other keys out of the ledger; ``"account": "<12 digits>"``
+  makes an existing bucket another account's (its source stack deployed there: delivery on,
+  read through its role, ``docs/organisation.md``) and ``"kms": true`` encrypts it with SSE-KMS
+  under a key of its own account;
 * every op acting on a bucket takes ``"bucket": N`` (default: the first bucket; for
   ``reconcile``, every bucket);
 * ``{"op": "put", "key": K, "body": TEXT}``: PutObject; S3's event (if EventBridge delivery is
@@ -76,7 +79,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from s3ingest.local.chaos import Chaos
-from s3ingest.local.emulator import Emulator, LocalBucket
+from s3ingest.local.emulator import ACCOUNT, Emulator, LocalBucket
 from s3ingest.local.runtime import (
     BACKFILL_ENGINES,
     BATCH_OPERATIONS,
@@ -85,6 +88,7 @@ from s3ingest.local.runtime import (
 )
 from s3ingest.local.s3faithful import Op, check_key
 from s3ingest.settings import BucketSpec, Settings
+from s3ingest.settings.buckets import ACCOUNT_RE
 
 _VERSIONING = ("Enabled", "Suspended", None)
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -115,7 +119,16 @@ _SETUP_FIELDS = {
     "buckets",
     "hold",
 }
-_BUCKETS_FIELDS = {"name", "versioning", "prefixes", "suffixes", "existing", "foreign_config"}
+_BUCKETS_FIELDS = {
+    "name",
+    "versioning",
+    "prefixes",
+    "suffixes",
+    "existing",
+    "foreign_config",
+    "account",
+    "kms",
+}
 
 
 class ScenarioError(ValueError):
@@ -230,9 +243,18 @@ def _parse_buckets(lineno: int, raw: Any) -> list[dict[str, Any]]:
             raise ScenarioError(f"{where}: {name!r} is not a valid S3 bucket name")
         if entry.get("versioning", "Enabled") not in _VERSIONING:
             raise ScenarioError(f"{where}: versioning must be Enabled, Suspended or null")
-        for flag in ("existing", "foreign_config"):
+        for flag in ("existing", "foreign_config", "kms"):
             if not isinstance(entry.get(flag, False), bool):
                 raise ScenarioError(f"{where}: {flag} must be true or false")
+        account = entry.get("account")
+        if account is not None and not (
+            isinstance(account, str) and ACCOUNT_RE.match(account) and account != ACCOUNT
+        ):
+            raise ScenarioError(
+                f"{where}: account must be another AWS account id (12 digits, not {ACCOUNT})"
+            )
+        if account is not None and not entry.get("existing", False):
+            raise ScenarioError(f"{where}: a bucket of another account is existing: true")
         for filters in ("prefixes", "suffixes"):
             values = entry.get(filters, [])
             if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
@@ -247,6 +269,8 @@ def _parse_buckets(lineno: int, raw: Any) -> list[dict[str, Any]]:
                 "suffixes": list(entry.get("suffixes", [])),
                 "existing": entry.get("existing", False),
                 "foreign_config": entry.get("foreign_config", False),
+                "account": account,
+                "kms": entry.get("kms", False),
             }
         )
     return out
@@ -487,9 +511,11 @@ def _run(
                     existing=b["existing"],
                     prefixes=tuple(b["prefixes"]),
                     suffixes=tuple(b["suffixes"]),
+                    account=b["account"],
                 ),
                 versioning=b["versioning"],
                 foreign_config=b["foreign_config"],
+                kms=b["kms"],
             )
             for b in setup["buckets"]
         ]

@@ -137,6 +137,7 @@ def test_read_role_allows_exactly_the_readers_actions_on_the_filtered_keys(
         "s3:ListBucketVersions",
         "s3:GetBucketVersioning",
         "s3:GetBucketNotification",
+        "s3:GetInventoryConfiguration",
     }
     drop = f"arn:aws:s3:::{PRODUCER_BUCKET}"
     archive = f"arn:aws:s3:::{PRODUCER_ARCHIVE}"
@@ -160,6 +161,9 @@ def test_read_role_allows_exactly_the_readers_actions_on_the_filtered_keys(
     # AND reads the bucket's versioning and notification configuration (listing, delivery check)
     assert verdict("s3:GetBucketVersioning", archive) == "allowed"
     assert verdict("s3:GetBucketNotification", drop) == "allowed"
+    # AND its inventory configurations (``s3ingest onboard`` shows them), changing none
+    assert verdict("s3:GetInventoryConfiguration", drop) == "allowed"
+    assert verdict("s3:PutInventoryConfiguration", drop) == "implicit-deny"
     # AND writes nothing
     for action in ("s3:PutObject", "s3:DeleteObject", "s3:PutBucketPolicy"):
         assert verdict(action, f"{drop}/incoming/b.csv") == "implicit-deny"
@@ -376,3 +380,49 @@ def test_central_stack_with_a_remote_bucket_is_nag_and_cfn_lint_clean(
     # GIVEN the central app with the producer's bucket THEN cdk-nag and cfn-lint find nothing
     assert not _nag(remote_synth.app)
     assert not lint_problems(remote_synth.template_path)
+
+
+PRODUCER_KEY = f"arn:aws:kms:us-east-1:{PRODUCER_ACCOUNT}:key/0c5f5f6e-1d2e-4b7a-9f00-2a2f8d1c3b4a"
+
+
+def test_a_remote_sse_kms_buckets_key_goes_to_its_read_role_only() -> None:
+    # GIVEN a producer's SSE-KMS bucket, named with its key on both sides
+    spec = BucketSpec(
+        name=PRODUCER_BUCKET, existing=True, kms_key_arn=PRODUCER_KEY, account=PRODUCER_ACCOUNT
+    )
+    app = App(analytics_reporting=False)
+    S3IngestSourceStack(
+        app,
+        "KeyedSource",
+        env=Environment(account=PRODUCER_ACCOUNT, region="us-east-1"),
+        central_account=CENTRAL_ACCOUNT,
+        central_region="us-east-1",
+        buckets=[
+            BucketSpec(
+                name=PRODUCER_BUCKET, existing=True, inventory=False, kms_key_arn=PRODUCER_KEY
+            )
+        ],
+        reader_role_arns=[f"arn:aws:iam::{CENTRAL_ACCOUNT}:role/S3Ingest-*"],
+        code=INLINE,
+    )
+    central = Stack(
+        app, "KeyedCentral", env=Environment(account=CENTRAL_ACCOUNT, region="us-east-1")
+    )
+    S3IngestPipeline(central, "Pipeline", buckets=[BucketSpec(), spec], code=INLINE)
+    assembly = app.synth()
+    # THEN the read role decrypts with that key, through S3 only
+    policies = _resources(
+        assembly.get_stack_by_name("KeyedSource").template, "AWS::IAM::Policy"
+    ).values()
+    kms = [
+        s
+        for p in policies
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if "kms" in json.dumps(s.get("Action"))
+    ]
+    assert [(s["Action"], s["Resource"]) for s in kms] == [("kms:Decrypt", PRODUCER_KEY)]
+    assert symbol(kms[0]["Condition"]["StringEquals"]["kms:ViaService"]) == (
+        "s3.ref:AWS::Region.amazonaws.com"
+    )
+    # AND no central role is granted the producer's key (its reads assume the read role)
+    assert PRODUCER_KEY not in json.dumps(assembly.get_stack_by_name("KeyedCentral").template)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import urllib.request
 import uuid
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -136,3 +137,42 @@ def test_a_remote_bucket_is_ingested_reconciled_and_backfilled_through_its_role(
     with pytest.raises(ClientError) as refused:
         emulator.client("s3").head_object(Bucket=name, Key="in/0.txt")
     assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+
+
+def test_example_remote_kms_bucket_scenario_onboards_and_converges() -> None:
+    """Done-when check of issue 25: an existing SSE-KMS bucket of a second account, holding
+    objects and another team's configuration, onboards from the central account, takes live
+    traffic with drops and duplicates, reconciles and converges, the foreign configuration
+    intact."""
+    from s3ingest.local.emulator import FOREIGN_INVENTORY_ID, FOREIGN_QUEUE_ID
+    from s3ingest.local.scenario import run_scenario
+
+    result = run_scenario(Path("examples/scenarios/remote-kms-bucket.jsonl"))
+    assert result["error"] is None
+    assert result["converged"] is True, result["differences"]
+    assert result["effects_problems"] == []
+    (onboarded,) = result["onboardings"]
+    assert onboarded["status"] == "done" and onboarded["objects"] >= 3
+    assert onboarded["event_bridge"]["switched_on"] is False  # the source stack's doing
+    config = result["bucket_config"]["producer-landing"]
+    assert "EventBridgeConfiguration" in config["notification"]
+    queues = config["notification"].get("QueueConfigurations", [])
+    assert any(q["Id"] == FOREIGN_QUEUE_ID for q in queues)
+    assert any(c["Id"] == FOREIGN_INVENTORY_ID for c in config["inventory"])
+    keys = {r["key"]: r["state"] for r in result["ledger"]}
+    assert keys["2024/report one.csv"] == "present" and keys["2025/second.txt"] == "present"
+    assert keys["2024/café/naïve résumé.pdf"] == "deleted"
+
+
+def test_the_same_scenario_with_the_central_accounts_own_credentials_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # GIVEN the pipeline and its functions without the bucket's read role (no READ_ROLES)
+    from s3ingest.local.emulator import Resources
+    from s3ingest.local.scenario import run_scenario
+
+    monkeypatch.setattr(Resources, "read_roles", property(lambda self: {}))
+    # WHEN the scenario runs THEN its first read of the bucket is refused, as S3 refuses it
+    with pytest.raises(ClientError) as refused:
+        run_scenario(Path("examples/scenarios/remote-kms-bucket.jsonl"))
+    assert refused.value.response["Error"]["Code"] == "AccessDenied"
