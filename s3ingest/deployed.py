@@ -6,6 +6,7 @@ operator's credentials (the default boto3 chain: environment, profile, SSO, inst
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +81,34 @@ class DeployedStack:
             )
         return name
 
+    @property
+    def read_roles(self) -> dict[str, str]:
+        """Each bucket of another account -> the read role the pipeline assumes for it
+        (output ``RemoteReadRoleArns``; empty without remote buckets)."""
+        roles: dict[str, str] = json.loads(self.outputs.get("RemoteReadRoleArns") or "{}")
+        return roles
+
+    def s3(self, session: Any) -> Any:
+        """``session``'s S3 client; with buckets of other accounts, one that reads each of them
+        through its read role (:class:`~s3ingest_fn.adapters.bucket_routes.BucketRoutedS3`,
+        as the functions do): the role's trust must admit the operator's role
+        (``docs/organisation.md``)."""
+        own = session.client("s3")
+        roles = self.read_roles
+        if not roles:
+            return own
+        from s3ingest_fn.adapters.bucket_routes import BucketRoutedS3, assumed_session
+
+        endpoint = str(own.meta.endpoint_url)
+        custom = {} if ".amazonaws.com" in endpoint else {"endpoint_url": endpoint}
+
+        def remote(role_arn: str) -> Any:
+            sts = session.client("sts")
+            # an endpoint the operator named (an emulator) holds for the role's client too
+            return assumed_session(sts, role_arn, session.region_name).client("s3", **custom)
+
+        return BucketRoutedS3(own, roles, remote)
+
     def reconciler(self, session: Any, bucket: str | None = None) -> Reconciler:
         """Reconciliation against one of this stack's buckets (the first when None), its
         ledger and its ingest queue."""
@@ -88,7 +117,7 @@ class DeployedStack:
             self.bucket(bucket) if bucket is not None or "BucketNames" in self.outputs else first
         )
         return wiring.reconciler(
-            s3=session.client("s3"),
+            s3=self.s3(session),
             dynamodb=session.client("dynamodb"),
             sqs=session.client("sqs"),
             bucket=bucket,

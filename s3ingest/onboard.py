@@ -199,7 +199,7 @@ def onboard(
     "backfill": {"run", "execution", "attempt", "resumed", "status", "shards", "objects",
     "output"}, "reconciliation": {...}, "objects", "elapsed_s", "requests", "requests_source",
     "cost", "configuration"}``; ``status`` is ``done``, ``declined`` (EventBridge delivery off
-    and not confirmed: nothing changed) or the failed execution's status (re-run to resume).
+    and not confirmed, or off on another account's bucket, ``reason``: nothing changed) or the failed execution's status (re-run to resume).
 
     Raises
     ------
@@ -215,6 +215,18 @@ def onboard(
     before = bucket_setup.describe(target.s3, bucket)
     was_on = event_bridge_on(before)
     report: dict[str, Any] = {"bucket": bucket, "stack": target.stack}
+    remote_role = (getattr(target.s3, "roles", None) or {}).get(bucket)
+    if not was_on and remote_role is not None:
+        # another account's bucket: only its source stack may switch delivery on (the read
+        # role the pipeline reads it through writes nothing)
+        return {
+            **report,
+            "status": "declined",
+            "reason": "EventBridge delivery is off: the bucket's account switches it on by "
+            f"deploying its source stack (S3IngestSource; read role {remote_role})",
+            "event_bridge": {"before": False, "after": False, "switched_on": False},
+            "configuration": before,
+        }
     if not was_on:
         if not confirm(bucket, before):
             return {

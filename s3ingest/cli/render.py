@@ -140,7 +140,8 @@ def emit_onboard(report: dict[str, Any], as_json: bool) -> None:
         sys.stdout.write(json.dumps(report, default=str) + "\n")
         return
     if report["status"] == "declined":
-        out.print(f"{report['bucket']}: EventBridge delivery left off; nothing done")
+        why = report.get("reason") or "EventBridge delivery left off"
+        out.print(f"{report['bucket']}: {why}; nothing done")
         return
     table = Table(title=f"onboarding {report['bucket']}")
     table.add_column("figure")

@@ -59,9 +59,12 @@ class Deployed:
 
     def client(self, service: str) -> Any:
         """The boto3 client of ``service`` (``"sqs"``, ``"stepfunctions"`` …) in the session's
-        region and credentials."""
+        region and credentials (``s3``: :meth:`~s3ingest.deployed.DeployedStack.s3`, reading
+        each bucket of another account through its read role)."""
         if service not in self._clients:
-            self._clients[service] = self.session.client(service)
+            self._clients[service] = (
+                self.stack.s3(self.session) if service == "s3" else self.session.client(service)
+            )
         return self._clients[service]
 
     def ledger(self) -> DynamoLedger:

@@ -176,3 +176,92 @@ def test_the_same_scenario_with_the_central_accounts_own_credentials_fails(
     with pytest.raises(ClientError) as refused:
         run_scenario(Path("examples/scenarios/remote-kms-bucket.jsonl"))
     assert refused.value.response["Error"]["Code"] == "AccessDenied"
+
+
+@pytest.mark.contract("C13", "C15")
+def test_a_remote_bucket_backfills_with_the_distributed_map_reconciles_from_inventory_and_replays(
+    emulator: Any,
+) -> None:
+    # GIVEN a remote bucket (the producer's) with objects from before the pipeline, and a
+    # processor holding mass deletes
+    from s3ingest.local.chaos import Chaos
+    from s3ingest.local.runtime import DISTRIBUTED_MAP, LocalRuntime, local_settings
+    from s3ingest.settings import BucketSpec
+
+    name = f"producer-{uuid.uuid4().hex[:12]}"
+    spec = BucketSpec(name=name, existing=True, account=PRODUCER)
+    rt = LocalRuntime(emulator, local_settings(), buckets=[spec])
+    for i in range(5):
+        rt.faithful.put(f"old/{i}.txt", f"old {i}")
+    rt.faithful.take_pending()
+    # WHEN the inventory backfill runs on the Distributed Map engine
+    report = rt.backfill(engine=DISTRIBUTED_MAP)
+    assert report["execution"]["status"] == "SUCCEEDED", report
+    # AND live traffic is delivered, then the archive replayed: every event comes again
+    for i in range(4):
+        rt.faithful.put(f"in/{i}.txt", f"v1 {i}")
+    rt.faithful.delete("old/0.txt")
+    rt.flush(Chaos(seed=2, duplicate=0.3))
+    rt.drain()
+    before = len(rt.delivered)
+    rt.replay()
+    again = [d.result.outcome.value for d in rt.delivered[before:]]
+    # AND an inventory reconciliation runs
+    rt.faithful.put("in/late.txt", "late")
+    rt.flush(Chaos(seed=3, drop=1.0))
+    rt.reconcile("inventory")
+    # THEN the ledger equals the bucket with every effect run and nothing dead-lettered
+    comparison = rt.compare()
+    assert comparison.converged, comparison.differences
+    assert rt.check_effects() == []
+    assert rt.dlq_messages() == []
+    assert len(again) >= 5 and set(again) <= {"duplicate", "stale"}  # replayed: no-ops
+    keys = {r.key: r.present for r in rt.ledger_rows()}
+    assert keys["old/1.txt"] and keys["in/late.txt"] and not keys["old/0.txt"]
+
+
+def test_onboarding_a_remote_bucket_with_delivery_off_leaves_it_to_its_source_stack(
+    emulator: Any,
+) -> None:
+    # GIVEN a remote bucket whose owner switched EventBridge delivery off
+    from s3ingest.local.runtime import LocalRuntime, local_settings
+    from s3ingest.settings import BucketSpec
+
+    name = f"producer-{uuid.uuid4().hex[:12]}"
+    rt = LocalRuntime(
+        emulator, local_settings(), buckets=[BucketSpec(name=name, existing=True, account=PRODUCER)]
+    )
+    owner = emulator.account_client("s3", PRODUCER)
+    owner.put_bucket_notification_configuration(Bucket=name, NotificationConfiguration={})
+    rt.faithful.refresh_notification()
+    # WHEN the central account onboards it THEN nothing is changed: only its source stack may
+    report = rt.onboard(name)
+    assert report["status"] == "declined" and "source stack" in report["reason"]
+    assert ROLE in report["reason"]
+    assert (
+        owner.get_bucket_notification_configuration(Bucket=name).get("EventBridgeConfiguration")
+        is None
+    )
+
+
+def test_the_operators_commands_read_a_remote_bucket_through_its_role(
+    emulator: Any, remote_bucket: tuple[str, Any]
+) -> None:
+    # GIVEN a deployed stack whose outputs name the remote bucket's read role
+    from s3ingest.commands.context import Deployed
+    from s3ingest.deployed import DeployedStack
+
+    name, _ = remote_bucket
+
+    class Session:  # the operator's boto3 session, on the emulator
+        region_name = REGION
+
+        def client(self, service: str) -> Any:
+            return emulator.client(service)
+
+    outputs = {"RemoteReadRoleArns": json.dumps({name: ROLE})}
+    deployed = Deployed(session=Session(), stack=DeployedStack(name="S", outputs=outputs))
+    # THEN the commands' bucket adapter reads it (explain, repair, onboard, reconcile)
+    state = deployed.objects().current(name, "in/a.txt")
+    assert state is not None and state.visible and state.size == len(b"remote bytes")
+    assert deployed.stack.read_roles == {name: ROLE}
