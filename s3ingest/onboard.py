@@ -199,7 +199,8 @@ def onboard(
     "backfill": {"run", "execution", "attempt", "resumed", "status", "shards", "objects",
     "output"}, "reconciliation": {...}, "objects", "elapsed_s", "requests", "requests_source",
     "cost", "configuration"}``; ``status`` is ``done``, ``declined`` (EventBridge delivery off
-    and not confirmed, or off on another account's bucket, ``reason``: nothing changed) or the failed execution's status (re-run to resume).
+    and not confirmed, or off on another account's bucket, ``reason``: nothing changed) or the
+    failed execution's status (re-run to resume).
 
     Raises
     ------
