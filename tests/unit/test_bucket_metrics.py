@@ -77,3 +77,20 @@ def test_a_batch_emits_its_per_bucket_documents_once(
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines() if '"_aws"' in x]
     per_bucket = [doc for doc in lines if doc.get("bucket") == "raw"]
     assert len(per_bucket) == 1 and per_bucket[0]["applied"] in (2.0, [2.0])
+
+
+def test_a_remote_buckets_document_carries_its_account_but_keeps_its_dimensions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # GIVEN a bucket of account 222233334444 among the stack's (READ_ROLES names its role)
+    role = "arn:aws:iam::222233334444:role/s3ingest-source-read-eu-west-1"
+    monkeypatch.setenv("READ_ROLES", json.dumps({"far": role}))
+    documents = bucket_metrics({("far", "applied"): 3, ("raw", "applied"): 1})
+    docs = {
+        d["bucket"]: d for d in (cast(dict[str, Any], x.serialize_metric_set()) for x in documents)
+    }
+    # THEN its document names the account, as a property; the local bucket's names none
+    assert docs["far"]["account"] == "222233334444" and "account" not in docs["raw"]
+    for doc in docs.values():
+        (directive,) = doc["_aws"]["CloudWatchMetrics"]
+        assert sorted(directive["Dimensions"][0]) == ["bucket", "service"]

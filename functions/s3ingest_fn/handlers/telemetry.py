@@ -2,11 +2,13 @@
 
 Every metric carries ``stack=<S3INGEST_STACK>`` besides ``service=s3ingest``, so two stages in
 one account never share a series (their alarms select their own stack). Per-bucket counts
-(:func:`bucket_metrics`) add ``bucket`` to those two, in documents of their own.
+(:func:`bucket_metrics`) add ``bucket`` to those two, in documents of their own; a bucket of
+another account's document also carries its ``account`` (a property, not a dimension).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -15,7 +17,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from s3ingest_fn import log_keys
-from s3ingest_fn.config import invocation_env
+from s3ingest_fn.config import READ_ROLES, invocation_env
 from s3ingest_fn.contract import (
     BUCKET_DIMENSION,
     METRICS_NAMESPACE,
@@ -62,7 +64,34 @@ def bucket_metrics(counts: Mapping[tuple[str, str], int]) -> list[EphemeralMetri
     https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html).
     Each set is flushed with ``flush_metrics()``; it shares no state with :func:`stack_metrics`.
     """
-    return dimension_metrics(counts, BUCKET_DIMENSION)
+    documents = dimension_metrics(counts, BUCKET_DIMENSION)
+    accounts = bucket_accounts()
+    for document, bucket in zip(documents, sorted({v for v, _ in counts}), strict=True):
+        if bucket in accounts:
+            # another account's bucket: its account as a property of the document (queryable
+            # in Logs Insights), not a dimension: the bucket's series stay the ones alarms use
+            document.add_metadata(key=ACCOUNT_PROPERTY, value=accounts[bucket])
+    return documents
+
+
+#: The EMF property naming a bucket's account, on the documents of other accounts' buckets.
+ACCOUNT_PROPERTY = "account"
+
+
+def bucket_accounts() -> dict[str, str]:
+    """Each bucket of another account -> its account id (12 digits), from ``READ_ROLES``' role
+    ARNs (``arn:aws:iam::<account>:role/...``); empty when none or malformed."""
+    try:
+        roles = json.loads(invocation_env().get(READ_ROLES) or "{}")
+    except ValueError:
+        return {}
+    if not isinstance(roles, dict):
+        return {}
+    return {
+        bucket: arn.split(":")[4]
+        for bucket, arn in roles.items()
+        if isinstance(arn, str) and arn.count(":") >= 5
+    }
 
 
 def dimension_metrics(
