@@ -142,6 +142,16 @@ def test_describe_bucket_answers_without_response_metadata(emulator: Emulator) -
         (['{"buckets": [{"name": "b-one"}, {"name": "b-one"}]}'], "listed twice"),
         (['{"buckets": [{"name": "b-one", "prefixes": "in/"}]}'], "list of non-empty strings"),
         (['{"buckets": [{"name": "b-one", "existing": "yes"}]}'], "true or false"),
+        (
+            ['{"buckets": [{"name": "b-one", "existing": true, "account": "12345"}]}'],
+            "another AWS account id",
+        ),
+        (
+            ['{"buckets": [{"name": "b-one", "existing": true, "account": "123456789012"}]}'],
+            "another AWS account id",
+        ),
+        (['{"buckets": [{"name": "b-one", "account": "222233334444"}]}'], "existing: true"),
+        (['{"buckets": [{"name": "b-one", "kms": "yes"}]}'], "true or false"),
         (['{"buckets": [{"name": "b-one"}], "bucket": "b-two"}'], "not both"),
         (
             [
@@ -183,6 +193,8 @@ def test_buckets_setup_is_parsed_with_defaults() -> None:
         "suffixes": [],
         "existing": False,
         "foreign_config": False,
+        "account": None,
+        "kms": False,
     }
     assert setup["buckets"][1]["existing"] is True and setup["change_stream"] is False
     assert [s["op"] for _, s in steps] == ["put", "onboard", "backfill"]
