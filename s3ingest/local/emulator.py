@@ -246,18 +246,21 @@ class Emulator:
         # One session for the emulator's clients (it caches the service models: a client costs
         # ~30 ms of CPU instead of ~130); each client still has its own event hooks. A session
         # is not thread-safe, hence the lock.
+        client = self._client(service, aws_access_key_id="testing", aws_secret_access_key="testing")
+        return s3control_jobs.local_host(client) if service == "s3control" else client
+
+    def _client(self, service: str, **credentials: str) -> Any:
+        """A client of ``service`` on the emulator with ``credentials``, answered in process."""
         with self._session_lock:
             session: Any = self._session
             client = session.client(
                 service,
                 endpoint_url=self.endpoint_url,
                 region_name=REGION,
-                aws_access_key_id="testing",
-                aws_secret_access_key="testing",
                 config=self._config,
+                **credentials,
             )
-        serve_in_process(client)
-        return s3control_jobs.local_host(client) if service == "s3control" else client
+        return serve_in_process(client)
 
     def account_client(self, service: str, account: str | None) -> Any:
         """A client of ``service`` acting as account ``account`` (12 digits): credentials of
@@ -272,18 +275,12 @@ class Emulator:
             RoleArn=f"arn:aws:iam::{account}:role/OrganizationAccountAccessRole",
             RoleSessionName="s3ingest-local",
         )["Credentials"]
-        with self._session_lock:
-            session: Any = self._session
-            client = session.client(
-                service,
-                endpoint_url=self.endpoint_url,
-                region_name=REGION,
-                aws_access_key_id=creds["AccessKeyId"],
-                aws_secret_access_key=creds["SecretAccessKey"],
-                aws_session_token=creds["SessionToken"],
-                config=self._config,
-            )
-        return serve_in_process(client)
+        return self._client(
+            service,
+            aws_access_key_id=creds["AccessKeyId"],
+            aws_secret_access_key=creds["SecretAccessKey"],
+            aws_session_token=creds["SessionToken"],
+        )
 
     def reading_through(self, read_roles: Mapping[str, str]) -> Any:
         """An S3 client of the emulator's account that reads each bucket of ``read_roles``
