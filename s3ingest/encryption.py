@@ -19,6 +19,7 @@ EVENTS_STORE_SID = "AllowEventBridgeBusesAndArchivesOfThisAccount"
 ALARMS_SID = "AllowCloudWatchAlarmsToPublishToTheEncryptedTopic"
 INVENTORY_SID = "AllowS3InventoryReportsOfThisAccount"
 LOG_DELIVERY_SID = "AllowStateMachineLogDeliveryOfThisAccount"
+ACCESS_LOGS_SID = "AllowS3ServerAccessLogsOfThisAccount"
 #: The statement that lets the account's IAM policies grant the key (every key policy needs it
 #: for the stack's roles' grants to count:
 #: https://docs.aws.amazon.com/kms/latest/developerguide/key-policy-default.html).
@@ -44,6 +45,9 @@ def key_policy_statements(
       (https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html);
     - S3 writing inventory reports to the encrypted inventory bucket
       (https://docs.aws.amazon.com/AmazonS3/latest/userguide/configure-inventory.html);
+    - S3 server access logging writing to the encrypted access-logs bucket (the logging service
+      principal needs ``kms:GenerateDataKey`` on a destination under SSE-KMS,
+      https://docs.aws.amazon.com/AmazonS3/latest/userguide/enable-server-access-logging.html);
     - log delivery of the state machines' execution logs (encrypted state machines,
       https://docs.aws.amazon.com/step-functions/latest/dg/encryption-at-rest.html).
     """
@@ -114,6 +118,12 @@ def key_policy_statements(
         service(
             INVENTORY_SID,
             "s3.amazonaws.com",
+            ["kms:GenerateDataKey"],
+            {"StringEquals": source_account, "ArnLike": {"aws:SourceArn": f"{arn}:s3:::*"}},
+        ),
+        service(
+            ACCESS_LOGS_SID,
+            "logging.s3.amazonaws.com",
             ["kms:GenerateDataKey"],
             {"StringEquals": source_account, "ArnLike": {"aws:SourceArn": f"{arn}:s3:::*"}},
         ),

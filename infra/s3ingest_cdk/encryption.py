@@ -216,16 +216,10 @@ def _flatten(value: object) -> str:
     return str(value)
 
 
-#: The construct id of the buckets that receive server access logs: they keep SSE-S3, the only
-#: default encryption S3 supports for a server access log destination
-#: (https://docs.aws.amazon.com/AmazonS3/latest/userguide/enable-server-access-logging.html).
-ACCESS_LOGS_ID = "AccessLogs"
-
-
 def encrypt_everything(root: Construct, key: kms.IKey) -> None:
     """Encrypt every resource below ``root`` that can be with ``key``, on its L1 resource (so a
-    construct any feature adds is covered): queues, tables, buckets (bucket keys on, but the
-    server access log destinations), topics, secrets, the change bus, archives, log groups,
+    construct any feature adds is covered): queues, tables, buckets (bucket keys on; the server
+    access log destination too: the key policy lets S3's logging principal write under it), topics, secrets, the change bus, archives, log groups,
     state machines and the functions' environments. Run after composing, before
     :func:`grant_key_use`.
 
@@ -244,20 +238,19 @@ def encrypt_everything(root: Construct, key: kms.IKey) -> None:
             node.sse_specification = dynamodb.CfnTable.SSESpecificationProperty(
                 sse_enabled=True, sse_type="KMS", kms_master_key_id=arn
             )
-        elif isinstance(node, s3.CfnBucket) and node.node.scope is not None:
-            if node.node.scope.node.id != ACCESS_LOGS_ID:
-                node.bucket_encryption = s3.CfnBucket.BucketEncryptionProperty(
-                    server_side_encryption_configuration=[
-                        s3.CfnBucket.ServerSideEncryptionRuleProperty(
-                            bucket_key_enabled=True,
-                            server_side_encryption_by_default=(
-                                s3.CfnBucket.ServerSideEncryptionByDefaultProperty(
-                                    sse_algorithm="aws:kms", kms_master_key_id=arn
-                                )
-                            ),
-                        )
-                    ]
-                )
+        elif isinstance(node, s3.CfnBucket):
+            node.bucket_encryption = s3.CfnBucket.BucketEncryptionProperty(
+                server_side_encryption_configuration=[
+                    s3.CfnBucket.ServerSideEncryptionRuleProperty(
+                        bucket_key_enabled=True,
+                        server_side_encryption_by_default=(
+                            s3.CfnBucket.ServerSideEncryptionByDefaultProperty(
+                                sse_algorithm="aws:kms", kms_master_key_id=arn
+                            )
+                        ),
+                    )
+                ]
+            )
         elif isinstance(node, sns.CfnTopic):
             node.kms_master_key_id = arn
         elif isinstance(node, secretsmanager.CfnSecret):
