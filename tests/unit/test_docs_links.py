@@ -100,7 +100,7 @@ def test_a_broken_link_or_anchor_is_found(tmp_path: Path) -> None:
     page = tmp_path / "README.md"
     page.write_text(
         "[ok](docs/a.md#costs-per-event) [ok](docs/a.md#costs-per-event-1) [ok](#top)\n"
-        "[gone](docs/b.md) [anchor](docs/a.md#costs) [out](../../etc/passwd)\n"
+        "[gone](docs/b.md) [anchor](docs/a.md#costs) [out](../elsewhere.md)\n"
         '`[code](docs/c.md)`\n\n```\n[fenced](docs/d.md)\n```\n\n<a name="top"></a>\n'
         "[web](https://example.com/x.md#y) [mail](mailto:a@example.com)\n",
         encoding="utf-8",
@@ -108,7 +108,7 @@ def test_a_broken_link_or_anchor_is_found(tmp_path: Path) -> None:
     assert broken_links(page, tmp_path) == [
         "README.md: (docs/b.md) names no file",
         "README.md: (docs/a.md#costs) names no heading of docs/a.md",
-        "README.md: (../../etc/passwd) leaves the repository",
+        "README.md: (../elsewhere.md) leaves the repository",
     ]
 
 
