@@ -8,6 +8,11 @@ STAMP := $(VENV)/.stamp
 # app, CLI and toolchain; every extra) and functions/requirements.txt (the Lambda bundle).
 LOCK := requirements.lock
 FN_LOCK := functions/requirements.lock
+# The documentation site's toolchain (mkdocs-material), locked apart from LOCK so that the test
+# suite's install stays as it is; `make docs` installs it into the same venv on demand. Its lock
+# is constrained by LOCK: a package both hold has the same pin in both.
+DOCS_LOCK := requirements-docs.lock
+STAMP_DOCS := $(VENV)/.stamp-docs
 UV := $(BIN)/uv
 # `make lock LOCK_ARGS=--upgrade` (or `--upgrade-package NAME`) moves pins; without it the
 # existing pins are kept and only what the inputs changed is resolved again.
@@ -19,7 +24,7 @@ STAMP_NPM := node_modules/.stamp
 WITH_NODE := PATH="$(CURDIR)/node_modules/.bin:$(CURDIR)/$(BIN):$$PATH"
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: demo test lint format typecheck unit flake-check synth machines bench lock contract-index clean help
+.PHONY: demo test lint format typecheck unit flake-check synth machines bench lock contract-index docs settings-doc clean help
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -33,6 +38,10 @@ $(BIN)/python:
 $(STAMP): $(LOCK) pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --require-hashes -r $(LOCK)
 	$(BIN)/pip install -q --no-deps -e .
+	touch $@
+
+$(STAMP_DOCS): $(DOCS_LOCK) $(STAMP)
+	$(BIN)/pip install -q --require-hashes -r $(DOCS_LOCK)
 	touch $@
 
 $(STAMP_NPM): package.json package-lock.json
@@ -86,14 +95,25 @@ bench: $(STAMP)  ## benchmarks: figures and ratios, not pass/fail
 contract-index: $(STAMP)  ## regenerate docs/contract-tests.md (rule -> tests) from the tests' contract markers
 	$(BIN)/python -m tests.contract_index
 
+# The site: the README as its home page and docs/*.md (mkdocs.yml, mkdocs_hooks.py), into site/.
+# --strict fails on any warning: a broken link or anchor, a page missing from the nav.
+docs: $(STAMP_DOCS)  ## build the documentation site (mkdocs-material) into site/; fails on any warning or broken link
+	$(BIN)/python -m s3ingest.settings.reference --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+settings-doc: $(STAMP)  ## regenerate docs/settings.md (the settings reference) from the settings model
+	$(BIN)/python -m s3ingest.settings.reference --write
+
 # UV_PYTHON_DOWNLOADS=never: uv resolves for Python 3.13 from the metadata alone; it must not
 # fetch an interpreter from outside the package index.
-lock: $(STAMP)  ## regenerate the hashed lock files from pyproject.toml and functions/requirements.txt
+lock: $(STAMP)  ## regenerate the hashed lock files from pyproject.toml, functions/requirements.txt and requirements-docs.txt
 	UV_PYTHON_DOWNLOADS=never $(UV) pip compile pyproject.toml --all-extras --universal \
 		--generate-hashes $(LOCK_ARGS) -o $(LOCK)
 	UV_PYTHON_DOWNLOADS=never $(UV) pip compile functions/requirements.txt \
 		--python-platform aarch64-manylinux2014 --python-version 3.13 --generate-hashes \
 		$(LOCK_ARGS) -o $(FN_LOCK)
+	UV_PYTHON_DOWNLOADS=never $(UV) pip compile requirements-docs.txt --universal \
+		--generate-hashes -c $(LOCK) $(LOCK_ARGS) -o $(DOCS_LOCK)
 
 clean:
-	rm -rf $(VENV) node_modules cdk.out .build .pytest_cache .mypy_cache
+	rm -rf $(VENV) node_modules cdk.out .build .pytest_cache .mypy_cache site

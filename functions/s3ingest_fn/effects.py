@@ -1,5 +1,5 @@
-"""The processor API for a team's effect code (documented in the README, imported by processors
-deployed with earlier versions): :class:`AppliedChange`, :class:`PinnedContent`,
+"""The processor API for a team's effect code (documented in docs/processors.md, imported by
+processors deployed with earlier versions): :class:`AppliedChange`, :class:`PinnedContent`,
 :class:`SupersededError` and :class:`Processor`, defined in :mod:`s3ingest_fn.core.effects`.
 """
 

@@ -10,7 +10,7 @@ import typer
 
 from s3ingest_fn.contract import STACK_ENV as STACK_ENV_NAME
 
-#: Exit codes (README): 0 ok, 1 unhealthy or not converged, 2 usage error, 3 AWS error.
+#: Exit codes (docs/operating.md): 0 ok, 1 unhealthy or not converged, 2 usage error, 3 AWS error.
 EXIT_UNHEALTHY, EXIT_USAGE, EXIT_AWS = 1, 2, 3
 #: Where the stack name comes from when --stack is not given (the functions' own variable).
 STACK_ENV = STACK_ENV_NAME

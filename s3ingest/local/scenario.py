@@ -58,7 +58,7 @@ Format (one JSON object per line; blank lines and lines starting with ``#`` are 
 
 The result (:func:`run_scenario`) is ``{"error": str | None, "messages": [...], "ledger": [...],
 "bucket": [...], "effects": [...], "changes": [...], "effects_problems": [...], "held": [...],
-"trail": [...], "reviews": [...], "converged": bool}`` as documented in the README (``held``:
+"trail": [...], "reviews": [...], "converged": bool}`` as documented in docs/scenarios.md (``held``:
 the changes still held at the end; ``trail``: per key with any, its review decisions, newest
 first; ``reviews``: per approve/reject step, what it decided, empty when nothing matched):
 ``effects`` lists every completed processor run with its change id and fencing token,

@@ -3,7 +3,7 @@ base for the deployed-stack commands, the extras for the rest), the CLI reports 
 a command whose extra is missing says which one to install.
 
 The real check, ``pip install .`` into an empty virtual environment, needs the package index; it
-is done by hand for a release (README, "Installing the CLI").
+is done by hand for a release (docs/development.md, "Installing the CLI alone").
 """
 
 from __future__ import annotations
