@@ -219,8 +219,9 @@ def _flatten(value: object) -> str:
 def encrypt_everything(root: Construct, key: kms.IKey) -> None:
     """Encrypt every resource below ``root`` that can be with ``key``, on its L1 resource (so a
     construct any feature adds is covered): queues, tables, buckets (bucket keys on; the server
-    access log destination too: the key policy lets S3's logging principal write under it), topics, secrets, the change bus, archives, log groups,
-    state machines and the functions' environments. Run after composing, before
+    access log destination too: the key policy lets S3's logging principal write under it),
+    topics, secrets, the change bus, archives, log groups, state machines and the functions'
+    environments. Run after composing, before
     :func:`grant_key_use`.
 
     https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-server-side-encryption.html,
