@@ -33,6 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aws_cdk import Aws, Duration, RemovalPolicy, Token
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -42,6 +44,7 @@ from s3ingest.settings import CHANGE_SOURCE, SettingsError
 from s3ingest.settings.buckets import ACCOUNT_RE
 from s3ingest_cdk.constructs.change_bus import EVENTS_PRINCIPAL, change_bus_name, change_pattern
 from s3ingest_cdk.constructs.ingest_queue import secure_queue
+from s3ingest_cdk.constructs.operational_alarms import alarm_name, runbook
 from s3ingest_cdk.nag import acknowledge
 from s3ingest_cdk.pipeline import S3IngestPipeline
 
@@ -114,6 +117,9 @@ class ChangeStreamForwarder(Construct):
         The role EventBridge assumes to put the events on the hub bus (that bus only).
     dead_letter_queue : aws_cdk.aws_sqs.Queue
         Changes the rule could not deliver (retained with the stack's deletion).
+    alarm : aws_cdk.aws_cloudwatch.Alarm
+        ``s3ingest-<stage>-change-forward-dlq-depth``: a message in that queue, to the
+        pipeline's alarm topic (runbook ``change-forward-dlq``).
 
     Raises
     ------
@@ -182,6 +188,25 @@ class ChangeStreamForwarder(Construct):
                 targets.EventBus(hub, role=self.role, dead_letter_queue=self.dead_letter_queue)
             ],
         )
+        depth = self.dead_letter_queue.metric_approximate_number_of_messages_visible(
+            statistic=cloudwatch.Stats.MAXIMUM, period=Duration.minutes(5)
+        )
+        self.alarm = cloudwatch.Alarm(
+            self,
+            "DeadLetterAlarm",
+            alarm_name=alarm_name(stage, "change-forward-dlq-depth"),
+            metric=depth,
+            threshold=0,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description=(
+                "s3ingest: changes the forwarding rule could not deliver to the hub bus. "
+                f"Runbook: {runbook(pipeline.settings.runbook_base_url, 'change-forward-dlq')}"
+            ),
+        )
+        self.alarm.add_alarm_action(actions.SnsAction(pipeline.topic))
+        self.alarm.add_ok_action(actions.SnsAction(pipeline.topic))
 
 
 def _is_bus_arn(arn: str) -> bool:

@@ -241,3 +241,29 @@ def test_hub_refuses_no_forwarders_and_a_bad_account() -> None:
         ChangeStreamHub(stack, "Empty", forwarded=[])
     with pytest.raises(SettingsError, match="not an account id"):
         ChangeStreamHub(stack, "Bad", forwarded=[ForwardedRegion("12", "us-east-1", "prod")])
+
+
+@pytest.mark.parametrize("stack", ["S3Ingest-eu", "S3Ingest-us"])
+def test_forwarder_dead_letters_alarm_the_pipeline_s_topic(
+    example: tuple[App, Any], stack: str
+) -> None:
+    # GIVEN a regional stack's forwarder alarm
+    template = _template(example, stack)
+    ((_, alarm),) = (
+        (k, v)
+        for k, v in _resources(template, "AWS::CloudWatch::Alarm").items()
+        if k.startswith("ForwarderDeadLetterAlarm")
+    )
+    props = alarm["Properties"]
+    # THEN it fires on the first message of the forwarder's dead-letter queue
+    assert props["AlarmName"] == "s3ingest-prod-change-forward-dlq-depth"
+    assert props["MetricName"] == "ApproximateNumberOfMessagesVisible"
+    assert props["Threshold"] == 0
+    (dimension,) = props["Dimensions"]
+    assert dimension["Value"]["Fn::GetAtt"][0].startswith("ForwarderDeadLetterQueue")
+    # AND notifies the pipeline's alarm topic, linking a runbook section that exists
+    (topic,) = _resources(template, "AWS::SNS::Topic")
+    assert props["AlarmActions"] == [{"Ref": topic}] == props["OKActions"]
+    assert props["AlarmDescription"].endswith("#change-forward-dlq")
+    runbook = (PROJECT_ROOT / "docs" / "runbook.md").read_text()
+    assert '<a id="change-forward-dlq"></a>' in runbook
