@@ -45,6 +45,7 @@ from s3ingest.settings.buckets import ACCOUNT_RE
 from s3ingest_cdk.constructs.change_bus import EVENTS_PRINCIPAL, change_bus_name, change_pattern
 from s3ingest_cdk.constructs.ingest_queue import secure_queue
 from s3ingest_cdk.constructs.operational_alarms import alarm_name, runbook
+from s3ingest_cdk.encryption import encrypt_everything
 from s3ingest_cdk.nag import acknowledge
 from s3ingest_cdk.pipeline import S3IngestPipeline
 
@@ -116,7 +117,8 @@ class ChangeStreamForwarder(Construct):
     role : aws_cdk.aws_iam.Role
         The role EventBridge assumes to put the events on the hub bus (that bus only).
     dead_letter_queue : aws_cdk.aws_sqs.Queue
-        Changes the rule could not deliver (retained with the stack's deletion).
+        Changes the rule could not deliver (retained with the stack's deletion; SSE-SQS, or
+        the pipeline's ``kmsKeyArn`` key).
     alarm : aws_cdk.aws_cloudwatch.Alarm
         ``s3ingest-<stage>-change-forward-dlq-depth``: a message in that queue, to the
         pipeline's alarm topic (runbook ``change-forward-dlq``).
@@ -207,6 +209,10 @@ class ChangeStreamForwarder(Construct):
         )
         self.alarm.add_alarm_action(actions.SnsAction(pipeline.topic))
         self.alarm.add_ok_action(actions.SnsAction(pipeline.topic))
+        if pipeline.encryption_key is not None:
+            # kmsKeyArn: the dead-letter queue too (the key's policy admits this account's
+            # rules as senders, s3ingest.encryption.key_policy_statements)
+            encrypt_everything(self, pipeline.encryption_key)
 
 
 def _is_bus_arn(arn: str) -> bool:

@@ -267,3 +267,28 @@ def test_forwarder_dead_letters_alarm_the_pipeline_s_topic(
     assert props["AlarmDescription"].endswith("#change-forward-dlq")
     runbook = (PROJECT_ROOT / "docs" / "runbook.md").read_text()
     assert '<a id="change-forward-dlq"></a>' in runbook
+
+
+def test_forwarder_dead_letter_queue_takes_the_pipeline_s_key() -> None:
+    # GIVEN a regional pipeline with its own key (kmsKeyArn "create") and a forwarder
+    app = App(analytics_reporting=False)
+    stack = Stack(app, "Keyed", env=Environment(account=US_ACCOUNT, region="us-east-1"))
+    pipeline = S3IngestPipeline(
+        stack,
+        "Pipeline",
+        buckets=[BucketSpec()],
+        change_stream=True,
+        kms_key_arn="create",
+        code=INLINE,
+    )
+    ChangeStreamForwarder(stack, "Forwarder", pipeline=pipeline, hub_bus_arn=HUB_BUS)
+    template = app.synth().get_stack_by_name("Keyed").template
+    # THEN its dead-letter queue is encrypted with that key, not SSE-SQS
+    ((_, queue),) = (
+        (k, v)
+        for k, v in _resources(template, "AWS::SQS::Queue").items()
+        if k.startswith("ForwarderDeadLetterQueue")
+    )
+    (key_id,) = _resources(template, "AWS::KMS::Key")
+    assert queue["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    assert "SqsManagedSseEnabled" not in queue["Properties"]
