@@ -51,6 +51,8 @@ from s3ingest_cdk.pipeline import S3IngestPipeline
 
 #: The forwarding rule's name on each pipeline's change bus.
 FORWARD_RULE_NAME = "s3ingest-forward-changes"
+#: The pipeline's attribute that records its forwarder.
+_FORWARDED = "_s3ingest_forwarded"
 #: The hub bus's default name.
 HUB_BUS_NAME = "s3ingest-changes-hub"
 #: Retention of the forwarder's dead-letter queue (SQS maximum).
@@ -126,7 +128,8 @@ class ChangeStreamForwarder(Construct):
     Raises
     ------
     SettingsError
-        When the pipeline has no change stream or ``hub_bus_arn`` is not an event bus ARN.
+        When the pipeline has no change stream or a forwarder already, or ``hub_bus_arn`` is
+        not an event bus ARN.
     """
 
     def __init__(
@@ -141,16 +144,20 @@ class ChangeStreamForwarder(Construct):
         problems = []
         if pipeline.change_bus is None:
             problems.append("pipeline: the forwarder needs changeStream on")
+        if getattr(pipeline, _FORWARDED, False):
+            problems.append(
+                "pipeline: it has a forwarder already (one hub per pipeline: the rule's name "
+                f"{FORWARD_RULE_NAME} is fixed; consumers fan out from the hub)"
+            )
         if not Token.is_unresolved(hub_bus_arn) and not _is_bus_arn(hub_bus_arn):
             problems.append(f"hub_bus_arn: {hub_bus_arn!r} is not an event bus ARN")
         if problems or pipeline.change_bus is None:
             raise SettingsError(problems)
+        setattr(pipeline, _FORWARDED, True)
         stage = pipeline.settings.stage
         source_bus = pipeline.change_bus.bus
-        rule_arn = (
-            f"arn:{Aws.PARTITION}:events:{Aws.REGION}:{Aws.ACCOUNT_ID}:"
-            f"rule/{change_bus_name(stage)}/{FORWARD_RULE_NAME}"
-        )
+        # this stack's own account and Region, as the hub names it
+        rule_arn = ForwardedRegion(Aws.ACCOUNT_ID, Aws.REGION, stage).rule_arn()
         # The execution role of a cross-Region bus target; its trust names this rule only
         # (https://docs.aws.amazon.com/eventbridge/latest/userguide/cross-service-confused-deputy-prevention.html).
         self.role = iam.Role(

@@ -102,6 +102,23 @@ def test_forwarder_sends_every_change_to_the_hub_with_a_put_events_only_role(
     assert symbol(trust["Condition"]["ArnEquals"]["aws:SourceArn"]).endswith(
         f":rule/s3ingest-changes-prod/{FORWARD_RULE_NAME}"
     )
+    # AND the rule and role are the ones the hub's policy names (fixed names, no reference)
+    account, region = {
+        "S3Ingest-eu": (HUB_ACCOUNT, "eu-west-1"),
+        "S3Ingest-us": (US_ACCOUNT, "us-east-1"),
+    }[stack]
+
+    def resolved(value: Any) -> str:
+        text = symbol(value).replace("ref:AWS::Region", region)
+        return text.replace("ref:AWS::AccountId", account)
+
+    hub_statements = {s["Sid"]: s for s in _hub_policy(example)[0]["Statement"]}
+    admits = hub_statements["cdk-AdmitTheRegionalForwarders"]["Condition"]["ArnEquals"]
+    assert resolved(trust["Condition"]["ArnEquals"]["aws:SourceArn"]) in {
+        symbol(a) for a in admits["aws:SourceArn"]
+    }
+    role_arn = f"arn:aws:iam::{account}:role/{resolved(role['RoleName'])}"
+    assert role_arn in {symbol(a) for a in admits["aws:PrincipalArn"]}
     # AND the role may only put events on the hub bus
     statements = [
         s
@@ -233,6 +250,18 @@ def test_forwarder_refuses_a_pipeline_without_change_stream_and_a_non_bus_arn() 
         ChangeStreamForwarder(
             stack, "Forwarder2", pipeline=pipeline, hub_bus_arn="arn:aws:sqs:eu-west-1:1:q"
         )
+
+
+def test_forwarder_refuses_a_second_forwarder_of_one_pipeline() -> None:
+    # GIVEN a pipeline with a forwarder
+    stack = Stack(App(), "Twice", env=Environment(account=US_ACCOUNT, region="us-east-1"))
+    pipeline = S3IngestPipeline(
+        stack, "Pipeline", buckets=[BucketSpec()], change_stream=True, code=INLINE
+    )
+    ChangeStreamForwarder(stack, "Forwarder", pipeline=pipeline, hub_bus_arn=HUB_BUS)
+    # WHEN a second one is added THEN synth stops (the rule's name is fixed)
+    with pytest.raises(SettingsError, match="forwarder already"):
+        ChangeStreamForwarder(stack, "Again", pipeline=pipeline, hub_bus_arn=HUB_BUS)
 
 
 def test_hub_refuses_no_forwarders_and_a_bad_account() -> None:
