@@ -12,7 +12,8 @@ hub bus (:class:`ChangeStreamHub`) in another Region (and optionally another acc
   (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html). No input: the
   hub receives the event as matched (same ``id``, ``time``, ``source``, ``detail-type`` and
   ``detail``; the envelope's ``account`` and ``region`` are expected to stay the publishing
-  pipeline's, which no AWS page found states: ``detail.bucket`` tells Regions apart). The rule reads its own bus: it needs no ``events:PutEvents`` there, so the
+  pipeline's, which no AWS page found states: ``detail.bucket`` tells Regions apart).
+  The rule reads its own bus: it needs no ``events:PutEvents`` there, so the
   change bus still admits only the relay (``ONLY_THE_RELAY_SID``).
 - The hub is a bus whose resource policy admits ``events:PutEvents`` from the named forwarders
   only: their accounts, their rules (``aws:SourceArn``, the rule ARN, as EventBridge documents
