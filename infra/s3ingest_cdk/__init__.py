@@ -9,6 +9,8 @@ the app's feature flags);
 or an in-process module); ``S3IngestStack`` is the stack ``app.py`` deploys around the pipeline.
 ``S3IngestSource`` (and its stack, ``S3IngestSourceStack``) is what the account of a bucket of
 another account deploys for a central pipeline (``docs/organisation.md``).
+``ChangeStreamForwarder`` sends a regional pipeline's change stream to one ``ChangeStreamHub``
+bus in another Region (``ForwardedRegion`` names each forwarder for the hub's policy).
 """
 
 from __future__ import annotations
@@ -20,11 +22,15 @@ from s3ingest_cdk.constructs.landing_bucket import (
     server_access_logs,
 )
 from s3ingest_cdk.features.processors import ProcessorConfig
+from s3ingest_cdk.forwarding import ChangeStreamForwarder, ChangeStreamHub, ForwardedRegion
 from s3ingest_cdk.pipeline import LandingBucketSource, S3IngestPipeline
 from s3ingest_cdk.source import S3IngestSource, S3IngestSourceStack
 
 __all__ = [
     "BucketSpec",
+    "ChangeStreamForwarder",
+    "ChangeStreamHub",
+    "ForwardedRegion",
     "InventoryRef",
     "LandingBucketSource",
     "ProcessorConfig",

@@ -22,6 +22,12 @@ ONLY_THE_RELAY_SID = "OnlyTheChangeRelayPublishes"
 EVENTS_PRINCIPAL = "events.amazonaws.com"
 
 
+def change_bus_name(stage: str) -> str:
+    """The change bus's name for ``stage``: ``s3ingest-changes-<stage>`` (consumers' rules, and
+    a hub's policy, :mod:`s3ingest_cdk.forwarding`, name it)."""
+    return f"s3ingest-changes-{stage}"
+
+
 def change_pattern() -> events.EventPattern:
     """Every change the relay publishes: ``source`` ``s3ingest`` (``CHANGE_SOURCE``), both
     detail types (``Object Ingested``, ``Object Tombstoned``)."""

@@ -11,6 +11,7 @@ from constructs import Construct
 
 from s3ingest.settings import Settings
 from s3ingest_cdk.constructs import ChangeBus, ChangeRelayFunction
+from s3ingest_cdk.constructs.change_bus import change_bus_name
 from s3ingest_cdk.features.evidence import RUNTIME_EVIDENCE, STREAM_EVIDENCE, XRAY_EVIDENCE
 from s3ingest_cdk.nag import acknowledge
 from s3ingest_fn.adapters.dynamo_ledger import STREAM_FILTER
@@ -67,7 +68,7 @@ class ChangeStream(Construct):
         self.change_bus = ChangeBus(
             self,
             "ChangeBus",
-            bus_name=f"s3ingest-changes-{settings.stage}",
+            bus_name=change_bus_name(settings.stage),
             archive_retention=Duration.days(settings.archive_retention_days),
             log_retention_days=settings.log_retention_days,
             log_keys=settings.log_keys,
