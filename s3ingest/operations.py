@@ -547,12 +547,14 @@ def status(
             delivery = eventbridge_delivery_enabled(s3, outputs["BucketName"])
         except TransientError:  # e.g. no s3:GetBucketNotification: shown as unknown
             delivery = None
+    # ListReplays' filters are exclusive (one at most, else ValidationException:
+    # https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_ListReplays.html): the
+    # archive's replays, their state read here
     replays = (
         [
             r["ReplayName"]
-            for r in events.list_replays(EventSourceArn=outputs["ArchiveArn"], State="RUNNING").get(
-                "Replays", []
-            )
+            for r in events.list_replays(EventSourceArn=outputs["ArchiveArn"]).get("Replays", [])
+            if r.get("State") in ("STARTING", "RUNNING")
         ]
         if "ArchiveArn" in outputs
         else []
