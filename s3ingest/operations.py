@@ -163,8 +163,10 @@ def replay_outcomes(cloudwatch: Any, stack: str, start: datetime, end: datetime)
     handler's ``replayed_<outcome>`` metrics (:func:`stack_metric`).
 
     Metrics arrive a minute or two after the records are processed; call it after the replay
-    completed and the queue drained.
+    completed and the queue drained. The window lasts one period (60 s) at least: GetMetricData
+    refuses an ``EndTime`` equal to its ``StartTime`` (a replay that ended within its second).
     """
+    end = max(end, start + timedelta(seconds=60))
     queries = [
         {
             "Id": f"o{i}",

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -17,17 +16,6 @@ from s3ingest.cli.context import require_local
 from s3ingest.cli.local import local_app
 from s3ingest.cli.options import EXIT_UNHEALTHY, EXIT_USAGE, AsJson
 from s3ingest.cli.render import console, out
-
-StateDir = Annotated[
-    Path | None,
-    typer.Option(
-        "--state",
-        metavar="DIR",
-        file_okay=False,
-        help="The run directory (run file local.json, log local.log); default: .s3ingest in "
-        "the current directory, where --local looks.",
-    ),
-]
 
 
 @local_app.command("up", short_help="Start the stack on the emulator in the background.")
@@ -41,15 +29,16 @@ def up_command(
             help="A setting over cdk.json's context (as cdk -c); repeatable.",
         ),
     ] = None,
-    state: StateDir = None,
     as_json: AsJson = False,
 ) -> None:
     """Start the emulator with the stack deployed from cdk.json's context (of the current
     directory, with --context over it) in a background process that stays up: objects
     written to its buckets by any client (the AWS CLI, boto3 against the printed endpoint)
     flow through the pipeline as in AWS. Prints the endpoint, region, credentials, buckets
-    and the stack's outputs; operator commands act on it with --local. Exit code 2 for
-    invalid settings or a stack already running, 1 when it did not start."""
+    and the stack's outputs; operator commands act on it with --local (from the same
+    directory: its run file is .s3ingest/local.json). Its state lives in that process's
+    memory until local down. Exit code 2 for invalid settings or a stack already running, 1
+    when it did not start."""
     require_local("s3ingest local up")
     from s3ingest.local import daemon
     from s3ingest.settings import Settings, SettingsError
@@ -60,7 +49,7 @@ def up_command(
     except (ValueError, SettingsError) as exc:
         console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_USAGE) from exc
-    directory = daemon.run_dir(state)
+    directory = daemon.run_dir()
     try:
         daemon.running(directory)
     except daemon.LocalStackError:
@@ -77,10 +66,7 @@ def up_command(
         sys.stdout.write(json.dumps(info) + "\n")
         return
     _render(info)
-    out.print(
-        "act on it with --local (s3ingest status --local); stop it with s3ingest local down"
-        + ("" if state is None else f" --state {state}")
-    )
+    out.print("act on it with --local (s3ingest status --local); stop it with s3ingest local down")
 
 
 def _render(info: dict[str, Any]) -> None:
@@ -100,12 +86,12 @@ def _render(info: dict[str, Any]) -> None:
 
 
 @local_app.command("status", short_help="Whether the local stack runs, and its resources.")
-def status_command(state: StateDir = None, as_json: AsJson = False) -> None:
+def status_command(as_json: AsJson = False) -> None:
     """Whether the stack s3ingest local up started runs (its pid alive, its endpoint
     answering) and its resources. Exit code 0 when it runs, 1 when not."""
     from s3ingest.local import daemon
 
-    report = daemon.probe(daemon.run_dir(state))
+    report = daemon.probe(daemon.run_dir())
     ok = bool(report["running"] and report.get("answers"))
     if as_json:
         sys.stdout.write(json.dumps(report) + "\n")
@@ -122,13 +108,13 @@ def status_command(state: StateDir = None, as_json: AsJson = False) -> None:
 
 
 @local_app.command("down", short_help="Stop the local stack.")
-def down_command(state: StateDir = None, as_json: AsJson = False) -> None:
+def down_command(as_json: AsJson = False) -> None:
     """Stop the stack s3ingest local up started (its process only, by its pid); its state,
     held in that process's memory, goes with it. Exit code 1 when none runs."""
     from s3ingest.local import daemon
 
     try:
-        result = daemon.stop(daemon.run_dir(state))
+        result = daemon.stop(daemon.run_dir())
     except daemon.LocalStackError as exc:
         if as_json:
             sys.stdout.write(json.dumps({"stopped": None, "reason": str(exc)}) + "\n")

@@ -124,7 +124,11 @@ class EndpointSession:
         import boto3
 
         self.endpoint_url = endpoint
-        self._session = boto3.session.Session(region_name=region, **credentials)
+        self._session: Any = boto3.session.Session(
+            region_name=region,
+            aws_access_key_id=credentials["aws_access_key_id"],
+            aws_secret_access_key=credentials["aws_secret_access_key"],
+        )
 
     def client(self, service: str, **kwargs: Any) -> Any:
         """The session's client of ``service``, bound to the endpoint."""

@@ -52,9 +52,9 @@ class LocalStackError(RuntimeError):
     """No local stack runs (no run file, or its process is gone), or it did not start."""
 
 
-def run_dir(state: str | Path | None = None) -> Path:
-    """The run directory: ``state`` when given, else :data:`RUN_DIR` of the current one."""
-    return Path(state) if state is not None else Path.cwd() / RUN_DIR
+def run_dir(directory: str | Path | None = None) -> Path:
+    """The run directory: ``directory`` when given, else :data:`RUN_DIR` of the current one."""
+    return Path(directory) if directory is not None else Path.cwd() / RUN_DIR
 
 
 def read_context(pairs: Sequence[str], cdk_json: Path | None = None) -> dict[str, Any]:
@@ -174,12 +174,15 @@ def describe(rt: Any, pid: int) -> dict[str, Any]:
 
 def pump(rt: Any) -> int:
     """One round of the event sources: publish the recorded S3 events, drain the ingest
-    queue through the ingest handler, pump the change stream; returns the events published."""
+    queue through the ingest handler, pump the change stream; returns the events published.
+    Then each bucket's EventBridge delivery is read again (a client may have changed it)."""
     sent = int(rt.flush())
     rt.drain(timeout_seconds=120.0)
     rt.delivered.clear()  # reports' memory: nothing reads it here
     for faithful in rt.buckets.values():
         faithful.log.clear()
+        faithful.refresh_notification()
+        _ = faithful.event_bridge  # read here, not inside a client's write
     return sent
 
 

@@ -109,6 +109,19 @@ def test_local_up_ingests_what_boto3_writes_and_local_commands_read_it(
     assert (code, json.loads(output)["dlq"]["approximate"]) == (0, 0)
     code, output = _cli("local", "status", "--json")
     assert code == 0 and json.loads(output)["running"] is True
+    # WHEN a message the handler cannot read reaches the ingest queue
+    sqs = boto3.client("sqs", **kwargs, **info["credentials"])
+    sqs.send_message(QueueUrl=outputs["QueueUrl"], MessageBody="not json")
+
+    def unhealthy() -> dict[str, Any] | None:
+        code, output = _cli("status", "--local", "--json")
+        return json.loads(output) if code == 1 else None
+
+    # THEN status --local exits 1 for the dead-letter queue, and redrive --local classifies it
+    found = _until(unhealthy, "the dead-letter queue reported")
+    assert found["dead_letter_queue"]["visible"] == 1 and not found["healthy"]
+    code, output = _cli("redrive", "--local", "--dry-run", "--json")
+    assert code == 0 and json.loads(output)["dlq"]["by_reason"] == {"malformed-json": 1}
     # WHEN local down
     code, output = _cli("local", "down", "--json")
     # THEN only that process ended, and --local finds no stack (exit code 2)
@@ -154,9 +167,7 @@ def test_a_stale_run_file_is_not_a_running_stack(
     assert code == 1
 
 
-def test_local_up_refuses_invalid_settings(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_local_up_refuses_invalid_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     code, output = _cli("local", "up", "--context", "batchSize=zero")
     assert code == 2 and "batchSize" in output
