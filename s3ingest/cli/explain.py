@@ -12,8 +12,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from s3ingest.cli.app import app
-from s3ingest.cli.context import aws_call, connect, connect_target
-from s3ingest.cli.options import AsJson, LocalOption, Stack, StackOrLocal
+from s3ingest.cli.context import aws_call, connect_target
+from s3ingest.cli.options import AsJson, LocalOption, StackOrLocal
 from s3ingest.cli.render import out
 
 
@@ -112,7 +112,9 @@ def log_key_command(
     key: Annotated[
         str, typer.Argument(metavar="KEY", help="Object key, decoded (as in the bucket).")
     ],
-    stack: Stack,
+    ctx: typer.Context,
+    stack: StackOrLocal = None,
+    local: LocalOption = False,
     as_json: AsJson = False,
 ) -> None:
     """With logKeys: hashed, logs show each object key as its keyed hash (key_hash in function
@@ -122,7 +124,7 @@ def log_key_command(
     from s3ingest.cli.context import require_outputs
     from s3ingest_fn import wiring
 
-    deployed = connect(stack)
+    deployed = connect_target(ctx, stack, local)
     (arn,) = require_outputs(deployed, "LogKeySecretArn")
     client = deployed.client("secretsmanager")
     policy = aws_call(lambda: wiring.key_policy(client, "hashed", arn))

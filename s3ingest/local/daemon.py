@@ -132,8 +132,9 @@ def outputs(rt: Any) -> dict[str, str]:
 
 def deploy(emu: Any, context: Mapping[str, Any]) -> Any:
     """A :class:`~s3ingest.local.runtime.LocalRuntime` on ``emu`` from ``context``'s settings
-    (``buckets``, else ``bucketName`` and ``versioned``), each landing bucket's writes by any
-    client recorded (:func:`s3ingest.local.outside_writes.watch`).
+    (``buckets``, else ``bucketName`` and ``versioned``; ``processorPackageDir``, relative to
+    the current directory, importable), each landing bucket's writes by any client recorded
+    (:func:`s3ingest.local.outside_writes.watch`).
 
     Raises
     ------
@@ -144,6 +145,8 @@ def deploy(emu: Any, context: Mapping[str, Any]) -> Any:
     from s3ingest.settings import Settings
 
     settings = Settings.from_context(context)
+    if settings.processor_package_dir:  # the team's packages, as the stack bundles them
+        sys.path.insert(0, str(Path(settings.processor_package_dir).resolve()))
     rt = LocalRuntime(
         emu,
         settings,

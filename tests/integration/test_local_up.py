@@ -146,6 +146,7 @@ def test_local_without_a_running_stack_exits_2(
         ("redrive", "--local"),
         ("replay", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T01:00:00Z", "--local"),
         ("repair", "k", "--local"),
+        ("log-key", "k", "--local"),
     ):
         code, output = _cli(*args)
         assert code == 2, (args, output)
