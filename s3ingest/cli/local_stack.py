@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -16,6 +17,17 @@ from s3ingest.cli.context import require_local
 from s3ingest.cli.local import local_app
 from s3ingest.cli.options import EXIT_UNHEALTHY, EXIT_USAGE, AsJson
 from s3ingest.cli.render import console, out
+
+StateDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--state",
+        metavar="DIR",
+        file_okay=False,
+        help="A state folder: up loads the state saved there (its settings with it), down "
+        "saves the state there (a pickle: load only a folder you trust).",
+    ),
+]
 
 
 @local_app.command("up", short_help="Start the stack on the emulator in the background.")
@@ -29,6 +41,7 @@ def up_command(
             help="A setting over cdk.json's context (as cdk -c); repeatable.",
         ),
     ] = None,
+    state: StateDir = None,
     as_json: AsJson = False,
 ) -> None:
     """Start the emulator with the stack deployed from cdk.json's context (of the current
@@ -37,7 +50,8 @@ def up_command(
     flow through the pipeline as in AWS. Prints the endpoint, region, credentials, buckets
     and the stack's outputs; operator commands act on it with --local (from the same
     directory: its run file is .s3ingest/local.json). Its state lives in that process's
-    memory until local down. Exit code 2 for invalid settings or a stack already running, 1
+    memory until local down; with --state DIR, the state saved there is loaded and saved there
+    again on local down. Exit code 2 for invalid settings or a stack already running, 1
     when it did not start."""
     require_local("s3ingest local up")
     from s3ingest.local import daemon
@@ -58,7 +72,7 @@ def up_command(
         console.print("[red]error:[/] a local stack already runs here: s3ingest local down first")
         raise typer.Exit(EXIT_USAGE)
     try:
-        info = daemon.start(ctx, directory)
+        info = daemon.start(ctx, directory, state=state)
     except daemon.LocalStackError as exc:
         console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_UNHEALTHY) from exc
@@ -108,13 +122,14 @@ def status_command(as_json: AsJson = False) -> None:
 
 
 @local_app.command("down", short_help="Stop the local stack.")
-def down_command(as_json: AsJson = False) -> None:
+def down_command(state: StateDir = None, as_json: AsJson = False) -> None:
     """Stop the stack s3ingest local up started (its process only, by its pid); its state,
-    held in that process's memory, goes with it. Exit code 1 when none runs."""
+    held in that process's memory, goes with it unless saved: to --state DIR, or to the folder
+    of local up --state. Exit code 1 when none runs."""
     from s3ingest.local import daemon
 
     try:
-        result = daemon.stop(daemon.run_dir())
+        result = daemon.stop(daemon.run_dir(), state=state)
     except daemon.LocalStackError as exc:
         if as_json:
             sys.stdout.write(json.dumps({"stopped": None, "reason": str(exc)}) + "\n")
@@ -124,4 +139,5 @@ def down_command(as_json: AsJson = False) -> None:
     if as_json:
         sys.stdout.write(json.dumps(result) + "\n")
     else:
-        out.print(f"stopped the local stack (pid {result['stopped']})")
+        saved = f"; state saved to {result['state']}" if result["state"] else ""
+        out.print(f"stopped the local stack (pid {result['stopped']}){saved}", highlight=False)

@@ -14,7 +14,8 @@ operator commands reads (:func:`s3ingest.commands.context.connect_local`). :func
 that process (by its pid, after checking its command line), :func:`probe` says whether it
 runs.
 
-The emulator's state lives in the process's memory: ``local down`` discards it.
+The emulator's state lives in the process's memory: ``local down`` discards it, unless a
+state folder is given (:mod:`s3ingest.local.saved_state`: saved on down, loaded on up).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from typing import Any
 RUN_DIR = ".s3ingest"
 RUN_FILE = "local.json"
 LOG_FILE = "local.log"
+#: Where ``local down --state DIR`` asks the daemon to save its state: ``{"state": DIR}``.
+SAVE_FILE = "save.json"
 #: The local stack's name (its metrics' stack dimension).
 STACK = "S3Ingest-local"
 #: Seconds between two rounds of the event sources when nothing arrived.
@@ -130,11 +133,12 @@ def outputs(rt: Any) -> dict[str, str]:
     return out
 
 
-def deploy(emu: Any, context: Mapping[str, Any]) -> Any:
+def deploy(emu: Any, context: Mapping[str, Any], resources: Any = None) -> Any:
     """A :class:`~s3ingest.local.runtime.LocalRuntime` on ``emu`` from ``context``'s settings
     (``buckets``, else ``bucketName`` and ``versioned``; ``processorPackageDir``, relative to
     the current directory, importable), each landing bucket's writes by any client recorded
-    (:func:`s3ingest.local.outside_writes.watch`).
+    (:func:`s3ingest.local.outside_writes.watch`); on ``resources`` already provisioned (a
+    restored state) when given.
 
     Raises
     ------
@@ -153,6 +157,7 @@ def deploy(emu: Any, context: Mapping[str, Any]) -> Any:
         bucket=settings.bucket_name,
         versioning="Enabled" if settings.versioned else None,
         buckets=list(settings.buckets) or None,
+        resources=resources,
     )
     for faithful in rt.buckets.values():
         outside_writes.watch(faithful)
@@ -189,14 +194,26 @@ def pump(rt: Any) -> int:
     return sent
 
 
-def serve(context: Mapping[str, Any], directory: Path, stop: threading.Event) -> None:
-    """The background process's work: deploy, write the run file, run :func:`pump` until
-    ``stop`` is set, then remove the run file and stop the emulator."""
+def serve(
+    context: Mapping[str, Any],
+    directory: Path,
+    stop: threading.Event,
+    state: Path | None = None,
+) -> None:
+    """The background process's work: deploy (from the state saved in ``state``, when it
+    holds one: :mod:`s3ingest.local.saved_state`), write the run file, run :func:`pump`
+    until ``stop`` is set, save the state (to ``state``, or the folder ``local down --state``
+    asked for), then remove the run file and stop the emulator."""
+    from s3ingest.local import saved_state
     from s3ingest.local.emulator import Emulator
 
+    saved = saved_state.load(state) if state is not None else None
+    context = dict(saved["context"]) if saved else dict(context)
     with Emulator() as emu:
-        rt = deploy(emu, context)
-        info = describe(rt, os.getpid())
+        resources = saved_state.restore(saved, emu.endpoint_url) if saved else None
+        rt = deploy(emu, context, resources)
+        info = {**describe(rt, os.getpid()), "state": str(state) if state else None}
+        info["restored"] = saved is not None
         path = directory / RUN_FILE
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(info, indent=2))
@@ -211,6 +228,11 @@ def serve(context: Mapping[str, Any], directory: Path, stop: threading.Event) ->
                     _LOG.error("event sources: %s", traceback.format_exc())
                     stop.wait(1.0)
         finally:
+            target = _read(directory / SAVE_FILE).get("state") or state
+            (directory / SAVE_FILE).unlink(missing_ok=True)
+            if target is not None:
+                saved_to = saved_state.save(Path(target), context, rt.resources, emu.endpoint_url)
+                _LOG.info("state saved to %s", saved_to)
             if _read(path).get("pid") == os.getpid():
                 path.unlink(missing_ok=True)
             rt.close()
@@ -276,10 +298,14 @@ def probe(directory: Path) -> dict[str, Any]:
 
 
 def start(
-    context: Mapping[str, Any], directory: Path, timeout_seconds: float = 180.0
+    context: Mapping[str, Any],
+    directory: Path,
+    timeout_seconds: float = 180.0,
+    state: Path | None = None,
 ) -> dict[str, Any]:
-    """Start the daemon for ``context`` in ``directory`` (created) and wait until its run file
-    names it; returns the run file.
+    """Start the daemon for ``context`` in ``directory`` (created), loading and saving its
+    state in ``state`` when given, and wait until its run file names it; returns the run
+    file.
 
     Raises
     ------
@@ -301,7 +327,8 @@ def start(
     log_path = directory / LOG_FILE
     with log_path.open("ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", _MODULE, "--dir", str(directory), "--context", "-"],
+            [sys.executable, "-m", _MODULE, "--dir", str(directory), "--context", "-"]
+            + (["--state", str(state.resolve())] if state is not None else []),
             stdin=subprocess.PIPE,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -322,9 +349,12 @@ def start(
     raise LocalStackError(f"the local stack did not start in {timeout_seconds:.0f} s")
 
 
-def stop(directory: Path, timeout_seconds: float = 30.0) -> dict[str, Any]:
+def stop(
+    directory: Path, timeout_seconds: float = 60.0, state: Path | None = None
+) -> dict[str, Any]:
     """Stop the local stack running from ``directory`` (SIGTERM to its pid, then SIGKILL after
-    ``timeout_seconds``); returns ``{"stopped": pid}``.
+    ``timeout_seconds``), saving its state to ``state`` when given (else to its ``local up
+    --state``, if any); returns ``{"stopped": pid, "state": folder or None}``.
 
     Raises
     ------
@@ -333,6 +363,8 @@ def stop(directory: Path, timeout_seconds: float = 30.0) -> dict[str, Any]:
     """
     info = running(directory)
     pid = int(info["pid"])
+    if state is not None:
+        (directory / SAVE_FILE).write_text(json.dumps({"state": str(state.resolve())}))
     _signal(pid)
     deadline = time.monotonic() + timeout_seconds
     while alive(pid) and time.monotonic() < deadline:
@@ -340,7 +372,8 @@ def stop(directory: Path, timeout_seconds: float = 30.0) -> dict[str, Any]:
     if alive(pid):
         _signal(pid, signal.SIGKILL)
     (directory / RUN_FILE).unlink(missing_ok=True)
-    return {"stopped": pid}
+    saved = str(state.resolve()) if state is not None else info.get("state")
+    return {"stopped": pid, "state": saved}
 
 
 def _signal(pid: int, sig: int = signal.SIGTERM) -> None:
@@ -363,13 +396,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog=f"python -m {_MODULE}")
     parser.add_argument("--dir", required=True)
     parser.add_argument("--context", default="-")
+    parser.add_argument("--state")
     args = parser.parse_args(argv)
     context = json.loads(sys.stdin.read() if args.context == "-" else args.context)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     stop_event = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop_event.set())
     signal.signal(signal.SIGINT, lambda *_: stop_event.set())
-    serve(context, Path(args.dir), stop_event)
+    serve(context, Path(args.dir), stop_event, Path(args.state) if args.state else None)
 
 
 if __name__ == "__main__":
