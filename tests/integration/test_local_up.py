@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from s3ingest.cli import app
-from s3ingest.local import daemon, outside_writes
+from s3ingest.local import daemon, outside_writes, saved_state
 from s3ingest.local.runtime import LocalRuntime
 
 #: Every wait of these tests ends by then (seconds), whatever happens.
@@ -125,12 +125,81 @@ def test_local_up_ingests_what_boto3_writes_and_local_commands_read_it(
     # WHEN local down
     code, output = _cli("local", "down", "--json")
     # THEN only that process ended, and --local finds no stack (exit code 2)
-    assert code == 0 and json.loads(output) == {"stopped": info["pid"]}
+    assert code == 0 and json.loads(output) == {"stopped": info["pid"], "state": None}
     assert not daemon.alive(int(info["pid"]))
     code, output = _cli("status", "--local")
     assert code == 2 and "no local stack: run s3ingest local up" in output
     code, output = _cli("local", "status", "--json")
     assert code == 1 and json.loads(output)["running"] is False
+
+
+@pytest.mark.slow
+def test_a_state_saved_on_down_is_loaded_on_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    state = tmp_path / "rehearsal"
+    started: list[int] = []
+
+    def up() -> dict[str, Any]:
+        code, output = _cli("local", "up", "--state", str(state), "--json")
+        assert code == 0, output
+        info: dict[str, Any] = json.loads(output)
+        started.append(int(info["pid"]))
+        return info
+
+    def client(info: dict[str, Any]) -> Any:
+        return boto3.client(
+            "s3",
+            endpoint_url=info["endpoint"],
+            region_name=info["region"],
+            **info["credentials"],
+        )
+
+    def row(bucket: str, key: str, revision: int) -> dict[str, Any] | None:
+        code, output = _cli("explain", bucket, key, "--local", "--json")
+        assert code == 0, output
+        found: dict[str, Any] = json.loads(output)
+        ok = found["agrees"] and found["ledger"].get("revision") == revision
+        return found if ok else None
+
+    try:
+        # GIVEN a local stack with a state folder, an object ingested, then local down
+        first = up()
+        assert first["restored"] is False
+        bucket = first["buckets"][0]
+        client(first).put_object(Bucket=bucket, Key="kept", Body=b"one")
+        _until(lambda: row(bucket, "kept", 1), "the first write ingested")
+        code, output = _cli("local", "down", "--json")
+        assert code == 0 and json.loads(output)["state"] == str(state.resolve())
+        assert (state / saved_state.STATE_FILE).is_file()
+        # WHEN local up loads it
+        second = up()
+        # THEN the same bucket, its object and its ledger row are back, on a new endpoint
+        assert second["restored"] is True and second["buckets"] == first["buckets"]
+        assert second["outputs"]["QueueUrl"].startswith(second["endpoint"])
+        assert client(second).get_object(Bucket=bucket, Key="kept")["Body"].read() == b"one"
+        assert row(bucket, "kept", 1)
+        # AND the pipeline goes on from there: an overwrite is a newer change of that row
+        client(second).put_object(Bucket=bucket, Key="kept", Body=b"two")
+        after = _until(lambda: row(bucket, "kept", 2), "the overwrite ingested")
+        assert after["ledger"]["last_reason"] == "newer-sequencer"
+        code, _ = _cli("status", "--local", "--json")
+        assert code == 0
+    finally:
+        for pid in started:
+            if daemon.alive(pid):
+                daemon.stop(tmp_path / daemon.RUN_DIR)
+        assert not any(daemon.alive(pid) for pid in started)
+
+
+def test_a_state_of_another_moto_is_refused(tmp_path: Path) -> None:
+    import pickle
+
+    (tmp_path / saved_state.STATE_FILE).write_bytes(pickle.dumps({"format": 1, "moto": "0.1"}))
+    with pytest.raises(saved_state.StateError, match=r"moto 0\.1"):
+        saved_state.load(tmp_path)
+    assert saved_state.load(tmp_path / "empty") is None
 
 
 def test_local_without_a_running_stack_exits_2(
