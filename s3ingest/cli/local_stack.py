@@ -54,7 +54,7 @@ def up_command(
     again on local down. Exit code 2 for invalid settings or a stack already running, 1
     when it did not start."""
     require_local("s3ingest local up")
-    from s3ingest.local import daemon
+    from s3ingest.local import daemon, saved_state
     from s3ingest.settings import Settings, SettingsError
 
     try:
@@ -64,6 +64,8 @@ def up_command(
         console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_USAGE) from exc
     directory = daemon.run_dir()
+    if state is not None and context and (state / saved_state.STATE_FILE).is_file():
+        console.print("[yellow]note:[/] the saved state's settings apply; --context is not used")
     try:
         daemon.running(directory)
     except daemon.LocalStackError:

@@ -58,11 +58,12 @@ def _locks_as_new() -> None:
 def save(directory: Path, context: dict[str, Any], resources: Any, endpoint: str) -> Path:
     """Write the process's moto state, ``context`` and ``resources`` (provisioned at
     ``endpoint``) to ``directory`` (created); returns the file written."""
-    from moto.backends import get_backend
+    from moto import backends as moto_backends
 
     from s3ingest.local.moto_patches import moto_version
 
     _locks_as_new()
+    get_backend: Any = moto_backends.get_backend  # typed per literal service name
     backends = {
         service: {account: dict(regions) for account, regions in get_backend(service).items()}
         for service in SERVICES
@@ -112,8 +113,9 @@ def load(directory: Path) -> dict[str, Any] | None:
 def restore(state: dict[str, Any], endpoint: str) -> Any:
     """Put ``state``'s backends into this process's moto; returns its resources with their
     URLs moved to ``endpoint`` (the emulator's port differs from the saved one)."""
-    from moto.backends import get_backend
+    from moto import backends as moto_backends
 
+    get_backend: Any = moto_backends.get_backend
     for service, accounts in state["backends"].items():
         backend_dict = get_backend(service)
         for account, regions in accounts.items():
