@@ -163,8 +163,10 @@ def replay_outcomes(cloudwatch: Any, stack: str, start: datetime, end: datetime)
     handler's ``replayed_<outcome>`` metrics (:func:`stack_metric`).
 
     Metrics arrive a minute or two after the records are processed; call it after the replay
-    completed and the queue drained.
+    completed and the queue drained. The window lasts one period (60 s) at least: GetMetricData
+    refuses an ``EndTime`` equal to its ``StartTime`` (a replay that ended within its second).
     """
+    end = max(end, start + timedelta(seconds=60))
     queries = [
         {
             "Id": f"o{i}",
@@ -547,12 +549,14 @@ def status(
             delivery = eventbridge_delivery_enabled(s3, outputs["BucketName"])
         except TransientError:  # e.g. no s3:GetBucketNotification: shown as unknown
             delivery = None
+    # ListReplays' filters are exclusive (one at most, else ValidationException:
+    # https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_ListReplays.html): the
+    # archive's replays, their state read here
     replays = (
         [
             r["ReplayName"]
-            for r in events.list_replays(EventSourceArn=outputs["ArchiveArn"], State="RUNNING").get(
-                "Replays", []
-            )
+            for r in events.list_replays(EventSourceArn=outputs["ArchiveArn"]).get("Replays", [])
+            if r.get("State") in ("STARTING", "RUNNING")
         ]
         if "ArchiveArn" in outputs
         else []

@@ -6,6 +6,7 @@ result (a table, or JSON with ``--json``) and choose the exit code.
 
 One module per command group, each adding its commands to the root :data:`app`
 (:mod:`~s3ingest.cli.app`): :mod:`~s3ingest.cli.local` (``local demo``, ``local scenario``),
+:mod:`~s3ingest.cli.local_stack` (``local up``, ``local down``, ``local status``),
 :mod:`~s3ingest.cli.reconcile`, :mod:`~s3ingest.cli.onboard`, :mod:`~s3ingest.cli.backfill`
 (``backfill start``, ``backfill status``), :mod:`~s3ingest.cli.replay` (``replay``,
 ``redrive``), :mod:`~s3ingest.cli.explain`, :mod:`~s3ingest.cli.repair`,
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 # isort: off
 # Each import registers its group's commands on `app`: `s3ingest --help` lists them in this order.
-from s3ingest.cli import local, reconcile, onboard, backfill, replay  # noqa: F401
+from s3ingest.cli import local, local_stack, reconcile, onboard, backfill, replay  # noqa: F401
 from s3ingest.cli import explain, repair, review, health  # noqa: F401
 
 # isort: on

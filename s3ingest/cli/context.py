@@ -57,6 +57,24 @@ def connect(stack: str) -> Deployed:
     return deployed
 
 
+def connect_target(ctx: typer.Context, stack: str | None, local: bool) -> Deployed:
+    """``--stack NAME`` (:func:`connect`) or ``--local``: the stack ``s3ingest local up``
+    runs from the current directory, through the same :class:`Deployed`
+    (:func:`s3ingest.commands.context.connect_local`); exit code 2 when none runs."""
+    name = one_target(ctx, stack, local)
+    if name is not None:
+        return connect(name)
+    from s3ingest.commands.context import connect_local
+    from s3ingest.local.daemon import LocalStackError, run_dir, running
+
+    try:
+        run = running(run_dir())
+    except LocalStackError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
+    return connect_local(run)
+
+
 def require_outputs(deployed: Deployed, *names: str) -> list[str]:
     """The stack's named outputs; a missing one ends the command with exit code 3."""
     return list(aws_call(lambda: deployed.require(*names)))

@@ -12,8 +12,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from s3ingest.cli.app import app
-from s3ingest.cli.context import aws_call, connect
-from s3ingest.cli.options import AsJson, Stack
+from s3ingest.cli.context import aws_call, connect_target
+from s3ingest.cli.options import AsJson, LocalOption, StackOrLocal
 from s3ingest.cli.render import out
 
 
@@ -23,7 +23,9 @@ def explain_command(
     key: Annotated[
         str, typer.Argument(metavar="KEY", help="Object key, decoded (as in the bucket).")
     ],
-    stack: Stack,
+    ctx: typer.Context,
+    stack: StackOrLocal = None,
+    local: LocalOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Why does the ledger say this about this object? The ledger row (state, sequencer,
@@ -31,7 +33,7 @@ def explain_command(
     from s3ingest.commands.explain import explain_key
     from s3ingest.operations import to_json
 
-    deployed = connect(stack)
+    deployed = connect_target(ctx, stack, local)
     ledger = aws_call(deployed.ledger)
     result = aws_call(lambda: explain_key(ledger, deployed.objects(), bucket, key))
     if as_json:
@@ -110,7 +112,9 @@ def log_key_command(
     key: Annotated[
         str, typer.Argument(metavar="KEY", help="Object key, decoded (as in the bucket).")
     ],
-    stack: Stack,
+    ctx: typer.Context,
+    stack: StackOrLocal = None,
+    local: LocalOption = False,
     as_json: AsJson = False,
 ) -> None:
     """With logKeys: hashed, logs show each object key as its keyed hash (key_hash in function
@@ -120,7 +124,7 @@ def log_key_command(
     from s3ingest.cli.context import require_outputs
     from s3ingest_fn import wiring
 
-    deployed = connect(stack)
+    deployed = connect_target(ctx, stack, local)
     (arn,) = require_outputs(deployed, "LogKeySecretArn")
     client = deployed.client("secretsmanager")
     policy = aws_call(lambda: wiring.key_policy(client, "hashed", arn))

@@ -11,14 +11,16 @@ from typing import Annotated
 import typer
 
 from s3ingest.cli.app import app
-from s3ingest.cli.context import aws_call, connect, one_target, require_local
-from s3ingest.cli.options import EXIT_UNHEALTHY, AsJson, Stack, StackOrLocal
+from s3ingest.cli.context import aws_call, connect, connect_target, one_target, require_local
+from s3ingest.cli.options import EXIT_UNHEALTHY, AsJson, LocalOption, StackOrLocal
 from s3ingest.cli.render import out
 
 
 @app.command("status", short_help="One screen of health; exit 1 when unhealthy.")
 def status_command(
-    stack: Stack,
+    ctx: typer.Context,
+    stack: StackOrLocal = None,
+    local: LocalOption = False,
     max_age_seconds: Annotated[
         int,
         typer.Option(
@@ -36,7 +38,7 @@ def status_command(
     from s3ingest.commands.status import stack_status
     from s3ingest.operations import to_json
 
-    deployed = connect(stack)
+    deployed = connect_target(ctx, stack, local)
     result = aws_call(lambda: stack_status(deployed, max_age_seconds=max_age_seconds))
     exit_code = 0 if result["healthy"] else EXIT_UNHEALTHY
     if as_json:

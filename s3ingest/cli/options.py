@@ -27,6 +27,14 @@ StackOrLocal = Annotated[
         help=_STACK_HELP + " Uses your AWS credentials.",
     ),
 ]
+LocalOption = Annotated[
+    bool,
+    typer.Option(
+        "--local",
+        help="Act on the local stack that s3ingest local up runs from this directory "
+        "(instead of --stack).",
+    ),
+]
 AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
 BucketOption = Annotated[
     str | None,

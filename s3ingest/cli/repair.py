@@ -11,8 +11,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from s3ingest.cli.app import app
-from s3ingest.cli.context import aws_call, connect, require_outputs
-from s3ingest.cli.options import EXIT_UNHEALTHY, AsJson, BucketOption, Stack
+from s3ingest.cli.context import aws_call, connect_target, require_outputs
+from s3ingest.cli.options import EXIT_UNHEALTHY, AsJson, BucketOption, LocalOption, StackOrLocal
 from s3ingest.cli.render import out
 
 _FIELDS = ("state", "sequencer", "version_id", "etag", "observed", "revision", "reason")
@@ -23,7 +23,9 @@ def repair_command(
     key: Annotated[
         str, typer.Argument(metavar="KEY", help="Object key, decoded (as in the bucket).")
     ],
-    stack: Stack,
+    ctx: typer.Context,
+    stack: StackOrLocal = None,
+    local: LocalOption = False,
     bucket: BucketOption = None,
     wait: Annotated[
         int,
@@ -56,7 +58,7 @@ def repair_command(
     from s3ingest.operations import to_json
     from s3ingest_fn.adapters.sqs import SqsRepairQueue
 
-    deployed = connect(stack)
+    deployed = connect_target(ctx, stack, local)
     (queue_url,) = require_outputs(deployed, "QueueUrl")
     name = str(aws_call(lambda: deployed.stack.bucket(bucket)))
     ledger = aws_call(deployed.ledger)

@@ -11,8 +11,8 @@ import typer
 from rich.progress import Progress, TextColumn, TimeElapsedColumn
 
 from s3ingest.cli.app import app
-from s3ingest.cli.context import aws_call, connect, require_outputs
-from s3ingest.cli.options import EXIT_UNHEALTHY, Stack
+from s3ingest.cli.context import aws_call, connect_target, require_outputs
+from s3ingest.cli.options import EXIT_UNHEALTHY, LocalOption, StackOrLocal
 from s3ingest.cli.render import console, out
 
 
@@ -42,7 +42,9 @@ def replay_command(
             "(the archive's ingestion lag).",
         ),
     ],
-    stack: Stack,
+    ctx: typer.Context,
+    stack: StackOrLocal = None,
+    local: LocalOption = False,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -63,7 +65,7 @@ def replay_command(
         check_window(*window)
     except OperationError as exc:
         raise typer.BadParameter(str(exc), param_hint="--from/--to") from exc
-    deployed = connect(stack)
+    deployed = connect_target(ctx, stack, local)
     archive, rule = require_outputs(deployed, "ArchiveArn", "RuleArn")
     events = deployed.client("events")
     try:
@@ -109,7 +111,9 @@ def replay_command(
 
 @app.command("redrive", short_help="Inspect the dead-letter queue and redrive it.")
 def redrive_command(
-    stack: Stack,
+    ctx: typer.Context,
+    stack: StackOrLocal = None,
+    local: LocalOption = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Count and classify the DLQ; move nothing.")
     ] = False,
@@ -129,7 +133,7 @@ def redrive_command(
     from s3ingest.commands.redrive import redrive
     from s3ingest.operations import to_json
 
-    deployed = connect(stack)
+    deployed = connect_target(ctx, stack, local)
     dlq_url, queue_url = require_outputs(deployed, "DeadLetterQueueUrl", "QueueUrl")
     result = aws_call(
         lambda: redrive(

@@ -5,21 +5,23 @@ and the operator's decisions on them (docs/hold.md).
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from s3ingest.cli.app import app
-from s3ingest.cli.context import aws_call, connect, processor_names, require_outputs
-from s3ingest.cli.options import EXIT_USAGE, AsJson, Stack
+from s3ingest.cli.context import aws_call, connect_target, processor_names, require_outputs
+from s3ingest.cli.options import EXIT_USAGE, AsJson, LocalOption, StackOrLocal
 from s3ingest.cli.render import console, out, task_bar
 
 
 @app.command("held", short_help="List the changes a hold policy holds for review.")
 def held_command(
-    stack: Stack,
+    ctx: typer.Context,
+    stack: StackOrLocal = None,
+    local: LocalOption = False,
     bucket: Annotated[
         str | None, typer.Option("--bucket", metavar="B", help="Only this bucket's keys.")
     ] = None,
@@ -47,7 +49,7 @@ def held_command(
     except ValueError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(EXIT_USAGE) from exc
-    deployed = connect(stack)
+    deployed = connect_target(ctx, stack, local)
     (table,) = require_outputs(deployed, "LedgerTableName")
     page = aws_call(
         lambda: list_held(
@@ -72,7 +74,8 @@ def held_command(
         table_.add_row(*(escape(str(c)) for c in cells), h["change_id"])
     out.print(table_)
     if page["next"]:
-        out.print(f"more: s3ingest held --stack {stack} --after {page['next']}")
+        target = "--local" if local else f"--stack {stack}"
+        out.print(f"more: s3ingest held {target} --after {page['next']}")
 
 
 Target = Annotated[
@@ -105,7 +108,9 @@ Yes = Annotated[bool, typer.Option("--yes", help="Decide many without asking.")]
 
 @app.command("approve", short_help="Approve held changes: their effects run.")
 def approve_command(
-    stack: Stack,
+    ctx: typer.Context,
+    stack: StackOrLocal = None,
+    local: LocalOption = False,
     bucket_arg: Target = None,
     key: TargetKey = None,
     change: ChangeOpt = None,
@@ -121,7 +126,8 @@ def approve_command(
     identity (STS GetCallerIdentity) and published as Change Approved."""
     _review_command(
         "approved",
-        stack,
+        connect_target,
+        (ctx, stack, local),
         bucket_arg,
         key,
         change,
@@ -136,7 +142,9 @@ def approve_command(
 
 @app.command("reject", short_help="Reject held changes: their effects never run.")
 def reject_command(
-    stack: Stack,
+    ctx: typer.Context,
+    stack: StackOrLocal = None,
+    local: LocalOption = False,
     bucket_arg: Target = None,
     key: TargetKey = None,
     change: ChangeOpt = None,
@@ -152,7 +160,8 @@ def reject_command(
     your identity and published as Change Rejected. The ledger row is unchanged."""
     _review_command(
         "rejected",
-        stack,
+        connect_target,
+        (ctx, stack, local),
         bucket_arg,
         key,
         change,
@@ -167,7 +176,8 @@ def reject_command(
 
 def _review_command(
     decision: str,
-    stack: str,
+    target: Any,
+    target_args: tuple[Any, ...],
     bucket_arg: str | None,
     key: str | None,
     change: str | None,
@@ -195,7 +205,7 @@ def _review_command(
             f"(s3ingest {verb} --help)"
         )
         raise typer.Exit(EXIT_USAGE)
-    deployed = connect(stack)
+    deployed = target(*target_args)
     table, queue_url = require_outputs(deployed, "LedgerTableName", "QueueUrl")
     ledger = aws_call(deployed.ledger)
     if bulk:

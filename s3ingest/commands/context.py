@@ -114,6 +114,40 @@ def connect(options: AwsOptions, stack: str) -> Deployed:
     return Deployed(session, DeployedStack.load(session.client("cloudformation"), stack))
 
 
+class EndpointSession:
+    """A boto3 session whose clients go to one endpoint (``s3ingest local up``'s emulator) with
+    given credentials and region, as ``AWS_ENDPOINT_URL`` would make them
+    (https://docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html); everything
+    else is the wrapped session's."""
+
+    def __init__(self, endpoint: str, region: str, credentials: dict[str, str]) -> None:
+        import boto3
+
+        self.endpoint_url = endpoint
+        self._session: Any = boto3.session.Session(
+            region_name=region,
+            aws_access_key_id=credentials["aws_access_key_id"],
+            aws_secret_access_key=credentials["aws_secret_access_key"],
+        )
+
+    def client(self, service: str, **kwargs: Any) -> Any:
+        """The session's client of ``service``, bound to the endpoint."""
+        return self._session.client(service, **{"endpoint_url": self.endpoint_url, **kwargs})
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+
+def connect_local(run: dict[str, Any]) -> Deployed:
+    """The running local stack (``s3ingest local up``'s run file ``run``: ``endpoint``,
+    ``region``, ``credentials``, ``stack``, ``outputs``) as a :class:`Deployed`, for the same
+    code paths as a deployed stack."""
+    from s3ingest.deployed import DeployedStack
+
+    session = EndpointSession(run["endpoint"], run["region"], dict(run["credentials"]))
+    return Deployed(session, DeployedStack(str(run["stack"]), dict(run["outputs"])))
+
+
 @contextmanager
 def local_pipeline() -> Iterator[LocalPipeline]:
     """The deploy check's view of a fresh local runtime on the embedded emulator (needs the

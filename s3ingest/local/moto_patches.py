@@ -227,6 +227,23 @@ PATCHES: tuple[Patch, ...] = (
         ),
     ),
     Patch(
+        name="s3-events-of-any-client",
+        kind="correctness",
+        why="a write to a watched landing bucket by any client of the emulator (the AWS CLI, "
+        "boto3 against s3ingest local up) records the event S3 would send (FaithfulS3's); "
+        "unwatched buckets are untouched",
+        apply=f"{_LOCAL}.outside_writes:install",
+        targets=(
+            Target(f"{_S3}.models", "S3Backend.put_object"),
+            Target(
+                f"{_S3}.models",
+                "S3Backend.delete_object",
+                params=("self", "bucket_name", "key_name", "version_id", "bypass"),
+            ),
+            Target(f"{_S3}.models", "FakeKey", members=("size", "etag", "version_id")),
+        ),
+    ),
+    Patch(
         name="request-counts",
         kind="correctness",
         why="counts every request per emulator (the requests onboarding and the bench report)",

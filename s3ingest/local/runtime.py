@@ -195,6 +195,8 @@ class LocalRuntime:
         Several landing buckets, created or existing, with key filters
         (:class:`~s3ingest.local.emulator.LocalBucket`); the first is :attr:`faithful` and
         ``resources.bucket``.
+    resources : Resources, optional
+        Resources already provisioned (a saved state restored): nothing is provisioned.
     """
 
     def __init__(
@@ -206,11 +208,12 @@ class LocalRuntime:
         versioning: str | None = "Enabled",
         seed: int = 0,
         buckets: Sequence[BucketSpec | LocalBucket] | None = None,
+        resources: Resources | None = None,
     ) -> None:
         self.emu = emu
         environment.install()  # team code reading os.environ sees its invocation's
         self.settings = settings or Settings()
-        self.resources: Resources = provision(
+        self.resources: Resources = resources or provision(
             emu, self.settings, bucket=bucket, versioning=versioning, buckets=buckets
         )
         self.s3 = emu.reading_through(self.resources.read_roles)
@@ -414,8 +417,7 @@ class LocalRuntime:
         self.close()
 
     def close(self) -> None:
-        """Unregister this deployment's functions from the local Lambda service (after its
-        invocations end)."""
+        """Unregister this deployment's functions from the Lambda service, once they end."""
         if self._machines is not None:
             self._machines.close()
         wiring.record_processor_runs(self.recorder_key, None)

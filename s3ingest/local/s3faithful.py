@@ -109,6 +109,7 @@ class FaithfulS3:
         self._clock = clock
         self.pending: list[dict[str, Any]] = []
         self.log: list[Op] = []
+        self._pending_lock = threading.Lock()
         self._follow = follow_notification
         self._event_bridge: bool | None = None
 
@@ -138,16 +139,21 @@ class FaithfulS3:
         check_key(key)
         data = body.encode() if isinstance(body, str) else body
         resp = self._s3.put_object(Bucket=self.bucket, Key=key, Body=data)
-        version = _real_version(resp.get("VersionId"), self.versioning)
-        obj: dict[str, Any] = {
-            "key": encode_key(key),
-            "size": len(data),
-            "etag": resp["ETag"].strip('"'),
-        }
+        return self.record_put(key, len(data), resp["ETag"], resp.get("VersionId"))
+
+    def record_put(
+        self, key: str, size: int, etag: str, version_id: str | None, reason: str = "PutObject"
+    ) -> Op:
+        """The ``Object Created`` event of a write already made (by this class, or by another
+        client of the emulator: :mod:`s3ingest.local.outside_writes`): ``etag`` quoted or not,
+        ``version_id`` as S3 answered it (``"null"`` or None for no version), ``reason`` as
+        S3's (``PutObject``, ``CopyObject``, ``CompleteMultipartUpload``)."""
+        version = _real_version(version_id, self.versioning)
+        obj: dict[str, Any] = {"key": encode_key(key), "size": size, "etag": etag.strip('"')}
         if version:
             obj["version-id"] = version
         obj["sequencer"] = self._clock.next()
-        return self._record("put", key, version, "Object Created", obj, "PutObject", None)
+        return self._record("put", key, version, "Object Created", obj, reason, None)
 
     def delete(self, key: str, version_id: str | None = None) -> Op:
         """DeleteObject (of the key, or of one version), and an ``Object Deleted`` event.
@@ -169,6 +175,12 @@ class FaithfulS3:
                 raise ValueError(f"{key!r} has no version {version_id!r}")
         kwargs = {"VersionId": version_id} if version_id else {}
         resp = self._s3.delete_object(Bucket=self.bucket, Key=key, **kwargs)
+        return self.record_delete(key, version_id, resp.get("VersionId"))
+
+    def record_delete(self, key: str, version_id: str | None, marker_version: str | None) -> Op:
+        """The ``Object Deleted`` event of a delete already made: of version ``version_id``
+        (a permanent delete), or of the key (``marker_version``: the delete marker's version
+        id S3 answered, on a versioned bucket)."""
         obj: dict[str, Any] = {"key": encode_key(key)}
         if version_id:
             deletion = "Permanently Deleted"
@@ -178,7 +190,7 @@ class FaithfulS3:
         elif self.versioning:
             deletion = "Delete Marker Created"
             obj["etag"] = EMPTY_MD5
-            marker = _real_version(resp.get("VersionId"), self.versioning)
+            marker = _real_version(marker_version, self.versioning)
             if marker:
                 obj["version-id"] = marker
         else:
@@ -233,14 +245,16 @@ class FaithfulS3:
             "detail": detail,
         }
         op = Op(kind=kind, key=key, version_id=version, event=event, emitted=self.event_bridge)
-        if op.emitted:
-            self.pending.append(event)
-        self.log.append(op)
+        with self._pending_lock:  # writes of other clients are recorded from moto's threads
+            if op.emitted:
+                self.pending.append(event)
+            self.log.append(op)
         return op
 
     def take_pending(self) -> list[dict[str, Any]]:
         """Events emitted since the last call, in emission order."""
-        out, self.pending = self.pending, []
+        with self._pending_lock:
+            out, self.pending = self.pending, []
         return out
 
 

@@ -1,0 +1,145 @@
+"""``s3ingest local up``, ``local down`` and ``local status``: the stack on the embedded
+emulator in a background process that stays up (:mod:`s3ingest.local.daemon`), which the
+operator commands reach with ``--local``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from s3ingest.cli.context import require_local
+from s3ingest.cli.local import local_app
+from s3ingest.cli.options import EXIT_UNHEALTHY, EXIT_USAGE, AsJson
+from s3ingest.cli.render import console, out
+
+StateDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--state",
+        metavar="DIR",
+        file_okay=False,
+        help="A state folder: up loads the state saved there (its settings with it), down "
+        "saves the state there (a pickle: load only a folder you trust).",
+    ),
+]
+
+
+@local_app.command("up", short_help="Start the stack on the emulator in the background.")
+def up_command(
+    context: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--context",
+            "-c",
+            metavar="KEY=VALUE",
+            help="A setting over cdk.json's context (as cdk -c); repeatable.",
+        ),
+    ] = None,
+    state: StateDir = None,
+    as_json: AsJson = False,
+) -> None:
+    """Start the emulator with the stack deployed from cdk.json's context (of the current
+    directory, with --context over it) in a background process that stays up: objects
+    written to its buckets by any client (the AWS CLI, boto3 against the printed endpoint)
+    flow through the pipeline as in AWS. Prints the endpoint, region, credentials, buckets
+    and the stack's outputs; operator commands act on it with --local (from the same
+    directory: its run file is .s3ingest/local.json). Its state lives in that process's
+    memory until local down; with --state DIR, the state saved there is loaded and saved there
+    again on local down. Exit code 2 for invalid settings or a stack already running, 1
+    when it did not start."""
+    require_local("s3ingest local up")
+    from s3ingest.local import daemon, saved_state
+    from s3ingest.settings import Settings, SettingsError
+
+    try:
+        ctx = daemon.read_context(context or [])
+        Settings.from_context(ctx)
+    except (ValueError, SettingsError) as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(EXIT_USAGE) from exc
+    directory = daemon.run_dir()
+    if state is not None and context and (state / saved_state.STATE_FILE).is_file():
+        console.print("[yellow]note:[/] the saved state's settings apply; --context is not used")
+    try:
+        daemon.running(directory)
+    except daemon.LocalStackError:
+        pass
+    else:
+        console.print("[red]error:[/] a local stack already runs here: s3ingest local down first")
+        raise typer.Exit(EXIT_USAGE)
+    try:
+        info = daemon.start(ctx, directory, state=state)
+    except daemon.LocalStackError as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(EXIT_UNHEALTHY) from exc
+    if as_json:
+        sys.stdout.write(json.dumps(info) + "\n")
+        return
+    _render(info)
+    out.print("act on it with --local (s3ingest status --local); stop it with s3ingest local down")
+
+
+def _render(info: dict[str, Any]) -> None:
+    creds = info["credentials"]
+    out.print(f"local stack {info['stack']} (pid {info['pid']})", highlight=False)
+    out.print(f"endpoint: {info['endpoint']}  region: {info['region']}", highlight=False)
+    out.print(
+        f"export AWS_ENDPOINT_URL={info['endpoint']} AWS_REGION={info['region']} "
+        f"AWS_ACCESS_KEY_ID={creds['aws_access_key_id']} "
+        f"AWS_SECRET_ACCESS_KEY={creds['aws_secret_access_key']}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    out.print(f"buckets: {', '.join(info['buckets'])}", highlight=False)
+    for name, value in info["outputs"].items():
+        out.print(f"  {name}: {value}", highlight=False, soft_wrap=True)
+
+
+@local_app.command("status", short_help="Whether the local stack runs, and its resources.")
+def status_command(as_json: AsJson = False) -> None:
+    """Whether the stack s3ingest local up started runs (its pid alive, its endpoint
+    answering) and its resources. Exit code 0 when it runs, 1 when not."""
+    from s3ingest.local import daemon
+
+    report = daemon.probe(daemon.run_dir())
+    ok = bool(report["running"] and report.get("answers"))
+    if as_json:
+        sys.stdout.write(json.dumps(report) + "\n")
+        raise typer.Exit(0 if ok else EXIT_UNHEALTHY)
+    if not report["running"]:
+        out.print(f"not running: {report['reason']}", highlight=False)
+        raise typer.Exit(EXIT_UNHEALTHY)
+    out.print(
+        "running" if ok else "[red]running, but its endpoint does not answer[/]",
+        highlight=False,
+    )
+    _render(report)
+    raise typer.Exit(0 if ok else EXIT_UNHEALTHY)
+
+
+@local_app.command("down", short_help="Stop the local stack.")
+def down_command(state: StateDir = None, as_json: AsJson = False) -> None:
+    """Stop the stack s3ingest local up started (its process only, by its pid); its state,
+    held in that process's memory, goes with it unless saved: to --state DIR, or to the folder
+    of local up --state. Exit code 1 when none runs."""
+    from s3ingest.local import daemon
+
+    try:
+        result = daemon.stop(daemon.run_dir(), state=state)
+    except daemon.LocalStackError as exc:
+        if as_json:
+            sys.stdout.write(json.dumps({"stopped": None, "reason": str(exc)}) + "\n")
+        else:
+            console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(EXIT_UNHEALTHY) from exc
+    if as_json:
+        sys.stdout.write(json.dumps(result) + "\n")
+    else:
+        saved = f"; state saved to {result['state']}" if result["state"] else ""
+        out.print(f"stopped the local stack (pid {result['stopped']}){saved}", highlight=False)

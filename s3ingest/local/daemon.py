@@ -1,0 +1,410 @@
+"""``s3ingest local up``: the stack on the emulator in a background process that stays up.
+
+:func:`start` spawns ``python -m s3ingest.local.daemon`` detached (its own session, output to
+``local.log`` of the run directory), which runs :func:`serve`: the emulator on a free port, a
+:class:`~s3ingest.local.runtime.LocalRuntime` deployed from the settings (``cdk.json``'s
+context plus ``--context`` pairs, :func:`read_context`), and, until SIGTERM, the pipeline's
+event sources in a loop: the S3 events of writes by any client of the endpoint
+(:mod:`s3ingest.local.outside_writes`) published to the bus, the ingest queue drained through
+the ingest handler, the change stream pumped. Once deployed it writes the run file
+(:data:`RUN_FILE` in the run directory, default :data:`RUN_DIR` of the current directory):
+``{"pid", "endpoint", "region", "credentials", "stack", "buckets", "outputs", "started_at"}``,
+``outputs`` named as the deployed stack's CloudFormation outputs, which ``--local`` on the
+operator commands reads (:func:`s3ingest.commands.context.connect_local`). :func:`stop` ends
+that process (by its pid, after checking its command line), :func:`probe` says whether it
+runs.
+
+The emulator's state lives in the process's memory: ``local down`` discards it, unless a
+state folder is given (:mod:`s3ingest.local.saved_state`: saved on down, loaded on up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+#: The run directory under the current directory, and the run file in it.
+RUN_DIR = ".s3ingest"
+RUN_FILE = "local.json"
+LOG_FILE = "local.log"
+#: Where ``local down --state DIR`` asks the daemon to save its state: ``{"state": DIR}``.
+SAVE_FILE = "save.json"
+#: The local stack's name (its metrics' stack dimension).
+STACK = "S3Ingest-local"
+#: Seconds between two rounds of the event sources when nothing arrived.
+IDLE_SECONDS = 0.2
+#: What the daemon's command line holds (checked before a signal is sent to a pid).
+_MODULE = "s3ingest.local.daemon"
+
+_LOG = logging.getLogger(__name__)
+
+
+class LocalStackError(RuntimeError):
+    """No local stack runs (no run file, or its process is gone), or it did not start."""
+
+
+def run_dir(directory: str | Path | None = None) -> Path:
+    """The run directory: ``directory`` when given, else :data:`RUN_DIR` of the current one."""
+    return Path(directory) if directory is not None else Path.cwd() / RUN_DIR
+
+
+def read_context(pairs: Sequence[str], cdk_json: Path | None = None) -> dict[str, Any]:
+    """The settings' context: ``cdk.json``'s ``context`` (of the current directory by default;
+    none when absent), then each ``key=value`` of ``pairs`` over it (strings, as ``cdk -c``
+    gives them).
+
+    Raises
+    ------
+    ValueError
+        For a pair without ``=``, or a ``cdk.json`` that is not JSON.
+    """
+    path = cdk_json or Path.cwd() / "cdk.json"
+    context: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            context = dict(json.loads(path.read_text()).get("context") or {})
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: not JSON ({exc})") from exc
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--context {pair!r}: give key=value")
+        context[key.strip()] = value
+    return context
+
+
+def outputs(rt: Any) -> dict[str, str]:
+    """The deployment's values under the deployed stack's output names
+    (:meth:`s3ingest_cdk.pipeline.Pipeline.outputs`), for those the emulator has."""
+    from s3ingest.local.machines import (
+        BACKFILL_BATCH_OPERATIONS,
+        BACKFILL_DISTRIBUTED_MAP,
+        BACKFILL_LISTING,
+        RECONCILE_FANOUT,
+    )
+
+    r = rt.resources
+    events = rt.events
+    out = {
+        "BucketName": r.bucket,
+        "BucketNames": ",".join(r.bucket_names),
+        "QueueUrl": r.queue_url,
+        "DeadLetterQueueUrl": r.dlq_url,
+        "LedgerTableName": r.table,
+        "ArchiveName": r.archive,
+        "ArchiveArn": events.describe_archive(ArchiveName=r.archive)["ArchiveArn"],
+        "RuleName": r.rule,
+        "RuleArn": events.describe_rule(Name=r.rule)["Arn"],
+        "InventoryBucketName": r.inventory_bucket,
+        "ReportBucketName": r.inventory_bucket,
+        "ListingBackfillStateMachineArn": rt.machines.machine(BACKFILL_LISTING),
+    }
+    engine = rt.settings.backfill_engine
+    out["BackfillStateMachineArn"] = rt.machines.machine(
+        BACKFILL_DISTRIBUTED_MAP if engine == "distributed-map" else BACKFILL_BATCH_OPERATIONS
+    )
+    if rt.settings.reconcile_fan_out:
+        out["ReconcileStateMachineArn"] = rt.machines.machine(RECONCILE_FANOUT)
+    if r.output_bucket:
+        out["ProcessorOutputBucket"] = r.output_bucket
+    if rt.service.effects is not None:
+        out["ProcessorNames"] = ",".join(rt.service.effects.names)
+    if r.read_roles:
+        out["RemoteReadRoleArns"] = json.dumps(r.read_roles)
+    if r.log_key_secret_arn:
+        out["LogKeySecretArn"] = r.log_key_secret_arn
+    if r.change_bus:
+        out["ChangeBusName"] = r.change_bus
+        out["ChangeBusArn"] = events.describe_event_bus(Name=r.change_bus)["Arn"]
+    if r.change_dlq_url:
+        out["ChangeDeadLetterQueueUrl"] = r.change_dlq_url
+    return out
+
+
+def deploy(emu: Any, context: Mapping[str, Any], resources: Any = None) -> Any:
+    """A :class:`~s3ingest.local.runtime.LocalRuntime` on ``emu`` from ``context``'s settings
+    (``buckets``, else ``bucketName`` and ``versioned``; ``processorPackageDir``, relative to
+    the current directory, importable), each landing bucket's writes by any client recorded
+    (:func:`s3ingest.local.outside_writes.watch`); on ``resources`` already provisioned (a
+    restored state) when given.
+
+    Raises
+    ------
+    s3ingest.settings.SettingsError
+    """
+    from s3ingest.local import outside_writes
+    from s3ingest.local.runtime import LocalRuntime
+    from s3ingest.settings import Settings
+
+    settings = Settings.from_context(context)
+    if settings.processor_package_dir:  # the team's packages, as the stack bundles them
+        sys.path.insert(0, str(Path(settings.processor_package_dir).resolve()))
+    rt = LocalRuntime(
+        emu,
+        settings,
+        bucket=settings.bucket_name,
+        versioning="Enabled" if settings.versioned else None,
+        buckets=list(settings.buckets) or None,
+        resources=resources,
+    )
+    for faithful in rt.buckets.values():
+        outside_writes.watch(faithful)
+    return rt
+
+
+def describe(rt: Any, pid: int) -> dict[str, Any]:
+    """The run file's content for deployment ``rt`` served by process ``pid``."""
+    from s3ingest.local.emulator import REGION
+
+    return {
+        "pid": pid,
+        "endpoint": rt.emu.endpoint_url,
+        "region": REGION,
+        "credentials": {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"},
+        "stack": STACK,
+        "buckets": list(rt.resources.bucket_names),
+        "outputs": outputs(rt),
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def pump(rt: Any) -> int:
+    """One round of the event sources: publish the recorded S3 events, drain the ingest
+    queue through the ingest handler, pump the change stream; returns the events published.
+    Then each bucket's EventBridge delivery is read again (a client may have changed it)."""
+    sent = int(rt.flush())
+    rt.drain(timeout_seconds=120.0)
+    rt.delivered.clear()  # reports' memory: nothing reads it here
+    for faithful in rt.buckets.values():
+        faithful.log.clear()
+        faithful.refresh_notification()
+        _ = faithful.event_bridge  # read here, not inside a client's write
+    return sent
+
+
+def serve(
+    context: Mapping[str, Any],
+    directory: Path,
+    stop: threading.Event,
+    state: Path | None = None,
+) -> None:
+    """The background process's work: deploy (from the state saved in ``state``, when it
+    holds one: :mod:`s3ingest.local.saved_state`), write the run file, run :func:`pump`
+    until ``stop`` is set, save the state (to ``state``, or the folder ``local down --state``
+    asked for), then remove the run file and stop the emulator."""
+    from s3ingest.local import saved_state
+    from s3ingest.local.emulator import Emulator
+
+    saved = saved_state.load(state) if state is not None else None
+    context = dict(saved["context"]) if saved else dict(context)
+    with Emulator() as emu:
+        resources = saved_state.restore(saved, emu.endpoint_url) if saved else None
+        rt = deploy(emu, context, resources)
+        info = {**describe(rt, os.getpid()), "state": str(state) if state else None}
+        info["restored"] = saved is not None
+        path = directory / RUN_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(info, indent=2))
+        tmp.replace(path)
+        _LOG.info("local stack up: %s", info["endpoint"])
+        try:
+            while not stop.is_set():
+                try:
+                    if pump(rt) == 0:
+                        stop.wait(IDLE_SECONDS)
+                except Exception:  # one bad round must not end the stack: log it, go on
+                    _LOG.error("event sources: %s", traceback.format_exc())
+                    stop.wait(1.0)
+        finally:
+            target = _read(directory / SAVE_FILE).get("state") or state
+            (directory / SAVE_FILE).unlink(missing_ok=True)
+            if target is not None:
+                saved_to = saved_state.save(Path(target), context, rt.resources, emu.endpoint_url)
+                _LOG.info("state saved to %s", saved_to)
+            if _read(path).get("pid") == os.getpid():
+                path.unlink(missing_ok=True)
+            rt.close()
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a running local stack daemon (its command line names this module)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return False
+        return True  # no /proc (macOS): a live pid is taken as ours
+    return _MODULE.encode() in cmdline
+
+
+def running(directory: Path) -> dict[str, Any]:
+    """The run file of the local stack running from ``directory``.
+
+    Raises
+    ------
+    LocalStackError
+        No run file, or its process is not running.
+    """
+    info = _read(directory / RUN_FILE)
+    if not info or not alive(int(info.get("pid", 0))):
+        raise LocalStackError("no local stack: run s3ingest local up")
+    return info
+
+
+def endpoint_answers(endpoint: str, timeout: float = 2.0) -> bool:
+    """Whether the emulator at ``endpoint`` answers an HTTP request (moto's own API)."""
+    from urllib.error import HTTPError
+    from urllib.request import urlopen
+
+    try:
+        with urlopen(f"{endpoint}/moto-api/", timeout=timeout):
+            return True
+    except HTTPError:
+        return True  # an HTTP answer, whatever its status
+    except OSError:
+        return False
+
+
+def probe(directory: Path) -> dict[str, Any]:
+    """``{"running": bool, "pid", "endpoint", "answers": bool, ...the run file}``; not
+    running: ``{"running": False, "reason"}``."""
+    try:
+        info = running(directory)
+    except LocalStackError as exc:
+        return {"running": False, "reason": str(exc)}
+    return {"running": True, "answers": endpoint_answers(info["endpoint"]), **info}
+
+
+def start(
+    context: Mapping[str, Any],
+    directory: Path,
+    timeout_seconds: float = 180.0,
+    state: Path | None = None,
+) -> dict[str, Any]:
+    """Start the daemon for ``context`` in ``directory`` (created), loading and saving its
+    state in ``state`` when given, and wait until its run file names it; returns the run
+    file.
+
+    Raises
+    ------
+    LocalStackError
+        A local stack already runs there, or the daemon ended or did not deploy within
+        ``timeout_seconds`` (its log's tail in the message).
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        info = running(directory)
+    except LocalStackError:
+        pass
+    else:
+        raise LocalStackError(
+            f"a local stack already runs (pid {info['pid']}, {info['endpoint']}): "
+            "s3ingest local down first"
+        )
+    (directory / RUN_FILE).unlink(missing_ok=True)
+    log_path = directory / LOG_FILE
+    with log_path.open("ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", _MODULE, "--dir", str(directory), "--context", "-"]
+            + (["--state", str(state.resolve())] if state is not None else []),
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # survives the CLI's terminal
+        )
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(dict(context)).encode())
+    proc.stdin.close()
+    deadline = time.monotonic() + timeout_seconds
+    while time.monotonic() < deadline:
+        info = _read(directory / RUN_FILE)
+        if info.get("pid") == proc.pid:
+            return info
+        if proc.poll() is not None:
+            raise LocalStackError(f"the local stack did not start:\n{_tail(log_path)}")
+        time.sleep(0.1)
+    _signal(proc.pid)
+    raise LocalStackError(f"the local stack did not start in {timeout_seconds:.0f} s")
+
+
+def stop(
+    directory: Path, timeout_seconds: float = 60.0, state: Path | None = None
+) -> dict[str, Any]:
+    """Stop the local stack running from ``directory`` (SIGTERM to its pid, then SIGKILL after
+    ``timeout_seconds``), saving its state to ``state`` when given (else to its ``local up
+    --state``, if any); returns ``{"stopped": pid, "state": folder or None}``.
+
+    Raises
+    ------
+    LocalStackError
+        When none runs there.
+    """
+    info = running(directory)
+    pid = int(info["pid"])
+    if state is not None:
+        (directory / SAVE_FILE).write_text(json.dumps({"state": str(state.resolve())}))
+    _signal(pid)
+    deadline = time.monotonic() + timeout_seconds
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if alive(pid):
+        _signal(pid, signal.SIGKILL)
+    (directory / RUN_FILE).unlink(missing_ok=True)
+    saved = str(state.resolve()) if state is not None else info.get("state")
+    return {"stopped": pid, "state": saved}
+
+
+def _signal(pid: int, sig: int = signal.SIGTERM) -> None:
+    if alive(pid):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """The daemon's entry point: ``--dir DIR --context -`` (the context as JSON on stdin)."""
+    parser = argparse.ArgumentParser(prog=f"python -m {_MODULE}")
+    parser.add_argument("--dir", required=True)
+    parser.add_argument("--context", default="-")
+    parser.add_argument("--state")
+    args = parser.parse_args(argv)
+    context = json.loads(sys.stdin.read() if args.context == "-" else args.context)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    stop_event = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop_event.set())
+    signal.signal(signal.SIGINT, lambda *_: stop_event.set())
+    serve(context, Path(args.dir), stop_event, Path(args.state) if args.state else None)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,304 @@
+"""``s3ingest local up``: the stack on the emulator in a background process, written to by a
+plain boto3 client against the printed endpoint, read with ``--local`` on the operator
+commands through the deployed code path, and stopped by ``local down`` (issue 26); and the
+S3-faithful events of writes by any client (:mod:`s3ingest.local.outside_writes`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from typer.testing import CliRunner
+
+from s3ingest.cli import app
+from s3ingest.local import daemon, outside_writes, saved_state
+from s3ingest.local.runtime import LocalRuntime
+
+#: Every wait of these tests ends by then (seconds), whatever happens.
+DEADLINE_SECONDS = 90.0
+
+
+def _until(check: Callable[[], Any], what: str, seconds: float = DEADLINE_SECONDS) -> Any:
+    """Poll ``check`` until it returns something truthy; fail naming ``what`` after
+    ``seconds``."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.2)
+    pytest.fail(f"{what}: not within {seconds:.0f} s")
+
+
+def _cli(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
+    return result.exit_code, result.output
+
+
+@pytest.fixture
+def local_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """``s3ingest local up --json`` in a fresh directory (a ``cdk.json`` of its own,
+    ``--context`` over it); the daemon this test started is stopped by its pid at the end,
+    whatever the test did."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cdk.json").write_text(json.dumps({"context": {"stage": "dev"}}))
+    code, output = _cli("local", "up", "--context", "versioned=true", "--json")
+    assert code == 0, output
+    info: dict[str, Any] = json.loads(output)
+    try:
+        yield info
+    finally:
+        pid = int(info["pid"])
+        if daemon.alive(pid):
+            daemon.stop(tmp_path / daemon.RUN_DIR)
+        assert not daemon.alive(pid)
+
+
+@pytest.mark.slow
+def test_local_up_ingests_what_boto3_writes_and_local_commands_read_it(
+    local_stack: dict[str, Any], tmp_path: Path
+) -> None:
+    # GIVEN the local stack's printed endpoint, credentials and outputs
+    info = local_stack
+    outputs = info["outputs"]
+    for name in ("BucketName", "BucketNames", "QueueUrl", "DeadLetterQueueUrl"):
+        assert name in outputs
+    assert {"LedgerTableName", "ArchiveArn", "RuleArn", "InventoryBucketName"} <= set(outputs)
+    kwargs = {"endpoint_url": info["endpoint"], "region_name": info["region"]}
+    s3 = boto3.client("s3", **kwargs, **info["credentials"])
+    bucket = info["buckets"][0]
+    # WHEN a plain boto3 client writes, overwrites, copies and deletes objects
+    s3.put_object(Bucket=bucket, Key="in/a b+c.csv", Body=b"one")
+    s3.put_object(Bucket=bucket, Key="in/a b+c.csv", Body=b"two")
+    s3.put_object(Bucket=bucket, Key="in/gone", Body=b"x")
+    s3.copy_object(Bucket=bucket, Key="in/copy", CopySource={"Bucket": bucket, "Key": "in/gone"})
+    s3.delete_object(Bucket=bucket, Key="in/gone")
+
+    def explained(key: str) -> dict[str, Any] | None:
+        code, output = _cli("explain", bucket, key, "--local", "--json")
+        assert code == 0, output
+        result: dict[str, Any] = json.loads(output)
+        return result if result["agrees"] and result["ledger"].get("revision") else None
+
+    # THEN the pipeline ingests them: explain --local shows each row agreeing with the bucket
+    row = _until(lambda: explained("in/a b+c.csv"), "the overwrite ingested")
+    head = s3.head_object(Bucket=bucket, Key="in/a b+c.csv")
+    assert row["ledger"]["version_id"] == head["VersionId"]
+    assert row["ledger"]["state"] == "present"
+    copied = _until(lambda: explained("in/copy"), "the copy ingested")
+    assert copied["ledger"]["last_event"] == "Object Created/CopyObject"
+    gone = _until(lambda: explained("in/gone"), "the delete ingested")
+    assert gone["ledger"]["state"] == "deleted"
+    assert not gone["bucket"]["visible"]
+    # AND status --local is healthy (exit code 0), as on a deployed stack
+    code, output = _cli("status", "--local", "--json")
+    assert code == 0, output
+    status = json.loads(output)
+    assert status["healthy"] and status["dead_letter_queue"]["visible"] == 0
+    assert status["eventbridge_delivery"] is True
+    # AND the other commands act on the same stack
+    code, output = _cli("held", "--local", "--json")
+    assert (code, json.loads(output)["held"]) == (0, [])
+    code, output = _cli("redrive", "--local", "--dry-run", "--json")
+    assert (code, json.loads(output)["dlq"]["approximate"]) == (0, 0)
+    code, output = _cli("local", "status", "--json")
+    assert code == 0 and json.loads(output)["running"] is True
+    # WHEN a message the handler cannot read reaches the ingest queue
+    sqs = boto3.client("sqs", **kwargs, **info["credentials"])
+    sqs.send_message(QueueUrl=outputs["QueueUrl"], MessageBody="not json")
+
+    def unhealthy() -> dict[str, Any] | None:
+        code, output = _cli("status", "--local", "--json")
+        return json.loads(output) if code == 1 else None
+
+    # THEN status --local exits 1 for the dead-letter queue, and redrive --local classifies it
+    found = _until(unhealthy, "the dead-letter queue reported")
+    assert found["dead_letter_queue"]["visible"] == 1 and not found["healthy"]
+    code, output = _cli("redrive", "--local", "--dry-run", "--json")
+    assert code == 0 and json.loads(output)["dlq"]["by_reason"] == {"malformed-json": 1}
+    # WHEN local down
+    code, output = _cli("local", "down", "--json")
+    # THEN only that process ended, and --local finds no stack (exit code 2)
+    assert code == 0 and json.loads(output) == {"stopped": info["pid"], "state": None}
+    assert not daemon.alive(int(info["pid"]))
+    code, output = _cli("status", "--local")
+    assert code == 2 and "no local stack: run s3ingest local up" in output
+    code, output = _cli("local", "status", "--json")
+    assert code == 1 and json.loads(output)["running"] is False
+
+
+@pytest.mark.slow
+def test_a_state_saved_on_down_is_loaded_on_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    state = tmp_path / "rehearsal"
+    started: list[int] = []
+
+    def up() -> dict[str, Any]:
+        code, output = _cli("local", "up", "--state", str(state), "--json")
+        assert code == 0, output
+        info: dict[str, Any] = json.loads(output)
+        started.append(int(info["pid"]))
+        return info
+
+    def client(info: dict[str, Any]) -> Any:
+        return boto3.client(
+            "s3",
+            endpoint_url=info["endpoint"],
+            region_name=info["region"],
+            **info["credentials"],
+        )
+
+    def row(bucket: str, key: str, revision: int) -> dict[str, Any] | None:
+        code, output = _cli("explain", bucket, key, "--local", "--json")
+        assert code == 0, output
+        found: dict[str, Any] = json.loads(output)
+        ok = found["agrees"] and found["ledger"].get("revision") == revision
+        return found if ok else None
+
+    try:
+        # GIVEN a local stack with a state folder, an object ingested, then local down
+        first = up()
+        assert first["restored"] is False
+        bucket = first["buckets"][0]
+        client(first).put_object(Bucket=bucket, Key="kept", Body=b"one")
+        _until(lambda: row(bucket, "kept", 1), "the first write ingested")
+        code, output = _cli("local", "down", "--json")
+        assert code == 0 and json.loads(output)["state"] == str(state.resolve())
+        assert (state / saved_state.STATE_FILE).is_file()
+        # WHEN local up loads it
+        second = up()
+        # THEN the same bucket, its object and its ledger row are back, on a new endpoint
+        assert second["restored"] is True and second["buckets"] == first["buckets"]
+        assert second["outputs"]["QueueUrl"].startswith(second["endpoint"])
+        assert client(second).get_object(Bucket=bucket, Key="kept")["Body"].read() == b"one"
+        assert row(bucket, "kept", 1)
+        # AND the pipeline goes on from there: an overwrite is a newer change of that row
+        client(second).put_object(Bucket=bucket, Key="kept", Body=b"two")
+        after = _until(lambda: row(bucket, "kept", 2), "the overwrite ingested")
+        assert after["ledger"]["last_reason"] == "newer-sequencer"
+        code, _ = _cli("status", "--local", "--json")
+        assert code == 0
+    finally:
+        for pid in started:
+            if daemon.alive(pid):
+                daemon.stop(tmp_path / daemon.RUN_DIR)
+        assert not any(daemon.alive(pid) for pid in started)
+
+
+def test_a_state_of_another_moto_is_refused(tmp_path: Path) -> None:
+    import pickle
+
+    (tmp_path / saved_state.STATE_FILE).write_bytes(pickle.dumps({"format": 1, "moto": "0.1"}))
+    with pytest.raises(saved_state.StateError, match=r"moto 0\.1"):
+        saved_state.load(tmp_path)
+    assert saved_state.load(tmp_path / "empty") is None
+
+
+def test_local_without_a_running_stack_exits_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for args in (
+        ("status", "--local"),
+        ("explain", "b", "k", "--local"),
+        ("held", "--local"),
+        ("approve", "b", "k", "--local"),
+        ("reject", "b", "k", "--local"),
+        ("redrive", "--local"),
+        ("replay", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T01:00:00Z", "--local"),
+        ("repair", "k", "--local"),
+        ("log-key", "k", "--local"),
+    ):
+        code, output = _cli(*args)
+        assert code == 2, (args, output)
+        assert "no local stack: run s3ingest local up" in output, (args, output)
+    code, output = _cli("local", "down")
+    assert code == 1 and "no local stack" in output
+
+
+def test_a_stale_run_file_is_not_a_running_stack(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a run file naming a process that is not the daemon (this test's own pid)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / daemon.RUN_DIR).mkdir()
+    (tmp_path / daemon.RUN_DIR / daemon.RUN_FILE).write_text(json.dumps({"pid": os.getpid()}))
+    # THEN nothing runs, and local down signals no one
+    assert daemon.probe(tmp_path / daemon.RUN_DIR)["running"] is False
+    code, _ = _cli("local", "down")
+    assert code == 1
+
+
+def test_local_up_refuses_invalid_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, output = _cli("local", "up", "--context", "batchSize=zero")
+    assert code == 2 and "batchSize" in output
+    code, output = _cli("local", "up", "--context", "noequals")
+    assert code == 2 and "key=value" in output
+    assert not (tmp_path / daemon.RUN_DIR / daemon.RUN_FILE).exists()
+
+
+def test_writes_by_any_client_emit_the_events_faithful_s3_builds(emulator: Any) -> None:
+    # GIVEN a watched landing bucket, versioned, and a client of the emulator over HTTP
+    rt = LocalRuntime(emulator, versioning="Enabled")
+    faithful = rt.faithful
+    outside_writes.watch(faithful)
+    try:
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=emulator.endpoint_url,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+        bucket = faithful.bucket
+        # WHEN it puts, copies, completes a multipart upload and deletes (marker, then version)
+        put = s3.put_object(Bucket=bucket, Key="a b+c", Body=b"abc")
+        s3.copy_object(Bucket=bucket, Key="copy", CopySource={"Bucket": bucket, "Key": "a b+c"})
+        upload = s3.create_multipart_upload(Bucket=bucket, Key="big")["UploadId"]
+        part = s3.upload_part(Bucket=bucket, Key="big", UploadId=upload, PartNumber=1, Body=b"p")
+        s3.complete_multipart_upload(
+            Bucket=bucket,
+            Key="big",
+            UploadId=upload,
+            MultipartUpload={"Parts": [{"ETag": part["ETag"], "PartNumber": 1}]},
+        )
+        marker = s3.delete_object(Bucket=bucket, Key="a b+c")
+        s3.delete_object(Bucket=bucket, Key="a b+c", VersionId=put["VersionId"])
+        events = faithful.take_pending()
+    finally:
+        outside_writes.unwatch(faithful.bucket)
+        rt.close()
+    # THEN one S3-faithful event per write, in write order, with increasing sequencers
+    details = [e["detail"] for e in events]
+    assert [d["reason"] for d in details] == [
+        "PutObject",
+        "CopyObject",
+        "CompleteMultipartUpload",
+        "DeleteObject",
+        "DeleteObject",
+    ]
+    assert details[0]["object"] == {
+        "key": "a+b%2Bc",
+        "size": 3,
+        "etag": put["ETag"].strip('"'),
+        "version-id": put["VersionId"],
+        "sequencer": details[0]["object"]["sequencer"],
+    }
+    assert details[3]["deletion-type"] == "Delete Marker Created"
+    assert details[3]["object"]["version-id"] == marker["VersionId"]
+    assert details[4]["deletion-type"] == "Permanently Deleted"
+    assert details[4]["object"]["version-id"] == put["VersionId"]
+    seqs = [d["object"]["sequencer"] for d in details]
+    assert sorted(seqs, key=lambda s: s.ljust(32, "0")) == seqs and len(set(seqs)) == len(seqs)
+    # AND an unwatched bucket's writes record nothing
+    s3.put_object(Bucket=bucket, Key="after", Body=b"x")
+    assert faithful.take_pending() == []
