@@ -547,12 +547,13 @@ def status(
             delivery = eventbridge_delivery_enabled(s3, outputs["BucketName"])
         except TransientError:  # e.g. no s3:GetBucketNotification: shown as unknown
             delivery = None
+    # ListReplays takes one filter at most (EventSourceArn, State or NamePrefix): the archive's
+    # replays, the running ones picked here
     replays = (
         [
             r["ReplayName"]
-            for r in events.list_replays(EventSourceArn=outputs["ArchiveArn"], State="RUNNING").get(
-                "Replays", []
-            )
+            for r in events.list_replays(EventSourceArn=outputs["ArchiveArn"]).get("Replays", [])
+            if r.get("State") == "RUNNING"
         ]
         if "ArchiveArn" in outputs
         else []

@@ -80,6 +80,7 @@ from botocore.exceptions import ClientError
 
 from s3ingest.local.chaos import Chaos
 from s3ingest.local.emulator import ACCOUNT, Emulator, LocalBucket
+from s3ingest.local.incidents import Incidents
 from s3ingest.local.runtime import (
     BACKFILL_ENGINES,
     BATCH_OPERATIONS,
@@ -105,7 +106,17 @@ _FIELDS = {
     "onboard": {"bucket"},
     "approve": {"key", "bucket", "change", "processor"},
     "reject": {"key", "bucket", "change", "processor"},
+    "disable_rule": set(),
+    "enable_rule": set(),
+    "break_queue_policy": set(),
+    "restore_queue_policy": set(),
+    "fail_processor": {"on", "processor"},
+    "redrive": {"max", "include_invalid"},
+    "status": set(),
+    "explain": {"key", "bucket"},
 }
+#: Steps of :class:`~s3ingest.local.incidents.Incidents` taking no argument.
+_INCIDENT_SWITCHES = ("disable_rule", "enable_rule", "break_queue_policy", "restore_queue_policy")
 #: ``backfill`` sources: an inventory report (default) or a live listing.
 BACKFILL_SOURCES = ("inventory", "listing")
 
@@ -373,10 +384,7 @@ def _check_step(lineno: int, doc: dict[str, Any]) -> None:
     op = doc["op"]
     allowed = _FIELDS.get(op)
     if allowed is None:
-        raise ScenarioError(
-            f"line {lineno}: unknown op {op!r} "
-            "(put, delete, deliver, flush, reconcile, backfill, replay, onboard, approve, reject)"
-        )
+        raise ScenarioError(f"line {lineno}: unknown op {op!r} ({', '.join(_FIELDS)})")
     unknown = set(doc) - allowed - {"op"}
     if unknown:
         accepted = ", ".join(sorted(allowed)) or "no fields"
@@ -389,12 +397,22 @@ def _check_step(lineno: int, doc: dict[str, Any]) -> None:
         "deliver": ("body",),
         "approve": ("key",),
         "reject": ("key",),
+        "explain": ("key",),
+        "fail_processor": ("on",),
     }.get(op, ())
     missing = [f for f in required if f not in doc]
     if missing:
         raise ScenarioError(f"line {lineno}: op {op!r} needs {', '.join(missing)}")
-    if op in ("put", "delete", "approve", "reject"):
+    if op in ("put", "delete", "approve", "reject", "explain"):
         _check_key(lineno, doc["key"])
+    for name in ("on", "include_invalid"):
+        if name in doc and not isinstance(doc[name], bool):
+            raise ScenarioError(f"line {lineno}: {op} {name} must be true or false")
+    if op == "fail_processor" and not isinstance(doc.get("processor", ""), str):
+        raise ScenarioError(f"line {lineno}: fail_processor processor must be a processor's name")
+    limit = doc.get("max", 1) if op == "redrive" else 1
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise ScenarioError(f"line {lineno}: redrive max must be a whole number, at least 1")
     for name in ("change", "processor"):
         if op in ("approve", "reject") and name in doc and not isinstance(doc[name], str):
             raise ScenarioError(f"line {lineno}: {op} {name} must be a string")
@@ -537,6 +555,7 @@ def _run(
     replays: list[dict[str, Any]] = []
     onboardings: list[dict[str, Any]] = []
     reviews: list[dict[str, Any]] = []
+    incidents = Incidents(rt)
     error: str | None = None
     for lineno, step in steps:
         rt.step = lineno
@@ -600,6 +619,20 @@ def _run(
                     change_id=step.get("change"),
                 )
                 reviews.append({"step": lineno, "op": op, "key": step["key"], "decided": decided})
+            elif op in _INCIDENT_SWITCHES:
+                getattr(incidents, op)()
+            elif op == "fail_processor":
+                incidents.fail_processor(step["on"], step.get("processor"))
+            elif op == "redrive":
+                incidents.redrive(
+                    lineno,
+                    max_messages=step.get("max", 1000),
+                    include_invalid=step.get("include_invalid", False),
+                )
+            elif op == "status":
+                incidents.status(lineno)
+            elif op == "explain":
+                incidents.explain(lineno, step["key"], step.get("bucket"))
             elif op == "replay":
                 start = _parse_time(lineno, "from", step["from"]) if "from" in step else None
                 end = _parse_time(lineno, "to", step["to"]) if "to" in step else None
@@ -674,11 +707,15 @@ def _run(
         "converged": comparison.converged,
         "differences": comparison.differences,
         "dropped": len(rt.dropped),
+        "undelivered": len(rt.undelivered),
         "dead_letter_queue": rt.dead_letters(),
         "reconciliations": reconciliations,
         "backfills": backfills,
         "replays": replays,
         "onboardings": onboardings,
+        "redrives": incidents.redrives,
+        "statuses": incidents.statuses,
+        "explanations": incidents.explanations,
         "bucket_config": bucket_config,
     }
 

@@ -368,8 +368,13 @@ def _stubbed_status(
         )
         e.add_response(
             "list_replays",
-            {"Replays": [{"ReplayName": "r1"}]},
-            {"EventSourceArn": outputs["ArchiveArn"], "State": "RUNNING"},
+            {
+                "Replays": [
+                    {"ReplayName": "r1", "State": "RUNNING"},
+                    {"ReplayName": "r0", "State": "COMPLETED"},
+                ]
+            },
+            {"EventSourceArn": outputs["ArchiveArn"]},
         )
         q.add_response(
             "get_queue_attributes",
