@@ -32,7 +32,20 @@ Format (one JSON object per line; blank lines and lines starting with ``#`` are 
   drain the queue; a dropped event is lost for good (only reconciliation repairs what it would
   have done); ``crash`` kills the worker after a processor's effect, before its commit;
   ``ddb_throttle`` and ``lambda_throttle`` (0-1) throttle that drain's DynamoDB requests and its
-  ingest invocations (:mod:`s3ingest.local.faults`);
+  ingest invocations (:mod:`s3ingest.local.faults`); an ``undelivered`` event (0-1) reaches the
+  bus and the archive but never the ingest queue (the ingest rule delivers nothing meanwhile):
+  a ``replay`` brings it back;
+* incidents (:mod:`s3ingest.local.incidents`): ``{"op": "disable_rule"}`` / ``{"op":
+  "enable_rule"}`` (DisableRule/EnableRule on the ingest rule) and ``{"op":
+  "break_queue_policy"}`` / ``{"op": "restore_queue_policy"}`` (the ingest queue's policy
+  denies EventBridge, then is put back): a flush in between publishes every event to the bus,
+  which archives it and delivers none; ``{"op": "fail_processor", "on": true | false,
+  "processor": N}`` (default every processor): each run raises, so messages come back until
+  ``maxReceiveCount`` receives, then wait in the DLQ;
+* operator commands, through the functions the CLI calls: ``{"op": "redrive", "max": N,
+  "include_invalid": false}`` (``s3ingest redrive``, then a drain), ``{"op": "status"}``
+  (``s3ingest status --json``), ``{"op": "explain", "key": K, "bucket": B}`` (``s3ingest
+  explain``);
 * ``{"op": "reconcile", "source": "listing" | "inventory", "fan_out": false}``: one
   reconciliation (an inventory report of the bucket is written first for ``inventory``), then
   the repairs are drained; with ``"fan_out": true`` (``inventory`` only) an execution of the
@@ -58,7 +71,10 @@ Format (one JSON object per line; blank lines and lines starting with ``#`` are 
 
 The result (:func:`run_scenario`) is ``{"error": str | None, "messages": [...], "ledger": [...],
 "bucket": [...], "effects": [...], "changes": [...], "effects_problems": [...], "held": [...],
-"trail": [...], "reviews": [...], "converged": bool}`` as documented in the README (``held``:
+"trail": [...], "reviews": [...], "converged": bool, "dropped": n, "undelivered": n,
+"redrives": [...], "statuses": [...], "explanations": [...]}`` as documented in the README
+(``redrives``, ``statuses``, ``explanations``: per step, ``{"step": N, ...}`` with what the
+command prints with ``--json``; ``held``:
 the changes still held at the end; ``trail``: per key with any, its review decisions, newest
 first; ``reviews``: per approve/reject step, what it decided, empty when nothing matched):
 ``effects`` lists every completed processor run with its change id and fencing token,
