@@ -45,7 +45,7 @@ class Chaos:
     undelivered : float
         Probability (0-1) that an event reaches the bus, and so the archive, but never the
         ingest queue (a disabled rule, a broken target): a replay brings it back
-        (:func:`s3ingest.local.incidents.withhold`). Drawn before ``drop``, from its own stream.
+        (:func:`s3ingest.local.delivery.publish_flush`). Drawn before ``drop``, from its own stream.
     crash : float
         Probability (0-1) that the worker dies after a processor's effect and before its commit
         (CONTRACT C11): the message comes back and the effect must run again, never be skipped.

@@ -1,10 +1,5 @@
 """Delivery incidents on the local runtime, and the operator's commands run against it.
 
-* :func:`publish_flush` publishes a flush's events under its chaos: ``drop`` (never reach the
-  bus: lost for good) and ``undelivered`` (reach the bus and the archive while the ingest rule
-  delivers nothing, then the rule is as it was: a replay brings them back). While the ingest
-  route is down (:func:`route_down`: the rule disabled, the queue policy denying EventBridge),
-  every event of a flush is undelivered that way (its other chaos does not apply).
 * :class:`Incidents` holds a scenario's incident steps (``disable_rule``, ``enable_rule``,
   ``break_queue_policy``, ``restore_queue_policy``, ``fail_processor``) and runs ``redrive``,
   ``status`` and ``explain`` through the functions the CLI commands call
@@ -13,7 +8,8 @@
 
 Delivery is stopped in the emulator itself (:mod:`s3ingest.local.moto_delivery`): a disabled
 rule matches nothing and a queue policy's Deny for ``events.amazonaws.com`` stops the rule's
-delivery, as in AWS; the archive's own rule keeps archiving.
+delivery, as in AWS; the archive's own rule keeps archiving (a flush's events:
+:mod:`s3ingest.local.delivery`).
 """
 
 from __future__ import annotations
@@ -21,13 +17,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from s3ingest.local.chaos import Chaos
-from s3ingest.local.moto_delivery import denies_eventbridge
-from s3ingest.local.sources import publish_s3_events
-
 if TYPE_CHECKING:
     from s3ingest.commands.context import Deployed
-    from s3ingest.local.emulator import Resources
     from s3ingest.local.runtime import LocalRuntime
 
 #: The stack name the local deployment's status carries (its metrics' stack dimension).
@@ -35,57 +26,6 @@ LOCAL_STACK = "S3Ingest-local"
 #: The statement :meth:`Incidents.break_queue_policy` writes (as a deploy that shuts the
 #: ingest rule out of its queue would).
 DENY_SID = "s3ingest-rehearsal-deny-eventbridge"
-
-
-def route_down(events: Any, sqs: Any, resources: Resources) -> bool:
-    """Whether the ingest rule delivers nothing now: disabled, or its queue's policy denies
-    EventBridge."""
-    if events.describe_rule(Name=resources.rule).get("State") == "DISABLED":
-        return True
-    policy = (
-        sqs.get_queue_attributes(QueueUrl=resources.queue_url, AttributeNames=["Policy"])
-        .get("Attributes", {})
-        .get("Policy")
-    )
-    return denies_eventbridge(policy)
-
-
-def publish_flush(
-    events: Any,
-    sqs: Any,
-    resources: Resources,
-    chaos: Chaos,
-    pending: list[dict[str, Any]],
-    dropped: list[dict[str, Any]],
-    undelivered: list[dict[str, Any]],
-) -> int:
-    """Publish ``pending`` (S3 events, EventBridge shape) under ``chaos``; append the dropped
-    and undelivered ones to those lists; return how many reached the bus.
-
-    Raises
-    ------
-    RuntimeError
-        When the bus refuses an entry.
-    """
-    rest: list[dict[str, Any]]
-    if route_down(events, sqs, resources):
-        rest, withheld = [], list(pending)
-    else:
-        rest, withheld = chaos.split_undelivered(pending)
-    deliver, lost = chaos.schedule(rest)
-    dropped.extend(lost)
-    sent = publish_s3_events(events, deliver)
-    if withheld:
-        enabled = events.describe_rule(Name=resources.rule).get("State") != "DISABLED"
-        if enabled:
-            events.disable_rule(Name=resources.rule)
-        try:
-            sent += publish_s3_events(events, withheld)
-        finally:
-            if enabled:
-                events.enable_rule(Name=resources.rule)
-        undelivered.extend(withheld)
-    return sent
 
 
 def local_deployed(rt: LocalRuntime) -> Deployed:

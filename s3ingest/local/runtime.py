@@ -41,10 +41,10 @@ from typing import Any, cast
 from s3ingest.commands.review import matching
 from s3ingest.local import environment
 from s3ingest.local.chaos import Chaos, InjectedCrash
+from s3ingest.local.delivery import publish_flush
 from s3ingest.local.emulator import Emulator, LocalBucket, Resources, provision
 from s3ingest.local.executions import Execution, LocalMachines
 from s3ingest.local.faults import INGEST, FaultInjector
-from s3ingest.local.incidents import publish_flush
 from s3ingest.local.inventory_writer import write_inventory
 from s3ingest.local.lambda_service import LambdaContext, LocalFunction, run_with_timeout
 from s3ingest.local.machines import (
@@ -464,7 +464,7 @@ class LocalRuntime:
         chaos = chaos or Chaos()
         self._flush_chaos = chaos
         pending = [event for s3 in self.buckets.values() for event in s3.take_pending()]
-        lost = (self.dropped, self.undelivered)  # chaos drop, undelivered (incidents.py)
+        lost = (self.dropped, self.undelivered)  # chaos drop, undelivered (delivery.py)
         return publish_flush(self.events, self.sqs, self.resources, chaos, pending, *lost)
 
     def send_raw(self, body: str) -> None:
