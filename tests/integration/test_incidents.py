@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from s3ingest.cli import app
 from s3ingest.local.chaos import Chaos
 from s3ingest.local.runtime import LocalRuntime, local_settings
 from s3ingest.local.scenario import ScenarioError, parse_lines, run_scenario
@@ -211,3 +213,27 @@ def test_bad_incident_steps_are_refused_before_anything_runs(
 ) -> None:
     with pytest.raises(ScenarioError, match=re.escape(message)):
         parse_lines([json.dumps(line)])
+
+
+def test_the_scenario_command_reports_what_status_explain_and_redrive_answered() -> None:
+    # GIVEN the DLQ incident: a processor failing for a window, then a redrive
+    scenario = ROOT / "examples" / "incidents" / "dlq-processor-failing.jsonl"
+    # WHEN it runs through the CLI, as JSON and as text
+    runner = CliRunner()
+    as_json = runner.invoke(app, ["local", "scenario", "--json", str(scenario)])
+    text = runner.invoke(app, ["local", "scenario", str(scenario)])
+    # THEN status saw the DLQ fill and empty, explain the effect pending, redrive moved both
+    assert as_json.exit_code == 0, as_json.output
+    result = json.loads(as_json.stdout)
+    first, last = result["statuses"]
+    assert not first["healthy"] and first["dead_letter_queue"]["visible"] == 2
+    assert last["healthy"] and last["dead_letter_queue"]["visible"] == 0
+    (explained,) = result["explanations"]
+    assert explained["key"] == "b.txt" and explained["effects"]["sidecar"]["status"] == "pending"
+    (redriven,) = result["redrives"]
+    assert redriven["dlq"]["by_reason"] == {"retries-exhausted": 2}
+    assert redriven["progress"]["moved"] == 2
+    assert text.exit_code == 0, text.output
+    assert "status: UNHEALTHY: dead letter queue holds 2 message(s)" in text.output
+    assert "effect sidecar: pending" in text.output
+    assert "redrive: 2 in the DLQ, 2 moved" in text.output
