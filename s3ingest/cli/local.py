@@ -293,6 +293,13 @@ def scenario(
             f"line {review['step']}: {review['op']} {review['key']!r}: {decided} held "
             "change(s) decided" + ("" if decided else " [yellow](nothing held matched)[/]")
         )
+    for entry in sorted(
+        [("status", e) for e in result["statuses"]]
+        + [("explain", e) for e in result["explanations"]]
+        + [("redrive", e) for e in result["redrives"]],
+        key=lambda pair: pair[1]["step"],
+    ):
+        out.print(escape(f"line {entry[1]['step']}: {_command_line(*entry)}"))
     if result["trail"]:
         tr = Table(title="decision trail (review decisions per key, newest first)")
         for col in ("key", "decision", "processor", "by", "reason"):
@@ -312,12 +319,30 @@ def scenario(
     if result["error"]:
         out.print(f"[red]run stopped:[/] {result['error']}")
     out.print(f"events lost for good: {result['dropped']}")
+    if result["undelivered"]:
+        out.print(f"events archived, not delivered: {result['undelivered']}")
     for m in result["dead_letter_queue"]:
         out.print(f"dead-letter queue: reason={m['reason']} body={m['body']!r}")
     out.print("converged: " + ("[green]yes[/]" if result["converged"] else "[red]no[/]"))
     for d in result["differences"]:
         out.print(f"  {d}")
     raise typer.Exit(0 if ok else 1)
+
+
+def _command_line(command: str, entry: dict[str, Any]) -> str:
+    """One line of what a scenario's ``status``, ``explain`` or ``redrive`` step answered."""
+    if command == "status":
+        problems = "; ".join(entry["problems"])
+        return "status: " + ("healthy" if entry["healthy"] else f"UNHEALTHY: {problems}")
+    if command == "explain":
+        effects = "".join(
+            f"; effect {name}: {effect['status']}"
+            for name, effect in (entry.get("effects") or {}).items()
+            if effect
+        )
+        return f"explain {entry['key']!r}: {entry['verdict']}{effects}"
+    moved = entry.get("progress", {}).get("moved", entry.get("moved", {}).get("moved", 0))
+    return f"redrive: {entry['dlq']['approximate']} in the DLQ, {moved} moved"
 
 
 def _hold_demo(*, seed: int, as_json: bool) -> None:

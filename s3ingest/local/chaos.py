@@ -41,7 +41,11 @@ class Chaos:
     reorder : bool
         Shuffle the delivery order.
     drop : float
-        Probability (0-1) that an event is never delivered.
+        Probability (0-1) that an event is never delivered (never reaches the bus: lost for good).
+    undelivered : float
+        Probability (0-1) that an event reaches the bus, and so the archive, but never the
+        ingest queue (a disabled rule, a broken target): a replay brings it back
+        (:func:`s3ingest.local.delivery.publish_flush`). Drawn before ``drop``, from its own stream.
     crash : float
         Probability (0-1) that the worker dies after a processor's effect and before its commit
         (CONTRACT C11): the message comes back and the effect must run again, never be skipped.
@@ -59,6 +63,7 @@ class Chaos:
     duplicate: float = 0.0
     reorder: bool = False
     drop: float = 0.0
+    undelivered: float = 0.0
     crash: float = 0.0
     ddb_throttle: float = 0.0
     lambda_throttle: float = 0.0
@@ -72,9 +77,9 @@ class Chaos:
             raise ValueError(
                 "chaos must be a JSON object like "
                 '{"seed": 1, "duplicate": 0.3, "reorder": true, "drop": 0.0, '
-                '"crash": 0.0, "ddb_throttle": 0.0, "lambda_throttle": 0.0}'
+                '"undelivered": 0.0, "crash": 0.0, "ddb_throttle": 0.0, "lambda_throttle": 0.0}'
             )
-        unknown = set(spec) - {"seed", "duplicate", "reorder", "drop", *RATES}
+        unknown = set(spec) - {"seed", "duplicate", "reorder", "drop", "undelivered", *RATES}
         if unknown:
             raise ValueError(f"unknown chaos settings: {sorted(unknown)}")
         seed, reorder = spec.get("seed", 0), spec.get("reorder", False)
@@ -82,7 +87,7 @@ class Chaos:
             raise ValueError(f"chaos seed must be a whole number, not {seed!r}")
         if not isinstance(reorder, bool):
             raise ValueError(f"chaos reorder must be true or false, not {reorder!r}")
-        rates = {name: spec.get(name, 0.0) for name in ("duplicate", "drop", *RATES)}
+        rates = {name: spec.get(name, 0.0) for name in ("duplicate", "drop", "undelivered", *RATES)}
         for name, value in rates.items():
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise ValueError(f"chaos {name} must be a number within 0..1, not {value!r}")
@@ -93,6 +98,18 @@ class Chaos:
             if not 0.0 <= getattr(chaos, name) <= 1.0:
                 raise ValueError(f"chaos {name} must be within 0..1")
         return chaos
+
+    def split_undelivered(self, items: list[T]) -> tuple[list[T], list[T]]:
+        """Return (the rest, undelivered) for ``items`` at :attr:`undelivered`'s rate; its draws
+        come from a stream of their own, so the other faults of a seed stay as they were."""
+        if not self.undelivered:
+            return list(items), []
+        rng = random.Random(f"{self.seed}|undelivered")
+        rest: list[T] = []
+        undelivered: list[T] = []
+        for item in items:
+            (undelivered if rng.random() < self.undelivered else rest).append(item)
+        return rest, undelivered
 
     def schedule(self, items: list[T]) -> tuple[list[T], list[T]]:
         """Return (delivered, dropped) for ``items``."""

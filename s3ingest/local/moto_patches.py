@@ -424,6 +424,47 @@ PATCHES: tuple[Patch, ...] = (
         targets=(Target("moto.core.responses", "BaseResponse.get_access_key", params=("self",)),),
     ),
     Patch(
+        name="events-disabled-rule-delivers-nothing",
+        kind="correctness",
+        why="a DISABLED rule matches no event, as in AWS (moto delivers to its targets); the "
+        "archive's own rule stays enabled, so the events are archived, not delivered",
+        apply=f"{_LOCAL}.moto_delivery:disabled_rules_deliver_nothing",
+        targets=(
+            Target(
+                "moto.events.models",
+                "Rule.send_to_targets",
+                params=("self", "original_event", "transform_input"),
+            ),
+        ),
+    ),
+    Patch(
+        name="sqs-policy-deny-stops-eventbridge",
+        kind="correctness",
+        why="a queue policy denying events.amazonaws.com sqs:SendMessage stops the rule's "
+        "delivery to it, as in AWS (moto evaluates no queue policy)",
+        apply=f"{_LOCAL}.moto_delivery:queue_policy_denies_eventbridge",
+        targets=(
+            Target(
+                "moto.events.models",
+                "Rule._send_to_sqs_queue",
+                params=("self", "resource_id", "event", "group_id"),
+            ),
+            Target("moto.sqs.models", "SQSBackend.send_message"),
+        ),
+    ),
+    Patch(
+        name="sqs-message-move-tasks",
+        kind="correctness",
+        why="s3ingest redrive starts an SQS message-move task (StartMessageMoveTask, "
+        "ListMessageMoveTasks), which moto lacks",
+        apply=f"{_LOCAL}.moto_delivery:message_move_tasks",
+        targets=(
+            Target("moto.sqs.responses", "SQSResponse", members=("sqs_backend", "_get_param")),
+            Target("moto.sqs.models", "SQSBackend.get_queue", params=("self", "queue_name")),
+            Target("moto.core.responses", "ActionResult"),
+        ),
+    ),
+    Patch(
         name="events-input-path-memo",
         kind="speed",
         why="an EventBridge input path (jsonpath_ng, which moto calls per delivery) is parsed "

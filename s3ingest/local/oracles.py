@@ -80,6 +80,10 @@ class EffectRun:
         }
 
 
+class ProcessorOutage(RuntimeError):
+    """A processor failing, as a team's code raising while its downstream is down."""
+
+
 class EffectRecorder:
     """Records the processor's completed runs, in completion order (CONTRACT C11).
 
@@ -93,12 +97,17 @@ class EffectRecorder:
         self.runs: list[EffectRun] = []
         self._step = step
         self._lock = threading.Lock()
+        #: Processors failing now (``"*"``: every one): each call raises ProcessorOutage before
+        #: the team's code runs (a scenario's ``fail_processor`` window).
+        self.failing: frozenset[str] = frozenset()
 
     def wrap(self, processor: Processor, name: str = DEFAULT_PROCESSOR) -> Processor:
         """The team's processor ``name``, called exactly as given (``processor(change,
         content)``), and recorded when it returns; a run that raises is not recorded."""
 
         def run(change: AppliedChange, content: PinnedContent | None) -> None:
+            if name in self.failing or "*" in self.failing:
+                raise ProcessorOutage(f"processor {name} is failing (a fail_processor window)")
             processor(change, content)
             with self._lock:  # processors of one change run on threads of their own
                 self._record(change)

@@ -41,6 +41,7 @@ from typing import Any, cast
 from s3ingest.commands.review import matching
 from s3ingest.local import environment
 from s3ingest.local.chaos import Chaos, InjectedCrash
+from s3ingest.local.delivery import publish_flush
 from s3ingest.local.emulator import Emulator, LocalBucket, Resources, provision
 from s3ingest.local.executions import Execution, LocalMachines
 from s3ingest.local.faults import INGEST, FaultInjector
@@ -64,7 +65,6 @@ from s3ingest.local.sources import (
     LOCAL_VISIBILITY_TIMEOUT,
     SqsEventSource,
     StreamEventSource,
-    publish_s3_events,
     replay_archive,
     replay_target,
     run_backfill,
@@ -242,6 +242,7 @@ class LocalRuntime:
         self.processor = wiring.message_processor(self.service, self.sqs, self.resources.dlq_url)
         self.delivered: list[Delivered] = []
         self.dropped: list[dict[str, Any]] = []
+        self.undelivered: list[dict[str, Any]] = []
         self.step: int | None = None
         self.handler = make_handler(
             self.processor, self.settings.record_concurrency, emit=self._emit
@@ -458,16 +459,15 @@ class LocalRuntime:
     def flush(self, chaos: Chaos | None = None) -> int:
         """Publish every pending S3 event to the bus under ``chaos``; return how many were sent.
 
-        Dropped events are kept in :attr:`dropped` (lost for good: only reconciliation can
-        repair them). ``chaos.crash`` applies to the next :meth:`drain` only, which delivers this
-        flush's messages; later drains, reconciliations and backfills run without it.
+        Dropped events are in :attr:`dropped` (lost: only reconciliation repairs them), archived
+        undelivered ones in :attr:`undelivered` (a replay brings them back). ``chaos.crash``
+        applies to the next :meth:`drain` only (this flush's messages), not to later steps.
         """
         chaos = chaos or Chaos()
         self._flush_chaos = chaos
         pending = [event for s3 in self.buckets.values() for event in s3.take_pending()]
-        deliver, dropped = chaos.schedule(pending)
-        self.dropped.extend(dropped)
-        return publish_s3_events(self.events, deliver)
+        lost = (self.dropped, self.undelivered)  # chaos drop, undelivered (delivery.py)
+        return publish_flush(self.events, self.sqs, self.resources, chaos, pending, *lost)
 
     def send_raw(self, body: str) -> None:
         """Put one message on the ingest queue exactly as given (a body as AWS would send it)."""

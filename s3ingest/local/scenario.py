@@ -32,7 +32,20 @@ Format (one JSON object per line; blank lines and lines starting with ``#`` are 
   drain the queue; a dropped event is lost for good (only reconciliation repairs what it would
   have done); ``crash`` kills the worker after a processor's effect, before its commit;
   ``ddb_throttle`` and ``lambda_throttle`` (0-1) throttle that drain's DynamoDB requests and its
-  ingest invocations (:mod:`s3ingest.local.faults`);
+  ingest invocations (:mod:`s3ingest.local.faults`); an ``undelivered`` event (0-1) reaches the
+  bus and the archive but never the ingest queue (the ingest rule delivers nothing meanwhile):
+  a ``replay`` brings it back;
+* incidents (:mod:`s3ingest.local.incidents`): ``{"op": "disable_rule"}`` / ``{"op":
+  "enable_rule"}`` (DisableRule/EnableRule on the ingest rule) and ``{"op":
+  "break_queue_policy"}`` / ``{"op": "restore_queue_policy"}`` (the ingest queue's policy
+  denies EventBridge, then is put back): a flush in between publishes every event to the bus,
+  which archives it and delivers none; ``{"op": "fail_processor", "on": true | false,
+  "processor": N}`` (default every processor): each run raises, so messages come back until
+  ``maxReceiveCount`` receives, then wait in the DLQ;
+* operator commands, through the functions the CLI calls: ``{"op": "redrive", "max": N,
+  "include_invalid": false}`` (``s3ingest redrive``, then a drain), ``{"op": "status"}``
+  (``s3ingest status --json``), ``{"op": "explain", "key": K, "bucket": B}`` (``s3ingest
+  explain``);
 * ``{"op": "reconcile", "source": "listing" | "inventory", "fan_out": false}``: one
   reconciliation (an inventory report of the bucket is written first for ``inventory``), then
   the repairs are drained; with ``"fan_out": true`` (``inventory`` only) an execution of the
@@ -58,7 +71,10 @@ Format (one JSON object per line; blank lines and lines starting with ``#`` are 
 
 The result (:func:`run_scenario`) is ``{"error": str | None, "messages": [...], "ledger": [...],
 "bucket": [...], "effects": [...], "changes": [...], "effects_problems": [...], "held": [...],
-"trail": [...], "reviews": [...], "converged": bool}`` as documented in docs/scenarios.md (``held``:
+"trail": [...], "reviews": [...], "converged": bool, "dropped": n, "undelivered": n,
+"redrives": [...], "statuses": [...], "explanations": [...]}`` as documented in docs/scenarios.md
+(``redrives``, ``statuses``, ``explanations``: per step, ``{"step": N, ...}`` with what the
+command prints with ``--json``; ``held``:
 the changes still held at the end; ``trail``: per key with any, its review decisions, newest
 first; ``reviews``: per approve/reject step, what it decided, empty when nothing matched):
 ``effects`` lists every completed processor run with its change id and fencing token,
@@ -80,6 +96,7 @@ from botocore.exceptions import ClientError
 
 from s3ingest.local.chaos import Chaos
 from s3ingest.local.emulator import ACCOUNT, Emulator, LocalBucket
+from s3ingest.local.incidents import Incidents
 from s3ingest.local.runtime import (
     BACKFILL_ENGINES,
     BATCH_OPERATIONS,
@@ -105,7 +122,17 @@ _FIELDS = {
     "onboard": {"bucket"},
     "approve": {"key", "bucket", "change", "processor"},
     "reject": {"key", "bucket", "change", "processor"},
+    "disable_rule": set(),
+    "enable_rule": set(),
+    "break_queue_policy": set(),
+    "restore_queue_policy": set(),
+    "fail_processor": {"on", "processor"},
+    "redrive": {"max", "include_invalid"},
+    "status": set(),
+    "explain": {"key", "bucket"},
 }
+#: Steps of :class:`~s3ingest.local.incidents.Incidents` taking no argument.
+_INCIDENT_SWITCHES = ("disable_rule", "enable_rule", "break_queue_policy", "restore_queue_policy")
 #: ``backfill`` sources: an inventory report (default) or a live listing.
 BACKFILL_SOURCES = ("inventory", "listing")
 
@@ -373,10 +400,7 @@ def _check_step(lineno: int, doc: dict[str, Any]) -> None:
     op = doc["op"]
     allowed = _FIELDS.get(op)
     if allowed is None:
-        raise ScenarioError(
-            f"line {lineno}: unknown op {op!r} "
-            "(put, delete, deliver, flush, reconcile, backfill, replay, onboard, approve, reject)"
-        )
+        raise ScenarioError(f"line {lineno}: unknown op {op!r} ({', '.join(_FIELDS)})")
     unknown = set(doc) - allowed - {"op"}
     if unknown:
         accepted = ", ".join(sorted(allowed)) or "no fields"
@@ -389,12 +413,22 @@ def _check_step(lineno: int, doc: dict[str, Any]) -> None:
         "deliver": ("body",),
         "approve": ("key",),
         "reject": ("key",),
+        "explain": ("key",),
+        "fail_processor": ("on",),
     }.get(op, ())
     missing = [f for f in required if f not in doc]
     if missing:
         raise ScenarioError(f"line {lineno}: op {op!r} needs {', '.join(missing)}")
-    if op in ("put", "delete", "approve", "reject"):
+    if op in ("put", "delete", "approve", "reject", "explain"):
         _check_key(lineno, doc["key"])
+    for name in ("on", "include_invalid"):
+        if name in doc and not isinstance(doc[name], bool):
+            raise ScenarioError(f"line {lineno}: {op} {name} must be true or false")
+    if op == "fail_processor" and not isinstance(doc.get("processor", ""), str):
+        raise ScenarioError(f"line {lineno}: fail_processor processor must be a processor's name")
+    limit = doc.get("max", 1) if op == "redrive" else 1
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise ScenarioError(f"line {lineno}: redrive max must be a whole number, at least 1")
     for name in ("change", "processor"):
         if op in ("approve", "reject") and name in doc and not isinstance(doc[name], str):
             raise ScenarioError(f"line {lineno}: {op} {name} must be a string")
@@ -537,6 +571,7 @@ def _run(
     replays: list[dict[str, Any]] = []
     onboardings: list[dict[str, Any]] = []
     reviews: list[dict[str, Any]] = []
+    incidents = Incidents(rt)
     error: str | None = None
     for lineno, step in steps:
         rt.step = lineno
@@ -600,6 +635,20 @@ def _run(
                     change_id=step.get("change"),
                 )
                 reviews.append({"step": lineno, "op": op, "key": step["key"], "decided": decided})
+            elif op in _INCIDENT_SWITCHES:
+                getattr(incidents, op)()
+            elif op == "fail_processor":
+                incidents.fail_processor(step["on"], step.get("processor"))
+            elif op == "redrive":
+                incidents.redrive(
+                    lineno,
+                    max_messages=step.get("max", 1000),
+                    include_invalid=step.get("include_invalid", False),
+                )
+            elif op == "status":
+                incidents.status(lineno)
+            elif op == "explain":
+                incidents.explain(lineno, step["key"], step.get("bucket"))
             elif op == "replay":
                 start = _parse_time(lineno, "from", step["from"]) if "from" in step else None
                 end = _parse_time(lineno, "to", step["to"]) if "to" in step else None
@@ -674,11 +723,15 @@ def _run(
         "converged": comparison.converged,
         "differences": comparison.differences,
         "dropped": len(rt.dropped),
+        "undelivered": len(rt.undelivered),
         "dead_letter_queue": rt.dead_letters(),
         "reconciliations": reconciliations,
         "backfills": backfills,
         "replays": replays,
         "onboardings": onboardings,
+        "redrives": incidents.redrives,
+        "statuses": incidents.statuses,
+        "explanations": incidents.explanations,
         "bucket_config": bucket_config,
     }
 
