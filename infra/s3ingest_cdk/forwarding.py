@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from aws_cdk import Aws, Duration, RemovalPolicy, Token
+from aws_cdk import Aws, Duration, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_events as events
@@ -44,10 +44,9 @@ from constructs import Construct
 from s3ingest.settings import CHANGE_SOURCE, SettingsError
 from s3ingest.settings.buckets import ACCOUNT_RE
 from s3ingest_cdk.constructs.change_bus import EVENTS_PRINCIPAL, change_bus_name, change_pattern
-from s3ingest_cdk.constructs.ingest_queue import secure_queue
+from s3ingest_cdk.constructs.ingest_queue import rule_dead_letter_queue
 from s3ingest_cdk.constructs.operational_alarms import alarm_name, runbook
 from s3ingest_cdk.encryption import encrypt_everything
-from s3ingest_cdk.nag import acknowledge
 from s3ingest_cdk.pipeline import S3IngestPipeline
 
 #: The forwarding rule's name on each pipeline's change bus.
@@ -56,8 +55,6 @@ FORWARD_RULE_NAME = "s3ingest-forward-changes"
 _FORWARDED = "_s3ingest_forwarded"
 #: The hub bus's default name.
 HUB_BUS_NAME = "s3ingest-changes-hub"
-#: Retention of the forwarder's dead-letter queue (SQS maximum).
-FORWARD_DLQ_RETENTION = Duration.days(14)
 #: How long the hub's archive keeps changes by default.
 HUB_ARCHIVE_RETENTION = Duration.days(365)
 #: The hub policy's statement ids.
@@ -173,18 +170,8 @@ class ChangeStreamForwarder(Construct):
                 }
             ),
         )
-        self.dead_letter_queue = secure_queue(
-            self, "DeadLetterQueue", retention_period=FORWARD_DLQ_RETENTION
-        )
         # Its messages are changes the hub missed: evidence, kept as the pipeline's DLQs are.
-        self.dead_letter_queue.apply_removal_policy(RemovalPolicy.RETAIN)
-        acknowledge(
-            self.dead_letter_queue,
-            "AwsSolutions-SQS3",
-            "This queue is a dead-letter queue: the forwarding rule target's DeadLetterConfig "
-            "(https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html); "
-            "cdk-nag only recognises SQS redrive and Lambda DLQs.",
-        )
+        self.dead_letter_queue = rule_dead_letter_queue(self, "DeadLetterQueue")
         hub = events.EventBus.from_event_bus_arn(self, "HubBus", hub_bus_arn)
         # CDK grants the role events:PutEvents on the hub bus only.
         self.rule = events.Rule(

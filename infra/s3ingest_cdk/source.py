@@ -38,7 +38,7 @@ from s3ingest.version import version
 from s3ingest_cdk.bundling import function_code
 from s3ingest_cdk.constructs.bucket_setup import BucketSetupProvider
 from s3ingest_cdk.constructs.event_routing import event_pattern
-from s3ingest_cdk.constructs.ingest_queue import secure_queue
+from s3ingest_cdk.constructs.ingest_queue import rule_dead_letter_queue
 from s3ingest_cdk.constructs.landing_bucket import adopted_bucket, inventory_configuration
 from s3ingest_cdk.flags import PINNED_FLAGS, STACK_FLAGS, pin_flags
 from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
@@ -60,8 +60,6 @@ BUCKET_READ_ACTIONS = (
     # ListBucketInventoryConfigurations: `s3ingest onboard` shows the bucket's configuration
     "s3:GetInventoryConfiguration",
 )
-#: Retention of the forwarding rule's dead-letter queue (SQS maximum).
-FORWARD_DLQ_RETENTION = Duration.days(14)
 
 
 def object_arns(bucket_arn: str, spec: BucketSpec) -> list[str]:
@@ -167,16 +165,8 @@ class S3IngestSource(Construct):
         )
 
     def _forward(self, bus_arn: str, specs: Sequence[BucketSpec], imported: list[Any]) -> None:
-        self.dead_letter_queue = secure_queue(
-            self, "ForwardDeadLetterQueue", retention_period=FORWARD_DLQ_RETENTION
-        )
-        acknowledge(
-            self.dead_letter_queue,
-            "AwsSolutions-SQS3",
-            "This queue is a dead-letter queue: the forwarding rule target's DeadLetterConfig "
-            "(https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html); "
-            "cdk-nag only recognises SQS redrive and Lambda DLQs.",
-        )
+        # Its messages are S3 events the central bus missed: evidence, retained.
+        self.dead_letter_queue = rule_dead_letter_queue(self, "ForwardDeadLetterQueue")
         central_bus = events.EventBus.from_event_bus_arn(self, "CentralBus", bus_arn)
         pattern = ingest_event_pattern(
             [spec.scope_entry(b.bucket_name) for spec, b in zip(specs, imported, strict=True)]

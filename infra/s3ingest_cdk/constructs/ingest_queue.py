@@ -48,6 +48,29 @@ def secure_queue(
     )
 
 
+#: Retention of a rule target's dead-letter queue (SQS's maximum, 14 days).
+RULE_DLQ_RETENTION = Duration.days(14)
+
+
+def rule_dead_letter_queue(scope: Construct, construct_id: str) -> sqs.Queue:
+    """A rule target's dead-letter queue (events EventBridge could not deliver after its
+    retries, https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html): a
+    :func:`secure_queue` kept 14 days and retained with the stack (its messages are evidence),
+    its cdk-nag finding acknowledged."""
+    from s3ingest_cdk.nag import acknowledge
+
+    queue = secure_queue(scope, construct_id, retention_period=RULE_DLQ_RETENTION)
+    queue.apply_removal_policy(RemovalPolicy.RETAIN)
+    acknowledge(
+        queue,
+        "AwsSolutions-SQS3",
+        "This queue is a dead-letter queue: a rule target's DeadLetterConfig "
+        "(https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html); "
+        "cdk-nag only recognises SQS redrive and Lambda DLQs.",
+    )
+    return queue
+
+
 class IngestQueue(Construct):
     """The queue the ingest rule feeds and the ingest function drains, with its dead-letter queue.
 
