@@ -9,6 +9,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +160,7 @@ def test_reconcile_onboard_verify_and_backfill_local_act_on_the_running_stack(
         return found if ok else None
 
     for key in keys:
-        _until(lambda key=key: row(key), f"{key} ingested")
+        _until(partial(row, key), f"{key} ingested")
     # WHEN their ledger rows are deleted behind the pipeline's back (a drift)
     for key in keys:
         dynamodb.delete_item(
@@ -186,7 +187,7 @@ def test_reconcile_onboard_verify_and_backfill_local_act_on_the_running_stack(
     assert sorted(s["key"] for s in report["samples"]) == keys
     # AND explain --local shows each key present again
     for key in keys:
-        _until(lambda key=key: row(key), f"{key} repaired")
+        _until(partial(row, key), f"{key} repaired")
     # AND verify --local sends its canary through that stack
     code, output = _cli("verify", "--local", "--timeout-seconds", "60", "--json")
     assert code == 0, output
