@@ -11,8 +11,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from s3ingest.cli.app import app
-from s3ingest.cli.context import aws_call, connect, one_target, require_local, require_outputs
-from s3ingest.cli.options import EXIT_UNHEALTHY, Stack, StackOrLocal
+from s3ingest.cli.context import (
+    aws_call,
+    connect_target,
+    local_stack_running,
+    one_target,
+    require_local,
+    require_outputs,
+)
+from s3ingest.cli.options import EXIT_UNHEALTHY, LocalOption, StackOrLocal
 from s3ingest.cli.render import console, emit_backfill, task_bar
 
 if TYPE_CHECKING:
@@ -49,9 +56,9 @@ def backfill_start(
         bool,
         typer.Option(
             "--local",
-            help="Run on the local runtime: objects "
-            "that predate the pipeline, a backfill, live traffic "
-            "at the same time.",
+            help="Act on the running local stack (s3ingest local up), as --stack does; "
+            "without one, run on a fresh local runtime: objects that predate the pipeline, "
+            "a backfill, live traffic at the same time.",
         ),
     ] = False,
     wait: Annotated[bool, typer.Option(help="Follow the job until it ends.")] = True,
@@ -59,8 +66,9 @@ def backfill_start(
         str | None,
         typer.Option(
             metavar="ENGINE",
-            help="With --local: batch-operations (default) or distributed-map, the "
-            "backfill state machine to run (a deployed stack has the one it was deployed with).",
+            help="With --local and no running local stack: batch-operations (default) or "
+            "distributed-map, the backfill state machine to run (a deployed or running local "
+            "stack has the one it was deployed with).",
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
@@ -70,10 +78,13 @@ def backfill_start(
     from s3ingest.commands import backfill as commands
 
     stack = one_target(ctx, stack, local)
-    if local:
+    if local and not local_stack_running():
         require_local("s3ingest backfill start --local")
         if manifest or not wait:
-            raise typer.BadParameter("--manifest and --no-wait apply to --stack only")
+            raise typer.BadParameter(
+                "--manifest and --no-wait apply to --stack, or --local with a running local "
+                "stack (s3ingest local up)"
+            )
         engine = engine or commands.LOCAL_ENGINES[0]
         if engine not in commands.LOCAL_ENGINES:
             raise typer.BadParameter(
@@ -106,8 +117,11 @@ def backfill_start(
         emit_backfill(report, as_json)
         raise typer.Exit(0 if ok else 1)
     if engine is not None:
-        raise typer.BadParameter("--engine applies to --local only", param_hint="--engine")
-    deployed = connect(str(stack))
+        raise typer.BadParameter(
+            "--engine applies to --local without a running local stack only",
+            param_hint="--engine",
+        )
+    deployed = connect_target(ctx, stack, local)
     (arn,) = require_outputs(deployed, "BackfillStateMachineArn")
     execution = aws_call(
         lambda: commands.start_backfill(
@@ -123,7 +137,9 @@ def backfill_start(
 
 @backfill_app.command("status", short_help="Show a backfill's progress.")
 def backfill_status(
-    stack: Stack,
+    ctx: typer.Context,
+    stack: StackOrLocal = None,
+    local: LocalOption = False,
     execution: Annotated[
         str | None,
         typer.Argument(
@@ -136,7 +152,7 @@ def backfill_status(
     """Show a backfill's execution status and its Batch Operations job's progress."""
     from s3ingest.commands import backfill as commands
 
-    deployed = connect(stack)
+    deployed = connect_target(ctx, stack, local)
     if execution is None:
         (arn,) = require_outputs(deployed, "BackfillStateMachineArn")
         execution = aws_call(

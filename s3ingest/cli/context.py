@@ -75,6 +75,20 @@ def connect_target(ctx: typer.Context, stack: str | None, local: bool) -> Deploy
     return connect_local(run)
 
 
+def local_stack_running() -> bool:
+    """Whether ``s3ingest local up`` runs a local stack from the current directory
+    (:func:`s3ingest.local.daemon.running`): ``--local`` of ``reconcile``, ``backfill``,
+    ``onboard`` and ``verify`` then acts on it (:func:`connect_target`), else on a fresh local
+    runtime of their own."""
+    from s3ingest.local.daemon import LocalStackError, run_dir, running
+
+    try:
+        running(run_dir())
+    except LocalStackError:
+        return False
+    return True
+
+
 def require_outputs(deployed: Deployed, *names: str) -> list[str]:
     """The stack's named outputs; a missing one ends the command with exit code 3."""
     return list(aws_call(lambda: deployed.require(*names)))

@@ -11,7 +11,13 @@ from typing import Annotated
 import typer
 
 from s3ingest.cli.app import app
-from s3ingest.cli.context import aws_call, connect, connect_target, one_target, require_local
+from s3ingest.cli.context import (
+    aws_call,
+    connect_target,
+    local_stack_running,
+    one_target,
+    require_local,
+)
 from s3ingest.cli.options import EXIT_UNHEALTHY, AsJson, LocalOption, StackOrLocal
 from s3ingest.cli.render import out
 
@@ -81,7 +87,14 @@ def _on_off(value: bool | None) -> str:
 def verify_command(
     ctx: typer.Context,
     stack: StackOrLocal = None,
-    local: Annotated[bool, typer.Option("--local", help="Run against the local runtime.")] = False,
+    local: Annotated[
+        bool,
+        typer.Option(
+            "--local",
+            help="Act on the running local stack (s3ingest local up), as --stack does; "
+            "without one, run against a fresh local runtime.",
+        ),
+    ] = False,
     timeout_seconds: Annotated[
         float, typer.Option(min=1, metavar="SECONDS", help="How long each hop may take.")
     ] = 120.0,
@@ -103,14 +116,14 @@ def verify_command(
                 + (f"{hop.ms} ms" if hop.ms is not None else "[red]did not arrive[/]")
             )
 
-    if local:
+    if local and not local_stack_running():
         require_local("s3ingest verify --local")
         from s3ingest.commands.context import local_pipeline
 
         with local_pipeline() as pipeline:
             report = verify_pipeline(pipeline, timeout_seconds=timeout_seconds, on_hop=show)
     else:
-        deployed = connect(str(stack))
+        deployed = connect_target(ctx, stack, local)
         pipeline = aws_call(deployed.verify_pipeline)
         report = aws_call(
             lambda: verify_pipeline(pipeline, timeout_seconds=timeout_seconds, on_hop=show)

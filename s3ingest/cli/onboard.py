@@ -10,7 +10,14 @@ from typing import Annotated, Any
 import typer
 
 from s3ingest.cli.app import app
-from s3ingest.cli.context import aws_call, connect, one_target, require_local, require_outputs
+from s3ingest.cli.context import (
+    aws_call,
+    connect_target,
+    local_stack_running,
+    one_target,
+    require_local,
+    require_outputs,
+)
 from s3ingest.cli.local import onboard_locally
 from s3ingest.cli.options import EXIT_UNHEALTHY, BucketOption, StackOrLocal
 from s3ingest.cli.render import OnboardBar, console, emit_onboard, foreign_entries
@@ -29,8 +36,9 @@ def onboard_command(
         bool,
         typer.Option(
             "--local",
-            help="Run the same on the local runtime: an existing bucket holding objects and "
-            "another team's configurations, live traffic during the backfill.",
+            help="Act on the running local stack (s3ingest local up), as --stack does; "
+            "without one, run the same on a fresh local runtime: an existing bucket holding "
+            "objects and another team's configurations, live traffic during the backfill.",
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
@@ -51,14 +59,17 @@ def onboard_command(
     events. Prints objects, elapsed time, requests by kind and an estimated cost. Re-running
     resumes the same backfill run. Exit code 1 when it did not finish (declined, failed)."""
     stack = one_target(ctx, stack, local)
-    if local:
+    if local and not local_stack_running():
         require_local("s3ingest onboard --local")
         if bucket is not None:
-            raise typer.BadParameter("--bucket applies to --stack only", param_hint="--bucket")
+            raise typer.BadParameter(
+                "--bucket applies to --stack only (or --local with a running local stack)",
+                param_hint="--bucket",
+            )
         onboard_locally(seed=7, as_json=as_json)
     from s3ingest.onboard import OnboardTarget, onboard
 
-    deployed = connect(str(stack))
+    deployed = connect_target(ctx, stack, local)
     name = aws_call(lambda: deployed.stack.bucket(bucket))
     machine, checkpoints = require_outputs(
         deployed, "ListingBackfillStateMachineArn", "InventoryBucketName"

@@ -12,7 +12,13 @@ import typer
 from rich.progress import Progress, TextColumn, TimeElapsedColumn
 
 from s3ingest.cli.app import app
-from s3ingest.cli.context import aws_call, connect, one_target, require_local
+from s3ingest.cli.context import (
+    aws_call,
+    connect_target,
+    local_stack_running,
+    one_target,
+    require_local,
+)
 from s3ingest.cli.options import BucketOption, StackOrLocal
 from s3ingest.cli.render import console, out, render_reconciliation
 
@@ -41,9 +47,9 @@ def reconcile_command(
         bool,
         typer.Option(
             "--local",
-            help="Run against the local runtime: a "
-            "demo workload with lost events, then this "
-            "reconciliation.",
+            help="Act on the running local stack (s3ingest local up), as --stack does; "
+            "without one, run on a fresh local runtime: a demo workload with lost events, "
+            "then this reconciliation.",
         ),
     ] = False,
     manifest: Annotated[
@@ -67,8 +73,8 @@ def reconcile_command(
         bool,
         typer.Option(
             "--fan-out",
-            help="With --local: run the stack's fan-out "
-            "reconciliation state machine (inventory only).",
+            help="With --local and no running local stack: run the stack's fan-out "
+            "reconciliation state machine on a fresh local runtime (inventory only).",
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
@@ -81,11 +87,12 @@ def reconcile_command(
     if source not in ("inventory", "listing"):
         raise typer.BadParameter("must be inventory or listing", param_hint="--source")
     stack = one_target(ctx, stack, local)
-    if local:
+    if local and not local_stack_running():
         require_local("s3ingest reconcile --local")
         if manifest or margin_seconds is not None or bucket is not None:
             raise typer.BadParameter(
-                "--manifest, --margin-seconds and --bucket apply to --stack only"
+                "--manifest, --margin-seconds and --bucket apply to --stack, or --local with "
+                "a running local stack (s3ingest local up)"
             )
         if fan_out and source != "inventory":
             raise typer.BadParameter("the fan-out reads an inventory", param_hint="--fan-out")
@@ -94,8 +101,11 @@ def reconcile_command(
         )
     else:
         if fan_out:
-            raise typer.BadParameter("--fan-out applies to --local only", param_hint="--fan-out")
-        deployed = connect(str(stack))
+            raise typer.BadParameter(
+                "--fan-out applies to --local without a running local stack only",
+                param_hint="--fan-out",
+            )
+        deployed = connect_target(ctx, stack, local)
         reconciler = aws_call(lambda: deployed.reconciler(bucket))
         with Progress(
             TextColumn("[bold]{task.description}"),

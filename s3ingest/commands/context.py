@@ -131,8 +131,14 @@ class EndpointSession:
         )
 
     def client(self, service: str, **kwargs: Any) -> Any:
-        """The session's client of ``service``, bound to the endpoint."""
-        return self._session.client(service, **{"endpoint_url": self.endpoint_url, **kwargs})
+        """The session's client of ``service``, bound to the endpoint (S3 Control's sent to
+        the endpoint's host: :func:`s3ingest.local.s3control_jobs.local_host`)."""
+        client = self._session.client(service, **{"endpoint_url": self.endpoint_url, **kwargs})
+        if service == "s3control":
+            from s3ingest.local.s3control_jobs import local_host
+
+            client = local_host(client)
+        return client
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._session, name)

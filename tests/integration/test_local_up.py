@@ -9,6 +9,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +135,90 @@ def test_local_up_ingests_what_boto3_writes_and_local_commands_read_it(
 
 
 @pytest.mark.slow
+def test_reconcile_onboard_verify_and_backfill_local_act_on_the_running_stack(
+    local_stack: dict[str, Any],
+) -> None:
+    from s3ingest.local.inventory_writer import write_inventory
+    from s3ingest_fn.adapters.dynamo_ledger.layout import PARTITION_KEY, row_pk
+
+    # GIVEN the running local stack with two objects ingested
+    info = local_stack
+    outputs = info["outputs"]
+    kwargs = {"endpoint_url": info["endpoint"], "region_name": info["region"]}
+    s3 = boto3.client("s3", **kwargs, **info["credentials"])
+    dynamodb = boto3.client("dynamodb", **kwargs, **info["credentials"])
+    bucket = info["buckets"][0]
+    keys = ["drift/a", "drift/b c"]
+    for key in keys:
+        s3.put_object(Bucket=bucket, Key=key, Body=key.encode())
+
+    def row(key: str) -> dict[str, Any] | None:
+        code, output = _cli("explain", bucket, key, "--local", "--json")
+        assert code == 0, output
+        found: dict[str, Any] = json.loads(output)
+        ok = found["agrees"] and found["ledger"].get("state") == "present"
+        return found if ok else None
+
+    for key in keys:
+        _until(partial(row, key), f"{key} ingested")
+    # WHEN their ledger rows are deleted behind the pipeline's back (a drift)
+    for key in keys:
+        dynamodb.delete_item(
+            TableName=outputs["LedgerTableName"],
+            Key={PARTITION_KEY: {"S": row_pk(bucket, key)}},
+        )
+    assert all(row(key) is None for key in keys)
+    # THEN reconcile --local finds and repairs them on that stack, with the --stack options
+    code, output = _cli(
+        "reconcile",
+        "--local",
+        "--source",
+        "listing",
+        "--bucket",
+        bucket,
+        "--margin-seconds",
+        "0",
+        "--json",
+    )
+    assert code == 0, output
+    report = json.loads(output)
+    assert report["bucket"] == bucket and report["drift_total"] == len(keys)
+    assert report["repairs_queued"] == len(keys)
+    assert sorted(s["key"] for s in report["samples"]) == keys
+    # AND explain --local shows each key present again
+    for key in keys:
+        _until(partial(row, key), f"{key} repaired")
+    # AND verify --local sends its canary through that stack
+    code, output = _cli("verify", "--local", "--timeout-seconds", "60", "--json")
+    assert code == 0, output
+    assert json.loads(output)["ok"] is True
+    # AND onboard --local runs the stack's listing backfill over its landing bucket
+    code, output = _cli("onboard", "--local", "--bucket", bucket, "--yes", "--json")
+    assert code == 0, output
+    assert json.loads(output)["status"] == "done"
+    # AND backfill start --local runs the stack's backfill machine over an inventory report
+    write_inventory(s3, source_bucket=bucket, destination_bucket=outputs["InventoryBucketName"])
+    code, output = _cli("backfill", "start", "--local", "--no-wait", "--json")
+    assert code == 0, output
+    execution = json.loads(output.splitlines()[-1])["execution"]
+    assert execution.startswith(
+        outputs["BackfillStateMachineArn"].replace(":stateMachine:", ":execution:")
+    )
+
+    def ended() -> dict[str, Any] | None:
+        code, output = _cli("backfill", "status", "--local", "--json")
+        assert code in (0, 1), output
+        status: dict[str, Any] = json.loads(output)
+        return status if status["status"] != "RUNNING" else None
+
+    status = _until(ended, "the backfill ended")
+    assert status["status"] == "SUCCEEDED", status
+    assert status["failed"] == 0 and status["succeeded"] >= len(keys)
+    code, output = _cli("status", "--local", "--json")
+    assert code == 0, output
+
+
+@pytest.mark.slow
 def test_a_state_saved_on_down_is_loaded_on_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -216,10 +301,18 @@ def test_local_without_a_running_stack_exits_2(
         ("replay", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T01:00:00Z", "--local"),
         ("repair", "k", "--local"),
         ("log-key", "k", "--local"),
+        ("backfill", "status", "--local"),
     ):
         code, output = _cli(*args)
         assert code == 2, (args, output)
         assert "no local stack: run s3ingest local up" in output, (args, output)
+    # AND the commands with a fresh local runtime of their own keep refusing the --stack options
+    for args in (
+        ("reconcile", "--local", "--bucket", "b"),
+        ("backfill", "start", "--local", "--no-wait"),
+    ):
+        code, output = _cli(*args)
+        assert code == 2 and "running local stack" in output, (args, output)
     code, output = _cli("local", "down")
     assert code == 1 and "no local stack" in output
 

@@ -161,7 +161,7 @@ def test_hashed_lines_carry_the_keyed_hash_the_cli_computes(
     emulator: Any, captured: _Capture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from s3ingest import cli
-    from s3ingest.cli import explain as explain_cli
+    from s3ingest.cli import context as cli_context
     from s3ingest.commands.context import Deployed
     from s3ingest.deployed import DeployedStack
 
@@ -187,14 +187,14 @@ def test_hashed_lines_carry_the_keyed_hash_the_cli_computes(
                 return emulator.client(service)
 
         stack = DeployedStack("S3Ingest-test", {"LogKeySecretArn": arn})
-        monkeypatch.setattr(explain_cli, "connect", lambda name: Deployed(_Session(), stack))
+        monkeypatch.setattr(cli_context, "connect", lambda name: Deployed(_Session(), stack))
         result = CliRunner().invoke(cli.app, ["log-key", LIVE[0], "--stack", "X", "--json"])
         assert result.exit_code == 0, result.output
         assert json.loads(result.stdout) == {"key_hash": expected}
         plain = CliRunner().invoke(cli.app, ["log-key", LIVE[0], "--stack", "X"])
         assert plain.stdout.strip() == expected
         monkeypatch.setattr(
-            explain_cli,
+            cli_context,
             "connect",
             lambda name: Deployed(_Session(), DeployedStack("S3Ingest-test", {})),
         )

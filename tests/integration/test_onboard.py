@@ -147,7 +147,7 @@ def test_cli_onboard_against_a_stack_asks_first_then_resumes(
     """The AWS path of ``s3ingest onboard --stack`` (outputs, confirmation, the execution, the
     reconciliation), with the stack's clients pointed at a local deployment."""
     from s3ingest import cli
-    from s3ingest.cli import onboard as onboard_cli
+    from s3ingest.cli import context as cli_context
     from s3ingest.local.emulator import LocalBucket
     from s3ingest.local.runtime import LocalRuntime, local_settings
     from s3ingest.settings import BucketSpec
@@ -163,7 +163,7 @@ def test_cli_onboard_against_a_stack_asks_first_then_resumes(
     with rt:
         for i in range(15):
             rt.bucket("h4-cli-existing").put(f"k{i:02d} é+", "old")
-        monkeypatch.setattr(onboard_cli, "connect", lambda stack: _deployed(rt))
+        monkeypatch.setattr(cli_context, "connect", lambda stack: _deployed(rt))
         runner = CliRunner()
         args = ["onboard", "--stack", "S3Ingest-test", "--bucket", "h4-cli-existing", "--json"]
         # WHEN it runs without --yes and nobody can answer: nothing changes
