@@ -9,9 +9,10 @@ The lock is generated from ``functions/requirements.txt`` (the human-edited dire
 by ``make lock`` (``uv pip compile`` for ``aarch64-manylinux2014`` and Python 3.13); pip installs
 it with ``--require-hashes``, so every wheel in the package is the one the lock names.
 
-The installed dependencies are cached in the git-ignored ``.build/`` directory under a key made of
-the lock file's hash, the platform and the Python version, so repeated synths do not reinstall
-them.
+The installed dependencies are cached under a key made of the lock file's hash, the platform
+and the Python version, so repeated synths do not reinstall them: in ``<outdir>/.s3ingest-build/``
+(:data:`BUILD_SUBDIR`, the app's ``cdk.out``) or in the directory the pipeline's
+``bundle_cache_dir`` names; never in the app's source folder.
 
 The sources are found through the imported ``s3ingest_fn`` package, so the same code bundles
 from a checkout (``functions/``) and from an installed ``s3ingest[cdk]`` (``site-packages``, with
@@ -19,7 +20,12 @@ the lock shipped as ``s3ingest_cdk`` package data: :func:`lock_path`).
 
 With a ``processor`` (CONTRACT C11) the package also holds the processor's top-level package, found
 by :func:`processor_sources`: under ``functions/`` (``s3ingest_examples``), or in the directory
-``processorPackageDir`` names.
+``processorPackageDir`` names. That directory may declare the processors' third-party
+dependencies beside their code (:data:`PROCESSOR_REQUIREMENTS`: a hashed ``requirements.lock``,
+else a ``requirements.txt``): they are installed for the Lambda platform the same way, constrained
+to the lock's versions, cached by the file's content hash. A package with processors is built at
+synth (:func:`function_code`) and every ``module`` / ``handler`` is imported from it
+(:func:`s3ingest_cdk.bundle_check.check_imports`): an undeclared package fails synth.
 """
 
 from __future__ import annotations
@@ -28,21 +34,24 @@ import ast
 import fnmatch
 import hashlib
 import importlib.resources
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
 import jsii
-from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
+from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling, Stage
 from aws_cdk import aws_lambda as lambda_
 
 import s3ingest_fn
 import s3ingest_processor
 from s3ingest.settings import SettingsError
+from s3ingest_cdk.bundle_check import check_imports
 
 
 def project_root() -> Path:
@@ -51,8 +60,7 @@ def project_root() -> Path:
     ``infra/s3ingest_cdk/``), else above the working directory (an installed package, ``cdk`` run
     from the team's app), else the working directory itself.
 
-    What it is used for: the dependency cache (``.build/``) and a relative
-    ``processorPackageDir``.
+    What it is used for: a relative ``processorPackageDir``.
     """
     for start in (Path(__file__).resolve().parent, Path.cwd().resolve()):
         for candidate in (start, *start.parents):
@@ -62,7 +70,13 @@ def project_root() -> Path:
 
 
 PROJECT_ROOT = project_root()
-BUILD_DIR = PROJECT_ROOT / ".build"
+#: The build cache's directory under the app's ``outdir`` (``cdk.out``) by default.
+BUILD_SUBDIR = ".s3ingest-build"
+#: The context key naming a build cache that outlives ``cdk.out`` (a path; relative: to the
+#: working directory), for every pipeline of the app without its own ``bundle_cache_dir``.
+BUNDLE_CACHE_CONTEXT = "s3ingest:bundleCacheDir"
+#: The processors' dependency files in ``processorPackageDir``, the first found is used.
+PROCESSOR_REQUIREMENTS = ("requirements.lock", "requirements.txt")
 FUNCTION_PACKAGE = "s3ingest_fn"
 #: The function package's sources, found through the imported package: ``functions/s3ingest_fn``
 #: in a checkout or an editable install, ``site-packages/s3ingest_fn`` when installed.
@@ -221,6 +235,21 @@ def processor_sources(
     )
 
 
+def processor_requirements(
+    package_dir: str | None, *, project_root: Path = PROJECT_ROOT
+) -> Path | None:
+    """The processors' dependency file: the first of :data:`PROCESSOR_REQUIREMENTS` in
+    ``package_dir`` (relative to ``project_root``, or absolute); None without ``package_dir`` or
+    without either file (processors under ``functions/`` use its lock)."""
+    if package_dir is None:
+        return None
+    for name in PROCESSOR_REQUIREMENTS:
+        candidate = project_root / package_dir / name
+        if candidate.is_file():
+            return candidate
+    return None
+
+
 def processors_sources(
     entries: Sequence[Mapping[str, Any]],
     package_dir: str | None = None,
@@ -345,6 +374,9 @@ class PipLocalBundling:
         (a processor's, :func:`processor_sources`).
     lock : pathlib.Path, optional
         The hashed lock to install; ``functions_dir / requirements.lock`` by default.
+    requirements : pathlib.Path, optional
+        The processors' dependencies (:func:`processor_requirements`), installed after the lock
+        into their own cache directory, constrained to the lock's versions.
 
     Notes
     -----
@@ -362,8 +394,10 @@ class PipLocalBundling:
         platform: str,
         extra_sources: Sequence[Path] = (),
         lock: Path | None = None,
+        requirements: Path | None = None,
     ) -> None:
         self.functions_dir = functions_dir
+        self.requirements = requirements
         self._lock = lock
         self.package = package
         self.cache_dir = cache_dir
@@ -381,6 +415,8 @@ class PipLocalBundling:
         """
         out = Path(output_dir)
         shutil.copytree(self.dependencies(), out, dirs_exist_ok=True)
+        if self.requirements is not None:
+            shutil.copytree(self.processor_dependencies(), out, dirs_exist_ok=True)
         for source in (self.functions_dir / self.package, *self.extra_sources):
             if source.is_file():
                 shutil.copy2(source, out / source.name)
@@ -405,7 +441,37 @@ class PipLocalBundling:
 
     def dependencies(self) -> Path:
         """Directory of the resolved dependencies, installing them once per cache key."""
-        target = self.cache_dir / self.cache_key()
+        return self._install(
+            self.cache_dir / self.cache_key(), ["--require-hashes", "-r", str(self.lock_file)]
+        )
+
+    def processor_dependencies(self) -> Path:
+        """Directory of the processors' dependencies (``requirements``), installed once per
+        content hash of it and of the lock; the lock's pins are its constraints (``-c``), so a
+        processor cannot replace a version the pipeline's code was locked with.
+
+        Raises
+        ------
+        BundlingError
+            Without ``requirements``, or when pip cannot install them (a conflict with the lock
+            included).
+        """
+        if self.requirements is None:
+            raise BundlingError("no processor requirements to install")
+        digest = hashlib.sha256(self.requirements.read_bytes())
+        digest.update(self.lock_file.read_bytes())
+        key = f"proc-{self.platform}-cp{self.python_version}-{digest.hexdigest()[:20]}"
+        target = self.cache_dir / key
+        if target.is_dir():
+            return target
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        constraints = self.cache_dir / f"{key}.constraints.txt"
+        constraints.write_text("".join(f"{pin}\n" for pin in _lock_pins(self.lock_file)))
+        return self._install(target, ["-r", str(self.requirements), "-c", str(constraints)])
+
+    def _install(self, target: Path, requirements: Sequence[str]) -> Path:
+        """Install ``requirements`` (pip arguments) for the target platform into ``target``,
+        once: staged beside it, then renamed (a concurrent synth may have won the race)."""
         if target.is_dir():
             return target
         self.cache_dir.mkdir(parents=True, exist_ok=True)
@@ -418,9 +484,7 @@ class PipLocalBundling:
             "--quiet",
             "--disable-pip-version-check",
             "--no-compile",
-            "--require-hashes",
-            "-r",
-            str(self.lock_file),
+            *requirements,
             "--target",
             str(staging),
             "--platform",
@@ -436,7 +500,7 @@ class PipLocalBundling:
         except subprocess.CalledProcessError as err:
             shutil.rmtree(staging, ignore_errors=True)
             raise BundlingError(
-                f"pip could not install {self.lock_file} for "
+                f"pip could not install {' '.join(requirements)} for "
                 f"{self.platform} / CPython {self.python_version}:\n{err.stderr}"
             ) from err
         shutil.rmtree(staging / "bin", ignore_errors=True)  # console scripts: unused on Lambda
@@ -447,12 +511,38 @@ class PipLocalBundling:
         return target
 
 
+def _lock_pins(lock: Path) -> list[str]:
+    """The ``name==version`` pins of a lock (extras, hashes and comments dropped): pip
+    constraints."""
+    found = re.findall(
+        r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)", lock.read_text(), re.M
+    )
+    return sorted({f"{name}=={version}" for name, version in found})
+
+
+def build_cache(scope: Any, given: str | PathLike[str] | None = None) -> Path:
+    """The build cache of ``scope``'s app: ``given`` (``bundle_cache_dir``), else the context
+    value :data:`BUNDLE_CACHE_CONTEXT` (``cdk.json`` or ``-c``), else
+    ``<outdir>/.s3ingest-build`` (:data:`BUILD_SUBDIR`; ``cdk.out`` under ``cdk synth``)."""
+    if given is None:
+        given = scope.node.try_get_context(BUNDLE_CACHE_CONTEXT)
+    if given is not None:
+        return Path(given).resolve()
+    stage = Stage.of(scope)
+    if stage is None:
+        raise ValueError(f"{scope} is not in an app: no outdir for the build cache")
+    return Path(stage.outdir).resolve() / BUILD_SUBDIR
+
+
 def function_code(
     *,
+    cache_dir: Path,
     functions_dir: Path = FUNCTIONS_DIR,
     package: str = FUNCTION_PACKAGE,
-    cache_dir: Path = BUILD_DIR,
     extra_sources: Sequence[Path] = (),
+    requirements: Path | None = None,
+    imports: Mapping[str, str] | None = None,
+    notes: list[str] | None = None,
 ) -> lambda_.Code:
     """Asset code of the functions, bundled locally by :class:`PipLocalBundling`.
 
@@ -460,31 +550,56 @@ def function_code(
     ``functions_dir`` (lock and code), so CDK re-bundles only when either changes. With
     ``extra_sources`` (a processor's package), or from an installed package (``functions_dir`` is
     ``site-packages``: the asset is then the package directory alone, and the lock the packaged
-    one, :func:`lock_path`), it is a hash of the package, the lock and those sources, names and
-    contents: the package differs from the one without them, and a change to a processor
-    outside ``functions_dir`` re-bundles too.
+    one, :func:`lock_path`), it is a hash of the package, the lock, ``requirements`` and those
+    sources, names and contents: the package differs from the one without them, and a change to
+    a processor outside ``functions_dir`` re-bundles too.
+
+    With ``extra_sources`` the package is built here, at synth, into
+    ``cache_dir/bundle-<hash>`` (once per hash), and each of ``imports`` is imported from it
+    (:func:`s3ingest_cdk.bundle_check.check_imports`) before the asset is made of it.
 
     Parameters
     ----------
-    functions_dir, package, cache_dir
+    cache_dir : pathlib.Path
+        The build cache (``<outdir>/.s3ingest-build`` or the pipeline's ``bundle_cache_dir``).
+    functions_dir, package
         As for :class:`PipLocalBundling`.
     extra_sources : Sequence[pathlib.Path]
         Copied beside ``package`` (:func:`processor_sources`).
+    requirements : pathlib.Path, optional
+        The processors' dependencies (:func:`processor_requirements`).
+    imports : mapping of str to str, optional
+        ``"package.module:function"`` by setting, checked in the built package.
+    notes : list of str, optional
+        Receives what the import check could not check on this host.
 
     Returns
     -------
     aws_cdk.aws_lambda.Code
-        ``Code.from_asset`` with local bundling; the Docker image is never pulled.
+        ``Code.from_asset`` with local bundling (or of the package built here); the Docker
+        image is never pulled.
 
     Raises
     ------
     FileNotFoundError
         When no lock is found (:func:`lock_path`).
+    s3ingest_cdk.bundle_check.ProcessorImportError
+        When a processor of ``imports`` cannot be imported from the package.
     """
     lock = lock_path(functions_dir)
     checkout = lock.parent == functions_dir
     source = functions_dir if checkout else functions_dir / package
     custom_hash: dict[str, Any] = {}
+    bundler = PipLocalBundling(
+        functions_dir=functions_dir,
+        package=package,
+        cache_dir=cache_dir,
+        python_version=PYTHON_VERSION,
+        platform=PIP_PLATFORM,
+        extra_sources=extra_sources,
+        lock=lock,
+        requirements=requirements,
+    )
     if extra_sources or not checkout:
         digest = hashlib.sha256(b"s3ingest-function-package\0")
         if checkout:
@@ -494,24 +609,39 @@ def function_code(
             _fingerprint(digest, lock, "lock")
         for extra in extra_sources:
             _fingerprint(digest, extra, f"extra:{extra.name}")
+        if requirements is not None:
+            _fingerprint(digest, requirements, "requirements")
         custom_hash = {
             "asset_hash_type": AssetHashType.CUSTOM,
             "asset_hash": digest.hexdigest(),
         }
+    if extra_sources:
+        built = _built(bundler, cache_dir / f"bundle-{custom_hash['asset_hash'][:20]}")
+        found = check_imports(built, imports or {}, requirements=requirements)
+        if notes is not None:
+            notes.extend(found)
+        return lambda_.Code.from_asset(str(built), **custom_hash)
     return lambda_.Code.from_asset(
         str(source),
         exclude=[f"**/{pattern}" for pattern in _IGNORED],
         **custom_hash,
-        bundling=BundlingOptions(
-            image=RUNTIME.bundling_image,
-            local=PipLocalBundling(
-                functions_dir=functions_dir,
-                package=package,
-                cache_dir=cache_dir,
-                python_version=PYTHON_VERSION,
-                platform=PIP_PLATFORM,
-                extra_sources=extra_sources,
-                lock=lock,
-            ),
-        ),
+        bundling=BundlingOptions(image=RUNTIME.bundling_image, local=bundler),
     )
+
+
+def _built(bundler: PipLocalBundling, target: Path) -> Path:
+    """``target`` holding the package :class:`PipLocalBundling` writes, built once (staged
+    beside it, then renamed)."""
+    if target.is_dir():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        bundler.try_bundle(str(staging))
+        staging.rename(target)
+    except OSError:
+        if not target.is_dir():
+            raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target

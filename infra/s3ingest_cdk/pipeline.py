@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
+from os import PathLike
 from typing import Any
 
-from aws_cdk import RemovalPolicy, Stack, Token
+from aws_cdk import Annotations, RemovalPolicy, Stack, Token
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
@@ -20,7 +21,13 @@ from constructs import Construct
 
 from s3ingest.settings import DEFAULT_PROCESSOR_NAME, BucketSpec, Settings, SettingsError
 from s3ingest.settings.processors import wildcard_grant_problem
-from s3ingest_cdk.bundling import function_code, processor_sources, processors_sources
+from s3ingest_cdk.bundling import (
+    build_cache,
+    function_code,
+    processor_requirements,
+    processor_sources,
+    processors_sources,
+)
 from s3ingest_cdk.constructs import LandingBucket, LedgerTable, ProcessorOutputBucket
 from s3ingest_cdk.constructs.bucket_setup import BucketSetupProvider
 from s3ingest_cdk.constructs.landing_bucket import Landings, allow_inventory_delivery
@@ -133,6 +140,10 @@ class S3IngestPipeline(Construct):
     code : aws_cdk.aws_lambda.Code, optional
         The functions' code; the bundled ``s3ingest_fn`` package by default (with the
         processor's package), built without Docker (:mod:`s3ingest_cdk.bundling`).
+    bundle_cache_dir : str or os.PathLike, optional
+        Where the functions' package and its dependencies are built and cached; by default
+        ``<outdir>/.s3ingest-build`` (the app's ``cdk.out``), never the app's source folder. Name
+        a directory that outlives ``cdk.out`` to keep the cache across clean synths.
     stage, versioned, ... , tracing
         The other settings; see :class:`s3ingest.settings.Settings` for each one's meaning,
         unit and bounds.
@@ -252,8 +263,10 @@ class S3IngestPipeline(Construct):
         backfill_reserved_concurrency: int | None = _DEFAULT.backfill_reserved_concurrency,
         operator_role_arns: Sequence[str] = _DEFAULT.operator_role_arns,
         kms_key_arn: str | None = _DEFAULT.kms_key_arn,
+        bundle_cache_dir: str | PathLike[str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        self._bundle_cache_dir = bundle_cache_dir
         pin_flags(self)  # before any child: the team's feature flags decide nothing below
         if bucket is not None and buckets:
             raise SettingsError(["bucket and buckets are both given: list the bucket in buckets"])
@@ -389,6 +402,7 @@ class S3IngestPipeline(Construct):
         settings: Settings,
         bucket: s3.IBucket | None = None,
         code: lambda_.Code | None = None,
+        bundle_cache_dir: str | PathLike[str] | None = None,
     ) -> S3IngestPipeline:
         """The pipeline of already validated ``settings`` (``cdk.json`` context, read by
         :func:`s3ingest_cdk.compose.settings_from_app`); ``bucket`` stands for
@@ -416,7 +430,14 @@ class S3IngestPipeline(Construct):
         entries: list[BucketSpec | LandingBucketSource] = list(settings.buckets)
         if bucket is not None:
             entries = [LandingBucketSource(settings.bucket_specs[0], bucket)]
-        return cls(scope, construct_id, buckets=entries, code=code, **props)
+        return cls(
+            scope,
+            construct_id,
+            buckets=entries,
+            code=code,
+            bundle_cache_dir=bundle_cache_dir,
+            **props,
+        )
 
     def _compose(
         self,
@@ -430,7 +451,24 @@ class S3IngestPipeline(Construct):
                 if settings.processors
                 else processor_sources(settings.processor, settings.processor_package_dir)
             )
-            code = function_code(extra_sources=extra)
+            imports = {
+                f"processors[{index}].{key}": entry[key]
+                for index, entry in enumerate(settings.processor_entries())
+                for key in ("module", "handler")
+                if key in entry and settings.processors
+            }
+            if settings.processor is not None and not settings.processors:
+                imports["processor"] = settings.processor
+            notes: list[str] = []
+            code = function_code(
+                cache_dir=build_cache(self, self._bundle_cache_dir),
+                extra_sources=extra,
+                requirements=processor_requirements(settings.processor_package_dir),
+                imports=imports,
+                notes=notes,
+            )
+            for note in notes:
+                Annotations.of(self).add_info(note)
         #: ``kmsKeyArn``: the key every encryptable resource uses (None: each service's own).
         self.encryption_key: kms.IKey | None = attach_key(
             self, settings.kms_key_arn, settings.stage

@@ -35,7 +35,7 @@ from constructs import Construct
 from s3ingest.settings import BucketSpec, SettingsError, ingest_event_pattern
 from s3ingest.settings.buckets import ACCOUNT_RE, source_read_role_name
 from s3ingest.version import version
-from s3ingest_cdk.bundling import function_code
+from s3ingest_cdk.bundling import build_cache, function_code
 from s3ingest_cdk.constructs.bucket_setup import BucketSetupProvider
 from s3ingest_cdk.constructs.event_routing import event_pattern
 from s3ingest_cdk.constructs.ingest_queue import rule_dead_letter_queue
@@ -192,7 +192,7 @@ class S3IngestSource(Construct):
         log_retention_days: int,
     ) -> None:
         if code is None:
-            code = function_code()
+            code = function_code(cache_dir=build_cache(self))
         self.bucket_setup = BucketSetupProvider(
             self, "BucketSetup", code=code, log_retention_days=log_retention_days
         )

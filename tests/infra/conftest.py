@@ -22,7 +22,18 @@ from aws_cdk import aws_lambda as lambda_
 from s3ingest.local.machines.generate import VARIANTS as CONTEXTS
 from s3ingest.settings import BucketSpec
 from s3ingest_cdk import ProcessorConfig, S3IngestPipeline
-from s3ingest_cdk.synth import Synth, recommended_flags, synthesize
+from s3ingest_cdk.bundling import BUNDLE_CACHE_CONTEXT
+from s3ingest_cdk.synth import Synth, recommended_flags
+from s3ingest_cdk.synth import synthesize as _synthesize
+
+
+def synthesize(outdir: Path, overrides: Mapping[str, Any] | None = None, **kwargs: Any) -> Synth:
+    """:func:`s3ingest_cdk.synth.synthesize`, the functions' package built in one cache per
+    test session (beside the synths' outdirs, all made by ``tmp_path_factory``): the lock is
+    installed once, not once per synth."""
+    cache = str(outdir.parent / "s3ingest-build")
+    return _synthesize(outdir, {**(overrides or {}), BUNDLE_CACHE_CONTEXT: cache}, **kwargs)
+
 
 #: The existing bucket the adoption tests deploy against.
 ADOPTED_BUCKET = "existing-landing-bucket"

@@ -15,7 +15,6 @@ from aws_cdk import aws_lambda as lambda_
 
 from s3ingest.settings import SettingsError
 from s3ingest_cdk.bundling import (
-    BUILD_DIR,
     FUNCTION_PACKAGE,
     FUNCTIONS_DIR,
     LOCK_FILE,
@@ -59,7 +58,7 @@ def test_dependency_cache_key_follows_the_lock(tmp_path: Path) -> None:
     bundler = PipLocalBundling(
         functions_dir=tmp_path,
         package="pkg",
-        cache_dir=BUILD_DIR,
+        cache_dir=tmp_path / "cache",
         python_version=PYTHON_VERSION,
         platform=PIP_PLATFORM,
     )
@@ -75,7 +74,7 @@ def test_dependency_cache_key_follows_the_lock(tmp_path: Path) -> None:
         == PipLocalBundling(
             functions_dir=tmp_path,
             package="pkg",
-            cache_dir=BUILD_DIR,
+            cache_dir=tmp_path / "cache",
             python_version=PYTHON_VERSION,
             platform=PIP_PLATFORM,
         ).cache_key()
@@ -251,6 +250,7 @@ def test_an_installed_package_bundles_from_site_packages_with_the_packaged_lock(
     (site / "unrelated_dist").mkdir()
     (site / "unrelated_dist" / "big.bin").write_bytes(b"\0" * 1024)
     assert lock_path(site).name == PACKAGED_LOCK_FILE
+    cache = tmp_path / "cache"
     # WHEN a function uses the code
     app = App(outdir=str(tmp_path / "out"))
     stack = Stack(app, "Installed")
@@ -259,7 +259,7 @@ def test_an_installed_package_bundles_from_site_packages_with_the_packaged_lock(
         "Function",
         runtime=lambda_.Runtime.PYTHON_3_13,
         handler="s3ingest_fn.handlers.ingest.handler",
-        code=function_code(functions_dir=site),
+        code=function_code(functions_dir=site, cache_dir=cache),
     )
     assembly = app.synth()
     # THEN the asset holds the package and the locked dependencies, nothing else of site-packages
@@ -268,8 +268,8 @@ def test_an_installed_package_bundles_from_site_packages_with_the_packaged_lock(
     assert (asset / "aws_lambda_powertools").is_dir()
     assert not (asset / "unrelated_dist").exists()
     # ... and its hash follows the package: a changed source is a new asset
-    first = function_code(functions_dir=site).bind(Stack(App(), "A")).s3_location
+    first = function_code(functions_dir=site, cache_dir=cache).bind(Stack(App(), "A")).s3_location
     (site / FUNCTION_PACKAGE / "__init__.py").write_text("# changed\n")
-    second = function_code(functions_dir=site).bind(Stack(App(), "B")).s3_location
+    second = function_code(functions_dir=site, cache_dir=cache).bind(Stack(App(), "B")).s3_location
     assert first is not None and second is not None
     assert first.object_key != second.object_key

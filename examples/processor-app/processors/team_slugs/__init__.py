@@ -1,0 +1,1 @@
+"""The team's processors (``processorPackageDir`` of ``examples/processor-app``)."""
