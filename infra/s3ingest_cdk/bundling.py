@@ -34,10 +34,7 @@ import ast
 import fnmatch
 import hashlib
 import importlib.resources
-import re
 import shutil
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from os import PathLike
@@ -50,6 +47,14 @@ from aws_cdk import aws_lambda as lambda_
 
 import s3ingest_fn
 import s3ingest_processor
+from s3ingest.packaging import (
+    PIP_PLATFORM,
+    PYTHON_VERSION,
+    BundlingError,
+    install_processor_requirements,
+    pip_install,
+)
+from s3ingest.packaging import processor_requirements as _requirements_in
 from s3ingest.settings import SettingsError
 from s3ingest_cdk.bundle_check import check_imports
 
@@ -75,8 +80,6 @@ BUILD_SUBDIR = ".s3ingest-build"
 #: The context key naming a build cache that outlives ``cdk.out`` (a path; relative: to the
 #: working directory), for every pipeline of the app without its own ``bundle_cache_dir``.
 BUNDLE_CACHE_CONTEXT = "s3ingest:bundleCacheDir"
-#: The processors' dependency files in ``processorPackageDir``, the first found is used.
-PROCESSOR_REQUIREMENTS = ("requirements.lock", "requirements.txt")
 FUNCTION_PACKAGE = "s3ingest_fn"
 #: The function package's sources, found through the imported package: ``functions/s3ingest_fn``
 #: in a checkout or an editable install, ``site-packages/s3ingest_fn`` when installed.
@@ -112,17 +115,12 @@ def lock_path(functions_dir: Path = FUNCTIONS_DIR) -> Path:
     raise FileNotFoundError(f"no {LOCK_FILE} in {functions_dir} and no packaged {packaged}")
 
 
-#: The Lambda runtime the package is built for; keep these three in step.
+#: The Lambda runtime the package is built for; keep it in step with
+#: :data:`s3ingest.packaging.PYTHON_VERSION` and :data:`~s3ingest.packaging.PIP_PLATFORM`.
 RUNTIME = lambda_.Runtime.PYTHON_3_13
 ARCHITECTURE = lambda_.Architecture.ARM_64
-PYTHON_VERSION = "3.13"
-PIP_PLATFORM = "manylinux2014_aarch64"
 
 _IGNORED = ("__pycache__", "*.pyc", "*.pyo")
-
-
-class BundlingError(RuntimeError):
-    """Raised when the function's dependencies cannot be resolved for the Lambda platform."""
 
 
 class ProcessorPackageError(SettingsError):
@@ -238,16 +236,9 @@ def processor_sources(
 def processor_requirements(
     package_dir: str | None, *, project_root: Path = PROJECT_ROOT
 ) -> Path | None:
-    """The processors' dependency file: the first of :data:`PROCESSOR_REQUIREMENTS` in
-    ``package_dir`` (relative to ``project_root``, or absolute); None without ``package_dir`` or
-    without either file (processors under ``functions/`` use its lock)."""
-    if package_dir is None:
-        return None
-    for name in PROCESSOR_REQUIREMENTS:
-        candidate = project_root / package_dir / name
-        if candidate.is_file():
-            return candidate
-    return None
+    """The processors' dependency file in ``package_dir`` (relative to ``project_root``):
+    :func:`s3ingest.packaging.processor_requirements`."""
+    return _requirements_in(package_dir, project_root)
 
 
 def processors_sources(
@@ -441,83 +432,32 @@ class PipLocalBundling:
 
     def dependencies(self) -> Path:
         """Directory of the resolved dependencies, installing them once per cache key."""
-        return self._install(
-            self.cache_dir / self.cache_key(), ["--require-hashes", "-r", str(self.lock_file)]
+        return pip_install(
+            self.cache_dir / self.cache_key(),
+            ["--require-hashes", "-r", str(self.lock_file)],
+            platform=self.platform,
+            python_version=self.python_version,
         )
 
     def processor_dependencies(self) -> Path:
         """Directory of the processors' dependencies (``requirements``), installed once per
-        content hash of it and of the lock; the lock's pins are its constraints (``-c``), so a
-        processor cannot replace a version the pipeline's code was locked with.
+        content hash of it and of the lock, constrained to the lock's pins
+        (:func:`s3ingest.packaging.install_processor_requirements`).
 
         Raises
         ------
         BundlingError
-            Without ``requirements``, or when pip cannot install them (a conflict with the lock
-            included).
+            Without ``requirements``, or when pip cannot install them.
         """
         if self.requirements is None:
             raise BundlingError("no processor requirements to install")
-        digest = hashlib.sha256(self.requirements.read_bytes())
-        digest.update(self.lock_file.read_bytes())
-        key = f"proc-{self.platform}-cp{self.python_version}-{digest.hexdigest()[:20]}"
-        target = self.cache_dir / key
-        if target.is_dir():
-            return target
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
-        constraints = self.cache_dir / f"{key}.constraints.txt"
-        constraints.write_text("".join(f"{pin}\n" for pin in _lock_pins(self.lock_file)))
-        return self._install(target, ["-r", str(self.requirements), "-c", str(constraints)])
-
-    def _install(self, target: Path, requirements: Sequence[str]) -> Path:
-        """Install ``requirements`` (pip arguments) for the target platform into ``target``,
-        once: staged beside it, then renamed (a concurrent synth may have won the race)."""
-        if target.is_dir():
-            return target
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=self.cache_dir))
-        command = [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--no-compile",
-            *requirements,
-            "--target",
-            str(staging),
-            "--platform",
-            self.platform,
-            "--only-binary=:all:",
-            "--python-version",
-            self.python_version,
-            "--implementation",
-            "cp",
-        ]
-        try:
-            subprocess.run(command, check=True, capture_output=True, text=True)
-        except subprocess.CalledProcessError as err:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise BundlingError(
-                f"pip could not install {' '.join(requirements)} for "
-                f"{self.platform} / CPython {self.python_version}:\n{err.stderr}"
-            ) from err
-        shutil.rmtree(staging / "bin", ignore_errors=True)  # console scripts: unused on Lambda
-        try:
-            staging.rename(target)  # atomic publish; a concurrent synth may have won the race
-        except OSError:
-            shutil.rmtree(staging, ignore_errors=True)
-        return target
-
-
-def _lock_pins(lock: Path) -> list[str]:
-    """The ``name==version`` pins of a lock (extras, hashes and comments dropped): pip
-    constraints."""
-    found = re.findall(
-        r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)", lock.read_text(), re.M
-    )
-    return sorted({f"{name}=={version}" for name, version in found})
+        return install_processor_requirements(
+            self.requirements,
+            self.cache_dir,
+            lock=self.lock_file,
+            platform=self.platform,
+            python_version=self.python_version,
+        )
 
 
 def build_cache(scope: Any, given: str | PathLike[str] | None = None) -> Path:

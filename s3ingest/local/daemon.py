@@ -133,16 +133,56 @@ def outputs(rt: Any) -> dict[str, str]:
     return out
 
 
-def deploy(emu: Any, context: Mapping[str, Any], resources: Any = None) -> Any:
+def processor_dependencies(package_dir: str, directory: str | Path | None = None) -> Path | None:
+    """The processors' declared dependencies (``requirements.txt`` or ``requirements.lock`` in
+    ``package_dir``, relative to the current directory), installed as the stack's bundle has
+    them (:func:`s3ingest.packaging.install_processor_requirements`: the Lambda platform's
+    wheels, constrained to the function lock) under the run directory's ``build/``, cached by
+    the file's hash; None without such a file.
+
+    The local runtime appends this directory to ``sys.path``, after the environment's own
+    packages: a declared pure-Python package imports locally as deployed; one installed in the
+    environment wins (a compiled wheel built for Lambda's arm64 CPython 3.13 does not import on
+    another host: install it in the environment to run it locally).
+
+    Raises
+    ------
+    s3ingest.packaging.BundlingError
+        When pip cannot install them.
+    """
+    from s3ingest.packaging import install_processor_requirements, processor_requirements
+
+    requirements = processor_requirements(package_dir, Path.cwd())
+    if requirements is None:
+        return None
+    import s3ingest_fn
+
+    # the function lock of a checkout (functions/), else none (an installed package's lock is
+    # s3ingest_cdk's package data, of the [cdk] extra)
+    lock = Path(s3ingest_fn.__file__).resolve().parents[1] / "requirements.lock"
+    return install_processor_requirements(
+        requirements, run_dir(directory) / "build", lock=lock if lock.is_file() else None
+    )
+
+
+def deploy(
+    emu: Any,
+    context: Mapping[str, Any],
+    resources: Any = None,
+    directory: str | Path | None = None,
+) -> Any:
     """A :class:`~s3ingest.local.runtime.LocalRuntime` on ``emu`` from ``context``'s settings
     (``buckets``, else ``bucketName`` and ``versioned``; ``processorPackageDir``, relative to
-    the current directory, importable), each landing bucket's writes by any client recorded
-    (:func:`s3ingest.local.outside_writes.watch`); on ``resources`` already provisioned (a
-    restored state) when given.
+    the current directory, importable, with the dependencies declared there:
+    :func:`processor_dependencies`, cached in ``directory``, the run directory), each landing
+    bucket's writes by any client recorded (:func:`s3ingest.local.outside_writes.watch`); on
+    ``resources`` already provisioned (a restored state) when given.
 
     Raises
     ------
     s3ingest.settings.SettingsError
+    s3ingest.packaging.BundlingError
+        When the declared dependencies cannot be installed.
     """
     from s3ingest.local import outside_writes
     from s3ingest.local.runtime import LocalRuntime
@@ -151,6 +191,9 @@ def deploy(emu: Any, context: Mapping[str, Any], resources: Any = None) -> Any:
     settings = Settings.from_context(context)
     if settings.processor_package_dir:  # the team's packages, as the stack bundles them
         sys.path.insert(0, str(Path(settings.processor_package_dir).resolve()))
+        deps = processor_dependencies(settings.processor_package_dir, directory)
+        if deps is not None and str(deps) not in sys.path:
+            sys.path.append(str(deps))
     rt = LocalRuntime(
         emu,
         settings,
@@ -211,7 +254,7 @@ def serve(
     context = dict(saved["context"]) if saved else dict(context)
     with Emulator() as emu:
         resources = saved_state.restore(saved, emu.endpoint_url) if saved else None
-        rt = deploy(emu, context, resources)
+        rt = deploy(emu, context, resources, directory)
         info = {**describe(rt, os.getpid()), "state": str(state) if state else None}
         info["restored"] = saved is not None
         path = directory / RUN_FILE

@@ -21,9 +21,10 @@ from typing import Any
 import pytest
 from aws_cdk import App
 
+from s3ingest.packaging import PROCESSOR_REQUIREMENTS, lock_pins
 from s3ingest.settings import SettingsError
 from s3ingest_cdk.bundle_check import ProcessorImportError, check_imports
-from s3ingest_cdk.bundling import BUILD_SUBDIR, PROCESSOR_REQUIREMENTS, _lock_pins, lock_path
+from s3ingest_cdk.bundling import BUILD_SUBDIR, lock_path
 from s3ingest_cdk.synth import PROJECT_ROOT
 
 EXAMPLE = PROJECT_ROOT / "examples" / "processor-app"
@@ -177,6 +178,6 @@ def test_a_compiled_wheel_for_lambda_is_noted_not_failed(tmp_path: Path) -> None
 
 
 def test_the_lock_pins_are_constraints_without_hashes() -> None:
-    pins = _lock_pins(lock_path())
+    pins = lock_pins(lock_path())
     assert "boto3==" in " ".join(pins)
     assert all("==" in pin and "hash" not in pin and "[" not in pin for pin in pins)
