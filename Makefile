@@ -64,6 +64,7 @@ typecheck: $(STAMP)  ## mypy (the example apps apart: their app.py would clash w
 	$(BIN)/mypy examples/existing-app/app.py
 	$(BIN)/mypy examples/organisation/app.py
 	$(BIN)/mypy examples/regions/app.py
+	$(BIN)/mypy examples/processor-app/app.py
 
 # Two test workers (pytest-xdist); the infra tests, which synthesize, stay together on one of them
 # (tests/infra/conftest.py), so each variant is synthesized once. `make unit PYTEST_WORKERS=0`
