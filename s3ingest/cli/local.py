@@ -207,7 +207,10 @@ def scenario(
     file: Annotated[
         Path,
         typer.Argument(
-            exists=True, dir_okay=False, readable=True, help="JSON Lines scenario (format: README)."
+            exists=True,
+            dir_okay=False,
+            readable=True,
+            help="JSON Lines scenario (format: docs/scenarios.md).",
         ),
     ],
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
