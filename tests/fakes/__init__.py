@@ -137,16 +137,7 @@ class FakeLedger:
         expected_rev: int | None,
         claim: Claim | None = None,
     ) -> WriteResult:
-        row = self._row(meta)
-        ok = row is None if expected_rev is None else (row is not None and row.rev == expected_rev)
-        change_key = (
-            f"obs@{expected_rev + 1}"
-            if expected_rev is not None
-            else f"obs@new@{int(self._clock() * 1000)}"
-        )
-        return self._write(
-            row, state, meta, observed=True, ok=ok, claim=claim, change_key=change_key
-        )
+        return self._observe(state, meta, expected_rev, claim)
 
     def reset_sequencer(
         self,
@@ -159,18 +150,27 @@ class FakeLedger:
     ) -> WriteResult:
         if meta.sequencer is not None:
             raise ValueError("a sequencer reset writes no sequencer")
+        return self._observe(
+            state, meta, expected_rev, claim, same_change=same_change, clear_sequencer=True
+        )
+
+    def _observe(
+        self,
+        state: RowState,
+        meta: WriteMeta,
+        expected_rev: int | None,
+        claim: Claim | None,
+        **write: bool,
+    ) -> WriteResult:
         row = self._row(meta)
-        ok = row is not None and row.rev == expected_rev
+        ok = row is None if expected_rev is None else (row is not None and row.rev == expected_rev)
+        change_key = (
+            f"obs@{expected_rev + 1}"
+            if expected_rev is not None
+            else f"obs@new@{int(self._clock() * 1000)}"
+        )
         return self._write(
-            row,
-            state,
-            meta,
-            observed=True,
-            ok=ok,
-            claim=claim,
-            same_change=same_change,
-            change_key=f"obs@{expected_rev + 1}",
-            clear_sequencer=True,
+            row, state, meta, observed=True, ok=ok, claim=claim, change_key=change_key, **write
         )
 
     # -- effects -----------------------------------------------------------------------------

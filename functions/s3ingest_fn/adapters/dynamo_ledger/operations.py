@@ -211,24 +211,7 @@ class DynamoLedger:
         TransientError
             On throttling or a service error.
         """
-        cond, values = observation_condition(expected_rev)
-        # An observation has no sequencer: its change is named by the revision it creates, so
-        # the same state observed again after another change is a new change. A row created by
-        # an observation is named by the time too: a tombstone row expires (TTL) and a later
-        # row of the key starts again from revision 1.
-        return self._update(
-            state,
-            meta,
-            observed=True,
-            condition=cond,
-            values=values,
-            claim=claim,
-            change_key=(
-                f"obs@{expected_rev + 1}"
-                if expected_rev is not None
-                else f"obs@new@{int(self._clock() * 1000)}"
-            ),
-        )
+        return self._observe(state, meta, expected_rev, claim)
 
     def reset_sequencer(
         self,
@@ -251,7 +234,26 @@ class DynamoLedger:
         TransientError
             On throttling or a service error.
         """
+        return self._observe(
+            state, meta, expected_rev, claim, same_change=same_change, clear_sequencer=True
+        )
+
+    def _observe(
+        self,
+        state: RowState,
+        meta: WriteMeta,
+        expected_rev: int | None,
+        claim: Claim | None,
+        **write: bool,
+    ) -> WriteResult:
+        """The UpdateItem of an observation (:meth:`record_observation`,
+        :meth:`reset_sequencer`), conditioned on the row's revision; ``write``: the flags of
+        ``_update`` (``same_change``, ``clear_sequencer``)."""
         cond, values = observation_condition(expected_rev)
+        # An observation has no sequencer: its change is named by the revision it creates, so
+        # the same state observed again after another change is a new change. A row created by
+        # an observation is named by the time too: a tombstone row expires (TTL) and a later
+        # row of the key starts again from revision 1.
         return self._update(
             state,
             meta,
@@ -259,9 +261,12 @@ class DynamoLedger:
             condition=cond,
             values=values,
             claim=claim,
-            change_key=f"obs@{expected_rev + 1}",
-            same_change=same_change,
-            clear_sequencer=True,
+            change_key=(
+                f"obs@{expected_rev + 1}"
+                if expected_rev is not None
+                else f"obs@new@{int(self._clock() * 1000)}"
+            ),
+            **write,
         )
 
     def reclaim(
