@@ -40,3 +40,28 @@ def moto_ledger_table(table: str = "ledger") -> Iterator[Any]:
         client = dynamodb_client()
         create_ledger_table(client, table)
         yield client
+
+
+#: The two ledgers the decision tests run against, alike (:func:`counting_ledger`).
+LEDGER_KINDS = ("fake", "dynamodb")
+
+
+@contextmanager
+def counting_ledger(kind: str, now: float, tombstone_ttl_seconds: int = 3600) -> Iterator[Any]:
+    """A :class:`tests.fakes.CountingLedger` over the in-memory fake (``kind`` ``"fake"``) or
+    the DynamoDB adapter on moto (``"dynamodb"``), both with the clock stopped at ``now``
+    (epoch seconds)."""
+    from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
+    from tests.fakes import CountingLedger, FakeLedger
+
+    if kind == "fake":
+        yield CountingLedger(
+            FakeLedger(clock=lambda: now, tombstone_ttl_seconds=tombstone_ttl_seconds)
+        )
+        return
+    with moto_ledger_table("ledger") as client:
+        yield CountingLedger(
+            DynamoLedger(
+                client, "ledger", tombstone_ttl_seconds=tombstone_ttl_seconds, clock=lambda: now
+            )
+        )

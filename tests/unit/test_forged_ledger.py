@@ -13,15 +13,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
 from s3ingest_fn.core.decide import DELETE_CONTRADICTED, IngestService
 from s3ingest_fn.core.effects import AppliedChange, EffectRunner, PinnedContent
 from s3ingest_fn.core.events import parse_body
 from s3ingest_fn.core.model import Change, Format, Kind, Outcome
 from s3ingest_fn.core.row import LedgerRow, RowState, WriteMeta
 from s3ingest_fn.core.sequencer import normalize
-from tests.fakes import CountingLedger, FakeBucket, FakeContentReader, FakeLedger
-from tests.moto_ledger import moto_ledger_table
+from tests.fakes import CountingLedger, FakeBucket, FakeContentReader
+from tests.moto_ledger import LEDGER_KINDS, counting_ledger
 
 BUCKET = "landing"
 KEY = "in/reports/2024 q1.csv"
@@ -44,13 +43,10 @@ class Recorder:
         self.calls.append((change.kind, change.version_id, change.etag))
 
 
-@pytest.fixture(params=["fake", "dynamodb"])
+@pytest.fixture(params=LEDGER_KINDS)
 def ledger(request: pytest.FixtureRequest) -> Iterator[CountingLedger]:
-    if request.param == "fake":
-        yield CountingLedger(FakeLedger(clock=lambda: NOW))
-        return
-    with moto_ledger_table("ledger") as client:
-        yield CountingLedger(DynamoLedger(client, "ledger", 3600, clock=lambda: NOW))
+    with counting_ledger(request.param, NOW) as counted:
+        yield counted
 
 
 @pytest.fixture

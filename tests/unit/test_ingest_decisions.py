@@ -16,14 +16,13 @@ from typing import Any
 
 import pytest
 
-from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
 from s3ingest_fn.core.decide import IngestService
 from s3ingest_fn.core.events import parse_body
 from s3ingest_fn.core.model import Change, Kind, Outcome
 from s3ingest_fn.core.sequencer import normalize as normalize_sequencer
-from tests.fakes import CountingLedger, FakeLedger
+from tests.fakes import CountingLedger
 from tests.fakes import FakeBucket as _FakeBucket
-from tests.moto_ledger import moto_ledger_table
+from tests.moto_ledger import LEDGER_KINDS, counting_ledger
 from tests.samples import load_sample
 
 BUCKET = "amzn-s3-demo-bucket"
@@ -49,15 +48,10 @@ class FakeBucket(_FakeBucket):
         super().hide(BUCKET, key)
 
 
-@pytest.fixture(params=["fake", "dynamodb"])
+@pytest.fixture(params=LEDGER_KINDS)
 def ledger(request: pytest.FixtureRequest) -> Iterator[CountingLedger]:
-    if request.param == "fake":
-        yield CountingLedger(FakeLedger(clock=lambda: NOW, tombstone_ttl_seconds=TTL_SECONDS))
-        return
-    with moto_ledger_table("ledger") as client:
-        yield CountingLedger(
-            DynamoLedger(client, "ledger", tombstone_ttl_seconds=TTL_SECONDS, clock=lambda: NOW)
-        )
+    with counting_ledger(request.param, NOW, tombstone_ttl_seconds=TTL_SECONDS) as counted:
+        yield counted
 
 
 @pytest.fixture

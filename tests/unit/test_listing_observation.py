@@ -18,7 +18,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
 from s3ingest_fn.core.decide import IngestService
 from s3ingest_fn.core.effects import AppliedChange, EffectRunner, PinnedContent
 from s3ingest_fn.core.model import Change, Format, Kind, ObjectState, Outcome
@@ -27,7 +26,7 @@ from s3ingest_fn.core.scope import BucketScope, Scope
 from s3ingest_fn.core.sequencer import normalize
 from s3ingest_fn.services.backfill import handle_invocation
 from tests.fakes import CountingLedger, FakeBucket, FakeContentReader, FakeLedger
-from tests.moto_ledger import moto_ledger_table
+from tests.moto_ledger import LEDGER_KINDS, counting_ledger
 
 BUCKET = "landing"
 KEY = "in/reports/2024 q1.csv"
@@ -35,13 +34,10 @@ NOW = 1000.0
 S1, S2, S3 = "00643717F9F8B85354", "00643717FA1234", "00643717FB00000001"
 
 
-@pytest.fixture(params=["fake", "dynamodb"])
+@pytest.fixture(params=LEDGER_KINDS)
 def ledger(request: pytest.FixtureRequest) -> Iterator[CountingLedger]:
-    if request.param == "fake":
-        yield CountingLedger(FakeLedger(clock=lambda: NOW))
-        return
-    with moto_ledger_table("ledger") as client:
-        yield CountingLedger(DynamoLedger(client, "ledger", 3600, clock=lambda: NOW))
+    with counting_ledger(request.param, NOW) as counted:
+        yield counted
 
 
 @pytest.fixture
