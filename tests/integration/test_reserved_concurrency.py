@@ -149,25 +149,48 @@ def _inventory(rt: LocalRuntime) -> str:
     )
 
 
-def _start_backfill(
-    rt: LocalRuntime, engine: str, manifest: str
-) -> tuple[threading.Thread, dict[str, Any]]:
-    """The backfill on its own thread (the inventory engine over ``manifest``); its report in
-    the returned dict once it ends."""
+def _loaded(
+    rt: LocalRuntime, monkeypatch: pytest.MonkeyPatch, engine: str
+) -> tuple[Concurrency, str, Gate, str]:
+    """The account's limits on ``rt``, its workers and ingest gated, the objects from before
+    the pipeline, an inventory of them (the inventory engine meets the live traffic after it)
+    and the live traffic: ``(pool, worker function, gate, manifest key)``."""
+    pool = limit_concurrency(rt, account=ACCOUNT)
+    worker = WORKER[engine]
+    gate = Gate(pool, worker)
+    _gate_workers(monkeypatch, gate)
+    rt.handler = gate.ingest(rt.handler)
+    _predating(rt)
+    manifest = _inventory(rt)
+    _live_traffic(rt)
+    return pool, worker, gate, manifest
+
+
+def _in_thread(name: str, call: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
+    """``call`` on its own thread; its result (``"report"``) or what it raised (``"error"``,
+    the main thread reports it) in the returned dict once it ends."""
     out: dict[str, Any] = {}
 
     def run() -> None:
         try:
-            if engine == DISTRIBUTED_MAP:
-                out["report"] = rt.backfill(manifest, engine=DISTRIBUTED_MAP)
-            else:
-                out["report"] = rt.backfill_listing()
-        except BaseException as exc:  # the main thread reports it
+            out["report"] = call()
+        except BaseException as exc:
             out["error"] = exc
 
-    thread = threading.Thread(target=run, name=f"backfill-{engine}", daemon=True)
+    thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
     return thread, out
+
+
+def _start_backfill(
+    rt: LocalRuntime, engine: str, manifest: str
+) -> tuple[threading.Thread, dict[str, Any]]:
+    """The backfill on its own thread (the inventory engine over ``manifest``)."""
+    if engine == DISTRIBUTED_MAP:
+        return _in_thread(
+            f"backfill-{engine}", lambda: rt.backfill(manifest, engine=DISTRIBUTED_MAP)
+        )
+    return _in_thread(f"backfill-{engine}", rt.backfill_listing)
 
 
 def _finish(gate: Gate, thread: threading.Thread, out: dict[str, Any]) -> dict[str, Any]:
@@ -190,30 +213,14 @@ def test_reserved_backfill_beside_live_traffic_dead_letters_nothing(
     # and objects under 9 prefixes from before the pipeline (9 shards or data files)
     rt = _runtime(emulator, engine, RESERVED)
     try:
-        pool = limit_concurrency(rt, account=ACCOUNT)
-        worker = WORKER[engine]
+        pool, worker, gate, manifest = _loaded(rt, monkeypatch, engine)
         assert pool.reserved[worker] == RESERVED and pool.unreserved == 3
-        gate = Gate(pool, worker)
-        _gate_workers(monkeypatch, gate)
-        rt.handler = gate.ingest(rt.handler)
-        _predating(rt)
-        manifest = _inventory(rt)  # the inventory engine meets the live traffic after it
-        _live_traffic(rt)
         objects = len(rt.bucket_objects())  # what the listing meets
         # WHEN the backfill runs, its workers held at their reservation (the other 6 refused)
         thread, out = _start_backfill(rt, engine, manifest)
         assert pool.wait_for(lambda p: p.in_use[worker] == RESERVED and p.throttled[worker] > 0)
         # AND live ingest is drained beside them (released once one ingest invocation ran)
-        drained: dict[str, BaseException] = {}
-
-        def drain() -> None:
-            try:
-                rt.drain()
-            except BaseException as exc:
-                drained["error"] = exc
-
-        drainer = threading.Thread(target=drain, name="drain", daemon=True)
-        drainer.start()
+        drainer, drained = _in_thread("drain", rt.drain)
         assert gate.ingest_ran.wait(HOLD_SECONDS), "no ingest invocation beside the workers"
         report = _finish(gate, thread, out)
         drainer.join(HOLD_SECONDS)
@@ -255,15 +262,8 @@ def test_without_the_reservation_the_backfill_starves_ingest(
     # GIVEN the same account, load and traffic without backfillReservedConcurrency
     rt = _runtime(emulator, engine, None)
     try:
-        pool = limit_concurrency(rt, account=ACCOUNT)
-        worker = WORKER[engine]
+        pool, worker, gate, manifest = _loaded(rt, monkeypatch, engine)
         assert pool.reserved == {}
-        gate = Gate(pool, worker)
-        _gate_workers(monkeypatch, gate)
-        rt.handler = gate.ingest(rt.handler)
-        _predating(rt)
-        manifest = _inventory(rt)  # the inventory engine meets the live traffic after it
-        _live_traffic(rt)
         # WHEN the backfill's 9 workers run at once, held: the whole account
         thread, out = _start_backfill(rt, engine, manifest)
         assert pool.wait_for(lambda p: p.in_use[worker] == ACCOUNT)
