@@ -31,7 +31,8 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from s3ingest.settings import BucketSpec, ingest_event_pattern
-from s3ingest.settings.buckets import INVENTORY_PREFIX, source_read_role_name
+from s3ingest.settings.buckets import INVENTORY_PREFIX
+from s3ingest.settings.buckets import read_role_arn as settings_read_role_arn
 
 #: The event shapes the central bus admits from other accounts: the ingest rule's.
 S3_SOURCE = ingest_event_pattern("bucket")["source"]
@@ -102,13 +103,9 @@ def require_region(scope: Construct, construct_id: str, region: str, what: str) 
 
 
 def read_role_arn(spec: BucketSpec, scope: Construct) -> str:
-    """The role of a remote bucket's account the pipeline assumes to read it: ``readRoleArn``,
-    else the source stack's default (:func:`s3ingest.settings.buckets.source_read_role_name`
-    of the bucket's Region, the stack's when unnamed)."""
-    if spec.read_role_arn is not None:
-        return spec.read_role_arn
-    region = spec.region or Stack.of(scope).region
-    return f"arn:{Aws.PARTITION}:iam::{spec.account}:role/{source_read_role_name(region)}"
+    """:func:`s3ingest.settings.buckets.read_role_arn` in the stack of ``scope`` (its Region
+    and partition)."""
+    return settings_read_role_arn(spec, Stack.of(scope).region, Aws.PARTITION)
 
 
 def bus_statement(scope: Construct, sid: str, accounts: Sequence[str]) -> dict[str, Any]:

@@ -51,7 +51,7 @@ from s3ingest.settings import (
     Settings,
     ingest_event_pattern,
 )
-from s3ingest.settings.buckets import source_read_role_name
+from s3ingest.settings.buckets import read_role_arn
 from s3ingest_fn.adapters.dynamo_ledger import PARTITION_KEY, TTL_ATTRIBUTE
 from s3ingest_fn.adapters.sqs import DEAD_LETTER_MAX_MESSAGE_BYTES, INGEST_QUEUE_MAX_MESSAGE_BYTES
 from s3ingest_fn.core.scope import Scope
@@ -485,12 +485,7 @@ def provision(
             existing=b.spec.existing,
             foreign_config=b.foreign_config,
             account=b.spec.account,
-            read_role_arn=(
-                b.spec.read_role_arn
-                or f"arn:aws:iam::{b.spec.account}:role/{source_read_role_name(REGION)}"
-            )
-            if b.spec.account
-            else None,
+            read_role_arn=read_role_arn(b.spec, REGION) if b.spec.account else None,
             kms_key_arn=_bucket_key(emu, b),
         )
         for i, b in enumerate(wanted)

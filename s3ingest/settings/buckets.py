@@ -350,6 +350,17 @@ def source_read_role_name(region: str) -> str:
     return f"{SOURCE_READ_ROLE_PREFIX}{region}"
 
 
+def read_role_arn(spec: BucketSpec, region: str, partition: str = "aws") -> str:
+    """The role of a remote bucket's account the pipeline assumes to read it: ``readRoleArn``,
+    else the source stack's default ``arn:<partition>:iam::<account>:role/`` +
+    :func:`source_read_role_name` of the bucket's Region (``region`` when it names none; CDK
+    tokens work)."""
+    if spec.read_role_arn is not None:
+        return spec.read_role_arn
+    name = source_read_role_name(spec.region or region)
+    return f"arn:{partition}:iam::{spec.account}:role/{name}"
+
+
 def inventory_report_prefix(bucket_name: str) -> str:
     """The folder holding one dated folder per inventory report of ``bucket_name``:
     ``"inventory/<bucket>/s3ingest-daily/"`` (a CDK token in the stack works too)."""
