@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from s3ingest.settings import inventory_report_prefix
@@ -93,21 +94,10 @@ class DeployedStack:
         through its read role (:class:`~s3ingest_fn.adapters.bucket_routes.BucketRoutedS3`,
         as the functions do): the role's trust must admit the operator's role
         (``docs/organisation.md``)."""
-        own = session.client("s3")
-        roles = self.read_roles
-        if not roles:
-            return own
-        from s3ingest_fn.adapters.bucket_routes import BucketRoutedS3, assumed_session
+        from s3ingest_fn.adapters.bucket_routes import reading_through
 
-        endpoint = str(own.meta.endpoint_url)
-        custom = {} if ".amazonaws.com" in endpoint else {"endpoint_url": endpoint}
-
-        def remote(role_arn: str) -> Any:
-            sts = session.client("sts")
-            # an endpoint the operator named (an emulator) holds for the role's client too
-            return assumed_session(sts, role_arn, session.region_name).client("s3", **custom)
-
-        return BucketRoutedS3(own, roles, remote)
+        sts = partial(session.client, "sts")
+        return reading_through(session.client("s3"), self.read_roles, sts, session.region_name)
 
     def reconciler(self, session: Any, bucket: str | None = None) -> Reconciler:
         """Reconciliation against one of this stack's buckets (the first when None), its

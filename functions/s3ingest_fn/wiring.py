@@ -14,7 +14,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, cast
 
 if TYPE_CHECKING:
@@ -433,18 +433,12 @@ def client(clients: ClientConfig, service: str, **kwargs: Any) -> Any:
     :class:`~s3ingest_fn.adapters.bucket_routes.BucketRoutedS3`: each of those buckets is read
     through its account's role."""
     own = _client(clients, service, **kwargs)
-    roles = clients.read_roles if service == "s3" else {}
-    if not roles:
+    if service != "s3" or not clients.read_roles:
         return own
-    from s3ingest_fn.adapters.bucket_routes import BucketRoutedS3, assumed_session
+    from s3ingest_fn.adapters.bucket_routes import reading_through
 
-    def remote(role_arn: str) -> Any:
-        session = assumed_session(_client(clients, "sts"), role_arn, clients.region)
-        if clients.endpoint_url and "endpoint_url" not in kwargs:
-            kwargs["endpoint_url"] = clients.endpoint_url
-        return session.client(service, **kwargs)
-
-    return BucketRoutedS3(own, roles, remote)
+    sts = partial(_client, clients, "sts")
+    return reading_through(own, clients.read_roles, sts, clients.region, **kwargs)
 
 
 def _client(clients: ClientConfig, service: str, **kwargs: Any) -> Any:

@@ -29,6 +29,7 @@ import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import boto3
@@ -287,16 +288,10 @@ class Emulator:
         through its role, as the functions' clients do
         (:class:`~s3ingest_fn.adapters.bucket_routes.BucketRoutedS3`); the plain client when
         there are none."""
-        own = self.client("s3")
-        if not read_roles:
-            return own
-        from s3ingest_fn.adapters.bucket_routes import BucketRoutedS3, assumed_session
+        from s3ingest_fn.adapters.bucket_routes import reading_through
 
-        def remote(role_arn: str) -> Any:
-            session = assumed_session(self.client("sts"), role_arn, REGION)
-            return serve_in_process(session.client("s3", endpoint_url=self.endpoint_url))
-
-        return BucketRoutedS3(own, read_roles, remote)
+        sts = partial(self.client, "sts")
+        return reading_through(self.client("s3"), read_roles, sts, REGION, serve_in_process)
 
 
 def _bucket_key(emu: Emulator, bucket: LocalBucket) -> str | None:

@@ -58,6 +58,31 @@ def assumed_session(sts: Any, role_arn: str, region: str | None) -> Any:
     return boto3.session.Session(botocore_session=core, region_name=region)
 
 
+def reading_through(
+    own: Any,
+    roles: Mapping[str, str],
+    sts: Callable[[], Any],
+    region: str | None,
+    served: Callable[[Any], Any] = lambda client: client,
+    **client_kwargs: Any,
+) -> Any:
+    """``own`` (an S3 client) when ``roles`` is empty; else a :class:`BucketRoutedS3` whose
+    role clients are S3 clients of :func:`assumed_session` through ``sts()`` (an STS client of
+    the caller's credentials), on ``own``'s endpoint when it is not AWS's own (an emulator),
+    each passed through ``served``; ``client_kwargs`` as for ``session.client("s3")``."""
+    if not roles:
+        return own
+    endpoint = str(own.meta.endpoint_url)
+    if ".amazonaws.com" not in endpoint:
+        client_kwargs.setdefault("endpoint_url", endpoint)
+
+    def remote(role_arn: str) -> Any:
+        session = assumed_session(sts(), role_arn, region)
+        return served(session.client("s3", **client_kwargs))
+
+    return BucketRoutedS3(own, roles, remote)
+
+
 class BucketRoutedS3:
     """A boto3 S3 client's interface over ``own`` (the function's client) and, per bucket of
     ``roles``, a client of the bucket account's role made by ``remote(role_arn)``.
@@ -140,4 +165,10 @@ class _RoutedPaginator:
         return result
 
 
-__all__ = ["SESSION_NAME", "SESSION_SECONDS", "BucketRoutedS3", "assumed_session"]
+__all__ = [
+    "SESSION_NAME",
+    "SESSION_SECONDS",
+    "BucketRoutedS3",
+    "assumed_session",
+    "reading_through",
+]
