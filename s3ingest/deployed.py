@@ -94,10 +94,14 @@ class DeployedStack:
         through its read role (:class:`~s3ingest_fn.adapters.bucket_routes.BucketRoutedS3`,
         as the functions do): the role's trust must admit the operator's role
         (``docs/organisation.md``)."""
+        own = session.client("s3")
+        roles = self.read_roles
+        if not roles:  # the session's region is read only for the roles' sessions
+            return own
         from s3ingest_fn.adapters.bucket_routes import reading_through
 
         sts = partial(session.client, "sts")
-        return reading_through(session.client("s3"), self.read_roles, sts, session.region_name)
+        return reading_through(own, roles, sts, session.region_name)
 
     def reconciler(self, session: Any, bucket: str | None = None) -> Reconciler:
         """Reconciliation against one of this stack's buckets (the first when None), its
