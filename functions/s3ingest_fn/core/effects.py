@@ -285,6 +285,9 @@ class ProcessorSpec:
     timeout_ms : int or None
         A processor function's timeout: its effect is started only with at least this much
         (plus :data:`MIN_EFFECT_MS`) left in the invocation. None for in-process processors.
+    version : int
+        The processor's version (1 and up): a commit records it with a ``done`` effect, and a
+        row done under a lower one is behind (:meth:`~s3ingest_fn.core.row.LedgerRow.behind_for`).
     """
 
     name: str
@@ -294,6 +297,7 @@ class ProcessorSpec:
     suffixes: tuple[str, ...] = ()
     kinds: tuple[str, ...] = KINDS
     timeout_ms: int | None = None
+    version: int = 1
 
     def concerns(self, key: str, kind: str) -> bool:
         """Whether a change of ``kind`` (:data:`KINDS`) to ``key`` runs this processor."""

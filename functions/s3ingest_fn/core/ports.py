@@ -204,6 +204,27 @@ class LedgerScanner(Protocol):
     def pages(self, bucket: str, segment: int, total: int) -> Iterator[list[LedgerRow]]: ...
 
 
+class SegmentPage(NamedTuple):
+    """One Scan page of a ledger segment: full rows (every processor's effect, its version and
+    fencing token) and the cursor of the next page (None: the segment is done)."""
+
+    rows: list[LedgerRow]
+    cursor: str | None
+
+
+class LedgerSegments(Protocol):
+    """The ledger read by parallel Scan segments, page by page, resumable from a cursor (the
+    reprocess run, :mod:`s3ingest_fn.services.reprocess`). Raises
+    :class:`~s3ingest_fn.core.model.TransientError` when a page cannot be read."""
+
+    def page(
+        self, segment: int, total: int, cursor: str | None, *, prefix: str = "", limit: int = 500
+    ) -> SegmentPage:
+        """Rows of ``segment`` of ``total`` whose partition key (``<bucket>/<key>``) starts
+        with ``prefix``, from ``cursor`` (None: the start)."""
+        ...
+
+
 class ListingPage(NamedTuple):
     """One listing request's rows and where the next one starts.
 
