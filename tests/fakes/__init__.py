@@ -33,6 +33,7 @@ from s3ingest_fn.core.row import (
     OP_APPLY,
     OP_CLAIM,
     OP_COMMIT,
+    OP_FORGET,
     OP_RELEASE,
     OP_SEQ,
     PENDING,
@@ -218,6 +219,7 @@ class FakeLedger:
         processor: str = DEFAULT_PROCESSOR,
         change_id: str | None = None,
         more: bool = False,
+        version: int = 1,
     ) -> bool:
         _default_only(processor)
         if more:
@@ -230,9 +232,59 @@ class FakeLedger:
             row,
             op=OP_COMMIT,
             effect=dataclasses.replace(
-                row.effect, status=status, lease_until_ms=None, done_change_id=done, hold=None
+                row.effect,
+                status=status,
+                lease_until_ms=None,
+                done_change_id=done,
+                hold=None,
+                version=version if status == DONE else row.effect.version,
             ),
         )
+        return True
+
+    def claim_behind(
+        self,
+        bucket: str,
+        key: str,
+        processor: str,
+        change_id: str | None,
+        old_token: int | None,
+        claim: Claim,
+    ) -> WriteResult:
+        _default_only(processor)
+        row = self.rows.get((bucket, key))
+        if row is None or not row.present or row.change_id != change_id:
+            return WriteResult(applied=False, old=row)
+        effect = row.effect
+        if old_token is None:
+            ok = effect is None
+        else:
+            ok = (
+                effect is not None
+                and effect.token == old_token
+                and (
+                    effect.status in (DONE, SUPERSEDED)
+                    or (effect.status == PENDING and (effect.lease_until_ms or 0) < claim.now_ms)
+                )
+            )
+        if not ok:
+            return WriteResult(applied=False, old=row)
+        rev = row.rev + 1
+        token = fencing_token(rev, claim.now_ms)
+        claimed = Effect(PENDING, token=token, lease_until_ms=claim.lease_until_ms)
+        if effect is not None:
+            claimed = dataclasses.replace(
+                effect, status=PENDING, token=token, lease_until_ms=claim.lease_until_ms
+            )
+        self.rows[(bucket, key)] = dataclasses.replace(row, rev=rev, op=OP_CLAIM, effect=claimed)
+        return WriteResult(applied=True, token=token)
+
+    def forget(self, bucket: str, key: str, processor: str) -> bool:
+        _default_only(processor)
+        row = self.rows.get((bucket, key))
+        if row is None or row.effect is None:
+            return False
+        self.rows[(bucket, key)] = dataclasses.replace(row, op=OP_FORGET, effect=None)
         return True
 
     def hold(

@@ -72,6 +72,7 @@ from s3ingest_fn.core.ports import Bucket, Ledger
 from s3ingest_fn.core.row import (
     APPROVED,
     DEFAULT_PROCESSOR,
+    DONE,
     HELD,
     MAX_QUEUED,
     PENDING,
@@ -200,6 +201,68 @@ class IngestService:
                     ) from None
                 self.sleep(wait)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- reprocess (CONTRACT C11: a processor added or changed later) ----------------------
+
+    def behind(self, row: LedgerRow, processor: str) -> bool:
+        """:meth:`~s3ingest_fn.core.effects.EffectRunner.behind` (False without processors)."""
+        return self.effects is not None and self.effects.behind(row, processor)
+
+    def reprocess(self, row: LedgerRow, processor: str) -> str:
+        """Run ``processor``'s effect of ``row``'s change (a row :meth:`behind` for it): one
+        conditional claim on the row's change and the effect as read
+        (:meth:`~s3ingest_fn.core.ports.Ledger.claim_behind`), the run pinned to the change,
+        the commit under the fencing token with the processor's version. Returns ``run``,
+        ``superseded``, ``held``, ``skipped`` (the change or effect moved on since it was
+        read, or the hold policy skips it) or ``busy`` (another worker's live lease).
+
+        Raises
+        ------
+        TransientError
+            The processor failed (its claim released), the worker was killed, or too little
+            time was left.
+        """
+        effects = self.effects
+        if effects is None:
+            return "skipped"
+        effect = row.effect_of(processor)
+        claim = effects.claim(row.key, CREATED, only=(processor,))
+        taken = self.ledger.claim_behind(
+            row.bucket,
+            row.key,
+            processor,
+            row.change_id,
+            effect.token if effect is not None else None,
+            claim,
+        )
+        if not taken.applied or taken.token is None:
+            old = taken.old
+            now = old.effect_of(processor) if old is not None else None
+            return "busy" if now is not None and now.lease_live(claim.now_ms) else "skipped"
+        made = row.change_decision
+        applied = AppliedChange(
+            bucket=row.bucket,
+            key=row.key,
+            kind=CREATED,
+            sequencer=row.change_seq or None,
+            version_id=row.version_id or None,
+            etag=row.etag or None,
+            size=row.size,
+            source=made.source if made is not None else row.source,
+            event_name=made.event if made is not None else row.event_name,
+            change_id=row.change_id or "",
+            token=taken.token,
+            processor=processor,
+            lease_until_ms=claim.lease_until_ms,
+        )
+        status, error = self._run_one([applied])
+        if error is not None:
+            raise error
+        if status == DONE:
+            return "run"
+        if status in (SUPERSEDED, HELD):
+            return str(status)
+        return "skipped"
 
     # -- paths -----------------------------------------------------------------------------
 
@@ -676,6 +739,7 @@ class IngestService:
                 processor=change.processor,
                 change_id=change.change_id,
                 more=more,
+                version=self.effects.version_of(change.processor),
             ):
                 return "lease-lost", None
         return status, None

@@ -48,10 +48,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
+from s3ingest_fn.contract import CANARY_PREFIX
 from s3ingest_fn.core.hold import RUN, HoldCounter, HoldPolicy, Verdict
 from s3ingest_fn.core.model import TransientError
 from s3ingest_fn.core.ports import ContentReader, Pin
-from s3ingest_fn.core.row import DEFAULT_PROCESSOR, DONE, PENDING, SUPERSEDED, Claim
+from s3ingest_fn.core.row import DEFAULT_PROCESSOR, DONE, PENDING, SUPERSEDED, Claim, LedgerRow
 
 #: Added to the lease beyond the invocation's remaining time: clock skew between Lambda hosts.
 LEASE_SKEW_MS = 2_000
@@ -412,6 +413,36 @@ class EffectRunner:
     def spec(self, name: str) -> ProcessorSpec | None:
         """The processor named ``name``, or None (a name no longer configured)."""
         return self._by_name.get(name)
+
+    def behind(self, row: LedgerRow, name: str) -> bool:
+        """Whether ``row``'s change has no completed effect of the processor ``name`` at its
+        current version (CONTRACT C11): the row is present, its key concerns the processor,
+        and the effect is absent (the row predates the processor), ``done`` under a lower
+        version, ``superseded``, or ``pending`` with an expired lease and no waiting changes.
+        Tombstones are never behind (a key deleted before the processor existed is not run),
+        nor are effects held, rejected or skipped by a hold policy, nor ``s3ingest verify``'s
+        canary keys."""
+        spec = self._by_name.get(name)
+        if spec is None or not row.present or row.key.startswith(CANARY_PREFIX):
+            return False
+        if not spec.concerns(row.key, CREATED):
+            return False
+        effect = row.effect_of(name)
+        if effect is None:
+            return True
+        if effect.status == DONE:
+            return effect.version < spec.version
+        if effect.status == SUPERSEDED:
+            return True
+        if effect.status == PENDING and not effect.queue:
+            lease = effect.lease_until_ms
+            return lease is not None and lease < self.clock_ms()
+        return False
+
+    def version_of(self, name: str) -> int:
+        """The version of the processor named ``name`` (1 for a name no longer configured)."""
+        spec = self._by_name.get(name)
+        return spec.version if spec is not None else 1
 
     def bind_context(self, context: Any) -> None:
         """Take the lease length from a Lambda context's ``get_remaining_time_in_millis``."""

@@ -125,9 +125,30 @@ class Ledger(Protocol):
         processor: str = ...,
         change_id: str | None = None,
         more: bool = False,
+        version: int = 1,
     ) -> bool:
         """Commit ``processor``'s effect (``done`` or ``superseded``) for ``change_id`` if
-        ``token`` still holds the claim; ``more``: an every-change queue goes on after it."""
+        ``token`` still holds the claim (``done`` records the processor's ``version``);
+        ``more``: an every-change queue goes on after it."""
+        ...
+
+    def claim_behind(
+        self,
+        bucket: str,
+        key: str,
+        processor: str,
+        change_id: str | None,
+        old_token: int | None,
+        claim: Claim,
+    ) -> WriteResult:
+        """Claim ``processor``'s effect of the row's change ``change_id`` (a reprocess run) while
+        the row is present, still holds that change, and the effect is as read: absent
+        (``old_token`` None), or held by ``old_token`` and done, superseded or pending with an
+        expired lease."""
+        ...
+
+    def forget(self, bucket: str, key: str, processor: str) -> bool:
+        """Remove ``processor``'s effect state from the row; False when it has none."""
         ...
 
     def close(self, bucket: str, key: str, token: int, processor: str) -> bool:

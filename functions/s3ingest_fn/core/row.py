@@ -19,6 +19,8 @@ APPROVED = "approved"
 #: What the last write to a row was: a change was applied (the change stream publishes exactly
 #: these), only the sequencer moved, an effect was re-claimed, released or committed.
 OP_APPLY, OP_SEQ, OP_CLAIM, OP_RELEASE, OP_COMMIT = "apply", "seq", "claim", "release", "commit"
+#: A removed processor's effect state was cleaned from the row (``s3ingest reprocess --remove``).
+OP_FORGET = "forget"
 #: A processor's effect was held, approved or rejected (the change stream publishes these too).
 OP_HOLD, OP_APPROVE, OP_REJECT = "hold", "approve", "reject"
 #: Review decisions (held, approved, rejected) kept on a row by default, newest first (the
@@ -232,6 +234,9 @@ class Effect:
     hold : Hold or None
         The held change and its review (``held``, or ``pending`` once approved); None when
         nothing was held since the last commit.
+    version : int
+        The processor's version (:attr:`~s3ingest_fn.core.effects.ProcessorSpec.version`) that
+        completed the last ``done`` effect; 1 for one done before processors had versions.
     """
 
     status: str
@@ -240,6 +245,7 @@ class Effect:
     done_change_id: str | None = None
     queue: tuple[QueuedChange, ...] = ()
     hold: Hold | None = None
+    version: int = 1
 
     def approved(self, change_id: str) -> str | None:
         """Who approved ``change_id``'s held effect, or None when it was not approved."""

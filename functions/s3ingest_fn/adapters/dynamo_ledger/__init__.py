@@ -35,9 +35,15 @@ from s3ingest_fn.adapters.dynamo_ledger.layout import (
     event_key,
     hold_attribute,
     row_pk,
+    version_attribute,
 )
 from s3ingest_fn.adapters.dynamo_ledger.operations import DynamoLedger
-from s3ingest_fn.adapters.dynamo_ledger.scan import SCAN_PAGE_ROWS, DynamoLedgerScanner, held_rows
+from s3ingest_fn.adapters.dynamo_ledger.scan import (
+    SCAN_PAGE_ROWS,
+    DynamoLedgerScanner,
+    DynamoLedgerSegments,
+    held_rows,
+)
 
 __all__ = [
     "ATTRIBUTES",
@@ -50,6 +56,7 @@ __all__ = [
     "TTL_ATTRIBUTE",
     "DynamoLedger",
     "DynamoLedgerScanner",
+    "DynamoLedgerSegments",
     "effect_attributes",
     "event_key",
     "held_rows",
@@ -60,5 +67,6 @@ __all__ = [
     "item_size",
     "row_from_item",
     "row_pk",
+    "version_attribute",
     "write_units",
 ]

@@ -48,6 +48,7 @@ from s3ingest_fn.adapters.dynamo_ledger.layout import (
     event_key,
     hold_attribute,
     row_pk,
+    version_attribute,
 )
 from s3ingest_fn.core.row import (
     DEFAULT_PROCESSOR,
@@ -183,6 +184,7 @@ def _effect_of(get: Callable[[str], Any], processor: str) -> Effect | None:
         done_change_id=_s(get(done)),
         queue=_queued_of(get(queue)),
         hold=_hold_of(get(hold_attribute(processor))),
+        version=_n(get(version_attribute(processor))) or 1,
     )
 
 
@@ -494,6 +496,8 @@ def item_of(row: LedgerRow) -> dict[str, Any]:
             item[fx_queue] = {"L": [_queued_av(q) for q in effect.queue]}
         if effect.hold is not None:
             item[hold_attribute(processor)] = _hold_av(effect.hold)
+        if effect.version != 1:
+            item[version_attribute(processor)] = {"N": str(effect.version)}
     for name, review in zip(_TRAIL, row.trail, strict=False):
         item[name] = _review_av(review)
     history = row.history

@@ -44,9 +44,12 @@ fq    L     ``every-change`` processors: the applied changes whose effects wait,
 fh    L     the held change of the effect and its review (:mod:`s3ingest_fn.core.hold`): ``[change
             id, reason, held at (epoch ms), "h"|"a" (held, approved), actor or NULL, decided
             at or NULL]``; removed by the next commit
-fe:N  ...   the same six (``fe:N``, ``ft:N``, ``fl:N``, ``fd:N``, ``fq:N``, ``fh:N``) for the
-            processor named ``N`` of several; the unsuffixed ones belong to the ``default``
-            processor (the single ``processor`` setting), as before there were several
+fv    N     the processor's version that completed the last ``done`` effect; absent: 1 (the
+            default, and every effect done before processors had versions)
+fe:N  ...   the same seven (``fe:N``, ``ft:N``, ``fl:N``, ``fd:N``, ``fq:N``, ``fh:N``,
+            ``fv:N``) for the processor named ``N`` of several; the unsuffixed ones belong to
+            the ``default`` processor (the single ``processor`` setting), as before there were
+            several
 t0..  L     the last review decisions (``trailLength``, default
             :data:`~s3ingest_fn.core.row.TRAIL_SLOTS`), newest first, each ``[at, action
             ("h", "a", "r"), processor, change id, sequencer as received or "-", reason,
@@ -104,7 +107,7 @@ _RAW_KEY, _STATE, _SEQ, _RAW_SEQ, _OBSERVED = "rk", "st", "sq", "rq", "ob"
 _VERSION, _ETAG, _SIZE, _REV, _OP = "vi", "et", "sz", "rv", "op"
 _CHG_ID, _CHG_SEQ, _UPDATED = "ci", "cq", "ut"
 _FX, _FX_TOKEN, _FX_LEASE, _FX_DONE, _FX_QUEUE = "fe", "ft", "fl", "fd", "fq"
-_FX_HOLD = "fh"
+_FX_HOLD, _FX_VERSION = "fh", "fv"
 _HISTORY = tuple(f"h{i}" for i in range(HISTORY_SLOTS))
 _TRAIL = tuple(f"t{i}" for i in range(MAX_TRAIL))
 #: Items that are not ledger rows (the mass-delete breaker's counters) have partition keys
@@ -133,6 +136,7 @@ ATTRIBUTES: tuple[str, ...] = (
     _FX_DONE,
     _FX_QUEUE,
     _FX_HOLD,
+    _FX_VERSION,
     *_HISTORY,
     *_TRAIL,
     TTL_ATTRIBUTE,
@@ -224,6 +228,12 @@ def hold_attribute(processor: str) -> str:
     """The attribute of ``processor``'s held change and review (the module docstring's
     ``fh``)."""
     return _FX_HOLD if processor == DEFAULT_PROCESSOR else f"{_FX_HOLD}:{processor}"
+
+
+def version_attribute(processor: str) -> str:
+    """The attribute of the version that completed ``processor``'s last ``done`` effect (the
+    module docstring's ``fv``)."""
+    return _FX_VERSION if processor == DEFAULT_PROCESSOR else f"{_FX_VERSION}:{processor}"
 
 
 def _ph(name: str) -> str:

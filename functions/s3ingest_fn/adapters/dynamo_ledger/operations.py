@@ -32,9 +32,11 @@ from s3ingest_fn.adapters.dynamo_ledger.layout import (
     row_pk,
 )
 from s3ingest_fn.adapters.dynamo_ledger.updates import (
+    behind_claim_request,
     change_request,
     close_request,
     finish_request,
+    forget_request,
     hold_request,
     observation_condition,
     reclaim_request,
@@ -310,11 +312,13 @@ class DynamoLedger:
         processor: str = DEFAULT_PROCESSOR,
         change_id: str | None = None,
         more: bool = False,
+        version: int = 1,
     ) -> bool:
         """Commit ``processor``'s effect (``status``: ``done``, ``superseded`` or ``skipped``,
         the hold policy's answer) if ``token``
         still holds the claim; removes the lease; ``done`` also records the change it completed
-        for (``change_id``, default the row's change). One UpdateItem.
+        for (``change_id``, default the row's change) and the processor's ``version``. One
+        UpdateItem.
 
         ``more``: an ``every-change`` processor's queue holds more changes after this one: only
         this one leaves the queue and the claim goes on.
@@ -329,8 +333,51 @@ class DynamoLedger:
         TransientError
             On throttling or a service error.
         """
-        request = finish_request(processor, token, status, change_id, more)
+        request = finish_request(processor, token, status, change_id, more, version)
         return self._call(bucket, key, request).applied
+
+    def claim_behind(
+        self,
+        bucket: str,
+        key: str,
+        processor: str,
+        change_id: str | None,
+        old_token: int | None,
+        claim: Claim,
+    ) -> WriteResult:
+        """Claim ``processor``'s effect of the row's change for a reprocess run (CONTRACT C11):
+        one UpdateItem, conditional on the row being present and still holding ``change_id``
+        and on the effect being as read (absent when ``old_token`` is None; else held by
+        ``old_token`` and done, superseded, or pending with an expired lease). A refusal
+        returns the row (``old``): a newer change was applied, or another worker claimed it.
+
+        Raises
+        ------
+        TransientError
+            On throttling or a service error.
+        """
+        return self._call(
+            bucket,
+            key,
+            behind_claim_request(processor, change_id, old_token, claim),
+            token_attribute=effect_attributes(processor)[1],
+        )
+
+    def forget(self, bucket: str, key: str, processor: str) -> bool:
+        """Remove ``processor``'s effect state from the row (a processor removed from the
+        configuration). One UpdateItem.
+
+        Returns
+        -------
+        bool
+            False when the row has no state of ``processor``.
+
+        Raises
+        ------
+        TransientError
+            On throttling or a service error.
+        """
+        return self._call(bucket, key, forget_request(processor)).applied
 
     def close(self, bucket: str, key: str, token: int, processor: str) -> bool:
         """Remove ``processor``'s effect state but the change it last completed (``fd``), if

@@ -42,6 +42,7 @@ from s3ingest_fn.adapters.dynamo_ledger.layout import (
     hold_attribute,
 )
 from s3ingest_fn.core.model import TransientError
+from s3ingest_fn.core.ports import SegmentPage
 from s3ingest_fn.core.row import DEFAULT_PROCESSOR, HELD, Effect, LedgerRow, summary_effect
 from s3ingest_fn.core.sequencer import WIDTH
 
@@ -280,3 +281,53 @@ class DynamoLedgerScanner:
             if "LastEvaluatedKey" not in page:
                 return
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+class DynamoLedgerSegments:
+    """The ledger by parallel Scan segments, full rows, resumable from a cursor (the
+    :class:`~s3ingest_fn.core.ports.LedgerSegments` port, the reprocess run's). A cursor is the
+    last partition key read: the Scan's ``LastEvaluatedKey`` of a table keyed by ``pk`` alone.
+
+    A Scan is billed by the size of the items read, whatever the projection ("Scan", Amazon
+    DynamoDB Developer Guide), so full items cost no more than the effect attributes alone.
+    """
+
+    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
+        self._ddb = client
+        self._table = table_name
+
+    def page(
+        self, segment: int, total: int, cursor: str | None, *, prefix: str = "", limit: int = 500
+    ) -> SegmentPage:
+        """One Scan request of ``segment`` of ``total`` (``Limit`` ``limit`` items read before
+        the filter), rows whose partition key starts with ``prefix``; the mass-delete breaker's
+        counters are left out.
+
+        Raises
+        ------
+        TransientError
+            When the Scan request fails.
+        """
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "TotalSegments": total,
+            "Segment": segment,
+            "Limit": limit,
+        }
+        if prefix:
+            kwargs["FilterExpression"] = f"begins_with(#{PARTITION_KEY}, :prefix)"
+            kwargs["ExpressionAttributeNames"] = {f"#{PARTITION_KEY}": PARTITION_KEY}
+            kwargs["ExpressionAttributeValues"] = {":prefix": {"S": prefix}}
+        if cursor is not None:
+            kwargs["ExclusiveStartKey"] = {PARTITION_KEY: {"S": cursor}}
+        try:
+            page = self._ddb.scan(**kwargs)
+        except (ClientError, BotoCoreError) as exc:
+            raise _transient(exc) from exc
+        rows = [
+            row_from_item(item)
+            for item in page.get("Items", [])
+            if not item[PARTITION_KEY]["S"].startswith(COUNTER_PREFIX)
+        ]
+        last = page.get("LastEvaluatedKey")
+        return SegmentPage(rows, None if last is None else str(last[PARTITION_KEY]["S"]))

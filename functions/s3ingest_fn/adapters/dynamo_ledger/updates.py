@@ -37,6 +37,7 @@ from s3ingest_fn.adapters.dynamo_ledger.layout import (
     _FX_LEASE,
     _FX_QUEUE,
     _FX_TOKEN,
+    _FX_VERSION,
     _HISTORY,
     _OBSERVED,
     _OP,
@@ -56,6 +57,7 @@ from s3ingest_fn.adapters.dynamo_ledger.layout import (
     _ph,
     effect_attributes,
     hold_attribute,
+    version_attribute,
 )
 from s3ingest_fn.core.effects import change_id
 from s3ingest_fn.core.row import (
@@ -68,6 +70,7 @@ from s3ingest_fn.core.row import (
     OP_APPROVE,
     OP_CLAIM,
     OP_COMMIT,
+    OP_FORGET,
     OP_HOLD,
     OP_REJECT,
     OP_RELEASE,
@@ -252,7 +255,9 @@ class _ChangeWrite:
             {"S": meta.raw_sequencer or meta.sequencer} if meta.sequencer is not None else None,
         )
         if claim is None:
-            self.removes.extend((_FX, _FX_LEASE, _FX_TOKEN, _FX_DONE, _FX_QUEUE, _FX_HOLD))
+            self.removes.extend(
+                (_FX, _FX_LEASE, _FX_TOKEN, _FX_DONE, _FX_QUEUE, _FX_HOLD, _FX_VERSION)
+            )
             return chg
         self.claim(claim)
         if claim.queued:
@@ -440,11 +445,12 @@ def reclaim_request(processor: str, old_token: int, claim: Claim) -> dict[str, A
 
 
 def finish_request(
-    processor: str, token: int, status: str, change_id: str | None, more: bool
+    processor: str, token: int, status: str, change_id: str | None, more: bool, version: int = 1
 ) -> dict[str, Any]:
     """Commit ``processor``'s effect held by ``token``: ``status`` (``done`` also records
-    ``change_id``, None: the row's change), the lease, queue and hold removed; ``more``: only
-    the queue's first change leaves it and the claim goes on."""
+    ``change_id``, None: the row's change, and the processor's ``version``: ``fv``, removed for
+    1), the lease, queue and hold removed; ``more``: only the queue's first change leaves it and
+    the claim goes on."""
     fx, fx_token, fx_lease, fx_done, fx_queue = effect_attributes(processor)
     fh = hold_attribute(processor)
     names = {_ph(n): n for n in (_OP, fx_token, fh)}
@@ -456,6 +462,7 @@ def finish_request(
         names.update({_ph(n): n for n in (fx, fx_lease, fx_queue)})
         values[":status"] = {"S": _FX_CODES.get(status, status)}
         expr = f"SET {_ph(fx)} = :status, #{_OP} = :commit"
+        removes = [fx_lease, fx_queue, fh]
         if status == DONE:
             names[_ph(fx_done)] = fx_done
             if change_id is None:
@@ -464,12 +471,85 @@ def finish_request(
             else:
                 expr += f", {_ph(fx_done)} = :done"
                 values[":done"] = {"S": change_id}
-        expr += f" REMOVE {_ph(fx_lease)}, {_ph(fx_queue)}, {_ph(fh)}"
+            fv = version_attribute(processor)
+            names[_ph(fv)] = fv
+            if version > 1:
+                expr += f", {_ph(fv)} = :version"
+                values[":version"] = {"N": str(version)}
+            else:
+                removes.append(fv)
+        expr += " REMOVE " + ", ".join(_ph(n) for n in removes)
     return {
         "UpdateExpression": expr,
         "ConditionExpression": f"{_ph(fx_token)} = :token",
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
+    }
+
+
+def behind_claim_request(
+    processor: str, change_id: str | None, old_token: int | None, claim: Claim
+) -> dict[str, Any]:
+    """Claim ``processor``'s effect of the row's change for a reprocess run: the row is present
+    and still holds the change ``change_id``, and the processor's effect is what was read:
+    absent (``old_token`` None) or held by ``old_token`` and ``done``, ``superseded`` or
+    pending with an expired lease. Pending under the token of the row's new revision and
+    ``claim.now_ms`` (read back), lease ``claim.lease_until_ms``."""
+    fx, fx_token, fx_lease, _, _ = effect_attributes(processor)
+    names = {_ph(n): n for n in (_REV, _OP, _STATE, fx, fx_token, fx_lease)}
+    values: dict[str, Any] = {
+        ":zero": {"N": "0"},
+        ":one": {"N": "1"},
+        ":fence": {"N": str(token_step(claim.now_ms))},
+        ":claim": {"S": OP_CLAIM},
+        ":lease": {"N": str(claim.lease_until_ms)},
+        ":pending": {"S": _FX_CODES[PENDING]},
+        ":present": {"S": _STATES[PRESENT]},
+    }
+    if change_id is None:
+        changed = f"attribute_not_exists(#{_CHG_ID})"
+    else:
+        changed = f"#{_CHG_ID} = :chg"
+        values[":chg"] = {"S": change_id}
+    names[f"#{_CHG_ID}"] = _CHG_ID
+    if old_token is None:
+        effect = f"attribute_not_exists({_ph(fx)})"
+    else:
+        effect = (
+            f"{_ph(fx_token)} = :old AND ({_ph(fx)} IN (:done, :superseded) OR "
+            f"({_ph(fx)} = :pending AND {_ph(fx_lease)} < :now))"
+        )
+        values.update(
+            {
+                ":old": {"N": str(old_token)},
+                ":done": {"S": _FX_CODES[DONE]},
+                ":superseded": {"S": _FX_CODES[SUPERSEDED]},
+                ":now": {"N": str(claim.now_ms)},
+            }
+        )
+    return {
+        "UpdateExpression": f"SET #{_REV} = if_not_exists(#{_REV}, :zero) + :one, "
+        f"{_ph(fx_token)} = if_not_exists(#{_REV}, :zero) + :fence, "
+        f"{_ph(fx_lease)} = :lease, #{_OP} = :claim, {_ph(fx)} = :pending",
+        "ConditionExpression": f"#{_STATE} = :present AND {changed} AND {effect}",
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+        "ReturnValues": "ALL_NEW",
+    }
+
+
+def forget_request(processor: str) -> dict[str, Any]:
+    """Remove every attribute of ``processor``'s effect state (a processor no longer
+    configured), when the row has one."""
+    fx, fx_token, fx_lease, fx_done, fx_queue = effect_attributes(processor)
+    gone: tuple[str, ...] = (fx, fx_token, fx_lease, fx_done, fx_queue)
+    gone += (hold_attribute(processor), version_attribute(processor))
+    return {
+        # op changes too, so the change stream (op = apply) does not publish the row again
+        "UpdateExpression": f"SET #{_OP} = :forget REMOVE " + ", ".join(_ph(n) for n in gone),
+        "ConditionExpression": f"attribute_exists({_ph(fx)})",
+        "ExpressionAttributeNames": {_ph(n): n for n in (_OP, *gone)},
+        "ExpressionAttributeValues": {":forget": {"S": OP_FORGET}},
     }
 
 

@@ -1,0 +1,363 @@
+"""Processors added or changed later (issue 27; CONTRACT C11): rows behind for a processor (no
+state for it, done under a lower version, superseded) are brought up to date by the reprocess
+run's segments, through the claim, the fencing token and the commit; tombstones are never run;
+a key whose change moved on is skipped; a removed processor's state is cleaned.
+
+Over the DynamoDB adapter on moto (named processors are modelled there, not in the fake) and
+the in-memory checkpoint store.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any, cast
+
+import pytest
+
+from s3ingest_fn.adapters.dynamo_ledger import (
+    DynamoLedger,
+    DynamoLedgerSegments,
+    version_attribute,
+)
+from s3ingest_fn.core.decide import IngestService
+from s3ingest_fn.core.effects import AppliedChange, EffectRunner, PinnedContent, ProcessorSpec
+from s3ingest_fn.core.model import Change, Format, Kind, TransientError
+from s3ingest_fn.core.row import DONE, PENDING, LedgerRow
+from s3ingest_fn.core.scope import BucketScope, Scope
+from s3ingest_fn.core.sequencer import normalize
+from s3ingest_fn.services.reprocess import Reprocessor, ReprocessRequest, estimate_cost
+from tests.fakes import FakeBucket, FakeContentReader, FakeInventoryStore
+from tests.moto_ledger import moto_ledger_table
+
+BUCKET = "landing"
+NOW_MS = 1_700_000_000_000
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.ms = NOW_MS
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+class Recorder:
+    """A processor that records each run (change id, token) and can fail on chosen keys."""
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[str, str, int]] = []
+        self.fail_keys: set[str] = set()
+
+    def __call__(self, change: AppliedChange, content: PinnedContent | None) -> None:
+        if change.key in self.fail_keys:
+            raise RuntimeError("downstream unavailable")
+        if content is not None:
+            content.read()
+        self.runs.append((change.key, change.change_id, change.token))
+
+
+class Serialized:
+    """A boto3 client whose calls take turns: moto's in-process DynamoDB is not safe for two
+    threads writing one item (each processor of a change commits from its own thread)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._client, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return method(*args, **kwargs)
+
+        return call
+
+
+class World:
+    """One ledger table, one bucket and its contents, and services built over them with any
+    processor configuration."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = cast(Any, Serialized(client))
+        self.clock = Clock()
+        self.ledger = DynamoLedger(
+            self.client, "ledger", tombstone_ttl_seconds=3600, clock=lambda: self.clock.ms / 1000
+        )
+        self.bucket = FakeBucket()
+        self.content = FakeContentReader()
+        self.store = FakeInventoryStore()
+        self.recorders: dict[str, Recorder] = {}
+        self.seq = 0x1000
+
+    def service(self, **versions: int) -> IngestService:
+        specs = []
+        for name, version in versions.items():
+            recorder = self.recorders.setdefault(name, Recorder())
+            specs.append(ProcessorSpec(name, recorder, version=version))
+        effects = EffectRunner(specs, self.content, clock_ms=self.clock) if specs else None
+        scope = Scope((BucketScope(BUCKET),))
+        return IngestService(ledger=self.ledger, bucket=self.bucket, effects=effects, scope=scope)
+
+    def reprocessor(self, service: IngestService, **kw: Any) -> Reprocessor:
+        return Reprocessor(
+            segments=DynamoLedgerSegments(self.client, "ledger"),
+            store=self.store,
+            checkpoint_bucket="checkpoints",
+            service=service,
+            page_size=kw.pop("page_size", 3),
+            **kw,
+        )
+
+    def put(self, service: IngestService, key: str, body: bytes = b"data") -> None:
+        self.seq += 1
+        raw = f"{self.seq:018X}"
+        etag = f"etag-{self.seq}"
+        version = f"v{self.seq}"
+        self.bucket.put(BUCKET, key, version, etag)
+        self.content.put(BUCKET, key, version, body)
+        service.handle(
+            Change(
+                bucket=BUCKET,
+                key=key,
+                raw_key=key,
+                kind=Kind.CREATED,
+                event_name="Object Created/PutObject",
+                fmt=Format.EVENTBRIDGE,
+                sequencer=normalize(raw),
+                raw_sequencer=raw,
+                version_id=version,
+                etag=etag,
+                size=4,
+            )
+        )
+
+    def delete(self, service: IngestService, key: str) -> None:
+        self.seq += 1
+        raw = f"{self.seq:018X}"
+        self.bucket.hide(BUCKET, key)
+        service.handle(
+            Change(
+                bucket=BUCKET,
+                key=key,
+                raw_key=key,
+                kind=Kind.REMOVED,
+                event_name="Object Deleted/DeleteObject",
+                fmt=Format.EVENTBRIDGE,
+                sequencer=normalize(raw),
+                raw_sequencer=raw,
+            )
+        )
+
+    def row(self, key: str) -> LedgerRow:
+        found = self.ledger.get(BUCKET, key)
+        assert found is not None
+        return found
+
+    def run(self, reprocessor: Reprocessor, **request: Any) -> dict[str, Any]:
+        request.setdefault("run", "r1")
+        plan = reprocessor.plan(request)
+        for item in plan["segments"]:
+            while not reprocessor.segment(item["run"], item["segment"])["done"]:
+                pass
+        reprocessor.close()
+        return reprocessor.summarize(request["run"])
+
+
+@pytest.fixture
+def world() -> Iterator[World]:
+    with moto_ledger_table("ledger") as client:
+        yield World(client)
+
+
+KEYS = [f"in/{i:02d} file.csv" for i in range(7)]
+
+
+def test_a_processor_added_later_runs_once_over_every_visible_key_and_never_a_tombstone(
+    world: World,
+) -> None:
+    before = world.service(thumbs=1)
+    for key in KEYS:
+        world.put(before, key)
+    world.delete(before, KEYS[-1])
+    after = world.service(thumbs=1, index=1)
+    assert all(after.behind(world.row(k), "index") for k in KEYS[:-1])
+    assert not after.behind(world.row(KEYS[-1]), "index")  # deleted before it existed
+    assert not any(after.behind(world.row(k), "thumbs") for k in KEYS[:-1])
+
+    summary = world.run(world.reprocessor(after), processor="index", segments=3)
+
+    runs = world.recorders["index"].runs
+    assert sorted(k for k, _, _ in runs) == sorted(KEYS[:-1])
+    assert summary["counts"]["run"] == 6 and summary["counts"]["behind"] == 6
+    assert summary["counts"]["scanned"] == 7 and summary["done"] == 3
+    for key, change_id, token in runs:
+        row = world.row(key)
+        effect = row.effect_of("index")
+        assert effect is not None and effect.status == DONE
+        assert effect.done_change_id == change_id == row.change_id
+        assert effect.token == token
+        assert not after.behind(row, "index")
+    assert estimate_cost(summary["counts"], summary["requests"]) == summary["estimated_cost_usd"]
+    assert summary["estimated_cost_usd"] > 0
+
+    again = world.run(world.reprocessor(after), processor="index", segments=3, run="r2")
+    assert again["counts"]["behind"] == 0 and again["counts"]["run"] == 0
+    assert len(world.recorders["index"].runs) == 6  # safe to run twice: nothing ran again
+
+
+def test_a_version_bump_makes_done_rows_behind_and_the_commit_records_the_version(
+    world: World,
+) -> None:
+    v1 = world.service(thumbs=1)
+    for key in KEYS[:3]:
+        world.put(v1, key)
+    item = world.client.get_item(TableName="ledger", Key={"pk": {"S": f"{BUCKET}/{KEYS[0]}"}})
+    assert version_attribute("thumbs") not in item["Item"]  # version 1 is stored as nothing
+    v2 = world.service(thumbs=2)
+    assert all(v2.behind(world.row(k), "thumbs") for k in KEYS[:3])
+    assert not any(v1.behind(world.row(k), "thumbs") for k in KEYS[:3])
+
+    summary = world.run(world.reprocessor(v2), processor="thumbs", segments=2)
+
+    assert summary["version"] == 2 and summary["counts"]["run"] == 3
+    for key in KEYS[:3]:
+        effect = world.row(key).effect_of("thumbs")
+        assert effect is not None and (effect.status, effect.version) == (DONE, 2)
+        assert not v2.behind(world.row(key), "thumbs")
+    # a live change after the bump records the new version too
+    world.put(v2, KEYS[3])
+    effect = world.row(KEYS[3]).effect_of("thumbs")
+    assert effect is not None and effect.version == 2
+    assert Counter(k for k, _, _ in world.recorders["thumbs"].runs) == Counter(
+        {KEYS[0]: 2, KEYS[1]: 2, KEYS[2]: 2, KEYS[3]: 1}
+    )
+
+
+def test_a_dry_run_counts_what_would_run_and_writes_nothing(world: World) -> None:
+    before = world.service()
+    for key in KEYS[:4]:
+        world.put(before, key)
+    after = world.service(index=1)
+    revs = {k: world.row(k).rev for k in KEYS[:4]}
+
+    summary = world.run(world.reprocessor(after), processor="index", dry_run=True)
+
+    assert summary["counts"]["behind"] == 4 and summary["counts"]["run"] == 0
+    assert summary["requests"]["write"] == 0
+    assert world.recorders["index"].runs == []
+    assert {k: world.row(k).rev for k in KEYS[:4]} == revs
+
+
+def test_a_row_whose_change_moved_on_after_the_scan_is_skipped_not_run_twice(
+    world: World,
+) -> None:
+    before = world.service()
+    world.put(before, KEYS[0])
+    after = world.service(index=1)
+    stale = world.row(KEYS[0])
+    world.put(after, KEYS[0], b"newer")  # live traffic: the newer change runs index itself
+    assert len(world.recorders["index"].runs) == 1
+
+    assert after.reprocess(stale, "index") == "skipped"
+    assert len(world.recorders["index"].runs) == 1
+    assert not after.behind(world.row(KEYS[0]), "index")
+
+
+def test_a_live_lease_refuses_the_claim_as_busy(world: World) -> None:
+    before = world.service()
+    world.put(before, KEYS[0])
+    after = world.service(index=1)
+    row = world.row(KEYS[0])
+    claim = after.effects.claim(KEYS[0], "created", only=("index",))  # type: ignore[union-attr]
+    assert world.ledger.claim_behind(BUCKET, KEYS[0], "index", row.change_id, None, claim).applied
+
+    assert after.reprocess(row, "index") == "busy"
+    assert world.recorders["index"].runs == []
+
+
+def test_a_failing_processor_leaves_the_effect_pending_for_the_next_run(world: World) -> None:
+    before = world.service()
+    for key in KEYS[:3]:
+        world.put(before, key)
+    after = world.service(index=1)
+    world.recorders["index"].fail_keys = {KEYS[1]}
+
+    first = world.run(world.reprocessor(after), processor="index", segments=1)
+
+    assert first["counts"]["failed"] == 1 and first["counts"]["run"] == 2
+    effect = world.row(KEYS[1]).effect_of("index")
+    assert effect is not None and effect.status == PENDING and effect.lease_until_ms == 0
+    assert after.behind(world.row(KEYS[1]), "index")  # the claim was released
+    world.recorders["index"].fail_keys = set()
+    second = world.run(world.reprocessor(after), processor="index", segments=1, run="r2")
+    assert second["counts"]["run"] == 1
+    assert sorted(k for k, _, _ in world.recorders["index"].runs) == sorted(KEYS[:3])
+
+
+def test_failing_processor_raises_transient_from_reprocess(world: World) -> None:
+    before = world.service()
+    world.put(before, KEYS[0])
+    after = world.service(index=1)
+    world.recorders["index"].fail_keys = {KEYS[0]}
+    with pytest.raises(TransientError, match="processor-failed: index"):
+        after.reprocess(world.row(KEYS[0]), "index")
+
+
+def test_remove_cleans_a_processor_no_longer_configured(world: World) -> None:
+    both = world.service(thumbs=1, index=3)
+    for key in KEYS[:3]:
+        world.put(both, key)
+    world.put(both, "out/other.csv")
+    only = world.service(thumbs=1)
+    with pytest.raises(ValueError, match="still configured"):
+        world.reprocessor(both).plan({"run": "x", "processor": "index", "remove": True})
+
+    summary = world.run(
+        world.reprocessor(only), processor="index", remove=True, prefix="in/", bucket=BUCKET
+    )
+
+    assert summary["counts"]["removed"] == 3
+    for key in KEYS[:3]:
+        item = world.client.get_item(TableName="ledger", Key={"pk": {"S": f"{BUCKET}/{key}"}})
+        assert not [a for a in item["Item"] if a.endswith(":index")]
+        assert world.row(key).effect_of("thumbs") is not None
+    assert world.row("out/other.csv").effect_of("index") is not None  # outside the prefix
+
+
+def test_a_processor_not_configured_and_a_foreign_bucket_are_refused(world: World) -> None:
+    service = world.service(thumbs=1)
+    with pytest.raises(ValueError, match="not configured"):
+        world.reprocessor(service).plan({"run": "x", "processor": "index"})
+    with pytest.raises(ValueError, match="not one of the pipeline's"):
+        world.reprocessor(service).plan({"run": "x", "processor": "thumbs", "bucket": "other"})
+
+
+def test_planning_a_run_again_resumes_it_and_another_request_is_refused(world: World) -> None:
+    before = world.service()
+    for key in KEYS:
+        world.put(before, key)
+    after = world.service(index=1)
+    reprocessor = world.reprocessor(after, page_size=2)
+    plan = reprocessor.plan({"run": "r1", "processor": "index", "segments": 2})
+    first = reprocessor.segment("r1", plan["segments"][0]["segment"])
+    while not first["done"]:
+        first = reprocessor.segment("r1", 0)
+
+    again = reprocessor.plan({"run": "r1", "processor": "index", "segments": 2})
+    assert [s["segment"] for s in again["segments"]] == [1] and again["done"] == 1
+    with pytest.raises(ValueError, match="another request"):
+        reprocessor.plan({"run": "r1", "processor": "index", "segments": 3})
+
+
+def test_the_rate_spreads_starts_over_the_segment_workers() -> None:
+    request = ReprocessRequest.of(
+        {"run": "r", "processor": "p", "rate": 40, "segments": 8, "concurrency": 4}
+    )
+    assert request.segment_rate == 10.0
+    with pytest.raises(ValueError, match="rate"):
+        ReprocessRequest.of({"run": "r", "processor": "p", "rate": 0})
+    with pytest.raises(ValueError, match="run"):
+        ReprocessRequest.of({"run": "../x", "processor": "p"})
