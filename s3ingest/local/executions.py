@@ -163,6 +163,17 @@ class LocalMachines:
                 memory_mb=int(fn["memoryMb"]),
             )
 
+    def reconfigure(self, function_environment: Mapping[str, str]) -> None:
+        """Give every function registered so far, and every one registered later, the
+        runtime's new settings environment (a processor configuration deployed again): the
+        keys of the old one are removed first."""
+        old = self.settings_environment
+        self.settings_environment = dict(function_environment)
+        for fn in self.lambdas.functions.values():
+            for name in old:
+                fn.environment.pop(name, None)
+            fn.environment.update(self.settings_environment)
+
     def machine(self, name: str) -> str:
         """The ARN of machine ``name`` (:data:`s3ingest.local.machines.NAMES`), created on first
         use with its functions."""

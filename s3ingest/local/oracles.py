@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from s3ingest.local.emulator import Resources
 from s3ingest.local.s3faithful import MAX_KEY_BYTES
+from s3ingest_fn.contract import CANARY_PREFIX
 from s3ingest_fn.core.effects import (
     LATEST,
     AppliedChange,
@@ -63,10 +64,13 @@ class EffectRun:
     crashed_before_commit: bool = False
     bucket: str | None = None
     processor: str = DEFAULT_PROCESSOR
+    #: The processor's version when it ran (``ProcessorSpec.version``).
+    version: int = 1
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "processor": self.processor,
+            "version": self.version,
             "id": self.change_id,
             "bucket": self.bucket,
             "key": self.key,
@@ -101,20 +105,26 @@ class EffectRecorder:
         #: the team's code runs (a scenario's ``fail_processor`` window).
         self.failing: frozenset[str] = frozenset()
 
-    def wrap(self, processor: Processor, name: str = DEFAULT_PROCESSOR) -> Processor:
+    def wrap(
+        self,
+        processor: Processor,
+        name: str = DEFAULT_PROCESSOR,
+        version: Callable[[], int] = lambda: 1,
+    ) -> Processor:
         """The team's processor ``name``, called exactly as given (``processor(change,
-        content)``), and recorded when it returns; a run that raises is not recorded."""
+        content)``), and recorded when it returns with its ``version()`` then; a run that
+        raises is not recorded."""
 
         def run(change: AppliedChange, content: PinnedContent | None) -> None:
             if name in self.failing or "*" in self.failing:
                 raise ProcessorOutage(f"processor {name} is failing (a fail_processor window)")
             processor(change, content)
             with self._lock:  # processors of one change run on threads of their own
-                self._record(change)
+                self._record(change, version())
 
         return run
 
-    def _record(self, change: AppliedChange) -> None:
+    def _record(self, change: AppliedChange, version: int = 1) -> None:
         self.runs.append(
             EffectRun(
                 change_id=change.change_id,
@@ -127,6 +137,7 @@ class EffectRecorder:
                 step=self._step(),
                 bucket=change.bucket,
                 processor=change.processor,
+                version=version,
             )
         )
 
@@ -180,6 +191,9 @@ class Oracles:
     spec_of : callable, optional
         ``spec_of(processor)``: the processor's :class:`~s3ingest_fn.core.effects.ProcessorSpec`
         (its mode, key filters and kinds), or None: a ``latest`` processor of every change.
+    configured : callable, optional
+        The names of the processors configured now: every visible key's effect must be current
+        for each of them, at its version.
     """
 
     def __init__(
@@ -191,6 +205,7 @@ class Oracles:
         resources: Resources,
         processor: str | None,
         spec_of: Callable[[str], ProcessorSpec | None] | None = None,
+        configured: Callable[[], Sequence[str]] | None = None,
     ) -> None:
         self.s3 = s3
         self.sqs = sqs
@@ -198,6 +213,7 @@ class Oracles:
         self.resources = resources
         self.processor = processor
         self.spec_of = spec_of or (lambda processor: None)
+        self.configured = configured or (lambda: ())
 
     # -- readers -------------------------------------------------------------------------
 
@@ -354,7 +370,11 @@ class Oracles:
             ):
                 problems.append(f"{name}{key!r}: effects not in claim order: tokens {tokens}")
             for before, after in itertools.pairwise(runs):
-                if before.change_id == after.change_id and not before.crashed_before_commit:
+                if (
+                    before.change_id == after.change_id
+                    and not before.crashed_before_commit
+                    and before.version >= after.version
+                ):
                     problems.append(
                         f"{name}{key!r}: effect {before.change_id} ran twice without a crash"
                     )
@@ -374,6 +394,7 @@ class Oracles:
                     f"{done} the row records as done"
                 )
         visible = {(o["bucket"], o["key"]): o for o in self.all_objects()}
+        problems.extend(self.effects_not_current(list(rows.values()), visible))
         for (bucket, key), row in rows.items():
             kind = "created" if row.present else "removed"
             for processor, effect in row.effects().items():
@@ -408,6 +429,43 @@ class Oracles:
                         f"{row.change_id} and no newer change came (a reconciliation "
                         "re-runs it)"
                     )
+        return problems
+
+    def effects_not_current(
+        self,
+        rows: Sequence[LedgerRow] | None = None,
+        visible: dict[tuple[str, str], dict[str, Any]] | None = None,
+    ) -> list[str]:
+        """Every visible key whose effect is not current for a configured processor at its
+        version: none at all (a processor configured after the key's change), or done under
+        a lower version (``s3ingest reprocess`` brings them up to date). ``rows`` and
+        ``visible`` (by bucket and key) are read when not given."""
+        if visible is None:
+            visible = {(o["bucket"], o["key"]): o for o in self.all_objects()}
+        problems = []
+        for row in self.ledger_rows() if rows is None else rows:
+            problems.extend(self._not_current(row, visible.get((row.bucket, row.key))))
+        return problems
+
+    def _not_current(self, row: LedgerRow, obj: dict[str, Any] | None) -> list[str]:
+        if not row.present or not row_matches(row, obj) or row.key.startswith(CANARY_PREFIX):
+            return []
+        problems = []
+        for processor in self.configured():
+            spec = self.spec_of(processor)
+            if spec is None or not spec.concerns(row.key, "created"):
+                continue
+            effect = row.effect_of(processor)
+            name = "" if processor == DEFAULT_PROCESSOR else f"{processor}: "
+            if effect is None:
+                problems.append(
+                    f"{name}{row.key!r}: no effect for the row's change {row.change_id}"
+                )
+            elif effect.status == "done" and effect.version < spec.version:
+                problems.append(
+                    f"{name}{row.key!r}: effect done under version {effect.version}, the "
+                    f"processor is at version {spec.version}"
+                )
         return problems
 
     def check_sidecars(self) -> list[str]:

@@ -25,13 +25,14 @@ handler -> the DynamoDB ledger, all on the embedded emulator.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -267,20 +268,7 @@ class LocalRuntime:
         self.function_logs = io.StringIO()
         #: Crash chaos of the last flush, applied to the next drain only (then cleared).
         self._flush_chaos: Chaos | None = None
-        entries = self.settings.processor_entries()
-        if entries:
-            if any(entry.get("functionArn") for entry in entries):
-                raise ValueError(
-                    "a processor given by functionArn runs only deployed; locally, name its "
-                    'Python handler instead ("handler": "package.module:handler")'
-                )
-            wiring.record_processor_runs(self.recorder_key, self._record_runs)
-            self.service.effects = wiring.effect_runner(
-                wiring.processor_specs(entries, wrap=self._record_runs),
-                self.s3,
-                after_effect=self.crashes.after_effect,
-                holds=wiring.hold_policies(entries, self.settings.hold_env()),
-            )
+        self._install_processors()
         self.ingest_source = SqsEventSource(
             self.sqs,
             self.resources.queue_url,
@@ -309,11 +297,81 @@ class LocalRuntime:
             resources=self.resources,
             processor=self.settings.processor,
             spec_of=self._spec_of,
+            configured=self._configured,
         )
 
+    def _install_processors(self) -> None:
+        """The settings' processors on the ingest service, their runs recorded.
+
+        Raises
+        ------
+        ValueError
+            A processor given by ``functionArn``, or one that cannot be imported.
+        """
+        entries = self.settings.processor_entries()
+        self.service.effects = None
+        if not entries:
+            return
+        if any(entry.get("functionArn") for entry in entries):
+            raise ValueError(
+                "a processor given by functionArn runs only deployed; locally, name its "
+                'Python handler instead ("handler": "package.module:handler")'
+            )
+        wiring.record_processor_runs(self.recorder_key, self._record_runs)
+        self.service.effects = wiring.effect_runner(
+            wiring.processor_specs(entries, wrap=self._record_runs),
+            self.s3,
+            after_effect=self.crashes.after_effect,
+            holds=wiring.hold_policies(entries, self.settings.hold_env()),
+        )
+
+    def configure(self, processors: Sequence[Mapping[str, Any]], hold: Any = None) -> None:
+        """Deploy another processor configuration (the ``processors`` setting, and the
+        stack-wide ``hold``): the ingest service and every function of the stack's machines
+        run the new processors from now on, as after a ``cdk deploy``; the ledger keeps what
+        it holds (rows of an added processor or a raised version are behind it until
+        ``reprocess``).
+
+        Raises
+        ------
+        ValueError
+            Settings that do not validate (the problems joined), a processor that cannot be
+            imported, or processors on a deployment set up without any (no output bucket).
+        """
+        settings = dataclasses.replace(
+            self.settings, processor=None, processors=tuple(dict(p) for p in processors), hold=hold
+        )
+        problems = settings.problems()
+        if problems:
+            raise ValueError("; ".join(problems))
+        if settings.processor_entries() and not self.resources.output_bucket:
+            raise ValueError(
+                "configure: this deployment was set up without processors (no output bucket); "
+                "configure processors on the first line"
+            )
+        previous = self.settings
+        self.settings = settings
+        try:
+            self._install_processors()
+        except ValueError:
+            self.settings = previous
+            self._install_processors()
+            raise
+        if self._machines is not None:
+            self._machines.reconfigure(self.settings_env())
+
     def _record_runs(self, name: str, call: Any) -> Any:
-        """``call`` (processor ``name``) recorded in :attr:`effects` when it completes."""
-        return self.recorder.wrap(call, name)
+        """``call`` (processor ``name``) recorded in :attr:`effects` when it completes, with
+        the processor's version then."""
+        return self.recorder.wrap(call, name, lambda: self._version_of(name))
+
+    def _configured(self) -> tuple[str, ...]:
+        runner = self.service.effects
+        return runner.names if runner is not None else ()
+
+    def _version_of(self, processor: str) -> int:
+        spec = self._spec_of(processor)
+        return spec.version if spec is not None else 1
 
     def _spec_of(self, processor: str) -> ProcessorSpec | None:
         """The configured processor named ``processor`` (the oracles' view), or None."""
@@ -889,6 +947,11 @@ class LocalRuntime:
     def check_effects(self) -> list[str]:
         """This run's effects against the ledger (CONTRACT C11, :meth:`Oracles.check_effects`)."""
         return self.oracles.check_effects(self.effects)
+
+    def effects_not_current(self) -> list[str]:
+        """Visible keys whose effect is not current for a configured processor at its version
+        (:meth:`Oracles.effects_not_current`)."""
+        return self.oracles.effects_not_current()
 
     def check_sidecars(self) -> list[str]:
         """The example processor's sidecars against the bucket (:meth:`Oracles.check_sidecars`)."""

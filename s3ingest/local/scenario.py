@@ -130,6 +130,8 @@ _FIELDS = {
     "redrive": {"max", "include_invalid"},
     "status": set(),
     "explain": {"key", "bucket"},
+    "configure": {"processors", "hold"},
+    "reprocess": {"processor", "bucket", "prefix", "rate", "dry_run", "remove"},
 }
 #: Steps of :class:`~s3ingest.local.incidents.Incidents` taking no argument.
 _INCIDENT_SWITCHES = ("disable_rule", "enable_rule", "break_queue_policy", "restore_queue_policy")
@@ -415,6 +417,8 @@ def _check_step(lineno: int, doc: dict[str, Any]) -> None:
         "reject": ("key",),
         "explain": ("key",),
         "fail_processor": ("on",),
+        "configure": ("processors",),
+        "reprocess": ("processor",),
     }.get(op, ())
     missing = [f for f in required if f not in doc]
     if missing:
@@ -424,6 +428,10 @@ def _check_step(lineno: int, doc: dict[str, Any]) -> None:
     for name in ("on", "include_invalid"):
         if name in doc and not isinstance(doc[name], bool):
             raise ScenarioError(f"line {lineno}: {op} {name} must be true or false")
+    if op == "configure":
+        _check_effects_setup(lineno, doc)
+    if op == "reprocess":
+        _check_reprocess(lineno, doc)
     if op == "fail_processor" and not isinstance(doc.get("processor", ""), str):
         raise ScenarioError(f"line {lineno}: fail_processor processor must be a processor's name")
     limit = doc.get("max", 1) if op == "redrive" else 1
@@ -472,6 +480,22 @@ def _check_step(lineno: int, doc: dict[str, Any]) -> None:
             Chaos.from_json(doc.get("chaos"))
         except (TypeError, ValueError) as exc:
             raise ScenarioError(f"line {lineno}: {exc}") from exc
+
+
+def _check_reprocess(lineno: int, doc: dict[str, Any]) -> None:
+    if not isinstance(doc["processor"], str) or not doc["processor"]:
+        raise ScenarioError(f"line {lineno}: reprocess processor must be a processor's name")
+    for name in ("bucket", "prefix"):
+        if name in doc and not isinstance(doc[name], str):
+            raise ScenarioError(f"line {lineno}: reprocess {name} must be a string")
+    for name in ("dry_run", "remove"):
+        if name in doc and not isinstance(doc[name], bool):
+            raise ScenarioError(f"line {lineno}: reprocess {name} must be true or false")
+    rate = doc.get("rate")
+    if rate is not None and (
+        isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0
+    ):
+        raise ScenarioError(f"line {lineno}: reprocess rate must be a positive number (keys/s)")
 
 
 def _parse_time(lineno: int, name: str, value: Any) -> Any:
@@ -571,6 +595,8 @@ def _run(
     replays: list[dict[str, Any]] = []
     onboardings: list[dict[str, Any]] = []
     reviews: list[dict[str, Any]] = []
+    configurations: list[dict[str, Any]] = []
+    reprocesses: list[dict[str, Any]] = []
     incidents = Incidents(rt)
     error: str | None = None
     for lineno, step in steps:
@@ -649,6 +675,21 @@ def _run(
                 incidents.status(lineno)
             elif op == "explain":
                 incidents.explain(lineno, step["key"], step.get("bucket"))
+            elif op == "configure":
+                rt.configure(step["processors"], step.get("hold", rt.settings.hold))
+                configurations.append(
+                    {"step": lineno, "processors": [dict(p) for p in step["processors"]]}
+                )
+            elif op == "reprocess":
+                summary = rt.reprocess(
+                    step["processor"],
+                    bucket=step.get("bucket"),
+                    prefix=step.get("prefix", ""),
+                    rate=step.get("rate"),
+                    dry_run=step.get("dry_run", False),
+                    remove=step.get("remove", False),
+                )
+                reprocesses.append({"step": lineno, **summary})
             elif op == "replay":
                 start = _parse_time(lineno, "from", step["from"]) if "from" in step else None
                 end = _parse_time(lineno, "to", step["to"]) if "to" in step else None
@@ -665,6 +706,7 @@ def _run(
             error = f"line {lineno}: {op} failed: {exc.__class__.__name__}: {exc}"
             break
     comparison = rt.compare()
+    not_current = rt.effects_not_current()
     fx = rt.effects_report()
     held = rt.held()
     trail = [
@@ -720,14 +762,16 @@ def _run(
             for r in comparison.ledger
         ],
         "bucket": comparison.bucket,
-        "converged": comparison.converged,
-        "differences": comparison.differences,
+        "converged": comparison.converged and not not_current,
+        "differences": comparison.differences + not_current,
         "dropped": len(rt.dropped),
         "undelivered": len(rt.undelivered),
         "dead_letter_queue": rt.dead_letters(),
         "reconciliations": reconciliations,
         "backfills": backfills,
         "replays": replays,
+        "configurations": configurations,
+        "reprocesses": reprocesses,
         "onboardings": onboardings,
         "redrives": incidents.redrives,
         "statuses": incidents.statuses,
