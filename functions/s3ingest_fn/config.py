@@ -23,6 +23,7 @@ module stays cheap (``bench/import_time.py``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -32,7 +33,9 @@ from dataclasses import dataclass, fields
 from typing import Any, ClassVar, ParamSpec, TypeVar
 
 from s3ingest_fn.contract import DELIVERY_BUCKETS_ENV, STACK_ENV
+from s3ingest_fn.core.effects import EffectTarget
 from s3ingest_fn.core.scope import Scope
+from s3ingest_fn.effect_targets import PROCESSOR_TARGETS, parse_targets, targets_json
 
 # -- variable names ---------------------------------------------------------------------------
 
@@ -562,6 +565,9 @@ class ReconcileConfig(_Config):
         ``INVENTORIES`` names none for it
     processor_names : tuple of str
         ``PROCESSOR_NAMES``, else the names of ``PROCESSORS`` / ``PROCESSOR``
+    processor_targets : tuple of EffectTarget
+        ``PROCESSOR_TARGETS``, else those of ``PROCESSORS`` / ``PROCESSOR``: rows behind each
+        are counted (``effects_behind_by_processor``)
     """
 
     ROLE: ClassVar[str] = "reconcile"
@@ -574,6 +580,7 @@ class ReconcileConfig(_Config):
     inventory_bucket_name: str | None = None
     inventory_prefix: str | None = None
     processor_names: tuple[str, ...] = ()
+    processor_targets: tuple[EffectTarget, ...] = ()
 
     @property
     def scope(self) -> Scope:
@@ -616,7 +623,24 @@ class ReconcileConfig(_Config):
         _put(env, INVENTORY_BUCKET_NAME, self.inventory_bucket_name)
         _put(env, INVENTORY_PREFIX, self.inventory_prefix)
         _put(env, PROCESSOR_NAMES, ",".join(self.processor_names))
+        if self.processor_targets:
+            env[PROCESSOR_TARGETS] = targets_json(
+                [dataclasses.asdict(t) for t in self.processor_targets]
+            )
         return env
+
+
+def _targets(
+    env: Mapping[str, str], entries: Sequence[ProcessorEntry], problems: list[str]
+) -> tuple[EffectTarget, ...]:
+    raw = env.get(PROCESSOR_TARGETS)
+    if not raw:
+        return parse_targets(targets_json([e.as_dict() for e in entries]))
+    try:
+        return parse_targets(raw)
+    except ValueError as exc:
+        problems.append(str(exc))
+        return ()
 
 
 def _reconcile_values(env: Mapping[str, str], problems: list[str]) -> dict[str, Any]:
@@ -636,7 +660,9 @@ def _reconcile_values(env: Mapping[str, str], problems: list[str]) -> dict[str, 
     except ValueError as exc:
         problems.append(str(exc))
     listed = _names(env.get(PROCESSOR_NAMES))
-    names = listed or tuple(e.name for e in read_processors(env, problems))
+    entries = read_processors(env, problems)
+    names = listed or tuple(e.name for e in entries)
+    targets = _targets(env, entries, problems)
     return {
         "ledger_table_name": ledger_table_name,
         "ingest_queue_url": queue_url,
@@ -646,6 +672,7 @@ def _reconcile_values(env: Mapping[str, str], problems: list[str]) -> dict[str, 
         "inventory_bucket_name": env.get(INVENTORY_BUCKET_NAME) or None,
         "inventory_prefix": env.get(INVENTORY_PREFIX) if INVENTORY_PREFIX in env else None,
         "processor_names": names,
+        "processor_targets": targets,
     }
 
 

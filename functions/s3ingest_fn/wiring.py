@@ -29,7 +29,13 @@ if TYPE_CHECKING:
     )
     from s3ingest_fn.config import IngestConfig as FunctionSettings
     from s3ingest_fn.core.decide import IngestService
-    from s3ingest_fn.core.effects import AppliedChange, EffectRunner, Processor, ProcessorSpec
+    from s3ingest_fn.core.effects import (
+        AppliedChange,
+        EffectRunner,
+        EffectTarget,
+        Processor,
+        ProcessorSpec,
+    )
     from s3ingest_fn.core.hold import HoldPolicy
     from s3ingest_fn.core.model import Result
     from s3ingest_fn.core.ports import DeadLetters, Ledger
@@ -316,12 +322,14 @@ def reconciler(
     clock: Callable[[], float] = time.time,
     scope: BucketScope | None = None,
     processors: Sequence[str] = (),
+    targets: Sequence[EffectTarget] = (),
 ) -> Reconciler:
     """Reconciliation of ``bucket`` against the ledger ``table``, repairs to ``queue_url``: the
     bucket's HEAD and listing, the inventory bucket's objects (and the fan-out's shards) over
     ``s3``, the ledger's Scan over ``dynamodb``, the repairs over ``sqs``; only the keys of
     ``scope`` (the bucket's key filters; None: every key) count; the effects of
-    ``processors`` (names) are checked with the default one's."""
+    ``processors`` (names) are checked with the default one's; rows behind each of
+    ``targets`` are counted."""
     from s3ingest_fn.adapters.dynamo_ledger import DynamoLedgerScanner
     from s3ingest_fn.adapters.inventory import S3InventoryStore
     from s3ingest_fn.adapters.s3_objects import S3Listing, S3Objects
@@ -341,6 +349,7 @@ def reconciler(
         inventory_prefix=inventory_prefix,
         clock=clock,
         scope=scope,
+        targets=targets,
     )
 
 
@@ -659,6 +668,7 @@ def build_reconciler(
         inventory_prefix=inventory[1] if inventory else "",
         scope=found,
         processors=list(settings.processor_names),
+        targets=settings.processor_targets,
     )
 
 

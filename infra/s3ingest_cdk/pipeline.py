@@ -644,6 +644,13 @@ class S3IngestPipeline(Construct):
             )
             if owner is not None
         }
+        if self.processor_names:
+            # reconciliation counts the rows behind each processor (its version and filters,
+            # not its code): docs/reprocess.md
+            targets = fn_config.targets_json(settings.processor_entries())
+            for role in ("reconcile", "reconcile-fan-out", "backfill-control"):
+                if role in self.functions:
+                    self.functions[role].add_environment(fn_config.PROCESSOR_TARGETS, targets)
         named = [n for n in self.processor_names if n != DEFAULT_PROCESSOR_NAME]
         if named:
             # reconciliation reads each processor's effect state with the row (its Scan

@@ -31,6 +31,7 @@ TERMINAL = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
 SETTINGS_ENVIRONMENT = (
     fn_config.PROCESSOR,
     fn_config.PROCESSORS,
+    fn_config.PROCESSOR_TARGETS,
     fn_config.HOLD,
     fn_config.TRAIL_LENGTH,
     fn_config.OUTPUT_BUCKET,

@@ -582,6 +582,9 @@ class LocalRuntime:
             inventory_prefix=inventory_report_prefix(name),
             scope=self.scope.bucket(name),
             processors=self.service.effects.names if self.service.effects is not None else (),
+            targets=tuple(s.target for s in self.service.effects.specs)
+            if self.service.effects is not None
+            else (),
             clock=clock or time.time,
         )
 

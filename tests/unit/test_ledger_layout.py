@@ -416,8 +416,8 @@ def test_a_scanned_held_effect_keeps_its_hold() -> None:
     assert scanned.named_effects == {}
 
 
-def test_scanned_named_effects_are_the_held_ones_the_summary_the_others() -> None:
-    # GIVEN a row with a held processor, a pending one and a done one
+def test_scanned_named_effects_are_each_processors_own_the_summary_the_unheld_ones() -> None:
+    # GIVEN a row with a held processor, a pending one and a done one (of version 3)
     hold = Hold(change_id="c1", reason="prefix: in/", at=5)
     row = LedgerRow(
         BUCKET,
@@ -429,7 +429,7 @@ def test_scanned_named_effects_are_the_held_ones_the_summary_the_others() -> Non
         named_effects={
             "audit": Effect("held", hold=hold),
             "mirror": Effect("pending", 3, 11),
-            "thumbs": Effect("done", done_change_id="c1"),
+            "thumbs": Effect("done", done_change_id="c1", version=3),
         },
     )
     item = item_of(row)
@@ -437,8 +437,13 @@ def test_scanned_named_effects_are_the_held_ones_the_summary_the_others() -> Non
     scanner = DynamoLedgerScanner(None, "t", ["audit", "mirror", "thumbs"])  # type: ignore[arg-type]
     projected = {k: v for k, v in item.items() if k in scanner._attributes}
     scanned = _scanned_row(projected, BUCKET, named=True)
-    # THEN the held effect is apart, with its hold, and the summary is the pending one
-    assert scanned.named_effects == {"audit": Effect("held", hold=hold)}
+    # THEN each processor's own effect is there (the held one with its hold, the done one
+    # with its version), the summary is the pending one, and the held effect counts once
+    assert scanned.named_effects == {
+        "audit": Effect("held", hold=hold),
+        "mirror": Effect("pending", lease_until_ms=11),
+        "thumbs": Effect("done", version=3),
+    }
     assert scanned.effect == Effect("pending", lease_until_ms=11)
     assert [e.status for e in scanned.effects().values()].count("held") == 1
 

@@ -266,6 +266,50 @@ class Processor(Protocol):
 
 
 @dataclass(frozen=True)
+class EffectTarget:
+    """What judges a processor's effects on rows without its code (reconciliation, the
+    reprocess run): its name, version, key filters and kinds, as :class:`ProcessorSpec`."""
+
+    name: str
+    version: int = 1
+    prefixes: tuple[str, ...] = ()
+    suffixes: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = KINDS
+
+    def concerns(self, key: str, kind: str) -> bool:
+        """Whether a change of ``kind`` (:data:`KINDS`) to ``key`` runs this processor."""
+        return (
+            kind in self.kinds
+            and (not self.prefixes or key.startswith(self.prefixes))
+            and (not self.suffixes or key.endswith(self.suffixes))
+        )
+
+    def behind(self, row: LedgerRow, now_ms: int) -> bool:
+        """Whether ``row``'s change has no completed effect of this processor at its version
+        (CONTRACT C11): the row is present, its key concerns the processor, and the effect is
+        absent (the row predates the processor), ``done`` under a lower version,
+        ``superseded``, or ``pending`` with a lease ended before ``now_ms`` and no waiting
+        changes. Tombstones are never behind (a key deleted before the processor existed is
+        not run), nor are effects held, rejected or skipped by a hold policy, nor ``s3ingest
+        verify``'s canary keys."""
+        if not row.present or row.key.startswith(CANARY_PREFIX):
+            return False
+        if not self.concerns(row.key, CREATED):
+            return False
+        effect = row.effects().get(self.name)
+        if effect is None:
+            return True
+        if effect.status == DONE:
+            return effect.version < self.version
+        if effect.status == SUPERSEDED:
+            return True
+        if effect.status == PENDING and not effect.queue:
+            lease = effect.lease_until_ms
+            return lease is not None and lease < now_ms
+        return False
+
+
+@dataclass(frozen=True)
 class ProcessorSpec:
     """One named processor of a stack: what it runs, for which changes, in which mode.
 
@@ -307,6 +351,11 @@ class ProcessorSpec:
             and (not self.prefixes or key.startswith(self.prefixes))
             and (not self.suffixes or key.endswith(self.suffixes))
         )
+
+    @property
+    def target(self) -> EffectTarget:
+        """The processor as :class:`EffectTarget`."""
+        return EffectTarget(self.name, self.version, self.prefixes, self.suffixes, self.kinds)
 
 
 def load_processor(spec: str) -> Processor:
@@ -415,29 +464,10 @@ class EffectRunner:
         return self._by_name.get(name)
 
     def behind(self, row: LedgerRow, name: str) -> bool:
-        """Whether ``row``'s change has no completed effect of the processor ``name`` at its
-        current version (CONTRACT C11): the row is present, its key concerns the processor,
-        and the effect is absent (the row predates the processor), ``done`` under a lower
-        version, ``superseded``, or ``pending`` with an expired lease and no waiting changes.
-        Tombstones are never behind (a key deleted before the processor existed is not run),
-        nor are effects held, rejected or skipped by a hold policy, nor ``s3ingest verify``'s
-        canary keys."""
+        """:meth:`EffectTarget.behind` for the processor ``name`` now (False for a name not
+        configured)."""
         spec = self._by_name.get(name)
-        if spec is None or not row.present or row.key.startswith(CANARY_PREFIX):
-            return False
-        if not spec.concerns(row.key, CREATED):
-            return False
-        effect = row.effect_of(name)
-        if effect is None:
-            return True
-        if effect.status == DONE:
-            return effect.version < spec.version
-        if effect.status == SUPERSEDED:
-            return True
-        if effect.status == PENDING and not effect.queue:
-            lease = effect.lease_until_ms
-            return lease is not None and lease < self.clock_ms()
-        return False
+        return spec is not None and spec.target.behind(row, self.clock_ms())
 
     def version_of(self, name: str) -> int:
         """The version of the processor named ``name`` (1 for a name no longer configured)."""

@@ -53,6 +53,7 @@ from s3ingest_fn.services.reconcile import (
     ReconcileReport,
     RepairBatch,
 )
+from s3ingest_fn.services.reconcile_run import BEHIND_SAMPLES
 
 WORK_PREFIX = "reconcile-work/"
 DEFAULT_PARTITIONS = 64
@@ -142,7 +143,7 @@ class FanOut:
         now_ms = int(self.r.now() * 1000)
         for row in rows:
             if row.key.startswith(prefix):
-                held.count_held(row, now_ms)
+                held.count_held(row, now_ms, self.r.targets)
         records = (_ledger_record(r, now_ms / 1000) for r in rows)
         written = self._write_shards(
             event["runId"],
@@ -159,6 +160,8 @@ class FanOut:
             "outOfScope": out_of_scope,
             "heldEffects": held.held_effects,
             "heldOldestSeconds": held.held_oldest_seconds,
+            "effectsBehindByProcessor": held.effects_behind_by_processor,
+            "behindSamples": held.behind_samples,
         }
 
     def diff_partition(self, event: dict[str, Any]) -> dict[str, Any]:
@@ -230,6 +233,7 @@ class FanOut:
                 (int(s.get("heldOldestSeconds", 0)) for s in event.get("ledger", [])), default=0
             ),
             "samples": [k for p in parts for k in p.get("samples", [])][:20],
+            **_behind(event.get("ledger", [])),
         }
 
     # -- shards ---------------------------------------------------------------------------
@@ -300,3 +304,19 @@ def _ledger_row(bucket: str, rec: list[Any]) -> LedgerRow:
         change_id=change,
         seq=seq,
     )
+
+
+def _behind(segments: list[dict[str, Any]]) -> dict[str, Any]:
+    """``effects_behind_by_processor`` and ``behind_samples`` over the ledger segments'
+    results: counts summed, samples the first :data:`BEHIND_SAMPLES` of each processor."""
+    counts: dict[str, int] = {}
+    samples: dict[str, list[str]] = {}
+    for segment in segments:
+        for name, n in (segment.get("effectsBehindByProcessor") or {}).items():
+            counts[name] = counts.get(name, 0) + int(n)
+        for name, keys in (segment.get("behindSamples") or {}).items():
+            samples.setdefault(name, []).extend(str(k) for k in keys)
+    return {
+        "effects_behind_by_processor": counts,
+        "behind_samples": {name: keys[:BEHIND_SAMPLES] for name, keys in samples.items()},
+    }

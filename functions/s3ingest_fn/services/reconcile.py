@@ -22,7 +22,7 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 
 from s3ingest_fn.core.diff import (
@@ -34,6 +34,7 @@ from s3ingest_fn.core.diff import (
     bucket_truth,
     diff,
 )
+from s3ingest_fn.core.effects import EffectTarget
 from s3ingest_fn.core.model import InventoryRow, TransientError
 from s3ingest_fn.core.ports import Bucket, BucketListing, InventoryStore, LedgerScanner, RepairQueue
 from s3ingest_fn.core.row import LedgerRow
@@ -120,6 +121,9 @@ class Reconciler:
         Epoch seconds.
     scope : BucketScope or None
         The bucket's key filters (only keys in it count); None: every key.
+    targets : sequence of EffectTarget
+        The configured processors: rows behind each are counted
+        (:attr:`ReconcileReport.effects_behind_by_processor`), never repaired.
     """
 
     def __init__(
@@ -137,8 +141,10 @@ class Reconciler:
         inventory_prefix: str = "",
         clock: Callable[[], float] = time.time,
         scope: BucketScope | None = None,
+        targets: Sequence[EffectTarget] = (),
     ) -> None:
         self.objects, self.listing, self.inventory = objects, listing, inventory
+        self.targets = tuple(targets)
         self.repairs, self.scanner = repairs, scanner
         self.bucket, self.table, self.queue_url = bucket, table, queue_url
         self.inventory_bucket, self.inventory_prefix = inventory_bucket, inventory_prefix
@@ -250,7 +256,7 @@ class Reconciler:
             if not contains(key):
                 report.out_of_scope_row(key)
                 continue
-            report.count_held(row, now_ms)
+            report.count_held(row, now_ms, self.targets)
             yield row
 
     # -- the bucket's state -------------------------------------------------------------

@@ -49,6 +49,7 @@ from s3ingest_fn.core.diff import (
     classify_unrecorded,
     suspect_sequencer,
 )
+from s3ingest_fn.core.effects import EffectTarget
 from s3ingest_fn.core.model import TransientError
 from s3ingest_fn.core.ports import BucketListing, ListingPage
 from s3ingest_fn.core.row import Effect, LedgerRow
@@ -275,6 +276,7 @@ class ListingReconciler(Repairs, Protocol):
     bucket: str
     scope: BucketScope
     listing: BucketListing
+    targets: tuple[EffectTarget, ...]
 
     def now(self) -> float:
         """Epoch seconds."""
@@ -525,7 +527,7 @@ class _Run:
                 if not contains(key):
                     report.out_of_scope_row(key)
                     continue
-                report.count_held(row, now_ms)
+                report.count_held(row, now_ms, r.targets)
                 kept.append(row)
             report.ledger_rows += len(kept)
             self.spill.add(kept, now_ms / 1000)

@@ -10,7 +10,7 @@ for them. :class:`RepairBatch` asks its reconciler only for what :class:`Repairs
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -22,6 +22,7 @@ from s3ingest_fn.core.diff import (
     Drift,
     Truth,
 )
+from s3ingest_fn.core.effects import EffectTarget
 from s3ingest_fn.core.row import HELD, LedgerRow
 
 LISTING = "listing"
@@ -33,6 +34,8 @@ DEFAULT_MARGIN_MS = {LISTING: 60_000, INVENTORY: 3_600_000}
 CONFIRM_BATCH = 1000
 #: Confirmed differences kept as the report's samples.
 SAMPLES = 20
+#: Keys kept per processor as samples of the rows behind it.
+BEHIND_SAMPLES = 5
 
 #: ``progress(phase, count)``: see :meth:`~s3ingest_fn.services.reconcile.Reconciler.run`.
 Progress = Callable[[str, int], None]
@@ -135,6 +138,12 @@ class ReconcileReport:
     #: after they were written): reported, never repaired; the first few keys as samples.
     out_of_scope: int = 0
     out_of_scope_samples: list[str] = field(default_factory=list)
+    #: Rows behind each configured processor (:meth:`~s3ingest_fn.core.effects.EffectTarget.behind`:
+    #: no state for it, done under a lower version, superseded, an ended lease): counted and
+    #: sampled, never repaired here (``s3ingest reprocess`` does the work; C11, C12).
+    effects_behind_by_processor: dict[str, int] = field(default_factory=dict)
+    #: The first :data:`BEHIND_SAMPLES` keys behind each processor.
+    behind_samples: dict[str, list[str]] = field(default_factory=dict)
     #: The listing run's id (resume it with the same id and work directory), or None.
     run_id: str | None = None
     #: Whether the run continued from a checkpoint (or returned a finished run's report).
@@ -149,12 +158,25 @@ class ReconcileReport:
         else:
             self.drift[drift.kind] += 1
 
-    def count_held(self, row: LedgerRow, now_ms: int) -> None:
+    def count_held(self, row: LedgerRow, now_ms: int, targets: Sequence[EffectTarget] = ()) -> None:
         """Count the row's held effects (:func:`held_ages`) in :attr:`held_effects` and
-        :attr:`held_oldest_seconds`."""
+        :attr:`held_oldest_seconds`, and each of ``targets`` (the configured processors) the
+        row is behind in :attr:`effects_behind_by_processor`."""
         for age in held_ages(row, now_ms):
             self.held_effects += 1
             self.held_oldest_seconds = max(self.held_oldest_seconds, age)
+        for target in targets:
+            if target.behind(row, now_ms):
+                self.behind(target.name, row.key)
+
+    def behind(self, processor: str, key: str, n: int = 1) -> None:
+        """Count ``n`` rows behind ``processor``, ``key`` the first of them (a sample)."""
+        self.effects_behind_by_processor[processor] = (
+            self.effects_behind_by_processor.get(processor, 0) + n
+        )
+        samples = self.behind_samples.setdefault(processor, [])
+        if len(samples) < BEHIND_SAMPLES:
+            samples.append(key)
 
     @property
     def drift_total(self) -> int:
@@ -167,6 +189,8 @@ class ReconcileReport:
         out["drift"] = dict(self.drift)
         out["samples"] = list(self.samples)
         out["out_of_scope_samples"] = list(self.out_of_scope_samples)
+        out["effects_behind_by_processor"] = dict(self.effects_behind_by_processor)
+        out["behind_samples"] = {p: list(k) for p, k in self.behind_samples.items()}
         out["drift_total"] = self.drift_total
         return out
 
@@ -238,6 +262,14 @@ def combine_reports(reports: list[ReconcileReport]) -> dict[str, Any]:
     for name in SUMMED:
         out[name] = sum(getattr(r, name) for r in reports)
     out["held_oldest_seconds"] = max((r.held_oldest_seconds for r in reports), default=0)
+    behind: dict[str, int] = {}
+    samples: dict[str, list[str]] = {}
+    for r in reports:
+        for name, n in r.effects_behind_by_processor.items():
+            behind[name] = behind.get(name, 0) + n
+            samples.setdefault(name, []).extend(r.behind_samples.get(name, []))
+    out["effects_behind_by_processor"] = behind
+    out["behind_samples"] = {name: keys[:BEHIND_SAMPLES] for name, keys in samples.items()}
     return out
 
 

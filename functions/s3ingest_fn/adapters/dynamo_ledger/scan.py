@@ -30,6 +30,7 @@ from s3ingest_fn.adapters.dynamo_ledger.layout import (
     _FX_HOLD,
     _FX_LEASE,
     _FX_STATUS,
+    _FX_VERSION,
     _LEGACY_MARK,
     _SEQ,
     _STATE,
@@ -40,6 +41,7 @@ from s3ingest_fn.adapters.dynamo_ledger.layout import (
     _ph,
     effect_attributes,
     hold_attribute,
+    version_attribute,
 )
 from s3ingest_fn.core.model import TransientError
 from s3ingest_fn.core.ports import SegmentPage
@@ -76,10 +78,11 @@ def _scanned_row(item: Mapping[str, Any], bucket: str, named: bool = False) -> L
     built by one positional call, the fields in :class:`LedgerRow`'s order, and no bound
     method is allocated per row; ``test_ledger_layout`` checks it against
     :func:`row_from_item`). With several processors the row's ``effect`` is the
-    :func:`~s3ingest_fn.core.row.summary_effect` of those not held, and its ``named_effects``
-    are the held ones (with their :class:`~s3ingest_fn.core.row.Hold`), by processor name, so
-    :meth:`~s3ingest_fn.core.row.LedgerRow.effects` holds each held effect once (a held effect
-    is no drift: the summary of the others decides the diff as before)."""
+    :func:`~s3ingest_fn.core.row.summary_effect` of those not held (a held effect is no drift:
+    the summary of the others decides the diff as before), and its ``named_effects`` are every
+    processor's own effect (the default one's too, with its held change and version), by name,
+    so :meth:`~s3ingest_fn.core.row.LedgerRow.effects` gives each processor's effect once (held
+    ones counted, versions judged: :meth:`~s3ingest_fn.core.effects.EffectTarget.behind`)."""
     if _LEGACY_MARK in item:
         return _legacy_row({name: _plain(av) for name, av in item.items()})
     version, etag, updated = item.get(_VERSION), item.get(_ETAG), item.get(_UPDATED)
@@ -92,9 +95,10 @@ def _scanned_row(item: Mapping[str, Any], bucket: str, named: bool = False) -> L
             _FX_STATUS.get(fx["S"], fx["S"]),
             lease_until_ms=_n(item.get(_FX_LEASE)),
             hold=_hold_of(item.get(_FX_HOLD)) if fx["S"] == _FX_CODES[HELD] else None,
+            version=_n(item.get(_FX_VERSION)) or 1,
         )
     )
-    held: dict[str, Effect] = {}
+    effects: dict[str, Effect] = {}
     if named and any(a.startswith(f"{_FX}:") for a in item):
         effects = {
             a[len(_FX) + 1 :]: Effect(
@@ -103,13 +107,14 @@ def _scanned_row(item: Mapping[str, Any], bucket: str, named: bool = False) -> L
                 hold=_hold_of(item.get(f"{_FX_HOLD}:{a[len(_FX) + 1 :]}"))
                 if av["S"] == _FX_CODES[HELD]
                 else None,
+                version=_n(item.get(f"{_FX_VERSION}:{a[len(_FX) + 1 :]}")) or 1,
             )
             for a, av in item.items()
             if a.startswith(f"{_FX}:")
         }
         if effect is not None:
             effects[DEFAULT_PROCESSOR] = effect
-        held = {name: e for name, e in effects.items() if e.status == HELD}
+        held = {name for name, e in effects.items() if e.status == HELD}
         effect = summary_effect({n: e for n, e in effects.items() if n not in held})
     return LedgerRow(
         bucket,
@@ -133,7 +138,7 @@ def _scanned_row(item: Mapping[str, Any], bucket: str, named: bool = False) -> L
         None,  # change_id
         None,  # change_seq
         effect,
-        held,  # named_effects: the held ones (several processors)
+        effects,  # named_effects: every processor's own (several processors)
     )
 
 
@@ -229,10 +234,21 @@ class DynamoLedgerScanner:
                 a for a in _DIFF_ATTRIBUTES if a not in (_FX, _FX_LEASE, _FX_HOLD, "fx", "fx_lease")
             )
         )
-        # each processor's status, lease and (when held) held change: held effects are counted
-        # (reconciliation's held_effects and held_oldest_seconds), never repaired
-        self._attributes = base + tuple(
-            a for p in named for a in (*effect_attributes(p)[0:3:2], hold_attribute(p))
+        # each processor's status, lease, (when held) held change and version: held effects
+        # are counted (reconciliation's held_effects and held_oldest_seconds), never repaired;
+        # rows behind a processor are counted (effects_behind_by_processor)
+        self._attributes = (
+            base
+            + ((_FX_VERSION,) if _FX in base else ())
+            + tuple(
+                a
+                for p in named
+                for a in (
+                    *effect_attributes(p)[0:3:2],
+                    hold_attribute(p),
+                    version_attribute(p),
+                )
+            )
         )
 
     def pages(self, bucket: str, segment: int, total: int) -> Iterator[list[LedgerRow]]:
