@@ -253,7 +253,9 @@ class ProcessorEntry:
     (in-process, ``package.module:function``), ``function_arn`` (a Lambda function) or
     ``handler`` (the local runtime: a Lambda handler run in-process); ``hold_json`` is the
     entry's own hold policy as compact JSON (``"null"``: explicitly none; None: the entry names
-    none, the stack's ``HOLD`` applies). ``extra`` keeps any other key, sorted, as JSON."""
+    none, the stack's ``HOLD`` applies); ``version`` the processor's version (``version``, 1
+    and up; None: the entry names none, version 1). ``extra`` keeps any other key, sorted, as
+    JSON."""
 
     name: str
     module: str | None = None
@@ -265,6 +267,7 @@ class ProcessorEntry:
     kinds: tuple[str, ...] | None = None
     timeout_seconds: int | None = None
     hold_json: str | None = None
+    version: int | None = None
     extra: tuple[tuple[str, str], ...] = ()
 
     _KEYS: ClassVar[dict[str, str]] = {
@@ -277,6 +280,7 @@ class ProcessorEntry:
         "suffixes": "suffixes",
         "kinds": "kinds",
         "timeoutSeconds": "timeout_seconds",
+        "version": "version",
     }
 
     @classmethod
@@ -286,7 +290,8 @@ class ProcessorEntry:
         Raises
         ------
         ValueError
-            When the entry has no name.
+            When the entry has no name, or a ``version`` that is not a whole number of at
+            least 1.
         """
         name = entry.get("name")
         if not isinstance(name, str) or not name:
@@ -300,6 +305,11 @@ class ProcessorEntry:
                 value = tuple(str(v) for v in value)
             elif attr == "timeout_seconds":
                 value = int(value)
+            elif attr == "version":
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    raise ValueError(
+                        f"processor {name!r}: version {value!r} is not a whole number of at least 1"
+                    )
             else:
                 value = str(value)
             values[attr] = value
@@ -417,7 +427,8 @@ class IngestConfig(_Config):
     scope_json : str or None
         ``SCOPE``: the buckets and key filters ingested (:meth:`Scope.to_json`)
     processors : tuple of ProcessorEntry
-        ``PROCESSORS``, or ``PROCESSOR`` as the one entry ``default`` (``single`` True)
+        ``PROCESSORS``, or ``PROCESSOR`` as the one entry ``default`` (``single`` True; a
+        versioned single processor comes as ``PROCESSORS``, ``PROCESSOR`` names no version)
     hold_json : str or None
         ``HOLD``: the stack-wide hold policy (JSON)
     trail_length : int or None
@@ -472,7 +483,7 @@ class IngestConfig(_Config):
         _put(env, RECORD_CONCURRENCY, self.record_concurrency)
         _put(env, BUCKET_NAME, self.bucket_name)
         _put(env, SCOPE, self.scope_json)
-        if self.single and len(self.processors) == 1:
+        if self.single and len(self.processors) == 1 and self.processors[0].version is None:
             _put(env, PROCESSOR, self.processors[0].module)
         elif self.processors:
             env[PROCESSORS] = ProcessorEntry.to_json(self.processors)

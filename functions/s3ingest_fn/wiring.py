@@ -181,8 +181,9 @@ def processor_specs(
 ) -> list[ProcessorSpec]:
     """:class:`~s3ingest_fn.core.effects.ProcessorSpec` of each entry: ``module`` imported
     in-process; ``functionArn`` invoked synchronously through ``lambda_client(timeout_s)``
-    (a Lambda client); ``handler`` (local runtime) invoked in-process as a Lambda handler.
-    ``wrap(name, call)`` decorates each call (the local runtime records the runs).
+    (a Lambda client); ``handler`` (local runtime) invoked in-process as a Lambda handler; with
+    the entry's ``version`` (default 1). ``wrap(name, call)`` decorates each call (the local
+    runtime records the runs).
 
     Raises
     ------
@@ -228,6 +229,7 @@ def processor_specs(
                 suffixes=tuple(entry.get("suffixes") or ()),
                 kinds=tuple(entry.get("kinds") or KINDS),
                 timeout_ms=timeout_ms,
+                version=int(entry.get("version") or 1),
             )
         )
     return specs

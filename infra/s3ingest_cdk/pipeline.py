@@ -116,6 +116,11 @@ class S3IngestPipeline(Construct):
     processor : str, optional
         ``"package.module:function"`` run for every applied change (CONTRACT C11); the same as
         ``processors=[ProcessorConfig("default", module=processor)]``.
+    processor_version : int, optional
+        ``processor``'s version (1 and up, default 1; the ``processorVersion`` setting): raise
+        it when the processor's code changes so that the outputs of earlier code are stale.
+        Above 1, the functions get the processor as ``PROCESSORS`` (with its version) instead
+        of ``PROCESSOR``. A :class:`~s3ingest_cdk.ProcessorConfig` has its own ``version``.
     processors : sequence of s3ingest_cdk.ProcessorConfig, optional
         Several named processors (the ``processors`` setting), each with its key filters and
         delivery mode: the team's own Lambda function (``function`` or ``function_arn``,
@@ -223,6 +228,7 @@ class S3IngestPipeline(Construct):
         bucket: s3.IBucket | None = None,
         buckets: Sequence[BucketSpec | LandingBucketSource] = _DEFAULT.buckets,
         processor: str | None = _DEFAULT.processor,
+        processor_version: int = _DEFAULT.processor_version,
         processors: Sequence[ProcessorConfig] = (),
         processor_policy_statements: Sequence[iam.PolicyStatement] = (),
         hold: Mapping[str, Any] | None = _DEFAULT.hold,
@@ -310,6 +316,7 @@ class S3IngestPipeline(Construct):
             ledger_warm_write_units=ledger_warm_write_units,
             alarm_email=alarm_email,
             processor=processor,
+            processor_version=processor_version,
             processor_package_dir=processor_package_dir,
             processors=tuple(entries),
             processor_policy_statements=tuple(statements),

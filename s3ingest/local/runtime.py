@@ -434,8 +434,8 @@ class LocalRuntime:
     def settings_env(self) -> dict[str, str]:
         """What the settings and the buckets add to a function's environment: ``SCOPE``
         (:meth:`Resources.scope`), ``INVENTORIES`` (the stack's inventory of each bucket),
-        ``CHECKPOINT_BUCKET_NAME`` (the inventory bucket), ``PROCESSOR`` (the single
-        ``processor`` setting) or ``PROCESSORS`` (several), ``OUTPUT_BUCKET``, ``HOLD`` and
+        ``CHECKPOINT_BUCKET_NAME`` (the inventory bucket), ``PROCESSORS`` or ``PROCESSOR`` (as
+        the stack: :attr:`Settings.processors_variable`), ``OUTPUT_BUCKET``, ``HOLD`` and
         ``TRAIL_LENGTH`` (:meth:`~s3ingest.settings.Settings.hold_env`), ``LOG_KEYS``."""
         r = self.resources
         inventories = [
@@ -448,10 +448,10 @@ class LocalRuntime:
             fn_config.CHECKPOINT_BUCKET_NAME: r.inventory_bucket,
             fn_config.LOCAL_RECORDER: self.recorder_key,
         }
-        if self.settings.processor:
-            env[fn_config.PROCESSOR] = self.settings.processor
-        elif self.settings.processor_entries():
+        if self.settings.processors_variable:
             env[fn_config.PROCESSORS] = json.dumps(self.settings.processor_entries())
+        elif self.settings.processor:
+            env[fn_config.PROCESSOR] = self.settings.processor
         if self.settings.processor_entries() and self.resources.output_bucket:
             env[fn_config.OUTPUT_BUCKET] = self.resources.output_bucket
         if r.read_roles:

@@ -42,6 +42,7 @@ DEFAULTS: dict[str, Any] = {
     "ledgerWarmWriteUnits": None,
     "alarmEmail": None,
     "processor": None,
+    "processorVersion": 1,
     "processorPackageDir": None,
     "processors": None,
     "processorPolicyStatements": None,

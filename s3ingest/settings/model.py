@@ -23,6 +23,7 @@ from s3ingest.settings.context import (
 )
 from s3ingest.settings.processors import (
     DEFAULT_PROCESSOR_NAME,
+    DEFAULT_PROCESSOR_VERSION,
     PROCESSOR_RE,
     PROCESSOR_TIMEOUT_MARGIN_SECONDS,
     compact_json,
@@ -32,6 +33,7 @@ from s3ingest.settings.processors import (
     parse_hold,
     processor_entry,
     processor_settings_problems,
+    version_problem,
 )
 from s3ingest_fn import config as fn_config
 from s3ingest_fn.core.row import MAX_TRAIL
@@ -162,6 +164,11 @@ class Settings:
         The team's effect, ``"package.module:function"``, run by the ingest Lambda for every
         applied change (CONTRACT C11; :mod:`s3ingest_fn.core.effects`). ``None``: no effects, one
         write per event. The repository's example is ``s3ingest_examples.sidecar:process``.
+    processor_version : int
+        The version of ``processor`` (1 and up; default 1). Raise it when the processor's code
+        changes so that the outputs of earlier code are stale: rows whose effect completed
+        under a lower version are behind (``s3ingest reprocess`` brings them up to date). A
+        ``processors`` entry has its own ``"version"``.
     processor_package_dir : str or None
         A directory (relative to the project) whose top-level packages are copied into the
         ingest Lambda's package, for a processor that does not live under ``functions/``.
@@ -262,6 +269,7 @@ class Settings:
     ledger_warm_write_units: int | None = DEFAULTS["ledgerWarmWriteUnits"]
     alarm_email: str | None = DEFAULTS["alarmEmail"]
     processor: str | None = DEFAULTS["processor"]
+    processor_version: int = DEFAULTS["processorVersion"]
     processor_package_dir: str | None = DEFAULTS["processorPackageDir"]
     processors: tuple[dict[str, Any], ...] = ()
     processor_policy_statements: tuple[dict[str, Any], ...] = ()
@@ -314,16 +322,30 @@ class Settings:
         """Every processor of the stack, normalised (:func:`processor_entry`): ``processors``,
         or the single ``processor`` setting as the one entry ``{"name": "default", "mode":
         "latest", "prefixes": [], "suffixes": [], "kinds": ["created", "removed"], "module":
-        processor}``; empty without either. Entries that cannot be read (invalid settings) are
+        processor}`` (with ``"version"`` when ``processorVersion`` is above 1); empty without
+        either. Entries that cannot be read (invalid settings) are
         left out."""
         if not self.processors:
             if self.processor is None:
                 return []
-            raw: Sequence[Any] = [{"name": DEFAULT_PROCESSOR_NAME, "module": self.processor}]
+            single: dict[str, Any] = {"name": DEFAULT_PROCESSOR_NAME, "module": self.processor}
+            if self.processor_version != DEFAULT_PROCESSOR_VERSION:
+                single["version"] = self.processor_version
+            raw: Sequence[Any] = [single]
         else:
             raw = self.processors
         entries = [processor_entry(entry, "")[0] for entry in raw]
         return [entry for entry in entries if entry is not None]
+
+    @property
+    def processors_variable(self) -> bool:
+        """Whether the functions that run the processors get them as ``PROCESSORS`` (the JSON
+        list of :meth:`processor_entries`): with ``processors``, or with a ``processor`` whose
+        ``processorVersion`` is above 1 (``PROCESSOR`` carries the module alone, at version
+        1)."""
+        return bool(self.processors) or (
+            self.processor is not None and self.processor_version != DEFAULT_PROCESSOR_VERSION
+        )
 
     @property
     def holds(self) -> bool:
@@ -587,6 +609,14 @@ class Settings:
             p.append(f"alarmEmail: {self.alarm_email!r} is not an e-mail address")
         if self.processor is not None and not PROCESSOR_RE.match(self.processor):
             p.append(f"processor: {self.processor!r} is not 'package.module:function'")
+        _, version = version_problem(self.processor_version, "processorVersion")
+        if version is not None:
+            p.append(version)
+        elif self.processor_version != DEFAULT_PROCESSOR_VERSION and self.processor is None:
+            p.append(
+                "processorVersion is set but processor is not"
+                + (" (a processors entry takes its own version)" if self.processors else "")
+            )
         p.extend(processor_settings_problems(self))
         rng("lagAlarmSeconds", self.lag_alarm_seconds, 1, SECONDS_PER_DAY)
         p.extend(hold_problems(self.hold))

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from s3ingest.settings.context import to_int
+from s3ingest.settings.context import DEFAULTS, to_int
 from s3ingest_fn.core.hold import hold_errors
 
 if TYPE_CHECKING:
@@ -99,7 +99,10 @@ PROCESSOR_FIELDS = (
     "handler",
     "module",
     "hold",
+    "version",
 )
+#: A processor's version when its entry (or ``processorVersion``) gives none.
+DEFAULT_PROCESSOR_VERSION: int = DEFAULTS["processorVersion"]
 #: How a processor runs: a Lambda function of the team (``functionArn``), a handler of this
 #: repository's bundle the stack deploys as its own function (``handler``), or a module run
 #: in-process by the ingest-side functions (``module``).
@@ -149,6 +152,18 @@ def wildcard_grant_problem(
     )
 
 
+def version_problem(raw: Any, where: str) -> tuple[int, str | None]:
+    """A processor's ``version`` (``raw``; None: the default) as an int >= 1, and the problem
+    of a value that is not one (a bool, a float, 0, a negative, a non-integer string), named by
+    ``where`` (``"processors[0].version"``, ``"processorVersion"``); the default then."""
+    if raw is None:
+        return DEFAULT_PROCESSOR_VERSION, None
+    version = None if isinstance(raw, float) else to_int(raw)
+    if version is None or version < 1:
+        return DEFAULT_PROCESSOR_VERSION, f"{where}: {raw!r} is not a whole number of at least 1"
+    return version, None
+
+
 def is_function_processor(entry: Mapping[str, Any]) -> bool:
     """Whether a ``processors`` entry is a processor function (``functionArn`` or ``handler``),
     invoked with a timeout, rather than an in-process ``module``."""
@@ -161,8 +176,10 @@ def processor_entry(raw: Any, where: str) -> tuple[dict[str, Any] | None, list[s
     Normalised: ``{"name", "mode", "prefixes", "suffixes", "kinds"}``, then ``"timeoutSeconds"``
     for a processor function, then the one of ``functionArn``, ``handler`` or ``module`` it has,
     then its ``"hold"`` policy when it has one (:mod:`s3ingest_fn.core.hold`; without one the
-    stack-wide ``hold`` setting applies to it); defaults filled in (``mode`` ``latest``, no
-    key filters, both kinds, a 30 s timeout). A normalised entry normalises to itself.
+    stack-wide ``hold`` setting applies to it), then its ``"version"`` (an int) when above 1;
+    defaults filled in (``mode`` ``latest``, no key filters, both kinds, a 30 s timeout; the
+    default version 1 is left out, so an entry without one keeps its ``PROCESSORS`` bytes). A
+    normalised entry normalises to itself.
 
     Parameters
     ----------
@@ -259,6 +276,11 @@ def processor_entry(raw: Any, where: str) -> tuple[dict[str, Any] | None, list[s
     if hold is not None:
         entry["hold"] = hold
         problems.extend(hold_problems(hold, f"{where}."))
+    version, problem = version_problem(raw.get("version"), f"{where}.version")
+    if problem is not None:
+        problems.append(problem)
+    elif version != DEFAULT_PROCESSOR_VERSION:
+        entry["version"] = version
     return entry, problems
 
 
@@ -347,12 +369,12 @@ def processor_settings_problems(settings: Settings) -> list[str]:
         p.append(f"processors: {name!r} is named twice")
     entries = settings.processor_entries()
     hold = settings.hold if isinstance(settings.hold, Mapping) else None
-    size = processors_env_size(entries if settings.processors else [], hold)
-    if (settings.processors or hold is not None) and size > MAX_PROCESSORS_ENV_BYTES:
+    # PROCESSORS carries the processors setting, or the single processor at a version above 1
+    carried = settings.processors_variable
+    size = processors_env_size(entries if carried else [], hold)
+    if (carried or hold is not None) and size > MAX_PROCESSORS_ENV_BYTES:
         what = " and ".join(
-            name
-            for name, used in (("PROCESSORS", settings.processors), ("HOLD", hold is not None))
-            if used
+            name for name, used in (("PROCESSORS", carried), ("HOLD", hold is not None)) if used
         )
         what += " environment variables" if " and " in what else " environment variable"
         p.append(

@@ -86,6 +86,13 @@ DESCRIPTIONS: dict[str, str] = {
         "([effects](processors.md)); with it, `functionTimeoutSeconds` and "
         "`backfillFunctionTimeoutSeconds` must be at least 10"
     ),
+    "processorVersion": (
+        "the version of `processor`, a whole number of at least 1: raise it when the processor's "
+        "code changes so that the outputs of its earlier code are stale. Rows whose effect "
+        "completed under a lower version are then behind, and `s3ingest reprocess --processor "
+        "default` brings them up to date ([versions](processors.md#versions)); a `processors` "
+        "entry has its own `version`"
+    ),
     "processorPackageDir": (
         "a directory whose top-level packages are copied into the Lambda package, for a "
         "processor (or a `module`/`handler` of `processors`) outside `functions/`; with it set, "
@@ -276,6 +283,11 @@ PROCESSOR_DESCRIPTIONS: dict[str, str] = {
     "hold": (
         "this processor's own hold for review policy (the form of the `hold` setting); without "
         "it the stack-wide `hold` applies"
+    ),
+    "version": (
+        "a whole number of at least 1 (default 1): raise it when outputs of the processor's "
+        "earlier code are stale; rows done under a lower version are behind until `s3ingest "
+        "reprocess --processor NAME` ([versions](processors.md#versions))"
     ),
 }
 

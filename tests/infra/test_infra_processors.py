@@ -527,6 +527,80 @@ def test_a_processor_config_keeps_its_hold() -> None:
     assert "hold" not in ProcessorConfig("plain", module="a.b:c").to_entry()
 
 
+def test_a_processor_config_keeps_its_version() -> None:
+    config = ProcessorConfig("thumbs", module="a.b:c", version=3)
+    entry = config.to_entry()
+    assert entry["version"] == 3
+    assert ProcessorConfig.from_entry(entry) == config
+    # the default version leaves the entry as it was
+    assert "version" not in ProcessorConfig("plain", module="a.b:c", version=1).to_entry()
+
+
+def _variables(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each function's environment variables that name a processor, by logical id."""
+    found = {
+        logical_id: resource["Properties"].get("Environment", {}).get("Variables", {})
+        for logical_id, resource in template["Resources"].items()
+        if resource["Type"] == "AWS::Lambda::Function"
+    }
+    return {k: v for k, v in found.items() if {"PROCESSOR", "PROCESSORS"} & set(v)}
+
+
+def test_versions_reach_the_functions_that_run_the_processors(tmp_path: Path) -> None:
+    module = "s3ingest_examples.sidecar:process"
+    # GIVEN the single processor at version 2, and a processors entry at version 3
+    app, stack, _team = _team_stack(tmp_path / "single")
+    S3IngestPipeline(
+        stack,
+        "Ingest",
+        code=lambda_.Code.from_inline(INLINE),
+        processor=module,
+        processor_version=2,
+    )
+    single = _variables(_template(app, stack))
+    app, stack, _team = _team_stack(tmp_path / "listed")
+    S3IngestPipeline(
+        stack,
+        "Ingest",
+        code=lambda_.Code.from_inline(INLINE),
+        processors=[ProcessorConfig("thumbs", module=module, version=3)],
+    )
+    listed = _variables(_template(app, stack))
+    # THEN every function that runs it (ingest, backfill, listing shard) gets PROCESSORS with
+    # the version, and the single processor no PROCESSOR beside it
+    assert len(single) == len(listed) == 3
+    for variables in single.values():
+        assert "PROCESSOR" not in variables
+        (entry,) = json.loads(variables["PROCESSORS"])
+        assert (entry["name"], entry["module"], entry["version"]) == ("default", module, 2)
+    for variables in listed.values():
+        (entry,) = json.loads(variables["PROCESSORS"])
+        assert (entry["name"], entry["version"]) == ("thumbs", 3)
+
+
+def test_version_props_problems(tmp_path: Path) -> None:
+    _app, stack, _team = _team_stack(tmp_path)
+    with pytest.raises(SettingsError) as caught:
+        S3IngestPipeline(
+            stack,
+            "Ingest",
+            code=lambda_.Code.from_inline(INLINE),
+            processor="a.b:c",
+            processor_version=0,
+        )
+    assert caught.value.problems == ["processorVersion: 0 is not a whole number of at least 1"]
+    with pytest.raises(SettingsError) as caught:
+        S3IngestPipeline(
+            stack,
+            "Other",
+            code=lambda_.Code.from_inline(INLINE),
+            processors=[ProcessorConfig("thumbs", module="a.b:c", version=True)],
+        )
+    assert caught.value.problems == [
+        "processors[0].version: True is not a whole number of at least 1"
+    ]
+
+
 def test_the_teams_wildcard_actions_are_left_to_the_team(tmp_path: Path) -> None:
     # GIVEN an in-process processor whose statements use wildcards (actions and resources)
     app, stack = _build(

@@ -26,6 +26,7 @@ ENTRIES = (
     ProcessorEntry.of(
         {"name": "audit", "functionArn": "arn:f", "timeoutSeconds": 12, "hold": None}
     ),
+    ProcessorEntry.of({"name": "index", "module": "pkg.mod:index", "version": 3}),
 )
 
 
@@ -145,6 +146,33 @@ def test_the_single_processor_is_written_back_as_processor() -> None:
     assert [e.as_dict() for e in found.processors] == [{"name": "default", "module": "pkg.mod:fn"}]
     assert found.to_env()[config.PROCESSOR] == "pkg.mod:fn"
     assert config.PROCESSORS not in found.to_env()
+
+
+def test_a_processor_entry_carries_its_version_through_processors() -> None:
+    model = IngestConfig(ledger_table_name="t", dead_letter_queue_url="dlq", processors=ENTRIES)
+    env = model.to_env()
+    assert [e.get("version") for e in wiring.processor_entries(env)] == [None, None, 3]
+    again = IngestConfig.from_env(env)
+    assert again == model and [e.version for e in again.processors] == [None, None, 3]
+    # a versioned single processor is written as PROCESSORS: PROCESSOR names no version
+    single = ProcessorEntry.of({"name": "default", "module": "pkg.mod:fn", "version": 2})
+    written = IngestConfig("t", "dlq", processors=(single,), single=True).to_env()
+    assert config.PROCESSOR not in written
+    assert IngestConfig.from_env(written).processors == (single,)
+
+
+@pytest.mark.parametrize("version", [0, -3, True, 2.0, "2"])
+def test_a_processor_entry_version_that_is_no_whole_number_is_a_problem(version: object) -> None:
+    env = {
+        config.LEDGER_TABLE_NAME: "t",
+        config.DEAD_LETTER_QUEUE_URL: "dlq",
+        config.PROCESSORS: config.compact([{"name": "p", "module": "m:f", "version": version}]),
+    }
+    with pytest.raises(ConfigError) as info:
+        IngestConfig.from_env(env)
+    assert info.value.problems == (
+        f"PROCESSORS: processor 'p': version {version!r} is not a whole number of at least 1",
+    )
 
 
 def test_the_inventories_of_a_reconcile_configuration() -> None:

@@ -182,7 +182,7 @@ def test_names_are_unique() -> None:
 def test_unknown_field() -> None:
     assert _entry_problem(name="a", functionArn=ARN, prefix=["in/"]) == (
         "processors[0].prefix: unknown field (known: name, mode, prefixes, suffixes, kinds, "
-        "timeoutSeconds, functionArn, handler, module, hold)"
+        "timeoutSeconds, functionArn, handler, module, hold, version)"
     )
 
 
@@ -286,6 +286,59 @@ def test_a_module_has_no_timeout() -> None:
         "processors[0].timeoutSeconds: only a processor function (functionArn or handler) has a "
         "timeout; a module runs within the ingest-side functions' own"
     )
+
+
+@pytest.mark.parametrize(("given", "version"), [(2, 2), ("3", 3), (" 4 ", 4), (1, None)])
+def test_an_entry_version_is_read_and_the_default_left_out(given: Any, version: Any) -> None:
+    settings = Settings.from_context({"processors": [{"name": "a", "module": MODULE}]})
+    plain = settings.processor_entries()[0]
+    raw = {"name": "a", "module": MODULE, "version": given}
+    entry = Settings.from_context({"processors": [raw]}).processor_entries()[0]
+    # version 1 leaves the entry (and so the PROCESSORS bytes) as without one
+    assert entry == (plain if version is None else {**plain, "version": version})
+    assert processor_entry(entry, "")[0] == entry  # normalised entries normalise to themselves
+
+
+@pytest.mark.parametrize("version", [0, -1, True, False, 2.0, 1.5, "two", "", "2.5"])
+def test_an_entry_version_that_is_no_whole_number_of_at_least_1(version: Any) -> None:
+    assert _entry_problem(name="a", module=MODULE, version=version) == (
+        f"processors[0].version: {version!r} is not a whole number of at least 1"
+    )
+
+
+def test_the_single_processor_version_is_the_default_entrys() -> None:
+    settings = Settings.from_context({"processor": MODULE, "processorVersion": "3"})
+    assert settings.processor_version == 3
+    (entry,) = settings.processor_entries()
+    assert (entry["name"], entry["module"], entry["version"]) == ("default", MODULE, 3)
+    # at version 1 PROCESSOR carries the processor; above it, PROCESSORS (with the version)
+    assert settings.processors_variable
+    assert not Settings.from_context({"processor": MODULE}).processors_variable
+    assert "version" not in Settings(processor=MODULE, processor_version=1).processor_entries()[0]
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [
+        ("x", "processorVersion: expected a whole number, got 'x'"),
+        ("1.5", "processorVersion: expected a whole number, got '1.5'"),
+        (1.5, "processorVersion: expected a whole number, got 1.5"),
+        (True, "processorVersion: expected a whole number, got True"),
+        (0, "processorVersion: 0 is not a whole number of at least 1"),
+        ("-2", "processorVersion: -2 is not a whole number of at least 1"),
+    ],
+)
+def test_processor_version_problems(version: Any, expected: str) -> None:
+    assert _one_problem(processor=MODULE, processorVersion=version) == expected
+
+
+def test_processor_version_needs_the_single_processor() -> None:
+    assert _one_problem(processorVersion=2) == "processorVersion is set but processor is not"
+    entries = [{"name": "a", "module": MODULE, "version": 2}]
+    assert _one_problem(processorVersion=2, processors=entries) == (
+        "processorVersion is set but processor is not (a processors entry takes its own version)"
+    )
+    assert Settings.from_context({"processorVersion": 1}).processor_entries() == []
 
 
 def test_problems_of_several_entries_are_reported_together() -> None:
@@ -474,3 +527,25 @@ def test_a_processors_list_too_large_for_the_lambda_environment_is_a_problem() -
     entries = Settings.from_context({"processors": json.dumps(few)}).processor_entries()
     # a deployed handler counts as the ARN it becomes
     assert processors_env_size(entries) > len(json.dumps(entries[:3], separators=(",", ":")))
+
+
+def test_versions_are_counted_in_the_processors_variable() -> None:
+    arn = "arn:aws:lambda:eu-west-1:123456789012:function:team-notifier-{i}"
+    prefixes = ["incoming/region-a/", "incoming/region-b/", "archive/2026/"]
+    entries = tuple(
+        {"name": f"p{i}", "functionArn": arn.format(i=i), "prefixes": prefixes} for i in range(10)
+    )
+    versioned = tuple({**e, "version": 10**12} for e in entries)
+    grown = processors_env_size(Settings(processors=versioned).processor_entries())
+    assert grown - processors_env_size(Settings(processors=entries).processor_entries()) == (
+        len(',"version":1000000000000') * len(entries)
+    )
+    # the versions take the list past the budget
+    assert Settings(processors=entries).problems() == []
+    (problem,) = Settings(processors=versioned).problems()
+    assert problem.startswith("processors: the PROCESSORS environment variable would take")
+    # the single processor at a version above 1 is carried (and counted) as PROCESSORS too
+    hold = {"prefixes": [f"held/{i:04}/" + "x" * 40 for i in range(46)]}
+    assert Settings(processor=MODULE, hold=hold).problems() == []
+    (problem,) = Settings(processor=MODULE, processor_version=2, hold=hold).problems()
+    assert problem.startswith("hold: the PROCESSORS and HOLD environment variables would take")

@@ -67,6 +67,10 @@ class ProcessorConfig:
         This processor's hold for review policy, in the settings form of
         :mod:`s3ingest_fn.core.hold` (``{"deletes": True}``, ``{"prefixes": ["published/"]}``,
         ...; ``docs/hold.md``); None: the pipeline's ``hold`` applies.
+    version : int
+        The processor's version (1 and up, default 1): raise it when its code changes so that
+        the outputs of earlier code are stale; rows done under a lower version are then behind
+        (``docs/processors.md``).
     """
 
     name: str
@@ -80,6 +84,7 @@ class ProcessorConfig:
     handler: str | None = None
     module: str | None = None
     hold: Mapping[str, Any] | None = None
+    version: int = 1
 
     def to_entry(self) -> dict[str, Any]:
         """The ``processors`` setting entry (context form); ``function`` becomes
@@ -111,6 +116,8 @@ class ProcessorConfig:
                 entry[key] = value
         if self.hold is not None:
             entry["hold"] = dict(self.hold)
+        if self.version != 1 or isinstance(self.version, bool):  # True: the settings refuse it
+            entry["version"] = self.version
         return entry
 
     @classmethod
@@ -127,6 +134,7 @@ class ProcessorConfig:
             handler=entry.get("handler"),
             module=entry.get("module"),
             hold=entry.get("hold"),
+            version=entry.get("version", 1),
         )
 
 
@@ -192,8 +200,9 @@ def ingest_processors(
 ) -> IngestProcessors:
     """What the ingest-side functions get for ``settings``' processors.
 
-    ``PROCESSORS``: with the ``processors`` setting only (the single ``processor`` keeps its
-    ``PROCESSOR`` variable), the JSON list of :meth:`Settings.processor_entries`, a ``handler``
+    ``PROCESSORS``: with the ``processors`` setting, or the single ``processor`` at a
+    ``processorVersion`` above 1 (:attr:`Settings.processors_variable`; at version 1 it keeps
+    its ``PROCESSOR`` variable), the JSON list of :meth:`Settings.processor_entries`, a ``handler``
     entry given as ``functionArn`` of its deployed function (``deployed``). Invoke grants: the
     ``functionArn`` of every processor function, exactly (no version or alias wildcard).
 
@@ -216,7 +225,9 @@ def ingest_processors(
             entry["functionArn"] = deployed[entry["name"]].function_arn
         entries.append(entry)
     return IngestProcessors(
-        environment=Stack.of(scope).to_json_string(entries) if settings.processors else None,
+        environment=(
+            Stack.of(scope).to_json_string(entries) if settings.processors_variable else None
+        ),
         function_arns=tuple(e["functionArn"] for e in entries if is_function_processor(e)),
         in_process=any("module" in e for e in entries),
         statements=tuple(statements),

@@ -48,7 +48,7 @@ class IngestProcessors:
     ----------
     environment : str or None
         The ``PROCESSORS`` variable (JSON, tokens allowed); None with the single ``processor``
-        setting (it keeps ``PROCESSOR``) or no processor.
+        setting at version 1 (it keeps ``PROCESSOR``) or no processor.
     function_arns : tuple of str
         The processor functions it invokes (``lambda:InvokeFunction`` on exactly these).
     in_process : bool
@@ -139,7 +139,8 @@ def grant_ingest_service(
 
     The processor reads the bytes of the change pinned by version or ETag (CONTRACT C8:
     GetObject with ``VersionId`` or ``If-Match``), which the ledger rules' grants already cover.
-    Its output: ``PROCESSOR`` and ``OUTPUT_BUCKET``, and read, write and delete of the output
+    Its output: ``PROCESSOR`` (unless ``PROCESSORS`` carries it: a ``processorVersion`` above
+    1) and ``OUTPUT_BUCKET``, and read, write and delete of the output
     bucket's objects (ListBucket on the bucket, so a missing output reads as 404 rather than 403).
 
     Parameters
@@ -175,8 +176,8 @@ def grant_ingest_service(
     in_process = processor is not None or (processors is not None and processors.in_process)
     if output_bucket is None or not in_process:
         return
-    if processor is not None:
-        function.add_environment(fn_config.PROCESSOR, processor)
+    if processor is not None and (processors is None or processors.environment is None):
+        function.add_environment(fn_config.PROCESSOR, processor)  # else PROCESSORS carries it
     function.add_environment(fn_config.OUTPUT_BUCKET, output_bucket.bucket_name)
     outputs_arn = output_bucket.arn_for_objects("*")
     iam.Grant.add_to_principal(
