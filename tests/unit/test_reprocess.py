@@ -361,3 +361,30 @@ def test_the_rate_spreads_starts_over_the_segment_workers() -> None:
         ReprocessRequest.of({"run": "r", "processor": "p", "rate": 0})
     with pytest.raises(ValueError, match="run"):
         ReprocessRequest.of({"run": "../x", "processor": "p"})
+
+
+def test_reconciliation_counts_rows_behind_each_processor_and_repairs_none(world: World) -> None:
+    from s3ingest_fn.core.effects import EffectTarget
+    from s3ingest_fn.services.reconcile_run import ReconcileReport, combine_reports
+
+    before = world.service(thumbs=1)
+    for key in KEYS[:4]:
+        world.put(before, key)
+    world.delete(before, KEYS[3])
+    targets = (
+        EffectTarget("thumbs", version=2),  # raised: every visible row is behind
+        EffectTarget("index", suffixes=(".json",)),  # added; concerns no .csv key
+        EffectTarget("audit"),  # added: every visible row is behind
+    )
+    report = ReconcileReport(source="listing", bucket=BUCKET, prefix="", dry_run=False)
+    for key in KEYS[:4]:
+        report.count_held(world.row(key), NOW_MS, targets)
+
+    assert report.effects_behind_by_processor == {"thumbs": 3, "audit": 3}
+    assert report.behind_samples["audit"] == KEYS[:3]
+    assert report.repairs_queued == 0
+    other = ReconcileReport(source="listing", bucket="b2", prefix="", dry_run=False)
+    other.behind("audit", "x")
+    combined = combine_reports([report, other])
+    assert combined["effects_behind_by_processor"] == {"thumbs": 3, "audit": 4}
+    assert combined["behind_samples"]["audit"] == [*KEYS[:3], "x"]
