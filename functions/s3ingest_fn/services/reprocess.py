@@ -73,8 +73,9 @@ COUNTS = (
     "pages",
 )
 #: Requests by kind: ledger ``scan`` pages, ledger ``write`` (claims, commits, releases,
-#: removals), processor ``invoke`` (effects started), ``checkpoint`` writes.
-REQUESTS = ("scan", "write", "invoke", "checkpoint")
+#: removals), processor ``invoke`` (effects started), ``checkpoint`` writes, and the
+#: segment step's Lambda ``calls`` with their wall time (``elapsed_ms``).
+REQUESTS = ("scan", "write", "invoke", "checkpoint", "calls", "elapsed_ms")
 
 #: On-demand prices (us-east-1, USD) the run's estimate uses: per million write request
 #: units, per million read request units, per million Lambda requests and per GB-second
@@ -88,6 +89,9 @@ PRICES = {
     "lambda_gb_second": 0.0000133334,
     "transition_per_thousand": 0.025,
 }
+#: State transitions of one segment call (the Map iteration's task and choice), and of a run's
+#: plan, Map and summary.
+TRANSITIONS_PER_CALL, TRANSITIONS_PER_RUN = 3, 8
 
 _RUN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
 
@@ -231,6 +235,8 @@ class Reprocessor:
     concurrency: int = 8
     page_size: int = 500
     margin_ms: int = 60_000
+    #: The segment function's memory (the estimate's GB-seconds).
+    memory_mb: int = 1024
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
     _pool: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
@@ -338,6 +344,8 @@ class Reprocessor:
         done = bool(checkpoint.get("done"))
         pacer = _Pacer(request.segment_rate, self.clock, self.sleep)
         prefix = f"{request.bucket}/{request.prefix}" if request.bucket else ""
+        started = time.monotonic()
+        requests.add("calls")
         first = True
         while not done:
             if not first and remaining_ms is not None and remaining_ms() < self.margin_ms:
@@ -361,6 +369,8 @@ class Reprocessor:
                 "requests": dict(requests.counts),
             }
             requests.add("checkpoint")
+            requests.add("elapsed_ms", int((time.monotonic() - started) * 1000))
+            started = time.monotonic()
             body["requests"] = dict(requests.counts)
             self.store.put(self.checkpoint_bucket, _segment_key(run, segment), _json(body))
         return {
@@ -458,7 +468,7 @@ class Reprocessor:
             "done": done,
             "counts": dict(counts),
             "requests": dict(requests),
-            "estimated_cost_usd": estimate_cost(dict(counts), dict(requests)),
+            "estimated_cost_usd": estimate_cost(dict(counts), dict(requests), self.memory_mb),
         }
 
     def _checkpoint(self, run: str, segment: int) -> dict[str, Any] | None:
@@ -472,18 +482,19 @@ class Reprocessor:
             self._pool = None
 
 
-def estimate_cost(counts: dict[str, int], requests: dict[str, int]) -> float:
-    """The run's cost in USD at :data:`PRICES`: a ledger write of a row up to 1 KB is one
-    write unit; a Scan page reads up to 1 MB, 128 read units at eventual consistency; each
-    segment call is one Lambda request of about 10 s at 1,024 MB per 1,000 rows and a handful
-    of state transitions. The processor's own cost (its reads, its output) is not included."""
+def estimate_cost(counts: dict[str, int], requests: dict[str, int], memory_mb: int = 1024) -> float:
+    """The run's cost in USD at :data:`PRICES`: a ledger write of a row up to 1 KB is one write
+    unit; a Scan reads each row (up to 1 KB) at half a read unit per 4 KB (eventually
+    consistent); the segment calls' Lambda requests and GB-seconds (their wall time at
+    ``memory_mb``); their state transitions. The processor's own requests (its reads, its
+    output) are not included: they are the processor's cost, whoever runs it."""
     writes = requests.get("write", 0) * PRICES["write_per_million"] / 1e6
-    reads = requests.get("scan", 0) * 128 * PRICES["read_per_million"] / 1e6
-    calls = max(1, counts.get("pages", 0))
+    reads = counts.get("scanned", 0) / 8 * PRICES["read_per_million"] / 1e6
+    calls = requests.get("calls", 0)
     lam = calls * PRICES["lambda_request_per_million"] / 1e6
-    lam += max(1, counts.get("scanned", 0)) / 1000 * 10 * PRICES["lambda_gb_second"]
-    transitions = (calls * 4 + 10) * PRICES["transition_per_thousand"] / 1000
-    return round(writes + reads + lam + transitions, 6)
+    lam += requests.get("elapsed_ms", 0) / 1000 * memory_mb / 1024 * PRICES["lambda_gb_second"]
+    transitions = calls * TRANSITIONS_PER_CALL + TRANSITIONS_PER_RUN
+    return round(writes + reads + lam + transitions * PRICES["transition_per_thousand"] / 1000, 6)
 
 
 def _check_run(run: str) -> None:
