@@ -39,6 +39,9 @@ from s3ingest_fn.adapters.dynamo_ledger.layout import (
 from s3ingest_fn.adapters.dynamo_ledger.operations import DynamoLedger
 from s3ingest_fn.adapters.dynamo_ledger.scan import SCAN_PAGE_ROWS, DynamoLedgerScanner, held_rows
 
+# PLACEHOLDER (drop at merge): the real DynamoLedgerSegments comes from scan.py.
+from s3ingest_fn.adapters.dynamo_ledger.segments_placeholder import DynamoLedgerSegments
+
 __all__ = [
     "ATTRIBUTES",
     "COUNTER_PREFIX",
@@ -50,6 +53,7 @@ __all__ = [
     "TTL_ATTRIBUTE",
     "DynamoLedger",
     "DynamoLedgerScanner",
+    "DynamoLedgerSegments",
     "effect_attributes",
     "event_key",
     "held_rows",
