@@ -13,7 +13,8 @@ process environment (deployed, Lambda gives each execution environment its own p
 
 Roles and their models: ingest and the inventory backfill (:class:`IngestConfig`,
 :class:`BackfillConfig`), the listing backfill (:class:`ListingBackfillConfig`), reconcile and
-its fan-out (:class:`ReconcileConfig`, :class:`FanOutConfig`), the backfill state machine's
+its fan-out (:class:`ReconcileConfig`, :class:`FanOutConfig`), the reprocess run
+(:class:`ReprocessConfig`), the backfill state machine's
 steps (:class:`BackfillControlConfig`), the change relay (:class:`ChangeRelayConfig`), the
 delivery check (:class:`DeliveryCheckConfig`), the bucket set-up (:class:`BucketSetupConfig`);
 the AWS clients of any of them: :class:`ClientConfig`; how any of them logs object keys:
@@ -560,6 +561,16 @@ class ListingBackfillConfig(IngestConfig):
 
 
 @dataclass(frozen=True)
+class ReprocessConfig(ListingBackfillConfig):
+    """The reprocess functions' environment (plan, segment, summarize): the ingest function's
+    (the ledger, ``SCOPE``, ``PROCESSORS`` or ``PROCESSOR``, ``HOLD``, ``TRAIL_LENGTH``,
+    ``OUTPUT_BUCKET``: the segment step runs the processors) plus ``CHECKPOINT_BUCKET_NAME``
+    (the run's plan and checkpoints, under ``reprocess/<run>/``)."""
+
+    ROLE: ClassVar[str] = "reprocess"
+
+
+@dataclass(frozen=True)
 class ReconcileConfig(_Config):
     """The reconcile function's environment.
 
@@ -881,6 +892,7 @@ ROLES: dict[str, type[_Config]] = {
     "ingest": IngestConfig,
     "backfill": BackfillConfig,
     "listing": ListingBackfillConfig,
+    "reprocess": ReprocessConfig,
     "reconcile": ReconcileConfig,
     "reconcile-fan-out": FanOutConfig,
     "backfill-control": BackfillControlConfig,

@@ -48,9 +48,19 @@ CHANGE_RELAY_SERVICE = "s3ingest"
 RECONCILE_SERVICE = "s3ingest-reconcile"
 BACKFILL_SERVICE = "s3ingest-backfill"
 LISTING_SERVICE = "s3ingest-backfill-listing"
+REPROCESS_SERVICE = "s3ingest-reprocess"
 DELIVERY_CHECK_SERVICE = "s3ingest-delivery-check"
 BUCKET_SETUP_SERVICE = "s3ingest-bucket-setup"
 PROCESSOR_SERVICE = "s3ingest-processor"
+#: The reprocess run's counts, per processor (``PROCESSOR_DIMENSION``): ``reprocess_<count>``
+#: for each count a segment call added (``run``, ``failed``, ``superseded``, ...;
+#: :data:`s3ingest_fn.services.reprocess.COUNTS`), :data:`REPROCESS_RUN_METRIC` and
+#: :data:`REPROCESS_FAILED_METRIC` among them.
+REPROCESS_METRIC_PREFIX = "reprocess_"
+#: Effects a reprocess run ran and committed (``done``), per processor.
+REPROCESS_RUN_METRIC = "reprocess_run"
+#: Effects a reprocess run's processor raised on (left pending), per processor.
+REPROCESS_FAILED_METRIC = "reprocess_failed"
 #: Environment variable naming the buckets the delivery check reads (comma-separated).
 DELIVERY_BUCKETS_ENV = "DELIVERY_CHECK_BUCKETS"
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         IngestConfig,
         ListingBackfillConfig,
         ReconcileConfig,
+        ReprocessConfig,
     )
     from s3ingest_fn.config import IngestConfig as FunctionSettings
     from s3ingest_fn.core.decide import IngestService
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from s3ingest_fn.services.ingest import MessageProcessor
     from s3ingest_fn.services.listing_backfill import ListingBackfill
     from s3ingest_fn.services.reconcile import Reconciler
+    from s3ingest_fn.services.reprocess import Reprocessor
     from s3ingest_fn.services.review import Reviewer
 
 _C = TypeVar("_C", bound="Any")
@@ -378,6 +380,33 @@ def listing_backfill(
         checkpoint_bucket=checkpoint_bucket,
         service=service,
         record_concurrency=record_concurrency,
+        **options,
+    )
+
+
+def reprocessor(
+    *,
+    s3: Any,
+    dynamodb: Any,
+    table: str,
+    service: IngestService,
+    checkpoint_bucket: str,
+    **options: Any,
+) -> Reprocessor:
+    """The reprocess run over ``dynamodb`` (the ledger ``table`` read by parallel Scan segments)
+    and ``s3`` (the run's plan and checkpoints in ``checkpoint_bucket``), running the
+    processors of ``service``; ``options`` are
+    :class:`~s3ingest_fn.services.reprocess.Reprocessor`'s tuning fields (``concurrency``,
+    ``page_size``, ``margin_ms``)."""
+    from s3ingest_fn.adapters.dynamo_ledger import DynamoLedgerSegments
+    from s3ingest_fn.adapters.inventory import S3InventoryStore
+    from s3ingest_fn.services.reprocess import Reprocessor
+
+    return Reprocessor(
+        segments=DynamoLedgerSegments(dynamodb, table),
+        store=S3InventoryStore(s3),
+        checkpoint_bucket=checkpoint_bucket,
+        service=service,
         **options,
     )
 
@@ -759,4 +788,34 @@ def _listing_backfill(settings: ListingBackfillConfig, clients: ClientConfig) ->
         service=build_ingest_service(settings.ingest(), clients),
         checkpoint_bucket=settings.checkpoint_bucket_name,
         record_concurrency=settings.record_concurrency,
+    )
+
+
+@_clears("_reprocessor")
+def function_reprocessor() -> Reprocessor:
+    """The reprocess functions' service over the invocation's
+    :class:`~s3ingest_fn.config.ReprocessConfig`: the ingest service of its ingest part (the
+    ledger, the processors and their hold policies), ``CHECKPOINT_BUCKET_NAME`` for the plan
+    and checkpoints, ``RECORD_CONCURRENCY`` rows of a page run at once.
+
+    Raises
+    ------
+    ValueError
+        When ``CHECKPOINT_BUCKET_NAME`` or the ingest environment is missing, or a processor
+        cannot be imported.
+    """
+    from s3ingest_fn.config import ReprocessConfig
+
+    return _reprocessor(function_config(ReprocessConfig), function_clients())
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _reprocessor(settings: ReprocessConfig, clients: ClientConfig) -> Reprocessor:
+    return reprocessor(
+        s3=client(clients, "s3"),
+        dynamodb=client(clients, "dynamodb"),
+        table=settings.ledger_table_name,
+        service=build_ingest_service(settings.ingest(), clients),
+        checkpoint_bucket=settings.checkpoint_bucket_name,
+        concurrency=settings.record_concurrency,
     )

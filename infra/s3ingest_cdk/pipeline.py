@@ -48,6 +48,7 @@ from s3ingest_cdk.features import (
 from s3ingest_cdk.features.listing import ListingBackfill
 from s3ingest_cdk.features.log_keys import LogKeys
 from s3ingest_cdk.features.processors import ProcessorConfig, Processors, ingest_processors
+from s3ingest_cdk.features.reprocess import Reprocess
 from s3ingest_cdk.features.service import IngestProcessors
 from s3ingest_cdk.flags import pin_flags
 from s3ingest_cdk.remote import RemoteSources, read_role_arn, remote_problems
@@ -55,7 +56,15 @@ from s3ingest_fn import config as fn_config
 
 _DEFAULT = Settings()
 #: The construct ids of the features, children of the pipeline.
-FEATURE_IDS = ("Ingestion", "Reconciliation", "Backfill", "Listing", "ChangeStream", "Monitoring")
+FEATURE_IDS = (
+    "Ingestion",
+    "Reconciliation",
+    "Backfill",
+    "Listing",
+    "Reprocess",
+    "ChangeStream",
+    "Monitoring",
+)
 
 
 @dataclass(frozen=True)
@@ -175,8 +184,8 @@ class S3IngestPipeline(Construct):
     bus : aws_cdk.aws_events.EventBus or None
         The change bus (``change_stream`` only).
     state_machines : dict[str, aws_cdk.aws_stepfunctions.StateMachine]
-        ``"backfill"`` (inventory), ``"backfill-listing"`` and (``reconcile_fan_out``)
-        ``"reconcile"``.
+        ``"backfill"`` (inventory), ``"backfill-listing"``, ``"reprocess"`` and
+        (``reconcile_fan_out``) ``"reconcile"``.
     functions : dict[str, aws_cdk.aws_lambda.Function]
         Every function, by role: ``ingest``, ``reconcile``, ``delivery-check`` and, when
         deployed, ``reconcile-fan-out``, ``backfill-control``, ``backfill``, ``change-relay``.
@@ -186,6 +195,8 @@ class S3IngestPipeline(Construct):
         The inventory backfill feature (when every bucket has an inventory).
     listing : s3ingest_cdk.features.listing.ListingBackfill
         The listing backfill (always).
+    reprocess : s3ingest_cdk.features.reprocess.Reprocess
+        The reprocess run (always: ``--remove`` cleans a removed processor's state).
     landings : s3ingest_cdk.constructs.landing_bucket.Landings
         Every landing bucket (``landings.entries``) and the shared buckets.
     bucket_setup : s3ingest_cdk.constructs.bucket_setup.BucketSetupProvider or None
@@ -599,6 +610,18 @@ class S3IngestPipeline(Construct):
             processors=processors,
         )
         self.ingest_service_functions.extend(self.listing.ingest_service_functions)
+        self.reprocess = Reprocess(
+            self,
+            "Reprocess",
+            settings=settings,
+            code=code,
+            landings=self.landings,
+            ledger_table=self.table,
+            dead_letter_queue=self.dead_letter_queue,
+            output_bucket=output_bucket,
+            processors=processors,
+        )
+        self.ingest_service_functions.extend(self.reprocess.ingest_service_functions)
         self.change_stream: ChangeStream | None = None
         if settings.change_stream:
             self.change_stream = ChangeStream(
@@ -620,6 +643,7 @@ class S3IngestPipeline(Construct):
             backfill=self.backfilling,
             change_stream=self.change_stream,
             listing=self.listing,
+            reprocess=self.reprocess,
         )
         # Dead letters are evidence: kept when the stack is deleted (the logical ids unchanged).
         for dead_letter_queue in self.monitoring.dead_letter_queues.values():
@@ -633,6 +657,7 @@ class S3IngestPipeline(Construct):
         if self.backfill_state_machine is not None:
             self.state_machines["backfill"] = self.backfill_state_machine.state_machine
         self.state_machines["backfill-listing"] = self.listing.state_machine.state_machine
+        self.state_machines["reprocess"] = self.reprocess.state_machine.state_machine
         if self.reconcile_state_machine is not None:
             self.state_machines["reconcile"] = self.reconcile_state_machine.state_machine
         self.functions: dict[str, lambda_.Function] = {
@@ -648,6 +673,9 @@ class S3IngestPipeline(Construct):
                 ("listing-plan", self.listing.plan),
                 ("listing-shard", self.listing.shard),
                 ("listing-summarize", self.listing.summarize),
+                ("reprocess-plan", self.reprocess.plan),
+                ("reprocess-segment", self.reprocess.segment),
+                ("reprocess-summarize", self.reprocess.summarize),
             )
             if owner is not None
         }
@@ -771,6 +799,7 @@ class S3IngestPipeline(Construct):
         outputs["ListingBackfillStateMachineArn"] = self.state_machines[
             "backfill-listing"
         ].state_machine_arn
+        outputs["ReprocessStateMachineArn"] = self.state_machines["reprocess"].state_machine_arn
         if self.backfill is not None and self.batch_operations is not None:
             outputs["BackfillFunctionName"] = self.backfill.function.function_name
             outputs["BackfillRoleArn"] = self.batch_operations.role.role_arn

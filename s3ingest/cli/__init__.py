@@ -9,7 +9,8 @@ One module per command group, each adding its commands to the root :data:`app`
 :mod:`~s3ingest.cli.local_stack` (``local up``, ``local down``, ``local status``),
 :mod:`~s3ingest.cli.reconcile`, :mod:`~s3ingest.cli.onboard`, :mod:`~s3ingest.cli.backfill`
 (``backfill start``, ``backfill status``), :mod:`~s3ingest.cli.replay` (``replay``,
-``redrive``), :mod:`~s3ingest.cli.explain`, :mod:`~s3ingest.cli.repair`,
+``redrive``), :mod:`~s3ingest.cli.reprocess`, :mod:`~s3ingest.cli.explain`,
+:mod:`~s3ingest.cli.repair`,
 :mod:`~s3ingest.cli.review` (``held``, ``approve``, ``reject``) and :mod:`~s3ingest.cli.health`
 (``status``, ``verify``); shared options and exit codes in :mod:`~s3ingest.cli.options`, the
 AWS call guard and the stack's clients in :mod:`~s3ingest.cli.context`, output in
@@ -21,7 +22,7 @@ from __future__ import annotations
 # isort: off
 # Each import registers its group's commands on `app`: `s3ingest --help` lists them in this order.
 from s3ingest.cli import local, local_stack, reconcile, onboard, backfill, replay  # noqa: F401
-from s3ingest.cli import explain, repair, review, health  # noqa: F401
+from s3ingest.cli import reprocess, explain, repair, review, health  # noqa: F401
 
 # isort: on
 from s3ingest.cli.app import app

@@ -93,6 +93,7 @@ def outputs(rt: Any) -> dict[str, str]:
         BACKFILL_DISTRIBUTED_MAP,
         BACKFILL_LISTING,
         RECONCILE_FANOUT,
+        REPROCESS,
     )
 
     r = rt.resources
@@ -110,6 +111,7 @@ def outputs(rt: Any) -> dict[str, str]:
         "InventoryBucketName": r.inventory_bucket,
         "ReportBucketName": r.inventory_bucket,
         "ListingBackfillStateMachineArn": rt.machines.machine(BACKFILL_LISTING),
+        "ReprocessStateMachineArn": rt.machines.machine(REPROCESS),
     }
     engine = rt.settings.backfill_engine
     out["BackfillStateMachineArn"] = rt.machines.machine(

@@ -53,6 +53,7 @@ from s3ingest.local.machines import (
     BACKFILL_DISTRIBUTED_MAP,
     BACKFILL_LISTING,
     RECONCILE_FANOUT,
+    REPROCESS,
 )
 from s3ingest.local.oracles import (
     EXAMPLE_PROCESSOR,
@@ -175,6 +176,11 @@ def combine_fan_out(summaries: Sequence[dict[str, Any]]) -> dict[str, Any]:
         values = [int(s.get(name, 0)) for s in summaries]
         out[name] = max(values) if name == "held_oldest_seconds" else sum(values)
     return out
+
+
+#: Ledger Scan segments of a local reprocess run (:meth:`LocalRuntime.reprocess`): a few, the
+#: emulator's table being small (a deployed run's default is 16).
+LOCAL_REPROCESS_SEGMENTS = 4
 
 
 class LocalRuntime:
@@ -882,6 +888,51 @@ class LocalRuntime:
             timeout_seconds,
         )
         self.pump_changes()  # the functions wrote to the ledger outside drain()
+        return {**(execution.output or {}), "execution": execution.summary()}
+
+    def reprocess(
+        self,
+        processor: str,
+        *,
+        bucket: str | None = None,
+        prefix: str = "",
+        rate: float | None = None,
+        dry_run: bool = False,
+        remove: bool = False,
+        segments: int = LOCAL_REPROCESS_SEGMENTS,
+        concurrency: int | None = None,
+        run: str | None = None,
+        timeout_seconds: float = 600.0,
+    ) -> dict[str, Any]:
+        """A reprocess run of ``processor`` over the ledger's rows (of ``bucket`` under
+        ``prefix``; every bucket when None): an execution of the stack's reprocess machine
+        (:mod:`s3ingest_cdk.constructs.reprocess_state_machine`), input ``{"run", "processor",
+        "bucket", "prefix", "rate", "dry_run", "remove", "segments", "concurrency"}`` (``run``
+        default: a new run; give an earlier run's name, with the same request, to resume it).
+
+        Returns
+        -------
+        dict
+            The summary (:meth:`s3ingest_fn.services.reprocess.Reprocessor.summarize`: the
+            request, ``version``, ``segments``, ``done``, ``counts``, ``requests``,
+            ``estimated_cost_usd``) plus ``"execution"``
+            (:meth:`~s3ingest.local.executions.Execution.summary`); a failed execution has
+            only ``"execution"`` (its ``error`` and ``cause``).
+        """
+        request: dict[str, Any] = {
+            "run": run or f"{processor}-{uuid.uuid4().hex[:16]}",
+            "processor": processor,
+            "bucket": self.resources.landing(bucket).name if bucket else None,
+            "prefix": prefix,
+            "rate": rate,
+            "dry_run": dry_run,
+            "remove": remove,
+            "segments": segments,
+        }
+        if concurrency is not None:
+            request["concurrency"] = concurrency
+        execution = self.machines.run(REPROCESS, request, timeout_seconds)
+        self.pump_changes()  # the segment functions wrote to the ledger outside drain()
         return {**(execution.output or {}), "execution": execution.summary()}
 
     def bucket_config(self) -> dict[str, Any]:

@@ -230,6 +230,19 @@ def _expected_alarms(synth: Synth) -> dict[str, tuple[dict[str, Any], str]]:
         },
         "bucket-adopted-with-existing-objects",
     )
+    assert alarms.reprocess_failed is not None  # every stack deploys the reprocess run
+    expected[synth.logical_id(alarms.reprocess_failed)] = (
+        {
+            **_executions_failed(
+                synth,
+                pipeline.reprocess.state_machine.state_machine,
+                "Reprocess",
+                FIVE_MINUTES,
+            ),
+            **_notifies_topic(synth, 0, 1),
+        },
+        "reprocess-run-failed",
+    )
     # Every DLQ's oldest message: half the time the DLQ surely keeps it (test_infra_dead_letters).
     settings = synth.settings
     sure = {
@@ -451,6 +464,7 @@ def _expected_names(synth: Synth) -> dict[str, str]:
         "reconcile-executions-failed": alarms.reconcile_failed,
         "backfill-executions-failed": alarms.backfill_failed,
         "listing-executions-failed": alarms.listing_failed,
+        "reprocess-executions-failed": alarms.reprocess_failed,
         **{f"{what}-age": alarm for what, alarm in alarms.dead_letter_ages.items()},
         "change-stream-dlq-depth": alarms.change_dead_letters,
         "change-relay-errors": alarms.change_relay_errors,
@@ -518,6 +532,7 @@ def test_every_runbook_anchor_exists(fanout_synth: Synth) -> None:
         "ingest-rule-failing",
         "eventbridge-delivery-off",
         "dlq-messages-near-expiry",
+        "reprocess-run-failed",
     }
     for anchor in anchors:
         assert f'<a id="{anchor}"></a>' in runbook, anchor

@@ -677,6 +677,7 @@ def test_adopted_bucket_has_the_backfill(adopted_synth: Synth) -> None:
     assert machines == {
         adopted_synth.logical_id(pipeline.backfill_state_machine.state_machine),
         adopted_synth.logical_id(pipeline.listing.state_machine.state_machine),
+        adopted_synth.logical_id(pipeline.reprocess.state_machine.state_machine),
     }
     # ... over the adopted bucket's reports in the stack's inventory bucket ...
     variables = _resource(adopted_synth, pipeline.backfill_control.function)[1]["Properties"][

@@ -246,6 +246,7 @@ def test_an_adopted_buckets_key_goes_to_exactly_the_roles_that_read_it(kms_synth
             "reconcile-fan-out",
             "backfill-control",
             "listing-shard",
+            "reprocess-segment",
         )
     }
     assert readers == granted == expected

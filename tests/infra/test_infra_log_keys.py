@@ -78,7 +78,8 @@ def test_hashed_gives_every_function_the_mode_and_the_secret_it_may_read(
 
 def test_hashed_machines_log_no_execution_data(log_keys_synth: Synth) -> None:
     machines = _of_type(log_keys_synth.template, "AWS::StepFunctions::StateMachine")
-    assert len(machines) == 3  # reconcile fan-out, Distributed Map backfill, listing backfill
+    # reconcile fan-out, Distributed Map backfill, listing backfill, reprocess
+    assert len(machines) == 4
     for machine in machines.values():
         logging = machine["Properties"]["LoggingConfiguration"]
         assert logging["IncludeExecutionData"] is False

@@ -27,6 +27,14 @@ LISTING_LOG_GROUPS = {
     "ListingStateMachineLogGroup39CC2797",
 }
 LISTING_KEY = "ListingStateMachineLogKeyCFAAEECD"
+#: The reprocess run's (every stack has it since issue 27; new resources, no id moved).
+REPROCESS_LOG_GROUPS = {
+    "ReprocessPlanLogGroup7B1851DB",
+    "ReprocessSegmentLogGroup3418A351",
+    "ReprocessSummarizeLogGroupFB4DD710",
+    "ReprocessStateMachineLogGroup560A003C",
+}
+REPROCESS_KEY = "ReprocessStateMachineLogKeyA6584AD7"
 
 DEFAULT = {
     "AWS::DynamoDB::Table": {"LedgerTable9343E4AA"},
@@ -49,8 +57,14 @@ DEFAULT = {
         "IngestFunctionLogGroup8E264078",
         "ReconcileFunctionLogGroupAF84F3A2",
     }
-    | LISTING_LOG_GROUPS,
-    "AWS::KMS::Key": {"AlarmTopicKeyBA1A4AA7", "BackfillStateMachineLogKeyA72112A3", LISTING_KEY},
+    | LISTING_LOG_GROUPS
+    | REPROCESS_LOG_GROUPS,
+    "AWS::KMS::Key": {
+        "AlarmTopicKeyBA1A4AA7",
+        "BackfillStateMachineLogKeyA72112A3",
+        LISTING_KEY,
+        REPROCESS_KEY,
+    },
 }
 
 #: The variant with every option (fan-out, distributed-map backfill, processor, change stream).
@@ -70,7 +84,8 @@ EVERY_OPTION = {
         "ReconcileFunctionLogGroupAF84F3A2",
         "ReconcileStateMachineLogGroup4DA15176",
     }
-    | LISTING_LOG_GROUPS,
+    | LISTING_LOG_GROUPS
+    | REPROCESS_LOG_GROUPS,
     "AWS::KMS::Key": DEFAULT["AWS::KMS::Key"] | {"ReconcileStateMachineLogKeyEABF921F"},
 }
 

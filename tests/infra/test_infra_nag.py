@@ -61,6 +61,10 @@ _FEATURES = {
     "ListingShard": "listing",
     "ListingSummarize": "listing",
     "ListingStateMachine": "listing",
+    "ReprocessPlan": "reprocess",
+    "ReprocessSegment": "reprocess",
+    "ReprocessSummarize": "reprocess",
+    "ReprocessStateMachine": "reprocess",
 }
 
 
@@ -190,6 +194,39 @@ def _expected_listing_acknowledgements(synth: Synth) -> dict[str, set[str]]:
     return expected
 
 
+def _expected_reprocess_acknowledgements(synth: Synth) -> dict[str, set[str]]:
+    """The reprocess run's: each step's runtime and checkpoint wildcard, the segment step's
+    landing objects, the state machine's invokes and its Distributed Map's executions."""
+    reprocess = synth.pipeline.reprocess
+    bucket_id = synth.logical_id(synth.pipeline.landing.bucket)
+    inventory_id = synth.logical_id(synth.pipeline.landings.shared.inventory)
+    machine_id = synth.logical_id(reprocess.state_machine.state_machine)
+    checkpoints = f"AwsSolutions-IAM5[Resource::<{inventory_id}.Arn>/reprocess/*]"
+    objects = f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/*]"
+    xray = _xray(synth)
+    expected: dict[str, set[str]] = {}
+    for step in ("ReprocessPlan", "ReprocessSegment", "ReprocessSummarize"):
+        expected[_path(synth, f"{step}/Function")] = {"AwsSolutions-L1"}
+        expected[_path(synth, f"{step}/Role")] = {*xray, checkpoints}
+    expected[_path(synth, "ReprocessSegment/Role")] |= {objects}
+    expected[_path(synth, "ReprocessStateMachine/StateMachine/Role")] = {
+        "AwsSolutions-IAM5[Resource::*]",
+        *(
+            f"AwsSolutions-IAM5[Resource::<{synth.logical_id(step.function)}.Arn>:*]"
+            for step in (reprocess.plan, reprocess.segment, reprocess.summarize)
+        ),
+    }
+    executions = (
+        "arn:<AWS::Partition>:states:us-east-1:<AWS::AccountId>:execution:"
+        f'{{"Fn::Select":[6,{{"Fn::Split":[":",{{"Ref":"{machine_id}"}}]}}]}}'
+    )
+    expected[_path(synth, "ReprocessStateMachine/StateMachine/DistributedMapPolicy")] = {
+        f"AwsSolutions-IAM5[Resource::{executions}:*]",
+        f"AwsSolutions-IAM5[Resource::{executions}/ReprocessSegments:*]",
+    }
+    return expected
+
+
 def _assert_reasons(acknowledgements: dict[str, dict[str, Any]]) -> None:
     for path, rules in acknowledgements.items():
         for rule, reason in rules.items():
@@ -203,6 +240,7 @@ def test_acknowledgements_are_on_resources_with_reasons(synth: Synth) -> None:
         **_expected_function_acknowledgements(synth),
         **_expected_backfill_acknowledgements(synth),
         **_expected_listing_acknowledgements(synth),
+        **_expected_reprocess_acknowledgements(synth),
     }
     _assert_reasons(acknowledgements)
 
@@ -223,6 +261,7 @@ def test_fanout_acknowledgements_are_on_resources_with_reasons(fanout_synth: Syn
         **_expected_function_acknowledgements(synth),
         **_expected_backfill_acknowledgements(synth),
         **_expected_listing_acknowledgements(synth),
+        **_expected_reprocess_acknowledgements(synth),
     }
     # THEN the fan-out function has the reconcile function's plus its work prefix ...
     expected[_path(synth, "ReconcileFanOutFunction/Role")] = expected[
@@ -247,7 +286,12 @@ def test_fanout_acknowledgements_are_on_resources_with_reasons(fanout_synth: Syn
     output = synth.pipeline.processor_output
     assert output is not None
     outputs = f"AwsSolutions-IAM5[Resource::<{synth.logical_id(output.bucket)}.Arn>/*]"
-    for role in ("IngestFunction/Role", "BackfillControlFunction/Role", "ListingShard/Role"):
+    for role in (
+        "IngestFunction/Role",
+        "BackfillControlFunction/Role",
+        "ListingShard/Role",
+        "ReprocessSegment/Role",
+    ):
         expected[_path(synth, role)] = expected[_path(synth, role)] | {outputs}
     # ... and the change relay: X-Ray and dynamodb:ListStreams, its runtime, its on-failure DLQ
     expected[_path(synth, "ChangeRelay/Role")] = {"AwsSolutions-IAM5[Resource::*]"}

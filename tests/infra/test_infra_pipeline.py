@@ -135,8 +135,9 @@ def test_buckets_prop_sets_up_a_bucket_of_the_app_and_creates_another() -> None:
     # ... the second is created under its own id, with the stack's inventory
     assert second.node.id == "Archive" and second.owned and second.inventory_bucket is not None
     # ... every bucket has an inventory: the inventory backfill is deployed, and the listing one
+    # (and the reprocess run, on every stack)
     assert pipeline.backfilling is not None
-    assert set(pipeline.state_machines) == {"backfill", "backfill-listing"}
+    assert set(pipeline.state_machines) == {"backfill", "backfill-listing", "reprocess"}
     # ... and the ingest rule applies the filter of the first, none to the second
     (rule,) = [
         r

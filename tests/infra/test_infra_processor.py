@@ -65,6 +65,7 @@ def test_processor_runs_where_the_ingest_service_is_built(fanout_synth: Synth) -
         pipeline.ingest.function,
         pipeline.backfill_control.function,
         pipeline.listing.shard.function,
+        pipeline.reprocess.segment.function,
     ]
     assert pipeline.ingest_service_functions == runners
     for function in pipeline.ingest_service_functions:
@@ -261,6 +262,7 @@ def test_batch_operations_backfill_runs_the_processor(tmp_path: Path) -> None:
         pipeline.ingest.function,
         pipeline.backfill.function,
         pipeline.listing.shard.function,
+        pipeline.reprocess.segment.function,
     ]
     granted = _granted(_policy_statements(stack, pipeline.backfill.function))
     for action in ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"):

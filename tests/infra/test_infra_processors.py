@@ -109,6 +109,7 @@ def test_functions_that_run_the_processors_get_processors(processors_synth: Synt
         pipeline.ingest.function,
         pipeline.backfill.function,
         pipeline.listing.shard.function,
+        pipeline.reprocess.segment.function,
     ]
     assert pipeline.ingest_service_functions == runners
     expected = [
@@ -150,9 +151,15 @@ def test_functions_that_run_the_processors_get_processors(processors_synth: Synt
         # hold for review: the stack's policy (compact JSON) and the trail's length
         assert variables["HOLD"] == json.dumps(STACK_HOLD, separators=(",", ":"))
         assert variables["TRAIL_LENGTH"] == str(TRAIL_LENGTH)
+    # the reprocess plan names them (which are configured, their versions), without grants
+    plan = _function(synth, pipeline.reprocess.plan.function)["Environment"]["Variables"]
+    assert json.loads(_flatten(plan["PROCESSORS"])) == expected
+    assert plan["HOLD"] == json.dumps(STACK_HOLD, separators=(",", ":"))
+    assert "OUTPUT_BUCKET" not in plan
     # no other function has them
+    named = {synth.logical_id(f) for f in [*runners, pipeline.reprocess.plan.function]}
     for logical_id, resource in synth.resources("AWS::Lambda::Function").items():
-        if logical_id in {synth.logical_id(f) for f in runners}:
+        if logical_id in named:
             continue
         variables = resource["Properties"]["Environment"]["Variables"]
         assert "PROCESSORS" not in variables and "PROCESSOR" not in variables, logical_id
@@ -292,7 +299,9 @@ def test_the_single_processor_is_the_default_entry_with_its_own_variable(tmp_pat
         for k, v in functions.items()
         if "PROCESSOR" in v["Properties"]["Environment"]["Variables"]
     ]
-    assert len(with_processor) == 3
+    # ingest, backfill, listing shard, reprocess segment, and the reprocess plan (it names the
+    # processor)
+    assert len(with_processor) == 5
     for logical_id in with_processor:
         variables = functions[logical_id]["Properties"]["Environment"]["Variables"]
         assert "PROCESSORS" not in variables

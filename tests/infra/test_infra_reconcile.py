@@ -282,17 +282,20 @@ def test_no_fan_out_without_the_setting(synth: Synth) -> None:
     assert synth.pipeline.reconcile_fan_out is None
     assert synth.pipeline.reconcile_state_machine is None
     # The only state machines (and the only keys besides the alarm topic's) are the
-    # backfills': the inventory's and the listing's.
+    # backfills' (the inventory's and the listing's) and the reprocess run's.
     backfill = synth.pipeline.backfill_state_machine
     assert backfill is not None
     listing = synth.pipeline.listing.state_machine
+    reprocess = synth.pipeline.reprocess.state_machine
     assert set(synth.resources("AWS::StepFunctions::StateMachine")) == {
         synth.logical_id(backfill.state_machine),
         synth.logical_id(listing.state_machine),
+        synth.logical_id(reprocess.state_machine),
     }
     assert set(synth.resources("AWS::KMS::Key")) == {
         synth.logical_id(backfill.log_key),
         synth.logical_id(listing.log_key),
+        synth.logical_id(reprocess.log_key),
         synth.logical_id(synth.pipeline.alarm_topic.key),
     }
     inventory = synth.pipeline.landing.inventory_bucket

@@ -23,10 +23,11 @@ def test_reserved_as_the_settings_say(processors_synth: Synth) -> None:
     synth = processors_synth
     functions = synth.pipeline.functions
     expected = {synth.logical_id(functions["ingest"]): INGEST_RESERVED}
-    for name in ("backfill", "listing-shard"):
+    for name in ("backfill", "listing-shard", "reprocess-segment"):
         expected[synth.logical_id(functions[name])] = BACKFILL_RESERVED
     found = {k: v for k, v in _reserved(synth).items() if v is not None}
-    # reconcile, the listing plan and summary steps, the control functions: unreserved
+    # reconcile, the listing and reprocess plan and summary steps, the control functions:
+    # unreserved
     assert found == expected
 
 
@@ -37,7 +38,7 @@ def test_distributed_map_worker_reserved(two_bucket_synth: Synth) -> None:
     functions = synth.pipeline.functions
     expected = {
         synth.logical_id(functions[name]): BACKFILL_RESERVED
-        for name in ("backfill-control", "listing-shard")
+        for name in ("backfill-control", "listing-shard", "reprocess-segment")
     }
     assert {k: v for k, v in _reserved(synth).items() if v is not None} == expected
 

@@ -411,14 +411,15 @@ def test_function_role_is_least_privilege(synth: Synth) -> None:
     }
 
 
-def test_no_managed_policies_no_custom_resources_eight_functions(synth: Synth) -> None:
+def test_no_managed_policies_no_custom_resources_eleven_functions(synth: Synth) -> None:
     for logical_id, resource in synth.template["Resources"].items():
         assert not resource["Type"].startswith("Custom::"), logical_id
         assert resource["Type"] != "AWS::IAM::ManagedPolicy", logical_id
         assert "ManagedPolicyArns" not in resource.get("Properties", {}), logical_id
     # The ingest, reconcile, backfill, backfill control and delivery check functions, and the
-    # listing backfill's plan, shard and summarize; only ingest reads the queue.
-    synth.assertions.resource_count_is("AWS::Lambda::Function", 8)
+    # listing backfill's plan, shard and summarize, and the reprocess run's plan, segment and
+    # summarize; only ingest reads the queue.
+    synth.assertions.resource_count_is("AWS::Lambda::Function", 11)
     synth.assertions.resource_count_is("AWS::Lambda::EventSourceMapping", 1)
 
 

@@ -32,7 +32,7 @@ def _infos(construct: object) -> list[str]:
 def test_each_role_names_what_was_merged_into_it(processors_synth: Synth) -> None:
     pipeline = processors_synth.pipeline
     roles = [f.role for f in pipeline.ingest_service_functions]
-    assert len(roles) == 3  # ingest, backfill, listing shard
+    assert len(roles) == 4  # ingest, backfill, listing shard, reprocess segment
     for function in pipeline.ingest_service_functions:
         (info,) = [i for i in _infos(function.role) if "processorPolicyStatements" in i]
         assert function.node.path in info

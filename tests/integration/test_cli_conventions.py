@@ -153,6 +153,7 @@ COMMANDS = [
     ["backfill", "status"],
     ["replay"],
     ["redrive"],
+    ["reprocess"],
     ["explain"],
     ["log-key"],
     ["repair"],

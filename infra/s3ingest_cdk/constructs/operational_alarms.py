@@ -135,6 +135,8 @@ class OperationalAlarms(Construct):
         measures the age when it runs, so the alarm watches the Maximum of
         ``held_oldest_seconds`` over ``heartbeat_period`` (one run's datapoint in each) and can
         lag by up to the reconcile schedule.
+    reprocess_state_machine : aws_cdk.aws_stepfunctions.IStateMachine, optional
+        The reprocess run (every stack deploys it).
 
     Attributes
     ----------
@@ -142,9 +144,9 @@ class OperationalAlarms(Construct):
         Ingest DLQ depth > 0; rule target DLQ depth > 0; oldest ingest message > 15 minutes.
     ingest_errors, ingest_throttles, reconcile_errors : aws_cdk.aws_cloudwatch.Alarm
         Lambda ``Errors`` / ``Throttles`` > 0.
-    reconcile_failed, backfill_failed, listing_failed : aws_cdk.aws_cloudwatch.Alarm or None
+    reconcile_failed, backfill_failed, listing_failed, reprocess_failed : Alarm or None
         Failed, timed-out or aborted executions: fan-out reconciliations, backfills, listing
-        backfills.
+        backfills, reprocess runs.
     dead_letter_ages : dict[str, aws_cdk.aws_cloudwatch.Alarm]
         ``what`` -> the DLQ's oldest message older than its threshold (one hourly datapoint).
     change_dead_letters, change_relay_errors, change_relay_behind : aws_cdk.aws_cloudwatch.Alarm
@@ -194,6 +196,7 @@ class OperationalAlarms(Construct):
         listing_state_machine: sfn.IStateMachine | None = None,
         dead_letter_ages: Mapping[str, tuple[sqs.IQueue, Duration]] | None = None,
         hold_threshold: Duration | None = None,
+        reprocess_state_machine: sfn.IStateMachine | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarms: list[cloudwatch.Alarm] = []
@@ -292,6 +295,18 @@ class OperationalAlarms(Construct):
                 "s3ingest: a listing backfill execution failed, timed out or was aborted; the "
                 "objects of its key ranges may be missing from the ledger",
                 "bucket-adopted-with-existing-objects",
+            )
+        self.reprocess_failed: cloudwatch.Alarm | None = None
+        if reprocess_state_machine is not None:
+            self.reprocess_failed = self._executions_failed(
+                "ReprocessExecutionsFailed",
+                "reprocess-executions-failed",
+                reprocess_state_machine,
+                "Reprocess",
+                "s3ingest: a reprocess execution failed, timed out or was aborted; rows of its "
+                "segments may still be behind for the processor (run it again with the same "
+                "--run to resume)",
+                "reprocess-run-failed",
             )
         self.dead_letter_ages: dict[str, cloudwatch.Alarm] = {}
         for what, (dlq, threshold) in (dead_letter_ages or {}).items():

@@ -24,6 +24,7 @@ from s3ingest_cdk.features.evidence import acknowledge_function
 from s3ingest_cdk.features.ingestion import Ingestion
 from s3ingest_cdk.features.listing import ListingBackfill
 from s3ingest_cdk.features.reconciliation import Reconciliation
+from s3ingest_cdk.features.reprocess import Reprocess
 
 
 class Monitoring(Construct):
@@ -49,6 +50,8 @@ class Monitoring(Construct):
         The optional features watched, when deployed.
     listing : s3ingest_cdk.features.listing.ListingBackfill, optional
         The listing backfill (its state machine's failure alarm).
+    reprocess : s3ingest_cdk.features.reprocess.Reprocess, optional
+        The reprocess run (its state machine's failure alarm).
 
     Attributes
     ----------
@@ -80,6 +83,7 @@ class Monitoring(Construct):
         backfill: Backfill | None,
         change_stream: ChangeStream | None,
         listing: ListingBackfill | None = None,
+        reprocess: Reprocess | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         # Is the bucket still sending its events? (Nothing else notices when it stops.)
@@ -172,6 +176,9 @@ class Monitoring(Construct):
             change_dead_letter_queue=relay.dead_letter_queue if relay is not None else None,
             listing_state_machine=(
                 listing.state_machine.state_machine if listing is not None else None
+            ),
+            reprocess_state_machine=(
+                reprocess.state_machine.state_machine if reprocess is not None else None
             ),
             dead_letter_ages=dead_letter_ages,
             hold_threshold=(

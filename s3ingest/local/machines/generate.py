@@ -45,6 +45,7 @@ MACHINES: dict[str, tuple[str, str]] = {
     "backfill-distributed-map": ("fanout", "Pipeline/Backfill/BackfillStateMachine/StateMachine"),
     "reconcile-fanout": ("fanout", "Pipeline/Reconciliation/ReconcileStateMachine/StateMachine"),
     "backfill-listing": ("default", "Pipeline/Listing/ListingStateMachine/StateMachine"),
+    "reprocess": ("default", "Pipeline/Reprocess/ReprocessStateMachine/StateMachine"),
 }
 
 

@@ -1,0 +1,192 @@
+"""``s3ingest reprocess``: run a processor over every visible key already in the ledger (a
+processor added to a running stack, or whose ``version`` was raised), on a stack or the
+running local stack, and follow the run."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from s3ingest.cli.app import app
+from s3ingest.cli.context import aws_call, connect_target, require_outputs
+from s3ingest.cli.options import EXIT_UNHEALTHY, LocalOption, StackOrLocal
+from s3ingest.cli.render import console, out, task_bar
+
+#: The stack output naming the reprocess state machine.
+OUTPUT = "ReprocessStateMachineArn"
+
+
+@app.command(
+    "reprocess",
+    short_help="Run a processor over the keys already in the ledger.",
+    epilog="Exit codes: 0 done (or started, with --no-wait), 1 the run failed or a processor "
+    "call failed (its effect stays pending: run again with the same --run), 2 usage error, "
+    "3 AWS error.",
+)
+def reprocess(
+    ctx: typer.Context,
+    processor: Annotated[
+        str,
+        typer.Option(
+            "--processor",
+            metavar="NAME",
+            help="The processor to bring up to date (its name in the processors setting; "
+            "default for the single processor setting).",
+        ),
+    ],
+    bucket: Annotated[
+        str | None,
+        typer.Option(
+            metavar="BUCKET", help="Only this landing bucket's keys (default: every bucket)."
+        ),
+    ] = None,
+    prefix: Annotated[
+        str,
+        typer.Option(metavar="PREFIX", help="Only keys starting with this (needs --bucket)."),
+    ] = "",
+    rate: Annotated[
+        float | None,
+        typer.Option(
+            min=0.001,
+            metavar="N",
+            help="At most N keys per second over the whole run (default: no limit).",
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="Count the keys behind (or, with --remove, to clean); write nothing."
+        ),
+    ] = False,
+    remove: Annotated[
+        bool,
+        typer.Option(
+            "--remove",
+            help="Clean the effect state a removed processor left on the rows (remove it from "
+            "the configuration and deploy first).",
+        ),
+    ] = False,
+    segments: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=1000,
+            metavar="N",
+            help="Parallel Scan segments of the ledger (default 16); at most 16 run at once.",
+        ),
+    ] = None,
+    run: Annotated[
+        str | None,
+        typer.Option(
+            metavar="NAME",
+            help="The run's name (default: <processor>-<UTC time>). Give an earlier run's "
+            "name, with the same options, to resume it: finished segments are skipped.",
+        ),
+    ] = None,
+    stack: StackOrLocal = None,
+    local: LocalOption = False,
+    wait: Annotated[
+        bool, typer.Option(help="Follow the run until it ends (--no-wait: start it only).")
+    ] = True,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the run's summary (or status) as JSON.")
+    ] = False,
+) -> None:
+    """Run PROCESSOR over every visible key in the ledger it is behind on (never run, or done
+    under a lower version), once per key, with the same claims and fencing tokens as live
+    ingest (rule C11 of docs/contract.md): safe beside live traffic and to run twice."""
+    from s3ingest import reprocess_ops
+    from s3ingest.commands import reprocess as commands
+
+    if prefix and not bucket:
+        raise typer.BadParameter("--prefix needs --bucket", param_hint="--prefix")
+    name = run or reprocess_ops.default_run(processor)
+    try:
+        request = reprocess_ops.request_of(
+            processor,
+            run=name,
+            bucket=bucket,
+            prefix=prefix,
+            rate=rate,
+            dry_run=dry_run,
+            remove=remove,
+            segments=segments,
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--run") from exc
+    deployed = connect_target(ctx, stack, local)
+    configured = [n for n in deployed.outputs.get("ProcessorNames", "").split(",") if n]
+    if remove and processor in configured:
+        raise typer.BadParameter(
+            f"{processor!r} is still configured: remove it from the configuration and deploy first",
+            param_hint="--processor",
+        )
+    if not remove and processor not in configured:
+        raise typer.BadParameter(
+            f"not one of the stack's processors ({', '.join(configured) or 'none'})",
+            param_hint="--processor",
+        )
+    buckets = [b for b in deployed.outputs.get("BucketNames", "").split(",") if b]
+    if bucket and buckets and bucket not in buckets:
+        raise typer.BadParameter(
+            f"not one of the stack's buckets ({', '.join(buckets)})", param_hint="--bucket"
+        )
+    (arn,) = require_outputs(deployed, OUTPUT)
+    sfn = deployed.client("stepfunctions")
+    execution = aws_call(lambda: commands.start_reprocess(sfn, arn, request))
+    console.print(f"started run {name}: {execution}")
+    if not wait:
+        if as_json:
+            sys.stdout.write(json.dumps({"run": name, "execution": execution}) + "\n")
+        raise typer.Exit(0)
+    with task_bar(hidden=as_json) as bar:
+        task = bar.add_task(f"reprocess {processor}: planning", total=None)
+
+        def on_status(status: dict[str, Any]) -> None:
+            bar.update(
+                task,
+                completed=status["done"] or 0,
+                total=status["total"],
+                description=f"reprocess {processor}: segments",
+            )
+
+        status = aws_call(
+            lambda: commands.follow_reprocess(sfn, execution, watch=True, on_status=on_status)
+        )
+    emit_reprocess(status, as_json)
+    raise typer.Exit(0 if commands.healthy(status) else EXIT_UNHEALTHY)
+
+
+def emit_reprocess(status: dict[str, Any], as_json: bool) -> None:
+    """A followed run: its summary as one JSON line (the status, when it did not succeed), or
+    the report table (keys by what became of them, requests, estimated cost)."""
+    from s3ingest.commands.reprocess import REPORT_COUNTS
+
+    summary = status.get("output")
+    if as_json:
+        body = summary if status["status"] == "SUCCEEDED" and summary else status
+        sys.stdout.write(json.dumps(body, default=str) + "\n")
+        return
+    if status["status"] != "SUCCEEDED" or not summary:
+        console.print(
+            f"[red]reprocess {status['status']}:[/] {status.get('error')}: {status.get('cause')}"
+        )
+        return
+    mode = " (dry run)" if summary.get("dry_run") else ""
+    what = "remove" if summary.get("remove") else "reprocess"
+    table = Table(title=f"{what} {summary['processor']} run {summary['run']}{mode}")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    table.add_row("processor version", str(summary.get("version")))
+    table.add_row("segments done", f"{summary['done']} of {summary['segments']}")
+    counts = summary.get("counts") or {}
+    for name in REPORT_COUNTS:
+        table.add_row(f"keys {name}", str(counts.get(name, 0)))
+    for name, value in (summary.get("requests") or {}).items():
+        table.add_row(f"requests: {name}", str(value))
+    table.add_row("estimated cost (USD)", f"{summary.get('estimated_cost_usd', 0):.6f}")
+    out.print(table)

@@ -1,0 +1,62 @@
+"""``s3ingest reprocess``: run a processor over every visible key of the ledger it is behind on
+(issue 27), and follow the run."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from s3ingest import reprocess_ops
+
+#: Seconds between two reads of a followed run.
+POLL_SECONDS = 10.0
+#: What the final report lists, in order: the summary's ``counts``
+#: (:data:`s3ingest_fn.services.reprocess.COUNTS`, pages apart).
+REPORT_COUNTS = (
+    "scanned",
+    "behind",
+    "run",
+    "superseded",
+    "held",
+    "skipped",
+    "busy",
+    "failed",
+    "removed",
+)
+
+
+def start_reprocess(sfn: Any, state_machine_arn: str, request: dict[str, Any]) -> str:
+    """Start one execution of the reprocess machine (:func:`s3ingest.reprocess_ops.request_of`
+    builds ``request``); return its ARN."""
+    return reprocess_ops.start_reprocess(sfn, state_machine_arn, request)
+
+
+def follow_reprocess(
+    sfn: Any,
+    execution: str,
+    *,
+    watch: bool,
+    on_status: Callable[[dict[str, Any]], None] | None = None,
+    poll_seconds: float = POLL_SECONDS,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Any]:
+    """The execution's status and segments done (:func:`s3ingest.reprocess_ops.reprocess_status`);
+    with ``watch``, read again every ``poll_seconds`` until it ends. ``on_status`` gets every
+    reading."""
+    while True:
+        status = reprocess_ops.reprocess_status(sfn, execution)
+        if on_status:
+            on_status(status)
+        if not watch or status["status"] in reprocess_ops.TERMINAL_EXECUTION:
+            return status
+        sleep(poll_seconds)
+
+
+def healthy(status: dict[str, Any]) -> bool:
+    """Whether a followed run ended well: the execution succeeded (or still runs) and no
+    processor call failed (a failed effect stays pending)."""
+    if status["status"] not in ("SUCCEEDED", "RUNNING"):
+        return False
+    output = status.get("output") or {}
+    return int((output.get("counts") or {}).get("failed", 0)) == 0

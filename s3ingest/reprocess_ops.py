@@ -1,0 +1,129 @@
+"""Reprocess against a deployed (or running local) stack: start the reprocess state machine and
+follow its Distributed Map over the ledger's Scan segments. Plain functions over an injected
+Step Functions client (the CLI only parses and renders).
+
+Progress comes from the execution's history (the ``Plan`` step's output: the run's segments,
+those already done by an earlier execution of the run left out) and its Map Run's item counts
+(``DescribeMapRun`` ``itemCounts``:
+https://docs.aws.amazon.com/step-functions/latest/apireference/API_DescribeMapRun.html).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any
+
+TERMINAL_EXECUTION = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
+#: What a run name may hold (:func:`s3ingest_fn.services.reprocess.ReprocessRequest.of`).
+RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
+
+
+def default_run(processor: str, now: float | None = None) -> str:
+    """A new run's name: ``<processor>-<UTC timestamp>`` (``default-20260102T030405Z``), the
+    processor's name cut to what a run name allows."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+    head = re.sub(r"[^A-Za-z0-9_.-]", "-", processor).lstrip("-_.")[:60] or "reprocess"
+    return f"{head}-{stamp}"
+
+
+def request_of(
+    processor: str,
+    *,
+    run: str,
+    bucket: str | None = None,
+    prefix: str = "",
+    rate: float | None = None,
+    dry_run: bool = False,
+    remove: bool = False,
+    segments: int | None = None,
+    concurrency: int | None = None,
+) -> dict[str, Any]:
+    """The execution's input (:class:`s3ingest_fn.services.reprocess.ReprocessRequest`):
+    only the fields given, so the service's defaults apply to the others.
+
+    Raises
+    ------
+    ValueError
+        A run name that is not letters, digits, ``.``, ``_``, ``-`` (80 at most).
+    """
+    if not RUN_NAME.match(run):
+        raise ValueError(f"run {run!r} is not a name of letters, digits, '.', '_', '-' (<= 80)")
+    request: dict[str, Any] = {"run": run, "processor": processor, "prefix": prefix}
+    if bucket:
+        request["bucket"] = bucket
+    if rate is not None:
+        request["rate"] = rate
+    if dry_run:
+        request["dry_run"] = True
+    if remove:
+        request["remove"] = True
+    if segments is not None:
+        request["segments"] = segments
+    if concurrency is not None:
+        request["concurrency"] = concurrency
+    return request
+
+
+def start_reprocess(sfn: Any, state_machine_arn: str, request: dict[str, Any]) -> str:
+    """Start one execution of the reprocess machine with ``request`` (:func:`request_of`);
+    return its ARN. The execution's name is the run's plus the time (a run resumed by a later
+    execution keeps its name; execution names are unique per machine for 90 days)."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    name = f"{request['run'][:63]}-{stamp}"
+    resp = sfn.start_execution(
+        stateMachineArn=state_machine_arn, name=name, input=json.dumps(request)
+    )
+    return str(resp["executionArn"])
+
+
+def plan_of(sfn: Any, execution_arn: str) -> dict[str, Any] | None:
+    """The ``Plan`` step's output (``{...request, "segments", "total", "done"}``), or None
+    before it ran."""
+    pages = sfn.get_paginator("get_execution_history").paginate(executionArn=execution_arn)
+    for page in pages:
+        for event in page.get("events", []):
+            details = event.get("taskSucceededEventDetails") or {}
+            if details.get("resourceType") == "lambda" and details.get("output"):
+                payload = json.loads(details["output"]).get("Payload")
+                if isinstance(payload, dict) and "segments" in payload and "total" in payload:
+                    return payload
+    return None
+
+
+def reprocess_status(sfn: Any, execution_arn: str) -> dict[str, Any]:
+    """The execution's status and its segments' progress.
+
+    Returns
+    -------
+    dict
+        ``{"execution", "status", "run", "total", "done", "output", "error", "cause"}``:
+        ``total`` the run's segments and ``done`` those finished (by this execution's Map Run,
+        or an earlier one of the run), None before the plan ran; ``output`` the summary once
+        it succeeded.
+    """
+    desc = sfn.describe_execution(executionArn=execution_arn)
+    request = json.loads(desc.get("input") or "{}")
+    out: dict[str, Any] = {
+        "execution": execution_arn,
+        "status": desc["status"],
+        "run": request.get("run"),
+        "total": None,
+        "done": None,
+        "output": json.loads(desc["output"]) if desc.get("output") else None,
+        "error": desc.get("error"),
+        "cause": desc.get("cause"),
+    }
+    if isinstance(out["output"], dict) and "segments" in out["output"]:
+        out.update(total=out["output"]["segments"], done=out["output"]["done"])
+        return out
+    plan = plan_of(sfn, execution_arn)
+    if plan is None:
+        return out
+    succeeded = 0
+    for listed in sfn.list_map_runs(executionArn=execution_arn).get("mapRuns", []):
+        run = sfn.describe_map_run(mapRunArn=listed["mapRunArn"])
+        succeeded += int(run.get("itemCounts", {}).get("succeeded", 0))
+    out.update(total=int(plan["total"]), done=int(plan["done"]) + succeeded)
+    return out

@@ -1,0 +1,95 @@
+"""The reprocess handlers (issue 27) pass the state machine's shapes through to the service and
+count per processor: a stand-in :class:`~s3ingest_fn.services.reprocess.Reprocessor`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from s3ingest_fn import wiring
+from s3ingest_fn.handlers import reprocess
+
+
+class Context:
+    function_name = "reprocess"
+    memory_limit_in_mb = 1024
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:reprocess"
+    aws_request_id = "req-1"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 600_000
+
+
+class Service:
+    def __init__(self) -> None:
+        self.bound: list[Any] = []
+
+    def bind_context(self, context: Any) -> None:
+        self.bound.append(context)
+
+
+class FakeReprocessor:
+    def __init__(self) -> None:
+        self.service = Service()
+        self.calls: list[tuple[Any, ...]] = []
+
+    def plan(self, value: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(("plan", value))
+        segments = [{"run": value["run"], "segment": i, "total": 2} for i in range(2)]
+        return {
+            **value,
+            "dry_run": False,
+            "remove": False,
+            "version": 3,
+            "segments": segments,
+            "total": 2,
+            "done": 0,
+        }
+
+    def segment(self, run: str, segment: int, remaining: Any) -> dict[str, Any]:
+        self.calls.append(("segment", run, segment, remaining()))
+        added = {"scanned": 5, "behind": 2, "run": 1, "failed": 1}
+        return {
+            "run": run,
+            "segment": segment,
+            "done": True,
+            "counts": added,
+            "requests": {},
+            "added": added,
+        }
+
+    def summarize(self, run: str) -> dict[str, Any]:
+        self.calls.append(("summarize", run))
+        return {"run": run, "done": 2}
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> FakeReprocessor:
+    made = FakeReprocessor()
+    monkeypatch.setattr(wiring, "function_reprocessor", lambda: made)
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    monkeypatch.setenv("S3INGEST_STACK", "s3ingest-test")
+    return made
+
+
+def test_the_steps_pass_the_shapes_through(
+    fake: FakeReprocessor, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    event = {"run": "r", "processor": "thumbs", "segments": 2}
+    plan = reprocess.plan(event, Context())
+    assert plan["segments"][1] == {"run": "r", "segment": 1, "total": 2}
+    assert fake.calls[0] == ("plan", event)
+    result = reprocess.segment({"run": "r", "segment": 1, "processor": "thumbs"}, Context())
+    assert result["done"] is True and fake.calls[1] == ("segment", "r", 1, 600_000)
+    assert len(fake.service.bound) == 1
+    assert reprocess.summarize({"run": "r"}, Context()) == {"run": "r", "done": 2}
+    # metrics per processor: the segments planned, and each count a segment call added
+    emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    by_processor = [doc for doc in emf if doc.get("processor") == "thumbs"]
+    assert any(doc.get("reprocess_segments") == [2.0] for doc in by_processor)
+    segment_doc = next(doc for doc in by_processor if "reprocess_run" in doc)
+    assert segment_doc["reprocess_run"] == segment_doc["reprocess_failed"] == [1.0]
+    assert segment_doc["stack"] == "s3ingest-test"
