@@ -2,8 +2,6 @@
 executor, its three functions in-process (plan, a Distributed Map over ledger Scan segments
 with the segment loop, summarize), and the CLI's reading of its progress.
 
-Two tests run a processor's real decision (``IngestService.behind`` and ``reprocess``, the
-core written on main): they are expected to fail (strict) until that core is merged.
 """
 
 from __future__ import annotations
@@ -16,14 +14,6 @@ import pytest
 from s3ingest import reprocess_ops
 from s3ingest.local.runtime import LocalRuntime, local_settings
 from s3ingest.settings import Settings
-from s3ingest_fn.core.decide import IngestService
-
-#: The core that decides a row is behind and runs it (on main, not yet on this branch).
-needs_core = pytest.mark.xfail(
-    not (hasattr(IngestService, "behind") and hasattr(IngestService, "reprocess")),
-    reason="needs IngestService.behind/reprocess (the reprocess core, written on main)",
-    strict=True,
-)
 
 KEYS = 12
 
@@ -119,7 +109,6 @@ def test_a_processor_not_configured_fails_the_execution(
     assert "counts" not in summary
 
 
-@needs_core
 def test_a_dry_run_counts_the_keys_behind_and_writes_nothing(
     runtimes: tuple[LocalRuntime, LocalRuntime],
 ) -> None:
@@ -135,7 +124,6 @@ def test_a_dry_run_counts_the_keys_behind_and_writes_nothing(
     assert all(r.effect_of("default") is None for r in with_processor.ledger_rows())
 
 
-@needs_core
 def test_a_run_brings_every_key_up_to_date_once(
     runtimes: tuple[LocalRuntime, LocalRuntime],
 ) -> None:

@@ -45,9 +45,6 @@ from s3ingest_fn.adapters.dynamo_ledger.scan import (
     held_rows,
 )
 
-# PLACEHOLDER (drop at merge): the real DynamoLedgerSegments comes from scan.py.
-from s3ingest_fn.adapters.dynamo_ledger.segments_placeholder import DynamoLedgerSegments
-
 __all__ = [
     "ATTRIBUTES",
     "COUNTER_PREFIX",
