@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
         processor_writes,
         reconcile_diff,
         records_per_message,
+        reprocess,
         requests_per_event,
         row_size,
     )
@@ -40,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         "onboard": lambda a: onboard.run(a.onboard_objects, a.live_operations, a.seed),
         "processors": lambda a: processor_writes.run(a.processor_events, a.seed),
         "records": lambda a: records_per_message.run(),
+        "reprocess": lambda a: reprocess.run(a.reprocess_keys, a.live_operations, a.seed),
     }
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument(
@@ -95,6 +97,12 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=2_000,
         help="puts, overwrites and deletes delivered while the onboarding runs (default 2000)",
+    )
+    parser.add_argument(
+        "--reprocess-keys",
+        type=int,
+        default=100_000,
+        help="objects of a local bucket a processor added later is run over (default 100000)",
     )
     parser.add_argument("--only", nargs="*", choices=sorted(benches), default=sorted(benches))
     args = parser.parse_args(argv)

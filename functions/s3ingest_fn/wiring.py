@@ -267,6 +267,7 @@ def ingest_service(
     scope: Scope | None = None,
     holds: Mapping[str, HoldPolicy] | None = None,
     trail: int | None = None,
+    after_effect: Callable[[AppliedChange], None] | None = None,
 ) -> IngestService:
     """The ingest decision over the ledger and the bucket, with the processors' effects when
     any are given (one callable, or :class:`ProcessorSpec` s; CONTRACT C11). ``scope`` (the
@@ -279,7 +280,9 @@ def ingest_service(
         ledger=ledger(dynamodb, table, tombstone_ttl_seconds, clock, trail),
         bucket=S3Objects(s3),
         scope_bucket=scope_bucket,
-        effects=effect_runner(processor, s3, holds=holds) if processor else None,
+        effects=effect_runner(processor, s3, holds=holds, after_effect=after_effect)
+        if processor
+        else None,
         scope=scope,
     )
 
@@ -522,17 +525,27 @@ def function_settings() -> FunctionSettings:
 
 #: Processor-run recorders by key (the local runtime's; :func:`record_processor_runs`).
 _RECORDERS: dict[str, Callable[[str, Processor], Processor]] = {}
+#: The local runtime's crash seams by the same key (:func:`record_processor_runs`).
+_AFTER_EFFECTS: dict[str, Callable[[AppliedChange], None]] = {}
 
 
-def record_processor_runs(key: str, wrap: Callable[[str, Processor], Processor] | None) -> None:
+def record_processor_runs(
+    key: str,
+    wrap: Callable[[str, Processor], Processor] | None,
+    after_effect: Callable[[AppliedChange], None] | None = None,
+) -> None:
     """Decorate the processors of every ingest service built for a configuration whose
-    ``S3INGEST_LOCAL_RECORDER`` is ``key`` with ``wrap(name, call)`` (None: forget ``key``):
-    the local runtime's one recording path for processor runs, whatever function runs them
-    (ingest, backfills, listing shards)."""
+    ``S3INGEST_LOCAL_RECORDER`` is ``key`` with ``wrap(name, call)``, and give their effect
+    runner ``after_effect`` (its crash seam), or forget ``key`` (``wrap`` None): the local
+    runtime's one recording and crash path for processor runs, whatever function runs them
+    (ingest, backfills, listing shards, reprocess segments)."""
+    _AFTER_EFFECTS.pop(key, None)
     if wrap is None:
         _RECORDERS.pop(key, None)
-    else:
-        _RECORDERS[key] = wrap
+        return
+    _RECORDERS[key] = wrap
+    if after_effect is not None:
+        _AFTER_EFFECTS[key] = after_effect
 
 
 @_clears("build_ingest_service")
@@ -553,8 +566,10 @@ def build_ingest_service(settings: IngestConfig, clients: ClientConfig) -> Inges
     """The ingest service of ``settings`` over clients of ``clients`` (cached per value)."""
     entries = settings.processor_entries()
     wrap = _RECORDERS.get(settings.local_recorder) if settings.local_recorder else None
+    after = _AFTER_EFFECTS.get(settings.local_recorder) if settings.local_recorder else None
     specs = processor_specs(entries, lambda_client=lambda t: lambda_client(t, clients), wrap=wrap)
     return ingest_service(
+        after_effect=after,
         holds=hold_policies(entries, {"HOLD": settings.hold_json or ""}),
         s3=client(clients, "s3"),
         dynamodb=client(clients, "dynamodb"),

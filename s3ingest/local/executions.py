@@ -202,6 +202,10 @@ class LocalMachines:
             )["executionArn"]
         )
 
+    def running(self, arn: str) -> bool:
+        """Whether execution ``arn`` has not ended yet."""
+        return self.sfn.describe_execution(executionArn=arn)["status"] not in TERMINAL
+
     def wait(
         self, arn: str, timeout_seconds: float = 600.0, poll_seconds: float = 0.1
     ) -> Execution:

@@ -44,6 +44,7 @@ from s3ingest.local import environment
 from s3ingest.local.chaos import Chaos, InjectedCrash
 from s3ingest.local.delivery import publish_flush
 from s3ingest.local.emulator import Emulator, LocalBucket, Resources, provision
+from s3ingest.local.encryption import encrypt_bucket
 from s3ingest.local.executions import Execution, LocalMachines
 from s3ingest.local.faults import INGEST, FaultInjector
 from s3ingest.local.lambda_service import LambdaContext, LocalFunction, run_with_timeout
@@ -288,7 +289,9 @@ class LocalRuntime(Reconciliations):
                 "a processor given by functionArn runs only deployed; locally, name its "
                 'Python handler instead ("handler": "package.module:handler")'
             )
-        wiring.record_processor_runs(self.recorder_key, self._record_runs)
+        wiring.record_processor_runs(
+            self.recorder_key, self._record_runs, self.crashes.after_effect
+        )
         self.service.effects = wiring.effect_runner(
             wiring.processor_specs(entries, wrap=self._record_runs),
             self.s3,
@@ -303,11 +306,14 @@ class LocalRuntime(Reconciliations):
         it holds (rows of an added processor or a raised version are behind it until
         ``reprocess``).
 
+        The first processors of a deployment set up without any get the processors' output
+        bucket, as the stack creates it with them.
+
         Raises
         ------
         ValueError
-            Settings that do not validate (the problems joined), a processor that cannot be
-            imported, or processors on a deployment set up without any (no output bucket).
+            Settings that do not validate (the problems joined), or a processor that cannot be
+            imported.
         """
         settings = dataclasses.replace(
             self.settings, processor=None, processors=tuple(dict(p) for p in processors), hold=hold
@@ -316,10 +322,11 @@ class LocalRuntime(Reconciliations):
         if problems:
             raise ValueError("; ".join(problems))
         if settings.processor_entries() and not self.resources.output_bucket:
-            raise ValueError(
-                "configure: this deployment was set up without processors (no output bucket); "
-                "configure processors on the first line"
-            )
+            name = f"s3ingest-output-{uuid.uuid4().hex[:8]}"
+            self.s3.create_bucket(Bucket=name)
+            encrypt_bucket(self.s3, name, self.resources.kms_key_arn)
+            self.resources = dataclasses.replace(self.resources, output_bucket=name)
+            self.oracles.resources = self.resources
         previous = self.settings
         self.settings = settings
         try:
@@ -702,12 +709,15 @@ class LocalRuntime(Reconciliations):
         concurrency: int | None = None,
         run: str | None = None,
         timeout_seconds: float = 600.0,
+        between: Callable[[], None] | None = None,
     ) -> dict[str, Any]:
         """A reprocess run of ``processor`` over the ledger's rows (of ``bucket`` under
         ``prefix``; every bucket when None): an execution of the stack's reprocess machine
         (:mod:`s3ingest_cdk.constructs.reprocess_state_machine`), input ``{"run", "processor",
         "bucket", "prefix", "rate", "dry_run", "remove", "segments", "concurrency"}`` (``run``
         default: a new run; give an earlier run's name, with the same request, to resume it).
+        ``between`` runs while the execution runs, until it ends (live traffic in benchmarks
+        and tests: put objects, then :meth:`flush` and :meth:`drain`).
 
         Returns
         -------
@@ -730,7 +740,13 @@ class LocalRuntime(Reconciliations):
         }
         if concurrency is not None:
             request["concurrency"] = concurrency
-        execution = self.machines.run(REPROCESS, request, timeout_seconds)
+        if between is None:
+            execution = self.machines.run(REPROCESS, request, timeout_seconds)
+        else:
+            arn = self.machines.start(REPROCESS, request)
+            while self.machines.running(arn):
+                between()
+            execution = self.machines.wait(arn, timeout_seconds)
         self.pump_changes()  # the segment functions wrote to the ledger outside drain()
         return {**(execution.output or {}), "execution": execution.summary()}
 

@@ -131,7 +131,7 @@ _FIELDS = {
     "status": set(),
     "explain": {"key", "bucket"},
     "configure": {"processors", "hold"},
-    "reprocess": {"processor", "bucket", "prefix", "rate", "dry_run", "remove"},
+    "reprocess": {"processor", "bucket", "prefix", "rate", "dry_run", "remove", "chaos"},
 }
 #: Steps of :class:`~s3ingest.local.incidents.Incidents` taking no argument.
 _INCIDENT_SWITCHES = ("disable_rule", "enable_rule", "break_queue_policy", "restore_queue_policy")
@@ -476,10 +476,14 @@ def _check_step(lineno: int, doc: dict[str, Any]) -> None:
             f"line {lineno}: backfill engine must be one of {', '.join(BACKFILL_ENGINES)}"
         )
     if op == "flush":
-        try:
-            Chaos.from_json(doc.get("chaos"))
-        except (TypeError, ValueError) as exc:
-            raise ScenarioError(f"line {lineno}: {exc}") from exc
+        _check_chaos(lineno, doc)
+
+
+def _check_chaos(lineno: int, doc: dict[str, Any]) -> None:
+    try:
+        Chaos.from_json(doc.get("chaos"))
+    except (TypeError, ValueError) as exc:
+        raise ScenarioError(f"line {lineno}: {exc}") from exc
 
 
 def _check_reprocess(lineno: int, doc: dict[str, Any]) -> None:
@@ -491,6 +495,8 @@ def _check_reprocess(lineno: int, doc: dict[str, Any]) -> None:
     for name in ("dry_run", "remove"):
         if name in doc and not isinstance(doc[name], bool):
             raise ScenarioError(f"line {lineno}: reprocess {name} must be true or false")
+    if "chaos" in doc:
+        _check_chaos(lineno, doc)
     rate = doc.get("rate")
     if rate is not None and (
         isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0
@@ -681,14 +687,15 @@ def _run(
                     {"step": lineno, "processors": [dict(p) for p in step["processors"]]}
                 )
             elif op == "reprocess":
-                summary = rt.reprocess(
-                    step["processor"],
-                    bucket=step.get("bucket"),
-                    prefix=step.get("prefix", ""),
-                    rate=step.get("rate"),
-                    dry_run=step.get("dry_run", False),
-                    remove=step.get("remove", False),
-                )
+                with rt.crashing(Chaos.from_json(step["chaos"]) if "chaos" in step else None):
+                    summary = rt.reprocess(
+                        step["processor"],
+                        bucket=step.get("bucket"),
+                        prefix=step.get("prefix", ""),
+                        rate=step.get("rate"),
+                        dry_run=step.get("dry_run", False),
+                        remove=step.get("remove", False),
+                    )
                 reprocesses.append({"step": lineno, **summary})
             elif op == "replay":
                 start = _parse_time(lineno, "from", step["from"]) if "from" in step else None
