@@ -30,6 +30,7 @@ from s3ingest_fn.core.effects import AppliedChange, PinnedContent, change_id
 from s3ingest_fn.core.row import LedgerRow
 
 BUCKET = "bench-reprocess-bucket"
+
 PROCESSOR = {"name": "thumbs", "module": "bench.reprocess:thumbs"}
 _WRITES = ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem")
 
