@@ -356,6 +356,8 @@ def explain(ledger_row: LedgerRow | None, bucket_state: Any) -> dict[str, Any]:
             "fencing_token": fx.token,
             "lease_until": _iso_ms(fx.lease_until_ms),
             "completed_for_change": fx.done_change_id,
+            # the processor's version that completed it (behind a higher one: reprocess)
+            "completed_version": fx.version if fx.done_change_id is not None else None,
             "behind": fx.status == "superseded",
             "waiting_changes": [q.change_id for q in fx.queue],
             "held": (

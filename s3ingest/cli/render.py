@@ -52,6 +52,12 @@ def render_reconciliation(rep: dict[str, Any]) -> None:
     rows += [
         ("effects pending (re-run by a repair)", rep.get("pending_effects", 0)),
         ("effects behind the row (re-run by a repair)", rep.get("effects_behind", 0)),
+    ]
+    rows += [
+        (f"behind processor {name} (s3ingest reprocess)", n)
+        for name, n in sorted((rep.get("effects_behind_by_processor") or {}).items())
+    ]
+    rows += [
         ("resolved on HEAD", rep["resolved_on_head"]),
         ("repairs queued", rep["repairs_queued"]),
         ("seconds", rep.get("duration_s")),

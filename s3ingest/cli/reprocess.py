@@ -23,9 +23,9 @@ OUTPUT = "ReprocessStateMachineArn"
 @app.command(
     "reprocess",
     short_help="Run a processor over the keys already in the ledger.",
-    epilog="Exit codes: 0 done (or started, with --no-wait), 1 the run failed or a processor "
-    "call failed (its effect stays pending: run again with the same --run), 2 usage error, "
-    "3 AWS error.",
+    epilog="Exit codes: 0 done (or started, with --no-wait), 1 the run failed (run again with "
+    "the same --run to resume it) or a processor call failed (its effect stays pending: a new "
+    "run, or the next reconciliation, takes it up), 2 usage error, 3 AWS error.",
 )
 def reprocess(
     ctx: typer.Context,

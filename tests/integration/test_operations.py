@@ -208,6 +208,7 @@ def test_explain_shows_the_processor_effect_of_the_row_change(emulator: Any) -> 
         "fencing_token": row.effect.token,
         "lease_until": None,
         "completed_for_change": row.change_id,
+        "completed_version": 1,
         "behind": False,
         "waiting_changes": [],
         "held": None,
