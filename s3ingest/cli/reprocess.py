@@ -76,7 +76,18 @@ def reprocess(
             min=1,
             max=1000,
             metavar="N",
-            help="Parallel Scan segments of the ledger (default 16); at most 16 run at once.",
+            help="Parallel Scan segments of the ledger (default 16).",
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=1000,
+            metavar="N",
+            help="Segments run at once (default: the segments, at most 16); each runs 8 keys "
+            "at once. Mind the Lambda concurrency and the ledger's write throughput "
+            "(docs/reprocess.md).",
         ),
     ] = None,
     run: Annotated[
@@ -115,6 +126,7 @@ def reprocess(
             dry_run=dry_run,
             remove=remove,
             segments=segments,
+            concurrency=concurrency,
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--run") from exc

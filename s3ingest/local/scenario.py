@@ -67,11 +67,15 @@ Format (one JSON object per line; blank lines and lines starting with ``#`` are 
 * first line ``"hold": {...}`` (the ``hold`` setting's form, ``docs/hold.md``; a processor entry
   may carry its own): effects the policy holds wait for ``{"op": "approve", "key": K}`` or
   ``{"op": "reject", "key": K}`` (optional ``"bucket"``, ``"change"`` (a change id) and
-  ``"processor"``; default every held change of the key); the queue is drained after each.
+  ``"processor"``; default every held change of the key); the queue is drained after each;
+* ``{"op": "configure", "processors": [...]}``: another processor configuration deployed
+  (:meth:`~s3ingest.local.runtime.LocalRuntime.configure`), and ``{"op": "reprocess",
+  "processor": P}``: an execution of the stack's reprocess machine (``docs/reprocess.md``).
 
 The result (:func:`run_scenario`) is ``{"error": str | None, "messages": [...], "ledger": [...],
 "bucket": [...], "effects": [...], "changes": [...], "effects_problems": [...], "held": [...],
-"trail": [...], "reviews": [...], "converged": bool, "dropped": n, "undelivered": n,
+"trail": [...], "reviews": [...], "configurations": [...], "reprocesses": [...],
+"converged": bool, "dropped": n, "undelivered": n,
 "redrives": [...], "statuses": [...], "explanations": [...]}`` as documented in docs/scenarios.md
 (``redrives``, ``statuses``, ``explanations``: per step, ``{"step": N, ...}`` with what the
 command prints with ``--json``; ``held``:

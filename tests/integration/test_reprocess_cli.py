@@ -106,8 +106,26 @@ def test_json_prints_the_summary_and_exits_0(started: dict[str, Any]) -> None:
     (request,) = started["requests"]
     assert request["processor"] == "thumbs" and request["dry_run"] is True
     assert request["segments"] == 8 and "bucket" not in request and "rate" not in request
+    assert "concurrency" not in request  # the service's default: the segments, at most 16
     # the run's default name: <processor>-<UTC timestamp>
     assert request["run"].startswith("thumbs-") and request["run"].endswith("Z")
+
+
+def test_concurrency_is_passed_to_the_run(started: dict[str, Any]) -> None:
+    result = run(
+        "--stack",
+        "S",
+        "--processor",
+        "thumbs",
+        "--segments",
+        "128",
+        "--concurrency",
+        "64",
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    (request,) = started["requests"]
+    assert (request["segments"], request["concurrency"]) == (128, 64)
 
 
 def test_the_report_names_every_count_and_the_cost(started: dict[str, Any]) -> None:
