@@ -24,9 +24,11 @@ def targets_json(entries: Sequence[Mapping[str, Any]]) -> str:
         target: dict[str, Any] = {"name": entry["name"]}
         if int(entry.get("version") or 1) != 1:
             target["version"] = int(entry["version"])
-        for key in ("prefixes", "suffixes", "kinds"):
+        for key in ("prefixes", "suffixes"):
             if entry.get(key):
                 target[key] = list(entry[key])
+        if entry.get("kinds") and set(entry["kinds"]) != set(KINDS):
+            target["kinds"] = list(entry["kinds"])
         out.append(target)
     return json.dumps(out, separators=(",", ":"))
 

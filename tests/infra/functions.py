@@ -58,3 +58,12 @@ def inventories_environment(bucket: Any, inventory: Any) -> dict[str, Any]:
             ]
         }
     }
+
+
+def targets_environment(synth: Synth) -> dict[str, str]:
+    """``PROCESSOR_TARGETS``, which the functions that count rows behind each processor
+    (reconciliation, the backfill control) get when processors are configured."""
+    from s3ingest_fn.effect_targets import PROCESSOR_TARGETS, targets_json
+
+    entries = synth.settings.processor_entries()
+    return {PROCESSOR_TARGETS: targets_json(entries)} if entries else {}

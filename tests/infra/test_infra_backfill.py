@@ -32,6 +32,7 @@ from .functions import (
     common_environment,
     inventories_environment,
     scope_environment,
+    targets_environment,
     tracing_config,
     xray_grants,
 )
@@ -608,6 +609,7 @@ def _control_environment(synth: Synth) -> dict[str, Any]:
         **scope_environment(_ref(ids.bucket)),
         **inventories_environment(_ref(ids.bucket), _ref(ids.inventory)),
         **common_environment(synth, "s3ingest-backfill"),
+        **targets_environment(synth),
         # The distributed-map engine's backfill_file step runs the processor (fan-out synth).
         **(
             {"PROCESSOR": synth.settings.processor, "OUTPUT_BUCKET": _ref(ids.output)}

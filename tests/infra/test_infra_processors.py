@@ -575,9 +575,10 @@ def test_versions_reach_the_functions_that_run_the_processors(tmp_path: Path) ->
         processors=[ProcessorConfig("thumbs", module=module, version=3)],
     )
     listed = _variables(_template(app, stack))
-    # THEN every function that runs it (ingest, backfill, listing shard) gets PROCESSORS with
-    # the version, and the single processor no PROCESSOR beside it
-    assert len(single) == len(listed) == 3
+    # THEN every function that runs it (ingest, backfill, listing shard, and the reprocess
+    # run's plan, which records the version, and segment) gets PROCESSORS with the version,
+    # and the single processor no PROCESSOR beside it
+    assert len(single) == len(listed) == 5
     for variables in single.values():
         assert "PROCESSOR" not in variables
         (entry,) = json.loads(variables["PROCESSORS"])

@@ -24,6 +24,7 @@ from .functions import (
     common_environment,
     inventories_environment,
     scope_environment,
+    targets_environment,
     tracing_config,
     xray_grants,
 )
@@ -121,6 +122,7 @@ def _environment(synth: Synth) -> dict[str, Any]:
         **scope_environment(_ref(bucket_id)),
         **inventories_environment(_ref(bucket_id), _ref(synth.logical_id(inventory))),
         **common_environment(synth, "s3ingest-reconcile"),
+        **targets_environment(synth),
     }
 
 

@@ -131,7 +131,7 @@ class Reprocess(Construct):
         }
         # The plan names the processors and their versions (no grant needed to read them).
         named: dict[str, str] = {}
-        if settings.processor is not None:
+        if settings.processor is not None and not settings.processors_variable:
             named[fn_config.PROCESSOR] = settings.processor
         if processors is not None:
             if processors.environment is not None:
