@@ -388,3 +388,21 @@ def test_reconciliation_counts_rows_behind_each_processor_and_repairs_none(world
     combined = combine_reports([report, other])
     assert combined["effects_behind_by_processor"] == {"thumbs": 3, "audit": 4}
     assert combined["behind_samples"]["audit"] == [*KEYS[:3], "x"]
+
+
+def test_a_segment_call_stops_before_the_time_a_slow_page_needs(world: World) -> None:
+    before = world.service()
+    for key in KEYS:
+        world.put(before, key)
+    after = world.service(index=1)
+    ticks = iter(range(0, 10_000, 5))  # each clock read 5 s after the last
+    reprocessor = world.reprocessor(after, page_size=2, margin_ms=1_000)
+    reprocessor.clock = lambda: float(next(ticks))
+    reprocessor.plan({"run": "slow", "processor": "index", "segments": 1})
+    # WHEN 10 s are left: the first page (5 s here), then no time for another: the margin
+    # and twice the slowest page (1 + 2 x 5 s) is more than is left
+    first = reprocessor.segment("slow", 0, remaining_ms=lambda: 10_000)
+    assert (first["done"], first["added"]["pages"]) == (False, 1)
+    # WHEN 25 s are left at every page: the segment runs to its end from the checkpoint
+    second = reprocessor.segment("slow", 0, remaining_ms=lambda: 25_000)
+    assert second["done"] and second["added"]["pages"] >= 2

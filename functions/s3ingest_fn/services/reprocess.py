@@ -225,7 +225,8 @@ class Reprocessor:
     page_size : int
         Scan ``Limit``.
     margin_ms : int
-        :meth:`segment` returns ``done: false`` once the invocation has less than this left.
+        :meth:`segment` returns ``done: false`` once the invocation has less than this left,
+        plus twice its slowest page so far.
     """
 
     segments: LedgerSegments
@@ -344,13 +345,21 @@ class Reprocessor:
         done = bool(checkpoint.get("done"))
         pacer = _Pacer(request.segment_rate, self.clock, self.sleep)
         prefix = f"{request.bucket}/{request.prefix}" if request.bucket else ""
-        started = time.monotonic()
+        started = self.clock()
         requests.add("calls")
         first = True
+        slowest_page_ms = 0
         while not done:
-            if not first and remaining_ms is not None and remaining_ms() < self.margin_ms:
+            # another page only while the invocation has time for it: the margin, and twice the
+            # slowest page so far (a slow processor makes a page slow)
+            if (
+                not first
+                and remaining_ms is not None
+                and remaining_ms() < self.margin_ms + 2 * slowest_page_ms
+            ):
                 break
             first = False
+            page_started = self.clock()
             page = self.segments.page(
                 segment, request.segments, cursor, prefix=prefix, limit=self.page_size
             )
@@ -368,9 +377,10 @@ class Reprocessor:
                 "counts": dict(counts),
                 "requests": dict(requests.counts),
             }
+            slowest_page_ms = max(slowest_page_ms, int((self.clock() - page_started) * 1000))
             requests.add("checkpoint")
-            requests.add("elapsed_ms", int((time.monotonic() - started) * 1000))
-            started = time.monotonic()
+            requests.add("elapsed_ms", int((self.clock() - started) * 1000))
+            started = self.clock()
             body["requests"] = dict(requests.counts)
             self.store.put(self.checkpoint_bucket, _segment_key(run, segment), _json(body))
         return {
