@@ -250,6 +250,7 @@ class FakeLedger:
         change_id: str | None,
         old_token: int | None,
         claim: Claim,
+        version: int = 1,
     ) -> WriteResult:
         _default_only(processor)
         row = self.rows.get((bucket, key))
@@ -263,7 +264,8 @@ class FakeLedger:
                 effect is not None
                 and effect.token == old_token
                 and (
-                    effect.status in (DONE, SUPERSEDED)
+                    (effect.status == DONE and effect.version < version)
+                    or effect.status == SUPERSEDED
                     or (effect.status == PENDING and (effect.lease_until_ms or 0) < claim.now_ms)
                 )
             )

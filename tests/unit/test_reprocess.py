@@ -175,6 +175,7 @@ def world() -> Iterator[World]:
 KEYS = [f"in/{i:02d} file.csv" for i in range(7)]
 
 
+@pytest.mark.contract("C11")
 def test_a_processor_added_later_runs_once_over_every_visible_key_and_never_a_tombstone(
     world: World,
 ) -> None:
@@ -208,6 +209,7 @@ def test_a_processor_added_later_runs_once_over_every_visible_key_and_never_a_to
     assert len(world.recorders["index"].runs) == 6  # safe to run twice: nothing ran again
 
 
+@pytest.mark.contract("C11")
 def test_a_version_bump_makes_done_rows_behind_and_the_commit_records_the_version(
     world: World,
 ) -> None:
@@ -363,6 +365,7 @@ def test_the_rate_spreads_starts_over_the_segment_workers() -> None:
         ReprocessRequest.of({"run": "../x", "processor": "p"})
 
 
+@pytest.mark.contract("C12")
 def test_reconciliation_counts_rows_behind_each_processor_and_repairs_none(world: World) -> None:
     from s3ingest_fn.core.effects import EffectTarget
     from s3ingest_fn.services.reconcile_run import ReconcileReport, combine_reports
@@ -406,3 +409,19 @@ def test_a_segment_call_stops_before_the_time_a_slow_page_needs(world: World) ->
     # WHEN 25 s are left at every page: the segment runs to its end from the checkpoint
     second = reprocessor.segment("slow", 0, remaining_ms=lambda: 25_000)
     assert second["done"] and second["added"]["pages"] >= 2
+
+
+def test_the_claim_refuses_an_effect_already_done_at_the_version(world: World) -> None:
+    # GIVEN a row whose thumbs effect is done at thumbs' version 2
+    v2 = world.service(thumbs=2)
+    world.put(v2, KEYS[0])
+    row = world.row(KEYS[0])
+    assert not v2.behind(row, "thumbs")
+    runs = len(world.recorders["thumbs"].runs)
+    # WHEN a caller skips the behind check: the conditional claim itself refuses it
+    assert v2.reprocess(row, "thumbs") == "skipped"
+    assert len(world.recorders["thumbs"].runs) == runs
+    # and at a higher version it is claimed and run again
+    v3 = world.service(thumbs=3)
+    assert v3.reprocess(world.row(KEYS[0]), "thumbs") == "run"
+    assert len(world.recorders["thumbs"].runs) == runs + 1

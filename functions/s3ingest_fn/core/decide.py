@@ -234,6 +234,7 @@ class IngestService:
             row.change_id,
             effect.token if effect is not None else None,
             claim,
+            effects.version_of(processor),
         )
         if not taken.applied or taken.token is None:
             old = taken.old

@@ -140,11 +140,12 @@ class Ledger(Protocol):
         change_id: str | None,
         old_token: int | None,
         claim: Claim,
+        version: int = 1,
     ) -> WriteResult:
         """Claim ``processor``'s effect of the row's change ``change_id`` (a reprocess run) while
         the row is present, still holds that change, and the effect is as read: absent
-        (``old_token`` None), or held by ``old_token`` and done, superseded or pending with an
-        expired lease."""
+        (``old_token`` None), or held by ``old_token`` and done under a version below
+        ``version``, superseded or pending with an expired lease."""
         ...
 
     def forget(self, bucket: str, key: str, processor: str) -> bool:

@@ -344,12 +344,14 @@ class DynamoLedger:
         change_id: str | None,
         old_token: int | None,
         claim: Claim,
+        version: int = 1,
     ) -> WriteResult:
         """Claim ``processor``'s effect of the row's change for a reprocess run (CONTRACT C11):
         one UpdateItem, conditional on the row being present and still holding ``change_id``
         and on the effect being as read (absent when ``old_token`` is None; else held by
-        ``old_token`` and done, superseded, or pending with an expired lease). A refusal
-        returns the row (``old``): a newer change was applied, or another worker claimed it.
+        ``old_token`` and done under a version below ``version``, superseded, or pending with
+        an expired lease). A refusal returns the row (``old``): a newer change was applied,
+        another worker claimed it, or it is already current.
 
         Raises
         ------
@@ -359,7 +361,7 @@ class DynamoLedger:
         return self._call(
             bucket,
             key,
-            behind_claim_request(processor, change_id, old_token, claim),
+            behind_claim_request(processor, change_id, old_token, claim, version),
             token_attribute=effect_attributes(processor)[1],
         )
 

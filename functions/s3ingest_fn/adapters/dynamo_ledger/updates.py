@@ -488,14 +488,15 @@ def finish_request(
 
 
 def behind_claim_request(
-    processor: str, change_id: str | None, old_token: int | None, claim: Claim
+    processor: str, change_id: str | None, old_token: int | None, claim: Claim, version: int = 1
 ) -> dict[str, Any]:
     """Claim ``processor``'s effect of the row's change for a reprocess run: the row is present
     and still holds the change ``change_id``, and the processor's effect is what was read:
-    absent (``old_token`` None) or held by ``old_token`` and ``done``, ``superseded`` or
-    pending with an expired lease. Pending under the token of the row's new revision and
-    ``claim.now_ms`` (read back), lease ``claim.lease_until_ms``."""
+    absent (``old_token`` None) or held by ``old_token`` and ``done`` under a version below
+    ``version``, ``superseded`` or pending with an expired lease. Pending under the token of
+    the row's new revision and ``claim.now_ms`` (read back), lease ``claim.lease_until_ms``."""
     fx, fx_token, fx_lease, _, _ = effect_attributes(processor)
+    fv = version_attribute(processor)
     names = {_ph(n): n for n in (_REV, _OP, _STATE, fx, fx_token, fx_lease)}
     values: dict[str, Any] = {
         ":zero": {"N": "0"},
@@ -515,14 +516,23 @@ def behind_claim_request(
     if old_token is None:
         effect = f"attribute_not_exists({_ph(fx)})"
     else:
+        # a done effect is behind only under a lower version (absent: 1)
+        done = ""
+        if version > 1:
+            names[_ph(fv)] = fv
+            done = (
+                f"({_ph(fx)} = :done AND (attribute_not_exists({_ph(fv)}) OR "
+                f"{_ph(fv)} < :version)) OR "
+            )
+            values[":done"] = {"S": _FX_CODES[DONE]}
+            values[":version"] = {"N": str(version)}
         effect = (
-            f"{_ph(fx_token)} = :old AND ({_ph(fx)} IN (:done, :superseded) OR "
+            f"{_ph(fx_token)} = :old AND ({done}{_ph(fx)} = :superseded OR "
             f"({_ph(fx)} = :pending AND {_ph(fx_lease)} < :now))"
         )
         values.update(
             {
                 ":old": {"N": str(old_token)},
-                ":done": {"S": _FX_CODES[DONE]},
                 ":superseded": {"S": _FX_CODES[SUPERSEDED]},
                 ":now": {"N": str(claim.now_ms)},
             }
