@@ -36,7 +36,7 @@ from typing import Any, ClassVar, ParamSpec, TypeVar
 from s3ingest_fn.contract import DELIVERY_BUCKETS_ENV, STACK_ENV
 from s3ingest_fn.core.effects import EffectTarget
 from s3ingest_fn.core.scope import Scope
-from s3ingest_fn.effect_targets import PROCESSOR_TARGETS, parse_targets, targets_json
+from s3ingest_fn.effect_targets import PROCESSOR_TARGETS, read_targets, targets_json
 
 # -- variable names ---------------------------------------------------------------------------
 
@@ -652,19 +652,6 @@ class ReconcileConfig(_Config):
         return env
 
 
-def _targets(
-    env: Mapping[str, str], entries: Sequence[ProcessorEntry], problems: list[str]
-) -> tuple[EffectTarget, ...]:
-    raw = env.get(PROCESSOR_TARGETS)
-    if not raw:
-        return parse_targets(targets_json([e.as_dict() for e in entries]))
-    try:
-        return parse_targets(raw)
-    except ValueError as exc:
-        problems.append(str(exc))
-        return ()
-
-
 def _reconcile_values(env: Mapping[str, str], problems: list[str]) -> dict[str, Any]:
     ledger_table_name = _required(env, LEDGER_TABLE_NAME, problems)
     queue_url = _required(env, INGEST_QUEUE_URL, problems)
@@ -684,7 +671,7 @@ def _reconcile_values(env: Mapping[str, str], problems: list[str]) -> dict[str, 
     listed = _names(env.get(PROCESSOR_NAMES))
     entries = read_processors(env, problems)
     names = listed or tuple(e.name for e in entries)
-    targets = _targets(env, entries, problems)
+    targets = read_targets(env.get(PROCESSOR_TARGETS), [e.as_dict() for e in entries], problems)
     return {
         "ledger_table_name": ledger_table_name,
         "ingest_queue_url": queue_url,

@@ -62,3 +62,15 @@ def parse_targets(raw: str) -> tuple[EffectTarget, ...]:
         )
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{PROCESSOR_TARGETS}: {exc}") from exc
+
+
+def read_targets(
+    raw: str | None, entries: Sequence[Mapping[str, Any]], problems: list[str]
+) -> tuple[EffectTarget, ...]:
+    """``PROCESSOR_TARGETS`` (``raw``), else the targets of the processor ``entries``; a
+    malformed variable is added to ``problems`` (no targets then)."""
+    try:
+        return parse_targets(raw or targets_json(entries))
+    except ValueError as exc:
+        problems.append(str(exc))
+        return ()

@@ -181,7 +181,8 @@ DESCRIPTIONS: dict[str, str] = {
     "backfillReservedConcurrency": (
         "reserved concurrency of each backfill worker function (the Batch Operations task "
         "function, or with the Distributed Map engine the control function that runs each data "
-        "file; the listing backfill's shard function): a backfill never takes more than this; "
+        "file; the listing backfill's shard function; the reprocess run's segment function): a "
+        "backfill never takes more than this; "
         "`null`: unreserved"
     ),
     "operatorRoleArns": (

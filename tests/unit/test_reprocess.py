@@ -9,6 +9,7 @@ the in-memory checkpoint store.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -425,3 +426,30 @@ def test_the_claim_refuses_an_effect_already_done_at_the_version(world: World) -
     v3 = world.service(thumbs=3)
     assert v3.reprocess(world.row(KEYS[0]), "thumbs") == "run"
     assert len(world.recorders["thumbs"].runs) == runs + 1
+
+
+def test_processor_targets_round_trip_and_a_malformed_variable_is_a_config_problem() -> None:
+    from s3ingest_fn.config import ConfigError, ReconcileConfig
+    from s3ingest_fn.core.effects import EffectTarget
+    from s3ingest_fn.effect_targets import parse_targets, targets_json
+
+    entries = [
+        {"name": "thumbs", "module": "t:run", "version": 3, "suffixes": [".jpg"]},
+        {"name": "audit", "handler": "a:h", "kinds": ["created", "removed"]},
+        {"name": "gone", "module": "g:run", "kinds": ["removed"]},
+    ]
+    raw = targets_json(entries)
+    assert '"kinds"' in raw and raw.count('"kinds"') == 1  # the default kinds left out
+    assert parse_targets(raw) == (
+        EffectTarget("thumbs", 3, suffixes=(".jpg",)),
+        EffectTarget("audit"),
+        EffectTarget("gone", kinds=("removed",)),
+    )
+    env = {"LEDGER_TABLE_NAME": "t", "INGEST_QUEUE_URL": "q", "BUCKET_NAME": "b"}
+    config = ReconcileConfig.from_env({**env, "PROCESSOR_TARGETS": raw})
+    assert ReconcileConfig.from_env(config.to_env()) == config
+    # without the variable: the targets of PROCESSORS (what the ingest functions get)
+    listed = ReconcileConfig.from_env({**env, "PROCESSORS": json.dumps(entries)})
+    assert listed.processor_targets == config.processor_targets
+    with pytest.raises(ConfigError, match="PROCESSOR_TARGETS"):
+        ReconcileConfig.from_env({**env, "PROCESSOR_TARGETS": "[1]"})
