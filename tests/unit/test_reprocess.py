@@ -433,7 +433,7 @@ def test_processor_targets_round_trip_and_a_malformed_variable_is_a_config_probl
     from s3ingest_fn.core.effects import EffectTarget
     from s3ingest_fn.effect_targets import parse_targets, targets_json
 
-    entries = [
+    entries: list[dict[str, Any]] = [
         {"name": "thumbs", "module": "t:run", "version": 3, "suffixes": [".jpg"]},
         {"name": "audit", "handler": "a:h", "kinds": ["created", "removed"]},
         {"name": "gone", "module": "g:run", "kinds": ["removed"]},
