@@ -21,6 +21,8 @@ STACK_ENV = "S3INGEST_STACK"
 BUCKET_DIMENSION = "bucket"
 #: The dimension of the per-processor effect counts (``effect_done``, ``effect_failed``, ...).
 PROCESSOR_DIMENSION = "processor"
+#: Rows behind a processor a reconciliation counted (dimension ``PROCESSOR_DIMENSION``).
+EFFECTS_BEHIND_PROCESSOR_METRIC = "effects_behind_processor"
 #: The ``bucket`` dimension's value for a record of a bucket that is not one of the stack's
 #: (a replayed or redriven event of another bucket, ``ignored: out-of-scope``): one series for
 #: all of them, however many such buckets there are.

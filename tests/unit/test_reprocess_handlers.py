@@ -93,3 +93,20 @@ def test_the_steps_pass_the_shapes_through(
     segment_doc = next(doc for doc in by_processor if "reprocess_run" in doc)
     assert segment_doc["reprocess_run"] == segment_doc["reprocess_failed"] == [1.0]
     assert segment_doc["stack"] == "s3ingest-test"
+
+
+def test_reconciliation_emits_the_rows_behind_each_processor(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from s3ingest_fn.handlers.reconcile import emit_behind_metrics
+
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    capsys.readouterr()
+    emit_behind_metrics({"thumbs": 3, "audit": 0})
+    emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    found = {
+        doc["processor"]: doc["effects_behind_processor"]
+        for doc in emf
+        if "effects_behind_processor" in doc
+    }
+    assert found in ({"audit": 0, "thumbs": 3}, {"audit": [0], "thumbs": [3]})

@@ -28,8 +28,10 @@ from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from s3ingest_fn import wiring
 from s3ingest_fn.contract import (
+    EFFECTS_BEHIND_PROCESSOR_METRIC,
     HELD_EFFECTS_METRIC,
     HELD_OLDEST_METRIC,
+    PROCESSOR_DIMENSION,
     RECONCILE_HEARTBEAT_METRIC,
     RECONCILE_SERVICE,
 )
@@ -78,6 +80,17 @@ def emit_drift_metrics(
         sink.add_metric(name=RECONCILE_HEARTBEAT_METRIC, unit=MetricUnit.Count, value=1)
 
 
+def emit_behind_metrics(behind: dict[str, int]) -> None:
+    """Emit ``effects_behind_processor`` (rows behind each processor: never run for the row's
+    change, or done under a lower version; ``s3ingest reprocess`` takes them up), one
+    invocation's metrics per processor with its ``processor`` dimension."""
+    for name, count in sorted(behind.items()):
+        with invocation_metrics(**{PROCESSOR_DIMENSION: name}) as metrics:
+            metrics.add_metric(
+                name=EFFECTS_BEHIND_PROCESSOR_METRIC, unit=MetricUnit.Count, value=count
+            )
+
+
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda entry point (``s3ingest_fn.handlers.reconcile.handler``).
@@ -122,6 +135,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             held_oldest_seconds=max((r.held_oldest_seconds for r in reports), default=0),
         )
     summary = combine_reports(reports) if reports else {"reports": []}
+    emit_behind_metrics(summary.get("effects_behind_by_processor") or {})
     logger.info("reconciliation finished", extra=summary)
     if failed:
         raise ReconcileError(

@@ -13,7 +13,7 @@ from typing import Any
 
 from s3ingest_fn import wiring
 from s3ingest_fn.contract import RECONCILE_SERVICE
-from s3ingest_fn.handlers.reconcile import emit_drift_metrics
+from s3ingest_fn.handlers.reconcile import emit_behind_metrics, emit_drift_metrics
 from s3ingest_fn.handlers.telemetry import function_logger, invocation_metrics
 from s3ingest_fn.services.fanout import FanOut, bucket_of
 
@@ -47,5 +47,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
                 held_effects=result.get("held_effects", 0),
                 held_oldest_seconds=result.get("held_oldest_seconds", 0),
             )
+        emit_behind_metrics(result.get("effects_behind_by_processor") or {})
         logger.info("reconciliation finished", extra=result)
     return result
