@@ -14,6 +14,7 @@ emulator counts every request by operation.
 
 from __future__ import annotations
 
+import json
 import random
 import resource
 import sys
@@ -136,9 +137,8 @@ def run(keys_n: int = 100_000, live_operations: int = 2_000, seed: int = 27) -> 
     untouched = Counter(r.key for r in runs if r.key not in touched)
     print(
         f"   reprocessed {keys_n} keys in {elapsed:.0f} s: {keys_n / elapsed:.0f} keys/s "
-        f"(execution {summary['execution']['status']}, run {counts.get('run')}, skipped "
-        f"{counts.get('skipped')}, busy {counts.get('busy')}, failed {counts.get('failed')}); "
-        f"live operations during the run {live_operations - remaining}"
+        f"(execution {summary['execution']['status']}); live operations during the run "
+        f"{live_operations - remaining}; counts {json.dumps(counts, sort_keys=True)}"
     )
     print(
         f"   DynamoDB requests per key run: {(writes + reads) / ran:.3f} "

@@ -479,6 +479,17 @@ PATCHES: tuple[Patch, ...] = (
         apply=f"{_LOCAL}.fast_moto:list_moto_modules_once",
         targets=(Target("moto.backends", "list_of_moto_modules", params=()),),
     ),
+    Patch(
+        name="dynamodb-scan-string-key-sort",
+        kind="speed",
+        why="a Scan sorts a hash-only table of string keys by the strings, not by DynamoType "
+        "comparisons (1.5 s a page of 100,000 items)",
+        apply=f"{_LOCAL}.fast_moto:sort_string_hash_keys_natively",
+        targets=(
+            Target(f"{_DDB}.models.table", "Table.all_items", params=("self",)),
+            Target(f"{_DDB}.models.dynamo_type", "DynamoType.__lt__", params=("self", "other")),
+        ),
+    ),
 )
 
 _LOCK = threading.Lock()
