@@ -110,11 +110,13 @@ class AppliedChange:
         Use it as an idempotency key downstream.
     token : int
         Fencing token of this claim (:func:`~s3ingest_fn.core.row.fencing_token`: the row's
-        revision plus the claim's epoch second << 20): strictly increasing per key while the
-        workers' clocks do not go back a second, and greater than every earlier token of the
-        key for a claim made a second or more after them, also when the row was created again
-        (an expired tombstone, a restored or recreated table). A downstream store that keeps
-        the highest token it has seen per key can refuse a stale writer.
+        revision plus the claim's epoch second << 20): strictly increasing per key from claim
+        to claim while the workers' clocks do not go back a second, and greater than every
+        earlier token of the key for a claim made a second or more after them, also when the
+        row was created again (an expired tombstone, a restored or recreated table). An
+        ``every-change`` claim runs its waiting changes under one token, so a downstream store
+        that keeps the highest token it has seen per key refuses a lower one (a stale writer),
+        not an equal one.
     """
 
     bucket: str
