@@ -15,6 +15,8 @@ import re
 import time
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 TERMINAL_EXECUTION = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
 #: What a run name may hold (:func:`s3ingest_fn.services.reprocess.ReprocessRequest.of`).
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
@@ -68,14 +70,59 @@ def request_of(
 
 def start_reprocess(sfn: Any, state_machine_arn: str, request: dict[str, Any]) -> str:
     """Start one execution of the reprocess machine with ``request`` (:func:`request_of`);
-    return its ARN. The execution's name is the run's plus the time (a run resumed by a later
-    execution keeps its name; execution names are unique per machine for 90 days)."""
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    name = f"{request['run'][:63]}-{stamp}"
-    resp = sfn.start_execution(
-        stateMachineArn=state_machine_arn, name=name, input=json.dumps(request)
-    )
+    return its ARN. The execution is named as the run; a later execution of the run (resuming
+    it) as the run plus the time, since execution names are unique per machine for 90 days
+    (`StartExecution <https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html>`_).
+
+    Raises
+    ------
+    botocore.exceptions.ClientError
+        Any refusal but a name already taken.
+    """
+    body = json.dumps(request)
+    try:
+        resp = sfn.start_execution(
+            stateMachineArn=state_machine_arn, name=request["run"], input=body
+        )
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "ExecutionAlreadyExists":
+            raise
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        resp = sfn.start_execution(
+            stateMachineArn=state_machine_arn, name=f"{request['run'][:63]}-{stamp}", input=body
+        )
     return str(resp["executionArn"])
+
+
+def running_execution(sfn: Any, state_machine_arn: str, run: str) -> str | None:
+    """The ARN of an execution of ``run`` still running, if there is one."""
+    pages = sfn.get_paginator("list_executions").paginate(
+        stateMachineArn=state_machine_arn, statusFilter="RUNNING"
+    )
+    for page in pages:
+        for listed in page.get("executions", []):
+            name = str(listed.get("name", ""))
+            if name != run and not name.startswith(f"{run[:63]}-"):
+                continue
+            desc = sfn.describe_execution(executionArn=listed["executionArn"])
+            if json.loads(desc.get("input") or "{}").get("run") == run:
+                return str(listed["executionArn"])
+    return None
+
+
+def cause_text(cause: str | None) -> str:
+    """A failed execution's ``cause`` in one line: a Lambda error's type and message (its
+    stack trace left out), else the cause cut to 500 characters."""
+    if not cause:
+        return ""
+    try:
+        parsed = json.loads(cause)
+    except ValueError:
+        return cause[:500]
+    if isinstance(parsed, dict) and "errorMessage" in parsed:
+        kind = parsed.get("errorType")
+        return f"{kind}: {parsed['errorMessage']}" if kind else str(parsed["errorMessage"])
+    return cause[:500]
 
 
 def plan_of(sfn: Any, execution_arn: str) -> dict[str, Any] | None:

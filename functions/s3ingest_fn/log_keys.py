@@ -12,7 +12,8 @@ One redaction point: :class:`KeyFilter`, a :class:`logging.Filter` every functio
 carries (:func:`s3ingest_fn.handlers.telemetry.function_logger`), rewrites a record's fields
 before any handler formats it (Powertools' JSON lines and any handler a test adds alike): the
 key fields (:data:`KEY_FIELDS`: ``key`` becomes ``key_hash`` or goes), the lists of keys or of
-samples (:data:`SAMPLE_FIELDS`, and the per-bucket ``reports``), and, in the free-text fields
+samples (:data:`SAMPLE_FIELDS`, by name :data:`NAMED_SAMPLE_FIELDS`, and the per-bucket
+``reports``), and, in the free-text fields
 (:data:`TEXT_FIELDS`) and the message, every occurrence of a key the record names (a
 processor's error that quotes its key). An invalid message's ``detail`` is left out when its
 reason says it holds a (malformed) key (:data:`KEY_DETAIL_REASONS`). No pattern is guessed over
@@ -38,7 +39,9 @@ HASH_HEX = 16
 #: task encodes it; a listing boundary is a key too).
 KEY_FIELDS = ("key", "encoded_key", "start_after", "end_before")
 #: Fields that hold a list of keys, or of samples (objects with a ``key``).
-SAMPLE_FIELDS = ("samples", "out_of_scope_samples")
+SAMPLE_FIELDS = ("samples", "out_of_scope_samples", "failures")
+#: Fields that hold such lists by name (a processor's).
+NAMED_SAMPLE_FIELDS = ("behind_samples",)
 #: Fields holding a list of summaries, each redacted as a record's fields are.
 NESTED_FIELDS = ("reports",)
 #: Free-text fields that may quote the keys a record names.
@@ -111,6 +114,15 @@ class KeyPolicy:
             if isinstance(value, list):
                 samples = [self._sample(s, found) for s in value]
                 fields[name] = [s for s in samples if s is not None]
+        for name in NAMED_SAMPLE_FIELDS:
+            value = fields.get(name)
+            if isinstance(value, dict):
+                fields[name] = {
+                    n: [s for s in (self._sample(x, found) for x in v) if s is not None]
+                    if isinstance(v, list)
+                    else v
+                    for n, v in value.items()
+                }
         for name in NESTED_FIELDS:
             value = fields.get(name)
             if isinstance(value, list):

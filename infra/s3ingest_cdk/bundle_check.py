@@ -84,20 +84,39 @@ def check_imports(
     Raises
     ------
     ProcessorImportError
-        When a processor's module (or a module it imports) is not in the bundle.
+        When a processor's module (or a module it imports) is not in the bundle, or importing
+        them takes longer than :data:`CHECK_TIMEOUT_SECONDS`.
     """
     if not specs:
         return []
     with tempfile.TemporaryDirectory(prefix="s3ingest-import-check-") as cwd:
-        done = subprocess.run(
-            [sys.executable, "-I", "-S", "-B", "-c", _SCRIPT, str(bundle), json.dumps(dict(specs))],
-            capture_output=True,
-            text=True,
-            env={},
-            cwd=cwd,
-            timeout=CHECK_TIMEOUT_SECONDS,
-            check=False,
-        )
+        try:
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-I",
+                    "-S",
+                    "-B",
+                    "-c",
+                    _SCRIPT,
+                    str(bundle),
+                    json.dumps(dict(specs)),
+                ],
+                capture_output=True,
+                text=True,
+                env={},
+                cwd=cwd,
+                timeout=CHECK_TIMEOUT_SECONDS,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise ProcessorImportError(
+                [
+                    f"the processors' import check took longer than {CHECK_TIMEOUT_SECONDS} s: "
+                    f"does importing {', '.join(sorted(set(specs.values())))} do work at module "
+                    "level?"
+                ]
+            ) from exc
     if done.returncode != 0:
         raise ProcessorImportError([f"the processors' import check failed: {done.stderr.strip()}"])
     results = json.loads(done.stdout.strip().splitlines()[-1])

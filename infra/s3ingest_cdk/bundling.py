@@ -287,8 +287,9 @@ def processors_sources(
 
 def _check_defined(processor: str, root: Path, setting: str = "processor") -> None:
     """Fail synth when the processor's module file or its function is missing, read with
-    :mod:`ast` (team code is never imported at synth: it may need dependencies the synth
-    environment lacks, or do work when imported).
+    :mod:`ast` (team code is never imported into the synth's process: it may need dependencies
+    the synth environment lacks, or do work when imported; the bundle's import check,
+    :func:`s3ingest_cdk.bundle_check.check_imports`, imports it in a subprocess of its own).
 
     Raises
     ------

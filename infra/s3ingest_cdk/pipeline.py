@@ -808,6 +808,8 @@ class S3IngestPipeline(Construct):
             outputs["ProcessorOutputBucket"] = self.processor_output.bucket.bucket_name
         if self.processor_names:
             outputs["ProcessorNames"] = ",".join(self.processor_names)
+            # each processor's version and filters: what `s3ingest explain` judges behind by
+            outputs["ProcessorTargets"] = fn_config.targets_json(self.settings_processor_entries)
         if self.processor_functions or any(
             "functionArn" in e for e in self.settings_processor_entries
         ):

@@ -107,9 +107,11 @@ def reprocess(
         bool, typer.Option("--json", help="Print the run's summary (or status) as JSON.")
     ] = False,
 ) -> None:
-    """Run PROCESSOR over every visible key in the ledger it is behind on (never run, or done
-    under a lower version), once per key, with the same claims and fencing tokens as live
-    ingest (rule C11 of docs/contract.md): safe beside live traffic and to run twice."""
+    """Run PROCESSOR over every visible key in the ledger it is behind on (never run, done
+    under a lower version or for an earlier change, superseded, or left pending by a worker
+    that died), once per key, with the same claims and fencing tokens as live ingest (rule C11
+    of docs/contract.md): safe beside live traffic and to run twice. Keys deleted before the
+    processor existed are not run (docs/reprocess.md)."""
     from s3ingest import reprocess_ops
     from s3ingest.commands import reprocess as commands
 
@@ -149,7 +151,10 @@ def reprocess(
         )
     (arn,) = require_outputs(deployed, OUTPUT)
     sfn = deployed.client("stepfunctions")
-    execution = aws_call(lambda: commands.start_reprocess(sfn, arn, request))
+    try:
+        execution = aws_call(lambda: commands.start_reprocess(sfn, arn, request))
+    except commands.RunRunning as exc:
+        raise typer.BadParameter(str(exc), param_hint="--run") from exc
     console.print(f"started run {name}: {execution}")
     if not wait:
         if as_json:
@@ -177,6 +182,7 @@ def emit_reprocess(status: dict[str, Any], as_json: bool) -> None:
     """A followed run: its summary as one JSON line (the status, when it did not succeed), or
     the report table (keys by what became of them, requests, estimated cost)."""
     from s3ingest.commands.reprocess import REPORT_COUNTS
+    from s3ingest.reprocess_ops import cause_text
 
     summary = status.get("output")
     if as_json:
@@ -184,9 +190,8 @@ def emit_reprocess(status: dict[str, Any], as_json: bool) -> None:
         sys.stdout.write(json.dumps(body, default=str) + "\n")
         return
     if status["status"] != "SUCCEEDED" or not summary:
-        console.print(
-            f"[red]reprocess {status['status']}:[/] {status.get('error')}: {status.get('cause')}"
-        )
+        why = cause_text(status.get("cause")) or status.get("error")
+        console.print(f"[red]reprocess {status['status']}:[/] {why}")
         return
     mode = " (dry run)" if summary.get("dry_run") else ""
     what = "remove" if summary.get("remove") else "reprocess"
@@ -197,8 +202,14 @@ def emit_reprocess(status: dict[str, Any], as_json: bool) -> None:
     table.add_row("segments done", f"{summary['done']} of {summary['segments']}")
     counts = summary.get("counts") or {}
     for name in REPORT_COUNTS:
-        table.add_row(f"keys {name}", str(counts.get(name, 0)))
+        label = "to remove" if name == "behind" and summary.get("remove") else name
+        table.add_row(f"keys {label}", str(counts.get(name, 0)))
     for name, value in (summary.get("requests") or {}).items():
         table.add_row(f"requests: {name}", str(value))
     table.add_row("estimated cost (USD)", f"{summary.get('estimated_cost_usd', 0):.6f}")
     out.print(table)
+    failures = summary.get("failures") or []
+    if failures:
+        console.print(f"[red]failed keys[/] (up to {len(failures)} shown; each stays behind):")
+        for failure in failures:
+            console.print(f"  {failure.get('bucket')}/{failure.get('key')}: {failure.get('error')}")

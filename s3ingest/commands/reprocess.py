@@ -26,9 +26,22 @@ REPORT_COUNTS = (
 )
 
 
+class RunRunning(ValueError):
+    """Raised when an execution of the run asked for is still running."""
+
+
 def start_reprocess(sfn: Any, state_machine_arn: str, request: dict[str, Any]) -> str:
     """Start one execution of the reprocess machine (:func:`s3ingest.reprocess_ops.request_of`
-    builds ``request``); return its ARN."""
+    builds ``request``); return its ARN.
+
+    Raises
+    ------
+    RunRunning
+        When an execution of the same run is still running.
+    """
+    running = reprocess_ops.running_execution(sfn, state_machine_arn, request["run"])
+    if running is not None:
+        raise RunRunning(f"run {request['run']!r} is running now ({running}): wait for it to end")
     return reprocess_ops.start_reprocess(sfn, state_machine_arn, request)
 
 
@@ -54,9 +67,11 @@ def follow_reprocess(
 
 
 def healthy(status: dict[str, Any]) -> bool:
-    """Whether a followed run ended well: the execution succeeded (or still runs) and no
-    processor call failed (a failed effect stays pending)."""
+    """Whether a followed run ended well: the execution succeeded (or still runs), every
+    segment is done and no processor call failed (a failed effect stays pending)."""
     if status["status"] not in ("SUCCEEDED", "RUNNING"):
         return False
     output = status.get("output") or {}
+    if output and int(output.get("done", 0)) < int(output.get("segments", 0)):
+        return False
     return int((output.get("counts") or {}).get("failed", 0)) == 0

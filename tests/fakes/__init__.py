@@ -264,9 +264,19 @@ class FakeLedger:
                 effect is not None
                 and effect.token == old_token
                 and (
-                    (effect.status == DONE and effect.version < version)
+                    (
+                        effect.status == DONE
+                        and (
+                            effect.version < version
+                            or (change_id is not None and effect.done_change_id != change_id)
+                        )
+                    )
                     or effect.status == SUPERSEDED
-                    or (effect.status == PENDING and (effect.lease_until_ms or 0) < claim.now_ms)
+                    or (
+                        effect.status == PENDING
+                        and (effect.lease_until_ms or 0) < claim.now_ms
+                        and not effect.queue
+                    )
                 )
             )
         if not ok:

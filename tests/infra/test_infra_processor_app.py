@@ -181,3 +181,22 @@ def test_the_lock_pins_are_constraints_without_hashes() -> None:
     pins = lock_pins(lock_path())
     assert "boto3==" in " ".join(pins)
     assert all("==" in pin and "hash" not in pin and "[" not in pin for pin in pins)
+
+
+def test_an_import_that_does_not_end_is_a_settings_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from s3ingest_cdk import bundle_check
+
+    monkeypatch.setattr(bundle_check, "CHECK_TIMEOUT_SECONDS", 1)
+    bundle = _bundle(
+        tmp_path,
+        {
+            "team/__init__.py": "",
+            "team/slow.py": "import time\ntime.sleep(30)\ndef run(c, x): pass\n",
+        },
+    )
+    with pytest.raises(
+        ProcessorImportError, match=r"longer than 1 s: does importing team\.slow:run"
+    ):
+        check_imports(bundle, {"processors[0].module": "team.slow:run"})

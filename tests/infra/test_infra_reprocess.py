@@ -17,6 +17,7 @@ from s3ingest_cdk.constructs.reprocess_function import (
 from s3ingest_cdk.synth import Synth
 
 from .asl import LAMBDA_RETRY, THROTTLE_RETRY, definition, reachable
+from .conftest import BACKFILL_RESERVED
 from .functions import common_environment, scope_environment, xray_grants
 from .iam import role_allowed
 
@@ -50,10 +51,14 @@ def test_plan_every_segment_in_a_loop_then_summarize(synth: Synth) -> None:
     plan_arn = f"<{synth.logical_id(reprocess.plan.function)}.Arn>"
     segment_arn = f"<{synth.logical_id(reprocess.segment.function)}.Arn>"
     summarize_arn = f"<{synth.logical_id(reprocess.summarize.function)}.Arn>"
-    # Plan: the whole execution input (optional fields may be left out); its result at $.plan
+    # Plan: the whole execution input (optional fields may be left out) and the execution's
+    # id, its owner (no reserved concurrency here: no limit); its result at $.plan
     assert asl["StartAt"] == "Plan"
     plan = states["Plan"]
-    assert plan["Parameters"] == {"FunctionName": plan_arn, "Payload.$": "$"}
+    assert plan["Parameters"] == {
+        "FunctionName": plan_arn,
+        "Payload": {"request.$": "$", "owner.$": "$$.Execution.Id"},
+    }
     assert plan["ResultSelector"] == {"plan.$": "$.Payload"}
     assert plan["Next"] == "Segments"
     # Segments: a Distributed Map over the plan's segments, at the plan's concurrency (the
@@ -65,6 +70,7 @@ def test_plan_every_segment_in_a_loop_then_summarize(synth: Synth) -> None:
         "run.$": "$$.Map.Item.Value.run",
         "segment.$": "$$.Map.Item.Value.segment",
         "processor.$": "$.plan.processor",
+        "owner.$": "$.plan.owner",
     }
     assert segments["MaxConcurrencyPath"] == "$.plan.concurrency"
     assert "MaxConcurrency" not in segments
@@ -73,12 +79,17 @@ def test_plan_every_segment_in_a_loop_then_summarize(synth: Synth) -> None:
     processor = segments["ItemProcessor"]
     assert processor["ProcessorConfig"] == {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
     assert processor["StartAt"] == "Segment"
-    # each child: Segment {"run", "segment", "processor"} until it answers done (the input
-    # kept for the next call, the answer's done at $.progress)
+    # each child: Segment {"run", "segment", "processor", "owner"} until it answers done (the
+    # input kept for the next call, the answer's done at $.progress)
     segment = states["Segment"]
     assert segment["Parameters"] == {
         "FunctionName": segment_arn,
-        "Payload": {"run.$": "$.run", "segment.$": "$.segment", "processor.$": "$.processor"},
+        "Payload": {
+            "run.$": "$.run",
+            "segment.$": "$.segment",
+            "processor.$": "$.processor",
+            "owner.$": "$.owner",
+        },
     }
     assert segment["ResultSelector"] == {"done.$": "$.Payload.done"}
     assert segment["ResultPath"] == "$.progress"
@@ -100,6 +111,17 @@ def test_plan_every_segment_in_a_loop_then_summarize(synth: Synth) -> None:
     assert summarize["End"] is True
     assert plan["Retry"] == [LAMBDA_RETRY, THROTTLE_RETRY, HANDLER_RETRY]
     assert summarize["Retry"] == [LAMBDA_RETRY, THROTTLE_RETRY]
+
+
+def test_the_plan_caps_the_workers_at_the_segment_functions_reservation(
+    processors_synth: Synth,
+) -> None:
+    reprocess = processors_synth.pipeline.reprocess
+    states = dict(reachable(definition(processors_synth, reprocess.state_machine.state_machine)))
+    assert states["Plan"]["Parameters"]["Payload"]["limit"] == BACKFILL_RESERVED
+    logical_id = processors_synth.logical_id(reprocess.segment.function)
+    function = processors_synth.template["Resources"][logical_id]
+    assert function["Properties"]["ReservedConcurrentExecutions"] == BACKFILL_RESERVED
 
 
 def test_machine_is_logged_traced_and_bounded(synth: Synth) -> None:

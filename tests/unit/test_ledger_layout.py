@@ -438,11 +438,12 @@ def test_scanned_named_effects_are_each_processors_own_the_summary_the_unheld_on
     projected = {k: v for k, v in item.items() if k in scanner._attributes}
     scanned = _scanned_row(projected, BUCKET, named=True)
     # THEN each processor's own effect is there (the held one with its hold, the done one
-    # with its version), the summary is the pending one, and the held effect counts once
+    # with its version and the change it completed), the summary is the pending one, and the
+    # held effect counts once
     assert scanned.named_effects == {
         "audit": Effect("held", hold=hold),
         "mirror": Effect("pending", lease_until_ms=11),
-        "thumbs": Effect("done", version=3),
+        "thumbs": Effect("done", done_change_id="c1", version=3),
     }
     assert scanned.effect == Effect("pending", lease_until_ms=11)
     assert [e.status for e in scanned.effects().values()].count("held") == 1

@@ -81,6 +81,29 @@ def test_hashed_replaces_every_key_by_its_hash() -> None:
     assert out["out_of_scope_samples"] == [key_hash(SECRET, "private/old/x.bin")]
 
 
+def test_a_reconciliation_and_reprocess_summary_keep_no_key() -> None:
+    # GIVEN the samples a reconciliation (rows behind each processor) and a reprocess run
+    # (failed keys, with the processor's error quoting the key) log in their summaries
+    fields = {
+        "behind_samples": {"thumbs": [KEY, OTHER], "audit": []},
+        "failures": [
+            {"bucket": "b", "key": KEY, "error": f"processor-failed: thumbs: KeyError: {KEY}"}
+        ],
+    }
+    # THEN none leaves them out, hashed replaces them, in place and in the errors' text
+    out = KeyPolicy("none").fields(fields)
+    assert "private/" not in json.dumps(out)
+    assert out["behind_samples"] == {"thumbs": [], "audit": []}
+    assert out["failures"] == [
+        {"bucket": "b", "error": "processor-failed: thumbs: KeyError: <key>"}
+    ]
+    hashed = KeyPolicy("hashed", SECRET).fields(fields)
+    h = key_hash(SECRET, KEY)
+    assert hashed["behind_samples"]["thumbs"] == [h, key_hash(SECRET, OTHER)]
+    assert hashed["failures"][0]["key_hash"] == h
+    assert hashed["failures"][0]["error"].endswith(f"key#{h}")
+
+
 def test_an_invalid_message_detail_that_is_its_key_is_left_out() -> None:
     fields = {"outcome": "invalid", "reason": "bad-percent-encoding", "detail": "private%ZZ"}
     for mode in ("none", "hashed"):

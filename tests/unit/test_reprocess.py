@@ -28,7 +28,12 @@ from s3ingest_fn.core.model import Change, Format, Kind, TransientError
 from s3ingest_fn.core.row import DONE, PENDING, LedgerRow
 from s3ingest_fn.core.scope import BucketScope, Scope
 from s3ingest_fn.core.sequencer import normalize
-from s3ingest_fn.services.reprocess import Reprocessor, ReprocessRequest, estimate_cost
+from s3ingest_fn.services.reprocess import (
+    Reprocessor,
+    ReprocessRequest,
+    RunTakenOver,
+    estimate_cost,
+)
 from tests.fakes import FakeBucket, FakeContentReader, FakeInventoryStore
 from tests.moto_ledger import moto_ledger_table
 
@@ -394,14 +399,87 @@ def test_reconciliation_counts_rows_behind_each_processor_and_repairs_none(world
     assert combined["behind_samples"]["audit"] == [*KEYS[:3], "x"]
 
 
+@pytest.mark.contract("C11")
+def test_a_change_applied_while_the_processor_was_not_configured_is_behind(
+    world: World,
+) -> None:
+    from s3ingest_fn.adapters.dynamo_ledger import DynamoLedgerScanner
+    from s3ingest_fn.core.effects import EffectTarget
+
+    # GIVEN index done for a key's first change, then removed from the configuration (its
+    # state left on the row), the key changed, and index configured again
+    both = world.service(thumbs=1, index=1)
+    world.put(both, KEYS[0], b"one")
+    world.put(world.service(thumbs=1), KEYS[0], b"two")
+    row = world.row(KEYS[0])
+    effect = row.effect_of("index")
+    assert effect is not None and effect.status == DONE
+    assert effect.done_change_id != row.change_id
+    again = world.service(thumbs=1, index=1)
+    # THEN the row is behind index, for the reprocess run and for reconciliation's Scan alike
+    assert again.behind(row, "index") and not again.behind(row, "thumbs")
+    scanner = DynamoLedgerScanner(world.client, "ledger", ["thumbs", "index"])
+    (scanned,) = [r for page in scanner.pages(BUCKET, 0, 1) for r in page]
+    assert EffectTarget("index").behind(scanned, NOW_MS)
+    assert not EffectTarget("thumbs").behind(scanned, NOW_MS)
+    # WHEN reprocessed: index runs the row's current change once, and nothing is behind
+    summary = world.run(world.reprocessor(again), processor="index", segments=1)
+    assert summary["counts"]["run"] == 1
+    assert world.recorders["index"].runs[-1][1] == row.change_id
+    assert not again.behind(world.row(KEYS[0]), "index")
+    (scanned,) = [r for page in scanner.pages(BUCKET, 0, 1) for r in page]
+    assert not EffectTarget("index").behind(scanned, NOW_MS)
+
+
+def test_explain_says_which_processors_a_row_is_behind(world: World) -> None:
+    from s3ingest.operations import explain
+    from s3ingest_fn.core.effects import EffectTarget
+    from s3ingest_fn.core.model import ObjectState
+
+    world.put(world.service(thumbs=1), KEYS[0])
+    row = world.row(KEYS[0])
+    here = ObjectState(True, row.version_id, row.etag, 4)
+    # WHEN the stack's processors are thumbs at version 2 and index (added later)
+    targets = (EffectTarget("thumbs", version=2), EffectTarget("index"))
+    effects = explain(row, here, targets, NOW_MS)["effects"]
+    # THEN both are behind: thumbs done under version 1, index never run for the row
+    assert effects["thumbs"]["status"] == DONE and effects["thumbs"]["completed_version"] == 1
+    assert effects["thumbs"]["behind"] is True
+    assert effects["index"]["status"] is None and effects["index"]["behind"] is True
+    # and with thumbs at version 1 alone, nothing is behind
+    current = explain(row, here, (EffectTarget("thumbs"),), NOW_MS)["effects"]
+    assert set(current) == {"thumbs"} and current["thumbs"]["behind"] is False
+
+
+class SlowRecorder(Recorder):
+    """A processor each run of which takes ``seconds`` of the test's clock."""
+
+    def __init__(self, seconds: float, gap: float = 0.0) -> None:
+        super().__init__()
+        self.now = 0.0
+        self.seconds = seconds
+        self._lock = threading.Lock()
+
+    def clock(self) -> float:
+        with self._lock:
+            return self.now
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self.now += seconds
+
+    def __call__(self, change: AppliedChange, content: PinnedContent | None) -> None:
+        self.advance(self.seconds)
+        super().__call__(change, content)
+
+
 def test_a_segment_call_stops_before_the_time_a_slow_page_needs(world: World) -> None:
     before = world.service()
     for key in KEYS:
         world.put(before, key)
+    slow = world.recorders["index"] = SlowRecorder(2.5)  # a page of two rows: 5 s
     after = world.service(index=1)
-    ticks = iter(range(0, 10_000, 5))  # each clock read 5 s after the last
-    reprocessor = world.reprocessor(after, page_size=2, margin_ms=1_000)
-    reprocessor.clock = lambda: float(next(ticks))
+    reprocessor = world.reprocessor(after, page_size=2, margin_ms=1_000, clock=slow.clock)
     reprocessor.plan({"run": "slow", "processor": "index", "segments": 1})
     # WHEN 10 s are left: the first page (5 s here), then no time for another: the margin
     # and twice the slowest page (1 + 2 x 5 s) is more than is left
@@ -410,6 +488,176 @@ def test_a_segment_call_stops_before_the_time_a_slow_page_needs(world: World) ->
     # WHEN 25 s are left at every page: the segment runs to its end from the checkpoint
     second = reprocessor.segment("slow", 0, remaining_ms=lambda: 25_000)
     assert second["done"] and second["added"]["pages"] >= 2
+    reprocessor.close()
+
+
+class Invocation:
+    """A Lambda invocation's remaining time on the test's clock, ms."""
+
+    def __init__(self, clock: Any, seconds: float) -> None:
+        self.clock = clock
+        self.ends = clock() + seconds
+
+    def get_remaining_time_in_millis(self) -> int:
+        return int((self.ends - self.clock()) * 1000)
+
+
+def test_a_call_without_time_for_a_processor_functions_timeout_starts_nothing(
+    world: World,
+) -> None:
+    # GIVEN a processor function with a 300 s timeout, behind on every row
+    before = world.service()
+    for key in KEYS[:6]:
+        world.put(before, key)
+    recorder = world.recorders.setdefault("slow", Recorder())
+    spec = ProcessorSpec("slow", recorder, timeout_ms=300_000)
+    effects = EffectRunner([spec], world.content, clock_ms=world.clock)
+    service = IngestService(
+        ledger=world.ledger,
+        bucket=world.bucket,
+        effects=effects,
+        scope=Scope((BucketScope(BUCKET),)),
+    )
+    reprocessor = world.reprocessor(service, page_size=100)
+    reprocessor.plan({"run": "t", "processor": "slow", "segments": 1})
+    # WHEN a call has 200 s left: no claim could finish; the step's retry is asked for
+    short = Invocation(lambda: 0.0, 200)
+    service.bind_context(short)
+    with pytest.raises(TransientError, match="could start no row"):
+        reprocessor.segment("t", 0, short.get_remaining_time_in_millis)
+    assert recorder.runs == []
+    assert reprocessor.plan({"run": "t", "processor": "slow", "segments": 1})["segments"]
+    # WHEN the retry has the function's time: every row runs, once
+    full = Invocation(lambda: 0.0, 900)
+    service.bind_context(full)
+    done = reprocessor.segment("t", 0, full.get_remaining_time_in_millis)
+    reprocessor.close()
+    assert done["done"] and done["counts"]["run"] == 6 and done["counts"]["failed"] == 0
+    assert sorted(k for k, _, _ in recorder.runs) == sorted(KEYS[:6])
+
+
+def test_a_claim_whose_write_failed_cuts_the_page_and_the_next_call_runs_it(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN the ledger refusing the first and the third claim (throttled after the SDK's
+    # retries)
+    before = world.service()
+    for key in KEYS[:4]:
+        world.put(before, key)
+    after = world.service(index=1)
+    real = world.ledger.claim_behind
+    refused = iter([True, False, True])
+
+    def throttled(*args: Any, **kwargs: Any) -> Any:
+        if next(refused, False):
+            raise TransientError("dynamodb: ProvisionedThroughputExceededException")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(world.ledger, "claim_behind", throttled)
+    reprocessor = world.reprocessor(after, page_size=100, concurrency=1)
+    reprocessor.plan({"run": "t", "processor": "index", "segments": 1})
+    # WHEN the segment is called until it is done
+    with pytest.raises(TransientError, match="could start no row"):
+        reprocessor.segment("t", 0)  # the page's first row: nothing to keep
+    calls = [reprocessor.segment("t", 0)]  # one row, then cut before the refused claim
+    while not calls[-1]["done"]:
+        calls.append(reprocessor.segment("t", 0))
+    reprocessor.close()
+    # THEN nothing was skipped past: every key ran once, none counted failed
+    assert len(calls) == 2 and not calls[0]["done"]
+    assert sorted(k for k, _, _ in world.recorders["index"].runs) == sorted(KEYS[:4])
+    summary = reprocessor.summarize("t")
+    assert summary["counts"]["run"] == 4 and summary["counts"]["failed"] == 0
+    assert summary["counts"]["scanned"] == 4 and summary["counts"]["behind"] == 4
+    assert not any(after.behind(world.row(k), "index") for k in KEYS[:4])
+
+
+def test_a_low_rate_stops_starting_rows_before_the_invocation_ends(world: World) -> None:
+    # GIVEN one key every 50 s (the run's rate) and invocations of 100 s
+    before = world.service()
+    for key in KEYS[:5]:
+        world.put(before, key)
+    after = world.service(index=1)
+    clock = SlowRecorder(0.0)
+    reprocessor = world.reprocessor(
+        after, page_size=100, margin_ms=10_000, clock=clock.clock, sleep=clock.advance
+    )
+    reprocessor.plan({"run": "t", "processor": "index", "segments": 1, "rate": 0.02})
+    # WHEN called until done, each call a new invocation
+    overruns, calls = [], 0
+    while True:
+        invocation = Invocation(clock.clock, 100)
+        result = reprocessor.segment("t", 0, invocation.get_remaining_time_in_millis)
+        calls += 1
+        overruns.append(invocation.get_remaining_time_in_millis() < 0)
+        if result["done"] or calls > 10:
+            break
+    reprocessor.close()
+    # THEN no call ran past its invocation, and every key ran once
+    assert result["done"] and not any(overruns) and calls > 1
+    assert sorted(k for k, _, _ in world.recorders["index"].runs) == sorted(KEYS[:5])
+    assert result["counts"]["run"] == 5 and result["counts"]["scanned"] == 5
+
+
+def test_the_reserved_concurrency_caps_the_workers_and_shares_the_rate(world: World) -> None:
+    # GIVEN a run asking for 16 segments at once and 32 keys/s, a reservation of 4
+    before = world.service()
+    world.put(before, KEYS[0])
+    reprocessor = world.reprocessor(world.service(index=1))
+    request = {"run": "t", "processor": "index", "segments": 16, "rate": 32}
+    plan = reprocessor.plan(request, limit=4)
+    # THEN 4 workers run at once, each at 8 keys/s; the request is kept as asked
+    assert plan["concurrency"] == 4
+    stored = json.loads(world.store.read_if_exists("checkpoints", "reprocess/t/plan.json") or "")
+    assert stored["concurrency"] == 4 and stored["request"]["concurrency"] == 16
+    assert ReprocessRequest.of(stored["request"]).rate_per_worker(stored["concurrency"]) == 8.0
+    assert reprocessor.plan(request)["concurrency"] == 16  # no reservation: as asked
+
+
+def test_a_later_execution_of_the_run_takes_it_over(world: World) -> None:
+    before = world.service()
+    for key in KEYS[:3]:
+        world.put(before, key)
+    after = world.service(index=1)
+    reprocessor = world.reprocessor(after)
+    reprocessor.plan({"run": "t", "processor": "index", "segments": 1}, owner="exec-1")
+    reprocessor.plan({"run": "t", "processor": "index", "segments": 1}, owner="exec-2")
+    with pytest.raises(RunTakenOver, match="exec-2"):
+        reprocessor.segment("t", 0, owner="exec-1")
+    assert world.recorders["index"].runs == []
+    assert reprocessor.segment("t", 0, owner="exec-2")["done"]
+    reprocessor.close()
+
+
+def test_a_version_raised_after_the_plan_stops_the_run(world: World) -> None:
+    before = world.service()
+    world.put(before, KEYS[0])
+    world.reprocessor(world.service(index=2)).plan(
+        {"run": "t", "processor": "index", "segments": 1}
+    )
+    later = world.reprocessor(world.service(index=3))
+    with pytest.raises(ValueError, match="version 3 since run 't' was planned for version 2"):
+        later.segment("t", 0)
+    with pytest.raises(ValueError, match="planned for version 2 of 'index', now 3"):
+        later.plan({"run": "t", "processor": "index", "segments": 1})
+    assert world.recorders["index"].runs == []
+
+
+def test_the_summary_names_failed_keys_with_their_errors(world: World) -> None:
+    before = world.service()
+    for key in KEYS[:3]:
+        world.put(before, key)
+    after = world.service(index=1)
+    world.recorders["index"].fail_keys = {KEYS[2]}
+
+    summary = world.run(world.reprocessor(after), processor="index", segments=2)
+
+    assert summary["counts"]["failed"] == 1
+    (failure,) = summary["failures"]
+    assert (failure["bucket"], failure["key"]) == (BUCKET, KEYS[2])
+    assert "RuntimeError: downstream unavailable" in failure["error"]
+    # its requests as made: two claims and commits, a claim and a release; three invocations
+    assert summary["requests"]["write"] == 6 and summary["requests"]["invoke"] == 3
 
 
 def test_the_claim_refuses_an_effect_already_done_at_the_version(world: World) -> None:

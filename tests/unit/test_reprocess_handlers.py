@@ -35,8 +35,11 @@ class FakeReprocessor:
         self.service = Service()
         self.calls: list[tuple[Any, ...]] = []
 
-    def plan(self, value: dict[str, Any]) -> dict[str, Any]:
-        self.calls.append(("plan", value))
+    def plan(
+        self, value: dict[str, Any], owner: str | None = None, limit: int | None = None
+    ) -> dict[str, Any]:
+        call = ("plan", value) if owner is None else ("plan", value, owner)
+        self.calls.append(call if limit is None else (*call, limit))
         segments = [{"run": value["run"], "segment": i, "total": 2} for i in range(2)]
         return {
             **value,
@@ -48,8 +51,11 @@ class FakeReprocessor:
             "done": 0,
         }
 
-    def segment(self, run: str, segment: int, remaining: Any) -> dict[str, Any]:
+    def segment(
+        self, run: str, segment: int, remaining: Any, *, owner: Any = None, memory_mb: Any = None
+    ) -> dict[str, Any]:
         self.calls.append(("segment", run, segment, remaining()))
+        self.calls.append(("segment-of", owner, memory_mb))
         added = {"scanned": 5, "behind": 2, "run": 1, "failed": 1}
         return {
             "run": run,
@@ -84,8 +90,18 @@ def test_the_steps_pass_the_shapes_through(
     assert fake.calls[0] == ("plan", event)
     result = reprocess.segment({"run": "r", "segment": 1, "processor": "thumbs"}, Context())
     assert result["done"] is True and fake.calls[1] == ("segment", "r", 1, 600_000)
+    assert fake.calls[2] == ("segment-of", None, 1024)  # the function's memory, for the estimate
     assert len(fake.service.bound) == 1
     assert reprocess.summarize({"run": "r"}, Context()) == {"run": "r", "done": 2}
+    # the state machine's shapes: the execution owns the run, its segments say so
+    owned = reprocess.plan({"request": event, "owner": "exec-1"}, Context())
+    assert fake.calls[-1] == ("plan", event, "exec-1") and owned["owner"] == "exec-1"
+    reprocess.plan({"request": event, "owner": "exec-1", "limit": 3}, Context())
+    assert fake.calls[-1] == ("plan", event, "exec-1", 3)  # the reserved concurrency
+    reprocess.segment(
+        {"run": "r", "segment": 0, "processor": "thumbs", "owner": "exec-1"}, Context()
+    )
+    assert fake.calls[-1] == ("segment-of", "exec-1", 1024)
     # metrics per processor: the segments planned, and each count a segment call added
     emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
     by_processor = [doc for doc in emf if doc.get("processor") == "thumbs"]

@@ -61,6 +61,7 @@ from s3ingest_fn.core.effects import CREATED, REMOVED, SUPERSEDED, AppliedChange
 from s3ingest_fn.core.hold import HOLD, RUN, SKIP
 from s3ingest_fn.core.model import (
     Change,
+    EffectNotStarted,
     Format,
     Kind,
     ObjectState,
@@ -211,52 +212,45 @@ class IngestService:
     def reprocess(self, row: LedgerRow, processor: str) -> str:
         """Run ``processor``'s effect of ``row``'s change (a row :meth:`behind` for it): one
         conditional claim on the row's change and the effect as read
-        (:meth:`~s3ingest_fn.core.ports.Ledger.claim_behind`), the run pinned to the change,
-        the commit under the fencing token with the processor's version. Returns ``run``,
-        ``superseded``, ``held``, ``skipped`` (the change or effect moved on since it was
-        read, or the hold policy skips it) or ``busy`` (another worker's live lease).
+        (:meth:`~s3ingest_fn.core.ports.Ledger.claim_behind`), the run pinned to the change
+        and gated by the hold policy as a live change's (the row's own held or approved change
+        kept), the commit under the fencing token with the processor's version. Returns
+        ``run``, ``superseded``, ``held``, ``skipped`` (the change or effect moved on since it
+        was read, or the hold policy skips it) or ``busy`` (another worker's live lease).
 
         Raises
         ------
+        EffectNotStarted
+            Nothing was claimed: too little time left, or the claim's write failed.
         TransientError
-            The processor failed (its claim released), the worker was killed, or too little
-            time was left.
+            The processor failed (its claim released) or the worker was killed.
         """
         effects = self.effects
         if effects is None:
             return "skipped"
         effect = row.effect_of(processor)
         claim = effects.claim(row.key, CREATED, only=(processor,))
-        taken = self.ledger.claim_behind(
-            row.bucket,
-            row.key,
-            processor,
-            row.change_id,
-            effect.token if effect is not None else None,
-            claim,
-            effects.version_of(processor),
-        )
+        try:
+            taken = self.ledger.claim_behind(
+                row.bucket,
+                row.key,
+                processor,
+                row.change_id,
+                effect.token if effect is not None else None,
+                claim,
+                effects.version_of(processor),
+            )
+        except EffectNotStarted:
+            raise
+        except TransientError as exc:
+            raise EffectNotStarted(f"{processor}: claim not written: {exc}") from exc
         if not taken.applied or taken.token is None:
             old = taken.old
             now = old.effect_of(processor) if old is not None else None
             return "busy" if now is not None and now.lease_live(claim.now_ms) else "skipped"
-        made = row.change_decision
-        applied = AppliedChange(
-            bucket=row.bucket,
-            key=row.key,
-            kind=CREATED,
-            sequencer=row.change_seq or None,
-            version_id=row.version_id or None,
-            etag=row.etag or None,
-            size=row.size,
-            source=made.source if made is not None else row.source,
-            event_name=made.event if made is not None else row.event_name,
-            change_id=row.change_id or "",
-            token=taken.token,
-            processor=processor,
-            lease_until_ms=claim.lease_until_ms,
-        )
-        status, error = self._run_one([applied])
+        applied = _row_change(row, CREATED, taken.token, processor, claim.lease_until_ms)
+        hold = effect.hold if effect is not None else None
+        status, error = self._run_one([applied], hold)
         if error is not None:
             raise error
         if status == DONE:
@@ -583,10 +577,6 @@ class IngestService:
                 self.ledger.close(str(verdict.bucket), str(verdict.key), effect.token, name)
         if not due:
             return verdict
-        # The change as it was applied: its own source and event, not those of a later write
-        # that only moved the row's sequencer (a live event of the version a repair applied).
-        made = row.change_decision
-        present = row.present
         jobs: dict[str, list[AppliedChange]] = {}
         holds: dict[str, Hold] = {}
         # every claim first: one that raises (too little time left) re-claims nothing
@@ -600,21 +590,7 @@ class IngestService:
             )
             if not taken.applied or taken.token is None:
                 continue
-            applied = AppliedChange(
-                bucket=str(verdict.bucket),
-                key=str(verdict.key),
-                kind=kind,
-                sequencer=row.change_seq or None,
-                version_id=(row.version_id or None) if present else None,
-                etag=(row.etag or None) if present else None,
-                size=row.size if present else None,
-                source=made.source if made is not None else row.source,
-                event_name=made.event if made is not None else row.event_name,
-                change_id=row.change_id or "",
-                token=taken.token,
-                processor=name,
-                lease_until_ms=claim.lease_until_ms,
-            )
+            applied = _row_change(row, kind, taken.token, name, claim.lease_until_ms)
             queue = taken.queues.get(name) or effect.queue
             jobs[name] = _queued_changes(applied, name, queue) if queue else [applied]
             if effect.hold is not None:
@@ -842,6 +818,31 @@ def source_of(change: Change) -> str:
 
 class _LeaseBusy(Exception):
     """Another change's effect holds a live lease on the row: wait, then start over."""
+
+
+def _row_change(
+    row: LedgerRow, kind: str, token: int, processor: str, lease_until_ms: int
+) -> AppliedChange:
+    """The change ``row`` holds, for ``processor``'s effect claimed under ``token``: as it was
+    applied, its own source and event, not those of a later write that only moved the row's
+    sequencer (a live event of the version a repair applied)."""
+    made = row.change_decision
+    present = row.present
+    return AppliedChange(
+        bucket=row.bucket,
+        key=row.key,
+        kind=kind,
+        sequencer=row.change_seq or None,
+        version_id=(row.version_id or None) if present else None,
+        etag=(row.etag or None) if present else None,
+        size=row.size if present else None,
+        source=made.source if made is not None else row.source,
+        event_name=made.event if made is not None else row.event_name,
+        change_id=row.change_id or "",
+        token=token,
+        processor=processor,
+        lease_until_ms=lease_until_ms,
+    )
 
 
 def _queued_changes(

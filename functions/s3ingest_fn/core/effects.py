@@ -50,7 +50,7 @@ from typing import Any, Protocol, cast
 
 from s3ingest_fn.contract import CANARY_PREFIX
 from s3ingest_fn.core.hold import RUN, HoldCounter, HoldPolicy, Verdict
-from s3ingest_fn.core.model import TransientError
+from s3ingest_fn.core.model import EffectNotStarted, TransientError
 from s3ingest_fn.core.ports import ContentReader, Pin
 from s3ingest_fn.core.row import DEFAULT_PROCESSOR, DONE, PENDING, SUPERSEDED, Claim, LedgerRow
 
@@ -289,9 +289,10 @@ class EffectTarget:
     def behind(self, row: LedgerRow, now_ms: int) -> bool:
         """Whether ``row``'s change has no completed effect of this processor at its version
         (CONTRACT C11): the row is present, its key concerns the processor, and the effect is
-        absent (the row predates the processor), ``done`` under a lower version,
-        ``superseded``, or ``pending`` with a lease ended before ``now_ms`` and no waiting
-        changes. Tombstones are never behind (a key deleted before the processor existed is
+        absent (the row predates the processor), ``done`` under a lower version or for another
+        change (one applied while the processor was not configured, or its filters left the
+        key out), ``superseded``, or ``pending`` with a lease ended before ``now_ms`` and no
+        waiting changes. Tombstones are never behind (a key deleted before the processor existed is
         not run), nor are effects held, rejected or skipped by a hold policy, nor ``s3ingest
         verify``'s canary keys."""
         if not row.present or row.key.startswith(CANARY_PREFIX):
@@ -302,7 +303,10 @@ class EffectTarget:
         if effect is None:
             return True
         if effect.status == DONE:
-            return effect.version < self.version
+            return effect.version < self.version or (
+                None not in (effect.done_change_id, row.change_id)
+                and effect.done_change_id != row.change_id
+            )
         if effect.status == SUPERSEDED:
             return True
         if effect.status == PENDING and not effect.queue:
@@ -488,7 +492,7 @@ class EffectRunner:
 
         Raises
         ------
-        TransientError
+        EffectNotStarted
             When less than :data:`MIN_EFFECT_MS` is left in the invocation, or less than a
             concerned processor function's timeout plus that.
         """
@@ -498,9 +502,9 @@ class EffectRunner:
             if (spec.name in only if only is not None else spec.concerns(key, kind))
         )
         remaining = int(self._remaining())
-        needed = MIN_EFFECT_MS + max((spec.timeout_ms or 0 for spec in concerned), default=0)
+        needed = max((self.time_needed_ms(spec.name) for spec in concerned), default=MIN_EFFECT_MS)
         if remaining < needed:
-            raise TransientError(
+            raise EffectNotStarted(
                 f"only {remaining} ms left in the invocation, {needed} ms needed: "
                 "effect not started"
             )
@@ -514,6 +518,12 @@ class EffectRunner:
             latest=tuple(spec.name for spec in self.specs if spec.mode == LATEST),
         )
 
+    def time_needed_ms(self, processor: str) -> int:
+        """The invocation time a claim of ``processor``'s effect needs, ms: :data:`MIN_EFFECT_MS`
+        plus its function's timeout (none for an in-process processor). Raises
+        :class:`KeyError` for a processor not configured."""
+        return MIN_EFFECT_MS + (self._by_name[processor].timeout_ms or 0)
+
     def ensure_time(self, processor: str) -> None:
         """Check, before each further change a claim runs (an every-change queue), that the
         invocation still has time for ``processor``: :data:`MIN_EFFECT_MS` plus its timeout.
@@ -523,8 +533,7 @@ class EffectRunner:
         TransientError
             When it has not: the caller releases the claim and the rest waits for the retry.
         """
-        spec = self._by_name[processor]
-        needed = MIN_EFFECT_MS + (spec.timeout_ms or 0)
+        needed = self.time_needed_ms(processor)
         remaining = int(self._remaining())
         if remaining < needed:
             raise TransientError(

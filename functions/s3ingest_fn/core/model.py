@@ -165,3 +165,8 @@ class TransientError(RuntimeError):
     def __init__(self, *args: object) -> None:
         super().__init__(*args)
         self.extra: dict[str, object] = {}
+
+
+class EffectNotStarted(TransientError):
+    """An effect that was not started: its claim was not written (too little time left in the
+    invocation, or the claim's write failed). Nothing changed; running it again is safe."""

@@ -228,10 +228,14 @@ class LedgerScanner(Protocol):
 
 class SegmentPage(NamedTuple):
     """One Scan page of a ledger segment: full rows (every processor's effect, its version and
-    fencing token) and the cursor of the next page (None: the segment is done)."""
+    fencing token), the cursor of the next page (None: the segment is done), ``after[i]`` the
+    cursor that resumes the segment after ``rows[i]`` (a page cut short), and the items the
+    request ``read`` (billed: those a filter left out included)."""
 
     rows: list[LedgerRow]
     cursor: str | None
+    after: tuple[str, ...] = ()
+    read: int = 0
 
 
 class LedgerSegments(Protocol):

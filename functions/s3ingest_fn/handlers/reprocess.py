@@ -3,15 +3,18 @@
 
 Shapes (issue 27, part 3):
 
-* ``plan``: the execution's input, ``{"run", "processor", "bucket"?, "prefix"?, "rate"?,
+* ``plan``: ``{"request": <the execution's input>, "owner": <the execution's id>,
+  "limit"?: <the segment function's reserved concurrency>}`` (or the input itself), the
+  input ``{"run", "processor", "bucket"?, "prefix"?, "rate"?,
   "dry_run"?, "remove"?, "segments"?, "concurrency"?}`` -> ``{...request, "version",
-  "segments": [{"run", "segment", "total"}], "total", "done"}`` (the segments already done
-  left out: planning a run again resumes it);
-* ``segment``: ``{"run", "segment", "processor"?}`` -> ``{"run", "segment", "done", "counts",
-  "requests", "added"}`` (``counts``, ``requests``: the segment's totals so far; ``added``:
-  this call's counts); the state machine calls it again while ``done`` is false;
+  "owner", "segments": [{"run", "segment", "total"}], "total", "done"}`` (the segments
+  already done left out: planning a run again resumes it);
+* ``segment``: ``{"run", "segment", "processor"?, "owner"?}`` -> ``{"run", "segment",
+  "done", "counts", "requests", "added"}`` (``counts``, ``requests``: the segment's totals so
+  far; ``added``: this call's counts); the state machine calls it again while ``done`` is
+  false;
 * ``summarize``: ``{"run"}`` -> ``{...request, "version", "segments", "done", "counts",
-  "requests", "estimated_cost_usd"}``.
+  "requests", "failures", "estimated_cost_usd"}``.
 
 Metrics (per ``processor``): ``reprocess_<count>`` of each count a segment call added
 (``reprocess_run``, ``reprocess_failed``, ``reprocess_superseded``, ...), and
@@ -47,11 +50,15 @@ def plan(event: dict[str, Any], context: Any) -> dict[str, Any]:
     ValueError
         A malformed request, a processor not configured (or, with ``remove``, still
         configured), a bucket not one of the pipeline's, or a run that exists with another
-        request.
+        request or another version of the processor.
     TransientError
         The checkpoint bucket refused the plan (the state machine retries).
     """
-    result = wiring.function_reprocessor().plan(dict(event))
+    request = event.get("request", event)
+    owner = event.get("owner") if "request" in event else None
+    limit = int(event.get("limit") or 0) if "request" in event else 0
+    plan = wiring.function_reprocessor().plan(dict(request), owner, limit or None)
+    result = {**plan, "owner": owner}
     processor = str(result["processor"])
     with invocation_metrics(**{PROCESSOR_DIMENSION: processor}) as metrics:
         metrics.add_metric(
@@ -83,15 +90,22 @@ def segment(event: dict[str, Any], context: Any) -> dict[str, Any]:
     Raises
     ------
     ValueError
-        A malformed run or segment, or a run without a plan.
+        A malformed run or segment, a run without a plan, a processor whose version changed
+        since the plan, or a run another execution took over (``RunTakenOver``).
     TransientError
-        The ledger or the checkpoint bucket kept failing (the state machine retries; the
-        segment resumes from its last checkpoint).
+        The ledger or the checkpoint bucket kept failing, or no row could start (the state
+        machine retries; the segment resumes from its last checkpoint).
     """
     reprocessor = wiring.function_reprocessor()
     reprocessor.service.bind_context(context)
     remaining = getattr(context, "get_remaining_time_in_millis", None)
-    result = reprocessor.segment(str(event.get("run") or ""), int(event["segment"]), remaining)
+    result = reprocessor.segment(
+        str(event.get("run") or ""),
+        int(event["segment"]),
+        remaining,
+        owner=event.get("owner") or None,
+        memory_mb=int(getattr(context, "memory_limit_in_mb", 0) or 0) or None,
+    )
     processor = str(event.get("processor") or "")
     dimensions = {PROCESSOR_DIMENSION: processor} if processor else {}
     with invocation_metrics(**dimensions) as metrics:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -42,6 +41,7 @@ from s3ingest_fn.core.decide import IngestService
 from s3ingest_fn.core.model import Change, Format, InventoryRow, Kind, Outcome, TransientError
 from s3ingest_fn.core.ports import InventoryStore, ShardListing
 from s3ingest_fn.core.scope import Scope
+from s3ingest_fn.services.counting import CountedLedger, Requests
 
 #: Where the runs' plans and checkpoints live in the checkpoint bucket.
 CHECKPOINT_PREFIX = "backfill-listing"
@@ -174,39 +174,10 @@ class _Range:
 # -- counting the requests of a shard ------------------------------------------------------------
 
 
-class _Requests:
-    """Thread-safe request counts by kind."""
-
-    def __init__(self) -> None:
-        self.counts: Counter[str] = Counter()
-        self._lock = threading.Lock()
-
-    def add(self, kind: str, n: int = 1) -> None:
-        with self._lock:
-            self.counts[kind] += n
-
-
-class _CountedLedger:
-    """The ledger port, counting ``get`` and ``write`` requests."""
-
-    def __init__(self, inner: Any, requests: _Requests) -> None:
-        self._inner = inner
-        self._requests = requests
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._inner, name)
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            self._requests.add("get" if name == "get" else "write")
-            return method(*args, **kwargs)
-
-        return counted
-
-
 class _CountedBucket:
     """The bucket port, counting ``head`` requests."""
 
-    def __init__(self, inner: Any, requests: _Requests) -> None:
+    def __init__(self, inner: Any, requests: Requests) -> None:
         self._inner = inner
         self._requests = requests
 
@@ -461,7 +432,7 @@ class ListingBackfill:
         checkpoint = self._checkpoint(shard.bucket, run, shard.id) or {}
         counts: Counter[str] = Counter({k: 0 for k in COUNTS})
         counts.update(checkpoint.get("counts") or {})
-        requests = _Requests()
+        requests = Requests()
         requests.counts.update({k: 0 for k in REQUESTS})
         requests.counts.update(checkpoint.get("requests") or {})
         marker = checkpoint.get("marker") or {}
@@ -471,7 +442,7 @@ class ListingBackfill:
         start = Counter(counts)
         service = dataclasses.replace(
             self.service,
-            ledger=_CountedLedger(self.service.ledger, requests),
+            ledger=CountedLedger(self.service.ledger, requests),
             bucket=_CountedBucket(self.service.bucket, requests),
         )
         first = True

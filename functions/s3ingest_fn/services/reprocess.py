@@ -2,7 +2,7 @@
 
 A processor added to a running stack has no effect state on the rows written before it, and a
 processor whose ``version`` was raised has done effects of an older version: both are *behind*
-(:meth:`~s3ingest_fn.core.row.LedgerRow.behind_for`). Reconciliation only counts them
+(:meth:`~s3ingest_fn.core.effects.EffectTarget.behind`). Reconciliation only counts them
 (``effects_behind`` per processor); this run does the work, as three Lambda steps of the
 reprocess state machine (:mod:`s3ingest_fn.handlers.reprocess`):
 
@@ -15,7 +15,9 @@ reprocess state machine (:mod:`s3ingest_fn.handlers.reprocess`):
   (:meth:`~s3ingest_fn.core.decide.IngestService.reprocess`); a row whose change moved on
   meanwhile is skipped (the newer change's own write claimed the processor). After each page
   the cursor is checkpointed; the call returns ``done: false`` before the Lambda runs out of
-  time, and the next call resumes there;
+  time, and the next call resumes there. A row the call cannot start (no time left for its
+  claim, or the claim's write failed) cuts the page before it: the cursor stops at the last
+  row before it, and the next call scans from there;
 * :meth:`Reprocessor.summarize` totals the checkpoints and prices the run.
 
 Why the ledger's segments and not the listing's shards: the ledger row already says whether a
@@ -23,12 +25,15 @@ key is behind (its effect state and version), so a key costs its share of one Sc
 per request) instead of a list entry plus a GetItem; and the visible keys are the ledger's
 present rows once it has converged (C15).
 
-Checkpoints live in the checkpoint bucket under ``reprocess/<run>/``: ``plan.json`` and
-``<segment>.json`` (``cursor``, ``done``, ``counts``, ``requests``).
+Checkpoints live in the checkpoint bucket under ``reprocess/<run>/``: ``plan.json``
+(``request``, ``version``, ``owner``: the execution running the run) and ``<segment>.json``
+(``cursor``, ``done``, ``counts``, ``requests``, ``failures``, ``memory_mb``). A segment call
+of an execution that no longer owns the run stops (:class:`RunTakenOver`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import threading
@@ -41,9 +46,10 @@ from typing import Any
 
 from s3ingest_fn.config import carry_context
 from s3ingest_fn.core.decide import IngestService
-from s3ingest_fn.core.model import TransientError
+from s3ingest_fn.core.model import EffectNotStarted, TransientError
 from s3ingest_fn.core.ports import InventoryStore, LedgerSegments
 from s3ingest_fn.core.row import LedgerRow
+from s3ingest_fn.services.counting import CountedLedger, Requests
 
 #: Where the runs' plans and checkpoints live in the checkpoint bucket.
 CHECKPOINT_PREFIX = "reprocess"
@@ -51,15 +57,21 @@ CHECKPOINT_PREFIX = "reprocess"
 DEFAULT_SEGMENTS = 16
 #: DynamoDB allows 1 to 1,000,000 segments; a plan's payload stays small below this.
 MAX_SEGMENTS = 1000
+#: Time a segment call keeps for its checkpoint after the last row it starts, ms (besides the
+#: row's claim and processor: :meth:`~s3ingest_fn.core.effects.EffectRunner.time_needed_ms`).
+CHECKPOINT_MS = 5_000
+#: Failed keys a segment's checkpoint keeps (bucket, key, error), and a run's summary.
+FAILURE_SAMPLES = 5
 
 #: What became of each row, per segment (every key present in every checkpoint):
 #: ``scanned`` rows read; ``behind`` rows behind for the processor (in a dry run: what would
 #: run); ``run`` effects run and committed ``done``; ``superseded`` run and found newer bytes;
 #: ``held`` held by the hold policy; ``skipped`` rows whose change or effect moved on between
-#: the Scan and the claim (a newer change claimed the processor itself); ``busy`` another
-#: worker's live lease; ``failed`` the processor raised (the effect stays pending: the next
-#: run or reconciliation takes it up); ``removed`` rows whose state of a removed processor was
-#: cleaned (``--remove``).
+#: the Scan and the claim (a newer change claimed the processor itself), or that the hold
+#: policy skips; ``busy`` another worker's live lease; ``failed`` the processor raised, or its
+#: worker was killed (the effect stays pending: a new run, or reconciliation once its lease
+#: ends, takes it up); ``removed`` rows whose state of a removed processor was cleaned
+#: (``--remove``); ``pages`` Scan requests.
 COUNTS = (
     "scanned",
     "behind",
@@ -72,10 +84,13 @@ COUNTS = (
     "removed",
     "pages",
 )
-#: Requests by kind: ledger ``scan`` pages, ledger ``write`` (claims, commits, releases,
-#: removals), processor ``invoke`` (effects started), ``checkpoint`` writes, and the
-#: segment step's Lambda ``calls`` with their wall time (``elapsed_ms``).
-REQUESTS = ("scan", "write", "invoke", "checkpoint", "calls", "elapsed_ms")
+#: Requests by kind: ledger ``scan`` pages and the items they ``read`` (billed, those a
+#: prefix's filter left out included), ledger ``write`` (claims, commits, releases, holds,
+#: removals, refused ones included), processor ``invoke`` (effects started), ``checkpoint``
+#: writes, and the segment step's Lambda ``calls`` with their wall time (``elapsed_ms``).
+REQUESTS = ("scan", "read", "write", "invoke", "checkpoint", "calls", "elapsed_ms")
+#: Outcomes of a row whose processor was invoked.
+_INVOKED = frozenset({"run", "superseded", "failed"})
 
 #: On-demand prices (us-east-1, USD) the run's estimate uses: per million write request
 #: units, per million read request units, per million Lambda requests and per GB-second
@@ -167,20 +182,11 @@ class ReprocessRequest:
     def segment_rate(self) -> float | None:
         """Keys per second one segment worker may run (the run's rate shared by the workers
         the Map runs at once)."""
-        return None if self.rate is None else self.rate / self.concurrency
+        return self.rate_per_worker(self.concurrency)
 
-
-class _Requests:
-    """Thread-safe request counts by kind."""
-
-    def __init__(self, start: dict[str, int] | None = None) -> None:
-        self.counts: Counter[str] = Counter({k: 0 for k in REQUESTS})
-        self.counts.update(start or {})
-        self._lock = threading.Lock()
-
-    def add(self, kind: str, n: int = 1) -> None:
-        with self._lock:
-            self.counts[kind] += n
+    def rate_per_worker(self, workers: int) -> float | None:
+        """The run's rate shared by ``workers`` segment workers at once, keys/s."""
+        return None if self.rate is None else self.rate / max(workers, 1)
 
 
 class _Pacer:
@@ -205,6 +211,11 @@ class _Pacer:
             self._sleep(at - now)
 
 
+class RunTakenOver(ValueError):
+    """Raised by a segment call of an execution that no longer owns its run: a later execution
+    of the same run planned it again (``--run`` given twice), and its segments go on."""
+
+
 @dataclass
 class Reprocessor:
     """Plans, runs and summarizes reprocess runs.
@@ -225,8 +236,10 @@ class Reprocessor:
     page_size : int
         Scan ``Limit``.
     margin_ms : int
-        :meth:`segment` returns ``done: false`` once the invocation has less than this left,
+        :meth:`segment` scans no further page once the invocation has less than this left,
         plus twice its slowest page so far.
+    memory_mb : int
+        The segment function's memory (the estimate's GB-seconds) when a call names none.
     """
 
     segments: LedgerSegments
@@ -236,7 +249,6 @@ class Reprocessor:
     concurrency: int = 8
     page_size: int = 500
     margin_ms: int = 60_000
-    #: The segment function's memory (the estimate's GB-seconds).
     memory_mb: int = 1024
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
@@ -244,16 +256,21 @@ class Reprocessor:
 
     # -- plan ----------------------------------------------------------------------------------
 
-    def plan(self, value: dict[str, Any]) -> dict[str, Any]:
+    def plan(
+        self, value: dict[str, Any], owner: str | None = None, limit: int | None = None
+    ) -> dict[str, Any]:
         """Store the run's request and return its segments: ``{**request, "version",
         "segments": [{"run", "segment", "total"}], "total", "done"}``, leaving out the
-        segments this run already finished (planning a run again resumes it).
+        segments this run already finished (planning a run again resumes it). ``owner`` (the
+        execution's id) becomes the run's owner: an earlier execution's segments stop.
+        ``limit`` (the segment function's reserved concurrency) caps ``concurrency``.
 
         Raises
         ------
         ValueError
             A malformed request; a processor not configured (without ``remove``); with
-            ``remove``, a processor still configured; a bucket not in the scope.
+            ``remove``, a processor still configured; a bucket not in the scope; a run that
+            exists with another request or another version of the processor.
         TransientError
             When the checkpoint bucket refuses the plan.
         """
@@ -273,16 +290,25 @@ class Reprocessor:
             )
         if request.bucket is not None and request.bucket not in self.service.tracked.names:
             raise ValueError(f"reprocess: bucket {request.bucket!r} is not one of the pipeline's")
+        version = self._version(request)
+        workers = min(request.concurrency, limit or request.concurrency)
         stored = self.store.read_if_exists(self.checkpoint_bucket, _plan_key(request.run))
+        plan = {"request": request.as_dict(), "version": version, "owner": owner}
+        plan["concurrency"] = workers
         if stored is not None:
-            plan = json.loads(stored)
-            if plan["request"] != request.as_dict():
+            earlier = json.loads(stored)
+            if earlier["request"] != request.as_dict():
                 raise ValueError(
                     f"reprocess: run {request.run!r} exists with another request; "
                     "give a new run name"
                 )
-        else:
-            plan = {"request": request.as_dict(), "version": self._version(request)}
+            if earlier["version"] != version:
+                raise ValueError(
+                    f"reprocess: run {request.run!r} was planned for version "
+                    f"{earlier['version']} of {request.processor!r}, now {version}; "
+                    "give a new run name"
+                )
+        if stored is None or json.loads(stored) != plan:
             self.store.put(self.checkpoint_bucket, _plan_key(request.run), _json(plan))
         done = 0
         segments = []
@@ -294,7 +320,8 @@ class Reprocessor:
             segments.append({"run": request.run, "segment": i, "total": request.segments})
         return {
             **request.as_dict(),
-            "version": plan["version"],
+            "concurrency": workers,
+            "version": version,
             "segments": segments,
             "total": request.segments,
             "done": done,
@@ -307,12 +334,48 @@ class Reprocessor:
         spec = effects.spec(request.processor)
         return spec.version if spec is not None else None
 
+    def _plan(self, run: str, owner: str | None) -> dict[str, Any]:
+        """The stored plan of ``run``, owned by ``owner`` when one is given.
+
+        Raises
+        ------
+        ValueError
+            An unknown run; a processor whose version changed since the plan.
+        RunTakenOver
+            Another execution owns the run.
+        """
+        stored = self.store.read_if_exists(self.checkpoint_bucket, _plan_key(run))
+        if stored is None:
+            raise ValueError(f"reprocess: run {run!r} has no plan")
+        plan: dict[str, Any] = json.loads(stored)
+        if owner is not None and plan.get("owner") not in (None, owner):
+            raise RunTakenOver(
+                f"reprocess: run {run!r} is now run by execution {plan.get('owner')}; "
+                "this one stops"
+            )
+        request = ReprocessRequest.of(plan["request"])
+        if not request.remove and self._version(request) != plan["version"]:
+            raise ValueError(
+                f"reprocess: {request.processor!r} is at version {self._version(request)} "
+                f"since run {run!r} was planned for version {plan['version']}; "
+                "start a new run"
+            )
+        return plan
+
     # -- one segment ---------------------------------------------------------------------------
 
     def segment(
-        self, run: str, segment: int, remaining_ms: Callable[[], int] | None = None
+        self,
+        run: str,
+        segment: int,
+        remaining_ms: Callable[[], int] | None = None,
+        *,
+        owner: str | None = None,
+        memory_mb: int | None = None,
     ) -> dict[str, Any]:
-        """Scan ``segment`` of ``run`` from its checkpoint on and bring its rows up to date.
+        """Scan ``segment`` of ``run`` from its checkpoint on and bring its rows up to date
+        (``owner``: the execution calling, checked against the plan's before every page;
+        ``memory_mb``: the calling function's memory, recorded for the estimate).
 
         Returns
         -------
@@ -323,27 +386,41 @@ class Reprocessor:
         Raises
         ------
         ValueError
-            An unknown run (no plan) or segment.
+            An unknown run (no plan) or segment; the processor's version changed since the
+            plan.
+        RunTakenOver
+            A later execution of the run owns it now.
         TransientError
-            When the ledger or the checkpoint bucket kept failing: the page was not
-            checkpointed and the next call scans it again (its rows are no longer behind).
+            When the ledger or the checkpoint bucket kept failing, or the call could start
+            no row at all: the page was not checkpointed and the next call scans it again
+            (its rows already run are no longer behind).
         """
         _check_run(run)
-        stored = self.store.read_if_exists(self.checkpoint_bucket, _plan_key(run))
-        if stored is None:
-            raise ValueError(f"reprocess: run {run!r} has no plan")
-        plan = json.loads(stored)
+        plan = self._plan(run, owner)
         request = ReprocessRequest.of(plan["request"])
+        workers = int(plan.get("concurrency") or request.concurrency)
         if not 0 <= segment < request.segments:
             raise ValueError(f"reprocess: segment {segment} is not 0 to {request.segments - 1}")
         checkpoint = self._checkpoint(run, segment) or {}
         counts: Counter[str] = Counter({k: 0 for k in COUNTS})
         counts.update(checkpoint.get("counts") or {})
         start = Counter(counts)
-        requests = _Requests(checkpoint.get("requests"))
+        requests = Requests({**{k: 0 for k in REQUESTS}, **(checkpoint.get("requests") or {})})
+        failures: list[dict[str, str]] = list(checkpoint.get("failures") or [])
         cursor = checkpoint.get("cursor")
         done = bool(checkpoint.get("done"))
-        pacer = _Pacer(request.segment_rate, self.clock, self.sleep)
+        service = dataclasses.replace(
+            self.service, ledger=CountedLedger(self.service.ledger, requests)
+        )
+        page_run = _PageRun(
+            service=service,
+            request=request,
+            requests=requests,
+            pacer=_Pacer(request.rate_per_worker(workers), self.clock, self.sleep),
+            remaining_ms=remaining_ms,
+            needed_ms=self._needed_ms(request),
+            clock=self.clock,
+        )
         prefix = f"{request.bucket}/{request.prefix}" if request.bucket else ""
         started = self.clock()
         requests.add("calls")
@@ -352,37 +429,51 @@ class Reprocessor:
         while not done:
             # another page only while the invocation has time for it: the margin, and twice the
             # slowest page so far (a slow processor makes a page slow)
-            if (
-                not first
-                and remaining_ms is not None
-                and remaining_ms() < self.margin_ms + 2 * slowest_page_ms
-            ):
-                break
-            first = False
+            if not first:
+                if (
+                    remaining_ms is not None
+                    and remaining_ms() < self.margin_ms + 2 * slowest_page_ms
+                ):
+                    break
+                self._plan(run, owner)
             page_started = self.clock()
             page = self.segments.page(
                 segment, request.segments, cursor, prefix=prefix, limit=self.page_size
             )
             requests.add("scan")
-            rows = [r for r in page.rows if self._selected(request, r)]
-            counts["scanned"] += len(page.rows)
+            requests.add("read", page.read or len(page.rows))
             counts["pages"] += 1
-            self._run_rows(request, rows, counts, requests, pacer)
-            cursor = page.cursor
-            done = cursor is None
+            cut = self._run_page(page_run, page.rows, counts, failures)
+            if cut is None:
+                counts["scanned"] += len(page.rows)
+                cursor = page.cursor
+                done = cursor is None
+            else:
+                if first and cut == 0 and not page_run.finished:
+                    # no row of this call could start: the step's retry, after its backoff
+                    raise TransientError(
+                        f"reprocess: segment {segment} could start no row: {page_run.cut_by}"
+                    )
+                counts["scanned"] += cut
+                if cut:
+                    cursor = page.after[cut - 1]
+            first = False
+            slowest_page_ms = max(slowest_page_ms, int((self.clock() - page_started) * 1000))
+            requests.add("checkpoint")
+            requests.add("elapsed_ms", int((self.clock() - started) * 1000))
+            started = self.clock()
             body = {
                 "segment": segment,
                 "cursor": cursor,
                 "done": done,
                 "counts": dict(counts),
                 "requests": dict(requests.counts),
+                "failures": failures[-FAILURE_SAMPLES:],
+                "memory_mb": memory_mb or self.memory_mb,
             }
-            slowest_page_ms = max(slowest_page_ms, int((self.clock() - page_started) * 1000))
-            requests.add("checkpoint")
-            requests.add("elapsed_ms", int((self.clock() - started) * 1000))
-            started = self.clock()
-            body["requests"] = dict(requests.counts)
             self.store.put(self.checkpoint_bucket, _segment_key(run, segment), _json(body))
+            if cut is not None:
+                break
         return {
             "run": run,
             "segment": segment,
@@ -392,6 +483,14 @@ class Reprocessor:
             "added": {k: counts[k] - start[k] for k in COUNTS},
         }
 
+    def _needed_ms(self, request: ReprocessRequest) -> int:
+        """The time a row's claim and processor need in the invocation, ms, plus the
+        checkpoint's (0 for a removal: no processor runs)."""
+        effects = self.service.effects
+        if request.remove or effects is None:
+            return 0
+        return effects.time_needed_ms(request.processor) + CHECKPOINT_MS
+
     def _selected(self, request: ReprocessRequest, row: LedgerRow) -> bool:
         """The row belongs to the run's bucket and prefix, and to the pipeline's scope."""
         if request.bucket is not None and row.bucket != request.bucket:
@@ -400,56 +499,58 @@ class Reprocessor:
             return False
         return request.remove or self.service.tracked.contains(row.bucket, row.key)
 
-    def _run_rows(
+    def _run_page(
         self,
-        request: ReprocessRequest,
+        page_run: _PageRun,
         rows: list[LedgerRow],
         counts: Counter[str],
-        requests: _Requests,
-        pacer: _Pacer,
-    ) -> None:
+        failures: list[dict[str, str]],
+    ) -> int | None:
+        """Bring one page's rows up to date, counting each outcome; the index of the first
+        row not started (the page is cut there), None when every row was."""
+        request = page_run.request
+        picked = [(i, r) for i, r in enumerate(rows) if self._selected(request, r)]
         if request.remove:
-            for row in rows:
+            for _, row in picked:
                 if row.effect_of(request.processor) is None:
                     continue
                 if request.dry_run:
                     counts["behind"] += 1
                     continue
-                requests.add("write")
-                if self.service.ledger.forget(row.bucket, row.key, request.processor):
+                if page_run.service.ledger.forget(row.bucket, row.key, request.processor):
                     counts["removed"] += 1
-            return
-        service = self.service
-        due = [r for r in rows if service.behind(r, request.processor)]
-        counts["behind"] += len(due)
+            return None
+        service = page_run.service
+        due = [(i, r) for i, r in picked if service.behind(r, request.processor)]
         if request.dry_run or not due:
-            return
+            counts["behind"] += len(due)
+            return None
         if self._pool is None:
             self._pool = ThreadPoolExecutor(
                 max_workers=self.concurrency, thread_name_prefix="reprocess"
             )
-
-        def one(row: LedgerRow) -> str:
-            pacer.wait()
-            try:
-                outcome = service.reprocess(row, request.processor)
-            except TransientError:
-                outcome = "failed"
-            return outcome
-
-        for outcome in self._pool.map(carry_context(one), due):
+        cut: int | None = None
+        for (i, row), (outcome, error) in zip(
+            due, self._pool.map(carry_context(page_run.one), [r for _, r in due]), strict=True
+        ):
+            if outcome is None:
+                cut = i if cut is None else min(cut, i)
+                continue
+            counts["behind"] += 1
             counts[outcome] += 1
-            # a claim and a commit (a release when it failed); a skipped row's refused claim
-            requests.add("write", 1 if outcome in ("skipped", "busy") else 2)
-            if outcome not in ("skipped", "busy"):
-                requests.add("invoke")
+            if outcome in _INVOKED:
+                page_run.requests.add("invoke")
+            if error is not None:
+                failures.append({"bucket": row.bucket, "key": row.key, "error": error[:300]})
+        return cut
 
     # -- summarize -----------------------------------------------------------------------------
 
     def summarize(self, run: str) -> dict[str, Any]:
-        """``{**request, "version", "segments", "done", "counts", "requests",
+        """``{**request, "version", "segments", "done", "counts", "requests", "failures",
         "estimated_cost_usd"}``: the totals of the run's checkpoints (a segment without one
-        counts as not done) and their price (:func:`estimate_cost`).
+        counts as not done), up to :data:`FAILURE_SAMPLES` failed keys with their errors, and
+        the price (:func:`estimate_cost`).
 
         Raises
         ------
@@ -463,6 +564,8 @@ class Reprocessor:
         plan = json.loads(stored)
         counts: Counter[str] = Counter({k: 0 for k in COUNTS})
         requests: Counter[str] = Counter({k: 0 for k in REQUESTS})
+        failures: list[dict[str, str]] = []
+        memory_mb = 0
         done = 0
         for i in range(int(plan["request"]["segments"])):
             body = self._checkpoint(run, i)
@@ -470,6 +573,8 @@ class Reprocessor:
                 continue
             counts.update(body.get("counts") or {})
             requests.update(body.get("requests") or {})
+            failures.extend(body.get("failures") or [])
+            memory_mb = max(memory_mb, int(body.get("memory_mb") or 0))
             done += 1 if body.get("done") else 0
         return {
             **plan["request"],
@@ -478,7 +583,10 @@ class Reprocessor:
             "done": done,
             "counts": dict(counts),
             "requests": dict(requests),
-            "estimated_cost_usd": estimate_cost(dict(counts), dict(requests), self.memory_mb),
+            "failures": failures[:FAILURE_SAMPLES],
+            "estimated_cost_usd": estimate_cost(
+                dict(counts), dict(requests), memory_mb or self.memory_mb
+            ),
         }
 
     def _checkpoint(self, run: str, segment: int) -> dict[str, Any] | None:
@@ -492,14 +600,63 @@ class Reprocessor:
             self._pool = None
 
 
+@dataclass
+class _PageRun:
+    """What one segment call runs each row with, and when it stops starting them: a row starts
+    only while the invocation has ``needed_ms`` left plus the slowest row's time so far."""
+
+    service: IngestService
+    request: ReprocessRequest
+    requests: Requests
+    pacer: _Pacer
+    remaining_ms: Callable[[], int] | None
+    needed_ms: int
+    clock: Callable[[], float]
+    #: Rows that got an outcome in this call.
+    finished: int = 0
+    #: Why the first row not started was not (no row starts after it).
+    cut_by: str = ""
+    _slowest_ms: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def one(self, row: LedgerRow) -> tuple[str | None, str | None]:
+        """``(outcome, error)`` of ``row``; ``(None, why)`` when it was not started."""
+        if self.cut_by:
+            return None, self.cut_by
+        self.pacer.wait()
+        if self.remaining_ms is not None:
+            left = self.remaining_ms()
+            if left < self.needed_ms + self._slowest_ms:
+                return self._not_started(f"{left} ms left in the invocation")
+        started = self.clock()
+        error: str | None = None
+        try:
+            outcome = self.service.reprocess(row, self.request.processor)
+        except EffectNotStarted as exc:
+            return self._not_started(str(exc))
+        except TransientError as exc:
+            outcome, error = "failed", str(exc)
+        with self._lock:
+            self.finished += 1
+            self._slowest_ms = max(self._slowest_ms, int((self.clock() - started) * 1000))
+        return outcome, error
+
+    def _not_started(self, why: str) -> tuple[None, str]:
+        with self._lock:
+            self.cut_by = self.cut_by or why
+        return None, why
+
+
 def estimate_cost(counts: dict[str, int], requests: dict[str, int], memory_mb: int = 1024) -> float:
     """The run's cost in USD at :data:`PRICES`: a ledger write of a row up to 1 KB is one write
-    unit; a Scan reads each row (up to 1 KB) at half a read unit per 4 KB (eventually
-    consistent); the segment calls' Lambda requests and GB-seconds (their wall time at
-    ``memory_mb``); their state transitions. The processor's own requests (its reads, its
-    output) are not included: they are the processor's cost, whoever runs it."""
+    unit; a Scan reads each item (``read``, else the rows ``scanned``; up to 1 KB) at half a
+    read unit per 4 KB (eventually consistent); the segment calls' Lambda requests and
+    GB-seconds (their wall time at ``memory_mb``); their state transitions. The processor's own
+    requests (its reads, its output) are not included: they are the processor's cost, whoever
+    runs it."""
     writes = requests.get("write", 0) * PRICES["write_per_million"] / 1e6
-    reads = counts.get("scanned", 0) / 8 * PRICES["read_per_million"] / 1e6
+    read = requests.get("read") or counts.get("scanned", 0)
+    reads = read / 8 * PRICES["read_per_million"] / 1e6
     calls = requests.get("calls", 0)
     lam = calls * PRICES["lambda_request_per_million"] / 1e6
     lam += requests.get("elapsed_ms", 0) / 1000 * memory_mb / 1024 * PRICES["lambda_gb_second"]

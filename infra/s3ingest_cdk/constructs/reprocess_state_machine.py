@@ -43,14 +43,15 @@ class ReprocessStateMachine(Construct):
 
     States (JSONPath):
 
-    1. ``Plan`` (Task, the plan function, given the whole input): result at ``$.plan``:
-       ``{...request, "version", "segments": [{"run", "segment", "total"}], "total", "done",
-       "concurrency"}`` (the segments already done left out).
+    1. ``Plan`` (Task, the plan function, given ``{"request": <the input>, "owner":
+       <the execution's id>, "limit"?}``): result at ``$.plan``: ``{...request, "version", "owner",
+       "segments": [{"run", "segment", "total"}], "total", "done", "concurrency"}`` (the
+       segments already done left out; an earlier execution of the run stops).
     2. ``Segments`` (Distributed Map over ``$.plan.segments``, ``MaxConcurrencyPath``
        ``$.plan.concurrency``: the input's ``concurrency``, else 16 or the number of
        segments, label ``ReprocessSegments``): each child, Standard, runs ``Segment`` (Task:
-       ``{"run", "segment", "processor"}``, result's ``done`` at ``$.progress``; the segment
-       function runs pages until its time is nearly up and checkpoints after each) and
+       ``{"run", "segment", "processor", "owner"}``, result's ``done`` at ``$.progress``; the
+       segment function runs pages until its time is nearly up and checkpoints after each) and
        ``SegmentDone`` (Choice: ``$.progress.done`` true ends the child; otherwise ``Segment``
        again from the checkpoint). The children's results are discarded (the checkpoints hold
        the counts; a Map's result is bounded by 256 KiB).
@@ -72,6 +73,9 @@ class ReprocessStateMachine(Construct):
         Log retention, days.
     timeout : aws_cdk.Duration
         Longest a run may take (:data:`RUN_TIMEOUT` by default).
+    concurrency_limit : int, optional
+        The segment function's reserved concurrency: the plan caps a run's ``concurrency``
+        at it (``"limit"`` in the plan's payload), so no segment worker is throttled.
 
     Attributes
     ----------
@@ -93,6 +97,7 @@ class ReprocessStateMachine(Construct):
         summarize_function: lambda_.IFunction,
         log_retention_days: int,
         timeout: Duration = RUN_TIMEOUT,
+        concurrency_limit: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         parts = execution_logs(
@@ -106,7 +111,14 @@ class ReprocessStateMachine(Construct):
             self,
             "Plan",
             function=plan_function,
-            payload=sfn.TaskInput.from_json_path_at("$"),
+            # the execution owns the run: an earlier execution of the same run stops
+            payload=sfn.TaskInput.from_object(
+                {
+                    "request": sfn.JsonPath.entire_payload,
+                    "owner": sfn.JsonPath.execution_id,
+                    **({} if concurrency_limit is None else {"limit": concurrency_limit}),
+                }
+            ),
             result_selector={"plan.$": "$.Payload"},
         )
         segment = lambda_step(
@@ -118,6 +130,7 @@ class ReprocessStateMachine(Construct):
                     "run": sfn.JsonPath.string_at("$.run"),
                     "segment": sfn.JsonPath.number_at("$.segment"),
                     "processor": sfn.JsonPath.string_at("$.processor"),
+                    "owner": sfn.JsonPath.string_at("$.owner"),
                 }
             ),
             result_selector={"done.$": "$.Payload.done"},
@@ -146,6 +159,7 @@ class ReprocessStateMachine(Construct):
                 "run.$": "$$.Map.Item.Value.run",
                 "segment.$": "$$.Map.Item.Value.segment",
                 "processor.$": f"{_PLAN}.processor",
+                "owner.$": f"{_PLAN}.owner",
             },
             max_concurrency_path=f"{_PLAN}.concurrency",
             label=SEGMENTS_MAP_LABEL,

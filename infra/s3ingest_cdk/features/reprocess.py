@@ -225,6 +225,7 @@ class Reprocess(Construct):
             segment_function=self.segment.function,
             summarize_function=self.summarize.function,
             log_retention_days=settings.log_retention_days,
+            concurrency_limit=settings.backfill_reserved_concurrency,
         )
         machine = self.state_machine.state_machine
         acknowledge(machine.role, "AwsSolutions-IAM5[Resource::*]", SFN_LOGGING_EVIDENCE)

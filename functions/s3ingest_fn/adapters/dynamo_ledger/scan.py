@@ -24,9 +24,11 @@ from s3ingest_fn.adapters.dynamo_ledger.codec import (
     row_from_item,
 )
 from s3ingest_fn.adapters.dynamo_ledger.layout import (
+    _CHG_ID,
     _ETAG,
     _FX,
     _FX_CODES,
+    _FX_DONE,
     _FX_HOLD,
     _FX_LEASE,
     _FX_STATUS,
@@ -72,6 +74,10 @@ _DIFF_ATTRIBUTES = (
 )
 
 
+def _s(av: Mapping[str, Any] | None) -> str | None:
+    return None if av is None else str(av["S"])
+
+
 def _scanned_row(item: Mapping[str, Any], bucket: str, named: bool = False) -> LedgerRow:
     """:func:`row_from_item` for an item of ``bucket`` projected to :data:`_DIFF_ATTRIBUTES`
     (the fast path of a reconciliation's Scan: a million rows go through it, so the row is
@@ -95,6 +101,7 @@ def _scanned_row(item: Mapping[str, Any], bucket: str, named: bool = False) -> L
             _FX_STATUS.get(fx["S"], fx["S"]),
             lease_until_ms=_n(item.get(_FX_LEASE)),
             hold=_hold_of(item.get(_FX_HOLD)) if fx["S"] == _FX_CODES[HELD] else None,
+            done_change_id=_s(item.get(_FX_DONE)),
             version=_n(item.get(_FX_VERSION)) or 1,
         )
     )
@@ -107,6 +114,7 @@ def _scanned_row(item: Mapping[str, Any], bucket: str, named: bool = False) -> L
                 hold=_hold_of(item.get(f"{_FX_HOLD}:{a[len(_FX) + 1 :]}"))
                 if av["S"] == _FX_CODES[HELD]
                 else None,
+                done_change_id=_s(item.get(f"{_FX_DONE}:{a[len(_FX) + 1 :]}")),
                 version=_n(item.get(f"{_FX_VERSION}:{a[len(_FX) + 1 :]}")) or 1,
             )
             for a, av in item.items()
@@ -135,7 +143,7 @@ def _scanned_row(item: Mapping[str, Any], bucket: str, named: bool = False) -> L
         None,  # expires_at
         (),  # history
         None,  # op
-        None,  # change_id
+        _s(item.get(_CHG_ID)),  # change_id
         None,  # change_seq
         effect,
         effects,  # named_effects: every processor's own (several processors)
@@ -234,17 +242,20 @@ class DynamoLedgerScanner:
                 a for a in _DIFF_ATTRIBUTES if a not in (_FX, _FX_LEASE, _FX_HOLD, "fx", "fx_lease")
             )
         )
-        # each processor's status, lease, (when held) held change and version: held effects
-        # are counted (reconciliation's held_effects and held_oldest_seconds), never repaired;
-        # rows behind a processor are counted (effects_behind_by_processor)
+        # each processor's status, lease, (when held) held change, version and done change,
+        # and the row's change: held effects are counted (reconciliation's held_effects and
+        # held_oldest_seconds), never repaired; rows behind a processor are counted
+        # (effects_behind_by_processor)
         self._attributes = (
             base
-            + ((_FX_VERSION,) if _FX in base else ())
+            + (_CHG_ID,)
+            + ((_FX_VERSION, _FX_DONE) if _FX in base else ())
             + tuple(
                 a
                 for p in named
                 for a in (
                     *effect_attributes(p)[0:3:2],
+                    effect_attributes(p)[3],
                     hold_attribute(p),
                     version_attribute(p),
                 )
@@ -340,10 +351,15 @@ class DynamoLedgerSegments:
             page = self._ddb.scan(**kwargs)
         except (ClientError, BotoCoreError) as exc:
             raise _transient(exc) from exc
-        rows = [
-            row_from_item(item)
+        items = [
+            item
             for item in page.get("Items", [])
             if not item[PARTITION_KEY]["S"].startswith(COUNTER_PREFIX)
         ]
         last = page.get("LastEvaluatedKey")
-        return SegmentPage(rows, None if last is None else str(last[PARTITION_KEY]["S"]))
+        return SegmentPage(
+            [row_from_item(item) for item in items],
+            None if last is None else str(last[PARTITION_KEY]["S"]),
+            tuple(str(item[PARTITION_KEY]["S"]) for item in items),
+            int(page.get("ScannedCount", len(page.get("Items", [])))),
+        )

@@ -493,9 +493,11 @@ def behind_claim_request(
     """Claim ``processor``'s effect of the row's change for a reprocess run: the row is present
     and still holds the change ``change_id``, and the processor's effect is what was read:
     absent (``old_token`` None) or held by ``old_token`` and ``done`` under a version below
-    ``version``, ``superseded`` or pending with an expired lease. Pending under the token of
-    the row's new revision and ``claim.now_ms`` (read back), lease ``claim.lease_until_ms``."""
-    fx, fx_token, fx_lease, _, _ = effect_attributes(processor)
+    ``version`` or for another change, ``superseded`` or pending with an expired lease and no
+    waiting changes (an
+    ``every-change`` queue is the live path's). Pending under the token of the row's new
+    revision and ``claim.now_ms`` (read back), lease ``claim.lease_until_ms``."""
+    fx, fx_token, fx_lease, fx_done, fx_queue = effect_attributes(processor)
     fv = version_attribute(processor)
     names = {_ph(n): n for n in (_REV, _OP, _STATE, fx, fx_token, fx_lease)}
     values: dict[str, Any] = {
@@ -516,19 +518,25 @@ def behind_claim_request(
     if old_token is None:
         effect = f"attribute_not_exists({_ph(fx)})"
     else:
-        # a done effect is behind only under a lower version (absent: 1)
-        done = ""
+        # a done effect is behind under a lower version (absent: 1), or done for another
+        # change than the row's
+        stale = []
         if version > 1:
             names[_ph(fv)] = fv
-            done = (
-                f"({_ph(fx)} = :done AND (attribute_not_exists({_ph(fv)}) OR "
-                f"{_ph(fv)} < :version)) OR "
-            )
-            values[":done"] = {"S": _FX_CODES[DONE]}
+            stale.append(f"attribute_not_exists({_ph(fv)}) OR {_ph(fv)} < :version")
             values[":version"] = {"N": str(version)}
+        if change_id is not None:
+            names[_ph(fx_done)] = fx_done
+            stale.append(f"{_ph(fx_done)} <> :chg")
+        done = ""
+        if stale:
+            done = f"({_ph(fx)} = :done AND ({' OR '.join(stale)})) OR "
+            values[":done"] = {"S": _FX_CODES[DONE]}
+        names[_ph(fx_queue)] = fx_queue
         effect = (
             f"{_ph(fx_token)} = :old AND ({done}{_ph(fx)} = :superseded OR "
-            f"({_ph(fx)} = :pending AND {_ph(fx_lease)} < :now))"
+            f"({_ph(fx)} = :pending AND {_ph(fx_lease)} < :now AND "
+            f"(attribute_not_exists({_ph(fx_queue)}) OR size({_ph(fx_queue)}) = :zero)))"
         )
         values.update(
             {
