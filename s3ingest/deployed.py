@@ -13,6 +13,7 @@ from typing import Any
 
 from s3ingest.settings import inventory_report_prefix
 from s3ingest_fn import wiring
+from s3ingest_fn.core.effects import EffectTarget
 from s3ingest_fn.services.reconcile import Reconciler
 
 
@@ -44,6 +45,16 @@ class DeployedStack:
         outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
         # the stack's name even when given as an ARN: metrics carry it as their stack dimension
         return cls(name=str(stacks[0].get("StackName") or name), outputs=outputs)
+
+    def processor_targets(self) -> tuple[EffectTarget, ...]:
+        """The processors' versions and filters (output ``ProcessorTargets``; none from a stack
+        deployed before it, or a malformed one)."""
+        from s3ingest_fn.effect_targets import parse_targets
+
+        try:
+            return parse_targets(self.outputs.get("ProcessorTargets") or "[]")
+        except ValueError:
+            return ()
 
     def require(self, *names: str) -> list[str]:
         """The named outputs, or StackNotFoundError naming the missing ones."""

@@ -10,7 +10,7 @@ import json
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -18,6 +18,7 @@ from typing import Any
 from s3ingest_fn.adapters.s3_objects import eventbridge_delivery_enabled
 from s3ingest_fn.adapters.sqs import REASON_ATTRIBUTE
 from s3ingest_fn.contract import METRICS_NAMESPACE, metric_dimensions
+from s3ingest_fn.core.effects import EffectTarget
 from s3ingest_fn.core.events import parse_body
 from s3ingest_fn.core.model import InvalidMessageError, TransientError
 from s3ingest_fn.core.row import LedgerRow
@@ -315,14 +316,19 @@ def redrive_valid(sqs: Any, dlq_url: str, queue_url: str, *, max_messages: int) 
 # -- explain -------------------------------------------------------------------------------------
 
 
-def explain(ledger_row: LedgerRow | None, bucket_state: Any) -> dict[str, Any]:
+def explain(
+    ledger_row: LedgerRow | None,
+    bucket_state: Any,
+    targets: Sequence[EffectTarget] = (),
+    now_ms: int | None = None,
+) -> dict[str, Any]:
     """The ledger row and the bucket's current state side by side, with a verdict, the row's
     last applied decisions (``history``, newest first), the decision trail (``trail``: applied
     decisions and the hold policy's reviews, newest first, each with its actor; ``docs/hold.md``)
     and the state of the processor's effect
     for the row's change (``effect``: ``status`` pending/done/superseded, ``fencing_token``,
-    ``lease_until``, ``completed_for_change`` (the change id its last completed run was for) and
-    ``behind`` (CONTRACT C11: a reconciliation re-runs it); None without a processor).
+    ``lease_until``, ``completed_for_change`` (the change id its last completed run was for),
+    ``completed_version`` and ``behind`` (CONTRACT C11); None without a processor).
 
     Parameters
     ----------
@@ -330,6 +336,11 @@ def explain(ledger_row: LedgerRow | None, bucket_state: Any) -> dict[str, Any]:
         From :meth:`s3ingest_fn.adapters.dynamo_ledger.DynamoLedger.get`.
     bucket_state : ObjectState
         From :meth:`s3ingest_fn.adapters.s3_objects.S3Objects.current`.
+    targets : sequence of EffectTarget
+        The configured processors (the stack's ``ProcessorTargets`` output): ``behind`` is
+        :meth:`~s3ingest_fn.core.effects.EffectTarget.behind` at ``now_ms`` (a processor with
+        no state on the row is listed too, ``status`` None). Without them, only a superseded
+        effect is behind.
     """
     row = ledger_row
     ledger: dict[str, Any] = {
@@ -350,6 +361,8 @@ def explain(ledger_row: LedgerRow | None, bucket_state: Any) -> dict[str, Any]:
     # Each processor's effect (CONTRACT C11): ``effect`` the single processor's (the
     # ``processor`` setting), ``effects`` every processor's by name.
     effects: dict[str, dict[str, Any]] = {}
+    by_name = {target.name: target for target in targets}
+    clock_ms = int(time.time() * 1000) if now_ms is None else now_ms
     for name, fx in (row.effects() if row is not None else {}).items():
         effects[name] = {
             "status": fx.status,
@@ -358,7 +371,11 @@ def explain(ledger_row: LedgerRow | None, bucket_state: Any) -> dict[str, Any]:
             "completed_for_change": fx.done_change_id,
             # the processor's version that completed it (behind a higher one: reprocess)
             "completed_version": fx.version if fx.done_change_id is not None else None,
-            "behind": fx.status == "superseded",
+            "behind": (
+                by_name[name].behind(row, clock_ms)  # type: ignore[arg-type]
+                if name in by_name
+                else fx.status == "superseded"
+            ),
             "waiting_changes": [q.change_id for q in fx.queue],
             "held": (
                 {
@@ -373,6 +390,14 @@ def explain(ledger_row: LedgerRow | None, bucket_state: Any) -> dict[str, Any]:
                 else None
             ),
         }
+    for target in targets:  # configured, no state on the row: never run for its change
+        if target.name not in effects and row is not None:
+            effects[target.name] = {
+                **dict.fromkeys(("status", "fencing_token", "lease_until")),
+                **dict.fromkeys(("completed_for_change", "completed_version", "held")),
+                "behind": target.behind(row, clock_ms),
+                "waiting_changes": [],
+            }
     effect = effects.get("default")
     history = [
         {**decision.as_dict(), "at": _iso_ms(decision.at)}

@@ -35,7 +35,8 @@ def explain_command(
 
     deployed = connect_target(ctx, stack, local)
     ledger = aws_call(deployed.ledger)
-    result = aws_call(lambda: explain_key(ledger, deployed.objects(), bucket, key))
+    targets = deployed.stack.processor_targets()
+    result = aws_call(lambda: explain_key(ledger, deployed.objects(), bucket, key, targets))
     if as_json:
         sys.stdout.write(to_json(result) + "\n")
         return
@@ -71,10 +72,25 @@ def explain_command(
     out.print(result["verdict"])
     for name, effect in result["effects"].items():
         who = "processor" if name == "default" else f"processor {name!r}"
+        if effect["status"] is None:  # configured, never run for this row
+            out.print(
+                f"{who} effect of this change: none"
+                + (
+                    f"; behind: s3ingest reprocess --processor {name} runs it"
+                    if effect["behind"]
+                    else ""
+                )
+            )
+            continue
         out.print(
             f"{who} effect of this change: {effect['status']} (fencing token "
             f"{effect['fencing_token']}"
             + (f", lease until {effect['lease_until']}" if effect["lease_until"] else "")
+            + (
+                f", completed at version {effect['completed_version']}"
+                if effect["completed_version"] is not None
+                else ""
+            )
             + ")"
             + (
                 f"; {len(effect['waiting_changes'])} change(s) waiting (every-change)"
@@ -83,6 +99,8 @@ def explain_command(
             )
             + (
                 "; behind the row: a reconciliation re-runs it (runbook: effects-behind)"
+                if effect["behind"] and effect["status"] == "superseded"
+                else f"; behind: s3ingest reprocess --processor {name} runs it"
                 if effect["behind"]
                 else ""
             )

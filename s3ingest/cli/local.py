@@ -4,6 +4,7 @@ local onboarding ``onboard --local`` shares with ``local demo --existing``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -224,7 +225,9 @@ def scenario(
     from s3ingest.local.scenario import ScenarioError
 
     try:
-        result = commands.scenario(file)
+        # what the processors print goes to stderr: --json's stdout is the result alone
+        with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
+            result = commands.scenario(file)
     except ScenarioError as exc:
         console.print(f"[red]scenario error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_USAGE) from exc

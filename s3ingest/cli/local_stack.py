@@ -51,8 +51,10 @@ def up_command(
     and the stack's outputs; operator commands act on it with --local (from the same
     directory: its run file is .s3ingest/local.json). Its state lives in that process's
     memory until local down; with --state DIR, the state saved there is loaded and saved there
-    again on local down. Exit code 2 for invalid settings or a stack already running, 1
-    when it did not start."""
+    again on local down, and --context may deploy other processors and hold over it (a
+    processor added later: then s3ingest reprocess --local). Exit code 2 for invalid settings
+    (a processor that cannot be imported included) or a stack already running, 1 when it did
+    not start."""
     require_local("s3ingest local up")
     from s3ingest.local import daemon, saved_state
     from s3ingest.settings import Settings, SettingsError
@@ -64,8 +66,20 @@ def up_command(
         console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_USAGE) from exc
     directory = daemon.run_dir()
+    redeploy: dict[str, Any] = {}
     if state is not None and context and (state / saved_state.STATE_FILE).is_file():
-        console.print("[yellow]note:[/] the saved state's settings apply; --context is not used")
+        redeploy = daemon.context_pairs(context)
+        other = sorted(set(redeploy) - set(daemon.REDEPLOYABLE))
+        if other:
+            console.print(
+                f"[red]error:[/] {', '.join(other)}: over a saved state, --context deploys "
+                "processors and hold only (the other settings are the saved state's)"
+            )
+            raise typer.Exit(EXIT_USAGE)
+        console.print(
+            f"[yellow]note:[/] the saved state's settings apply, with --context's "
+            f"{' and '.join(sorted(redeploy))} deployed over them"
+        )
     try:
         daemon.running(directory)
     except daemon.LocalStackError:
@@ -74,10 +88,10 @@ def up_command(
         console.print("[red]error:[/] a local stack already runs here: s3ingest local down first")
         raise typer.Exit(EXIT_USAGE)
     try:
-        info = daemon.start(ctx, directory, state=state)
+        info = daemon.start(ctx, directory, state=state, redeploy=redeploy or None)
     except daemon.LocalStackError as exc:
         console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
-        raise typer.Exit(EXIT_UNHEALTHY) from exc
+        raise typer.Exit(EXIT_USAGE if exc.usage else EXIT_UNHEALTHY) from exc
     if as_json:
         sys.stdout.write(json.dumps(info) + "\n")
         return

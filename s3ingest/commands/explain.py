@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from s3ingest import operations
+from s3ingest_fn.core.effects import EffectTarget
 
 
-def explain_key(ledger: Any, objects: Any, bucket: str, key: str) -> dict[str, Any]:
+def explain_key(
+    ledger: Any, objects: Any, bucket: str, key: str, targets: Sequence[EffectTarget] = ()
+) -> dict[str, Any]:
     """The ledger row of ``bucket``/``key`` beside the bucket's current state, with a verdict,
     the last applied decisions and the processor effect's state, as
     :func:`s3ingest.operations.explain` returns it.
@@ -20,7 +24,9 @@ def explain_key(ledger: Any, objects: Any, bucket: str, key: str) -> dict[str, A
         Anything with ``current(bucket, key) -> ObjectState``.
     key : str
         The object key, decoded (as in the bucket).
+    targets : sequence of EffectTarget
+        The stack's processors (:meth:`s3ingest.deployed.DeployedStack.processor_targets`).
     """
     row = ledger.get(bucket, key)
     now = objects.current(bucket, key)
-    return operations.explain(row, now)
+    return operations.explain(row, now, targets)

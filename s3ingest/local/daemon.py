@@ -39,6 +39,9 @@ from typing import Any
 RUN_DIR = ".s3ingest"
 RUN_FILE = "local.json"
 LOG_FILE = "local.log"
+#: The settings ``local up --state DIR --context`` deploys over a saved stack (another
+#: processor configuration, as a ``cdk deploy`` of it): the rest is the saved state's.
+REDEPLOYABLE = ("processors", "hold")
 #: Where ``local down --state DIR`` asks the daemon to save its state: ``{"state": DIR}``.
 SAVE_FILE = "save.json"
 #: The local stack's name (its metrics' stack dimension).
@@ -52,7 +55,16 @@ _LOG = logging.getLogger(__name__)
 
 
 class LocalStackError(RuntimeError):
-    """No local stack runs (no run file, or its process is gone), or it did not start."""
+    """No local stack runs (no run file, or its process is gone), or it did not start
+    (``usage``: for its settings, or processors that cannot be imported or installed)."""
+
+    def __init__(self, message: str, usage: bool = False) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+#: The daemon's exit code when its settings or processors are refused (the CLI's usage error).
+EXIT_REFUSED = 2
 
 
 def run_dir(directory: str | Path | None = None) -> Path:
@@ -77,6 +89,18 @@ def read_context(pairs: Sequence[str], cdk_json: Path | None = None) -> dict[str
             context = dict(json.loads(path.read_text()).get("context") or {})
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path}: not JSON ({exc})") from exc
+    return {**context, **context_pairs(pairs)}
+
+
+def context_pairs(pairs: Sequence[str]) -> dict[str, str]:
+    """Each ``key=value`` of ``pairs`` (``--context``), as strings.
+
+    Raises
+    ------
+    ValueError
+        For a pair without ``=``.
+    """
+    context: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
@@ -95,6 +119,7 @@ def outputs(rt: Any) -> dict[str, str]:
         RECONCILE_FANOUT,
         REPROCESS,
     )
+    from s3ingest_fn.effect_targets import targets_json
 
     r = rt.resources
     events = rt.events
@@ -123,6 +148,7 @@ def outputs(rt: Any) -> dict[str, str]:
         out["ProcessorOutputBucket"] = r.output_bucket
     if rt.service.effects is not None:
         out["ProcessorNames"] = ",".join(rt.service.effects.names)
+        out["ProcessorTargets"] = targets_json(rt.settings.processor_entries())
     if r.read_roles:
         out["RemoteReadRoleArns"] = json.dumps(r.read_roles)
     if r.log_key_secret_arn:
@@ -244,11 +270,19 @@ def serve(
     directory: Path,
     stop: threading.Event,
     state: Path | None = None,
+    redeploy: Mapping[str, Any] | None = None,
 ) -> None:
     """The background process's work: deploy (from the state saved in ``state``, when it
-    holds one: :mod:`s3ingest.local.saved_state`), write the run file, run :func:`pump`
-    until ``stop`` is set, save the state (to ``state``, or the folder ``local down --state``
-    asked for), then remove the run file and stop the emulator."""
+    holds one: :mod:`s3ingest.local.saved_state`; then ``redeploy``'s processor settings,
+    :data:`REDEPLOYABLE`, over it, as a ``cdk deploy`` of them), write the run file, run
+    :func:`pump` until ``stop`` is set, save the state (to ``state``, or the folder ``local
+    down --state`` asked for), then remove the run file and stop the emulator.
+
+    Raises
+    ------
+    ValueError
+        ``redeploy`` names another setting, or its processors do not validate or import.
+    """
     from s3ingest.local import saved_state
     from s3ingest.local.emulator import Emulator
 
@@ -257,6 +291,8 @@ def serve(
     with Emulator() as emu:
         resources = saved_state.restore(saved, emu.endpoint_url) if saved else None
         rt = deploy(emu, context, resources, directory)
+        if saved and redeploy:
+            context = redeployed(rt, context, redeploy)
         info = {**describe(rt, os.getpid()), "state": str(state) if state else None}
         info["restored"] = saved is not None
         path = directory / RUN_FILE
@@ -281,6 +317,35 @@ def serve(
             if _read(path).get("pid") == os.getpid():
                 path.unlink(missing_ok=True)
             rt.close()
+
+
+def redeployed(rt: Any, context: Mapping[str, Any], redeploy: Mapping[str, Any]) -> dict[str, Any]:
+    """Deploy ``redeploy``'s ``processors`` and ``hold`` (``--context`` strings or values) over
+    the running stack ``rt`` deployed from ``context``
+    (:meth:`~s3ingest.local.runtime.LocalRuntime.configure`); returns the context saved from
+    now on.
+
+    Raises
+    ------
+    ValueError
+        Another setting, or settings that do not validate, or a processor that cannot be
+        imported.
+    """
+    from s3ingest.settings import Settings
+
+    other = sorted(set(redeploy) - set(REDEPLOYABLE))
+    if other:
+        raise ValueError(
+            f"{', '.join(other)}: only {' and '.join(REDEPLOYABLE)} change over a saved state"
+        )
+    merged = {**context, **redeploy}
+    if "processors" in redeploy:  # the single processor gives way to the list
+        merged.pop("processor", None)
+        merged.pop("processorVersion", None)
+    settings = Settings.from_context(merged)
+    rt.configure([dict(p) for p in settings.processors], settings.hold)
+    _LOG.info("deployed over the saved state: %s", ", ".join(sorted(redeploy)))
+    return merged
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -347,10 +412,11 @@ def start(
     directory: Path,
     timeout_seconds: float = 180.0,
     state: Path | None = None,
+    redeploy: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Start the daemon for ``context`` in ``directory`` (created), loading and saving its
-    state in ``state`` when given, and wait until its run file names it; returns the run
-    file.
+    state in ``state`` when given (``redeploy``: processor settings deployed over a saved
+    state, :func:`redeployed`), and wait until its run file names it; returns the run file.
 
     Raises
     ------
@@ -373,7 +439,8 @@ def start(
     with log_path.open("ab") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", _MODULE, "--dir", str(directory), "--context", "-"]
-            + (["--state", str(state.resolve())] if state is not None else []),
+            + (["--state", str(state.resolve())] if state is not None else [])
+            + (["--redeploy", json.dumps(dict(redeploy))] if redeploy else []),
             stdin=subprocess.PIPE,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -388,6 +455,8 @@ def start(
         if info.get("pid") == proc.pid:
             return info
         if proc.poll() is not None:
+            if proc.returncode == EXIT_REFUSED:  # its last line says why
+                raise LocalStackError(_tail(log_path, 1).removeprefix("error: "), usage=True)
             raise LocalStackError(f"the local stack did not start:\n{_tail(log_path)}")
         time.sleep(0.1)
     _signal(proc.pid)
@@ -437,18 +506,39 @@ def _tail(path: Path, lines: int = 20) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """The daemon's entry point: ``--dir DIR --context -`` (the context as JSON on stdin)."""
+    """The daemon's entry point: ``--dir DIR --context -`` (the context as JSON on stdin),
+    ``--state DIR``, ``--redeploy JSON`` (:func:`serve`)."""
     parser = argparse.ArgumentParser(prog=f"python -m {_MODULE}")
     parser.add_argument("--dir", required=True)
     parser.add_argument("--context", default="-")
     parser.add_argument("--state")
+    parser.add_argument("--redeploy")
     args = parser.parse_args(argv)
     context = json.loads(sys.stdin.read() if args.context == "-" else args.context)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     stop_event = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop_event.set())
     signal.signal(signal.SIGINT, lambda *_: stop_event.set())
-    serve(context, Path(args.dir), stop_event, Path(args.state) if args.state else None)
+    from s3ingest.packaging import BundlingError
+    from s3ingest.settings import SettingsError
+
+    try:
+        serve(
+            context,
+            Path(args.dir),
+            stop_event,
+            Path(args.state) if args.state else None,
+            json.loads(args.redeploy) if args.redeploy else None,
+        )
+    except (ValueError, SettingsError, BundlingError) as exc:
+        message = " ".join(str(exc).split())
+        if "No module named" in message:
+            message += (
+                "; if it is a third-party package, declare it in a requirements.txt in "
+                "processorPackageDir (docs/processors.md)"
+            )
+        print(f"error: {message}", file=sys.stderr, flush=True)
+        sys.exit(EXIT_REFUSED)
 
 
 if __name__ == "__main__":

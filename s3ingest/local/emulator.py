@@ -196,6 +196,13 @@ class Emulator:
 
         moto_patches.install()
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        # moto's state machine executor logs each failed state's whole context as an error; a
+        # failed execution's error and cause are read from the execution itself
+        logging.getLogger("moto.stepfunctions.parser.asl.component.eval_component").setLevel(
+            logging.CRITICAL
+        )
+        # more of the executor's SDK calls at once than a pool keeps: harmless
+        logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
         self.port = _free_port()
         self.endpoint_url = f"http://127.0.0.1:{self.port}"
         self.batch_operations = s3control_jobs.service_for(self.port)

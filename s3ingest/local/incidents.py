@@ -33,6 +33,7 @@ def local_deployed(rt: LocalRuntime) -> Deployed:
     outputs named as the stack's and its clients the emulator's."""
     from s3ingest.commands.context import Deployed
     from s3ingest.deployed import DeployedStack
+    from s3ingest_fn.effect_targets import targets_json
 
     res = rt.resources
     outputs = {
@@ -48,6 +49,7 @@ def local_deployed(rt: LocalRuntime) -> Deployed:
     names = [entry["name"] for entry in rt.settings.processor_entries() if entry.get("name")]
     if names:
         outputs["ProcessorNames"] = ",".join(names)
+        outputs["ProcessorTargets"] = targets_json(rt.settings.processor_entries())
     clients = {
         "sqs": rt.sqs,
         "events": rt.events,
@@ -157,7 +159,9 @@ class Incidents:
 
         deployed = local_deployed(self.rt)
         name = bucket or self.rt.resources.bucket
-        result = explain_key(deployed.ledger(), deployed.objects(), name, key)
+        result = explain_key(
+            deployed.ledger(), deployed.objects(), name, key, deployed.stack.processor_targets()
+        )
         entry = {"step": step, "bucket_name": name, "key": key, **_plain(result)}
         self.explanations.append(entry)
         return entry

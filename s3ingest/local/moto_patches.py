@@ -318,6 +318,31 @@ PATCHES: tuple[Patch, ...] = (
         targets=(Target(_SFN_SDK, "_SERVICE_ERROR_NAMES", shape="mapping"),),
     ),
     Patch(
+        name="stepfunctions-map-run-tolerated-failures",
+        kind="correctness",
+        why="a Distributed Map whose failed child executions exceed its tolerated failures "
+        "fails (States.ExceedToleratedFailureThreshold), as in Step Functions; moto's succeeds",
+        apply=f"{_LOCAL}.stepfunctions:fail_map_runs_over_tolerance",
+        targets=(
+            Target(
+                f"{_SFN}.component.state.exec.state_map.iteration.distributed_iteration_component",
+                "DistributedIterationComponent._map_run",
+                params=("self", "env", "eval_input"),
+            ),
+            Target(
+                f"{_SFN}.component.state.exec.state_map.iteration.itemprocessor.map_run_record",
+                "MapRunRecord",
+            ),
+            Target(f"{_SFN}.component.common.error_name.failure_event", "FailureEventException"),
+            Target(
+                f"{_SFN}.component.common.error_name.states_error_name_type",
+                "StatesErrorNameType",
+                shape="object",
+                members=("StatesExceedToleratedFailureThreshold",),
+            ),
+        ),
+    ),
+    Patch(
         name="stepfunctions-time-scale",
         kind="speed",
         why="Wait states and retry intervals last TIME_SCALE of their time (moto sleeps them)",

@@ -66,6 +66,9 @@ class EffectRun:
     processor: str = DEFAULT_PROCESSOR
     #: The processor's version when it ran (``ProcessorSpec.version``).
     version: int = 1
+    #: How many times the processor's state had been removed from the rows before it ran
+    #: (``reprocess --remove``): a run after a removal is a first run again.
+    epoch: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -101,6 +104,7 @@ class EffectRecorder:
         self.runs: list[EffectRun] = []
         self._step = step
         self._lock = threading.Lock()
+        self._epochs: dict[str, int] = {}
         #: Processors failing now (``"*"``: every one): each call raises ProcessorOutage before
         #: the team's code runs (a scenario's ``fail_processor`` window).
         self.failing: frozenset[str] = frozenset()
@@ -124,6 +128,12 @@ class EffectRecorder:
 
         return run
 
+    def forgot(self, processor: str) -> None:
+        """``processor``'s state was removed from the rows (``reprocess --remove``): its later
+        runs are first runs again."""
+        with self._lock:
+            self._epochs[processor] = self._epochs.get(processor, 0) + 1
+
     def _record(self, change: AppliedChange, version: int = 1) -> None:
         self.runs.append(
             EffectRun(
@@ -138,6 +148,7 @@ class EffectRecorder:
                 bucket=change.bucket,
                 processor=change.processor,
                 version=version,
+                epoch=self._epochs.get(change.processor, 0),
             )
         )
 
@@ -374,6 +385,7 @@ class Oracles:
                     before.change_id == after.change_id
                     and not before.crashed_before_commit
                     and before.version >= after.version
+                    and before.epoch == after.epoch
                 ):
                     problems.append(
                         f"{name}{key!r}: effect {before.change_id} ran twice without a crash"

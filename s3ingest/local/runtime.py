@@ -307,7 +307,8 @@ class LocalRuntime(Reconciliations):
         ``reprocess``).
 
         The first processors of a deployment set up without any get the processors' output
-        bucket, as the stack creates it with them.
+        bucket, as the stack creates it with them; the ingest function's timeout follows the
+        new processor functions' (:attr:`ingest_timeout_seconds`).
 
         Raises
         ------
@@ -335,6 +336,8 @@ class LocalRuntime(Reconciliations):
             self.settings = previous
             self._install_processors()
             raise
+        # the ingest function's timeout, raised for the processor functions it now invokes
+        self.ingest_timeout_seconds = float(self.settings.ingest_timeout_seconds)
         if self._machines is not None:
             self._machines.reconfigure(self.settings_env())
 
@@ -748,6 +751,8 @@ class LocalRuntime(Reconciliations):
                 between()
             execution = self.machines.wait(arn, timeout_seconds)
         self.pump_changes()  # the segment functions wrote to the ledger outside drain()
+        if remove and not dry_run and execution.status == "SUCCEEDED":
+            self.recorder.forgot(processor)
         return {**(execution.output or {}), "execution": execution.summary()}
 
     def bucket_config(self) -> dict[str, Any]:

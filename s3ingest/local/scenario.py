@@ -108,6 +108,7 @@ from s3ingest.local.runtime import (
     local_settings,
 )
 from s3ingest.local.s3faithful import Op, check_key
+from s3ingest.reprocess_ops import cause_text
 from s3ingest.settings import BucketSpec, Settings
 from s3ingest.settings.buckets import ACCOUNT_RE
 
@@ -496,6 +497,8 @@ def _check_reprocess(lineno: int, doc: dict[str, Any]) -> None:
     for name in ("bucket", "prefix"):
         if name in doc and not isinstance(doc[name], str):
             raise ScenarioError(f"line {lineno}: reprocess {name} must be a string")
+    if doc.get("prefix") and "bucket" not in doc:
+        raise ScenarioError(f"line {lineno}: reprocess prefix needs bucket (as --prefix does)")
     for name in ("dry_run", "remove"):
         if name in doc and not isinstance(doc[name], bool):
             raise ScenarioError(f"line {lineno}: reprocess {name} must be true or false")
@@ -701,6 +704,10 @@ def _run(
                         remove=step.get("remove", False),
                     )
                 reprocesses.append({"step": lineno, **summary})
+                execution = summary["execution"]
+                if execution["status"] != "SUCCEEDED":
+                    why = cause_text(execution.get("cause")) or execution.get("error")
+                    raise ValueError(f"execution {execution['status']}: {why}")
             elif op == "replay":
                 start = _parse_time(lineno, "from", step["from"]) if "from" in step else None
                 end = _parse_time(lineno, "to", step["to"]) if "to" in step else None

@@ -157,6 +157,62 @@ def scale_time() -> None:
     wait_function.WaitFunction._wait_interval = wait_interval  # type: ignore[method-assign]
 
 
+def fail_map_runs_over_tolerance() -> None:
+    """Fail a Distributed Map whose failed or timed-out child executions exceed its tolerated
+    failures (``ToleratedFailureCount``, ``ToleratedFailurePercentage``; both 0 by default),
+    with ``States.ExceedToleratedFailureThreshold``, as Step Functions does
+    (https://docs.aws.amazon.com/step-functions/latest/dg/state-map-distributed.html#maprun-fail-threshold);
+    moto's ``DistributedIterationComponent._map_run`` counts them and succeeds. Idempotent."""
+    from moto.stepfunctions.parser.api import ExecutionFailedEventDetails, HistoryEventType
+    from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import (
+        FailureEvent,
+        FailureEventException,
+    )
+    from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import (
+        StatesErrorName,
+    )
+    from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type import (
+        StatesErrorNameType,
+    )
+    from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration import (
+        distributed_iteration_component as distributed,
+    )
+    from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
+
+    component = distributed.DistributedIterationComponent
+    original = component._map_run
+    if getattr(original, "_s3ingest_tolerance", False):
+        return
+
+    def map_run(self: Any, env: Any, eval_input: Any) -> None:
+        original(self, env, eval_input)
+        items = eval_input.map_run_record.item_counter
+        failed = items.failed.get() + items.timed_out.get()
+        total = max(items.total.get(), 1)
+        count = int(eval_input.tolerated_failure_count or 0)
+        percentage = float(eval_input.tolerated_failure_percentage or 0)
+        if failed <= count and failed * 100 / total <= percentage:
+            return
+        error = StatesErrorNameType.StatesExceedToleratedFailureThreshold
+        raise FailureEventException(
+            failure_event=FailureEvent(
+                env=env,
+                error_name=StatesErrorName(typ=error),
+                event_type=HistoryEventType.ExecutionFailed,
+                event_details=EventDetails(  # type: ignore[typeddict-item]
+                    executionFailedEventDetails=ExecutionFailedEventDetails(
+                        error=error.to_name(),
+                        cause=f"The Map Run failed: {failed} of {total} items failed, more "
+                        f"than the {count} (or {percentage:g}%) tolerated",
+                    )
+                ),
+            )
+        )
+
+    map_run._s3ingest_tolerance = True  # type: ignore[attr-defined]
+    component._map_run = map_run  # type: ignore[method-assign]
+
+
 def enable_executor(endpoint_url: str) -> None:
     """Turn on moto's state machine executor through the emulator's configuration API
     (``POST /moto-api/config``). The adjustments of the module are in force from the

@@ -24,6 +24,7 @@ from s3ingest_cdk.bundling import HELPER_DIR, ProcessorPackageError, processors_
 from s3ingest_cdk.compose import compose
 from s3ingest_cdk.stack import S3IngestStack
 from s3ingest_cdk.synth import Synth, cdk_json_context
+from s3ingest_fn.effect_targets import parse_targets, targets_json
 
 from .conftest import (
     AUDIT_HOLD,
@@ -261,6 +262,10 @@ def test_outputs_name_the_deployed_processor_functions(processors_synth: Synth) 
     assert outputs["ProcessorOutputBucket"]["Value"] == {"Ref": _output_id(synth)}
     names = [e["name"] for e in synth.settings.processor_entries()]
     assert outputs["ProcessorNames"]["Value"] == ",".join(names) and len(names) == 3
+    # their versions and filters, what `s3ingest explain` judges behind by
+    targets = parse_targets(outputs["ProcessorTargets"]["Value"])
+    assert [t.name for t in targets] == names
+    assert targets == parse_targets(targets_json(synth.settings.processor_entries()))
     # the roles a team's function in another account allows: those of the invoking functions
     invokers = json.loads(_flatten(outputs["ProcessorInvokerRoleArns"]["Value"]))
     roles = [synth.logical_id(f.role) for f in synth.pipeline.ingest_service_functions]

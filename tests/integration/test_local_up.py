@@ -278,6 +278,101 @@ def test_a_state_saved_on_down_is_loaded_on_up(
         assert not any(daemon.alive(pid) for pid in started)
 
 
+@pytest.mark.slow
+def test_a_processor_added_over_a_saved_state_is_brought_up_to_date(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    state = tmp_path / "rehearsal"
+    sidecar = {"name": "sidecar", "module": "s3ingest_examples.sidecar:process"}
+    audit = {"name": "audit", "handler": "s3ingest_examples.audit:handler"}
+    started: list[int] = []
+
+    def up(*context: str) -> dict[str, Any]:
+        args = [arg for pair in context for arg in ("--context", pair)]
+        code, output = _cli("local", "up", "--state", str(state), *args, "--json")
+        assert code == 0, output
+        info: dict[str, Any] = json.loads(output.splitlines()[-1])
+        started.append(int(info["pid"]))
+        return info
+
+    def explained(bucket: str, key: str) -> dict[str, Any]:
+        code, output = _cli("explain", bucket, key, "--local", "--json")
+        assert code == 0, output
+        found: dict[str, Any] = json.loads(output)
+        return found
+
+    try:
+        # GIVEN a local stack running the sidecar, an object ingested, the state saved
+        first = up(f"processors={json.dumps([sidecar])}")
+        bucket = first["buckets"][0]
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=first["endpoint"],
+            region_name=first["region"],
+            **first["credentials"],
+        )
+        s3.put_object(Bucket=bucket, Key="kept.txt", Body=b"one")
+        _until(
+            lambda: (
+                explained(bucket, "kept.txt")["effects"].get("sidecar", {}).get("status") == "done"
+            ),
+            "the sidecar ran",
+        )
+        code, output = _cli("local", "down", "--json")
+        assert code == 0, output
+        # WHEN it is brought up again with audit added (a deploy over the saved state)
+        second = up(f"processors={json.dumps([sidecar, audit])}")
+        assert second["restored"] is True
+        assert second["outputs"]["ProcessorNames"] == "sidecar,audit"
+        # THEN the existing key is behind audit alone, and a reprocess run brings it up to date
+        effects = explained(bucket, "kept.txt")["effects"]
+        assert effects["audit"]["behind"] is True and effects["sidecar"]["behind"] is False
+        code, output = _cli("reprocess", "--local", "--processor", "audit", "--json")
+        assert code == 0, output
+        assert json.loads(output.splitlines()[-1])["counts"]["run"] == 1
+        assert explained(bucket, "kept.txt")["effects"]["audit"]["behind"] is False
+        code, _ = _cli("local", "down", "--json")
+        assert code == 0
+        # AND another setting over a saved state is refused before anything starts
+        code, output = _cli("local", "up", "--state", str(state), "--context", "stage=other")
+        assert code == 2 and "processors and hold only" in output
+    finally:
+        for pid in started:
+            if daemon.alive(pid):
+                daemon.stop(tmp_path / daemon.RUN_DIR)
+        assert not any(daemon.alive(pid) for pid in started)
+
+
+def test_local_up_refuses_a_processor_that_cannot_be_imported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a team's processor importing a package it did not declare
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "procs" / "team").mkdir(parents=True)
+    (tmp_path / "procs" / "team" / "__init__.py").write_text("")
+    (tmp_path / "procs" / "team" / "fx.py").write_text(
+        "import not_a_declared_package\ndef run(change, content):\n    pass\n"
+    )
+    processors = json.dumps([{"name": "fx", "module": "team.fx:run"}])
+    # WHEN local up deploys it
+    code, output = _cli(
+        "local",
+        "up",
+        "--context",
+        f"processors={processors}",
+        "--context",
+        "processorPackageDir=procs",
+    )
+    # THEN a usage error naming the package and where to declare it, as synth's; nothing runs
+    assert code == 2, output
+    assert "No module named 'not_a_declared_package'" in output
+    assert "requirements.txt in processorPackageDir" in output
+    assert "Traceback" not in output
+    with pytest.raises(daemon.LocalStackError):
+        daemon.running(tmp_path / daemon.RUN_DIR)
+
+
 def test_a_state_of_another_moto_is_refused(tmp_path: Path) -> None:
     import pickle
 

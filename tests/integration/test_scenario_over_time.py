@@ -16,6 +16,14 @@ from s3ingest.local.scenario import ScenarioError, run_scenario
 
 EXAMPLE = Path("examples/scenarios/processors-over-time.jsonl")
 VERSIONS = {"sidecar": 2, "audit": 1}
+SIDECAR = "s3ingest_examples.sidecar:handler"
+AUDIT = "s3ingest_examples.audit:handler"
+
+
+def _scenario(tmp_path: Path, lines: list[dict[str, Any]]) -> dict[str, Any]:
+    path = tmp_path / "scenario.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    return run_scenario(path)
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +115,7 @@ def _change(result: dict[str, Any]) -> str:
         ({"op": "reprocess"}, "needs processor"),
         ({"op": "reprocess", "processor": "x", "rate": 0}, "rate must be a positive"),
         ({"op": "reprocess", "processor": "x", "dry_run": "yes"}, "dry_run must be true"),
+        ({"op": "reprocess", "processor": "x", "prefix": "a/"}, "prefix needs bucket"),
         ({"op": "configure", "processors": [{"name": "a", "module": "x"}]}, "line 2"),
         (
             {"op": "configure", "processors": [{"name": "a", "module": "m:f", "version": 0}]},
@@ -123,3 +132,129 @@ def test_bad_steps_are_scenario_errors_naming_the_line(
     )
     with pytest.raises(ScenarioError, match=message):
         run_scenario(path)
+
+
+def test_a_failed_reprocess_run_stops_the_scenario_with_its_cause(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from s3ingest.cli import app
+
+    lines = [
+        {"bucket": "failed-run", "processors": [{"name": "sidecar", "handler": SIDECAR}]},
+        {"op": "put", "key": "a.txt", "body": "a"},
+        {"op": "flush"},
+        {"op": "reprocess", "processor": "nope"},
+        {"op": "put", "key": "never.txt", "body": "not reached"},
+    ]
+    path = tmp_path / "failed.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+
+    result = CliRunner().invoke(app, ["local", "scenario", str(path), "--json"])
+
+    assert result.exit_code == 1
+    doc = json.loads(result.stdout)
+    assert doc["error"] == (
+        "line 4: reprocess failed: execution FAILED: ValueError: reprocess: processor 'nope' "
+        "is not configured (configured: sidecar)"
+    )
+    assert [obj["key"] for obj in doc["bucket"]] == ["a.txt"]  # the run stopped there
+    assert doc["reprocesses"][0]["execution"]["status"] == "FAILED"
+
+
+def test_what_a_processor_prints_leaves_the_json_result_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from s3ingest.cli import app
+
+    (tmp_path / "team_printing.py").write_text(
+        "def run(change, content):\n    print('processed', change.key)\n", encoding="utf-8"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    lines = [
+        {"bucket": "printing", "processors": [{"name": "loud", "module": "team_printing:run"}]},
+        {"op": "put", "key": "a.txt", "body": "a"},
+        {"op": "flush"},
+    ]
+    path = tmp_path / "printing.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+
+    result = CliRunner().invoke(app, ["local", "scenario", str(path), "--json"])
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["converged"] is True
+    assert "processed a.txt" in result.stderr
+
+
+def test_a_processor_function_configured_later_raises_the_ingest_timeout(tmp_path: Path) -> None:
+    # GIVEN a deployment without processors, then a processor function (its 30 s timeout
+    # raises the ingest function's, as a deploy does)
+    lines = [
+        {"bucket": "configured-later", "versioning": "Enabled"},
+        {"op": "configure", "processors": [{"name": "audit", "handler": AUDIT}]},
+        {"op": "put", "key": "a.txt", "body": "one"},
+        {"op": "flush"},
+    ]
+    result = _scenario(tmp_path, lines)
+    # THEN the change runs the processor at once: nothing retried for want of time
+    assert result["converged"], result["differences"]
+    assert [m["outcome"] for m in result["messages"]] == ["applied"]
+    assert [e["processor"] for e in result["effects"]] == ["audit"]
+
+
+def test_a_processor_removed_and_added_again_runs_each_key_once_more(tmp_path: Path) -> None:
+    side = {"name": "side", "handler": SIDECAR}
+    old = {"name": "old", "handler": AUDIT}
+    result = _scenario(
+        tmp_path,
+        [
+            {"bucket": "removed-readded", "versioning": "Enabled", "processors": [side, old]},
+            {"op": "put", "key": "a.txt", "body": "one"},
+            {"op": "flush"},
+            {"op": "configure", "processors": [side]},
+            {"op": "reprocess", "processor": "old", "remove": True},
+            {"op": "configure", "processors": [side, old]},
+            {"op": "reprocess", "processor": "old"},
+        ],
+    )
+    # THEN converged, with no problem: the run after the removal is a first run again
+    assert result["converged"], result["differences"]
+    assert result["effects_problems"] == []
+    runs = [e for e in result["effects"] if e["processor"] == "old"]
+    assert [e["step"] for e in runs] == [3, 7] and runs[0]["id"] == runs[1]["id"]
+    assert result["reprocesses"][0]["counts"]["removed"] == 1
+
+
+@pytest.mark.contract("C11", "C15")
+def test_a_key_changed_while_its_processor_was_removed_is_run_when_it_comes_back(
+    tmp_path: Path,
+) -> None:
+    side = {"name": "side", "handler": SIDECAR}
+    audit = {"name": "audit", "handler": AUDIT}
+    # GIVEN audit removed without --remove (its state left on the row), the key changed, and
+    # audit configured again
+    result = _scenario(
+        tmp_path,
+        [
+            {"bucket": "readded", "versioning": "Enabled", "processors": [audit, side]},
+            {"op": "put", "key": "a.txt", "body": "one"},
+            {"op": "flush"},
+            {"op": "configure", "processors": [side]},
+            {"op": "put", "key": "a.txt", "body": "two"},
+            {"op": "flush"},
+            {"op": "configure", "processors": [audit, side]},
+            {"op": "reconcile", "source": "listing"},
+            {"op": "reprocess", "processor": "audit"},
+        ],
+    )
+    # THEN reconciliation counts it behind, the run runs the current change once: converged
+    assert result["reconciliations"][0]["effects_behind_by_processor"] == {"audit": 1}
+    assert result["reprocesses"][0]["counts"]["run"] == 1
+    assert result["converged"], result["differences"]
+    assert result["effects_problems"] == []
+    (current,) = [e for e in result["effects"] if e["processor"] == "audit" and e["step"] == 9]
+    assert (current["versionId"], current["etag"]) == (
+        result["bucket"][0]["version_id"],
+        result["bucket"][0]["etag"],
+    )
