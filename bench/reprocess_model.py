@@ -25,12 +25,15 @@ from bench.onboard_model import (
     WRITE_S,
     ddb_seconds,
 )
+from s3ingest.settings.context import DEFAULTS
 
 #: Lambda (arm64) per GB-second, the reprocess functions' architecture.
 #: https://aws.amazon.com/lambda/pricing/
 LAMBDA_ARM_PER_GB_S = 0.0000133334
-#: The segment function's memory, GB (its construct's setting).
-SEGMENT_MEMORY_GB = 1.0
+#: The segment function's memory, GB (``reconcileMemoryMb``, the setting the stack gives it).
+SEGMENT_MEMORY_GB = DEFAULTS["reconcileMemoryMb"] / 1024
+#: Keys a segment worker runs at once (``recordConcurrency``, its ``RECORD_CONCURRENCY``).
+KEYS_AT_ONCE = int(DEFAULTS["recordConcurrency"])
 #: A Lambda invocation's longest run, seconds; a segment call returns 60 s before it.
 #: https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html
 CALL_S = 900 - 60
@@ -65,7 +68,7 @@ def reprocess_model(
     per: PerKey,
     *,
     segments: int = 16,
-    concurrency: int = 8,
+    concurrency: int = KEYS_AT_ONCE,
     rate: float | None = None,
     warm_units_per_s: int | None = None,
 ) -> dict[str, float | str]:
@@ -74,7 +77,8 @@ def reprocess_model(
     The workers' rate: ``segments`` children (at most the account's Lambda concurrency and the
     Map's children), each running ``concurrency`` keys at once, a key taking its ledger writes
     plus the processor's time. The ledger's rate: DynamoDB's on-demand ramp for the writes.
-    ``rate`` (``--rate``): the operator's cap. The slowest binds.
+    ``rate`` (``--rate``): the operator's cap. The slowest binds. Every child's Lambda runs
+    for the whole run (paced, when something else binds), and is billed so.
     """
     children = min(segments, LAMBDA_CONCURRENCY, MAP_CHILDREN)
     key_s = per.ledger_writes * WRITE_S + per.processor_runs * PROCESSOR_S
@@ -87,7 +91,7 @@ def reprocess_model(
         limits["--rate"] = keys / rate
     binding = max(limits, key=lambda k: limits[k])
     seconds = limits[binding]
-    busy_gb_s = keys * key_s / concurrency * SEGMENT_MEMORY_GB
+    busy_gb_s = children * seconds * SEGMENT_MEMORY_GB
     calls = children * max(1.0, seconds / CALL_S)
     ledger_cost = (
         keys * per.ledger_writes / 1e6 * DDB_PER_MILLION_WRU
@@ -114,10 +118,11 @@ def report(per: PerKey, keys: int = 50_000_000) -> list[str]:
     """Printable lines: the default run, a wider one, and one capped by ``--rate``."""
     lines = []
     for label, kwargs in (
-        ("defaults (16 segments x 8 at once)", {}),
+        (f"defaults (16 segments x {KEYS_AT_ONCE} at once)", {}),
         ("--segments 128 --concurrency 128", {"segments": 128}),
         ("the same, ledger pre-warmed to 40,000 WRU/s", {"segments": 128}),
         ("--rate 1000", {"rate": 1000.0}),
+        ("--rate 1000 --concurrency 4", {"rate": 1000.0, "segments": 4}),
     ):
         warm = 40_000 if "pre-warmed" in label else None
         m = reprocess_model(keys, per, warm_units_per_s=warm, **kwargs)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A team's own CDK app that adds s3ingest to the stack that owns its bucket.
 
-Needs ``pip install "s3ingest[cdk]"`` (the constructs, ``s3ingest_cdk``, and the function
-package they bundle); ``npx cdk synth`` from this directory runs it. No Docker: the functions'
+Needs s3ingest with its ``cdk`` extra, the constructs (``s3ingest_cdk``) and the function
+package they bundle: ``pip install "<checkout>[cdk]"`` (it is not on PyPI); ``npx cdk synth``
+from this directory runs it. No Docker: the functions'
 package is built with pip for the Lambda platform.
 """
 

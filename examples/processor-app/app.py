@@ -7,7 +7,8 @@ functions' package for the Lambda platform (no Docker), imports the processor fr
 and fails, naming the package, when something it imports is not declared. Everything is built
 under ``cdk.out`` (``cdk.out/.s3ingest-build``), nothing in this folder.
 
-Needs ``pip install "s3ingest[cdk]"``; ``npx cdk synth`` from this directory runs it.
+Needs s3ingest with its ``cdk`` extra: ``pip install "<checkout>[cdk]"`` (it is not on PyPI);
+``npx cdk synth`` from this directory runs it.
 """
 
 from __future__ import annotations
