@@ -190,7 +190,7 @@ def test_what_a_processor_prints_leaves_the_json_result_whole(
 def test_a_processor_function_configured_later_raises_the_ingest_timeout(tmp_path: Path) -> None:
     # GIVEN a deployment without processors, then a processor function (its 30 s timeout
     # raises the ingest function's, as a deploy does)
-    lines = [
+    lines: list[dict[str, Any]] = [
         {"bucket": "configured-later", "versioning": "Enabled"},
         {"op": "configure", "processors": [{"name": "audit", "handler": AUDIT}]},
         {"op": "put", "key": "a.txt", "body": "one"},
