@@ -87,9 +87,10 @@ def start_reprocess(sfn: Any, state_machine_arn: str, request: dict[str, Any]) -
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") != "ExecutionAlreadyExists":
             raise
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        now = time.time()
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now)) + f"{int(now * 1000) % 1000:03d}Z"
         resp = sfn.start_execution(
-            stateMachineArn=state_machine_arn, name=f"{request['run'][:63]}-{stamp}", input=body
+            stateMachineArn=state_machine_arn, name=f"{request['run'][:60]}-{stamp}", input=body
         )
     return str(resp["executionArn"])
 

@@ -59,15 +59,17 @@ def up_command(
     from s3ingest.local import daemon, saved_state
     from s3ingest.settings import Settings, SettingsError
 
+    saved = state is not None and (state / saved_state.STATE_FILE).is_file()
     try:
         ctx = daemon.read_context(context or [])
-        Settings.from_context(ctx)
+        if not saved:  # over a saved state, the daemon checks them with the saved settings
+            Settings.from_context(ctx)
     except (ValueError, SettingsError) as exc:
         console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_USAGE) from exc
     directory = daemon.run_dir()
     redeploy: dict[str, Any] = {}
-    if state is not None and context and (state / saved_state.STATE_FILE).is_file():
+    if saved and context:
         redeploy = daemon.context_pairs(context)
         other = sorted(set(redeploy) - set(daemon.REDEPLOYABLE))
         if other:

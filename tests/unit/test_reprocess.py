@@ -572,21 +572,79 @@ def test_a_claim_whose_write_failed_cuts_the_page_and_the_next_call_runs_it(
     assert not any(after.behind(world.row(k), "index") for k in KEYS[:4])
 
 
+def test_rows_that_ended_after_a_cut_are_not_run_or_counted_again(world: World) -> None:
+    # GIVEN 8 keys run by 8 threads at once; the claim of the third (in Scan order) fails
+    # once (throttled) after the five behind it ended, one of them with its processor raising
+    import dataclasses
+
+    before = world.service()
+    keys = [f"k{i}" for i in range(8)]
+    for key in keys:
+        world.put(before, key)
+    after = world.service(index=1)
+    order = [r.key for r in DynamoLedgerSegments(world.client, "ledger").page(0, 1, None).rows]
+    throttled, failing = order[2], order[5]
+    world.recorders["index"].fail_keys = {failing}
+    ended = threading.Semaphore(0)
+    ledger = world.ledger
+
+    class Ledger:
+        def __getattr__(self, name: str) -> Any:
+            method = getattr(ledger, name)
+
+            def call(bucket: str, key: str, *args: Any, **kwargs: Any) -> Any:
+                if name == "claim_behind" and key == throttled and not refused:
+                    for _ in order[3:]:  # the rows behind it end first
+                        assert ended.acquire(timeout=30)
+                    refused.append(key)
+                    raise TransientError("dynamodb: ProvisionedThroughputExceededException")
+                result = method(bucket, key, *args, **kwargs)
+                if name in ("finish", "release") and key in order[3:]:
+                    ended.release()
+                return result
+
+            return call
+
+    refused: list[str] = []
+    service = dataclasses.replace(after, ledger=Ledger())
+    reprocessor = world.reprocessor(service, page_size=100, concurrency=8)
+    reprocessor.plan({"run": "t", "processor": "index", "segments": 1})
+    # WHEN the segment is called twice: cut before the throttled key, then to its end
+    first = reprocessor.segment("t", 0)
+    world.recorders["index"].fail_keys = set()
+    second = reprocessor.segment("t", 0)
+    reprocessor.close()
+    # THEN every key was counted once, the failed one not run again in this run
+    assert refused == [throttled] and not first["done"] and second["done"]
+    summary = reprocessor.summarize("t")
+    assert summary["counts"]["scanned"] == summary["counts"]["behind"] == 8
+    assert (summary["counts"]["run"], summary["counts"]["failed"]) == (7, 1)
+    assert [f["key"] for f in summary["failures"]] == [failing]
+    assert sorted(k for k, _, _ in world.recorders["index"].runs) == sorted(set(keys) - {failing})
+    assert after.behind(world.row(failing), "index")  # a new run takes it up
+
+
 def test_a_low_rate_stops_starting_rows_before_the_invocation_ends(world: World) -> None:
-    # GIVEN one key every 50 s (the run's rate) and invocations of 100 s
+    # GIVEN one key every 50 s (the run's rate) and invocations of 90 s (one worker thread:
+    # the test's clock moves only when the pacer sleeps)
     before = world.service()
     for key in KEYS[:5]:
         world.put(before, key)
     after = world.service(index=1)
     clock = SlowRecorder(0.0)
     reprocessor = world.reprocessor(
-        after, page_size=100, margin_ms=10_000, clock=clock.clock, sleep=clock.advance
+        after,
+        page_size=100,
+        margin_ms=10_000,
+        concurrency=1,
+        clock=clock.clock,
+        sleep=clock.advance,
     )
     reprocessor.plan({"run": "t", "processor": "index", "segments": 1, "rate": 0.02})
     # WHEN called until done, each call a new invocation
     overruns, calls = [], 0
     while True:
-        invocation = Invocation(clock.clock, 100)
+        invocation = Invocation(clock.clock, 90)
         result = reprocessor.segment("t", 0, invocation.get_remaining_time_in_millis)
         calls += 1
         overruns.append(invocation.get_remaining_time_in_millis() < 0)
@@ -626,6 +684,35 @@ def test_a_later_execution_of_the_run_takes_it_over(world: World) -> None:
         reprocessor.segment("t", 0, owner="exec-1")
     assert world.recorders["index"].runs == []
     assert reprocessor.segment("t", 0, owner="exec-2")["done"]
+    reprocessor.close()
+
+
+def test_a_call_taken_over_during_its_page_writes_no_checkpoint(world: World) -> None:
+    # GIVEN execution 1's call running its page when execution 2 plans the run again
+    before = world.service()
+    for key in KEYS[:3]:
+        world.put(before, key)
+    after = world.service(index=1)
+    request = {"run": "t", "processor": "index", "segments": 1}
+    world.reprocessor(after).plan(request, owner="exec-1")
+    recorder = world.recorders["index"]
+    record = recorder.__call__
+
+    def taken_over(change: AppliedChange, content: PinnedContent | None) -> None:
+        record(change, content)
+        if len(recorder.runs) == 1:
+            world.reprocessor(after).plan(request, owner="exec-2")
+
+    world.recorders["index"] = cast(Recorder, taken_over)
+    after = world.service(index=1)
+    reprocessor = world.reprocessor(after, page_size=100, concurrency=1)
+    # THEN its checkpoint is not written over the new owner's; the new owner finishes
+    with pytest.raises(RunTakenOver, match="exec-2"):
+        reprocessor.segment("t", 0, owner="exec-1")
+    assert world.store.read_if_exists("checkpoints", "reprocess/t/0000.json") is None
+    world.recorders["index"] = recorder
+    final = world.reprocessor(world.service(index=1)).segment("t", 0, owner="exec-2")
+    assert final["done"] and len(recorder.runs) == 3
     reprocessor.close()
 
 

@@ -47,7 +47,7 @@ from typing import Any
 from s3ingest_fn.config import carry_context
 from s3ingest_fn.core.decide import IngestService
 from s3ingest_fn.core.model import EffectNotStarted, TransientError
-from s3ingest_fn.core.ports import InventoryStore, LedgerSegments
+from s3ingest_fn.core.ports import InventoryStore, LedgerSegments, SegmentPage
 from s3ingest_fn.core.row import LedgerRow
 from s3ingest_fn.services.counting import CountedLedger, Requests
 
@@ -200,15 +200,20 @@ class _Pacer:
         self._next = clock()
         self._lock = threading.Lock()
 
-    def wait(self) -> None:
+    def book(self) -> float:
+        """Book the next start; the seconds until it (0: now)."""
         if self._gap is None:
-            return
+            return 0.0
         with self._lock:
             now = self._clock()
             at = max(self._next, now)
             self._next = at + self._gap
-        if at > now:
-            self._sleep(at - now)
+        return at - now
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` (a booked start's)."""
+        if seconds > 0:
+            self._sleep(seconds)
 
 
 class RunTakenOver(ValueError):
@@ -355,10 +360,13 @@ class Reprocessor:
             )
         request = ReprocessRequest.of(plan["request"])
         if not request.remove and self._version(request) != plan["version"]:
+            now = self._version(request)
             raise ValueError(
-                f"reprocess: {request.processor!r} is at version {self._version(request)} "
-                f"since run {run!r} was planned for version {plan['version']}; "
-                "start a new run"
+                f"reprocess: {request.processor!r} is no longer configured since run {run!r} "
+                "was planned"
+                if now is None
+                else f"reprocess: {request.processor!r} is at version {now} since run "
+                f"{run!r} was planned for version {plan['version']}; start a new run"
             )
         return plan
 
@@ -374,8 +382,9 @@ class Reprocessor:
         memory_mb: int | None = None,
     ) -> dict[str, Any]:
         """Scan ``segment`` of ``run`` from its checkpoint on and bring its rows up to date
-        (``owner``: the execution calling, checked against the plan's before every page;
-        ``memory_mb``: the calling function's memory, recorded for the estimate).
+        (``owner``: the execution calling, checked against the plan's when the call starts and
+        before each checkpoint it writes; ``memory_mb``: the calling function's memory,
+        recorded for the estimate).
 
         Returns
         -------
@@ -407,6 +416,8 @@ class Reprocessor:
         start = Counter(counts)
         requests = Requests({**{k: 0 for k in REQUESTS}, **(checkpoint.get("requests") or {})})
         failures: list[dict[str, str]] = list(checkpoint.get("failures") or [])
+        # rows after a cut that an earlier call already brought to an outcome (counted then)
+        settled: set[str] = set(checkpoint.get("settled") or [])
         cursor = checkpoint.get("cursor")
         done = bool(checkpoint.get("done"))
         service = dataclasses.replace(
@@ -429,13 +440,12 @@ class Reprocessor:
         while not done:
             # another page only while the invocation has time for it: the margin, and twice the
             # slowest page so far (a slow processor makes a page slow)
-            if not first:
-                if (
-                    remaining_ms is not None
-                    and remaining_ms() < self.margin_ms + 2 * slowest_page_ms
-                ):
-                    break
-                self._plan(run, owner)
+            if (
+                not first
+                and remaining_ms is not None
+                and remaining_ms() < self.margin_ms + 2 * slowest_page_ms
+            ):
+                break
             page_started = self.clock()
             page = self.segments.page(
                 segment, request.segments, cursor, prefix=prefix, limit=self.page_size
@@ -443,7 +453,7 @@ class Reprocessor:
             requests.add("scan")
             requests.add("read", page.read or len(page.rows))
             counts["pages"] += 1
-            cut = self._run_page(page_run, page.rows, counts, failures)
+            cut, settled = self._run_page(page_run, page, counts, failures, settled)
             if cut is None:
                 counts["scanned"] += len(page.rows)
                 cursor = page.cursor
@@ -469,8 +479,10 @@ class Reprocessor:
                 "counts": dict(counts),
                 "requests": dict(requests.counts),
                 "failures": failures[-FAILURE_SAMPLES:],
+                "settled": sorted(settled),
                 "memory_mb": memory_mb or self.memory_mb,
             }
+            self._plan(run, owner)  # a later execution owns the run: its checkpoint stands
             self.store.put(self.checkpoint_bucket, _segment_key(run, segment), _json(body))
             if cut is not None:
                 break
@@ -502,14 +514,26 @@ class Reprocessor:
     def _run_page(
         self,
         page_run: _PageRun,
-        rows: list[LedgerRow],
+        page: SegmentPage,
         counts: Counter[str],
         failures: list[dict[str, str]],
-    ) -> int | None:
-        """Bring one page's rows up to date, counting each outcome; the index of the first
-        row not started (the page is cut there), None when every row was."""
+        settled: set[str],
+    ) -> tuple[int | None, set[str]]:
+        """Bring one page's rows up to date, counting each outcome, but of the ``settled``
+        rows (cursors of rows an earlier call of the segment brought to an outcome after its
+        cut). Returns the index of the first row not started (the page is cut there; None:
+        every row was) and the settled rows from now on: those of this page after the cut
+        that have an outcome, and earlier ones not on this page."""
         request = page_run.request
-        picked = [(i, r) for i, r in enumerate(rows) if self._selected(request, r)]
+        rows = page.rows
+        after = page.after or tuple("" for _ in rows)
+        on_page = set(after) & settled
+        picked = [
+            (i, r)
+            for i, r in enumerate(rows)
+            if after[i] not in on_page and self._selected(request, r)
+        ]
+        left = settled - on_page
         if request.remove:
             for _, row in picked:
                 if row.effect_of(request.processor) is None:
@@ -519,30 +543,38 @@ class Reprocessor:
                     continue
                 if page_run.service.ledger.forget(row.bucket, row.key, request.processor):
                     counts["removed"] += 1
-            return None
+            return None, left
         service = page_run.service
         due = [(i, r) for i, r in picked if service.behind(r, request.processor)]
         if request.dry_run or not due:
             counts["behind"] += len(due)
-            return None
+            return None, left
         if self._pool is None:
             self._pool = ThreadPoolExecutor(
                 max_workers=self.concurrency, thread_name_prefix="reprocess"
             )
         cut: int | None = None
+        ended: list[int] = []
         for (i, row), (outcome, error) in zip(
             due, self._pool.map(carry_context(page_run.one), [r for _, r in due]), strict=True
         ):
             if outcome is None:
                 cut = i if cut is None else min(cut, i)
                 continue
+            ended.append(i)
             counts["behind"] += 1
             counts[outcome] += 1
             if outcome in _INVOKED:
                 page_run.requests.add("invoke")
             if error is not None:
                 failures.append({"bucket": row.bucket, "key": row.key, "error": error[:300]})
-        return cut
+        if cut is None:
+            return None, left
+        # rows after the cut are scanned again by the next call: those that ended here are
+        # not run or counted again there (settled), as those the cut left are
+        past = {after[i] for i in ended if i > cut}
+        kept = {c for c in on_page if after.index(c) > cut}
+        return cut, left | past | kept
 
     # -- summarize -----------------------------------------------------------------------------
 
@@ -623,11 +655,12 @@ class _PageRun:
         """``(outcome, error)`` of ``row``; ``(None, why)`` when it was not started."""
         if self.cut_by:
             return None, self.cut_by
-        self.pacer.wait()
+        delay = self.pacer.book()  # the rate's slot: the time check is of the row's start
         if self.remaining_ms is not None:
-            left = self.remaining_ms()
+            left = self.remaining_ms() - int(delay * 1000)
             if left < self.needed_ms + self._slowest_ms:
-                return self._not_started(f"{left} ms left in the invocation")
+                return self._not_started(f"{left} ms left in the invocation at its start")
+        self.pacer.sleep(delay)
         started = self.clock()
         error: str | None = None
         try:
