@@ -337,6 +337,25 @@ def test_a_processor_added_over_a_saved_state_is_brought_up_to_date(
         # AND another setting over a saved state is refused before anything starts
         code, output = _cli("local", "up", "--state", str(state), "--context", "stage=other")
         assert code == 2 and "processors and hold only" in output
+        # AND a hold alone is deployed over the saved processors
+        third = up('hold={"prefixes": ["held/"]}')
+        assert third["restored"] is True
+        assert third["outputs"]["ProcessorNames"] == "sidecar,audit"
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=third["endpoint"],
+            region_name=third["region"],
+            **third["credentials"],
+        )
+        s3.put_object(Bucket=bucket, Key="held/new.txt", Body=b"wait")
+
+        def held() -> list[str]:
+            code, output = _cli("held", "--local", "--json")
+            assert code == 0, output
+            page = json.loads(output)
+            return sorted(h["processor"] for h in page["held"] if h["key"] == "held/new.txt")
+
+        assert _until(lambda: held() == ["audit", "sidecar"], "the new change held for both")
     finally:
         for pid in started:
             if daemon.alive(pid):
