@@ -24,8 +24,9 @@ OUTPUT = "ReprocessStateMachineArn"
     "reprocess",
     short_help="Run a processor over the keys already in the ledger.",
     epilog="Exit codes: 0 done (or started, with --no-wait), 1 the run failed (run again with "
-    "the same --run to resume it) or a processor call failed (its effect stays pending: a new "
-    "run, or the next reconciliation, takes it up), 2 usage error, 3 AWS error.",
+    "the same --run to resume it) or a processor call failed (its claim released, the key "
+    "stays behind: a new run, or the next reconciliation, takes it up), 2 usage error, 3 AWS "
+    "error.",
 )
 def reprocess(
     ctx: typer.Context,
@@ -85,9 +86,9 @@ def reprocess(
             min=1,
             max=1000,
             metavar="N",
-            help="Segments run at once (default: the segments, at most 16); each runs 8 keys "
-            "at once. Mind the Lambda concurrency and the ledger's write throughput "
-            "(docs/reprocess.md).",
+            help="Segments run at once (default: the segments, at most 16); each runs "
+            "recordConcurrency keys at once (16 by default). Mind the Lambda concurrency and "
+            "the ledger's write throughput (docs/reprocess.md).",
         ),
     ] = None,
     run: Annotated[

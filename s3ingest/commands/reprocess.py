@@ -68,7 +68,7 @@ def follow_reprocess(
 
 def healthy(status: dict[str, Any]) -> bool:
     """Whether a followed run ended well: the execution succeeded (or still runs), every
-    segment is done and no processor call failed (a failed effect stays pending)."""
+    segment is done and no processor call failed (a failed key stays behind)."""
     if status["status"] not in ("SUCCEEDED", "RUNNING"):
         return False
     output = status.get("output") or {}

@@ -504,6 +504,12 @@ def _check_reprocess(lineno: int, doc: dict[str, Any]) -> None:
             raise ScenarioError(f"line {lineno}: reprocess {name} must be true or false")
     if "chaos" in doc:
         _check_chaos(lineno, doc)
+        other = sorted(set(doc["chaos"]) - {"seed", "crash"})
+        if other:
+            raise ScenarioError(
+                f"line {lineno}: a reprocess step's chaos takes seed and crash only (the run "
+                f"delivers no events), not {', '.join(other)}"
+            )
     rate = doc.get("rate")
     if rate is not None and (
         isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0

@@ -116,6 +116,10 @@ def _change(result: dict[str, Any]) -> str:
         ({"op": "reprocess", "processor": "x", "rate": 0}, "rate must be a positive"),
         ({"op": "reprocess", "processor": "x", "dry_run": "yes"}, "dry_run must be true"),
         ({"op": "reprocess", "processor": "x", "prefix": "a/"}, "prefix needs bucket"),
+        (
+            {"op": "reprocess", "processor": "x", "chaos": {"seed": 1, "drop": 0.5}},
+            "chaos takes seed and crash only .*, not drop",
+        ),
         ({"op": "configure", "processors": [{"name": "a", "module": "x"}]}, "line 2"),
         (
             {"op": "configure", "processors": [{"name": "a", "module": "m:f", "version": 0}]},
