@@ -6,7 +6,6 @@ import copy
 import hashlib
 import json
 import threading
-import time
 from typing import Any, cast
 
 import pytest
@@ -40,12 +39,15 @@ def sqs_event(count: int) -> dict[str, Any]:
 
 
 class FakeProcessor:
-    """MessageProcessor-like: returns RETRIED for ``retry_ids``, APPLIED otherwise; sleeps
-    ``delay_s`` inside process() and records the most calls seen running at once."""
+    """MessageProcessor-like: returns RETRIED for ``retry_ids``, APPLIED otherwise; inside
+    process() waits at ``together`` (a barrier: the calls that must run at once) and records
+    the most calls seen running at once."""
 
-    def __init__(self, retry_ids: frozenset[str] = frozenset(), delay_s: float = 0.0) -> None:
+    def __init__(
+        self, retry_ids: frozenset[str] = frozenset(), together: threading.Barrier | None = None
+    ) -> None:
         self.retry_ids = retry_ids
-        self.delay_s = delay_s
+        self.together = together
         self.calls: list[tuple[str, str]] = []
         self.max_active = 0
         self._active = 0
@@ -57,7 +59,8 @@ class FakeProcessor:
             self._active += 1
             self.max_active = max(self.max_active, self._active)
         try:
-            time.sleep(self.delay_s)
+            if self.together is not None:
+                self.together.wait(timeout=30)  # BrokenBarrierError: fewer ran at once
         finally:
             with self._lock:
                 self._active -= 1
@@ -121,8 +124,8 @@ def test_all_records_retried_lists_every_id_without_raising() -> None:
 
 @pytest.mark.contract("C10")
 def test_records_of_a_batch_run_concurrently_up_to_the_bound() -> None:
-    # GIVEN eight records that each take 0.2 s and a bound of four
-    processor, emit = FakeProcessor(delay_s=0.2), Emitted()
+    # GIVEN eight records, each of which waits until four run at once, and a bound of four
+    processor, emit = FakeProcessor(together=threading.Barrier(4)), Emitted()
 
     # WHEN the batch is handled
     response = _handler(processor, emit, concurrency=4)(sqs_event(8), None)
