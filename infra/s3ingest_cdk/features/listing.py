@@ -16,15 +16,16 @@ from s3ingest_cdk.constructs.landing_bucket import CHECKPOINT_BUCKET_ENV, Landin
 from s3ingest_cdk.constructs.listing_backfill_function import (
     CHECKPOINT_PREFIX,
     LIST_SHARD_HANDLER,
+    LISTING_SERVICE_NAME,
     PLAN_HANDLER,
     SUMMARIZE_HANDLER,
-    ListingBackfillFunction,
 )
 from s3ingest_cdk.constructs.listing_backfill_state_machine import (
     SHARDS_MAP_LABEL,
     ListingBackfillStateMachine,
 )
 from s3ingest_cdk.constructs.python_function import reserve_concurrency
+from s3ingest_cdk.constructs.step_function import StepFunction
 from s3ingest_cdk.features.evidence import (
     SFN_LOGGING_EVIDENCE,
     acknowledge_distributed_map,
@@ -52,7 +53,7 @@ _OBSERVE_EVIDENCE = (
 
 class ListingBackfill(Construct):
     """The listing backfill: ``ListingPlan``, ``ListingShard`` and ``ListingSummarize``
-    (:class:`ListingBackfillFunction`) and ``ListingStateMachine``
+    (:class:`~s3ingest_cdk.constructs.step_function.StepFunction`) and ``ListingStateMachine``
     (:class:`ListingBackfillStateMachine`), with their grants and cdk-nag acknowledgements.
 
     Every step gets ``SCOPE``, ``BUCKET_NAME`` (the first bucket) and ``CHECKPOINT_BUCKET_NAME``
@@ -85,7 +86,7 @@ class ListingBackfill(Construct):
 
     Attributes
     ----------
-    plan, shard, summarize : ListingBackfillFunction
+    plan, shard, summarize : StepFunction
         The step functions (:mod:`s3ingest_cdk.constructs.listing_backfill_function`).
     state_machine : ListingBackfillStateMachine
         The state machine (:mod:`s3ingest_cdk.constructs.listing_backfill_state_machine`;
@@ -124,10 +125,12 @@ class ListingBackfill(Construct):
 
         def step(
             construct_id: str, handler: str, what: str, timeout: Duration, memory: int, **env: str
-        ) -> ListingBackfillFunction:
-            owner = ListingBackfillFunction(
+        ) -> StepFunction:
+            owner = StepFunction(
                 self,
                 construct_id,
+                run="listing backfill",
+                service_name=LISTING_SERVICE_NAME,
                 code=code,
                 handler=handler,
                 description=what,

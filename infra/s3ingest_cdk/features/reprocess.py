@@ -22,14 +22,15 @@ from s3ingest_cdk.constructs.python_function import reserve_concurrency
 from s3ingest_cdk.constructs.reprocess_function import (
     CHECKPOINT_PREFIX,
     PLAN_HANDLER,
+    REPROCESS_SERVICE_NAME,
     SEGMENT_HANDLER,
     SUMMARIZE_HANDLER,
-    ReprocessFunction,
 )
 from s3ingest_cdk.constructs.reprocess_state_machine import (
     SEGMENTS_MAP_LABEL,
     ReprocessStateMachine,
 )
+from s3ingest_cdk.constructs.step_function import StepFunction
 from s3ingest_cdk.features.evidence import (
     SFN_LOGGING_EVIDENCE,
     acknowledge_distributed_map,
@@ -58,8 +59,9 @@ _RUN_EVIDENCE = (
 
 class Reprocess(Construct):
     """The reprocess run: ``ReprocessPlan``, ``ReprocessSegment`` and ``ReprocessSummarize``
-    (:class:`ReprocessFunction`) and ``ReprocessStateMachine`` (:class:`ReprocessStateMachine`),
-    with their grants and cdk-nag acknowledgements.
+    (:class:`~s3ingest_cdk.constructs.step_function.StepFunction`) and
+    ``ReprocessStateMachine`` (:class:`ReprocessStateMachine`), with their grants and cdk-nag
+    acknowledgements.
 
     Every step gets the ingest service's environment (``SCOPE``, ``BUCKET_NAME``, the ledger's
     variables) and ``CHECKPOINT_BUCKET_NAME`` (the stack's inventory bucket); the plan also the
@@ -93,7 +95,7 @@ class Reprocess(Construct):
 
     Attributes
     ----------
-    plan, segment, summarize : ReprocessFunction
+    plan, segment, summarize : StepFunction
         The step functions (:mod:`s3ingest_cdk.constructs.reprocess_function`).
     state_machine : ReprocessStateMachine
         The state machine (:mod:`s3ingest_cdk.constructs.reprocess_state_machine`; its
@@ -145,10 +147,12 @@ class Reprocess(Construct):
             timeout: Duration,
             memory: int,
             env: dict[str, str] | None = None,
-        ) -> ReprocessFunction:
-            owner = ReprocessFunction(
+        ) -> StepFunction:
+            owner = StepFunction(
                 self,
                 construct_id,
+                run="reprocess",
+                service_name=REPROCESS_SERVICE_NAME,
                 code=code,
                 handler=handler,
                 description=what,
