@@ -49,7 +49,7 @@ Without one, nothing changes.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -57,7 +57,15 @@ from typing import Any
 from s3ingest_fn.config import carry_context
 from s3ingest_fn.contract import CANARY_PREFIX
 from s3ingest_fn.core import sequencer
-from s3ingest_fn.core.effects import CREATED, REMOVED, SUPERSEDED, AppliedChange, EffectRunner
+from s3ingest_fn.core.effects import (
+    CREATED,
+    REMOVED,
+    SUPERSEDED,
+    AppliedChange,
+    EffectRunner,
+    queued_changes,
+    row_change,
+)
 from s3ingest_fn.core.hold import HOLD, RUN, SKIP
 from s3ingest_fn.core.model import (
     Change,
@@ -81,7 +89,6 @@ from s3ingest_fn.core.row import (
     Claim,
     Hold,
     LedgerRow,
-    QueuedChange,
     Review,
     RowState,
     WriteMeta,
@@ -106,6 +113,10 @@ LISTED_STATE = "listed-state"
 DELETE_CONTRADICTED = "delete-contradicted-by-bucket"
 #: The reason prefix of a sequencer reset (``sequencer-reset: sequencer-length``, C5, C7).
 SEQUENCER_RESET = "sequencer-reset"
+#: Why a repair resets a row the bucket contradicts (``sequencer-reset: <this>``, C7, C12).
+STATE_CONTRADICTED = "state-contradicted-by-bucket"
+#: Why a stale event resets the row: the bucket shows the event's state, the row another (C5).
+STALE_BUT_CURRENT = "stale-but-current"
 
 
 @dataclass
@@ -248,7 +259,7 @@ class IngestService:
             old = taken.old
             now = old.effect_of(processor) if old is not None else None
             return "busy" if now is not None and now.lease_live(claim.now_ms) else "skipped"
-        applied = _row_change(row, CREATED, taken.token, processor, claim.lease_until_ms)
+        applied = row_change(row, CREATED, taken.token, processor, claim.lease_until_ms)
         hold = effect.hold if effect is not None else None
         status, error = self._run_one([applied], hold)
         if error is not None:
@@ -272,6 +283,17 @@ class IngestService:
             if first.applied:
                 return self._applied(change, Outcome.APPLIED, first, state, meta, claim)
             old = first.old
+            if old is not None and _older(change, old):
+                # stale: unless the bucket shows this event's state and the row another (a
+                # forged sequencer within the skew sorts above the key's real ones): then the
+                # row records the bucket's state, its sequencer removed (C5, C7)
+                now = head if head is not None else self.bucket.current(change.bucket, change.key)
+                head = now
+                if _matches(change, now) and not old.holds(_head_state(now)):
+                    fixed = self._reset(change, old, _head_state(now), STALE_BUT_CURRENT)
+                    if fixed is not None:
+                        return fixed
+                    continue
             if old is not None:
                 verdict = self._rejected(change, old, claim)
                 if verdict is not None:
@@ -434,6 +456,13 @@ class IngestService:
             if row is None and not now.visible:
                 return result_of(change, Outcome.IGNORED, "observed-absent-not-in-ledger")
             meta, written = self._meta(change, "observed-bucket-state"), _head_state(now)
+            if row is not None and row.seq is not None and change.fmt is Format.REPAIR:
+                # reconciliation found the row contradicted by the bucket: its ordering goes too,
+                # so the key's next real event applies (C7, C12)
+                reset = self._reset(change, row, written, STATE_CONTRADICTED)
+                if reset is not None:
+                    return reset
+                continue
             claim = self._claim(change, written)
             result = self.ledger.record_observation(
                 written, meta, row.rev if row is not None else None, claim
@@ -540,7 +569,7 @@ class IngestService:
         if missing:  # the claiming write returns the whole row (ALL_NEW): never expected
             raise TransientError(f"ledger: the claiming write returned no queue of {missing}")
         jobs = {
-            name: _queued_changes(applied, name, write.queues[name])
+            name: queued_changes(applied, name, write.queues[name])
             if name in claim.queued
             else [replace(applied, processor=name)]
             for name in claim.processors
@@ -590,9 +619,9 @@ class IngestService:
             )
             if not taken.applied or taken.token is None:
                 continue
-            applied = _row_change(row, kind, taken.token, name, claim.lease_until_ms)
+            applied = row_change(row, kind, taken.token, name, claim.lease_until_ms)
             queue = taken.queues.get(name) or effect.queue
-            jobs[name] = _queued_changes(applied, name, queue) if queue else [applied]
+            jobs[name] = queued_changes(applied, name, queue) if queue else [applied]
             if effect.hold is not None:
                 holds[name] = effect.hold
         if not jobs:
@@ -820,58 +849,13 @@ class _LeaseBusy(Exception):
     """Another change's effect holds a live lease on the row: wait, then start over."""
 
 
-def _row_change(
-    row: LedgerRow, kind: str, token: int, processor: str, lease_until_ms: int
-) -> AppliedChange:
-    """The change ``row`` holds, for ``processor``'s effect claimed under ``token``: as it was
-    applied, its own source and event, not those of a later write that only moved the row's
-    sequencer (a live event of the version a repair applied)."""
-    made = row.change_decision
-    present = row.present
-    return AppliedChange(
-        bucket=row.bucket,
-        key=row.key,
-        kind=kind,
-        sequencer=row.change_seq or None,
-        version_id=(row.version_id or None) if present else None,
-        etag=(row.etag or None) if present else None,
-        size=row.size if present else None,
-        source=made.source if made is not None else row.source,
-        event_name=made.event if made is not None else row.event_name,
-        change_id=row.change_id or "",
-        token=token,
-        processor=processor,
-        lease_until_ms=lease_until_ms,
-    )
-
-
-def _queued_changes(
-    applied: AppliedChange, processor: str, queue: Sequence[QueuedChange] | None
-) -> list[AppliedChange]:
-    """An ``every-change`` processor's waiting changes (``queue``, oldest first) as the
-    changes its claim runs, under ``applied``'s token and lease; ``applied`` alone (for
-    ``processor``) without a queue."""
-    if not queue:
-        return [replace(applied, processor=processor)]
-    return [
-        replace(
-            applied,
-            processor=processor,
-            kind=CREATED if q.present else REMOVED,
-            sequencer=q.sequencer,
-            version_id=q.version_id,
-            etag=q.etag,
-            size=q.size,
-            source=q.source,
-            event_name=q.event_name,
-            change_id=q.change_id,
-        )
-        for q in queue
-    ]
-
-
 def _lease_live(old: LedgerRow | None, claim: Claim | None) -> bool:
     return claim is not None and old is not None and old.lease_live(claim.now_ms)
+
+
+def _older(change: Change, row: LedgerRow) -> bool:
+    """Whether the row's stored sequencer is above the event's (the event is ``stale``)."""
+    return row.seq is not None and change.sequencer is not None and row.seq > change.sequencer
 
 
 def _event_state(change: Change) -> RowState:

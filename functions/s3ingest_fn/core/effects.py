@@ -45,14 +45,22 @@ import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, cast
 
 from s3ingest_fn.contract import CANARY_PREFIX
 from s3ingest_fn.core.hold import RUN, HoldCounter, HoldPolicy, Verdict
 from s3ingest_fn.core.model import EffectNotStarted, TransientError
 from s3ingest_fn.core.ports import ContentReader, Pin
-from s3ingest_fn.core.row import DEFAULT_PROCESSOR, DONE, PENDING, SUPERSEDED, Claim, LedgerRow
+from s3ingest_fn.core.row import (
+    DEFAULT_PROCESSOR,
+    DONE,
+    PENDING,
+    SUPERSEDED,
+    Claim,
+    LedgerRow,
+    QueuedChange,
+)
 
 #: Added to the lease beyond the invocation's remaining time: clock skew between Lambda hosts.
 LEASE_SKEW_MS = 2_000
@@ -597,4 +605,56 @@ __all__ = [
     "SupersededError",
     "change_id",
     "load_processor",
+    "queued_changes",
+    "row_change",
 ]
+
+
+def row_change(
+    row: LedgerRow, kind: str, token: int, processor: str, lease_until_ms: int
+) -> AppliedChange:
+    """The change ``row`` holds, for ``processor``'s effect claimed under ``token``: as it was
+    applied, its own source and event, not those of a later write that only moved the row's
+    sequencer (a live event of the version a repair applied)."""
+    made = row.change_decision
+    present = row.present
+    return AppliedChange(
+        bucket=row.bucket,
+        key=row.key,
+        kind=kind,
+        sequencer=row.change_seq or None,
+        version_id=(row.version_id or None) if present else None,
+        etag=(row.etag or None) if present else None,
+        size=row.size if present else None,
+        source=made.source if made is not None else row.source,
+        event_name=made.event if made is not None else row.event_name,
+        change_id=row.change_id or "",
+        token=token,
+        processor=processor,
+        lease_until_ms=lease_until_ms,
+    )
+
+
+def queued_changes(
+    applied: AppliedChange, processor: str, queue: Sequence[QueuedChange] | None
+) -> list[AppliedChange]:
+    """An ``every-change`` processor's waiting changes (``queue``, oldest first) as the
+    changes its claim runs, under ``applied``'s token and lease; ``applied`` alone (for
+    ``processor``) without a queue."""
+    if not queue:
+        return [replace(applied, processor=processor)]
+    return [
+        replace(
+            applied,
+            processor=processor,
+            kind=CREATED if q.present else REMOVED,
+            sequencer=q.sequencer,
+            version_id=q.version_id,
+            etag=q.etag,
+            size=q.size,
+            source=q.source,
+            event_name=q.event_name,
+            change_id=q.change_id,
+        )
+        for q in queue
+    ]

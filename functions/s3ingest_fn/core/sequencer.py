@@ -26,13 +26,14 @@ import re
 #: anything longer than this is treated as absent (not a sequencer we can order).
 WIDTH = 64
 
-#: Shortest and longest sequencer an event may carry, characters (CONTRACT C2, C9). AWS documents
-#: the field only as "a string representation of a hexadecimal value"
+#: Longest sequencer an event may carry, characters (CONTRACT C2, C9). AWS documents the field
+#: only as "a string representation of a hexadecimal value"
 #: (https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-content-structure.html);
-#: the bound comes from the fixtures: the EventBridge examples are 16 characters
+#: the EventBridge examples are 16 characters
 #: (https://docs.aws.amazon.com/AmazonS3/latest/userguide/ev-events.html), every captured one 18
-#: (docs/payloads.md section 3), the local runtime's 20 to 26; 32 leaves headroom.
-MIN_EVENT_WIDTH = 16
+#: (docs/payloads.md section 3), the local runtime's 20 to 26; 32 leaves headroom. There is no
+#: shortest: compared right-padded, a shorter value can only sort lower, and AWS says lengths
+#: differ (the ``docs/sequencer.md`` pair has a 14-character one).
 MAX_EVENT_WIDTH = 32
 
 #: How far a sequencer's embedded time may be ahead of the handler's clock, seconds: S3's own
@@ -67,14 +68,21 @@ def normalize(raw: object) -> str | None:
     return value.ljust(WIDTH, "0")
 
 
+#: Digits a sequencer's time is read from: ``00`` + 8 hex digits of seconds (real ones) or the 8
+#: digits first (the documentation examples).
+_TIME_DIGITS = 10
+
+
 def seconds_of(value: str) -> int | None:
     """The Unix seconds a sequencer embeds, by the layout of real ones (docs/payloads.md
     section 3): ``00`` + 8 hex digits of seconds + a suffix; the 16-character documentation
-    examples carry the 8 digits first. ``value`` is raw or normalised (upper-case hex); None when
-    it is shorter than 10 characters or not hex."""
+    examples carry the 8 digits first. ``value`` is raw or normalised (hex, any case); a value
+    shorter than 10 characters is read right-padded with ``0``, as it is compared (``6B`` is
+    ``6B00000000``). None when it is empty or not hex."""
     text = value.strip().upper()
-    if len(text) < 10 or not _HEX.fullmatch(text):
+    if not _HEX.fullmatch(text or "-"):
         return None
+    text = text.ljust(_TIME_DIGITS, "0")
     return int(text[2:10] if text.startswith("00") else text[:8], 16)
 
 
@@ -93,15 +101,15 @@ def problem(raw: object, now_s: float) -> str | None:
     -------
     str or None
         None when accepted; otherwise the reason code of the ``invalid`` outcome:
-        ``sequencer-not-hex`` (not a string of hex digits), ``sequencer-length`` (outside
-        :data:`MIN_EVENT_WIDTH`..:data:`MAX_EVENT_WIDTH`) or ``sequencer-from-future`` (its time
-        is more than :data:`SKEW_SECONDS` ahead of ``now_s``).
+        ``sequencer-not-hex`` (not a string of hex digits), ``sequencer-length`` (longer than
+        :data:`MAX_EVENT_WIDTH`; there is no shortest) or ``sequencer-from-future`` (its time,
+        :func:`seconds_of`, is more than :data:`SKEW_SECONDS` ahead of ``now_s``).
     """
     if raw is None or raw == "":
         return None
     if not isinstance(raw, str) or not _HEX.fullmatch(raw.strip().upper() or "-"):
         return "sequencer-not-hex"
-    if not MIN_EVENT_WIDTH <= len(raw.strip()) <= MAX_EVENT_WIDTH:
+    if len(raw.strip()) > MAX_EVENT_WIDTH:
         return "sequencer-length"
     seconds = seconds_of(raw)
     if seconds is not None and seconds > now_s + SKEW_SECONDS:
@@ -109,22 +117,36 @@ def problem(raw: object, now_s: float) -> str | None:
     return None
 
 
+def ceiling(now_s: float) -> str:
+    """The highest normalised sequencer S3 can have sent by ``now_s`` (Unix seconds): ``00``,
+    the 8 hex digits of ``now_s`` + :data:`SKEW_SECONDS`, then ``F`` to :data:`WIDTH`. Every real
+    sequencer has that layout (docs/payloads.md section 3), so every real one sorts at or below
+    it; it only rises with the clock."""
+    return f"00{int(now_s) + SKEW_SECONDS:08X}".ljust(WIDTH, "F")
+
+
 def contradicted(stored: str, now_s: float) -> str | None:
-    """Why a row's stored (normalised) sequencer cannot have come from S3: one written before
-    events were checked (:func:`problem`), or forged within the skew and now judged again.
+    """Why a row's stored (normalised) sequencer cannot have come from S3 by ``now_s``: one
+    written before events were checked (:func:`problem`), one forged within the skew and now
+    judged again, or one of another layout that sorts above every real sequencer (a forged
+    ``0100000000000000`` or ``6B00000000000000``: every later real event of the key would be
+    ``stale`` against it). Only ever fewer as the clock moves on.
 
     Returns
     -------
     str or None
         ``sequencer-length`` (significant digits beyond :data:`MAX_EVENT_WIDTH`, such as a forged
         64 ``F``), ``sequencer-from-future`` (its time ahead of ``now_s`` by more than
-        :data:`SKEW_SECONDS`), or None.
+        :data:`SKEW_SECONDS`), ``sequencer-above-clock`` (it sorts above :func:`ceiling`), or
+        None.
     """
     if len(stored.rstrip("0")) > MAX_EVENT_WIDTH:
         return "sequencer-length"
     seconds = seconds_of(stored)
     if seconds is not None and seconds > now_s + SKEW_SECONDS:
         return "sequencer-from-future"
+    if stored.strip().upper().ljust(WIDTH, "0") > ceiling(now_s):
+        return "sequencer-above-clock"
     return None
 
 
