@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from s3ingest.cli import app
 from s3ingest.commands import repair as repair_commands
+from s3ingest.local.chaos import Chaos
 from s3ingest.local.runtime import LocalRuntime, local_settings
 from s3ingest_fn.core.row import RowState, WriteMeta
 from s3ingest_fn.core.sequencer import normalize
@@ -27,7 +28,8 @@ FORGED = "F" * 64
 def _poisoned(emulator: Any) -> LocalRuntime:
     """A runtime whose KEY row holds a 64-F sequencer, written as a forged event of an earlier
     release wrote it (the adapter's ordinary sequenced write; the parser now refuses such an
-    event), then a real overwrite of the key (stale against it)."""
+    event), then a real overwrite of the key whose event was lost (one that arrives repairs the
+    row itself: a stale event the bucket shows current, issue 34)."""
     rt = LocalRuntime(emulator, local_settings(), versioning="Enabled")
     rt.faithful.put(KEY, "one")
     rt.flush()
@@ -47,9 +49,9 @@ def _poisoned(emulator: Any) -> LocalRuntime:
     )
     assert rt.ledger.apply_if_newer(state, meta).applied
     rt.faithful.put(KEY, "two")
-    rt.flush()
+    rt.flush(Chaos(seed=0, drop=1.0))
     rt.drain()
-    assert not rt.compare().converged  # the real write was stale
+    assert not rt.compare().converged  # the real write's event was lost
     return rt
 
 

@@ -1,6 +1,8 @@
 """Forged input that passes the parser cannot leave the ledger wrong or run effects (issue 24;
 CONTRACT C4, C5, C7, C11, C15): a hiding delete the bucket contradicts, and a row whose stored
-sequencer S3 cannot have sent, reset by a repair.
+sequencer S3 cannot have sent, reset by a repair. Nor can it cost real events (issue 34): a
+repair over a row the bucket contradicts resets its ordering, and a stale event whose state the
+bucket shows repairs the row.
 
 Every test runs over :class:`tests.fakes.FakeLedger` and the real :class:`DynamoLedger` on
 moto (as ``test_ingest_decisions``); the processor is a recorder, so "no effect" means no call.
@@ -13,7 +15,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from s3ingest_fn.core.decide import DELETE_CONTRADICTED, IngestService
+from s3ingest_fn.core.decide import (
+    DELETE_CONTRADICTED,
+    STALE_BUT_CURRENT,
+    STATE_CONTRADICTED,
+    IngestService,
+)
 from s3ingest_fn.core.effects import AppliedChange, EffectRunner, PinnedContent
 from s3ingest_fn.core.events import parse_body
 from s3ingest_fn.core.model import Change, Format, Kind, Outcome
@@ -373,3 +380,119 @@ def test_a_listing_entry_resets_a_poisoned_row_that_matches_it(
 
     assert result.reason == "sequencer-reset: sequencer-length"
     assert row(ledger).seq is None
+
+
+# -- issue 34: a forged value within the skew, or of another layout ----------------------------
+
+
+@pytest.mark.contract("C5", "C7", "C11")
+def test_a_stale_put_the_bucket_shows_current_repairs_the_row_with_one_head(
+    service: IngestService, ledger: CountingLedger, bucket: FakeBucket, processor: Recorder
+) -> None:
+    # GIVEN a row pinned by a forged, current-looking sequencer (within the skew) over v1
+    poison(ledger, RowState(True, "v1", "e1", 5), raw=FORGED_CURRENT)
+    bucket.put(BUCKET, KEY, "v2", "e2")
+    ledger.calls.clear()
+
+    # WHEN the real PUT of v2 arrives (older than the forged value)
+    result = service.handle(put(S2, "v2", "e2"))
+
+    # THEN the bucket shows its version: the row records it, its sequencer removed, and the
+    # effect runs; one refused write, one HEAD, one write
+    assert (result.outcome, result.reason) == (
+        Outcome.APPLIED,
+        f"sequencer-reset: {STALE_BUT_CURRENT}",
+    )
+    stored = row(ledger)
+    assert (stored.present, stored.version_id, stored.seq, stored.observed) == (
+        True,
+        "v2",
+        None,
+        True,
+    )
+    assert processor.calls == [("created", "v2", "e2")]
+    assert ledger.calls == {"write_sequenced": 1, "write_observation": 1, "finish_effect": 1}
+    assert bucket.requests == 1
+    # ... and the next real DELETE applies, its effect runs
+    bucket.hide(BUCKET, KEY)
+    assert service.handle(delete(S3)).outcome is Outcome.APPLIED
+    assert row(ledger).present is False
+    assert processor.calls[-1] == ("removed", None, None)
+
+
+@pytest.mark.contract("C4", "C5", "C11")
+def test_a_stale_delete_the_bucket_confirms_tombstones_the_row_with_its_own_head(
+    service: IngestService, ledger: CountingLedger, bucket: FakeBucket, processor: Recorder
+) -> None:
+    poison(ledger, RowState(True, "v1", "e1", 5), raw=FORGED_CURRENT)  # the bucket hides it
+
+    result = service.handle(delete(S2))
+
+    assert result.reason == f"sequencer-reset: {STALE_BUT_CURRENT}"
+    assert result.outcome is Outcome.APPLIED
+    assert (row(ledger).present, row(ledger).seq) == (False, None)
+    assert processor.calls == [("removed", None, None)]
+    assert bucket.requests == 1  # the hiding delete's own HEAD, read once
+
+
+@pytest.mark.contract("C5")
+def test_a_stale_event_the_bucket_does_not_back_stays_stale_and_writes_nothing(
+    service: IngestService, ledger: CountingLedger, bucket: FakeBucket, processor: Recorder
+) -> None:
+    poison(ledger, RowState(True, "v1", "e1", 5), raw=FORGED_CURRENT)
+    bucket.put(BUCKET, KEY, "v1", "e1")  # the row holds what the bucket shows
+    before = row(ledger)
+    ledger.calls.clear()
+
+    assert service.handle(put(S1, "v0", "e0")).outcome is Outcome.STALE  # not the bucket's
+    assert service.handle(put(S1, "v1", "e1")).outcome is Outcome.STALE  # the row holds it
+
+    assert row(ledger) == before
+    assert ledger.calls == {"write_sequenced": 2}
+    assert bucket.requests == 2
+    assert processor.calls == []
+
+
+@pytest.mark.contract("C7", "C11", "C12")
+def test_a_repair_over_a_row_the_bucket_contradicts_resets_its_ordering(
+    service: IngestService, ledger: CountingLedger, bucket: FakeBucket, processor: Recorder
+) -> None:
+    # GIVEN a forged PUT's row (a version the bucket never had, a current-looking sequencer)
+    poison(ledger, RowState(True, "v9", "e9", 5), raw=FORGED_CURRENT)
+    bucket.put(BUCKET, KEY, "v1", "e1")
+
+    # WHEN reconciliation's repair of the key is handled
+    result = service.handle(repair())
+
+    # THEN the row holds the bucket's state with no sequencer, its effect ran
+    assert (result.outcome, result.reason) == (
+        Outcome.APPLIED,
+        f"sequencer-reset: {STATE_CONTRADICTED}",
+    )
+    stored = row(ledger)
+    assert (stored.version_id, stored.seq, stored.observed) == ("v1", None, True)
+    assert stored.history[0].reason == f"sequencer-reset: {STATE_CONTRADICTED}"
+    assert processor.calls == [("created", "v1", "e1")]
+    # ... and the next real PUT and DELETE apply, their effects run
+    bucket.put(BUCKET, KEY, "v2", "e2")
+    assert service.handle(put(S2, "v2", "e2")).reason == "verified-against-bucket"
+    bucket.hide(BUCKET, KEY)
+    assert service.handle(delete(S3)).reason == "newer-sequencer"
+    assert processor.calls[1:] == [("created", "v2", "e2"), ("removed", None, None)]
+
+
+@pytest.mark.contract("C7", "C12")
+@pytest.mark.parametrize("forged", ["0100000000000000", "01", "5" + "F" * 31])
+def test_a_repair_resets_a_stored_value_above_the_clock_even_when_the_state_matches(
+    service: IngestService, ledger: CountingLedger, bucket: FakeBucket, forged: str
+) -> None:
+    poison(ledger, RowState(True, "v1", "e1", 5), raw=forged)
+    bucket.put(BUCKET, KEY, "v1", "e1")
+
+    result = service.handle(repair())
+
+    assert result.reason == "sequencer-reset: sequencer-above-clock"
+    assert result.extra["effect"] == "already-recorded"
+    assert row(ledger).seq is None
+    bucket.put(BUCKET, KEY, "v2", "e2")
+    assert service.handle(put(S2, "v2", "e2")).outcome is Outcome.APPLIED

@@ -189,3 +189,54 @@ def test_a_stored_forged_sequencer_is_contradicted_and_a_real_one_is_not() -> No
     assert forged is not None and sequencer.contradicted(forged, NOW) == "sequencer-length"
     future = sequencer.normalize("00FFFFFFFF00000000")
     assert future is not None and sequencer.contradicted(future, NOW) == "sequencer-from-future"
+
+
+def test_short_sequencers_are_accepted_there_is_no_length_floor() -> None:
+    # the docs/sequencer.md pair: the 14-character later one must not be refused (issue 34)
+    assert sequencer.problem("00643717FA1234", NOW) is None
+    for short in ("0", "00", "0064", "00643717", "617f0829"):
+        assert sequencer.problem(short, NOW) is None, short
+    # a short value is judged as it is compared, right-padded: "FF" is "FF00000000..." (2105)
+    assert sequencer.problem("FF", NOW) == "sequencer-from-future"
+    assert sequencer.problem("0" * 32, NOW) is None
+    assert sequencer.problem("0" * 33, NOW) == "sequencer-length"
+
+
+#: Late 2026: 0x6B000000 (the documentation layout's time of ``6B00000000000000``) is in the past.
+LATE_2026 = 0x6B000000 + 86_400
+
+
+@pytest.mark.parametrize(
+    "forged",
+    ["0100000000000000", "6B00000000000000", "6b00000000000000", "6AFFFFFF" + "F" * 24, "6B", "01"],
+)
+def test_a_forged_value_of_another_layout_is_accepted_but_contradicted_once_stored(
+    forged: str,
+) -> None:
+    # S3 documents only "hex", so an event carrying it is accepted (its time is not ahead) ...
+    assert sequencer.problem(forged, LATE_2026) is None
+    # ... but every real sequencer starts 00 + its seconds, so a stored value above the clock's
+    # ceiling cannot have come from S3: reconciliation and observations reset it (C7, C12)
+    stored = sequencer.normalize(forged)
+    assert stored is not None and stored > sequencer.ceiling(LATE_2026)
+    assert sequencer.contradicted(stored, LATE_2026) == "sequencer-above-clock"
+
+
+def test_a_value_within_the_skew_is_not_contradicted_until_the_clock_passes_it() -> None:
+    at = int(NOW)
+    ahead = sequencer.normalize(f"00{at + 600:08X}FFFFFFFFFF")
+    assert ahead is not None and sequencer.contradicted(ahead, NOW) is None
+    # (a stale real event the bucket shows current repairs such a row: test_stale_repair.py)
+
+
+@given(
+    st.integers(min_value=0, max_value=0xFFFFFFFF - 2 * sequencer.SKEW_SECONDS),
+    st.integers(min_value=0, max_value=sequencer.SKEW_SECONDS),
+    st.text(alphabet=HEX, max_size=sequencer.MAX_EVENT_WIDTH - 10),
+)
+def test_no_real_sequencer_up_to_the_skew_is_ever_contradicted(t: int, ahead: int, s: str) -> None:
+    real = sequencer.normalize(f"00{t + ahead:08X}{s}")
+    assert real is not None and real <= sequencer.ceiling(t)
+    assert sequencer.contradicted(real, t) is None
+    # and the clock moving on only ever finds fewer contradicted
+    assert sequencer.contradicted(real, t + 1) is None

@@ -8,7 +8,10 @@ Paths, by what the event can tell on its own:
 
 * **Sequenced create** (the common path): one conditional UpdateItem; applied when the
   incoming sequencer is newer and the row does not hold an observed state. A rejection returns
-  the old row, which says duplicate (equal sequencer) or stale (older) with no read.
+  the old row, which says duplicate (equal sequencer) or stale (older) with no read. A stale
+  event reads the bucket once: when the bucket shows the event's state and the row another, the
+  stored sequencer is false (forged within the skew, issue 34) and the row records the bucket's
+  state with it removed (``sequencer-reset: stale-but-current``, outcome ``applied``).
 * **Hiding delete** (Delete, DeleteMarkerCreated, a lifecycle expiration; C4): one HEAD first.
   The bucket no longer shows the key: the conditional tombstone of the common path. It still
   shows it: the delete is contradicted (forged, or older than a re-PUT): no tombstone, no
@@ -30,6 +33,8 @@ Paths, by what the event can tell on its own:
   (:func:`~s3ingest_fn.core.sequencer.contradicted`: a forged one written before events were
   checked) is reset: the bucket's state is recorded with the sequencer removed (reason
   ``sequencer-reset: <why>``), so the next sequenced event is verified against the bucket (C7).
+  A repair (reconciliation's, C12) over a row whose state the bucket contradicts resets it too
+  (``sequencer-reset: state-contradicted-by-bucket``).
 * **A listing's entry** (:attr:`Kind.LISTED`, the listing backfill): the state the listing gives
   is an older HEAD. A key the ledger has never seen is recorded from it with one conditional
   write (the row is absent), no read, no HEAD; when that write is refused, the row it returns

@@ -26,8 +26,9 @@ DELETED_BUT_LIVE = "deleted_but_live"
 CONTENT_MISMATCH = "content_mismatch"
 #: The row's state may match the bucket, but its stored sequencer is one S3 cannot have sent
 #: (:func:`~s3ingest_fn.core.sequencer.contradicted`: a forged one written before events were
-#: checked, issue 24): every later real event of the key would be ``stale``. The repair resets
-#: it (CONTRACT C5, C7, C12).
+#: checked, issue 24, or one above every real sequencer of now, issue 34): every later real
+#: event of the key would be ``stale``. The repair resets it (CONTRACT C5, C7, C12); a repair of
+#: any other drift resets the row's sequencer too.
 SEQUENCER_CONTRADICTED = "sequencer_contradicted"
 DRIFT_KINDS = (MISSING, DELETED_BUT_LIVE, CONTENT_MISMATCH, SEQUENCER_CONTRADICTED)
 #: Not drift between ledger and bucket: a processor effect left ``pending`` by a worker that

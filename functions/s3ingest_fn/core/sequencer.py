@@ -16,6 +16,11 @@ the EventBridge doc examples lower-case (``'a' > 'F'`` in ASCII).
 A normalised sequencer is stored right-padded to :data:`WIDTH` characters: padding both sides of a
 comparison to one fixed width orders them exactly as padding the shorter to the longer's width, so
 DynamoDB can compare stored values with a plain string ``<`` in a condition expression.
+
+An event's value is accepted when S3 could have sent it (:func:`problem`: hex, at most
+:data:`MAX_EVENT_WIDTH` characters, its time not beyond the skew); a stored one is judged again
+(:func:`contradicted`) against :func:`ceiling`, the highest value S3 can have sent by now, so a
+forged value that sorts above every real one is reset by reconciliation (``docs/sequencer.md``).
 """
 
 from __future__ import annotations
