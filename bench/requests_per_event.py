@@ -161,7 +161,7 @@ def run(target_events: int, seed: int, version_deletes: bool = True) -> None:
     print(f"   DynamoDB calls {json.dumps(dict(sorted(calls.items())))}")
     print(f"   writes per sequenced event  {writes / processed:6.3f}  (target 1.00)")
     print(f"   reads per sequenced event   {reads / processed:6.3f}  (contradicted deletes only)")
-    print(f"   S3 HEADs per event          {heads / processed:6.3f}  (deletes: C4)")
+    print(f"   S3 HEADs per event          {heads / processed:6.3f}  (deletes: C4; stale: C5)")
     print(f"   converged                   {converged}")
     print(f"   baseline (Powertools idempotency + ledger PutItem), {base_events} deliveries:")
     print(f"     DynamoDB calls {json.dumps(dict(sorted(base_calls.items())))}")

@@ -30,8 +30,10 @@ op_strategy = st.one_of(
 
 
 class Monotonic:
-    """Watches the ledger after every batch: sequencers never decrease; a tombstone is only
-    replaced by a newer sequencer (or by the bucket's own state, an observation)."""
+    """Watches the ledger after every batch: sequencers never decrease, but for a reset to none
+    that the row's decision names (``sequencer-reset: ...``: a repair or a stale event the bucket
+    contradicts the row for, CONTRACT C5, C7); a tombstone is only replaced by a newer sequencer
+    (or by the bucket's own state, an observation)."""
 
     def __init__(self) -> None:
         self.last: dict[str, LedgerRow] = {}
@@ -43,7 +45,8 @@ class Monotonic:
             prev = self.last.get(pk)
             if prev is not None:
                 old_seq, new_seq = prev.seq or "", row.seq or ""
-                if new_seq < old_seq:
+                reset = not new_seq and (row.reason or "").startswith("sequencer-reset: ")
+                if new_seq < old_seq and not reset:
                     self.violations.append(f"{pk}: seq {old_seq} -> {new_seq}")
                 if (
                     prev.state == "deleted"

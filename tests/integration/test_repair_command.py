@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from s3ingest.cli import app
 from s3ingest.commands import repair as commands
+from s3ingest.local.chaos import Chaos
 from s3ingest.local.runtime import LocalRuntime
 from s3ingest_fn.core.row import RowState, WriteMeta
 from s3ingest_fn.core.sequencer import normalize
@@ -39,9 +40,10 @@ def _poison(rt: LocalRuntime, state: RowState) -> None:
     assert rt.ledger.apply_if_newer(state, meta).applied
 
 
-def _put(rt: LocalRuntime, body: str) -> None:
+def _put(rt: LocalRuntime, body: str, *, lost: bool = False) -> None:
+    """Put the key; ``lost``: its event never arrives."""
     rt.faithful.put(KEY, body)
-    rt.flush()
+    rt.flush(Chaos(seed=0, drop=1.0) if lost else None)
     rt.drain()
 
 
@@ -49,14 +51,15 @@ def _put(rt: LocalRuntime, body: str) -> None:
 def test_repair_resets_a_forged_sequencer_and_a_later_real_event_applies(
     emulator: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # GIVEN a row poisoned with 64 F before this release, then a real PUT of the key: stale
+    # GIVEN a row poisoned with 64 F before this release, then a real PUT of the key whose
+    # event was lost (one that arrives repairs the row itself: stale-but-current, issue 34)
     rt = LocalRuntime(emulator, versioning="Enabled")
     bucket = rt.resources.bucket
     _poison(rt, RowState(True, "v-forged", '"forged"', 5))
-    _put(rt, "real 1")
+    _put(rt, "real 1", lost=True)
     poisoned = rt.ledger.get(bucket, KEY)
     assert poisoned is not None and poisoned.raw_seq == FORGED
-    assert poisoned.version_id == "v-forged"  # the real event was refused as stale
+    assert poisoned.version_id == "v-forged"
     env = {**_stack(monkeypatch, rt), "COLUMNS": "200"}
     # each wait of the command delivers the ingest queue (the local runtime has no poller)
     monkeypatch.setattr(commands, "wait_step", lambda seconds: rt.drain())
