@@ -284,3 +284,36 @@ def test_any_single_forged_message_then_one_reconciliation_leaves_real_events_ap
     assert comparison.converged, comparison.differences
     assert rt.check_effects() == []
     rt.close()
+
+
+@pytest.mark.contract("C2", "C12", "C15")
+def test_a_forged_message_for_a_key_two_buckets_share_moves_only_its_bucket(
+    emulator: Any, tmp_path: Path
+) -> None:
+    # GIVEN one key in two tracked buckets; a forged put for the second bucket's key
+    first, second = "forged-order-a", "forged-order-b"
+    lines: list[Any] = [
+        {"buckets": [{"name": first, "versioning": "Enabled"}, {"name": second}]},
+        {"op": "put", "bucket": first, "key": KEY, "body": "a one"},
+        {"op": "put", "bucket": second, "key": KEY, "body": "b one"},
+        {"op": "flush"},
+        {"op": "deliver", "body": eventbridge_body(second, KEY, FORMS["16-6B"])},
+        {"op": "reconcile", "source": "listing"},
+        {"op": "put", "bucket": second, "key": KEY, "body": "b two"},
+        {"op": "put", "bucket": first, "key": KEY, "body": "a two"},
+        {"op": "flush"},
+    ]
+    path = tmp_path / "shared.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+
+    result = run_scenario(path, emulator=emulator)
+
+    # THEN both buckets' real puts after the reconciliation apply and run their effects
+    assert result["error"] is None
+    later = [m for m in result["messages"] if m["step"] in (7, 8)]
+    assert sorted((m["bucket"], m["outcome"], m["effect"]) for m in later) == [
+        (first, "applied", "done"),
+        (second, "applied", "done"),
+    ]
+    assert result["converged"], result["differences"]
+    assert result["dead_letter_queue"] == []
