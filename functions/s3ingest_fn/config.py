@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar, copy_context
@@ -80,6 +81,10 @@ LOG_KEYS = "LOG_KEYS"
 #: The role of each bucket of another account, ``{"<bucket>": "<role ARN>"}`` (JSON): what the
 #: functions assume to read it (``docs/organisation.md``).
 READ_ROLES = "READ_ROLES"
+#: The account that owns each landing bucket, ``{"<bucket>": "<12 digits>"}`` (JSON): every S3
+#: call on it names it (``ExpectedBucketOwner``) and the ingest function refuses an event of
+#: another account (``wrong-account``; ``docs/organisation.md``).
+BUCKET_OWNERS = "BUCKET_OWNERS"
 #: The Secrets Manager secret whose value keys the hash of ``LOG_KEYS=hashed``.
 LOG_KEY_SECRET_ARN = "LOG_KEY_SECRET_ARN"
 #: ``LOG_KEYS``' values (kept in step with ``s3ingest.settings.LOG_KEYS_MODES``).
@@ -170,6 +175,10 @@ def _required(env: Mapping[str, str], name: str, problems: list[str]) -> str:
     if not value:
         problems.append(f"{name} is not set")
     return value
+
+
+#: An AWS account id: 12 digits.
+_ACCOUNT = re.compile(r"[0-9]{12}")
 
 
 def _json(env: Mapping[str, str], name: str, problems: list[str]) -> Any:
@@ -799,7 +808,8 @@ class ClientConfig(_Config):
     credentials Lambda puts in the environment (``AWS_ACCESS_KEY_ID``,
     ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``); unset: boto3's default chain. The
     clients themselves are made by :func:`s3ingest_fn.wiring.client`. ``READ_ROLES``: the role
-    to assume per bucket of another account (:attr:`read_roles`; not yet assumed by wiring)."""
+    to assume per bucket of another account (:attr:`read_roles`); ``BUCKET_OWNERS``: each
+    bucket's owner account (:attr:`bucket_owners`), sent as ``ExpectedBucketOwner``."""
 
     ROLE: ClassVar[str] = "aws clients"
 
@@ -809,12 +819,19 @@ class ClientConfig(_Config):
     secret_access_key: str | None = None
     session_token: str | None = None
     read_roles_json: str | None = None
+    bucket_owners_json: str | None = None
 
     @property
     def read_roles(self) -> dict[str, str]:
         """``READ_ROLES``, parsed: bucket name -> role ARN (empty: every bucket is local)."""
         roles: dict[str, str] = json.loads(self.read_roles_json or "{}")
         return roles
+
+    @property
+    def bucket_owners(self) -> dict[str, str]:
+        """``BUCKET_OWNERS``, parsed: bucket name -> owner account id (empty: none checked)."""
+        owners: dict[str, str] = json.loads(self.bucket_owners_json or "{}")
+        return owners
 
     @classmethod
     def _read(cls: type[C], env: Mapping[str, str], problems: list[str]) -> C:
@@ -823,6 +840,12 @@ class ClientConfig(_Config):
             isinstance(roles, dict) and all(isinstance(v, str) for v in roles.values())
         ):
             problems.append(f"{READ_ROLES} must be a JSON object of role ARNs by bucket")
+        owners = _json(env, BUCKET_OWNERS, problems)
+        if owners is not None and not (
+            isinstance(owners, dict)
+            and all(isinstance(v, str) and _ACCOUNT.fullmatch(v) for v in owners.values())
+        ):
+            problems.append(f"{BUCKET_OWNERS} must be a JSON object of account ids by bucket")
         return cls(  # type: ignore[call-arg]
             region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
             endpoint_url=env.get("AWS_ENDPOINT_URL") or None,
@@ -830,6 +853,7 @@ class ClientConfig(_Config):
             secret_access_key=env.get("AWS_SECRET_ACCESS_KEY") or None,
             session_token=env.get("AWS_SESSION_TOKEN") or None,
             read_roles_json=env.get(READ_ROLES) or None,
+            bucket_owners_json=env.get(BUCKET_OWNERS) or None,
         )
 
     def to_env(self) -> dict[str, str]:
@@ -841,6 +865,7 @@ class ClientConfig(_Config):
         _put(env, "AWS_SECRET_ACCESS_KEY", self.secret_access_key)
         _put(env, "AWS_SESSION_TOKEN", self.session_token)
         _put(env, READ_ROLES, self.read_roles_json)
+        _put(env, BUCKET_OWNERS, self.bucket_owners_json)
         return env
 
 
