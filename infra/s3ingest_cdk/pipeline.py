@@ -51,6 +51,7 @@ from s3ingest_cdk.features.processors import ProcessorConfig, Processors, ingest
 from s3ingest_cdk.features.reprocess import Reprocess
 from s3ingest_cdk.features.service import IngestProcessors
 from s3ingest_cdk.flags import pin_flags
+from s3ingest_cdk.owners import own_buckets_guard
 from s3ingest_cdk.remote import RemoteSources, read_role_arn, remote_problems
 from s3ingest_fn import config as fn_config
 
@@ -728,7 +729,7 @@ class S3IngestPipeline(Construct):
         condition: :class:`s3ingest_cdk.source.S3IngestSource`)."""
         owners = self.landings.owners_json(self)
         own = [e.bucket for e in self.landings.entries if not e.spec.remote]
-        guard = owners.own_buckets_guard(own) if own else None
+        guard = own_buckets_guard(own) if own else None
         for function in self.functions.values():
             function.add_environment(fn_config.BUCKET_OWNERS, owners)
             if guard is not None:
