@@ -20,6 +20,12 @@ accounts:
   the ingest rule matches a bucket's name with its owner's account
   (:func:`forwarded_events_keep_their_account`).
 
+* moto delivers an event to a target without its ``account`` (its default input template
+  leaves the field out); EventBridge delivers the whole event
+  (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-events-structure.html), and the
+  ingest function refuses an event whose ``account`` is not the bucket's owner
+  (:func:`delivered_events_hold_their_account`).
+
 moto checks no ``ExpectedBucketOwner`` (its S3 responses never read the header) and evaluates no
 ``s3:ResourceAccount``: with the cross-account refusal above, a read through the wrong account's
 credentials still fails with 403, as S3 answers a wrong ``ExpectedBucketOwner``.
@@ -94,3 +100,19 @@ def forwarded_events_keep_their_account() -> None:
     send_to_targets._s3ingest_forwarded = True  # type: ignore[attr-defined]
     send_to_targets._s3ingest_patched = True  # type: ignore[attr-defined]
     Rule.send_to_targets = send_to_targets  # type: ignore[method-assign]
+
+
+def delivered_events_hold_their_account() -> None:
+    """Patch ``EventTemplateParser.DEFAULT_EVENT_INPUT_TEMPLATE``: a target's event (a rule
+    without an input transformer) holds ``account`` after ``version``, as EventBridge's."""
+    from moto.events.utils import EventTemplateParser
+
+    template = EventTemplateParser.DEFAULT_EVENT_INPUT_TEMPLATE
+    if '"account":' in template:
+        return
+    marker = '"version": "0", '
+    if marker not in template:  # pragma: no cover - the Target check names moto's version
+        raise RuntimeError("moto's default event input template changed: read it again")
+    EventTemplateParser.DEFAULT_EVENT_INPUT_TEMPLATE = template.replace(
+        marker, f'{marker}"account": "<account>", ', 1
+    )

@@ -463,6 +463,19 @@ PATCHES: tuple[Patch, ...] = (
         ),
     ),
     Patch(
+        name="events-delivered-with-account",
+        kind="correctness",
+        why="an event a rule delivers to a target holds its account, as in AWS (moto's default "
+        "input template leaves it out): the ingest function checks it against the bucket's "
+        "owner",
+        apply=f"{_LOCAL}.moto_accounts:delivered_events_hold_their_account",
+        targets=(
+            Target(
+                "moto.events.utils", "EventTemplateParser.DEFAULT_EVENT_INPUT_TEMPLATE", "object"
+            ),
+        ),
+    ),
+    Patch(
         # after events-disabled-rule-delivers-nothing: it wraps that patch's send_to_targets
         name="events-forwarded-keep-their-account",
         kind="correctness",
