@@ -83,7 +83,7 @@ def test_the_bucket_is_not_created_and_is_set_up_by_one_custom_resource(
 
 
 def test_rule_archive_and_function_point_at_the_adopted_bucket(adopted_synth: Synth) -> None:
-    pattern = ingest_event_pattern(ADOPTED_BUCKET)
+    pattern = ingest_event_pattern([{"name": ADOPTED_BUCKET, "account": {"Ref": "AWS::AccountId"}}])
     pipeline = adopted_synth.pipeline
     rule = adopted_synth.template["Resources"][adopted_synth.logical_id(pipeline.routing.rule)]
     _, archive = adopted_synth.one("AWS::Events::Archive")
@@ -98,11 +98,15 @@ def test_rule_archive_and_function_point_at_the_adopted_bucket(adopted_synth: Sy
 
 def test_function_reads_the_adopted_bucket_by_partition_aware_arn(adopted_synth: Synth) -> None:
     resources: dict[str, object] = {}
+    denied: list[dict[str, object]] = []
     role = {"Ref": adopted_synth.logical_id(adopted_synth.pipeline.ingest.role)}
     for policy in adopted_synth.resources("AWS::IAM::Policy").values():
         if policy["Properties"]["Roles"] != [role]:
             continue
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if statement["Effect"] == "Deny":
+                denied.append(statement)
+                continue
             actions = statement["Action"]
             for action in [actions] if isinstance(actions, str) else actions:
                 if action.startswith("s3:"):
@@ -113,4 +117,15 @@ def test_function_reads_the_adopted_bucket_by_partition_aware_arn(adopted_synth:
         "s3:GetObjectVersion": objects,
         "s3:ListBucket": PARTITION_ARN,
     }
+    # AND the adopted bucket only while the stack's account owns it: a bucket of that name
+    # created in another account (the name free, deleted) is denied (s3:ResourceAccount)
+    assert denied == [
+        {
+            "Sid": "OwnBucketsOnly",
+            "Effect": "Deny",
+            "Action": "s3:*",
+            "Resource": [PARTITION_ARN, objects],
+            "Condition": {"StringNotEquals": {"s3:ResourceAccount": {"Ref": "AWS::AccountId"}}},
+        }
+    ]
     assert "arn:aws:" not in json.dumps(adopted_synth.template)

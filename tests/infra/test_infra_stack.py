@@ -112,7 +112,9 @@ def test_rule_matches_exactly_the_settings_pattern_and_targets_the_queue(synth: 
     queue_id, _, target_dlq_id = _queue_ids(synth)
     _, rule = _ingest_rule(synth)
     props = rule["Properties"]
-    assert props["EventPattern"] == ingest_event_pattern(_ref(_bucket_id(synth)))
+    assert props["EventPattern"] == ingest_event_pattern(
+        [{"name": _ref(_bucket_id(synth)), "account": {"Ref": "AWS::AccountId"}}]
+    )
     assert props.get("EventBusName", "default") == "default"
     assert props["State"] == "ENABLED"
     (target,) = props["Targets"]
@@ -143,7 +145,9 @@ def test_rule_may_send_to_the_queue_and_its_dead_letter_queue(synth: Synth) -> N
 def test_archive_keeps_the_ingest_events_for_the_configured_retention(synth: Synth) -> None:
     _, archive = synth.one("AWS::Events::Archive")
     props = archive["Properties"]
-    assert props["EventPattern"] == ingest_event_pattern(_ref(_bucket_id(synth)))
+    assert props["EventPattern"] == ingest_event_pattern(
+        [{"name": _ref(_bucket_id(synth)), "account": {"Ref": "AWS::AccountId"}}]
+    )
     assert props["RetentionDays"] == Settings().archive_retention_days
     assert props["SourceArn"] == {
         "Fn::Join": [
@@ -379,9 +383,13 @@ def test_function_role_is_least_privilege(synth: Synth) -> None:
         if _ref(role_id) in policy["Properties"]["Roles"]
     ]
     assert policies
+    denied: list[dict[str, Any]] = []
     for policy in policies:
         assert policy["Properties"]["Roles"] == [_ref(role_id)]
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if statement["Effect"] == "Deny":
+                denied.append(statement)
+                continue
             assert statement["Effect"] == "Allow"
             actions = statement["Action"]
             for action in [actions] if isinstance(actions, str) else actions:
@@ -409,6 +417,17 @@ def test_function_role_is_least_privilege(synth: Synth) -> None:
         "sqs:GetQueueAttributes": [_arn(queue_id)],
         "sqs:GetQueueUrl": [_arn(queue_id)],
     }
+    # AND nothing of a bucket of the landing bucket's name another account owns (an explicit
+    # deny unless s3:ResourceAccount is the stack's account: owners, not names)
+    assert denied == [
+        {
+            "Sid": "OwnBucketsOnly",
+            "Effect": "Deny",
+            "Action": "s3:*",
+            "Resource": [_arn(bucket_id), objects],
+            "Condition": {"StringNotEquals": {"s3:ResourceAccount": {"Ref": "AWS::AccountId"}}},
+        }
+    ]
 
 
 def test_no_managed_policies_no_custom_resources_eleven_functions(synth: Synth) -> None:

@@ -6,7 +6,7 @@ name. S3 answers ``403 Access Denied`` to a request whose ``ExpectedBucketOwner`
 bucket's owner (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucket-owner-condition.html),
 so the pipeline never reads, lists or configures another account's bucket of a configured name.
 
-:func:`expect_owners` registers a botocore ``before-parameter-build.s3`` handler on a client
+:func:`expect_owners` registers a botocore ``before-parameter-build`` handler on a client
 (a boto3 S3 client, or each client of a
 :class:`~s3ingest_fn.adapters.bucket_routes.BucketRoutedS3`) that adds the owner of the call's
 ``Bucket`` (``owners``: ``BUCKET_OWNERS``,
@@ -52,7 +52,13 @@ def expect_owners(client: Any, owners: Mapping[str, str]) -> Any:
     handler = add_expected_owner(owners)
 
     def register(made: Any) -> None:
-        made.meta.events.register("before-parameter-build.s3", handler)
+        # per operation (the most specific name runs first, before any other hook: botocore
+        # calls handlers of a longer event name before a shorter one's)
+        model = made.meta.service_model
+        for name in model.operation_names:
+            shape = model.operation_model(name).input_shape
+            if shape is not None and PARAMETER in shape.members:
+                made.meta.events.register_first(f"before-parameter-build.s3.{name}", handler)
 
     each = getattr(client, "each_client", None)
     if each is not None:
