@@ -197,7 +197,7 @@ class LocalRuntime(Reconciliations):
         self.ddb = emu.client("dynamodb")
         self.events = emu.client("events")
         self._events_clients: dict[str, Any] = {ACCOUNT: self.events}
-        clock = SequencerClock(seed)
+        clock = self.sequencer_clock = SequencerClock(seed)
         faithful = partial(FaithfulS3, clock=clock, follow_notification=True)
         #: One FaithfulS3 per landing bucket, in order (writing as the bucket's owner).
         self.buckets: dict[str, FaithfulS3] = {
@@ -779,8 +779,13 @@ class LocalRuntime(Reconciliations):
 
     def bucket_config(self) -> dict[str, Any]:
         """Per landing bucket, its notification and inventory configurations now
-        (:func:`describe_bucket`): what onboarding left of other teams' entries."""
-        return {name: describe_bucket(self.s3, name) for name in self.buckets}
+        (:func:`describe_bucket`): what onboarding left of other teams' entries (none of a
+        bucket whose name another account took: the pipeline may not read it)."""
+        return {
+            name: describe_bucket(self.s3, name)
+            for name in self.buckets
+            if name not in self.oracles.foreign
+        }
 
     # -- review (hold for review) --------------------------------------------------------------
 
