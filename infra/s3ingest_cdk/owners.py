@@ -33,3 +33,30 @@ def own_buckets_guard(buckets: Sequence[s3.IBucket]) -> iam.PolicyStatement:
         resources=resources,
         conditions={"StringNotEquals": {"s3:ResourceAccount": Aws.ACCOUNT_ID}},
     )
+
+
+#: The inline policy :func:`guard_role` adds to a role.
+GUARD_POLICY = "s3ingest-own-buckets-only"
+
+
+def guard_role(role: iam.IRole, buckets: Sequence[s3.IBucket]) -> None:
+    """Give ``role`` (a role of this stack) the inline policy :data:`GUARD_POLICY` holding
+    :func:`own_buckets_guard`: on the role itself, beside its grants (its ``AWS::IAM::Policy``
+    resources stay as they are).
+
+    Raises
+    ------
+    TypeError
+        When ``role`` is not a role this stack defines (an imported one cannot be changed).
+    """
+    resource = role.node.default_child
+    if not isinstance(resource, iam.CfnRole):
+        raise TypeError(f"{role.node.path}: not a role of this stack")
+    document = iam.PolicyDocument(statements=[own_buckets_guard(buckets)])
+    if resource.policies is not None and not isinstance(resource.policies, list):
+        raise TypeError(f"{role.node.path}: inline policies not known at synth")
+    existing = list(resource.policies or [])
+    resource.policies = [
+        *existing,
+        iam.CfnRole.PolicyProperty(policy_name=GUARD_POLICY, policy_document=document),
+    ]

@@ -51,7 +51,7 @@ from s3ingest_cdk.features.processors import ProcessorConfig, Processors, ingest
 from s3ingest_cdk.features.reprocess import Reprocess
 from s3ingest_cdk.features.service import IngestProcessors
 from s3ingest_cdk.flags import pin_flags
-from s3ingest_cdk.owners import own_buckets_guard
+from s3ingest_cdk.owners import guard_role
 from s3ingest_cdk.remote import RemoteSources, read_role_arn, remote_problems
 from s3ingest_fn import config as fn_config
 
@@ -723,17 +723,18 @@ class S3IngestPipeline(Construct):
         self._encrypt(settings)
 
     def _expect_owners(self) -> None:
-        """``BUCKET_OWNERS`` on every function (:meth:`Landings.owners_json`), and on each
-        function's role :func:`own_buckets_guard` over the stack's own landing buckets (a
-        remote bucket is read through its account's role, whose policy holds the same
-        condition: :class:`s3ingest_cdk.source.S3IngestSource`)."""
+        """``BUCKET_OWNERS`` on every function (:meth:`Landings.owners_json`), and each
+        function's role an inline policy :func:`own_buckets_guard` over the stack's own landing
+        buckets (a remote bucket is read through its account's role, whose policy holds the
+        same condition: :class:`s3ingest_cdk.source.S3IngestSource`)."""
         owners = self.landings.owners_json(self)
         own = [e.bucket for e in self.landings.entries if not e.spec.remote]
-        guard = own_buckets_guard(own) if own else None
+        guarded: set[str] = set()
         for function in self.functions.values():
             function.add_environment(fn_config.BUCKET_OWNERS, owners)
-            if guard is not None:
-                function.add_to_role_policy(guard)
+            if own and function.role is not None and function.role.node.path not in guarded:
+                guarded.add(function.role.node.path)
+                guard_role(function.role, own)
 
     def _encrypt(self, settings: Settings) -> None:
         """``kmsKeyArn`` on every resource and the key grants each role's policy needs; the

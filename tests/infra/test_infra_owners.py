@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from aws_cdk import aws_lambda as lambda_
@@ -92,7 +92,7 @@ def test_the_ingest_rule_matches_each_bucket_only_with_its_owner_s_account(
     pattern = EventPattern.load(json.dumps(_concrete(raw, names)))
 
     def matches(account: str, bucket: str, key: str = "in/a.csv") -> bool:
-        return bool(pattern.matches_event(_event(account, bucket, key)))
+        return bool(pattern.matches_event(cast(Any, _event(account, bucket, key))))
 
     # AND each bucket's events match from its owner
     assert matches(CENTRAL_ACCOUNT, "central-landing")
@@ -175,12 +175,13 @@ def test_function_roles_reach_no_bucket_of_the_own_bucket_s_name_in_another_acco
     # accounts' roles, test_infra_organisation)
     synth = two_remote_synth
     role = {"Ref": synth.logical_id(synth.pipeline.ingest.role)}
-    statements = [
-        {**s, "Principal": "*"}
+    inline = synth.template["Resources"][role["Ref"]]["Properties"]["Policies"]
+    documents = [p["PolicyDocument"] for p in inline] + [
+        policy["Properties"]["PolicyDocument"]
         for policy in synth.resources("AWS::IAM::Policy").values()
         if policy["Properties"]["Roles"] == [role]
-        for s in policy["Properties"]["PolicyDocument"]["Statement"]
     ]
+    statements = [{**s, "Principal": "*"} for d in documents for s in d["Statement"]]
     policy = {"Statement": statements}
     own = f"arn:{synth.logical_id(synth.pipeline.landing.bucket)}"
     me = {"AWS": "ingest"}
@@ -189,6 +190,12 @@ def test_function_roles_reach_no_bucket_of_the_own_bucket_s_name_in_another_acco
         request = Request(me, action, resource, {"s3:ResourceAccount": owner})
         return decide(policy, request, identity_allows=False)
 
+    # AND every function's role holds the guard (one inline policy each)
+    roles = synth.resources("AWS::IAM::Role")
+    for function in synth.pipeline.functions.values():
+        assert function.role is not None
+        policies = roles[synth.logical_id(function.role)]["Properties"]["Policies"]
+        assert [p["PolicyName"] for p in policies] == ["s3ingest-own-buckets-only"]
     # THEN it reads its own bucket while the stack's account owns it
     assert verdict("s3:GetObject", f"{own}/k", "ref:AWS::AccountId") == "allowed"
     assert verdict("s3:ListBucket", own, "ref:AWS::AccountId") == "allowed"

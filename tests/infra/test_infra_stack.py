@@ -383,13 +383,9 @@ def test_function_role_is_least_privilege(synth: Synth) -> None:
         if _ref(role_id) in policy["Properties"]["Roles"]
     ]
     assert policies
-    denied: list[dict[str, Any]] = []
     for policy in policies:
         assert policy["Properties"]["Roles"] == [_ref(role_id)]
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
-            if statement["Effect"] == "Deny":
-                denied.append(statement)
-                continue
             assert statement["Effect"] == "Allow"
             actions = statement["Action"]
             for action in [actions] if isinstance(actions, str) else actions:
@@ -417,15 +413,26 @@ def test_function_role_is_least_privilege(synth: Synth) -> None:
         "sqs:GetQueueAttributes": [_arn(queue_id)],
         "sqs:GetQueueUrl": [_arn(queue_id)],
     }
-    # AND nothing of a bucket of the landing bucket's name another account owns (an explicit
-    # deny unless s3:ResourceAccount is the stack's account: owners, not names)
-    assert denied == [
+    # AND, the role's one inline policy, nothing of a bucket of the landing bucket's name
+    # another account owns (an explicit deny unless s3:ResourceAccount is the stack's account:
+    # owners, not names)
+    assert role["Policies"] == [
         {
-            "Sid": "OwnBucketsOnly",
-            "Effect": "Deny",
-            "Action": "s3:*",
-            "Resource": [_arn(bucket_id), objects],
-            "Condition": {"StringNotEquals": {"s3:ResourceAccount": {"Ref": "AWS::AccountId"}}},
+            "PolicyName": "s3ingest-own-buckets-only",
+            "PolicyDocument": {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Sid": "OwnBucketsOnly",
+                        "Effect": "Deny",
+                        "Action": "s3:*",
+                        "Resource": [_arn(bucket_id), objects],
+                        "Condition": {
+                            "StringNotEquals": {"s3:ResourceAccount": {"Ref": "AWS::AccountId"}}
+                        },
+                    }
+                ],
+            },
         }
     ]
 

@@ -46,7 +46,7 @@ def _processor(owners: dict[str, str]) -> tuple[MessageProcessor, Recorded]:
     seen = Recorded()
     processor = MessageProcessor(
         service=cast(IngestService, seen),
-        dead_letter=seen,  # type: ignore[arg-type]
+        dead_letter=seen,
         clock=lambda: 2_000_000_000.0,
         owners=owners,
     )
