@@ -27,13 +27,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar, copy_context
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, ParamSpec, TypeVar
 
+from s3ingest_fn.adapters.bucket_owners import parse_owners
 from s3ingest_fn.contract import DELIVERY_BUCKETS_ENV, STACK_ENV
 from s3ingest_fn.core.effects import EffectTarget
 from s3ingest_fn.core.scope import Scope
@@ -78,12 +78,10 @@ POWERTOOLS_TRACE_DISABLED = "POWERTOOLS_TRACE_DISABLED"
 #: How object keys appear in the function's logs: ``plain``, ``hashed`` or ``none``
 #: (:class:`LogConfig`; the ``logKeys`` setting).
 LOG_KEYS = "LOG_KEYS"
-#: The role of each bucket of another account, ``{"<bucket>": "<role ARN>"}`` (JSON): what the
-#: functions assume to read it (``docs/organisation.md``).
+#: JSON objects by bucket name (``docs/organisation.md``): the role the functions assume to read
+#: a bucket of another account (``{"<bucket>": "<role ARN>"}``), and each landing bucket's owner
+#: (``{"<bucket>": "<account>"}``: ``ExpectedBucketOwner``, ``wrong-account``).
 READ_ROLES = "READ_ROLES"
-#: The account that owns each landing bucket, ``{"<bucket>": "<12 digits>"}`` (JSON): every S3
-#: call on it names it (``ExpectedBucketOwner``) and the ingest function refuses an event of
-#: another account (``wrong-account``; ``docs/organisation.md``).
 BUCKET_OWNERS = "BUCKET_OWNERS"
 #: The Secrets Manager secret whose value keys the hash of ``LOG_KEYS=hashed``.
 LOG_KEY_SECRET_ARN = "LOG_KEY_SECRET_ARN"
@@ -175,10 +173,6 @@ def _required(env: Mapping[str, str], name: str, problems: list[str]) -> str:
     if not value:
         problems.append(f"{name} is not set")
     return value
-
-
-#: An AWS account id: 12 digits.
-_ACCOUNT = re.compile(r"[0-9]{12}")
 
 
 def _json(env: Mapping[str, str], name: str, problems: list[str]) -> Any:
@@ -808,8 +802,7 @@ class ClientConfig(_Config):
     credentials Lambda puts in the environment (``AWS_ACCESS_KEY_ID``,
     ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``); unset: boto3's default chain. The
     clients themselves are made by :func:`s3ingest_fn.wiring.client`. ``READ_ROLES``: the role
-    to assume per bucket of another account (:attr:`read_roles`); ``BUCKET_OWNERS``: each
-    bucket's owner account (:attr:`bucket_owners`), sent as ``ExpectedBucketOwner``."""
+    to assume per bucket of another account; ``BUCKET_OWNERS``: each bucket's owner account."""
 
     ROLE: ClassVar[str] = "aws clients"
 
@@ -827,12 +820,6 @@ class ClientConfig(_Config):
         roles: dict[str, str] = json.loads(self.read_roles_json or "{}")
         return roles
 
-    @property
-    def bucket_owners(self) -> dict[str, str]:
-        """``BUCKET_OWNERS``, parsed: bucket name -> owner account id (empty: none checked)."""
-        owners: dict[str, str] = json.loads(self.bucket_owners_json or "{}")
-        return owners
-
     @classmethod
     def _read(cls: type[C], env: Mapping[str, str], problems: list[str]) -> C:
         roles = _json(env, READ_ROLES, problems)
@@ -840,12 +827,10 @@ class ClientConfig(_Config):
             isinstance(roles, dict) and all(isinstance(v, str) for v in roles.values())
         ):
             problems.append(f"{READ_ROLES} must be a JSON object of role ARNs by bucket")
-        owners = _json(env, BUCKET_OWNERS, problems)
-        if owners is not None and not (
-            isinstance(owners, dict)
-            and all(isinstance(v, str) and _ACCOUNT.fullmatch(v) for v in owners.values())
-        ):
-            problems.append(f"{BUCKET_OWNERS} must be a JSON object of account ids by bucket")
+        try:
+            parse_owners(env.get(BUCKET_OWNERS))
+        except ValueError as exc:
+            problems.append(f"{BUCKET_OWNERS} {exc}")
         return cls(  # type: ignore[call-arg]
             region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
             endpoint_url=env.get("AWS_ENDPOINT_URL") or None,

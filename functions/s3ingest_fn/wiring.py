@@ -483,15 +483,16 @@ def client(clients: ClientConfig, service: str, **kwargs: Any) -> Any:
     own = _client(clients, service, **kwargs)
     if service != "s3":
         return own
-    from s3ingest_fn.adapters.bucket_owners import expect_owners
+    from s3ingest_fn.adapters.bucket_owners import expect_owners, parse_owners
 
+    owners = parse_owners(clients.bucket_owners_json)
     if not clients.read_roles:
-        return expect_owners(own, clients.bucket_owners)
+        return expect_owners(own, owners)
     from s3ingest_fn.adapters.bucket_routes import reading_through
 
     sts = partial(_client, clients, "sts")
     routed = reading_through(own, clients.read_roles, sts, clients.region, **kwargs)
-    return expect_owners(routed, clients.bucket_owners)
+    return expect_owners(routed, owners)
 
 
 def _client(clients: ClientConfig, service: str, **kwargs: Any) -> Any:
@@ -618,11 +619,13 @@ def function_message_processor() -> MessageProcessor:
 
 @lru_cache(maxsize=_CACHE_SIZE)
 def _message_processor(settings: IngestConfig, clients: ClientConfig) -> MessageProcessor:
+    from s3ingest_fn.adapters.bucket_owners import parse_owners
+
     return message_processor(
         build_ingest_service(settings, clients),
         client(clients, "sqs"),
         settings.dead_letter_queue_url,
-        owners=clients.bucket_owners,
+        owners=parse_owners(clients.bucket_owners_json),
     )
 
 
