@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any, cast
 
 import boto3
@@ -216,3 +217,25 @@ def test_the_functions_read_the_owners_from_their_environment() -> None:
     for raw in ('{"landing": "1234"}', '["landing"]', "{"):
         with pytest.raises(ConfigError, match=BUCKET_OWNERS):
             ClientConfig.from_env({BUCKET_OWNERS: raw})
+
+
+def test_the_bucket_setup_resource_names_its_own_account(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN the bucket-setup function of a stack in account OWNER (its ARN's account)
+    from s3ingest_fn import wiring
+    from s3ingest_fn.handlers import bucket_setup
+
+    s3 = _s3()
+    sent = _capture(s3)
+    monkeypatch.setattr(wiring, "s3_client", lambda: s3)
+    context = SimpleNamespace(
+        invoked_function_arn=f"arn:aws:lambda:us-east-1:{OWNER}:function:setup"
+    )
+    event = {
+        "RequestType": "Create",
+        "ResourceProperties": {"BucketName": "existing-landing", "EventBridge": "true"},
+    }
+    # WHEN it sets a bucket up
+    with pytest.raises(_Sent):
+        bucket_setup.on_event(event, context)
+    # THEN its first call on the bucket names the stack's account as the owner
+    assert sent == [OWNER]
