@@ -100,19 +100,31 @@ class DeployedStack:
         roles: dict[str, str] = json.loads(self.outputs.get("RemoteReadRoleArns") or "{}")
         return roles
 
+    @property
+    def bucket_owners(self) -> dict[str, str]:
+        """Each landing bucket -> the account that owns it (output ``BucketOwners``; empty for
+        a stack deployed before it had one: nothing checked)."""
+        owners: dict[str, str] = json.loads(self.outputs.get("BucketOwners") or "{}")
+        return owners
+
     def s3(self, session: Any) -> Any:
         """``session``'s S3 client; with buckets of other accounts, one that reads each of them
         through its read role (:class:`~s3ingest_fn.adapters.bucket_routes.BucketRoutedS3`,
         as the functions do): the role's trust must admit the operator's role
-        (``docs/organisation.md``)."""
+        (``docs/organisation.md``). Every call on a landing bucket names its owner
+        (``ExpectedBucketOwner``, :func:`~s3ingest_fn.adapters.bucket_owners.expect_owners`)."""
+        from s3ingest_fn.adapters.bucket_owners import expect_owners
+
         own = session.client("s3")
         roles = self.read_roles
         if not roles:  # the session's region is read only for the roles' sessions
-            return own
+            return expect_owners(own, self.bucket_owners)
         from s3ingest_fn.adapters.bucket_routes import reading_through
 
         sts = partial(session.client, "sts")
-        return reading_through(own, roles, sts, session.region_name)
+        return expect_owners(
+            reading_through(own, roles, sts, session.region_name), self.bucket_owners
+        )
 
     def reconciler(self, session: Any, bucket: str | None = None) -> Reconciler:
         """Reconciliation against one of this stack's buckets (the first when None), its

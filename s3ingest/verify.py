@@ -12,6 +12,7 @@ the change stream's audit log group) and against the local runtime (:class:`Loca
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -195,9 +196,12 @@ class DeployedPipeline:
 
     def __init__(self, session: Any, outputs: dict[str, str], *, poll_seconds: float = 1.0) -> None:
         from s3ingest_fn import wiring
+        from s3ingest_fn.adapters.bucket_owners import expect_owners
 
         self.bucket = outputs["BucketName"]
-        self._s3 = session.client("s3")
+        # every call names the bucket's owner (ExpectedBucketOwner, output BucketOwners)
+        owners = json.loads(outputs.get("BucketOwners") or "{}")
+        self._s3 = expect_owners(session.client("s3"), owners)
         self._ledger = wiring.ledger(session.client("dynamodb"), outputs["LedgerTableName"], 0)
         self._audit = outputs.get("ChangeAuditLogGroupName")
         self._logs = session.client("logs") if self._audit else None

@@ -33,6 +33,7 @@ from contextvars import ContextVar, copy_context
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, ParamSpec, TypeVar
 
+from s3ingest_fn.adapters.bucket_owners import parse_owners
 from s3ingest_fn.contract import DELIVERY_BUCKETS_ENV, STACK_ENV
 from s3ingest_fn.core.effects import EffectTarget
 from s3ingest_fn.core.scope import Scope
@@ -77,9 +78,11 @@ POWERTOOLS_TRACE_DISABLED = "POWERTOOLS_TRACE_DISABLED"
 #: How object keys appear in the function's logs: ``plain``, ``hashed`` or ``none``
 #: (:class:`LogConfig`; the ``logKeys`` setting).
 LOG_KEYS = "LOG_KEYS"
-#: The role of each bucket of another account, ``{"<bucket>": "<role ARN>"}`` (JSON): what the
-#: functions assume to read it (``docs/organisation.md``).
+#: JSON objects by bucket name (``docs/organisation.md``): the role the functions assume to read
+#: a bucket of another account (``{"<bucket>": "<role ARN>"}``), and each landing bucket's owner
+#: (``{"<bucket>": "<account>"}``: ``ExpectedBucketOwner``, ``wrong-account``).
 READ_ROLES = "READ_ROLES"
+BUCKET_OWNERS = "BUCKET_OWNERS"
 #: The Secrets Manager secret whose value keys the hash of ``LOG_KEYS=hashed``.
 LOG_KEY_SECRET_ARN = "LOG_KEY_SECRET_ARN"
 #: ``LOG_KEYS``' values (kept in step with ``s3ingest.settings.LOG_KEYS_MODES``).
@@ -799,7 +802,7 @@ class ClientConfig(_Config):
     credentials Lambda puts in the environment (``AWS_ACCESS_KEY_ID``,
     ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``); unset: boto3's default chain. The
     clients themselves are made by :func:`s3ingest_fn.wiring.client`. ``READ_ROLES``: the role
-    to assume per bucket of another account (:attr:`read_roles`; not yet assumed by wiring)."""
+    to assume per bucket of another account; ``BUCKET_OWNERS``: each bucket's owner account."""
 
     ROLE: ClassVar[str] = "aws clients"
 
@@ -809,6 +812,7 @@ class ClientConfig(_Config):
     secret_access_key: str | None = None
     session_token: str | None = None
     read_roles_json: str | None = None
+    bucket_owners_json: str | None = None
 
     @property
     def read_roles(self) -> dict[str, str]:
@@ -823,6 +827,10 @@ class ClientConfig(_Config):
             isinstance(roles, dict) and all(isinstance(v, str) for v in roles.values())
         ):
             problems.append(f"{READ_ROLES} must be a JSON object of role ARNs by bucket")
+        try:
+            parse_owners(env.get(BUCKET_OWNERS))
+        except ValueError as exc:
+            problems.append(f"{BUCKET_OWNERS} {exc}")
         return cls(  # type: ignore[call-arg]
             region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
             endpoint_url=env.get("AWS_ENDPOINT_URL") or None,
@@ -830,6 +838,7 @@ class ClientConfig(_Config):
             secret_access_key=env.get("AWS_SECRET_ACCESS_KEY") or None,
             session_token=env.get("AWS_SESSION_TOKEN") or None,
             read_roles_json=env.get(READ_ROLES) or None,
+            bucket_owners_json=env.get(BUCKET_OWNERS) or None,
         )
 
     def to_env(self) -> dict[str, str]:
@@ -841,6 +850,7 @@ class ClientConfig(_Config):
         _put(env, "AWS_SECRET_ACCESS_KEY", self.secret_access_key)
         _put(env, "AWS_SESSION_TOKEN", self.session_token)
         _put(env, READ_ROLES, self.read_roles_json)
+        _put(env, BUCKET_OWNERS, self.bucket_owners_json)
         return env
 
 

@@ -302,9 +302,12 @@ def message_processor(
     dead_letter_queue_url: str,
     on_result: Callable[[Result], None] | None = None,
     clock: Callable[[], float] = time.time,
+    owners: Mapping[str, str] | None = None,
 ) -> MessageProcessor:
     """One SQS message to one outcome, dead-lettering invalid input to the given queue;
-    ``clock`` (Unix seconds) judges how far ahead a sequencer's time may be."""
+    ``clock`` (Unix seconds) judges how far ahead a sequencer's time may be; ``owners``
+    (bucket -> account, ``BUCKET_OWNERS``) refuses an event of another account
+    (``wrong-account``)."""
     from s3ingest_fn.adapters.sqs import DeadLetter
     from s3ingest_fn.services.ingest import MessageProcessor
 
@@ -313,6 +316,7 @@ def message_processor(
         dead_letter=DeadLetter(sqs, dead_letter_queue_url),
         on_result=on_result,
         clock=clock,
+        owners=dict(owners or {}),
     )
 
 
@@ -474,14 +478,21 @@ def client(clients: ClientConfig, service: str, **kwargs: Any) -> Any:
     (a session caches the service models; it is not thread-safe, hence the lock). For ``s3``
     with buckets of other accounts (``clients.read_roles``), a
     :class:`~s3ingest_fn.adapters.bucket_routes.BucketRoutedS3`: each of those buckets is read
-    through its account's role."""
+    through its account's role; every call on a bucket of ``clients.bucket_owners`` names its
+    owner (:func:`~s3ingest_fn.adapters.bucket_owners.expect_owners`)."""
     own = _client(clients, service, **kwargs)
-    if service != "s3" or not clients.read_roles:
+    if service != "s3":
         return own
+    from s3ingest_fn.adapters.bucket_owners import expect_owners, parse_owners
+
+    owners = parse_owners(clients.bucket_owners_json)
+    if not clients.read_roles:
+        return expect_owners(own, owners)
     from s3ingest_fn.adapters.bucket_routes import reading_through
 
     sts = partial(_client, clients, "sts")
-    return reading_through(own, clients.read_roles, sts, clients.region, **kwargs)
+    routed = reading_through(own, clients.read_roles, sts, clients.region, **kwargs)
+    return expect_owners(routed, owners)
 
 
 def _client(clients: ClientConfig, service: str, **kwargs: Any) -> Any:
@@ -608,10 +619,13 @@ def function_message_processor() -> MessageProcessor:
 
 @lru_cache(maxsize=_CACHE_SIZE)
 def _message_processor(settings: IngestConfig, clients: ClientConfig) -> MessageProcessor:
+    from s3ingest_fn.adapters.bucket_owners import parse_owners
+
     return message_processor(
         build_ingest_service(settings, clients),
         client(clients, "sqs"),
         settings.dead_letter_queue_url,
+        owners=parse_owners(clients.bucket_owners_json),
     )
 
 

@@ -51,6 +51,7 @@ from s3ingest_cdk.features.processors import ProcessorConfig, Processors, ingest
 from s3ingest_cdk.features.reprocess import Reprocess
 from s3ingest_cdk.features.service import IngestProcessors
 from s3ingest_cdk.flags import pin_flags
+from s3ingest_cdk.owners import guard_role
 from s3ingest_cdk.remote import RemoteSources, read_role_arn, remote_problems
 from s3ingest_fn import config as fn_config
 
@@ -707,6 +708,10 @@ class S3IngestPipeline(Construct):
                 # the identity half of the cross-account trust (the read role's trust is the
                 # other): https://docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_common-scenarios_aws-accounts.html
                 function.add_to_role_policy(assume)
+        #: Owners, not names: every function knows each bucket's owner (``BUCKET_OWNERS``: the
+        #: ``ExpectedBucketOwner`` of its S3 calls, the ``account`` an event must carry), and no
+        #: function's own role reaches a bucket of a landing bucket's name in another account.
+        self._expect_owners()
         #: ``logKeys``: every function's LOG_KEYS, the hash key's secret, the machines' logs.
         self.log_keys = LogKeys(
             self,
@@ -716,6 +721,20 @@ class S3IngestPipeline(Construct):
             state_machines=self.state_machines,
         )
         self._encrypt(settings)
+
+    def _expect_owners(self) -> None:
+        """``BUCKET_OWNERS`` on every function (:meth:`Landings.owners_json`), and each
+        function's role an inline policy :func:`own_buckets_guard` over the stack's own landing
+        buckets (a remote bucket is read through its account's role, whose policy holds the
+        same condition: :class:`s3ingest_cdk.source.S3IngestSource`)."""
+        owners = self.landings.owners_json(self)
+        own = [e.bucket for e in self.landings.entries if not e.spec.remote]
+        guarded: set[str] = set()
+        for function in self.functions.values():
+            function.add_environment(fn_config.BUCKET_OWNERS, owners)
+            if own and function.role is not None and function.role.node.path not in guarded:
+                guarded.add(function.role.node.path)
+                guard_role(function.role, own)
 
     def _encrypt(self, settings: Settings) -> None:
         """``kmsKeyArn`` on every resource and the key grants each role's policy needs; the
@@ -822,6 +841,8 @@ class S3IngestPipeline(Construct):
             outputs["ProcessorFunctions"] = Stack.of(self).to_json_string(
                 {name: f.function_arn for name, f in self.processor_functions.items()}
             )
+        # the account that owns each landing bucket (the CLI's ExpectedBucketOwner)
+        outputs["BucketOwners"] = self.landings.owners_json(self)
         if self.remote_read_roles:
             # the role of each remote bucket's account the pipeline assumes to read it
             outputs["RemoteReadRoleArns"] = Stack.of(self).to_json_string(self.remote_read_roles)

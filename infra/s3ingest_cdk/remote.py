@@ -4,13 +4,17 @@ A bucket's S3 events reach EventBridge only on the default bus of the bucket's o
 Region (https://docs.aws.amazon.com/AmazonS3/latest/userguide/EventBridge.html), so the bucket's
 account runs a rule (:class:`s3ingest_cdk.source.S3IngestSource`) that forwards them to the
 central account's **default** bus: the ingest rule and its archive already live there and match
-by bucket name, whatever account sent the event, so a remote bucket's events take the same path
-(rule, archive, replay) as a local one's, and no second rule or archive is needed. That bus gets
-a resource-policy statement admitting ``events:PutEvents`` only from the named accounts' rules
-(``aws:SourceAccount``: the account of the rule that sends) and only S3's ingest shapes
-(``events:source``, ``events:detail-type``;
+each bucket's name with its owner's account (the event's ``account``, which EventBridge sets and
+a forwarding rule keeps), so a remote bucket's events take the same path (rule, archive, replay)
+as a local one's, and no second rule or archive is needed; a bucket of a configured name in
+another account matches nothing. That bus gets one resource-policy statement per remote account
+admitting ``events:PutEvents`` only from that account's rules (``aws:SourceAccount``: the
+account of the rule that sends) and only S3's ingest shapes (``events:source``,
+``events:detail-type``;
 https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-conditions.html,
-https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-cross-account.html).
+https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-cross-account.html). A bus policy
+has no condition key for an event's bucket name, so which names an account may send is the
+ingest rule's pattern (and the handler's ``wrong-account``), not the policy's.
 
 S3 Inventory may write to another account's bucket in the source bucket's Region only
 (https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutBucketInventoryConfiguration.html): the
@@ -110,7 +114,8 @@ def read_role_arn(spec: BucketSpec, scope: Construct) -> str:
 
 def bus_statement(scope: Construct, sid: str, accounts: Sequence[str]) -> dict[str, Any]:
     """The default bus's statement admitting the accounts' forwarding rules: ``PutEvents`` by
-    those accounts, from their rules (``aws:SourceAccount``), of S3's ingest events only."""
+    those accounts, from their rules (``aws:SourceAccount``), of S3's ingest events only
+    (:class:`RemoteSources` makes one per account)."""
     stack = Stack.of(scope)
     return {
         "Sid": sid,
@@ -140,7 +145,7 @@ class RemoteSources(Construct):
     construct_id : str
         Construct id.
     stage : str
-        The pipeline's stage (the statement id ``s3ingest-<stage>-remote-sources``).
+        The pipeline's stage (the statement ids ``s3ingest-<stage>-remote-<account>``).
     entries : sequence of (BucketSpec, aws_cdk.aws_s3.IBucket)
         Every landing bucket with its spec.
     inventory : aws_cdk.aws_s3.Bucket
@@ -150,8 +155,10 @@ class RemoteSources(Construct):
     ----------
     accounts : list of str
         The remote accounts, sorted.
+    bus_policies : dict of str to aws_cdk.aws_events.CfnEventBusPolicy
+        The default bus's statement of each remote account (``s3ingest-<stage>-remote-<account>``).
     bus_policy : aws_cdk.aws_events.CfnEventBusPolicy or None
-        The default bus's statement (with remote buckets).
+        The first account's statement (with remote buckets).
     region_rule : aws_cdk.CfnRule or None
         The Region assertion (a named Region, the stack's unknown at synth).
     """
@@ -168,17 +175,18 @@ class RemoteSources(Construct):
         super().__init__(scope, construct_id)
         remote = [(spec, bucket) for spec, bucket in entries if spec.remote]
         self.accounts = sorted({str(spec.account) for spec, _ in remote})
-        self.bus_policy: events.CfnEventBusPolicy | None = None
-        if self.accounts:
-            sid = f"s3ingest-{stage}-remote-sources"
-            # a statement of its own on the default bus: other statements stay as they are
-            self.bus_policy = events.CfnEventBusPolicy(
+        self.bus_policies: dict[str, events.CfnEventBusPolicy] = {}
+        for account in self.accounts:
+            sid = f"s3ingest-{stage}-remote-{account}"
+            # a statement of its own per account on the default bus: other statements stay
+            self.bus_policies[account] = events.CfnEventBusPolicy(
                 self,
-                "BusPolicy",
+                f"BusPolicy{account}",
                 event_bus_name="default",
                 statement_id=sid,
-                statement=bus_statement(self, sid, self.accounts),
+                statement=bus_statement(self, sid, [account]),
             )
+        self.bus_policy = next(iter(self.bus_policies.values()), None)
         for account in self.accounts:
             arns: Any = [
                 b.bucket_arn for s, b in remote if s.account == account and s.inventory is True

@@ -168,8 +168,12 @@ class S3IngestSource(Construct):
         # Its messages are S3 events the central bus missed: evidence, retained.
         self.dead_letter_queue = rule_dead_letter_queue(self, "ForwardDeadLetterQueue")
         central_bus = events.EventBus.from_event_bus_arn(self, "CentralBus", bus_arn)
+        # the buckets are this account's: their events carry it (owners, not names)
         pattern = ingest_event_pattern(
-            [spec.scope_entry(b.bucket_name) for spec, b in zip(specs, imported, strict=True)]
+            [
+                {**spec.scope_entry(b.bucket_name), "account": Aws.ACCOUNT_ID}
+                for spec, b in zip(specs, imported, strict=True)
+            ]
         )
         # CDK gives the target a role of its own (events:PutEvents on the central bus only):
         # a rule sending to another account's bus needs one.
@@ -240,10 +244,15 @@ class S3IngestSource(Construct):
             assumed_by=iam.AccountPrincipal(central_account).with_conditions(conditions),
             max_session_duration=Duration.hours(1),
         )
+        # owners, not names: only this account's buckets of these names (s3:ResourceAccount,
+        # https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html#condition-keys-resourceaccount)
+        owned = {"StringEquals": {"s3:ResourceAccount": Aws.ACCOUNT_ID}}
         for spec, bucket in zip(specs, imported, strict=True):
             objects = object_arns(bucket.bucket_arn, spec)
             self.read_role.add_to_policy(
-                iam.PolicyStatement(actions=list(OBJECT_READ_ACTIONS), resources=objects)
+                iam.PolicyStatement(
+                    actions=list(OBJECT_READ_ACTIONS), resources=objects, conditions=owned
+                )
             )
             if spec.kms_key_arn is not None:
                 # SSE-KMS: GetObject needs kms:Decrypt on the bucket's key, here only through
@@ -266,13 +275,14 @@ class S3IngestSource(Construct):
                 iam.PolicyStatement(
                     actions=[a for a in actions if a.startswith("s3:List")],
                     resources=[bucket.bucket_arn],
-                    conditions=listing or None,
+                    conditions={**listing, **owned},
                 )
             )
             self.read_role.add_to_policy(
                 iam.PolicyStatement(
                     actions=[a for a in actions if not a.startswith("s3:List")],
                     resources=[bucket.bucket_arn],
+                    conditions=owned,
                 )
             )
             for arn in objects:

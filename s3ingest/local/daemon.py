@@ -149,6 +149,7 @@ def outputs(rt: Any) -> dict[str, str]:
     if rt.service.effects is not None:
         out["ProcessorNames"] = ",".join(rt.service.effects.names)
         out["ProcessorTargets"] = targets_json(rt.settings.processor_entries())
+    out["BucketOwners"] = json.dumps(r.owners)
     if r.read_roles:
         out["RemoteReadRoleArns"] = json.dumps(r.read_roles)
     if r.log_key_secret_arn:

@@ -10,6 +10,7 @@ emulator itself (:mod:`s3ingest.local.moto_delivery`); the archive's own rule ke
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from s3ingest.local.chaos import Chaos
@@ -41,9 +42,11 @@ def publish_flush(
     pending: list[dict[str, Any]],
     dropped: list[dict[str, Any]],
     undelivered: list[dict[str, Any]],
+    senders: Callable[[str], Any] | None = None,
 ) -> int:
     """Publish ``pending`` (S3 events, EventBridge shape) under ``chaos``; append the dropped
-    and undelivered ones to those lists; return how many reached the bus.
+    and undelivered ones to those lists; return how many reached the bus (each from its
+    bucket owner's account with ``senders``, :func:`~s3ingest.local.sources.publish_s3_events`).
 
     Raises
     ------
@@ -57,13 +60,13 @@ def publish_flush(
         rest, withheld = chaos.split_undelivered(pending)
     deliver, lost = chaos.schedule(rest)
     dropped.extend(lost)
-    sent = publish_s3_events(events, deliver)
+    sent = publish_s3_events(events, deliver, senders)
     if withheld:
         enabled = events.describe_rule(Name=resources.rule).get("State") != "DISABLED"
         if enabled:
             events.disable_rule(Name=resources.rule)
         try:
-            sent += publish_s3_events(events, withheld)
+            sent += publish_s3_events(events, withheld, senders)
         finally:
             if enabled:
                 events.enable_rule(Name=resources.rule)

@@ -301,6 +301,35 @@ class Emulator:
         return reading_through(self.client("s3"), read_roles, sts, REGION, serve_in_process)
 
 
+def forward_remote_events(
+    emu: Emulator, landing: Sequence[LandingBucket], bus_arn: str, suffix: str
+) -> None:
+    """In each account owning a landing bucket of another account, the source stack's rule
+    (:class:`s3ingest_cdk.source.S3IngestSource`): on that account's default bus, the ingest
+    pattern of its buckets with its account, targeting the central default bus ``bus_arn``
+    (the emulator keeps a forwarded event's account:
+    :func:`s3ingest.local.moto_accounts.forwarded_events_keep_their_account`)."""
+    for account in sorted({b.account for b in landing if b.account}):
+        mine = [b.pattern_entry() for b in landing if b.account == account]
+        forward_events(emu, account, mine, bus_arn, f"s3ingest-source-forward-{suffix}")
+
+
+def forward_events(
+    emu: Emulator,
+    account: str,
+    entries: Sequence[Mapping[str, Any]],
+    bus_arn: str,
+    name: str,
+) -> None:
+    """A rule ``name`` on ``account``'s default bus matching ``entries``' ingest events
+    (:func:`~s3ingest.settings.ingest_event_pattern`), targeting the bus ``bus_arn``."""
+    events = emu.account_client("events", account)
+    events.put_rule(
+        Name=name, EventPattern=json.dumps(ingest_event_pattern(entries)), State="ENABLED"
+    )
+    events.put_targets(Rule=name, Targets=[{"Id": "central-bus", "Arn": bus_arn}])
+
+
 def _bucket_key(emu: Emulator, bucket: LocalBucket) -> str | None:
     """A ``kms`` bucket's own key, created in its owner's account; None otherwise."""
     if not bucket.kms:
@@ -370,6 +399,15 @@ class LandingBucket:
         """``{"name", "prefixes", "suffixes"}`` (``SCOPE``'s entry)."""
         return {"name": self.name, "prefixes": list(self.prefixes), "suffixes": list(self.suffixes)}
 
+    @property
+    def owner(self) -> str:
+        """The account that owns the bucket: :attr:`account`, else the emulator's own."""
+        return self.account or ACCOUNT
+
+    def pattern_entry(self) -> dict[str, Any]:
+        """:meth:`scope_entry` with the bucket's ``account`` (the owner the ingest rule matches)."""
+        return {**self.scope_entry(), "account": self.owner}
+
     def contains(self, key: str) -> bool:
         """Whether ``key`` passes the bucket's key filters."""
         return BucketSpec(prefixes=self.prefixes, suffixes=self.suffixes).contains(key)
@@ -412,6 +450,11 @@ class Resources:
     def read_roles(self) -> dict[str, str]:
         """``READ_ROLES``: each bucket of another account -> the role it is read through."""
         return {b.name: b.read_role_arn for b in self.buckets if b.read_role_arn}
+
+    @property
+    def owners(self) -> dict[str, str]:
+        """``BUCKET_OWNERS``: each landing bucket -> the account that owns it."""
+        return {b.name: b.owner for b in self.buckets}
 
     @property
     def bucket_names(self) -> tuple[str, ...]:
@@ -593,12 +636,13 @@ def provision(
     ddb.update_time_to_live(
         TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
     )
-    pattern = json.dumps(ingest_event_pattern([b.scope_entry() for b in landing]))
+    pattern = json.dumps(ingest_event_pattern([b.pattern_entry() for b in landing]))
     rule = f"ingest-{suffix}"
     events.put_rule(Name=rule, EventPattern=pattern, State="ENABLED")
     events.put_targets(Rule=rule, Targets=[{"Id": "ingest-queue", "Arn": queue_arn}])
     archive = f"ingest-archive-{suffix}"
     bus_arn = events.describe_event_bus()["Arn"]
+    forward_remote_events(emu, landing, bus_arn, suffix)
     events.create_archive(
         ArchiveName=archive,
         EventSourceArn=bus_arn,

@@ -1,7 +1,8 @@
 """Delivery incidents on the local runtime, and the operator's commands run against it.
 
 * :class:`Incidents` holds a scenario's incident steps (``disable_rule``, ``enable_rule``,
-  ``break_queue_policy``, ``restore_queue_policy``, ``fail_processor``) and runs ``redrive``,
+  ``break_queue_policy``, ``restore_queue_policy``, ``fail_processor``, ``squat``: another
+  account takes a landing bucket's name) and runs ``redrive``,
   ``status`` and ``explain`` through the functions the CLI commands call
   (:func:`s3ingest.commands.redrive.redrive`, :func:`s3ingest.commands.status.stack_status`,
   :func:`s3ingest.commands.explain.explain_key`) over the local deployment's clients.
@@ -165,6 +166,39 @@ class Incidents:
         entry = {"step": step, "bucket_name": name, "key": key, **_plain(result)}
         self.explanations.append(entry)
         return entry
+
+    def squat(self, bucket: str | None, account: str) -> None:
+        """Another account takes landing bucket ``bucket``'s name (the first when None): the
+        owner's bucket is emptied and deleted (the name is free, as when it was never created),
+        ``account`` creates a bucket of that name with EventBridge delivery on and a rule of its
+        own forwarding its events to the pipeline's bus, and later ``put`` and ``delete`` steps
+        on the bucket are that account's. Owners, not names: nothing of it may reach the ledger
+        (the oracle's truth for the bucket is empty, :attr:`Oracles.foreign`)."""
+        from s3ingest.local.emulator import forward_events
+        from s3ingest.local.s3faithful import FaithfulS3
+
+        rt = self.rt
+        landing = rt.resources.landing(bucket)
+        name = landing.name
+        owner = rt.emu.account_client("s3", landing.account)
+        for page in owner.get_paginator("list_object_versions").paginate(Bucket=name):
+            for entry in page.get("Versions", []) + page.get("DeleteMarkers", []):
+                owner.delete_object(Bucket=name, Key=entry["Key"], VersionId=entry["VersionId"])
+        owner.delete_bucket(Bucket=name)
+        s3 = rt.emu.account_client("s3", account)
+        s3.create_bucket(Bucket=name)
+        s3.put_bucket_notification_configuration(
+            Bucket=name, NotificationConfiguration={"EventBridgeConfiguration": {}}
+        )
+        bus_arn = rt.events.describe_event_bus()["Arn"]
+        forward_events(rt.emu, account, [{"name": name, "account": account}], bus_arn, "squat")
+        squatter = FaithfulS3(
+            s3, name, None, rt.sequencer_clock, follow_notification=True, account=account
+        )
+        rt.buckets[name] = squatter
+        if rt.faithful.bucket == name:
+            rt.faithful = squatter
+        rt.oracles.foreign.add(name)
 
 
 def _plain(doc: Any) -> Any:

@@ -463,6 +463,36 @@ PATCHES: tuple[Patch, ...] = (
         ),
     ),
     Patch(
+        name="events-delivered-with-account",
+        kind="correctness",
+        why="an event a rule delivers to a target holds its account, as in AWS (moto's default "
+        "input template leaves it out): the ingest function checks it against the bucket's "
+        "owner",
+        apply=f"{_LOCAL}.moto_accounts:delivered_events_hold_their_account",
+        targets=(
+            Target(
+                "moto.events.utils", "EventTemplateParser.DEFAULT_EVENT_INPUT_TEMPLATE", "object"
+            ),
+        ),
+    ),
+    Patch(
+        # after events-disabled-rule-delivers-nothing: it wraps that patch's send_to_targets
+        name="events-forwarded-keep-their-account",
+        kind="correctness",
+        why="an event a rule forwards to another bus keeps its account, resources and time, "
+        "as in AWS (moto re-puts it as the target bus's account): the ingest rule matches a "
+        "remote bucket's events by their owner's account",
+        apply=f"{_LOCAL}.moto_accounts:forwarded_events_keep_their_account",
+        targets=(
+            Target(
+                "moto.events.models",
+                "Rule.send_to_targets",
+                params=("self", "original_event", "transform_input"),
+            ),
+            Target("moto.events.models", "EventsBackend.put_events", params=("self", "events")),
+        ),
+    ),
+    Patch(
         name="sqs-policy-deny-stops-eventbridge",
         kind="correctness",
         why="a queue policy denying events.amazonaws.com sqs:SendMessage stops the rule's "

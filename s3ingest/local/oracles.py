@@ -225,6 +225,9 @@ class Oracles:
         self.processor = processor
         self.spec_of = spec_of or (lambda processor: None)
         self.configured = configured or (lambda: ())
+        #: Landing buckets whose name another account holds now (a scenario's ``squat``):
+        #: nothing of theirs is the pipeline's, so the ledger must hold nothing of them.
+        self.foreign: set[str] = set()
 
     # -- readers -------------------------------------------------------------------------
 
@@ -247,6 +250,8 @@ class Oracles:
         landing = self.resources.landing(name)
         bucket = landing.name
         visible: list[dict[str, Any]] = []
+        if bucket in self.foreign:  # another account's bucket of that name: not the truth
+            return visible
         if landing.versioning:
             pages = self.s3.get_paginator("list_object_versions").paginate(Bucket=bucket)
             latest: dict[str, dict[str, Any]] = {}

@@ -43,7 +43,7 @@ from s3ingest.commands.review import matching
 from s3ingest.local import environment
 from s3ingest.local.chaos import Chaos, InjectedCrash
 from s3ingest.local.delivery import publish_flush
-from s3ingest.local.emulator import Emulator, LocalBucket, Resources, provision
+from s3ingest.local.emulator import ACCOUNT, Emulator, LocalBucket, Resources, provision
 from s3ingest.local.encryption import encrypt_bucket
 from s3ingest.local.executions import Execution, LocalMachines
 from s3ingest.local.faults import INGEST, FaultInjector
@@ -75,6 +75,7 @@ from s3ingest.onboard import OnboardTarget, OnProgress, onboard
 from s3ingest.settings import BucketSpec, Settings, inventory_report_prefix
 from s3ingest_fn import config as fn_config
 from s3ingest_fn import wiring
+from s3ingest_fn.adapters.bucket_owners import expect_owners
 from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
 from s3ingest_fn.adapters.s3_objects import S3Objects
 from s3ingest_fn.config import Inventory, use_env
@@ -189,15 +190,23 @@ class LocalRuntime(Reconciliations):
         self.resources: Resources = resources or provision(
             emu, self.settings, bucket=bucket, versioning=versioning, buckets=buckets
         )
-        self.s3 = emu.reading_through(self.resources.read_roles)
+        self.s3 = expect_owners(
+            emu.reading_through(self.resources.read_roles), self.resources.owners
+        )
         self.sqs = emu.client("sqs")
         self.ddb = emu.client("dynamodb")
         self.events = emu.client("events")
-        clock = SequencerClock(seed)
+        self._events_clients: dict[str, Any] = {ACCOUNT: self.events}
+        clock = self.sequencer_clock = SequencerClock(seed)
         faithful = partial(FaithfulS3, clock=clock, follow_notification=True)
         #: One FaithfulS3 per landing bucket, in order (writing as the bucket's owner).
         self.buckets: dict[str, FaithfulS3] = {
-            b.name: faithful(emu.account_client("s3", b.account), b.name, b.versioning)
+            b.name: faithful(
+                emu.account_client("s3", b.account),
+                b.name,
+                b.versioning,
+                account=b.account or ACCOUNT,
+            )
             for b in self.resources.buckets
         }
         self.faithful = self.buckets[self.resources.bucket]
@@ -212,7 +221,9 @@ class LocalRuntime(Reconciliations):
         )
         self.ledger = cast(DynamoLedger, self.service.ledger)
         self.objects = cast(S3Objects, self.service.bucket)
-        self.processor = wiring.message_processor(self.service, self.sqs, self.resources.dlq_url)
+        self.processor = wiring.message_processor(
+            self.service, self.sqs, self.resources.dlq_url, owners=self.resources.owners
+        )
         self.delivered: list[Delivered] = []
         self.dropped: list[dict[str, Any]] = []
         self.undelivered: list[dict[str, Any]] = []
@@ -437,6 +448,7 @@ class LocalRuntime(Reconciliations):
             env[fn_config.OUTPUT_BUCKET] = self.resources.output_bucket
         if r.read_roles:
             env[fn_config.READ_ROLES] = json.dumps(r.read_roles)
+        env[fn_config.BUCKET_OWNERS] = json.dumps(r.owners)
         env.update(self.settings.hold_env())
         env.update(fn_config.LogConfig(self.settings.log_keys, r.log_key_secret_arn).to_env())
         return env
@@ -506,7 +518,17 @@ class LocalRuntime(Reconciliations):
         self._flush_chaos = chaos
         pending = [event for s3 in self.buckets.values() for event in s3.take_pending()]
         lost = (self.dropped, self.undelivered)  # chaos drop, undelivered (delivery.py)
-        return publish_flush(self.events, self.sqs, self.resources, chaos, pending, *lost)
+        return publish_flush(
+            self.events, self.sqs, self.resources, chaos, pending, *lost, self.events_of
+        )
+
+    def events_of(self, account: str) -> Any:
+        """An EventBridge client of ``account`` (the emulator's own for its account), made once:
+        S3 sends a bucket's events to its owner's default bus."""
+        made = self._events_clients.get(account)
+        if made is None:
+            made = self._events_clients[account] = self.emu.account_client("events", account)
+        return made
 
     def send_raw(self, body: str) -> None:
         """Put one message on the ingest queue exactly as given (a body as AWS would send it)."""
@@ -757,8 +779,13 @@ class LocalRuntime(Reconciliations):
 
     def bucket_config(self) -> dict[str, Any]:
         """Per landing bucket, its notification and inventory configurations now
-        (:func:`describe_bucket`): what onboarding left of other teams' entries."""
-        return {name: describe_bucket(self.s3, name) for name in self.buckets}
+        (:func:`describe_bucket`): what onboarding left of other teams' entries (none of a
+        bucket whose name another account took: the pipeline may not read it)."""
+        return {
+            name: describe_bucket(self.s3, name)
+            for name in self.buckets
+            if name not in self.oracles.foreign
+        }
 
     # -- review (hold for review) --------------------------------------------------------------
 

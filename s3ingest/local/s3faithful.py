@@ -102,8 +102,11 @@ class FaithfulS3:
         clock: SequencerClock,
         *,
         follow_notification: bool = False,
+        account: str = ACCOUNT,
     ) -> None:
         self._s3 = s3
+        #: The bucket owner's account: its events' ``account`` (and ``requester``).
+        self.account = account
         self.bucket = bucket
         self.versioning = versioning
         self._clock = clock
@@ -227,7 +230,7 @@ class FaithfulS3:
             "bucket": {"name": self.bucket},
             "object": obj,
             "request-id": uuid.uuid4().hex[:16].upper(),
-            "requester": ACCOUNT,
+            "requester": self.account,
             "source-ip-address": "127.0.0.1",
             "reason": reason,
         }
@@ -238,7 +241,7 @@ class FaithfulS3:
             "id": str(uuid.uuid4()),
             "detail-type": detail_type,
             "source": "aws.s3",
-            "account": ACCOUNT,
+            "account": self.account,
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "region": REGION,
             "resources": [f"arn:aws:s3:::{self.bucket}"],

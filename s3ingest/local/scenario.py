@@ -41,7 +41,10 @@ Format (one JSON object per line; blank lines and lines starting with ``#`` are 
   denies EventBridge, then is put back): a flush in between publishes every event to the bus,
   which archives it and delivers none; ``{"op": "fail_processor", "on": true | false,
   "processor": N}`` (default every processor): each run raises, so messages come back until
-  ``maxReceiveCount`` receives, then wait in the DLQ;
+  ``maxReceiveCount`` receives, then wait in the DLQ; ``{"op": "squat", "account": A,
+  "bucket": N}``: account ``A`` (12 digits) takes the bucket's name (the owner's bucket deleted,
+  ``A``'s created, delivery on, its events forwarded to the pipeline's bus); later ``put`` and
+  ``delete`` steps on it are ``A``'s, and none of it may reach the ledger;
 * operator commands, through the functions the CLI calls: ``{"op": "redrive", "max": N,
   "include_invalid": false}`` (``s3ingest redrive``, then a drain), ``{"op": "status"}``
   (``s3ingest status --json``), ``{"op": "explain", "key": K, "bucket": B}`` (``s3ingest
@@ -132,6 +135,7 @@ _FIELDS = {
     "break_queue_policy": set(),
     "restore_queue_policy": set(),
     "fail_processor": {"on", "processor"},
+    "squat": {"bucket", "account"},
     "redrive": {"max", "include_invalid"},
     "status": set(),
     "explain": {"key", "bucket"},
@@ -422,6 +426,7 @@ def _check_step(lineno: int, doc: dict[str, Any]) -> None:
         "reject": ("key",),
         "explain": ("key",),
         "fail_processor": ("on",),
+        "squat": ("account",),
         "configure": ("processors",),
         "reprocess": ("processor",),
     }.get(op, ())
@@ -437,6 +442,8 @@ def _check_step(lineno: int, doc: dict[str, Any]) -> None:
         _check_effects_setup(lineno, doc)
     if op == "reprocess":
         _check_reprocess(lineno, doc)
+    if op == "squat" and not (isinstance(doc["account"], str) and ACCOUNT_RE.match(doc["account"])):
+        raise ScenarioError(f"line {lineno}: squat account must be an AWS account id (12 digits)")
     if op == "fail_processor" and not isinstance(doc.get("processor", ""), str):
         raise ScenarioError(f"line {lineno}: fail_processor processor must be a processor's name")
     limit = doc.get("max", 1) if op == "redrive" else 1
@@ -684,6 +691,8 @@ def _run(
                 getattr(incidents, op)()
             elif op == "fail_processor":
                 incidents.fail_processor(step["on"], step.get("processor"))
+            elif op == "squat":
+                incidents.squat(step.get("bucket"), step["account"])
             elif op == "redrive":
                 incidents.redrive(
                     lineno,

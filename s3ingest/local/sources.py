@@ -40,16 +40,30 @@ LOCAL_VISIBILITY_TIMEOUT = 1
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
-def publish_s3_events(events: Any, deliver: list[dict[str, Any]]) -> int:
+def publish_s3_events(
+    events: Any, deliver: list[dict[str, Any]], senders: Callable[[str], Any] | None = None
+) -> int:
     """Put S3 event notifications (EventBridge shape) on the default bus, 10 per request;
-    return how many were sent.
+    return how many were sent. With ``senders`` (account -> an EventBridge client of that
+    account), each event goes on the default bus of its ``account`` (the bucket owner's, as S3
+    sends it), whose rules forward it (a remote bucket's: the source stack's rule, to the
+    central bus); ``events`` is the central account's client.
 
     Raises
     ------
     RuntimeError
         When the bus refuses an entry.
     """
-    for i in range(0, len(deliver), 10):
+    start = 0
+    while start < len(deliver):
+        account = deliver[start].get("account")
+        batch = [deliver[start]]
+        for e in deliver[start + 1 : start + 10]:
+            if e.get("account") != account:
+                break
+            batch.append(e)
+        start += len(batch)
+        client = senders(str(account)) if senders is not None and account else events
         entries = [
             {
                 "Source": e["source"],
@@ -57,9 +71,9 @@ def publish_s3_events(events: Any, deliver: list[dict[str, Any]]) -> int:
                 "Detail": json.dumps(e["detail"]),
                 "Resources": e["resources"],
             }
-            for e in deliver[i : i + 10]
+            for e in batch
         ]
-        resp = events.put_events(Entries=entries)
+        resp = client.put_events(Entries=entries)
         if resp.get("FailedEntryCount"):
             raise RuntimeError(f"emulator refused events: {resp['Entries']}")
     return len(deliver)

@@ -34,18 +34,33 @@ def ingest_event_pattern(
     (``quote_plus(value, safe="/")``); encoding is per character, so an encoded prefix is a
     prefix of the encoded key.
 
+    Owners, not names: when the entries name their ``account`` (the bucket's owner), the
+    pattern matches the event's ``account`` (the account of the bucket's owner, which S3's
+    event carries and a rule forwarding it to another account's bus keeps) with the names of
+    that account's buckets only: ``"account": [A]`` beside ``detail`` for one account, a
+    top-level ``$or`` of ``{"account", "detail"}`` alternatives for several. A bucket of a
+    configured name created in another account matches nothing.
+
     Parameters
     ----------
     buckets : str, mapping or sequence of mapping
         One bucket's name (or a resolved CloudFormation reference to it, ``{"Ref": ...}``),
-        or ``[{"name", "prefixes", "suffixes"}, ...]``
-        (:meth:`BucketSpec.scope_entry`); names may be CDK tokens in the stack.
+        or ``[{"name", "prefixes", "suffixes", "account"?}, ...]``
+        (:meth:`BucketSpec.scope_entry`, ``account`` a 12-digit id or a token); names and
+        accounts may be CDK tokens in the stack.
 
     Returns
     -------
     dict
         ``{"source", "detail-type", "detail": {"bucket": {"name": [...]}}}`` when no bucket has
-        filters, else ``{"source", "detail-type", "detail": {"$or": [...]}}``.
+        filters, else ``{"source", "detail-type", "detail": {"$or": [...]}}``; with accounts,
+        ``"account": [...]`` added (one account) or ``{"source", "detail-type", "$or":
+        [{"account", "detail"}, ...]}`` (several).
+
+    Raises
+    ------
+    ValueError
+        When some entries name an account and others do not.
     """
     # one bucket: its name, or a resolved CDK reference to it ({"Ref": ...}) in a template test
     entries: list[Mapping[str, Any]]
@@ -57,23 +72,52 @@ def ingest_event_pattern(
         "source": ["aws.s3"],
         "detail-type": ["Object Created", "Object Deleted"],
     }
-    plain = [e["name"] for e in entries if not e.get("prefixes") and not e.get("suffixes")]
-    filtered = [e for e in entries if e.get("prefixes") or e.get("suffixes")]
-    if not filtered:
-        pattern["detail"] = {"bucket": {"name": plain}}
+    named = [e.get("account") is not None for e in entries]
+    if not any(named):
+        pattern["detail"] = _one_detail(_detail_alternatives(entries))
         return pattern
+    if not all(named):
+        raise ValueError("every bucket entry names its account, or none does")
+    accounts: list[Any] = []
+    for entry in entries:  # in order; tokens and CloudFormation references compare equal
+        if entry["account"] not in accounts:
+            accounts.append(entry["account"])
+    groups = [
+        (a, _detail_alternatives([e for e in entries if e["account"] == a])) for a in accounts
+    ]
+    if len(groups) == 1:
+        account, details = groups[0]
+        pattern["account"] = [account]
+        pattern["detail"] = _one_detail(details)
+        return pattern
+    pattern["$or"] = [
+        {"account": [account], "detail": detail}
+        for account, details in groups
+        for detail in details
+    ]
+    return pattern
+
+
+def _one_detail(alternatives: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"$or": alternatives} if len(alternatives) > 1 else alternatives[0]
+
+
+def _detail_alternatives(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The ``detail`` patterns of ``entries``: the unfiltered buckets' names together, then one
+    per bucket with key filters."""
+    plain = [e["name"] for e in entries if not e.get("prefixes") and not e.get("suffixes")]
     alternatives: list[dict[str, Any]] = []
     if plain:
         alternatives.append({"bucket": {"name": plain}})
-    for entry in filtered:
-        alternatives.append(
-            {
-                "bucket": {"name": [entry["name"]]},
-                "object": {"key": key_filters(entry.get("prefixes"), entry.get("suffixes"))},
-            }
-        )
-    pattern["detail"] = {"$or": alternatives} if len(alternatives) > 1 else alternatives[0]
-    return pattern
+    for entry in entries:
+        if entry.get("prefixes") or entry.get("suffixes"):
+            alternatives.append(
+                {
+                    "bucket": {"name": [entry["name"]]},
+                    "object": {"key": key_filters(entry.get("prefixes"), entry.get("suffixes"))},
+                }
+            )
+    return alternatives
 
 
 def key_filters(

@@ -34,10 +34,20 @@ def xray_grants(synth: Synth) -> dict[str, list[str]]:
 
 def scope_environment(bucket: Any) -> dict[str, Any]:
     """``SCOPE`` of a one-bucket stack without key filters (``bucket``: the name or its
-    ``{"Ref": ...}``), as ``Stack.to_json_string`` renders it."""
+    ``{"Ref": ...}``), as ``Stack.to_json_string`` renders it, and ``BUCKET_OWNERS``: the
+    bucket owned by the stack's account (:func:`owners_environment`)."""
     if isinstance(bucket, str):
-        return {"SCOPE": f'[{{"name":"{bucket}","prefixes":[],"suffixes":[]}}]'}
-    return {"SCOPE": {"Fn::Join": ["", ['[{"name":"', bucket, '","prefixes":[],"suffixes":[]}]']]}}
+        scope: Any = f'[{{"name":"{bucket}","prefixes":[],"suffixes":[]}}]'
+    else:
+        scope = {"Fn::Join": ["", ['[{"name":"', bucket, '","prefixes":[],"suffixes":[]}]']]}
+    return {"SCOPE": scope, **owners_environment(bucket)}
+
+
+def owners_environment(bucket: Any) -> dict[str, Any]:
+    """``BUCKET_OWNERS`` of a one-bucket stack: ``{"<bucket>": "<the stack's account>"}``."""
+    account = {"Ref": "AWS::AccountId"}
+    parts = [f'{{"{bucket}":"'] if isinstance(bucket, str) else ['{"', bucket, '":"']
+    return {"BUCKET_OWNERS": {"Fn::Join": ["", [*parts, account, '"}']]}}
 
 
 def inventories_environment(bucket: Any, inventory: Any) -> dict[str, Any]:

@@ -83,7 +83,7 @@ def test_the_bucket_is_not_created_and_is_set_up_by_one_custom_resource(
 
 
 def test_rule_archive_and_function_point_at_the_adopted_bucket(adopted_synth: Synth) -> None:
-    pattern = ingest_event_pattern(ADOPTED_BUCKET)
+    pattern = ingest_event_pattern([{"name": ADOPTED_BUCKET, "account": {"Ref": "AWS::AccountId"}}])
     pipeline = adopted_synth.pipeline
     rule = adopted_synth.template["Resources"][adopted_synth.logical_id(pipeline.routing.rule)]
     _, archive = adopted_synth.one("AWS::Events::Archive")
@@ -113,4 +113,16 @@ def test_function_reads_the_adopted_bucket_by_partition_aware_arn(adopted_synth:
         "s3:GetObjectVersion": objects,
         "s3:ListBucket": PARTITION_ARN,
     }
+    # AND the adopted bucket only while the stack's account owns it: a bucket of that name
+    # created in another account (the name free, deleted) is denied (s3:ResourceAccount)
+    (guard,) = adopted_synth.template["Resources"][role["Ref"]]["Properties"]["Policies"]
+    assert guard["PolicyDocument"]["Statement"] == [
+        {
+            "Sid": "OwnBucketsOnly",
+            "Effect": "Deny",
+            "Action": "s3:*",
+            "Resource": [PARTITION_ARN, objects],
+            "Condition": {"StringNotEquals": {"s3:ResourceAccount": {"Ref": "AWS::AccountId"}}},
+        }
+    ]
     assert "arn:aws:" not in json.dumps(adopted_synth.template)

@@ -84,12 +84,20 @@ def test_source_rule_forwards_the_ingest_pattern_to_the_central_bus(
     props = rule["Properties"]
     assert "EventBusName" not in props
     # THEN it matches what the central ingest rule matches for those buckets (same builder)
+    # with the account that owns them: the source stack's own (owners, not names)
+    own = {"Ref": "AWS::AccountId"}
     assert props["EventPattern"] == ingest_event_pattern(
         [
-            {"name": PRODUCER_BUCKET, "prefixes": ["incoming/"], "suffixes": [".csv"]},
-            {"name": PRODUCER_ARCHIVE, "prefixes": [], "suffixes": []},
+            {
+                "name": PRODUCER_BUCKET,
+                "prefixes": ["incoming/"],
+                "suffixes": [".csv"],
+                "account": own,
+            },
+            {"name": PRODUCER_ARCHIVE, "prefixes": [], "suffixes": [], "account": own},
         ]
     )
+    assert props["EventPattern"]["account"] == [own]
     # AND it targets the central account's default bus with a role and a dead-letter queue
     (target,) = props["Targets"]
     arn = json.dumps(target["Arn"])
@@ -142,10 +150,25 @@ def test_read_role_allows_exactly_the_readers_actions_on_the_filtered_keys(
     drop = f"arn:aws:s3:::{PRODUCER_BUCKET}"
     archive = f"arn:aws:s3:::{PRODUCER_ARCHIVE}"
     me = {"AWS": "anyone"}
+    # the buckets' owner: the source stack's own account (s3:ResourceAccount)
+    owned = {"s3:ResourceAccount": "ref:AWS::AccountId"}
 
     def verdict(action: str, resource: str, **context: str) -> str:
-        return decide(policy, Request(me, action, resource, context), identity_allows=False)
+        request = Request(me, action, resource, {**owned, **context})
+        return decide(policy, request, identity_allows=False)
 
+    # AND nothing of a bucket of these names another account owns (owners, not names)
+    for action, resource in (
+        ("s3:GetObject", f"{drop}/incoming/a/b.csv"),
+        ("s3:GetObject", f"{archive}/any/key"),
+        ("s3:GetBucketVersioning", archive),
+        ("s3:GetBucketNotification", drop),
+    ):
+        assert verdict(action, resource, **{"s3:ResourceAccount": STRANGER}) == "implicit-deny"
+    assert (
+        verdict("s3:ListBucket", archive, **{"s3:prefix": "", "s3:ResourceAccount": STRANGER})
+        == "implicit-deny"
+    )
     # AND reads only the keys under the key filters
     assert verdict("s3:GetObject", f"{drop}/incoming/a/b.csv") == "allowed"
     assert verdict("s3:GetObjectVersion", f"{drop}/incoming/b.csv") == "allowed"

@@ -112,7 +112,9 @@ def test_rule_matches_exactly_the_settings_pattern_and_targets_the_queue(synth: 
     queue_id, _, target_dlq_id = _queue_ids(synth)
     _, rule = _ingest_rule(synth)
     props = rule["Properties"]
-    assert props["EventPattern"] == ingest_event_pattern(_ref(_bucket_id(synth)))
+    assert props["EventPattern"] == ingest_event_pattern(
+        [{"name": _ref(_bucket_id(synth)), "account": {"Ref": "AWS::AccountId"}}]
+    )
     assert props.get("EventBusName", "default") == "default"
     assert props["State"] == "ENABLED"
     (target,) = props["Targets"]
@@ -143,7 +145,9 @@ def test_rule_may_send_to_the_queue_and_its_dead_letter_queue(synth: Synth) -> N
 def test_archive_keeps_the_ingest_events_for_the_configured_retention(synth: Synth) -> None:
     _, archive = synth.one("AWS::Events::Archive")
     props = archive["Properties"]
-    assert props["EventPattern"] == ingest_event_pattern(_ref(_bucket_id(synth)))
+    assert props["EventPattern"] == ingest_event_pattern(
+        [{"name": _ref(_bucket_id(synth)), "account": {"Ref": "AWS::AccountId"}}]
+    )
     assert props["RetentionDays"] == Settings().archive_retention_days
     assert props["SourceArn"] == {
         "Fn::Join": [
@@ -409,6 +413,28 @@ def test_function_role_is_least_privilege(synth: Synth) -> None:
         "sqs:GetQueueAttributes": [_arn(queue_id)],
         "sqs:GetQueueUrl": [_arn(queue_id)],
     }
+    # AND, the role's one inline policy, nothing of a bucket of the landing bucket's name
+    # another account owns (an explicit deny unless s3:ResourceAccount is the stack's account:
+    # owners, not names)
+    assert role["Policies"] == [
+        {
+            "PolicyName": "s3ingest-own-buckets-only",
+            "PolicyDocument": {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Sid": "OwnBucketsOnly",
+                        "Effect": "Deny",
+                        "Action": "s3:*",
+                        "Resource": [_arn(bucket_id), objects],
+                        "Condition": {
+                            "StringNotEquals": {"s3:ResourceAccount": {"Ref": "AWS::AccountId"}}
+                        },
+                    }
+                ],
+            },
+        }
+    ]
 
 
 def test_no_managed_policies_no_custom_resources_eleven_functions(synth: Synth) -> None:

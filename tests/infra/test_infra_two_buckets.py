@@ -76,20 +76,24 @@ def test_one_landing_construct_per_bucket(two_bucket_synth: Synth) -> None:
 def test_rule_and_archive_apply_each_buckets_key_filters(two_bucket_synth: Synth) -> None:
     synth = two_bucket_synth
     bucket_id = synth.logical_id(synth.pipeline.landing.bucket)
+    own = {"Ref": "AWS::AccountId"}
     pattern = ingest_event_pattern(
         [
             {
                 "name": _ref(bucket_id),
                 "prefixes": ["incoming/", "late arrivals/"],
                 "suffixes": [".csv"],
+                "account": own,
             },
-            {"name": PARTNER_BUCKET},
+            {"name": PARTNER_BUCKET, "account": own},
         ]
     )
     rule = synth.template["Resources"][synth.logical_id(synth.pipeline.routing.rule)]
     _, archive = synth.one("AWS::Events::Archive")
     assert rule["Properties"]["EventPattern"] == pattern
     assert archive["Properties"]["EventPattern"] == pattern
+    # both buckets are the stack's account's: its events only (owners, not names)
+    assert pattern["account"] == [own]
     # the filters are form-encoded as S3 sends keys; the unfiltered bucket matches by name
     alternatives = pattern["detail"]["$or"]
     assert {"bucket": {"name": [PARTNER_BUCKET]}} in alternatives

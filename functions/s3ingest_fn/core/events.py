@@ -290,6 +290,8 @@ def _parse_eventbridge(doc: dict[str, Any], now_s: float) -> Change:
         event_time=doc.get("time"),
         now_s=now_s,
         replay_name=doc.get("replay-name"),
+        # "" when absent or not a string: EventBridge always sets it (the bucket owner's)
+        account=bounds.text("account", doc.get("account"), bounds.MAX_EVENT_WORD_CHARS) or "",
     )
 
 
@@ -313,6 +315,7 @@ def _change(
     event_time: Any,
     now_s: float,
     replay_name: Any = None,
+    account: str | None = None,
 ) -> Change:
     """The fields both S3 formats share (their names differ: ``etag``/``eTag``, ...)."""
     raw_seq = obj.get("sequencer")
@@ -340,6 +343,7 @@ def _change(
         size=bounds.size(obj.get("size")),
         event_time=bounds.text("time", event_time, bounds.MAX_TIME_CHARS),
         replay_name=bounds.replay_name(replay_name),
+        account=account,
     )
 
 

@@ -84,6 +84,9 @@ class Change:
         EventBridge ``replay-name`` when the event was replayed from an archive.
     last_modified_ms : int or None
         A listing's ``LastModified`` (epoch ms); informational only, never used for ordering.
+    account : str or None
+        An EventBridge event's ``account`` (the bucket owner's account, whatever bus forwarded
+        it); ``None`` for the other shapes, which carry no account of the bucket's owner.
     """
 
     bucket: str
@@ -100,6 +103,7 @@ class Change:
     event_time: str | None = None
     replay_name: str | None = None
     last_modified_ms: int | None = None
+    account: str | None = None
 
 
 @dataclass(frozen=True)

@@ -32,18 +32,38 @@ _PATTERN_FIELDS = {
 }
 
 
+#: A top-level ``$or`` (one alternative per bucket owner account): ``events.EventPattern`` has
+#: no field for it, so :func:`exact_pattern` writes the whole pattern on the resource.
+_OR = "$or"
+
+
 def event_pattern(pattern: Mapping[str, Any]) -> events.EventPattern:
-    """The ``events.EventPattern`` rendering exactly ``pattern`` (EventBridge pattern JSON).
+    """The ``events.EventPattern`` rendering exactly ``pattern`` (EventBridge pattern JSON),
+    but for a top-level ``$or`` (:func:`exact_pattern` adds it).
 
     Raises
     ------
     ValueError
         When ``pattern`` has a top-level key an EventBridge pattern cannot hold.
     """
-    unknown = sorted(set(pattern) - set(_PATTERN_FIELDS))
+    unknown = sorted(set(pattern) - set(_PATTERN_FIELDS) - {_OR})
     if unknown:
         raise ValueError(f"not EventBridge event pattern fields: {', '.join(unknown)}")
-    return events.EventPattern(**{_PATTERN_FIELDS[key]: value for key, value in pattern.items()})
+    return events.EventPattern(
+        **{_PATTERN_FIELDS[key]: value for key, value in pattern.items() if key != _OR}
+    )
+
+
+def exact_pattern(construct: events.Rule | events.Archive, pattern: Mapping[str, Any]) -> None:
+    """Make ``construct``'s ``EventPattern`` exactly ``pattern`` when it holds a top-level
+    ``$or`` (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-create-pattern-operators.html#eb-filtering-complex-example-or);
+    without one :func:`event_pattern` renders it whole and nothing changes."""
+    if _OR not in pattern:
+        return
+    resource = construct.node.default_child
+    if not isinstance(resource, (events.CfnRule, events.CfnArchive)):  # pragma: no cover
+        raise TypeError("an events.Rule or events.Archive has a CfnRule or CfnArchive child")
+    resource.add_property_override("EventPattern", dict(pattern))
 
 
 class IngestRouting(Construct):
@@ -124,3 +144,5 @@ class IngestRouting(Construct):
             retention=archive_retention,
             description="s3ingest: replayable copy of the ingest rule's events",
         )
+        exact_pattern(self.rule, pattern)
+        exact_pattern(self.archive, pattern)

@@ -455,6 +455,17 @@ class LandingBucket(Construct):
         """``SCOPE``'s entry for this bucket (its name a token for a created bucket)."""
         return self.spec.scope_entry(self.bucket.bucket_name)
 
+    @property
+    def owner(self) -> str:
+        """The account that owns the bucket: ``spec.account``, else the stack's own (a token)."""
+        return self.spec.account or Aws.ACCOUNT_ID
+
+    @property
+    def pattern_entry(self) -> dict[str, Any]:
+        """:attr:`scope_entry` with its ``account``, the owner
+        (:func:`s3ingest.settings.ingest_event_pattern`)."""
+        return {**self.scope_entry, "account": self.owner}
+
     @staticmethod
     def _configure_inventory(source: s3.Bucket, destination: s3.Bucket) -> None:
         """Daily CSV inventory of all versions on the created bucket's L1 resource.
@@ -532,6 +543,12 @@ class Landings:
         """``SCOPE``: ``[{"name", "prefixes", "suffixes"}, ...]`` as JSON (tokens resolved by
         CloudFormation, ``Stack.to_json_string``)."""
         return Stack.of(scope).to_json_string([entry.scope_entry for entry in self.entries])
+
+    def owners_json(self, scope: Construct) -> str:
+        """``BUCKET_OWNERS``: ``{"<bucket>": "<owner account>"}`` as JSON (tokens resolved by
+        CloudFormation): the ``ExpectedBucketOwner`` of every S3 call on the bucket and the
+        ``account`` its events must carry (``docs/organisation.md``)."""
+        return Stack.of(scope).to_json_string({e.bucket.bucket_name: e.owner for e in self.entries})
 
     def inventories_json(self, scope: Construct) -> str:
         """``INVENTORIES``: ``[{"name", "bucket", "prefix"}, ...]`` as JSON, one per bucket

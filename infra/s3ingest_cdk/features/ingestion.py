@@ -78,7 +78,7 @@ class Ingestion(Construct):
         self.routing = IngestRouting(
             self,
             "Routing",
-            pattern=ingest_event_pattern([e.scope_entry for e in landings.entries]),
+            pattern=ingest_event_pattern([e.pattern_entry for e in landings.entries]),
             queue=queue,
             archive_retention=Duration.days(settings.archive_retention_days),
             dead_letter_retention_period=Duration.days(settings.dlq_retention_days),
