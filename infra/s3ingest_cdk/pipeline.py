@@ -51,7 +51,8 @@ from s3ingest_cdk.features.processors import ProcessorConfig, Processors, ingest
 from s3ingest_cdk.features.reprocess import Reprocess
 from s3ingest_cdk.features.service import IngestProcessors
 from s3ingest_cdk.flags import pin_flags
-from s3ingest_cdk.remote import RemoteSources, read_role_arn, remote_problems
+from s3ingest_cdk.deputy import hold_to_account
+from s3ingest_cdk.remote import RemoteSources, read_role_arn, reads_buckets, remote_problems
 from s3ingest_fn import config as fn_config
 
 _DEFAULT = Settings()
@@ -207,8 +208,11 @@ class S3IngestPipeline(Construct):
         The central side of the buckets of other accounts (``BucketSpec.account``): the
         default bus's statement, their inventories' delivery (``docs/organisation.md``).
     remote_read_roles : dict[str, str]
-        Each bucket of another account's read role ARN, by bucket name (every function's
-        ``READ_ROLES``, the ``RemoteReadRoleArns`` output).
+        Each bucket of another account's read role ARN, by bucket name (the ``READ_ROLES`` of
+        :attr:`bucket_readers`, the ``RemoteReadRoleArns`` output).
+    bucket_readers : list of str
+        The functions (names of :attr:`functions`) that read those buckets, the only ones
+        that may assume their read roles (empty without buckets of other accounts).
     landing, ledger, processor_output, ingest_queue, routing, ingest, reconcile,
     reconcile_fan_out, reconcile_state_machine, reconcile_schedule, drift, backfill_control,
     backfill, batch_operations, backfill_state_machine, change_bus, change_relay,
@@ -280,6 +284,7 @@ class S3IngestPipeline(Construct):
         backfill_reserved_concurrency: int | None = _DEFAULT.backfill_reserved_concurrency,
         operator_role_arns: Sequence[str] = _DEFAULT.operator_role_arns,
         kms_key_arn: str | None = _DEFAULT.kms_key_arn,
+        allow_module_processors_with_remote_buckets: bool = False,
         bundle_cache_dir: str | PathLike[str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -343,6 +348,7 @@ class S3IngestPipeline(Construct):
             backfill_reserved_concurrency=backfill_reserved_concurrency,
             operator_role_arns=tuple(operator_role_arns),
             kms_key_arn=kms_key_arn,
+            allow_module_processors_with_remote_buckets=allow_module_processors_with_remote_buckets,
         )
         # A bucket created in the app has a token for a name, known at deploy time only: its form
         # is S3's to check then. Every other rule is the settings' own.
@@ -488,8 +494,13 @@ class S3IngestPipeline(Construct):
             for note in notes:
                 Annotations.of(self).add_info(note)
         #: ``kmsKeyArn``: the key every encryptable resource uses (None: each service's own).
+        # (its policy admits the inventory reports of the buckets of other accounts)
+        remote_inventories: dict[str, list[str]] = {}
+        for spec, _, _ in sources:
+            if spec.remote and spec.inventory is True and spec.name is not None:
+                remote_inventories.setdefault(str(spec.account), []).append(spec.name)
         self.encryption_key: kms.IKey | None = attach_key(
-            self, settings.kms_key_arn, settings.stage
+            self, settings.kms_key_arn, settings.stage, remote_inventories
         )
         self.bucket_setup: BucketSetupProvider | None = None
         if any(spec.existing and set_up for spec, _, set_up in sources):
@@ -695,14 +706,21 @@ class S3IngestPipeline(Construct):
                     self.functions[role].add_environment(
                         fn_config.PROCESSOR_NAMES, ",".join(self.processor_names)
                     )
-        #: Buckets of other accounts: every function knows the role to read each one with
-        #: (``READ_ROLES``, :class:`s3ingest_fn.config.ClientConfig`).
+        #: Buckets of other accounts: every function that reads them (its role names them:
+        #: :func:`~s3ingest_cdk.remote.reads_buckets`) knows the role to read each one with
+        #: (``READ_ROLES``, :class:`s3ingest_fn.config.ClientConfig`) and may assume it; the
+        #: others (the change relay, the planners and summaries) may not.
+        self.bucket_readers: list[str] = []
         if self.remote_read_roles:
             roles = Stack.of(self).to_json_string(self.remote_read_roles)
             assume = iam.PolicyStatement(
                 actions=["sts:AssumeRole"], resources=sorted(set(self.remote_read_roles.values()))
             )
-            for function in self.functions.values():
+            remote_arns = [e.bucket.bucket_arn for e in self.landings.entries if e.spec.remote]
+            self.bucket_readers = [
+                name for name, f in self.functions.items() if reads_buckets(f, remote_arns)
+            ]
+            for function in (self.functions[name] for name in self.bucket_readers):
                 function.add_environment(fn_config.READ_ROLES, roles)
                 # the identity half of the cross-account trust (the read role's trust is the
                 # other): https://docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_common-scenarios_aws-accounts.html
@@ -716,6 +734,8 @@ class S3IngestPipeline(Construct):
             state_machines=self.state_machines,
         )
         self._encrypt(settings)
+        #: Service statements CDK wrote with ``aws:SourceArn`` only, held to this account too.
+        self.held_to_account = hold_to_account(self)
 
     def _encrypt(self, settings: Settings) -> None:
         """``kmsKeyArn`` on every resource and the key grants each role's policy needs; the
