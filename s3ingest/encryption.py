@@ -10,7 +10,7 @@ https://docs.aws.amazon.com/IAM/latest/UserGuide/confused-deputy.html
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 #: The ``Sid`` of each service statement, by what it is for.
@@ -27,6 +27,17 @@ ACCESS_LOGS_SID = "AllowS3ServerAccessLogsOfThisAccount"
 #: for the stack's roles' grants to count:
 #: https://docs.aws.amazon.com/kms/latest/developerguide/key-policy-default.html).
 ACCOUNT_SID = "EnableIamPoliciesOfTheAccount"
+
+
+def remote_inventories(specs: Iterable[Any]) -> dict[str, list[str]]:
+    """The buckets of other accounts (``BucketSpec.account``) that send the stack's own
+    inventory to its inventory bucket (``inventory`` true), by account: what
+    :func:`key_policy_statements` admits as ``remote_inventories``."""
+    found: dict[str, list[str]] = {}
+    for spec in specs:
+        if spec.account is not None and spec.inventory is True and spec.name is not None:
+            found.setdefault(str(spec.account), []).append(str(spec.name))
+    return found
 
 
 def key_policy_statements(

@@ -19,6 +19,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from s3ingest.encryption import remote_inventories
 from s3ingest.settings import DEFAULT_PROCESSOR_NAME, BucketSpec, Settings, SettingsError
 from s3ingest.settings.processors import wildcard_grant_problem
 from s3ingest_cdk.bundling import (
@@ -31,6 +32,7 @@ from s3ingest_cdk.bundling import (
 from s3ingest_cdk.constructs import LandingBucket, LedgerTable, ProcessorOutputBucket
 from s3ingest_cdk.constructs.bucket_setup import BucketSetupProvider
 from s3ingest_cdk.constructs.landing_bucket import Landings, allow_inventory_delivery
+from s3ingest_cdk.deputy import hold_to_account
 from s3ingest_cdk.encryption import (
     attach_key,
     encrypt_everything,
@@ -51,7 +53,6 @@ from s3ingest_cdk.features.processors import ProcessorConfig, Processors, ingest
 from s3ingest_cdk.features.reprocess import Reprocess
 from s3ingest_cdk.features.service import IngestProcessors
 from s3ingest_cdk.flags import pin_flags
-from s3ingest_cdk.deputy import hold_to_account
 from s3ingest_cdk.remote import RemoteSources, read_role_arn, reads_buckets, remote_problems
 from s3ingest_fn import config as fn_config
 
@@ -495,12 +496,8 @@ class S3IngestPipeline(Construct):
                 Annotations.of(self).add_info(note)
         #: ``kmsKeyArn``: the key every encryptable resource uses (None: each service's own).
         # (its policy admits the inventory reports of the buckets of other accounts)
-        remote_inventories: dict[str, list[str]] = {}
-        for spec, _, _ in sources:
-            if spec.remote and spec.inventory is True and spec.name is not None:
-                remote_inventories.setdefault(str(spec.account), []).append(spec.name)
         self.encryption_key: kms.IKey | None = attach_key(
-            self, settings.kms_key_arn, settings.stage, remote_inventories
+            self, settings.kms_key_arn, settings.stage, remote_inventories(s for s, _, _ in sources)
         )
         self.bucket_setup: BucketSetupProvider | None = None
         if any(spec.existing and set_up for spec, _, set_up in sources):

@@ -182,9 +182,7 @@ def test_cdk_s_source_arn_only_statements_gain_the_account(synth: Any) -> None:
         for logical_id, r in synth.template["Resources"].items()
         if r["Type"] == "AWS::SQS::QueuePolicy" and logical_id.startswith("IngestQueuePolicy")
     ]
-    (allow,) = [
-        s for s in policy["Properties"]["PolicyDocument"]["Statement"] if _service(s)
-    ]
+    (allow,) = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if _service(s)]
     assert allow["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
     assert "aws:SourceArn" in allow["Condition"]["ArnEquals"]
     # AND the scheduled rules' Lambda permissions name the account beside the rule

@@ -333,9 +333,7 @@ def test_only_functions_that_read_buckets_may_assume_their_read_roles(
         assert (role in assuming) == reads, name
         assert (READ_ROLES in variables) == reads, name
     assert "change-relay" in pipeline.functions
-    assert sorted(pipeline.bucket_readers) == sorted(
-        n for n in READERS if n in pipeline.functions
-    )
+    assert sorted(pipeline.bucket_readers) == sorted(n for n in READERS if n in pipeline.functions)
 
 
 def test_the_encrypted_inventory_admits_the_producer_s_reports(

@@ -38,8 +38,8 @@ class AlarmTopic(Construct):
     publish to a topic encrypted with the AWS-managed ``alias/aws/sns`` key, whose policy cannot be
     changed (https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html#compatibility-with-aws-services,
     https://repost.aws/knowledge-center/cloudwatch-receive-sns-for-alarm-trigger); that grant is
-    held to this account's and Region's alarms (``aws:SourceAccount``, ``aws:SourceArn``). ``enforce_ssl`` gives the topic a
-    policy that denies ``sns:Publish`` without TLS
+    held to this account's and Region's alarms (``aws:SourceAccount``, ``aws:SourceArn``).
+    ``enforce_ssl`` gives the topic a policy that denies ``sns:Publish`` without TLS
     (https://docs.aws.amazon.com/sns/latest/dg/sns-security-best-practices.html#enforce-encryption-data-in-transit);
     because that policy replaces the topic's default one, it also allows CloudWatch to publish,
     for this account's and region's alarms only.

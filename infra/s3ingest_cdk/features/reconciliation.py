@@ -19,8 +19,8 @@ from s3ingest_cdk.constructs import (
     ReconcileSchedule,
     ReconcileStateMachine,
 )
-from s3ingest_cdk.constructs.landing_bucket import CHECKPOINT_BUCKET_ENV, Landings
 from s3ingest_cdk.constructs.event_routing import rule_role
+from s3ingest_cdk.constructs.landing_bucket import CHECKPOINT_BUCKET_ENV, Landings
 from s3ingest_cdk.constructs.reconcile_function import FANOUT_HANDLER, RECONCILE_HANDLER
 from s3ingest_cdk.constructs.reconcile_state_machine import (
     INVENTORY_MAP_LABEL,
