@@ -14,6 +14,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from aws_cdk import App, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sqs as sqs
+
+from s3ingest_cdk.deputy import hold_to_account
 
 from .conftest import TEAM_VARIANTS, VARIANTS
 from .policy_eval import symbol
@@ -196,3 +201,56 @@ def test_cdk_s_source_arn_only_statements_gain_the_account(synth: Any) -> None:
     for permission in permissions:
         assert permission["SourceAccount"] == {"Ref": "AWS::AccountId"}
         assert "SourceArn" in permission
+
+
+def test_holding_covers_statements_added_later_and_leaves_others_alone() -> None:
+    # GIVEN a queue whose policy admits EventBridge for a rule (aws:SourceArn only), held
+    app = App()
+    stack = Stack(app, "Held")
+    queue = sqs.Queue(stack, "Queue")
+    rule_arn = "arn:aws:events:us-east-1:123456789012:rule/r"
+
+    def admit(service: str) -> iam.PolicyStatement:
+        return iam.PolicyStatement(
+            principals=[iam.ServicePrincipal(service)],
+            actions=["sqs:SendMessage"],
+            resources=[queue.queue_arn],
+            conditions={"ArnEquals": {"aws:SourceArn": rule_arn}},
+        )
+
+    queue.add_to_resource_policy(admit("events.amazonaws.com"))
+    assert hold_to_account(stack) == ["Held/Queue/Policy/Resource#0"]
+    # WHEN statements are added after: another service's, a Deny, one naming the account
+    queue.add_to_resource_policy(admit("sns.amazonaws.com"))
+    queue.add_to_resource_policy(
+        iam.PolicyStatement(
+            effect=iam.Effect.DENY,
+            principals=[iam.AnyPrincipal()],
+            actions=["sqs:*"],
+            resources=[queue.queue_arn],
+            conditions={"Bool": {"aws:SecureTransport": "false"}},
+        )
+    )
+    named = admit("s3.amazonaws.com")
+    named.add_condition("StringEquals", {"aws:SourceAccount": "123456789012"})
+    queue.add_to_resource_policy(named)
+    hold_to_account(stack)  # a second pass wraps nothing twice
+    template = app.synth().get_stack_by_name("Held").template
+    ((policy,),) = [
+        [r["Properties"]["PolicyDocument"]]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::SQS::QueuePolicy"
+    ]
+    accounts = {
+        json.dumps(s["Principal"]): s.get("Condition", {}).get("StringEquals")
+        for s in policy["Statement"]
+    }
+    # THEN every service statement names an account: this stack's where none was named
+    this = {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+    assert accounts[json.dumps({"Service": "events.amazonaws.com"})] == this
+    assert accounts[json.dumps({"Service": "sns.amazonaws.com"})] == this
+    assert accounts[json.dumps({"Service": "s3.amazonaws.com"})] == {
+        "aws:SourceAccount": "123456789012"
+    }
+    # AND the Deny is left as written
+    assert accounts[json.dumps({"AWS": "*"})] is None
