@@ -10,6 +10,7 @@ https://docs.aws.amazon.com/IAM/latest/UserGuide/confused-deputy.html
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 #: The ``Sid`` of each service statement, by what it is for.
@@ -18,6 +19,8 @@ EVENTS_TARGETS_SID = "AllowEventBridgeRulesToSendToEncryptedQueues"
 EVENTS_STORE_SID = "AllowEventBridgeBusesAndArchivesOfThisAccount"
 ALARMS_SID = "AllowCloudWatchAlarmsToPublishToTheEncryptedTopic"
 INVENTORY_SID = "AllowS3InventoryReportsOfThisAccount"
+#: The statement admitting one other account's buckets' inventory reports: ``<prefix><account>``.
+REMOTE_INVENTORY_SID_PREFIX = "AllowS3InventoryReportsOf"
 LOG_DELIVERY_SID = "AllowStateMachineLogDeliveryOfThisAccount"
 ACCESS_LOGS_SID = "AllowS3ServerAccessLogsOfThisAccount"
 #: The statement that lets the account's IAM policies grant the key (every key policy needs it
@@ -26,11 +29,33 @@ ACCESS_LOGS_SID = "AllowS3ServerAccessLogsOfThisAccount"
 ACCOUNT_SID = "EnableIamPoliciesOfTheAccount"
 
 
+def remote_inventories(specs: Iterable[Any]) -> dict[str, list[str]]:
+    """The buckets of other accounts (``BucketSpec.account``) that send the stack's own
+    inventory to its inventory bucket (``inventory`` true), by account: what
+    :func:`key_policy_statements` admits as ``remote_inventories``."""
+    found: dict[str, list[str]] = {}
+    for spec in specs:
+        if spec.account is not None and spec.inventory is True and spec.name is not None:
+            found.setdefault(str(spec.account), []).append(str(spec.name))
+    return found
+
+
 def key_policy_statements(
-    account: str, region: str, partition: str = "aws"
+    account: str,
+    region: str,
+    partition: str = "aws",
+    remote_inventories: Mapping[str, Sequence[str]] | None = None,
 ) -> list[dict[str, Any]]:
     """The service statements of the key's policy (IAM JSON, ``Resource: "*"`` as a key policy
     writes it), for a stack in ``account`` and ``region`` of ``partition`` (CDK tokens work).
+
+    ``remote_inventories``: the buckets of other accounts whose inventory reports S3 writes to
+    the stack's inventory bucket (account -> bucket names). S3 encrypts such a report under the
+    destination's default key on the source bucket's behalf (``aws:SourceAccount`` is the
+    bucket's account, ``aws:SourceArn`` its ARN), so each account gets a statement of its own
+    naming its buckets (``AllowS3InventoryReportsOf<account>``); without it the reports are
+    refused (https://docs.aws.amazon.com/AmazonS3/latest/userguide/configure-inventory.html,
+    "grant Amazon S3 permission to use your KMS key for encryption").
 
     - CloudWatch Logs (log groups encrypted with the key), held to this account's and region's
       log groups by ``kms:EncryptionContext:aws:logs:arn``
@@ -64,6 +89,23 @@ def key_policy_statements(
             "Condition": condition,
         }
 
+    remote = [
+        service(
+            f"{REMOTE_INVENTORY_SID_PREFIX}{other}",
+            "s3.amazonaws.com",
+            ["kms:GenerateDataKey"],
+            {
+                "StringEquals": {"aws:SourceAccount": other},
+                "ArnLike": {
+                    "aws:SourceArn": [f"{arn}:s3:::{name}" for name in sorted(names)]
+                    if len(names) > 1
+                    else f"{arn}:s3:::{names[0]}"
+                },
+            },
+        )
+        for other, names in sorted((remote_inventories or {}).items())
+        if names
+    ]
     return [
         service(
             LOGS_SID,
@@ -136,14 +178,20 @@ def key_policy_statements(
                 "ArnLike": {"aws:SourceArn": f"{arn}:logs:{region}:{account}:*"},
             },
         ),
+        *remote,
     ]
 
 
-def key_policy(account: str, region: str, partition: str = "aws") -> dict[str, Any]:
+def key_policy(
+    account: str,
+    region: str,
+    partition: str = "aws",
+    remote_inventories: Mapping[str, Sequence[str]] | None = None,
+) -> dict[str, Any]:
     """A whole key policy for an imported key (``kmsKeyArn`` set to its ARN): the statement that
     lets the account's IAM policies grant the key (the stack grants each role exactly what it
-    needs), then :func:`key_policy_statements`. Review it, and merge it into the key's own
-    policy (``aws kms put-key-policy``) before deploying."""
+    needs), then :func:`key_policy_statements` (``remote_inventories`` as there). Review it,
+    and merge it into the key's own policy (``aws kms put-key-policy``) before deploying."""
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -154,6 +202,6 @@ def key_policy(account: str, region: str, partition: str = "aws") -> dict[str, A
                 "Action": "kms:*",
                 "Resource": "*",
             },
-            *key_policy_statements(account, region, partition),
+            *key_policy_statements(account, region, partition, remote_inventories),
         ],
     }

@@ -10,7 +10,7 @@ to exactly the roles that read those buckets' objects.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from aws_cdk import Aws, RemovalPolicy, Stack, Token
 from aws_cdk import aws_dynamodb as dynamodb
@@ -69,13 +69,20 @@ def pipeline_key(scope: IConstruct) -> kms.IKey | None:
     return None
 
 
-def attach_key(pipeline: Construct, kms_key_arn: str | None, stage: str) -> kms.IKey | None:
+def attach_key(
+    pipeline: Construct,
+    kms_key_arn: str | None,
+    stage: str,
+    remote_inventories: Mapping[str, Sequence[str]] | None = None,
+) -> kms.IKey | None:
     """The pipeline's key for the ``kmsKeyArn`` setting, made findable by
     :func:`pipeline_key` (set before any child that encrypts is created).
 
     ``"create"``: a new symmetric key ``Key`` (rotated yearly, retained on stack deletion: it
     decrypts the retained ledger, dead letters and logs; alias ``alias/s3ingest-<stage>``) whose
-    policy holds :func:`s3ingest.encryption.key_policy_statements`. An ARN: the key, imported
+    policy holds :func:`s3ingest.encryption.key_policy_statements` (with
+    ``remote_inventories``: account -> the names of its buckets whose inventory reports land in
+    the stack's inventory bucket, encrypted with the key). An ARN: the key, imported
     (``Key.from_key_arn``); its own policy must hold those statements
     (``docs/encryption.md``): the stack can add grants to its roles' policies only.
     """
@@ -89,7 +96,9 @@ def attach_key(pipeline: Construct, kms_key_arn: str | None, stage: str) -> kms.
             enable_key_rotation=True,
             removal_policy=RemovalPolicy.RETAIN,
         )
-        for statement in key_policy_statements(Aws.ACCOUNT_ID, Aws.REGION, Aws.PARTITION):
+        for statement in key_policy_statements(
+            Aws.ACCOUNT_ID, Aws.REGION, Aws.PARTITION, remote_inventories
+        ):
             created.add_to_resource_policy(iam.PolicyStatement.from_json(statement))
         key = created
     elif kms_key_arn is not None:
@@ -181,7 +190,7 @@ def grant_bucket_keys(
     granted: dict[str, list[str]] = {}
     roles = list(_roles_with_policies(root))
     for key_arn, arn_forms in buckets:
-        prefixes = [f"{_flatten(stack.resolve(form))}/" for form in arn_forms]
+        prefixes = [f"{flatten(stack.resolve(form))}/" for form in arn_forms]
         for role, statements in roles:
             reads = any(
                 set(_actions(s)) & OBJECT_READS
@@ -204,15 +213,17 @@ def _resources(statement: dict) -> list[str]:
     """The statement's resources, each a string (a resolved ``Fn::Join`` flattened)."""
     resources = statement.get("Resource", [])
     items = resources if isinstance(resources, list) else [resources]
-    return [_flatten(item) for item in items]
+    return [flatten(item) for item in items]
 
 
-def _flatten(value: object) -> str:
+def flatten(value: object) -> str:
+    """A resolved template value as a string (an ``Fn::Join`` joined, other tokens as their
+    ``str``): comparable with another resolved the same way."""
     if isinstance(value, str):
         return value
     if isinstance(value, dict) and "Fn::Join" in value:
         separator, parts = value["Fn::Join"]
-        return separator.join(_flatten(p) for p in parts)
+        return separator.join(flatten(p) for p in parts)
     return str(value)
 
 

@@ -46,6 +46,7 @@ from s3ingest.settings.buckets import ACCOUNT_RE
 from s3ingest_cdk.constructs.change_bus import EVENTS_PRINCIPAL, change_bus_name, change_pattern
 from s3ingest_cdk.constructs.ingest_queue import rule_dead_letter_queue
 from s3ingest_cdk.constructs.operational_alarms import alarm_name, runbook
+from s3ingest_cdk.deputy import hold_to_account
 from s3ingest_cdk.encryption import encrypt_everything
 from s3ingest_cdk.pipeline import S3IngestPipeline
 
@@ -208,6 +209,8 @@ class ChangeStreamForwarder(Construct):
             # kmsKeyArn: the dead-letter queue too (the key's policy admits this account's
             # rules as senders, s3ingest.encryption.key_policy_statements)
             encrypt_everything(self, pipeline.encryption_key)
+        # the dead-letter queue's statement for the rule, held to this account too
+        hold_to_account(self)
 
 
 def _is_bus_arn(arn: str) -> bool:

@@ -19,6 +19,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from s3ingest.encryption import remote_inventories
 from s3ingest.settings import DEFAULT_PROCESSOR_NAME, BucketSpec, Settings, SettingsError
 from s3ingest.settings.processors import wildcard_grant_problem
 from s3ingest_cdk.bundling import (
@@ -31,6 +32,7 @@ from s3ingest_cdk.bundling import (
 from s3ingest_cdk.constructs import LandingBucket, LedgerTable, ProcessorOutputBucket
 from s3ingest_cdk.constructs.bucket_setup import BucketSetupProvider
 from s3ingest_cdk.constructs.landing_bucket import Landings, allow_inventory_delivery
+from s3ingest_cdk.deputy import hold_to_account
 from s3ingest_cdk.encryption import (
     attach_key,
     encrypt_everything,
@@ -52,7 +54,7 @@ from s3ingest_cdk.features.reprocess import Reprocess
 from s3ingest_cdk.features.service import IngestProcessors
 from s3ingest_cdk.flags import pin_flags
 from s3ingest_cdk.owners import guard_role
-from s3ingest_cdk.remote import RemoteSources, read_role_arn, remote_problems
+from s3ingest_cdk.remote import RemoteSources, read_role_arn, reads_buckets, remote_problems
 from s3ingest_fn import config as fn_config
 
 _DEFAULT = Settings()
@@ -208,8 +210,11 @@ class S3IngestPipeline(Construct):
         The central side of the buckets of other accounts (``BucketSpec.account``): the
         default bus's statement, their inventories' delivery (``docs/organisation.md``).
     remote_read_roles : dict[str, str]
-        Each bucket of another account's read role ARN, by bucket name (every function's
-        ``READ_ROLES``, the ``RemoteReadRoleArns`` output).
+        Each bucket of another account's read role ARN, by bucket name (the ``READ_ROLES`` of
+        :attr:`bucket_readers`, the ``RemoteReadRoleArns`` output).
+    bucket_readers : list of str
+        The functions (names of :attr:`functions`) that read those buckets, the only ones
+        that may assume their read roles (empty without buckets of other accounts).
     landing, ledger, processor_output, ingest_queue, routing, ingest, reconcile,
     reconcile_fan_out, reconcile_state_machine, reconcile_schedule, drift, backfill_control,
     backfill, batch_operations, backfill_state_machine, change_bus, change_relay,
@@ -281,6 +286,7 @@ class S3IngestPipeline(Construct):
         backfill_reserved_concurrency: int | None = _DEFAULT.backfill_reserved_concurrency,
         operator_role_arns: Sequence[str] = _DEFAULT.operator_role_arns,
         kms_key_arn: str | None = _DEFAULT.kms_key_arn,
+        allow_module_processors_with_remote_buckets: bool = False,
         bundle_cache_dir: str | PathLike[str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -344,6 +350,7 @@ class S3IngestPipeline(Construct):
             backfill_reserved_concurrency=backfill_reserved_concurrency,
             operator_role_arns=tuple(operator_role_arns),
             kms_key_arn=kms_key_arn,
+            allow_module_processors_with_remote_buckets=allow_module_processors_with_remote_buckets,
         )
         # A bucket created in the app has a token for a name, known at deploy time only: its form
         # is S3's to check then. Every other rule is the settings' own.
@@ -489,8 +496,9 @@ class S3IngestPipeline(Construct):
             for note in notes:
                 Annotations.of(self).add_info(note)
         #: ``kmsKeyArn``: the key every encryptable resource uses (None: each service's own).
+        # (its policy admits the inventory reports of the buckets of other accounts)
         self.encryption_key: kms.IKey | None = attach_key(
-            self, settings.kms_key_arn, settings.stage
+            self, settings.kms_key_arn, settings.stage, remote_inventories(s for s, _, _ in sources)
         )
         self.bucket_setup: BucketSetupProvider | None = None
         if any(spec.existing and set_up for spec, _, set_up in sources):
@@ -696,14 +704,21 @@ class S3IngestPipeline(Construct):
                     self.functions[role].add_environment(
                         fn_config.PROCESSOR_NAMES, ",".join(self.processor_names)
                     )
-        #: Buckets of other accounts: every function knows the role to read each one with
-        #: (``READ_ROLES``, :class:`s3ingest_fn.config.ClientConfig`).
+        #: Buckets of other accounts: every function that reads them (its role names them:
+        #: :func:`~s3ingest_cdk.remote.reads_buckets`) knows the role to read each one with
+        #: (``READ_ROLES``, :class:`s3ingest_fn.config.ClientConfig`) and may assume it; the
+        #: others (the change relay, the planners and summaries) may not.
+        self.bucket_readers: list[str] = []
         if self.remote_read_roles:
             roles = Stack.of(self).to_json_string(self.remote_read_roles)
             assume = iam.PolicyStatement(
                 actions=["sts:AssumeRole"], resources=sorted(set(self.remote_read_roles.values()))
             )
-            for function in self.functions.values():
+            remote_arns = [e.bucket.bucket_arn for e in self.landings.entries if e.spec.remote]
+            self.bucket_readers = [
+                name for name, f in self.functions.items() if reads_buckets(f, remote_arns)
+            ]
+            for function in (self.functions[name] for name in self.bucket_readers):
                 function.add_environment(fn_config.READ_ROLES, roles)
                 # the identity half of the cross-account trust (the read role's trust is the
                 # other): https://docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_common-scenarios_aws-accounts.html
@@ -721,6 +736,8 @@ class S3IngestPipeline(Construct):
             state_machines=self.state_machines,
         )
         self._encrypt(settings)
+        #: Service statements CDK wrote with ``aws:SourceArn`` only, held to this account too.
+        self.held_to_account = hold_to_account(self)
 
     def _expect_owners(self) -> None:
         """``BUCKET_OWNERS`` on every function (:meth:`Landings.owners_json`), and each

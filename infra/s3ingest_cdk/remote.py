@@ -31,12 +31,14 @@ from typing import Any
 from aws_cdk import Aws, CfnRule, CfnRuleAssertion, Fn, Stack, Token
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from s3ingest.settings import BucketSpec, ingest_event_pattern
 from s3ingest.settings.buckets import INVENTORY_PREFIX
 from s3ingest.settings.buckets import read_role_arn as settings_read_role_arn
+from s3ingest_cdk.encryption import flatten
 
 #: The event shapes the central bus admits from other accounts: the ingest rule's.
 S3_SOURCE = ingest_event_pattern("bucket")["source"]
@@ -215,3 +217,28 @@ class RemoteSources(Construct):
             if len(regions) == 1
             else None
         )
+
+
+def reads_buckets(function: lambda_.Function, bucket_arns: Sequence[str]) -> bool:
+    """Whether ``function``'s role may call S3 on one of the buckets (``bucket_arns``, as a
+    policy names them): on the bucket or its objects, any ``s3:`` action. Only such a function
+    is given the buckets' read roles (``sts:AssumeRole``): least privilege
+    (https://docs.aws.amazon.com/IAM/latest/UserGuide/best-practices.html#grant-least-privilege)."""
+    role = function.role
+    policy = role.node.try_find_child("DefaultPolicy") if role is not None else None
+    if not isinstance(policy, iam.Policy):
+        return False
+    stack = Stack.of(function)
+    buckets = [flatten(stack.resolve(arn)) for arn in bucket_arns]
+    document = stack.resolve(policy.document.to_json()) or {}
+    for statement in document.get("Statement", []):
+        actions = statement.get("Action", [])
+        actions = [actions] if isinstance(actions, str) else actions
+        if statement.get("Effect") != "Allow" or not any(a.startswith("s3:") for a in actions):
+            continue
+        resources = statement.get("Resource", [])
+        for resource in resources if isinstance(resources, list) else [resources]:
+            named = flatten(resource)
+            if any(named == b or named.startswith(f"{b}/") for b in buckets):
+                return True
+    return False

@@ -37,9 +37,10 @@ from s3ingest.settings.buckets import ACCOUNT_RE, source_read_role_name
 from s3ingest.version import version
 from s3ingest_cdk.bundling import build_cache, function_code
 from s3ingest_cdk.constructs.bucket_setup import BucketSetupProvider
-from s3ingest_cdk.constructs.event_routing import event_pattern
+from s3ingest_cdk.constructs.event_routing import event_pattern, rule_role
 from s3ingest_cdk.constructs.ingest_queue import rule_dead_letter_queue
 from s3ingest_cdk.constructs.landing_bucket import adopted_bucket, inventory_configuration
+from s3ingest_cdk.deputy import hold_to_account
 from s3ingest_cdk.flags import PINNED_FLAGS, STACK_FLAGS, pin_flags
 from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
 from s3ingest_cdk.remote import region_problem, require_region
@@ -163,6 +164,7 @@ class S3IngestSource(Construct):
         self._read_role(
             buckets, imported, central_account, reader_role_arns, organization_id, role_name
         )
+        hold_to_account(self)
 
     def _forward(self, bus_arn: str, specs: Sequence[BucketSpec], imported: list[Any]) -> None:
         # Its messages are S3 events the central bus missed: evidence, retained.
@@ -175,15 +177,19 @@ class S3IngestSource(Construct):
                 for spec, b in zip(specs, imported, strict=True)
             ]
         )
-        # CDK gives the target a role of its own (events:PutEvents on the central bus only):
-        # a rule sending to another account's bus needs one.
         self.rule = events.Rule(
             self,
             "Forward",
             description="s3ingest: the buckets' Object Created / Object Deleted events, to the "
             "central pipeline's bus",
             event_pattern=event_pattern(pattern),
-            targets=[targets.EventBus(central_bus, dead_letter_queue=self.dead_letter_queue)],
+        )
+        # A rule sending to another account's bus needs a role: this account's rules only may
+        # assume it (rule_role), and CDK grants it events:PutEvents on the central bus only.
+        self.rule.add_target(
+            targets.EventBus(
+                central_bus, role=rule_role(self.rule), dead_letter_queue=self.dead_letter_queue
+            )
         )
 
     def _set_up(

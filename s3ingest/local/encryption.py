@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from s3ingest.encryption import key_policy
+from s3ingest.encryption import key_policy, remote_inventories
 from s3ingest.settings import CREATE_KEY, Settings
 
 
@@ -31,9 +31,9 @@ def local_key(emu: Any, settings: Settings, suffix: str) -> str | None:
         if settings.kms_key_arn == CREATE_KEY
         else f"s3ingest local: stands for {settings.kms_key_arn}"
     )
-    key = kms.create_key(Description=description, Policy=json.dumps(key_policy(account, region)))[
-        "KeyMetadata"
-    ]
+    # the policy a deployed key has: the inventory reports of buckets of other accounts too
+    policy = key_policy(account, region, remote_inventories=remote_inventories(settings.buckets))
+    key = kms.create_key(Description=description, Policy=json.dumps(policy))["KeyMetadata"]
     kms.enable_key_rotation(KeyId=key["KeyId"])
     kms.create_alias(
         AliasName=f"alias/s3ingest-{settings.stage}-{suffix}", TargetKeyId=key["KeyId"]

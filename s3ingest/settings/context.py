@@ -58,6 +58,7 @@ DEFAULTS: dict[str, Any] = {
     "backfillReservedConcurrency": None,
     "operatorRoleArns": None,
     "kmsKeyArn": None,
+    "allowModuleProcessorsWithRemoteBuckets": False,
 }
 
 #: Whole-number settings whose default is ``None`` (unset).

@@ -240,6 +240,12 @@ class Settings:
         policy must allow what :func:`s3ingest.encryption.key_policy_statements` lists), or
         ``"create"`` for a key the stack creates (rotated, retained, alias
         ``alias/s3ingest-<stage>``). ``None``: each service's own encryption, as before.
+    allow_module_processors_with_remote_buckets : bool
+        Accept in-process processors (``processor``, a ``module`` in ``processors``) beside
+        buckets of other accounts (``buckets[].account``): they run inside the pipeline's
+        functions with those functions' privileges, the read roles of the other accounts'
+        buckets included (``docs/processors.md``). ``False`` (the default): refused; deploy
+        such a processor as a ``handler`` or ``functionArn`` (a role of its own).
     """
 
     stage: str = DEFAULTS["stage"]
@@ -285,6 +291,9 @@ class Settings:
     backfill_reserved_concurrency: int | None = DEFAULTS["backfillReservedConcurrency"]
     operator_role_arns: tuple[str, ...] = ()
     kms_key_arn: str | None = DEFAULTS["kmsKeyArn"]
+    allow_module_processors_with_remote_buckets: bool = DEFAULTS[
+        "allowModuleProcessorsWithRemoteBuckets"
+    ]
 
     @property
     def stack_name(self) -> str:

@@ -401,6 +401,23 @@ def processor_settings_problems(settings: Settings) -> list[str]:
         )
     for index, statement in enumerate(settings.processor_policy_statements):
         p.extend(statement_problems(statement, f"processorPolicyStatements[{index}]"))
+    remote = [i for i, spec in enumerate(settings.bucket_specs) if spec.remote]
+    if remote and not settings.allow_module_processors_with_remote_buckets:
+        runners = ["processor"] if settings.processor is not None else []
+        runners += [
+            f"processors[{i}].module"
+            for i, raw in enumerate(settings.processors)
+            if isinstance(raw, Mapping) and "module" in raw
+        ]
+        for where in runners:
+            p.append(
+                f"{where}: an in-process processor runs inside the pipeline's functions with "
+                "their privileges, the read roles of the buckets of other accounts ("
+                + ", ".join(f"buckets[{i}]" for i in remote)
+                + ") included: deploy it as a handler or functionArn processor (a role of its "
+                "own), or set allowModuleProcessorsWithRemoteBuckets to true to accept that "
+                "(docs/processors.md)"
+            )
     if settings.processor_policy_statements and not in_process:
         p.append(
             "processorPolicyStatements is set but no in-process processor runs (processor, "

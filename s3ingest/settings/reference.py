@@ -199,6 +199,14 @@ DESCRIPTIONS: dict[str, str] = {
         "Each role gets exactly the key actions its own policy needs, on the key only. Unset: "
         "each service's own encryption, the template unchanged"
     ),
+    "allowModuleProcessorsWithRemoteBuckets": (
+        "`true` accepts in-process processors (`processor`, or a `module` in `processors`) "
+        "beside buckets of other accounts (`buckets[].account`). Such a processor runs inside "
+        "the pipeline's functions with their privileges: ledger writes, the read role of every "
+        "other account's bucket, the log-key secret ([processors](processors.md#privileges)). "
+        "Default `false`: refused at synth; deploy the processor as a `handler` or "
+        "`functionArn` entry instead (a role of its own)"
+    ),
 }
 
 #: What each field of a ``buckets`` entry means, with its default (Markdown, one table cell).

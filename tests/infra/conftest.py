@@ -325,6 +325,21 @@ def remote_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
     )
 
 
+#: The central app of :data:`REMOTE` with ``kmsKeyArn: create`` (the inventory bucket under the
+#: key receives the producer's reports) and the change stream (the relay reads no bucket).
+REMOTE_KMS = {**REMOTE, "stage": "orgkms", "kmsKeyArn": "create", "changeStream": True}
+
+
+@pytest.fixture(scope="session")
+def remote_kms_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
+    """The central app of :data:`REMOTE_KMS`, synthesized once with inline stand-in code."""
+    yield synthesize(
+        tmp_path_factory.mktemp("cdk-out-remote-kms"),
+        REMOTE_KMS,
+        code=lambda_.Code.from_inline(_INLINE),
+    )
+
+
 @dataclass(frozen=True)
 class SourceSynth:
     """The producer account's source stack (``S3IngestSourceStack``), synthesized."""

@@ -588,6 +588,26 @@ def test_topic_is_encrypted_with_a_rotated_key_cloudwatch_may_use(
             "Principal": {"Service": "cloudwatch.amazonaws.com"},
             "Action": ["kms:Decrypt", "kms:GenerateDataKey*"],
             "Resource": "*",
+            # this account's and Region's alarms only (confused deputy, issue 34)
+            "Condition": {
+                "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}},
+                "ArnLike": {
+                    "aws:SourceArn": {
+                        "Fn::Join": [
+                            "",
+                            [
+                                "arn:",
+                                {"Ref": "AWS::Partition"},
+                                ":cloudwatch:",
+                                {"Ref": "AWS::Region"},
+                                ":",
+                                {"Ref": "AWS::AccountId"},
+                                ":alarm:*",
+                            ],
+                        ]
+                    }
+                },
+            },
         }
     ]
 

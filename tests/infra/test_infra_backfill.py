@@ -485,13 +485,26 @@ def test_batch_role_trust_and_its_exact_statements(synth: Synth) -> None:
     # GIVEN the role the job runs as
     assert "ManagedPolicyArns" not in role["Properties"]
     assert "Policies" not in role["Properties"]
-    # THEN only S3 Batch Operations, on behalf of this account, may assume it
+    # THEN only S3 Batch Operations, on behalf of this account's jobs, may assume it
+    # (https://docs.aws.amazon.com/AmazonS3/latest/userguide/batch-ops-iam-role-policies.html)
+    jobs = _join(
+        "arn:",
+        _ref("AWS::Partition"),
+        ":s3:",
+        _ref("AWS::Region"),
+        ":",
+        _ref("AWS::AccountId"),
+        ":job/*",
+    )
     assert role["Properties"]["AssumeRolePolicyDocument"] == {
         "Version": "2012-10-17",
         "Statement": [
             {
                 "Action": "sts:AssumeRole",
-                "Condition": {"StringEquals": {"aws:SourceAccount": _ref("AWS::AccountId")}},
+                "Condition": {
+                    "StringEquals": {"aws:SourceAccount": _ref("AWS::AccountId")},
+                    "ArnLike": {"aws:SourceArn": jobs},
+                },
                 "Effect": "Allow",
                 "Principal": {"Service": "batchoperations.s3.amazonaws.com"},
             }

@@ -193,6 +193,25 @@ def test_read_role_allows_exactly_the_readers_actions_on_the_filtered_keys(
     assert verdict("s3:PutBucketNotification", drop) == "implicit-deny"
 
 
+def test_read_role_lists_the_key_a_forbidden_head_asks_about(source_synth: SourceSynth) -> None:
+    # GIVEN the read role's policy, its ListBucket held to the key filters' prefixes
+    _, statements = _read_role(source_synth)
+    policy = _identity(statements)
+    drop = f"arn:aws:s3:::{PRODUCER_BUCKET}"
+    me = {"AWS": "anyone"}
+    # THEN the ListBucket check of a HEAD, which carries no s3:prefix, fails: S3 answers a HEAD
+    # of a missing key 403, not 404
+    # (https://docs.aws.amazon.com/AmazonS3/latest/API/API_HeadObject.html)
+    head = Request(me, "s3:ListBucket", drop, {})
+    assert decide(policy, head, identity_allows=False) == "implicit-deny"
+    # AND the listing S3Objects.current makes on that 403 (ListObjectsV2, the key as prefix,
+    # tests/unit/test_s3_objects_forbidden.py) is allowed for every key under the filters, so
+    # a missing key reads as missing, not as a transient error
+    for key in ("incoming/a.csv", "incoming/deep/b.csv"):
+        listing = Request(me, "s3:ListBucket", drop, {"s3:prefix": key})
+        assert decide(policy, listing, identity_allows=False) == "allowed", key
+
+
 def test_read_role_trust_admits_only_the_named_central_roles(source_synth: SourceSynth) -> None:
     # GIVEN the read role's trust policy (AssumeRole on the role itself)
     role, _ = _read_role(source_synth)
@@ -265,17 +284,17 @@ def test_central_side_sets_up_no_remote_bucket_and_admits_its_inventory(
     assert statement["Condition"]["StringEquals"]["aws:SourceAccount"] == PRODUCER_ACCOUNT
     assert PRODUCER_BUCKET in json.dumps(statement["Condition"]["ArnLike"]["aws:SourceArn"])
     # AND the operators read the read role of the bucket's account from the outputs, and every
-    # function from its environment (READ_ROLES)
+    # function that reads the bucket from its environment (READ_ROLES)
     role = f"arn:aws:iam::{PRODUCER_ACCOUNT}:role/s3ingest-source-read-us-east-1"
     output = remote_synth.template["Outputs"]["RemoteReadRoleArns"]["Value"]
     assert json.loads(symbol(output)) == {PRODUCER_BUCKET: role}
     functions = remote_synth.resources("AWS::Lambda::Function")
-    for logical_id in (
-        remote_synth.logical_id(f) for f in remote_synth.pipeline.functions.values()
-    ):
+    readers = {n: f for n, f in remote_synth.pipeline.functions.items() if n in READERS}
+    assert sorted(readers) == sorted(READERS)
+    for logical_id in (remote_synth.logical_id(f) for f in readers.values()):
         variables = functions[logical_id]["Properties"]["Environment"]["Variables"]
         assert json.loads(symbol(variables[READ_ROLES])) == {PRODUCER_BUCKET: role}, logical_id
-    # AND every function's role may assume that role, and no other
+    # AND only those functions' roles may assume that role, and no other
     assumed = {
         symbol(r)
         for policy in remote_synth.resources("AWS::IAM::Policy").values()
@@ -295,9 +314,81 @@ def test_central_side_sets_up_no_remote_bucket_and_admits_its_inventory(
     }
     roles_of_functions = {
         functions[remote_synth.logical_id(f)]["Properties"]["Role"]["Fn::GetAtt"][0]
-        for f in remote_synth.pipeline.functions.values()
+        for f in readers.values()
     }
     assert granted == roles_of_functions
+
+
+#: The central functions that call S3 on a bucket (their roles name it): the only ones that may
+#: assume a bucket's read role (the delivery check reads its notification configuration; the
+#: backfill's control function reads the inventory bucket only).
+READERS = (
+    "ingest",
+    "reconcile",
+    "backfill",
+    "delivery-check",
+    "listing-plan",
+    "listing-shard",
+    "reprocess-segment",
+)
+
+
+def test_only_functions_that_read_buckets_may_assume_their_read_roles(
+    remote_kms_synth: Synth,
+) -> None:
+    # GIVEN the central stack with the change stream and a bucket of another account
+    pipeline = remote_kms_synth.pipeline
+    functions = remote_kms_synth.resources("AWS::Lambda::Function")
+    assuming = {
+        r["Ref"]
+        for policy in remote_kms_synth.resources("AWS::IAM::Policy").values()
+        if "sts:AssumeRole" in json.dumps(policy["Properties"]["PolicyDocument"])
+        for r in policy["Properties"]["Roles"]
+    }
+    for name, function in pipeline.functions.items():
+        logical_id = remote_kms_synth.logical_id(function)
+        role = functions[logical_id]["Properties"]["Role"]["Fn::GetAtt"][0]
+        variables = functions[logical_id]["Properties"]["Environment"]["Variables"]
+        reads = name in READERS
+        # THEN a function may assume the read role, and knows it, exactly when it reads the
+        # bucket: the change relay, the planners and the summaries may not
+        # (https://docs.aws.amazon.com/IAM/latest/UserGuide/best-practices.html#grant-least-privilege)
+        assert (role in assuming) == reads, name
+        assert (READ_ROLES in variables) == reads, name
+    assert "change-relay" in pipeline.functions
+    assert sorted(pipeline.bucket_readers) == sorted(n for n in READERS if n in pipeline.functions)
+
+
+def test_the_encrypted_inventory_admits_the_producer_s_reports(
+    remote_kms_synth: Synth, kms_synth: Synth
+) -> None:
+    # GIVEN the central stack's key (kmsKeyArn: create) encrypting the inventory bucket that
+    # receives the producer bucket's inventory
+    def key_policy(synth: Synth) -> dict[str, Any]:
+        (key,) = [
+            k
+            for logical_id, k in synth.resources("AWS::KMS::Key").items()
+            if logical_id.startswith("Key")
+        ]
+        return dict(key["Properties"]["KeyPolicy"])
+
+    s3 = {"Service": "s3.amazonaws.com"}
+
+    def report(policy: dict[str, Any], account: str, bucket: str) -> str:
+        # S3 writing a report under the destination's default key, on the source bucket's
+        # behalf (https://docs.aws.amazon.com/AmazonS3/latest/userguide/configure-inventory.html)
+        context = {"aws:SourceAccount": account, "aws:SourceArn": f"arn:aws:s3:::{bucket}"}
+        request = Request(s3, "kms:GenerateDataKey", "*", context)
+        return decide(policy, request, identity_allows=False)
+
+    policy = key_policy(remote_kms_synth)
+    # THEN the producer's bucket may have its report encrypted
+    assert report(policy, PRODUCER_ACCOUNT, PRODUCER_BUCKET) == "allowed"
+    # AND no other bucket of that account, nor a stranger naming the same bucket
+    assert report(policy, PRODUCER_ACCOUNT, PRODUCER_ARCHIVE) == "implicit-deny"
+    assert report(policy, STRANGER, PRODUCER_BUCKET) == "implicit-deny"
+    # AND without buckets of other accounts the key admits no other account's reports
+    assert report(key_policy(kms_synth), PRODUCER_ACCOUNT, PRODUCER_BUCKET) == "implicit-deny"
 
 
 def test_central_pipeline_refuses_a_bucket_of_another_region() -> None:

@@ -65,19 +65,28 @@ def test_only_the_stack_and_operators_send_to_the_ingest_queue(
     assert ONLY_STACK_SENDS_SID in [s.get("Sid") for s in policy["Statement"]]
     rule_arn = f"arn:{synth.logical_id(synth.pipeline.routing.rule)}"
 
-    def event_bridge(source_arn: str) -> str:
+    def event_bridge(source_arn: str, source_account: str = "ref:AWS::AccountId") -> str:
+        # EventBridge delivering for a rule: aws:SourceArn the rule, aws:SourceAccount its
+        # account (https://docs.aws.amazon.com/IAM/latest/UserGuide/confused-deputy.html)
+        context = {
+            "aws:SourceArn": source_arn,
+            "aws:SourceAccount": source_account,
+            "aws:SecureTransport": "true",
+        }
         return decide(
             policy,
             Request(
                 principal={"Service": "events.amazonaws.com"},
                 action=SEND,
                 resource=queue_arn,
-                context={"aws:SourceArn": source_arn, "aws:SecureTransport": "true"},
+                context=context,
             ),
             identity_allows=False,
         )
 
     assert event_bridge(rule_arn) == "allowed"
+    # the rule's ARN from another account's request (issue 34: the account is named too)
+    assert event_bridge(rule_arn, "210987654321") != "allowed"
     # another rule of the account (an attacker's), even with the policy's own Allow shape
     assert event_bridge("arn:aws:events:us-east-1:123456789012:rule/forged") != "allowed"
 

@@ -158,6 +158,8 @@ def test_schedule_invokes_the_reconcile_function_with_the_inventory_source(synth
             "FunctionName": _arn(function_id),
             "Principal": "events.amazonaws.com",
             "SourceArn": _arn(rule_id),
+            # the rule's account too (confused deputy, issue 34)
+            "SourceAccount": {"Ref": "AWS::AccountId"},
         }
     ]
 
@@ -668,9 +670,29 @@ def test_fanout_schedule_starts_the_state_machine(fanout_synth: Synth) -> None:
     assert target["Input"] == {"Fn::Join": ["", ['{"bucket":"', _ref(bucket_id), '"}']]}
     role_id = target["RoleArn"]["Fn::GetAtt"][0]
     role = synth.template["Resources"][role_id]["Properties"]
+    # only this account's rules may assume the schedule's role (confused deputy, issue 34:
+    # https://docs.aws.amazon.com/eventbridge/latest/userguide/cross-service-confused-deputy-prevention.html)
+    rules = {
+        "Fn::Join": [
+            "",
+            [
+                "arn:",
+                {"Ref": "AWS::Partition"},
+                ":events:",
+                {"Ref": "AWS::Region"},
+                ":",
+                {"Ref": "AWS::AccountId"},
+                ":rule/*",
+            ],
+        ]
+    }
     assert role["AssumeRolePolicyDocument"]["Statement"] == [
         {
             "Action": "sts:AssumeRole",
+            "Condition": {
+                "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}},
+                "ArnLike": {"aws:SourceArn": rules},
+            },
             "Effect": "Allow",
             "Principal": {"Service": "events.amazonaws.com"},
         }

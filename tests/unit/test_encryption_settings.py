@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from s3ingest.encryption import ACCOUNT_SID, key_policy, key_policy_statements
+from s3ingest.encryption import (
+    ACCOUNT_SID,
+    key_policy,
+    key_policy_statements,
+    remote_inventories,
+)
 from s3ingest.settings import BucketSpec, Settings, SettingsError
 
 KEY = "arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
@@ -92,3 +97,38 @@ def test_every_service_statement_is_held_to_the_account() -> None:
 def test_the_docs_show_the_generated_policy() -> None:
     generated = json.dumps(key_policy("111122223333", "eu-west-1"), indent=2)
     assert f"```json\n{generated}\n```" in DOC.read_text(encoding="utf-8")
+
+
+def test_the_key_admits_each_remote_account_s_inventory_reports_by_bucket() -> None:
+    # GIVEN buckets of two other accounts (one without the stack's inventory) and a local one
+    specs = [
+        BucketSpec(),
+        BucketSpec(name="drop", existing=True, account="222233334444"),
+        BucketSpec(name="archive", existing=True, account="222233334444"),
+        BucketSpec(name="quiet", existing=True, account="555566667777", inventory=False),
+        BucketSpec(name="other", existing=True, account="888899990000"),
+    ]
+    remote = remote_inventories(specs)
+    assert remote == {"222233334444": ["drop", "archive"], "888899990000": ["other"]}
+    # THEN one statement per account, naming that account and its buckets only
+    # (https://docs.aws.amazon.com/AmazonS3/latest/userguide/configure-inventory.html)
+    statements = {
+        s["Sid"]: s for s in key_policy_statements("111122223333", "eu-west-1", "aws", remote)
+    }
+    drop = statements["AllowS3InventoryReportsOf222233334444"]
+    assert drop["Principal"] == {"Service": "s3.amazonaws.com"}
+    assert drop["Action"] == ["kms:GenerateDataKey"]
+    assert drop["Condition"] == {
+        "StringEquals": {"aws:SourceAccount": "222233334444"},
+        "ArnLike": {"aws:SourceArn": ["arn:aws:s3:::archive", "arn:aws:s3:::drop"]},
+    }
+    assert statements["AllowS3InventoryReportsOf888899990000"]["Condition"]["ArnLike"] == {
+        "aws:SourceArn": "arn:aws:s3:::other"
+    }
+    assert "AllowS3InventoryReportsOf555566667777" not in statements
+    # AND the printed policy for an imported key holds them too; without remote buckets, none
+    printed = key_policy("111122223333", "eu-west-1", remote_inventories=remote)
+    assert drop in printed["Statement"]
+    assert not [
+        s for s in key_policy_statements("111122223333", "eu-west-1") if "Of2222" in s["Sid"]
+    ]

@@ -549,3 +549,39 @@ def test_versions_are_counted_in_the_processors_variable() -> None:
     assert Settings(processor=MODULE, hold=hold).problems() == []
     (problem,) = Settings(processor=MODULE, processor_version=2, hold=hold).problems()
     assert problem.startswith("hold: the PROCESSORS and HOLD environment variables would take")
+
+
+# --- in-process processors beside buckets of other accounts --------------------------------------
+
+REMOTE_BUCKETS = [{}, {"name": "producer-drop", "existing": True, "account": "222222222222"}]
+
+
+def test_in_process_processors_beside_remote_buckets_are_refused_unless_allowed() -> None:
+    # GIVEN a bucket of another account, a module processor and the single processor
+    # THEN each in-process one is refused, naming the setting that accepts it
+    for context, where in (
+        ({"processors": [{"name": "a", "module": MODULE}]}, "processors[0].module"),
+        ({"processor": MODULE}, "processor"),
+    ):
+        problem = _one_problem(buckets=REMOTE_BUCKETS, **context)
+        assert problem.startswith(f"{where}: an in-process processor runs inside the pipeline")
+        assert "(buckets[1])" in problem
+        assert "allowModuleProcessorsWithRemoteBuckets" in problem
+        assert "handler or functionArn" in problem
+        # AND the explicit setting accepts it
+        settings = Settings.from_context(
+            {"buckets": REMOTE_BUCKETS, "allowModuleProcessorsWithRemoteBuckets": "true", **context}
+        )
+        assert settings.allow_module_processors_with_remote_buckets is True
+    # AND handler and functionArn processors (roles of their own) need no opt-in
+    Settings.from_context(
+        {
+            "buckets": REMOTE_BUCKETS,
+            "processors": [
+                {"name": "a", "handler": EXAMPLE},
+                {"name": "b", "functionArn": ARN},
+            ],
+        }
+    )
+    # AND without a remote bucket a module needs none either
+    Settings.from_context({"processors": [{"name": "a", "module": MODULE}]})

@@ -21,6 +21,8 @@ else:
     S3Client = Any
 
 _NOT_FOUND = frozenset({"404", "NoSuchKey", "NotFound"})
+#: HeadObject's answer for a key it may not say is missing (no body: the code is the status).
+_FORBIDDEN = frozenset({"403", "Forbidden", "AccessDenied"})
 
 #: ListObjectVersions and ListObjectsV2 return at most 1,000 entries per request
 #: (https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html).
@@ -35,7 +37,9 @@ class S3Objects:
     client : S3Client
         A boto3 S3 client (injected). The role needs ``s3:GetObject`` and ``s3:ListBucket``:
         without ListBucket a missing key answers 403, not 404
-        (https://docs.aws.amazon.com/AmazonS3/latest/API/API_HeadObject.html).
+        (https://docs.aws.amazon.com/AmazonS3/latest/API/API_HeadObject.html). A ListBucket
+        held to the key filters' prefixes (``s3:prefix``, a source stack's read role) does not
+        cover a HEAD, which carries no prefix: :meth:`current` then asks the listing.
     """
 
     def __init__(self, client: S3Client) -> None:
@@ -53,10 +57,16 @@ class S3Objects:
             marker (HeadObject answers 404 for both). ETag without quotes; the null version's id
             (``"null"``) as None.
 
+        A 403 is told apart by one ListObjectsV2 of the key as prefix (:meth:`_listed`): a
+        role whose ``s3:ListBucket`` is held to ``s3:prefix`` may list the key though S3 does
+        not count that grant for the HEAD; the key not listed is missing (or under a delete
+        marker), as a 404 would say.
+
         Raises
         ------
         TransientError
-            On any other error (throttling, 5xx, 403): retried, then dead-lettered by SQS.
+            On any other error (throttling, 5xx, a 403 for a key the listing shows or that
+            cannot be listed): retried, then dead-lettered by SQS.
         """
         self.requests += 1
         try:
@@ -64,6 +74,8 @@ class S3Objects:
         except ClientError as exc:
             code = str(exc.response.get("Error", {}).get("Code", ""))
             if code in _NOT_FOUND:
+                return ObjectState(visible=False)
+            if code in _FORBIDDEN and not self._listed(bucket, key):
                 return ObjectState(visible=False)
             raise TransientError(f"s3 head_object: {code}") from exc
         except BotoCoreError as exc:
@@ -74,6 +86,27 @@ class S3Objects:
             etag=normalize_etag(resp.get("ETag")),
             size=resp.get("ContentLength"),
         )
+
+    def _listed(self, bucket: str, key: str) -> bool:
+        """Whether the bucket's listing holds ``key`` (ListObjectsV2 with the key as prefix, one
+        entry: the key itself sorts first among the keys it prefixes,
+        https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html; a key under a
+        delete marker is not listed). The request carries ``s3:prefix`` = the key, which a
+        prefix-held ListBucket admits for a key under its prefixes.
+
+        Raises
+        ------
+        TransientError
+            When the listing is refused or fails too (the 403 stays unexplained).
+        """
+        try:
+            page = self._s3.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            raise TransientError(f"s3 head_object: 403; list_objects_v2: {code}") from exc
+        except BotoCoreError as exc:
+            raise TransientError(f"s3 list_objects_v2: {exc.__class__.__name__}") from exc
+        return any(entry.get("Key") == key for entry in page.get("Contents", []))
 
 
 def eventbridge_delivery_enabled(client: S3Client, bucket: str) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import Aws, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -15,6 +17,19 @@ from s3ingest_cdk.encryption import pipeline_key
 CLOUDWATCH_PRINCIPAL = "cloudwatch.amazonaws.com"
 
 
+def _this_account_s_alarms() -> dict[str, Any]:
+    """The confused-deputy conditions of CloudWatch's use of the topic and its key: this
+    account's and Region's alarms only (``aws:SourceAccount``, ``aws:SourceArn``;
+    https://docs.aws.amazon.com/IAM/latest/UserGuide/confused-deputy.html, as the pipeline key's
+    statement, :mod:`s3ingest.encryption`)."""
+    return {
+        "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+        "ArnLike": {
+            "aws:SourceArn": f"arn:{Aws.PARTITION}:cloudwatch:{Aws.REGION}:{Aws.ACCOUNT_ID}:alarm:*"
+        },
+    }
+
+
 class AlarmTopic(Construct):
     """An SNS topic for alarm and OK actions, with an optional e-mail subscription.
 
@@ -22,9 +37,9 @@ class AlarmTopic(Construct):
     ``cloudwatch.amazonaws.com`` use it (``kms:Decrypt``, ``kms:GenerateDataKey*``): alarms cannot
     publish to a topic encrypted with the AWS-managed ``alias/aws/sns`` key, whose policy cannot be
     changed (https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html#compatibility-with-aws-services,
-    https://repost.aws/knowledge-center/cloudwatch-receive-sns-for-alarm-trigger). The key
-    protects nothing else, so its grant is not narrowed further. ``enforce_ssl`` gives the topic a
-    policy that denies ``sns:Publish`` without TLS
+    https://repost.aws/knowledge-center/cloudwatch-receive-sns-for-alarm-trigger); that grant is
+    held to this account's and Region's alarms (``aws:SourceAccount``, ``aws:SourceArn``).
+    ``enforce_ssl`` gives the topic a policy that denies ``sns:Publish`` without TLS
     (https://docs.aws.amazon.com/sns/latest/dg/sns-security-best-practices.html#enforce-encryption-data-in-transit);
     because that policy replaces the topic's default one, it also allows CloudWatch to publish,
     for this account's and region's alarms only.
@@ -66,14 +81,7 @@ class AlarmTopic(Construct):
                 principals=[iam.ServicePrincipal(CLOUDWATCH_PRINCIPAL)],
                 actions=["sns:Publish"],
                 resources=[self.topic.topic_arn],
-                conditions={
-                    "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
-                    "ArnLike": {
-                        "aws:SourceArn": (
-                            f"arn:{Aws.PARTITION}:cloudwatch:{Aws.REGION}:{Aws.ACCOUNT_ID}:alarm:*"
-                        )
-                    },
-                },
+                conditions=_this_account_s_alarms(),
             )
         )
         self.subscription: sns.Subscription | None = None
@@ -97,6 +105,7 @@ class AlarmTopic(Construct):
                 principals=[iam.ServicePrincipal(CLOUDWATCH_PRINCIPAL)],
                 actions=["kms:Decrypt", "kms:GenerateDataKey*"],
                 resources=["*"],
+                conditions=_this_account_s_alarms(),
             )
         )
         return key

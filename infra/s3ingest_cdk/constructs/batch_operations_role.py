@@ -13,8 +13,10 @@ BATCH_OPERATIONS_PRINCIPAL = "batchoperations.s3.amazonaws.com"
 class BatchOperationsRole(Construct):
     """A role only S3 Batch Operations, on behalf of this account, may assume.
 
-    The trust policy carries the ``aws:SourceAccount`` condition against the confused deputy
-    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/batch-ops-iam-role-policies.html). No
+    The trust policy carries ``aws:SourceAccount`` and ``aws:SourceArn`` (this account's and
+    Region's jobs) against the confused deputy
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/batch-ops-iam-role-policies.html,
+    https://docs.aws.amazon.com/IAM/latest/UserGuide/confused-deputy.html). No
     permission is attached here: the backfill feature grants reading the inventory manifest,
     invoking the backfill function and writing the completion report, and nothing else.
 
@@ -38,7 +40,14 @@ class BatchOperationsRole(Construct):
             "Role",
             assumed_by=iam.ServicePrincipal(
                 BATCH_OPERATIONS_PRINCIPAL,
-                conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+                    "ArnLike": {
+                        "aws:SourceArn": (
+                            f"arn:{Aws.PARTITION}:s3:{Aws.REGION}:{Aws.ACCOUNT_ID}:job/*"
+                        )
+                    },
+                },
             ),
             description="s3ingest: S3 Batch Operations backfill jobs",
         )

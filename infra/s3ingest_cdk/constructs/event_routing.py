@@ -8,6 +8,7 @@ from typing import Any
 from aws_cdk import Aws, Duration
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -17,6 +18,31 @@ from s3ingest_cdk.constructs.ingest_queue import secure_queue
 #: (https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_RetryPolicy.html).
 MAX_RETRY_ATTEMPTS = 185
 MAX_EVENT_AGE = Duration.hours(24)
+
+#: The role id CDK's targets look up before making their own (``singletonEventRole``): a role
+#: made by :func:`rule_role` under this id takes the place, and the logical id, of CDK's.
+EVENTS_ROLE_ID = "EventsRole"
+
+
+def rule_role(scope: Construct, construct_id: str = EVENTS_ROLE_ID) -> iam.Role:
+    """A role only EventBridge rules of this stack's account and Region may assume (a rule
+    target's role: starting a state machine, sending to another bus): the trust carries
+    ``aws:SourceAccount`` and ``aws:SourceArn`` (the account's rules), against the confused
+    deputy (https://docs.aws.amazon.com/eventbridge/latest/userguide/cross-service-confused-deputy-prevention.html,
+    https://docs.aws.amazon.com/IAM/latest/UserGuide/confused-deputy.html). CDK grants the target's
+    action on it when the target is given ``role=``."""
+    rules = f"arn:{Aws.PARTITION}:events:{Aws.REGION}:{Aws.ACCOUNT_ID}:rule/*"
+    return iam.Role(
+        scope,
+        construct_id,
+        assumed_by=iam.ServicePrincipal("events.amazonaws.com").with_conditions(
+            {
+                "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+                "ArnLike": {"aws:SourceArn": rules},
+            }
+        ),
+    )
+
 
 # Event pattern JSON keys and the `events.EventPattern` fields that render them.
 _PATTERN_FIELDS = {

@@ -19,6 +19,7 @@ from s3ingest_cdk.constructs import (
     ReconcileSchedule,
     ReconcileStateMachine,
 )
+from s3ingest_cdk.constructs.event_routing import rule_role
 from s3ingest_cdk.constructs.landing_bucket import CHECKPOINT_BUCKET_ENV, Landings
 from s3ingest_cdk.constructs.reconcile_function import FANOUT_HANDLER, RECONCILE_HANDLER
 from s3ingest_cdk.constructs.reconcile_state_machine import (
@@ -222,10 +223,13 @@ class Reconciliation(Construct):
         acknowledge(state_machine.role, "AwsSolutions-IAM5[Resource::*]", SFN_LOGGING_EVIDENCE)
         acknowledge_state_machine_invoke(state_machine, fan_out, "the fan-out step function")
         acknowledge_distributed_map(state_machine, INVENTORY_MAP_LABEL, "inventory data file")
+        # the schedule's role, trusted by this account's rules only (CDK's own trusts any)
+        role = rule_role(state_machine)
         return [
             targets.SfnStateMachine(
                 state_machine,
                 input=events.RuleTargetInput.from_object({"bucket": bucket.bucket_name}),
+                role=role,
             )
             for bucket in self._landings.buckets
         ]
