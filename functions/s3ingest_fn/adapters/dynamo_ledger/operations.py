@@ -704,9 +704,7 @@ class DynamoLedger:
         return result
 
 
-def own_write(
-    row: LedgerRow, change_id: str | None, claim: Claim | None
-) -> WriteResult | None:
+def own_write(row: LedgerRow, change_id: str | None, claim: Claim | None) -> WriteResult | None:
     """The applied :class:`WriteResult` of a write applying ``change_id`` under ``claim``,
     read back from ``row`` (the item a retry of that write was refused by), or None when the
     row does not hold that write as it left it.
