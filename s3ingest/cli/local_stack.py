@@ -25,7 +25,8 @@ StateDir = Annotated[
         metavar="DIR",
         file_okay=False,
         help="A state folder: up loads the state saved there (its settings with it), down "
-        "saves the state there (a pickle: load only a folder you trust).",
+        "saves the state there (a pickle signed with your key, in a folder only you may "
+        "write: another user's, or one others may write, is refused).",
     ),
 ]
 
@@ -53,13 +54,20 @@ def up_command(
     memory until local down; with --state DIR, the state saved there is loaded and saved there
     again on local down, and --context may deploy other processors and hold over it (a
     processor added later: then s3ingest reprocess --local). Exit code 2 for invalid settings
-    (a processor that cannot be imported included) or a stack already running, 1 when it did
-    not start."""
+    (a processor that cannot be imported included), a refused state folder (another user's,
+    writable by others, another moto, a signature that does not verify) or a stack already
+    running, 1 when it did not start."""
     require_local("s3ingest local up")
     from s3ingest.local import daemon, saved_state
     from s3ingest.settings import Settings, SettingsError
 
-    saved = state is not None and (state / saved_state.STATE_FILE).is_file()
+    try:
+        if state is not None:
+            saved_state.prepare(state)
+        saved = state is not None and saved_state.check(state)
+    except saved_state.StateError as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(EXIT_USAGE) from exc
     try:
         ctx = daemon.read_context(context or [])
         if not saved:  # over a saved state, the daemon checks them with the saved settings
@@ -143,9 +151,18 @@ def status_command(as_json: AsJson = False) -> None:
 def down_command(state: StateDir = None, as_json: AsJson = False) -> None:
     """Stop the stack s3ingest local up started (its process only, by its pid); its state,
     held in that process's memory, goes with it unless saved: to --state DIR, or to the folder
-    of local up --state. Exit code 1 when none runs."""
-    from s3ingest.local import daemon
+    of local up --state. Exit code 1 when none runs, 2 for a refused --state folder."""
+    from s3ingest.local import daemon, saved_state
 
+    try:
+        if state is not None:
+            saved_state.prepare(state)
+    except saved_state.StateError as exc:
+        if as_json:
+            sys.stdout.write(json.dumps({"stopped": None, "reason": str(exc)}) + "\n")
+        else:
+            console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(EXIT_USAGE) from exc
     try:
         result = daemon.stop(daemon.run_dir(), state=state)
     except daemon.LocalStackError as exc:

@@ -520,6 +520,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     stop_event = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop_event.set())
     signal.signal(signal.SIGINT, lambda *_: stop_event.set())
+    from s3ingest.local.saved_state import StateError
     from s3ingest.packaging import BundlingError
     from s3ingest.settings import SettingsError
 
@@ -531,7 +532,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             Path(args.state) if args.state else None,
             json.loads(args.redeploy) if args.redeploy else None,
         )
-    except (ValueError, SettingsError, BundlingError) as exc:
+    except (ValueError, SettingsError, BundlingError, StateError) as exc:
         message = " ".join(str(exc).split())
         if "No module named" in message:
             message += (

@@ -108,6 +108,28 @@ def silence_moto_event_bridge() -> None:
     notifications._send_event_bridge_message = lambda *args, **kwargs: None
 
 
+def route_keys_with_newlines() -> None:
+    """Let moto's server route a request whose object key holds a newline (``a%0Ab``): its URL
+    rules match the key with ``.+``, which stops at a newline, so every operation on such a key
+    answered a bare 404 (a DeleteObject S3 answers 204; a removal effect retried until the
+    dead-letter queue). S3 allows any UTF-8 in a key
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-keys.html). Each rule's
+    pattern matches newlines too (``(?s:...)``). Applied once per process, before moto's apps
+    are built; idempotent."""
+    from moto.moto_server.utilities import RegexConverter
+
+    original = RegexConverter.__init__
+    if getattr(original, "_s3ingest_patched", False):
+        return
+
+    def __init__(self: Any, url_map: Any, *items: Any) -> None:
+        original(self, url_map, *items)
+        self.regex = f"(?s:{self.regex})"
+
+    __init__._s3ingest_patched = True  # type: ignore[attr-defined]
+    RegexConverter.__init__ = __init__  # type: ignore[method-assign]
+
+
 def report_event_bridge_configuration() -> None:
     """Make moto's GetBucketNotificationConfiguration answer ``EventBridgeConfiguration``
     (``{}``) when EventBridge delivery is on, as S3 does

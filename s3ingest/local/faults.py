@@ -387,14 +387,15 @@ def _delivery(record: Mapping[str, Any]) -> str:
     """What identifies one SQS record's delivery across runs: its object key, its sequencer
     without the time digits (the local clock's ``00`` + 8 hex digits of Unix seconds, which
     follow the wall clock) and its receive count (never the run's unique bucket, message or
-    event ids); the body's hash when it is not an S3 event."""
+    event ids); the body's hash when it is not an S3 event (any body: a hostile one too)."""
     count = str(record.get("attributes", {}).get("ApproximateReceiveCount", ""))
     body = str(record.get("body", ""))
     try:
         obj = json.loads(body)["detail"]["object"]
         sequencer = str(obj.get("sequencer", ""))
         return f"{obj['key']}@{sequencer[:2]}{sequencer[10:]}#{count}"
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        # not an S3 event's shape: a list or a string for a mapping, nested past the parser
         return f"{hashlib.sha256(body.encode('utf-8')).hexdigest()}#{count}"
 
 

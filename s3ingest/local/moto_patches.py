@@ -176,6 +176,20 @@ PATCHES: tuple[Patch, ...] = (
         targets=(Target(f"{_S3}.notifications", "_send_event_bridge_message"),),
     ),
     Patch(
+        name="server-routes-keys-with-newlines",
+        kind="correctness",
+        why="a request for an object key holding a newline is routed (moto's URL rules match "
+        "keys with '.', which stops at a newline: a bare 404 where S3 answers)",
+        apply=f"{_LOCAL}.emulator:route_keys_with_newlines",
+        targets=(
+            Target(
+                "moto.moto_server.utilities",
+                "RegexConverter.__init__",
+                params=("self", "url_map", "items"),
+            ),
+        ),
+    ),
+    Patch(
         name="s3-notification-reports-eventbridge",
         kind="correctness",
         why="GetBucketNotificationConfiguration answers EventBridgeConfiguration when it is on, "

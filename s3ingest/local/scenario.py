@@ -195,6 +195,11 @@ def parse_lines(lines: Iterable[str]) -> tuple[dict[str, Any], list[tuple[int, d
             raise ScenarioError(f"line {lineno}: not JSON ({exc.msg})") from exc
         except ValueError as exc:
             raise ScenarioError(f"line {lineno}: {exc}") from exc
+        except RecursionError as exc:  # Python's json reads about 1,000 levels at most
+            raise ScenarioError(
+                f"line {lineno}: nested too deep to read; give a deliver body that deep as a "
+                "JSON string (sent as is)"
+            ) from exc
         if not isinstance(doc, dict):
             raise ScenarioError(f"line {lineno}: expected a JSON object")
         if "op" not in doc:

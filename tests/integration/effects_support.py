@@ -36,11 +36,15 @@ class Clock:
 class RecordingLedger(DynamoLedger):
     """The real adapter, noting every write that applied a new change, ``(key, chg_id,
     state)`` in order: the ground truth of which changes won. A write that only moved the
-    sequencer (the row already held the state) makes no change and has no change id."""
+    sequencer (the row already held the state) makes no change and has no change id. A delete
+    that is the first change of its key (the ledger never held the key) wins no effect (C11:
+    nothing downstream saw the key): its change id goes to ``never_held`` instead."""
 
     def __init__(self, inner: DynamoLedger) -> None:
         super().__init__(inner._ddb, inner._table, inner._ttl)
         self.applied: list[tuple[str, str, RowState]] = []
+        self.never_held: set[str] = set()
+        self._seen: set[str] = set()
         self._lock = threading.Lock()
 
     @property
@@ -58,5 +62,9 @@ class RecordingLedger(DynamoLedger):
     def _note(self, meta: WriteMeta, state: RowState, result: WriteResult) -> WriteResult:
         if result.applied and result.change_id is not None:
             with self._lock:
-                self.applied.append((meta.key, result.change_id, state))
+                if meta.key not in self._seen and not state.present:
+                    self.never_held.add(result.change_id)
+                else:
+                    self.applied.append((meta.key, result.change_id, state))
+                self._seen.add(meta.key)
         return result

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -223,6 +224,7 @@ def test_a_state_saved_on_down_is_loaded_on_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # the state key's folder
     state = tmp_path / "rehearsal"
     started: list[int] = []
 
@@ -258,6 +260,11 @@ def test_a_state_saved_on_down_is_loaded_on_up(
         code, output = _cli("local", "down", "--json")
         assert code == 0 and json.loads(output)["state"] == str(state.resolve())
         assert (state / saved_state.STATE_FILE).is_file()
+        # (a 0600 file in a 0700 folder, signed with a 0600 key: issue 34)
+        assert stat.S_IMODE(state.stat().st_mode) == 0o700
+        assert stat.S_IMODE((state / saved_state.STATE_FILE).stat().st_mode) == 0o600
+        assert stat.S_IMODE(saved_state.key_path().stat().st_mode) == 0o600
+        assert saved_state.key_path().is_relative_to(tmp_path)
         # WHEN local up loads it
         second = up()
         # THEN the same bucket, its object and its ledger row are back, on a new endpoint
@@ -283,6 +290,7 @@ def test_a_processor_added_over_a_saved_state_is_brought_up_to_date(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # the state key's folder
     state = tmp_path / "rehearsal"
     sidecar = {"name": "sidecar", "module": "s3ingest_examples.sidecar:process"}
     audit = {"name": "audit", "handler": "s3ingest_examples.audit:handler"}
@@ -392,10 +400,16 @@ def test_local_up_refuses_a_processor_that_cannot_be_imported(
         daemon.running(tmp_path / daemon.RUN_DIR)
 
 
-def test_a_state_of_another_moto_is_refused(tmp_path: Path) -> None:
+def test_a_state_of_another_moto_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import pickle
 
-    (tmp_path / saved_state.STATE_FILE).write_bytes(pickle.dumps({"format": 1, "moto": "0.1"}))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    payload = pickle.dumps({"format": 2, "moto": "0.1"})
+    mac = saved_state._mac(saved_state._key(create=True), "0.1", payload)
+    header = json.dumps({"format": 2, "moto": "0.1", "hmac-sha256": mac}).encode()
+    (tmp_path / saved_state.STATE_FILE).write_bytes(header + b"\n" + payload)
     with pytest.raises(saved_state.StateError, match=r"moto 0\.1"):
         saved_state.load(tmp_path)
     assert saved_state.load(tmp_path / "empty") is None

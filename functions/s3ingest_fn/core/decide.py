@@ -61,7 +61,7 @@ from typing import Any
 
 from s3ingest_fn.config import carry_context
 from s3ingest_fn.contract import CANARY_PREFIX
-from s3ingest_fn.core import sequencer
+from s3ingest_fn.core import claimed, sequencer
 from s3ingest_fn.core.effects import (
     CREATED,
     REMOVED,
@@ -570,9 +570,9 @@ class IngestService:
             token=write.token,
             lease_until_ms=claim.lease_until_ms,
         )
-        missing = [name for name in claim.queued if name not in write.queues]
-        if missing:  # the claiming write returns the whole row (ALL_NEW): never expected
-            raise TransientError(f"ledger: the claiming write returned no queue of {missing}")
+        claimed.check_queues(claim, write)
+        if not state.present and claimed.never_held(write, claim):  # nothing downstream saw it
+            return claimed.close(self.ledger, result, write, claim, self.effects.names)
         jobs = {
             name: queued_changes(applied, name, write.queues[name])
             if name in claim.queued

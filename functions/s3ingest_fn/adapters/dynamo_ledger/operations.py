@@ -52,12 +52,14 @@ from s3ingest_fn.core.row import (
     PENDING,
     TRAIL_SLOTS,
     Claim,
+    Effect,
     Hold,
     LedgerRow,
     Review,
     RowState,
     WriteMeta,
     WriteResult,
+    fencing_token,
 )
 
 
@@ -564,10 +566,17 @@ class DynamoLedger:
         request: dict[str, Any],
         *,
         token_attribute: str | None = None,
+        own: Callable[[LedgerRow], WriteResult | None] | None = None,
     ) -> WriteResult:
         """One UpdateItem, conditional on the item not being legacy; a legacy item refusing it
         is migrated and the request made again. An applied write's returned attributes give
-        the fencing token (``token_attribute``, default any processor's) and the queues."""
+        the fencing token (``token_attribute``, default any processor's) and the queues.
+
+        ``own``: when botocore retried the request (a lost response, a connection error) and
+        the retry failed its condition, the first attempt may have been applied: ``own`` reads
+        the returned row and gives the applied result when the row holds this very write
+        (:func:`own_write`), so the caller runs the effect it claimed instead of reading a
+        ``duplicate`` (``docs/effects.md``, "The ambiguous write")."""
         request = dict(request)
         request["ConditionExpression"] = (
             f"({request['ConditionExpression']}) AND attribute_not_exists(#{_LEGACY_MARK})"
@@ -591,7 +600,10 @@ class DynamoLedger:
                         self._refuse_live_legacy_lease(item)
                         self._migrate(item)
                         continue
-                    return WriteResult(applied=False, old=row_from_item(item) if item else None)
+                    old = row_from_item(item) if item else None
+                    retried = exc.response.get("ResponseMetadata", {}).get("RetryAttempts", 0)
+                    mine = own(old) if own is not None and old is not None and retried else None
+                    return mine or WriteResult(applied=False, old=old)
                 raise _transient(exc) from exc
             except BotoCoreError as exc:
                 raise _transient(exc) from exc
@@ -675,7 +687,11 @@ class DynamoLedger:
             clear_sequencer=clear_sequencer,
         )
         result = self._call(
-            meta.bucket, meta.key, built.request, token_attribute=built.token_attribute
+            meta.bucket,
+            meta.key,
+            built.request,
+            token_attribute=built.token_attribute,
+            own=lambda row: own_write(row, built.change_id, claim),
         )
         if result.applied:
             return WriteResult(
@@ -686,3 +702,48 @@ class DynamoLedger:
                 holds=result.holds,
             )
         return result
+
+
+def own_write(row: LedgerRow, change_id: str | None, claim: Claim | None) -> WriteResult | None:
+    """The applied :class:`WriteResult` of a write applying ``change_id`` under ``claim``,
+    read back from ``row`` (the item a retry of that write was refused by), or None when the
+    row does not hold that write as it left it.
+
+    The write holds only when the row's change is ``change_id`` and every processor the claim
+    concerns is ``pending`` with exactly the claim's lease (epoch ms) and the fencing token
+    :func:`~s3ingest_fn.core.row.fencing_token` of the row's revision and the claim's time: no
+    other write has touched the row since, and no other worker's claim holds that lease and
+    token. Without a claim (no processor concerned) nothing is pending, so None: the retry's
+    ``duplicate`` loses nothing.
+
+    botocore retries a request whose response was lost
+    (https://docs.aws.amazon.com/sdkref/latest/guide/feature-retry-behavior.html); DynamoDB
+    may have applied the first attempt
+    (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Programming.Errors.html).
+    """
+    if claim is None or not claim.processors or change_id is None or row.change_id != change_id:
+        return None
+    token = fencing_token(row.rev, claim.now_ms)
+    effects: dict[str, Effect] = {}
+    for name in claim.processors:
+        effect = row.effect_of(name)
+        if (
+            effect is None
+            or effect.status != PENDING
+            or effect.token != token
+            or effect.lease_until_ms != claim.lease_until_ms
+        ):
+            return None
+        effects[name] = effect
+    queued = [effects[name] for name in claim.queued]
+    return WriteResult(
+        applied=True,
+        token=token,
+        change_id=change_id,
+        queues={name: effect.queue for name, effect in zip(claim.queued, queued, strict=True)},
+        holds={
+            name: effect.hold
+            for name, effect in zip(claim.queued, queued, strict=True)
+            if effect.hold is not None
+        },
+    )
