@@ -62,6 +62,7 @@ from s3ingest_fn.core.hold import HOLD, RUN, SKIP
 from s3ingest_fn.core.model import (
     Change,
     EffectNotStarted,
+    EffectsPendingError,
     Format,
     Kind,
     ObjectState,
@@ -629,9 +630,11 @@ class IngestService:
 
         Raises
         ------
+        EffectsPendingError
+            The first failure of a processor (``processor-failed: ...``), carrying ``extra``:
+            the row is written, the effect pending (a live message is retried).
         TransientError
-            The first failure of a processor (``processor-failed: ...``) or a killed worker,
-            carrying ``extra``: the message is retried.
+            A killed worker (the local runtime's crash injection), carrying ``extra``.
         """
         assert self.effects is not None
         names = list(jobs)
@@ -662,10 +665,14 @@ class IngestService:
             and result.outcome is Outcome.APPLIED
         ):
             result.outcome, result.reason = Outcome.SUPERSEDED, "content-superseded"
-        for _, error in outcomes:
+        for status, error in outcomes:
             if error is not None:
                 error.extra.update(result.extra)
-                raise error
+                if status == "killed":  # the worker died: its invocation reports nothing
+                    raise error
+                pending = EffectsPendingError(str(error))
+                pending.extra.update(error.extra)
+                raise pending from error
         return result
 
     def _run_one(
