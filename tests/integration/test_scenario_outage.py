@@ -58,11 +58,46 @@ def test_a_backfill_completes_the_ledger_through_a_processor_outage(
     assert result["error"] is None
     (backfill,) = result["backfills"]
     assert backfill["execution"]["status"] == "SUCCEEDED"
-    print(json.dumps(backfill, default=str))
+    assert backfill.get("failed", 0) == 0
+    if "counts" in backfill:  # listing
+        assert backfill["counts"]["effects_pending"] == 3
+    if "outcomes" in backfill:  # distributed-map (a job's are its metric)
+        assert backfill["outcomes"] == {"effects_pending": 3}
     # and the finishing run ran the three effects: the scenario ends converged
     (run,) = result["reprocesses"]
     assert run["counts"]["run"] == 3 and run["counts"]["failed"] == 0
     assert result["converged"], result["differences"]
+    assert result["effects_problems"] == []
+
+
+@pytest.mark.contract("C11", "C15")
+def test_onboarding_through_a_processor_outage_completes_the_ledger_and_reports_the_effects(
+    emulator: Any, tmp_path: Path
+) -> None:
+    # GIVEN an existing bucket holding three objects, and the only processor failing
+    lines = _outage({"op": "onboard"}, "unused")
+    lines[0] = {
+        "buckets": [{"name": "outage-existing", "existing": True}],
+        "processors": [{"name": "sidecar", "handler": SIDECAR}],
+    }
+    # WHEN it is onboarded through the outage (and nothing more)
+    stopped = _scenario(tmp_path, lines[:-2], emulator)
+    # THEN onboarding is done: every row written, the effects reported pending with their cure
+    assert stopped["error"] is None
+    (onboarded,) = stopped["onboardings"]
+    assert onboarded["status"] == "done"
+    assert onboarded["backfill"]["output"]["counts"]["effects_pending"] == 3
+    assert onboarded["effects_pending"]["count"] == 3
+    assert "s3ingest reprocess --processor NAME" in onboarded["effects_pending"]["finish"]
+    assert stopped["converged"], stopped["differences"]  # the ledger equals the bucket
+    assert len([p for p in stopped["effects_problems"] if "still pending" in p]) == 3
+    # WHEN the processor is fixed and the named command runs
+    result = _scenario(tmp_path, lines, emulator)
+    # THEN the effects are done: converged, no effect pending
+    (run,) = result["reprocesses"]
+    assert run["counts"]["run"] == 3
+    assert result["converged"], result["differences"]
+    assert result["effects_problems"] == []
 
 
 AUDIT = "s3ingest_examples.audit:handler"

@@ -36,6 +36,11 @@ SCHEMAS = ("1.0", "2.0")
 #: How a ``Succeeded`` task's ``resultString`` starts when its row is in the ledger but a
 #: processor's effect failed after it (:class:`~s3ingest_fn.core.model.EffectsPendingError`).
 EFFECTS_PENDING = "effects-pending"
+#: How effects a backfill left pending are finished, as its reports say.
+EFFECTS_FINISH = (
+    "once the processor works again: s3ingest reprocess --processor NAME (each processor that "
+    "failed), or the next reconciliation, whose effects_pending repairs run them"
+)
 
 
 @dataclass(frozen=True)
