@@ -220,7 +220,11 @@ def emit_reprocess(status: dict[str, Any], as_json: bool, *, target: str = "") -
             console.print(f"  {failure.get('bucket')}/{failure.get('key')}: {failure.get('error')}")
     behind = summary.get("left_behind") or {}
     if behind.get("command"):
+        samples = behind.get("samples") or []
         console.print(
-            f"[red]{behind['count']} keys left behind[/] (their effects pending); once the "
-            f"processor works, finish them with:\n  {behind['command']}"
+            f"[red]{behind['count']} keys left behind[/] (their effects pending; "
+            f"{len(samples)} shown):"
         )
+        for sample in samples:
+            console.print(f"  {sample.get('bucket')}/{sample.get('key')}")
+        console.print(f"once the processor works, finish them with:\n  {behind['command']}")

@@ -124,8 +124,8 @@ def test_a_reprocess_run_with_crashes_names_what_it_left_and_the_named_command_f
     # THEN the summary names the keys left behind, their count, and the command that ends them
     assert first["counts"]["failed"] > 0
     assert behind["count"] == first["counts"]["failed"]
-    assert len(behind["keys"]) == min(behind["count"], 5)
-    assert {key.split("/", 1)[1] for key in behind["keys"]} <= set(keys)
+    assert len(behind["samples"]) == min(behind["count"], 5)
+    assert {sample["key"] for sample in behind["samples"]} <= set(keys)
     assert behind["command"] == "s3ingest reprocess --processor audit"
     pending = sorted(p for p in crashed["effects_problems"] if "still pending" in p)
     assert len(pending) == behind["count"], crashed["effects_problems"]
@@ -135,7 +135,7 @@ def test_a_reprocess_run_with_crashes_names_what_it_left_and_the_named_command_f
     first, second = result["reprocesses"]
     assert first["left_behind"] == behind  # the same seed: the same crashes
     assert second["counts"]["run"] == behind["count"]
-    assert second["left_behind"] == {"count": 0, "keys": [], "command": None}
+    assert second["left_behind"] == {"count": 0, "samples": [], "command": None}
     assert result["error"] is None
     assert result["converged"], result["differences"]
     assert result["effects_problems"] == []

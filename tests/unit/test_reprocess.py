@@ -747,6 +747,35 @@ def test_the_summary_names_failed_keys_with_their_errors(world: World) -> None:
     assert summary["requests"]["write"] == 6 and summary["requests"]["invoke"] == 3
 
 
+@pytest.mark.contract("C11")
+def test_the_summary_names_the_keys_left_behind_and_the_command_that_finishes_them(
+    world: World,
+) -> None:
+    # GIVEN a run over a bucket's prefix at a rate, one key's processor failing
+    before = world.service()
+    for key in KEYS[:3]:
+        world.put(before, key)
+    after = world.service(index=1)
+    world.recorders["index"].fail_keys = {KEYS[1]}
+    request = {"processor": "index", "segments": 1, "bucket": BUCKET, "prefix": "in/", "rate": 50}
+
+    summary = world.run(world.reprocessor(after), **request)
+
+    # THEN it names the key left behind, the count, and the exact command that finishes it
+    assert summary["left_behind"] == {
+        "count": 1,
+        "samples": [{"bucket": BUCKET, "key": KEYS[1]}],
+        "command": f"s3ingest reprocess --processor index --bucket {BUCKET} --prefix in/ "
+        "--rate 50",
+    }
+    # WHEN the processor works again and that command's run (a new run, same request) runs
+    world.recorders["index"].fail_keys = set()
+    second = world.run(world.reprocessor(after), **request, run="r2")
+    # THEN it runs that key alone and leaves nothing behind
+    assert second["counts"]["run"] == 1
+    assert second["left_behind"] == {"count": 0, "samples": [], "command": None}
+
+
 def test_the_claim_refuses_an_effect_already_done_at_the_version(world: World) -> None:
     # GIVEN a row whose thumbs effect is done at thumbs' version 2
     v2 = world.service(thumbs=2)

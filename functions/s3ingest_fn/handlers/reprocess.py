@@ -144,7 +144,7 @@ def summarize(event: dict[str, Any], context: Any) -> dict[str, Any]:
         An unknown run.
     """
     result = wiring.function_reprocessor().summarize(str(event.get("run") or ""))
-    behind = int(result["left_behind"]["count"])
+    behind = int((result.get("left_behind") or {}).get("count") or 0)
     with invocation_metrics() as metrics:  # the stack's dimensions alone: the alarm's series
         metrics.add_metric(name=REPROCESS_KEYS_BEHIND_METRIC, unit=MetricUnit.Count, value=behind)
     logger.info("reprocess summary", extra=result)

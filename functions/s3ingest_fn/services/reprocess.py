@@ -703,16 +703,16 @@ def finish_command(request: ReprocessRequest) -> str:
 def left_behind(
     request: ReprocessRequest, count: int, failures: list[dict[str, str]]
 ) -> dict[str, Any]:
-    """``{"count", "keys", "command"}``: the run's keys left behind (its ``failed`` count: a
-    processor that raised, or a worker killed before its commit; their effects stay pending),
-    up to :data:`FAILURE_SAMPLES` of them as ``bucket/key``, and the command that finishes them
-    (:func:`finish_command`; None when none is left, and for a dry run or a removal, which run
-    no processor)."""
-    keys = [f"{f.get('bucket')}/{f.get('key')}" for f in failures[:FAILURE_SAMPLES]]
+    """``{"count", "samples", "command"}``: the run's keys left behind (its ``failed``
+    count: a processor that raised, or a worker killed before its commit; their effects stay
+    pending), up to :data:`FAILURE_SAMPLES` of them as ``{"bucket", "key"}`` (logged as the
+    ``logKeys`` setting says), and the command that finishes them (:func:`finish_command`;
+    None when none is left, and for a dry run or a removal, which run no processor)."""
+    samples = [{"bucket": f.get("bucket"), "key": f.get("key")} for f in failures]
     runs = not (request.dry_run or request.remove)
     return {
         "count": count,
-        "keys": keys if count else [],
+        "samples": samples[:FAILURE_SAMPLES] if count else [],
         "command": finish_command(request) if count and runs else None,
     }
 
