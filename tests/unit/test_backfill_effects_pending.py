@@ -11,6 +11,7 @@ import pytest
 
 from s3ingest_fn.core.decide import IngestService
 from s3ingest_fn.core.effects import AppliedChange, EffectRunner, PinnedContent
+from s3ingest_fn.core.model import Change as IngestChange
 from s3ingest_fn.core.model import (
     EffectsPendingError,
     Format,
@@ -18,7 +19,6 @@ from s3ingest_fn.core.model import (
     ObjectState,
     TransientError,
 )
-from s3ingest_fn.core.model import Change as IngestChange
 from s3ingest_fn.core.row import DEFAULT_PROCESSOR, PENDING, RowState, WriteMeta
 from s3ingest_fn.services.backfill import EFFECTS_PENDING, handle_invocation
 from tests.fakes import FakeBucket, FakeContentReader, FakeLedger
@@ -48,9 +48,7 @@ def _service(
     bucket = FakeBucket({(BUCKET, KEY): ObjectState(True, "v1", "e1", 5)})
     reader = FakeContentReader()
     reader.put(BUCKET, KEY, "v1", b"hello")
-    runner = EffectRunner(
-        processor, reader, clock_ms=lambda: NOW_MS, after_effect=after_effect
-    )
+    runner = EffectRunner(processor, reader, clock_ms=lambda: NOW_MS, after_effect=after_effect)
     return IngestService(ledger, bucket, scope_bucket=BUCKET, effects=runner), ledger
 
 

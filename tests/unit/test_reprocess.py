@@ -765,8 +765,7 @@ def test_the_summary_names_the_keys_left_behind_and_the_command_that_finishes_th
     assert summary["left_behind"] == {
         "count": 1,
         "samples": [{"bucket": BUCKET, "key": KEYS[1]}],
-        "command": f"s3ingest reprocess --processor index --bucket {BUCKET} --prefix in/ "
-        "--rate 50",
+        "command": f"s3ingest reprocess --processor index --bucket {BUCKET} --prefix in/ --rate 50",
     }
     # WHEN the processor works again and that command's run (a new run, same request) runs
     world.recorders["index"].fail_keys = set()

@@ -625,16 +625,13 @@ class IngestService:
         ``lease-lost``; prefixed ``resumed-`` when ``resumed``), or, with named processors, a
         map of them by name (``failed`` for one that failed), and ``effect_errors`` (each failed
         processor's message: the raised error names the first). A processor whose hold policy
-        holds a change reports ``held`` (and runs none of its later changes); one the policy
-        skips, ``skipped``.
+        holds a change reports ``held`` (and runs none of its later ones); skips, ``skipped``.
 
         Raises
         ------
         EffectsPendingError
-            The first failure of a processor (``processor-failed: ...``), carrying ``extra``:
-            the row is written, the effect pending (a live message is retried).
-        TransientError
-            A killed worker (the local runtime's crash injection), carrying ``extra``.
+            The first processor failure (``processor-failed: ...``), with ``extra``: the row is
+            written, the effect pending (the message is retried). A killed worker: its own error.
         """
         assert self.effects is not None
         names = list(jobs)
@@ -668,11 +665,7 @@ class IngestService:
         for status, error in outcomes:
             if error is not None:
                 error.extra.update(result.extra)
-                if status == "killed":  # the worker died: its invocation reports nothing
-                    raise error
-                pending = EffectsPendingError(str(error))
-                pending.extra.update(error.extra)
-                raise pending from error
+                raise error if status == "killed" else EffectsPendingError.of(error)
         return result
 
     def _run_one(

@@ -180,3 +180,12 @@ class EffectsPendingError(TransientError):
     pending effects: ``s3ingest reprocess --processor P`` or reconciliation's
     ``effects_pending`` repairs (``docs/backfill.md``). A ledger write that fails, or a worker
     killed before its commit, is never this error."""
+
+    @classmethod
+    def of(cls, error: TransientError) -> EffectsPendingError:
+        """``error`` (a processor's failure, its claim released) as this error: the same
+        message and ``extra``, ``error`` its cause."""
+        pending = cls(str(error))
+        pending.extra.update(error.extra)
+        pending.__cause__ = error
+        return pending
