@@ -21,7 +21,8 @@ from s3ingest_fn.core.model import (
 )
 from s3ingest_fn.core.row import DEFAULT_PROCESSOR, PENDING, RowState, WriteMeta
 from s3ingest_fn.services.backfill import EFFECTS_PENDING, handle_invocation
-from tests.fakes import FakeBucket, FakeContentReader, FakeLedger
+from s3ingest_fn.services.listing_backfill import ListingBackfill, Shard
+from tests.fakes import FakeBucket, FakeContentReader, FakeInventoryStore, FakeLedger
 
 pytestmark = pytest.mark.contract("C11", "C13")
 
@@ -111,3 +112,39 @@ def test_a_worker_killed_before_its_commit_still_fails_the_task() -> None:
     # THEN the invocation reports no success for it: Batch Operations retries the task
     assert result["resultCode"] == "TemporaryFailure"
     assert result["resultString"] == "worker-killed-before-commit"
+
+
+# -- the listing backfill ------------------------------------------------------------------------
+
+
+def _listing(ledger: FakeLedger | None = None) -> ListingBackfill:
+    from tests.unit.test_listing_backfill_plan import FakeShardListing
+
+    service, _ = _service(ledger=ledger)
+    # the listing shows the key's version v1 (written from the listing, without a HEAD)
+    return ListingBackfill(
+        listing=FakeShardListing({KEY: ["v1"]}),
+        store=FakeInventoryStore(),
+        checkpoint_bucket="checkpoints",
+        service=service,
+        record_concurrency=2,
+    )
+
+
+def test_a_listed_key_whose_processor_fails_counts_as_effects_pending() -> None:
+    # GIVEN a shard of one key, its processor failing; WHEN it is listed
+    listing = _listing()
+    result = listing.list_shard("r", Shard(id="0000", bucket=BUCKET))
+    listing.close()
+    # THEN the page is checkpointed done, the key written and counted apart (not a failure)
+    assert result["done"] is True
+    assert result["counts"]["listed"] == 1 and result["counts"]["effects_pending"] == 1
+    row = listing.service.ledger.get(BUCKET, KEY)
+    assert row is not None and row.present
+
+
+def test_a_listed_key_whose_ledger_write_fails_still_fails_the_page() -> None:
+    listing = _listing(ledger=_RefusingLedger())
+    with pytest.raises(TransientError, match="listed keys failed to record"):
+        listing.list_shard("r", Shard(id="0000", bucket=BUCKET))
+    listing.close()
