@@ -33,6 +33,7 @@ from s3ingest_fn.services.reprocess import (
     ReprocessRequest,
     RunTakenOver,
     estimate_cost,
+    finish_command,
 )
 from tests.fakes import FakeBucket, FakeContentReader, FakeInventoryStore
 from tests.moto_ledger import moto_ledger_table
@@ -773,6 +774,19 @@ def test_the_summary_names_the_keys_left_behind_and_the_command_that_finishes_th
     # THEN it runs that key alone and leaves nothing behind
     assert second["counts"]["run"] == 1
     assert second["left_behind"] == {"count": 0, "samples": [], "command": None}
+
+
+def test_the_finishing_command_quotes_what_it_repeats() -> None:
+    request = ReprocessRequest(
+        run="r", processor="audit", bucket="b", prefix="in dir/it's", rate=1_234_567.0
+    )
+    assert finish_command(request) == (
+        "s3ingest reprocess --processor audit --bucket b --prefix 'in dir/it'\"'\"'s' "
+        "--rate 1234567"
+    )
+    assert finish_command(ReprocessRequest(run="r", processor="p", rate=0.25)) == (
+        "s3ingest reprocess --processor p --rate 0.25"
+    )
 
 
 def test_the_claim_refuses_an_effect_already_done_at_the_version(world: World) -> None:

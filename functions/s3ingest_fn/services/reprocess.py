@@ -696,7 +696,8 @@ def finish_command(request: ReprocessRequest) -> str:
     if request.prefix:
         words += ["--prefix", request.prefix]
     if request.rate is not None:
-        words += ["--rate", f"{request.rate:g}"]
+        rate = request.rate
+        words += ["--rate", str(int(rate)) if rate.is_integer() else repr(rate)]
     return shlex.join(words)
 
 
