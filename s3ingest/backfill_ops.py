@@ -77,7 +77,9 @@ def backfill_status(sfn: Any, s3control: Any, execution_arn: str) -> dict[str, A
     -------
     dict
         ``{"execution", "status", "jobId", "jobStatus", "total", "succeeded", "failed",
-        "report", "output"}`` (job fields None before the job exists).
+        "report", "output"}`` (job fields None before the job exists); the
+        ``distributed-map`` engine's adds ``effects_pending`` (keys recorded while a processor
+        failed after their rows; a job's are its ``backfill_effects_pending`` metric).
     """
     desc = sfn.describe_execution(executionArn=execution_arn)
     out: dict[str, Any] = {
@@ -109,4 +111,7 @@ def backfill_status(sfn: Any, s3control: Any, execution_arn: str) -> dict[str, A
         )
     elif isinstance(out["output"], dict):  # the distributed-map engine reports its totals
         out.update({k: out["output"].get(k) for k in ("total", "succeeded", "failed")})
+        # rows written while a processor failed after them (succeeded; docs/backfill.md)
+        outcomes = out["output"].get("outcomes") or {}
+        out["effects_pending"] = int(outcomes.get("effects_pending", 0))
     return out

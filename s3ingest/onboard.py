@@ -197,8 +197,11 @@ def onboard(
 
     ``{"bucket", "stack", "status", "event_bridge": {"before", "after", "switched_on"},
     "backfill": {"run", "execution", "attempt", "resumed", "status", "shards", "objects",
-    "output"}, "reconciliation": {...}, "objects", "elapsed_s", "requests", "requests_source",
-    "cost", "configuration"}``; ``status`` is ``done``, ``declined`` (EventBridge delivery off
+    "output"}, "effects_pending": {"count", "finish"}, "reconciliation": {...}, "objects",
+    "elapsed_s", "requests", "requests_source", "cost", "configuration"}``;
+    ``effects_pending`` counts the rows the backfill wrote while a processor failed after them
+    (the ledger is complete; ``finish`` says how their effects are run, None when none);
+    ``status`` is ``done``, ``declined`` (EventBridge delivery off
     and not confirmed, or off on another account's bucket, ``reason``: nothing changed) or the
     failed execution's status (re-run to resume).
 
@@ -257,9 +260,15 @@ def onboard(
     if described["status"] != "SUCCEEDED":
         backfill["error"] = described.get("error")
         backfill["cause"] = described.get("cause")
+    from s3ingest_fn.services.backfill import EFFECTS_FINISH
+
+    pending = int(((output or {}).get("counts") or {}).get("effects_pending", 0))
     report.update(
         event_bridge={"before": was_on, "after": True, "switched_on": not was_on},
         backfill=backfill,
+        # rows written while a processor failed after them: the ledger is complete, their
+        # effects wait (docs/existing-buckets.md)
+        effects_pending={"count": pending, "finish": EFFECTS_FINISH if pending else None},
     )
     if described["status"] != "SUCCEEDED":
         return _finish(target, report, described["status"], started, counted_before, bucket)

@@ -63,6 +63,12 @@ REPROCESS_METRIC_PREFIX = "reprocess_"
 REPROCESS_RUN_METRIC = "reprocess_run"
 #: Effects a reprocess run's processor raised on (left pending), per processor.
 REPROCESS_FAILED_METRIC = "reprocess_failed"
+#: Keys a finished reprocess run left behind (its ``failed`` keys: their effects stay
+#: pending), emitted by the run's summary with the stack's dimensions only (0 when none); the
+#: reprocess alarm fires on a run that ends with keys behind.
+REPROCESS_KEYS_BEHIND_METRIC = "reprocess_keys_behind"
+#: Backfill tasks whose row is in the ledger while a processor's effect failed after it.
+BACKFILL_EFFECTS_PENDING_METRIC = "backfill_effects_pending"
 #: Environment variable naming the buckets the delivery check reads (comma-separated).
 DELIVERY_BUCKETS_ENV = "DELIVERY_CHECK_BUCKETS"
 

@@ -42,8 +42,9 @@ KEY_FIELDS = ("key", "encoded_key", "start_after", "end_before")
 SAMPLE_FIELDS = ("samples", "out_of_scope_samples", "failures")
 #: Fields that hold such lists by name (a processor's).
 NAMED_SAMPLE_FIELDS = ("behind_samples",)
-#: Fields holding a list of summaries, each redacted as a record's fields are.
-NESTED_FIELDS = ("reports",)
+#: Fields holding a summary, or a list of them, each redacted as a record's fields are
+#: (``left_behind``: a reprocess run's keys left behind, its ``samples``).
+NESTED_FIELDS = ("reports", "left_behind")
 #: Free-text fields that may quote the keys a record names.
 TEXT_FIELDS = ("reason", "detail", "effect_errors", "resultString", "error")
 #: Reasons of ``invalid`` whose ``detail`` is (part of) the malformed key itself.
@@ -127,6 +128,8 @@ class KeyPolicy:
             value = fields.get(name)
             if isinstance(value, list):
                 fields[name] = [self._nested(v, found) for v in value]
+            elif isinstance(value, dict):
+                fields[name] = self._nested(value, found)
         if fields.get("reason") in KEY_DETAIL_REASONS:
             fields.pop("detail", None)
         for name in TEXT_FIELDS:

@@ -89,6 +89,7 @@ def emit_backfill(report: dict[str, Any], as_json: bool) -> None:
         "total",
         "succeeded",
         "failed",
+        "effects_pending",
         "temporary_retries",
         "report",
         "converged",
@@ -98,6 +99,13 @@ def emit_backfill(report: dict[str, Any], as_json: bool) -> None:
     for text, count in sorted(report.get("result_strings", {}).items()):
         table.add_row(f"tasks: {text}", str(count))
     out.print(table)
+    if report.get("effects_pending"):
+        from s3ingest_fn.services.backfill import EFFECTS_FINISH
+
+        out.print(
+            f"[yellow]{report['effects_pending']} objects recorded with their effects "
+            f"pending[/] (a processor failed after their rows were written): {EFFECTS_FINISH}"
+        )
     for failure in report.get("failures", [])[:20]:
         out.print(
             f"  failed: {failure['key']!r} {failure['resultCode']}: {failure['resultString']}"
@@ -184,6 +192,12 @@ def emit_onboard(report: dict[str, Any], as_json: bool) -> None:
     for kind, n in sorted(report["requests"].items(), key=lambda kv: -kv[1]):
         requests.add_row(kind, str(n))
     out.print(requests)
+    pending = report.get("effects_pending") or {}
+    if pending.get("count"):
+        out.print(
+            f"[yellow]{pending['count']} objects recorded with their effects pending[/] (a "
+            f"processor failed after their rows were written): {pending['finish']}"
+        )
     if report["status"] != "done":
         out.print(
             f"[red]onboarding stopped:[/] execution {backfill['status']}: "

@@ -5,6 +5,7 @@ running local stack, and follow the run."""
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from typing import Annotated, Any
 
@@ -175,17 +176,20 @@ def reprocess(
         status = aws_call(
             lambda: commands.follow_reprocess(sfn, execution, watch=True, on_status=on_status)
         )
-    emit_reprocess(status, as_json)
+    target = "--local" if local else (f"--stack {shlex.quote(stack)}" if stack else "")
+    emit_reprocess(status, as_json, target=target)
     raise typer.Exit(0 if commands.healthy(status) else EXIT_UNHEALTHY)
 
 
-def emit_reprocess(status: dict[str, Any], as_json: bool) -> None:
+def emit_reprocess(status: dict[str, Any], as_json: bool, *, target: str = "") -> None:
     """A followed run: its summary as one JSON line (the status, when it did not succeed), or
-    the report table (keys by what became of them, requests, estimated cost)."""
-    from s3ingest.commands.reprocess import REPORT_COUNTS
+    the report table (keys by what became of them, requests, estimated cost), then the keys
+    the run left behind and the command that finishes them (``left_behind``, its ``command``
+    given the run's ``target``: ``--local`` or ``--stack NAME``)."""
+    from s3ingest.commands.reprocess import REPORT_COUNTS, with_target
     from s3ingest.reprocess_ops import cause_text
 
-    summary = status.get("output")
+    summary = with_target(status.get("output"), target)
     if as_json:
         body = summary if status["status"] == "SUCCEEDED" and summary else status
         sys.stdout.write(json.dumps(body, default=str) + "\n")
@@ -214,3 +218,13 @@ def emit_reprocess(status: dict[str, Any], as_json: bool) -> None:
         console.print(f"[red]failed keys[/] (up to {len(failures)} shown; each stays behind):")
         for failure in failures:
             console.print(f"  {failure.get('bucket')}/{failure.get('key')}: {failure.get('error')}")
+    behind = summary.get("left_behind") or {}
+    if behind.get("command"):
+        samples = behind.get("samples") or []
+        console.print(
+            f"[red]{behind['count']} keys left behind[/] (their effects pending; "
+            f"{len(samples)} shown):"
+        )
+        for sample in samples:
+            console.print(f"  {sample.get('bucket')}/{sample.get('key')}")
+        console.print(f"once the processor works, finish them with:\n  {behind['command']}")

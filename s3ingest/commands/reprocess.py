@@ -75,3 +75,12 @@ def healthy(status: dict[str, Any]) -> bool:
     if output and int(output.get("done", 0)) < int(output.get("segments", 0)):
         return False
     return int((output.get("counts") or {}).get("failed", 0)) == 0
+
+
+def with_target(summary: dict[str, Any] | None, target: str) -> dict[str, Any] | None:
+    """``summary`` with ``target`` (``--local``, ``--stack NAME``; empty: none) added to its
+    ``left_behind.command``, so the command it names runs against the same stack."""
+    behind = (summary or {}).get("left_behind")
+    if summary is None or not target or not isinstance(behind, dict) or not behind.get("command"):
+        return summary
+    return {**summary, "left_behind": {**behind, "command": f"{behind['command']} {target}"}}

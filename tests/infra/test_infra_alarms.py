@@ -243,6 +243,15 @@ def _expected_alarms(synth: Synth) -> dict[str, tuple[dict[str, Any], str]]:
         },
         "reprocess-run-failed",
     )
+    # a run that ended with keys behind (issue 34): the summary's metric, stack dimensions
+    assert alarms.reprocess_keys_behind is not None
+    expected[synth.logical_id(alarms.reprocess_keys_behind)] = (
+        {
+            **_custom_alarm(synth, "reprocess_keys_behind", "Maximum", FIVE_MINUTES),
+            **_notifies_topic(synth, 0, 1),
+        },
+        "reprocess-run-failed",
+    )
     # Every DLQ's oldest message: half the time the DLQ surely keeps it (test_infra_dead_letters).
     settings = synth.settings
     sure = {
@@ -465,6 +474,7 @@ def _expected_names(synth: Synth) -> dict[str, str]:
         "backfill-executions-failed": alarms.backfill_failed,
         "listing-executions-failed": alarms.listing_failed,
         "reprocess-executions-failed": alarms.reprocess_failed,
+        "reprocess-keys-behind": alarms.reprocess_keys_behind,
         **{f"{what}-age": alarm for what, alarm in alarms.dead_letter_ages.items()},
         "change-stream-dlq-depth": alarms.change_dead_letters,
         "change-relay-errors": alarms.change_relay_errors,

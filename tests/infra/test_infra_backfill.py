@@ -177,6 +177,8 @@ def test_prepared_fields_are_what_prepare_returns() -> None:
                 "total.$": "$.summary.total",
                 "succeeded.$": "$.summary.succeeded",
                 "failed.$": "$.summary.failed",
+                # effects_pending among them: rows written while a processor failed (issue 34)
+                "outcomes.$": "$.summary.outcomes",
             },
         ),
     ],

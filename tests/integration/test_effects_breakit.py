@@ -356,10 +356,13 @@ def test_backfill_runs_each_objects_effect_once_and_a_second_run_changes_nothing
         "job": {"id": "j"},
         "tasks": tasks,
     }
-    # WHEN the backfill invocation runs, then (Batch Operations retrying) runs again, twice
+    # WHEN the backfill invocation runs, then (a second backfill) runs again, twice
     first = handle_invocation(event, rig.rt.service)
+    # the failed effect's row is written: the task succeeded, its effect pending (issue 34)
     codes = Counter(r["resultCode"] for r in first["results"])
-    assert codes == Counter({"Succeeded": 3, "TemporaryFailure": 1})
+    assert codes == Counter({"Succeeded": 4})
+    pending = [r for r in first["results"] if r["resultString"].startswith("effects-pending: ")]
+    assert len(pending) == 1 and "processor-failed" in pending[0]["resultString"]
     handle_invocation(event, rig.rt.service)
     again = handle_invocation(event, rig.rt.service)
     # THEN every object's effect completed exactly once, nothing is pending

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from s3ingest import reprocess_ops
 from s3ingest.cli import app
 from s3ingest.commands import reprocess as commands
+from s3ingest_fn.services.reprocess import ReprocessRequest, left_behind
 
 CREDS = {
     "AWS_REGION": "us-east-1",
@@ -40,6 +41,14 @@ def summary(request: dict[str, Any], failed: int = 0) -> dict[str, Any]:
         "done": 16,
         "counts": counts,
         "requests": {"scan": 2, "write": 8, "invoke": 4, "checkpoint": 2},
+        "left_behind": left_behind(
+            ReprocessRequest.of(request),
+            failed,
+            [
+                {"bucket": "landing-a", "key": f"in/k {i}.csv", "error": "boom"}
+                for i in range(failed)
+            ],
+        ),
         "estimated_cost_usd": 0.000123,
     }
 
@@ -149,6 +158,27 @@ def test_a_failed_effect_or_execution_exits_1(started: dict[str, Any]) -> None:
     result = run("--stack", "S", "--processor", "default", "--json")
     assert result.exit_code == 1
     assert json.loads(result.stdout)["cause"] == "reprocess: boom"
+
+
+def test_the_keys_left_behind_are_named_with_the_command_that_finishes_them(
+    started: dict[str, Any],
+) -> None:
+    # GIVEN a run over a bucket's prefix that left two keys behind
+    started["failed"] = 2
+    args = ("--stack", "S", "--processor", "thumbs", "--bucket", "landing-a", "--prefix", "in/")
+    # WHEN it is followed to its end, as a report and as JSON
+    text = CliRunner().invoke(app, ["reprocess", *args], env={**CREDS, "COLUMNS": "200"})
+    result = run(*args, "--json")
+    # THEN both name the keys and the exact command, for the same stack; the exit code is 1
+    command = "s3ingest reprocess --processor thumbs --bucket landing-a --prefix in/ --stack S"
+    assert text.exit_code == result.exit_code == 1
+    assert "2 keys left behind" in text.output and "landing-a/in/k 1.csv" in text.output
+    assert command in text.output
+    assert json.loads(result.stdout)["left_behind"] == {
+        "count": 2,
+        "samples": [{"bucket": "landing-a", "key": f"in/k {i}.csv"} for i in range(2)],
+        "command": command,
+    }
 
 
 def test_no_wait_prints_the_run_and_execution(started: dict[str, Any]) -> None:

@@ -97,8 +97,16 @@ def test_a_reconciliation_and_reprocess_summary_keep_no_key() -> None:
     assert out["failures"] == [
         {"bucket": "b", "error": "processor-failed: thumbs: KeyError: <key>"}
     ]
+    left = {"count": 1, "samples": [{"bucket": "b", "key": KEY}], "command": "s3ingest ..."}
+    assert KeyPolicy("none").fields({"left_behind": left})["left_behind"] == {
+        "count": 1,
+        "samples": [{"bucket": "b"}],
+        "command": "s3ingest ...",
+    }
     hashed = KeyPolicy("hashed", SECRET).fields(fields)
     h = key_hash(SECRET, KEY)
+    shown = KeyPolicy("hashed", SECRET).fields({"left_behind": left})["left_behind"]
+    assert shown["samples"] == [{"bucket": "b", "key_hash": h}]
     assert hashed["behind_samples"]["thumbs"] == [h, key_hash(SECRET, OTHER)]
     assert hashed["failures"][0]["key_hash"] == h
     assert hashed["failures"][0]["error"].endswith(f"key#{h}")

@@ -33,6 +33,7 @@ from s3ingest_fn.services.reprocess import (
     ReprocessRequest,
     RunTakenOver,
     estimate_cost,
+    finish_command,
 )
 from tests.fakes import FakeBucket, FakeContentReader, FakeInventoryStore
 from tests.moto_ledger import moto_ledger_table
@@ -745,6 +746,47 @@ def test_the_summary_names_failed_keys_with_their_errors(world: World) -> None:
     assert "RuntimeError: downstream unavailable" in failure["error"]
     # its requests as made: two claims and commits, a claim and a release; three invocations
     assert summary["requests"]["write"] == 6 and summary["requests"]["invoke"] == 3
+
+
+@pytest.mark.contract("C11")
+def test_the_summary_names_the_keys_left_behind_and_the_command_that_finishes_them(
+    world: World,
+) -> None:
+    # GIVEN a run over a bucket's prefix at a rate, one key's processor failing
+    before = world.service()
+    for key in KEYS[:3]:
+        world.put(before, key)
+    after = world.service(index=1)
+    world.recorders["index"].fail_keys = {KEYS[1]}
+    request = {"processor": "index", "segments": 1, "bucket": BUCKET, "prefix": "in/", "rate": 50}
+
+    summary = world.run(world.reprocessor(after), **request)
+
+    # THEN it names the key left behind, the count, and the exact command that finishes it
+    assert summary["left_behind"] == {
+        "count": 1,
+        "samples": [{"bucket": BUCKET, "key": KEYS[1]}],
+        "command": f"s3ingest reprocess --processor index --bucket {BUCKET} --prefix in/ --rate 50",
+    }
+    # WHEN the processor works again and that command's run (a new run, same request) runs
+    world.recorders["index"].fail_keys = set()
+    second = world.run(world.reprocessor(after), **request, run="r2")
+    # THEN it runs that key alone and leaves nothing behind
+    assert second["counts"]["run"] == 1
+    assert second["left_behind"] == {"count": 0, "samples": [], "command": None}
+
+
+def test_the_finishing_command_quotes_what_it_repeats() -> None:
+    request = ReprocessRequest(
+        run="r", processor="audit", bucket="b", prefix="in dir/it's", rate=1_234_567.0
+    )
+    assert finish_command(request) == (
+        "s3ingest reprocess --processor audit --bucket b --prefix 'in dir/it'\"'\"'s' "
+        "--rate 1234567"
+    )
+    assert finish_command(ReprocessRequest(run="r", processor="p", rate=0.25)) == (
+        "s3ingest reprocess --processor p --rate 0.25"
+    )
 
 
 def test_the_claim_refuses_an_effect_already_done_at_the_version(world: World) -> None:

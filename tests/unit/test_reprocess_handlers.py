@@ -126,3 +126,22 @@ def test_reconciliation_emits_the_rows_behind_each_processor(
         if "effects_behind_processor" in doc
     }
     assert found in ({"audit": 0, "thumbs": 3}, {"audit": [0], "thumbs": [3]})
+
+
+def test_the_summary_emits_the_keys_left_behind_for_the_alarm(
+    fake: FakeReprocessor, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a run whose summary left two keys behind
+    samples = [{"bucket": "b", "key": "k1"}, {"bucket": "b", "key": "k2"}]
+    left = {"count": 2, "samples": samples, "command": "s3ingest reprocess --processor t"}
+    monkeypatch.setattr(fake, "summarize", lambda run: {"run": run, "left_behind": left})
+    capsys.readouterr()
+    # WHEN the summary step runs
+    assert reprocess.summarize({"run": "r"}, Context())["left_behind"] == left
+    # THEN it emits reprocess_keys_behind with the stack's dimensions only (the alarm's series)
+    emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    (doc,) = [d for d in emf if "reprocess_keys_behind" in d]
+    assert doc["reprocess_keys_behind"] == [2.0]
+    (directive,) = doc["_aws"]["CloudWatchMetrics"]
+    assert [sorted(d) for d in directive["Dimensions"]] == [["service", "stack"]]
+    assert doc["stack"] == "s3ingest-test"

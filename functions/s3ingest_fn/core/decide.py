@@ -75,6 +75,7 @@ from s3ingest_fn.core.hold import HOLD, RUN, SKIP
 from s3ingest_fn.core.model import (
     Change,
     EffectNotStarted,
+    EffectsPendingError,
     Format,
     Kind,
     ObjectState,
@@ -658,14 +659,13 @@ class IngestService:
         ``lease-lost``; prefixed ``resumed-`` when ``resumed``), or, with named processors, a
         map of them by name (``failed`` for one that failed), and ``effect_errors`` (each failed
         processor's message: the raised error names the first). A processor whose hold policy
-        holds a change reports ``held`` (and runs none of its later changes); one the policy
-        skips, ``skipped``.
+        holds a change reports ``held`` (and runs none of its later ones); skips, ``skipped``.
 
         Raises
         ------
-        TransientError
-            The first failure of a processor (``processor-failed: ...``) or a killed worker,
-            carrying ``extra``: the message is retried.
+        EffectsPendingError
+            The first processor failure (``processor-failed: ...``), with ``extra``: the row is
+            written, the effect pending (the message is retried). A killed worker: its own error.
         """
         assert self.effects is not None
         names = list(jobs)
@@ -696,10 +696,10 @@ class IngestService:
             and result.outcome is Outcome.APPLIED
         ):
             result.outcome, result.reason = Outcome.SUPERSEDED, "content-superseded"
-        for _, error in outcomes:
+        for status, error in outcomes:
             if error is not None:
                 error.extra.update(result.extra)
-                raise error
+                raise error if status == "killed" else EffectsPendingError.of(error)
         return result
 
     def _run_one(

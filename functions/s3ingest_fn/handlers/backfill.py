@@ -1,6 +1,8 @@
 """The backfill Lambda handler, invoked by S3 Batch Operations (schema 2.0 or 1.0).
 
 Event in and response out: see :func:`s3ingest_fn.services.backfill.handle_invocation`.
+Metrics: ``backfill_<resultCode>`` per task, and ``backfill_effects_pending`` per task whose
+row is written while a processor's effect failed (a ``Succeeded`` task).
 Environment as the ingest function: ``LEDGER_TABLE_NAME``, ``DEAD_LETTER_QUEUE_URL`` (unused
 here, validated alike), ``TOMBSTONE_TTL_SECONDS``, ``SCOPE`` (else ``BUCKET_NAME``).
 """
@@ -13,9 +15,9 @@ from urllib.parse import unquote_plus
 from aws_lambda_powertools.metrics import MetricUnit
 
 from s3ingest_fn import wiring
-from s3ingest_fn.contract import BACKFILL_SERVICE
+from s3ingest_fn.contract import BACKFILL_EFFECTS_PENDING_METRIC, BACKFILL_SERVICE
 from s3ingest_fn.handlers.telemetry import function_logger, invocation_metrics
-from s3ingest_fn.services.backfill import handle_invocation
+from s3ingest_fn.services.backfill import EFFECTS_PENDING, handle_invocation
 
 logger = function_logger(BACKFILL_SERVICE)
 
@@ -30,6 +32,10 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         for result in response["results"]:
             code = result["resultCode"]
             metrics.add_metric(name=f"backfill_{code}", unit=MetricUnit.Count, value=1)
+            if str(result.get("resultString", "")).startswith(EFFECTS_PENDING):
+                metrics.add_metric(
+                    name=BACKFILL_EFFECTS_PENDING_METRIC, unit=MetricUnit.Count, value=1
+                )
     tasks = [t if isinstance(t, dict) else {} for t in event.get("tasks") or []]
     for task, result in zip(tasks, response["results"], strict=False):
         # the task's key (URL-encoded) names it in the line, as LOG_KEYS says (with its text)

@@ -14,11 +14,12 @@ Shapes (issue 27, part 3):
   far; ``added``: this call's counts); the state machine calls it again while ``done`` is
   false;
 * ``summarize``: ``{"run"}`` -> ``{...request, "version", "segments", "done", "counts",
-  "requests", "failures", "estimated_cost_usd"}``.
+  "requests", "failures", "left_behind": {"count", "keys", "command"}, "estimated_cost_usd"}``.
 
 Metrics (per ``processor``): ``reprocess_<count>`` of each count a segment call added
 (``reprocess_run``, ``reprocess_failed``, ``reprocess_superseded``, ...), and
-``reprocess_segments`` planned.
+``reprocess_segments`` planned; the summary's ``reprocess_keys_behind`` (the keys the run
+left behind, 0 when none; the stack's dimensions only), which the reprocess alarm watches.
 
 Environment: the ingest function's (``LEDGER_TABLE_NAME``, ``DEAD_LETTER_QUEUE_URL``,
 ``TOMBSTONE_TTL_SECONDS``, ``RECORD_CONCURRENCY``, ``SCOPE`` / ``BUCKET_NAME``, ``PROCESSORS``
@@ -35,7 +36,12 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 
 from s3ingest_fn import wiring
-from s3ingest_fn.contract import PROCESSOR_DIMENSION, REPROCESS_METRIC_PREFIX, REPROCESS_SERVICE
+from s3ingest_fn.contract import (
+    PROCESSOR_DIMENSION,
+    REPROCESS_KEYS_BEHIND_METRIC,
+    REPROCESS_METRIC_PREFIX,
+    REPROCESS_SERVICE,
+)
 from s3ingest_fn.handlers.telemetry import function_logger, invocation_metrics
 
 logger = function_logger(REPROCESS_SERVICE)
@@ -138,5 +144,8 @@ def summarize(event: dict[str, Any], context: Any) -> dict[str, Any]:
         An unknown run.
     """
     result = wiring.function_reprocessor().summarize(str(event.get("run") or ""))
+    behind = int((result.get("left_behind") or {}).get("count") or 0)
+    with invocation_metrics() as metrics:  # the stack's dimensions alone: the alarm's series
+        metrics.add_metric(name=REPROCESS_KEYS_BEHIND_METRIC, unit=MetricUnit.Count, value=behind)
     logger.info("reprocess summary", extra=result)
     return result

@@ -21,6 +21,7 @@ from s3ingest_fn.core.decide import IngestService
 from s3ingest_fn.core.events import decode_form_key
 from s3ingest_fn.core.model import (
     Change,
+    EffectsPendingError,
     Format,
     InvalidMessageError,
     Kind,
@@ -32,6 +33,14 @@ SUCCEEDED = "Succeeded"
 TEMPORARY_FAILURE = "TemporaryFailure"
 PERMANENT_FAILURE = "PermanentFailure"
 SCHEMAS = ("1.0", "2.0")
+#: How a ``Succeeded`` task's ``resultString`` starts when its row is in the ledger but a
+#: processor's effect failed after it (:class:`~s3ingest_fn.core.model.EffectsPendingError`).
+EFFECTS_PENDING = "effects-pending"
+#: How effects a backfill left pending are finished, as its reports say.
+EFFECTS_FINISH = (
+    "once the processor works again: s3ingest reprocess --processor NAME (each processor that "
+    "failed), or the next reconciliation, whose effects_pending repairs run them"
+)
 
 
 @dataclass(frozen=True)
@@ -98,10 +107,12 @@ def handle_invocation(event: dict[str, Any], service: IngestService) -> dict[str
     dict
         ``{"invocationSchemaVersion", "treatMissingKeysAs", "invocationId", "results":
         [{"taskId", "resultCode", "resultString"}]}`` with one result per task: ``Succeeded``
-        (applied, duplicate, the object is gone since the inventory, or its key is outside the
-        bucket's key filters: ``ignored: out-of-scope``), ``TemporaryFailure`` (throttling, a
-        service error: Batch Operations retries it) or ``PermanentFailure`` (an invalid task,
-        a bucket that is not one of the stack's).
+        (applied, duplicate, the object is gone since the inventory, its key is outside the
+        bucket's key filters: ``ignored: out-of-scope``, or the row is written and a
+        processor's effect failed after it: ``effects-pending: ...``, left to ``s3ingest
+        reprocess`` or reconciliation), ``TemporaryFailure`` (throttling, a ledger or service
+        error, a worker killed before its commit: Batch Operations retries it) or
+        ``PermanentFailure`` (an invalid task, a bucket that is not one of the stack's).
     """
     schema = str(event.get("invocationSchemaVersion", ""))
     job = event.get("job") if isinstance(event.get("job"), dict) else {}
@@ -141,6 +152,10 @@ def _one(raw: Any, schema: str, job_id: str, service: IngestService) -> tuple[st
     )
     try:
         result = service.handle(change)
+    except EffectsPendingError as exc:
+        # the row is written: the task's work is done; the effect waits for reprocess or
+        # reconciliation (a processor outage must not fail the ledger's backfill)
+        return SUCCEEDED, f"{EFFECTS_PENDING}: {exc}"
     except TransientError as exc:
         return TEMPORARY_FAILURE, str(exc)
     if result.outcome in (Outcome.APPLIED, Outcome.DUPLICATE, Outcome.IGNORED):

@@ -25,12 +25,16 @@ from typing import Any
 
 from s3ingest_fn.config import carry_context
 from s3ingest_fn.core.decide import IngestService
-from s3ingest_fn.core.model import Change, Format, Kind, TransientError
+from s3ingest_fn.core.model import Change, EffectsPendingError, Format, Kind, TransientError
 from s3ingest_fn.core.ports import InventoryStore
 from s3ingest_fn.services.inventory import read_rows
 from s3ingest_fn.services.reconcile import Reconciler
 
 REPORT_PREFIX = "backfill-reports"
+#: The outcome of a key whose row is in the ledger while a processor's effect failed after it
+#: (:class:`~s3ingest_fn.core.model.EffectsPendingError`): a succeeded key, its effect left to
+#: ``s3ingest reprocess`` or reconciliation.
+EFFECTS_PENDING = "effects_pending"
 
 
 def prepare(reconciler: Reconciler, event: dict[str, Any]) -> dict[str, Any]:
@@ -137,7 +141,8 @@ def backfill_file(
     dict
         ``{"file", "keys", "outcomes": {outcome: n}, "temporaryFailures"}``. Keys whose
         observation kept failing are counted in ``temporaryFailures`` (the state machine retries
-        the file).
+        the file); a key whose row is written while a processor's effect failed after it is the
+        outcome ``effects_pending`` (:data:`EFFECTS_PENDING`), not a failure.
     """
     manifest = reconciler.manifest(event["manifest"])
     keys = sorted(
@@ -156,6 +161,8 @@ def backfill_file(
         )
         try:
             return service.handle(change).outcome.value
+        except EffectsPendingError:  # the row is written; the effect waits (docs/backfill.md)
+            return EFFECTS_PENDING
         except TransientError:
             return "temporary-failure"
 

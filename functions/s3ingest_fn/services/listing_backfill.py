@@ -38,7 +38,15 @@ from typing import Any
 
 from s3ingest_fn.config import carry_context
 from s3ingest_fn.core.decide import IngestService
-from s3ingest_fn.core.model import Change, Format, InventoryRow, Kind, Outcome, TransientError
+from s3ingest_fn.core.model import (
+    Change,
+    EffectsPendingError,
+    Format,
+    InventoryRow,
+    Kind,
+    Outcome,
+    TransientError,
+)
 from s3ingest_fn.core.ports import InventoryStore, ShardListing
 from s3ingest_fn.core.scope import Scope
 from s3ingest_fn.services.counting import CountedLedger, Requests
@@ -59,6 +67,7 @@ COUNTS = (
     "duplicate",
     "out_of_scope",
     "not_visible",
+    "effects_pending",
     "pages",
 )
 #: Requests by kind: S3 ``list`` (pages and probes), ledger ``write`` (PutItem/UpdateItem) and
@@ -513,6 +522,10 @@ class ListingBackfill:
         def one(change: Change) -> str | TransientError:
             try:
                 return _count_of(service.handle(change))
+            except EffectsPendingError:
+                # the row is written, a processor failed after it: not the page's failure (the
+                # effect waits for reprocess or reconciliation, docs/backfill-listing.md)
+                return "effects_pending"
             except TransientError as exc:
                 return exc
 

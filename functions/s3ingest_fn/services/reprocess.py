@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import shlex
 import threading
 import time
 from collections import Counter
@@ -580,9 +581,10 @@ class Reprocessor:
 
     def summarize(self, run: str) -> dict[str, Any]:
         """``{**request, "version", "segments", "done", "counts", "requests", "failures",
-        "estimated_cost_usd"}``: the totals of the run's checkpoints (a segment without one
-        counts as not done), up to :data:`FAILURE_SAMPLES` failed keys with their errors, and
-        the price (:func:`estimate_cost`).
+        "left_behind", "estimated_cost_usd"}``: the totals of the run's checkpoints (a segment
+        without one counts as not done), up to :data:`FAILURE_SAMPLES` failed keys with their
+        errors, the keys the run left behind and the command that finishes them
+        (:func:`left_behind`), and the price (:func:`estimate_cost`).
 
         Raises
         ------
@@ -608,6 +610,7 @@ class Reprocessor:
             failures.extend(body.get("failures") or [])
             memory_mb = max(memory_mb, int(body.get("memory_mb") or 0))
             done += 1 if body.get("done") else 0
+        request = ReprocessRequest.of(plan["request"])
         return {
             **plan["request"],
             "version": plan["version"],
@@ -616,6 +619,7 @@ class Reprocessor:
             "counts": dict(counts),
             "requests": dict(requests),
             "failures": failures[:FAILURE_SAMPLES],
+            "left_behind": left_behind(request, counts["failed"], failures),
             "estimated_cost_usd": estimate_cost(
                 dict(counts), dict(requests), memory_mb or self.memory_mb
             ),
@@ -678,6 +682,40 @@ class _PageRun:
         with self._lock:
             self.cut_by = self.cut_by or why
         return None, why
+
+
+def finish_command(request: ReprocessRequest) -> str:
+    """The command that runs what ``request``'s run left behind: a new run of the same
+    processor over the same bucket and prefix at the same rate (``s3ingest reprocess``'s
+    default run name is new each time). Rows the run finished are no longer behind, so it runs
+    only the keys left pending (their processor's claim released, or their dead worker's lease
+    ended) and those that fell behind since."""
+    words = ["s3ingest", "reprocess", "--processor", request.processor]
+    if request.bucket is not None:
+        words += ["--bucket", request.bucket]
+    if request.prefix:
+        words += ["--prefix", request.prefix]
+    if request.rate is not None:
+        rate = request.rate
+        words += ["--rate", str(int(rate)) if rate.is_integer() else repr(rate)]
+    return shlex.join(words)
+
+
+def left_behind(
+    request: ReprocessRequest, count: int, failures: list[dict[str, str]]
+) -> dict[str, Any]:
+    """``{"count", "samples", "command"}``: the run's keys left behind (its ``failed``
+    count: a processor that raised, or a worker killed before its commit; their effects stay
+    pending), up to :data:`FAILURE_SAMPLES` of them as ``{"bucket", "key"}`` (logged as the
+    ``logKeys`` setting says), and the command that finishes them (:func:`finish_command`;
+    None when none is left, and for a dry run or a removal, which run no processor)."""
+    samples = [{"bucket": f.get("bucket"), "key": f.get("key")} for f in failures]
+    runs = not (request.dry_run or request.remove)
+    return {
+        "count": count,
+        "samples": samples[:FAILURE_SAMPLES] if count else [],
+        "command": finish_command(request) if count and runs else None,
+    }
 
 
 def estimate_cost(counts: dict[str, int], requests: dict[str, int], memory_mb: int = 1024) -> float:

@@ -96,7 +96,8 @@ class BackfillStateMachine(Construct):
        ``distributed-map``: ``BackfillFiles`` (Distributed Map over ``$.prepared.files``, one
        child per data file, at most 50 at once, result at ``$.files``; a child runs its file again
        while keys failed temporarily, 3 runs at most) -> ``Summarize`` (at ``$.summary``) ->
-       ``FailureThreshold``.
+       ``FailureThreshold``. A key whose row was written while a processor failed after it
+       is the outcome ``effects_pending``, not a failure (``docs/backfill.md``).
     4. ``FailureThreshold`` (Choice): more failures than ``$.maxFailures`` -> ``TooManyFailures``
        (Fail); otherwise ``Output`` (Pass: the counts) -> ``Done`` (Succeed).
 
@@ -439,6 +440,8 @@ class BackfillStateMachine(Construct):
                     "total": sfn.JsonPath.number_at(f"{summary}.total"),
                     "succeeded": sfn.JsonPath.number_at(f"{summary}.succeeded"),
                     "failed": sfn.JsonPath.number_at(f"{summary}.failed"),
+                    # by outcome; effects_pending: rows written whose processor failed after
+                    "outcomes": sfn.JsonPath.object_at(f"{summary}.outcomes"),
                 },
             )
         )

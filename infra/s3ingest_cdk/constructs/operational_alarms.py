@@ -22,6 +22,7 @@ from s3ingest_fn.contract import (
     LAG_METRIC,
     METRICS_NAMESPACE,
     RECONCILE_HEARTBEAT_METRIC,
+    REPROCESS_KEYS_BEHIND_METRIC,
     metric_dimensions,
 )
 
@@ -147,6 +148,9 @@ class OperationalAlarms(Construct):
     reconcile_failed, backfill_failed, listing_failed, reprocess_failed : Alarm or None
         Failed, timed-out or aborted executions: fan-out reconciliations, backfills, listing
         backfills, reprocess runs.
+    reprocess_keys_behind : Alarm or None
+        A reprocess run that ended with keys behind: ``reprocess_keys_behind`` (emitted by the
+        run's summary, stack dimensions) Maximum over 5 minutes > 0, missing data not breaching.
     dead_letter_ages : dict[str, aws_cdk.aws_cloudwatch.Alarm]
         ``what`` -> the DLQ's oldest message older than its threshold (one hourly datapoint).
     change_dead_letters, change_relay_errors, change_relay_behind : aws_cdk.aws_cloudwatch.Alarm
@@ -297,6 +301,7 @@ class OperationalAlarms(Construct):
                 "bucket-adopted-with-existing-objects",
             )
         self.reprocess_failed: cloudwatch.Alarm | None = None
+        self.reprocess_keys_behind: cloudwatch.Alarm | None = None
         if reprocess_state_machine is not None:
             self.reprocess_failed = self._executions_failed(
                 "ReprocessExecutionsFailed",
@@ -307,6 +312,19 @@ class OperationalAlarms(Construct):
                 "segments may still be behind for the processor (run it again with the same "
                 "--run to resume)",
                 "reprocess-run-failed",
+            )
+            self.reprocess_keys_behind = self._alarm(
+                "ReprocessKeysBehind",
+                "reprocess-keys-behind",
+                self._custom(REPROCESS_KEYS_BEHIND_METRIC, cloudwatch.Stats.MAXIMUM, _FIVE_MINUTES),
+                threshold=0,
+                evaluation_periods=1,
+                description=(
+                    "s3ingest: a reprocess run ended with keys behind (a processor failed or its "
+                    "worker died: their effects stay pending; the run's summary names them and "
+                    "the command that finishes them)"
+                ),
+                anchor="reprocess-run-failed",
             )
         self.dead_letter_ages: dict[str, cloudwatch.Alarm] = {}
         for what, (dlq, threshold) in (dead_letter_ages or {}).items():
