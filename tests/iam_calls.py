@@ -33,13 +33,15 @@ ACCOUNT = "123456789012"
 @dataclass(frozen=True)
 class Call:
     """One AWS call: ``service`` (botocore's name, ``"s3"``), ``operation`` (``"HeadObject"``),
-    its parameters, and ``handler``: the ``_HANDLER`` of the function invocation it ran in
-    (None: not a function's, the operator's or the local runtime's own)."""
+    its parameters, ``handler``: the ``_HANDLER`` of the function invocation it ran in
+    (None: not a function's, the operator's or the local runtime's own), and ``access_key``:
+    the access key id it was signed with (None: unsigned)."""
 
     service: str
     operation: str
     params: Mapping[str, Any] = field(hash=False, compare=False)
     handler: str | None
+    access_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,15 @@ class Recording:
                 out.setdefault(call.handler, set()).update(requests(call))
         return out
 
+    def made_with(self, access_key: str) -> set[Request]:
+        """The IAM requests of the calls signed with ``access_key`` outside any function."""
+        return {
+            r
+            for call in list(self.calls)
+            if call.handler is None and call.access_key == access_key
+            for r in requests(call)
+        }
+
     def unattributed(self) -> set[Request]:
         """The IAM requests made outside any function invocation."""
         return {r for call in list(self.calls) if call.handler is None for r in requests(call)}
@@ -82,18 +93,22 @@ def recording() -> Iterator[Recording]:
     from botocore.client import BaseClient
 
     found = Recording()
-    original = BaseClient._make_api_call
+    client_class: Any = BaseClient  # botocore's stubs do not declare _make_api_call
+    original = client_class._make_api_call
 
     def make_api_call(self: Any, operation_name: str, api_params: Any) -> Any:
         handler = invocation_env().get("_HANDLER")
-        found.add(Call(self.meta.service_model.service_name, operation_name, api_params, handler))
+        credentials = getattr(self._request_signer, "_credentials", None)
+        key = getattr(credentials, "access_key", None)
+        service = self.meta.service_model.service_name
+        found.add(Call(service, operation_name, api_params, handler, key))
         return original(self, operation_name, api_params)
 
-    BaseClient._make_api_call = make_api_call  # type: ignore[method-assign]
+    client_class._make_api_call = make_api_call
     try:
         yield found
     finally:
-        BaseClient._make_api_call = original  # type: ignore[method-assign]
+        client_class._make_api_call = original
 
 
 # -- operation -> IAM action ----------------------------------------------------------------
