@@ -2,17 +2,17 @@
 made on the emulator (:mod:`tests.iam_calls`): an evaluator of identity-policy statements, not
 a full IAM engine.
 
-Evaluated: ``Effect``, ``Action`` and ``Resource`` with ``*`` and ``?`` wildcards (actions case-
-insensitively), an explicit Deny overriding an Allow, and no Allow being an implicit deny
+Evaluated: ``Effect``, ``Action``/``NotAction`` and ``Resource``/``NotResource`` with ``*`` and
+``?`` wildcards (actions case-insensitively), an explicit Deny overriding an Allow, and no Allow
+being an implicit deny
 (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_evaluation-logic.html).
 Template values are compared symbolically, as :mod:`tests.infra.policy_eval` does: a resource's
 ``Fn::GetAtt`` ``Arn`` is ``"arn:<logical id>"``, its ``Ref`` ``"ref:<logical id>"``, and a
 recorded ARN is rewritten the same way from the local runtime's names (:func:`local_names`).
 
 Not evaluated (``docs/local-runtime.md``): a statement's ``Condition`` (an Allow with one counts
-as allowing, a Deny with one as not denying), ``NotAction``/``NotResource`` (refused),
-resource policies (bucket, queue, key policies), KMS key policies and grants, SCPs and
-permission boundaries, and S3's bucket-owner checks.
+as allowing, a Deny with one as not denying), resource policies (bucket, queue, key policies),
+KMS key policies and grants, SCPs and permission boundaries, and S3's bucket-owner checks.
 """
 
 from __future__ import annotations
@@ -85,11 +85,23 @@ def role_statements(template: Mapping[str, Any], role_id: str) -> list[dict[str,
 
 
 def _matches(statement: Mapping[str, Any], request: Request, resource: str) -> bool:
-    if "NotAction" in statement or "NotResource" in statement:
-        raise ValueError(f"NotAction/NotResource are not evaluated: {statement}")
-    return any(
-        _wildcard(str(a), request.action, fold=True) for a in _values(statement["Action"])
-    ) and any(_wildcard(symbol(r), resource) for r in _values(statement["Resource"]))
+    """Whether ``statement``'s ``Action`` (or ``NotAction``) and ``Resource`` (or
+    ``NotResource``) match (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_notaction.html)."""
+    if "Action" in statement:
+        action = any(
+            _wildcard(str(a), request.action, fold=True) for a in _values(statement["Action"])
+        )
+    else:
+        action = not any(
+            _wildcard(str(a), request.action, fold=True) for a in _values(statement["NotAction"])
+        )
+    if "Resource" in statement:
+        return action and any(
+            _wildcard(symbol(r), resource) for r in _values(statement["Resource"])
+        )
+    return action and not any(
+        _wildcard(symbol(r), resource) for r in _values(statement["NotResource"])
+    )
 
 
 def allows(statements: Iterable[Mapping[str, Any]], request: Request, resource: str) -> bool:

@@ -1,7 +1,7 @@
 """IAM checked before deploy: every AWS call each function makes on the emulator, in a run of
 every feature, is allowed by that function's synthesized role.
 
-The run (:func:`exercise`, about 15 s) drives one local deployment with a processor, hold for
+The run (:func:`exercise`, 15 to 30 s) drives one local deployment with a processor, hold for
 review and the change stream through ingest (an invalid message among them), an approval, the
 scheduled reconciliation (the reconcile function), the fan-out reconciliation, both backfill
 engines, the listing backfill, a reprocess run, the change relay and the delivery check, while
@@ -9,7 +9,7 @@ engines, the listing backfill, a reprocess run, the change relay and the deliver
 (:func:`tests.infra.identity_eval.denied`) reads each function's role in the fan-out synth (the
 local runtime's configuration) and, for the Batch Operations backfill worker, in the same app
 with ``backfillEngine: batch-operations``. What it does not evaluate is listed in
-``docs/local-runtime.md`` ("IAM").
+``docs/local-runtime.md`` ("IAM: checked before deploy, not enforced").
 """
 
 from __future__ import annotations
@@ -30,7 +30,15 @@ from s3ingest.local.runtime import BATCH_OPERATIONS, DISTRIBUTED_MAP, LocalRunti
 from s3ingest_cdk.synth import Synth
 from tests.iam_calls import Request, recording
 from tests.infra.conftest import synthesize
-from tests.infra.identity_eval import Local, denied, functions, local_names, resolve
+from tests.infra.identity_eval import (
+    Local,
+    allows,
+    denied,
+    functions,
+    local_names,
+    resolve,
+    symbolic,
+)
 
 #: The fan-out app with the Batch Operations backfill (its worker function exists only there).
 BATCH_OPERATIONS_CONTEXT = {
@@ -39,8 +47,7 @@ BATCH_OPERATIONS_CONTEXT = {
     "backfillEngine": BATCH_OPERATIONS,
 }
 
-#: Variables the local runtime gives every function from its settings (``SCOPE``, the
-#: processor), over the synthesized variant's.
+#: The run's hold for review (keys under ``held/`` wait for an approval).
 HOLD = {"prefixes": ["held/"]}
 
 
@@ -131,6 +138,7 @@ def recorded(emulator: Emulator, fanout_synth: Synth) -> Iterator[tuple[Any, Loc
 
 
 def names_of(synth: Synth, rt: LocalRuntime) -> dict[str, Local]:
+    """Logical id -> how ``rt`` names each of ``synth``'s resources."""
     return local_names(synth, rt.resources, {})
 
 
@@ -223,3 +231,102 @@ def test_a_narrowed_resource_is_reported(recorded: Any, fanout_synth: Synth) -> 
     # WHEN checked THEN the reads of the landing bucket's objects are reported
     found = denied(broken, by_handler, names_of(fanout_synth, rt))
     assert any("s3:GetObject on arn:LandingBucket" in line for line in found), found
+
+
+LEDGER = {"Fn::GetAtt": ["Ledger", "Arn"]}
+OBJECTS = {"Fn::Join": ["", [{"Fn::GetAtt": ["Bucket", "Arn"]}, "/in/*"]]}
+
+
+@pytest.mark.parametrize(
+    ("statements", "request_", "resource", "allowed"),
+    [
+        # an Allow's action wildcard (case-insensitive) and resource wildcard
+        (
+            [{"Effect": "Allow", "Action": "S3:Get*", "Resource": OBJECTS}],
+            Request("s3:GetObject", ""),
+            "arn:Bucket/in/a b.csv",
+            True,
+        ),
+        (
+            [{"Effect": "Allow", "Action": "s3:Get*", "Resource": OBJECTS}],
+            Request("s3:GetObject", ""),
+            "arn:Bucket/out/a.csv",
+            False,
+        ),
+        # no Allow: implicit deny
+        ([], Request("dynamodb:GetItem", ""), "arn:Ledger", False),
+        # an explicit Deny wins; a Deny with a condition is not evaluated (not denying)
+        (
+            [
+                {"Effect": "Allow", "Action": "dynamodb:*", "Resource": LEDGER},
+                {"Effect": "Deny", "Action": "dynamodb:Scan", "Resource": "*"},
+            ],
+            Request("dynamodb:Scan", ""),
+            "arn:Ledger",
+            False,
+        ),
+        (
+            [
+                {"Effect": "Allow", "Action": "dynamodb:*", "Resource": LEDGER},
+                {
+                    "Effect": "Deny",
+                    "Action": "dynamodb:Scan",
+                    "Resource": "*",
+                    "Condition": {"StringNotEquals": {"aws:SourceAccount": "1"}},
+                },
+            ],
+            Request("dynamodb:Scan", ""),
+            "arn:Ledger",
+            True,
+        ),
+        # an Allow with a condition counts as allowing (s3:ResourceAccount is not evaluated)
+        (
+            [
+                {
+                    "Effect": "Allow",
+                    "Action": "s3:GetObject",
+                    "Resource": OBJECTS,
+                    "Condition": {"StringEquals": {"s3:ResourceAccount": "1"}},
+                }
+            ],
+            Request("s3:GetObject", ""),
+            "arn:Bucket/in/k",
+            True,
+        ),
+        # NotAction and NotResource
+        (
+            [{"Effect": "Allow", "NotAction": "s3:Delete*", "Resource": "*"}],
+            Request("s3:PutObject", ""),
+            "arn:Bucket/in/k",
+            True,
+        ),
+        (
+            [{"Effect": "Allow", "NotAction": "s3:Delete*", "Resource": "*"}],
+            Request("s3:DeleteObject", ""),
+            "arn:Bucket/in/k",
+            False,
+        ),
+        (
+            [{"Effect": "Allow", "Action": "dynamodb:GetItem", "NotResource": LEDGER}],
+            Request("dynamodb:GetItem", ""),
+            "arn:Ledger",
+            False,
+        ),
+    ],
+)
+def test_the_evaluator_reads_identity_statements_as_iam_does(
+    statements: list[dict[str, Any]], request_: Request, resource: str, allowed: bool
+) -> None:
+    assert allows(statements, request_, resource) is allowed
+
+
+def test_recorded_arns_are_named_as_the_template_names_them() -> None:
+    names = {
+        "Bucket": Local("landing-1", "arn:aws:s3:::landing-1"),
+        "Inventory": Local("inventory-1", "arn:aws:s3:::inventory-1"),
+    }
+    assert symbolic("arn:aws:s3:::landing-1/a/b", names) == "arn:Bucket/a/b"
+    assert (
+        symbolic("arn:aws:s3:::inventory-1/inventory/landing-1/s3ingest-daily/m.json", names)
+        == "arn:Inventory/inventory/ref:Bucket/s3ingest-daily/m.json"
+    )
