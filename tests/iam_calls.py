@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from s3ingest_fn.config import invocation_env
+from s3ingest_fn.config import LOCAL_RECORDER, invocation_env
 
 #: Where the local stack lives (:mod:`s3ingest.local.emulator`): the ARNs of recorded calls.
 REGION = "us-east-1"
@@ -34,14 +34,16 @@ ACCOUNT = "123456789012"
 class Call:
     """One AWS call: ``service`` (botocore's name, ``"s3"``), ``operation`` (``"HeadObject"``),
     its parameters, ``handler``: the ``_HANDLER`` of the function invocation it ran in
-    (None: not a function's, the operator's or the local runtime's own), and ``access_key``:
-    the access key id it was signed with (None: unsigned)."""
+    (None: not a function's, the operator's or the local runtime's own), ``access_key``: the
+    access key id it was signed with (None: unsigned), and ``deployment``: the local
+    deployment the invocation belongs to (its ``S3INGEST_LOCAL_RECORDER``)."""
 
     service: str
     operation: str
     params: Mapping[str, Any] = field(hash=False, compare=False)
     handler: str | None
     access_key: str | None = None
+    deployment: str | None = None
 
 
 @dataclass(frozen=True)
@@ -64,12 +66,13 @@ class Recording:
         with self._lock:
             self.calls.append(call)
 
-    def by_handler(self) -> dict[str, set[Request]]:
-        """Function handler -> the IAM requests its invocations made (the functions' calls
-        only)."""
+    def by_handler(self, deployment: str) -> dict[str, set[Request]]:
+        """Function handler -> the IAM requests its invocations of local deployment
+        ``deployment`` made (its ``recorder_key``: not another test's invocation still
+        running)."""
         out: dict[str, set[Request]] = {}
         for call in list(self.calls):
-            if call.handler is not None:
+            if call.handler is not None and call.deployment == deployment:
                 out.setdefault(call.handler, set()).update(requests(call))
         return out
 
@@ -82,10 +85,6 @@ class Recording:
             for r in requests(call)
         }
 
-    def unattributed(self) -> set[Request]:
-        """The IAM requests made outside any function invocation."""
-        return {r for call in list(self.calls) if call.handler is None for r in requests(call)}
-
 
 @contextmanager
 def recording() -> Iterator[Recording]:
@@ -97,11 +96,12 @@ def recording() -> Iterator[Recording]:
     original = client_class._make_api_call
 
     def make_api_call(self: Any, operation_name: str, api_params: Any) -> Any:
-        handler = invocation_env().get("_HANDLER")
+        env = invocation_env()
+        handler, deployment = env.get("_HANDLER"), env.get(LOCAL_RECORDER)
         credentials = getattr(self._request_signer, "_credentials", None)
         key = getattr(credentials, "access_key", None)
         service = self.meta.service_model.service_name
-        found.add(Call(service, operation_name, api_params, handler, key))
+        found.add(Call(service, operation_name, api_params, handler, key, deployment))
         return original(self, operation_name, api_params)
 
     client_class._make_api_call = make_api_call

@@ -124,7 +124,8 @@ def exercise(emu: Emulator, synth: Synth) -> tuple[dict[str, Any], LocalRuntime]
     for engine in (BATCH_OPERATIONS, DISTRIBUTED_MAP):
         with recording() as backfill:
             assert rt.backfill(engine=engine)["execution"]["status"] == "SUCCEEDED"
-        engines[engine] = merged(common.by_handler(), backfill.by_handler())
+        deployment = rt.recorder_key
+        engines[engine] = merged(common.by_handler(deployment), backfill.by_handler(deployment))
     assert rt.compare().converged
     return engines, rt
 
