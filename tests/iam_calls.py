@@ -227,7 +227,9 @@ def _resource(service: str, operation: str, params: Mapping[str, Any]) -> list[s
             return [_bus_arn(params.get("Name"))]
         if operation == "DescribeArchive":
             return [_arn("events", f"archive/{params['ArchiveName']}")]
-        if operation in ("StartReplay", "DescribeReplay", "CancelReplay"):
+        if operation == "StartReplay":  # the replay and the archive it reads
+            return [_arn("events", f"replay/{params['ReplayName']}"), params["EventSourceArn"]]
+        if operation in ("DescribeReplay", "CancelReplay"):
             return [_arn("events", f"replay/{params['ReplayName']}")]
         return ["*"]
     if service == "logs" and "logGroupName" in params:
