@@ -66,7 +66,8 @@ def commands(bucket: str) -> list[tuple[str, list[str]]]:
         ("`replay --no-wait`", ["replay", "--no-wait", *window]),
         ("`backfill start`", ["backfill", "start"]),
         ("`backfill status`", ["backfill", "status"]),
-        ("`reprocess`", ["reprocess", "--processor", "default", "--segments", "2"]),
+        # --no-wait: what following the run reads depends on when each poll lands
+        ("`reprocess --no-wait`", ["reprocess", "--processor", "default", "--no-wait"]),
     ]
 
 
@@ -131,10 +132,21 @@ def record(emu: Any) -> tuple[dict[str, set[Request]], dict[str, str]]:
                 if result.exit_code not in (0, 1):
                     raise RuntimeError(f"{label}: exit {result.exit_code}: {result.output}")
                 found[label] = calls.made_with(OPERATOR_KEY)
-                rt.drain()
+                _settle(rt, outputs)
         return found, outputs
     finally:
         rt.close()
+
+
+def _settle(rt: Any, outputs: Mapping[str, str]) -> None:
+    """Wait for every execution a command left running (``--no-wait``), then drain the
+    ingest queue: the next command starts from a quiet deployment."""
+    for name, arn in outputs.items():
+        if name.endswith("StateMachineArn"):
+            listed = rt.machines.sfn.list_executions(stateMachineArn=arn, statusFilter="RUNNING")
+            for execution in listed["executions"]:
+                rt.machines.wait(execution["executionArn"])
+    rt.drain()
 
 
 def _names(outputs: Mapping[str, str]) -> list[tuple[str, str]]:

@@ -14,7 +14,7 @@ from tests.iam_commands import BEGIN, DOC, END, generated
 
 @pytest.fixture(scope="module")
 def table(emulator: Any) -> str:
-    """The generated ``docs/iam.md``, recorded once for the module (about 40 s)."""
+    """The generated ``docs/iam.md``, recorded once for the module (40 to 90 s)."""
     return generated(emulator)
 
 
