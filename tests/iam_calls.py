@@ -138,6 +138,7 @@ ACTIONS = {
     ("s3", "CompleteMultipartUpload"): "s3:PutObject",
     ("s3", "ListMultipartUploads"): "s3:ListBucketMultipartUploads",
     ("s3", "ListBuckets"): "s3:ListAllMyBuckets",
+    ("s3", "CopyObject"): "s3:PutObject",  # and s3:GetObject on the source (below)
     ("sqs", "SendMessageBatch"): "sqs:SendMessage",
     ("sqs", "DeleteMessageBatch"): "sqs:DeleteMessage",
     ("sqs", "ChangeMessageVisibilityBatch"): "sqs:ChangeMessageVisibility",
