@@ -24,7 +24,7 @@ STAMP_NPM := node_modules/.stamp
 WITH_NODE := PATH="$(CURDIR)/node_modules/.bin:$(CURDIR)/$(BIN):$$PATH"
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: demo test lint format typecheck unit flake-check synth machines bench lock contract-index docs settings-doc clean help
+.PHONY: demo test lint format typecheck unit flake-check synth machines bench lock contract-index docs settings-doc iam-doc clean help
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -102,6 +102,9 @@ contract-index: $(STAMP)  ## regenerate docs/contract-tests.md (rule -> tests) f
 docs: $(STAMP_DOCS)  ## build the documentation site (mkdocs-material) into site/; fails on any warning or broken link
 	$(BIN)/python -m s3ingest.settings.reference --check
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+iam-doc: $(STAMP)  ## regenerate docs/iam.md's per-command table from the commands' recorded AWS calls on the emulator
+	$(BIN)/python -m tests.iam_commands --write
 
 settings-doc: $(STAMP)  ## regenerate docs/settings.md (the settings reference) from the settings model
 	$(BIN)/python -m s3ingest.settings.reference --write

@@ -27,35 +27,12 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct, IConstruct
 
 from s3ingest.encryption import key_policy_statements
+from s3ingest.key_use import KMS_ACTIONS, READ  # docs/iam.md's table reads the same
 from s3ingest.settings import CREATE_KEY, Settings
 
 #: The attribute of the pipeline construct that holds its key.
 _KEY_ATTRIBUTE = "encryption_key"
 
-#: The KMS actions a resource action needs when its resource is encrypted with the key
-#: (SQS: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-key-management.html;
-#: S3: https://docs.aws.amazon.com/AmazonS3/latest/userguide/UsingKMSEncryption.html;
-#: DynamoDB and its stream, Secrets Manager, EventBridge PutEvents: as CDK's own grants).
-READ = ("kms:Decrypt",)
-WRITE = ("kms:Decrypt", "kms:GenerateDataKey")
-KMS_ACTIONS: dict[str, tuple[str, ...]] = {
-    "sqs:SendMessage": WRITE,
-    "sqs:ReceiveMessage": READ,
-    "dynamodb:GetItem": READ,
-    "dynamodb:Query": READ,
-    "dynamodb:Scan": READ,
-    "dynamodb:BatchGetItem": READ,
-    "dynamodb:GetRecords": READ,
-    "dynamodb:PutItem": (*WRITE, "kms:Encrypt"),
-    "dynamodb:UpdateItem": (*WRITE, "kms:Encrypt"),
-    "dynamodb:DeleteItem": (*WRITE, "kms:Encrypt"),
-    "dynamodb:BatchWriteItem": (*WRITE, "kms:Encrypt"),
-    "s3:GetObject": READ,
-    "s3:GetObjectVersion": READ,
-    "s3:PutObject": WRITE,
-    "events:PutEvents": ("kms:GenerateDataKey",),
-    "secretsmanager:GetSecretValue": READ,
-}
 #: The object reads that need the bucket's own key (an adopted SSE-KMS bucket).
 OBJECT_READS = frozenset({"s3:GetObject", "s3:GetObjectVersion"})
 

@@ -501,16 +501,22 @@ class LambdaService:
     def environment_of(self, fn: LocalFunction) -> dict[str, str]:
         """The whole environment ``fn`` runs with: its own, the emulator's endpoint and
         credentials, Lambda's reserved variables."""
-        return {
-            **fn.environment,
-            **self.emu.function_environment(),
-            "AWS_LAMBDA_FUNCTION_NAME": fn.name,
-            "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
-            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(fn.memory_mb),
-            "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{fn.name}",
-            "AWS_EXECUTION_ENV": RUNTIME,
-            "_HANDLER": fn.handler,
-        }
+        return {**fn.environment, **self.emu.function_environment(), **reserved_environment(fn)}
+
+
+def reserved_environment(fn: LocalFunction) -> dict[str, str]:
+    """Lambda's reserved variables of ``fn``'s invocations: its name, version, memory, log
+    group, the runtime and ``_HANDLER``
+    (https://docs.aws.amazon.com/lambda/latest/dg/configuration-envvars.html#configuration-envvars-runtime).
+    ``_HANDLER`` names the function an AWS call made during the invocation belongs to."""
+    return {
+        "AWS_LAMBDA_FUNCTION_NAME": fn.name,
+        "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(fn.memory_mb),
+        "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{fn.name}",
+        "AWS_EXECUTION_ENV": RUNTIME,
+        "_HANDLER": fn.handler,
+    }
 
 
 @dataclass
@@ -618,4 +624,5 @@ __all__ = [
     "LambdaContext",
     "LambdaService",
     "LocalFunction",
+    "reserved_environment",
 ]

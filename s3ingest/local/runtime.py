@@ -47,7 +47,12 @@ from s3ingest.local.emulator import ACCOUNT, Emulator, LocalBucket, Resources, p
 from s3ingest.local.encryption import encrypt_bucket
 from s3ingest.local.executions import Execution, LocalMachines
 from s3ingest.local.faults import INGEST, FaultInjector
-from s3ingest.local.lambda_service import LambdaContext, LocalFunction, run_with_timeout
+from s3ingest.local.lambda_service import (
+    LambdaContext,
+    LocalFunction,
+    reserved_environment,
+    run_with_timeout,
+)
 from s3ingest.local.machines import (
     BACKFILL_BATCH_OPERATIONS,
     BACKFILL_DISTRIBUTED_MAP,
@@ -91,6 +96,8 @@ DISTRIBUTED_MAP = "distributed-map"
 BACKFILL_ENGINES = (BATCH_OPERATIONS, DISTRIBUTED_MAP)
 #: The ingest function's handler (what :meth:`LocalRuntime._invoke_ingest` runs, in-process).
 INGEST_HANDLER = "s3ingest_fn.handlers.ingest.handler"
+#: The change relay function as the stream event source invokes it (its handler: the stack's).
+RELAY_FUNCTION = LocalFunction("change-relay", "s3ingest_fn.handlers.change_stream.handler", {})
 #: The stack name the local runtime's onboarding runs are derived from (:func:`run_id`).
 LOCAL_STACK = "S3Ingest-local"
 
@@ -268,7 +275,13 @@ class LocalRuntime(Reconciliations):
                 self.sqs,
                 self.resources.stream_arn,
                 lambda e: environment.run_in(
-                    self.environment(), relay, publisher, bus, e, None, dead
+                    {**self.environment(), **reserved_environment(RELAY_FUNCTION)},
+                    relay,
+                    publisher,
+                    bus,
+                    e,
+                    None,
+                    dead,
                 ),
                 self.resources.change_queue_url,
             )
@@ -495,7 +508,7 @@ class LocalRuntime(Reconciliations):
         outcome = run_with_timeout(
             lambda: self.handler(event, context),
             self.ingest_timeout_seconds,
-            self.environment(),
+            {**self.environment(), **reserved_environment(function)},
             self.function_logs,
             name="lambda-ingest",
         )
