@@ -138,7 +138,11 @@ def test_rule_may_send_to_the_queue_and_its_dead_letter_queue(synth: Synth) -> N
         (statement,) = statements
         assert statement["Principal"] == {"Service": "events.amazonaws.com"}
         assert "sqs:SendMessage" in statement["Action"]
-        assert statement["Condition"] == {"ArnEquals": {"aws:SourceArn": _arn(rule_id)}}
+        # the rule, in this account (confused deputy, issue 34)
+        assert statement["Condition"] == {
+            "ArnEquals": {"aws:SourceArn": _arn(rule_id)},
+            "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}},
+        }
 
 
 @pytest.mark.contract("C14")
