@@ -1,6 +1,10 @@
-"""A processor outage during a backfill (issue 34, item 9): every engine and ``onboard`` complete
-the ledger while a processor fails, report the effects left behind, and the scenario fixes the
-processor and finishes them with the documented step (``s3ingest reprocess``), ending converged.
+"""Effects left behind, and the documented step that finishes them (issue 34).
+
+Item 9: a processor outage during a backfill: every engine and ``onboard`` complete the ledger
+while a processor fails, report the effects left behind, and the scenario fixes the processor
+and finishes them with the documented step (``s3ingest reprocess``), ending converged. Item 7:
+a reprocess run whose workers crash names the keys it left behind and the command that
+finishes them; that command, as the scenario's next step, is all it takes to converge.
 """
 
 from __future__ import annotations
@@ -59,13 +63,46 @@ def test_a_backfill_completes_the_ledger_through_a_processor_outage(
     (backfill,) = result["backfills"]
     assert backfill["execution"]["status"] == "SUCCEEDED"
     assert backfill.get("failed", 0) == 0
-    if "counts" in backfill:  # listing
+    if step.get("source") == "listing":
         assert backfill["counts"]["effects_pending"] == 3
-    if "outcomes" in backfill:  # distributed-map (a job's are its metric)
+    elif step.get("engine") == "distributed-map":
         assert backfill["outcomes"] == {"effects_pending": 3}
+    else:  # a job's tasks succeeded (their effects pending: the backfill_effects_pending metric)
+        assert (backfill["succeeded"], backfill["total"]) == (3, 3)
     # and the finishing run ran the three effects: the scenario ends converged
     (run,) = result["reprocesses"]
     assert run["counts"]["run"] == 3 and run["counts"]["failed"] == 0
+    assert result["converged"], result["differences"]
+    assert result["effects_problems"] == []
+
+
+FLAKY = "s3ingest_examples.flaky:handler"
+
+
+@pytest.mark.contract("C11", "C13", "C15")
+def test_a_processor_fixed_by_a_new_configuration_finishes_what_the_backfill_left(
+    emulator: Any, tmp_path: Path
+) -> None:
+    # GIVEN a processor configured to fail (its first attempt at each change), and objects
+    # whose events were lost
+    lines: list[dict[str, Any]] = [
+        {"bucket": "outage-configured", "processors": [{"name": "sidecar", "handler": FLAKY}]},
+        *({"op": "put", "key": key, "body": key} for key in KEYS),
+        {"op": "flush", "chaos": {"drop": 1.0}},
+        # WHEN the Distributed Map backfills them, a configuration fixes the processor, and
+        # the documented step runs
+        {"op": "backfill", "engine": "distributed-map"},
+        {"op": "configure", "processors": [{"name": "sidecar", "handler": SIDECAR}]},
+        {"op": "reprocess", "processor": "sidecar"},
+    ]
+    result = _scenario(tmp_path, lines, emulator)
+    # THEN the backfill succeeded with the three effects pending, and the run finished them
+    assert result["error"] is None
+    (backfill,) = result["backfills"]
+    assert backfill["execution"]["status"] == "SUCCEEDED"
+    assert backfill["outcomes"] == {"effects_pending": 3}
+    (run,) = result["reprocesses"]
+    assert run["counts"]["run"] == 3 and run["left_behind"]["count"] == 0
     assert result["converged"], result["differences"]
     assert result["effects_problems"] == []
 
