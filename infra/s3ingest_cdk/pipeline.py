@@ -740,14 +740,17 @@ class S3IngestPipeline(Construct):
         self.held_to_account = hold_to_account(self)
 
     def _expect_owners(self) -> None:
-        """``BUCKET_OWNERS`` on every function (:meth:`Landings.owners_json`), and each
-        function's role an inline policy :func:`own_buckets_guard` over the stack's own landing
-        buckets (a remote bucket is read through its account's role, whose policy holds the
-        same condition: :class:`s3ingest_cdk.source.S3IngestSource`)."""
+        """``BUCKET_OWNERS`` (:meth:`Landings.owners_json`) on every function that reads a
+        bucket (all but the change relay), and on each one's role the inline policy of
+        :func:`~s3ingest_cdk.owners.guard_role` over the stack's own landing buckets (a remote
+        bucket is read through its account's role, whose policy holds the same condition:
+        :class:`s3ingest_cdk.source.S3IngestSource`)."""
         owners = self.landings.owners_json(self)
         own = [e.bucket for e in self.landings.entries if not e.spec.remote]
         guarded: set[str] = set()
-        for function in self.functions.values():
+        for role, function in self.functions.items():
+            if role == "change-relay":  # reads the ledger's stream, no bucket
+                continue
             function.add_environment(fn_config.BUCKET_OWNERS, owners)
             if own and function.role is not None and function.role.node.path not in guarded:
                 guarded.add(function.role.node.path)

@@ -239,3 +239,29 @@ def test_the_bucket_setup_resource_names_its_own_account(monkeypatch: pytest.Mon
         bucket_setup.on_event(event, context)
     # THEN its first call on the bucket names the stack's account as the owner
     assert sent == [OWNER]
+
+
+def test_the_ingest_pattern_matches_each_bucket_s_name_with_its_owner() -> None:
+    from s3ingest.settings import ingest_event_pattern
+
+    # one owner: its account beside the names
+    one = ingest_event_pattern([{"name": "a", "account": OWNER}, {"name": "b", "account": OWNER}])
+    assert one["account"] == [OWNER] and one["detail"] == {"bucket": {"name": ["a", "b"]}}
+    # several: one alternative per owner with that owner's names only (key filters kept)
+    several = ingest_event_pattern(
+        [
+            {"name": "a", "account": OWNER},
+            {"name": "r", "account": STRANGER, "prefixes": ["in/"]},
+        ]
+    )
+    assert "account" not in several and "detail" not in several
+    assert several["$or"] == [
+        {"account": [OWNER], "detail": {"bucket": {"name": ["a"]}}},
+        {
+            "account": [STRANGER],
+            "detail": {"bucket": {"name": ["r"]}, "object": {"key": [{"prefix": "in/"}]}},
+        },
+    ]
+    # every entry names its owner, or none does (the names alone: callers without owners)
+    with pytest.raises(ValueError, match="every bucket entry names its account"):
+        ingest_event_pattern([{"name": "a", "account": OWNER}, {"name": "b"}])
