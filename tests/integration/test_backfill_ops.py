@@ -158,3 +158,30 @@ def test_status_before_the_job_exists_and_latest_execution() -> None:
         )
         assert latest_execution(sfn, ARN) == EXEC
     assert (status["jobId"], status["total"]) == (None, None)
+
+
+def test_a_distributed_map_status_names_the_effects_left_pending() -> None:
+    # GIVEN a Distributed Map backfill that ended with three keys' effects pending (issue 34)
+    sfn, s3control = clients()
+    output = {
+        "total": 5,
+        "succeeded": 5,
+        "failed": 0,
+        "outcomes": {"applied": 2, "effects_pending": 3},
+    }
+    with Stubber(sfn) as s:
+        s.add_response(
+            "describe_execution",
+            {
+                "executionArn": EXEC,
+                "stateMachineArn": ARN,
+                "status": "SUCCEEDED",
+                "startDate": NOW,
+                "input": "{}",
+                "output": json.dumps(output),
+            },
+        )
+        s.add_response("get_execution_history", {"events": []})
+        status = backfill_status(sfn, s3control, EXEC)
+    # THEN its status counts them apart from the failures
+    assert (status["succeeded"], status["failed"], status["effects_pending"]) == (5, 0, 3)
