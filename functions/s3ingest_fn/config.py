@@ -33,11 +33,11 @@ from contextvars import ContextVar, copy_context
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, ParamSpec, TypeVar
 
-from s3ingest_fn.adapters.bucket_owners import parse_owners
 from s3ingest_fn.contract import DELIVERY_BUCKETS_ENV, STACK_ENV
 from s3ingest_fn.core.effects import EffectTarget
 from s3ingest_fn.core.scope import Scope
 from s3ingest_fn.effect_targets import PROCESSOR_TARGETS, read_targets, targets_json
+from s3ingest_fn.owners import parse_owners
 
 # -- variable names ---------------------------------------------------------------------------
 

@@ -787,10 +787,13 @@ def _event_delivery(clients: ClientConfig) -> S3EventDelivery:
     return event_delivery(client(clients, "s3"))
 
 
-def s3_client() -> Any:
+def s3_client(owners: Mapping[str, str] | None = None) -> Any:
     """A boto3 S3 client (the bucket-setup custom resource,
-    :mod:`s3ingest_fn.handlers.bucket_setup`)."""
-    return client(function_clients(), "s3")
+    :mod:`s3ingest_fn.handlers.bucket_setup`); every call on a bucket of ``owners`` (bucket ->
+    account) names its owner (``ExpectedBucketOwner``)."""
+    from s3ingest_fn.adapters.bucket_owners import expect_owners
+
+    return expect_owners(client(function_clients(), "s3"), owners or {})
 
 
 @_clears("_listing_backfill")

@@ -226,7 +226,8 @@ def test_the_bucket_setup_resource_names_its_own_account(monkeypatch: pytest.Mon
 
     s3 = _s3()
     sent = _capture(s3)
-    monkeypatch.setattr(wiring, "s3_client", lambda: s3)
+    monkeypatch.setattr(wiring, "function_clients", lambda: None)
+    monkeypatch.setattr(wiring, "client", lambda clients, service: s3)
     context = SimpleNamespace(
         invoked_function_arn=f"arn:aws:lambda:us-east-1:{OWNER}:function:setup"
     )

@@ -18,32 +18,13 @@ policy holds ``s3:ResourceAccount`` (``docs/organisation.md``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
+from s3ingest_fn.owners import parse_owners
+
 #: The parameter S3 checks against the bucket's owner.
 PARAMETER = "ExpectedBucketOwner"
-
-
-def parse_owners(raw: str | None) -> dict[str, str]:
-    """``BUCKET_OWNERS`` (:data:`s3ingest_fn.config.BUCKET_OWNERS`): bucket name -> the account
-    that owns it; empty when ``raw`` is None or empty.
-
-    Raises
-    ------
-    ValueError
-        When ``raw`` is not a JSON object of account ids (12 digits) by bucket.
-    """
-    try:
-        owners = json.loads(raw or "{}")
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"is not JSON: {exc.msg}") from exc
-    if not isinstance(owners, dict) or not all(
-        isinstance(v, str) and len(v) == 12 and v.isdigit() for v in owners.values()
-    ):
-        raise ValueError("must be a JSON object of account ids by bucket")
-    return owners
 
 
 def add_expected_owner(owners: Mapping[str, str]) -> Any:

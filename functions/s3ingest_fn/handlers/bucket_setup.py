@@ -235,13 +235,10 @@ def on_event(event: dict[str, Any], context: Any) -> dict[str, Any]:
     Provider framework's function; see :func:`handle`. The stack sets up buckets of its own
     account only: every call names that account (``ExpectedBucketOwner``, the account of the
     function's ARN), so a bucket of that name another account owns answers 403."""
-    from s3ingest_fn.adapters.bucket_owners import expect_owners
-
-    s3 = wiring.s3_client()
     arn = str(getattr(context, "invoked_function_arn", "") or "")
     bucket = (event.get("ResourceProperties") or {}).get("BucketName")
-    if arn.count(":") >= 5 and isinstance(bucket, str):
-        s3 = expect_owners(s3, {bucket: arn.split(":")[4]})
+    owners = {bucket: arn.split(":")[4]} if arn.count(":") >= 5 and isinstance(bucket, str) else {}
+    s3 = wiring.s3_client(owners)
     result = handle(s3, event)
     _logger.info("bucket setup %s: %s", event.get("RequestType"), result)
     return result
