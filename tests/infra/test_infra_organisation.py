@@ -199,16 +199,18 @@ def test_read_role_lists_the_key_a_forbidden_head_asks_about(source_synth: Sourc
     policy = _identity(statements)
     drop = f"arn:aws:s3:::{PRODUCER_BUCKET}"
     me = {"AWS": "anyone"}
+    # (the bucket is the source stack's own account's: s3:ResourceAccount)
+    owned = {"s3:ResourceAccount": "ref:AWS::AccountId"}
     # THEN the ListBucket check of a HEAD, which carries no s3:prefix, fails: S3 answers a HEAD
     # of a missing key 403, not 404
     # (https://docs.aws.amazon.com/AmazonS3/latest/API/API_HeadObject.html)
-    head = Request(me, "s3:ListBucket", drop, {})
+    head = Request(me, "s3:ListBucket", drop, dict(owned))
     assert decide(policy, head, identity_allows=False) == "implicit-deny"
     # AND the listing S3Objects.current makes on that 403 (ListObjectsV2, the key as prefix,
     # tests/unit/test_s3_objects_forbidden.py) is allowed for every key under the filters, so
     # a missing key reads as missing, not as a transient error
     for key in ("incoming/a.csv", "incoming/deep/b.csv"):
-        listing = Request(me, "s3:ListBucket", drop, {"s3:prefix": key})
+        listing = Request(me, "s3:ListBucket", drop, {**owned, "s3:prefix": key})
         assert decide(policy, listing, identity_allows=False) == "allowed", key
 
 
