@@ -65,8 +65,7 @@ def _stack() -> tuple[Stack, dict[str, Any]]:
 
 
 def _template(stack: Stack) -> dict[str, Any]:
-    template: dict[str, Any] = Template.from_stack(stack).to_json()
-    return template
+    return dict(Template.from_stack(stack).to_json())
 
 
 def test_a_deprecated_class_warns_and_builds_what_role_function_builds() -> None:
