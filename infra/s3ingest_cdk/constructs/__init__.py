@@ -12,7 +12,9 @@ from s3ingest_cdk.constructs.deprecated_functions import (
     ChangeRelayFunction,
     DeliveryCheckFunction,
     IngestFunction,
+    ProcessorFunction,
     ReconcileFunction,
+    StepFunction,
 )
 from s3ingest_cdk.constructs.drift_alarm import DriftAlarm
 from s3ingest_cdk.constructs.event_routing import IngestRouting
@@ -43,9 +45,11 @@ __all__ = [
     "LedgerTable",
     "OperationalAlarms",
     "OperationsDashboard",
+    "ProcessorFunction",
     "ProcessorOutputBucket",
     "ReconcileFunction",
     "ReconcileSchedule",
     "ReconcileStateMachine",
     "RoleFunction",
+    "StepFunction",
 ]
