@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from s3ingest import function_roles
 from s3ingest.local.chaos import Chaos, CrashInjector
 from s3ingest.local.in_process import answer_before
 from s3ingest_fn.adapters.dynamo_ledger.layout import PARTITION_KEY
@@ -54,13 +55,20 @@ if TYPE_CHECKING:
 #: the second when the request rate itself is refused).
 DDB_THROTTLE_CODES = ("ProvisionedThroughputExceededException", "ThrottlingException")
 #: The local name of the ingest function (the SQS event source invokes it).
-INGEST = "ingest"
+INGEST = function_roles.INGEST.name
 #: The backfill worker functions ``backfillReservedConcurrency`` applies to, as the local Lambda
 #: service names them: the Batch Operations task function, the Distributed Map engine's control
 #: function (it runs each data file) and the listing backfill's shard function
 #: (``s3ingest.settings.Settings.backfill_reserved_concurrency``); the stack reserves the one
 #: of the first two its ``backfillEngine`` deploys (:func:`backfill_workers`).
-BACKFILL_WORKERS = ("BackfillFunction", "BackfillControlFunction", "ListingShard")
+BACKFILL_WORKERS = tuple(
+    row.construct_id
+    for row in (
+        function_roles.BACKFILL,
+        function_roles.BACKFILL_CONTROL,
+        function_roles.LISTING_SHARD,
+    )
+)
 #: What one receive of an ingest message met (:attr:`FaultInjector.receipts`): Lambda refused
 #: the invocation; the record failed in an invocation where DynamoDB was throttled; it failed
 #: with no throttle injected; it succeeded.

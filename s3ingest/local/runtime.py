@@ -39,6 +39,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, cast
 
+from s3ingest import function_roles
 from s3ingest.commands.review import matching
 from s3ingest.local import environment
 from s3ingest.local.chaos import Chaos, InjectedCrash
@@ -95,9 +96,11 @@ BATCH_OPERATIONS = "batch-operations"
 DISTRIBUTED_MAP = "distributed-map"
 BACKFILL_ENGINES = (BATCH_OPERATIONS, DISTRIBUTED_MAP)
 #: The ingest function's handler (what :meth:`LocalRuntime._invoke_ingest` runs, in-process).
-INGEST_HANDLER = "s3ingest_fn.handlers.ingest.handler"
+INGEST_HANDLER = function_roles.INGEST.handler
 #: The change relay function as the stream event source invokes it (its handler: the stack's).
-RELAY_FUNCTION = LocalFunction("change-relay", "s3ingest_fn.handlers.change_stream.handler", {})
+RELAY_FUNCTION = LocalFunction(
+    function_roles.CHANGE_RELAY.name, function_roles.CHANGE_RELAY.handler, {}
+)
 #: The stack name the local runtime's onboarding runs are derived from (:func:`run_id`).
 LOCAL_STACK = "S3Ingest-local"
 
@@ -251,7 +254,7 @@ class LocalRuntime(Reconciliations):
         #: The ingest function's timeout, seconds (``functionTimeoutSeconds``, raised for the
         #: processor functions as the stack raises it): an invocation still running then has
         #: timed out (:meth:`_invoke_ingest`), and its effects' leases end with it.
-        self.ingest_timeout_seconds = float(self.settings.ingest_timeout_seconds)
+        self.ingest_timeout_seconds = float(function_roles.INGEST.timeout(self.settings))
         #: Ingest invocations that timed out so far.
         self.ingest_timeouts = 0
         #: What the runtime's own invocations printed (their CloudWatch log, locally).
@@ -503,7 +506,7 @@ class LocalRuntime(Reconciliations):
         fails its whole batch (every message comes back after the visibility timeout), as
         Lambda's SQS event source does; an exception propagates to the caller."""
         timeout = self.ingest_timeout_seconds
-        function = LocalFunction("ingest", INGEST_HANDLER, {}, timeout_seconds=timeout)
+        function = LocalFunction(INGEST, INGEST_HANDLER, {}, timeout_seconds=timeout)
         context = LambdaContext(function, str(uuid.uuid4()), time.monotonic() + timeout)
         outcome = run_with_timeout(
             lambda: self.handler(event, context),

@@ -321,7 +321,7 @@ def test_create_job_is_a_direct_s3_control_call_with_the_job_spec(synth: Synth) 
 
 @pytest.mark.contract("C13")
 def test_report_prefix_is_where_the_control_function_reads() -> None:
-    from s3ingest_cdk.constructs.backfill_control_function import REPORT_PREFIX
+    from s3ingest_cdk.constructs.backfill_state_machine import REPORT_PREFIX
     from s3ingest_fn.services.backfill_control import REPORT_PREFIX as HANDLER_PREFIX
 
     assert REPORT_PREFIX == HANDLER_PREFIX == "backfill-reports"

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from s3ingest.function_roles import CHANGE_RELAY
 from s3ingest.settings import CHANGE_SOURCE, Settings
-from s3ingest_cdk.constructs.change_relay_function import CHANGE_STREAM_HANDLER
 from s3ingest_cdk.features.change_stream import CHANGE_MAX_RECORD_AGE, CHANGE_RETRY_ATTEMPTS
 from s3ingest_cdk.synth import Synth
 from s3ingest_fn.adapters.dynamo_ledger import STREAM_FILTER
@@ -19,6 +19,8 @@ from s3ingest_fn.adapters.dynamo_ledger import STREAM_FILTER
 from .functions import common_environment, tracing_config, xray_grants
 from .iam import expected as _grants
 from .iam import role_allowed as _granted
+
+CHANGE_STREAM_HANDLER = CHANGE_RELAY.handler
 
 FOURTEEN_DAYS = 14 * 86_400
 #: How long DynamoDB Streams keeps a record, seconds

@@ -8,16 +8,16 @@ from typing import Any
 
 import pytest
 
+from s3ingest.function_roles import LISTING_PLAN, LISTING_SHARD, LISTING_SUMMARIZE
 from s3ingest.settings import Settings
-from s3ingest_cdk.constructs.listing_backfill_function import (
-    LIST_SHARD_HANDLER,
-    PLAN_HANDLER,
-    SUMMARIZE_HANDLER,
-)
 from s3ingest_cdk.synth import Synth
 
 from .asl import LAMBDA_RETRY, THROTTLE_RETRY, definition, reachable
 from .functions import common_environment, scope_environment, xray_grants
+
+PLAN_HANDLER = LISTING_PLAN.handler
+LIST_SHARD_HANDLER = LISTING_SHARD.handler
+SUMMARIZE_HANDLER = LISTING_SUMMARIZE.handler
 
 #: A handler's own transient failure (throttling, a timed-out invocation): the step runs again
 #: from the shard's checkpoint or the stored plan.

@@ -8,18 +8,18 @@ from typing import Any
 
 import pytest
 
+from s3ingest.function_roles import REPROCESS_PLAN, REPROCESS_SEGMENT, REPROCESS_SUMMARIZE
 from s3ingest.settings import Settings
-from s3ingest_cdk.constructs.reprocess_function import (
-    PLAN_HANDLER,
-    SEGMENT_HANDLER,
-    SUMMARIZE_HANDLER,
-)
 from s3ingest_cdk.synth import Synth
 
 from .asl import LAMBDA_RETRY, THROTTLE_RETRY, definition, reachable
 from .conftest import BACKFILL_RESERVED
 from .functions import common_environment, scope_environment, xray_grants
 from .iam import role_allowed
+
+PLAN_HANDLER = REPROCESS_PLAN.handler
+SEGMENT_HANDLER = REPROCESS_SEGMENT.handler
+SUMMARIZE_HANDLER = REPROCESS_SUMMARIZE.handler
 
 #: A handler's own transient failure: the step runs again from the segment's checkpoint or the
 #: stored plan.

@@ -3,23 +3,28 @@
 from __future__ import annotations
 
 from s3ingest_cdk.constructs.alarm_topic import AlarmTopic
-from s3ingest_cdk.constructs.backfill_control_function import BackfillControlFunction
-from s3ingest_cdk.constructs.backfill_function import BackfillFunction
 from s3ingest_cdk.constructs.backfill_state_machine import BackfillStateMachine
 from s3ingest_cdk.constructs.batch_operations_role import BatchOperationsRole
 from s3ingest_cdk.constructs.change_bus import ChangeBus
-from s3ingest_cdk.constructs.change_relay_function import ChangeRelayFunction
-from s3ingest_cdk.constructs.delivery_check_function import DeliveryCheckFunction
+from s3ingest_cdk.constructs.deprecated_functions import (
+    BackfillControlFunction,
+    BackfillFunction,
+    ChangeRelayFunction,
+    DeliveryCheckFunction,
+    IngestFunction,
+    ProcessorFunction,
+    ReconcileFunction,
+    StepFunction,
+)
 from s3ingest_cdk.constructs.drift_alarm import DriftAlarm
 from s3ingest_cdk.constructs.event_routing import IngestRouting
-from s3ingest_cdk.constructs.ingest_function import IngestFunction
+from s3ingest_cdk.constructs.function import RoleFunction
 from s3ingest_cdk.constructs.ingest_queue import IngestQueue
 from s3ingest_cdk.constructs.landing_bucket import LandingBucket
 from s3ingest_cdk.constructs.ledger_table import LedgerTable
 from s3ingest_cdk.constructs.operational_alarms import OperationalAlarms
 from s3ingest_cdk.constructs.operations_dashboard import OperationsDashboard
 from s3ingest_cdk.constructs.processor_output_bucket import ProcessorOutputBucket
-from s3ingest_cdk.constructs.reconcile_function import ReconcileFunction
 from s3ingest_cdk.constructs.reconcile_schedule import ReconcileSchedule
 from s3ingest_cdk.constructs.reconcile_state_machine import ReconcileStateMachine
 
@@ -40,8 +45,11 @@ __all__ = [
     "LedgerTable",
     "OperationalAlarms",
     "OperationsDashboard",
+    "ProcessorFunction",
     "ProcessorOutputBucket",
     "ReconcileFunction",
     "ReconcileSchedule",
     "ReconcileStateMachine",
+    "RoleFunction",
+    "StepFunction",
 ]

@@ -18,7 +18,6 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from s3ingest_cdk.constructs.backfill_control_function import REPORT_PREFIX
 from s3ingest_cdk.constructs.batch_operations_role import BATCH_OPERATIONS_PRINCIPAL
 from s3ingest_cdk.constructs.dependencies import depend_on_policies_not_role
 from s3ingest_cdk.constructs.state_machine_parts import execution_logs, lambda_step
@@ -26,6 +25,9 @@ from s3ingest_cdk.constructs.state_machine_parts import execution_logs, lambda_s
 #: ``backfillEngine`` values (``s3ingest.settings.BACKFILL_ENGINES``).
 BATCH_OPERATIONS = "batch-operations"
 DISTRIBUTED_MAP = "distributed-map"
+#: Where S3 Batch Operations writes the jobs' completion reports in the inventory bucket
+#: (``s3ingest_fn.services.backfill_control.REPORT_PREFIX``; the job's ``Report.Prefix``).
+REPORT_PREFIX = "backfill-reports"
 #: Between two ``DescribeJob`` calls while the job runs.
 JOB_POLL_INTERVAL = Duration.seconds(30)
 #: S3 Batch Operations job statuses that end the wait

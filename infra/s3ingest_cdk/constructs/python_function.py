@@ -1,8 +1,9 @@
 """The pattern every s3ingest Lambda function follows: its own role, its own log group, one setup.
 
 Not a construct of its own: :func:`python_function` adds ``Role``, ``LogGroup`` and ``Function``
-to the construct that owns the function (``IngestFunction``, ``ReconcileFunction``), so each keeps
-its construct ids (and so its logical ids) stable.
+to the construct that owns the function
+(:class:`~s3ingest_cdk.constructs.function.RoleFunction`), so each keeps its construct ids (and
+so its logical ids) stable.
 """
 
 from __future__ import annotations

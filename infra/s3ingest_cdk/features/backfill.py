@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Aws, Duration
+from aws_cdk import Aws
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -10,15 +10,15 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from s3ingest.settings import Settings
-from s3ingest_cdk.constructs import (
-    BackfillControlFunction,
-    BackfillFunction,
-    BackfillStateMachine,
-    BatchOperationsRole,
+from s3ingest import function_roles
+from s3ingest.settings import Settings, inventory_report_prefix
+from s3ingest_cdk.constructs import BackfillStateMachine, BatchOperationsRole
+from s3ingest_cdk.constructs.backfill_state_machine import (
+    BATCH_OPERATIONS,
+    FILES_MAP_LABEL,
+    REPORT_PREFIX,
 )
-from s3ingest_cdk.constructs.backfill_control_function import REPORT_PREFIX
-from s3ingest_cdk.constructs.backfill_state_machine import BATCH_OPERATIONS, FILES_MAP_LABEL
+from s3ingest_cdk.constructs.function import RoleFunction
 from s3ingest_cdk.constructs.landing_bucket import Landings
 from s3ingest_cdk.constructs.python_function import reserve_concurrency
 from s3ingest_cdk.features.evidence import (
@@ -30,6 +30,7 @@ from s3ingest_cdk.features.evidence import (
 )
 from s3ingest_cdk.features.service import IngestProcessors, grant_ingest_service
 from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
+from s3ingest_fn import config as fn_config
 
 _OBSERVE_EVIDENCE = (
     "The backfill observes whichever objects the inventory lists (C7): s3:GetObject and "
@@ -79,9 +80,9 @@ class Backfill(Construct):
 
     Attributes
     ----------
-    backfill_control : s3ingest_cdk.constructs.BackfillControlFunction
+    backfill_control : s3ingest_cdk.constructs.function.RoleFunction
         The state machine's step function.
-    backfill : s3ingest_cdk.constructs.BackfillFunction or None
+    backfill : s3ingest_cdk.constructs.function.RoleFunction or None
         The function S3 Batch Operations invokes (``batch-operations`` only).
     batch_operations : s3ingest_cdk.constructs.BatchOperationsRole or None
         The role the job runs as (``batch-operations`` only).
@@ -108,25 +109,21 @@ class Backfill(Construct):
         super().__init__(scope, construct_id)
         bucket = landings.first.bucket
         inventory_bucket = landings.shared.inventory
-        self.backfill_control = BackfillControlFunction(
+        self.backfill_control = RoleFunction(
             self,
-            "BackfillControlFunction",
+            row=function_roles.BACKFILL_CONTROL,
+            settings=settings,
             code=code,
-            ledger_table=ledger_table,
-            queue=queue,
-            dead_letter_queue=dead_letter_queue,
-            bucket=bucket,
-            inventory_bucket=inventory_bucket,
-            tombstone_ttl_seconds=settings.tombstone_ttl_seconds,
-            # distributed-map: it runs the processors (raised for the processor functions)
-            timeout=Duration.seconds(
-                settings.reconcile_timeout_seconds
-                if settings.backfill_engine == BATCH_OPERATIONS
-                else settings.ingest_side_timeout(settings.reconcile_timeout_seconds)
-            ),
-            memory_size_mib=settings.reconcile_memory_mb,
-            log_retention_days=settings.log_retention_days,
-            tracing=settings.tracing,
+            environment={
+                fn_config.LEDGER_TABLE_NAME: ledger_table.table_name,
+                fn_config.INGEST_QUEUE_URL: queue.queue_url,
+                fn_config.DEAD_LETTER_QUEUE_URL: dead_letter_queue.queue_url,
+                fn_config.TOMBSTONE_TTL_SECONDS: str(settings.tombstone_ttl_seconds),
+                fn_config.BUCKET_NAME: bucket.bucket_name,
+                fn_config.INVENTORY_BUCKET_NAME: inventory_bucket.bucket_name,
+                fn_config.INVENTORY_PREFIX: inventory_report_prefix(bucket.bucket_name),
+                fn_config.REPORT_BUCKET_NAME: inventory_bucket.bucket_name,
+            },
         )
         control = self.backfill_control.function
         control_role = self.backfill_control.role
@@ -157,26 +154,23 @@ class Backfill(Construct):
                 wildcard_resource_finding(self, reports),
                 f"s3:GetObject (and HEAD) {REPORTS_EVIDENCE}",
             )
-        self.backfill: BackfillFunction | None = None
+        self.backfill: RoleFunction | None = None
         self.batch_operations: BatchOperationsRole | None = None
         self.ingest_service_functions: list[lambda_.Function] = []
         batch_role: iam.IRole | None = None
         if settings.backfill_engine == BATCH_OPERATIONS:
-            self.backfill = BackfillFunction(
+            self.backfill = RoleFunction(
                 self,
-                "BackfillFunction",
+                row=function_roles.BACKFILL,
+                settings=settings,
                 code=code,
-                ledger_table=ledger_table,
-                bucket=bucket,
-                dead_letter_queue=dead_letter_queue,
-                tombstone_ttl_seconds=settings.tombstone_ttl_seconds,
-                record_concurrency=settings.record_concurrency,
-                timeout=Duration.seconds(
-                    settings.ingest_side_timeout(settings.backfill_function_timeout_seconds)
-                ),
-                memory_size_mib=settings.function_memory_mb,
-                log_retention_days=settings.log_retention_days,
-                tracing=settings.tracing,
+                environment=fn_config.BackfillConfig(
+                    ledger_table_name=ledger_table.table_name,
+                    dead_letter_queue_url=dead_letter_queue.queue_url,
+                    tombstone_ttl_seconds=settings.tombstone_ttl_seconds,
+                    bucket_name=bucket.bucket_name,
+                    record_concurrency=settings.record_concurrency,
+                ).to_env(),
             )
             acknowledge_function(
                 self.backfill.function, self.backfill.role, tracing=settings.tracing

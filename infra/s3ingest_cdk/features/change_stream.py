@@ -9,11 +9,14 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from constructs import Construct
 
+from s3ingest import function_roles
 from s3ingest.settings import Settings
-from s3ingest_cdk.constructs import ChangeBus, ChangeRelayFunction
+from s3ingest_cdk.constructs import ChangeBus
 from s3ingest_cdk.constructs.change_bus import change_bus_name
+from s3ingest_cdk.constructs.function import RoleFunction
 from s3ingest_cdk.features.evidence import RUNTIME_EVIDENCE, STREAM_EVIDENCE, XRAY_EVIDENCE
 from s3ingest_cdk.nag import acknowledge
+from s3ingest_fn import config as fn_config
 from s3ingest_fn.adapters.dynamo_ledger import STREAM_FILTER
 
 #: The change stream's batch: records of one shard per invocation (the relay publishes them in
@@ -49,7 +52,7 @@ class ChangeStream(Construct):
     ----------
     change_bus : s3ingest_cdk.constructs.ChangeBus
         ``bus``, ``archive``, ``audit_log_group`` and the audit ``rule``.
-    change_relay : s3ingest_cdk.constructs.ChangeRelayFunction
+    change_relay : s3ingest_cdk.constructs.function.RoleFunction
         ``function``, ``role``, ``log_group`` and the mapping's ``dead_letter_queue``.
     change_source : aws_cdk.aws_lambda_event_sources.DynamoEventSource
         The relay's event source.
@@ -73,15 +76,15 @@ class ChangeStream(Construct):
             log_retention_days=settings.log_retention_days,
             log_keys=settings.log_keys,
         )
-        self.change_relay = ChangeRelayFunction(
+        bus_name = self.change_bus.bus.event_bus_name
+        self.change_relay = RoleFunction(
             self,
-            "ChangeRelay",
+            row=function_roles.CHANGE_RELAY,
+            settings=settings,
             code=code,
-            bus=self.change_bus.bus,
-            timeout=Duration.seconds(settings.function_timeout_seconds),
-            memory_size_mib=settings.function_memory_mb,
-            log_retention_days=settings.log_retention_days,
-            tracing=settings.tracing,
+            environment=lambda owner: fn_config.ChangeRelayConfig(
+                bus_name, owner.dead_letter_queue.queue_url
+            ).to_env(),
         )
         relay = self.change_relay.function
         acknowledge(relay, "AwsSolutions-L1", RUNTIME_EVIDENCE)

@@ -10,13 +10,16 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from s3ingest import function_roles
 from s3ingest.settings import Settings, ingest_event_pattern
-from s3ingest_cdk.constructs import IngestFunction, IngestQueue, IngestRouting
+from s3ingest_cdk.constructs import IngestQueue, IngestRouting
+from s3ingest_cdk.constructs.function import RoleFunction
 from s3ingest_cdk.constructs.landing_bucket import Landings
 from s3ingest_cdk.constructs.python_function import reserve_concurrency
 from s3ingest_cdk.features.evidence import acknowledge_function
 from s3ingest_cdk.features.service import IngestProcessors, grant_ingest_service
 from s3ingest_cdk.nag import acknowledge
+from s3ingest_fn import config as fn_config
 
 
 class Ingestion(Construct):
@@ -48,7 +51,7 @@ class Ingestion(Construct):
         ``queue`` and ``dead_letter_queue``.
     routing : s3ingest_cdk.constructs.IngestRouting
         ``rule``, ``archive`` and the rule target's ``target_dead_letter_queue``.
-    ingest : s3ingest_cdk.constructs.IngestFunction
+    ingest : s3ingest_cdk.constructs.function.RoleFunction
         ``function``, ``role``, ``log_group``.
     """
 
@@ -90,20 +93,18 @@ class Ingestion(Construct):
             "(https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html); "
             "cdk-nag only recognises SQS redrive and Lambda DLQs.",
         )
-        self.ingest = IngestFunction(
+        self.ingest = RoleFunction(
             self,
-            "IngestFunction",
+            row=function_roles.INGEST,
+            settings=settings,
             code=code,
-            ledger_table=ledger_table,
-            bucket=landings.first.bucket,
-            dead_letter_queue=dead_letter_queue,
-            tombstone_ttl_seconds=settings.tombstone_ttl_seconds,
-            record_concurrency=settings.record_concurrency,
-            # functionTimeoutSeconds, raised for the processor functions it invokes
-            timeout=Duration.seconds(settings.ingest_timeout_seconds),
-            memory_size_mib=settings.function_memory_mb,
-            log_retention_days=settings.log_retention_days,
-            tracing=settings.tracing,
+            environment=fn_config.IngestConfig(
+                ledger_table_name=ledger_table.table_name,
+                dead_letter_queue_url=dead_letter_queue.queue_url,
+                tombstone_ttl_seconds=settings.tombstone_ttl_seconds,
+                record_concurrency=settings.record_concurrency,
+                bucket_name=landings.first.bucket.bucket_name,
+            ).to_env(),
         )
         function = self.ingest.function
         # Live ingest keeps its share whatever else runs (a backfill included).

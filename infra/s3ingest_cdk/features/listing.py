@@ -3,7 +3,6 @@ functions and its state machine, on every stack (created and existing buckets)."
 
 from __future__ import annotations
 
-from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -11,21 +10,16 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from s3ingest import function_roles
+from s3ingest.function_roles import FunctionRole
 from s3ingest.settings import Settings
+from s3ingest_cdk.constructs.function import RoleFunction
 from s3ingest_cdk.constructs.landing_bucket import CHECKPOINT_BUCKET_ENV, Landings
-from s3ingest_cdk.constructs.listing_backfill_function import (
-    CHECKPOINT_PREFIX,
-    LIST_SHARD_HANDLER,
-    LISTING_SERVICE_NAME,
-    PLAN_HANDLER,
-    SUMMARIZE_HANDLER,
-)
 from s3ingest_cdk.constructs.listing_backfill_state_machine import (
     SHARDS_MAP_LABEL,
     ListingBackfillStateMachine,
 )
 from s3ingest_cdk.constructs.python_function import reserve_concurrency
-from s3ingest_cdk.constructs.step_function import StepFunction
 from s3ingest_cdk.features.evidence import (
     SFN_LOGGING_EVIDENCE,
     acknowledge_distributed_map,
@@ -37,8 +31,9 @@ from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
 from s3ingest_fn import config as fn_config
 
 #: Plan and summarize: a few probes or a listing of the run's checkpoints.
-STEP_TIMEOUT = Duration.minutes(5)
-STEP_MEMORY_MIB = 512
+#: Where the shards' checkpoints are kept in the checkpoint bucket
+#: (``backfill-listing/<bucket>/<run>/<shard id>.json``).
+CHECKPOINT_PREFIX = "backfill-listing/"
 
 _CHECKPOINT_EVIDENCE = (
     "under backfill-listing/ of the stack's inventory bucket only: one checkpoint per shard, "
@@ -53,7 +48,7 @@ _OBSERVE_EVIDENCE = (
 
 class ListingBackfill(Construct):
     """The listing backfill: ``ListingPlan``, ``ListingShard`` and ``ListingSummarize``
-    (:class:`~s3ingest_cdk.constructs.step_function.StepFunction`) and ``ListingStateMachine``
+    (:class:`~s3ingest_cdk.constructs.function.RoleFunction`) and ``ListingStateMachine``
     (:class:`ListingBackfillStateMachine`), with their grants and cdk-nag acknowledgements.
 
     Every step gets ``SCOPE``, ``BUCKET_NAME`` (the first bucket) and ``CHECKPOINT_BUCKET_NAME``
@@ -86,8 +81,8 @@ class ListingBackfill(Construct):
 
     Attributes
     ----------
-    plan, shard, summarize : StepFunction
-        The step functions (:mod:`s3ingest_cdk.constructs.listing_backfill_function`).
+    plan, shard, summarize : s3ingest_cdk.constructs.function.RoleFunction
+        The step functions (:mod:`s3ingest.function_roles`).
     state_machine : ListingBackfillStateMachine
         The state machine (:mod:`s3ingest_cdk.constructs.listing_backfill_state_machine`;
         its ``state_machine``: output ``ListingBackfillStateMachineArn``).
@@ -123,48 +118,14 @@ class ListingBackfill(Construct):
             fn_config.RECORD_CONCURRENCY: str(settings.record_concurrency),
         }
 
-        def step(
-            construct_id: str, handler: str, what: str, timeout: Duration, memory: int, **env: str
-        ) -> StepFunction:
-            owner = StepFunction(
-                self,
-                construct_id,
-                run="listing backfill",
-                service_name=LISTING_SERVICE_NAME,
-                code=code,
-                handler=handler,
-                description=what,
-                environment={**common, **env},
-                timeout=timeout,
-                memory_size_mib=memory,
-                log_retention_days=settings.log_retention_days,
-                tracing=settings.tracing,
-            )
+        def step(row: FunctionRole) -> RoleFunction:
+            owner = RoleFunction(self, row=row, settings=settings, code=code, environment=common)
             acknowledge_function(owner.function, owner.role, tracing=settings.tracing)
             return owner
 
-        self.plan = step(
-            "ListingPlan",
-            PLAN_HANDLER,
-            "plans the listing backfill's key-range shards",
-            STEP_TIMEOUT,
-            STEP_MEMORY_MIB,
-        )
-        self.shard = step(
-            "ListingShard",
-            LIST_SHARD_HANDLER,
-            "lists one key range and records it by the ledger rules (listing backfill)",
-            # it runs the processors (raised for the processor functions it invokes)
-            Duration.seconds(settings.ingest_side_timeout(settings.reconcile_timeout_seconds)),
-            settings.reconcile_memory_mb,
-        )
-        self.summarize = step(
-            "ListingSummarize",
-            SUMMARIZE_HANDLER,
-            "adds the listing backfill's shard counts up",
-            STEP_TIMEOUT,
-            STEP_MEMORY_MIB,
-        )
+        self.plan = step(function_roles.LISTING_PLAN)
+        self.shard = step(function_roles.LISTING_SHARD)
+        self.summarize = step(function_roles.LISTING_SUMMARIZE)
         # The shard workers never take more of the account's concurrency than this.
         reserve_concurrency(self.shard.function, settings.backfill_reserved_concurrency)
         for owner in (self.plan, self.shard):

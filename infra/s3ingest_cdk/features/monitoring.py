@@ -4,18 +4,22 @@ from __future__ import annotations
 
 from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from s3ingest import function_roles
+from s3ingest.function_roles import CHANGE_DEAD_LETTER_DAYS
 from s3ingest.settings import Settings
 from s3ingest_cdk.constructs import (
     AlarmTopic,
-    DeliveryCheckFunction,
     OperationalAlarms,
     OperationsDashboard,
 )
-from s3ingest_cdk.constructs.change_relay_function import DEAD_LETTER_RETENTION
+from s3ingest_cdk.constructs.function import RoleFunction
 from s3ingest_cdk.constructs.landing_bucket import Landings
 from s3ingest_cdk.constructs.operational_alarms import dead_letter_age_threshold
 from s3ingest_cdk.features.backfill import Backfill
@@ -25,6 +29,11 @@ from s3ingest_cdk.features.ingestion import Ingestion
 from s3ingest_cdk.features.listing import ListingBackfill
 from s3ingest_cdk.features.reconciliation import Reconciliation
 from s3ingest_cdk.features.reprocess import Reprocess
+from s3ingest_fn.config import DeliveryCheckConfig
+
+#: How often the delivery check runs: the delivery alarm (30-minute periods) sees at least one
+#: run per period.
+DELIVERY_CHECK_INTERVAL = Duration.minutes(15)
 
 
 class Monitoring(Construct):
@@ -55,7 +64,7 @@ class Monitoring(Construct):
 
     Attributes
     ----------
-    delivery_check : s3ingest_cdk.constructs.DeliveryCheckFunction
+    delivery_check : s3ingest_cdk.constructs.function.RoleFunction
         The scheduled check of the landing bucket's EventBridge delivery (its alarm is
         ``alarms.delivery_off``).
     alarm_topic : s3ingest_cdk.constructs.AlarmTopic
@@ -87,14 +96,29 @@ class Monitoring(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         # Is the bucket still sending its events? (Nothing else notices when it stops.)
-        self.delivery_check = DeliveryCheckFunction(
+        self.delivery_check = RoleFunction(
             self,
-            "DeliveryCheck",
+            row=function_roles.DELIVERY_CHECK,
+            settings=settings,
             code=code,
-            buckets=landings.buckets,
-            log_retention_days=settings.log_retention_days,
-            tracing=settings.tracing,
-            environment=landings.scope_environment(self),
+            environment={
+                **DeliveryCheckConfig(tuple(b.bucket_name for b in landings.buckets)).to_env(),
+                **landings.scope_environment(self),
+            },
+        )
+        # GetBucketNotificationConfiguration needs s3:GetBucketNotification, on these buckets
+        # (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetBucketNotificationConfiguration.html).
+        iam.Grant.add_to_principal(
+            grantee=self.delivery_check.function,
+            actions=["s3:GetBucketNotification"],
+            resource_arns=[b.bucket_arn for b in landings.buckets],
+        )
+        events.Rule(
+            self.delivery_check,
+            "Schedule",
+            description="s3ingest: checks the landing bucket's EventBridge delivery",
+            schedule=events.Schedule.rate(DELIVERY_CHECK_INTERVAL),
+            targets=[targets.LambdaFunction(self.delivery_check.function)],
         )
         acknowledge_function(
             self.delivery_check.function, self.delivery_check.role, tracing=settings.tracing
@@ -146,7 +170,7 @@ class Monitoring(Construct):
         if relay is not None:
             dead_letter_ages["change-stream-dlq"] = (
                 relay.dead_letter_queue,
-                dead_letter_age_threshold(DEAD_LETTER_RETENTION, None),
+                dead_letter_age_threshold(Duration.days(CHANGE_DEAD_LETTER_DAYS), None),
             )
         self.dead_letter_queues = {what: dlq for what, (dlq, _) in dead_letter_ages.items()}
         self.alarms = OperationalAlarms(

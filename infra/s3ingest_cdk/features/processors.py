@@ -15,15 +15,18 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from s3ingest import function_roles
 from s3ingest.settings import (
     PROCESSOR_KINDS,
     PROCESSOR_MODES,
     Settings,
     is_function_processor,
 )
-from s3ingest_cdk.constructs.processor_function import ProcessorFunction
+from s3ingest_cdk.constructs.function import RoleFunction, lambda_handler
 from s3ingest_cdk.features.evidence import acknowledge_function
 from s3ingest_cdk.features.service import IngestProcessors
+from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
+from s3ingest_fn import config as fn_config
 
 
 @dataclass(frozen=True)
@@ -139,9 +142,10 @@ class ProcessorConfig:
 
 
 class Processors(Construct):
-    """The processor functions the stack deploys: one :class:`ProcessorFunction` per
-    ``handler`` entry of ``settings.processors``, named by the processor, each with the entry's
-    ``timeoutSeconds``, ``functionMemoryMb`` and its own role.
+    """The processor functions the stack deploys: one
+    :class:`~s3ingest_cdk.constructs.function.RoleFunction` per ``handler`` entry of
+    ``settings.processors``, named by the processor, each with the entry's ``timeoutSeconds``,
+    ``functionMemoryMb`` and its own role.
 
     Parameters
     ----------
@@ -158,7 +162,7 @@ class Processors(Construct):
 
     Attributes
     ----------
-    functions : dict[str, ProcessorFunction]
+    functions : dict[str, s3ingest_cdk.constructs.function.RoleFunction]
         By processor name.
     """
 
@@ -172,24 +176,48 @@ class Processors(Construct):
         output_bucket: s3.IBucket | None,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.functions: dict[str, ProcessorFunction] = {}
+        self.functions: dict[str, RoleFunction] = {}
         for entry in settings.processor_entries():
             if "handler" not in entry:
                 continue
-            owner = ProcessorFunction(
+            name, handler = entry["name"], entry["handler"]
+            owner = RoleFunction(
                 self,
-                entry["name"],
-                name=entry["name"],
-                handler=entry["handler"],
+                name,
+                row=function_roles.PROCESSOR,
+                settings=settings,
                 code=code,
+                environment=(
+                    {}
+                    if output_bucket is None
+                    else {fn_config.OUTPUT_BUCKET: output_bucket.bucket_name}
+                ),
                 timeout_seconds=entry["timeoutSeconds"],
-                memory_size_mib=settings.function_memory_mb,
-                log_retention_days=settings.log_retention_days,
-                tracing=settings.tracing,
-                output_bucket=output_bucket,
+                handler=lambda_handler(handler),
+                fields={"name": name, "handler": handler},
             )
+            if output_bucket is not None:
+                _grant_outputs(owner, name, output_bucket)
             acknowledge_function(owner.function, owner.role, tracing=settings.tracing)
-            self.functions[entry["name"]] = owner
+            self.functions[name] = owner
+
+
+def _grant_outputs(owner: RoleFunction, name: str, output_bucket: s3.IBucket) -> None:
+    """``s3:PutObject`` and ``s3:DeleteObject`` on ``output_bucket``'s objects for processor
+    function ``name`` (the example sidecar writes one output per key, deletes it on removal)."""
+    outputs_arn = output_bucket.arn_for_objects("*")
+    iam.Grant.add_to_principal(
+        grantee=owner.function,
+        actions=["s3:PutObject", "s3:DeleteObject"],
+        resource_arns=[outputs_arn],
+    )
+    acknowledge(
+        owner.role,
+        wildcard_resource_finding(owner, outputs_arn),
+        f"The processor function {name} writes (and deletes) one output per object whose "
+        "change it is invoked for: s3:PutObject and s3:DeleteObject on the processor output "
+        "bucket's objects only (keys made from the landing keys at run time).",
+    )
 
 
 def ingest_processors(

@@ -3,7 +3,6 @@ schedule and the drift alarm."""
 
 from __future__ import annotations
 
-from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -12,16 +11,13 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from s3ingest import function_roles
+from s3ingest.function_roles import FunctionRole
 from s3ingest.settings import Settings
-from s3ingest_cdk.constructs import (
-    DriftAlarm,
-    ReconcileFunction,
-    ReconcileSchedule,
-    ReconcileStateMachine,
-)
+from s3ingest_cdk.constructs import DriftAlarm, ReconcileSchedule, ReconcileStateMachine
 from s3ingest_cdk.constructs.event_routing import rule_role
+from s3ingest_cdk.constructs.function import RoleFunction
 from s3ingest_cdk.constructs.landing_bucket import CHECKPOINT_BUCKET_ENV, Landings
-from s3ingest_cdk.constructs.reconcile_function import FANOUT_HANDLER, RECONCILE_HANDLER
 from s3ingest_cdk.constructs.reconcile_state_machine import (
     INVENTORY_MAP_LABEL,
     WORK_EXPIRATION,
@@ -36,6 +32,7 @@ from s3ingest_cdk.features.evidence import (
 )
 from s3ingest_cdk.features.service import grant_read_objects
 from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
+from s3ingest_fn import config as fn_config
 
 
 class Reconciliation(Construct):
@@ -65,9 +62,9 @@ class Reconciliation(Construct):
 
     Attributes
     ----------
-    reconcile : s3ingest_cdk.constructs.ReconcileFunction
+    reconcile : s3ingest_cdk.constructs.function.RoleFunction
         The single-run reconcile function.
-    reconcile_fan_out : s3ingest_cdk.constructs.ReconcileFunction or None
+    reconcile_fan_out : s3ingest_cdk.constructs.function.RoleFunction or None
         The fan-out step function (``reconcile_fan_out`` only).
     reconcile_state_machine : s3ingest_cdk.constructs.ReconcileStateMachine or None
         The fan-out state machine (``reconcile_fan_out`` only).
@@ -102,43 +99,29 @@ class Reconciliation(Construct):
         #: The roles granted sqs:SendMessage on the ingest queue (its policy admits them).
         self.queue_senders: list[iam.IRole] = []
 
-        def reconcile_function(construct_id: str, handler: str, what: str) -> ReconcileFunction:
-            owner = ReconcileFunction(
-                self,
-                construct_id,
-                code=code,
-                handler=handler,
-                description=f"s3ingest: {what}",
-                ledger_table=ledger_table,
-                queue=queue,
-                bucket=landings.first.bucket,
-                inventory_bucket=None,
-                timeout=Duration.seconds(settings.reconcile_timeout_seconds),
-                memory_size_mib=settings.reconcile_memory_mb,
-                log_retention_days=settings.log_retention_days,
-                tracing=settings.tracing,
+        environment = fn_config.ReconcileConfig(
+            ledger_table_name=ledger_table.table_name,
+            ingest_queue_url=queue.queue_url,
+            bucket_name=landings.first.bucket.bucket_name,
+        ).to_env()
+
+        def reconcile_function(row: FunctionRole) -> RoleFunction:
+            owner = RoleFunction(
+                self, row=row, settings=settings, code=code, environment=environment
             )
             for name, value in landings.inventory_environment(self).items():
                 owner.function.add_environment(name, value)
             self._grant(owner, ledger_table, queue)
             return owner
 
-        self.reconcile = reconcile_function(
-            "ReconcileFunction",
-            RECONCILE_HANDLER,
-            "compares the bucket with the ledger and queues repairs (reconciliation)",
-        )
-        self.reconcile_fan_out: ReconcileFunction | None = None
+        self.reconcile = reconcile_function(function_roles.RECONCILE)
+        self.reconcile_fan_out: RoleFunction | None = None
         self.reconcile_state_machine: ReconcileStateMachine | None = None
         schedule_targets: list[events.IRuleTarget]
         if settings.reconcile_fan_out:
             if not landings.all_inventoried:  # pragma: no cover - Settings.problems() rules it out
                 raise ValueError("reconcileFanOut needs an S3 Inventory of every bucket")
-            self.reconcile_fan_out = reconcile_function(
-                "ReconcileFanOutFunction",
-                FANOUT_HANDLER,
-                "one step of the fan-out reconciliation (plan, shard, diff, summarize)",
-            )
+            self.reconcile_fan_out = reconcile_function(function_roles.RECONCILE_FANOUT)
             schedule_targets = self._fan_out(self.reconcile_fan_out, settings)
         else:
             # Every bucket in turn: from its inventory, or a listing of a bucket without one
@@ -163,7 +146,7 @@ class Reconciliation(Construct):
             self, "Drift", stage=settings.stage, runbook_base_url=settings.runbook_base_url
         )
 
-    def _grant(self, owner: ReconcileFunction, table: dynamodb.ITable, queue: sqs.IQueue) -> None:
+    def _grant(self, owner: RoleFunction, table: dynamodb.ITable, queue: sqs.IQueue) -> None:
         """What a reconcile function reads and writes, and nothing else; its acknowledgements."""
         function = owner.function
         acknowledge_function(function, owner.role, tracing=self._tracing)
@@ -191,7 +174,7 @@ class Reconciliation(Construct):
         self.queue_senders.append(owner.role)
         grant_reports(self, function, owner.role, self._landings)
 
-    def _fan_out(self, owner: ReconcileFunction, settings: Settings) -> list[events.IRuleTarget]:
+    def _fan_out(self, owner: RoleFunction, settings: Settings) -> list[events.IRuleTarget]:
         """The fan-out's work prefix, its state machine and the schedule's targets (one per
         bucket)."""
         fan_out = owner.function

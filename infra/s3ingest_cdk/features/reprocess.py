@@ -8,7 +8,6 @@ every stack, as they find the listing backfill's.
 
 from __future__ import annotations
 
-from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -16,21 +15,16 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from s3ingest import function_roles
+from s3ingest.function_roles import FunctionRole
 from s3ingest.settings import Settings
+from s3ingest_cdk.constructs.function import RoleFunction
 from s3ingest_cdk.constructs.landing_bucket import CHECKPOINT_BUCKET_ENV, Landings
 from s3ingest_cdk.constructs.python_function import reserve_concurrency
-from s3ingest_cdk.constructs.reprocess_function import (
-    CHECKPOINT_PREFIX,
-    PLAN_HANDLER,
-    REPROCESS_SERVICE_NAME,
-    SEGMENT_HANDLER,
-    SUMMARIZE_HANDLER,
-)
 from s3ingest_cdk.constructs.reprocess_state_machine import (
     SEGMENTS_MAP_LABEL,
     ReprocessStateMachine,
 )
-from s3ingest_cdk.constructs.step_function import StepFunction
 from s3ingest_cdk.features.evidence import (
     SFN_LOGGING_EVIDENCE,
     acknowledge_distributed_map,
@@ -42,8 +36,10 @@ from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
 from s3ingest_fn import config as fn_config
 
 #: Plan and summarize: the stored plan and one read per segment's checkpoint.
-STEP_TIMEOUT = Duration.minutes(5)
-STEP_MEMORY_MIB = 512
+#: Where a run's plan and its segments' checkpoints are kept in the checkpoint bucket
+#: (``reprocess/<run>/plan.json``, ``reprocess/<run>/<segment>.json``;
+#: :data:`s3ingest_fn.services.reprocess.CHECKPOINT_PREFIX`).
+CHECKPOINT_PREFIX = "reprocess/"
 
 _CHECKPOINT_EVIDENCE = (
     "under reprocess/ of the stack's inventory bucket only: the run's plan and one checkpoint "
@@ -59,7 +55,7 @@ _RUN_EVIDENCE = (
 
 class Reprocess(Construct):
     """The reprocess run: ``ReprocessPlan``, ``ReprocessSegment`` and ``ReprocessSummarize``
-    (:class:`~s3ingest_cdk.constructs.step_function.StepFunction`) and
+    (:class:`~s3ingest_cdk.constructs.function.RoleFunction`) and
     ``ReprocessStateMachine`` (:class:`ReprocessStateMachine`), with their grants and cdk-nag
     acknowledgements.
 
@@ -95,8 +91,8 @@ class Reprocess(Construct):
 
     Attributes
     ----------
-    plan, segment, summarize : StepFunction
-        The step functions (:mod:`s3ingest_cdk.constructs.reprocess_function`).
+    plan, segment, summarize : s3ingest_cdk.constructs.function.RoleFunction
+        The step functions (:mod:`s3ingest.function_roles`).
     state_machine : ReprocessStateMachine
         The state machine (:mod:`s3ingest_cdk.constructs.reprocess_state_machine`; its
         ``state_machine``: output ``ReprocessStateMachineArn``).
@@ -140,54 +136,16 @@ class Reprocess(Construct):
                 named[fn_config.PROCESSORS] = processors.environment
             named.update(dict(processors.variables))
 
-        def step(
-            construct_id: str,
-            handler: str,
-            what: str,
-            timeout: Duration,
-            memory: int,
-            env: dict[str, str] | None = None,
-        ) -> StepFunction:
-            owner = StepFunction(
-                self,
-                construct_id,
-                run="reprocess",
-                service_name=REPROCESS_SERVICE_NAME,
-                code=code,
-                handler=handler,
-                description=what,
-                environment={**common, **(env or {})},
-                timeout=timeout,
-                memory_size_mib=memory,
-                log_retention_days=settings.log_retention_days,
-                tracing=settings.tracing,
+        def step(row: FunctionRole, env: dict[str, str] | None = None) -> RoleFunction:
+            owner = RoleFunction(
+                self, row=row, settings=settings, code=code, environment={**common, **(env or {})}
             )
             acknowledge_function(owner.function, owner.role, tracing=settings.tracing)
             return owner
 
-        self.plan = step(
-            "ReprocessPlan",
-            PLAN_HANDLER,
-            "plans a reprocess run's ledger segments",
-            STEP_TIMEOUT,
-            STEP_MEMORY_MIB,
-            named,
-        )
-        self.segment = step(
-            "ReprocessSegment",
-            SEGMENT_HANDLER,
-            "runs a processor over one ledger segment's rows behind for it (reprocess)",
-            # it runs the processors (raised for the processor functions it invokes)
-            Duration.seconds(settings.ingest_side_timeout(settings.reconcile_timeout_seconds)),
-            settings.reconcile_memory_mb,
-        )
-        self.summarize = step(
-            "ReprocessSummarize",
-            SUMMARIZE_HANDLER,
-            "adds a reprocess run's segment counts up",
-            STEP_TIMEOUT,
-            STEP_MEMORY_MIB,
-        )
+        self.plan = step(function_roles.REPROCESS_PLAN, named)
+        self.segment = step(function_roles.REPROCESS_SEGMENT)
+        self.summarize = step(function_roles.REPROCESS_SUMMARIZE)
         # The segment workers never take more of the account's concurrency than this.
         reserve_concurrency(self.segment.function, settings.backfill_reserved_concurrency)
         grant_ingest_service(
