@@ -9,13 +9,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from s3ingest.settings.context import DEFAULTS, to_int
+from s3ingest.settings.buckets import BucketSpec
+from s3ingest.settings.context import to_int
 from s3ingest_fn.core.hold import hold_errors
-
-if TYPE_CHECKING:
-    from s3ingest.settings.model import Settings
 
 #: ``"package.module:function"``: dotted Python identifiers, a colon, an identifier.
 PROCESSOR_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
@@ -102,7 +100,7 @@ PROCESSOR_FIELDS = (
     "version",
 )
 #: A processor's version when its entry (or ``processorVersion``) gives none.
-DEFAULT_PROCESSOR_VERSION: int = DEFAULTS["processorVersion"]
+DEFAULT_PROCESSOR_VERSION = 1
 #: How a processor runs: a Lambda function of the team (``functionArn``), a handler of this
 #: repository's bundle the stack deploys as its own function (``handler``), or a module run
 #: in-process by the ingest-side functions (``module``).
@@ -334,7 +332,35 @@ def normalised_entry(raw: Any) -> Any:
     return entry if entry is not None and not problems else raw
 
 
-def processor_settings_problems(settings: Settings) -> list[str]:
+class ProcessorSettings(Protocol):
+    """What :func:`processor_settings_problems` reads of a :class:`~s3ingest.settings.Settings`
+    (so this module needs not import the model)."""
+
+    @property
+    def processor(self) -> str | None: ...
+    @property
+    def processors(self) -> tuple[dict[str, Any], ...]: ...
+    @property
+    def hold(self) -> dict[str, Any] | None: ...
+    @property
+    def function_timeout_seconds(self) -> int: ...
+    @property
+    def backfill_function_timeout_seconds(self) -> int: ...
+    @property
+    def processor_package_dir(self) -> str | None: ...
+    @property
+    def processor_policy_statements(self) -> tuple[dict[str, Any], ...]: ...
+    @property
+    def allow_module_processors_with_remote_buckets(self) -> bool: ...
+    @property
+    def processors_variable(self) -> bool: ...
+    @property
+    def bucket_specs(self) -> tuple[BucketSpec, ...]: ...
+    def processor_entries(self) -> list[dict[str, Any]]: ...
+    def ingest_side_timeout(self, seconds: int) -> int: ...
+
+
+def processor_settings_problems(settings: ProcessorSettings) -> list[str]:
     """The rules of ``processor``, ``processors``, ``processorPackageDir`` and
     ``processorPolicyStatements``, and the timeouts they need."""
     p: list[str] = []
