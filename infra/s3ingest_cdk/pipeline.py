@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from os import PathLike
@@ -57,7 +58,38 @@ from s3ingest_cdk.owners import guard_role
 from s3ingest_cdk.remote import RemoteSources, read_role_arn, reads_buckets, remote_problems
 from s3ingest_fn import config as fn_config
 
-_DEFAULT = Settings()
+#: The settings fields the team's own resources stand for (``bucket``, ``buckets``,
+#: ``processors``, ``processor_policy_statements``), not keyword overrides.
+RESOURCE_FIELDS = frozenset({"bucket_name", "buckets", "processors", "processor_policy_statements"})
+
+
+def setting_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``S3IngestPipeline``'s keyword overrides as :class:`~s3ingest.settings.Settings` fields:
+    each a field of the model (not one of :data:`RESOURCE_FIELDS`), a sequence made a tuple and
+    a mapping a dict, as the frozen model holds them.
+
+    Raises
+    ------
+    TypeError
+        For a keyword that is no setting, naming the closest one.
+    """
+    known = {f.name: f for f in fields(Settings) if f.name not in RESOURCE_FIELDS}
+    unknown = [name for name in overrides if name not in known]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], list(known), n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise TypeError(f"S3IngestPipeline got an unexpected keyword argument {unknown[0]!r}{hint}")
+    out: dict[str, Any] = {}
+    for name, value in overrides.items():
+        kind = str(known[name].type)
+        if kind.startswith("tuple") and value is not None:
+            value = tuple(value)
+        elif kind.startswith("dict") and value is not None:
+            value = dict(value)
+        out[name] = value
+    return out
+
+
 #: The construct ids of the features, children of the pipeline.
 FEATURE_IDS = (
     "Ingestion",
@@ -96,9 +128,11 @@ class S3IngestPipeline(Construct):
     stack of its own: put it in any stack. The app's feature flags change none of it
     (:mod:`s3ingest_cdk.flags`).
 
-    The settings are the keyword arguments below, named as :class:`s3ingest.settings.Settings`'s
-    fields (``cdk.json``'s keys in snake_case) and validated by the same rules; ``bucket``
-    replaces ``bucketName``.
+    The settings are ``settings`` (a :class:`s3ingest.settings.Settings`), with any of its
+    fields overridden by a keyword argument of the field's name (``cdk.json``'s keys in
+    snake_case: ``stage="prod"``, ``processor=...``), validated by the same rules; ``bucket``
+    replaces ``bucketName``, and ``buckets``, ``processors`` and
+    ``processor_policy_statements`` take the team's own resources.
 
     Parameters
     ----------
@@ -107,6 +141,9 @@ class S3IngestPipeline(Construct):
     construct_id : str
         Construct id. Logical ids derive from the construct path, so two pipelines in one stack
         do not collide; give them different ``stage`` values (alarm, dashboard and bus names).
+    settings : s3ingest.settings.Settings, optional
+        The settings (default: every default); its ``buckets``, ``processors`` and
+        ``processor_policy_statements`` stand when those arguments are not given.
     bucket : aws_cdk.aws_s3.IBucket, optional
         The team's landing bucket, created in the app (``s3.Bucket(...)``, its name may be a
         token) or imported (``Bucket.from_bucket_name``). It is not reconfigured: its events must
@@ -161,14 +198,17 @@ class S3IngestPipeline(Construct):
         Where the functions' package and its dependencies are built and cached; by default
         ``<outdir>/.s3ingest-build`` (the app's ``cdk.out``), never the app's source folder. Name
         a directory that outlives ``cdk.out`` to keep the cache across clean synths.
-    stage, versioned, ... , tracing
-        The other settings; see :class:`s3ingest.settings.Settings` for each one's meaning,
-        unit and bounds.
+    **overrides
+        Any other field of :class:`s3ingest.settings.Settings` by name (``stage``,
+        ``processor``, ``hold``, ``operator_role_arns``, ...; ``docs/settings.md`` gives each
+        one's meaning, unit and bounds), replacing that of ``settings``.
 
     Raises
     ------
     s3ingest.settings.SettingsError
         Listing every invalid setting (a bucket name is checked only when it is not a token).
+    TypeError
+        For a keyword that is no setting (with the closest one's name).
 
     Attributes
     ----------
@@ -242,53 +282,25 @@ class S3IngestPipeline(Construct):
         scope: Construct,
         construct_id: str,
         *,
+        settings: Settings | None = None,
         bucket: s3.IBucket | None = None,
-        buckets: Sequence[BucketSpec | LandingBucketSource] = _DEFAULT.buckets,
-        processor: str | None = _DEFAULT.processor,
-        processor_version: int = _DEFAULT.processor_version,
-        processors: Sequence[ProcessorConfig] = (),
-        processor_policy_statements: Sequence[iam.PolicyStatement] = (),
-        hold: Mapping[str, Any] | None = _DEFAULT.hold,
-        trail_length: int = _DEFAULT.trail_length,
-        hold_alarm_seconds: int = _DEFAULT.hold_alarm_seconds,
+        buckets: Sequence[BucketSpec | LandingBucketSource] | None = None,
+        processors: Sequence[ProcessorConfig] | None = None,
+        processor_policy_statements: Sequence[iam.PolicyStatement] | None = None,
         code: lambda_.Code | None = None,
-        stage: str = _DEFAULT.stage,
-        versioned: bool = _DEFAULT.versioned,
-        archive_retention_days: int = _DEFAULT.archive_retention_days,
-        queue_retention_days: int = _DEFAULT.queue_retention_days,
-        dlq_retention_days: int = _DEFAULT.dlq_retention_days,
-        tombstone_margin_days: int = _DEFAULT.tombstone_margin_days,
-        function_timeout_seconds: int = _DEFAULT.function_timeout_seconds,
-        function_memory_mb: int = _DEFAULT.function_memory_mb,
-        batch_size: int = _DEFAULT.batch_size,
-        max_batching_window_seconds: int = _DEFAULT.max_batching_window_seconds,
-        max_concurrency: int = _DEFAULT.max_concurrency,
-        max_receive_count: int = _DEFAULT.max_receive_count,
-        record_concurrency: int = _DEFAULT.record_concurrency,
-        log_retention_days: int = _DEFAULT.log_retention_days,
-        inventory_enabled: bool = _DEFAULT.inventory_enabled,
-        reconcile_schedule: str = _DEFAULT.reconcile_schedule,
-        reconcile_fan_out: bool = _DEFAULT.reconcile_fan_out,
-        reconcile_memory_mb: int = _DEFAULT.reconcile_memory_mb,
-        reconcile_timeout_seconds: int = _DEFAULT.reconcile_timeout_seconds,
-        backfill_engine: str = _DEFAULT.backfill_engine,
-        backfill_function_timeout_seconds: int = _DEFAULT.backfill_function_timeout_seconds,
-        listing_concurrency: int = _DEFAULT.listing_concurrency,
-        ledger_warm_write_units: int | None = _DEFAULT.ledger_warm_write_units,
-        alarm_email: str | None = _DEFAULT.alarm_email,
-        processor_package_dir: str | None = _DEFAULT.processor_package_dir,
-        change_stream: bool = _DEFAULT.change_stream,
-        lag_alarm_seconds: int = _DEFAULT.lag_alarm_seconds,
-        runbook_base_url: str = _DEFAULT.runbook_base_url,
-        tracing: bool = _DEFAULT.tracing,
-        log_keys: str = _DEFAULT.log_keys,
-        ingest_reserved_concurrency: int | None = _DEFAULT.ingest_reserved_concurrency,
-        backfill_reserved_concurrency: int | None = _DEFAULT.backfill_reserved_concurrency,
-        operator_role_arns: Sequence[str] = _DEFAULT.operator_role_arns,
-        kms_key_arn: str | None = _DEFAULT.kms_key_arn,
-        allow_module_processors_with_remote_buckets: bool = False,
         bundle_cache_dir: str | PathLike[str] | None = None,
+        **overrides: Any,
     ) -> None:
+        base = replace(settings or Settings(), **setting_overrides(overrides))
+        if buckets is None:
+            buckets = base.buckets
+        if processors is None:
+            processors = [ProcessorConfig.from_entry(e) for e in base.processors]
+        if processor_policy_statements is None:
+            processor_policy_statements = [
+                iam.PolicyStatement.from_json(statement)
+                for statement in base.processor_policy_statements
+            ]
         super().__init__(scope, construct_id)
         self._bundle_cache_dir = bundle_cache_dir
         pin_flags(self)  # before any child: the team's feature flags decide nothing below
@@ -306,51 +318,14 @@ class S3IngestPipeline(Construct):
                 specs.append(replace(entry.spec, name=entry.bucket.bucket_name, existing=True))
             else:
                 specs.append(entry)
-        settings = Settings(
-            stage=stage,
+        # The team's resources stand for their settings: the bucket's name, the buckets, the
+        # processors and statements as given.
+        settings = replace(
+            base,
             bucket_name=bucket_name,
             buckets=tuple(specs),
-            versioned=versioned,
-            archive_retention_days=archive_retention_days,
-            queue_retention_days=queue_retention_days,
-            dlq_retention_days=dlq_retention_days,
-            tombstone_margin_days=tombstone_margin_days,
-            function_timeout_seconds=function_timeout_seconds,
-            function_memory_mb=function_memory_mb,
-            batch_size=batch_size,
-            max_batching_window_seconds=max_batching_window_seconds,
-            max_concurrency=max_concurrency,
-            max_receive_count=max_receive_count,
-            record_concurrency=record_concurrency,
-            log_retention_days=log_retention_days,
-            inventory_enabled=inventory_enabled,
-            reconcile_schedule=reconcile_schedule,
-            reconcile_fan_out=reconcile_fan_out,
-            reconcile_memory_mb=reconcile_memory_mb,
-            reconcile_timeout_seconds=reconcile_timeout_seconds,
-            backfill_engine=backfill_engine,
-            backfill_function_timeout_seconds=backfill_function_timeout_seconds,
-            listing_concurrency=listing_concurrency,
-            ledger_warm_write_units=ledger_warm_write_units,
-            alarm_email=alarm_email,
-            processor=processor,
-            processor_version=processor_version,
-            processor_package_dir=processor_package_dir,
             processors=tuple(entries),
             processor_policy_statements=tuple(statements),
-            hold=dict(hold) if hold is not None else None,
-            trail_length=trail_length,
-            hold_alarm_seconds=hold_alarm_seconds,
-            change_stream=change_stream,
-            lag_alarm_seconds=lag_alarm_seconds,
-            runbook_base_url=runbook_base_url,
-            tracing=tracing,
-            log_keys=log_keys,
-            ingest_reserved_concurrency=ingest_reserved_concurrency,
-            backfill_reserved_concurrency=backfill_reserved_concurrency,
-            operator_role_arns=tuple(operator_role_arns),
-            kms_key_arn=kms_key_arn,
-            allow_module_processors_with_remote_buckets=allow_module_processors_with_remote_buckets,
         )
         # A bucket created in the app has a token for a name, known at deploy time only: its form
         # is S3's to check then. Every other rule is the settings' own.
@@ -390,7 +365,7 @@ class S3IngestPipeline(Construct):
             if wildcard is not None:
                 problems.append(wildcard)
         # ``bucket`` is used as it is (no inventory): the fan-out cannot read one.
-        if bucket is not None and reconcile_fan_out:
+        if bucket is not None and settings.reconcile_fan_out:
             problems.append(
                 "reconcileFanOut needs the stack's own S3 Inventory of every bucket: a bucket "
                 "given as `bucket` gets none (list it in `buckets` to have one)"
@@ -443,26 +418,16 @@ class S3IngestPipeline(Construct):
         """
         if (settings.bucket_name is None) != (bucket is None):
             raise ValueError("give bucket exactly when settings.bucket_name is set")
-        props: dict[str, Any] = {
-            f.name: getattr(settings, f.name)
-            for f in fields(settings)
-            if f.name not in ("bucket_name", "buckets")
-        }
-        props["processors"] = [ProcessorConfig.from_entry(e) for e in settings.processors]
-        props["processor_policy_statements"] = [
-            iam.PolicyStatement.from_json(statement)
-            for statement in settings.processor_policy_statements
-        ]
         entries: list[BucketSpec | LandingBucketSource] = list(settings.buckets)
         if bucket is not None:
             entries = [LandingBucketSource(settings.bucket_specs[0], bucket)]
         return cls(
             scope,
             construct_id,
+            settings=settings,
             buckets=entries,
             code=code,
             bundle_cache_dir=bundle_cache_dir,
-            **props,
         )
 
     def _compose(
