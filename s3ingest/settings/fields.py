@@ -7,6 +7,7 @@ the declared bounds or choices (:meth:`Setting.problems`), the rules that name o
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import Field, dataclass, field, fields
 from typing import Any
@@ -44,6 +45,9 @@ class Setting:
     check : callable or None
         ``check(settings) -> list[str]``: the field's other rules, which may name other
         settings; run after the bounds, in field order.
+    env : str
+        The environment variable of the functions that run the processors that carries the
+        setting when it is not its default (``TRAIL_LENGTH``; a dict as compact JSON), or ``""``.
     """
 
     description: str
@@ -53,6 +57,7 @@ class Setting:
     choices: tuple[str, ...] = ()
     read: Reader | None = None
     check: Callable[[Any], list[str]] | None = None
+    env: str = ""
 
     def problems(self, key: str, value: Any) -> list[str]:
         """The declared bounds and choices ``value`` breaks, as problems of ``key``."""
@@ -102,3 +107,11 @@ def read_scalar(key: str, kind: str, raw: Any) -> tuple[Any, list[str]]:
             return None, [f"{key}: expected a whole number, got {raw!r}"]
         return number, []
     return (None if raw in _EMPTY else str(raw)), []
+
+
+def env_value(value: Any) -> str:
+    """A setting's value as its variable carries it: JSON without spaces for a dict (as
+    :func:`~s3ingest.settings.processors.compact_json`), else ``str``."""
+    if isinstance(value, dict):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)

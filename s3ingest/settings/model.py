@@ -17,13 +17,12 @@ from s3ingest.settings.context import (
     parse_json_list,
     unknown_setting_problems,
 )
-from s3ingest.settings.fields import context_default, declared, read_scalar, setting
+from s3ingest.settings.fields import context_default, declared, env_value, read_scalar, setting
 from s3ingest.settings.processors import (
     DEFAULT_PROCESSOR_NAME,
     DEFAULT_PROCESSOR_VERSION,
     PROCESSOR_RE,
     PROCESSOR_TIMEOUT_MARGIN_SECONDS,
-    compact_json,
     hold_problems,
     is_function_processor,
     normalised_entry,
@@ -533,6 +532,7 @@ class Settings:
         ),
         read=_read_hold,
         check=_hold_rule,
+        env=fn_config.HOLD,
     )
     trail_length: int = setting(
         TRAIL_SLOTS,
@@ -542,6 +542,7 @@ class Settings:
             "the default"
         ),
         bounds=(1, MAX_TRAIL),
+        env=fn_config.TRAIL_LENGTH,
     )
     hold_alarm_seconds: int = setting(
         86400,
@@ -731,16 +732,15 @@ class Settings:
 
     def hold_env(self) -> dict[str, str]:
         """The variables of the functions that run the processors (and write the review
-        trail): ``HOLD`` (the stack-wide ``hold``, compact JSON) when it is set, and
-        ``TRAIL_LENGTH`` when ``trailLength`` is not the default; empty otherwise. The
+        trail): one per field declared with an ``env`` (``HOLD``, the stack-wide ``hold`` as
+        compact JSON; ``TRAIL_LENGTH``) whose value is not its default; empty otherwise. The
         functions read them in :func:`s3ingest_fn.wiring.hold_policies` and
         :func:`s3ingest_fn.wiring.ledger`."""
-        env: dict[str, str] = {}
-        if self.hold is not None:
-            env[fn_config.HOLD] = compact_json(self.hold)
-        if self.trail_length != TRAIL_SLOTS:
-            env[fn_config.TRAIL_LENGTH] = str(self.trail_length)
-        return env
+        return {
+            spec.env: env_value(getattr(self, f.name))
+            for _, f, spec in declared(self)
+            if spec.env and getattr(self, f.name) != f.default
+        }
 
     @property
     def processor_timeout_floor_seconds(self) -> int:
