@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from os import PathLike
@@ -143,7 +144,7 @@ class S3IngestPipeline(Construct):
         do not collide; give them different ``stage`` values (alarm, dashboard and bus names).
     settings : s3ingest.settings.Settings, optional
         The settings (default: every default); its ``buckets``, ``processors`` and
-        ``processor_policy_statements`` stand when those arguments are not given.
+        ``processor_policy_statements`` stand when those arguments are empty.
     bucket : aws_cdk.aws_s3.IBucket, optional
         The team's landing bucket, created in the app (``s3.Bucket(...)``, its name may be a
         token) or imported (``Bucket.from_bucket_name``). It is not reconfigured: its events must
@@ -281,22 +282,22 @@ class S3IngestPipeline(Construct):
         self,
         scope: Construct,
         construct_id: str,
-        *,
         settings: Settings | None = None,
+        *,
         bucket: s3.IBucket | None = None,
-        buckets: Sequence[BucketSpec | LandingBucketSource] | None = None,
-        processors: Sequence[ProcessorConfig] | None = None,
-        processor_policy_statements: Sequence[iam.PolicyStatement] | None = None,
+        buckets: Sequence[BucketSpec | LandingBucketSource] = (),
+        processors: Sequence[ProcessorConfig] = (),
+        processor_policy_statements: Sequence[iam.PolicyStatement] = (),
         code: lambda_.Code | None = None,
         bundle_cache_dir: str | PathLike[str] | None = None,
         **overrides: Any,
     ) -> None:
         base = replace(settings or Settings(), **setting_overrides(overrides))
-        if buckets is None:
+        if not buckets:
             buckets = base.buckets
-        if processors is None:
+        if not processors:
             processors = [ProcessorConfig.from_entry(e) for e in base.processors]
-        if processor_policy_statements is None:
+        if not processor_policy_statements:
             processor_policy_statements = [
                 iam.PolicyStatement.from_json(statement)
                 for statement in base.processor_policy_statements
@@ -857,3 +858,28 @@ def _processor_entries(
             problems.append(f"processors[{index}]: {exc}")
             entries.append(replace(config, function=None).to_entry())  # keep the indices
     return entries, problems
+
+
+def _keyword_signature() -> inspect.Signature:
+    """``S3IngestPipeline.__init__``'s signature as ``help`` and editors show it, derived from
+    the settings model: ``scope``, ``construct_id`` and ``settings``, then ``bucket`` and one
+    keyword per :class:`~s3ingest.settings.Settings` field but ``bucket_name`` (its default the
+    field's), then ``code`` and ``bundle_cache_dir``."""
+    real = inspect.signature(S3IngestPipeline.__init__, follow_wrapped=False).parameters
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    settings_fields = [
+        inspect.Parameter(f.name, keyword, default=f.default, annotation=f.type)
+        for f in fields(Settings)
+        if f.name != "bucket_name"
+    ]
+    return inspect.Signature(
+        [
+            *(real[name] for name in ("self", "scope", "construct_id", "settings", "bucket")),
+            *settings_fields,
+            real["code"],
+            real["bundle_cache_dir"],
+        ]
+    )
+
+
+S3IngestPipeline.__init__.__signature__ = _keyword_signature()  # type: ignore[attr-defined]
