@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import difflib
 import inspect
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from os import PathLike
 from typing import Any
 
@@ -23,6 +22,8 @@ from constructs import Construct
 
 from s3ingest.encryption import remote_inventories
 from s3ingest.settings import DEFAULT_PROCESSOR_NAME, BucketSpec, Settings, SettingsError
+from s3ingest.settings.fields import keyword_parameters
+from s3ingest.settings.fields import overrides as field_overrides
 from s3ingest.settings.processors import wildcard_grant_problem
 from s3ingest_cdk.bundling import (
     build_cache,
@@ -65,30 +66,15 @@ RESOURCE_FIELDS = frozenset({"bucket_name", "buckets", "processors", "processor_
 
 
 def setting_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """``S3IngestPipeline``'s keyword overrides as :class:`~s3ingest.settings.Settings` fields:
-    each a field of the model (not one of :data:`RESOURCE_FIELDS`), a sequence made a tuple and
-    a mapping a dict, as the frozen model holds them.
+    """``S3IngestPipeline``'s keyword overrides as :class:`~s3ingest.settings.Settings` fields
+    (:func:`s3ingest.settings.fields.overrides`), :data:`RESOURCE_FIELDS` not among them.
 
     Raises
     ------
     TypeError
         For a keyword that is no setting, naming the closest one.
     """
-    known = {f.name: f for f in fields(Settings) if f.name not in RESOURCE_FIELDS}
-    unknown = [name for name in overrides if name not in known]
-    if unknown:
-        close = difflib.get_close_matches(unknown[0], list(known), n=1)
-        hint = f"; did you mean {close[0]}?" if close else ""
-        raise TypeError(f"S3IngestPipeline got an unexpected keyword argument {unknown[0]!r}{hint}")
-    out: dict[str, Any] = {}
-    for name, value in overrides.items():
-        kind = str(known[name].type)
-        if kind.startswith("tuple") and value is not None:
-            value = tuple(value)
-        elif kind.startswith("dict") and value is not None:
-            value = dict(value)
-        out[name] = value
-    return out
+    return field_overrides(Settings, overrides, "S3IngestPipeline", exclude=RESOURCE_FIELDS)
 
 
 #: The construct ids of the features, children of the pipeline.
@@ -144,7 +130,8 @@ class S3IngestPipeline(Construct):
         do not collide; give them different ``stage`` values (alarm, dashboard and bus names).
     settings : s3ingest.settings.Settings, optional
         The settings (default: every default); its ``buckets``, ``processors`` and
-        ``processor_policy_statements`` stand when those arguments are empty.
+        ``processor_policy_statements`` stand when those arguments are empty. Its
+        ``bucket_name`` must be unset (the bucket is ``bucket``, or see :meth:`from_settings`).
     bucket : aws_cdk.aws_s3.IBucket, optional
         The team's landing bucket, created in the app (``s3.Bucket(...)``, its name may be a
         token) or imported (``Bucket.from_bucket_name``). It is not reconfigured: its events must
@@ -210,6 +197,8 @@ class S3IngestPipeline(Construct):
         Listing every invalid setting (a bucket name is checked only when it is not a token).
     TypeError
         For a keyword that is no setting (with the closest one's name).
+    ValueError
+        When ``settings.bucket_name`` is set.
 
     Attributes
     ----------
@@ -293,6 +282,11 @@ class S3IngestPipeline(Construct):
         **overrides: Any,
     ) -> None:
         base = replace(settings or Settings(), **setting_overrides(overrides))
+        if base.bucket_name is not None:
+            raise ValueError(
+                "settings.bucket_name: give that bucket as `bucket` or in `buckets` "
+                "(S3IngestPipeline.from_settings imports it)"
+            )
         if not buckets:
             buckets = base.buckets
         if not processors:
@@ -425,7 +419,7 @@ class S3IngestPipeline(Construct):
         return cls(
             scope,
             construct_id,
-            settings=settings,
+            settings=replace(settings, bucket_name=None),
             buckets=entries,
             code=code,
             bundle_cache_dir=bundle_cache_dir,
@@ -866,16 +860,10 @@ def _keyword_signature() -> inspect.Signature:
     keyword per :class:`~s3ingest.settings.Settings` field but ``bucket_name`` (its default the
     field's), then ``code`` and ``bundle_cache_dir``."""
     real = inspect.signature(S3IngestPipeline.__init__, follow_wrapped=False).parameters
-    keyword = inspect.Parameter.KEYWORD_ONLY
-    settings_fields = [
-        inspect.Parameter(f.name, keyword, default=f.default, annotation=f.type)
-        for f in fields(Settings)
-        if f.name != "bucket_name"
-    ]
     return inspect.Signature(
         [
             *(real[name] for name in ("self", "scope", "construct_id", "settings", "bucket")),
-            *settings_fields,
+            *keyword_parameters(Settings, exclude={"bucket_name"}),
             real["code"],
             real["bundle_cache_dir"],
         ]

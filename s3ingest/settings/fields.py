@@ -7,8 +7,10 @@ the declared bounds or choices (:meth:`Setting.problems`), the rules that name o
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
@@ -115,3 +117,44 @@ def env_value(value: Any) -> str:
     if isinstance(value, dict):
         return json.dumps(value, separators=(",", ":"))
     return str(value)
+
+
+def overrides(
+    cls: Any, given: Mapping[str, Any], owner: str, exclude: Collection[str] = ()
+) -> dict[str, Any]:
+    """``given`` keyword arguments of ``owner`` as fields of the settings dataclass ``cls``
+    (``exclude`` left out): a sequence made a tuple and a mapping a dict, as the frozen model
+    holds them.
+
+    Raises
+    ------
+    TypeError
+        For a keyword that is no field, naming the closest one.
+    """
+    known = {f.name: f for f in fields(cls) if f.name not in exclude}
+    unknown = [name for name in given if name not in known]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], list(known), n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise TypeError(f"{owner} got an unexpected keyword argument {unknown[0]!r}{hint}")
+    out: dict[str, Any] = {}
+    for name, value in given.items():
+        kind = str(known[name].type)
+        if kind.startswith("tuple") and value is not None:
+            value = tuple(value)
+        elif kind.startswith("dict") and value is not None:
+            value = dict(value)
+        out[name] = value
+    return out
+
+
+def keyword_parameters(cls: Any, exclude: Collection[str] = ()) -> list[inspect.Parameter]:
+    """One keyword-only parameter per field of ``cls`` (``exclude`` left out), with the field's
+    default and type: a signature derived from the model (``S3IngestPipeline``'s)."""
+    return [
+        inspect.Parameter(
+            f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type
+        )
+        for f in fields(cls)
+        if f.name not in exclude
+    ]
