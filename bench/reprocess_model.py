@@ -25,7 +25,7 @@ from bench.onboard_model import (
     WRITE_S,
     ddb_seconds,
 )
-from s3ingest.settings.context import DEFAULTS
+from s3ingest.settings import DEFAULTS
 
 #: Lambda (arm64) per GB-second, the reprocess functions' architecture.
 #: https://aws.amazon.com/lambda/pricing/

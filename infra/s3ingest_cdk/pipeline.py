@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from os import PathLike
 from typing import Any
 
@@ -21,6 +22,8 @@ from constructs import Construct
 
 from s3ingest.encryption import remote_inventories
 from s3ingest.settings import DEFAULT_PROCESSOR_NAME, BucketSpec, Settings, SettingsError
+from s3ingest.settings.fields import keyword_parameters
+from s3ingest.settings.fields import overrides as field_overrides
 from s3ingest.settings.processors import wildcard_grant_problem
 from s3ingest_cdk.bundling import (
     build_cache,
@@ -57,7 +60,23 @@ from s3ingest_cdk.owners import guard_role
 from s3ingest_cdk.remote import RemoteSources, read_role_arn, reads_buckets, remote_problems
 from s3ingest_fn import config as fn_config
 
-_DEFAULT = Settings()
+#: The settings fields the team's own resources stand for (``bucket``, ``buckets``,
+#: ``processors``, ``processor_policy_statements``), not keyword overrides.
+RESOURCE_FIELDS = frozenset({"bucket_name", "buckets", "processors", "processor_policy_statements"})
+
+
+def setting_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``S3IngestPipeline``'s keyword overrides as :class:`~s3ingest.settings.Settings` fields
+    (:func:`s3ingest.settings.fields.overrides`), :data:`RESOURCE_FIELDS` not among them.
+
+    Raises
+    ------
+    TypeError
+        For a keyword that is no setting, naming the closest one.
+    """
+    return field_overrides(Settings, overrides, "S3IngestPipeline", exclude=RESOURCE_FIELDS)
+
+
 #: The construct ids of the features, children of the pipeline.
 FEATURE_IDS = (
     "Ingestion",
@@ -96,9 +115,11 @@ class S3IngestPipeline(Construct):
     stack of its own: put it in any stack. The app's feature flags change none of it
     (:mod:`s3ingest_cdk.flags`).
 
-    The settings are the keyword arguments below, named as :class:`s3ingest.settings.Settings`'s
-    fields (``cdk.json``'s keys in snake_case) and validated by the same rules; ``bucket``
-    replaces ``bucketName``.
+    The settings are ``settings`` (a :class:`s3ingest.settings.Settings`), with any of its
+    fields overridden by a keyword argument of the field's name (``cdk.json``'s keys in
+    snake_case: ``stage="prod"``, ``processor=...``), validated by the same rules; ``bucket``
+    replaces ``bucketName``, and ``buckets``, ``processors`` and
+    ``processor_policy_statements`` take the team's own resources.
 
     Parameters
     ----------
@@ -107,6 +128,10 @@ class S3IngestPipeline(Construct):
     construct_id : str
         Construct id. Logical ids derive from the construct path, so two pipelines in one stack
         do not collide; give them different ``stage`` values (alarm, dashboard and bus names).
+    settings : s3ingest.settings.Settings, optional
+        The settings (default: every default); its ``buckets``, ``processors`` and
+        ``processor_policy_statements`` stand when those arguments are empty. Its
+        ``bucket_name`` must be unset (the bucket is ``bucket``, or see :meth:`from_settings`).
     bucket : aws_cdk.aws_s3.IBucket, optional
         The team's landing bucket, created in the app (``s3.Bucket(...)``, its name may be a
         token) or imported (``Bucket.from_bucket_name``). It is not reconfigured: its events must
@@ -161,14 +186,19 @@ class S3IngestPipeline(Construct):
         Where the functions' package and its dependencies are built and cached; by default
         ``<outdir>/.s3ingest-build`` (the app's ``cdk.out``), never the app's source folder. Name
         a directory that outlives ``cdk.out`` to keep the cache across clean synths.
-    stage, versioned, ... , tracing
-        The other settings; see :class:`s3ingest.settings.Settings` for each one's meaning,
-        unit and bounds.
+    **overrides
+        Any other field of :class:`s3ingest.settings.Settings` by name (``stage``,
+        ``processor``, ``hold``, ``operator_role_arns``, ...; ``docs/settings.md`` gives each
+        one's meaning, unit and bounds), replacing that of ``settings``.
 
     Raises
     ------
     s3ingest.settings.SettingsError
         Listing every invalid setting (a bucket name is checked only when it is not a token).
+    TypeError
+        For a keyword that is no setting (with the closest one's name).
+    ValueError
+        When ``settings.bucket_name`` is set.
 
     Attributes
     ----------
@@ -241,54 +271,31 @@ class S3IngestPipeline(Construct):
         self,
         scope: Construct,
         construct_id: str,
+        settings: Settings | None = None,
         *,
         bucket: s3.IBucket | None = None,
-        buckets: Sequence[BucketSpec | LandingBucketSource] = _DEFAULT.buckets,
-        processor: str | None = _DEFAULT.processor,
-        processor_version: int = _DEFAULT.processor_version,
+        buckets: Sequence[BucketSpec | LandingBucketSource] = (),
         processors: Sequence[ProcessorConfig] = (),
         processor_policy_statements: Sequence[iam.PolicyStatement] = (),
-        hold: Mapping[str, Any] | None = _DEFAULT.hold,
-        trail_length: int = _DEFAULT.trail_length,
-        hold_alarm_seconds: int = _DEFAULT.hold_alarm_seconds,
         code: lambda_.Code | None = None,
-        stage: str = _DEFAULT.stage,
-        versioned: bool = _DEFAULT.versioned,
-        archive_retention_days: int = _DEFAULT.archive_retention_days,
-        queue_retention_days: int = _DEFAULT.queue_retention_days,
-        dlq_retention_days: int = _DEFAULT.dlq_retention_days,
-        tombstone_margin_days: int = _DEFAULT.tombstone_margin_days,
-        function_timeout_seconds: int = _DEFAULT.function_timeout_seconds,
-        function_memory_mb: int = _DEFAULT.function_memory_mb,
-        batch_size: int = _DEFAULT.batch_size,
-        max_batching_window_seconds: int = _DEFAULT.max_batching_window_seconds,
-        max_concurrency: int = _DEFAULT.max_concurrency,
-        max_receive_count: int = _DEFAULT.max_receive_count,
-        record_concurrency: int = _DEFAULT.record_concurrency,
-        log_retention_days: int = _DEFAULT.log_retention_days,
-        inventory_enabled: bool = _DEFAULT.inventory_enabled,
-        reconcile_schedule: str = _DEFAULT.reconcile_schedule,
-        reconcile_fan_out: bool = _DEFAULT.reconcile_fan_out,
-        reconcile_memory_mb: int = _DEFAULT.reconcile_memory_mb,
-        reconcile_timeout_seconds: int = _DEFAULT.reconcile_timeout_seconds,
-        backfill_engine: str = _DEFAULT.backfill_engine,
-        backfill_function_timeout_seconds: int = _DEFAULT.backfill_function_timeout_seconds,
-        listing_concurrency: int = _DEFAULT.listing_concurrency,
-        ledger_warm_write_units: int | None = _DEFAULT.ledger_warm_write_units,
-        alarm_email: str | None = _DEFAULT.alarm_email,
-        processor_package_dir: str | None = _DEFAULT.processor_package_dir,
-        change_stream: bool = _DEFAULT.change_stream,
-        lag_alarm_seconds: int = _DEFAULT.lag_alarm_seconds,
-        runbook_base_url: str = _DEFAULT.runbook_base_url,
-        tracing: bool = _DEFAULT.tracing,
-        log_keys: str = _DEFAULT.log_keys,
-        ingest_reserved_concurrency: int | None = _DEFAULT.ingest_reserved_concurrency,
-        backfill_reserved_concurrency: int | None = _DEFAULT.backfill_reserved_concurrency,
-        operator_role_arns: Sequence[str] = _DEFAULT.operator_role_arns,
-        kms_key_arn: str | None = _DEFAULT.kms_key_arn,
-        allow_module_processors_with_remote_buckets: bool = False,
         bundle_cache_dir: str | PathLike[str] | None = None,
+        **overrides: Any,
     ) -> None:
+        base = replace(settings or Settings(), **setting_overrides(overrides))
+        if base.bucket_name is not None:
+            raise ValueError(
+                "settings.bucket_name: give that bucket as `bucket` or in `buckets` "
+                "(S3IngestPipeline.from_settings imports it)"
+            )
+        if not buckets:
+            buckets = base.buckets
+        if not processors:
+            processors = [ProcessorConfig.from_entry(e) for e in base.processors]
+        if not processor_policy_statements:
+            processor_policy_statements = [
+                iam.PolicyStatement.from_json(statement)
+                for statement in base.processor_policy_statements
+            ]
         super().__init__(scope, construct_id)
         self._bundle_cache_dir = bundle_cache_dir
         pin_flags(self)  # before any child: the team's feature flags decide nothing below
@@ -306,51 +313,14 @@ class S3IngestPipeline(Construct):
                 specs.append(replace(entry.spec, name=entry.bucket.bucket_name, existing=True))
             else:
                 specs.append(entry)
-        settings = Settings(
-            stage=stage,
+        # The team's resources stand for their settings: the bucket's name, the buckets, the
+        # processors and statements as given.
+        settings = replace(
+            base,
             bucket_name=bucket_name,
             buckets=tuple(specs),
-            versioned=versioned,
-            archive_retention_days=archive_retention_days,
-            queue_retention_days=queue_retention_days,
-            dlq_retention_days=dlq_retention_days,
-            tombstone_margin_days=tombstone_margin_days,
-            function_timeout_seconds=function_timeout_seconds,
-            function_memory_mb=function_memory_mb,
-            batch_size=batch_size,
-            max_batching_window_seconds=max_batching_window_seconds,
-            max_concurrency=max_concurrency,
-            max_receive_count=max_receive_count,
-            record_concurrency=record_concurrency,
-            log_retention_days=log_retention_days,
-            inventory_enabled=inventory_enabled,
-            reconcile_schedule=reconcile_schedule,
-            reconcile_fan_out=reconcile_fan_out,
-            reconcile_memory_mb=reconcile_memory_mb,
-            reconcile_timeout_seconds=reconcile_timeout_seconds,
-            backfill_engine=backfill_engine,
-            backfill_function_timeout_seconds=backfill_function_timeout_seconds,
-            listing_concurrency=listing_concurrency,
-            ledger_warm_write_units=ledger_warm_write_units,
-            alarm_email=alarm_email,
-            processor=processor,
-            processor_version=processor_version,
-            processor_package_dir=processor_package_dir,
             processors=tuple(entries),
             processor_policy_statements=tuple(statements),
-            hold=dict(hold) if hold is not None else None,
-            trail_length=trail_length,
-            hold_alarm_seconds=hold_alarm_seconds,
-            change_stream=change_stream,
-            lag_alarm_seconds=lag_alarm_seconds,
-            runbook_base_url=runbook_base_url,
-            tracing=tracing,
-            log_keys=log_keys,
-            ingest_reserved_concurrency=ingest_reserved_concurrency,
-            backfill_reserved_concurrency=backfill_reserved_concurrency,
-            operator_role_arns=tuple(operator_role_arns),
-            kms_key_arn=kms_key_arn,
-            allow_module_processors_with_remote_buckets=allow_module_processors_with_remote_buckets,
         )
         # A bucket created in the app has a token for a name, known at deploy time only: its form
         # is S3's to check then. Every other rule is the settings' own.
@@ -390,7 +360,7 @@ class S3IngestPipeline(Construct):
             if wildcard is not None:
                 problems.append(wildcard)
         # ``bucket`` is used as it is (no inventory): the fan-out cannot read one.
-        if bucket is not None and reconcile_fan_out:
+        if bucket is not None and settings.reconcile_fan_out:
             problems.append(
                 "reconcileFanOut needs the stack's own S3 Inventory of every bucket: a bucket "
                 "given as `bucket` gets none (list it in `buckets` to have one)"
@@ -443,26 +413,16 @@ class S3IngestPipeline(Construct):
         """
         if (settings.bucket_name is None) != (bucket is None):
             raise ValueError("give bucket exactly when settings.bucket_name is set")
-        props: dict[str, Any] = {
-            f.name: getattr(settings, f.name)
-            for f in fields(settings)
-            if f.name not in ("bucket_name", "buckets")
-        }
-        props["processors"] = [ProcessorConfig.from_entry(e) for e in settings.processors]
-        props["processor_policy_statements"] = [
-            iam.PolicyStatement.from_json(statement)
-            for statement in settings.processor_policy_statements
-        ]
         entries: list[BucketSpec | LandingBucketSource] = list(settings.buckets)
         if bucket is not None:
             entries = [LandingBucketSource(settings.bucket_specs[0], bucket)]
         return cls(
             scope,
             construct_id,
+            settings=replace(settings, bucket_name=None),
             buckets=entries,
             code=code,
             bundle_cache_dir=bundle_cache_dir,
-            **props,
         )
 
     def _compose(
@@ -892,3 +852,22 @@ def _processor_entries(
             problems.append(f"processors[{index}]: {exc}")
             entries.append(replace(config, function=None).to_entry())  # keep the indices
     return entries, problems
+
+
+def _keyword_signature() -> inspect.Signature:
+    """``S3IngestPipeline.__init__``'s signature as ``help`` and editors show it, derived from
+    the settings model: ``scope``, ``construct_id`` and ``settings``, then ``bucket`` and one
+    keyword per :class:`~s3ingest.settings.Settings` field but ``bucket_name`` (its default the
+    field's), then ``code`` and ``bundle_cache_dir``."""
+    real = inspect.signature(S3IngestPipeline.__init__, follow_wrapped=False).parameters
+    return inspect.Signature(
+        [
+            *(real[name] for name in ("self", "scope", "construct_id", "settings", "bucket")),
+            *keyword_parameters(Settings, exclude={"bucket_name"}),
+            real["code"],
+            real["bundle_cache_dir"],
+        ]
+    )
+
+
+S3IngestPipeline.__init__.__signature__ = _keyword_signature()  # type: ignore[attr-defined]

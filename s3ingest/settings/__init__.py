@@ -7,11 +7,12 @@ boto3) so the local runtime and the tests can import it cheaply.
 The tombstone lifetime (CONTRACT C6) and the ingest rule's event pattern are derived here, so the
 stack and the local runtime cannot disagree about them.
 
-By concern: the context keys, their defaults and how their values are read
-(:mod:`~s3ingest.settings.context`), the landing buckets (:mod:`~s3ingest.settings.buckets`),
-the processors and hold documents (:mod:`~s3ingest.settings.processors`), the
-:class:`Settings` model and its rules (:mod:`~s3ingest.settings.model`), the ingest rule's
-event pattern and the change stream's names (:mod:`~s3ingest.settings.events`). Every name is
+By concern: how context values are read (:mod:`~s3ingest.settings.context`), the declaration
+of one setting (:mod:`~s3ingest.settings.fields`), the landing buckets
+(:mod:`~s3ingest.settings.buckets`), the processors and hold documents
+(:mod:`~s3ingest.settings.processors`), the :class:`Settings` model, its fields (the context
+keys, :data:`DEFAULTS`) and its rules (:mod:`~s3ingest.settings.model`), the ingest rule's event
+pattern and the change stream's names (:mod:`~s3ingest.settings.events`). Every name is
 imported from here.
 """
 
@@ -30,11 +31,8 @@ from s3ingest.settings.buckets import (
 )
 from s3ingest.settings.context import (
     CDK_PLAIN_KEYS,
-    DEFAULTS,
-    OPTIONAL_INT_KEYS,
     SettingsError,
     is_cdk_key,
-    unknown_keys,
 )
 from s3ingest.settings.events import (
     CHANGE_DETAIL_TYPES,
@@ -44,11 +42,14 @@ from s3ingest.settings.events import (
 )
 from s3ingest.settings.model import (
     BACKFILL_ENGINES,
+    DEFAULTS,
     HEARTBEAT_MARGIN_SECONDS,
     LOG_RETENTION_DAYS,
     MAX_ALARM_RANGE_SECONDS,
+    OPTIONAL_INT_KEYS,
     SECONDS_PER_DAY,
     Settings,
+    unknown_keys,
 )
 from s3ingest.settings.processors import (
     DEFAULT_PROCESSOR_NAME,

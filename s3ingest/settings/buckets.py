@@ -300,27 +300,46 @@ class BucketSpec:
             p.append(f"{where}: an existing bucket needs its name")
         if self.id is not None and not _CONSTRUCT_ID_RE.match(self.id):
             p.append(f"{where}.id: {self.id!r} must be letters and digits, starting with a letter")
-        if isinstance(self.inventory, InventoryRef):
-            if not self.existing:
-                p.append(f"{where}.inventory: only an existing bucket names an existing inventory")
-            if not _INVENTORY_ID_RE.match(self.inventory.id):
-                p.append(f"{where}.inventory.id: {self.inventory.id!r} is not an inventory id")
-            if not BUCKET_NAME_RE.match(self.inventory.bucket):
-                p.append(
-                    f"{where}.inventory.bucket: {self.inventory.bucket!r} is not a valid "
-                    "S3 bucket name"
-                )
+        p.extend(self._inventory_problems(where))
         p.extend(kms_key_problems(f"{where}.kmsKeyArn", self.kms_key_arn, allow_create=False))
         if self.kms_key_arn is not None and not self.existing:
             p.append(
                 f"{where}.kmsKeyArn: only an existing bucket names its key (a bucket the stack "
                 "creates is encrypted with the stack's kmsKeyArn)"
             )
+        p.extend(self._filter_problems(where))
+        p.extend(self._account_problems(where))
+        return p
+
+    def _inventory_problems(self, where: str) -> list[str]:
+        """The rules of an existing inventory (:class:`InventoryRef`); none for a flag."""
+        inventory = self.inventory
+        if not isinstance(inventory, InventoryRef):
+            return []
+        p: list[str] = []
+        if not self.existing:
+            p.append(f"{where}.inventory: only an existing bucket names an existing inventory")
+        if not _INVENTORY_ID_RE.match(inventory.id):
+            p.append(f"{where}.inventory.id: {inventory.id!r} is not an inventory id")
+        if not BUCKET_NAME_RE.match(inventory.bucket):
+            p.append(
+                f"{where}.inventory.bucket: {inventory.bucket!r} is not a valid S3 bucket name"
+            )
+        return p
+
+    def _filter_problems(self, where: str) -> list[str]:
+        """The rules of the key filters."""
+        p: list[str] = []
         for key, values in (("prefixes", self.prefixes), ("suffixes", self.suffixes)):
             if len(set(values)) != len(values):
                 p.append(f"{where}.{key}: listed twice")
             if any(len(v.encode()) > 1024 for v in values):
                 p.append(f"{where}.{key}: longer than a key can be (1024 bytes)")
+        return p
+
+    def _account_problems(self, where: str) -> list[str]:
+        """The rules of ``account``, ``region`` and ``readRoleArn``."""
+        p: list[str] = []
         if self.account is not None:
             if not ACCOUNT_RE.match(self.account):
                 p.append(f"{where}.account: {self.account!r} is not an AWS account id (12 digits)")

@@ -1,6 +1,6 @@
-"""The context keys (``cdk.json``'s, or ``-c key=value``) with their defaults, how their values
-are read (strings, as ``cdk -c`` gives them, or JSON), the CDK's own keys, and the error that
-lists every problem at once.
+"""How context values (``cdk.json``'s, or ``-c key=value``) are read (strings, as ``cdk -c`` gives
+them, or JSON), the CDK's own keys, unknown keys, and the error that lists every problem at once.
+The keys and their defaults are the settings fields' (:data:`~s3ingest.settings.DEFAULTS`).
 """
 
 from __future__ import annotations
@@ -10,62 +10,6 @@ import json
 import re
 from collections.abc import Mapping
 from typing import Any
-
-from s3ingest_fn.core.row import TRAIL_SLOTS
-
-#: Context keys accepted in ``cdk.json`` (or ``-c key=value``), with their defaults.
-DEFAULTS: dict[str, Any] = {
-    "stage": "dev",
-    "bucketName": None,
-    "buckets": None,
-    "versioned": True,
-    "archiveRetentionDays": 30,
-    "queueRetentionDays": 4,
-    "dlqRetentionDays": 14,
-    "tombstoneMarginDays": 1,
-    "functionTimeoutSeconds": 30,
-    "functionMemoryMb": 512,
-    "batchSize": 10,
-    "maxBatchingWindowSeconds": 1,
-    "maxConcurrency": 10,
-    "maxReceiveCount": 5,
-    "recordConcurrency": 16,
-    "logRetentionDays": 30,
-    "inventoryEnabled": True,
-    "reconcileSchedule": "rate(1 day)",
-    "reconcileFanOut": False,
-    "reconcileMemoryMb": 3008,
-    "reconcileTimeoutSeconds": 900,
-    "backfillEngine": "batch-operations",
-    "backfillFunctionTimeoutSeconds": 60,
-    "listingConcurrency": 32,
-    "ledgerWarmWriteUnits": None,
-    "alarmEmail": None,
-    "processor": None,
-    "processorVersion": 1,
-    "processorPackageDir": None,
-    "processors": None,
-    "processorPolicyStatements": None,
-    "hold": None,
-    "trailLength": TRAIL_SLOTS,
-    "holdAlarmSeconds": 86_400,
-    "changeStream": False,
-    "lagAlarmSeconds": 300,
-    "runbookBaseUrl": "https://github.com/s3ingest/s3ingest/blob/main/docs/runbook.md",
-    "tracing": False,
-    "logKeys": "plain",
-    "ingestReservedConcurrency": None,
-    "backfillReservedConcurrency": None,
-    "operatorRoleArns": None,
-    "kmsKeyArn": None,
-    "allowModuleProcessorsWithRemoteBuckets": False,
-}
-
-#: Whole-number settings whose default is ``None`` (unset).
-OPTIONAL_INT_KEYS = frozenset(
-    {"ledgerWarmWriteUnits", "ingestReservedConcurrency", "backfillReservedConcurrency"}
-)
-
 
 #: Context keys without ``@`` or ``:`` that the CDK CLI itself writes (``cdk acknowledge``,
 #: telemetry); everything else the CDK uses is ``@aws-cdk/...`` or has a ``:``
@@ -79,15 +23,16 @@ def is_cdk_key(key: str) -> bool:
     return key.startswith("@") or ":" in key or key in CDK_PLAIN_KEYS
 
 
-def unknown_keys(context: Mapping[str, Any]) -> list[str]:
-    """One problem per context key that is neither a setting nor the CDK's, naming the closest
-    setting (``archiveRetentionDay`` -> ``did you mean archiveRetentionDays?``)."""
+def unknown_setting_problems(context: Mapping[str, Any], known: Mapping[str, Any]) -> list[str]:
+    """One problem per context key that is neither in ``known`` (the settings' keys) nor the
+    CDK's, naming the closest setting (``archiveRetentionDay`` -> ``did you mean
+    archiveRetentionDays?``)."""
     problems = []
-    for key in sorted(k for k in context if k not in DEFAULTS and not is_cdk_key(k)):
-        close = difflib.get_close_matches(key, list(DEFAULTS), n=1, cutoff=0.6)
+    for key in sorted(k for k in context if k not in known and not is_cdk_key(k)):
+        close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
         if not close:  # a different case is the commonest typo after a missing letter
-            close = [k for k in DEFAULTS if k.lower() == key.lower()]
-        hint = f"; did you mean {close[0]}?" if close else f" (known: {', '.join(DEFAULTS)})"
+            close = [k for k in known if k.lower() == key.lower()]
+        hint = f"; did you mean {close[0]}?" if close else f" (known: {', '.join(known)})"
         problems.append(f"{key}: unknown setting{hint}")
     return problems
 

@@ -12,21 +12,17 @@ from typing import Any
 
 from s3ingest.settings.buckets import BUCKET_NAME_RE, BucketSpec, kms_key_problems, parse_buckets
 from s3ingest.settings.context import (
-    DEFAULTS,
-    OPTIONAL_INT_KEYS,
     SettingsError,
     camel,
     parse_json_list,
-    to_bool,
-    to_int,
-    unknown_keys,
+    unknown_setting_problems,
 )
+from s3ingest.settings.fields import context_default, declared, env_value, read_scalar, setting
 from s3ingest.settings.processors import (
     DEFAULT_PROCESSOR_NAME,
     DEFAULT_PROCESSOR_VERSION,
     PROCESSOR_RE,
     PROCESSOR_TIMEOUT_MARGIN_SECONDS,
-    compact_json,
     hold_problems,
     is_function_processor,
     normalised_entry,
@@ -36,7 +32,7 @@ from s3ingest.settings.processors import (
     version_problem,
 )
 from s3ingest_fn import config as fn_config
-from s3ingest_fn.core.row import MAX_TRAIL
+from s3ingest_fn.core.row import MAX_TRAIL, TRAIL_SLOTS
 
 SECONDS_PER_DAY = 86_400
 
@@ -94,206 +90,576 @@ MAX_ALARM_RANGE_SECONDS = 7 * SECONDS_PER_DAY
 _RUNBOOK_URL_RE = re.compile(r"^https://[^/\s#?]+(/[^\s#]*)?$")
 
 
+_SQS_LIMIT = " (SQS limit)"
+_LISTING_WHY = (
+    " (a Distributed Map's concurrency limit is 10000; Lambda's default account "
+    "concurrency is 1000)"
+)
+_WARM_WHY = (
+    " (DynamoDB's on-demand table: at least the 4000 write units a new table has, "
+    "at most the 40000 of the default table quota)"
+)
+_RUNBOOK = "https://github.com/s3ingest/s3ingest/blob/main/docs/runbook.md"
+
+
+def _read_buckets(key: str, raw: Any) -> tuple[Any, list[str]]:
+    return parse_buckets(raw)
+
+
+def _read_hold(key: str, raw: Any) -> tuple[Any, list[str]]:
+    return parse_hold(raw)
+
+
+def _read_list(key: str, raw: Any) -> tuple[Any, list[str]]:
+    items, found = parse_json_list(key, raw)
+    return tuple(items), found
+
+
+def _read_processors(key: str, raw: Any) -> tuple[Any, list[str]]:
+    # valid entries normalised; problems() judges every entry as given
+    items, found = parse_json_list(key, raw)
+    return tuple(normalised_entry(item) for item in items), found
+
+
+# The rules of one setting that its bounds and choices do not say (``Setting.check``); each
+# takes the whole settings and may name others.
+
+
+def _stage_rule(s: Settings) -> list[str]:
+    if _STAGE_RE.match(s.stage):
+        return []
+    return [
+        f"stage: {s.stage!r} must start with a letter and hold only letters, "
+        "digits and '-' (at most 32)"
+    ]
+
+
+def _bucket_name_rule(s: Settings) -> list[str]:
+    if s.bucket_name is not None and not BUCKET_NAME_RE.match(s.bucket_name):
+        return [f"bucketName: {s.bucket_name!r} is not a valid S3 bucket name"]
+    return []
+
+
+def _buckets_rule(s: Settings) -> list[str]:
+    p: list[str] = []
+    if s.buckets and s.bucket_name is not None:
+        p.append("bucketName and buckets are both set: list the bucket in buckets")
+    for index, spec in enumerate(s.buckets):
+        p.extend(spec.problems(f"buckets[{index}]"))
+    names = [spec.name for spec in s.buckets if spec.name is not None]
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        p.append(f"buckets: {name!r} is listed twice")
+    ids = [spec.construct_id(i) for i, spec in enumerate(s.buckets)]
+    for ident in sorted({i for i in ids if ids.count(i) > 1}):
+        p.append(f"buckets: construct id {ident!r} is used twice")
+    return p
+
+
+def _dlq_rule(s: Settings) -> list[str]:
+    if s.dlq_retention_days >= s.queue_retention_days:
+        return []
+    return [
+        "dlqRetentionDays must be at least queueRetentionDays: a standard queue keeps "
+        "a message's original enqueue time when it moves to the dead-letter queue"
+    ]
+
+
+def _visibility_rule(s: Settings) -> list[str]:
+    if s.queue_visibility_timeout_seconds > 43_200:
+        return ["functionTimeoutSeconds: six times it exceeds the SQS visibility limit (12 h)"]
+    return []
+
+
+def _batching_rule(s: Settings) -> list[str]:
+    if s.batch_size > 10 and s.max_batching_window_seconds < 1:
+        return ["batchSize above 10 needs maxBatchingWindowSeconds of at least 1 (Lambda rule)"]
+    return []
+
+
+def _log_retention_rule(s: Settings) -> list[str]:
+    if s.log_retention_days in LOG_RETENTION_DAYS:
+        return []
+    return [
+        f"logRetentionDays: {s.log_retention_days} is not a CloudWatch Logs "
+        f"retention value ({', '.join(map(str, LOG_RETENTION_DAYS))})"
+    ]
+
+
+def _schedule_rule(s: Settings) -> list[str]:
+    schedule = s.reconcile_schedule or ""
+    if schedule.startswith(("rate(", "cron(")) and schedule.endswith(")"):
+        return []
+    return [
+        f"reconcileSchedule: {s.reconcile_schedule!r} is not an EventBridge "
+        "schedule expression (rate(...) or cron(...))"
+    ]
+
+
+def _fan_out_rule(s: Settings) -> list[str]:
+    if s.reconcile_fan_out and not s.owns_inventory:
+        return [
+            "reconcileFanOut needs an S3 Inventory of every bucket: leave inventoryEnabled "
+            "true (or each bucket's inventory on)"
+        ]
+    return []
+
+
+def _alarm_email_rule(s: Settings) -> list[str]:
+    if s.alarm_email is not None and not _EMAIL_RE.match(s.alarm_email):
+        return [f"alarmEmail: {s.alarm_email!r} is not an e-mail address"]
+    return []
+
+
+def _processor_rule(s: Settings) -> list[str]:
+    if s.processor is not None and not PROCESSOR_RE.match(s.processor):
+        return [f"processor: {s.processor!r} is not 'package.module:function'"]
+    return []
+
+
+def _version_rule(s: Settings) -> list[str]:
+    _, version = version_problem(s.processor_version, "processorVersion")
+    if version is not None:
+        return [version]
+    if s.processor_version != DEFAULT_PROCESSOR_VERSION and s.processor is None:
+        return [
+            "processorVersion is set but processor is not"
+            + (" (a processors entry takes its own version)" if s.processors else "")
+        ]
+    return []
+
+
+def _hold_rule(s: Settings) -> list[str]:
+    p = hold_problems(s.hold)
+    if s.hold is not None and not s.processor_entries():
+        p.append(
+            "hold needs processors: it decides when a processor's effect runs (set "
+            "processor or processors, or leave hold unset)"
+        )
+    return p
+
+
+def _hold_alarm_rule(s: Settings) -> list[str]:
+    if s.hold_alarm_seconds < 60:
+        return [f"holdAlarmSeconds: {s.hold_alarm_seconds} is below 60"]
+    return []
+
+
+def _reserved_rule(s: Settings) -> list[str]:
+    reserved = s.ingest_reserved_concurrency
+    if reserved is None or reserved >= s.max_concurrency:
+        return []
+    return [
+        f"ingestReservedConcurrency: {reserved} is below "
+        f"maxConcurrency ({s.max_concurrency}): the ingest queue's event source "
+        "would be throttled, and throttled messages count receives toward the "
+        "dead-letter queue"
+    ]
+
+
+def _operator_roles_rule(s: Settings) -> list[str]:
+    return [
+        f"operatorRoleArns[{index}]: {arn!r} is not an IAM role ARN"
+        for index, arn in enumerate(s.operator_role_arns)
+        if not isinstance(arn, str) or not _ROLE_ARN_RE.match(arn)
+    ]
+
+
+def _kms_rule(s: Settings) -> list[str]:
+    return kms_key_problems("kmsKeyArn", s.kms_key_arn, allow_create=True)
+
+
+def _runbook_rule(s: Settings) -> list[str]:
+    if _RUNBOOK_URL_RE.match(s.runbook_base_url or ""):
+        return []
+    return [
+        f"runbookBaseUrl: {s.runbook_base_url!r} must be an https:// URL with a "
+        "host and no fragment (each alarm appends #<section>)"
+    ]
+
+
 @dataclass(frozen=True)
 class Settings:
-    """Validated deployment settings.
-
-    Attributes
-    ----------
-    stage : str
-        Environment name; the stack is named ``S3Ingest-<stage>`` (one stack per environment).
-    bucket_name : str or None
-        An existing bucket to adopt instead of creating one. ``None``: the stack owns the bucket.
-    buckets : tuple of BucketSpec
-        The landing buckets, created or existing, with their key filters (context key
-        ``buckets``: a JSON list of :meth:`BucketSpec.to_context` objects). Empty: the one bucket
-        ``bucketName``, ``versioned`` and ``inventoryEnabled`` describe
-        (:attr:`bucket_specs`); giving both is an error.
-    versioned : bool
-        Versioning on the bucket the stack creates.
-    archive_retention_days : int
-        EventBridge archive retention, days (1 to 3650).
-    queue_retention_days, dlq_retention_days : int
-        SQS message retention of the ingest queue and its dead-letter queue, days (1 to 14).
-    tombstone_margin_days : int
-        Safety margin added to the tombstone lifetime, days.
-    function_timeout_seconds, function_memory_mb : int
-        Ingest Lambda timeout (seconds) and memory (MiB).
-    batch_size, max_batching_window_seconds, max_concurrency : int
-        SQS event source settings (records per batch, seconds, concurrent invocations).
-    max_receive_count : int
-        Receives before a message moves to the dead-letter queue.
-    record_concurrency : int
-        Records of one batch processed at once (bounded thread pool).
-    log_retention_days : int
-        CloudWatch Logs retention of the function's log group (an allowed value).
-    inventory_enabled : bool
-        Whether the stack configures its daily S3 Inventory on the bucket of the single-bucket
-        settings (created, or adopted by ``bucketName``: added by the bucket-setup custom
-        resource next to the owner's configurations).
-    reconcile_schedule : str
-        EventBridge schedule expression of the reconciliation (CONTRACT C12), ``rate(...)`` or
-        ``cron(...)``.
-    reconcile_fan_out : bool
-        Reconcile through the Step Functions fan-out instead of one Lambda run (one execution
-        per bucket); needs an inventory of every bucket (:attr:`owns_inventory`).
-    reconcile_memory_mb, reconcile_timeout_seconds : int
-        Reconcile Lambda memory (MiB) and timeout (seconds).
-    backfill_engine : str
-        ``"batch-operations"`` (an S3 Batch Operations job over the inventory manifest) or
-        ``"distributed-map"`` (a Step Functions Distributed Map over its data files). The backfill
-        (CONTRACT C13) is deployed when every bucket has an inventory (:attr:`owns_inventory`);
-        the listing backfill (no inventory needed) always is.
-    backfill_function_timeout_seconds : int
-        Timeout of the backfill Lambda S3 Batch Operations invokes, seconds (3 to 900).
-    listing_concurrency : int
-        The listing backfill's parallel shards: its Distributed Map's ``MaxConcurrency``
-        (1 to 1000), so as many ``list_shard`` Lambdas at once, each writing the ledger.
-    ledger_warm_write_units : int or None
-        Pre-warmed write capacity of the on-demand ledger table, write request units per second
-        (DynamoDB warm throughput, ``WarmThroughput.WriteUnitsPerSecond``, 4000 to 40000 as
-        this stack sets it;
-        https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html):
-        a backfill of tens of millions of keys writes at full speed from its first minute
-        instead of waiting for on-demand scaling. Billed once per increase. ``None``: no warm
-        throughput (on-demand scaling only).
-    alarm_email : str or None
-        An e-mail address subscribed to the alarm topic (SNS sends it a confirmation first).
-        ``None``: the topic has no subscription; subscribe to it yourself.
-    processor : str or None
-        The team's effect, ``"package.module:function"``, run by the ingest Lambda for every
-        applied change (CONTRACT C11; :mod:`s3ingest_fn.core.effects`). ``None``: no effects, one
-        write per event. The repository's example is ``s3ingest_examples.sidecar:process``.
-    processor_version : int
-        The version of ``processor`` (1 and up; default 1). Raise it when the processor's code
-        changes so that the outputs of earlier code are stale: rows whose effect completed
-        under a lower version are behind (``s3ingest reprocess`` brings them up to date). A
-        ``processors`` entry has its own ``"version"``.
-    processor_package_dir : str or None
-        A directory (relative to the project) whose top-level packages are copied into the
-        ingest Lambda's package, for a processor that does not live under ``functions/``.
-    processors : tuple of dict
-        Several named processors (context key ``processors``: a JSON list), each
-        ``{"name", "mode", "prefixes", "suffixes", "kinds", "timeoutSeconds"}`` and exactly one
-        of ``"functionArn"`` (the team's own Lambda function, any runtime, invoked synchronously
-        under the claim), ``"handler"`` (a Lambda handler of this repository's bundle,
-        ``package.module:function``, which the stack deploys as its own function) or
-        ``"module"`` (run in-process by the ingest-side functions, as ``processor``); see
-        :func:`processor_entry`. Empty: ``processor`` alone (:meth:`processor_entries`); giving
-        both is an error.
-    processor_policy_statements : tuple of dict
-        Extra IAM identity-policy statements (``{"Effect", "Action", "Resource"}`` and an
-        optional ``"Condition"``, ``"Sid"``; context key ``processorPolicyStatements``: a JSON
-        list) added to the roles of the functions that run the in-process (``module``)
-        processors, for what those need beyond the landing and output buckets.
-    hold : dict or None
-        Hold for review (``docs/hold.md``): which changes' effects wait for an operator's
-        approval, for every processor whose ``processors`` entry has no ``hold`` of its own
-        (with the single ``processor``: for it). The form of
-        :mod:`s3ingest_fn.core.hold` (context key ``hold``: a JSON object):
-        ``{"deletes": true}``, ``{"deletes": {"above": 100, "windowSeconds": 300}}``,
-        ``{"prefixes": ["published/"]}``, ``{"policy": "package.module:function"}``, keys
-        combined. Needs a processor. ``None``: nothing is held (but by an entry's own ``hold``).
-    trail_length : int
-        Review decisions (held, approved, rejected) kept on each ledger row, newest first
-        (1 to 20; default 5).
-    hold_alarm_seconds : int
-        The held-changes alarm's threshold (with ``hold`` or an entry's ``hold`` only): the
-        oldest held change older than this many seconds (at least 60; default 86400). The age
-        is measured when reconciliation runs (``reconcileSchedule``, daily by default), so the
-        alarm can lag by up to that schedule.
-    change_stream : bool
-        Publish every applied change to the stack's own EventBridge bus (source ``s3ingest``),
-        from the ledger's DynamoDB stream.
-    lag_alarm_seconds : int
-        The end-to-end lag alarm's threshold: p99 of live events' ``ingest_lag_ms`` over
-        5 minutes above this many seconds (1 to 86400).
-    runbook_base_url : str
-        The runbook's absolute URL (``https://``); each alarm description links to
-        ``<runbookBaseUrl>#<anchor>``.
-    tracing : bool
-        X-Ray active tracing of every Lambda function (with the Powertools tracer in the ingest
-        function). Off by default: the X-Ray SDK adds about 300 ms to a cold start; off, the
-        functions get ``POWERTOOLS_TRACE_DISABLED=true`` and no X-Ray permission. The state
-        machines keep their X-Ray tracing either way (no cold start there; cdk-nag
-        AwsSolutions-SF2).
-    log_keys : str
-        How object keys appear in the function logs, the change audit log and the state
-        machines' logs (:data:`LOG_KEYS_MODES`): ``plain`` (as they are), ``hashed`` (a keyed
-        hash, the same for the same key, to grep by) or ``none`` (left out).
-    ingest_reserved_concurrency : int or None
-        Reserved concurrency of the ingest function (at least ``maxConcurrency``, so its own
-        SQS event source is never throttled): live ingest keeps its share of the account's
-        concurrency whatever else runs. ``None``: unreserved.
-    backfill_reserved_concurrency : int or None
-        Reserved concurrency of each backfill worker function (the Batch Operations task
-        function, or the Distributed Map engine's control function, which runs each data file;
-        and the listing backfill's shard function): a backfill never takes more of the
-        account's concurrency than this. ``None``: unreserved.
-    operator_role_arns : tuple of str
-        IAM role ARNs (``arn:aws:iam::<account>:role/...``) of the operators allowed to send to
-        the ingest queue (a redrive from its dead-letter queue); the queue's policy denies every
-        other principal but the stack's own (context key ``operatorRoleArns``: a JSON list).
-    kms_key_arn : str or None
-        The customer-managed KMS key that encrypts every resource of the stack that can be
-        (``docs/encryption.md``): a key ARN (``arn:aws:kms:<region>:<account>:key/<id>``, its
-        policy must allow what :func:`s3ingest.encryption.key_policy_statements` lists), or
-        ``"create"`` for a key the stack creates (rotated, retained, alias
-        ``alias/s3ingest-<stage>``). ``None``: each service's own encryption, as before.
-    allow_module_processors_with_remote_buckets : bool
-        Accept in-process processors (``processor``, a ``module`` in ``processors``) beside
-        buckets of other accounts (``buckets[].account``): they run inside the pipeline's
-        functions with those functions' privileges, the read roles of the other accounts'
-        buckets included (``docs/processors.md``). ``False`` (the default): refused; deploy
-        such a processor as a ``handler`` or ``functionArn`` (a role of its own).
+    """Validated deployment settings: one field per context key (``stage`` is ``stage``,
+    ``archive_retention_days`` is ``archiveRetentionDays``), each declared once with its
+    default, unit, bounds, rules and description (:func:`~s3ingest.settings.fields.setting`;
+    ``docs/settings.md`` shows them). ``buckets``, ``processors``,
+    ``processor_policy_statements`` and ``operator_role_arns`` are tuples (JSON lists in
+    context); ``hold`` is a dict (a JSON object).
     """
 
-    stage: str = DEFAULTS["stage"]
-    bucket_name: str | None = DEFAULTS["bucketName"]
-    buckets: tuple[BucketSpec, ...] = ()
-    versioned: bool = DEFAULTS["versioned"]
-    archive_retention_days: int = DEFAULTS["archiveRetentionDays"]
-    queue_retention_days: int = DEFAULTS["queueRetentionDays"]
-    dlq_retention_days: int = DEFAULTS["dlqRetentionDays"]
-    tombstone_margin_days: int = DEFAULTS["tombstoneMarginDays"]
-    function_timeout_seconds: int = DEFAULTS["functionTimeoutSeconds"]
-    function_memory_mb: int = DEFAULTS["functionMemoryMb"]
-    batch_size: int = DEFAULTS["batchSize"]
-    max_batching_window_seconds: int = DEFAULTS["maxBatchingWindowSeconds"]
-    max_concurrency: int = DEFAULTS["maxConcurrency"]
-    max_receive_count: int = DEFAULTS["maxReceiveCount"]
-    record_concurrency: int = DEFAULTS["recordConcurrency"]
-    log_retention_days: int = DEFAULTS["logRetentionDays"]
-    inventory_enabled: bool = DEFAULTS["inventoryEnabled"]
-    reconcile_schedule: str = DEFAULTS["reconcileSchedule"]
-    reconcile_fan_out: bool = DEFAULTS["reconcileFanOut"]
-    reconcile_memory_mb: int = DEFAULTS["reconcileMemoryMb"]
-    reconcile_timeout_seconds: int = DEFAULTS["reconcileTimeoutSeconds"]
-    backfill_engine: str = DEFAULTS["backfillEngine"]
-    backfill_function_timeout_seconds: int = DEFAULTS["backfillFunctionTimeoutSeconds"]
-    listing_concurrency: int = DEFAULTS["listingConcurrency"]
-    ledger_warm_write_units: int | None = DEFAULTS["ledgerWarmWriteUnits"]
-    alarm_email: str | None = DEFAULTS["alarmEmail"]
-    processor: str | None = DEFAULTS["processor"]
-    processor_version: int = DEFAULTS["processorVersion"]
-    processor_package_dir: str | None = DEFAULTS["processorPackageDir"]
-    processors: tuple[dict[str, Any], ...] = ()
-    processor_policy_statements: tuple[dict[str, Any], ...] = ()
-    hold: dict[str, Any] | None = DEFAULTS["hold"]
-    trail_length: int = DEFAULTS["trailLength"]
-    hold_alarm_seconds: int = DEFAULTS["holdAlarmSeconds"]
-    change_stream: bool = DEFAULTS["changeStream"]
-    lag_alarm_seconds: int = DEFAULTS["lagAlarmSeconds"]
-    runbook_base_url: str = DEFAULTS["runbookBaseUrl"]
-    tracing: bool = DEFAULTS["tracing"]
-    log_keys: str = DEFAULTS["logKeys"]
-    ingest_reserved_concurrency: int | None = DEFAULTS["ingestReservedConcurrency"]
-    backfill_reserved_concurrency: int | None = DEFAULTS["backfillReservedConcurrency"]
-    operator_role_arns: tuple[str, ...] = ()
-    kms_key_arn: str | None = DEFAULTS["kmsKeyArn"]
-    allow_module_processors_with_remote_buckets: bool = DEFAULTS[
-        "allowModuleProcessorsWithRemoteBuckets"
-    ]
+    stage: str = setting(
+        "dev",
+        "environment name; the stack is `S3Ingest-<stage>`",
+        check=_stage_rule,
+    )
+    bucket_name: str | None = setting(
+        None,
+        (
+            "adopt one existing bucket instead of creating one (the same as `buckets` with one "
+            '`{"name": ..., "existing": true}` entry): the stack switches on its EventBridge '
+            "delivery, keeping every other notification configuration, and adds its own daily "
+            "inventory configuration (`s3ingest-daily`), both undone on stack deletion "
+            "([existing buckets](existing-buckets.md))"
+        ),
+        check=_bucket_name_rule,
+    )
+    buckets: tuple[BucketSpec, ...] = setting(
+        (),
+        (
+            "the landing buckets, a JSON list (`-c 'buckets=[...]'`), instead of `bucketName`: "
+            "each entry an object with the [fields below](#a-buckets-entry), created by the "
+            'stack (no `existing`) or adopted (`"existing": true`, `name` required), with '
+            "optional key filters the EventBridge rule applies ([existing "
+            "buckets](existing-buckets.md), [buckets in other accounts](organisation.md))"
+        ),
+        read=_read_buckets,
+        check=_buckets_rule,
+    )
+    versioned: bool = setting(
+        True,
+        "versioning on the bucket the stack creates",
+    )
+    archive_retention_days: int = setting(
+        30,
+        "EventBridge archive retention (replay window)",
+        unit="days",
+        bounds=(1, 3650),
+    )
+    queue_retention_days: int = setting(
+        4,
+        "ingest queue retention",
+        unit="days",
+        bounds=(1, 14),
+        why=_SQS_LIMIT,
+    )
+    dlq_retention_days: int = setting(
+        14,
+        "dead-letter queue retention (at least `queueRetentionDays`)",
+        unit="days",
+        bounds=(1, 14),
+        why=_SQS_LIMIT,
+        check=_dlq_rule,
+    )
+    tombstone_margin_days: int = setting(
+        1,
+        "added to the tombstone lifetime (see [below](#tombstone-lifetime))",
+        unit="days",
+        bounds=(0, 365),
+    )
+    function_timeout_seconds: int = setting(
+        30,
+        "ingest Lambda timeout; the queue's visibility timeout is 6 times this",
+        unit="seconds",
+        bounds=(3, 900),
+        check=_visibility_rule,
+    )
+    function_memory_mb: int = setting(
+        512,
+        "ingest Lambda memory",
+        unit="MiB",
+        bounds=(128, 10240),
+    )
+    batch_size: int = setting(
+        10,
+        "SQS records per invocation",
+        bounds=(1, 10000),
+    )
+    max_batching_window_seconds: int = setting(
+        1,
+        "SQS batching window",
+        unit="seconds",
+        bounds=(0, 300),
+        check=_batching_rule,
+    )
+    max_concurrency: int = setting(
+        10,
+        "concurrent invocations of the event source (2 to 1000)",
+        bounds=(2, 1000),
+        why=" (Lambda SQS maximum concurrency)",
+    )
+    max_receive_count: int = setting(
+        5,
+        "receives before a message goes to the DLQ",
+        bounds=(1, 1000),
+    )
+    record_concurrency: int = setting(
+        16,
+        "records of one batch processed at once (thread pool)",
+        bounds=(1, 64),
+    )
+    log_retention_days: int = setting(
+        30,
+        "CloudWatch Logs retention of the function",
+        unit="days",
+        check=_log_retention_rule,
+    )
+    inventory_enabled: bool = setting(
+        True,
+        "daily S3 Inventory (CSV, all versions) to an inventory bucket the stack owns",
+    )
+    reconcile_schedule: str = setting(
+        "rate(1 day)",
+        ("when the reconcile Lambda runs (an EventBridge `rate(...)` or `cron(...)` expression)"),
+        check=_schedule_rule,
+    )
+    reconcile_fan_out: bool = setting(
+        False,
+        (
+            "reconcile with the Step Functions fan-out instead of one Lambda (needs the stack's "
+            "inventory; [reconciliation](reconciliation.md))"
+        ),
+        check=_fan_out_rule,
+    )
+    reconcile_memory_mb: int = setting(
+        3008,
+        "the reconcile Lambda's memory",
+        unit="MiB",
+        bounds=(128, 10240),
+    )
+    reconcile_timeout_seconds: int = setting(
+        900,
+        "the reconcile Lambda's timeout",
+        unit="seconds",
+        bounds=(60, 900),
+    )
+    backfill_engine: str = setting(
+        "batch-operations",
+        "`batch-operations` or `distributed-map` ([backfill](backfill.md#engines))",
+        choices=BACKFILL_ENGINES,
+    )
+    backfill_function_timeout_seconds: int = setting(
+        60,
+        "the backfill Lambda's timeout",
+        unit="seconds",
+        bounds=(3, 900),
+    )
+    listing_concurrency: int = setting(
+        32,
+        (
+            "shards the listing backfill lists at once (its Distributed Map's `MaxConcurrency`, "
+            "1 to 1000)"
+        ),
+        bounds=(1, 1000),
+        why=_LISTING_WHY,
+    )
+    ledger_warm_write_units: int | None = setting(
+        None,
+        (
+            "pre-warmed write units per second of the ledger table (DynamoDB warm throughput, "
+            "4000 to 40000), so a large backfill writes at full speed from its start; `null`: "
+            "none"
+        ),
+        bounds=(4000, 40000),
+        why=_WARM_WHY,
+    )
+    alarm_email: str | None = setting(
+        None,
+        "an address subscribed to the alarm topic",
+        check=_alarm_email_rule,
+    )
+    processor: str | None = setting(
+        None,
+        (
+            "your effect, `package.module:function`, run for every applied change "
+            "([effects](processors.md)); with it, `functionTimeoutSeconds` and "
+            "`backfillFunctionTimeoutSeconds` must be at least 10"
+        ),
+        check=_processor_rule,
+    )
+    processor_version: int = setting(
+        DEFAULT_PROCESSOR_VERSION,
+        (
+            "the version of `processor`, a whole number of at least 1: raise it when the "
+            "processor's code changes so that the outputs of its earlier code are stale. Rows "
+            "whose effect completed under a lower version are then behind, and `s3ingest "
+            "reprocess --processor default` brings them up to date "
+            "([versions](processors.md#versions)); a `processors` entry has its own `version`"
+        ),
+        check=_version_rule,
+    )
+    processor_package_dir: str | None = setting(
+        None,
+        (
+            "a directory whose top-level packages are copied into the Lambda package, for a "
+            "processor (or a `module`/`handler` of `processors`) outside `functions/`; with it "
+            "set, every `module` and `handler` is looked for there only (copy an example from "
+            "`functions/s3ingest_examples` into it to use both)"
+        ),
+    )
+    processors: tuple[dict[str, Any], ...] = setting(
+        (),
+        (
+            "several named processors, a JSON list (`-c 'processors=[...]'`), instead of "
+            "`processor`: each an object with the [fields below](#a-processors-entry) and "
+            'exactly one of `"functionArn"`, `"handler"` or `"module"`. The functions that run '
+            "the processors (ingest, backfill, the listing backfill's shard step) get "
+            "`PROCESSORS` (the normalised list, a `handler` as the `functionArn` of its deployed "
+            "function) and timeouts of at least the longest `timeoutSeconds` + 15 s (raised from "
+            "their setting when it is lower; the queue's visibility timeout follows)"
+        ),
+        read=_read_processors,
+        check=processor_settings_problems,
+    )
+    processor_policy_statements: tuple[dict[str, Any], ...] = setting(
+        (),
+        (
+            "extra IAM statements for the in-process processors (`processor`, or a `module` in "
+            '`processors`), a JSON list of `{"Effect": "Allow" \\| "Deny", "Action": ..., '
+            '"Resource": ...}` (optional `"Condition"`, `"Sid"`), added to the roles of the '
+            "functions that run them (ingest, backfill, listing shard), so the stack needs no "
+            "edit. An Allow of `*` or `service:*` actions on resource `*` is refused. Synth "
+            "notes on each role what was merged into it (an info annotation, `cdk synth` prints "
+            "it). A resource wildcard with explicit actions is acknowledged to cdk-nag as yours; "
+            "a wildcard action never is: name the actions, or acknowledge "
+            "`AwsSolutions-IAM5[Action::...]` on the role yourself (`S3IngestPipeline` users)"
+        ),
+        read=_read_list,
+    )
+    hold: dict[str, Any] | None = setting(  # noqa: RUF009 - a field(), default None
+        None,
+        (
+            "hold for review ([hold](hold.md)): which changes' effects wait for an operator's "
+            "approve or reject instead of running, for every processor without a `hold` of its "
+            "own (with `processor`: for it). A JSON object (`-c 'hold={\"deletes\": true}'`) of "
+            '`"deletes": true` (every removal), `"deletes": {"above": 100, "windowSeconds": '
+            "300}` (the mass-delete breaker: removals beyond `above` within one window of "
+            '`windowSeconds`, 1 to 86400, default 300), `"prefixes": ["published/"]` (any change '
+            'under these) and `"policy": "package.module:function"` (your own answer, `run`, '
+            '`skip`, `hold` or `{"action", "reason"}`); keys combine, the first rule that holds '
+            "wins, in the order prefixes, deletes, policy. Needs `processor` or `processors`. "
+            "The functions that run the processors get it as `HOLD` (counted with `PROCESSORS` "
+            "in their 2560-byte budget)"
+        ),
+        read=_read_hold,
+        check=_hold_rule,
+        env=fn_config.HOLD,
+    )
+    trail_length: int = setting(
+        TRAIL_SLOTS,
+        (
+            "review decisions (held, approved, rejected) kept on each ledger row, newest first "
+            "(1 to 20); the functions that run the processors get it as `TRAIL_LENGTH` when not "
+            "the default"
+        ),
+        bounds=(1, MAX_TRAIL),
+        env=fn_config.TRAIL_LENGTH,
+    )
+    hold_alarm_seconds: int = setting(
+        86400,
+        (
+            "with a `hold` (the stack's or a processor's), the held-changes alarm fires when the "
+            "oldest held change is older than this (at least 60). The age is measured when "
+            "reconciliation runs (`reconcileSchedule`, daily by default; metrics `held_effects` "
+            "and `held_oldest_seconds`), so the alarm can lag by up to that schedule"
+        ),
+        unit="seconds",
+        check=_hold_alarm_rule,
+    )
+    change_stream: bool = setting(
+        False,
+        (
+            "publish every applied change on the stack's own bus `s3ingest-changes-<stage>` "
+            "([the change stream](processors.md#the-change-stream))"
+        ),
+    )
+    lag_alarm_seconds: int = setting(
+        300,
+        (
+            "the end-to-end lag alarm fires when the p99 of live events' lag (S3 event time to "
+            "the end of the record that wrote the ledger, `ingest_lag_ms`) over 5 minutes is "
+            "above this (1 to 86400)"
+        ),
+        unit="seconds",
+        bounds=(1, SECONDS_PER_DAY),
+    )
+    runbook_base_url: str = setting(
+        _RUNBOOK,
+        (
+            "where the runbook is published (`https://` only); every alarm description ends with "
+            "`Runbook: <runbookBaseUrl>#<section>`. Point it at your own copy (fork, wiki, "
+            "internal Git)"
+        ),
+        check=_runbook_rule,
+    )
+    tracing: bool = setting(
+        False,
+        (
+            "X-Ray active tracing of the Lambda functions (with the Powertools tracer in the "
+            "ingest function). Off, the functions have no X-Ray permission and "
+            "`POWERTOOLS_TRACE_DISABLED=true`: the X-Ray SDK adds about 300 ms to a cold start "
+            "and is in maintenance mode. The state machines are traced either way"
+        ),
+    )
+    log_keys: str = setting(
+        "plain",
+        (
+            "how object keys appear in the function logs, the change audit log and the state "
+            "machines' logs: `plain` (as they are), `hashed` (a keyed hash, HMAC-SHA256 "
+            "truncated to 16 hex digits, the same for the same key: the functions log `key_hash` "
+            "for `key`, the audit log `keyHash`; `s3ingest log-key KEY` prints it; the key is a "
+            "Secrets Manager secret the stack generates and retains, about 0.40 USD a month) or "
+            "`none` (left out). With `hashed` or `none` the audit log keeps each change's detail "
+            "type, id, bucket, kind, rev and sequencer (the change event itself keeps the key "
+            "for subscribers), and the state machines log no execution data (no state inputs or "
+            "outputs, only events and timing). Runbook: [finding a key in the "
+            "logs](runbook.md#finding-a-key-in-the-logs)"
+        ),
+        choices=LOG_KEYS_MODES,
+    )
+    ingest_reserved_concurrency: int | None = setting(
+        None,
+        (
+            "reserved concurrency of the ingest function (at least `maxConcurrency`): live "
+            "ingest keeps its share of the account's concurrency whatever else runs; `null`: "
+            "unreserved"
+        ),
+        bounds=(1, 1000),
+        check=_reserved_rule,
+    )
+    backfill_reserved_concurrency: int | None = setting(
+        None,
+        (
+            "reserved concurrency of each backfill worker function (the Batch Operations task "
+            "function, or with the Distributed Map engine the control function that runs each "
+            "data file; the listing backfill's shard function; the reprocess run's segment "
+            "function): a backfill never takes more than this; `null`: unreserved"
+        ),
+        bounds=(1, 1000),
+    )
+    operator_role_arns: tuple[str, ...] = setting(
+        (),
+        (
+            "JSON list of IAM role ARNs allowed to send to the ingest queue (a redrive); the "
+            "queue's policy denies every other principal but the stack's own; `null`: none"
+        ),
+        read=_read_list,
+        check=_operator_roles_rule,
+    )
+    kms_key_arn: str | None = setting(
+        None,
+        (
+            "a customer-managed KMS key for every resource of the stack that can be encrypted "
+            "(ledger, queues and dead-letter queues, archives, change bus, log groups, the "
+            "stack's buckets, alarm topic, state machines, secret, functions' environments; "
+            "[encryption](encryption.md)): a key ARN (`arn:aws:kms:<region>:<account>:key/<id>`, "
+            "whose policy must hold the statements `s3ingest.encryption.key_policy` generates) "
+            "or `create` (a key the stack creates: rotated, retained, alias "
+            "`alias/s3ingest-<stage>`). Each role gets exactly the key actions its own policy "
+            "needs, on the key only. Unset: each service's own encryption, the template unchanged"
+        ),
+        check=_kms_rule,
+    )
+    allow_module_processors_with_remote_buckets: bool = setting(
+        False,
+        (
+            "`true` accepts in-process processors (`processor`, or a `module` in `processors`) "
+            "beside buckets of other accounts (`buckets[].account`). Such a processor runs "
+            "inside the pipeline's functions with their privileges: ledger writes, the read role "
+            "of every other account's bucket, the log-key secret "
+            "([processors](processors.md#privileges)). Default `false`: refused at synth; deploy "
+            "the processor as a `handler` or `functionArn` entry instead (a role of its own)"
+        ),
+    )
 
     @property
     def stack_name(self) -> str:
@@ -366,16 +732,15 @@ class Settings:
 
     def hold_env(self) -> dict[str, str]:
         """The variables of the functions that run the processors (and write the review
-        trail): ``HOLD`` (the stack-wide ``hold``, compact JSON) when it is set, and
-        ``TRAIL_LENGTH`` when ``trailLength`` is not the default; empty otherwise. The
+        trail): one per field declared with an ``env`` (``HOLD``, the stack-wide ``hold`` as
+        compact JSON; ``TRAIL_LENGTH``) whose value is not its default; empty otherwise. The
         functions read them in :func:`s3ingest_fn.wiring.hold_policies` and
         :func:`s3ingest_fn.wiring.ledger`."""
-        env: dict[str, str] = {}
-        if self.hold is not None:
-            env[fn_config.HOLD] = compact_json(self.hold)
-        if self.trail_length != DEFAULTS["trailLength"]:
-            env[fn_config.TRAIL_LENGTH] = str(self.trail_length)
-        return env
+        return {
+            spec.env: env_value(getattr(self, f.name))
+            for _, f, spec in declared(self)
+            if spec.env and getattr(self, f.name) != f.default
+        }
 
     @property
     def processor_timeout_floor_seconds(self) -> int:
@@ -470,51 +835,17 @@ class Settings:
         problems: list[str] = unknown_keys(context)
         values: dict[str, Any] = {}
         untyped: list[str] = []  # keys whose value could not be converted
-        for f in fields(cls):
-            key = camel(f.name)
+        for key, f, spec in declared(cls):
             raw = context.get(key, DEFAULTS[key])
-            default = DEFAULTS[key]
-            val: Any
-            if key == "buckets":
-                specs, found = parse_buckets(raw)
-                problems.extend(found)
-                values[f.name] = specs
-                continue
-            if key == "hold":
-                doc, found = parse_hold(raw)
-                problems.extend(found)
-                values[f.name] = doc
-                continue
-            if key == "operatorRoleArns":
-                items, found = parse_json_list(key, raw)
-                problems.extend(found)
-                values[f.name] = tuple(items)
-                continue
-            if key in ("processors", "processorPolicyStatements"):
-                items, found = parse_json_list(key, raw)
-                problems.extend(found)
-                if key == "processors":
-                    # valid entries normalised; problems() judges every entry as given
-                    items = [normalised_entry(item) for item in items]
-                values[f.name] = tuple(items)
-                continue
-            if isinstance(default, bool):
-                val = to_bool(raw)
-                if val is None:
-                    problems.append(f"{key}: expected true or false, got {raw!r}")
-                    untyped.append(key)
-                    continue
-            elif key in OPTIONAL_INT_KEYS and raw in (None, "", "null"):
-                val = None
-            elif isinstance(default, int) or key in OPTIONAL_INT_KEYS:
-                val = to_int(raw)
-                if val is None:
-                    problems.append(f"{key}: expected a whole number, got {raw!r}")
-                    untyped.append(key)
-                    continue
+            if spec.read is not None:
+                val, found = spec.read(key, raw)
             else:
-                val = None if raw in (None, "", "null") else str(raw)
-            values[f.name] = val
+                val, found = read_scalar(key, str(f.type), raw)
+                if found:
+                    untyped.append(key)
+            problems.extend(found)
+            if key not in untyped:
+                values[f.name] = val
         # Check the range and cross-key rules of every key that did convert, even when others did
         # not: the keys that failed fall back to their defaults for this check only, and any rule
         # that names one of them is dropped (it cannot be judged without a value).
@@ -527,141 +858,29 @@ class Settings:
         return cls(**values)
 
     def problems(self) -> list[str]:
-        """Every constraint this settings object breaks (empty when valid)."""
-        p: list[str] = []
-
-        def rng(name: str, value: int, lo: int, hi: int, why: str = "") -> None:
-            if not lo <= value <= hi:
-                p.append(f"{name}: {value} is outside {lo}..{hi}{why}")
-
-        if not _STAGE_RE.match(self.stage):
-            p.append(
-                f"stage: {self.stage!r} must start with a letter and hold only letters, "
-                "digits and '-' (at most 32)"
-            )
-        if self.bucket_name is not None and not BUCKET_NAME_RE.match(self.bucket_name):
-            p.append(f"bucketName: {self.bucket_name!r} is not a valid S3 bucket name")
-        if self.buckets and self.bucket_name is not None:
-            p.append("bucketName and buckets are both set: list the bucket in buckets")
-        for index, spec in enumerate(self.buckets):
-            p.extend(spec.problems(f"buckets[{index}]"))
-        names = [spec.name for spec in self.buckets if spec.name is not None]
-        for name in sorted({n for n in names if names.count(n) > 1}):
-            p.append(f"buckets: {name!r} is listed twice")
-        ids = [spec.construct_id(i) for i, spec in enumerate(self.buckets)]
-        for ident in sorted({i for i in ids if ids.count(i) > 1}):
-            p.append(f"buckets: construct id {ident!r} is used twice")
-        rng("archiveRetentionDays", self.archive_retention_days, 1, 3650)
-        rng("queueRetentionDays", self.queue_retention_days, 1, 14, " (SQS limit)")
-        rng("dlqRetentionDays", self.dlq_retention_days, 1, 14, " (SQS limit)")
-        if self.dlq_retention_days < self.queue_retention_days:
-            p.append(
-                "dlqRetentionDays must be at least queueRetentionDays: a standard queue keeps "
-                "a message's original enqueue time when it moves to the dead-letter queue"
-            )
-        rng("tombstoneMarginDays", self.tombstone_margin_days, 0, 365)
-        rng("functionTimeoutSeconds", self.function_timeout_seconds, 3, 900)
-        rng("functionMemoryMb", self.function_memory_mb, 128, 10240)
-        rng("batchSize", self.batch_size, 1, 10000)
-        rng("maxBatchingWindowSeconds", self.max_batching_window_seconds, 0, 300)
-        if self.batch_size > 10 and self.max_batching_window_seconds < 1:
-            p.append(
-                "batchSize above 10 needs maxBatchingWindowSeconds of at least 1 (Lambda rule)"
-            )
-        rng("maxConcurrency", self.max_concurrency, 2, 1000, " (Lambda SQS maximum concurrency)")
-        rng("maxReceiveCount", self.max_receive_count, 1, 1000)
-        rng("recordConcurrency", self.record_concurrency, 1, 64)
-        if self.log_retention_days not in LOG_RETENTION_DAYS:
-            p.append(
-                f"logRetentionDays: {self.log_retention_days} is not a CloudWatch Logs "
-                f"retention value ({', '.join(map(str, LOG_RETENTION_DAYS))})"
-            )
-        if self.queue_visibility_timeout_seconds > 43_200:
-            p.append("functionTimeoutSeconds: six times it exceeds the SQS visibility limit (12 h)")
-        schedule = self.reconcile_schedule or ""
-        if not (schedule.startswith(("rate(", "cron(")) and schedule.endswith(")")):
-            p.append(
-                f"reconcileSchedule: {self.reconcile_schedule!r} is not an EventBridge "
-                "schedule expression (rate(...) or cron(...))"
-            )
-        rng("reconcileMemoryMb", self.reconcile_memory_mb, 128, 10240)
-        rng("reconcileTimeoutSeconds", self.reconcile_timeout_seconds, 60, 900)
-        if self.reconcile_fan_out and not self.owns_inventory:
-            p.append(
-                "reconcileFanOut needs an S3 Inventory of every bucket: leave inventoryEnabled "
-                "true (or each bucket's inventory on)"
-            )
-        if self.backfill_engine not in BACKFILL_ENGINES:
-            p.append(
-                f"backfillEngine: {self.backfill_engine!r} is not one of "
-                f"{', '.join(BACKFILL_ENGINES)}"
-            )
-        rng("backfillFunctionTimeoutSeconds", self.backfill_function_timeout_seconds, 3, 900)
-        rng(
-            "listingConcurrency",
-            self.listing_concurrency,
-            1,
-            1000,
-            " (a Distributed Map's concurrency limit is 10000; Lambda's default account "
-            "concurrency is 1000)",
-        )
-        if self.ledger_warm_write_units is not None:
-            rng(
-                "ledgerWarmWriteUnits",
-                self.ledger_warm_write_units,
-                4000,
-                40000,
-                " (DynamoDB's on-demand table: at least the 4000 write units a new table has, "
-                "at most the 40000 of the default table quota)",
-            )
-        if self.alarm_email is not None and not _EMAIL_RE.match(self.alarm_email):
-            p.append(f"alarmEmail: {self.alarm_email!r} is not an e-mail address")
-        if self.processor is not None and not PROCESSOR_RE.match(self.processor):
-            p.append(f"processor: {self.processor!r} is not 'package.module:function'")
-        _, version = version_problem(self.processor_version, "processorVersion")
-        if version is not None:
-            p.append(version)
-        elif self.processor_version != DEFAULT_PROCESSOR_VERSION and self.processor is None:
-            p.append(
-                "processorVersion is set but processor is not"
-                + (" (a processors entry takes its own version)" if self.processors else "")
-            )
-        p.extend(processor_settings_problems(self))
-        rng("lagAlarmSeconds", self.lag_alarm_seconds, 1, SECONDS_PER_DAY)
-        p.extend(hold_problems(self.hold))
-        if self.hold is not None and not self.processor_entries():
-            p.append(
-                "hold needs processors: it decides when a processor's effect runs (set "
-                "processor or processors, or leave hold unset)"
-            )
-        rng("trailLength", self.trail_length, 1, MAX_TRAIL)
-        if self.hold_alarm_seconds < 60:
-            p.append(f"holdAlarmSeconds: {self.hold_alarm_seconds} is below 60")
-        if self.log_keys not in LOG_KEYS_MODES:
-            p.append(f"logKeys: {self.log_keys!r} is not one of {', '.join(LOG_KEYS_MODES)}")
-        if self.ingest_reserved_concurrency is not None:
-            rng("ingestReservedConcurrency", self.ingest_reserved_concurrency, 1, 1000)
-            if self.ingest_reserved_concurrency < self.max_concurrency:
-                p.append(
-                    f"ingestReservedConcurrency: {self.ingest_reserved_concurrency} is below "
-                    f"maxConcurrency ({self.max_concurrency}): the ingest queue's event source "
-                    "would be throttled, and throttled messages count receives toward the "
-                    "dead-letter queue"
-                )
-        if self.backfill_reserved_concurrency is not None:
-            rng("backfillReservedConcurrency", self.backfill_reserved_concurrency, 1, 1000)
-        for index, arn in enumerate(self.operator_role_arns):
-            if not isinstance(arn, str) or not _ROLE_ARN_RE.match(arn):
-                p.append(f"operatorRoleArns[{index}]: {arn!r} is not an IAM role ARN")
-        p.extend(kms_key_problems("kmsKeyArn", self.kms_key_arn, allow_create=True))
-        url = self.runbook_base_url or ""
-        if not _RUNBOOK_URL_RE.match(url):
-            p.append(
-                f"runbookBaseUrl: {self.runbook_base_url!r} must be an https:// URL with a "
-                "host and no fragment (each alarm appends #<section>)"
-            )
-        return p
+        """Every constraint this settings object breaks (empty when valid): each field's
+        declared bounds and choices, then its own rules (``check``), in field order."""
+        found: list[str] = []
+        for key, f, spec in declared(self):
+            found.extend(spec.problems(key, getattr(self, f.name)))
+            if spec.check is not None:
+                found.extend(spec.check(self))
+        return found
 
     def as_dict(self) -> dict[str, Any]:
         """Plain dict of the settings (snake_case names)."""
         return asdict(self)
+
+
+#: Context keys accepted in ``cdk.json`` (or ``-c key=value``), with their defaults: one per
+#: field of :class:`Settings`.
+DEFAULTS: dict[str, Any] = {key: context_default(f) for key, f, _ in declared(Settings)}
+
+#: Whole-number settings whose default is ``None`` (unset).
+OPTIONAL_INT_KEYS = frozenset(key for key, f, _ in declared(Settings) if f.type == "int | None")
+
+
+def unknown_keys(context: Mapping[str, Any]) -> list[str]:
+    """One problem per context key that is neither a setting nor the CDK's, naming the closest
+    setting (``archiveRetentionDay`` -> ``did you mean archiveRetentionDays?``)."""
+    return unknown_setting_problems(context, DEFAULTS)

@@ -9,13 +9,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from s3ingest.settings.context import DEFAULTS, to_int
+from s3ingest.settings.buckets import BucketSpec
+from s3ingest.settings.context import to_int
 from s3ingest_fn.core.hold import hold_errors
-
-if TYPE_CHECKING:
-    from s3ingest.settings.model import Settings
 
 #: ``"package.module:function"``: dotted Python identifiers, a colon, an identifier.
 PROCESSOR_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
@@ -102,7 +100,7 @@ PROCESSOR_FIELDS = (
     "version",
 )
 #: A processor's version when its entry (or ``processorVersion``) gives none.
-DEFAULT_PROCESSOR_VERSION: int = DEFAULTS["processorVersion"]
+DEFAULT_PROCESSOR_VERSION = 1
 #: How a processor runs: a Lambda function of the team (``functionArn``), a handler of this
 #: repository's bundle the stack deploys as its own function (``handler``), or a module run
 #: in-process by the ingest-side functions (``module``).
@@ -170,6 +168,52 @@ def is_function_processor(entry: Mapping[str, Any]) -> bool:
     return "functionArn" in entry or "handler" in entry
 
 
+def _entry_filters(raw: Mapping[str, Any], where: str, problems: list[str]) -> dict[str, list[str]]:
+    """An entry's ``prefixes`` and ``suffixes`` (empty when invalid), its problems appended."""
+    filters: dict[str, list[str]] = {}
+    for key in ("prefixes", "suffixes"):
+        values = raw.get(key) or []
+        if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
+            problems.append(f"{where}.{key}: expected a list of non-empty strings")
+            values = []
+        elif len(set(values)) != len(values):
+            problems.append(f"{where}.{key}: listed twice")
+        elif any(len(v.encode()) > 1024 for v in values):
+            problems.append(f"{where}.{key}: longer than a key can be (1024 bytes)")
+        filters[key] = list(values)
+    return filters
+
+
+def _entry_kinds(raw: Mapping[str, Any], where: str, problems: list[str]) -> list[str]:
+    """An entry's ``kinds`` (both when invalid), its problem appended."""
+    kinds = raw.get("kinds", list(PROCESSOR_KINDS))
+    if (
+        not isinstance(kinds, list)
+        or not kinds
+        or not all(k in PROCESSOR_KINDS for k in kinds)
+        or len(set(kinds)) != len(kinds)
+    ):
+        problems.append(
+            f"{where}.kinds: {kinds!r} is not a non-empty list of {', '.join(PROCESSOR_KINDS)} "
+            "(each once)"
+        )
+        kinds = list(PROCESSOR_KINDS)
+    return list(kinds)
+
+
+def _target_problems(key: str, value: Any, where: str) -> list[str]:
+    """The form of an entry's ``functionArn``, ``handler`` or ``module``."""
+    if key == "functionArn":
+        if not isinstance(value, str) or not _FUNCTION_ARN_RE.match(value):
+            return [
+                f"{where}.functionArn: {value!r} is not a Lambda function ARN "
+                "(arn:<partition>:lambda:<region>:<account>:function:<name>[:<qualifier>])"
+            ]
+    elif not isinstance(value, str) or not PROCESSOR_RE.match(value):
+        return [f"{where}.{key}: {value!r} is not 'package.module:function'"]
+    return []
+
+
 def processor_entry(raw: Any, where: str) -> tuple[dict[str, Any] | None, list[str]]:
     """One ``processors`` entry, normalised, and every rule it breaks.
 
@@ -209,29 +253,8 @@ def processor_entry(raw: Any, where: str) -> tuple[dict[str, Any] | None, list[s
     mode = raw.get("mode", PROCESSOR_MODES[0])
     if mode not in PROCESSOR_MODES:
         problems.append(f"{where}.mode: {mode!r} is not one of {', '.join(PROCESSOR_MODES)}")
-    filters: dict[str, list[str]] = {}
-    for key in ("prefixes", "suffixes"):
-        values = raw.get(key) or []
-        if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
-            problems.append(f"{where}.{key}: expected a list of non-empty strings")
-            values = []
-        elif len(set(values)) != len(values):
-            problems.append(f"{where}.{key}: listed twice")
-        elif any(len(v.encode()) > 1024 for v in values):
-            problems.append(f"{where}.{key}: longer than a key can be (1024 bytes)")
-        filters[key] = list(values)
-    kinds = raw.get("kinds", list(PROCESSOR_KINDS))
-    if (
-        not isinstance(kinds, list)
-        or not kinds
-        or not all(k in PROCESSOR_KINDS for k in kinds)
-        or len(set(kinds)) != len(kinds)
-    ):
-        problems.append(
-            f"{where}.kinds: {kinds!r} is not a non-empty list of {', '.join(PROCESSOR_KINDS)} "
-            "(each once)"
-        )
-        kinds = list(PROCESSOR_KINDS)
+    filters = _entry_filters(raw, where, problems)
+    kinds = _entry_kinds(raw, where, problems)
     given = [k for k in PROCESSOR_TARGET_FIELDS if raw.get(k) not in (None, "")]
     if len(given) != 1:
         problems.append(
@@ -243,7 +266,7 @@ def processor_entry(raw: Any, where: str) -> tuple[dict[str, Any] | None, list[s
         "mode": mode,
         "prefixes": filters["prefixes"],
         "suffixes": filters["suffixes"],
-        "kinds": list(kinds),
+        "kinds": kinds,
     }
     function = any(k in given for k in ("functionArn", "handler"))
     timeout = raw.get("timeoutSeconds")
@@ -261,16 +284,8 @@ def processor_entry(raw: Any, where: str) -> tuple[dict[str, Any] | None, list[s
             )
         entry["timeoutSeconds"] = seconds if seconds is not None else timeout
     for key in given:
-        value = raw[key]
-        entry[key] = value
-        if key == "functionArn":
-            if not isinstance(value, str) or not _FUNCTION_ARN_RE.match(value):
-                problems.append(
-                    f"{where}.functionArn: {value!r} is not a Lambda function ARN "
-                    "(arn:<partition>:lambda:<region>:<account>:function:<name>[:<qualifier>])"
-                )
-        elif not isinstance(value, str) or not PROCESSOR_RE.match(value):
-            problems.append(f"{where}.{key}: {value!r} is not 'package.module:function'")
+        entry[key] = raw[key]
+        problems.extend(_target_problems(key, raw[key], where))
     hold, found = parse_hold(raw.get("hold"), f"{where}.hold")
     problems.extend(found)
     if hold is not None:
@@ -334,17 +349,40 @@ def normalised_entry(raw: Any) -> Any:
     return entry if entry is not None and not problems else raw
 
 
-def processor_settings_problems(settings: Settings) -> list[str]:
-    """The rules of ``processor``, ``processors``, ``processorPackageDir`` and
-    ``processorPolicyStatements``, and the timeouts they need."""
+class ProcessorSettings(Protocol):
+    """What :func:`processor_settings_problems` reads of a :class:`~s3ingest.settings.Settings`
+    (so this module needs not import the model)."""
+
+    @property
+    def processor(self) -> str | None: ...
+    @property
+    def processors(self) -> tuple[dict[str, Any], ...]: ...
+    @property
+    def hold(self) -> dict[str, Any] | None: ...
+    @property
+    def function_timeout_seconds(self) -> int: ...
+    @property
+    def backfill_function_timeout_seconds(self) -> int: ...
+    @property
+    def processor_package_dir(self) -> str | None: ...
+    @property
+    def processor_policy_statements(self) -> tuple[dict[str, Any], ...]: ...
+    @property
+    def allow_module_processors_with_remote_buckets(self) -> bool: ...
+    @property
+    def processors_variable(self) -> bool: ...
+    @property
+    def bucket_specs(self) -> tuple[BucketSpec, ...]: ...
+    def processor_entries(self) -> list[dict[str, Any]]: ...
+    def ingest_side_timeout(self, seconds: int) -> int: ...
+
+
+def _entries_problems(processors: Sequence[Any]) -> list[str]:
+    """Every ``processors`` entry's problems, the timeouts too long to invoke and the names
+    given twice."""
     p: list[str] = []
-    if settings.processor is not None and settings.processors:
-        p.append(
-            "processor and processors are both set: list the processor in processors as "
-            f'{{"name": "{DEFAULT_PROCESSOR_NAME}", "module": "{settings.processor}"}}'
-        )
     names: list[str] = []
-    for index, raw in enumerate(settings.processors):
+    for index, raw in enumerate(processors):
         where = f"processors[{index}]"
         entry, found = processor_entry(raw, where)
         p.extend(found)
@@ -367,6 +405,42 @@ def processor_settings_problems(settings: Settings) -> list[str]:
             )
     for name in sorted({n for n in names if names.count(n) > 1}):
         p.append(f"processors: {name!r} is named twice")
+    return p
+
+
+def _remote_module_problems(settings: ProcessorSettings) -> list[str]:
+    """An in-process processor beside buckets of other accounts, unless accepted."""
+    p: list[str] = []
+    remote = [i for i, spec in enumerate(settings.bucket_specs) if spec.remote]
+    if remote and not settings.allow_module_processors_with_remote_buckets:
+        runners = ["processor"] if settings.processor is not None else []
+        runners += [
+            f"processors[{i}].module"
+            for i, raw in enumerate(settings.processors)
+            if isinstance(raw, Mapping) and "module" in raw
+        ]
+        for where in runners:
+            p.append(
+                f"{where}: an in-process processor runs inside the pipeline's functions with "
+                "their privileges, the read roles of the buckets of other accounts ("
+                + ", ".join(f"buckets[{i}]" for i in remote)
+                + ") included: deploy it as a handler or functionArn processor (a role of its "
+                "own), or set allowModuleProcessorsWithRemoteBuckets to true to accept that "
+                "(docs/processors.md)"
+            )
+    return p
+
+
+def processor_settings_problems(settings: ProcessorSettings) -> list[str]:
+    """The rules of ``processor``, ``processors``, ``processorPackageDir`` and
+    ``processorPolicyStatements``, and the timeouts they need."""
+    p: list[str] = []
+    if settings.processor is not None and settings.processors:
+        p.append(
+            "processor and processors are both set: list the processor in processors as "
+            f'{{"name": "{DEFAULT_PROCESSOR_NAME}", "module": "{settings.processor}"}}'
+        )
+    p.extend(_entries_problems(settings.processors))
     entries = settings.processor_entries()
     hold = settings.hold if isinstance(settings.hold, Mapping) else None
     # PROCESSORS carries the processors setting, or the single processor at a version above 1
@@ -401,23 +475,7 @@ def processor_settings_problems(settings: Settings) -> list[str]:
         )
     for index, statement in enumerate(settings.processor_policy_statements):
         p.extend(statement_problems(statement, f"processorPolicyStatements[{index}]"))
-    remote = [i for i, spec in enumerate(settings.bucket_specs) if spec.remote]
-    if remote and not settings.allow_module_processors_with_remote_buckets:
-        runners = ["processor"] if settings.processor is not None else []
-        runners += [
-            f"processors[{i}].module"
-            for i, raw in enumerate(settings.processors)
-            if isinstance(raw, Mapping) and "module" in raw
-        ]
-        for where in runners:
-            p.append(
-                f"{where}: an in-process processor runs inside the pipeline's functions with "
-                "their privileges, the read roles of the buckets of other accounts ("
-                + ", ".join(f"buckets[{i}]" for i in remote)
-                + ") included: deploy it as a handler or functionArn processor (a role of its "
-                "own), or set allowModuleProcessorsWithRemoteBuckets to true to accept that "
-                "(docs/processors.md)"
-            )
+    p.extend(_remote_module_problems(settings))
     if settings.processor_policy_statements and not in_process:
         p.append(
             "processorPolicyStatements is set but no in-process processor runs (processor, "

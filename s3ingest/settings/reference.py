@@ -1,5 +1,6 @@
 """The settings reference, ``docs/settings.md``, generated from the settings model: every context
-key of :data:`~s3ingest.settings.context.DEFAULTS` with its default and its description, then the
+key of :data:`~s3ingest.settings.DEFAULTS` with its default and the description its field
+declares, then the
 fields of a ``buckets`` entry (:data:`~s3ingest.settings.buckets.BUCKET_FIELDS`) and of a
 ``processors`` entry (:data:`~s3ingest.settings.processors.PROCESSOR_FIELDS`).
 
@@ -19,195 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from s3ingest.settings.buckets import BUCKET_FIELDS
-from s3ingest.settings.context import DEFAULTS
-from s3ingest.settings.model import Settings
+from s3ingest.settings.fields import declared
+from s3ingest.settings.model import DEFAULTS, Settings
 from s3ingest.settings.processors import PROCESSOR_FIELDS
 
 #: Where the generated page is committed, relative to the repository's root.
 PAGE = Path("docs") / "settings.md"
 
-#: What each context key means (Markdown, one table cell: no line breaks, ``|`` escaped).
-DESCRIPTIONS: dict[str, str] = {
-    "stage": "environment name; the stack is `S3Ingest-<stage>`",
-    "bucketName": (
-        "adopt one existing bucket instead of creating one (the same as `buckets` with one "
-        '`{"name": ..., "existing": true}` entry): the stack switches on its EventBridge '
-        "delivery, keeping every other notification configuration, and adds its own daily "
-        "inventory configuration (`s3ingest-daily`), both undone on stack deletion "
-        "([existing buckets](existing-buckets.md))"
-    ),
-    "buckets": (
-        "the landing buckets, a JSON list (`-c 'buckets=[...]'`), instead of `bucketName`: each "
-        "entry an object with the [fields below](#a-buckets-entry), created by the stack (no "
-        '`existing`) or adopted (`"existing": true`, `name` required), with optional key '
-        "filters the EventBridge rule applies ([existing buckets](existing-buckets.md), "
-        "[buckets in other accounts](organisation.md))"
-    ),
-    "versioned": "versioning on the bucket the stack creates",
-    "archiveRetentionDays": "EventBridge archive retention (replay window)",
-    "queueRetentionDays": "ingest queue retention",
-    "dlqRetentionDays": "dead-letter queue retention (at least `queueRetentionDays`)",
-    "tombstoneMarginDays": "added to the tombstone lifetime (see [below](#tombstone-lifetime))",
-    "functionTimeoutSeconds": (
-        "ingest Lambda timeout; the queue's visibility timeout is 6 times this"
-    ),
-    "functionMemoryMb": "ingest Lambda memory",
-    "batchSize": "SQS records per invocation",
-    "maxBatchingWindowSeconds": "SQS batching window",
-    "maxConcurrency": "concurrent invocations of the event source (2 to 1000)",
-    "maxReceiveCount": "receives before a message goes to the DLQ",
-    "recordConcurrency": "records of one batch processed at once (thread pool)",
-    "logRetentionDays": "CloudWatch Logs retention of the function",
-    "inventoryEnabled": (
-        "daily S3 Inventory (CSV, all versions) to an inventory bucket the stack owns"
-    ),
-    "reconcileSchedule": (
-        "when the reconcile Lambda runs (an EventBridge `rate(...)` or `cron(...)` expression)"
-    ),
-    "reconcileFanOut": (
-        "reconcile with the Step Functions fan-out instead of one Lambda (needs the stack's "
-        "inventory; [reconciliation](reconciliation.md))"
-    ),
-    "reconcileMemoryMb": "the reconcile Lambda's memory",
-    "reconcileTimeoutSeconds": "the reconcile Lambda's timeout",
-    "backfillEngine": ("`batch-operations` or `distributed-map` ([backfill](backfill.md#engines))"),
-    "backfillFunctionTimeoutSeconds": "the backfill Lambda's timeout",
-    "listingConcurrency": (
-        "shards the listing backfill lists at once (its Distributed Map's `MaxConcurrency`, "
-        "1 to 1000)"
-    ),
-    "ledgerWarmWriteUnits": (
-        "pre-warmed write units per second of the ledger table (DynamoDB warm throughput, "
-        "4000 to 40000), so a large backfill writes at full speed from its start; `null`: none"
-    ),
-    "alarmEmail": "an address subscribed to the alarm topic",
-    "processor": (
-        "your effect, `package.module:function`, run for every applied change "
-        "([effects](processors.md)); with it, `functionTimeoutSeconds` and "
-        "`backfillFunctionTimeoutSeconds` must be at least 10"
-    ),
-    "processorVersion": (
-        "the version of `processor`, a whole number of at least 1: raise it when the processor's "
-        "code changes so that the outputs of its earlier code are stale. Rows whose effect "
-        "completed under a lower version are then behind, and `s3ingest reprocess --processor "
-        "default` brings them up to date ([versions](processors.md#versions)); a `processors` "
-        "entry has its own `version`"
-    ),
-    "processorPackageDir": (
-        "a directory whose top-level packages are copied into the Lambda package, for a "
-        "processor (or a `module`/`handler` of `processors`) outside `functions/`; with it set, "
-        "every `module` and `handler` is looked for there only (copy an example from "
-        "`functions/s3ingest_examples` into it to use both)"
-    ),
-    "processors": (
-        "several named processors, a JSON list (`-c 'processors=[...]'`), instead of "
-        "`processor`: each an object with the [fields below](#a-processors-entry) and exactly "
-        'one of `"functionArn"`, `"handler"` or `"module"`. The functions that run the '
-        "processors (ingest, backfill, the listing backfill's shard step) get `PROCESSORS` (the "
-        "normalised list, a `handler` as the `functionArn` of its deployed function) and "
-        "timeouts of at least the longest `timeoutSeconds` + 15 s (raised from their setting "
-        "when it is lower; the queue's visibility timeout follows)"
-    ),
-    "processorPolicyStatements": (
-        "extra IAM statements for the in-process processors (`processor`, or a `module` in "
-        '`processors`), a JSON list of `{"Effect": "Allow" \\| "Deny", "Action": ..., '
-        '"Resource": ...}` (optional `"Condition"`, `"Sid"`), added to the roles of the '
-        "functions that run them (ingest, backfill, listing shard), so the stack needs no edit. "
-        "An Allow of `*` or `service:*` actions on resource `*` is refused. Synth notes on each "
-        "role what was merged into it (an info annotation, `cdk synth` prints it). A resource "
-        "wildcard with explicit actions is acknowledged to cdk-nag as yours; a wildcard action "
-        "never is: name the actions, or acknowledge `AwsSolutions-IAM5[Action::...]` on the "
-        "role yourself (`S3IngestPipeline` users)"
-    ),
-    "hold": (
-        "hold for review ([hold](hold.md)): which changes' effects wait for an operator's "
-        "approve or reject instead of running, for every processor without a `hold` of its own "
-        "(with `processor`: for it). A JSON object (`-c 'hold={\"deletes\": true}'`) of "
-        '`"deletes": true` (every removal), `"deletes": {"above": 100, "windowSeconds": 300}` '
-        "(the mass-delete breaker: removals beyond `above` within one window of "
-        '`windowSeconds`, 1 to 86400, default 300), `"prefixes": ["published/"]` (any change '
-        'under these) and `"policy": "package.module:function"` (your own answer, `run`, '
-        '`skip`, `hold` or `{"action", "reason"}`); keys combine, the first rule that holds '
-        "wins, in the order prefixes, deletes, policy. Needs `processor` or `processors`. The "
-        "functions that run the processors get it as `HOLD` (counted with `PROCESSORS` in their "
-        "2560-byte budget)"
-    ),
-    "trailLength": (
-        "review decisions (held, approved, rejected) kept on each ledger row, newest first "
-        "(1 to 20); the functions that run the processors get it as `TRAIL_LENGTH` when not the "
-        "default"
-    ),
-    "holdAlarmSeconds": (
-        "with a `hold` (the stack's or a processor's), the held-changes alarm fires when the "
-        "oldest held change is older than this (at least 60). The age is measured when "
-        "reconciliation runs (`reconcileSchedule`, daily by default; metrics `held_effects` and "
-        "`held_oldest_seconds`), so the alarm can lag by up to that schedule"
-    ),
-    "changeStream": (
-        "publish every applied change on the stack's own bus `s3ingest-changes-<stage>` "
-        "([the change stream](processors.md#the-change-stream))"
-    ),
-    "lagAlarmSeconds": (
-        "the end-to-end lag alarm fires when the p99 of live events' lag (S3 event time to the "
-        "end of the record that wrote the ledger, `ingest_lag_ms`) over 5 minutes is above this "
-        "(1 to 86400)"
-    ),
-    "runbookBaseUrl": (
-        "where the runbook is published (`https://` only); every alarm description ends with "
-        "`Runbook: <runbookBaseUrl>#<section>`. Point it at your own copy (fork, wiki, internal "
-        "Git)"
-    ),
-    "tracing": (
-        "X-Ray active tracing of the Lambda functions (with the Powertools tracer in the ingest "
-        "function). Off, the functions have no X-Ray permission and "
-        "`POWERTOOLS_TRACE_DISABLED=true`: the X-Ray SDK adds about 300 ms to a cold start and is "
-        "in maintenance mode. The state machines are traced either way"
-    ),
-    "logKeys": (
-        "how object keys appear in the function logs, the change audit log and the state "
-        "machines' logs: `plain` (as they are), `hashed` (a keyed hash, HMAC-SHA256 truncated to "
-        "16 hex digits, the same for the same key: the functions log `key_hash` for `key`, the "
-        "audit log `keyHash`; `s3ingest log-key KEY` prints it; the key is a Secrets Manager "
-        "secret the stack generates and retains, about 0.40 USD a month) or `none` (left out). "
-        "With `hashed` or `none` the audit log keeps each change's detail type, id, bucket, "
-        "kind, rev and sequencer (the change event itself keeps the key for subscribers), and "
-        "the state machines log no execution data (no state inputs or outputs, only events and "
-        "timing). Runbook: [finding a key in the logs](runbook.md#finding-a-key-in-the-logs)"
-    ),
-    "ingestReservedConcurrency": (
-        "reserved concurrency of the ingest function (at least `maxConcurrency`): live ingest "
-        "keeps its share of the account's concurrency whatever else runs; `null`: unreserved"
-    ),
-    "backfillReservedConcurrency": (
-        "reserved concurrency of each backfill worker function (the Batch Operations task "
-        "function, or with the Distributed Map engine the control function that runs each data "
-        "file; the listing backfill's shard function; the reprocess run's segment function): a "
-        "backfill never takes more than this; "
-        "`null`: unreserved"
-    ),
-    "operatorRoleArns": (
-        "JSON list of IAM role ARNs allowed to send to the ingest queue (a redrive); the queue's "
-        "policy denies every other principal but the stack's own; `null`: none"
-    ),
-    "kmsKeyArn": (
-        "a customer-managed KMS key for every resource of the stack that can be encrypted "
-        "(ledger, queues and dead-letter queues, archives, change bus, log groups, the stack's "
-        "buckets, alarm topic, state machines, secret, functions' environments; "
-        "[encryption](encryption.md)): a key ARN (`arn:aws:kms:<region>:<account>:key/<id>`, "
-        "whose policy must hold the statements `s3ingest.encryption.key_policy` generates) or "
-        "`create` (a key the stack creates: rotated, retained, alias `alias/s3ingest-<stage>`). "
-        "Each role gets exactly the key actions its own policy needs, on the key only. Unset: "
-        "each service's own encryption, the template unchanged"
-    ),
-    "allowModuleProcessorsWithRemoteBuckets": (
-        "`true` accepts in-process processors (`processor`, or a `module` in `processors`) "
-        "beside buckets of other accounts (`buckets[].account`). Such a processor runs inside "
-        "the pipeline's functions with their privileges: ledger writes, the read role of every "
-        "other account's bucket, the log-key secret ([processors](processors.md#privileges)). "
-        "Default `false`: refused at synth; deploy the processor as a `handler` or "
-        "`functionArn` entry instead (a role of its own)"
-    ),
-}
+#: What each context key means (Markdown, one table cell): the settings fields' descriptions.
+DESCRIPTIONS: dict[str, str] = {key: spec.description for key, _, spec in declared(Settings)}
 
 #: What each field of a ``buckets`` entry means, with its default (Markdown, one table cell).
 BUCKET_DESCRIPTIONS: dict[str, str] = {
