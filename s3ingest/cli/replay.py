@@ -14,6 +14,7 @@ from s3ingest.cli.app import app
 from s3ingest.cli.context import aws_call, connect_target, require_outputs
 from s3ingest.cli.options import EXIT_UNHEALTHY, LocalOption, StackOrLocal
 from s3ingest.cli.render import console, out
+from s3ingest.outputs import ARCHIVE_ARN, DEAD_LETTER_QUEUE_URL, QUEUE_URL, RULE_ARN
 
 
 def _parse_when(value: str, option: str) -> Any:
@@ -66,7 +67,7 @@ def replay_command(
     except OperationError as exc:
         raise typer.BadParameter(str(exc), param_hint="--from/--to") from exc
     deployed = connect_target(ctx, stack, local)
-    archive, rule = require_outputs(deployed, "ArchiveArn", "RuleArn")
+    archive, rule = require_outputs(deployed, ARCHIVE_ARN, RULE_ARN)
     events = deployed.client("events")
     try:
         result = aws_call(
@@ -134,7 +135,7 @@ def redrive_command(
     from s3ingest.operations import to_json
 
     deployed = connect_target(ctx, stack, local)
-    dlq_url, queue_url = require_outputs(deployed, "DeadLetterQueueUrl", "QueueUrl")
+    dlq_url, queue_url = require_outputs(deployed, DEAD_LETTER_QUEUE_URL, QUEUE_URL)
     result = aws_call(
         lambda: redrive(
             deployed.client("sqs"),

@@ -16,9 +16,10 @@ from s3ingest.cli.app import app
 from s3ingest.cli.context import aws_call, connect_target, require_outputs
 from s3ingest.cli.options import EXIT_UNHEALTHY, LocalOption, StackOrLocal
 from s3ingest.cli.render import console, out, task_bar
+from s3ingest.outputs import BUCKET_NAMES, PROCESSOR_NAMES, REPROCESS_STATE_MACHINE_ARN
 
 #: The stack output naming the reprocess state machine.
-OUTPUT = "ReprocessStateMachineArn"
+OUTPUT = REPROCESS_STATE_MACHINE_ARN
 
 
 @app.command(
@@ -135,7 +136,7 @@ def reprocess(
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--run") from exc
     deployed = connect_target(ctx, stack, local)
-    configured = [n for n in deployed.outputs.get("ProcessorNames", "").split(",") if n]
+    configured = [n for n in deployed.outputs.get(PROCESSOR_NAMES, "").split(",") if n]
     if remove and processor in configured:
         raise typer.BadParameter(
             f"{processor!r} is still configured: remove it from the configuration and deploy first",
@@ -146,7 +147,7 @@ def reprocess(
             f"not one of the stack's processors ({', '.join(configured) or 'none'})",
             param_hint="--processor",
         )
-    buckets = [b for b in deployed.outputs.get("BucketNames", "").split(",") if b]
+    buckets = [b for b in deployed.outputs.get(BUCKET_NAMES, "").split(",") if b]
     if bucket and buckets and bucket not in buckets:
         raise typer.BadParameter(
             f"not one of the stack's buckets ({', '.join(buckets)})", param_hint="--bucket"

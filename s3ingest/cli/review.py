@@ -15,6 +15,7 @@ from s3ingest.cli.app import app
 from s3ingest.cli.context import aws_call, connect_target, processor_names, require_outputs
 from s3ingest.cli.options import EXIT_USAGE, AsJson, LocalOption, StackOrLocal
 from s3ingest.cli.render import console, out, task_bar
+from s3ingest.outputs import LEDGER_TABLE_NAME, QUEUE_URL
 
 
 @app.command("held", short_help="List the changes a hold policy holds for review.")
@@ -50,7 +51,7 @@ def held_command(
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(EXIT_USAGE) from exc
     deployed = connect_target(ctx, stack, local)
-    (table,) = require_outputs(deployed, "LedgerTableName")
+    (table,) = require_outputs(deployed, LEDGER_TABLE_NAME)
     page = aws_call(
         lambda: list_held(
             deployed.client("dynamodb"),
@@ -206,7 +207,7 @@ def _review_command(
         )
         raise typer.Exit(EXIT_USAGE)
     deployed = target(*target_args)
-    table, queue_url = require_outputs(deployed, "LedgerTableName", "QueueUrl")
+    table, queue_url = require_outputs(deployed, LEDGER_TABLE_NAME, QUEUE_URL)
     ledger = aws_call(deployed.ledger)
     if bulk:
         assert bucket is not None and all_matching is not None
