@@ -52,17 +52,3 @@ def follow_backfill(
         if not watch or status["status"] in backfill_ops.TERMINAL_EXECUTION:
             return status
         sleep(poll_seconds)
-
-
-def backfill_locally(
-    on_progress: Callable[[str, int, int], None] | None = None,
-    *,
-    engine: str = LOCAL_ENGINES[0],
-    max_failures: int = 0,
-) -> dict[str, Any]:
-    """A backfill on the local runtime (needs the ``local`` extra): objects that predate the
-    pipeline, an inventory report, live traffic, the backfill with ``engine``; the report of
-    :func:`s3ingest.local.demo.run_backfill_demo` (with ``"execution"``)."""
-    from s3ingest.local.demo import run_backfill_demo
-
-    return run_backfill_demo(on_progress=on_progress, engine=engine, max_failures=max_failures)

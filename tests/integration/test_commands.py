@@ -14,10 +14,10 @@ from s3ingest import backfill_ops, deployed
 from s3ingest.cli import app
 from s3ingest.commands import backfill, reconcile
 from s3ingest.commands.context import AwsOptions, Deployed, connect
-from s3ingest.commands.explain import explain_key
+from s3ingest.commands.explain import explain, explain_key
 from s3ingest.commands.redrive import redrive
 from s3ingest.local.runtime import LocalRuntime
-from s3ingest.operations import explain, to_json
+from s3ingest.operations import to_json
 
 
 def _stack(monkeypatch: pytest.MonkeyPatch, rt: LocalRuntime) -> dict[str, str]:

@@ -12,6 +12,8 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
+from s3ingest.commands.explain import explain
+from s3ingest.commands.status import status
 from s3ingest.local.chaos import Chaos
 from s3ingest.local.runtime import LocalRuntime
 from s3ingest.operations import (
@@ -19,14 +21,12 @@ from s3ingest.operations import (
     OperationError,
     ReplayTarget,
     check_window,
-    explain,
     inspect_dlq,
     move_task_status,
     redrive_all,
     redrive_valid,
     replay_outcomes,
     start_replay,
-    status,
 )
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
