@@ -31,8 +31,8 @@ def explain_command(
 ) -> None:
     """Why does the ledger say this about this object? The ledger row (state, sequencer,
     version, ETag, last decision and its reason, source, times) beside what the bucket holds."""
+    from s3ingest.cli.render import to_json
     from s3ingest.commands.explain import explain_key
-    from s3ingest.operations import to_json
 
     deployed = connect_target(ctx, stack, local)
     ledger = aws_call(deployed.ledger)

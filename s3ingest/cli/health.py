@@ -41,8 +41,8 @@ def status_command(
     """Queue depth and age of the oldest message, DLQ depths, EventBridge delivery, last
     reconciliation drift, the newest backfill, running backfills and replays, in one screen.
     Exit code 1 when the stack is unhealthy (a probe can use it)."""
+    from s3ingest.cli.render import to_json
     from s3ingest.commands.status import stack_status
-    from s3ingest.operations import to_json
 
     deployed = connect_target(ctx, stack, local)
     result = aws_call(lambda: stack_status(deployed, max_age_seconds=max_age_seconds))

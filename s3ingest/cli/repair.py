@@ -55,8 +55,8 @@ def repair_command(
     Exit codes: 0 the row agrees with the bucket (or nothing was due, or --wait 0 queued the
     repair); 1 the row did not settle within --wait, or still differs from the bucket; 2 usage
     error; 3 AWS error (credentials, stack, DynamoDB, S3, SQS)."""
+    from s3ingest.cli.render import to_json
     from s3ingest.commands import repair as commands
-    from s3ingest.operations import to_json
     from s3ingest_fn.adapters.sqs import SqsRepairQueue
 
     deployed = connect_target(ctx, stack, local)

@@ -58,8 +58,9 @@ def replay_command(
     """Replay the archived S3 events of a time window to the ingest rule only (rule C14 of
     docs/contract.md). The ledger makes it safe: replaying the same window twice changes nothing.
     Replayed events are counted apart (metric "replayed", log field source=replay)."""
+    from s3ingest.cli.render import to_json
     from s3ingest.commands import replay as commands
-    from s3ingest.operations import OperationError, check_window, to_json
+    from s3ingest.commands.replay import OperationError, check_window
 
     window = (_parse_when(start, "--from"), _parse_when(end, "--to"))
     try:  # arguments are checked before any AWS call
@@ -131,8 +132,8 @@ def redrive_command(
 ) -> None:
     """Count and classify the ingest dead-letter queue, then move its messages back to the
     ingest queue. Invalid messages are listed and stay unless --include-invalid."""
+    from s3ingest.cli.render import to_json
     from s3ingest.commands.redrive import redrive
-    from s3ingest.operations import to_json
 
     deployed = connect_target(ctx, stack, local)
     dlq_url, queue_url = require_outputs(deployed, DEAD_LETTER_QUEUE_URL, QUEUE_URL)

@@ -115,14 +115,13 @@ def reprocess(
     that died), once per key, with the same claims and fencing tokens as live ingest (rule C11
     of docs/contract.md): safe beside live traffic and to run twice. Keys deleted before the
     processor existed are not run (docs/reprocess.md)."""
-    from s3ingest import reprocess_ops
     from s3ingest.commands import reprocess as commands
 
     if prefix and not bucket:
         raise typer.BadParameter("--prefix needs --bucket", param_hint="--prefix")
-    name = run or reprocess_ops.default_run(processor)
+    name = run or commands.default_run(processor)
     try:
-        request = reprocess_ops.request_of(
+        request = commands.request_of(
             processor,
             run=name,
             bucket=bucket,
@@ -187,8 +186,7 @@ def emit_reprocess(status: dict[str, Any], as_json: bool, *, target: str = "") -
     the report table (keys by what became of them, requests, estimated cost), then the keys
     the run left behind and the command that finishes them (``left_behind``, its ``command``
     given the run's ``target``: ``--local`` or ``--stack NAME``)."""
-    from s3ingest.commands.reprocess import REPORT_COUNTS, with_target
-    from s3ingest.reprocess_ops import cause_text
+    from s3ingest.commands.reprocess import REPORT_COUNTS, cause_text, with_target
 
     summary = with_target(status.get("output"), target)
     if as_json:

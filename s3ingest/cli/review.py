@@ -42,8 +42,8 @@ def held_command(
     (docs/hold.md). Decide them with approve or reject. Reads the ledger with a Scan."""
     from datetime import UTC, datetime
 
+    from s3ingest.cli.render import to_json
     from s3ingest.commands.review import check_held_args, list_held
-    from s3ingest.operations import to_json
 
     try:
         check_held_args(bucket, prefix, after)
@@ -189,8 +189,8 @@ def _review_command(
     yes: bool,
     as_json: bool,
 ) -> None:
+    from s3ingest.cli.render import to_json
     from s3ingest.commands.review import matching
-    from s3ingest.operations import to_json
     from s3ingest_fn import wiring
     from s3ingest_fn.services.review import HeldChange, held_changes
 

@@ -205,6 +205,6 @@ class Incidents:
 
 def _plain(doc: Any) -> Any:
     """``doc`` as the CLI's ``--json`` prints it (datetimes as text)."""
-    from s3ingest.operations import to_json
+    from s3ingest.cli.render import to_json
 
     return json.loads(to_json(doc))
