@@ -1,117 +1,33 @@
-"""Backfill against a deployed stack: start the backfill state machine, follow its S3 Batch
-Operations job. Plain functions over injected clients (the CLI only parses and renders).
-
-The job's progress comes from S3 Control ``DescribeJob`` (``ProgressSummary``:
-``TotalNumberOfTasks``, ``NumberOfTasksSucceeded``, ``NumberOfTasksFailed``;
-https://docs.aws.amazon.com/AmazonS3/latest/API/API_control_DescribeJob.html). The job id is read
-from the execution history: the output of the state machine's ``CreateJob`` task.
+"""Deprecated: backfill against a deployed stack moved to its one home,
+:mod:`s3ingest.commands.backfill`. The old names still work for one release, each with a
+:class:`DeprecationWarning` naming its new place.
 """
 
 from __future__ import annotations
 
-import json
-import time
+import warnings
 from typing import Any
 
-TERMINAL_JOB = ("Complete", "Failed", "Cancelled")
-TERMINAL_EXECUTION = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
+#: Each old name, by its name in :mod:`s3ingest.commands.backfill`.
+MOVED = {
+    "TERMINAL_JOB": "TERMINAL_JOB",
+    "TERMINAL_EXECUTION": "TERMINAL_EXECUTION",
+    "start_backfill": "start_backfill",
+    "job_id_of": "job_id_of",
+    "backfill_status": "backfill_status",
+    "latest_execution": "latest_backfill",
+}
 
 
-def start_backfill(
-    sfn: Any,
-    state_machine_arn: str,
-    *,
-    manifest: str | None = None,
-    max_failures: int = 0,
-    name: str | None = None,
-) -> str:
-    """Start one backfill execution; return its ARN.
+def __getattr__(name: str) -> Any:
+    """The names of :data:`MOVED`, with a :class:`DeprecationWarning` naming their new place."""
+    if name not in MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from s3ingest.commands import backfill
 
-    Parameters
-    ----------
-    manifest : str, optional
-        Key of an inventory ``manifest.json`` in the stack's inventory bucket; newest by default.
-    max_failures : int
-        The execution fails when more tasks than this failed.
-    name : str, optional
-        Execution name (unique per state machine for 90 days); a timestamped one by default.
-    """
-    payload: dict[str, Any] = {"maxFailures": max_failures}
-    if manifest:
-        payload["manifest"] = manifest
-    resp = sfn.start_execution(
-        stateMachineArn=state_machine_arn,
-        name=name or time.strftime("backfill-%Y%m%dT%H%M%SZ", time.gmtime()),
-        input=json.dumps(payload),
+    warnings.warn(
+        f"s3ingest.backfill_ops.{name} moved to s3ingest.commands.backfill.{MOVED[name]}",
+        DeprecationWarning,
+        stacklevel=2,
     )
-    return str(resp["executionArn"])
-
-
-def latest_execution(sfn: Any, state_machine_arn: str) -> str | None:
-    """ARN of the most recent execution, or None."""
-    resp = sfn.list_executions(stateMachineArn=state_machine_arn, maxResults=1)
-    executions = resp.get("executions", [])
-    return str(executions[0]["executionArn"]) if executions else None
-
-
-def job_id_of(sfn: Any, execution_arn: str) -> str | None:
-    """The Batch Operations job id the execution created (None before CreateJob ran)."""
-    pages = sfn.get_paginator("get_execution_history").paginate(
-        executionArn=execution_arn, reverseOrder=True
-    )
-    for page in pages:
-        for event in page.get("events", []):
-            details = event.get("taskSucceededEventDetails") or {}
-            if (
-                details.get("resourceType") == "aws-sdk:s3control"
-                and details.get("resource") == "createJob"
-            ):
-                return str(json.loads(details["output"])["JobId"])
-    return None
-
-
-def backfill_status(sfn: Any, s3control: Any, execution_arn: str) -> dict[str, Any]:
-    """The execution's status and, once created, its job's progress.
-
-    Returns
-    -------
-    dict
-        ``{"execution", "status", "jobId", "jobStatus", "total", "succeeded", "failed",
-        "report", "output"}`` (job fields None before the job exists); the
-        ``distributed-map`` engine's adds ``effects_pending`` (keys recorded while a processor
-        failed after their rows; a job's are its ``backfill_effects_pending`` metric).
-    """
-    desc = sfn.describe_execution(executionArn=execution_arn)
-    out: dict[str, Any] = {
-        "execution": execution_arn,
-        "status": desc["status"],
-        "jobId": None,
-        "jobStatus": None,
-        "total": None,
-        "succeeded": None,
-        "failed": None,
-        "report": None,
-        "output": json.loads(desc["output"]) if desc.get("output") else None,
-    }
-    job_id = job_id_of(sfn, execution_arn)
-    if job_id:
-        account = execution_arn.split(":")[4]
-        job = s3control.describe_job(AccountId=account, JobId=job_id)["Job"]
-        progress = job.get("ProgressSummary", {})
-        report = job.get("Report", {})
-        out.update(
-            jobId=job_id,
-            jobStatus=job.get("Status"),
-            total=progress.get("TotalNumberOfTasks"),
-            succeeded=progress.get("NumberOfTasksSucceeded"),
-            failed=progress.get("NumberOfTasksFailed"),
-            report=f"{report.get('Bucket', '')}/{report.get('Prefix', '')}/job-{job_id}/"
-            if report.get("Enabled")
-            else None,
-        )
-    elif isinstance(out["output"], dict):  # the distributed-map engine reports its totals
-        out.update({k: out["output"].get(k) for k in ("total", "succeeded", "failed")})
-        # rows written while a processor failed after them (succeeded; docs/backfill.md)
-        outcomes = out["output"].get("outcomes") or {}
-        out["effects_pending"] = int(outcomes.get("effects_pending", 0))
-    return out
+    return getattr(backfill, MOVED[name])

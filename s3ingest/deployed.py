@@ -11,6 +11,17 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from s3ingest.outputs import (
+    BUCKET_NAME,
+    BUCKET_NAMES,
+    BUCKET_OWNERS,
+    INVENTORY_BUCKET_NAME,
+    LEDGER_TABLE_NAME,
+    PROCESSOR_NAMES,
+    PROCESSOR_TARGETS,
+    QUEUE_URL,
+    REMOTE_READ_ROLE_ARNS,
+)
 from s3ingest.settings import inventory_report_prefix
 from s3ingest_fn import wiring
 from s3ingest_fn.core.effects import EffectTarget
@@ -52,7 +63,7 @@ class DeployedStack:
         from s3ingest_fn.effect_targets import parse_targets
 
         try:
-            return parse_targets(self.outputs.get("ProcessorTargets") or "[]")
+            return parse_targets(self.outputs.get(PROCESSOR_TARGETS) or "[]")
         except ValueError:
             return ()
 
@@ -70,10 +81,10 @@ class DeployedStack:
     def bucket_names(self) -> list[str]:
         """The stack's landing buckets in settings order: output ``BucketNames``
         (comma-joined), else ``BucketName`` (stacks of earlier releases)."""
-        names = self.outputs.get("BucketNames")
+        names = self.outputs.get(BUCKET_NAMES)
         if names:
             return [n for n in names.split(",") if n]
-        return self.require("BucketName")
+        return self.require(BUCKET_NAME)
 
     def bucket(self, name: str | None = None) -> str:
         """Landing bucket ``name`` checked against the stack's, or the first one when None.
@@ -97,14 +108,14 @@ class DeployedStack:
     def read_roles(self) -> dict[str, str]:
         """Each bucket of another account -> the read role the pipeline assumes for it
         (output ``RemoteReadRoleArns``; empty without remote buckets)."""
-        roles: dict[str, str] = json.loads(self.outputs.get("RemoteReadRoleArns") or "{}")
+        roles: dict[str, str] = json.loads(self.outputs.get(REMOTE_READ_ROLE_ARNS) or "{}")
         return roles
 
     @property
     def bucket_owners(self) -> dict[str, str]:
         """Each landing bucket -> the account that owns it (output ``BucketOwners``; empty for
         a stack deployed before it had one: nothing checked)."""
-        owners: dict[str, str] = json.loads(self.outputs.get("BucketOwners") or "{}")
+        owners: dict[str, str] = json.loads(self.outputs.get(BUCKET_OWNERS) or "{}")
         return owners
 
     def s3(self, session: Any) -> Any:
@@ -129,9 +140,9 @@ class DeployedStack:
     def reconciler(self, session: Any, bucket: str | None = None) -> Reconciler:
         """Reconciliation against one of this stack's buckets (the first when None), its
         ledger and its ingest queue."""
-        first, table, queue = self.require("BucketName", "LedgerTableName", "QueueUrl")
+        first, table, queue = self.require(BUCKET_NAME, LEDGER_TABLE_NAME, QUEUE_URL)
         bucket = (
-            self.bucket(bucket) if bucket is not None or "BucketNames" in self.outputs else first
+            self.bucket(bucket) if bucket is not None or BUCKET_NAMES in self.outputs else first
         )
         return wiring.reconciler(
             s3=self.s3(session),
@@ -140,7 +151,7 @@ class DeployedStack:
             bucket=bucket,
             table=table,
             queue_url=queue,
-            inventory_bucket=self.outputs.get("InventoryBucketName"),
+            inventory_bucket=self.outputs.get(INVENTORY_BUCKET_NAME),
             inventory_prefix=inventory_report_prefix(bucket),
-            processors=[n for n in self.outputs.get("ProcessorNames", "").split(",") if n],
+            processors=[n for n in self.outputs.get(PROCESSOR_NAMES, "").split(",") if n],
         )

@@ -20,6 +20,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from s3ingest import outputs as output
 from s3ingest.encryption import remote_inventories
 from s3ingest.settings import DEFAULT_PROCESSOR_NAME, BucketSpec, Settings, SettingsError
 from s3ingest.settings.fields import keyword_parameters
@@ -768,73 +769,75 @@ class S3IngestPipeline(Construct):
 
     def outputs(self) -> dict[str, str]:
         """The values the operator CLI reads (``s3ingest --stack``), by output name
-        (``s3ingest_fn.contract``); a stack that deploys one pipeline may add each as a
+        (:mod:`s3ingest.outputs`); a stack that deploys one pipeline may add each as a
         ``CfnOutput`` of that name, as :class:`s3ingest_cdk.stack.S3IngestStack` does."""
+        stack, routing = Stack.of(self), self.routing
         outputs = {
-            "BucketName": self.bucket.bucket_name,
-            "BucketNames": ",".join(b.bucket_name for b in self.landings.buckets),
-            "QueueUrl": self.queue.queue_url,
-            "DeadLetterQueueUrl": self.dead_letter_queue.queue_url,
-            "EventTargetDeadLetterQueueUrl": self.routing.target_dead_letter_queue.queue_url,
-            "LedgerTableName": self.table.table_name,
-            "FunctionName": self.ingest_function.function_name,
-            "ArchiveName": self.routing.archive.archive_name,
-            "ArchiveArn": self.routing.archive.archive_arn,
-            "RuleName": self.routing.rule.rule_name,
-            "RuleArn": self.routing.rule.rule_arn,
-            "AlarmTopicArn": self.topic.topic_arn,
-            "DashboardName": self.dashboard.dashboard.dashboard_name,
+            output.BUCKET_NAME: self.bucket.bucket_name,
+            output.BUCKET_NAMES: ",".join(b.bucket_name for b in self.landings.buckets),
+            output.QUEUE_URL: self.queue.queue_url,
+            output.DEAD_LETTER_QUEUE_URL: self.dead_letter_queue.queue_url,
+            output.EVENT_TARGET_DEAD_LETTER_QUEUE_URL: routing.target_dead_letter_queue.queue_url,
+            output.LEDGER_TABLE_NAME: self.table.table_name,
+            output.FUNCTION_NAME: self.ingest_function.function_name,
+            output.ARCHIVE_NAME: routing.archive.archive_name,
+            output.ARCHIVE_ARN: routing.archive.archive_arn,
+            output.RULE_NAME: routing.rule.rule_name,
+            output.RULE_ARN: routing.rule.rule_arn,
+            output.ALARM_TOPIC_ARN: self.topic.topic_arn,
+            output.DASHBOARD_NAME: self.dashboard.dashboard.dashboard_name,
         }
         # The stack's inventory bucket (every stack has it: inventories and checkpoints).
         inventory_bucket = self.landings.shared.inventory
-        outputs["InventoryBucketName"] = inventory_bucket.bucket_name
-        outputs["ReconcileFunctionName"] = self.reconcile.function.function_name
-        outputs["DriftAlarmName"] = self.drift.alarm.alarm_name
-        outputs["DeliveryCheckFunctionName"] = self.delivery_check.function.function_name
-        if "reconcile" in self.state_machines:
-            outputs["ReconcileStateMachineArn"] = self.state_machines["reconcile"].state_machine_arn
-        if "backfill" in self.state_machines:
-            outputs["BackfillStateMachineArn"] = self.state_machines["backfill"].state_machine_arn
-        outputs["ListingBackfillStateMachineArn"] = self.state_machines[
-            "backfill-listing"
-        ].state_machine_arn
-        outputs["ReprocessStateMachineArn"] = self.state_machines["reprocess"].state_machine_arn
+        outputs[output.INVENTORY_BUCKET_NAME] = inventory_bucket.bucket_name
+        outputs[output.RECONCILE_FUNCTION_NAME] = self.reconcile.function.function_name
+        outputs[output.DRIFT_ALARM_NAME] = self.drift.alarm.alarm_name
+        outputs[output.DELIVERY_CHECK_FUNCTION_NAME] = self.delivery_check.function.function_name
+        arns = {name: machine.state_machine_arn for name, machine in self.state_machines.items()}
+        if "reconcile" in arns:
+            outputs[output.RECONCILE_STATE_MACHINE_ARN] = arns["reconcile"]
+        if "backfill" in arns:
+            outputs[output.BACKFILL_STATE_MACHINE_ARN] = arns["backfill"]
+        outputs[output.LISTING_BACKFILL_STATE_MACHINE_ARN] = arns["backfill-listing"]
+        outputs[output.REPROCESS_STATE_MACHINE_ARN] = arns["reprocess"]
         if self.backfill is not None and self.batch_operations is not None:
-            outputs["BackfillFunctionName"] = self.backfill.function.function_name
-            outputs["BackfillRoleArn"] = self.batch_operations.role.role_arn
-            outputs["ReportBucketName"] = inventory_bucket.bucket_name
+            outputs[output.BACKFILL_FUNCTION_NAME] = self.backfill.function.function_name
+            outputs[output.BACKFILL_ROLE_ARN] = self.batch_operations.role.role_arn
+            outputs[output.REPORT_BUCKET_NAME] = inventory_bucket.bucket_name
         if self.processor_output is not None:
-            outputs["ProcessorOutputBucket"] = self.processor_output.bucket.bucket_name
+            outputs[output.PROCESSOR_OUTPUT_BUCKET] = self.processor_output.bucket.bucket_name
         if self.processor_names:
-            outputs["ProcessorNames"] = ",".join(self.processor_names)
+            outputs[output.PROCESSOR_NAMES] = ",".join(self.processor_names)
             # each processor's version and filters: what `s3ingest explain` judges behind by
-            outputs["ProcessorTargets"] = fn_config.targets_json(self.settings_processor_entries)
+            outputs[output.PROCESSOR_TARGETS] = fn_config.targets_json(
+                self.settings_processor_entries
+            )
         if self.processor_functions or any(
             "functionArn" in e for e in self.settings_processor_entries
         ):
             # the roles that invoke processor functions: what a function in another account
             # allows in its resource-based policy (docs/processor-api.md)
-            outputs["ProcessorInvokerRoleArns"] = Stack.of(self).to_json_string(
+            outputs[output.PROCESSOR_INVOKER_ROLE_ARNS] = stack.to_json_string(
                 [f.role.role_arn for f in self.ingest_service_functions if f.role is not None]
             )
         if self.processor_functions:
-            outputs["ProcessorFunctions"] = Stack.of(self).to_json_string(
+            outputs[output.PROCESSOR_FUNCTIONS] = stack.to_json_string(
                 {name: f.function_arn for name, f in self.processor_functions.items()}
             )
         # the account that owns each landing bucket (the CLI's ExpectedBucketOwner)
-        outputs["BucketOwners"] = self.landings.owners_json(self)
+        outputs[output.BUCKET_OWNERS] = self.landings.owners_json(self)
         if self.remote_read_roles:
             # the role of each remote bucket's account the pipeline assumes to read it
-            outputs["RemoteReadRoleArns"] = Stack.of(self).to_json_string(self.remote_read_roles)
+            outputs[output.REMOTE_READ_ROLE_ARNS] = stack.to_json_string(self.remote_read_roles)
         if self.log_keys.secret is not None:
-            outputs["LogKeySecretArn"] = self.log_keys.secret.secret_arn
-        if self.change_bus is not None and self.change_relay is not None:
-            outputs["ChangeBusName"] = self.change_bus.bus.event_bus_name
-            outputs["ChangeBusArn"] = self.change_bus.bus.event_bus_arn
-            outputs["ChangeArchiveName"] = self.change_bus.archive.archive_name
-            outputs["ChangeAuditLogGroupName"] = self.change_bus.audit_log_group.log_group_name
-            outputs["ChangeDeadLetterQueueUrl"] = self.change_relay.dead_letter_queue.queue_url
-            outputs["ChangeRelayFunctionName"] = self.change_relay.function.function_name
+            outputs[output.LOG_KEY_SECRET_ARN] = self.log_keys.secret.secret_arn
+        if (bus := self.change_bus) is not None and (relay := self.change_relay) is not None:
+            outputs[output.CHANGE_BUS_NAME] = bus.bus.event_bus_name
+            outputs[output.CHANGE_BUS_ARN] = bus.bus.event_bus_arn
+            outputs[output.CHANGE_ARCHIVE_NAME] = bus.archive.archive_name
+            outputs[output.CHANGE_AUDIT_LOG_GROUP_NAME] = bus.audit_log_group.log_group_name
+            outputs[output.CHANGE_DEAD_LETTER_QUEUE_URL] = relay.dead_letter_queue.queue_url
+            outputs[output.CHANGE_RELAY_FUNCTION_NAME] = relay.function.function_name
         return outputs
 
 

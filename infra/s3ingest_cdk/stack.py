@@ -12,6 +12,7 @@ from aws_cdk import CfnElement, CfnOutput, Names, Stack, Tags
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from s3ingest import outputs as output
 from s3ingest.settings import Settings
 from s3ingest.version import version
 from s3ingest_cdk.constructs.landing_bucket import adopted_bucket
@@ -106,7 +107,7 @@ class S3IngestStack(Stack):
         self.pipeline = S3IngestPipeline.from_settings(
             self, PIPELINE_ID, settings=settings, bucket=bucket, code=code
         )
-        for output_id, value in {**self.pipeline.outputs(), "Version": version()}.items():
+        for output_id, value in {**self.pipeline.outputs(), output.VERSION: version()}.items():
             CfnOutput(self, output_id, value=value)
 
     def _allocate_logical_id(self, cfn_element: CfnElement) -> str:

@@ -21,6 +21,7 @@ from s3ingest.cli.context import (
 )
 from s3ingest.cli.options import EXIT_UNHEALTHY, LocalOption, StackOrLocal
 from s3ingest.cli.render import console, emit_backfill, task_bar
+from s3ingest.outputs import BACKFILL_STATE_MACHINE_ARN
 
 if TYPE_CHECKING:
     from s3ingest.commands.context import Deployed
@@ -80,6 +81,8 @@ def backfill_start(
     stack = one_target(ctx, stack, local)
     if local and not local_stack_running():
         require_local("s3ingest backfill start --local")
+        from s3ingest.local.demo import run_backfill_demo
+
         if manifest or not wait:
             raise typer.BadParameter(
                 "--manifest and --no-wait apply to --stack, or --local with a running local "
@@ -93,7 +96,7 @@ def backfill_start(
 
         with task_bar(hidden=as_json) as bar:
             task = bar.add_task("starting the emulator", total=None)
-            report = commands.backfill_locally(
+            report = run_backfill_demo(
                 on_progress=lambda phase, done, total: bar.update(
                     task, description=phase, completed=done, total=total
                 ),
@@ -122,7 +125,7 @@ def backfill_start(
             param_hint="--engine",
         )
     deployed = connect_target(ctx, stack, local)
-    (arn,) = require_outputs(deployed, "BackfillStateMachineArn")
+    (arn,) = require_outputs(deployed, BACKFILL_STATE_MACHINE_ARN)
     execution = aws_call(
         lambda: commands.start_backfill(
             deployed.client("stepfunctions"), arn, manifest=manifest, max_failures=max_failures
@@ -154,7 +157,7 @@ def backfill_status(
 
     deployed = connect_target(ctx, stack, local)
     if execution is None:
-        (arn,) = require_outputs(deployed, "BackfillStateMachineArn")
+        (arn,) = require_outputs(deployed, BACKFILL_STATE_MACHINE_ARN)
         execution = aws_call(
             lambda: commands.latest_backfill(deployed.client("stepfunctions"), arn)
         )

@@ -14,6 +14,7 @@ from s3ingest.cli.options import EXIT_AWS
 from s3ingest.cli.render import console
 from s3ingest.commands.context import AwsOptions
 from s3ingest.extras import MissingExtraError, require
+from s3ingest.outputs import PROCESSOR_NAMES
 
 if TYPE_CHECKING:
     from s3ingest.commands.context import Deployed
@@ -66,13 +67,14 @@ def connect_target(ctx: typer.Context, stack: str | None, local: bool) -> Deploy
         return connect(name)
     from s3ingest.commands.context import connect_local
     from s3ingest.local.daemon import LocalStackError, run_dir, running
+    from s3ingest.local.s3control_jobs import local_host
 
     try:
         run = running(run_dir())
     except LocalStackError as exc:
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from exc
-    return connect_local(run)
+    return connect_local(run, wrap={"s3control": local_host})
 
 
 def local_stack_running() -> bool:
@@ -131,5 +133,5 @@ def aws_call(call: Any) -> Any:
 def processor_names(deployed: Deployed) -> list[str]:
     """The stack's processor names (output ``ProcessorNames``; ``default`` for the single
     ``processor`` setting)."""
-    names = [n for n in deployed.outputs.get("ProcessorNames", "").split(",") if n]
+    names = [n for n in deployed.outputs.get(PROCESSOR_NAMES, "").split(",") if n]
     return names or ["default"]

@@ -15,6 +15,7 @@ from s3ingest.cli.app import app
 from s3ingest.cli.context import aws_call, connect_target
 from s3ingest.cli.options import AsJson, LocalOption, StackOrLocal
 from s3ingest.cli.render import out
+from s3ingest.outputs import LOG_KEY_SECRET_ARN
 
 
 @app.command("explain", short_help="Why the ledger says what it says of one key.")
@@ -30,8 +31,8 @@ def explain_command(
 ) -> None:
     """Why does the ledger say this about this object? The ledger row (state, sequencer,
     version, ETag, last decision and its reason, source, times) beside what the bucket holds."""
+    from s3ingest.cli.render import to_json
     from s3ingest.commands.explain import explain_key
-    from s3ingest.operations import to_json
 
     deployed = connect_target(ctx, stack, local)
     ledger = aws_call(deployed.ledger)
@@ -143,7 +144,7 @@ def log_key_command(
     from s3ingest_fn import wiring
 
     deployed = connect_target(ctx, stack, local)
-    (arn,) = require_outputs(deployed, "LogKeySecretArn")
+    (arn,) = require_outputs(deployed, LOG_KEY_SECRET_ARN)
     client = deployed.client("secretsmanager")
     policy = aws_call(lambda: wiring.key_policy(client, "hashed", arn))
     digest = str(policy.shown(key))

@@ -41,8 +41,8 @@ def status_command(
     """Queue depth and age of the oldest message, DLQ depths, EventBridge delivery, last
     reconciliation drift, the newest backfill, running backfills and replays, in one screen.
     Exit code 1 when the stack is unhealthy (a probe can use it)."""
+    from s3ingest.cli.render import to_json
     from s3ingest.commands.status import stack_status
-    from s3ingest.operations import to_json
 
     deployed = connect_target(ctx, stack, local)
     result = aws_call(lambda: stack_status(deployed, max_age_seconds=max_age_seconds))
@@ -104,8 +104,7 @@ def verify_command(
     (never given to a processor), wait for its ledger row and, with the change stream, its
     change event; delete it, wait for the tombstone and its change event; remove its versions.
     Prints each hop's latency; exit code 0 when every hop arrived, 1 when one did not."""
-    from s3ingest.commands.verify import verify_pipeline
-    from s3ingest.verify import Hop
+    from s3ingest.commands.verify import Hop, verify_pipeline
 
     stack = one_target(ctx, stack, local)
 
@@ -118,9 +117,13 @@ def verify_command(
 
     if local and not local_stack_running():
         require_local("s3ingest verify --local")
-        from s3ingest.commands.context import local_pipeline
+        from s3ingest.commands.verify import LocalPipeline
+        from s3ingest.local.emulator import Emulator
+        from s3ingest.local.runtime import LocalRuntime, local_settings
 
-        with local_pipeline() as pipeline:
+        # a fresh local runtime on the embedded emulator (stopped on exit)
+        with Emulator() as emu:
+            pipeline = LocalPipeline(LocalRuntime(emu, local_settings()))
             report = verify_pipeline(pipeline, timeout_seconds=timeout_seconds, on_hop=show)
     else:
         deployed = connect_target(ctx, stack, local)

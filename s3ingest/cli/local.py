@@ -28,6 +28,29 @@ from s3ingest.cli.render import (
     task_bar,
 )
 
+#: ``--reconcile`` choices of the demo (``none``: no reconciliation at the end).
+DEMO_RECONCILE = ("inventory", "listing", "none")
+
+
+def scenario_ok(result: dict[str, Any]) -> bool:
+    """The scenario converged, its effects broke no rule and no step failed."""
+    return bool(result["converged"] and not result["effects_problems"] and not result["error"])
+
+
+def hold_demo_ok(report: dict[str, Any]) -> bool:
+    """Nothing held ran before its approval, every held change was approved and ran, and the
+    pipeline converged without effect problems."""
+    return bool(
+        report["ran_before_review"] <= report["breaker_above"]
+        and report["held"] == report["deleted"] - report["ran_before_review"]
+        and report["approved"] == report["held"]
+        and report["ran_after_approval"] == report["held"]
+        and report["held_after"] == 0
+        and report["converged"]
+        and not report["effects_problems"]
+    )
+
+
 local_app = typer.Typer(
     no_args_is_help=True,
     help="Run the pipeline on an embedded AWS emulator (moto), no AWS account needed.",
@@ -109,7 +132,7 @@ def demo(
     With --existing, onboard an existing bucket instead; with --hold-deletes, hold a mass
     delete for review."""
     require_local("s3ingest local demo")
-    from s3ingest.commands import local as commands
+    from s3ingest.local.demo import DemoOptions, run_demo
 
     if existing or hold_deletes:
         given = [
@@ -131,7 +154,7 @@ def demo(
     if hold_deletes:
         _hold_demo(seed=seed, as_json=as_json)
 
-    if reconcile not in commands.DEMO_RECONCILE:
+    if reconcile not in DEMO_RECONCILE:
         raise typer.BadParameter("must be inventory, listing or none", param_hint="--reconcile")
 
     with task_bar(hidden=as_json) as bar:
@@ -145,15 +168,15 @@ def demo(
                 total=max(total, done),
             )
 
-        report = commands.demo(
+        options = DemoOptions(
             rounds=rounds,
             seed=seed,
             duplicate=duplicate,
             drop=drop,
-            reconcile=reconcile,
+            reconcile=None if reconcile == "none" else reconcile,
             crash=crash,
-            on_progress=on_progress,
         )
+        report = run_demo(options, on_progress=on_progress)
     if as_json:
         out.print_json(json.dumps(report))
     else:
@@ -221,17 +244,16 @@ def scenario(
     ledger does not equal the bucket at the end, the effects broke a rule or a step failed, 2
     for an invalid scenario file)."""
     require_local("s3ingest local scenario")
-    from s3ingest.commands import local as commands
-    from s3ingest.local.scenario import ScenarioError
+    from s3ingest.local.scenario import ScenarioError, run_scenario
 
     try:
         # what the processors print goes to stderr: --json's stdout is the result alone
         with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
-            result = commands.scenario(file)
+            result = run_scenario(file)
     except ScenarioError as exc:
         console.print(f"[red]scenario error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(EXIT_USAGE) from exc
-    ok = commands.scenario_ok(result)
+    ok = scenario_ok(result)
     if as_json:
         sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
         raise typer.Exit(0 if ok else 1)
@@ -354,7 +376,7 @@ def _command_line(command: str, entry: dict[str, Any]) -> str:
 def _hold_demo(*, seed: int, as_json: bool) -> None:
     """``local demo --hold-deletes``: run, print, end with the exit code (0 when nothing held
     ran before its approval, every approved effect ran, and the pipeline converged)."""
-    from s3ingest.commands import local as commands
+    from s3ingest.local.demo import run_hold_demo
 
     with task_bar(hidden=as_json) as bar:
         task = bar.add_task("starting the emulator", total=None)
@@ -362,8 +384,8 @@ def _hold_demo(*, seed: int, as_json: bool) -> None:
         def on_progress(phase: str, done: int, total: int) -> None:
             bar.update(task, description=phase, completed=done, total=max(total, done))
 
-        report = commands.hold_demo(seed=seed, on_progress=on_progress)
-    ok = commands.hold_demo_ok(report)
+        report = run_hold_demo(seed=seed, on_progress=on_progress)
+    ok = hold_demo_ok(report)
     if as_json:
         sys.stdout.write(json.dumps(report, default=str) + "\n")
         raise typer.Exit(0 if ok else EXIT_UNHEALTHY)
@@ -399,10 +421,10 @@ def _hold_demo(*, seed: int, as_json: bool) -> None:
 def onboard_locally(*, seed: int, as_json: bool) -> None:
     """``onboard --local`` and ``local demo --existing``: run, print, end with the exit code
     (0 when the onboarding finished, the ledger converged and the foreign entries survived)."""
-    from s3ingest.commands import local as commands
+    from s3ingest.local.demo import run_existing_demo
 
     with OnboardBar(hidden=as_json) as on_progress:
-        report = commands.existing_demo(seed=seed, on_progress=on_progress)
+        report = run_existing_demo(seed=seed, on_progress=on_progress)
     ok = bool(report["converged"] and report["foreign_config_intact"])
     if as_json:
         sys.stdout.write(json.dumps(report, default=str) + "\n")

@@ -21,6 +21,7 @@ from s3ingest.cli.context import (
 from s3ingest.cli.local import onboard_locally
 from s3ingest.cli.options import EXIT_UNHEALTHY, BucketOption, StackOrLocal
 from s3ingest.cli.render import OnboardBar, console, emit_onboard, foreign_entries
+from s3ingest.outputs import INVENTORY_BUCKET_NAME, LISTING_BACKFILL_STATE_MACHINE_ARN
 
 
 @app.command("onboard", short_help="Onboard an existing bucket: events on, backfill, reconcile.")
@@ -72,7 +73,7 @@ def onboard_command(
     deployed = connect_target(ctx, stack, local)
     name = aws_call(lambda: deployed.stack.bucket(bucket))
     machine, checkpoints = require_outputs(
-        deployed, "ListingBackfillStateMachineArn", "InventoryBucketName"
+        deployed, LISTING_BACKFILL_STATE_MACHINE_ARN, INVENTORY_BUCKET_NAME
     )
     reconciler = aws_call(lambda: deployed.reconciler(name))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.progress import Progress, TextColumn, TimeElapsedColumn
@@ -96,9 +96,7 @@ def reconcile_command(
             )
         if fan_out and source != "inventory":
             raise typer.BadParameter("the fan-out reads an inventory", param_hint="--fan-out")
-        report = commands.reconcile_locally(
-            source=source, prefix=prefix, dry_run=dry_run, fan_out=fan_out
-        )
+        report = _reconcile_locally(source=source, prefix=prefix, dry_run=dry_run, fan_out=fan_out)
     else:
         if fan_out:
             raise typer.BadParameter(
@@ -144,3 +142,25 @@ def reconcile_command(
                 "ledger equals bucket after the repairs: "
                 + ("[green]yes[/]" if report["converged"] else "[red]no[/]")
             )
+
+
+def _reconcile_locally(*, source: str, prefix: str, dry_run: bool, fan_out: bool) -> dict[str, Any]:
+    """The local demo's workload (with lost events) on the embedded emulator, then this
+    reconciliation: its report with ``converged`` and ``differences`` (the ledger against the
+    bucket after the repairs). With ``fan_out``, an execution of the stack's fan-out state
+    machine reconciles (the report is its summary with ``"execution"``)."""
+    from s3ingest.local.demo import DemoOptions, run_demo
+
+    demo = run_demo(
+        DemoOptions(
+            reconcile=source,
+            reconcile_prefix=prefix,
+            reconcile_dry_run=dry_run,
+            reconcile_fan_out=fan_out,
+        )
+    )
+    return {
+        **demo["reconciliation"],
+        "converged": demo["converged"],
+        "differences": demo["differences"],
+    }

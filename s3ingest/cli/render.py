@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import datetime
 from typing import Any
 
 from rich.console import Console
@@ -203,3 +204,8 @@ def emit_onboard(report: dict[str, Any], as_json: bool) -> None:
             f"[red]onboarding stopped:[/] execution {backfill['status']}: "
             f"{backfill.get('error')}: {backfill.get('cause')}; re-run to resume"
         )
+
+
+def to_json(doc: Any) -> str:
+    """JSON for ``--json`` output (datetimes as ISO-8601)."""
+    return json.dumps(doc, default=lambda o: o.isoformat() if isinstance(o, datetime) else str(o))

@@ -14,6 +14,7 @@ from s3ingest.cli.app import app
 from s3ingest.cli.context import aws_call, connect_target, require_outputs
 from s3ingest.cli.options import EXIT_UNHEALTHY, AsJson, BucketOption, LocalOption, StackOrLocal
 from s3ingest.cli.render import out
+from s3ingest.outputs import QUEUE_URL
 
 _FIELDS = ("state", "sequencer", "version_id", "etag", "observed", "revision", "reason")
 
@@ -54,12 +55,12 @@ def repair_command(
     Exit codes: 0 the row agrees with the bucket (or nothing was due, or --wait 0 queued the
     repair); 1 the row did not settle within --wait, or still differs from the bucket; 2 usage
     error; 3 AWS error (credentials, stack, DynamoDB, S3, SQS)."""
+    from s3ingest.cli.render import to_json
     from s3ingest.commands import repair as commands
-    from s3ingest.operations import to_json
     from s3ingest_fn.adapters.sqs import SqsRepairQueue
 
     deployed = connect_target(ctx, stack, local)
-    (queue_url,) = require_outputs(deployed, "QueueUrl")
+    (queue_url,) = require_outputs(deployed, QUEUE_URL)
     name = str(aws_call(lambda: deployed.stack.bucket(bucket)))
     ledger = aws_call(deployed.ledger)
     repairs = SqsRepairQueue(deployed.client("sqs"), queue_url)

@@ -14,6 +14,7 @@ from s3ingest.cli.app import app
 from s3ingest.cli.context import aws_call, connect_target, require_outputs
 from s3ingest.cli.options import EXIT_UNHEALTHY, LocalOption, StackOrLocal
 from s3ingest.cli.render import console, out
+from s3ingest.outputs import ARCHIVE_ARN, DEAD_LETTER_QUEUE_URL, QUEUE_URL, RULE_ARN
 
 
 def _parse_when(value: str, option: str) -> Any:
@@ -57,8 +58,9 @@ def replay_command(
     """Replay the archived S3 events of a time window to the ingest rule only (rule C14 of
     docs/contract.md). The ledger makes it safe: replaying the same window twice changes nothing.
     Replayed events are counted apart (metric "replayed", log field source=replay)."""
+    from s3ingest.cli.render import to_json
     from s3ingest.commands import replay as commands
-    from s3ingest.operations import OperationError, check_window, to_json
+    from s3ingest.commands.replay import OperationError, check_window
 
     window = (_parse_when(start, "--from"), _parse_when(end, "--to"))
     try:  # arguments are checked before any AWS call
@@ -66,7 +68,7 @@ def replay_command(
     except OperationError as exc:
         raise typer.BadParameter(str(exc), param_hint="--from/--to") from exc
     deployed = connect_target(ctx, stack, local)
-    archive, rule = require_outputs(deployed, "ArchiveArn", "RuleArn")
+    archive, rule = require_outputs(deployed, ARCHIVE_ARN, RULE_ARN)
     events = deployed.client("events")
     try:
         result = aws_call(
@@ -130,11 +132,11 @@ def redrive_command(
 ) -> None:
     """Count and classify the ingest dead-letter queue, then move its messages back to the
     ingest queue. Invalid messages are listed and stay unless --include-invalid."""
+    from s3ingest.cli.render import to_json
     from s3ingest.commands.redrive import redrive
-    from s3ingest.operations import to_json
 
     deployed = connect_target(ctx, stack, local)
-    dlq_url, queue_url = require_outputs(deployed, "DeadLetterQueueUrl", "QueueUrl")
+    dlq_url, queue_url = require_outputs(deployed, DEAD_LETTER_QUEUE_URL, QUEUE_URL)
     result = aws_call(
         lambda: redrive(
             deployed.client("sqs"),

@@ -16,9 +16,10 @@ from s3ingest.cli.app import app
 from s3ingest.cli.context import aws_call, connect_target, require_outputs
 from s3ingest.cli.options import EXIT_UNHEALTHY, LocalOption, StackOrLocal
 from s3ingest.cli.render import console, out, task_bar
+from s3ingest.outputs import BUCKET_NAMES, PROCESSOR_NAMES, REPROCESS_STATE_MACHINE_ARN
 
 #: The stack output naming the reprocess state machine.
-OUTPUT = "ReprocessStateMachineArn"
+OUTPUT = REPROCESS_STATE_MACHINE_ARN
 
 
 @app.command(
@@ -114,14 +115,13 @@ def reprocess(
     that died), once per key, with the same claims and fencing tokens as live ingest (rule C11
     of docs/contract.md): safe beside live traffic and to run twice. Keys deleted before the
     processor existed are not run (docs/reprocess.md)."""
-    from s3ingest import reprocess_ops
     from s3ingest.commands import reprocess as commands
 
     if prefix and not bucket:
         raise typer.BadParameter("--prefix needs --bucket", param_hint="--prefix")
-    name = run or reprocess_ops.default_run(processor)
+    name = run or commands.default_run(processor)
     try:
-        request = reprocess_ops.request_of(
+        request = commands.request_of(
             processor,
             run=name,
             bucket=bucket,
@@ -135,7 +135,7 @@ def reprocess(
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--run") from exc
     deployed = connect_target(ctx, stack, local)
-    configured = [n for n in deployed.outputs.get("ProcessorNames", "").split(",") if n]
+    configured = [n for n in deployed.outputs.get(PROCESSOR_NAMES, "").split(",") if n]
     if remove and processor in configured:
         raise typer.BadParameter(
             f"{processor!r} is still configured: remove it from the configuration and deploy first",
@@ -146,7 +146,7 @@ def reprocess(
             f"not one of the stack's processors ({', '.join(configured) or 'none'})",
             param_hint="--processor",
         )
-    buckets = [b for b in deployed.outputs.get("BucketNames", "").split(",") if b]
+    buckets = [b for b in deployed.outputs.get(BUCKET_NAMES, "").split(",") if b]
     if bucket and buckets and bucket not in buckets:
         raise typer.BadParameter(
             f"not one of the stack's buckets ({', '.join(buckets)})", param_hint="--bucket"
@@ -186,8 +186,7 @@ def emit_reprocess(status: dict[str, Any], as_json: bool, *, target: str = "") -
     the report table (keys by what became of them, requests, estimated cost), then the keys
     the run left behind and the command that finishes them (``left_behind``, its ``command``
     given the run's ``target``: ``--local`` or ``--stack NAME``)."""
-    from s3ingest.commands.reprocess import REPORT_COUNTS, with_target
-    from s3ingest.reprocess_ops import cause_text
+    from s3ingest.commands.reprocess import REPORT_COUNTS, cause_text, with_target
 
     summary = with_target(status.get("output"), target)
     if as_json:

@@ -15,6 +15,7 @@ from s3ingest.cli.app import app
 from s3ingest.cli.context import aws_call, connect_target, processor_names, require_outputs
 from s3ingest.cli.options import EXIT_USAGE, AsJson, LocalOption, StackOrLocal
 from s3ingest.cli.render import console, out, task_bar
+from s3ingest.outputs import LEDGER_TABLE_NAME, QUEUE_URL
 
 
 @app.command("held", short_help="List the changes a hold policy holds for review.")
@@ -41,8 +42,8 @@ def held_command(
     (docs/hold.md). Decide them with approve or reject. Reads the ledger with a Scan."""
     from datetime import UTC, datetime
 
+    from s3ingest.cli.render import to_json
     from s3ingest.commands.review import check_held_args, list_held
-    from s3ingest.operations import to_json
 
     try:
         check_held_args(bucket, prefix, after)
@@ -50,7 +51,7 @@ def held_command(
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(EXIT_USAGE) from exc
     deployed = connect_target(ctx, stack, local)
-    (table,) = require_outputs(deployed, "LedgerTableName")
+    (table,) = require_outputs(deployed, LEDGER_TABLE_NAME)
     page = aws_call(
         lambda: list_held(
             deployed.client("dynamodb"),
@@ -188,8 +189,8 @@ def _review_command(
     yes: bool,
     as_json: bool,
 ) -> None:
+    from s3ingest.cli.render import to_json
     from s3ingest.commands.review import matching
-    from s3ingest.operations import to_json
     from s3ingest_fn import wiring
     from s3ingest_fn.services.review import HeldChange, held_changes
 
@@ -206,7 +207,7 @@ def _review_command(
         )
         raise typer.Exit(EXIT_USAGE)
     deployed = target(*target_args)
-    table, queue_url = require_outputs(deployed, "LedgerTableName", "QueueUrl")
+    table, queue_url = require_outputs(deployed, LEDGER_TABLE_NAME, QUEUE_URL)
     ledger = aws_call(deployed.ledger)
     if bulk:
         assert bucket is not None and all_matching is not None

@@ -1,12 +1,20 @@
-"""``s3ingest backfill``: start a backfill of pre-existing objects and follow it."""
+"""``s3ingest backfill``: start a backfill of pre-existing objects and follow it: start the
+backfill state machine, follow its S3 Batch Operations job. Plain functions over injected
+clients (the CLI only parses and renders).
+
+
+The job's progress comes from S3 Control ``DescribeJob`` (``ProgressSummary``:
+``TotalNumberOfTasks``, ``NumberOfTasksSucceeded``, ``NumberOfTasksFailed``;
+https://docs.aws.amazon.com/AmazonS3/latest/API/API_control_DescribeJob.html). The job id is read
+from the execution history: the output of the state machine's ``CreateJob`` task.
+"""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any
-
-from s3ingest import backfill_ops
 
 #: ``--engine`` values of ``backfill start --local`` (the first is the default).
 LOCAL_ENGINES = ("batch-operations", "distributed-map")
@@ -17,19 +25,108 @@ POLL_SECONDS = 10.0
 OK_STATES = ("SUCCEEDED", "RUNNING")
 
 
+TERMINAL_JOB = ("Complete", "Failed", "Cancelled")
+TERMINAL_EXECUTION = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
+
+
 def start_backfill(
-    sfn: Any, state_machine_arn: str, *, manifest: str | None, max_failures: int
+    sfn: Any,
+    state_machine_arn: str,
+    *,
+    manifest: str | None = None,
+    max_failures: int = 0,
+    name: str | None = None,
 ) -> str:
-    """Start one execution of the backfill state machine over ``manifest`` (an inventory
-    ``manifest.json`` key; the newest report when None); return the execution's ARN."""
-    return backfill_ops.start_backfill(
-        sfn, state_machine_arn, manifest=manifest, max_failures=max_failures
+    """Start one backfill execution; return its ARN.
+
+    Parameters
+    ----------
+    manifest : str, optional
+        Key of an inventory ``manifest.json`` in the stack's inventory bucket; newest by default.
+    max_failures : int
+        The execution fails when more tasks than this failed.
+    name : str, optional
+        Execution name (unique per state machine for 90 days); a timestamped one by default.
+    """
+    payload: dict[str, Any] = {"maxFailures": max_failures}
+    if manifest:
+        payload["manifest"] = manifest
+    resp = sfn.start_execution(
+        stateMachineArn=state_machine_arn,
+        name=name or time.strftime("backfill-%Y%m%dT%H%M%SZ", time.gmtime()),
+        input=json.dumps(payload),
     )
+    return str(resp["executionArn"])
 
 
 def latest_backfill(sfn: Any, state_machine_arn: str) -> str | None:
     """The ARN of the most recent backfill execution, or None when none has run."""
-    return backfill_ops.latest_execution(sfn, state_machine_arn)
+    resp = sfn.list_executions(stateMachineArn=state_machine_arn, maxResults=1)
+    executions = resp.get("executions", [])
+    return str(executions[0]["executionArn"]) if executions else None
+
+
+def job_id_of(sfn: Any, execution_arn: str) -> str | None:
+    """The Batch Operations job id the execution created (None before CreateJob ran)."""
+    pages = sfn.get_paginator("get_execution_history").paginate(
+        executionArn=execution_arn, reverseOrder=True
+    )
+    for page in pages:
+        for event in page.get("events", []):
+            details = event.get("taskSucceededEventDetails") or {}
+            if (
+                details.get("resourceType") == "aws-sdk:s3control"
+                and details.get("resource") == "createJob"
+            ):
+                return str(json.loads(details["output"])["JobId"])
+    return None
+
+
+def backfill_status(sfn: Any, s3control: Any, execution_arn: str) -> dict[str, Any]:
+    """The execution's status and, once created, its job's progress.
+
+    Returns
+    -------
+    dict
+        ``{"execution", "status", "jobId", "jobStatus", "total", "succeeded", "failed",
+        "report", "output"}`` (job fields None before the job exists); the
+        ``distributed-map`` engine's adds ``effects_pending`` (keys recorded while a processor
+        failed after their rows; a job's are its ``backfill_effects_pending`` metric).
+    """
+    desc = sfn.describe_execution(executionArn=execution_arn)
+    out: dict[str, Any] = {
+        "execution": execution_arn,
+        "status": desc["status"],
+        "jobId": None,
+        "jobStatus": None,
+        "total": None,
+        "succeeded": None,
+        "failed": None,
+        "report": None,
+        "output": json.loads(desc["output"]) if desc.get("output") else None,
+    }
+    job_id = job_id_of(sfn, execution_arn)
+    if job_id:
+        account = execution_arn.split(":")[4]
+        job = s3control.describe_job(AccountId=account, JobId=job_id)["Job"]
+        progress = job.get("ProgressSummary", {})
+        report = job.get("Report", {})
+        out.update(
+            jobId=job_id,
+            jobStatus=job.get("Status"),
+            total=progress.get("TotalNumberOfTasks"),
+            succeeded=progress.get("NumberOfTasksSucceeded"),
+            failed=progress.get("NumberOfTasksFailed"),
+            report=f"{report.get('Bucket', '')}/{report.get('Prefix', '')}/job-{job_id}/"
+            if report.get("Enabled")
+            else None,
+        )
+    elif isinstance(out["output"], dict):  # the distributed-map engine reports its totals
+        out.update({k: out["output"].get(k) for k in ("total", "succeeded", "failed")})
+        # rows written while a processor failed after them (succeeded; docs/backfill.md)
+        outcomes = out["output"].get("outcomes") or {}
+        out["effects_pending"] = int(outcomes.get("effects_pending", 0))
+    return out
 
 
 def follow_backfill(
@@ -43,26 +140,12 @@ def follow_backfill(
     sleep: Callable[[float], None] = time.sleep,
 ) -> dict[str, Any]:
     """The execution's status and its Batch Operations job's progress
-    (:func:`s3ingest.backfill_ops.backfill_status`); with ``watch``, read again every
+    (:func:`backfill_status`); with ``watch``, read again every
     ``poll_seconds`` until the execution ends. ``on_status`` gets every reading."""
     while True:
-        status = backfill_ops.backfill_status(sfn, s3control, execution)
+        status = backfill_status(sfn, s3control, execution)
         if on_status:
             on_status(status)
-        if not watch or status["status"] in backfill_ops.TERMINAL_EXECUTION:
+        if not watch or status["status"] in TERMINAL_EXECUTION:
             return status
         sleep(poll_seconds)
-
-
-def backfill_locally(
-    on_progress: Callable[[str, int, int], None] | None = None,
-    *,
-    engine: str = LOCAL_ENGINES[0],
-    max_failures: int = 0,
-) -> dict[str, Any]:
-    """A backfill on the local runtime (needs the ``local`` extra): objects that predate the
-    pipeline, an inventory report, live traffic, the backfill with ``engine``; the report of
-    :func:`s3ingest.local.demo.run_backfill_demo` (with ``"execution"``)."""
-    from s3ingest.local.demo import run_backfill_demo
-
-    return run_backfill_demo(on_progress=on_progress, engine=engine, max_failures=max_failures)

@@ -2,21 +2,23 @@
 
 :func:`connect` turns the parsed global options (``--profile``, ``--region``) and ``--stack``
 into a :class:`Deployed`: a boto3 session, the stack's CloudFormation outputs, and the adapters
-built over them (ledger, bucket, reconciler, verify pipeline). :func:`local_pipeline` builds the
-local runtime on the embedded emulator for ``--local``. Command functions take what these return;
-a test passes the same built over moto or stand-ins.
+built over them (ledger, bucket, reconciler, verify pipeline); :func:`connect_local` does the
+same for the stack ``s3ingest local up`` runs. Command functions take what these return; a test
+passes the same built over moto or stand-ins. Nothing here imports the local runtime: the CLI
+chooses local or deployed clients and passes them in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from s3ingest.outputs import BUCKET_NAME, LEDGER_TABLE_NAME
+
 if TYPE_CHECKING:
+    from s3ingest.commands.verify import DeployedPipeline
     from s3ingest.deployed import DeployedStack
-    from s3ingest.verify import DeployedPipeline, LocalPipeline
     from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
     from s3ingest_fn.adapters.s3_objects import S3Objects
     from s3ingest_fn.services.reconcile import Reconciler
@@ -71,7 +73,7 @@ class Deployed:
         """The ledger table's adapter (output ``LedgerTableName``)."""
         from s3ingest_fn import wiring
 
-        (table,) = self.require("LedgerTableName")
+        (table,) = self.require(LEDGER_TABLE_NAME)
         return wiring.ledger(self.client("dynamodb"), table, 0)
 
     def objects(self) -> S3Objects:
@@ -88,9 +90,9 @@ class Deployed:
     def verify_pipeline(self) -> DeployedPipeline:
         """The deploy check's view of the stack (outputs ``BucketName``, ``LedgerTableName``,
         optionally ``ChangeAuditLogGroupName``)."""
-        from s3ingest.verify import DeployedPipeline
+        from s3ingest.commands.verify import DeployedPipeline
 
-        self.require("BucketName", "LedgerTableName")
+        self.require(BUCKET_NAME, LEDGER_TABLE_NAME)
         return DeployedPipeline(self.session, self.outputs)
 
 
@@ -118,12 +120,24 @@ class EndpointSession:
     """A boto3 session whose clients go to one endpoint (``s3ingest local up``'s emulator) with
     given credentials and region, as ``AWS_ENDPOINT_URL`` would make them
     (https://docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html); everything
-    else is the wrapped session's."""
+    else is the wrapped session's.
 
-    def __init__(self, endpoint: str, region: str, credentials: dict[str, str]) -> None:
+    ``wrap`` maps a service to a function applied to each new client of it (the CLI passes
+    :func:`s3ingest.local.s3control_jobs.local_host` for ``s3control``: S3 Control requests sent
+    to the endpoint's host).
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        region: str,
+        credentials: dict[str, str],
+        wrap: Mapping[str, Callable[[Any], Any]] | None = None,
+    ) -> None:
         import boto3
 
         self.endpoint_url = endpoint
+        self._wrap = dict(wrap or {})
         self._session: Any = boto3.session.Session(
             region_name=region,
             aws_access_key_id=credentials["aws_access_key_id"],
@@ -131,36 +145,24 @@ class EndpointSession:
         )
 
     def client(self, service: str, **kwargs: Any) -> Any:
-        """The session's client of ``service``, bound to the endpoint (S3 Control's sent to
-        the endpoint's host: :func:`s3ingest.local.s3control_jobs.local_host`)."""
+        """The session's client of ``service``, bound to the endpoint (and wrapped, when
+        ``wrap`` names the service)."""
         client = self._session.client(service, **{"endpoint_url": self.endpoint_url, **kwargs})
-        if service == "s3control":
-            from s3ingest.local.s3control_jobs import local_host
-
-            client = local_host(client)
+        if service in self._wrap:
+            client = self._wrap[service](client)
         return client
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._session, name)
 
 
-def connect_local(run: dict[str, Any]) -> Deployed:
+def connect_local(
+    run: dict[str, Any], *, wrap: Mapping[str, Callable[[Any], Any]] | None = None
+) -> Deployed:
     """The running local stack (``s3ingest local up``'s run file ``run``: ``endpoint``,
     ``region``, ``credentials``, ``stack``, ``outputs``) as a :class:`Deployed`, for the same
-    code paths as a deployed stack."""
+    code paths as a deployed stack; ``wrap`` as :class:`EndpointSession`'s."""
     from s3ingest.deployed import DeployedStack
 
-    session = EndpointSession(run["endpoint"], run["region"], dict(run["credentials"]))
+    session = EndpointSession(run["endpoint"], run["region"], dict(run["credentials"]), wrap)
     return Deployed(session, DeployedStack(str(run["stack"]), dict(run["outputs"])))
-
-
-@contextmanager
-def local_pipeline() -> Iterator[LocalPipeline]:
-    """The deploy check's view of a fresh local runtime on the embedded emulator (needs the
-    ``local`` extra); the emulator stops on exit."""
-    from s3ingest.local.emulator import Emulator
-    from s3ingest.local.runtime import LocalRuntime, local_settings
-    from s3ingest.verify import LocalPipeline
-
-    with Emulator() as emu:
-        yield LocalPipeline(LocalRuntime(emu, local_settings()))

@@ -47,27 +47,3 @@ def reconcile(
     )
     report: dict[str, Any] = reconciler.run(request, on_rows).as_dict()
     return report
-
-
-def reconcile_locally(
-    *, source: str, prefix: str, dry_run: bool, fan_out: bool = False
-) -> dict[str, Any]:
-    """The local demo's workload (with lost events) on the emulator, then this reconciliation
-    (needs the ``local`` extra): its report with ``converged`` and ``differences`` (the ledger
-    against the bucket after the repairs). With ``fan_out``, an execution of the stack's fan-out
-    state machine reconciles (the report is its summary with ``"execution"``)."""
-    from s3ingest.local.demo import DemoOptions, run_demo
-
-    demo = run_demo(
-        DemoOptions(
-            reconcile=source,
-            reconcile_prefix=prefix,
-            reconcile_dry_run=dry_run,
-            reconcile_fan_out=fan_out,
-        )
-    )
-    return {
-        **demo["reconciliation"],
-        "converged": demo["converged"],
-        "differences": demo["differences"],
-    }

@@ -35,6 +35,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from s3ingest import outputs as output
+
 #: The run directory under the current directory, and the run file in it.
 RUN_DIR = ".s3ingest"
 RUN_FILE = "local.json"
@@ -124,41 +126,41 @@ def outputs(rt: Any) -> dict[str, str]:
     r = rt.resources
     events = rt.events
     out = {
-        "BucketName": r.bucket,
-        "BucketNames": ",".join(r.bucket_names),
-        "QueueUrl": r.queue_url,
-        "DeadLetterQueueUrl": r.dlq_url,
-        "LedgerTableName": r.table,
-        "ArchiveName": r.archive,
-        "ArchiveArn": events.describe_archive(ArchiveName=r.archive)["ArchiveArn"],
-        "RuleName": r.rule,
-        "RuleArn": events.describe_rule(Name=r.rule)["Arn"],
-        "InventoryBucketName": r.inventory_bucket,
-        "ReportBucketName": r.inventory_bucket,
-        "ListingBackfillStateMachineArn": rt.machines.machine(BACKFILL_LISTING),
-        "ReprocessStateMachineArn": rt.machines.machine(REPROCESS),
+        output.BUCKET_NAME: r.bucket,
+        output.BUCKET_NAMES: ",".join(r.bucket_names),
+        output.QUEUE_URL: r.queue_url,
+        output.DEAD_LETTER_QUEUE_URL: r.dlq_url,
+        output.LEDGER_TABLE_NAME: r.table,
+        output.ARCHIVE_NAME: r.archive,
+        output.ARCHIVE_ARN: events.describe_archive(ArchiveName=r.archive)["ArchiveArn"],
+        output.RULE_NAME: r.rule,
+        output.RULE_ARN: events.describe_rule(Name=r.rule)["Arn"],
+        output.INVENTORY_BUCKET_NAME: r.inventory_bucket,
+        output.REPORT_BUCKET_NAME: r.inventory_bucket,
+        output.LISTING_BACKFILL_STATE_MACHINE_ARN: rt.machines.machine(BACKFILL_LISTING),
+        output.REPROCESS_STATE_MACHINE_ARN: rt.machines.machine(REPROCESS),
     }
     engine = rt.settings.backfill_engine
-    out["BackfillStateMachineArn"] = rt.machines.machine(
+    out[output.BACKFILL_STATE_MACHINE_ARN] = rt.machines.machine(
         BACKFILL_DISTRIBUTED_MAP if engine == "distributed-map" else BACKFILL_BATCH_OPERATIONS
     )
     if rt.settings.reconcile_fan_out:
-        out["ReconcileStateMachineArn"] = rt.machines.machine(RECONCILE_FANOUT)
+        out[output.RECONCILE_STATE_MACHINE_ARN] = rt.machines.machine(RECONCILE_FANOUT)
     if r.output_bucket:
-        out["ProcessorOutputBucket"] = r.output_bucket
+        out[output.PROCESSOR_OUTPUT_BUCKET] = r.output_bucket
     if rt.service.effects is not None:
-        out["ProcessorNames"] = ",".join(rt.service.effects.names)
-        out["ProcessorTargets"] = targets_json(rt.settings.processor_entries())
-    out["BucketOwners"] = json.dumps(r.owners)
+        out[output.PROCESSOR_NAMES] = ",".join(rt.service.effects.names)
+        out[output.PROCESSOR_TARGETS] = targets_json(rt.settings.processor_entries())
+    out[output.BUCKET_OWNERS] = json.dumps(r.owners)
     if r.read_roles:
-        out["RemoteReadRoleArns"] = json.dumps(r.read_roles)
+        out[output.REMOTE_READ_ROLE_ARNS] = json.dumps(r.read_roles)
     if r.log_key_secret_arn:
-        out["LogKeySecretArn"] = r.log_key_secret_arn
+        out[output.LOG_KEY_SECRET_ARN] = r.log_key_secret_arn
     if r.change_bus:
-        out["ChangeBusName"] = r.change_bus
-        out["ChangeBusArn"] = events.describe_event_bus(Name=r.change_bus)["Arn"]
+        out[output.CHANGE_BUS_NAME] = r.change_bus
+        out[output.CHANGE_BUS_ARN] = events.describe_event_bus(Name=r.change_bus)["Arn"]
     if r.change_dlq_url:
-        out["ChangeDeadLetterQueueUrl"] = r.change_dlq_url
+        out[output.CHANGE_DEAD_LETTER_QUEUE_URL] = r.change_dlq_url
     return out
 
 

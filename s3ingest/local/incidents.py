@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from s3ingest import outputs as output
+
 if TYPE_CHECKING:
     from s3ingest.commands.context import Deployed
     from s3ingest.local.runtime import LocalRuntime
@@ -38,19 +40,19 @@ def local_deployed(rt: LocalRuntime) -> Deployed:
 
     res = rt.resources
     outputs = {
-        "QueueUrl": res.queue_url,
-        "DeadLetterQueueUrl": res.dlq_url,
-        "BucketName": res.bucket,
-        "BucketNames": ",".join(res.bucket_names),
-        "LedgerTableName": res.table,
-        "ArchiveArn": rt.events.describe_archive(ArchiveName=res.archive)["ArchiveArn"],
+        output.QUEUE_URL: res.queue_url,
+        output.DEAD_LETTER_QUEUE_URL: res.dlq_url,
+        output.BUCKET_NAME: res.bucket,
+        output.BUCKET_NAMES: ",".join(res.bucket_names),
+        output.LEDGER_TABLE_NAME: res.table,
+        output.ARCHIVE_ARN: rt.events.describe_archive(ArchiveName=res.archive)["ArchiveArn"],
     }
     if res.change_dlq_url:
-        outputs["ChangeDeadLetterQueueUrl"] = res.change_dlq_url
+        outputs[output.CHANGE_DEAD_LETTER_QUEUE_URL] = res.change_dlq_url
     names = [entry["name"] for entry in rt.settings.processor_entries() if entry.get("name")]
     if names:
-        outputs["ProcessorNames"] = ",".join(names)
-        outputs["ProcessorTargets"] = targets_json(rt.settings.processor_entries())
+        outputs[output.PROCESSOR_NAMES] = ",".join(names)
+        outputs[output.PROCESSOR_TARGETS] = targets_json(rt.settings.processor_entries())
     clients = {
         "sqs": rt.sqs,
         "events": rt.events,
@@ -203,6 +205,6 @@ class Incidents:
 
 def _plain(doc: Any) -> Any:
     """``doc`` as the CLI's ``--json`` prints it (datetimes as text)."""
-    from s3ingest.operations import to_json
+    from s3ingest.cli.render import to_json
 
     return json.loads(to_json(doc))

@@ -28,7 +28,7 @@ from s3ingest.local.emulator import REGION
 from s3ingest.local.faults import LambdaThrottled
 
 if TYPE_CHECKING:
-    from s3ingest.operations import ReplayTarget
+    from s3ingest.commands.replay import ReplayTarget
     from s3ingest_fn.core.decide import IngestService
     from s3ingest_fn.services.reconcile import Reconciler
 
@@ -348,7 +348,7 @@ class StreamEventSource:
 
 def replay_target(events: Any, *, archive: str, rule: str) -> ReplayTarget:
     """The archive, default bus and ingest rule ARNs (a replay is scoped to the ingest rule)."""
-    from s3ingest.operations import ReplayTarget
+    from s3ingest.commands.replay import ReplayTarget
 
     return ReplayTarget(
         archive_arn=events.describe_archive(ArchiveName=archive)["ArchiveArn"],
@@ -363,7 +363,7 @@ def replay_archive(
     """Replay the archive of ``target`` between ``start`` and ``end`` and wait for it to
     complete (the emulator archives at once: no ingestion lag is kept). Returns
     ``{"replay", "from", "to"}``."""
-    from s3ingest.operations import start_replay, wait_replay
+    from s3ingest.commands.replay import start_replay, wait_replay
 
     replay = start_replay(events, target, start, end, name=name, now=end, min_lag=timedelta(0))
     wait_replay(events, replay, poll_seconds=0.2)

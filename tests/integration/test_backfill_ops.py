@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.stub import ANY, Stubber
 
-from s3ingest.backfill_ops import backfill_status, latest_execution, start_backfill
+from s3ingest.commands.backfill import backfill_status, start_backfill
+from s3ingest.commands.backfill import latest_backfill as latest_execution
 
 if TYPE_CHECKING:
     from mypy_boto3_s3control import S3ControlClient

@@ -111,7 +111,8 @@ def test_a_reversed_replay_window_is_a_usage_error_before_any_aws_call() -> None
 
 
 def test_status_exit_code_follows_health(monkeypatch: pytest.MonkeyPatch) -> None:
-    from s3ingest import deployed, operations
+    from s3ingest import deployed
+    from s3ingest.commands import status
 
     monkeypatch.setattr(
         deployed.DeployedStack,
@@ -133,7 +134,7 @@ def test_status_exit_code_follows_health(monkeypatch: pytest.MonkeyPatch) -> Non
         "running_backfills": [],
         "running_replays": [],
     }
-    monkeypatch.setattr(operations, "status", lambda **kw: doc)
+    monkeypatch.setattr(status, "status", lambda **kw: doc)
     creds = {"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x"}
     sick = run(["status", "--stack", "X", "--json"], **creds)
     assert sick.exit_code == 1 and json.loads(sick.stdout)["problems"] == doc["problems"]

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from s3ingest import backfill_ops, deployed
+from s3ingest import deployed
 from s3ingest.cli import app
+from s3ingest.cli.render import to_json
 from s3ingest.commands import backfill, reconcile
 from s3ingest.commands.context import AwsOptions, Deployed, connect
-from s3ingest.commands.explain import explain_key
+from s3ingest.commands.explain import explain, explain_key
 from s3ingest.commands.redrive import redrive
 from s3ingest.local.runtime import LocalRuntime
-from s3ingest.operations import explain, to_json
 
 
 def _stack(monkeypatch: pytest.MonkeyPatch, rt: LocalRuntime) -> dict[str, str]:
@@ -133,7 +133,7 @@ def test_redrive_dry_run_classifies_and_moves_nothing(emulator: Any) -> None:
 def test_follow_backfill_reads_until_the_execution_ends(monkeypatch: pytest.MonkeyPatch) -> None:
     states = iter(["RUNNING", "RUNNING", "SUCCEEDED"])
     monkeypatch.setattr(
-        backfill_ops, "backfill_status", lambda sfn, s3control, arn: {"status": next(states)}
+        backfill, "backfill_status", lambda sfn, s3control, arn: {"status": next(states)}
     )
     seen: list[str] = []
     slept: list[float] = []

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from s3ingest.commands.redrive import redrive_valid
 from s3ingest.local.chaos import Chaos
 from s3ingest.local.faults import (
     DONE,
@@ -30,7 +31,6 @@ from s3ingest.local.faults import (
     leases_within_receives,
 )
 from s3ingest.local.runtime import LocalRuntime, local_settings
-from s3ingest.operations import redrive_valid
 
 #: How a record retried because of an injected DynamoDB throttle is told (its result's reason).
 FAULT_CAUSED = (

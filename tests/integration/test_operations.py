@@ -12,22 +12,24 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
-from s3ingest.local.chaos import Chaos
-from s3ingest.local.runtime import LocalRuntime
-from s3ingest.operations import (
-    REPLAY_OUTCOMES,
-    OperationError,
-    ReplayTarget,
-    check_window,
-    explain,
+from s3ingest.commands.explain import explain
+from s3ingest.commands.redrive import (
     inspect_dlq,
     move_task_status,
     redrive_all,
     redrive_valid,
+)
+from s3ingest.commands.replay import (
+    REPLAY_OUTCOMES,
+    OperationError,
+    ReplayTarget,
+    check_window,
     replay_outcomes,
     start_replay,
-    status,
 )
+from s3ingest.commands.status import status
+from s3ingest.local.chaos import Chaos
+from s3ingest.local.runtime import LocalRuntime
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

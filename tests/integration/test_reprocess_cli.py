@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from s3ingest import reprocess_ops
 from s3ingest.cli import app
 from s3ingest.commands import reprocess as commands
+from s3ingest.commands import reprocess as reprocess_ops
 from s3ingest_fn.services.reprocess import ReprocessRequest, left_behind
 
 CREDS = {

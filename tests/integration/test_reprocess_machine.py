@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from s3ingest import reprocess_ops
+from s3ingest.commands import reprocess as reprocess_ops
 from s3ingest.local.runtime import LocalRuntime, local_settings
 from s3ingest.settings import Settings
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from s3ingest.operations import processor_effects
+from s3ingest.commands.status import processor_effects
 from s3ingest_fn.core.model import Outcome, Result
 from s3ingest_fn.handlers.ingest import per_processor
 

@@ -433,7 +433,7 @@ def test_a_change_applied_while_the_processor_was_not_configured_is_behind(
 
 
 def test_explain_says_which_processors_a_row_is_behind(world: World) -> None:
-    from s3ingest.operations import explain
+    from s3ingest.commands.explain import explain
     from s3ingest_fn.core.effects import EffectTarget
     from s3ingest_fn.core.model import ObjectState
 

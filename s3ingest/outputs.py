@@ -1,0 +1,78 @@
+"""The names of a pipeline's outputs: what :meth:`s3ingest_cdk.S3IngestPipeline.outputs` writes
+(and :class:`s3ingest_cdk.stack.S3IngestStack` declares as ``CfnOutput`` of the same name), what
+the local runtime's stack reports, and what the operator CLI reads (``s3ingest --stack``).
+
+The stack, the CLI and the local runtime import these, so a name is written once. Pure constants:
+importing this module loads nothing else (no CDK, no boto3).
+"""
+
+from __future__ import annotations
+
+#: The first landing bucket's name.
+BUCKET_NAME = "BucketName"
+#: Every landing bucket's name, comma-separated.
+BUCKET_NAMES = "BucketNames"
+#: The ingest queue's URL.
+QUEUE_URL = "QueueUrl"
+#: The ingest dead-letter queue's URL.
+DEAD_LETTER_QUEUE_URL = "DeadLetterQueueUrl"
+#: The EventBridge target's dead-letter queue's URL (events the rule could not deliver).
+EVENT_TARGET_DEAD_LETTER_QUEUE_URL = "EventTargetDeadLetterQueueUrl"
+#: The ledger table's name.
+LEDGER_TABLE_NAME = "LedgerTableName"
+#: The ingest function's name.
+FUNCTION_NAME = "FunctionName"
+#: The S3 events archive's name and ARN (``s3ingest replay``).
+ARCHIVE_NAME = "ArchiveName"
+ARCHIVE_ARN = "ArchiveArn"
+#: The ingest rule's name and ARN.
+RULE_NAME = "RuleName"
+RULE_ARN = "RuleArn"
+#: The alarm topic's ARN.
+ALARM_TOPIC_ARN = "AlarmTopicArn"
+#: The dashboard's name.
+DASHBOARD_NAME = "DashboardName"
+#: The stack's inventory bucket (inventories and checkpoints).
+INVENTORY_BUCKET_NAME = "InventoryBucketName"
+#: The reconciliation function's name.
+RECONCILE_FUNCTION_NAME = "ReconcileFunctionName"
+#: The drift alarm's name.
+DRIFT_ALARM_NAME = "DriftAlarmName"
+#: The delivery check function's name.
+DELIVERY_CHECK_FUNCTION_NAME = "DeliveryCheckFunctionName"
+#: The fan-out reconciliation's state machine (``reconcileFanOut`` only).
+RECONCILE_STATE_MACHINE_ARN = "ReconcileStateMachineArn"
+#: The inventory backfill's state machine (every bucket inventoried only).
+BACKFILL_STATE_MACHINE_ARN = "BackfillStateMachineArn"
+#: The listing backfill's state machine.
+LISTING_BACKFILL_STATE_MACHINE_ARN = "ListingBackfillStateMachineArn"
+#: The reprocess run's state machine (``s3ingest reprocess``).
+REPROCESS_STATE_MACHINE_ARN = "ReprocessStateMachineArn"
+#: The Batch Operations backfill: its function, the job's role and its report bucket.
+BACKFILL_FUNCTION_NAME = "BackfillFunctionName"
+BACKFILL_ROLE_ARN = "BackfillRoleArn"
+REPORT_BUCKET_NAME = "ReportBucketName"
+#: The example processor's output bucket.
+PROCESSOR_OUTPUT_BUCKET = "ProcessorOutputBucket"
+#: The processors' names (comma-separated), and their targets (JSON: version and filters).
+PROCESSOR_NAMES = "ProcessorNames"
+PROCESSOR_TARGETS = "ProcessorTargets"
+#: The roles that invoke processor functions (JSON list of ARNs).
+PROCESSOR_INVOKER_ROLE_ARNS = "ProcessorInvokerRoleArns"
+#: The processor functions the stack created (JSON: ARN by processor name).
+PROCESSOR_FUNCTIONS = "ProcessorFunctions"
+#: The account that owns each landing bucket (JSON: account by bucket name).
+BUCKET_OWNERS = "BucketOwners"
+#: The read role of each remote bucket's account (JSON: role ARN by bucket name).
+REMOTE_READ_ROLE_ARNS = "RemoteReadRoleArns"
+#: The log keys' secret (``logKeys``).
+LOG_KEY_SECRET_ARN = "LogKeySecretArn"
+#: The change stream (``changeBus``): bus, archive, audit log group, relay and its DLQ.
+CHANGE_BUS_NAME = "ChangeBusName"
+CHANGE_BUS_ARN = "ChangeBusArn"
+CHANGE_ARCHIVE_NAME = "ChangeArchiveName"
+CHANGE_AUDIT_LOG_GROUP_NAME = "ChangeAuditLogGroupName"
+CHANGE_DEAD_LETTER_QUEUE_URL = "ChangeDeadLetterQueueUrl"
+CHANGE_RELAY_FUNCTION_NAME = "ChangeRelayFunctionName"
+#: The package version the stack was synthesized with (the stack's own output).
+VERSION = "Version"
