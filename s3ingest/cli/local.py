@@ -257,6 +257,21 @@ def scenario(
     if as_json:
         sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
         raise typer.Exit(0 if ok else 1)
+    for part in (
+        _scenario_messages,
+        _scenario_ledger,
+        _scenario_repairs,
+        _scenario_effects,
+        _scenario_changes,
+        _scenario_commands,
+        _scenario_held,
+        _scenario_end,
+    ):
+        part(result)
+    raise typer.Exit(0 if ok else 1)
+
+
+def _scenario_messages(result: dict[str, Any]) -> None:
     msgs = Table(title="messages (step: the line whose S3 operation emitted the event)")
     for col in ("step", "delivered at", "event", "outcome", "reason", "key", "sequencer"):
         msgs.add_column(col, overflow="fold")  # wrapped, never cut: read whole by operators
@@ -271,6 +286,9 @@ def scenario(
             str(m["sequencer"]),
         )
     out.print(msgs)
+
+
+def _scenario_ledger(result: dict[str, Any]) -> None:
     ledger = Table(title="ledger")
     for col in ("key", "state", "sequencer", "version_id", "etag"):
         ledger.add_column(col, overflow="fold")
@@ -279,42 +297,56 @@ def scenario(
             repr(r["key"]), r["state"], str(r["sequencer"]), str(r["version_id"]), str(r["etag"])
         )
     out.print(ledger)
+
+
+def _scenario_repairs(result: dict[str, Any]) -> None:
     for rep in result["reconciliations"]:
         out.print(f"line {rep['step']}:")
         render_reconciliation(rep)
     for job in result["backfills"]:
         out.print(f"line {job['step']}:")
         emit_backfill(job, as_json=False)
-    if result["effects"]:
-        fx = Table(title="effects run (processor)")
-        for col in ("step", "processor", "key", "kind", "sequencer", "change id", "token", "then"):
-            fx.add_column(col, overflow="fold")  # ids are matched by eye: never cut them
-        for e in result["effects"]:
-            fx.add_row(
-                str(e["step"]),
-                e["processor"],
-                repr(e["key"]),
-                e["kind"],
-                str(e["sequencer"]),
-                e["id"],
-                str(e["token"]),
-                "killed before commit" if e["crashed_before_commit"] else "committed",
-            )
-        out.print(fx)
-    if result["changes"]:
-        ch = Table(title="change stream (events a subscriber received)")
-        for col in ("detail-type", "key", "processor", "sequencer", "id"):
-            ch.add_column(col, overflow="fold")
-        for c in result["changes"]:
-            d = c["detail"]
-            ch.add_row(
-                str(c["detail-type"]),
-                repr(d["key"]),
-                str(d.get("processor") or ""),
-                str(d["sequencer"]),
-                d["id"],
-            )
-        out.print(ch)
+
+
+def _scenario_effects(result: dict[str, Any]) -> None:
+    if not result["effects"]:
+        return
+    fx = Table(title="effects run (processor)")
+    for col in ("step", "processor", "key", "kind", "sequencer", "change id", "token", "then"):
+        fx.add_column(col, overflow="fold")  # ids are matched by eye: never cut them
+    for e in result["effects"]:
+        fx.add_row(
+            str(e["step"]),
+            e["processor"],
+            repr(e["key"]),
+            e["kind"],
+            str(e["sequencer"]),
+            e["id"],
+            str(e["token"]),
+            "killed before commit" if e["crashed_before_commit"] else "committed",
+        )
+    out.print(fx)
+
+
+def _scenario_changes(result: dict[str, Any]) -> None:
+    if not result["changes"]:
+        return
+    ch = Table(title="change stream (events a subscriber received)")
+    for col in ("detail-type", "key", "processor", "sequencer", "id"):
+        ch.add_column(col, overflow="fold")
+    for c in result["changes"]:
+        d = c["detail"]
+        ch.add_row(
+            str(c["detail-type"]),
+            repr(d["key"]),
+            str(d.get("processor") or ""),
+            str(d["sequencer"]),
+            d["id"],
+        )
+    out.print(ch)
+
+
+def _scenario_commands(result: dict[str, Any]) -> None:
     for review in result["reviews"]:
         decided = sum(1 for d in review["decided"] if d["applied"])
         out.print(
@@ -328,6 +360,9 @@ def scenario(
         key=lambda pair: pair[1]["step"],
     ):
         out.print(escape(f"line {entry[1]['step']}: {_command_line(*entry)}"))
+
+
+def _scenario_held(result: dict[str, Any]) -> None:
     if result["trail"]:
         tr = Table(title="decision trail (review decisions per key, newest first)")
         for col in ("key", "decision", "processor", "by", "reason"):
@@ -342,6 +377,9 @@ def scenario(
         out.print(f"[yellow]still held for review: {len(result['held'])}[/]")
         for h in result["held"]:
             out.print(escape(f"  {h['key']!r} [{h['processor']}] {h['kind']}: {h['reason']}"))
+
+
+def _scenario_end(result: dict[str, Any]) -> None:
     for problem in result["effects_problems"]:
         out.print(f"[red]effects problem:[/] {problem}")
     if result["error"]:
@@ -354,7 +392,6 @@ def scenario(
     out.print("converged: " + ("[green]yes[/]" if result["converged"] else "[red]no[/]"))
     for d in result["differences"]:
         out.print(f"  {d}")
-    raise typer.Exit(0 if ok else 1)
 
 
 def _command_line(command: str, entry: dict[str, Any]) -> str:
