@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from types import EllipsisType
 from typing import Any
 
+from s3ingest.commands.reprocess import cause_text
 from s3ingest.local.chaos import Chaos
 from s3ingest.local.steps.base import Run, ScenarioError, Step, check_chaos, check_effects_setup
-from s3ingest.reprocess_ops import cause_text
 
 
 @dataclass
