@@ -42,6 +42,14 @@ def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
+@pytest.fixture(autouse=True)
+def no_backends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A state of no moto backends: ``save`` pickles the process's own, which hold whatever the
+    worker's earlier tests left there (an RSA key object cannot be pickled); these tests are
+    about the file, its modes and its signature, not the backends' content."""
+    monkeypatch.setattr(saved_state, "SERVICES", ())
+
+
 def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 

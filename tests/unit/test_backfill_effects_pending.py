@@ -13,7 +13,6 @@ from s3ingest_fn.core.decide import IngestService
 from s3ingest_fn.core.effects import AppliedChange, EffectRunner, PinnedContent
 from s3ingest_fn.core.model import Change as IngestChange
 from s3ingest_fn.core.model import (
-    EffectsPendingError,
     Format,
     Kind,
     ObjectState,
@@ -81,9 +80,9 @@ def test_the_live_path_still_retries_it_as_a_transient_error() -> None:
         event_name="Backfill/job-1",
         fmt=Format.BACKFILL,
     )
-    with pytest.raises(EffectsPendingError, match="processor-failed") as raised:
+    with pytest.raises(TransientError, match="processor-failed") as raised:
         service.handle(change)
-    assert isinstance(raised.value, TransientError)  # the message comes back, as before
+    assert raised.value.effects_pending  # the message comes back, as before
     assert raised.value.extra["change_id"]  # the change the row holds, its effect pending
 
 

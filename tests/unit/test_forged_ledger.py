@@ -36,8 +36,9 @@ NOW = 1_700_000_000.0
 S1, S2, S3, S4 = (f"00{int(NOW) - 100 + i:08X}0000000{i}" for i in range(1, 5))
 #: What a forged event wrote before events were checked: 64 significant hex digits.
 FORGED = "F" * 64
-#: A valid-shaped, current sequencer newer than every real one: what a forger can still send.
-FORGED_CURRENT = f"00{int(NOW):08X}FFFFFFFFFF"
+#: A valid-shaped sequencer within the skew (10 minutes ahead), newer than every real one: what a
+#: forger can still send.
+FORGED_CURRENT = f"00{int(NOW) + 600:08X}FFFFFFFFFF"
 
 
 class Recorder:

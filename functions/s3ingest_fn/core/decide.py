@@ -75,7 +75,6 @@ from s3ingest_fn.core.hold import HOLD, RUN, SKIP
 from s3ingest_fn.core.model import (
     Change,
     EffectNotStarted,
-    EffectsPendingError,
     Format,
     Kind,
     ObjectState,
@@ -289,10 +288,10 @@ class IngestService:
             if first.applied:
                 return self._applied(change, Outcome.APPLIED, first, state, meta, claim)
             old = first.old
-            if old is not None and _older(change, old):
-                # stale: unless the bucket shows this event's state and the row another (a
-                # forged sequencer within the skew sorts above the key's real ones): then the
-                # row records the bucket's state, its sequencer removed (C5, C7)
+            if old is not None and _older(change, old) and self._ahead(old):
+                # stale against a sequencer whose time has not come (forged within the skew, or
+                # above the clock): unless the bucket shows this event's state and the row
+                # another, the row records the bucket's state, its sequencer removed (C5, C7)
                 now = head if head is not None else self.bucket.current(change.bucket, change.key)
                 head = now
                 if _matches(change, now) and not old.holds(_head_state(now)):
@@ -485,6 +484,14 @@ class IngestService:
             return None
         return sequencer.contradicted(row.seq, self.clock())
 
+    def _ahead(self, row: LedgerRow) -> bool:
+        """Whether the row's sequencer names a time after the handler's clock (or S3 cannot have
+        sent it): only a forged value can, so only then does a stale event cost a HEAD."""
+        if row.seq is None:
+            return False
+        now_s = self.clock()
+        return (sequencer.seconds_of(row.seq) or 0) > now_s or self._poisoned(row) is not None
+
     def _reset(self, change: Change, row: LedgerRow, written: RowState, why: str) -> Result | None:
         """Record the bucket's state (``written``, just read) over a row whose sequencer S3
         cannot have sent (``why``), the sequencer removed, while the row is still at its
@@ -663,9 +670,10 @@ class IngestService:
 
         Raises
         ------
-        EffectsPendingError
-            The first processor failure (``processor-failed: ...``), with ``extra``: the row is
-            written, the effect pending (the message is retried). A killed worker: its own error.
+        TransientError
+            The first processor failure (its own error, ``effects_pending`` set), with
+            ``extra``: the row is written, the effect pending (the message is retried). A killed
+            worker: its own error.
         """
         assert self.effects is not None
         names = list(jobs)
@@ -699,7 +707,8 @@ class IngestService:
         for status, error in outcomes:
             if error is not None:
                 error.extra.update(result.extra)
-                raise error if status == "killed" else EffectsPendingError.of(error)
+                error.effects_pending = status != "killed"
+                raise error
         return result
 
     def _run_one(

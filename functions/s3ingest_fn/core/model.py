@@ -166,6 +166,14 @@ class TransientError(RuntimeError):
     failed), merged into the ``retried`` Result by the processing layer.
     """
 
+    #: Set on a processor's failure after its change's row was written (CONTRACT C11): the row
+    #: is done, the effect pending with its claim released. A live message is retried as for
+    #: any transient error; a backfill, which only has to bring the row in, counts the key done
+    #: and leaves the effect to ``s3ingest reprocess --processor P`` or reconciliation
+    #: (``docs/backfill.md``). A ledger write that fails, or a worker killed before its commit,
+    #: never sets it.
+    effects_pending: bool = False
+
     def __init__(self, *args: object) -> None:
         super().__init__(*args)
         self.extra: dict[str, object] = {}
@@ -174,22 +182,3 @@ class TransientError(RuntimeError):
 class EffectNotStarted(TransientError):
     """An effect that was not started: its claim was not written (too little time left in the
     invocation, or the claim's write failed). Nothing changed; running it again is safe."""
-
-
-class EffectsPendingError(TransientError):
-    """The change is in the ledger (the row was written, or already held it) and a processor's
-    effect failed after it: the effect is pending with its claim released (CONTRACT C11). For
-    a live message a retry like any other (the message comes back); for a backfill, which
-    only has to bring the row in, the row is done and the effect is left to what finishes
-    pending effects: ``s3ingest reprocess --processor P`` or reconciliation's
-    ``effects_pending`` repairs (``docs/backfill.md``). A ledger write that fails, or a worker
-    killed before its commit, is never this error."""
-
-    @classmethod
-    def of(cls, error: TransientError) -> EffectsPendingError:
-        """``error`` (a processor's failure, its claim released) as this error: the same
-        message and ``extra``, ``error`` its cause."""
-        pending = cls(str(error))
-        pending.extra.update(error.extra)
-        pending.__cause__ = error
-        return pending

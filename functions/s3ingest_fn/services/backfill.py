@@ -21,7 +21,6 @@ from s3ingest_fn.core.decide import IngestService
 from s3ingest_fn.core.events import decode_form_key
 from s3ingest_fn.core.model import (
     Change,
-    EffectsPendingError,
     Format,
     InvalidMessageError,
     Kind,
@@ -34,7 +33,8 @@ TEMPORARY_FAILURE = "TemporaryFailure"
 PERMANENT_FAILURE = "PermanentFailure"
 SCHEMAS = ("1.0", "2.0")
 #: How a ``Succeeded`` task's ``resultString`` starts when its row is in the ledger but a
-#: processor's effect failed after it (:class:`~s3ingest_fn.core.model.EffectsPendingError`).
+#: processor's effect failed after it
+#: (:attr:`~s3ingest_fn.core.model.TransientError.effects_pending`).
 EFFECTS_PENDING = "effects-pending"
 #: How effects a backfill left pending are finished, as its reports say.
 EFFECTS_FINISH = (
@@ -152,11 +152,11 @@ def _one(raw: Any, schema: str, job_id: str, service: IngestService) -> tuple[st
     )
     try:
         result = service.handle(change)
-    except EffectsPendingError as exc:
-        # the row is written: the task's work is done; the effect waits for reprocess or
-        # reconciliation (a processor outage must not fail the ledger's backfill)
-        return SUCCEEDED, f"{EFFECTS_PENDING}: {exc}"
     except TransientError as exc:
+        if exc.effects_pending:
+            # the row is written: the task's work is done; the effect waits for reprocess or
+            # reconciliation (a processor outage must not fail the ledger's backfill)
+            return SUCCEEDED, f"{EFFECTS_PENDING}: {exc}"
         return TEMPORARY_FAILURE, str(exc)
     if result.outcome in (Outcome.APPLIED, Outcome.DUPLICATE, Outcome.IGNORED):
         return SUCCEEDED, f"{result.outcome.value}: {result.reason}"

@@ -25,15 +25,15 @@ from typing import Any
 
 from s3ingest_fn.config import carry_context
 from s3ingest_fn.core.decide import IngestService
-from s3ingest_fn.core.model import Change, EffectsPendingError, Format, Kind, TransientError
+from s3ingest_fn.core.model import Change, Format, Kind, TransientError
 from s3ingest_fn.core.ports import InventoryStore
 from s3ingest_fn.services.inventory import read_rows
 from s3ingest_fn.services.reconcile import Reconciler
 
 REPORT_PREFIX = "backfill-reports"
 #: The outcome of a key whose row is in the ledger while a processor's effect failed after it
-#: (:class:`~s3ingest_fn.core.model.EffectsPendingError`): a succeeded key, its effect left to
-#: ``s3ingest reprocess`` or reconciliation.
+#: (:attr:`~s3ingest_fn.core.model.TransientError.effects_pending`): a succeeded key, its
+#: effect left to ``s3ingest reprocess`` or reconciliation.
 EFFECTS_PENDING = "effects_pending"
 
 
@@ -161,10 +161,8 @@ def backfill_file(
         )
         try:
             return service.handle(change).outcome.value
-        except EffectsPendingError:  # the row is written; the effect waits (docs/backfill.md)
-            return EFFECTS_PENDING
-        except TransientError:
-            return "temporary-failure"
+        except TransientError as exc:  # effects pending: the row is written (docs/backfill.md)
+            return EFFECTS_PENDING if exc.effects_pending else "temporary-failure"
 
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         outcomes = Counter(pool.map(carry_context(observe), keys))

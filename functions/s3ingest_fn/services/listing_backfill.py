@@ -40,7 +40,6 @@ from s3ingest_fn.config import carry_context
 from s3ingest_fn.core.decide import IngestService
 from s3ingest_fn.core.model import (
     Change,
-    EffectsPendingError,
     Format,
     InventoryRow,
     Kind,
@@ -522,12 +521,10 @@ class ListingBackfill:
         def one(change: Change) -> str | TransientError:
             try:
                 return _count_of(service.handle(change))
-            except EffectsPendingError:
-                # the row is written, a processor failed after it: not the page's failure (the
-                # effect waits for reprocess or reconciliation, docs/backfill-listing.md)
-                return "effects_pending"
             except TransientError as exc:
-                return exc
+                # the row written and a processor failed after it is not the page's failure (the
+                # effect waits for reprocess or reconciliation, docs/backfill-listing.md)
+                return "effects_pending" if exc.effects_pending else exc
 
         results = list(self._pool.map(carry_context(one), changes))
         failed = [c for c, r in zip(changes, results, strict=True) if isinstance(r, Exception)]
