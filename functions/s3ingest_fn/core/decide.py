@@ -68,6 +68,7 @@ from s3ingest_fn.core.effects import (
     SUPERSEDED,
     AppliedChange,
     EffectRunner,
+    WorkerLost,
     queued_changes,
     row_change,
 )
@@ -665,7 +666,8 @@ class IngestService:
         ------
         EffectsPendingError
             The first processor failure (``processor-failed: ...``), with ``extra``: the row is
-            written, the effect pending (the message is retried). A killed worker: its own error.
+            written, the effect pending (the message is retried). A worker the effect runner
+            lost (:class:`~s3ingest_fn.core.effects.WorkerLost`): its own error.
         """
         assert self.effects is not None
         names = list(jobs)
@@ -724,6 +726,11 @@ class IngestService:
                     return "lease-lost", None
                 else:
                     status = self.effects.run(change)
+            except WorkerLost as lost:  # nothing commits; the claim is left to its lease
+                if not isinstance(lost.error, TransientError):
+                    raise lost.error from None
+                lost.error.extra.update(effect="killed")
+                return "killed", lost.error
             except TransientError as exc:
                 self.ledger.release(change.bucket, change.key, change.token, change.processor)
                 return status, exc
@@ -735,12 +742,6 @@ class IngestService:
                 )
                 error.__cause__ = exc
                 return status, error
-            if self.effects.after_effect is not None and status != SKIPPED:
-                try:
-                    self.effects.after_effect(change)  # crash-injection seam (local runtime)
-                except TransientError as exc:  # a killed worker: its lease ends, nothing commits
-                    exc.extra.update(effect="killed")
-                    return "killed", exc
             more = i < len(changes) - 1
             if not self.ledger.finish(
                 change.bucket,
