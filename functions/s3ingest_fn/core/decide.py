@@ -59,9 +59,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-from s3ingest_fn.config import carry_context
 from s3ingest_fn.contract import CANARY_PREFIX
 from s3ingest_fn.core import claimed, sequencer
+from s3ingest_fn.core.context import in_caller_context
 from s3ingest_fn.core.effects import (
     CREATED,
     REMOVED,
@@ -675,7 +675,7 @@ class IngestService:
             outcomes = [self._run_one(jobs[names[0]], holds.get(names[0]))]
         else:
             with ThreadPoolExecutor(max_workers=len(names)) as pool:
-                run = carry_context(lambda n: self._run_one(jobs[n], holds.get(n)))
+                run = in_caller_context(lambda n: self._run_one(jobs[n], holds.get(n)))
                 outcomes = list(pool.map(run, names))
         prefix = "resumed-" if resumed else ""
         statuses = {
