@@ -27,13 +27,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar, copy_context
+from contextvars import ContextVar
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar, ParamSpec, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from s3ingest_fn.contract import DELIVERY_BUCKETS_ENV, STACK_ENV
+from s3ingest_fn.core.context import in_caller_context
 from s3ingest_fn.core.effects import EffectTarget
 from s3ingest_fn.core.scope import Scope
 from s3ingest_fn.effect_targets import PROCESSOR_TARGETS, read_targets, targets_json
@@ -130,19 +131,9 @@ def use_env(env: Mapping[str, str]) -> Iterator[None]:
         _INVOCATION_ENV.reset(token)
 
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def carry_context(fn: Callable[P, R]) -> Callable[P, R]:
-    """``fn`` run, on whatever thread calls it, in a copy of the caller's context (so a worker
-    thread of an invocation sees its :func:`invocation_env`); each call gets its own copy."""
-    context = copy_context()
-
-    def run(*args: P.args, **kwargs: P.kwargs) -> R:
-        return context.copy().run(fn, *args, **kwargs)
-
-    return run
+#: ``fn`` run, on whatever thread calls it, in a copy of the caller's context (a worker
+#: thread of an invocation sees its :func:`invocation_env`; ``core.context.in_caller_context``).
+carry_context = in_caller_context
 
 
 # -- parsing helpers --------------------------------------------------------------------------

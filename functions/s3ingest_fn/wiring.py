@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from s3ingest_fn.config import IngestConfig as FunctionSettings
     from s3ingest_fn.core.decide import IngestService
     from s3ingest_fn.core.effects import (
-        AppliedChange,
         EffectRunner,
         EffectTarget,
         Processor,
@@ -242,7 +241,6 @@ def effect_runner(
     s3: Any,
     *,
     clock_ms: Callable[[], int] | None = None,
-    after_effect: Callable[[AppliedChange], None] | None = None,
     holds: Mapping[str, HoldPolicy] | None = None,
 ) -> EffectRunner:
     """The effect runner for a team's processor (or several), reading pinned content through
@@ -250,9 +248,7 @@ def effect_runner(
     from s3ingest_fn.adapters.s3_objects import S3ContentReader
     from s3ingest_fn.core.effects import EffectRunner
 
-    return EffectRunner(
-        processor, S3ContentReader(s3), clock_ms=clock_ms, after_effect=after_effect, holds=holds
-    )
+    return EffectRunner(processor, S3ContentReader(s3), clock_ms=clock_ms, holds=holds)
 
 
 def ingest_service(
@@ -267,12 +263,12 @@ def ingest_service(
     scope: Scope | None = None,
     holds: Mapping[str, HoldPolicy] | None = None,
     trail: int | None = None,
-    after_effect: Callable[[AppliedChange], None] | None = None,
+    wrap_effects: Callable[[EffectRunner], EffectRunner] | None = None,
 ) -> IngestService:
     """The ingest decision over the ledger and the bucket, with the processors' effects when
-    any are given (one callable, or :class:`ProcessorSpec` s; CONTRACT C11). ``scope`` (the
-    buckets and key filters tracked) wins over ``scope_bucket`` (one bucket, the single-bucket
-    form); neither: every key."""
+    any are given (one callable, or :class:`ProcessorSpec` s; CONTRACT C11), their runner
+    decorated by ``wrap_effects`` when given. ``scope`` (the buckets and key filters tracked)
+    wins over ``scope_bucket`` (one bucket, the single-bucket form); neither: every key."""
     from s3ingest_fn.adapters.s3_objects import S3Objects
     from s3ingest_fn.core.decide import IngestService
 
@@ -280,11 +276,15 @@ def ingest_service(
         ledger=ledger(dynamodb, table, tombstone_ttl_seconds, clock, trail),
         bucket=S3Objects(s3),
         scope_bucket=scope_bucket,
-        effects=effect_runner(processor, s3, holds=holds, after_effect=after_effect)
+        effects=(wrap_effects or _same)(effect_runner(processor, s3, holds=holds))
         if processor
         else None,
         scope=scope,
     )
+
+
+def _same(runner: EffectRunner) -> EffectRunner:
+    return runner
 
 
 def reviewer(ledger: Ledger, sqs: Any, queue_url: str) -> Reviewer:
@@ -536,27 +536,27 @@ def function_settings() -> FunctionSettings:
 
 #: Processor-run recorders by key (the local runtime's; :func:`record_processor_runs`).
 _RECORDERS: dict[str, Callable[[str, Processor], Processor]] = {}
-#: The local runtime's crash seams by the same key (:func:`record_processor_runs`).
-_AFTER_EFFECTS: dict[str, Callable[[AppliedChange], None]] = {}
+#: The local runtime's effect-runner decorators by the same key (:func:`record_processor_runs`).
+_WRAP_EFFECTS: dict[str, Callable[[EffectRunner], EffectRunner]] = {}
 
 
 def record_processor_runs(
     key: str,
     wrap: Callable[[str, Processor], Processor] | None,
-    after_effect: Callable[[AppliedChange], None] | None = None,
+    wrap_effects: Callable[[EffectRunner], EffectRunner] | None = None,
 ) -> None:
     """Decorate the processors of every ingest service built for a configuration whose
-    ``S3INGEST_LOCAL_RECORDER`` is ``key`` with ``wrap(name, call)``, and give their effect
-    runner ``after_effect`` (its crash seam), or forget ``key`` (``wrap`` None): the local
-    runtime's one recording and crash path for processor runs, whatever function runs them
-    (ingest, backfills, listing shards, reprocess segments)."""
-    _AFTER_EFFECTS.pop(key, None)
+    ``S3INGEST_LOCAL_RECORDER`` is ``key`` with ``wrap(name, call)``, and their effect runner
+    with ``wrap_effects`` (the local runtime's crash injection), or forget ``key`` (``wrap``
+    None): the local runtime's one recording and crash path for processor runs, whatever
+    function runs them (ingest, backfills, listing shards, reprocess segments)."""
+    _WRAP_EFFECTS.pop(key, None)
     if wrap is None:
         _RECORDERS.pop(key, None)
         return
     _RECORDERS[key] = wrap
-    if after_effect is not None:
-        _AFTER_EFFECTS[key] = after_effect
+    if wrap_effects is not None:
+        _WRAP_EFFECTS[key] = wrap_effects
 
 
 @_clears("build_ingest_service")
@@ -577,10 +577,10 @@ def build_ingest_service(settings: IngestConfig, clients: ClientConfig) -> Inges
     """The ingest service of ``settings`` over clients of ``clients`` (cached per value)."""
     entries = settings.processor_entries()
     wrap = _RECORDERS.get(settings.local_recorder) if settings.local_recorder else None
-    after = _AFTER_EFFECTS.get(settings.local_recorder) if settings.local_recorder else None
+    wrap_effects = _WRAP_EFFECTS.get(settings.local_recorder) if settings.local_recorder else None
     specs = processor_specs(entries, lambda_client=lambda t: lambda_client(t, clients), wrap=wrap)
     return ingest_service(
-        after_effect=after,
+        wrap_effects=wrap_effects,
         holds=hold_policies(entries, {"HOLD": settings.hold_json or ""}),
         s3=client(clients, "s3"),
         dynamodb=client(clients, "dynamodb"),

@@ -15,12 +15,12 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from s3ingest_fn.core.model import TransientError
 
 if TYPE_CHECKING:
-    from s3ingest_fn.core.effects import AppliedChange
+    from s3ingest_fn.core.effects import AppliedChange, EffectRunner
 
 T = TypeVar("T")
 #: The fault rates of :class:`Chaos` applied while the worker runs (not to delivery).
@@ -135,6 +135,42 @@ class InjectedCrash(TransientError):
     A :class:`TransientError`: the record ends ``retried`` (its message comes back, as after a
     Lambda timeout) and a backfill task ends ``TemporaryFailure`` (Batch Operations retries it).
     """
+
+
+class _KillAfterEffect:
+    """An effect runner whose ``run`` calls ``after_effect(change)`` once the effect returned,
+    before the caller commits; what that raises ends the worker (:class:`WorkerLost`). Every
+    other attribute is the wrapped runner's."""
+
+    def __init__(self, runner: EffectRunner, after_effect: Callable[[AppliedChange], None]):
+        self._runner = runner
+        self._after_effect = after_effect
+
+    def run(self, change: AppliedChange) -> str:
+        from s3ingest_fn.core.effects import WorkerLost
+
+        status = self._runner.run(change)
+        try:
+            self._after_effect(change)
+        except Exception as exc:
+            raise WorkerLost(exc) from exc
+        return status
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runner, name)
+
+
+def kill_after_effect(
+    runner: EffectRunner, after_effect: Callable[[AppliedChange], None] | None
+) -> EffectRunner:
+    """``runner`` with a worker killer between each effect and its commit: ``after_effect``
+    (e.g. :meth:`CrashInjector.after_effect`) is called with the change once its processor
+    returned; a :class:`TransientError` it raises kills the worker (the change is ``killed``:
+    nothing commits, the claim is left to its lease, the message comes back), anything else
+    propagates from the invocation as it is. ``after_effect`` None: ``runner`` itself."""
+    if after_effect is None:
+        return runner
+    return cast("EffectRunner", _KillAfterEffect(runner, after_effect))
 
 
 class CrashInjector:

@@ -42,7 +42,7 @@ from typing import Any, cast
 from s3ingest import function_roles
 from s3ingest.commands.review import matching
 from s3ingest.local import environment
-from s3ingest.local.chaos import Chaos, InjectedCrash
+from s3ingest.local.chaos import Chaos, InjectedCrash, kill_after_effect
 from s3ingest.local.delivery import publish_flush
 from s3ingest.local.emulator import ACCOUNT, Emulator, LocalBucket, Resources, provision
 from s3ingest.local.encryption import encrypt_bucket
@@ -85,7 +85,7 @@ from s3ingest_fn.adapters.bucket_owners import expect_owners
 from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
 from s3ingest_fn.adapters.s3_objects import S3Objects
 from s3ingest_fn.config import Inventory, use_env
-from s3ingest_fn.core.effects import ProcessorSpec
+from s3ingest_fn.core.effects import EffectRunner, ProcessorSpec
 from s3ingest_fn.core.model import Result
 from s3ingest_fn.core.row import LedgerRow
 from s3ingest_fn.handlers.change_stream import relay
@@ -316,15 +316,18 @@ class LocalRuntime(Reconciliations):
                 "a processor given by functionArn runs only deployed; locally, name its "
                 'Python handler instead ("handler": "package.module:handler")'
             )
-        wiring.record_processor_runs(
-            self.recorder_key, self._record_runs, self.crashes.after_effect
+        wiring.record_processor_runs(self.recorder_key, self._record_runs, self._kill_workers)
+        self.service.effects = self._kill_workers(
+            wiring.effect_runner(
+                wiring.processor_specs(entries, wrap=self._record_runs),
+                self.s3,
+                holds=wiring.hold_policies(entries, self.settings.hold_env()),
+            )
         )
-        self.service.effects = wiring.effect_runner(
-            wiring.processor_specs(entries, wrap=self._record_runs),
-            self.s3,
-            after_effect=self.crashes.after_effect,
-            holds=wiring.hold_policies(entries, self.settings.hold_env()),
-        )
+
+    def _kill_workers(self, runner: EffectRunner) -> EffectRunner:
+        """``runner`` with :attr:`crashes` killing workers between an effect and its commit."""
+        return kill_after_effect(runner, self.crashes.after_effect)
 
     def configure(self, processors: Sequence[Mapping[str, Any]], hold: Any = None) -> None:
         """Deploy another processor configuration (the ``processors`` setting, and the

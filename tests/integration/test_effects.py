@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from s3ingest.local.chaos import kill_after_effect
 from s3ingest.local.runtime import LocalRuntime
 from s3ingest_fn import wiring
 from s3ingest_fn.core.decide import LEASE_WAITS
@@ -59,8 +60,8 @@ class Harness:
         self.superseded: set[str] = set()
         #: body of every object version ever written, by version id (versioned) or ETag
         self.bodies: dict[str, bytes] = {}
-        self.rt.service.effects = wiring.effect_runner(
-            self.process, self.rt.s3, clock_ms=self.clock, after_effect=self.maybe_crash
+        self.rt.service.effects = kill_after_effect(
+            wiring.effect_runner(self.process, self.rt.s3, clock_ms=self.clock), self.maybe_crash
         )
 
     def put(self, key: str, body: bytes) -> None:
@@ -518,8 +519,8 @@ def test_after_one_reconciliation_every_effect_output_describes_the_bucket(
         record(change, content)  # raises SupersededError before any output is written
         output[change.key] = (change.kind, change.version_id, change.etag)
 
-    h.rt.service.effects = wiring.effect_runner(
-        process, h.rt.s3, clock_ms=h.clock, after_effect=h.maybe_crash
+    h.rt.service.effects = kill_after_effect(
+        wiring.effect_runner(process, h.rt.s3, clock_ms=h.clock), h.maybe_crash
     )
 
     rng = random.Random(data.draw(st.integers(0, 2**16)))

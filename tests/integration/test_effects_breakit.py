@@ -16,7 +16,7 @@ from typing import Any, cast
 
 import pytest
 
-from s3ingest.local.chaos import Chaos
+from s3ingest.local.chaos import Chaos, kill_after_effect
 from s3ingest.local.runtime import LocalRuntime, local_settings
 from s3ingest_fn import wiring
 from s3ingest_fn.core.effects import (
@@ -64,8 +64,8 @@ class Rig:
         #: change ids whose pinned read found the version gone or replaced (C8)
         self.superseded: list[str] = []
         self._lock = threading.Lock()
-        self.rt.service.effects = wiring.effect_runner(
-            self.process, self.rt.s3, clock_ms=self.clock, after_effect=self.after
+        self.rt.service.effects = kill_after_effect(
+            wiring.effect_runner(self.process, self.rt.s3, clock_ms=self.clock), self.after
         )
         # the fake lease clock never moves while a change waits for a live lease: do not sleep
         self.rt.service.sleep = lambda seconds: None

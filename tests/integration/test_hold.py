@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from s3ingest.local.chaos import kill_after_effect
 from s3ingest_fn import wiring
 from s3ingest_fn.core.effects import EVERY_CHANGE, LATEST, AppliedChange
 from s3ingest_fn.core.events import parse_body
@@ -60,12 +61,14 @@ class HoldRig(Rig):
 
     def __init__(self, emulator: Any, versioning: str | None, **kw: Any) -> None:
         super().__init__(emulator, versioning, SPECS, **kw)
-        self.rt.service.effects = wiring.effect_runner(
-            self.specs,
-            self.rt.s3,
-            clock_ms=self.clock,
-            after_effect=self.maybe_crash,
-            holds={name: HoldPolicy.of(doc) for name, doc in HOLDS.items()},
+        self.rt.service.effects = kill_after_effect(
+            wiring.effect_runner(
+                self.specs,
+                self.rt.s3,
+                clock_ms=self.clock,
+                holds={name: HoldPolicy.of(doc) for name, doc in HOLDS.items()},
+            ),
+            self.maybe_crash,
         )
         self.repairs = Repairs()
         self.reviewer = Reviewer(self.ledger, self.repairs, clock_ms=self.clock)
@@ -377,12 +380,14 @@ def test_an_effect_resumed_after_a_crash_keeps_the_breakers_verdict(emulator: An
             rig.clock.expire_leases()
             raise Killed(change.key)
 
-    rig.rt.service.effects = wiring.effect_runner(
-        rig.specs,
-        rig.rt.s3,
-        clock_ms=rig.clock,
-        after_effect=kill_once,
-        holds={"mirror": HoldPolicy.of({"deletes": {"above": 1, "windowSeconds": 3600}})},
+    rig.rt.service.effects = kill_after_effect(
+        wiring.effect_runner(
+            rig.specs,
+            rig.rt.s3,
+            clock_ms=rig.clock,
+            holds={"mirror": HoldPolicy.of({"deletes": {"above": 1, "windowSeconds": 3600}})},
+        ),
+        kill_once,
     )
     for key in ("a", "b"):
         rig.put(key, b"x")

@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from s3ingest.local.chaos import kill_after_effect
 from s3ingest.local.runtime import LocalRuntime
 from s3ingest_fn import wiring
 from s3ingest_fn.core.effects import (
@@ -85,8 +86,8 @@ class Rig:
             ProcessorSpec(name=name, call=self._processor(name), mode=mode, **filters)
             for name, mode, filters in specs
         ]
-        self.rt.service.effects = wiring.effect_runner(
-            self.specs, self.rt.s3, clock_ms=self.clock, after_effect=self.maybe_crash
+        self.rt.service.effects = kill_after_effect(
+            wiring.effect_runner(self.specs, self.rt.s3, clock_ms=self.clock), self.maybe_crash
         )
 
     def _processor(self, name: str) -> Any:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from s3ingest.local.chaos import kill_after_effect
 from s3ingest_fn.core.decide import IngestService
 from s3ingest_fn.core.effects import AppliedChange, EffectRunner, PinnedContent
 from s3ingest_fn.core.model import Change as IngestChange
@@ -48,7 +49,9 @@ def _service(
     bucket = FakeBucket({(BUCKET, KEY): ObjectState(True, "v1", "e1", 5)})
     reader = FakeContentReader()
     reader.put(BUCKET, KEY, "v1", b"hello")
-    runner = EffectRunner(processor, reader, clock_ms=lambda: NOW_MS, after_effect=after_effect)
+    runner = kill_after_effect(
+        EffectRunner(processor, reader, clock_ms=lambda: NOW_MS), after_effect
+    )
     return IngestService(ledger, bucket, scope_bucket=BUCKET, effects=runner), ledger
 
 

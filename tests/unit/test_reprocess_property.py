@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
+from s3ingest.local.chaos import kill_after_effect
 from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
 from s3ingest_fn.core.decide import IngestService
 from s3ingest_fn.core.effects import (
@@ -175,8 +176,8 @@ class World:
             )
             for name, version in versions.items()
         ]
-        effects = EffectRunner(
-            specs, self.content, clock_ms=self.clock, after_effect=self.after_effect
+        effects = kill_after_effect(
+            EffectRunner(specs, self.content, clock_ms=self.clock), self.after_effect
         )
         return IngestService(
             ledger=self.ledger,

@@ -59,15 +59,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-from s3ingest_fn.config import carry_context
 from s3ingest_fn.contract import CANARY_PREFIX
 from s3ingest_fn.core import claimed, sequencer
+from s3ingest_fn.core.context import in_caller_context
 from s3ingest_fn.core.effects import (
     CREATED,
     REMOVED,
     SUPERSEDED,
     AppliedChange,
     EffectRunner,
+    WorkerLost,
     queued_changes,
     row_change,
 )
@@ -672,8 +673,9 @@ class IngestService:
         ------
         TransientError
             The first processor failure (its own error, ``effects_pending`` set), with
-            ``extra``: the row is written, the effect pending (the message is retried). A killed
-            worker: its own error.
+            ``extra``: the row is written, the effect pending (the message is retried). A worker
+            the effect runner lost (:class:`~s3ingest_fn.core.effects.WorkerLost`): its own
+            error.
         """
         assert self.effects is not None
         names = list(jobs)
@@ -681,7 +683,7 @@ class IngestService:
             outcomes = [self._run_one(jobs[names[0]], holds.get(names[0]))]
         else:
             with ThreadPoolExecutor(max_workers=len(names)) as pool:
-                run = carry_context(lambda n: self._run_one(jobs[n], holds.get(n)))
+                run = in_caller_context(lambda n: self._run_one(jobs[n], holds.get(n)))
                 outcomes = list(pool.map(run, names))
         prefix = "resumed-" if resumed else ""
         statuses = {
@@ -733,6 +735,11 @@ class IngestService:
                     return "lease-lost", None
                 else:
                     status = self.effects.run(change)
+            except WorkerLost as lost:  # nothing commits; the claim is left to its lease
+                if not isinstance(lost.error, TransientError):
+                    raise lost.error from None
+                lost.error.extra.update(effect="killed")
+                return "killed", lost.error
             except TransientError as exc:
                 self.ledger.release(change.bucket, change.key, change.token, change.processor)
                 return status, exc
@@ -744,12 +751,6 @@ class IngestService:
                 )
                 error.__cause__ = exc
                 return status, error
-            if self.effects.after_effect is not None and status != SKIPPED:
-                try:
-                    self.effects.after_effect(change)  # crash-injection seam (local runtime)
-                except TransientError as exc:  # a killed worker: its lease ends, nothing commits
-                    exc.extra.update(effect="killed")
-                    return "killed", exc
             more = i < len(changes) - 1
             if not self.ledger.finish(
                 change.bucket,

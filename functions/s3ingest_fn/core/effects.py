@@ -82,6 +82,18 @@ CREATED, REMOVED = "created", "removed"
 KINDS = (CREATED, REMOVED)
 
 
+class WorkerLost(Exception):
+    """An effect runner's worker ended after the effect and before its commit (a local
+    emulation of a dead Lambda worker; nothing deployed raises it): the caller commits nothing
+    and leaves the claim to its lease, and the invocation ends with ``error`` (a
+    :class:`~s3ingest_fn.core.model.TransientError`: the change is ``killed``, the message
+    retried; anything else propagates as it is)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class SupersededError(Exception):
     """The pinned read found a newer write (or the version is gone): the ``superseded`` outcome.
 
@@ -413,10 +425,6 @@ class EffectRunner:
     holds : mapping of str to HoldPolicy, optional
         Each processor's hold policy, by name (:mod:`s3ingest_fn.core.hold`); none: every
         effect runs at once.
-    after_effect : callable, optional
-        Test seam: the caller (:class:`~s3ingest_fn.core.decide.IngestService`) calls it with the
-        change after its processor returned and before the commit; the local runtime injects
-        crashes there (per processor: :attr:`AppliedChange.processor`).
 
     Raises
     ------
@@ -430,7 +438,6 @@ class EffectRunner:
         content: ContentReader,
         *,
         clock_ms: Callable[[], int] | None = None,
-        after_effect: Callable[[AppliedChange], None] | None = None,
         holds: Mapping[str, HoldPolicy] | None = None,
     ) -> None:
         if isinstance(processors, Sequence):
@@ -456,7 +463,6 @@ class EffectRunner:
         self.holds = {name: p for name, p in (holds or {}).items() if p.active}
         self._content = content
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
-        self.after_effect = after_effect
         # per invocation: invocations of one graph may run at once in one process (the local
         # runtime's); each binds its own context in its own contextvars.Context
         self._remaining_of: ContextVar[Callable[[], int] | None] = ContextVar(
@@ -603,6 +609,7 @@ __all__ = [
     "Processor",
     "ProcessorSpec",
     "SupersededError",
+    "WorkerLost",
     "change_id",
     "load_processor",
     "queued_changes",

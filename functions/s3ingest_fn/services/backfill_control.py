@@ -23,7 +23,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from s3ingest_fn.config import carry_context
+from s3ingest_fn.core.context import in_caller_context
 from s3ingest_fn.core.decide import IngestService
 from s3ingest_fn.core.model import Change, Format, Kind, TransientError
 from s3ingest_fn.core.ports import InventoryStore
@@ -165,7 +165,7 @@ def backfill_file(
             return EFFECTS_PENDING if exc.effects_pending else "temporary-failure"
 
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        outcomes = Counter(pool.map(carry_context(observe), keys))
+        outcomes = Counter(pool.map(in_caller_context(observe), keys))
     temporary = outcomes.pop("temporary-failure", 0)
     return {
         "file": event["file"],

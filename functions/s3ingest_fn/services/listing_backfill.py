@@ -36,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from s3ingest_fn.config import carry_context
+from s3ingest_fn.core.context import in_caller_context
 from s3ingest_fn.core.decide import IngestService
 from s3ingest_fn.core.model import (
     Change,
@@ -526,7 +526,7 @@ class ListingBackfill:
                 # effect waits for reprocess or reconciliation, docs/backfill-listing.md)
                 return "effects_pending" if exc.effects_pending else exc
 
-        results = list(self._pool.map(carry_context(one), changes))
+        results = list(self._pool.map(in_caller_context(one), changes))
         failed = [c for c, r in zip(changes, results, strict=True) if isinstance(r, Exception)]
         if failed:  # one more try each, one after another, before the page fails
             retried = [one(c) for c in failed]

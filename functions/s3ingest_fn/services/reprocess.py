@@ -45,7 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from s3ingest_fn.config import carry_context
+from s3ingest_fn.core.context import in_caller_context
 from s3ingest_fn.core.decide import IngestService
 from s3ingest_fn.core.model import EffectNotStarted, TransientError
 from s3ingest_fn.core.ports import InventoryStore, LedgerSegments, SegmentPage
@@ -557,7 +557,7 @@ class Reprocessor:
         cut: int | None = None
         ended: list[int] = []
         for (i, row), (outcome, error) in zip(
-            due, self._pool.map(carry_context(page_run.one), [r for _, r in due]), strict=True
+            due, self._pool.map(in_caller_context(page_run.one), [r for _, r in due]), strict=True
         ):
             if outcome is None:
                 cut = i if cut is None else min(cut, i)
