@@ -54,9 +54,12 @@ def _outage(step: dict[str, Any], bucket: str) -> list[dict[str, Any]]:
 def test_a_backfill_completes_the_ledger_through_a_processor_outage(
     emulator: Any, tmp_path: Path, step: dict[str, Any]
 ) -> None:
-    # GIVEN three objects the ledger never heard of, and the only processor failing
+    # GIVEN three objects the ledger never heard of, and the only processor failing (a bucket
+    # of each engine's own: the emulator outlives a test, and a versioned bucket another engine's
+    # scenario wrote would hold its versions too)
     # WHEN a backfill runs through the outage, the processor is fixed, and reprocess runs
-    result = _scenario(tmp_path, _outage(step, "outage-bkt"), emulator)
+    bucket = "outage-" + (step.get("engine") or step.get("source") or "batch-operations")
+    result = _scenario(tmp_path, _outage(step, bucket), emulator)
 
     # THEN the backfill succeeded with every row written and the effects reported pending
     assert result["error"] is None
