@@ -11,6 +11,7 @@ in-account sender (a reconcile role, an ``operatorRoleArns`` role) could send th
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import time
 from pathlib import Path
@@ -28,6 +29,8 @@ from s3ingest_fn.core.diff import DRIFT_KINDS
 KEY = "in/doc.txt"
 NEW_KEY = "in/never-written.txt"
 BUCKET = "forged-order"
+#: Numbers the scenarios' buckets (:func:`_scenario`).
+_RUNS = itertools.count()
 REGION = "us-east-1"
 
 #: The forged sequencer forms of issue 34. Every one is accepted by the parser (hex, its time not
@@ -164,11 +167,14 @@ def test_the_documented_pair_converges_in_both_orders_without_reconciliation(
 
 
 def _scenario(emulator: Any, tmp_path: Path, shape: str, seq: str) -> dict[str, Any]:
+    # a bucket of each run's own: the session's emulator outlives a scenario, and a versioned
+    # bucket keeps the versions an earlier case wrote
+    bucket = f"{BUCKET}-{next(_RUNS)}"
     lines: list[Any] = [
-        {"bucket": BUCKET, "versioning": "Enabled"},
+        {"bucket": bucket, "versioning": "Enabled"},
         {"op": "put", "key": KEY, "body": "one"},
         {"op": "flush"},
-        {"op": "deliver", "body": forged_body(shape, seq, bucket=BUCKET, version_id=None)},
+        {"op": "deliver", "body": forged_body(shape, seq, bucket=bucket, version_id=None)},
         {"op": "reconcile", "source": "listing"},
         {"op": "put", "key": NEW_KEY if shape == "new-key" else KEY, "body": "two"},
         {"op": "flush"},
