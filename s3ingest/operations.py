@@ -7,9 +7,7 @@ explain: :mod:`~s3ingest.commands.explain`; status: :mod:`~s3ingest.commands.sta
 
 from __future__ import annotations
 
-import importlib
-import warnings
-from typing import Any
+from s3ingest.moved import moved
 
 #: Each old name, by the module now holding it.
 MOVED = {
@@ -46,13 +44,4 @@ MOVED = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """The names of :data:`MOVED`, with a :class:`DeprecationWarning` naming their new module."""
-    if name not in MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"s3ingest.operations.{name} moved to {MOVED[name]}.{name}",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module(MOVED[name]), name)
+__getattr__ = moved(__name__, {name: f"{module}.{name}" for name, module in MOVED.items()})

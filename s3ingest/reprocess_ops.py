@@ -5,8 +5,7 @@
 
 from __future__ import annotations
 
-import warnings
-from typing import Any
+from s3ingest.moved import moved
 
 #: Each old name, by its name in :mod:`s3ingest.commands.reprocess`.
 MOVED = {
@@ -22,15 +21,6 @@ MOVED = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """The names of :data:`MOVED`, with a :class:`DeprecationWarning` naming their new place."""
-    if name not in MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from s3ingest.commands import reprocess
-
-    warnings.warn(
-        f"s3ingest.reprocess_ops.{name} moved to s3ingest.commands.reprocess.{MOVED[name]}",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(reprocess, MOVED[name])
+__getattr__ = moved(
+    __name__, {old: f"s3ingest.commands.reprocess.{new}" for old, new in MOVED.items()}
+)
