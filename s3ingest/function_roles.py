@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from s3ingest_fn import config as fn_config
@@ -110,7 +111,11 @@ def _backfill_control_timeout(s: Settings) -> int:
     return s.ingest_side_timeout(s.reconcile_timeout_seconds)
 
 
-def _listing(
+def _step(
+    feature: str,
+    module: str,
+    service: str,
+    config: type,
     name: str,
     construct_id: str,
     function: str,
@@ -118,38 +123,30 @@ def _listing(
     timeout: Sized = _STEP_TIMEOUT,
     memory: Sized = _STEP_MEMORY,
 ) -> FunctionRole:
+    """A step function of a checkpointed run (``feature``: the listing backfill, reprocess)."""
     return FunctionRole(
         name,
         construct_id,
-        f"{_HANDLERS}listing_backfill.{function}",
-        contract.LISTING_SERVICE,
-        fn_config.ListingBackfillConfig,
+        f"{_HANDLERS}{module}.{function}",
+        service,
+        config,
         f"s3ingest: {what}",
-        f"s3ingest listing backfill: {what}",
+        f"s3ingest {feature}: {what}",
         timeout,
         memory,
     )
 
 
-def _reprocess(
-    name: str,
-    construct_id: str,
-    function: str,
-    what: str,
-    timeout: Sized = _STEP_TIMEOUT,
-    memory: Sized = _STEP_MEMORY,
-) -> FunctionRole:
-    return FunctionRole(
-        name,
-        construct_id,
-        f"{_HANDLERS}reprocess.{function}",
-        contract.REPROCESS_SERVICE,
-        fn_config.ReprocessConfig,
-        f"s3ingest: {what}",
-        f"s3ingest reprocess: {what}",
-        timeout,
-        memory,
-    )
+_listing = partial(
+    _step,
+    "listing backfill",
+    "listing_backfill",
+    contract.LISTING_SERVICE,
+    fn_config.ListingBackfillConfig,
+)
+_reprocess = partial(
+    _step, "reprocess", "reprocess", contract.REPROCESS_SERVICE, fn_config.ReprocessConfig
+)
 
 
 _RECONCILE = "s3ingest: compares the bucket with the ledger and queues repairs (reconciliation)"
