@@ -37,7 +37,8 @@ starts, skipping any whose moto version it was not written for; :func:`install` 
 * ``SQSBackend.get_queue_attributes`` (``moto/sqs/models.py``) computes the queue's attributes once
   per call instead of once per requested name and twice more per match, and ``Queue.attributes``
   (which ``SendMessage`` reads too) counts visible, in-flight and delayed messages in one walk
-  over the queue instead of three.
+  over the queue instead of three; ``Queue.pending_message_groups`` walks a copy of the
+  in-flight set (moto's walk raced a DeleteMessage on another server thread).
 
 The results and errors of every request are those of unpatched moto
 (``tests/unit/test_fast_moto.py`` replays the same requests with and without the patches).
@@ -310,6 +311,14 @@ def _patch_queue_attributes() -> None:
         return result
 
     _set(Queue, "attributes", property(attributes))
+
+    def pending_message_groups(self: Any) -> set[str]:
+        # moto 5.2's, over a copy of the in-flight set: its set comprehension runs Python code
+        # per message, so a DeleteMessage on another thread of the server changed the set mid-walk
+        # ("Set changed size during iteration" from ReceiveMessage); tuple() copies it in one step
+        return {m.group_id for m in tuple(self._pending_messages) if m.group_id is not None}
+
+    _set(Queue, "pending_message_groups", property(pending_message_groups))
 
 
 @_once
