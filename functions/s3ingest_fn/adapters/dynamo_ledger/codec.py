@@ -9,7 +9,7 @@ Items are in attribute-value form (``{"S": ...}``, ``{"N": ...}``, ...); the lay
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from s3ingest_fn.adapters.dynamo_ledger.layout import (
@@ -454,69 +454,90 @@ def _decision_av(decision: Decision) -> dict[str, Any]:
 def item_of(row: LedgerRow) -> dict[str, Any]:
     """The compact item (attribute-value form) of a row: what :func:`row_from_item` reads
     back as ``row`` (the legacy migration, the benchmarks)."""
+    compact = _compact_seq(row.seq) if row.seq is not None else None
     item: dict[str, Any] = {
         PARTITION_KEY: {"S": row_pk(row.bucket, row.key)},
         _STATE: {"S": _STATES[row.state]},
         _REV: {"N": str(row.rev)},
     }
-    if row.updated_at:
-        item[_UPDATED] = {"N": str(row.updated_at)}
+    optional: tuple[tuple[str, str, object], ...] = (
+        (_UPDATED, "N", row.updated_at or None),
+        (_SEQ, "S", compact),
+        (
+            _RAW_SEQ,
+            "S",
+            row.raw_seq if compact is not None and row.raw_seq not in ("", compact) else None,
+        ),
+        (_OBSERVED, "BOOL", row.observed or None),
+        (_VERSION, "S", row.version_id if row.present else None),
+        (_ETAG, "S", row.etag if row.present else None),
+        (_SIZE, "N", row.size if row.present else None),
+        (_OP, "S", row.op),
+        (_CHG_ID, "S", row.change_id),
+        (_CHG_SEQ, "S", row.change_seq),
+        (TTL_ATTRIBUTE, "N", row.expires_at),
+    )
+    item.update(_present(optional))
     raw_key = _raw_key_av(row.raw_key, row.key)
     if raw_key is not None:
         item[_RAW_KEY] = raw_key
-    if row.seq is not None:
-        compact = _compact_seq(row.seq)
-        item[_SEQ] = {"S": compact}
-        if row.raw_seq and row.raw_seq != compact:
-            item[_RAW_SEQ] = {"S": row.raw_seq}
-    if row.observed:
-        item[_OBSERVED] = {"BOOL": True}
-    if row.present:
-        if row.version_id is not None:
-            item[_VERSION] = {"S": row.version_id}
-        if row.etag is not None:
-            item[_ETAG] = {"S": row.etag}
-        if row.size is not None:
-            item[_SIZE] = {"N": str(row.size)}
-    if row.op is not None:
-        item[_OP] = {"S": row.op}
-    if row.change_id is not None:
-        item[_CHG_ID] = {"S": row.change_id}
-    if row.change_seq is not None:
-        item[_CHG_SEQ] = {"S": row.change_seq}
     for processor, effect in row.effects().items():
-        fx, fx_token, fx_lease, fx_done, fx_queue = effect_attributes(processor)
-        item[fx] = {"S": _FX_CODES.get(effect.status, effect.status)}
-        for name, number in ((fx_token, effect.token), (fx_lease, effect.lease_until_ms)):
-            if number is not None:
-                item[name] = {"N": str(number)}
-        if effect.done_change_id is not None:
-            item[fx_done] = {"S": effect.done_change_id}
-        if effect.queue:
-            item[fx_queue] = {"L": [_queued_av(q) for q in effect.queue]}
-        if effect.hold is not None:
-            item[hold_attribute(processor)] = _hold_av(effect.hold)
-        if effect.version != 1:
-            item[version_attribute(processor)] = {"N": str(effect.version)}
-    for name, review in zip(_TRAIL, row.trail, strict=False):
-        item[name] = _review_av(review)
-    history = row.history
-    if not history and row.updated_at:  # a legacy row written before the history existed
-        history = (
-            Decision(
-                seq=row.raw_seq or "-",
-                event=row.event_name,
-                reason=row.reason,
-                source=row.source,
-                at=row.updated_at,
-                state=row.state,
-            ),
-        )
-    for name, decision in zip(_HISTORY, history, strict=False):
-        item[name] = _decision_av(decision)
-    if row.expires_at is not None:
-        item[TTL_ATTRIBUTE] = {"N": str(row.expires_at)}
+        item.update(_effect_avs(processor, effect))
+    item.update(zip(_TRAIL, map(_review_av, row.trail), strict=False))
+    item.update(zip(_HISTORY, map(_decision_av, _history_of(row)), strict=False))
     return item
+
+
+def _present(values: Iterable[tuple[str, str, object]]) -> dict[str, Any]:
+    """``{name: {type: value}}`` of the ``(name, type, value)`` whose value is not ``None``
+    (numbers as strings, as DynamoDB's attribute values carry them)."""
+    return {
+        name: {kind: str(value) if kind == "N" else value}
+        for name, kind, value in values
+        if value is not None
+    }
+
+
+def _effect_avs(processor: str, effect: Effect) -> dict[str, Any]:
+    """One processor's effect attributes (the status always; the rest when set)."""
+    fx, fx_token, fx_lease, fx_done, fx_queue = effect_attributes(processor)
+    item = {fx: {"S": _FX_CODES.get(effect.status, effect.status)}}
+    item.update(
+        _present(
+            (
+                (fx_token, "N", effect.token),
+                (fx_lease, "N", effect.lease_until_ms),
+                (fx_done, "S", effect.done_change_id),
+                (
+                    version_attribute(processor),
+                    "N",
+                    None if effect.version == 1 else effect.version,
+                ),
+            )
+        )
+    )
+    if effect.queue:
+        item[fx_queue] = {"L": [_queued_av(q) for q in effect.queue]}
+    if effect.hold is not None:
+        item[hold_attribute(processor)] = _hold_av(effect.hold)
+    return item
+
+
+def _history_of(row: LedgerRow) -> tuple[Decision, ...]:
+    """The row's decisions; a legacy row written before the history existed gets one made of
+    its own fields."""
+    if row.history or not row.updated_at:
+        return row.history
+    return (
+        Decision(
+            seq=row.raw_seq or "-",
+            event=row.event_name,
+            reason=row.reason,
+            source=row.source,
+            at=row.updated_at,
+            state=row.state,
+        ),
+    )
 
 
 # -- item sizes -------------------------------------------------------------------------------
