@@ -81,8 +81,10 @@ def emit_backfill(report: dict[str, Any], as_json: bool) -> None:
     table.add_column("figure")
     table.add_column("value", justify="right")
     execution = report.get("execution")
-    if execution:
+    if isinstance(execution, dict):  # a fresh local runtime's report: the execution's summary
         table.add_row("execution", str(execution["status"]))
+    elif execution:  # a deployed or running local stack's status: the execution's ARN
+        table.add_row("execution arn", execution)
     for name in (
         "status",
         "jobId",
@@ -94,6 +96,8 @@ def emit_backfill(report: dict[str, Any], as_json: bool) -> None:
         "temporary_retries",
         "report",
         "converged",
+        "error",
+        "cause",
     ):
         if name in report and report[name] is not None:
             table.add_row(name, str(report[name]))

@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from s3ingest.commands.reprocess import cause_text
+
 #: ``--engine`` values of ``backfill start --local`` (the first is the default).
 LOCAL_ENGINES = ("batch-operations", "distributed-map")
 #: Seconds between two reads of a followed backfill.
@@ -89,7 +91,8 @@ def backfill_status(sfn: Any, s3control: Any, execution_arn: str) -> dict[str, A
     -------
     dict
         ``{"execution", "status", "jobId", "jobStatus", "total", "succeeded", "failed",
-        "report", "output"}`` (job fields None before the job exists); the
+        "report", "output"}`` (job fields None before the job exists), with ``"error"`` and
+        ``"cause"`` (one line) when the execution ended without succeeding; the
         ``distributed-map`` engine's adds ``effects_pending`` (keys recorded while a processor
         failed after their rows; a job's are its ``backfill_effects_pending`` metric).
     """
@@ -105,6 +108,8 @@ def backfill_status(sfn: Any, s3control: Any, execution_arn: str) -> dict[str, A
         "report": None,
         "output": json.loads(desc["output"]) if desc.get("output") else None,
     }
+    if desc["status"] in TERMINAL_EXECUTION and desc["status"] != "SUCCEEDED":
+        out.update(error=desc.get("error"), cause=cause_text(desc.get("cause")))
     job_id = job_id_of(sfn, execution_arn)
     if job_id:
         account = execution_arn.split(":")[4]

@@ -140,7 +140,9 @@ def test_prepared_fields_are_what_prepare_returns() -> None:
     reconciler = SimpleNamespace(
         inventory_bucket="inv",
         require_inventory_bucket=lambda: "inv",
-        newest_manifest=lambda: "inventory/b/s3ingest-daily/2026-01-01T01-00Z/manifest.json",
+        newest_manifest=lambda instead: (
+            "inventory/b/s3ingest-daily/2026-01-01T01-00Z/manifest.json"
+        ),
         manifest=lambda key: SimpleNamespace(files=("data/a.csv.gz",), created_ms=1),
         inventory=S3InventoryStore(s3),
     )

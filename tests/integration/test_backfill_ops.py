@@ -8,8 +8,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import boto3
+import pytest
 from botocore.stub import ANY, Stubber
 
+from s3ingest.cli.render import emit_backfill
 from s3ingest.commands.backfill import backfill_status, start_backfill
 from s3ingest.commands.backfill import latest_backfill as latest_execution
 
@@ -186,3 +188,37 @@ def test_a_distributed_map_status_names_the_effects_left_pending() -> None:
         status = backfill_status(sfn, s3control, EXEC)
     # THEN its status counts them apart from the failures
     assert (status["succeeded"], status["failed"], status["effects_pending"]) == (5, 0, 3)
+
+
+def test_a_failed_backfill_names_its_cause_and_renders_as_text(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # GIVEN a backfill execution that failed in its prepare step (issue 36: `backfill status`
+    # crashed rendering it, and its JSON said FAILED with no cause)
+    sfn, s3control = clients()
+    cause = {"errorType": "ReconcileError", "errorMessage": "no inventory report yet", "trace": []}
+    with Stubber(sfn) as s:
+        s.add_response(
+            "describe_execution",
+            {
+                "executionArn": EXEC,
+                "stateMachineArn": ARN,
+                "status": "FAILED",
+                "startDate": NOW,
+                "input": "{}",
+                "error": "ReconcileError",
+                "cause": json.dumps(cause),
+            },
+        )
+        s.add_response("get_execution_history", {"events": []})
+        status = backfill_status(sfn, s3control, EXEC)
+    # THEN the status carries the error and the cause in one line
+    assert (status["error"], status["cause"]) == (
+        "ReconcileError",
+        "ReconcileError: no inventory report yet",
+    )
+    # AND the text rendering shows the execution's ARN and the cause
+    emit_backfill(status, as_json=False)
+    text = capsys.readouterr().out
+    assert "FAILED" in text
+    assert "no inventory report yet" in text

@@ -126,6 +126,19 @@ def test_the_newest_complete_report_is_chosen() -> None:
         reconciler.newest_manifest()
 
 
+def test_without_a_report_a_backfill_names_its_own_ways_forward() -> None:
+    # GIVEN no inventory report yet (issue 36: the backfill's cause named reconcile's option)
+    from s3ingest_fn.services.backfill_control import BACKFILL_INSTEAD
+
+    reconciler = _reconciler(FakeBucketListing(), FakeRepairQueue(), FakeInventoryStore())
+    # THEN the backfill's error names backfill start --manifest and onboard, not --source
+    with pytest.raises(ReconcileError) as raised:
+        reconciler.newest_manifest(BACKFILL_INSTEAD)
+    assert "backfill start --manifest KEY" in str(raised.value)
+    assert "s3ingest onboard" in str(raised.value)
+    assert "--source" not in str(raised.value)
+
+
 @pytest.mark.contract("C13")
 def test_the_backfill_report_counts_failed_tasks_only() -> None:
     store = FakeInventoryStore()

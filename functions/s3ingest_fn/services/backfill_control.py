@@ -37,6 +37,13 @@ REPORT_PREFIX = "backfill-reports"
 EFFECTS_PENDING = "effects_pending"
 
 
+#: What a backfill does without an inventory report (``docs/backfill.md``).
+BACKFILL_INSTEAD = (
+    "name one with backfill start --manifest KEY once it exists, "
+    "or bring the bucket in by listing: s3ingest onboard"
+)
+
+
 def prepare(reconciler: Reconciler, event: dict[str, Any]) -> dict[str, Any]:
     """``{"manifest"?: key}`` -> ``{"manifestKey", "manifestEtag", "manifestObjectArn",
     "files", "createdMs"}``.
@@ -46,7 +53,7 @@ def prepare(reconciler: Reconciler, event: dict[str, Any]) -> dict[str, Any]:
     ReconcileError
         No report yet, or a manifest whose checksum does not match.
     """
-    key = event.get("manifest") or reconciler.newest_manifest()
+    key = event.get("manifest") or reconciler.newest_manifest(BACKFILL_INSTEAD)
     manifest = reconciler.manifest(key)
     etag = reconciler.inventory.etag(reconciler.require_inventory_bucket(), key)
     partition = str(event.get("partition", "aws"))

@@ -88,6 +88,8 @@ CONCURRENCY = 16
 #: Repair events per SendMessageBatch request (SQS's limit:
 #: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessageBatch.html).
 REPAIR_BATCH = 10
+#: What a reconciliation does without an inventory report (``reconcile --source listing``).
+LISTING_INSTEAD = "use --source listing"
 
 
 class Reconciler:
@@ -261,8 +263,9 @@ class Reconciler:
 
     # -- the bucket's state -------------------------------------------------------------
 
-    def newest_manifest(self) -> str:
-        """Key of the newest report's ``manifest.json`` under the inventory prefix.
+    def newest_manifest(self, instead: str = LISTING_INSTEAD) -> str:
+        """Key of the newest report's ``manifest.json`` under the inventory prefix (``instead``:
+        what the error tells the operator to do without one).
 
         Raises
         ------
@@ -271,7 +274,7 @@ class Reconciler:
             arrives up to 48 hours after the configuration is created).
         """
         if not self.inventory_bucket:
-            raise ReconcileError("no inventory bucket configured; use --source listing")
+            raise ReconcileError(f"no inventory bucket configured; {instead}")
         prefix, store = self.inventory_prefix, self.inventory_bucket
         folders = self.inventory.folders(store, prefix)
         dated = sorted(
@@ -287,7 +290,7 @@ class Reconciler:
             return key
         raise ReconcileError(
             f"no inventory report under s3://{self.inventory_bucket}/{prefix} "
-            "yet (the first one can take up to 48 hours); use --source listing"
+            f"yet (the first one can take up to 48 hours); {instead}"
         )
 
     def manifest(self, key: str) -> Manifest:
