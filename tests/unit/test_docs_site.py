@@ -87,3 +87,28 @@ def test_the_hook_points_repository_files_at_the_repository() -> None:
         "[s](settings.md) [x](../tests/events/SOURCES.md)", "payloads.md", url
     )
     assert page == "[s](settings.md) [x](https://github.com/o/r/blob/main/tests/events/SOURCES.md)"
+
+
+def test_a_list_rendered_as_a_paragraph_is_found() -> None:
+    # GIVEN the HTML Python-Markdown makes of a list with no blank line before it (issue 36: 27
+    # places in the runbook rendered as one run-on paragraph), and of a proper list
+    run_on = "<p><strong>Steps</strong>\n1. <strong>Find out.</strong> Run it.\n2. Then.</p>"
+    proper = "<p><strong>Steps</strong></p>\n<ol>\n<li>Find out.</li>\n</ol>\n<p>a - b\nc</p>"
+    # THEN the first is named by its first line, the second passes
+    assert mkdocs_hooks.run_on_lists(run_on) == ["<strong>Steps</strong>"]
+    assert mkdocs_hooks.run_on_lists(proper) == []
+
+
+def test_every_runbook_section_an_incident_names_exists() -> None:
+    headings = {
+        line.removeprefix("## ").strip()
+        for line in (ROOT / "docs" / "runbook.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith("## ")
+    }
+    named = {
+        title
+        for path in (ROOT / "examples" / "incidents").glob("*.jsonl")
+        for title in re.findall(r'docs/runbook\.md, "([^"]+)"', path.read_text(encoding="utf-8"))
+    }
+    assert named, "the incident examples name their runbook sections"
+    assert named - headings == set()
