@@ -501,7 +501,7 @@ def _present(values: Iterable[tuple[str, str, object]]) -> dict[str, Any]:
 def _effect_avs(processor: str, effect: Effect) -> dict[str, Any]:
     """One processor's effect attributes (the status always; the rest when set)."""
     fx, fx_token, fx_lease, fx_done, fx_queue = effect_attributes(processor)
-    item = {fx: {"S": _FX_CODES.get(effect.status, effect.status)}}
+    item: dict[str, Any] = {fx: {"S": _FX_CODES.get(effect.status, effect.status)}}
     item.update(
         _present(
             (
