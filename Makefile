@@ -89,7 +89,7 @@ synth: $(STAMP) $(STAMP_NPM)  ## cdk synth with the pinned CDK CLI and Node (no 
 	$(WITH_NODE) cdk synth --quiet
 
 machines: $(STAMP) $(STAMP_NPM)  ## rewrite s3ingest/local/machines/*.json (the state machines the local runtime runs) from a synth
-	$(WITH_NODE) $(BIN)/python -m s3ingest.local.machines --write
+	$(WITH_NODE) $(BIN)/python -m s3ingest_cdk.local_machines --write
 
 bench: $(STAMP)  ## benchmarks: figures and ratios, not pass/fail
 	$(BIN)/python -m bench

@@ -266,6 +266,24 @@ def count_queue_attributes_once() -> None:
     _patch_queue_attributes()
 
 
+def _message_counts(messages: Any, now: float) -> dict[str, int]:
+    """moto 5.2's three message counts of a queue, taken in one walk over its messages (moto walks
+    them once per count, and SendMessage asks for all of it)."""
+    visible = delayed = not_visible = 0
+    for message in messages:
+        if now < message.delayed_until:
+            delayed += 1
+        if not now > message.visible_at:
+            not_visible += 1
+        elif not now < message.delayed_until:
+            visible += 1
+    return {
+        "ApproximateNumberOfMessages": visible,
+        "ApproximateNumberOfMessagesDelayed": delayed,
+        "ApproximateNumberOfMessagesNotVisible": not_visible,
+    }
+
+
 def _patch_queue_attributes() -> None:
     from moto.sqs import models
     from moto.sqs.models import Queue
@@ -273,42 +291,23 @@ def _patch_queue_attributes() -> None:
     field = functools.lru_cache(maxsize=64)(models.camelcase_to_underscores)
 
     def attributes(self: Any) -> dict[str, Any]:
-        # moto 5.2's Queue.attributes, with its three message counts taken in one walk over the
-        # queue's messages (moto walks them once per count, and SendMessage asks for all of it)
-        now = models.unix_time_millis()
-        visible = delayed = not_visible = 0
-        for message in self._messages:
-            if now < message.delayed_until:
-                delayed += 1
-            if not now > message.visible_at:
-                not_visible += 1
-            elif not now < message.delayed_until:
-                visible += 1
-        counts = {
-            "ApproximateNumberOfMessages": visible,
-            "ApproximateNumberOfMessagesDelayed": delayed,
-            "ApproximateNumberOfMessagesNotVisible": not_visible,
+        # moto 5.2's Queue.attributes, with the counts from _message_counts
+        counts = _message_counts(self._messages, models.unix_time_millis())
+        result: dict[str, Any] = {
+            name: counts[name] if name in counts else getattr(self, field(name))
+            for name in self.BASE_ATTRIBUTES
         }
-        result: dict[str, Any] = {}
-        for attribute in self.BASE_ATTRIBUTES:
-            if attribute in counts:
-                result[attribute] = counts[attribute]
-            else:
-                result[attribute] = getattr(self, field(attribute))
-        if self.fifo_queue:
-            for attribute in self.FIFO_ATTRIBUTES:
-                result[attribute] = getattr(self, field(attribute))
-        if self.kms_master_key_id:
-            for attribute in self.KMS_ATTRIBUTES:
-                result[attribute] = getattr(self, field(attribute))
+        for present, names in (
+            (self.fifo_queue, self.FIFO_ATTRIBUTES),
+            (self.kms_master_key_id, self.KMS_ATTRIBUTES),
+        ):
+            if present:
+                result.update({name: getattr(self, field(name)) for name in names})
         if self.policy:
             result["Policy"] = self.policy
         if self.redrive_policy:
             result["RedrivePolicy"] = models.json.dumps(self.redrive_policy)
-        for key in result:
-            if isinstance(result[key], bool):
-                result[key] = str(result[key]).lower()
-        return result
+        return {k: str(v).lower() if isinstance(v, bool) else v for k, v in result.items()}
 
     _set(Queue, "attributes", property(attributes))
 

@@ -19,10 +19,10 @@ import pytest
 from aws_cdk import App, Stack
 from aws_cdk import aws_lambda as lambda_
 
-from s3ingest.local.machines.generate import VARIANTS as CONTEXTS
 from s3ingest.settings import BucketSpec
 from s3ingest_cdk import ProcessorConfig, S3IngestPipeline
 from s3ingest_cdk.bundling import BUNDLE_CACHE_CONTEXT
+from s3ingest_cdk.local_machines import VARIANTS as CONTEXTS
 from s3ingest_cdk.synth import Synth, recommended_flags
 from s3ingest_cdk.synth import synthesize as _synthesize
 
@@ -172,7 +172,7 @@ def fanout_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
     ``reconcileFanOut``, and the Distributed Map backfill, ``backfillEngine=distributed-map``), an
     alarm e-mail subscription (``alarmEmail``), the example processor (``processor``), the
     change stream (``changeStream``) and X-Ray tracing (``tracing``), synthesized once."""
-    # the same context as the local runtime's machines (s3ingest/local/machines/generate.py)
+    # the same context as the local runtime's machines (s3ingest_cdk/local_machines.py)
     yield synthesize(tmp_path_factory.mktemp("cdk-out-fanout"), CONTEXTS["fanout"])
 
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from s3ingest.local.machines.generate import _paths
+from s3ingest_cdk.local_machines import _paths
 from s3ingest_cdk.synth import Synth
 from tests.iam_calls import ACCOUNT, REGION, Request
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from s3ingest.local import machines
-from s3ingest.local.machines.generate import MACHINES, documents, render
+from s3ingest_cdk.local_machines import HERE, MACHINES, documents, render
 from s3ingest_cdk.synth import Synth
 
 
@@ -23,7 +23,7 @@ def synthesized(synth: Synth, fanout_synth: Synth) -> dict[str, str]:
 def test_committed_machine_equals_the_synthesized_one(
     synthesized: dict[str, str], name: str
 ) -> None:
-    committed = (machines.generate.HERE / f"{name}.json").read_text(encoding="utf-8")
+    committed = (HERE / f"{name}.json").read_text(encoding="utf-8")
     assert committed == synthesized[name], f"{name}.json is stale: run make machines"
 
 

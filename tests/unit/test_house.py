@@ -122,6 +122,49 @@ def test_a_package_has_no_import_circle(root: Path) -> None:
     assert _circles(graph) == []
 
 
+def _imports_of(path: Path) -> set[str]:
+    """Every module name a file imports at run time (``TYPE_CHECKING`` blocks apart)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(child) for child in ast.walk(node))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module)
+    return found
+
+
+#: What the CLI's package may not import: the CDK app sits above it (the app reads the CLI's
+#: settings and function roles), and the CLI must run where no CDK is installed.
+ABOVE_THE_CLI = ("s3ingest_cdk", "aws_cdk", "constructs", "cdk_nag")
+
+
+def test_the_cli_package_imports_nothing_of_the_cdk_app() -> None:
+    upward = {
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in (ROOT / "s3ingest").rglob("*.py")
+        for name in _imports_of(path)
+        if name.split(".")[0] in ABOVE_THE_CLI
+    }
+    assert upward == set()
+
+
+def test_the_upward_import_check_sees_a_function_local_import(tmp_path: Path) -> None:
+    planted = tmp_path / "m.py"
+    planted.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import aws_cdk\n"
+        "def f():\n    from s3ingest_cdk.synth import synthesize\n",
+        encoding="utf-8",
+    )
+    assert _imports_of(planted) == {"typing", "s3ingest_cdk.synth"}
+
+
 def test_the_circle_check_finds_a_circle() -> None:
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _circles({"a": {"b"}, "b": set()}) == []

@@ -1,10 +1,10 @@
 """The stack's state machines, as synthesized, for the local runtime.
 
-Each ``<name>.json`` here is written by ``make machines`` (:mod:`.generate`) from the synthesized
-template: ``{"definition": <ASL>, "functions": {<construct path>: {"handler", "environment",
-"timeoutSeconds", "memoryMb"}}}``, with every CloudFormation token a ``${...}`` placeholder
-(``${AWS::Region}``, ``${<construct path>}`` for a ``Ref``, ``${<construct path>.Arn}`` for a
-``Fn::GetAtt``). :func:`fill` puts the emulator's values in.
+Each ``<name>.json`` here is written by ``make machines`` (:mod:`s3ingest_cdk.local_machines`) from
+the synthesized template: ``{"definition": <ASL>, "functions": {<construct path>: {"handler",
+"environment", "timeoutSeconds", "memoryMb"}}}``, with every CloudFormation token a ``${...}``
+placeholder (``${AWS::Region}``, ``${<construct path>}`` for a ``Ref``, ``${<construct path>.Arn}``
+for a ``Fn::GetAtt``). :func:`fill` puts the emulator's values in.
 """
 
 from __future__ import annotations

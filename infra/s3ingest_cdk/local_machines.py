@@ -1,12 +1,12 @@
 """Writes the stack's state machine definitions as package data (``make machines``).
 
-``python -m s3ingest.local.machines --write`` synthesizes the app in-process (jsii and Node, about
-15 s; the ``cdk`` extra) in the variants :data:`VARIANTS` names and writes, per state machine of
-:data:`MACHINES`, ``<name>.json``: its definition and the functions it invokes, every
-CloudFormation token turned into a named placeholder (:func:`detokenize`). The local runtime
-fills the placeholders with the emulator's names and ARNs (:mod:`s3ingest.local.machines`), so
-it runs the machines the stack deploys without Node; ``tests/infra/test_infra_local_machines.py``
-checks the committed files against the session's synth. ``--check`` exits 1 when they differ.
+``python -m s3ingest_cdk.local_machines --write`` synthesizes the app in-process (jsii and Node,
+about 15 s; the ``cdk`` extra) in the variants :data:`VARIANTS` names and writes, per state machine
+of :data:`MACHINES`, ``<name>.json``: its definition and the functions it invokes, every
+CloudFormation token turned into a named placeholder (:func:`detokenize`). The local runtime fills
+the placeholders with the emulator's names and ARNs (:mod:`s3ingest.local.machines`), so it runs the
+machines the stack deploys without Node; ``tests/infra/test_infra_local_machines.py`` checks the
+committed files against the session's synth. ``--check`` exits 1 when they differ.
 """
 
 from __future__ import annotations
@@ -18,10 +18,13 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from s3ingest.local import machines
+
 if TYPE_CHECKING:
     from s3ingest_cdk.synth import Synth
 
-HERE = Path(__file__).parent
+#: Where the files go: the local runtime's package data (:mod:`s3ingest.local.machines`).
+HERE = Path(machines.__file__).parent
 
 #: The synthesized variants, as context overrides of ``cdk.json`` (the infra tests' session
 #: synths use the same): ``default`` has the Batch Operations backfill, ``fanout`` every optional
@@ -126,7 +129,7 @@ def render(document: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Synthesize and write (``--write``) or compare (``--check``) the machine files."""
-    parser = argparse.ArgumentParser(prog="python -m s3ingest.local.machines")
+    parser = argparse.ArgumentParser(prog="python -m s3ingest_cdk.local_machines")
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--write", action="store_true", help="write the files")
     mode.add_argument("--check", action="store_true", help="exit 1 when a file differs")
@@ -151,3 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         print("stale: " + ", ".join(stale) + " (run make machines)", file=sys.stderr)
         return 1
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
