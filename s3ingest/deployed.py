@@ -17,10 +17,12 @@ from s3ingest.outputs import (
     BUCKET_OWNERS,
     INVENTORY_BUCKET_NAME,
     LEDGER_TABLE_NAME,
+    PIPELINE_STAGE,
     PROCESSOR_NAMES,
     PROCESSOR_TARGETS,
     QUEUE_URL,
     REMOTE_READ_ROLE_ARNS,
+    names,
 )
 from s3ingest.settings import inventory_report_prefix
 from s3ingest_fn import wiring
@@ -56,6 +58,48 @@ class DeployedStack:
         outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
         # the stack's name even when given as an ARN: metrics carry it as their stack dimension
         return cls(name=str(stacks[0].get("StackName") or name), outputs=outputs)
+
+    def published(self) -> dict[str, str]:
+        """The pipelines the stack's outputs publish (``S3IngestPipeline`` in a team's stack):
+        output prefix by stage (:func:`s3ingest.outputs.published_prefix`)."""
+        return {
+            value: key.removesuffix(PIPELINE_STAGE)
+            for key, value in self.outputs.items()
+            if key.startswith("S3Ingest") and key.endswith(PIPELINE_STAGE)
+        }
+
+    def pipeline(self, stage: str | None = None) -> DeployedStack:
+        """The outputs of one pipeline of the stack, by their plain names: the stack's own
+        (``S3IngestStack``), or those a pipeline published with its stage's prefix, which
+        ``stage`` picks when the stack holds several.
+
+        Raises
+        ------
+        StackNotFoundError
+            No pipeline of ``stage``; several and no ``stage``.
+        """
+        published = self.published()
+        if stage is None and (LEDGER_TABLE_NAME in self.outputs or not published):
+            return self
+        if stage is None and len(published) == 1:
+            (stage,) = published
+        if stage is None or stage not in published:
+            found = ", ".join(sorted(published)) or "none (its outputs are its one pipeline's)"
+            ask = "name one with --pipeline STAGE" if stage is None else f"no pipeline {stage!r}"
+            raise StackNotFoundError(
+                f"stack {self.name!r}: {ask}; the pipelines it publishes: {found}"
+            )
+        prefix, known = published[stage], names()
+        # a longer prefix (stage "up-load" beside "up") claims its own outputs
+        longer = [p for p in published.values() if p != prefix and p.startswith(prefix)]
+        outputs = {
+            key.removeprefix(prefix): value
+            for key, value in self.outputs.items()
+            if key.startswith(prefix)
+            and key.removeprefix(prefix) in known
+            and not any(key.startswith(p) and key.removeprefix(p) in known for p in longer)
+        }
+        return DeployedStack(name=self.name, outputs=outputs)
 
     def processor_targets(self) -> tuple[EffectTarget, ...]:
         """The processors' versions and filters (output ``ProcessorTargets``; none from a stack

@@ -4,6 +4,10 @@ the local runtime's stack reports, and what the operator CLI reads (``s3ingest -
 
 The stack, the CLI and the local runtime import these, so a name is written once. Pure constants:
 importing this module loads nothing else (no CDK, no boto3).
+
+A pipeline in a team's own stack publishes the same outputs with a prefix of its stage
+(:func:`published_prefix`) and one :data:`PIPELINE_STAGE` output, so that several fit in one
+stack and ``s3ingest --stack NAME --pipeline STAGE`` finds each.
 """
 
 from __future__ import annotations
@@ -76,3 +80,24 @@ CHANGE_DEAD_LETTER_QUEUE_URL = "ChangeDeadLetterQueueUrl"
 CHANGE_RELAY_FUNCTION_NAME = "ChangeRelayFunctionName"
 #: The package version the stack was synthesized with (the stack's own output).
 VERSION = "Version"
+
+#: The output that names a pipeline published in a team's own stack (value: its stage); each
+#: of its outputs is named ``<prefix><name>`` (:func:`published_prefix`).
+PIPELINE_STAGE = "PipelineStage"
+
+
+def published_prefix(stage: str) -> str:
+    """The prefix of the outputs ``S3IngestPipeline`` adds to its stack for ``stage``:
+    ``S3Ingest`` and the stage in CamelCase (``uploads`` -> ``S3IngestUploads``,
+    ``eu-west`` -> ``S3IngestEuWest``); output names are alphanumeric
+    (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/outputs-section-structure.html)."""
+    return "S3Ingest" + "".join(part[:1].upper() + part[1:] for part in stage.split("-"))
+
+
+def names() -> frozenset[str]:
+    """Every output name this module declares."""
+    return frozenset(
+        value
+        for key, value in globals().items()
+        if key.isupper() and isinstance(value, str) and key != "PIPELINE_STAGE"
+    )

@@ -37,6 +37,7 @@ from s3ingest_cdk.constructs import LandingBucket, LedgerTable, ProcessorOutputB
 from s3ingest_cdk.constructs.bucket_setup import BucketSetupProvider
 from s3ingest_cdk.constructs.landing_bucket import Landings, allow_inventory_delivery
 from s3ingest_cdk.deputy import hold_to_account
+from s3ingest_cdk.discovery import publish
 from s3ingest_cdk.encryption import (
     attach_key,
     encrypt_everything,
@@ -187,6 +188,11 @@ class S3IngestPipeline(Construct):
         Where the functions' package and its dependencies are built and cached; by default
         ``<outdir>/.s3ingest-build`` (the app's ``cdk.out``), never the app's source folder. Name
         a directory that outlives ``cdk.out`` to keep the cache across clean synths.
+    publish_outputs : bool, default True
+        Add the outputs the CLI reads to the stack, named with the stage
+        (``S3IngestUploadsLedgerTableName``, :mod:`s3ingest_cdk.discovery`), so that
+        ``s3ingest --stack NAME [--pipeline STAGE]`` operates it; ``S3IngestStack`` declares
+        them under their plain names instead.
     **overrides
         Any other field of :class:`s3ingest.settings.Settings` by name (``stage``,
         ``processor``, ``hold``, ``operator_role_arns``, ...; ``docs/settings.md`` gives each
@@ -280,6 +286,7 @@ class S3IngestPipeline(Construct):
         processor_policy_statements: Sequence[iam.PolicyStatement] = (),
         code: lambda_.Code | None = None,
         bundle_cache_dir: str | PathLike[str] | None = None,
+        publish_outputs: bool = True,
         **overrides: Any,
     ) -> None:
         base = replace(settings or Settings(), **setting_overrides(overrides))
@@ -389,6 +396,8 @@ class S3IngestPipeline(Construct):
                 for index, spec in enumerate(settings.bucket_specs)
             ]
         self._compose(settings, sources, code)
+        if publish_outputs:
+            publish(self, settings.stage, self.outputs())
 
     @classmethod
     def from_settings(
@@ -400,6 +409,7 @@ class S3IngestPipeline(Construct):
         bucket: s3.IBucket | None = None,
         code: lambda_.Code | None = None,
         bundle_cache_dir: str | PathLike[str] | None = None,
+        publish_outputs: bool = True,
     ) -> S3IngestPipeline:
         """The pipeline of already validated ``settings`` (``cdk.json`` context, read by
         :func:`s3ingest_cdk.compose.settings_from_app`); ``bucket`` stands for
@@ -424,6 +434,7 @@ class S3IngestPipeline(Construct):
             buckets=entries,
             code=code,
             bundle_cache_dir=bundle_cache_dir,
+            publish_outputs=publish_outputs,
         )
 
     def _compose(
@@ -769,8 +780,9 @@ class S3IngestPipeline(Construct):
 
     def outputs(self) -> dict[str, str]:
         """The values the operator CLI reads (``s3ingest --stack``), by output name
-        (:mod:`s3ingest.outputs`); a stack that deploys one pipeline may add each as a
-        ``CfnOutput`` of that name, as :class:`s3ingest_cdk.stack.S3IngestStack` does."""
+        (:mod:`s3ingest.outputs`): the pipeline publishes them on its stack with its stage's
+        prefix (``publish_outputs``); :class:`s3ingest_cdk.stack.S3IngestStack` declares them
+        under these names."""
         stack, routing = Stack.of(self), self.routing
         outputs = {
             output.BUCKET_NAME: self.bucket.bucket_name,
@@ -861,7 +873,7 @@ def _keyword_signature() -> inspect.Signature:
     """``S3IngestPipeline.__init__``'s signature as ``help`` and editors show it, derived from
     the settings model: ``scope``, ``construct_id`` and ``settings``, then ``bucket`` and one
     keyword per :class:`~s3ingest.settings.Settings` field but ``bucket_name`` (its default the
-    field's), then ``code`` and ``bundle_cache_dir``."""
+    field's), then ``code``, ``bundle_cache_dir`` and ``publish_outputs``."""
     real = inspect.signature(S3IngestPipeline.__init__, follow_wrapped=False).parameters
     return inspect.Signature(
         [
@@ -869,6 +881,7 @@ def _keyword_signature() -> inspect.Signature:
             *keyword_parameters(Settings, exclude={"bucket_name"}),
             real["code"],
             real["bundle_cache_dir"],
+            real["publish_outputs"],
         ]
     )
 

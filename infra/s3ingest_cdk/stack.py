@@ -105,7 +105,7 @@ class S3IngestStack(Stack):
         if settings.bucket_name is not None:
             bucket = adopted_bucket(self, "AdoptedBucket", settings.bucket_name)
         self.pipeline = S3IngestPipeline.from_settings(
-            self, PIPELINE_ID, settings=settings, bucket=bucket, code=code
+            self, PIPELINE_ID, settings=settings, bucket=bucket, code=code, publish_outputs=False
         )
         for output_id, value in {**self.pipeline.outputs(), output.VERSION: version()}.items():
             CfnOutput(self, output_id, value=value)

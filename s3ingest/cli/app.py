@@ -1,5 +1,6 @@
 """The root Typer app: the global options (``--version``, ``--profile``, ``--region``,
-``--debug``) and the help of ``s3ingest`` itself; each command group adds its commands to it.
+``--pipeline``, ``--debug``) and the help of ``s3ingest`` itself; each command group adds its
+commands to it.
 """
 
 from __future__ import annotations
@@ -72,6 +73,15 @@ def _main(
             help="AWS region (default: AWS_REGION, then AWS_DEFAULT_REGION, then the profile's).",
         ),
     ] = None,
+    pipeline: Annotated[
+        str | None,
+        typer.Option(
+            metavar="STAGE",
+            envvar="S3INGEST_PIPELINE",
+            help="The pipeline to act on, by its stage, in a stack that holds several "
+            "S3IngestPipelines (default: the stack's one; $S3INGEST_PIPELINE).",
+        ),
+    ] = None,
     debug: Annotated[
         bool,
         typer.Option(
@@ -82,6 +92,7 @@ def _main(
 ) -> None:
     # Options of the command itself (the help text is the Typer app's).
     aws_options.profile = profile
+    aws_options.pipeline = pipeline
     # The AWS CLI reads AWS_REGION before AWS_DEFAULT_REGION; boto3 reads only the latter.
     aws_options.region = region or os.environ.get("AWS_REGION") or None
     if debug:

@@ -26,11 +26,14 @@ if TYPE_CHECKING:
 
 @dataclass
 class AwsOptions:
-    """The global options of every command against AWS (``--profile``, ``--region``); None
-    leaves the choice to the default boto3 chain."""
+    """The global options of every command against AWS (``--profile``, ``--region``,
+    ``--pipeline``); None leaves the choice to the default boto3 chain (and the stack's one
+    pipeline)."""
 
     profile: str | None = None
     region: str | None = None
+    #: The pipeline of the stack, by stage (``--pipeline``), for a stack that holds several.
+    pipeline: str | None = None
 
 
 @dataclass
@@ -106,14 +109,16 @@ def connect(options: AwsOptions, stack: str) -> Deployed:
     botocore.exceptions.BotoCoreError
         No region, no credentials, an unknown profile.
     s3ingest.deployed.StackNotFoundError
-        The stack does not exist or cannot be read.
+        The stack does not exist or cannot be read, or holds no pipeline of
+        ``options.pipeline`` (:meth:`~s3ingest.deployed.DeployedStack.pipeline`).
     """
     import boto3
 
     from s3ingest.deployed import DeployedStack
 
     session = boto3.session.Session(profile_name=options.profile, region_name=options.region)
-    return Deployed(session, DeployedStack.load(session.client("cloudformation"), stack))
+    found = DeployedStack.load(session.client("cloudformation"), stack)
+    return Deployed(session, found.pipeline(options.pipeline))
 
 
 class EndpointSession:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -16,15 +17,22 @@ from typing import Any
 
 import pytest
 from aws_cdk import App, CfnElement, Stack
+from aws_cdk import aws_lambda as lambda_
 from cdk_nag import AwsSolutionsChecks
 from cfnlint.api import ManualArgs, lint_file
+from typer.testing import CliRunner
 
+from s3ingest.cli import app as cli_app
+from s3ingest.local.daemon import outputs
+from s3ingest.local.runtime import LocalRuntime, local_settings
+from s3ingest.outputs import LEDGER_TABLE_NAME, PIPELINE_STAGE, published_prefix
 from s3ingest_cdk import S3IngestPipeline
 from s3ingest_cdk.synth import PROJECT_ROOT
 
 from .iam import iam_rendered
 
 EXAMPLE = PROJECT_ROOT / "examples" / "existing-app"
+INLINE = lambda_.Code.from_inline("def handler(event, context): pass")
 
 
 def _example_module() -> ModuleType:
@@ -175,3 +183,80 @@ def test_the_example_synthesizes_clean_with_an_empty_context(
     # ... the team's buckets log under the logs bucket's policy (no ACL)
     buckets = [r["Properties"] for r in bare.values() if r["Type"] == "AWS::S3::Bucket"]
     assert buckets and not [b for b in buckets if "AccessControl" in b]
+
+
+def _published_outputs(template_path: Path) -> dict[str, Any]:
+    outputs: dict[str, Any] = json.loads(template_path.read_text())["Outputs"]
+    return {k: v for k, v in outputs.items() if k.startswith(published_prefix("uploads"))}
+
+
+def test_the_pipeline_publishes_the_outputs_the_cli_reads_with_its_stage(
+    team_app: tuple[App, Any, Path],
+) -> None:
+    _, stack, template_path = team_app
+    published = _published_outputs(template_path)
+    prefix = published_prefix("uploads")
+    assert published.pop(prefix + PIPELINE_STAGE)["Value"] == "uploads"
+    assert {k.removeprefix(prefix) for k in published} == set(stack.ingest.outputs())
+    assert published[prefix + LEDGER_TABLE_NAME]["Value"] == {
+        "Ref": _logical_id(stack.ingest.table)
+    }
+
+
+def test_two_pipelines_of_one_stage_in_one_stack_are_refused() -> None:
+    stack = Stack(App(), "Team")
+    S3IngestPipeline(stack, "One", stage="uploads", code=INLINE)
+    S3IngestPipeline(stack, "Two", stage="reports", code=INLINE)
+    with pytest.raises(ValueError, match="give each pipeline of a stack its own stage"):
+        S3IngestPipeline(stack, "Three", stage="uploads", code=INLINE)
+
+
+def test_the_cli_operates_the_pipeline_the_example_stack_publishes(
+    team_app: tuple[App, Any, Path], emulator: Any
+) -> None:
+    # GIVEN the example's stack on the emulator: its published outputs as synthesized, each
+    # valued with the local runtime's resource of that output name
+    _, _, template_path = team_app
+    rt = LocalRuntime(emulator, local_settings(stage="uploads"))
+    local = outputs(rt)
+    prefix = published_prefix("uploads")
+    values = {
+        key: local.get(key.removeprefix(prefix), output["Value"])
+        for key, output in _published_outputs(template_path).items()
+        if key.removeprefix(prefix) in local or key == prefix + PIPELINE_STAGE
+    }
+    assert LEDGER_TABLE_NAME in {k.removeprefix(prefix) for k in values}
+    stack_name = f"Uploads-{uuid.uuid4().hex[:8]}"
+    emulator.client("cloudformation").create_stack(
+        StackName=stack_name,
+        TemplateBody=json.dumps(
+            {
+                "Resources": {"TeamQueue": {"Type": "AWS::SQS::Queue"}},
+                "Outputs": {key: {"Value": value} for key, value in values.items()},
+            }
+        ),
+    )
+    rt.faithful.put("audit/a.csv", "1")
+    rt.flush()
+    rt.drain()
+    # WHEN the CLI is pointed at the stack (no --pipeline: it holds one)
+    env = emulator.function_environment()
+    found = CliRunner().invoke(
+        cli_app,
+        ["explain", rt.resources.bucket, "audit/a.csv", "--stack", stack_name, "--json"],
+        env=env,
+    )
+    status = CliRunner().invoke(cli_app, ["status", "--stack", stack_name, "--json"], env=env)
+    # THEN it reads that pipeline's ledger and health
+    assert found.exit_code == 0, found.output
+    assert json.loads(found.stdout)["ledger"]["state"] == "present"
+    assert status.exit_code in (0, 1), status.output
+    health = json.loads(status.stdout)
+    assert health["queue"]["visible"] == 0 and health["dead_letter_queue"]["visible"] == 0
+    assert health["eventbridge_delivery"] is True
+    # ... and --pipeline names the one to act on, refusing a stage the stack does not publish
+    other = CliRunner().invoke(
+        cli_app, ["--pipeline", "reports", "status", "--stack", stack_name], env=env
+    )
+    assert other.exit_code == 3
+    assert "no pipeline 'reports'; the pipelines it publishes: uploads" in other.output

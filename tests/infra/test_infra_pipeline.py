@@ -37,7 +37,7 @@ def test_keyword_props_are_the_settings_less_the_bucket_name() -> None:
     }
     expected = {f.name: f.default for f in fields(Settings) if f.name != "bucket_name"}
     assert {name: props[name] for name in expected} == expected
-    assert set(props) - set(expected) == {"bucket", "code", "bundle_cache_dir"}
+    assert set(props) - set(expected) == {"bucket", "code", "bundle_cache_dir", "publish_outputs"}
 
 
 def test_invalid_props_fail_with_every_problem_the_settings_rules_find() -> None:
