@@ -522,13 +522,14 @@ def run_with_timeout(
     def work() -> None:
         try:
             with use_env(env), routed(logs):
-                if request_id:
-                    print(f"START RequestId: {request_id} Version: $LATEST")
+                if request_id:  # to the log itself: never to a stream swapped meanwhile
+                    logs.write(f"START RequestId: {request_id} Version: $LATEST\n")
                 try:
                     outcome.result = call()
                 finally:
                     if request_id:
-                        print(f"END RequestId: {request_id}")
+                        logs.flush()
+                        logs.write(f"END RequestId: {request_id}\n")
         except BaseException as exc:
             outcome.error = exc
         finally:

@@ -29,10 +29,13 @@ def test_an_invocation_s_prints_go_to_its_function_s_file_worker_threads_include
 ) -> None:
     logs = FunctionLogs(tmp_path)
 
+    def record(i: int) -> None:
+        print(f"record {i}")
+
     def handler() -> str:
         print("on the invocation's thread")
         with ThreadPoolExecutor(2) as pool:  # as the ingest handler's record workers
-            list(pool.map(in_caller_context(lambda i: print(f"record {i}")), range(2)))
+            list(pool.map(in_caller_context(record), range(2)))
         print("to stderr", file=sys.stderr)
         return "ok"
 
