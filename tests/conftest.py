@@ -1,5 +1,7 @@
-"""Shared fixtures: one embedded emulator per test session (moto's server on 127.0.0.1); and the
-check that every ``contract`` marker names a rule of ``docs/contract.md``."""
+"""Shared fixtures: one embedded emulator per test session (moto's server on 127.0.0.1); each
+test's local stack run directory in its own tmp folder, never the repository's ``.s3ingest/``
+(checked at the session's end); and the check that every ``contract`` marker names a rule of
+``docs/contract.md``."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import run_dir_guard
 from tests.contract_index import CONTRACT_DUMP, ContractMarkError, check_rules, read_rules
 
 # Never let a test reach a real AWS account.
@@ -37,6 +40,37 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dump := os.environ.get(CONTRACT_DUMP):
         # for tests/unit/test_contract_index.py: the markers as pytest sees them
         Path(dump).write_text(json.dumps({k: sorted(set(v)) for k, v in seen.items()}))
+
+
+#: ``s3ingest.local.daemon.RUN_DIR_ENV`` (not imported here: conftest stays light).
+RUN_DIR_ENV = "S3INGEST_RUN_DIR"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _repository_run_dir_left_alone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The session's run directory (for session fixtures and what they start) is a tmp folder;
+    at the end, the session fails (an error at teardown) if the repository's ``.s3ingest/``
+    came, went or changed: a test wrote to it, or acted on the local stack it names (whose
+    functions' logs grew). A local stack of your own there, busy during the run, trips it too."""
+    before = run_dir_guard.snapshot(run_dir_guard.REPO_RUN_DIR)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(RUN_DIR_ENV, str(tmp_path_factory.mktemp("session-run") / ".s3ingest"))
+        yield
+    after = run_dir_guard.snapshot(run_dir_guard.REPO_RUN_DIR)
+    changed = run_dir_guard.changes(before, after)
+    if changed:
+        pytest.fail(
+            f"the tests changed {run_dir_guard.REPO_RUN_DIR}: " + "; ".join(changed[:20]),
+            pytrace=False,
+        )
+
+
+@pytest.fixture(autouse=True)
+def _run_dir_of_the_test(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """This test's run directory (``S3INGEST_RUN_DIR``): ``.s3ingest`` of its ``tmp_path``, so
+    ``local up``, ``--local`` and ``verify --local`` never reach the repository's (nor a stack
+    running from it), and a test that changes into ``tmp_path`` finds it where it looks."""
+    monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path / ".s3ingest"))
 
 
 @pytest.fixture(scope="session")

@@ -1,18 +1,21 @@
 """``s3ingest local up``: the stack on the emulator in a background process that stays up.
 
 :func:`start` spawns ``python -m s3ingest.local.daemon`` detached (its own session, output to
-``local.log`` of the run directory), which runs :func:`serve`: the emulator on a free port, a
+``local.log`` of the run directory, :func:`run_dir`), which runs :func:`serve`: the emulator on a
+free port (or ``local up --port``'s), a
 :class:`~s3ingest.local.runtime.LocalRuntime` deployed from the settings (``cdk.json``'s
 context plus ``--context`` pairs, :func:`read_context`), and, until SIGTERM, the pipeline's
 event sources in a loop: the S3 events of writes by any client of the endpoint
 (:mod:`s3ingest.local.outside_writes`) published to the bus, the ingest queue drained through
 the ingest handler, the change stream pumped. Once deployed it writes the run file
-(:data:`RUN_FILE` in the run directory, default :data:`RUN_DIR` of the current directory):
+(:data:`RUN_FILE` in the run directory):
 ``{"pid", "endpoint", "region", "credentials", "stack", "buckets", "outputs", "started_at"}``,
 ``outputs`` named as the deployed stack's CloudFormation outputs, which ``--local`` on the
 operator commands reads (:func:`s3ingest.commands.context.connect_local`). :func:`stop` ends
 that process (by its pid, after checking its command line), :func:`probe` says whether it
-runs.
+runs. What each function and processor prints goes to its file in :data:`LOGS_DIR` of the run
+directory (:mod:`s3ingest.local.function_logs`; ``s3ingest local logs`` reads them), emptied
+by the next ``local up``.
 
 The emulator's state lives in the process's memory: ``local down`` discards it, unless a
 state folder is given (:mod:`s3ingest.local.saved_state`: saved on down, loaded on up).
@@ -41,6 +44,10 @@ from s3ingest import outputs as output
 RUN_DIR = ".s3ingest"
 RUN_FILE = "local.json"
 LOG_FILE = "local.log"
+#: The functions' and processors' logs in the run directory, one ``<name>.log`` each.
+LOGS_DIR = "logs"
+#: Names another run directory than :data:`RUN_DIR` of the current directory.
+RUN_DIR_ENV = "S3INGEST_RUN_DIR"
 #: The settings ``local up --state DIR --context`` deploys over a saved stack (another
 #: processor configuration, as a ``cdk deploy`` of it): the rest is the saved state's.
 REDEPLOYABLE = ("processors", "hold")
@@ -70,8 +77,13 @@ EXIT_REFUSED = 2
 
 
 def run_dir(directory: str | Path | None = None) -> Path:
-    """The run directory: ``directory`` when given, else :data:`RUN_DIR` of the current one."""
-    return Path(directory) if directory is not None else Path.cwd() / RUN_DIR
+    """The run directory: ``directory`` when given, else the environment's
+    :data:`RUN_DIR_ENV` (``S3INGEST_RUN_DIR``) when set and not empty, else :data:`RUN_DIR` of
+    the current directory."""
+    if directory is not None:
+        return Path(directory)
+    named = os.environ.get(RUN_DIR_ENV, "").strip()
+    return Path(named) if named else Path.cwd() / RUN_DIR
 
 
 def read_context(pairs: Sequence[str], cdk_json: Path | None = None) -> dict[str, Any]:
@@ -201,13 +213,15 @@ def deploy(
     context: Mapping[str, Any],
     resources: Any = None,
     directory: str | Path | None = None,
+    log_dir: Path | None = None,
 ) -> Any:
     """A :class:`~s3ingest.local.runtime.LocalRuntime` on ``emu`` from ``context``'s settings
     (``buckets``, else ``bucketName`` and ``versioned``; ``processorPackageDir``, relative to
     the current directory, importable, with the dependencies declared there:
     :func:`processor_dependencies`, cached in ``directory``, the run directory), each landing
     bucket's writes by any client recorded (:func:`s3ingest.local.outside_writes.watch`); on
-    ``resources`` already provisioned (a restored state) when given.
+    ``resources`` already provisioned (a restored state) when given; its functions' logs in
+    ``log_dir`` when given, else in memory.
 
     Raises
     ------
@@ -232,6 +246,7 @@ def deploy(
         versioning="Enabled" if settings.versioned else None,
         buckets=list(settings.buckets) or None,
         resources=resources,
+        log_dir=log_dir,
     )
     for faithful in rt.buckets.values():
         outside_writes.watch(faithful)
@@ -274,8 +289,11 @@ def serve(
     stop: threading.Event,
     state: Path | None = None,
     redeploy: Mapping[str, Any] | None = None,
+    port: int | None = None,
 ) -> None:
-    """The background process's work: deploy (from the state saved in ``state``, when it
+    """The background process's work: on the emulator at ``port`` (else a free one), its
+    functions' logs emptied and then written to :data:`LOGS_DIR`, deploy (from the state saved
+    in ``state``, when it
     holds one: :mod:`s3ingest.local.saved_state`; then ``redeploy``'s processor settings,
     :data:`REDEPLOYABLE`, over it, as a ``cdk deploy`` of them), write the run file, run
     :func:`pump` until ``stop`` is set, save the state (to ``state``, or the folder ``local
@@ -284,16 +302,20 @@ def serve(
     Raises
     ------
     ValueError
-        ``redeploy`` names another setting, or its processors do not validate or import.
+        ``redeploy`` names another setting, or its processors do not validate or import;
+        ``port`` is taken (:class:`~s3ingest.local.emulator.PortInUseError`).
     """
     from s3ingest.local import saved_state
     from s3ingest.local.emulator import Emulator
 
     saved = saved_state.load(state) if state is not None else None
     context = dict(saved["context"]) if saved else dict(context)
-    with Emulator() as emu:
+    logs = directory / LOGS_DIR
+    for old in logs.glob("*.log"):  # a new stack's logs start empty
+        old.unlink()
+    with Emulator(port) as emu:
         resources = saved_state.restore(saved, emu.endpoint_url) if saved else None
-        rt = deploy(emu, context, resources, directory)
+        rt = deploy(emu, context, resources, directory, log_dir=logs)
         if saved and redeploy:
             context = redeployed(rt, context, redeploy)
         info = {**describe(rt, os.getpid()), "state": str(state) if state else None}
@@ -416,10 +438,12 @@ def start(
     timeout_seconds: float = 180.0,
     state: Path | None = None,
     redeploy: Mapping[str, Any] | None = None,
+    port: int | None = None,
 ) -> dict[str, Any]:
     """Start the daemon for ``context`` in ``directory`` (created), loading and saving its
     state in ``state`` when given (``redeploy``: processor settings deployed over a saved
-    state, :func:`redeployed`), and wait until its run file names it; returns the run file.
+    state, :func:`redeployed`), its emulator on ``port`` when given, and wait until its run
+    file names it; returns the run file.
 
     Raises
     ------
@@ -443,7 +467,8 @@ def start(
         proc = subprocess.Popen(
             [sys.executable, "-m", _MODULE, "--dir", str(directory), "--context", "-"]
             + (["--state", str(state.resolve())] if state is not None else [])
-            + (["--redeploy", json.dumps(dict(redeploy))] if redeploy else []),
+            + (["--redeploy", json.dumps(dict(redeploy))] if redeploy else [])
+            + (["--port", str(port)] if port is not None else []),
             stdin=subprocess.PIPE,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -510,12 +535,13 @@ def _tail(path: Path, lines: int = 20) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """The daemon's entry point: ``--dir DIR --context -`` (the context as JSON on stdin),
-    ``--state DIR``, ``--redeploy JSON`` (:func:`serve`)."""
+    ``--state DIR``, ``--redeploy JSON``, ``--port N`` (:func:`serve`)."""
     parser = argparse.ArgumentParser(prog=f"python -m {_MODULE}")
     parser.add_argument("--dir", required=True)
     parser.add_argument("--context", default="-")
     parser.add_argument("--state")
     parser.add_argument("--redeploy")
+    parser.add_argument("--port", type=int)
     args = parser.parse_args(argv)
     context = json.loads(sys.stdin.read() if args.context == "-" else args.context)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
@@ -533,6 +559,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             stop_event,
             Path(args.state) if args.state else None,
             json.loads(args.redeploy) if args.redeploy else None,
+            args.port,
         )
     except (ValueError, SettingsError, BundlingError, StateError) as exc:
         message = " ".join(str(exc).split())

@@ -1,7 +1,7 @@
 """An embedded AWS emulator (moto's server, in-process on 127.0.0.1) with the stack's resources.
 
-:class:`Emulator` starts the server on a free loopback port; :func:`provision` creates, from the
-same :class:`~s3ingest.settings.Settings` as the CDK stack, the landing buckets
+:class:`Emulator` starts the server on a free loopback port (or a given one); :func:`provision`
+creates, from the same :class:`~s3ingest.settings.Settings` as the CDK stack, the landing buckets
 (:class:`LocalBucket`: created by the stack or existing, versioned or not, with key filters), the
 ingest queue and its dead-letter queue (redrive policy), the ledger table (key ``pk``, TTL
 ``expires_at``), and the ingest rule with its SQS target and archive on the default bus, using the
@@ -202,8 +202,13 @@ def _moto_item(item: Any, arn_key: str) -> dict[str, Any]:
     return config
 
 
+class PortInUseError(ValueError):
+    """The port asked for is taken (another process listens on it)."""
+
+
 class Emulator:
-    """moto's server running in this process on ``127.0.0.1:<free port>``.
+    """moto's server running in this process on ``127.0.0.1:<port>`` (``port``, else a free
+    one; :class:`PortInUseError` when ``port`` is taken).
 
     Use as a context manager; :meth:`client` returns boto3 clients bound to it with fake
     credentials (no AWS account is ever contacted). Creating one installs the moto patches
@@ -213,7 +218,7 @@ class Emulator:
     S3 Batch Operations jobs its S3 Control endpoint runs (:mod:`s3ingest.local.s3control_jobs`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, port: int | None = None) -> None:
         from moto.server import ThreadedMotoServer
 
         moto_patches.install()
@@ -225,7 +230,7 @@ class Emulator:
         )
         # more of the executor's SDK calls at once than a pool keeps: harmless
         logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
-        self.port = _free_port()
+        self.port = _free_port() if port is None else check_port(port)
         self.endpoint_url = f"http://127.0.0.1:{self.port}"
         self.batch_operations = s3control_jobs.service_for(self.port)
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
@@ -752,6 +757,29 @@ def _inventory_configuration(
 def _queue_arn(sqs: Any, url: str) -> str:
     attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
     return str(attrs["QueueArn"])
+
+
+def check_port(port: int) -> int:
+    """``port`` when this host's loopback may listen on it (as moto's server binds:
+    ``SO_REUSEADDR``, so a port a stopped stack left in TIME_WAIT is free).
+
+    Raises
+    ------
+    PortInUseError
+        Another process listens on it, or it is not a port (1 to 65535).
+    """
+    if not 0 < port < 65536:
+        raise PortInUseError(f"port {port}: give a port from 1 to 65535")
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise PortInUseError(
+                f"port {port} is in use on 127.0.0.1 ({exc.strerror}): stop what listens "
+                "there, or give another --port (or none: a free one)"
+            ) from exc
+    return port
 
 
 def _free_port() -> int:

@@ -19,6 +19,7 @@ from typing import Any
 
 from s3ingest.local import machines
 from s3ingest.local.emulator import ACCOUNT, REGION, Emulator, Resources
+from s3ingest.local.function_logs import FunctionLogs
 from s3ingest.local.lambda_service import LambdaService
 from s3ingest.local.stepfunctions import enable_executor
 from s3ingest_fn import config as fn_config
@@ -89,6 +90,8 @@ class LocalMachines:
     function_environment : mapping
         What the runtime's settings add to every function's environment (``PROCESSOR``,
         ``OUTPUT_BUCKET``; see :data:`SETTINGS_ENVIRONMENT`).
+    logs : FunctionLogs, optional
+        Where the functions print (the runtime's :attr:`~LocalRuntime.logs`; default: memory).
     """
 
     def __init__(
@@ -96,12 +99,13 @@ class LocalMachines:
         emu: Emulator,
         resources: Resources,
         function_environment: Mapping[str, str],
+        logs: FunctionLogs | None = None,
     ) -> None:
         self.emu = emu
         self.resources = resources
         self.settings_environment = dict(function_environment)
         enable_executor(emu.endpoint_url)
-        self.lambdas = LambdaService(emu)
+        self.lambdas = LambdaService(emu, logs)
         self.sfn = emu.client("stepfunctions")
         self._iam = emu.client("iam")
         self._arns: dict[str, str] = {}

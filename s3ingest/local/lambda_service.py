@@ -34,21 +34,19 @@ from __future__ import annotations
 
 import contextvars
 import importlib
-import io
 import json
-import sys
 import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from s3ingest.local import environment
 from s3ingest.local.emulator import ACCOUNT, REGION, Emulator
 from s3ingest.local.faults import Concurrency
+from s3ingest.local.function_logs import FunctionLogs, Sink, routed
 from s3ingest_fn.config import use_env
 
 #: The role the local functions are created with (moto checks that it exists).
@@ -189,34 +187,6 @@ def route_moto_invoke() -> None:
     LambdaBackend.invoke = invoke  # type: ignore[method-assign]
 
 
-class _StdoutRouter(io.TextIOBase):
-    """``sys.stdout`` (or ``sys.stderr``) while invocations run: what a handler's thread prints
-    (Powertools' logs and metrics) goes to its service's log, as Lambda sends a function's output
-    to CloudWatch Logs, not to the caller's standard output; other threads write through. One
-    per process, so a logger that bound its stream during an invocation stays routed."""
-
-    def __init__(self, fallback: Any) -> None:
-        self.fallback = fallback
-        self.routes: dict[int, io.StringIO] = {}
-
-    def write(self, text: str) -> int:
-        target = self.routes.get(threading.get_ident())
-        if target is not None:
-            return target.write(text)
-        return int(self.fallback.write(text))
-
-    def flush(self) -> None:
-        if threading.get_ident() not in self.routes:
-            self.fallback.flush()
-
-
-_ROUTER = _StdoutRouter(sys.stdout)
-#: The same for ``sys.stderr`` (warnings, tracebacks a handler prints).
-_ERR_ROUTER = _StdoutRouter(sys.stderr)
-#: Guards the routes and the swap of ``sys.stdout`` / ``sys.stderr``.
-_ROUTE_LOCK = threading.Lock()
-
-
 class LambdaService:
     """The emulator's Lambda service for the functions registered here.
 
@@ -228,14 +198,14 @@ class LambdaService:
     Use :meth:`close` (or the context manager) to unregister the functions.
     """
 
-    def __init__(self, emu: Emulator) -> None:
+    def __init__(self, emu: Emulator, logs: FunctionLogs | None = None) -> None:
         self.emu = emu
         self.suffix = uuid.uuid4().hex[:8]
         self.functions: dict[str, LocalFunction] = {}
         #: Every invocation, in the order they ended.
         self.invocations: list[Invocation] = []
-        #: Captured output of the handlers (their CloudWatch log, locally).
-        self.logs = io.StringIO()
+        #: The handlers' output, per function (their CloudWatch logs, locally).
+        self.logs = logs or FunctionLogs()
         self._failures: dict[str, list[_Failure]] = {}
         #: The account's concurrency limits, when set
         #: (:func:`s3ingest.local.faults.limit_concurrency`): an invocation beyond its
@@ -454,8 +424,9 @@ class LambdaService:
             lambda: _load(fn.handler)(event, context),
             fn.timeout_seconds,
             self.environment_of(fn),
-            self.logs,
+            self.logs.sink(self._name_of(fn)),
             name=f"lambda-{fn.name}",
+            request_id=request_id,
         )
         seconds = time.monotonic() - start
         if outcome.timed_out:
@@ -533,13 +504,16 @@ def run_with_timeout(
     call: Callable[[], Any],
     timeout_seconds: float,
     env: Mapping[str, str],
-    logs: io.StringIO,
+    logs: Sink,
     *,
     name: str = "lambda",
+    request_id: str | None = None,
 ) -> Outcome:
     """Run ``call`` as one invocation: on a thread of its own, in a copy of the caller's
     context with ``env`` as its whole environment (:func:`s3ingest_fn.config.use_env`), what it
-    prints going to ``logs`` (its CloudWatch log, locally); wait at most ``timeout_seconds``.
+    prints going to ``logs`` (its CloudWatch log, locally:
+    :func:`~s3ingest.local.function_logs.routed`; between Lambda's ``START`` and ``END
+    RequestId`` lines given ``request_id``); wait at most ``timeout_seconds``.
     A call still running then has timed out, as Lambda's ``Sandbox.Timedout``: it runs on, on
     its own thread (Python cannot stop it), and nothing it returns is used."""
     outcome = Outcome()
@@ -547,8 +521,15 @@ def run_with_timeout(
 
     def work() -> None:
         try:
-            with use_env(env), _routed(logs):
-                outcome.result = call()
+            with use_env(env), routed(logs):
+                if request_id:  # to the log itself: never to a stream swapped meanwhile
+                    logs.write(f"START RequestId: {request_id} Version: $LATEST\n")
+                try:
+                    outcome.result = call()
+                finally:
+                    if request_id:
+                        logs.flush()
+                        logs.write(f"END RequestId: {request_id}\n")
         except BaseException as exc:
             outcome.error = exc
         finally:
@@ -560,29 +541,6 @@ def run_with_timeout(
     if not done.wait(timeout_seconds):
         return Outcome(timed_out=True)
     return outcome
-
-
-@contextmanager
-def _routed(logs: io.StringIO) -> Iterator[None]:
-    """What this thread prints goes to ``logs`` while the block runs."""
-    me = threading.get_ident()
-    with _ROUTE_LOCK:
-        if sys.stdout is not _ROUTER:
-            _ROUTER.fallback = sys.stdout
-        if sys.stderr is not _ERR_ROUTER:
-            _ERR_ROUTER.fallback = sys.stderr
-        _ROUTER.routes[me] = _ERR_ROUTER.routes[me] = logs
-        sys.stdout, sys.stderr = _ROUTER, _ERR_ROUTER
-    try:
-        yield
-    finally:
-        with _ROUTE_LOCK:
-            del _ROUTER.routes[me], _ERR_ROUTER.routes[me]
-            if not _ROUTER.routes:  # the last one out gives the caller its streams back
-                if sys.stdout is _ROUTER:
-                    sys.stdout = _ROUTER.fallback
-                if sys.stderr is _ERR_ROUTER:
-                    sys.stderr = _ERR_ROUTER.fallback
 
 
 def _load(handler: str) -> Handler:

@@ -26,7 +26,6 @@ handler -> the DynamoDB ledger, all on the embedded emulator.
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import os
 import time
@@ -37,6 +36,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
+from pathlib import Path
 from typing import Any, cast
 
 from s3ingest import function_roles
@@ -48,6 +48,7 @@ from s3ingest.local.emulator import ACCOUNT, Emulator, LocalBucket, Resources, p
 from s3ingest.local.encryption import encrypt_bucket
 from s3ingest.local.executions import Execution, LocalMachines
 from s3ingest.local.faults import INGEST, FaultInjector
+from s3ingest.local.function_logs import FunctionLogs, routed
 from s3ingest.local.lambda_service import (
     LambdaContext,
     LocalFunction,
@@ -181,6 +182,9 @@ class LocalRuntime(Reconciliations):
         ``resources.bucket``.
     resources : Resources, optional
         Resources already provisioned (a saved state restored): nothing is provisioned.
+    log_dir : Path, optional
+        The functions' and processors' logs, one file each (``local up``), else in memory
+        (:class:`~s3ingest.local.function_logs.FunctionLogs`).
     """
 
     def __init__(
@@ -193,8 +197,10 @@ class LocalRuntime(Reconciliations):
         seed: int = 0,
         buckets: Sequence[BucketSpec | LocalBucket] | None = None,
         resources: Resources | None = None,
+        log_dir: Path | None = None,
     ) -> None:
         self.emu = emu
+        self.logs = FunctionLogs(log_dir)
         environment.install()  # team code reading os.environ sees its invocation's
         self.settings = settings or Settings()
         self.resources: Resources = resources or provision(
@@ -257,8 +263,8 @@ class LocalRuntime(Reconciliations):
         self.ingest_timeout_seconds = float(function_roles.INGEST.timeout(self.settings))
         #: Ingest invocations that timed out so far.
         self.ingest_timeouts = 0
-        #: What the runtime's own invocations printed (their CloudWatch log, locally).
-        self.function_logs = io.StringIO()
+        #: Where the runtime's own invocations print (their CloudWatch log, locally).
+        self.function_logs = self.logs.sink(INGEST)
         #: Crash chaos of the last flush, applied to the next drain only (then cleared).
         self._flush_chaos: Chaos | None = None
         self._install_processors()
@@ -277,15 +283,7 @@ class LocalRuntime(Reconciliations):
                 emu.client("dynamodbstreams"),
                 self.sqs,
                 self.resources.stream_arn,
-                lambda e: environment.run_in(
-                    {**self.environment(), **reserved_environment(RELAY_FUNCTION)},
-                    relay,
-                    publisher,
-                    bus,
-                    e,
-                    None,
-                    dead,
-                ),
+                lambda e: self._relay(publisher, bus, e, None, dead),
                 self.resources.change_queue_url,
             )
         self._machines: LocalMachines | None = None
@@ -374,7 +372,14 @@ class LocalRuntime(Reconciliations):
     def _record_runs(self, name: str, call: Any) -> Any:
         """``call`` (processor ``name``) recorded in :attr:`effects` when it completes, with
         the processor's version then."""
-        return self.recorder.wrap(call, name, lambda: self._version_of(name))
+        recorded = self.recorder.wrap(call, name, lambda: self._version_of(name))
+        return self.logs.processor(name, recorded)
+
+    def _relay(self, *args: Any) -> Any:
+        """The change relay's invocation (``relay(*args)``), printing to its log."""
+        env = {**self.environment(), **reserved_environment(RELAY_FUNCTION)}
+        with routed(self.logs.sink(RELAY_FUNCTION.name)):
+            return environment.run_in(env, relay, *args)
 
     def _configured(self) -> tuple[str, ...]:
         runner = self.service.effects
@@ -478,7 +483,8 @@ class LocalRuntime(Reconciliations):
         functions in-process (:class:`~s3ingest.local.executions.LocalMachines`; set up on
         first use)."""
         if self._machines is None:
-            self._machines = LocalMachines(self.emu, self.resources, self.settings_env())
+            env = self.settings_env()
+            self._machines = LocalMachines(self.emu, self.resources, env, self.logs)
         return self._machines
 
     def __enter__(self) -> LocalRuntime:
@@ -492,6 +498,7 @@ class LocalRuntime(Reconciliations):
         if self._machines is not None:
             self._machines.close()
         wiring.record_processor_runs(self.recorder_key, None)
+        self.logs.close()
 
     def crashing(self, chaos: Chaos | None) -> AbstractContextManager[None]:
         """Inject ``chaos.crash`` into the effects run inside the block, and only there."""
@@ -517,6 +524,7 @@ class LocalRuntime(Reconciliations):
             {**self.environment(), **reserved_environment(function)},
             self.function_logs,
             name="lambda-ingest",
+            request_id=context.aws_request_id,
         )
         if outcome.error is not None:
             raise outcome.error

@@ -148,6 +148,8 @@ COMMANDS = [
     ["local"],
     ["local", "demo"],
     ["local", "scenario"],
+    ["local", "up"],
+    ["local", "logs"],
     ["reconcile"],
     ["backfill"],
     ["backfill", "start"],
