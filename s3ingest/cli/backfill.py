@@ -19,8 +19,9 @@ from s3ingest.cli.context import (
     require_local,
     require_outputs,
 )
-from s3ingest.cli.options import EXIT_UNHEALTHY, LocalOption, StackOrLocal
+from s3ingest.cli.options import EXIT_UNHEALTHY, LocalOption, StackOrLocal, choices
 from s3ingest.cli.render import console, emit_backfill, task_bar
+from s3ingest.commands.backfill import LocalEngine
 from s3ingest.outputs import BACKFILL_STATE_MACHINE_ARN
 
 if TYPE_CHECKING:
@@ -64,9 +65,9 @@ def backfill_start(
     ] = False,
     wait: Annotated[bool, typer.Option(help="Follow the job until it ends.")] = True,
     engine: Annotated[
-        str | None,
+        LocalEngine | None,
         typer.Option(
-            metavar="ENGINE",
+            metavar=choices(LocalEngine),
             help="With --local and no running local stack: batch-operations (default) or "
             "distributed-map, the backfill state machine to run (a deployed or running local "
             "stack has the one it was deployed with).",
@@ -88,11 +89,7 @@ def backfill_start(
                 "--manifest and --no-wait apply to --stack, or --local with a running local "
                 "stack (s3ingest local up)"
             )
-        engine = engine or commands.LOCAL_ENGINES[0]
-        if engine not in commands.LOCAL_ENGINES:
-            raise typer.BadParameter(
-                "must be " + " or ".join(commands.LOCAL_ENGINES), param_hint="--engine"
-            )
+        local_engine = engine or commands.LOCAL_ENGINES[0]
 
         with task_bar(hidden=as_json) as bar:
             task = bar.add_task("starting the emulator", total=None)
@@ -100,7 +97,7 @@ def backfill_start(
                 on_progress=lambda phase, done, total: bar.update(
                     task, description=phase, completed=done, total=total
                 ),
-                engine=engine,
+                engine=local_engine,
                 max_failures=max_failures,
             )
         execution = report.get("execution")

@@ -8,7 +8,7 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.markup import escape
@@ -16,7 +16,7 @@ from rich.table import Table
 
 from s3ingest.cli.app import app
 from s3ingest.cli.context import require_local
-from s3ingest.cli.options import EXIT_UNHEALTHY, EXIT_USAGE
+from s3ingest.cli.options import EXIT_UNHEALTHY, EXIT_USAGE, choices
 from s3ingest.cli.render import (
     OnboardBar,
     console,
@@ -28,8 +28,8 @@ from s3ingest.cli.render import (
     task_bar,
 )
 
-#: ``--reconcile`` choices of the demo (``none``: no reconciliation at the end).
-DEMO_RECONCILE = ("inventory", "listing", "none")
+#: ``--reconcile`` of the demo (``none``: no reconciliation at the end).
+DemoReconcile = Literal["inventory", "listing", "none"]
 
 
 def scenario_ok(result: dict[str, Any]) -> bool:
@@ -92,9 +92,10 @@ def demo(
         ),
     ] = 0.1,
     reconcile: Annotated[
-        str,
+        DemoReconcile,
         typer.Option(
-            metavar="SOURCE", help="Reconciliation at the end: inventory, listing or none."
+            metavar=choices(DemoReconcile),
+            help="Reconciliation at the end: inventory, listing or none.",
         ),
     ] = "inventory",
     crash: Annotated[
@@ -153,9 +154,6 @@ def demo(
         onboard_locally(seed=seed, as_json=as_json)
     if hold_deletes:
         _hold_demo(seed=seed, as_json=as_json)
-
-    if reconcile not in DEMO_RECONCILE:
-        raise typer.BadParameter("must be inventory, listing or none", param_hint="--reconcile")
 
     with task_bar(hidden=as_json) as bar:
         task = bar.add_task("starting the emulator", total=None)
