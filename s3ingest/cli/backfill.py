@@ -19,6 +19,7 @@ from s3ingest.cli.context import (
     require_local,
     require_outputs,
 )
+from s3ingest.cli.errors import fail
 from s3ingest.cli.options import EXIT_UNHEALTHY, LocalOption, StackOrLocal, choices
 from s3ingest.cli.render import console, emit_backfill, task_bar
 from s3ingest.commands.backfill import LocalEngine
@@ -159,8 +160,7 @@ def backfill_status(
             lambda: commands.latest_backfill(deployed.client("stepfunctions"), arn)
         )
         if execution is None:
-            console.print("no backfill has run yet")
-            raise typer.Exit(EXIT_UNHEALTHY)
+            fail("no backfill has run yet", EXIT_UNHEALTHY, kind="NoBackfill", label=None)
     _follow_backfill(deployed, execution, watch=watch, as_json=as_json)
 
 

@@ -16,10 +16,10 @@ from rich.table import Table
 
 from s3ingest.cli.app import app
 from s3ingest.cli.context import require_local
+from s3ingest.cli.errors import fail
 from s3ingest.cli.options import EXIT_UNHEALTHY, EXIT_USAGE, choices
 from s3ingest.cli.render import (
     OnboardBar,
-    console,
     emit_backfill,
     emit_onboard,
     foreign_entries,
@@ -145,11 +145,11 @@ def demo(
             given.insert(0, "--existing")
         if given:
             mode = "--hold-deletes" if hold_deletes else "--existing"
-            console.print(
-                f"[red]error:[/] {mode} runs its own scenario: {', '.join(given)} "
-                f"{'does' if len(given) == 1 else 'do'} not apply (only --seed and --json do)"
+            fail(
+                f"{mode} runs its own scenario: {', '.join(given)} "
+                f"{'does' if len(given) == 1 else 'do'} not apply (only --seed and --json do)",
+                EXIT_USAGE,
             )
-            raise typer.Exit(EXIT_USAGE)
     if existing:
         onboard_locally(seed=seed, as_json=as_json)
     if hold_deletes:
@@ -249,8 +249,7 @@ def scenario(
         with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
             result = run_scenario(file)
     except ScenarioError as exc:
-        console.print(f"[red]scenario error:[/] {escape(str(exc))}", highlight=False)
-        raise typer.Exit(EXIT_USAGE) from exc
+        fail(str(exc), EXIT_USAGE, kind=type(exc).__name__, label="scenario error")
     ok = scenario_ok(result)
     if as_json:
         sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")

@@ -12,6 +12,7 @@ from rich.progress import Progress, TextColumn, TimeElapsedColumn
 
 from s3ingest.cli.app import app
 from s3ingest.cli.context import aws_call, connect_target, require_outputs
+from s3ingest.cli.errors import fail
 from s3ingest.cli.options import EXIT_UNHEALTHY, LocalOption, StackOrLocal
 from s3ingest.cli.render import console, out
 from s3ingest.outputs import ARCHIVE_ARN, DEAD_LETTER_QUEUE_URL, QUEUE_URL, RULE_ARN
@@ -102,8 +103,7 @@ def replay_command(
                         )
                     )
     except OperationError as exc:  # the replay failed or was cancelled
-        console.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(EXIT_UNHEALTHY) from exc
+        fail(str(exc), EXIT_UNHEALTHY, kind=type(exc).__name__)
     if as_json:
         sys.stdout.write(to_json(result) + "\n")
     else:
