@@ -12,7 +12,6 @@ from typing import Annotated, Any, Literal
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from s3ingest.cli.app import app
 from s3ingest.cli.context import require_local
@@ -20,10 +19,12 @@ from s3ingest.cli.errors import fail
 from s3ingest.cli.options import EXIT_UNHEALTHY, EXIT_USAGE, choices
 from s3ingest.cli.render import (
     OnboardBar,
+    Table,
     emit_backfill,
     emit_onboard,
     foreign_entries,
     out,
+    plain,
     render_reconciliation,
     task_bar,
 )
@@ -274,13 +275,13 @@ def _scenario_messages(result: dict[str, Any]) -> None:
         msgs.add_column(col, overflow="fold")  # wrapped, never cut: read whole by operators
     for m in result["messages"]:
         msgs.add_row(
-            str(m["step"]),
-            str(m["delivered_at"]),
-            str(m["event"]),
-            m["outcome"],
-            m["reason"],
+            plain(m["step"]),
+            plain(m["delivered_at"]),
+            plain(m["event"]),
+            plain(m["outcome"]),
+            plain(m["reason"]),
             repr(m["key"]),
-            str(m["sequencer"]),
+            plain(m["sequencer"]),
         )
     out.print(msgs)
 
@@ -291,7 +292,11 @@ def _scenario_ledger(result: dict[str, Any]) -> None:
         ledger.add_column(col, overflow="fold")
     for r in result["ledger"]:
         ledger.add_row(
-            repr(r["key"]), r["state"], str(r["sequencer"]), str(r["version_id"]), str(r["etag"])
+            repr(r["key"]),
+            plain(r["state"]),
+            plain(r["sequencer"]),
+            plain(r["version_id"]),
+            plain(r["etag"]),
         )
     out.print(ledger)
 
@@ -313,13 +318,13 @@ def _scenario_effects(result: dict[str, Any]) -> None:
         fx.add_column(col, overflow="fold")  # ids are matched by eye: never cut them
     for e in result["effects"]:
         fx.add_row(
-            str(e["step"]),
-            e["processor"],
+            plain(e["step"]),
+            plain(e["processor"]),
             repr(e["key"]),
-            e["kind"],
-            str(e["sequencer"]),
-            e["id"],
-            str(e["token"]),
+            plain(e["kind"]),
+            plain(e["sequencer"]),
+            plain(e["id"]),
+            plain(e["token"]),
             "killed before commit" if e["crashed_before_commit"] else "committed",
         )
     out.print(fx)
@@ -334,11 +339,11 @@ def _scenario_changes(result: dict[str, Any]) -> None:
     for c in result["changes"]:
         d = c["detail"]
         ch.add_row(
-            str(c["detail-type"]),
+            plain(c["detail-type"]),
             repr(d["key"]),
-            str(d.get("processor") or ""),
-            str(d["sequencer"]),
-            d["id"],
+            plain(d.get("processor") or ""),
+            plain(d["sequencer"]),
+            plain(d["id"]),
         )
     out.print(ch)
 
@@ -380,7 +385,7 @@ def _scenario_end(result: dict[str, Any]) -> None:
     for problem in result["effects_problems"]:
         out.print(f"[red]effects problem:[/] {problem}")
     if result["error"]:
-        out.print(f"[red]run stopped:[/] {result['error']}")
+        out.print(f"[red]run stopped:[/] {plain(result['error'])}")
     out.print(f"events lost for good: {result['dropped']}")
     if result["undelivered"]:
         out.print(f"events archived, not delivered: {result['undelivered']}")

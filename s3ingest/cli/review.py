@@ -9,13 +9,12 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from s3ingest.cli.app import app
 from s3ingest.cli.context import aws_call, connect_target, processor_names, require_outputs
 from s3ingest.cli.errors import fail
 from s3ingest.cli.options import EXIT_USAGE, AsJson, LocalOption, StackOrLocal
-from s3ingest.cli.render import out, task_bar
+from s3ingest.cli.render import Table, out, plain, task_bar
 from s3ingest.outputs import LEDGER_TABLE_NAME, QUEUE_URL
 
 
@@ -72,7 +71,7 @@ def held_command(
     for h in page["held"]:
         since = datetime.fromtimestamp(h["held_at"] / 1000, UTC).isoformat(timespec="seconds")
         cells = (h["bucket"], h["key"], h["processor"], h["kind"], h["reason"], since)
-        table_.add_row(*(escape(str(c)) for c in cells), h["change_id"])
+        table_.add_row(*(escape(plain(c)) for c in cells), h["change_id"])
     out.print(table_)
     if page["next"]:
         target = "--local" if local else f"--stack {stack}"
