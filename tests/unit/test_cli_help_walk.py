@@ -153,7 +153,9 @@ CHOICES = [
 ]
 
 
-@pytest.mark.parametrize(("args", "option", "choices"), CHOICES, ids=lambda x: str(x))
+@pytest.mark.parametrize(
+    ("args", "option", "choices"), CHOICES, ids=["reconcile", "local demo", "backfill start"]
+)
 def test_a_bad_choice_is_a_usage_error_naming_the_choices(
     args: list[str], option: str, choices: tuple[str, ...]
 ) -> None:

@@ -268,8 +268,7 @@ def test_a_table_on_a_narrow_terminal_folds_instead_of_cutting() -> None:
             console.print(table)
         return captured.get()
 
-    narrow = {"force_terminal": True, "width": 40, "color_system": None}
-    assert "…" in render(RichTable, Console(**narrow))  # rich's default cuts
-    folded = render(Table, WholeConsole(**narrow))
+    assert "…" in render(RichTable, Console(force_terminal=True, width=40))  # rich's default
+    folded = render(Table, WholeConsole(force_terminal=True, width=40, color_system=None))
     assert "…" not in folded
     assert "".join(re.findall(r"[A-Za-z0-9:-]+", folded)).count("backfill-") == 20
