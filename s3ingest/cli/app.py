@@ -70,7 +70,7 @@ def _with_globals(commands: Iterable[Any], globals_: list[Any]) -> None:
                     twin.callback = _global_option
                 command.params.append(twin)
         for param in command.params:
-            if param.name == "as_json":
+            if param.name == "as_json" and param.callback is None:
                 param.callback = errors.remember_json
         if isinstance(command, TyperGroup):
             _with_globals(command.commands.values(), globals_)
