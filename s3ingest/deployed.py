@@ -116,7 +116,7 @@ class DeployedStack:
         missing = [n for n in names if n not in self.outputs]
         if missing:
             raise StackNotFoundError(
-                f"stack {self.name!r} has no output(s) {missing}; "
+                f"stack {self.name!r} has no output(s) {', '.join(missing)}; "
                 "is it an s3ingest stack, deployed from this version?"
             )
         return [self.outputs[n] for n in names]

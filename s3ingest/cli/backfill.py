@@ -19,8 +19,10 @@ from s3ingest.cli.context import (
     require_local,
     require_outputs,
 )
-from s3ingest.cli.options import EXIT_UNHEALTHY, LocalOption, StackOrLocal
+from s3ingest.cli.errors import fail
+from s3ingest.cli.options import EXIT_UNHEALTHY, LocalOption, StackOrLocal, choices
 from s3ingest.cli.render import console, emit_backfill, task_bar
+from s3ingest.commands.backfill import LocalEngine
 from s3ingest.outputs import BACKFILL_STATE_MACHINE_ARN
 
 if TYPE_CHECKING:
@@ -64,9 +66,9 @@ def backfill_start(
     ] = False,
     wait: Annotated[bool, typer.Option(help="Follow the job until it ends.")] = True,
     engine: Annotated[
-        str | None,
+        LocalEngine | None,
         typer.Option(
-            metavar="ENGINE",
+            metavar=choices(LocalEngine),
             help="With --local and no running local stack: batch-operations (default) or "
             "distributed-map, the backfill state machine to run (a deployed or running local "
             "stack has the one it was deployed with).",
@@ -88,11 +90,7 @@ def backfill_start(
                 "--manifest and --no-wait apply to --stack, or --local with a running local "
                 "stack (s3ingest local up)"
             )
-        engine = engine or commands.LOCAL_ENGINES[0]
-        if engine not in commands.LOCAL_ENGINES:
-            raise typer.BadParameter(
-                "must be " + " or ".join(commands.LOCAL_ENGINES), param_hint="--engine"
-            )
+        local_engine = engine or commands.LOCAL_ENGINES[0]
 
         with task_bar(hidden=as_json) as bar:
             task = bar.add_task("starting the emulator", total=None)
@@ -100,7 +98,7 @@ def backfill_start(
                 on_progress=lambda phase, done, total: bar.update(
                     task, description=phase, completed=done, total=total
                 ),
-                engine=engine,
+                engine=local_engine,
                 max_failures=max_failures,
             )
         execution = report.get("execution")
@@ -162,8 +160,7 @@ def backfill_status(
             lambda: commands.latest_backfill(deployed.client("stepfunctions"), arn)
         )
         if execution is None:
-            console.print("no backfill has run yet")
-            raise typer.Exit(EXIT_UNHEALTHY)
+            fail("no backfill has run yet", EXIT_UNHEALTHY, kind="NoBackfill", label=None)
     _follow_backfill(deployed, execution, watch=watch, as_json=as_json)
 
 

@@ -8,10 +8,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.markup import escape
 
-from s3ingest.cli.options import EXIT_AWS
-from s3ingest.cli.render import console
+from s3ingest.cli.errors import fail
+from s3ingest.cli.options import EXIT_AWS, EXIT_USAGE
 from s3ingest.commands.context import AwsOptions
 from s3ingest.extras import MissingExtraError, require
 from s3ingest.outputs import PROCESSOR_NAMES
@@ -29,14 +28,17 @@ def require_local(what: str) -> None:
     try:
         require("local", what)
     except MissingExtraError as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
-        raise typer.Exit(2) from exc
+        fail(str(exc), EXIT_USAGE, kind=type(exc).__name__)
 
 
 def one_target(ctx: typer.Context, stack: str | None, local: bool) -> str | None:
     """The stack to act on, or None with ``--local``; a usage error unless exactly one is
-    given (a stack from $S3INGEST_STACK gives way to ``--local``)."""
+    given (a stack from $S3INGEST_STACK gives way to ``--local``; the command's ``--stack`` is
+    the one given before the command when it has none of its own)."""
     source = ctx.get_parameter_source("stack")  # click's ParameterSource
+    given = source is not None and source.name not in ("ENVIRONMENT", "DEFAULT")
+    if aws_options.stack is not None and not given:  # s3ingest --stack NAME COMMAND
+        stack, source = aws_options.stack, None
     if local and source is not None and source.name == "ENVIRONMENT":
         stack = None
     if local == (stack is not None):
@@ -72,8 +74,7 @@ def connect_target(ctx: typer.Context, stack: str | None, local: bool) -> Deploy
     try:
         run = running(run_dir())
     except LocalStackError as exc:
-        console.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(2) from exc
+        fail(str(exc), EXIT_USAGE, kind=type(exc).__name__)
     return connect_local(run, wrap={"s3control": local_host})
 
 
@@ -98,7 +99,8 @@ def require_outputs(deployed: Deployed, *names: str) -> list[str]:
 
 def aws_call(call: Any) -> Any:
     """Run an AWS call; a profile, credentials, region, stack or service error ends the command
-    with exit code 3 (:data:`EXIT_AWS`) and one line, not a traceback."""
+    with exit code 3 (:data:`EXIT_AWS`) and one line, not a traceback (with ``--json``, the
+    JSON error too: :func:`s3ingest.cli.errors.fail`)."""
     from botocore.exceptions import (
         BotoCoreError,
         ClientError,
@@ -113,21 +115,21 @@ def aws_call(call: Any) -> Any:
     try:
         return call()
     except NoRegionError as exc:
-        console.print(
-            "[red]error:[/] no AWS region: give --region, or set AWS_REGION (or "
-            "AWS_DEFAULT_REGION, or a region in your AWS profile)"
+        fail(
+            "no AWS region: give --region, or set AWS_REGION (or AWS_DEFAULT_REGION, or a "
+            "region in your AWS profile)",
+            EXIT_AWS,
+            kind=type(exc).__name__,
         )
-        raise typer.Exit(EXIT_AWS) from exc
     except NoCredentialsError as exc:
-        console.print(
-            "[red]error:[/] no AWS credentials: give --profile, or set AWS_PROFILE "
-            "or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (or use SSO or an instance "
-            "role)"
+        fail(
+            "no AWS credentials: give --profile, or set AWS_PROFILE or "
+            "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (or use SSO or an instance role)",
+            EXIT_AWS,
+            kind=type(exc).__name__,
         )
-        raise typer.Exit(EXIT_AWS) from exc
     except (BotoCoreError, ClientError, StackNotFoundError, ReconcileError, TransientError) as exc:
-        console.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(EXIT_AWS) from exc
+        fail(str(exc), EXIT_AWS, kind=type(exc).__name__)
 
 
 def processor_names(deployed: Deployed) -> list[str]:

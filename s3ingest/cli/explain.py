@@ -9,12 +9,11 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from s3ingest.cli.app import app
 from s3ingest.cli.context import aws_call, connect_target
 from s3ingest.cli.options import AsJson, LocalOption, StackOrLocal
-from s3ingest.cli.render import out
+from s3ingest.cli.render import Table, out, plain
 from s3ingest.outputs import LOG_KEY_SECRET_ARN
 
 
@@ -62,8 +61,8 @@ def explain_command(
     ):
         table_.add_row(
             name,
-            str(result["ledger"].get(name)),
-            str(
+            plain(result["ledger"].get(name)),
+            plain(
                 result["bucket"].get(name, "")
                 if name != "state"
                 else ("visible" if result["bucket"]["visible"] else "absent")
@@ -85,7 +84,7 @@ def explain_command(
             continue
         out.print(
             f"{who} effect of this change: {effect['status']} (fencing token "
-            f"{effect['fencing_token']}"
+            f"{plain(effect['fencing_token'])}"
             + (f", lease until {effect['lease_until']}" if effect["lease_until"] else "")
             + (
                 f", completed at version {effect['completed_version']}"
@@ -114,13 +113,13 @@ def explain_command(
         if h.get("processor"):
             decision += f" [{h['processor']}]"
         history.add_row(
-            str(h["at"]),
+            plain(h["at"]),
             escape(decision),
-            str(h["seq"]),
-            str(h["event"] or ""),
-            h["reason"],
-            h["source"],
-            str(h["actor"] or ""),
+            plain(h["seq"]),
+            plain(h["event"] or ""),
+            escape(plain(h["reason"])),
+            plain(h["source"]),
+            plain(h["actor"] or ""),
         )
     out.print(history)
     out.print(result["skipped_rule"])

@@ -19,7 +19,7 @@ from s3ingest.cli.context import (
     require_local,
 )
 from s3ingest.cli.options import EXIT_UNHEALTHY, AsJson, LocalOption, StackOrLocal
-from s3ingest.cli.render import out
+from s3ingest.cli.render import out, plain
 
 
 @app.command("status", short_help="One screen of health; exit 1 when unhealthy.")
@@ -54,9 +54,10 @@ def status_command(
         "healthy" if result["healthy"] else "[red]UNHEALTHY[/]: " + "; ".join(result["problems"])
     )
     q = result["queue"]
+    age = q["oldest_age_seconds"]
     out.print(
         f"ingest queue: {q['visible']} waiting, {q['in_flight']} in flight, oldest "
-        f"{q['oldest_age_seconds']} s"
+        + (f"{age} s" if age is not None else "-")
     )
     out.print(f"dead-letter queue: {result['dead_letter_queue']['visible']}")
     if "target_dead_letter_queue" in result:
@@ -66,11 +67,11 @@ def status_command(
             "change-stream DLQ (batches not published for 24 h): "
             f"{result['change_dead_letter_queue']['visible']}"
         )
-    out.print(f"last reconciliation drift: {result['last_drift']}")
+    out.print(f"last reconciliation drift: {plain(result['last_drift'] or 'none')}")
     out.print(f"EventBridge delivery: {_on_off(result['eventbridge_delivery'])}")
-    out.print(f"newest backfill: {result['last_backfill'] or 'none'}")
-    out.print(f"running backfills: {result['running_backfills'] or 'none'}")
-    out.print(f"running replays: {result['running_replays'] or 'none'}")
+    out.print(f"newest backfill: {plain(result['last_backfill'] or 'none')}")
+    out.print(f"running backfills: {plain(result['running_backfills'])}")
+    out.print(f"running replays: {plain(result['running_replays'])}")
     for name, counts in result.get("processors", {}).items():
         out.print(
             f"processor {name}, last hour: {counts['done']} done, {counts['failed']} failed, "

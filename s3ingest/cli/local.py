@@ -8,28 +8,29 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from s3ingest.cli.app import app
 from s3ingest.cli.context import require_local
-from s3ingest.cli.options import EXIT_UNHEALTHY, EXIT_USAGE
+from s3ingest.cli.errors import fail
+from s3ingest.cli.options import EXIT_UNHEALTHY, EXIT_USAGE, choices
 from s3ingest.cli.render import (
     OnboardBar,
-    console,
+    Table,
     emit_backfill,
     emit_onboard,
     foreign_entries,
     out,
+    plain,
     render_reconciliation,
     task_bar,
 )
 
-#: ``--reconcile`` choices of the demo (``none``: no reconciliation at the end).
-DEMO_RECONCILE = ("inventory", "listing", "none")
+#: ``--reconcile`` of the demo (``none``: no reconciliation at the end).
+DemoReconcile = Literal["inventory", "listing", "none"]
 
 
 def scenario_ok(result: dict[str, Any]) -> bool:
@@ -92,9 +93,10 @@ def demo(
         ),
     ] = 0.1,
     reconcile: Annotated[
-        str,
+        DemoReconcile,
         typer.Option(
-            metavar="SOURCE", help="Reconciliation at the end: inventory, listing or none."
+            metavar=choices(DemoReconcile),
+            help="Reconciliation at the end: inventory, listing or none.",
         ),
     ] = "inventory",
     crash: Annotated[
@@ -144,18 +146,15 @@ def demo(
             given.insert(0, "--existing")
         if given:
             mode = "--hold-deletes" if hold_deletes else "--existing"
-            console.print(
-                f"[red]error:[/] {mode} runs its own scenario: {', '.join(given)} "
-                f"{'does' if len(given) == 1 else 'do'} not apply (only --seed and --json do)"
+            fail(
+                f"{mode} runs its own scenario: {', '.join(given)} "
+                f"{'does' if len(given) == 1 else 'do'} not apply (only --seed and --json do)",
+                EXIT_USAGE,
             )
-            raise typer.Exit(EXIT_USAGE)
     if existing:
         onboard_locally(seed=seed, as_json=as_json)
     if hold_deletes:
         _hold_demo(seed=seed, as_json=as_json)
-
-    if reconcile not in DEMO_RECONCILE:
-        raise typer.BadParameter("must be inventory, listing or none", param_hint="--reconcile")
 
     with task_bar(hidden=as_json) as bar:
         task = bar.add_task("starting the emulator", total=None)
@@ -251,8 +250,7 @@ def scenario(
         with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
             result = run_scenario(file)
     except ScenarioError as exc:
-        console.print(f"[red]scenario error:[/] {escape(str(exc))}", highlight=False)
-        raise typer.Exit(EXIT_USAGE) from exc
+        fail(str(exc), EXIT_USAGE, kind=type(exc).__name__, label="scenario error")
     ok = scenario_ok(result)
     if as_json:
         sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
@@ -277,13 +275,13 @@ def _scenario_messages(result: dict[str, Any]) -> None:
         msgs.add_column(col, overflow="fold")  # wrapped, never cut: read whole by operators
     for m in result["messages"]:
         msgs.add_row(
-            str(m["step"]),
-            str(m["delivered_at"]),
-            str(m["event"]),
-            m["outcome"],
-            m["reason"],
+            plain(m["step"]),
+            plain(m["delivered_at"]),
+            plain(m["event"]),
+            plain(m["outcome"]),
+            plain(m["reason"]),
             repr(m["key"]),
-            str(m["sequencer"]),
+            plain(m["sequencer"]),
         )
     out.print(msgs)
 
@@ -294,7 +292,11 @@ def _scenario_ledger(result: dict[str, Any]) -> None:
         ledger.add_column(col, overflow="fold")
     for r in result["ledger"]:
         ledger.add_row(
-            repr(r["key"]), r["state"], str(r["sequencer"]), str(r["version_id"]), str(r["etag"])
+            repr(r["key"]),
+            plain(r["state"]),
+            plain(r["sequencer"]),
+            plain(r["version_id"]),
+            plain(r["etag"]),
         )
     out.print(ledger)
 
@@ -316,13 +318,13 @@ def _scenario_effects(result: dict[str, Any]) -> None:
         fx.add_column(col, overflow="fold")  # ids are matched by eye: never cut them
     for e in result["effects"]:
         fx.add_row(
-            str(e["step"]),
-            e["processor"],
+            plain(e["step"]),
+            plain(e["processor"]),
             repr(e["key"]),
-            e["kind"],
-            str(e["sequencer"]),
-            e["id"],
-            str(e["token"]),
+            plain(e["kind"]),
+            plain(e["sequencer"]),
+            plain(e["id"]),
+            plain(e["token"]),
             "killed before commit" if e["crashed_before_commit"] else "committed",
         )
     out.print(fx)
@@ -337,11 +339,11 @@ def _scenario_changes(result: dict[str, Any]) -> None:
     for c in result["changes"]:
         d = c["detail"]
         ch.add_row(
-            str(c["detail-type"]),
+            plain(c["detail-type"]),
             repr(d["key"]),
-            str(d.get("processor") or ""),
-            str(d["sequencer"]),
-            d["id"],
+            plain(d.get("processor") or ""),
+            plain(d["sequencer"]),
+            plain(d["id"]),
         )
     out.print(ch)
 
@@ -383,7 +385,7 @@ def _scenario_end(result: dict[str, Any]) -> None:
     for problem in result["effects_problems"]:
         out.print(f"[red]effects problem:[/] {problem}")
     if result["error"]:
-        out.print(f"[red]run stopped:[/] {result['error']}")
+        out.print(f"[red]run stopped:[/] {plain(result['error'])}")
     out.print(f"events lost for good: {result['dropped']}")
     if result["undelivered"]:
         out.print(f"events archived, not delivered: {result['undelivered']}")

@@ -15,6 +15,7 @@ import typer
 from rich.markup import escape
 
 from s3ingest.cli.context import require_local
+from s3ingest.cli.errors import fail
 from s3ingest.cli.local import local_app
 from s3ingest.cli.options import EXIT_UNHEALTHY, EXIT_USAGE, AsJson
 from s3ingest.cli.render import console, out
@@ -79,15 +80,13 @@ def up_command(
             saved_state.prepare(state)
         saved = state is not None and saved_state.check(state)
     except saved_state.StateError as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
-        raise typer.Exit(EXIT_USAGE) from exc
+        fail(str(exc), EXIT_USAGE, kind=type(exc).__name__)
     try:
         ctx = daemon.read_context(context or [])
         if not saved:  # over a saved state, the daemon checks them with the saved settings
             Settings.from_context(ctx)
     except (ValueError, SettingsError) as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
-        raise typer.Exit(EXIT_USAGE) from exc
+        fail(str(exc), EXIT_USAGE, kind=type(exc).__name__)
     directory = daemon.run_dir()
     if port is not None:
         from s3ingest.local.emulator import PortInUseError, check_port
@@ -102,11 +101,11 @@ def up_command(
         redeploy = daemon.context_pairs(context)
         other = sorted(set(redeploy) - set(daemon.REDEPLOYABLE))
         if other:
-            console.print(
-                f"[red]error:[/] {', '.join(other)}: over a saved state, --context deploys "
-                "processors and hold only (the other settings are the saved state's)"
+            fail(
+                f"{', '.join(other)}: over a saved state, --context deploys processors and "
+                "hold only (the other settings are the saved state's)",
+                EXIT_USAGE,
             )
-            raise typer.Exit(EXIT_USAGE)
         console.print(
             f"[yellow]note:[/] the saved state's settings apply, with --context's "
             f"{' and '.join(sorted(redeploy))} deployed over them"
@@ -116,13 +115,11 @@ def up_command(
     except daemon.LocalStackError:
         pass
     else:
-        console.print("[red]error:[/] a local stack already runs here: s3ingest local down first")
-        raise typer.Exit(EXIT_USAGE)
+        fail("a local stack already runs here: s3ingest local down first", EXIT_USAGE)
     try:
         info = daemon.start(ctx, directory, state=state, redeploy=redeploy or None, port=port)
     except daemon.LocalStackError as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
-        raise typer.Exit(EXIT_USAGE if exc.usage else EXIT_UNHEALTHY) from exc
+        fail(str(exc), EXIT_USAGE if exc.usage else EXIT_UNHEALTHY, kind=type(exc).__name__)
     if as_json:
         sys.stdout.write(json.dumps(info) + "\n")
         return

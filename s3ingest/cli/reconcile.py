@@ -19,7 +19,7 @@ from s3ingest.cli.context import (
     one_target,
     require_local,
 )
-from s3ingest.cli.options import BucketOption, StackOrLocal
+from s3ingest.cli.options import BucketOption, Source, StackOrLocal, choices
 from s3ingest.cli.render import console, out, render_reconciliation
 
 
@@ -27,9 +27,9 @@ from s3ingest.cli.render import console, out, render_reconciliation
 def reconcile_command(
     ctx: typer.Context,
     source: Annotated[
-        str,
+        Source,
         typer.Option(
-            metavar="SOURCE",
+            metavar=choices(Source),
             help="Where the bucket's truth comes from: inventory "
             "(the newest S3 Inventory report) or listing "
             "(ListObjectVersions; for a prefix or a small bucket).",
@@ -84,8 +84,6 @@ def reconcile_command(
     live events."""
     from s3ingest.commands import reconcile as commands
 
-    if source not in ("inventory", "listing"):
-        raise typer.BadParameter("must be inventory or listing", param_hint="--source")
     stack = one_target(ctx, stack, local)
     if local and not local_stack_running():
         require_local("s3ingest reconcile --local")

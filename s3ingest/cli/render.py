@@ -1,6 +1,10 @@
 """Output shared by the command groups: the consoles (results on standard output, progress and
 errors on standard error), progress bars, and the reports more than one command prints
 (reconciliation, backfill, onboarding), as a table or as JSON.
+
+Text output is whole: a table's cells wrap and are never cut with "…" (:class:`Table`); off a
+terminal (a pipe, a file) lines are as long as their content (:class:`WholeConsole`); values
+print as text, never as a Python repr (:func:`plain`).
 """
 
 from __future__ import annotations
@@ -10,12 +14,57 @@ import sys
 from datetime import datetime
 from typing import Any
 
-from rich.console import Console
+from rich import table as rich_table
+from rich.console import Console, ConsoleDimensions
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+
+#: The width of standard output off a terminal: wide enough that no line wraps.
+UNBOUNDED_WIDTH = 1_000_000
+
+
+class WholeConsole(Console):
+    """A console as wide as a terminal on one; off a terminal (piped, redirected) as wide as
+    its longest line, so a script or a log reads every line whole, unwrapped."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        if self.is_terminal:
+            return size
+        return ConsoleDimensions(UNBOUNDED_WIDTH, size.height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self._width, self._height = new_size
+
+
+class Table(rich_table.Table):
+    """rich's table whose columns wrap (fold) a cell too wide for them instead of cutting it
+    with an ellipsis (rich's default): ids, keys and ARNs are read whole."""
+
+    def add_column(self, header: Any = "", *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("overflow", "fold")
+        super().add_column(header, *args, **kwargs)
+
+
+def plain(value: Any) -> str:
+    """A value as text: None as ``-``, a mapping as ``name: value, ...``, a list as
+    ``a, b`` (``none`` when empty), a datetime as ISO-8601, nested alike; never a repr."""
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {plain(v)}" for k, v in value.items()) or "none"
+    if isinstance(value, list | tuple | set | frozenset):
+        return ", ".join(plain(v) for v in value) or "none"
+    return str(value)
+
 
 console = Console(stderr=True, soft_wrap=True)
-out = Console()
+out = WholeConsole()
 
 
 def task_bar(*, hidden: bool) -> Progress:
@@ -68,7 +117,7 @@ def render_reconciliation(rep: dict[str, Any]) -> None:
         rows += [("execution", execution["status"]), ("execution arn", execution["arn"])]
     for name, value in rows:
         if value is not None:
-            table.add_row(name, str(value))
+            table.add_row(name, plain(value))
     out.print(table)
 
 
@@ -100,9 +149,9 @@ def emit_backfill(report: dict[str, Any], as_json: bool) -> None:
         "cause",
     ):
         if name in report and report[name] is not None:
-            table.add_row(name, str(report[name]))
+            table.add_row(name, plain(report[name]))
     for text, count in sorted(report.get("result_strings", {}).items()):
-        table.add_row(f"tasks: {text}", str(count))
+        table.add_row(f"tasks: {text}", plain(count))
     out.print(table)
     if report.get("effects_pending"):
         from s3ingest_fn.services.backfill import EFFECTS_FINISH
@@ -189,7 +238,7 @@ def emit_onboard(report: dict[str, Any], as_json: bool) -> None:
         )
     )
     for name, value in rows:
-        table.add_row(name, str(value))
+        table.add_row(name, plain(value))
     out.print(table)
     requests = Table(title=f"requests by kind ({report['requests_source']})")
     requests.add_column("kind")
@@ -206,7 +255,7 @@ def emit_onboard(report: dict[str, Any], as_json: bool) -> None:
     if report["status"] != "done":
         out.print(
             f"[red]onboarding stopped:[/] execution {backfill['status']}: "
-            f"{backfill.get('error')}: {backfill.get('cause')}; re-run to resume"
+            f"{plain(backfill.get('error'))}: {plain(backfill.get('cause'))}; re-run to resume"
         )
 
 

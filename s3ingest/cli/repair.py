@@ -8,12 +8,11 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from s3ingest.cli.app import app
 from s3ingest.cli.context import aws_call, connect_target, require_outputs
 from s3ingest.cli.options import EXIT_UNHEALTHY, AsJson, BucketOption, LocalOption, StackOrLocal
-from s3ingest.cli.render import out
+from s3ingest.cli.render import Table, out, plain
 from s3ingest.outputs import QUEUE_URL
 
 _FIELDS = ("state", "sequencer", "version_id", "etag", "observed", "revision", "reason")
@@ -96,12 +95,12 @@ def _render(result: dict[str, object]) -> None:
     for field in _FIELDS:
         table.add_row(
             field,
-            escape(str(before.get(field) if isinstance(before, dict) else None)),
-            escape(str(after.get(field) if isinstance(after, dict) else None)),
+            escape(plain(before.get(field) if isinstance(before, dict) else None)),
+            escape(plain(after.get(field) if isinstance(after, dict) else None)),
         )
     out.print(table)
     shown = (
-        f"visible {bucket_state['version_id']} {bucket_state['etag']}"
+        f"visible {plain(bucket_state['version_id'])} {plain(bucket_state['etag'])}"
         if bucket_state["visible"]
         else "absent"
     )
@@ -114,8 +113,8 @@ def _render(result: dict[str, object]) -> None:
     if isinstance(decision, dict):
         out.print(
             escape(
-                f"decision: {decision['reason']} ({decision['source']}, seq {decision['seq']}, "
-                f"{decision['state']})"
+                f"decision: {decision['reason']} ({decision['source']}, seq "
+                f"{plain(decision['seq'])}, {decision['state']})"
             )
         )
     if result["waited"] and not result["settled"]:

@@ -12,8 +12,9 @@ from rich.progress import Progress, TextColumn, TimeElapsedColumn
 
 from s3ingest.cli.app import app
 from s3ingest.cli.context import aws_call, connect_target, require_outputs
+from s3ingest.cli.errors import fail
 from s3ingest.cli.options import EXIT_UNHEALTHY, LocalOption, StackOrLocal
-from s3ingest.cli.render import console, out
+from s3ingest.cli.render import console, out, plain
 from s3ingest.outputs import ARCHIVE_ARN, DEAD_LETTER_QUEUE_URL, QUEUE_URL, RULE_ARN
 
 
@@ -102,13 +103,12 @@ def replay_command(
                         )
                     )
     except OperationError as exc:  # the replay failed or was cancelled
-        console.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(EXIT_UNHEALTHY) from exc
+        fail(str(exc), EXIT_UNHEALTHY, kind=type(exc).__name__)
     if as_json:
         sys.stdout.write(to_json(result) + "\n")
     else:
         for k, v in result.items():
-            out.print(f"{k}: {v}")
+            out.print(f"{k}: {plain(v)}")
 
 
 @app.command("redrive", short_help="Inspect the dead-letter queue and redrive it.")
@@ -156,11 +156,13 @@ def redrive_command(
     )
     for name in ("by_reason", "by_kind"):
         for k, v in summary[name].items():
-            out.print(f"  {name[3:]}: {k}: {v}")
+            out.print(f"  {name[3:]}: {k}: {plain(v)}")
     for key in summary["sample_keys"][:10]:
         out.print(f"  key: {key!r}")
     if "task" in result:
-        out.print(f"message-move task started: {result['task']} ({result['progress']})")
+        out.print(
+            f"message-move task started: {plain(result['task'])} ({plain(result['progress'])})"
+        )
     if "moved" in result:
         out.print(
             f"moved {result['moved']['moved']}; kept "

@@ -10,12 +10,11 @@ import sys
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from s3ingest.cli.app import app
 from s3ingest.cli.context import aws_call, connect_target, require_outputs
 from s3ingest.cli.options import EXIT_UNHEALTHY, LocalOption, StackOrLocal
-from s3ingest.cli.render import console, out, task_bar
+from s3ingest.cli.render import Table, console, out, plain, task_bar
 from s3ingest.outputs import BUCKET_NAMES, PROCESSOR_NAMES, REPROCESS_STATE_MACHINE_ARN
 
 #: The stack output naming the reprocess state machine.
@@ -194,7 +193,7 @@ def emit_reprocess(status: dict[str, Any], as_json: bool, *, target: str = "") -
         sys.stdout.write(json.dumps(body, default=str) + "\n")
         return
     if status["status"] != "SUCCEEDED" or not summary:
-        why = cause_text(status.get("cause")) or status.get("error")
+        why = cause_text(status.get("cause")) or plain(status.get("error"))
         console.print(f"[red]reprocess {status['status']}:[/] {why}")
         return
     mode = " (dry run)" if summary.get("dry_run") else ""
@@ -202,21 +201,23 @@ def emit_reprocess(status: dict[str, Any], as_json: bool, *, target: str = "") -
     table = Table(title=f"{what} {summary['processor']} run {summary['run']}{mode}")
     table.add_column("figure")
     table.add_column("value", justify="right")
-    table.add_row("processor version", str(summary.get("version")))
+    table.add_row("processor version", plain(summary.get("version")))
     table.add_row("segments done", f"{summary['done']} of {summary['segments']}")
     counts = summary.get("counts") or {}
     for name in REPORT_COUNTS:
         label = "to remove" if name == "behind" and summary.get("remove") else name
         table.add_row(f"keys {label}", str(counts.get(name, 0)))
     for name, value in (summary.get("requests") or {}).items():
-        table.add_row(f"requests: {name}", str(value))
+        table.add_row(f"requests: {name}", plain(value))
     table.add_row("estimated cost (USD)", f"{summary.get('estimated_cost_usd', 0):.6f}")
     out.print(table)
     failures = summary.get("failures") or []
     if failures:
         console.print(f"[red]failed keys[/] (up to {len(failures)} shown; each stays behind):")
         for failure in failures:
-            console.print(f"  {failure.get('bucket')}/{failure.get('key')}: {failure.get('error')}")
+            console.print(
+                f"  {failure.get('bucket')}/{failure.get('key')}: {plain(failure.get('error'))}"
+            )
     behind = summary.get("left_behind") or {}
     if behind.get("command"):
         samples = behind.get("samples") or []

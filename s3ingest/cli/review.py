@@ -9,12 +9,12 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from s3ingest.cli.app import app
 from s3ingest.cli.context import aws_call, connect_target, processor_names, require_outputs
+from s3ingest.cli.errors import fail
 from s3ingest.cli.options import EXIT_USAGE, AsJson, LocalOption, StackOrLocal
-from s3ingest.cli.render import console, out, task_bar
+from s3ingest.cli.render import Table, out, plain, task_bar
 from s3ingest.outputs import LEDGER_TABLE_NAME, QUEUE_URL
 
 
@@ -48,8 +48,7 @@ def held_command(
     try:
         check_held_args(bucket, prefix, after)
     except ValueError as exc:
-        console.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(EXIT_USAGE) from exc
+        fail(str(exc), EXIT_USAGE)
     deployed = connect_target(ctx, stack, local)
     (table,) = require_outputs(deployed, LEDGER_TABLE_NAME)
     page = aws_call(
@@ -72,7 +71,7 @@ def held_command(
     for h in page["held"]:
         since = datetime.fromtimestamp(h["held_at"] / 1000, UTC).isoformat(timespec="seconds")
         cells = (h["bucket"], h["key"], h["processor"], h["kind"], h["reason"], since)
-        table_.add_row(*(escape(str(c)) for c in cells), h["change_id"])
+        table_.add_row(*(escape(plain(c)) for c in cells), h["change_id"])
     out.print(table_)
     if page["next"]:
         target = "--local" if local else f"--stack {stack}"
@@ -201,11 +200,10 @@ def _review_command(
         or (not bulk and (key is None or bucket is not None))
         or (bulk and not bucket)
     ):
-        console.print(
-            f"[red]error:[/] give BUCKET KEY, or --bucket B --all-matching PREFIX "
-            f"(s3ingest {verb} --help)"
+        fail(
+            f"give BUCKET KEY, or --bucket B --all-matching PREFIX (s3ingest {verb} --help)",
+            EXIT_USAGE,
         )
-        raise typer.Exit(EXIT_USAGE)
     deployed = target(*target_args)
     table, queue_url = require_outputs(deployed, LEDGER_TABLE_NAME, QUEUE_URL)
     ledger = aws_call(deployed.ledger)
@@ -245,8 +243,7 @@ def _review_command(
         return
     if bulk and len(targets) > 1 and not yes:
         if not sys.stdin.isatty():
-            console.print(f"[red]error:[/] {len(targets)} held changes: give --yes to {verb} them")
-            raise typer.Exit(EXIT_USAGE)
+            fail(f"{len(targets)} held changes: give --yes to {verb} them", EXIT_USAGE)
         if not typer.confirm(f"{verb} {len(targets)} held changes?"):
             raise typer.Exit(EXIT_USAGE)
     actor = str(aws_call(lambda: deployed.client("sts").get_caller_identity()["Arn"]))

@@ -14,12 +14,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, get_args
 
 from s3ingest.commands.reprocess import cause_text
 
+#: ``--engine`` of ``backfill start --local``: the backfill state machine to run.
+LocalEngine = Literal["batch-operations", "distributed-map"]
 #: ``--engine`` values of ``backfill start --local`` (the first is the default).
-LOCAL_ENGINES = ("batch-operations", "distributed-map")
+LOCAL_ENGINES: tuple[str, ...] = get_args(LocalEngine)
 #: Seconds between two reads of a followed backfill.
 POLL_SECONDS = 10.0
 #: Execution states a backfill command exits 0 with (an ABORTED one was stopped on purpose, but

@@ -34,6 +34,8 @@ class AwsOptions:
     region: str | None = None
     #: The pipeline of the stack, by stage (``--pipeline``), for a stack that holds several.
     pipeline: str | None = None
+    #: ``s3ingest --stack NAME COMMAND``: the stack, when the command is given none of its own.
+    stack: str | None = None
 
 
 @dataclass

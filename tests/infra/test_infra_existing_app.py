@@ -239,14 +239,15 @@ def test_the_cli_operates_the_pipeline_the_example_stack_publishes(
     rt.faithful.put("audit/a.csv", "1")
     rt.flush()
     rt.drain()
-    # WHEN the CLI is pointed at the stack (no --pipeline: it holds one)
+    # WHEN the CLI is pointed at the stack (no --pipeline: it holds one; --stack given before
+    # the command or after it)
     env = emulator.function_environment()
     found = CliRunner().invoke(
         cli_app,
         ["explain", rt.resources.bucket, "audit/a.csv", "--stack", stack_name, "--json"],
         env=env,
     )
-    status = CliRunner().invoke(cli_app, ["status", "--stack", stack_name, "--json"], env=env)
+    status = CliRunner().invoke(cli_app, ["--stack", stack_name, "status", "--json"], env=env)
     # THEN it reads that pipeline's ledger and health
     assert found.exit_code == 0, found.output
     assert json.loads(found.stdout)["ledger"]["state"] == "present"
