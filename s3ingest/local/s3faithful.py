@@ -144,6 +144,25 @@ class FaithfulS3:
         resp = self._s3.put_object(Bucket=self.bucket, Key=key, Body=data)
         return self.record_put(key, len(data), resp["ETag"], resp.get("VersionId"))
 
+    def copy(self, key: str, source: str) -> Op:
+        """CopyObject of the current version of ``source`` (a key of this bucket) to ``key``, and
+        its ``Object Created`` event (reason ``CopyObject``).
+
+        Raises
+        ------
+        ValueError
+            For a key S3 refuses (:func:`check_key`).
+        botocore.exceptions.ClientError
+            When ``source`` has no current version (S3's NoSuchKey).
+        """
+        check_key(key)
+        resp = self._s3.copy_object(
+            Bucket=self.bucket, Key=key, CopySource={"Bucket": self.bucket, "Key": source}
+        )
+        size = self._s3.head_object(Bucket=self.bucket, Key=key, **_version(resp))["ContentLength"]
+        etag = resp["CopyObjectResult"]["ETag"]
+        return self.record_put(key, size, etag, resp.get("VersionId"), reason="CopyObject")
+
     def record_put(
         self, key: str, size: int, etag: str, version_id: str | None, reason: str = "PutObject"
     ) -> Op:
@@ -293,6 +312,11 @@ def check_key(key: str) -> None:
             "key holds a control character other than tab; S3 allows it, but the "
             "local emulator cannot list such keys"
         )
+
+
+def _version(resp: dict[str, Any]) -> dict[str, str]:
+    """``{"VersionId": ...}`` of a write's response, when it names a version."""
+    return {"VersionId": resp["VersionId"]} if resp.get("VersionId") else {}
 
 
 def _real_version(version: str | None, versioning: str | None) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -660,3 +661,42 @@ def test_the_plain_report_wraps_sequencers_and_reasons_instead_of_cutting_them(
     # (each run has its own sequencers: the same shape, whole)
     assert re.fullmatch(r"00[0-9A-F]{16,}", columns[6])
     assert len(columns[6]) == len(message["sequencer"])
+
+
+def test_a_copy_step_is_ingested_as_the_copied_object(emulator: Any, tmp_path: Path) -> None:
+    # GIVEN a key copied to another, then its source overwritten and deleted
+    path = write(
+        tmp_path,
+        [
+            {"bucket": f"copy-{uuid.uuid4().hex[:10]}", "versioning": "Enabled"},
+            {"op": "put", "key": "in/a.csv", "body": "one"},
+            {"op": "copy", "key": "out/a.csv", "source": "in/a.csv"},
+            {"op": "put", "key": "in/a.csv", "body": "two"},
+            {"op": "delete", "key": "in/a.csv"},
+            {"op": "flush", "chaos": {"seed": 3, "duplicate": 0.5, "reorder": True}},
+        ],
+    )
+    # WHEN it runs
+    result = run_scenario(path, emulator=emulator)
+    # THEN the copy's event was ingested for the copy's key, and the ledger equals the bucket
+    copies = [m for m in result["messages"] if m["step"] == 3]
+    assert copies and {m["key"] for m in copies} == {"out/a.csv"}
+    assert "applied" in {m["outcome"] for m in copies}
+    rows = {r["key"]: r["state"] for r in result["ledger"]}
+    assert rows == {"in/a.csv": "deleted", "out/a.csv": "present"}
+    assert [o["key"] for o in result["bucket"]] == ["out/a.csv"]
+    assert result["converged"] is True, result["differences"]
+
+
+def test_a_copy_of_a_deleted_key_is_a_scenario_error(emulator: Any, tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        [
+            {"bucket": f"copy-{uuid.uuid4().hex[:10]}", "versioning": "Enabled"},
+            {"op": "put", "key": "a", "body": "1"},
+            {"op": "delete", "key": "a"},
+            {"op": "copy", "key": "b", "source": "a"},
+        ],
+    )
+    with pytest.raises(ScenarioError, match=r"line 4: copy failed: .*NoSuchKey"):
+        run_scenario(path, emulator=emulator)

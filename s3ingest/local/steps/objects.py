@@ -1,4 +1,4 @@
-"""S3 operations and deliveries: ``put``, ``delete``, ``deliver``, ``flush``."""
+"""S3 operations and deliveries: ``put``, ``copy``, ``delete``, ``deliver``, ``flush``."""
 
 from __future__ import annotations
 
@@ -35,6 +35,31 @@ class Put(Step):
     def run(self, run: Run, lineno: int) -> None:
         s3 = run.rt.bucket(self.bucket)
         _created(run, lineno, s3.put(self.key, str(self.body)), s3.versioning)
+
+
+@dataclass
+class Copy(Step):
+    """``{"op": "copy", "key": K, "source": S}``: CopyObject of key ``S``'s current version to
+    ``K`` in the same bucket; S3's event (reason ``CopyObject``) is queued for a flush."""
+
+    op = "copy"
+    refusal_is_file_error = True
+
+    key: str
+    source: str
+    bucket: str | None = None
+
+    @classmethod
+    def check(cls, lineno: int, doc: dict[str, Any]) -> None:
+        check_key(lineno, doc["key"])
+        check_key(lineno, doc["source"])
+
+    def check_in_order(self, lineno: int, versioning: str | None, puts: dict[int, str]) -> None:
+        puts[lineno] = self.key
+
+    def run(self, run: Run, lineno: int) -> None:
+        s3 = run.rt.bucket(self.bucket)
+        _created(run, lineno, s3.copy(self.key, self.source), s3.versioning)
 
 
 @dataclass
