@@ -432,30 +432,70 @@ class S3IngestPipeline(Construct):
         sources: list[tuple[BucketSpec, s3.IBucket | None, bool]],
         code: lambda_.Code | None,
     ) -> None:
-        if code is None:
-            extra = (
-                processors_sources(settings.processor_entries(), settings.processor_package_dir)
-                if settings.processors
-                else processor_sources(settings.processor, settings.processor_package_dir)
-            )
-            imports = {
-                f"processors[{index}].{key}": entry[key]
-                for index, entry in enumerate(settings.processor_entries())
-                for key in ("module", "handler")
-                if key in entry and settings.processors
-            }
-            if settings.processor is not None and not settings.processors:
-                imports["processor"] = settings.processor
-            notes: list[str] = []
-            code = function_code(
-                cache_dir=build_cache(self, self._bundle_cache_dir),
-                extra_sources=extra,
-                requirements=processor_requirements(settings.processor_package_dir),
-                imports=imports,
-                notes=notes,
-            )
-            for note in notes:
-                Annotations.of(self).add_info(note)
+        """Every feature, in the order their constructs are added (logical ids do not depend
+        on it; the order of policy statements and dependencies does)."""
+        code = code if code is not None else self._function_code(settings)
+        self._landing_buckets(settings, sources, code)
+        output_bucket, processors = self._shared_state(settings, code)
+        self._ingestion(settings, code, output_bucket, processors)
+        self._backfill(settings, code, output_bucket, processors)
+        self._checkpointed_runs(settings, code, output_bucket, processors)
+        self._change_stream(settings, code)
+        self._monitoring(settings, code)
+        self._index_functions(settings)
+        self._read_remote_buckets()
+        #: Owners, not names: every function knows each bucket's owner (``BUCKET_OWNERS``: the
+        #: ``ExpectedBucketOwner`` of its S3 calls, the ``account`` an event must carry), and no
+        #: function's own role reaches a bucket of a landing bucket's name in another account.
+        self._expect_owners()
+        #: ``logKeys``: every function's LOG_KEYS, the hash key's secret, the machines' logs.
+        self.log_keys = LogKeys(
+            self,
+            "LogKeys",
+            settings=settings,
+            functions=self.functions,
+            state_machines=self.state_machines,
+        )
+        self._encrypt(settings)
+        #: Service statements CDK wrote with ``aws:SourceArn`` only, held to this account too.
+        self.held_to_account = hold_to_account(self)
+
+    def _function_code(self, settings: Settings) -> lambda_.Code:
+        """The bundled functions' package, with the processors' sources and requirements
+        (:mod:`s3ingest_cdk.bundling`); the bundler's notes as info annotations."""
+        extra = (
+            processors_sources(settings.processor_entries(), settings.processor_package_dir)
+            if settings.processors
+            else processor_sources(settings.processor, settings.processor_package_dir)
+        )
+        imports = {
+            f"processors[{index}].{key}": entry[key]
+            for index, entry in enumerate(settings.processor_entries())
+            for key in ("module", "handler")
+            if key in entry and settings.processors
+        }
+        if settings.processor is not None and not settings.processors:
+            imports["processor"] = settings.processor
+        notes: list[str] = []
+        code = function_code(
+            cache_dir=build_cache(self, self._bundle_cache_dir),
+            extra_sources=extra,
+            requirements=processor_requirements(settings.processor_package_dir),
+            imports=imports,
+            notes=notes,
+        )
+        for note in notes:
+            Annotations.of(self).add_info(note)
+        return code
+
+    def _landing_buckets(
+        self,
+        settings: Settings,
+        sources: list[tuple[BucketSpec, s3.IBucket | None, bool]],
+        code: lambda_.Code,
+    ) -> None:
+        """The ``kmsKeyArn`` key, the landing buckets (with the existing ones' set-up provider)
+        and the central side of the buckets of other accounts."""
         #: ``kmsKeyArn``: the key every encryptable resource uses (None: each service's own).
         # (its policy admits the inventory reports of the buckets of other accounts)
         self.encryption_key: kms.IKey | None = attach_key(
@@ -500,6 +540,13 @@ class S3IngestPipeline(Construct):
                 inventory=self.landings.shared.inventory,
             )
         self.bucket: s3.IBucket = self.landing.bucket
+
+    def _shared_state(
+        self, settings: Settings, code: lambda_.Code
+    ) -> tuple[s3.IBucket | None, IngestProcessors]:
+        """The ledger, the processor output bucket and the deployed processor functions; returns
+        the output bucket (None without an in-process or deployed processor) and what the
+        processors give the functions that run them."""
         self.ledger = LedgerTable(
             self,
             "Ledger",
@@ -529,6 +576,16 @@ class S3IngestPipeline(Construct):
         #: Every processor's name (``default``: the single ``processor`` setting).
         self.processor_names: list[str] = [e["name"] for e in settings.processor_entries()]
         self.settings_processor_entries = settings.processor_entries()
+        return output_bucket, processors
+
+    def _ingestion(
+        self,
+        settings: Settings,
+        code: lambda_.Code,
+        output_bucket: s3.IBucket | None,
+        processors: IngestProcessors,
+    ) -> None:
+        """The ingestion and reconciliation features, and who may send to the ingest queue."""
         self.ingestion = Ingestion(
             self,
             "Ingestion",
@@ -567,7 +624,15 @@ class S3IngestPipeline(Construct):
             operator_role_arns=settings.operator_role_arns,
         )
         self.ingest_service_functions: list[lambda_.Function] = [self.ingest_function]
-        self._backfill(settings, code, output_bucket, processors)
+
+    def _checkpointed_runs(
+        self,
+        settings: Settings,
+        code: lambda_.Code,
+        output_bucket: s3.IBucket | None,
+        processors: IngestProcessors,
+    ) -> None:
+        """The listing backfill and the reprocess run (every stack)."""
         self.listing = ListingBackfill(
             self,
             "Listing",
@@ -592,6 +657,9 @@ class S3IngestPipeline(Construct):
             processors=processors,
         )
         self.ingest_service_functions.extend(self.reprocess.ingest_service_functions)
+
+    def _change_stream(self, settings: Settings, code: lambda_.Code) -> None:
+        """The change-stream feature (``change_stream`` only)."""
         self.change_stream: ChangeStream | None = None
         if settings.change_stream:
             self.change_stream = ChangeStream(
@@ -601,6 +669,9 @@ class S3IngestPipeline(Construct):
         self.change_relay = self.change_stream.change_relay if self.change_stream else None
         self.change_source = self.change_stream.change_source if self.change_stream else None
         self.bus: events.EventBus | None = self.change_bus.bus if self.change_bus else None
+
+    def _monitoring(self, settings: Settings, code: lambda_.Code) -> None:
+        """The monitoring feature (alarms, dashboard, delivery check) over the others."""
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -623,6 +694,10 @@ class S3IngestPipeline(Construct):
         self.alarms = self.monitoring.alarms
         self.dashboard = self.monitoring.dashboard
         self.topic: sns.Topic = self.alarm_topic.topic
+
+    def _index_functions(self, settings: Settings) -> None:
+        """:attr:`state_machines` and :attr:`functions` by name, and the reconcile functions'
+        view of the processors (``PROCESSOR_TARGETS``, ``PROCESSOR_NAMES``)."""
         self.state_machines: dict[str, sfn.StateMachine] = {}
         if self.backfill_state_machine is not None:
             self.state_machines["backfill"] = self.backfill_state_machine.state_machine
@@ -649,56 +724,44 @@ class S3IngestPipeline(Construct):
             )
             if owner is not None
         }
+        reconcilers = [
+            self.functions[role]
+            for role in ("reconcile", "reconcile-fan-out", "backfill-control")
+            if role in self.functions
+        ]
         if self.processor_names:
             # reconciliation counts the rows behind each processor (its version and filters,
             # not its code): docs/reprocess.md
             targets = fn_config.targets_json(settings.processor_entries())
-            for role in ("reconcile", "reconcile-fan-out", "backfill-control"):
-                if role in self.functions:
-                    self.functions[role].add_environment(fn_config.PROCESSOR_TARGETS, targets)
-        named = [n for n in self.processor_names if n != DEFAULT_PROCESSOR_NAME]
-        if named:
+            for function in reconcilers:
+                function.add_environment(fn_config.PROCESSOR_TARGETS, targets)
+        if any(n != DEFAULT_PROCESSOR_NAME for n in self.processor_names):
             # reconciliation reads each processor's effect state with the row (its Scan
             # projection names the attributes): docs/effects.md
-            for role in ("reconcile", "reconcile-fan-out", "backfill-control"):
-                if role in self.functions:
-                    self.functions[role].add_environment(
-                        fn_config.PROCESSOR_NAMES, ",".join(self.processor_names)
-                    )
-        #: Buckets of other accounts: every function that reads them (its role names them:
-        #: :func:`~s3ingest_cdk.remote.reads_buckets`) knows the role to read each one with
-        #: (``READ_ROLES``, :class:`s3ingest_fn.config.ClientConfig`) and may assume it; the
-        #: others (the change relay, the planners and summaries) may not.
+            for function in reconcilers:
+                function.add_environment(fn_config.PROCESSOR_NAMES, ",".join(self.processor_names))
+
+    def _read_remote_buckets(self) -> None:
+        """Buckets of other accounts: every function that reads them (its role names them:
+        :func:`~s3ingest_cdk.remote.reads_buckets`) knows the role to read each one with
+        (``READ_ROLES``, :class:`s3ingest_fn.config.ClientConfig`) and may assume it; the
+        others (the change relay, the planners and summaries) may not."""
         self.bucket_readers: list[str] = []
-        if self.remote_read_roles:
-            roles = Stack.of(self).to_json_string(self.remote_read_roles)
-            assume = iam.PolicyStatement(
-                actions=["sts:AssumeRole"], resources=sorted(set(self.remote_read_roles.values()))
-            )
-            remote_arns = [e.bucket.bucket_arn for e in self.landings.entries if e.spec.remote]
-            self.bucket_readers = [
-                name for name, f in self.functions.items() if reads_buckets(f, remote_arns)
-            ]
-            for function in (self.functions[name] for name in self.bucket_readers):
-                function.add_environment(fn_config.READ_ROLES, roles)
-                # the identity half of the cross-account trust (the read role's trust is the
-                # other): https://docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_common-scenarios_aws-accounts.html
-                function.add_to_role_policy(assume)
-        #: Owners, not names: every function knows each bucket's owner (``BUCKET_OWNERS``: the
-        #: ``ExpectedBucketOwner`` of its S3 calls, the ``account`` an event must carry), and no
-        #: function's own role reaches a bucket of a landing bucket's name in another account.
-        self._expect_owners()
-        #: ``logKeys``: every function's LOG_KEYS, the hash key's secret, the machines' logs.
-        self.log_keys = LogKeys(
-            self,
-            "LogKeys",
-            settings=settings,
-            functions=self.functions,
-            state_machines=self.state_machines,
+        if not self.remote_read_roles:
+            return
+        roles = Stack.of(self).to_json_string(self.remote_read_roles)
+        assume = iam.PolicyStatement(
+            actions=["sts:AssumeRole"], resources=sorted(set(self.remote_read_roles.values()))
         )
-        self._encrypt(settings)
-        #: Service statements CDK wrote with ``aws:SourceArn`` only, held to this account too.
-        self.held_to_account = hold_to_account(self)
+        remote_arns = [e.bucket.bucket_arn for e in self.landings.entries if e.spec.remote]
+        self.bucket_readers = [
+            name for name, f in self.functions.items() if reads_buckets(f, remote_arns)
+        ]
+        for function in (self.functions[name] for name in self.bucket_readers):
+            function.add_environment(fn_config.READ_ROLES, roles)
+            # the identity half of the cross-account trust (the read role's trust is the
+            # other): https://docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_common-scenarios_aws-accounts.html
+            function.add_to_role_policy(assume)
 
     def _expect_owners(self) -> None:
         """``BUCKET_OWNERS`` (:meth:`Landings.owners_json`) on every function that reads a
