@@ -51,10 +51,9 @@ from s3ingest_cdk.features import (
     Monitoring,
     Reconciliation,
 )
-from s3ingest_cdk.features.listing import ListingBackfill
+from s3ingest_cdk.features.checkpointed_run import ListingBackfill, Reprocess
 from s3ingest_cdk.features.log_keys import LogKeys
 from s3ingest_cdk.features.processors import ProcessorConfig, Processors, ingest_processors
-from s3ingest_cdk.features.reprocess import Reprocess
 from s3ingest_cdk.features.service import IngestProcessors
 from s3ingest_cdk.flags import pin_flags
 from s3ingest_cdk.owners import guard_role
@@ -227,9 +226,9 @@ class S3IngestPipeline(Construct):
         The features (:mod:`s3ingest_cdk.features`).
     backfilling : s3ingest_cdk.features.Backfill or None
         The inventory backfill feature (when every bucket has an inventory).
-    listing : s3ingest_cdk.features.listing.ListingBackfill
+    listing : s3ingest_cdk.features.checkpointed_run.ListingBackfill
         The listing backfill (always).
-    reprocess : s3ingest_cdk.features.reprocess.Reprocess
+    reprocess : s3ingest_cdk.features.checkpointed_run.Reprocess
         The reprocess run (always: ``--remove`` cleans a removed processor's state).
     landings : s3ingest_cdk.constructs.landing_bucket.Landings
         Every landing bucket (``landings.entries``) and the shared buckets.
@@ -633,29 +632,18 @@ class S3IngestPipeline(Construct):
         processors: IngestProcessors,
     ) -> None:
         """The listing backfill and the reprocess run (every stack)."""
-        self.listing = ListingBackfill(
-            self,
-            "Listing",
-            settings=settings,
-            code=code,
-            landings=self.landings,
-            ledger_table=self.table,
-            dead_letter_queue=self.dead_letter_queue,
-            output_bucket=output_bucket,
-            processors=processors,
-        )
+        kwargs: dict[str, Any] = {
+            "settings": settings,
+            "code": code,
+            "landings": self.landings,
+            "ledger_table": self.table,
+            "dead_letter_queue": self.dead_letter_queue,
+            "output_bucket": output_bucket,
+            "processors": processors,
+        }
+        self.listing = ListingBackfill(self, "Listing", **kwargs)
         self.ingest_service_functions.extend(self.listing.ingest_service_functions)
-        self.reprocess = Reprocess(
-            self,
-            "Reprocess",
-            settings=settings,
-            code=code,
-            landings=self.landings,
-            ledger_table=self.table,
-            dead_letter_queue=self.dead_letter_queue,
-            output_bucket=output_bucket,
-            processors=processors,
-        )
+        self.reprocess = Reprocess(self, "Reprocess", **kwargs)
         self.ingest_service_functions.extend(self.reprocess.ingest_service_functions)
 
     def _change_stream(self, settings: Settings, code: lambda_.Code) -> None:
