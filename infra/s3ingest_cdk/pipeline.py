@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from os import PathLike
 from typing import Any
 
-from aws_cdk import Annotations, RemovalPolicy, Stack, Token
+from aws_cdk import Annotations, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
@@ -25,7 +25,6 @@ from s3ingest.encryption import remote_inventories
 from s3ingest.settings import DEFAULT_PROCESSOR_NAME, BucketSpec, Settings, SettingsError
 from s3ingest.settings.fields import keyword_parameters
 from s3ingest.settings.fields import overrides as field_overrides
-from s3ingest.settings.processors import wildcard_grant_problem
 from s3ingest_cdk.bundling import (
     build_cache,
     function_code,
@@ -42,7 +41,6 @@ from s3ingest_cdk.encryption import (
     encrypt_everything,
     grant_bucket_keys,
     grant_key_use,
-    key_region_problems,
 )
 from s3ingest_cdk.features import (
     Backfill,
@@ -57,7 +55,8 @@ from s3ingest_cdk.features.processors import ProcessorConfig, Processors, ingest
 from s3ingest_cdk.features.service import IngestProcessors
 from s3ingest_cdk.flags import pin_flags
 from s3ingest_cdk.owners import guard_role
-from s3ingest_cdk.remote import RemoteSources, read_role_arn, reads_buckets, remote_problems
+from s3ingest_cdk.pipeline_props import processor_entries, props_problems
+from s3ingest_cdk.remote import RemoteSources, read_role_arn, reads_buckets
 from s3ingest_fn import config as fn_config
 
 #: The settings fields the team's own resources stand for (``bucket``, ``buckets``,
@@ -302,7 +301,7 @@ class S3IngestPipeline(Construct):
         if bucket is not None and buckets:
             raise SettingsError(["bucket and buckets are both given: list the bucket in buckets"])
         bucket_name = bucket.bucket_name if bucket is not None else None
-        entries, problems = _processor_entries(processors)
+        entries, problems = processor_entries(processors)
         statements = [statement.to_json() for statement in processor_policy_statements]
         # The entries' buckets of the app, by index; their specs carry the buckets' names.
         given: dict[int, s3.IBucket] = {}
@@ -322,50 +321,14 @@ class S3IngestPipeline(Construct):
             processors=tuple(entries),
             processor_policy_statements=tuple(statements),
         )
-        # A bucket created in the app has a token for a name, known at deploy time only: its form
-        # is S3's to check then. Every other rule is the settings' own.
-        token_fields = [
-            f"buckets[{i}].name:"
-            for i, spec in enumerate(specs)
-            if spec.name is not None and Token.is_unresolved(spec.name)
-        ]
-        if bucket_name is not None and Token.is_unresolved(bucket_name):
-            token_fields.append("bucketName:")
-        # An IFunction's ARN is a token; the statements are CDK's own, checked by CDK below.
-        token_fields.extend(
-            f"processors[{i}].functionArn:"
-            for i, entry in enumerate(entries)
-            if Token.is_unresolved(entry.get("functionArn"))
-        )
-        token_fields.extend(
-            f"processorPolicyStatements[{i}]" for i in range(len(processor_policy_statements))
-        )
         problems.extend(
-            problem
-            for problem in settings.problems()
-            if not any(problem.startswith(field) for field in token_fields)
+            props_problems(
+                self,
+                settings,
+                given_bucket=bucket is not None,
+                statements=processor_policy_statements,
+            )
         )
-        problems.extend(remote_problems(self, specs))
-        for index, statement in enumerate(processor_policy_statements):
-            problems.extend(
-                f"processorPolicyStatements[{index}]: {error}"
-                for error in statement.validate_for_identity_policy()
-            )
-            wildcard = wildcard_grant_problem(
-                "Allow" if statement.effect == iam.Effect.ALLOW else "Deny",
-                statement.actions,
-                statement.resources,
-                f"processorPolicyStatements[{index}]",
-            )
-            if wildcard is not None:
-                problems.append(wildcard)
-        # ``bucket`` is used as it is (no inventory): the fan-out cannot read one.
-        if bucket is not None and settings.reconcile_fan_out:
-            problems.append(
-                "reconcileFanOut needs the stack's own S3 Inventory of every bucket: a bucket "
-                "given as `bucket` gets none (list it in `buckets` to have one)"
-            )
-        problems.extend(key_region_problems(Stack.of(self).region, settings))
         if problems:
             raise SettingsError(problems)
         self.settings = settings
@@ -890,22 +853,6 @@ class S3IngestPipeline(Construct):
             outputs[output.CHANGE_DEAD_LETTER_QUEUE_URL] = relay.dead_letter_queue.queue_url
             outputs[output.CHANGE_RELAY_FUNCTION_NAME] = relay.function.function_name
         return outputs
-
-
-def _processor_entries(
-    processors: Sequence[ProcessorConfig],
-) -> tuple[list[dict[str, Any]], list[str]]:
-    """The ``processors`` prop as setting entries (:meth:`ProcessorConfig.to_entry`), and the
-    problems of a configuration that names two functions."""
-    entries: list[dict[str, Any]] = []
-    problems: list[str] = []
-    for index, config in enumerate(processors):
-        try:
-            entries.append(config.to_entry())
-        except ValueError as exc:
-            problems.append(f"processors[{index}]: {exc}")
-            entries.append(replace(config, function=None).to_entry())  # keep the indices
-    return entries, problems
 
 
 def _keyword_signature() -> inspect.Signature:
