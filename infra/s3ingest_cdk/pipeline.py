@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from os import PathLike
 from typing import Any
 
-from aws_cdk import Annotations, RemovalPolicy, Stack, Token
+from aws_cdk import Annotations, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
@@ -25,7 +25,6 @@ from s3ingest.encryption import remote_inventories
 from s3ingest.settings import DEFAULT_PROCESSOR_NAME, BucketSpec, Settings, SettingsError
 from s3ingest.settings.fields import keyword_parameters
 from s3ingest.settings.fields import overrides as field_overrides
-from s3ingest.settings.processors import wildcard_grant_problem
 from s3ingest_cdk.bundling import (
     build_cache,
     function_code,
@@ -43,7 +42,6 @@ from s3ingest_cdk.encryption import (
     encrypt_everything,
     grant_bucket_keys,
     grant_key_use,
-    key_region_problems,
 )
 from s3ingest_cdk.features import (
     Backfill,
@@ -52,14 +50,14 @@ from s3ingest_cdk.features import (
     Monitoring,
     Reconciliation,
 )
-from s3ingest_cdk.features.listing import ListingBackfill
+from s3ingest_cdk.features.checkpointed_run import ListingBackfill, Reprocess
 from s3ingest_cdk.features.log_keys import LogKeys
 from s3ingest_cdk.features.processors import ProcessorConfig, Processors, ingest_processors
-from s3ingest_cdk.features.reprocess import Reprocess
 from s3ingest_cdk.features.service import IngestProcessors
 from s3ingest_cdk.flags import pin_flags
 from s3ingest_cdk.owners import guard_role
-from s3ingest_cdk.remote import RemoteSources, read_role_arn, reads_buckets, remote_problems
+from s3ingest_cdk.pipeline_props import processor_entries, props_problems
+from s3ingest_cdk.remote import RemoteSources, read_role_arn, reads_buckets
 from s3ingest_fn import config as fn_config
 
 #: The settings fields the team's own resources stand for (``bucket``, ``buckets``,
@@ -233,9 +231,9 @@ class S3IngestPipeline(Construct):
         The features (:mod:`s3ingest_cdk.features`).
     backfilling : s3ingest_cdk.features.Backfill or None
         The inventory backfill feature (when every bucket has an inventory).
-    listing : s3ingest_cdk.features.listing.ListingBackfill
+    listing : s3ingest_cdk.features.checkpointed_run.ListingBackfill
         The listing backfill (always).
-    reprocess : s3ingest_cdk.features.reprocess.Reprocess
+    reprocess : s3ingest_cdk.features.checkpointed_run.Reprocess
         The reprocess run (always: ``--remove`` cleans a removed processor's state).
     landings : s3ingest_cdk.constructs.landing_bucket.Landings
         Every landing bucket (``landings.entries``) and the shared buckets.
@@ -310,7 +308,7 @@ class S3IngestPipeline(Construct):
         if bucket is not None and buckets:
             raise SettingsError(["bucket and buckets are both given: list the bucket in buckets"])
         bucket_name = bucket.bucket_name if bucket is not None else None
-        entries, problems = _processor_entries(processors)
+        entries, problems = processor_entries(processors)
         statements = [statement.to_json() for statement in processor_policy_statements]
         # The entries' buckets of the app, by index; their specs carry the buckets' names.
         given: dict[int, s3.IBucket] = {}
@@ -330,50 +328,14 @@ class S3IngestPipeline(Construct):
             processors=tuple(entries),
             processor_policy_statements=tuple(statements),
         )
-        # A bucket created in the app has a token for a name, known at deploy time only: its form
-        # is S3's to check then. Every other rule is the settings' own.
-        token_fields = [
-            f"buckets[{i}].name:"
-            for i, spec in enumerate(specs)
-            if spec.name is not None and Token.is_unresolved(spec.name)
-        ]
-        if bucket_name is not None and Token.is_unresolved(bucket_name):
-            token_fields.append("bucketName:")
-        # An IFunction's ARN is a token; the statements are CDK's own, checked by CDK below.
-        token_fields.extend(
-            f"processors[{i}].functionArn:"
-            for i, entry in enumerate(entries)
-            if Token.is_unresolved(entry.get("functionArn"))
-        )
-        token_fields.extend(
-            f"processorPolicyStatements[{i}]" for i in range(len(processor_policy_statements))
-        )
         problems.extend(
-            problem
-            for problem in settings.problems()
-            if not any(problem.startswith(field) for field in token_fields)
+            props_problems(
+                self,
+                settings,
+                given_bucket=bucket is not None,
+                statements=processor_policy_statements,
+            )
         )
-        problems.extend(remote_problems(self, specs))
-        for index, statement in enumerate(processor_policy_statements):
-            problems.extend(
-                f"processorPolicyStatements[{index}]: {error}"
-                for error in statement.validate_for_identity_policy()
-            )
-            wildcard = wildcard_grant_problem(
-                "Allow" if statement.effect == iam.Effect.ALLOW else "Deny",
-                statement.actions,
-                statement.resources,
-                f"processorPolicyStatements[{index}]",
-            )
-            if wildcard is not None:
-                problems.append(wildcard)
-        # ``bucket`` is used as it is (no inventory): the fan-out cannot read one.
-        if bucket is not None and settings.reconcile_fan_out:
-            problems.append(
-                "reconcileFanOut needs the stack's own S3 Inventory of every bucket: a bucket "
-                "given as `bucket` gets none (list it in `buckets` to have one)"
-            )
-        problems.extend(key_region_problems(Stack.of(self).region, settings))
         if problems:
             raise SettingsError(problems)
         self.settings = settings
@@ -443,30 +405,70 @@ class S3IngestPipeline(Construct):
         sources: list[tuple[BucketSpec, s3.IBucket | None, bool]],
         code: lambda_.Code | None,
     ) -> None:
-        if code is None:
-            extra = (
-                processors_sources(settings.processor_entries(), settings.processor_package_dir)
-                if settings.processors
-                else processor_sources(settings.processor, settings.processor_package_dir)
-            )
-            imports = {
-                f"processors[{index}].{key}": entry[key]
-                for index, entry in enumerate(settings.processor_entries())
-                for key in ("module", "handler")
-                if key in entry and settings.processors
-            }
-            if settings.processor is not None and not settings.processors:
-                imports["processor"] = settings.processor
-            notes: list[str] = []
-            code = function_code(
-                cache_dir=build_cache(self, self._bundle_cache_dir),
-                extra_sources=extra,
-                requirements=processor_requirements(settings.processor_package_dir),
-                imports=imports,
-                notes=notes,
-            )
-            for note in notes:
-                Annotations.of(self).add_info(note)
+        """Every feature, in the order their constructs are added (logical ids do not depend
+        on it; the order of policy statements and dependencies does)."""
+        code = code if code is not None else self._function_code(settings)
+        self._landing_buckets(settings, sources, code)
+        output_bucket, processors = self._shared_state(settings, code)
+        self._ingestion(settings, code, output_bucket, processors)
+        self._backfill(settings, code, output_bucket, processors)
+        self._checkpointed_runs(settings, code, output_bucket, processors)
+        self._change_stream(settings, code)
+        self._monitoring(settings, code)
+        self._index_functions(settings)
+        self._read_remote_buckets()
+        #: Owners, not names: every function knows each bucket's owner (``BUCKET_OWNERS``: the
+        #: ``ExpectedBucketOwner`` of its S3 calls, the ``account`` an event must carry), and no
+        #: function's own role reaches a bucket of a landing bucket's name in another account.
+        self._expect_owners()
+        #: ``logKeys``: every function's LOG_KEYS, the hash key's secret, the machines' logs.
+        self.log_keys = LogKeys(
+            self,
+            "LogKeys",
+            settings=settings,
+            functions=self.functions,
+            state_machines=self.state_machines,
+        )
+        self._encrypt(settings)
+        #: Service statements CDK wrote with ``aws:SourceArn`` only, held to this account too.
+        self.held_to_account = hold_to_account(self)
+
+    def _function_code(self, settings: Settings) -> lambda_.Code:
+        """The bundled functions' package, with the processors' sources and requirements
+        (:mod:`s3ingest_cdk.bundling`); the bundler's notes as info annotations."""
+        extra = (
+            processors_sources(settings.processor_entries(), settings.processor_package_dir)
+            if settings.processors
+            else processor_sources(settings.processor, settings.processor_package_dir)
+        )
+        imports = {
+            f"processors[{index}].{key}": entry[key]
+            for index, entry in enumerate(settings.processor_entries())
+            for key in ("module", "handler")
+            if key in entry and settings.processors
+        }
+        if settings.processor is not None and not settings.processors:
+            imports["processor"] = settings.processor
+        notes: list[str] = []
+        code = function_code(
+            cache_dir=build_cache(self, self._bundle_cache_dir),
+            extra_sources=extra,
+            requirements=processor_requirements(settings.processor_package_dir),
+            imports=imports,
+            notes=notes,
+        )
+        for note in notes:
+            Annotations.of(self).add_info(note)
+        return code
+
+    def _landing_buckets(
+        self,
+        settings: Settings,
+        sources: list[tuple[BucketSpec, s3.IBucket | None, bool]],
+        code: lambda_.Code,
+    ) -> None:
+        """The ``kmsKeyArn`` key, the landing buckets (with the existing ones' set-up provider)
+        and the central side of the buckets of other accounts."""
         #: ``kmsKeyArn``: the key every encryptable resource uses (None: each service's own).
         # (its policy admits the inventory reports of the buckets of other accounts)
         self.encryption_key: kms.IKey | None = attach_key(
@@ -511,6 +513,13 @@ class S3IngestPipeline(Construct):
                 inventory=self.landings.shared.inventory,
             )
         self.bucket: s3.IBucket = self.landing.bucket
+
+    def _shared_state(
+        self, settings: Settings, code: lambda_.Code
+    ) -> tuple[s3.IBucket | None, IngestProcessors]:
+        """The ledger, the processor output bucket and the deployed processor functions; returns
+        the output bucket (None without an in-process or deployed processor) and what the
+        processors give the functions that run them."""
         self.ledger = LedgerTable(
             self,
             "Ledger",
@@ -540,6 +549,16 @@ class S3IngestPipeline(Construct):
         #: Every processor's name (``default``: the single ``processor`` setting).
         self.processor_names: list[str] = [e["name"] for e in settings.processor_entries()]
         self.settings_processor_entries = settings.processor_entries()
+        return output_bucket, processors
+
+    def _ingestion(
+        self,
+        settings: Settings,
+        code: lambda_.Code,
+        output_bucket: s3.IBucket | None,
+        processors: IngestProcessors,
+    ) -> None:
+        """The ingestion and reconciliation features, and who may send to the ingest queue."""
         self.ingestion = Ingestion(
             self,
             "Ingestion",
@@ -578,31 +597,31 @@ class S3IngestPipeline(Construct):
             operator_role_arns=settings.operator_role_arns,
         )
         self.ingest_service_functions: list[lambda_.Function] = [self.ingest_function]
-        self._backfill(settings, code, output_bucket, processors)
-        self.listing = ListingBackfill(
-            self,
-            "Listing",
-            settings=settings,
-            code=code,
-            landings=self.landings,
-            ledger_table=self.table,
-            dead_letter_queue=self.dead_letter_queue,
-            output_bucket=output_bucket,
-            processors=processors,
-        )
+
+    def _checkpointed_runs(
+        self,
+        settings: Settings,
+        code: lambda_.Code,
+        output_bucket: s3.IBucket | None,
+        processors: IngestProcessors,
+    ) -> None:
+        """The listing backfill and the reprocess run (every stack)."""
+        kwargs: dict[str, Any] = {
+            "settings": settings,
+            "code": code,
+            "landings": self.landings,
+            "ledger_table": self.table,
+            "dead_letter_queue": self.dead_letter_queue,
+            "output_bucket": output_bucket,
+            "processors": processors,
+        }
+        self.listing = ListingBackfill(self, "Listing", **kwargs)
         self.ingest_service_functions.extend(self.listing.ingest_service_functions)
-        self.reprocess = Reprocess(
-            self,
-            "Reprocess",
-            settings=settings,
-            code=code,
-            landings=self.landings,
-            ledger_table=self.table,
-            dead_letter_queue=self.dead_letter_queue,
-            output_bucket=output_bucket,
-            processors=processors,
-        )
+        self.reprocess = Reprocess(self, "Reprocess", **kwargs)
         self.ingest_service_functions.extend(self.reprocess.ingest_service_functions)
+
+    def _change_stream(self, settings: Settings, code: lambda_.Code) -> None:
+        """The change-stream feature (``change_stream`` only)."""
         self.change_stream: ChangeStream | None = None
         if settings.change_stream:
             self.change_stream = ChangeStream(
@@ -612,6 +631,9 @@ class S3IngestPipeline(Construct):
         self.change_relay = self.change_stream.change_relay if self.change_stream else None
         self.change_source = self.change_stream.change_source if self.change_stream else None
         self.bus: events.EventBus | None = self.change_bus.bus if self.change_bus else None
+
+    def _monitoring(self, settings: Settings, code: lambda_.Code) -> None:
+        """The monitoring feature (alarms, dashboard, delivery check) over the others."""
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -634,6 +656,10 @@ class S3IngestPipeline(Construct):
         self.alarms = self.monitoring.alarms
         self.dashboard = self.monitoring.dashboard
         self.topic: sns.Topic = self.alarm_topic.topic
+
+    def _index_functions(self, settings: Settings) -> None:
+        """:attr:`state_machines` and :attr:`functions` by name, and the reconcile functions'
+        view of the processors (``PROCESSOR_TARGETS``, ``PROCESSOR_NAMES``)."""
         self.state_machines: dict[str, sfn.StateMachine] = {}
         if self.backfill_state_machine is not None:
             self.state_machines["backfill"] = self.backfill_state_machine.state_machine
@@ -660,56 +686,44 @@ class S3IngestPipeline(Construct):
             )
             if owner is not None
         }
+        reconcilers = [
+            self.functions[role]
+            for role in ("reconcile", "reconcile-fan-out", "backfill-control")
+            if role in self.functions
+        ]
         if self.processor_names:
             # reconciliation counts the rows behind each processor (its version and filters,
             # not its code): docs/reprocess.md
             targets = fn_config.targets_json(settings.processor_entries())
-            for role in ("reconcile", "reconcile-fan-out", "backfill-control"):
-                if role in self.functions:
-                    self.functions[role].add_environment(fn_config.PROCESSOR_TARGETS, targets)
-        named = [n for n in self.processor_names if n != DEFAULT_PROCESSOR_NAME]
-        if named:
+            for function in reconcilers:
+                function.add_environment(fn_config.PROCESSOR_TARGETS, targets)
+        if any(n != DEFAULT_PROCESSOR_NAME for n in self.processor_names):
             # reconciliation reads each processor's effect state with the row (its Scan
             # projection names the attributes): docs/effects.md
-            for role in ("reconcile", "reconcile-fan-out", "backfill-control"):
-                if role in self.functions:
-                    self.functions[role].add_environment(
-                        fn_config.PROCESSOR_NAMES, ",".join(self.processor_names)
-                    )
-        #: Buckets of other accounts: every function that reads them (its role names them:
-        #: :func:`~s3ingest_cdk.remote.reads_buckets`) knows the role to read each one with
-        #: (``READ_ROLES``, :class:`s3ingest_fn.config.ClientConfig`) and may assume it; the
-        #: others (the change relay, the planners and summaries) may not.
+            for function in reconcilers:
+                function.add_environment(fn_config.PROCESSOR_NAMES, ",".join(self.processor_names))
+
+    def _read_remote_buckets(self) -> None:
+        """Buckets of other accounts: every function that reads them (its role names them:
+        :func:`~s3ingest_cdk.remote.reads_buckets`) knows the role to read each one with
+        (``READ_ROLES``, :class:`s3ingest_fn.config.ClientConfig`) and may assume it; the
+        others (the change relay, the planners and summaries) may not."""
         self.bucket_readers: list[str] = []
-        if self.remote_read_roles:
-            roles = Stack.of(self).to_json_string(self.remote_read_roles)
-            assume = iam.PolicyStatement(
-                actions=["sts:AssumeRole"], resources=sorted(set(self.remote_read_roles.values()))
-            )
-            remote_arns = [e.bucket.bucket_arn for e in self.landings.entries if e.spec.remote]
-            self.bucket_readers = [
-                name for name, f in self.functions.items() if reads_buckets(f, remote_arns)
-            ]
-            for function in (self.functions[name] for name in self.bucket_readers):
-                function.add_environment(fn_config.READ_ROLES, roles)
-                # the identity half of the cross-account trust (the read role's trust is the
-                # other): https://docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_common-scenarios_aws-accounts.html
-                function.add_to_role_policy(assume)
-        #: Owners, not names: every function knows each bucket's owner (``BUCKET_OWNERS``: the
-        #: ``ExpectedBucketOwner`` of its S3 calls, the ``account`` an event must carry), and no
-        #: function's own role reaches a bucket of a landing bucket's name in another account.
-        self._expect_owners()
-        #: ``logKeys``: every function's LOG_KEYS, the hash key's secret, the machines' logs.
-        self.log_keys = LogKeys(
-            self,
-            "LogKeys",
-            settings=settings,
-            functions=self.functions,
-            state_machines=self.state_machines,
+        if not self.remote_read_roles:
+            return
+        roles = Stack.of(self).to_json_string(self.remote_read_roles)
+        assume = iam.PolicyStatement(
+            actions=["sts:AssumeRole"], resources=sorted(set(self.remote_read_roles.values()))
         )
-        self._encrypt(settings)
-        #: Service statements CDK wrote with ``aws:SourceArn`` only, held to this account too.
-        self.held_to_account = hold_to_account(self)
+        remote_arns = [e.bucket.bucket_arn for e in self.landings.entries if e.spec.remote]
+        self.bucket_readers = [
+            name for name, f in self.functions.items() if reads_buckets(f, remote_arns)
+        ]
+        for function in (self.functions[name] for name in self.bucket_readers):
+            function.add_environment(fn_config.READ_ROLES, roles)
+            # the identity half of the cross-account trust (the read role's trust is the
+            # other): https://docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_common-scenarios_aws-accounts.html
+            function.add_to_role_policy(assume)
 
     def _expect_owners(self) -> None:
         """``BUCKET_OWNERS`` (:meth:`Landings.owners_json`) on every function that reads a
@@ -851,22 +865,6 @@ class S3IngestPipeline(Construct):
             outputs[output.CHANGE_DEAD_LETTER_QUEUE_URL] = relay.dead_letter_queue.queue_url
             outputs[output.CHANGE_RELAY_FUNCTION_NAME] = relay.function.function_name
         return outputs
-
-
-def _processor_entries(
-    processors: Sequence[ProcessorConfig],
-) -> tuple[list[dict[str, Any]], list[str]]:
-    """The ``processors`` prop as setting entries (:meth:`ProcessorConfig.to_entry`), and the
-    problems of a configuration that names two functions."""
-    entries: list[dict[str, Any]] = []
-    problems: list[str] = []
-    for index, config in enumerate(processors):
-        try:
-            entries.append(config.to_entry())
-        except ValueError as exc:
-            problems.append(f"processors[{index}]: {exc}")
-            entries.append(replace(config, function=None).to_entry())  # keep the indices
-    return entries, problems
 
 
 def _keyword_signature() -> inspect.Signature:

@@ -156,8 +156,6 @@ class Backfill(Construct):
             )
         self.backfill: RoleFunction | None = None
         self.batch_operations: BatchOperationsRole | None = None
-        self.ingest_service_functions: list[lambda_.Function] = []
-        batch_role: iam.IRole | None = None
         if settings.backfill_engine == BATCH_OPERATIONS:
             self.backfill = RoleFunction(
                 self,
@@ -179,32 +177,24 @@ class Backfill(Construct):
             reserve_concurrency(self.backfill.function, settings.backfill_reserved_concurrency)
             for name, value in landings.scope_environment(self).items():
                 self.backfill.function.add_environment(name, value)
-            # Each task is observed by the ledger rules (C7).
-            grant_ingest_service(
-                self.backfill.function,
-                ledger_table=ledger_table,
-                buckets=landings.buckets,
-                processor=settings.processor,
-                output_bucket=output_bucket,
-                processors=processors,
-                objects_reason=_OBSERVE_EVIDENCE,
-            )
-            self.ingest_service_functions.append(self.backfill.function)
+            worker = self.backfill.function  # each task is observed by the ledger rules (C7)
+        else:
+            worker = control  # distributed-map: it observes each data file's keys itself (C7)
+        grant_ingest_service(
+            worker,
+            ledger_table=ledger_table,
+            buckets=landings.buckets,
+            processor=settings.processor,
+            output_bucket=output_bucket,
+            processors=processors,
+            objects_reason=_OBSERVE_EVIDENCE,
+        )
+        self.ingest_service_functions: list[lambda_.Function] = [worker]
+        batch_role: iam.IRole | None = None
+        if self.backfill is not None:
             batch_role = self._batch_operations(
                 self.backfill.function, inventory_bucket, report_arns
             )
-        else:
-            # distributed-map: the control function observes each data file's keys itself (C7).
-            grant_ingest_service(
-                control,
-                ledger_table=ledger_table,
-                buckets=landings.buckets,
-                processor=settings.processor,
-                output_bucket=output_bucket,
-                processors=processors,
-                objects_reason=_OBSERVE_EVIDENCE,
-            )
-            self.ingest_service_functions.append(control)
         self.backfill_state_machine = BackfillStateMachine(
             self,
             "BackfillStateMachine",

@@ -24,11 +24,10 @@ from s3ingest_cdk.constructs.landing_bucket import Landings
 from s3ingest_cdk.constructs.operational_alarms import dead_letter_age_threshold
 from s3ingest_cdk.features.backfill import Backfill
 from s3ingest_cdk.features.change_stream import ChangeStream
+from s3ingest_cdk.features.checkpointed_run import ListingBackfill, Reprocess
 from s3ingest_cdk.features.evidence import acknowledge_function
 from s3ingest_cdk.features.ingestion import Ingestion
-from s3ingest_cdk.features.listing import ListingBackfill
 from s3ingest_cdk.features.reconciliation import Reconciliation
-from s3ingest_cdk.features.reprocess import Reprocess
 from s3ingest_fn.config import DeliveryCheckConfig
 
 #: How often the delivery check runs: the delivery alarm (30-minute periods) sees at least one
@@ -57,9 +56,9 @@ class Monitoring(Construct):
         The features watched.
     backfill, change_stream : Construct or None
         The optional features watched, when deployed.
-    listing : s3ingest_cdk.features.listing.ListingBackfill, optional
+    listing : s3ingest_cdk.features.checkpointed_run.ListingBackfill, optional
         The listing backfill (its state machine's failure alarm).
-    reprocess : s3ingest_cdk.features.reprocess.Reprocess, optional
+    reprocess : s3ingest_cdk.features.checkpointed_run.Reprocess, optional
         The reprocess run (its state machine's failure alarm).
 
     Attributes
