@@ -765,8 +765,9 @@ class LocalRuntime(Reconciliations):
     ) -> dict[str, Any]:
         """A reprocess run of ``processor`` over the ledger's rows (of ``bucket`` under
         ``prefix``; every bucket when None): an execution of the stack's reprocess machine
-        (:mod:`s3ingest_cdk.constructs.reprocess_state_machine`), input ``{"run", "processor",
-        "bucket", "prefix", "rate", "dry_run", "remove", "segments", "concurrency"}`` (``run``
+        (:mod:`s3ingest_cdk.constructs.checkpointed_run_state_machine`), input ``{"run",
+        "processor", "bucket", "prefix", "rate", "dry_run", "remove", "segments",
+        "concurrency"}`` (``run``
         default: a new run; give an earlier run's name, with the same request, to resume it).
         ``between`` runs while the execution runs, until it ends (live traffic in benchmarks
         and tests: put objects, then :meth:`flush` and :meth:`drain`).
