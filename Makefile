@@ -24,7 +24,7 @@ STAMP_NPM := node_modules/.stamp
 WITH_NODE := PATH="$(CURDIR)/node_modules/.bin:$(CURDIR)/$(BIN):$$PATH"
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: demo test lint format typecheck unit flake-check synth machines bench lock contract-index docs settings-doc iam-doc clean help
+.PHONY: demo test lint format typecheck unit flake-check synth machines bench lock contract-index docs settings-doc iam-doc package-check clean help
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -102,6 +102,28 @@ contract-index: $(STAMP)  ## regenerate docs/contract-tests.md (rule -> tests) f
 docs: $(STAMP_DOCS)  ## build the documentation site (mkdocs-material) into site/; fails on any warning or broken link
 	$(BIN)/python -m s3ingest.settings.reference --check
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# The distribution as a team gets it (.ci/run runs this): the sdist and the wheel built from it
+# (the locked setuptools, no build isolation), checked as the package index checks them; then the
+# wheel with its extras in a fresh venv (each dependency at the lock's version: its pins as
+# constraints; uv installs them, pip took minutes), nothing of the checkout importable, runs the
+# demo and synthesizes examples/existing-app (the CDK CLI on the pinned Node, the venv's python3
+# running its app.py).
+PKG := .build/package-check
+package-check: $(STAMP) $(STAMP_NPM)  ## build the sdist and wheel, twine check --strict them, install the wheel with its extras in a fresh venv: demo and examples/existing-app synth
+	rm -rf $(PKG)
+	$(BIN)/python -m build --no-isolation --outdir $(PKG)/dist .
+	$(BIN)/twine check --strict $(PKG)/dist/*
+	$(BIN)/python -c 'import pathlib, s3ingest.packaging as p; \
+		print(*p.lock_pins(pathlib.Path("$(LOCK)")), sep="\n")' > $(PKG)/constraints.txt
+	$(PY) -m venv $(PKG)/venv
+	UV_PYTHON_DOWNLOADS=never $(UV) pip install -q --python $(PKG)/venv/bin/python \
+		-c $(PKG)/constraints.txt "$$(ls $(PKG)/dist/*.whl)[cdk,local,arrow]"
+	cd $(PKG) && venv/bin/python -c 'import s3ingest, s3ingest_cdk, s3ingest_fn; \
+		assert all("/venv/lib/" in m.__file__ for m in (s3ingest, s3ingest_cdk, s3ingest_fn))'
+	cd $(PKG) && venv/bin/s3ingest --version && venv/bin/s3ingest local demo
+	cd examples/existing-app && PATH="$(CURDIR)/node_modules/.bin:$(CURDIR)/$(PKG)/venv/bin:$$PATH" \
+		cdk synth --quiet --output "$(CURDIR)/$(PKG)/existing-app.out"
 
 iam-doc: $(STAMP)  ## regenerate docs/iam.md's per-command table from the commands' recorded AWS calls on the emulator
 	$(BIN)/python -m tests.iam_commands --write

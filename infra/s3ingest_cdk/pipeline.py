@@ -71,8 +71,9 @@ def setting_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
 
     Raises
     ------
-    TypeError
-        For a keyword that is no setting, naming the closest one.
+    s3ingest.settings.UnknownKeywordError
+        A ``SettingsError`` and a ``TypeError``, naming every keyword that is no setting and
+        the closest setting of each, as an unknown ``cdk.json`` key gets.
     """
     return field_overrides(Settings, overrides, "S3IngestPipeline", exclude=RESOURCE_FIELDS)
 
@@ -200,8 +201,9 @@ class S3IngestPipeline(Construct):
     ------
     s3ingest.settings.SettingsError
         Listing every invalid setting (a bucket name is checked only when it is not a token).
-    TypeError
-        For a keyword that is no setting (with the closest one's name).
+    s3ingest.settings.UnknownKeywordError
+        For keywords that are no setting: a ``SettingsError`` (each keyword with the closest
+        setting's name, as an unknown ``cdk.json`` key gets) that is also a ``TypeError``.
     ValueError
         When ``settings.bucket_name`` is set.
 

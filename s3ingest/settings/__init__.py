@@ -32,6 +32,7 @@ from s3ingest.settings.buckets import (
 from s3ingest.settings.context import (
     CDK_PLAIN_KEYS,
     SettingsError,
+    UnknownKeywordError,
     is_cdk_key,
 )
 from s3ingest.settings.events import (
@@ -103,6 +104,7 @@ __all__ = [
     "InventoryRef",
     "Settings",
     "SettingsError",
+    "UnknownKeywordError",
     "compact_json",
     "hold_problems",
     "ingest_event_pattern",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 #: Context keys without ``@`` or ``:`` that the CDK CLI itself writes (``cdk acknowledge``,
@@ -27,14 +27,19 @@ def unknown_setting_problems(context: Mapping[str, Any], known: Mapping[str, Any
     """One problem per context key that is neither in ``known`` (the settings' keys) nor the
     CDK's, naming the closest setting (``archiveRetentionDay`` -> ``did you mean
     archiveRetentionDays?``)."""
-    problems = []
-    for key in sorted(k for k in context if k not in known and not is_cdk_key(k)):
-        close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
-        if not close:  # a different case is the commonest typo after a missing letter
-            close = [k for k in known if k.lower() == key.lower()]
-        hint = f"; did you mean {close[0]}?" if close else f" (known: {', '.join(known)})"
-        problems.append(f"{key}: unknown setting{hint}")
-    return problems
+    return [
+        f"{key}: unknown setting{closest_hint(key, known)}"
+        for key in sorted(k for k in context if k not in known and not is_cdk_key(k))
+    ]
+
+
+def closest_hint(name: str, known: Collection[str]) -> str:
+    """What an unknown setting ``name`` is likely meant to be, as the end of a problem:
+    ``"; did you mean archiveRetentionDays?"``, else every ``known`` name in a ``(known: ...)``."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    if not close:  # a different case is the commonest typo after a missing letter
+        close = [k for k in known if k.lower() == name.lower()]
+    return f"; did you mean {close[0]}?" if close else f" (known: {', '.join(known)})"
 
 
 class SettingsError(ValueError):
@@ -43,6 +48,12 @@ class SettingsError(ValueError):
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
         super().__init__("invalid s3ingest settings:\n  - " + "\n  - ".join(problems))
+
+
+class UnknownKeywordError(SettingsError, TypeError):
+    """Raised for keyword arguments that are no setting (``S3IngestPipeline(...,
+    queue_retention_day=7)``): a :class:`SettingsError` listing each of them with the hint that
+    an unknown ``cdk.json`` key gets, and a :class:`TypeError` as for any unknown keyword."""
 
 
 def parse_json_list(key: str, raw: Any) -> tuple[list[Any], list[str]]:

@@ -7,14 +7,13 @@ the declared bounds or choices (:meth:`Setting.problems`), the rules that name o
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import json
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
-from s3ingest.settings.context import camel, to_bool, to_int
+from s3ingest.settings.context import UnknownKeywordError, camel, closest_hint, to_bool, to_int
 
 #: The metadata key of a settings field's :class:`Setting`.
 SETTING = "s3ingest.setting"
@@ -128,15 +127,19 @@ def overrides(
 
     Raises
     ------
-    TypeError
-        For a keyword that is no field, naming the closest one.
+    UnknownKeywordError
+        A :class:`~s3ingest.settings.SettingsError` and a :class:`TypeError`, naming every
+        keyword that is no field and the closest field of each (as ``cdk.json``'s unknown keys).
     """
     known = {f.name: f for f in fields(cls) if f.name not in exclude}
     unknown = [name for name in given if name not in known]
     if unknown:
-        close = difflib.get_close_matches(unknown[0], list(known), n=1)
-        hint = f"; did you mean {close[0]}?" if close else ""
-        raise TypeError(f"{owner} got an unexpected keyword argument {unknown[0]!r}{hint}")
+        raise UnknownKeywordError(
+            [
+                f"{owner} got an unexpected keyword argument {name!r}{closest_hint(name, known)}"
+                for name in unknown
+            ]
+        )
     out: dict[str, Any] = {}
     for name, value in given.items():
         kind = str(known[name].type)

@@ -13,7 +13,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
-from s3ingest.settings import BucketSpec, Settings, SettingsError
+from s3ingest.settings import BucketSpec, Settings, SettingsError, unknown_keys
 from s3ingest_cdk import LandingBucketSource, S3IngestPipeline
 from s3ingest_cdk.stack import unique_id
 from s3ingest_cdk.synth import Synth, cdk_json_context
@@ -46,6 +46,22 @@ def test_invalid_props_fail_with_every_problem_the_settings_rules_find() -> None
         S3IngestPipeline(_stack(), "Ingest", code=INLINE, **invalid)  # type: ignore[arg-type]
     assert raised.value.problems == Settings(**invalid).problems()  # type: ignore[arg-type]
     assert len(raised.value.problems) == 3
+
+
+def test_an_unknown_keyword_gets_the_hint_an_unknown_context_key_gets() -> None:
+    # A misspelt keyword is reported as cdk.json's misspelt key is: every one, each with the
+    # closest setting (else the known ones); the error is also the TypeError Python raises.
+    typos = {"queue_retention_day": 7, "Stage": "x", "zzz": 1}
+    with pytest.raises(SettingsError) as raised:
+        S3IngestPipeline(_stack(), "Ingest", code=INLINE, **typos)  # type: ignore[arg-type]
+    assert isinstance(raised.value, TypeError)
+    owner = "S3IngestPipeline got an unexpected keyword argument"
+    first, second, third = raised.value.problems
+    assert first == f"{owner} 'queue_retention_day'; did you mean queue_retention_days?"
+    assert second == f"{owner} 'Stage'; did you mean stage?"
+    assert third.startswith(f"{owner} 'zzz' (known: ") and "archive_retention_days" in third
+    context_problem = unknown_keys({"queueRetentionDay": 7})[0]
+    assert context_problem.endswith("; did you mean queueRetentionDays?")
 
 
 def test_a_created_bucket_with_a_token_name_is_accepted() -> None:

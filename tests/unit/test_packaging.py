@@ -2,8 +2,8 @@
 base for the deployed-stack commands, the extras for the rest), the CLI reports its version, and
 a command whose extra is missing says which one to install.
 
-The real check, ``pip install .`` into an empty virtual environment, needs the package index; it
-is done by hand for a release (docs/development.md, "Installing the CLI alone").
+The real check, the wheel installed into an empty virtual environment, needs the package index:
+``make package-check`` does it in CI (docs/development.md).
 """
 
 from __future__ import annotations
