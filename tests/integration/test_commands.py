@@ -126,8 +126,32 @@ def test_redrive_dry_run_classifies_and_moves_nothing(emulator: Any) -> None:
         QueueUrl=rt.resources.dlq_url,
         AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
     )["Attributes"]
-    assert sum(int(v) for v in attrs.values()) == 2  # still in the DLQ (peeked: in flight)
+    assert sum(int(v) for v in attrs.values()) == 2  # still in the DLQ (peeked, visible again)
     assert rt.compare().converged is False  # "retry me" never reached the ledger
+
+
+def test_redrive_right_after_a_dry_run_finds_the_messages(
+    emulator: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a DLQ with an invalid and a valid message
+    rt = LocalRuntime(emulator, versioning="Enabled")
+    _dead_letters(rt)
+    env = _stack(monkeypatch, rt)
+    # WHEN redrive --dry-run peeks, and redrive runs right after
+    dry = CliRunner().invoke(app, ["redrive", "--dry-run", "--json"], env=env)
+    assert dry.exit_code == 0, dry.output
+    visible = rt.sqs.get_queue_attributes(
+        QueueUrl=rt.resources.dlq_url, AttributeNames=["ApproximateNumberOfMessages"]
+    )["Attributes"]["ApproximateNumberOfMessages"]
+    result = CliRunner().invoke(app, ["redrive", "--json"], env=env)
+    rt.drain()
+    # THEN the peek left both visible, and the redrive classified both and moved the valid one
+    assert int(visible) == 2
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["dlq"]["approximate"] == 2 and doc["dlq"]["sampled"] == 2
+    assert doc["moved"] == {"moved": 1, "kept_invalid": 1}
+    assert rt.compare().converged
 
 
 def test_follow_backfill_reads_until_the_execution_ends(monkeypatch: pytest.MonkeyPatch) -> None:
