@@ -17,6 +17,7 @@ from s3ingest.outputs import (
     BUCKET_OWNERS,
     INVENTORY_BUCKET_NAME,
     LEDGER_TABLE_NAME,
+    HOLD_PROCESSORS,
     PROCESSOR_NAMES,
     PROCESSOR_TARGETS,
     QUEUE_URL,
@@ -66,6 +67,18 @@ class DeployedStack:
             return parse_targets(self.outputs.get(PROCESSOR_TARGETS) or "[]")
         except ValueError:
             return ()
+
+    def hold_processors(self) -> list[str] | None:
+        """The processors a hold policy applies to (output ``HoldProcessors``; ``[]``: no hold
+        policy is configured); None when unknown (a stack deployed before the output, or a
+        malformed one)."""
+        try:
+            names = json.loads(self.outputs[HOLD_PROCESSORS])
+        except (KeyError, json.JSONDecodeError):
+            return None
+        if not isinstance(names, list):
+            return None
+        return [str(n) for n in names]
 
     def require(self, *names: str) -> list[str]:
         """The named outputs, or StackNotFoundError naming the missing ones."""

@@ -57,6 +57,8 @@ PROCESSOR_OUTPUT_BUCKET = "ProcessorOutputBucket"
 #: The processors' names (comma-separated), and their targets (JSON: version and filters).
 PROCESSOR_NAMES = "ProcessorNames"
 PROCESSOR_TARGETS = "ProcessorTargets"
+#: The processors a hold policy applies to (JSON list of names; ``[]``: no hold policy).
+HOLD_PROCESSORS = "HoldProcessors"
 #: The roles that invoke processor functions (JSON list of ARNs).
 PROCESSOR_INVOKER_ROLE_ARNS = "ProcessorInvokerRoleArns"
 #: The processor functions the stack created (JSON: ARN by processor name).

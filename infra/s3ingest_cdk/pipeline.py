@@ -60,6 +60,7 @@ from s3ingest_cdk.flags import pin_flags
 from s3ingest_cdk.owners import guard_role
 from s3ingest_cdk.remote import RemoteSources, read_role_arn, reads_buckets, remote_problems
 from s3ingest_fn import config as fn_config
+from s3ingest_fn.effect_targets import hold_names
 
 #: The settings fields the team's own resources stand for (``bucket``, ``buckets``,
 #: ``processors``, ``processor_policy_statements``), not keyword overrides.
@@ -812,6 +813,10 @@ class S3IngestPipeline(Construct):
             outputs[output.PROCESSOR_TARGETS] = fn_config.targets_json(
                 self.settings_processor_entries
             )
+        # the processors a hold policy applies to ([]: none), what `s3ingest held` reports
+        outputs[output.HOLD_PROCESSORS] = stack.to_json_string(
+            hold_names(self.settings_processor_entries, self.settings.hold)
+        )
         if self.processor_functions or any(
             "functionArn" in e for e in self.settings_processor_entries
         ):

@@ -121,7 +121,7 @@ def outputs(rt: Any) -> dict[str, str]:
         RECONCILE_FANOUT,
         REPROCESS,
     )
-    from s3ingest_fn.effect_targets import targets_json
+    from s3ingest_fn.effect_targets import hold_names, targets_json
 
     r = rt.resources
     events = rt.events
@@ -151,6 +151,9 @@ def outputs(rt: Any) -> dict[str, str]:
     if rt.service.effects is not None:
         out[output.PROCESSOR_NAMES] = ",".join(rt.service.effects.names)
         out[output.PROCESSOR_TARGETS] = targets_json(rt.settings.processor_entries())
+    out[output.HOLD_PROCESSORS] = json.dumps(
+        hold_names(rt.settings.processor_entries(), rt.settings.hold)
+    )
     out[output.BUCKET_OWNERS] = json.dumps(r.owners)
     if r.read_roles:
         out[output.REMOTE_READ_ROLE_ARNS] = json.dumps(r.read_roles)

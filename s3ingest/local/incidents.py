@@ -36,7 +36,7 @@ def local_deployed(rt: LocalRuntime) -> Deployed:
     outputs named as the stack's and its clients the emulator's."""
     from s3ingest.commands.context import Deployed
     from s3ingest.deployed import DeployedStack
-    from s3ingest_fn.effect_targets import targets_json
+    from s3ingest_fn.effect_targets import hold_names, targets_json
 
     res = rt.resources
     outputs = {
@@ -53,6 +53,9 @@ def local_deployed(rt: LocalRuntime) -> Deployed:
     if names:
         outputs[output.PROCESSOR_NAMES] = ",".join(names)
         outputs[output.PROCESSOR_TARGETS] = targets_json(rt.settings.processor_entries())
+    outputs[output.HOLD_PROCESSORS] = json.dumps(
+        hold_names(rt.settings.processor_entries(), rt.settings.hold)
+    )
     clients = {
         "sqs": rt.sqs,
         "events": rt.events,

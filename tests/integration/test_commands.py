@@ -18,6 +18,7 @@ from s3ingest.commands.context import AwsOptions, Deployed, connect
 from s3ingest.commands.explain import explain, explain_key
 from s3ingest.commands.redrive import redrive
 from s3ingest.local.runtime import LocalRuntime
+from s3ingest_fn.effect_targets import hold_names
 
 
 def _stack(monkeypatch: pytest.MonkeyPatch, rt: LocalRuntime) -> dict[str, str]:
@@ -28,6 +29,7 @@ def _stack(monkeypatch: pytest.MonkeyPatch, rt: LocalRuntime) -> dict[str, str]:
         "LedgerTableName": rt.resources.table,
         "QueueUrl": rt.resources.queue_url,
         "DeadLetterQueueUrl": rt.resources.dlq_url,
+        "HoldProcessors": json.dumps(hold_names(rt.settings.processor_entries(), rt.settings.hold)),
     }
     monkeypatch.setattr(
         deployed.DeployedStack,
