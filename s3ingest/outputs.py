@@ -67,8 +67,9 @@ PROCESSOR_FUNCTIONS = "ProcessorFunctions"
 BUCKET_OWNERS = "BucketOwners"
 #: The read role of each remote bucket's account (JSON: role ARN by bucket name).
 REMOTE_READ_ROLE_ARNS = "RemoteReadRoleArns"
-#: The log keys' secret (``logKeys``).
+#: The log keys' secret (``logKeys``), and the mode (``plain``, ``hashed`` or ``none``).
 LOG_KEY_SECRET_ARN = "LogKeySecretArn"
+LOG_KEYS = "LogKeys"
 #: The change stream (``changeBus``): bus, archive, audit log group, relay and its DLQ.
 CHANGE_BUS_NAME = "ChangeBusName"
 CHANGE_BUS_ARN = "ChangeBusArn"

@@ -834,6 +834,7 @@ class S3IngestPipeline(Construct):
         if self.remote_read_roles:
             # the role of each remote bucket's account the pipeline assumes to read it
             outputs[output.REMOTE_READ_ROLE_ARNS] = stack.to_json_string(self.remote_read_roles)
+        outputs[output.LOG_KEYS] = self.settings.log_keys  # what `s3ingest log-key` reads
         if self.log_keys.secret is not None:
             outputs[output.LOG_KEY_SECRET_ARN] = self.log_keys.secret.secret_arn
         if (bus := self.change_bus) is not None and (relay := self.change_relay) is not None:

@@ -13,9 +13,17 @@ from rich.table import Table
 
 from s3ingest.cli.app import app
 from s3ingest.cli.context import aws_call, connect_target
-from s3ingest.cli.options import AsJson, LocalOption, StackOrLocal
-from s3ingest.cli.render import out
-from s3ingest.outputs import LOG_KEY_SECRET_ARN
+from s3ingest.cli.options import EXIT_AWS, AsJson, LocalOption, StackOrLocal
+from s3ingest.cli.render import console, out
+from s3ingest.outputs import LOG_KEY_SECRET_ARN, LOG_KEYS
+
+#: What ``log-key`` says of a stack whose logs hash no key (its ``logKeys``, output ``LogKeys``).
+UNHASHED = {
+    "plain": "this stack logs object keys in plain (logKeys: plain): no key is hashed, so there "
+    "is no hash to look up; search the logs for the key itself",
+    "none": "this stack leaves object keys out of its logs (logKeys: none): no line carries a "
+    "key or its hash, so there is nothing to look up",
+}
 
 
 @app.command("explain", short_help="Why the ledger says what it says of one key.")
@@ -139,11 +147,16 @@ def log_key_command(
     """With logKeys: hashed, logs show each object key as its keyed hash (key_hash in function
     logs, keyHash in the change audit log): print the hash of KEY, to grep the logs for it.
     Reads the stack's log key secret (output LogKeySecretArn) with your credentials
-    (secretsmanager:GetSecretValue); exit code 3 when the stack has none."""
+    (secretsmanager:GetSecretValue); exit code 3 when the stack has none (with logKeys: plain
+    or none it says so: there is no hash to look up)."""
     from s3ingest.cli.context import require_outputs
     from s3ingest_fn import wiring
 
     deployed = connect_target(ctx, stack, local)
+    unhashed = UNHASHED.get(deployed.outputs.get(LOG_KEYS, ""))
+    if unhashed is not None:  # no secret by design (output LogKeys), not a stack that lacks one
+        console.print(f"[red]error:[/] {unhashed}")
+        raise typer.Exit(EXIT_AWS)
     (arn,) = require_outputs(deployed, LOG_KEY_SECRET_ARN)
     client = deployed.client("secretsmanager")
     policy = aws_call(lambda: wiring.key_policy(client, "hashed", arn))

@@ -157,6 +157,7 @@ def outputs(rt: Any) -> dict[str, str]:
     out[output.BUCKET_OWNERS] = json.dumps(r.owners)
     if r.read_roles:
         out[output.REMOTE_READ_ROLE_ARNS] = json.dumps(r.read_roles)
+    out[output.LOG_KEYS] = rt.settings.log_keys
     if r.log_key_secret_arn:
         out[output.LOG_KEY_SECRET_ARN] = r.log_key_secret_arn
     if r.change_bus:
