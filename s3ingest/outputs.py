@@ -12,6 +12,9 @@ from __future__ import annotations
 BUCKET_NAME = "BucketName"
 #: Every landing bucket's name, comma-separated.
 BUCKET_NAMES = "BucketNames"
+#: The landing buckets and their key filters (JSON, ``SCOPE``'s: ``[{"name", "prefixes",
+#: "suffixes"}, ...]``): what the pipeline tracks.
+BUCKET_SCOPE = "BucketScope"
 #: The ingest queue's URL.
 QUEUE_URL = "QueueUrl"
 #: The ingest dead-letter queue's URL.

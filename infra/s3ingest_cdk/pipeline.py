@@ -776,6 +776,7 @@ class S3IngestPipeline(Construct):
         outputs = {
             output.BUCKET_NAME: self.bucket.bucket_name,
             output.BUCKET_NAMES: ",".join(b.bucket_name for b in self.landings.buckets),
+            output.BUCKET_SCOPE: self.landings.scope_json(self),
             output.QUEUE_URL: self.queue.queue_url,
             output.DEAD_LETTER_QUEUE_URL: self.dead_letter_queue.queue_url,
             output.EVENT_TARGET_DEAD_LETTER_QUEUE_URL: routing.target_dead_letter_queue.queue_url,

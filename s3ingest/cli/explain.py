@@ -45,7 +45,10 @@ def explain_command(
     deployed = connect_target(ctx, stack, local)
     ledger = aws_call(deployed.ledger)
     targets = deployed.stack.processor_targets()
-    result = aws_call(lambda: explain_key(ledger, deployed.objects(), bucket, key, targets))
+    scope = aws_call(deployed.stack.scope)
+    result = aws_call(
+        lambda: explain_key(ledger, deployed.objects(), bucket, key, targets, scope)
+    )
     if as_json:
         sys.stdout.write(to_json(result) + "\n")
         return

@@ -128,6 +128,7 @@ def outputs(rt: Any) -> dict[str, str]:
     out = {
         output.BUCKET_NAME: r.bucket,
         output.BUCKET_NAMES: ",".join(r.bucket_names),
+        output.BUCKET_SCOPE: rt.scope.to_json(),
         output.QUEUE_URL: r.queue_url,
         output.DEAD_LETTER_QUEUE_URL: r.dlq_url,
         output.LEDGER_TABLE_NAME: r.table,

@@ -44,6 +44,7 @@ def local_deployed(rt: LocalRuntime) -> Deployed:
         output.DEAD_LETTER_QUEUE_URL: res.dlq_url,
         output.BUCKET_NAME: res.bucket,
         output.BUCKET_NAMES: ",".join(res.bucket_names),
+        output.BUCKET_SCOPE: rt.scope.to_json(),
         output.LEDGER_TABLE_NAME: res.table,
         output.ARCHIVE_ARN: rt.events.describe_archive(ArchiveName=res.archive)["ArchiveArn"],
     }
@@ -166,7 +167,12 @@ class Incidents:
         deployed = local_deployed(self.rt)
         name = bucket or self.rt.resources.bucket
         result = explain_key(
-            deployed.ledger(), deployed.objects(), name, key, deployed.stack.processor_targets()
+            deployed.ledger(),
+            deployed.objects(),
+            name,
+            key,
+            deployed.stack.processor_targets(),
+            deployed.stack.scope(),
         )
         entry = {"step": step, "bucket_name": name, "key": key, **_plain(result)}
         self.explanations.append(entry)

@@ -17,7 +17,9 @@ from s3ingest.commands import backfill, reconcile
 from s3ingest.commands.context import AwsOptions, Deployed, connect
 from s3ingest.commands.explain import explain, explain_key
 from s3ingest.commands.redrive import redrive
+from s3ingest.local.emulator import LocalBucket
 from s3ingest.local.runtime import LocalRuntime
+from s3ingest.settings import BucketSpec
 from s3ingest_fn.effect_targets import hold_names
 
 
@@ -29,6 +31,7 @@ def _stack(monkeypatch: pytest.MonkeyPatch, rt: LocalRuntime) -> dict[str, str]:
         "LedgerTableName": rt.resources.table,
         "QueueUrl": rt.resources.queue_url,
         "DeadLetterQueueUrl": rt.resources.dlq_url,
+        "BucketScope": rt.scope.to_json(),
         "HoldProcessors": json.dumps(hold_names(rt.settings.processor_entries(), rt.settings.hold)),
     }
     monkeypatch.setattr(
@@ -80,6 +83,56 @@ def test_explain_key_reads_the_row_and_the_bucket_through_the_cli(
     assert expected["ledger"]["state"] == "present" and expected["agrees"] is True
     table = CliRunner().invoke(app, ["explain", bucket, "a b"], env={**env, "COLUMNS": "200"})
     assert table.exit_code == 0 and expected["verdict"] in table.stdout
+
+
+def test_explain_of_a_bucket_the_pipeline_does_not_watch_says_so(
+    emulator: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a stack, its outputs with the buckets and their filters, and one without them
+    rt = LocalRuntime(emulator, versioning="Enabled")
+    env = _stack(monkeypatch, rt)
+    # WHEN explain is asked about a key of a bucket that is not the stack's
+    result = CliRunner().invoke(app, ["explain", "no-such-bucket", "k", "--json"], env=env)
+    # THEN it says the bucket is not one the pipeline watches, exit code 3 (as repair's and
+    # onboard's for a bucket not the stack's), not that the ledger agrees
+    said = " ".join(result.output.split())
+    assert result.exit_code == 3, result.output
+    assert "'no-such-bucket' is not one the pipeline watches" in said
+    assert rt.resources.bucket in said and "agrees" not in said
+    # AND so does the scenario's explain, over the same operation
+    with pytest.raises(deployed.StackNotFoundError, match="not one the pipeline watches"):
+        explain_key(rt.ledger, rt.objects, "no-such-bucket", "k", (), rt.scope)
+
+
+def test_explain_of_a_key_outside_the_key_filters_says_it_is_not_tracked(
+    emulator: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a bucket that tracks keys under in/ ending .csv, and a key outside them
+    spec = BucketSpec(prefixes=("in/",), suffixes=(".csv",))
+    rt = LocalRuntime(emulator, versioning="Enabled", buckets=[LocalBucket(spec)])
+    bucket = rt.resources.bucket
+    rt.faithful.put("out/a.csv", "1")
+    rt.faithful.put("in/b.csv", "1")
+    rt.flush()
+    rt.drain()
+    env = {**_stack(monkeypatch, rt), "COLUMNS": "200"}
+    # WHEN explain is asked about it
+    result = CliRunner().invoke(app, ["explain", bucket, "out/a.csv", "--json"], env=env)
+    text = CliRunner().invoke(app, ["explain", bucket, "out/a.csv"], env=env)
+    # THEN it says the key is outside the filters and untracked, not an event lost or in flight
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["tracked"] is False and doc["ledger"]["state"] == "absent"
+    assert doc["verdict"].startswith(
+        "the key is outside the bucket's key filters (prefixes 'in/' and suffixes '.csv'): "
+        "the pipeline does not track it"
+    )
+    assert "in flight" not in text.stdout and "outside the bucket's key filters" in text.stdout
+    # AND a key inside them is tracked, with the verdict as before
+    inside = json.loads(
+        CliRunner().invoke(app, ["explain", bucket, "in/b.csv", "--json"], env=env).stdout
+    )
+    assert (inside["tracked"], inside["verdict"]) == (True, "ledger agrees with the bucket")
 
 
 def _dead_letters(rt: LocalRuntime) -> None:
