@@ -23,15 +23,16 @@ from s3ingest.settings import BucketSpec
 from s3ingest_fn.effect_targets import hold_names
 
 
-def _stack(monkeypatch: pytest.MonkeyPatch, rt: LocalRuntime) -> dict[str, str]:
-    """DeployedStack.load answers with outputs naming ``rt``'s resources; returns the
-    environment that points the CLI's session at the emulator."""
+def _stack(monkeypatch: pytest.MonkeyPatch, rt: LocalRuntime, **extra: str) -> dict[str, str]:
+    """DeployedStack.load answers with outputs naming ``rt``'s resources (and ``extra``);
+    returns the environment that points the CLI's session at the emulator."""
     outputs = {
         "BucketName": rt.resources.bucket,
         "LedgerTableName": rt.resources.table,
         "QueueUrl": rt.resources.queue_url,
         "DeadLetterQueueUrl": rt.resources.dlq_url,
         "BucketScope": rt.scope.to_json(),
+        **extra,
         "HoldProcessors": json.dumps(hold_names(rt.settings.processor_entries(), rt.settings.hold)),
     }
     monkeypatch.setattr(
@@ -133,6 +134,36 @@ def test_explain_of_a_key_outside_the_key_filters_says_it_is_not_tracked(
         CliRunner().invoke(app, ["explain", bucket, "in/b.csv", "--json"], env=env).stdout
     )
     assert (inside["tracked"], inside["verdict"]) == (True, "ledger agrees with the bucket")
+
+
+def test_replay_dry_run_does_not_give_the_archive_s_count_as_the_window_s(
+    emulator: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN an archive of two events, written now
+    rt = LocalRuntime(emulator, versioning="Enabled")
+    for key in ("a", "b"):
+        rt.faithful.put(key, "1")
+    rt.flush()
+    rt.drain()
+    archive = rt.events.describe_archive(ArchiveName=rt.resources.archive)
+    rule = rt.events.describe_rule(Name=rt.resources.rule)["Arn"]
+    env = {
+        **_stack(monkeypatch, rt, ArchiveArn=archive["ArchiveArn"], RuleArn=rule),
+        "COLUMNS": "200",
+    }
+    # WHEN replay --dry-run is asked about a window of a year ago (none of them in it)
+    window = ["--from", "2025-01-01T00:00:00Z", "--to", "2025-01-01T01:00:00Z", "--dry-run"]
+    doc = json.loads(CliRunner().invoke(app, ["replay", *window, "--json"], env=env).stdout)
+    text = CliRunner().invoke(app, ["replay", *window], env=env)
+    # THEN the window's count is said to be unknown, the archive's labelled as the whole one's
+    assert text.exit_code == 0, text.output
+    total = archive.get("EventCount")
+    assert total == 2
+    assert doc["window_event_count"] is None and doc["archive_event_count"] == total
+    assert "not known before a replay" in doc["note"]
+    assert "events in the window: not known before a replay" in text.stdout
+    assert f"events in the whole archive (every window): {total}" in text.stdout
+    assert "archive_event_count: " not in text.stdout
 
 
 def _dead_letters(rt: LocalRuntime) -> None:
