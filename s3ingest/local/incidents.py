@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     from s3ingest.commands.context import Deployed
     from s3ingest.local.runtime import LocalRuntime
 
-#: The stack name the local deployment's status carries (its metrics' stack dimension).
-LOCAL_STACK = "S3Ingest-local"
 #: The statement :meth:`Incidents.break_queue_policy` writes (as a deploy that shuts the
 #: ingest rule out of its queue would).
 DENY_SID = "s3ingest-rehearsal-deny-eventbridge"
@@ -65,7 +63,8 @@ def local_deployed(rt: LocalRuntime) -> Deployed:
         "cloudwatch": rt.emu.client("cloudwatch"),
         "stepfunctions": rt.emu.client("stepfunctions"),
     }
-    return Deployed(None, DeployedStack(name=LOCAL_STACK, outputs=outputs), clients)
+    # named by its metrics' stack dimension (what status reads the last drift under)
+    return Deployed(None, DeployedStack(name=rt.metrics_stack, outputs=outputs), clients)
 
 
 class Incidents:
