@@ -46,9 +46,7 @@ def explain_command(
     ledger = aws_call(deployed.ledger)
     targets = deployed.stack.processor_targets()
     scope = aws_call(deployed.stack.scope)
-    result = aws_call(
-        lambda: explain_key(ledger, deployed.objects(), bucket, key, targets, scope)
-    )
+    result = aws_call(lambda: explain_key(ledger, deployed.objects(), bucket, key, targets, scope))
     if as_json:
         sys.stdout.write(to_json(result) + "\n")
         return
