@@ -15,6 +15,8 @@ from s3ingest.outputs import (
     BUCKET_NAME,
     BUCKET_NAMES,
     BUCKET_OWNERS,
+    BUCKET_SCOPE,
+    HOLD_PROCESSORS,
     INVENTORY_BUCKET_NAME,
     LEDGER_TABLE_NAME,
     PIPELINE_STAGE,
@@ -27,6 +29,7 @@ from s3ingest.outputs import (
 from s3ingest.settings import inventory_report_prefix
 from s3ingest_fn import wiring
 from s3ingest_fn.core.effects import EffectTarget
+from s3ingest_fn.core.scope import Scope
 from s3ingest_fn.services.reconcile import Reconciler
 
 
@@ -110,6 +113,32 @@ class DeployedStack:
             return parse_targets(self.outputs.get(PROCESSOR_TARGETS) or "[]")
         except ValueError:
             return ()
+
+    def scope(self) -> Scope:
+        """The landing buckets and their key filters (output ``BucketScope``); a stack deployed
+        before it (or a malformed one): its buckets without filters.
+
+        Raises
+        ------
+        StackNotFoundError
+            Neither ``BucketScope`` nor the bucket outputs.
+        """
+        try:
+            return Scope.of(json.loads(self.outputs[BUCKET_SCOPE]))
+        except (KeyError, ValueError, TypeError, AttributeError):
+            return Scope.of({"name": name} for name in self.bucket_names)
+
+    def hold_processors(self) -> list[str] | None:
+        """The processors a hold policy applies to (output ``HoldProcessors``; ``[]``: no hold
+        policy is configured); None when unknown (a stack deployed before the output, or a
+        malformed one)."""
+        try:
+            names = json.loads(self.outputs[HOLD_PROCESSORS])
+        except (KeyError, json.JSONDecodeError):
+            return None
+        if not isinstance(names, list):
+            return None
+        return [str(n) for n in names]
 
     def require(self, *names: str) -> list[str]:
         """The named outputs, or StackNotFoundError naming the missing ones."""

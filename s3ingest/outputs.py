@@ -16,6 +16,9 @@ from __future__ import annotations
 BUCKET_NAME = "BucketName"
 #: Every landing bucket's name, comma-separated.
 BUCKET_NAMES = "BucketNames"
+#: The landing buckets and their key filters (JSON, ``SCOPE``'s: ``[{"name", "prefixes",
+#: "suffixes"}, ...]``): what the pipeline tracks.
+BUCKET_SCOPE = "BucketScope"
 #: The ingest queue's URL.
 QUEUE_URL = "QueueUrl"
 #: The ingest dead-letter queue's URL.
@@ -61,6 +64,8 @@ PROCESSOR_OUTPUT_BUCKET = "ProcessorOutputBucket"
 #: The processors' names (comma-separated), and their targets (JSON: version and filters).
 PROCESSOR_NAMES = "ProcessorNames"
 PROCESSOR_TARGETS = "ProcessorTargets"
+#: The processors a hold policy applies to (JSON list of names; ``[]``: no hold policy).
+HOLD_PROCESSORS = "HoldProcessors"
 #: The roles that invoke processor functions (JSON list of ARNs).
 PROCESSOR_INVOKER_ROLE_ARNS = "ProcessorInvokerRoleArns"
 #: The processor functions the stack created (JSON: ARN by processor name).
@@ -69,8 +74,9 @@ PROCESSOR_FUNCTIONS = "ProcessorFunctions"
 BUCKET_OWNERS = "BucketOwners"
 #: The read role of each remote bucket's account (JSON: role ARN by bucket name).
 REMOTE_READ_ROLE_ARNS = "RemoteReadRoleArns"
-#: The log keys' secret (``logKeys``).
+#: The log keys' secret (``logKeys``), and the mode (``plain``, ``hashed`` or ``none``).
 LOG_KEY_SECRET_ARN = "LogKeySecretArn"
+LOG_KEYS = "LogKeys"
 #: The change stream (``changeBus``): bus, archive, audit log group, relay and its DLQ.
 CHANGE_BUS_NAME = "ChangeBusName"
 CHANGE_BUS_ARN = "ChangeBusArn"

@@ -33,6 +33,13 @@ def targets_json(entries: Sequence[Mapping[str, Any]]) -> str:
     return json.dumps(out, separators=(",", ":"))
 
 
+def hold_names(entries: Sequence[Mapping[str, Any]], stack_hold: Any) -> list[str]:
+    """The names of the processor ``entries`` a hold policy applies to: the entry's own
+    ``hold``, else the stack-wide ``stack_hold`` (as :func:`s3ingest_fn.wiring.hold_policies`
+    chooses), when not None."""
+    return [str(e["name"]) for e in entries if e.get("hold", stack_hold) is not None]
+
+
 def parse_targets(raw: str) -> tuple[EffectTarget, ...]:
     """:class:`~s3ingest_fn.core.effects.EffectTarget` values of ``PROCESSOR_TARGETS``.
 

@@ -59,6 +59,7 @@ from s3ingest_cdk.owners import guard_role
 from s3ingest_cdk.pipeline_props import processor_entries, props_problems
 from s3ingest_cdk.remote import RemoteSources, read_role_arn, reads_buckets
 from s3ingest_fn import config as fn_config
+from s3ingest_fn.effect_targets import hold_names
 
 #: The settings fields the team's own resources stand for (``bucket``, ``buckets``,
 #: ``processors``, ``processor_policy_statements``), not keyword overrides.
@@ -803,6 +804,7 @@ class S3IngestPipeline(Construct):
         outputs = {
             output.BUCKET_NAME: self.bucket.bucket_name,
             output.BUCKET_NAMES: ",".join(b.bucket_name for b in self.landings.buckets),
+            output.BUCKET_SCOPE: self.landings.scope_json(self),
             output.QUEUE_URL: self.queue.queue_url,
             output.DEAD_LETTER_QUEUE_URL: self.dead_letter_queue.queue_url,
             output.EVENT_TARGET_DEAD_LETTER_QUEUE_URL: routing.target_dead_letter_queue.queue_url,
@@ -840,6 +842,10 @@ class S3IngestPipeline(Construct):
             outputs[output.PROCESSOR_TARGETS] = fn_config.targets_json(
                 self.settings_processor_entries
             )
+        # the processors a hold policy applies to ([]: none), what `s3ingest held` reports
+        outputs[output.HOLD_PROCESSORS] = stack.to_json_string(
+            hold_names(self.settings_processor_entries, self.settings.hold)
+        )
         if self.processor_functions or any(
             "functionArn" in e for e in self.settings_processor_entries
         ):
@@ -857,6 +863,7 @@ class S3IngestPipeline(Construct):
         if self.remote_read_roles:
             # the role of each remote bucket's account the pipeline assumes to read it
             outputs[output.REMOTE_READ_ROLE_ARNS] = stack.to_json_string(self.remote_read_roles)
+        outputs[output.LOG_KEYS] = self.settings.log_keys  # what `s3ingest log-key` reads
         if self.log_keys.secret is not None:
             outputs[output.LOG_KEY_SECRET_ARN] = self.log_keys.secret.secret_arn
         if (bus := self.change_bus) is not None and (relay := self.change_relay) is not None:

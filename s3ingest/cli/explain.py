@@ -12,9 +12,18 @@ from rich.markup import escape
 
 from s3ingest.cli.app import app
 from s3ingest.cli.context import aws_call, connect_target
-from s3ingest.cli.options import AsJson, LocalOption, StackOrLocal
+from s3ingest.cli.errors import fail
+from s3ingest.cli.options import EXIT_AWS, AsJson, LocalOption, StackOrLocal
 from s3ingest.cli.render import Table, out, plain
-from s3ingest.outputs import LOG_KEY_SECRET_ARN
+from s3ingest.outputs import LOG_KEY_SECRET_ARN, LOG_KEYS
+
+#: What ``log-key`` says of a stack whose logs hash no key (its ``logKeys``, output ``LogKeys``).
+UNHASHED = {
+    "plain": "this stack logs object keys in plain (logKeys: plain): no key is hashed, so there "
+    "is no hash to look up; search the logs for the key itself",
+    "none": "this stack leaves object keys out of its logs (logKeys: none): no line carries a "
+    "key or its hash, so there is nothing to look up",
+}
 
 
 @app.command("explain", short_help="Why the ledger says what it says of one key.")
@@ -36,7 +45,8 @@ def explain_command(
     deployed = connect_target(ctx, stack, local)
     ledger = aws_call(deployed.ledger)
     targets = deployed.stack.processor_targets()
-    result = aws_call(lambda: explain_key(ledger, deployed.objects(), bucket, key, targets))
+    scope = aws_call(deployed.stack.scope)
+    result = aws_call(lambda: explain_key(ledger, deployed.objects(), bucket, key, targets, scope))
     if as_json:
         sys.stdout.write(to_json(result) + "\n")
         return
@@ -138,11 +148,15 @@ def log_key_command(
     """With logKeys: hashed, logs show each object key as its keyed hash (key_hash in function
     logs, keyHash in the change audit log): print the hash of KEY, to grep the logs for it.
     Reads the stack's log key secret (output LogKeySecretArn) with your credentials
-    (secretsmanager:GetSecretValue); exit code 3 when the stack has none."""
+    (secretsmanager:GetSecretValue); exit code 3 when the stack has none (with logKeys: plain
+    or none it says so: there is no hash to look up)."""
     from s3ingest.cli.context import require_outputs
     from s3ingest_fn import wiring
 
     deployed = connect_target(ctx, stack, local)
+    unhashed = UNHASHED.get(deployed.outputs.get(LOG_KEYS, ""))
+    if unhashed is not None:  # no secret by design (output LogKeys), not a stack that lacks one
+        fail(unhashed, EXIT_AWS, kind="NoKeyHash")
     (arn,) = require_outputs(deployed, LOG_KEY_SECRET_ARN)
     client = deployed.client("secretsmanager")
     policy = aws_call(lambda: wiring.key_policy(client, "hashed", arn))

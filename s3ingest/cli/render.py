@@ -81,6 +81,22 @@ def task_bar(*, hidden: bool) -> Progress:
     )
 
 
+def skipped_rows(rep: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The rows and objects a reconciliation skipped as recent, as what they are: changed after
+    the snapshot, or within the margin before it (their events may still be in flight); one
+    row, labelled as both, for a report that does not tell them apart."""
+    total = rep["skipped_recent"]
+    after = rep.get("skipped_after_snapshot")
+    if after is None:
+        return [("skipped (changed after the snapshot or in the margin before it)", total)]
+    margin = rep.get("margin_s")
+    within = f"in the {margin:g} s before the snapshot" if margin else "in the margin before it"
+    return [
+        ("skipped (changed after the snapshot)", after),
+        (f"skipped (changed {within}: events may be in flight)", total - after),
+    ]
+
+
 def render_reconciliation(rep: dict[str, Any]) -> None:
     """A reconciliation's report (:func:`s3ingest.commands.reconcile.reconcile`, or a local or
     fan-out run's) as a table of figures."""
@@ -96,7 +112,7 @@ def render_reconciliation(rep: dict[str, Any]) -> None:
         ("bucket keys", rep["bucket_keys"]),
         ("ledger rows", rep["ledger_rows"]),
         ("ledger requests", rep["ledger_requests"]),
-        ("skipped (changed after the snapshot)", rep["skipped_recent"]),
+        *skipped_rows(rep),
     ]
     rows += [(f"drift: {kind}", n) for kind, n in rep["drift"].items()]
     rows += [

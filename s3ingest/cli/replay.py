@@ -106,6 +106,11 @@ def replay_command(
         fail(str(exc), EXIT_UNHEALTHY, kind=type(exc).__name__)
     if as_json:
         sys.stdout.write(to_json(result) + "\n")
+    elif dry_run:
+        out.print(f"dry run: nothing replayed; window {result['from']} to {result['to']}")
+        out.print("events in the window: not known before a replay")
+        out.print(f"events in the whole archive (every window): {result['archive_event_count']}")
+        out.print(result["note"], highlight=False)
     else:
         for k, v in result.items():
             out.print(f"{k}: {plain(v)}")

@@ -60,11 +60,17 @@ def held_command(
             prefix=prefix,
             limit=limit,
             after=after,
+            hold_processors=deployed.stack.hold_processors(),
         )
     )
     if as_json:
         sys.stdout.write(to_json(page) + "\n")
         return
+    if page["hold_configured"] is False:
+        out.print(
+            "no hold policy is configured: no change is held for review "
+            "(the hold setting, docs/hold.md)"
+        )
     table_ = Table(title=f"held changes ({len(page['held'])})")
     for col in ("bucket", "key", "processor", "kind", "reason", "held since", "change"):
         table_.add_column(col)

@@ -11,12 +11,19 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from s3ingest.deployed import StackNotFoundError
 from s3ingest_fn.core.effects import EffectTarget
 from s3ingest_fn.core.row import LedgerRow
+from s3ingest_fn.core.scope import BucketScope, Scope
 
 
 def explain_key(
-    ledger: Any, objects: Any, bucket: str, key: str, targets: Sequence[EffectTarget] = ()
+    ledger: Any,
+    objects: Any,
+    bucket: str,
+    key: str,
+    targets: Sequence[EffectTarget] = (),
+    scope: Scope | None = None,
 ) -> dict[str, Any]:
     """The ledger row of ``bucket``/``key`` beside the bucket's current state, with a verdict,
     the last applied decisions and the processor effect's state, as
@@ -32,10 +39,30 @@ def explain_key(
         The object key, decoded (as in the bucket).
     targets : sequence of EffectTarget
         The stack's processors (:meth:`s3ingest.deployed.DeployedStack.processor_targets`).
+    scope : Scope, optional
+        The stack's buckets and key filters (:meth:`s3ingest.deployed.DeployedStack.scope`):
+        a key outside its bucket's filters is explained as untracked.
+
+    Raises
+    ------
+    StackNotFoundError
+        ``bucket`` is not one of ``scope``'s (no such bucket, or not one the pipeline
+        watches), before any read.
     """
+    watched = scope.bucket(bucket) if scope is not None and scope.buckets else None
+    if scope is not None and scope.buckets and watched is None:
+        raise StackNotFoundError(
+            f"bucket {bucket!r} is not one the pipeline watches (no such bucket, or another "
+            f"stack's); its buckets: {', '.join(scope.names)}"
+        )
     row = ledger.get(bucket, key)
     now = objects.current(bucket, key)
-    return explain(row, now, targets)
+    return explain(row, now, targets, untracked=_outside(watched, key))
+
+
+def _outside(watched: BucketScope | None, key: str) -> BucketScope | None:
+    """``watched`` when ``key`` is outside its key filters, else None."""
+    return watched if watched is not None and not watched.contains(key) else None
 
 
 def explain(
@@ -43,6 +70,7 @@ def explain(
     bucket_state: Any,
     targets: Sequence[EffectTarget] = (),
     now_ms: int | None = None,
+    untracked: BucketScope | None = None,
 ) -> dict[str, Any]:
     """The ledger row and the bucket's current state side by side, with a verdict, the row's
     last applied decisions (``history``, newest first), the decision trail (``trail``: applied
@@ -63,6 +91,9 @@ def explain(
         :meth:`~s3ingest_fn.core.effects.EffectTarget.behind` at ``now_ms`` (a processor with
         no state on the row is listed too, ``status`` None). Without them, only a superseded
         effect is behind.
+    untracked : BucketScope, optional
+        The key's bucket when the key is outside its key filters: the verdict says the
+        pipeline does not track the key, and ``tracked`` is False.
     """
     row = ledger_row
     ledger: dict[str, Any] = {
@@ -164,7 +195,9 @@ def explain(
     else:
         agrees = not bucket_state.visible
     verdict = (
-        "ledger agrees with the bucket"
+        _untracked_verdict(untracked, row is not None)
+        if untracked is not None
+        else "ledger agrees with the bucket"
         if agrees
         else (
             "ledger differs from the bucket: an event may be in flight, lost (run reconcile), "
@@ -172,6 +205,7 @@ def explain(
         )
     )
     return {
+        "tracked": untracked is None,
         "ledger": ledger,
         "bucket": bucket,
         "agrees": agrees,
@@ -184,6 +218,20 @@ def explain(
         "one a duplicate; both leave the row as it is (see the log line of "
         "each record for its outcome)",
     }
+
+
+def _untracked_verdict(bucket: BucketScope, has_row: bool) -> str:
+    """The verdict on a key outside ``bucket``'s key filters."""
+    filters = " and ".join(
+        f"{name} {', '.join(repr(v) for v in values)}"
+        for name, values in (("prefixes", bucket.prefixes), ("suffixes", bucket.suffixes))
+        if values
+    )
+    return (
+        f"the key is outside the bucket's key filters ({filters}): the pipeline does not track "
+        "it, so the ledger is not expected to follow the bucket"
+        + ("; its row is from before the filters changed" if has_row else "")
+    )
 
 
 def _iso_ms(value: Any) -> str | None:

@@ -26,9 +26,9 @@ def redrive(
 
     With no invalid message sampled (or ``include_invalid``), every message moves with an SQS
     message-move task; otherwise the valid ones move one by one and the invalid ones stay.
-    Nothing moves with ``dry_run`` or an empty queue. The classification peeks at the messages:
-    with ``dry_run`` they stay hidden for the peek's visibility timeout (30 s), before a move
-    they are visible again at once.
+    Nothing moves with ``dry_run`` or an empty queue. The classification peeks at the messages
+    and makes them visible again at once (:func:`inspect_dlq`), so a redrive right after a
+    dry run finds them.
 
     Returns
     -------
@@ -41,9 +41,6 @@ def redrive(
         sqs,
         dlq_url,
         max_messages=min(max_messages, INSPECT_LIMIT),
-        # a peek hides what it received for its visibility timeout: before a move it must not,
-        # or the move that follows finds nothing to receive
-        **({} if dry_run else {"peek_visibility": 0}),
     )
     result: dict[str, Any] = {"dlq": summary}
     if dry_run or not summary["approximate"]:
@@ -67,8 +64,11 @@ def inspect_dlq(
 ) -> dict[str, Any]:
     """Count and classify what is in the dead-letter queue.
 
-    Messages are received (not deleted) with a short visibility timeout, so they come back; this
-    adds one to their receive count, as any peek at SQS does.
+    Messages are received (not deleted) with a short visibility timeout, so one peek sees each
+    message once, then made visible again at once (``ChangeMessageVisibilityBatch`` to 0,
+    https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ChangeMessageVisibilityBatch.html),
+    so a move or another peek right after finds them. Receiving adds one to their receive count,
+    as any peek at SQS does.
 
     Returns
     -------
@@ -95,6 +95,8 @@ def inspect_dlq(
             break
         for m in fresh[: max_messages - len(seen)]:
             seen[m["MessageId"]] = m
+        _show_again(sqs, dlq_url, [m for m in fresh if m["MessageId"] not in seen])
+    _show_again(sqs, dlq_url, list(seen.values()))
     by_reason: Counter[str] = Counter()
     by_kind: Counter[str] = Counter()
     keys: list[str] = []
@@ -119,6 +121,18 @@ def inspect_dlq(
         "sample_keys": keys,
         "invalid_ids": invalid,
     }
+
+
+def _show_again(sqs: Any, queue_url: str, messages: list[dict[str, Any]]) -> None:
+    """Make received ``messages`` visible again at once (visibility timeout 0), 10 a call."""
+    for start in range(0, len(messages), 10):
+        sqs.change_message_visibility_batch(
+            QueueUrl=queue_url,
+            Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+                for i, m in enumerate(messages[start : start + 10])
+            ],
+        )
 
 
 def redrive_all(

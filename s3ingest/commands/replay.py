@@ -21,6 +21,13 @@ class OperationError(RuntimeError):
     """An operation refused or failed, with a message for the operator."""
 
 
+#: Said by a dry run: what it can count and what it cannot.
+WINDOW_COUNT_NOTE = (
+    "the window's event count is not known before a replay: EventBridge counts an archive's "
+    "events in all, not by time (DescribeArchive's EventCount); archive_event_count is the "
+    "whole archive's, every window's"
+)
+
 #: Said after a followed replay: its records are still going through the queue.
 DRAINING_NOTE = (
     "replayed records are still being processed while the queue "
@@ -38,13 +45,15 @@ def replay_window(
     dry_run: bool,
 ) -> dict[str, Any]:
     """Start a replay of ``window`` (timezone-aware start and end) from the archive to the
-    default bus, filtered to the ingest rule; with ``dry_run`` only count the archive's events.
+    default bus, filtered to the ingest rule; with ``dry_run`` only count the archive's events
+    (all of them: the window's cannot be counted before a replay, :data:`WINDOW_COUNT_NOTE`).
 
     Returns
     -------
     dict
         ``{"from", "to" (ISO-8601), "archive", "rule"}`` plus ``"replay"`` (the replay's name),
-        or with ``dry_run`` ``"archive_event_count"`` and ``"dry_run": True``.
+        or with ``dry_run`` ``"archive_event_count"`` (the whole archive's),
+        ``"window_event_count": None`` (not known), ``"note"`` and ``"dry_run": True``.
 
     Raises
     ------
@@ -62,6 +71,8 @@ def replay_window(
         result["archive_event_count"] = events.describe_archive(
             ArchiveName=archive_arn.rsplit("/", 1)[-1]
         ).get("EventCount")
+        result["window_event_count"] = None
+        result["note"] = WINDOW_COUNT_NOTE
         result["dry_run"] = True
         return result
     target = ReplayTarget(archive_arn=archive_arn, bus_arn=bus, rule_arn=rule_arn)

@@ -21,14 +21,19 @@ def list_held(
     prefix: str = "",
     limit: int = 100,
     after: str | None = None,
+    hold_processors: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """One page of held changes.
+
+    ``hold_processors`` are the processors a hold policy applies to (``[]``: none is
+    configured, None: not known).
 
     Returns
     -------
     dict
-        ``{"held": [HeldChange.as_dict(), ...], "next": token or None}``; pass ``next`` back as
-        ``after`` for the next page.
+        ``{"held": [HeldChange.as_dict(), ...], "next": token or None, "hold_configured":
+        bool or None, "hold_processors": [...] or None}``; pass ``next`` back as ``after`` for
+        the next page.
 
     Raises
     ------
@@ -45,7 +50,12 @@ def list_held(
         after=start,
     )
     held = [h.as_dict() for row in rows for h in held_changes(row)]
-    return {"held": held, "next": _token(last) if last else None}
+    return {
+        "held": held,
+        "next": _token(last) if last else None,
+        "hold_configured": None if hold_processors is None else bool(hold_processors),
+        "hold_processors": None if hold_processors is None else list(hold_processors),
+    }
 
 
 def check_held_args(bucket: str | None, prefix: str, after: str | None) -> dict[str, Any] | None:

@@ -133,13 +133,14 @@ def outputs(rt: Any) -> dict[str, str]:
         RECONCILE_FANOUT,
         REPROCESS,
     )
-    from s3ingest_fn.effect_targets import targets_json
+    from s3ingest_fn.effect_targets import hold_names, targets_json
 
     r = rt.resources
     events = rt.events
     out = {
         output.BUCKET_NAME: r.bucket,
         output.BUCKET_NAMES: ",".join(r.bucket_names),
+        output.BUCKET_SCOPE: rt.scope.to_json(),
         output.QUEUE_URL: r.queue_url,
         output.DEAD_LETTER_QUEUE_URL: r.dlq_url,
         output.LEDGER_TABLE_NAME: r.table,
@@ -163,9 +164,13 @@ def outputs(rt: Any) -> dict[str, str]:
     if rt.service.effects is not None:
         out[output.PROCESSOR_NAMES] = ",".join(rt.service.effects.names)
         out[output.PROCESSOR_TARGETS] = targets_json(rt.settings.processor_entries())
+    out[output.HOLD_PROCESSORS] = json.dumps(
+        hold_names(rt.settings.processor_entries(), rt.settings.hold)
+    )
     out[output.BUCKET_OWNERS] = json.dumps(r.owners)
     if r.read_roles:
         out[output.REMOTE_READ_ROLE_ARNS] = json.dumps(r.read_roles)
+    out[output.LOG_KEYS] = rt.settings.log_keys
     if r.log_key_secret_arn:
         out[output.LOG_KEY_SECRET_ARN] = r.log_key_secret_arn
     if r.change_bus:

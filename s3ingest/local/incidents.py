@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     from s3ingest.commands.context import Deployed
     from s3ingest.local.runtime import LocalRuntime
 
-#: The stack name the local deployment's status carries (its metrics' stack dimension).
-LOCAL_STACK = "S3Ingest-local"
 #: The statement :meth:`Incidents.break_queue_policy` writes (as a deploy that shuts the
 #: ingest rule out of its queue would).
 DENY_SID = "s3ingest-rehearsal-deny-eventbridge"
@@ -36,7 +34,7 @@ def local_deployed(rt: LocalRuntime) -> Deployed:
     outputs named as the stack's and its clients the emulator's."""
     from s3ingest.commands.context import Deployed
     from s3ingest.deployed import DeployedStack
-    from s3ingest_fn.effect_targets import targets_json
+    from s3ingest_fn.effect_targets import hold_names, targets_json
 
     res = rt.resources
     outputs = {
@@ -44,6 +42,7 @@ def local_deployed(rt: LocalRuntime) -> Deployed:
         output.DEAD_LETTER_QUEUE_URL: res.dlq_url,
         output.BUCKET_NAME: res.bucket,
         output.BUCKET_NAMES: ",".join(res.bucket_names),
+        output.BUCKET_SCOPE: rt.scope.to_json(),
         output.LEDGER_TABLE_NAME: res.table,
         output.ARCHIVE_ARN: rt.events.describe_archive(ArchiveName=res.archive)["ArchiveArn"],
     }
@@ -53,6 +52,9 @@ def local_deployed(rt: LocalRuntime) -> Deployed:
     if names:
         outputs[output.PROCESSOR_NAMES] = ",".join(names)
         outputs[output.PROCESSOR_TARGETS] = targets_json(rt.settings.processor_entries())
+    outputs[output.HOLD_PROCESSORS] = json.dumps(
+        hold_names(rt.settings.processor_entries(), rt.settings.hold)
+    )
     clients = {
         "sqs": rt.sqs,
         "events": rt.events,
@@ -61,7 +63,8 @@ def local_deployed(rt: LocalRuntime) -> Deployed:
         "cloudwatch": rt.emu.client("cloudwatch"),
         "stepfunctions": rt.emu.client("stepfunctions"),
     }
-    return Deployed(None, DeployedStack(name=LOCAL_STACK, outputs=outputs), clients)
+    # named by its metrics' stack dimension (what status reads the last drift under)
+    return Deployed(None, DeployedStack(name=rt.metrics_stack, outputs=outputs), clients)
 
 
 class Incidents:
@@ -163,7 +166,12 @@ class Incidents:
         deployed = local_deployed(self.rt)
         name = bucket or self.rt.resources.bucket
         result = explain_key(
-            deployed.ledger(), deployed.objects(), name, key, deployed.stack.processor_targets()
+            deployed.ledger(),
+            deployed.objects(),
+            name,
+            key,
+            deployed.stack.processor_targets(),
+            deployed.stack.scope(),
         )
         entry = {"step": step, "bucket_name": name, "key": key, **_plain(result)}
         self.explanations.append(entry)

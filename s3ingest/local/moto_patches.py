@@ -151,6 +151,21 @@ _LOCAL = "s3ingest.local"
 #: Every patch, in the order :func:`install` applies them.
 PATCHES: tuple[Patch, ...] = (
     Patch(
+        name="cloudwatch-end-time-keeps-its-second",
+        kind="correctness",
+        why="GetMetricData includes a datapoint of the EndTime's own second that is before it, "
+        "as CloudWatch does (moto drops EndTime's fraction, so a metric put in the same second "
+        "as the query was left out: s3ingest status right after a reconciliation)",
+        apply=f"{_LOCAL}.metrics:keep_end_time_second",
+        targets=(
+            Target(
+                "moto.cloudwatch.models",
+                "CloudWatchBackend.get_metric_data",
+                params=("self", "queries", "start_time", "end_time", "scan_by"),
+            ),
+        ),
+    ),
+    Patch(
         name="dynamodb-item-atomicity",
         kind="correctness",
         why="one lock around moto's item operations: a condition and its write are atomic per "

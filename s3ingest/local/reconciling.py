@@ -24,7 +24,7 @@ from s3ingest_fn.services.reconcile import (
 )
 
 if TYPE_CHECKING:
-    from s3ingest.local.emulator import Resources
+    from s3ingest.local.emulator import Emulator, Resources
     from s3ingest.local.executions import LocalMachines
     from s3ingest.local.s3faithful import FaithfulS3
     from s3ingest_fn.core.decide import IngestService
@@ -61,6 +61,7 @@ class Reconciliations:
     the attributes below and gives :meth:`drain` and :attr:`machines`)."""
 
     resources: Resources
+    emu: Emulator
     s3: Any
     ddb: Any
     sqs: Any
@@ -184,6 +185,21 @@ class Reconciliations:
             self.drain()
         return {**(execution.output or {}), "execution": execution.summary()}
 
+    def _record_reconciliation(self, summary: dict[str, Any]) -> None:
+        """The run's metrics in the emulator's CloudWatch, as the reconcile functions' EMF
+        reaches CloudWatch deployed (:func:`s3ingest.local.metrics.record_reconciliation`):
+        ``s3ingest status`` reads the last drift from there."""
+        from s3ingest.local.metrics import record_reconciliation
+
+        record_reconciliation(self.emu.client("cloudwatch"), self.metrics_stack, summary)
+
+    @property
+    def metrics_stack(self) -> str:
+        """The stack dimension of this deployment's metrics: ``S3Ingest-local-<ledger table>``,
+        one per runtime (the emulator's CloudWatch is the process's: two runtimes' metrics
+        never mix, as two deployed stacks' do not)."""
+        return f"S3Ingest-local-{self.resources.table}"
+
     def reconcile_every_bucket(
         self,
         source: str = INVENTORY,
@@ -224,6 +240,8 @@ class Reconciliations:
                 for name in names
             ]
             combined = combine_fan_out(summaries)
+            for summary in summaries:  # each execution's summarize function emits its own
+                self._record_reconciliation(summary)
         else:
             reports = [
                 self.reconcile(
@@ -237,6 +255,7 @@ class Reconciliations:
                 for name in names
             ]
             combined = combine_reports(reports)
+            self._record_reconciliation(combined)  # the scheduled function's one run
         if not dry_run:
             self.drain()
         return combined

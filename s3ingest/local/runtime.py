@@ -364,6 +364,9 @@ class LocalRuntime(Reconciliations):
             self.settings = previous
             self._install_processors()
             raise
+        # the report checks the processor setting in force now (the example processor's
+        # sidecars only while it is configured)
+        self.oracles.processor = self.settings.processor
         # the ingest function's timeout, raised for the processor functions it now invokes
         self.ingest_timeout_seconds = float(self.settings.ingest_timeout_seconds)
         if self._machines is not None:

@@ -45,6 +45,9 @@ def test_plain_logs_keys_as_before(fanout_synth: Synth) -> None:
         m["Properties"]["LoggingConfiguration"]["IncludeExecutionData"] is True
         for m in machines.values()
     )
+    # the mode is an output: `s3ingest log-key` says there is no hash to look up
+    assert template["Outputs"]["LogKeys"]["Value"] == "plain"
+    assert "LogKeySecretArn" not in template["Outputs"]
 
 
 def test_hashed_gives_every_function_the_mode_and_the_secret_it_may_read(
@@ -74,6 +77,7 @@ def test_hashed_gives_every_function_the_mode_and_the_secret_it_may_read(
         ]
         assert [s["Resource"] for s in reads] == [{"Ref": secret_id}], logical_id
     assert template["Outputs"]["LogKeySecretArn"]["Value"] == {"Ref": secret_id}
+    assert template["Outputs"]["LogKeys"]["Value"] == "hashed"
 
 
 def test_hashed_machines_log_no_execution_data(log_keys_synth: Synth) -> None:

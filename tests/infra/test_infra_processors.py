@@ -24,7 +24,7 @@ from s3ingest_cdk.bundling import HELPER_DIR, ProcessorPackageError, processors_
 from s3ingest_cdk.compose import compose
 from s3ingest_cdk.stack import S3IngestStack
 from s3ingest_cdk.synth import Synth, cdk_json_context
-from s3ingest_fn.effect_targets import parse_targets, targets_json
+from s3ingest_fn.effect_targets import hold_names, parse_targets, targets_json
 
 from .conftest import (
     AUDIT_HOLD,
@@ -266,6 +266,9 @@ def test_outputs_name_the_deployed_processor_functions(processors_synth: Synth) 
     targets = parse_targets(outputs["ProcessorTargets"]["Value"])
     assert [t.name for t in targets] == names
     assert targets == parse_targets(targets_json(synth.settings.processor_entries()))
+    # the processors a hold policy applies to, what `s3ingest held` reports (all three here)
+    held = json.loads(_flatten(outputs["HoldProcessors"]["Value"]))
+    assert held == hold_names(synth.settings.processor_entries(), synth.settings.hold) == names
     # the roles a team's function in another account allows: those of the invoking functions
     invokers = json.loads(_flatten(outputs["ProcessorInvokerRoleArns"]["Value"]))
     roles = [synth.logical_id(f.role) for f in synth.pipeline.ingest_service_functions]

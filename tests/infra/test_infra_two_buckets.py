@@ -241,3 +241,7 @@ def test_outputs_name_every_bucket(two_bucket_synth: Synth) -> None:
         "ReconcileStateMachineArn",
     ):
         assert name in outputs, name
+    # the buckets and their key filters, as the functions get them (`s3ingest explain` reads it)
+    ingest = synth.template["Resources"][synth.logical_id(synth.pipeline.ingest_function)]
+    scope = ingest["Properties"]["Environment"]["Variables"]["SCOPE"]
+    assert outputs["BucketScope"]["Value"] == scope and "late arrivals/" in json.dumps(scope)

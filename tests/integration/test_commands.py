@@ -17,17 +17,23 @@ from s3ingest.commands import backfill, reconcile
 from s3ingest.commands.context import AwsOptions, Deployed, connect
 from s3ingest.commands.explain import explain, explain_key
 from s3ingest.commands.redrive import redrive
+from s3ingest.local.emulator import LocalBucket
 from s3ingest.local.runtime import LocalRuntime
+from s3ingest.settings import BucketSpec
+from s3ingest_fn.effect_targets import hold_names
 
 
-def _stack(monkeypatch: pytest.MonkeyPatch, rt: LocalRuntime) -> dict[str, str]:
-    """DeployedStack.load answers with outputs naming ``rt``'s resources; returns the
-    environment that points the CLI's session at the emulator."""
+def _stack(monkeypatch: pytest.MonkeyPatch, rt: LocalRuntime, **extra: str) -> dict[str, str]:
+    """DeployedStack.load answers with outputs naming ``rt``'s resources (and ``extra``);
+    returns the environment that points the CLI's session at the emulator."""
     outputs = {
         "BucketName": rt.resources.bucket,
         "LedgerTableName": rt.resources.table,
         "QueueUrl": rt.resources.queue_url,
         "DeadLetterQueueUrl": rt.resources.dlq_url,
+        "BucketScope": rt.scope.to_json(),
+        **extra,
+        "HoldProcessors": json.dumps(hold_names(rt.settings.processor_entries(), rt.settings.hold)),
     }
     monkeypatch.setattr(
         deployed.DeployedStack,
@@ -80,6 +86,86 @@ def test_explain_key_reads_the_row_and_the_bucket_through_the_cli(
     assert table.exit_code == 0 and expected["verdict"] in table.stdout
 
 
+def test_explain_of_a_bucket_the_pipeline_does_not_watch_says_so(
+    emulator: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a stack, its outputs with the buckets and their filters, and one without them
+    rt = LocalRuntime(emulator, versioning="Enabled")
+    env = _stack(monkeypatch, rt)
+    # WHEN explain is asked about a key of a bucket that is not the stack's
+    result = CliRunner().invoke(app, ["explain", "no-such-bucket", "k", "--json"], env=env)
+    # THEN it says the bucket is not one the pipeline watches, exit code 3 (as repair's and
+    # onboard's for a bucket not the stack's), not that the ledger agrees
+    said = " ".join(result.output.split())
+    assert result.exit_code == 3, result.output
+    assert "'no-such-bucket' is not one the pipeline watches" in said
+    assert rt.resources.bucket in said and "agrees" not in said
+    # AND so does the scenario's explain, over the same operation
+    with pytest.raises(deployed.StackNotFoundError, match="not one the pipeline watches"):
+        explain_key(rt.ledger, rt.objects, "no-such-bucket", "k", (), rt.scope)
+
+
+def test_explain_of_a_key_outside_the_key_filters_says_it_is_not_tracked(
+    emulator: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a bucket that tracks keys under in/ ending .csv, and a key outside them
+    spec = BucketSpec(prefixes=("in/",), suffixes=(".csv",))
+    rt = LocalRuntime(emulator, versioning="Enabled", buckets=[LocalBucket(spec)])
+    bucket = rt.resources.bucket
+    rt.faithful.put("out/a.csv", "1")
+    rt.faithful.put("in/b.csv", "1")
+    rt.flush()
+    rt.drain()
+    env = {**_stack(monkeypatch, rt), "COLUMNS": "200"}
+    # WHEN explain is asked about it
+    result = CliRunner().invoke(app, ["explain", bucket, "out/a.csv", "--json"], env=env)
+    text = CliRunner().invoke(app, ["explain", bucket, "out/a.csv"], env=env)
+    # THEN it says the key is outside the filters and untracked, not an event lost or in flight
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["tracked"] is False and doc["ledger"]["state"] == "absent"
+    assert doc["verdict"].startswith(
+        "the key is outside the bucket's key filters (prefixes 'in/' and suffixes '.csv'): "
+        "the pipeline does not track it"
+    )
+    assert "in flight" not in text.stdout and "outside the bucket's key filters" in text.stdout
+    # AND a key inside them is tracked, with the verdict as before
+    inside = json.loads(
+        CliRunner().invoke(app, ["explain", bucket, "in/b.csv", "--json"], env=env).stdout
+    )
+    assert (inside["tracked"], inside["verdict"]) == (True, "ledger agrees with the bucket")
+
+
+def test_replay_dry_run_does_not_give_the_archive_s_count_as_the_window_s(
+    emulator: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN an archive of two events, written now
+    rt = LocalRuntime(emulator, versioning="Enabled")
+    for key in ("a", "b"):
+        rt.faithful.put(key, "1")
+    rt.flush()
+    rt.drain()
+    archive = rt.events.describe_archive(ArchiveName=rt.resources.archive)
+    rule = rt.events.describe_rule(Name=rt.resources.rule)["Arn"]
+    env = {
+        **_stack(monkeypatch, rt, ArchiveArn=archive["ArchiveArn"], RuleArn=rule),
+        "COLUMNS": "200",
+    }
+    # WHEN replay --dry-run is asked about a window of a year ago (none of them in it)
+    window = ["--from", "2025-01-01T00:00:00Z", "--to", "2025-01-01T01:00:00Z", "--dry-run"]
+    doc = json.loads(CliRunner().invoke(app, ["replay", *window, "--json"], env=env).stdout)
+    text = CliRunner().invoke(app, ["replay", *window], env=env)
+    # THEN the window's count is said to be unknown, the archive's labelled as the whole one's
+    assert text.exit_code == 0, text.output
+    total = archive.get("EventCount")
+    assert total == 2
+    assert doc["window_event_count"] is None and doc["archive_event_count"] == total
+    assert "not known before a replay" in doc["note"]
+    assert "events in the window: not known before a replay" in text.stdout
+    assert f"events in the whole archive (every window): {total}" in text.stdout
+    assert "archive_event_count: " not in text.stdout
+
+
 def _dead_letters(rt: LocalRuntime) -> None:
     """An invalid message dead-lettered by the handler and a valid one whose retries ran out
     (sent straight to the DLQ, as SQS would after maxReceiveCount)."""
@@ -126,8 +212,32 @@ def test_redrive_dry_run_classifies_and_moves_nothing(emulator: Any) -> None:
         QueueUrl=rt.resources.dlq_url,
         AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
     )["Attributes"]
-    assert sum(int(v) for v in attrs.values()) == 2  # still in the DLQ (peeked: in flight)
+    assert sum(int(v) for v in attrs.values()) == 2  # still in the DLQ (peeked, visible again)
     assert rt.compare().converged is False  # "retry me" never reached the ledger
+
+
+def test_redrive_right_after_a_dry_run_finds_the_messages(
+    emulator: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a DLQ with an invalid and a valid message
+    rt = LocalRuntime(emulator, versioning="Enabled")
+    _dead_letters(rt)
+    env = _stack(monkeypatch, rt)
+    # WHEN redrive --dry-run peeks, and redrive runs right after
+    dry = CliRunner().invoke(app, ["redrive", "--dry-run", "--json"], env=env)
+    assert dry.exit_code == 0, dry.output
+    visible = rt.sqs.get_queue_attributes(
+        QueueUrl=rt.resources.dlq_url, AttributeNames=["ApproximateNumberOfMessages"]
+    )["Attributes"]["ApproximateNumberOfMessages"]
+    result = CliRunner().invoke(app, ["redrive", "--json"], env=env)
+    rt.drain()
+    # THEN the peek left both visible, and the redrive classified both and moved the valid one
+    assert int(visible) == 2
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["dlq"]["approximate"] == 2 and doc["dlq"]["sampled"] == 2
+    assert doc["moved"] == {"moved": 1, "kept_invalid": 1}
+    assert rt.compare().converged
 
 
 def test_follow_backfill_reads_until_the_execution_ends(monkeypatch: pytest.MonkeyPatch) -> None:

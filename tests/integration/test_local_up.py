@@ -107,6 +107,9 @@ def test_local_up_ingests_what_boto3_writes_and_local_commands_read_it(
     # AND the other commands act on the same stack
     code, output = _cli("held", "--local", "--json")
     assert (code, json.loads(output)["held"]) == (0, [])
+    assert json.loads(output)["hold_configured"] is False
+    code, output = _cli("explain", "no-such-bucket", "k", "--local")
+    assert code == 3 and "is not one the pipeline watches" in " ".join(output.split())
     code, output = _cli("redrive", "--local", "--dry-run", "--json")
     assert (code, json.loads(output)["dlq"]["approximate"]) == (0, 0)
     code, output = _cli("local", "status", "--json")

@@ -202,3 +202,35 @@ def test_hashed_lines_carry_the_keyed_hash_the_cli_computes(
         assert missing.exit_code == 3 and "LogKeySecretArn" in missing.output
     finally:
         rt.close()
+
+
+@pytest.mark.parametrize(
+    ("mode", "says"),
+    [
+        ("plain", "logs object keys in plain (logKeys: plain)"),
+        ("none", "leaves object keys out of its logs (logKeys: none)"),
+    ],
+)
+def test_log_key_says_a_stack_hashes_no_key(
+    emulator: Any, monkeypatch: pytest.MonkeyPatch, mode: str, says: str
+) -> None:
+    from s3ingest import cli
+    from s3ingest.cli import context as cli_context
+    from s3ingest.commands.context import Deployed
+    from s3ingest.deployed import DeployedStack
+    from s3ingest.local.daemon import outputs
+
+    # GIVEN a local stack (the outputs local up writes) whose logs hash no key
+    rt = LocalRuntime(emulator, local_settings(log_keys=mode))
+    try:
+        stack = DeployedStack("S3Ingest-local", outputs(rt))
+        monkeypatch.setattr(cli_context, "connect", lambda name: Deployed(None, stack))
+        # WHEN log-key is asked for a key's hash
+        result = CliRunner().invoke(cli.app, ["log-key", LIVE[0], "--stack", "X"])
+        # THEN it says there is no hash to look up, not that the stack lacks an output
+        assert result.exit_code == 3
+        said = " ".join(result.output.split())
+        assert says in said and "to look up" in said
+        assert "is it an s3ingest stack" not in said
+    finally:
+        rt.close()

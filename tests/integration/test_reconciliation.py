@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from s3ingest.cli.render import skipped_rows
 from s3ingest.local.runtime import LocalRuntime
 from tests.integration.test_convergence import Monotonic, op_strategy, run_history
 
@@ -164,6 +165,31 @@ def test_rows_changed_after_the_snapshot_are_skipped(emulator: Any) -> None:
     # THEN the row changed after the snapshot is skipped, not "repaired" backwards
     assert report.skipped_recent == 1
     assert report.drift_total == 0
+    # AND it is counted, and labelled, as changed after the snapshot
+    assert report.skipped_after_snapshot == 1
+    assert skipped_rows(report.as_dict()) == [
+        ("skipped (changed after the snapshot)", 1),
+        ("skipped (changed in the margin before it: events may be in flight)", 0),
+    ]
+
+
+@pytest.mark.parametrize("source", ["listing", "inventory"])
+def test_objects_written_in_the_margin_are_not_labelled_changed_after_the_snapshot(
+    emulator: Any, source: str
+) -> None:
+    # GIVEN an object written just now whose event is lost
+    rt = LocalRuntime(emulator, versioning="Enabled")
+    rt.faithful.put("a", "1")
+    rt.faithful.take_pending()
+    # WHEN a reconciliation with a 60 s margin runs (the object is older than its snapshot)
+    report = rt.reconcile(source, dry_run=True, margin_seconds=60)
+    # THEN the object is skipped as written in the margin before the snapshot, not after it
+    assert (report.skipped_recent, report.skipped_after_snapshot) == (1, 0)
+    assert report.margin_s == 60
+    assert skipped_rows(report.as_dict()) == [
+        ("skipped (changed after the snapshot)", 0),
+        ("skipped (changed in the 60 s before the snapshot: events may be in flight)", 1),
+    ]
 
 
 @pytest.mark.slow

@@ -108,6 +108,31 @@ def test_held_lists_approve_runs_and_reject_never_runs(
     assert again.exit_code == 0 and "nothing held matches" in again.stdout
 
 
+def test_held_says_when_no_hold_policy_is_configured(
+    emulator: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a stack whose example processor has no hold policy, and one whose has
+    plain = LocalRuntime(emulator, versioning="Enabled")
+    env = {**_stack(monkeypatch, plain), "COLUMNS": "200"}
+    # WHEN held lists the first's
+    text = CliRunner().invoke(app, ["held"], env=env)
+    doc = json.loads(CliRunner().invoke(app, ["held", "--json"], env=env).stdout)
+    # THEN it says none is configured, in words and in an explicit field (the keys kept)
+    assert text.exit_code == 0, text.output
+    assert "no hold policy is configured" in text.stdout
+    assert doc == {"held": [], "next": None, "hold_configured": False, "hold_processors": []}
+    # AND the second's says it is, with no such words
+    holding = _held_deletes(emulator, ["k"])
+    env = {**_stack(monkeypatch, holding), "COLUMNS": "200"}
+    doc = json.loads(CliRunner().invoke(app, ["held", "--json"], env=env).stdout)
+    assert (doc["hold_configured"], doc["hold_processors"], len(doc["held"])) == (
+        True,
+        ["default"],
+        1,
+    )
+    assert "no hold policy" not in CliRunner().invoke(app, ["held"], env=env).stdout
+
+
 def test_review_commands_explain_their_usage(
     emulator: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

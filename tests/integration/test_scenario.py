@@ -700,3 +700,30 @@ def test_a_copy_of_a_deleted_key_is_a_scenario_error(emulator: Any, tmp_path: Pa
     )
     with pytest.raises(ScenarioError, match=r"line 4: copy failed: .*NoSuchKey"):
         run_scenario(path, emulator=emulator)
+
+
+@pytest.mark.parametrize("fan_out", [False, True], ids=["listing", "fan-out"])
+def test_a_status_step_after_a_reconcile_step_shows_its_drift(
+    emulator: Any, tmp_path: Path, fan_out: bool
+) -> None:
+    # GIVEN a lost event, a reconciliation (as the schedule runs it) and a status step
+    reconcile = {"op": "reconcile", "source": "inventory" if fan_out else "listing"}
+    path = write(
+        tmp_path,
+        [
+            {"bucket": f"status-drift-{int(fan_out)}", "processor": None},
+            {"op": "put", "key": "lost.csv", "body": "1"},
+            {"op": "flush", "chaos": {"drop": 1.0}},
+            {**reconcile, **({"fan_out": True} if fan_out else {})},
+            {"op": "status"},
+        ],
+    )
+    # WHEN it runs
+    result = run_scenario(path, emulator=emulator)
+    # THEN status reads the reconciliation's drift from the metrics, as deployed (not None)
+    assert result["error"] is None
+    (reconciliation,) = result["reconciliations"]
+    assert reconciliation["drift"]["missing"] == 1
+    (status,) = result["statuses"]
+    assert status["last_drift"] is not None
+    assert status["last_drift"]["drift_total"] == 1

@@ -11,13 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from s3ingest.cli import app
 from s3ingest.local.scenario import ScenarioError, run_scenario
 
 EXAMPLE = Path("examples/scenarios/processors-over-time.jsonl")
 VERSIONS = {"sidecar": 2, "audit": 1}
 SIDECAR = "s3ingest_examples.sidecar:handler"
 AUDIT = "s3ingest_examples.audit:handler"
+#: The example processor (the ``processor`` setting): a sidecar per visible key.
+EXAMPLE_PROCESSOR = "s3ingest_examples.sidecar:process"
 
 
 def _scenario(tmp_path: Path, lines: list[dict[str, Any]]) -> dict[str, Any]:
@@ -262,3 +266,26 @@ def test_a_key_changed_while_its_processor_was_removed_is_run_when_it_comes_back
         result["bucket"][0]["version_id"],
         result["bucket"][0]["etag"],
     )
+
+
+def test_a_report_checks_only_the_processors_configured_at_the_end(tmp_path: Path) -> None:
+    # GIVEN the example processor (its sidecars), then a configure step that removes it, and a
+    # key written after it
+    lines = [
+        {"bucket": "example-dropped", "versioning": "Enabled", "processor": EXAMPLE_PROCESSOR},
+        {"op": "put", "key": "a.txt", "body": "a"},
+        {"op": "flush"},
+        {"op": "configure", "processors": []},
+        {"op": "put", "key": "b.txt", "body": "b"},
+        {"op": "flush"},
+    ]
+    path = tmp_path / "dropped.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    # WHEN it runs, and through the CLI
+    result = run_scenario(path)
+    cli = CliRunner().invoke(app, ["local", "scenario", "--json", str(path)])
+    # THEN the example processor's sidecars are not checked any more (b.txt has none: the
+    # processor was gone when it was written), and the run passes
+    assert result["error"] is None and result["converged"], result["differences"]
+    assert result["effects_problems"] == []
+    assert cli.exit_code == 0, cli.output

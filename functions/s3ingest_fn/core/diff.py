@@ -114,10 +114,21 @@ class Drift:
 
 @dataclass
 class DiffStats:
-    """Counts of one diff."""
+    """Counts of one diff: ``skipped_recent`` the rows and objects skipped as changed after the
+    diff's ``taken_at_ms`` (the snapshot minus the margin), ``skipped_after_snapshot`` those of
+    them changed after ``snapshot_ms`` itself (the rest changed within the margin before it)."""
 
     ledger_rows: int = 0
     skipped_recent: int = 0
+    skipped_after_snapshot: int = 0
+    #: When the source was taken (epoch ms); None: every skip counts as after the snapshot.
+    snapshot_ms: int | None = None
+
+    def skip(self, changed_ms: int) -> None:
+        """Count one skipped row or object, changed at ``changed_ms``."""
+        self.skipped_recent += 1
+        if self.snapshot_ms is None or changed_ms > self.snapshot_ms:
+            self.skipped_after_snapshot += 1
 
 
 def diff(
@@ -193,10 +204,9 @@ def classify(
         and (effect.lease_until_ms or 0) < taken_at_ms
     ):
         return Drift(PENDING_EFFECT, key, row, seen)  # one repair serves both
-    if row.updated_at > taken_at_ms or (
-        seen is not None and (seen.last_modified_ms or 0) > taken_at_ms
-    ):
-        stats.skipped_recent += 1
+    changed_ms = max(row.updated_at, (seen.last_modified_ms or 0) if seen is not None else 0)
+    if changed_ms > taken_at_ms:
+        stats.skip(changed_ms)
         return None
     present = row.present
     kind: str | None = None
@@ -232,6 +242,6 @@ def classify_unrecorded(
     if not seen.visible:
         return None
     if (seen.last_modified_ms or 0) > taken_at_ms:
-        stats.skipped_recent += 1
+        stats.skip(seen.last_modified_ms or 0)
         return None
     return Drift(MISSING, key, None, seen)

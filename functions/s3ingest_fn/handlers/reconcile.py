@@ -21,6 +21,7 @@ the others are still reconciled and counted, then the invocation fails naming th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -78,6 +79,21 @@ def emit_drift_metrics(
     if heartbeat:
         # the heartbeat: a run that got this far completed (its alarm fires when none did)
         sink.add_metric(name=RECONCILE_HEARTBEAT_METRIC, unit=MetricUnit.Count, value=1)
+
+
+def emit_summary_metrics(sink: Any, summary: Mapping[str, Any], heartbeat: bool = True) -> None:
+    """:func:`emit_drift_metrics` of a run's summary (``ReconcileReport.as_dict``,
+    :func:`~s3ingest_fn.services.reconcile.combine_reports`' or the fan-out's ``summarize``)."""
+    emit_drift_metrics(
+        sink,
+        summary["drift"],
+        summary["repairs_queued"],
+        summary.get("pending_effects", 0),
+        summary.get("effects_behind", 0),
+        heartbeat=heartbeat,
+        held_effects=summary.get("held_effects", 0),
+        held_oldest_seconds=summary.get("held_oldest_seconds", 0),
+    )
 
 
 def emit_behind_metrics(behind: dict[str, int]) -> None:

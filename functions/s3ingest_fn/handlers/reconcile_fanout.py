@@ -13,7 +13,7 @@ from typing import Any
 
 from s3ingest_fn import wiring
 from s3ingest_fn.contract import RECONCILE_SERVICE
-from s3ingest_fn.handlers.reconcile import emit_behind_metrics, emit_drift_metrics
+from s3ingest_fn.handlers.reconcile import emit_behind_metrics, emit_summary_metrics
 from s3ingest_fn.handlers.telemetry import function_logger, invocation_metrics
 from s3ingest_fn.services.fanout import FanOut, bucket_of
 
@@ -38,15 +38,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     result: dict[str, Any] = getattr(fan_out, action)(event)
     if action == "summarize":
         with invocation_metrics() as metrics:
-            emit_drift_metrics(
-                metrics,
-                result["drift"],
-                result["repairs_queued"],
-                result.get("pending_effects", 0),
-                result.get("effects_behind", 0),
-                held_effects=result.get("held_effects", 0),
-                held_oldest_seconds=result.get("held_oldest_seconds", 0),
-            )
+            emit_summary_metrics(metrics, result)
         emit_behind_metrics(result.get("effects_behind_by_processor") or {})
         logger.info("reconciliation finished", extra=result)
     return result

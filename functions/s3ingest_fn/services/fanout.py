@@ -179,7 +179,7 @@ class FanOut:
             prefix=event.get("prefix", ""),
             dry_run=bool(event["dryRun"]),
         )
-        stats = DiffStats()
+        stats = DiffStats(snapshot_ms=int(event["createdMs"]))
         with ThreadPoolExecutor(max_workers=CONCURRENCY) as pool:
             batch = RepairBatch(self.r, report, lambda phase, n: None, report.dry_run, pool)
             for d in diff(
@@ -200,6 +200,7 @@ class FanOut:
             "partition": p,
             "ledgerRows": stats.ledger_rows,
             "skippedRecent": stats.skipped_recent,
+            "skippedAfterSnapshot": stats.skipped_after_snapshot,
             "drift": report.drift,
             "resolvedOnHead": report.resolved_on_head,
             "repairsQueued": report.repairs_queued,
@@ -221,6 +222,8 @@ class FanOut:
             "ledger_rows": sum(int(s["rows"]) for s in event.get("ledger", [])),
             "ledger_requests": sum(int(s["requests"]) for s in event.get("ledger", [])),
             "skipped_recent": sum(int(p["skippedRecent"]) for p in parts),
+            "skipped_after_snapshot": sum(int(p.get("skippedAfterSnapshot", 0)) for p in parts),
+            "margin_s": int(event.get("plan", {}).get("marginMs", 0)) / 1000,
             "drift": drift,
             "drift_total": sum(drift.values()),
             "resolved_on_head": sum(int(p["resolvedOnHead"]) for p in parts),

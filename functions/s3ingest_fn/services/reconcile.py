@@ -218,7 +218,8 @@ class Reconciler:
         if self.scope.prefixes or self.scope.suffixes:
             truth = {k: t for k, t in truth.items() if self.scope.contains(k)}
         report.bucket_keys = len(truth)
-        stats = DiffStats()
+        stats = DiffStats(snapshot_ms=report.taken_at_ms)
+        report.margin_s = self.margin(request) / 1000
         batch = RepairBatch(self, report, tick, request.dry_run, pool)
         for d in diff(
             truth,
@@ -235,6 +236,7 @@ class Reconciler:
                 batch.flush()
         batch.flush()
         report.ledger_rows, report.skipped_recent = stats.ledger_rows, stats.skipped_recent
+        report.skipped_after_snapshot = stats.skipped_after_snapshot
 
     @staticmethod
     def margin(request: ReconcileRequest) -> int:

@@ -80,6 +80,7 @@ _COUNTS = (
     "ledger_rows",
     "ledger_requests",
     "skipped_recent",
+    "skipped_after_snapshot",
     "drift",
     "resolved_on_head",
     "repairs_queued",
@@ -484,6 +485,7 @@ class _Run:
         self.state = saved
         _restore(self.report, saved["counts"])
         self.stats.skipped_recent = self.report.skipped_recent
+        self.stats.skipped_after_snapshot = self.report.skipped_after_snapshot
         self.report.resumed = True
         # the progress bar continues from what was done
         self.tick("ledger", self.report.ledger_rows)
@@ -494,6 +496,7 @@ class _Run:
         """Confirm and repair the pending differences, then commit the marks with the state."""
         self.batch.flush()
         self.report.skipped_recent = self.stats.skipped_recent
+        self.report.skipped_after_snapshot = self.stats.skipped_after_snapshot
         self.state["counts"] = {n: getattr(self.report, n) for n in _COUNTS}
         self.spill.commit(self.state)
 
@@ -539,6 +542,7 @@ class _Run:
         r, report, state = self.r, self.report, self.state
         prefixes = listing_prefixes(self.request.prefix, r.scope.prefixes)
         taken_at = report.taken_at_ms - r.margin(self.request)
+        self.stats.snapshot_ms, report.margin_s = report.taken_at_ms, r.margin(self.request) / 1000
         contains = r.scope.contains
         pages_since = 0
         while state["listing"] < len(prefixes):
@@ -589,6 +593,8 @@ class _Run:
     def _unlisted_rows(self) -> None:
         r, state = self.r, self.state
         taken_at = self.report.taken_at_ms - r.margin(self.request)
+        self.stats.snapshot_ms = self.report.taken_at_ms
+        self.report.margin_s = r.margin(self.request) / 1000
         while True:
             rows = self.spill.unseen(state["after"], LIVE_CHUNK)
             if not rows:

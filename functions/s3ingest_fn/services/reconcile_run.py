@@ -116,7 +116,12 @@ class ReconcileReport:
     bucket_keys: int = 0
     ledger_rows: int = 0
     ledger_requests: int = 0
+    #: Rows and objects skipped as changed after the snapshot minus the margin (events of them
+    #: may be in flight; CONTRACT C12), and of them those changed after the snapshot itself.
     skipped_recent: int = 0
+    skipped_after_snapshot: int = 0
+    #: The margin before the snapshot, seconds (rows changed within it are skipped too).
+    margin_s: float = 0.0
     drift: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DRIFT_KINDS, 0))
     resolved_on_head: int = 0
     repairs_queued: int = 0
@@ -226,6 +231,7 @@ SUMMED = (
     "ledger_rows",
     "ledger_requests",
     "skipped_recent",
+    "skipped_after_snapshot",
     "resolved_on_head",
     "repairs_queued",
     "pending_effects",
