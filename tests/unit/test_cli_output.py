@@ -197,7 +197,7 @@ def test_status_text_shows_nested_values_as_text(healthy: dict[str, Any]) -> Non
     assert "oldest -\n" in text
 
 
-def test_replay_dry_run_text_shows_nested_values_as_text(
+def test_replay_text_shows_nested_values_as_text(
     stack: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from s3ingest.commands import replay
@@ -206,19 +206,23 @@ def test_replay_dry_run_text_shows_nested_values_as_text(
     monkeypatch.setattr(
         replay,
         "replay_window",
-        lambda events, **kw: {
-            "from": "2026-01-01T08:00:00+00:00",
-            "archive_event_count": None,
+        lambda events, **kw: {"from": "2026-01-01T08:00:00+00:00", "replay": "r1"},
+    )
+    monkeypatch.setattr(
+        replay,
+        "follow_replay",
+        lambda events, cloudwatch, **kw: {
+            "state": "COMPLETED",
             "outcomes_so_far": {"applied": 2, "duplicate": 0},
-            "dry_run": True,
+            "last_event": None,
         },
     )
     args = ["replay", "--stack", "X", "--from", "2026-01-01T08:00:00Z"]
-    result = run([*args, "--to", "2026-01-01T09:00:00Z", "--dry-run"], **AWS)
+    result = run([*args, "--to", "2026-01-01T09:00:00Z"], **AWS)
     assert result.exit_code == 0, result.output
     assert not REPR.search(result.stdout), result.stdout
     assert "outcomes_so_far: applied: 2, duplicate: 0\n" in result.stdout
-    assert "archive_event_count: -\n" in result.stdout
+    assert "last_event: -\n" in result.stdout
 
 
 @pytest.mark.parametrize(
