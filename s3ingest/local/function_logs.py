@@ -10,8 +10,10 @@ routers while invocations run: a write goes to the sink of the current context (
 :class:`FunctionLogs` gives each function (and each processor, ``processor-<name>``) its sink:
 with a folder (``local up``: ``.s3ingest/logs/`` of the run directory), one file per name,
 ``<name>.log``, each line stamped with its UTC time (``2026-12-07T12:00:00.123Z text``); without
-one, a buffer in memory shared by all (a test's or a demo's runtime). :func:`read` and
-:func:`follow` read the files back (``s3ingest local logs``).
+one (a test's, a demo's or a scenario's runtime), the functions' in a buffer in memory shared by
+all, and the processors' on the caller's own standard output, where a team running a scenario
+sees what its processor printed (``local scenario --json`` sends it to standard error).
+:func:`read` and :func:`follow` read the files back (``s3ingest local logs``).
 """
 
 from __future__ import annotations
@@ -113,8 +115,9 @@ class FunctionLogs:
             return found
 
     def processor(self, name: str, call: Callable[..., R]) -> Callable[..., R]:
-        """``call`` (processor ``name``) with what it prints in ``processor-<name>``'s log."""
-        sink = self.sink(PROCESSOR_PREFIX + name)
+        """``call`` (processor ``name``) with what it prints in ``processor-<name>``'s log (without
+        a folder, on the caller's standard output)."""
+        sink = CALLER if self.directory is None else self.sink(PROCESSOR_PREFIX + name)
 
         def run(*args: Any) -> R:
             with routed(sink):
@@ -157,6 +160,20 @@ class _Router(io.TextIOBase):
 
 _OUT = _Router(sys.stdout)
 _ERR = _Router(sys.stderr)
+
+
+class _Caller:
+    """The caller's standard output: the stream routing stands in for."""
+
+    def write(self, text: str, /) -> int:
+        return int(_OUT.fallback.write(text))
+
+    def flush(self) -> None:
+        _OUT.fallback.flush()
+
+
+#: A sink that writes to the caller's standard output while invocations are routed.
+CALLER: Sink = _Caller()
 #: Guards :data:`_active` and the swap of ``sys.stdout`` / ``sys.stderr``.
 _LOCK = threading.Lock()
 _active = 0

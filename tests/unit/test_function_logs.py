@@ -101,8 +101,13 @@ def test_follow_gives_the_lines_so_far_then_each_new_one(tmp_path: Path) -> None
     assert seen == ["first", "second", "third"]
 
 
-def test_without_a_folder_everything_goes_to_memory() -> None:
+def test_without_a_folder_functions_go_to_memory_and_processors_to_the_caller(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     logs = FunctionLogs()
+    loud = logs.processor("loud", lambda: print("processed a.txt"))
     with routed(logs.sink("ingest")):
         print("kept")
+        loud()
     assert logs.memory.getvalue() == "kept\n"
+    assert capsys.readouterr().out == "processed a.txt\n"

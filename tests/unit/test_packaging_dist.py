@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import email
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -20,6 +21,20 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Every top-level package the wheel ships (docs/architecture.md, "What the wheel ships").
 PACKAGES = {"s3ingest", "s3ingest_cdk", "s3ingest_fn", "s3ingest_processor", "s3ingest_examples"}
 LINK = re.compile(r"\]\(([^)\s]+)\)")
+#: What the copy of the tree the distributions are built from leaves out (nothing the sdist holds).
+NOT_SOURCES = (
+    ".git",
+    ".venv",
+    "node_modules",
+    "cdk.out",
+    ".build",
+    "site",
+    ".s3ingest",
+    "*.egg-info",
+    "__pycache__",
+    ".*_cache",
+    ".hypothesis",
+)
 #: A team's processor module (docs/processors.md) with one planted type error.
 PROCESSOR = """\
 from s3ingest_processor import Change, Content, processor
@@ -40,8 +55,12 @@ handler = processor(thumbnail)
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory with the sdist and the wheel built from that sdist."""
     out = tmp_path_factory.mktemp("dist")
+    # from a copy: setuptools writes the egg-info and stages the sdist in the tree it builds, so
+    # two builds of one tree (the suite's two workers) remove each other's files
+    tree = tmp_path_factory.mktemp("tree") / "s3ingest"
+    shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(*NOT_SOURCES))
     built = subprocess.run(
-        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)],
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(tree)],
         capture_output=True,
         text=True,
         timeout=300,
