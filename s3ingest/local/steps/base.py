@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 REGISTRY: dict[str, type[Step]] = {}
 
 
+#: The field every step line takes: the step is meant to fail (:attr:`Step.expect_failure`).
+EXPECT_FAILURE = "expect_failure"
+
+
 class ScenarioError(ValueError):
     """A scenario line that cannot be run; the message names the line."""
 
@@ -70,6 +74,10 @@ class Step:
     #: A ``ValueError`` or ``ClientError`` of :meth:`run` is S3 refusing the file's operation:
     #: a :class:`ScenarioError`, not a failed step.
     refusal_is_file_error: ClassVar[bool] = False
+    #: The line's ``"expect_failure": true`` (every step takes it, not a field): the step is
+    #: meant to fail; its failure is recorded in ``expected_failures`` and the run goes on, and
+    #: a step that does not fail stops it.
+    expect_failure = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -99,7 +107,8 @@ class Step:
         ScenarioError
         """
         fields = cls.json_fields()
-        unknown = set(doc) - set(fields) - {"op"}
+        check_bool(lineno, cls.op, doc, EXPECT_FAILURE)
+        unknown = set(doc) - set(fields) - {"op", EXPECT_FAILURE}
         if unknown:
             accepted = ", ".join(sorted(fields)) or "no fields"
             raise ScenarioError(
@@ -110,7 +119,9 @@ class Step:
         if missing:
             raise ScenarioError(f"line {lineno}: op {cls.op!r} needs {', '.join(missing)}")
         cls.check(lineno, doc)
-        return cls(**{f.name: doc[name] for name, f in fields.items() if name in doc})
+        step = cls(**{f.name: doc[name] for name, f in fields.items() if name in doc})
+        step.expect_failure = doc.get(EXPECT_FAILURE, False)
+        return step
 
     @classmethod
     def check(cls, lineno: int, doc: dict[str, Any]) -> None:
