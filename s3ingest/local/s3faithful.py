@@ -57,13 +57,14 @@ class SequencerClock:
         self._lock = threading.Lock()
         self._counter = 0
         self._last_seconds = 0
-        self._clock = clock
+        #: Epoch seconds the sequencers' time digits are read from (a scenario's clock moves it).
+        self.clock = clock
 
     def next(self) -> str:
         """The next sequencer (strictly greater than every one issued before)."""
         with self._lock:
             self._counter += 1
-            self._last_seconds = max(self._last_seconds, int(self._clock()))
+            self._last_seconds = max(self._last_seconds, int(self.clock()))
             tail = "".join(
                 self._rng.choice("0123456789ABCDEF") for _ in range(self._rng.randint(0, 6))
             )

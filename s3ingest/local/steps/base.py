@@ -18,6 +18,7 @@ from s3ingest.local.runtime import local_settings
 from s3ingest.local.s3faithful import check_key as check_key_text
 
 if TYPE_CHECKING:
+    from s3ingest.local.clock import ScenarioClock
     from s3ingest.local.incidents import Incidents
     from s3ingest.local.runtime import LocalRuntime
     from s3ingest.local.steps.objects import Versions
@@ -46,6 +47,8 @@ class Run:
     origins: dict[tuple[str, str], int] = dataclasses.field(default_factory=dict)
     #: report key (``reconciliations``, ...) -> one entry per step that reports there
     reports: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
+    #: The clock an ``advance`` step moved (None: the real time).
+    clock: ScenarioClock | None = None
 
     def report(self, key: str) -> list[dict[str, Any]]:
         """The entries of report list ``key`` (created empty)."""

@@ -5,6 +5,7 @@ entry is what the command prints with ``--json``; a step whose command would exi
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,6 +98,7 @@ class Repair(Step):
             self.key,
             wait_seconds=self.wait,
             sleep=lambda _seconds: rt.drain(),
+            clock=run.clock.time if run.clock is not None else time.time,
         )
         entry = _plain(result)
         run.record(self, lineno, entry)

@@ -33,6 +33,8 @@ class Configure(Step):
     def run(self, run: Run, lineno: int) -> None:
         rt = run.rt
         rt.configure(self.processors, rt.settings.hold if self.hold is ... else self.hold)
+        if run.clock is not None:  # the new effect runner reads the scenario's clock too
+            run.clock.install(rt)
         run.record(self, lineno, {"processors": [dict(p) for p in self.processors]})
 
 
