@@ -130,3 +130,35 @@ def test_during_lines_are_checked_as_lines(emulator: Any, tmp_path: Path) -> Non
         path = write(tmp_path, [{"bucket": bucket}, line])
         with pytest.raises(ScenarioError, match=f"line 2: .*{message}"):
             run_scenario(path, emulator=emulator)
+
+
+@pytest.mark.parametrize("op", ["backfill", "onboard"])
+def test_workers_killed_during_a_backfill_or_onboarding_still_converge(
+    emulator: Any, tmp_path: Path, op: str
+) -> None:
+    # GIVEN objects the pipeline has not seen, brought in with workers killed between an
+    # effect and its commit
+    name = f"crash-{uuid.uuid4().hex[:10]}"
+    if op == "backfill":
+        setup: dict[str, Any] = {"bucket": name}
+        lost: list[dict[str, Any]] = [{"op": "flush", "chaos": {"drop": 1.0}}]
+        step: dict[str, Any] = {"op": "backfill", "source": "listing"}
+    else:
+        setup, lost, step = {"buckets": [{"name": name, "existing": True}]}, [], {"op": "onboard"}
+    puts = [{"op": "put", "key": f"k{i}", "body": str(i)} for i in range(6)]
+    path = write(tmp_path, [setup, *puts, *lost, {**step, "chaos": {"seed": 2, "crash": 0.5}}])
+    result = run_scenario(path, emulator=emulator)
+    # THEN workers were killed, the machine's retries finished the work, and the end agrees
+    assert result["error"] is None
+    assert any(e["crashed_before_commit"] for e in result["effects"])
+    assert result["converged"] is True, result["differences"]
+    assert result["effects_problems"] == []
+
+
+def test_a_backfills_chaos_takes_seed_and_crash_only(emulator: Any, tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        [{"bucket": f"crash-{uuid.uuid4().hex[:10]}"}, {"op": "onboard", "chaos": {"drop": 0.5}}],
+    )
+    with pytest.raises(ScenarioError, match="line 2: an onboard step's chaos takes seed and"):
+        run_scenario(path, emulator=emulator)

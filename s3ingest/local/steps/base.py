@@ -175,6 +175,21 @@ def check_chaos(lineno: int, doc: dict[str, Any]) -> None:
         raise ScenarioError(f"line {lineno}: {exc}") from exc
 
 
+def check_crash_chaos(lineno: int, op: str, doc: dict[str, Any]) -> None:
+    """Refuse a ``chaos`` of a step that runs a state machine and delivers no events: it takes
+    ``seed`` and ``crash`` only (workers killed between an effect and its commit)."""
+    if "chaos" not in doc:
+        return
+    check_chaos(lineno, doc)
+    other = sorted(set(doc["chaos"]) - {"seed", "crash"})
+    if other:
+        article = "an" if op[0] in "aeiou" else "a"
+        raise ScenarioError(
+            f"line {lineno}: {article} {op} step's chaos takes seed and crash only (the "
+            f"run delivers no events), not {', '.join(other)}"
+        )
+
+
 def parse_time(lineno: int, name: str, value: Any) -> Any:
     """``value`` as an aware ``datetime`` (UTC when it names no zone)."""
     from datetime import UTC, datetime

@@ -9,7 +9,13 @@ from typing import Any
 from s3ingest.commands.reprocess import cause_text
 from s3ingest.local.chaos import Chaos
 from s3ingest.local.machines import REPROCESS
-from s3ingest.local.steps.base import Run, ScenarioError, Step, check_chaos, check_effects_setup
+from s3ingest.local.steps.base import (
+    Run,
+    ScenarioError,
+    Step,
+    check_crash_chaos,
+    check_effects_setup,
+)
 from s3ingest.local.steps.during import During, check_during_in_order, parse_during
 
 
@@ -70,14 +76,7 @@ class Reprocess(Step):
         for name in ("dry_run", "remove"):
             if name in doc and not isinstance(doc[name], bool):
                 raise ScenarioError(f"line {lineno}: reprocess {name} must be true or false")
-        if "chaos" in doc:
-            check_chaos(lineno, doc)
-            other = sorted(set(doc["chaos"]) - {"seed", "crash"})
-            if other:
-                raise ScenarioError(
-                    f"line {lineno}: a reprocess step's chaos takes seed and crash only (the "
-                    f"run delivers no events), not {', '.join(other)}"
-                )
+        check_crash_chaos(lineno, cls.op, doc)
         rate = doc.get("rate")
         if rate is not None and (
             isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0

@@ -6,13 +6,21 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from s3ingest.local.chaos import Chaos
 from s3ingest.local.machines import (
     BACKFILL_BATCH_OPERATIONS,
     BACKFILL_DISTRIBUTED_MAP,
     BACKFILL_LISTING,
 )
 from s3ingest.local.runtime import BACKFILL_ENGINES, BATCH_OPERATIONS, DISTRIBUTED_MAP
-from s3ingest.local.steps.base import Run, ScenarioError, Step, json_name, parse_time
+from s3ingest.local.steps.base import (
+    Run,
+    ScenarioError,
+    Step,
+    check_crash_chaos,
+    json_name,
+    parse_time,
+)
 from s3ingest.local.steps.during import During, check_during_in_order, parse_during, run_execution
 
 #: ``backfill`` sources: an inventory report (default) or a live listing.
@@ -66,11 +74,13 @@ class Backfill(Step):
     source: str = "inventory"
     bucket: str | None = None
     during: list[dict[str, Any]] | None = None
+    chaos: dict[str, Any] | None = None
 
     @classmethod
     def check(cls, lineno: int, doc: dict[str, Any]) -> None:
         if "during" in doc:
             parse_during(lineno, cls.op, doc["during"])
+        check_crash_chaos(lineno, cls.op, doc)
         if doc.get("source", "inventory") not in BACKFILL_SOURCES:
             raise ScenarioError(f"line {lineno}: backfill source must be inventory or listing")
         if doc.get("source") == "listing" and "engine" in doc:
@@ -87,12 +97,13 @@ class Backfill(Step):
         check_during_in_order(lineno, self.during or [], versioning, puts)
 
     def run(self, run: Run, lineno: int) -> None:
-        if self.during is not None:
-            backfill = self._run_during(run, lineno, self.during)
-        elif self.source == "listing":
-            backfill = run.rt.backfill_listing(self.bucket)
-        else:
-            backfill = run.rt.backfill(engine=self.engine, bucket=self.bucket)
+        with run.rt.crashing(Chaos.from_json(self.chaos) if self.chaos is not None else None):
+            if self.during is not None:
+                backfill = self._run_during(run, lineno, self.during)
+            elif self.source == "listing":
+                backfill = run.rt.backfill_listing(self.bucket)
+            else:
+                backfill = run.rt.backfill(engine=self.engine, bucket=self.bucket)
         run.record(self, lineno, backfill)
         execution = backfill.get("execution")
         if execution and execution["status"] != "SUCCEEDED":
@@ -164,22 +175,25 @@ class Onboard(Step):
 
     bucket: str | None = None
     during: list[dict[str, Any]] | None = None
+    chaos: dict[str, Any] | None = None
 
     @classmethod
     def check(cls, lineno: int, doc: dict[str, Any]) -> None:
         if "during" in doc:
             parse_during(lineno, cls.op, doc["during"])
+        check_crash_chaos(lineno, cls.op, doc)
 
     def check_in_order(self, lineno: int, versioning: str | None, puts: dict[int, str]) -> None:
         check_during_in_order(lineno, self.during or [], versioning, puts)
 
     def run(self, run: Run, lineno: int) -> None:
-        if self.during is None:
-            onboarded = run.rt.onboard(self.bucket)
-        else:
-            during = During(run, lineno, self.during, BACKFILL_LISTING)
-            onboarded = run.rt.onboard(self.bucket, between=during)
-            onboarded = {**onboarded, "during": during.finish()}
+        with run.rt.crashing(Chaos.from_json(self.chaos) if self.chaos is not None else None):
+            if self.during is None:
+                onboarded = run.rt.onboard(self.bucket)
+            else:
+                during = During(run, lineno, self.during, BACKFILL_LISTING)
+                onboarded = run.rt.onboard(self.bucket, between=during)
+                onboarded = {**onboarded, "during": during.finish()}
         run.record(self, lineno, onboarded)
         if onboarded["status"] != "done":
             raise ValueError(f"onboarding {onboarded['status']}")
