@@ -38,7 +38,10 @@ first; ``reviews``: per approve/reject step, what it decided, empty when nothing
 ``changes`` every event the change bus delivered to a subscriber.
 An invalid file raises :class:`ScenarioError` before anything runs (or when S3 itself refuses a
 ``put``/``delete`` of it); any failure of the pipeline after that ends the run and is reported
-in ``error``, with everything that happened up to it.
+in ``error``, with everything that happened up to it. A line with ``"expect_failure": true``
+is meant to fail: its failure (S3's refusal included) goes to ``expected_failures`` and the run
+goes on; its success stops the run. Each step's own report list (``restores``, ``repairs``,
+``clock``, ...) is a key of the result too.
 """
 
 from __future__ import annotations

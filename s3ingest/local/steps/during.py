@@ -13,7 +13,7 @@ events' ``step`` is the line of the step they ran during.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from s3ingest.local.steps.base import Run, ScenarioError, Step
@@ -53,18 +53,18 @@ def parse_during(lineno: int, op: str, lines: Any) -> list[Step]:
 
 
 def check_during_in_order(
-    lineno: int, lines: list[Mapping[str, Any]], versioning: str | None, puts: dict[int, str]
+    lineno: int, lines: Sequence[Mapping[str, Any]], versioning: str | None, puts: dict[int, str]
 ) -> None:
     """Refuse a ``during`` line given the lines before the step (``"@N"`` of a delete);
     their puts cannot be named by a later ``"@N"`` (they have no line of their own)."""
-    for step in parse_during(lineno, "during", lines):
+    for step in parse_during(lineno, "during", list(lines)):
         step.check_in_order(lineno, versioning, dict(puts))
 
 
 class During:
     """The ``between`` callback of one step: runs its lines once, then waits a little."""
 
-    def __init__(self, run: Run, lineno: int, lines: list[Mapping[str, Any]], machine: str):
+    def __init__(self, run: Run, lineno: int, lines: Sequence[Mapping[str, Any]], machine: str):
         self.run = run
         self.lineno = lineno
         self.steps = parse_during(lineno, "during", list(lines))
