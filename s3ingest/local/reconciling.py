@@ -68,6 +68,9 @@ class Reconciliations:
     scope: Scope
     service: IngestService
     buckets: dict[str, FaithfulS3]
+    #: Epoch seconds the in-process reconciliations read (None: the real time); a scenario's
+    #: ``advance`` step sets it (:mod:`s3ingest.local.clock`).
+    reconcile_clock: Callable[[], float] | None = None
 
     @property
     def machines(self) -> LocalMachines:  # pragma: no cover - LocalRuntime's
@@ -99,7 +102,7 @@ class Reconciliations:
             targets=tuple(s.target for s in self.service.effects.specs)
             if self.service.effects is not None
             else (),
-            clock=clock or time.time,
+            clock=clock or self.reconcile_clock or time.time,
         )
 
     def write_inventory(self, bucket: str | None = None) -> str:

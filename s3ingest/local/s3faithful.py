@@ -5,8 +5,13 @@ no delete events through EventBridge; ``docs/payloads.md`` section 9), so this m
 the S3 operation on the emulator and builds the event S3 would send, as documented in
 https://docs.aws.amazon.com/AmazonS3/latest/userguide/ev-events.html and docs/payloads.md section 5:
 
-* ``detail-type`` ``Object Created`` (reason ``PutObject``) or ``Object Deleted`` (reason
-  ``DeleteObject``, ``deletion-type`` ``Permanently Deleted`` or ``Delete Marker Created``);
+* ``detail-type`` ``Object Created`` (reason ``PutObject``, ``CopyObject`` or
+  ``CompleteMultipartUpload``) or ``Object Deleted`` (reason ``DeleteObject``, or ``Lifecycle
+  Expiration`` with requester ``s3.amazonaws.com``; ``deletion-type`` ``Permanently Deleted`` or
+  ``Delete Marker Created``); ``Object Restore Initiated`` and ``Object Restore Completed``
+  (no sequencer, no reason; ``source-storage-class``, and ``restore-expiry-time`` on completion;
+  fixtures ``awsdocs-s3ug__eventbridge-ObjectRestoreCompleted.json`` and the LocalStack
+  EventBridge snapshot);
 * form-encoded keys (space ``+``, ``+`` as ``%2B``, ``/`` literal);
 * per-key increasing sequencers in the real format: ``00`` + 8 hex digits of Unix seconds + a
   suffix of varying length, upper-case (docs/payloads.md section 3), ordered by right-padding;
@@ -32,6 +37,11 @@ from urllib.parse import quote_plus
 from s3ingest.local.emulator import ACCOUNT, REGION
 
 EMPTY_MD5 = "d41d8cd98f00b204e9800998ecf8427e"
+#: The ``requester`` of what S3 does itself (lifecycle, restore completion).
+S3_SERVICE = "s3.amazonaws.com"
+#: S3's smallest part of a multipart upload but the last, bytes (``EntityTooSmall``;
+#: https://docs.aws.amazon.com/AmazonS3/latest/userguide/qfacts.html).
+MIN_PART_BYTES = 5 * 1024 * 1024
 
 
 class SequencerClock:
@@ -47,13 +57,14 @@ class SequencerClock:
         self._lock = threading.Lock()
         self._counter = 0
         self._last_seconds = 0
-        self._clock = clock
+        #: Epoch seconds the sequencers' time digits are read from (a scenario's clock moves it).
+        self.clock = clock
 
     def next(self) -> str:
         """The next sequencer (strictly greater than every one issued before)."""
         with self._lock:
             self._counter += 1
-            self._last_seconds = max(self._last_seconds, int(self._clock()))
+            self._last_seconds = max(self._last_seconds, int(self.clock()))
             tail = "".join(
                 self._rng.choice("0123456789ABCDEF") for _ in range(self._rng.randint(0, 6))
             )
@@ -69,7 +80,7 @@ def encode_key(key: str) -> str:
 class Op:
     """One S3 operation and the EventBridge event it emitted."""
 
-    kind: str  # "put" | "delete"
+    kind: str  # "put" | "delete" | "restore" (metadata only: no ordering state)
     key: str
     version_id: str | None
     event: dict[str, Any]
@@ -131,8 +142,9 @@ class FaithfulS3:
         """Forget the cached notification configuration (after onboarding changed it)."""
         self._event_bridge = None
 
-    def put(self, key: str, body: bytes | str) -> Op:
-        """PutObject, and an ``Object Created`` event.
+    def put(self, key: str, body: bytes | str, storage_class: str | None = None) -> Op:
+        """PutObject (in ``storage_class``: S3's default ``STANDARD`` when None), and an
+        ``Object Created`` event.
 
         Raises
         ------
@@ -141,7 +153,8 @@ class FaithfulS3:
         """
         check_key(key)
         data = body.encode() if isinstance(body, str) else body
-        resp = self._s3.put_object(Bucket=self.bucket, Key=key, Body=data)
+        storage = {"StorageClass": storage_class} if storage_class else {}
+        resp = self._s3.put_object(Bucket=self.bucket, Key=key, Body=data, **storage)
         return self.record_put(key, len(data), resp["ETag"], resp.get("VersionId"))
 
     def copy(self, key: str, source: str) -> Op:
@@ -162,6 +175,127 @@ class FaithfulS3:
         size = self._s3.head_object(Bucket=self.bucket, Key=key, **_version(resp))["ContentLength"]
         etag = resp["CopyObjectResult"]["ETag"]
         return self.record_put(key, size, etag, resp.get("VersionId"), reason="CopyObject")
+
+    def multipart(self, key: str, parts: list[bytes]) -> Op:
+        """CreateMultipartUpload, one UploadPart per part (every one but the last at least
+        :data:`MIN_PART_BYTES`, as S3 requires), CompleteMultipartUpload; its ``Object Created``
+        event (reason ``CompleteMultipartUpload``, the multipart ETag ``<md5>-<parts>``).
+
+        Raises
+        ------
+        ValueError
+            For a key S3 refuses (:func:`check_key`), no part, or a part too small.
+        """
+        check_key(key)
+        if not parts or any(len(p) < MIN_PART_BYTES for p in parts[:-1]):
+            raise ValueError(
+                f"a multipart upload needs parts of at least {MIN_PART_BYTES} bytes but the "
+                "last (EntityTooSmall)"
+            )
+        upload = self._s3.create_multipart_upload(Bucket=self.bucket, Key=key)["UploadId"]
+        done = []
+        for number, data in enumerate(parts, start=1):
+            part = self._s3.upload_part(
+                Bucket=self.bucket, Key=key, UploadId=upload, PartNumber=number, Body=data
+            )
+            done.append({"PartNumber": number, "ETag": part["ETag"]})
+        resp = self._s3.complete_multipart_upload(
+            Bucket=self.bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": done}
+        )
+        size = sum(len(p) for p in parts)
+        version = resp.get("VersionId")
+        return self.record_put(key, size, resp["ETag"], version, reason="CompleteMultipartUpload")
+
+    def expire(self, key: str, version_id: str | None = None) -> Op:
+        """What an S3 Lifecycle expiration of ``key`` does, and its ``Object Deleted`` event
+        (reason ``Lifecycle Expiration``, requester ``s3.amazonaws.com``): the current version
+        expired (a delete marker in a versioned bucket, else the object removed), or, with
+        ``version_id``, a noncurrent version permanently removed (NoncurrentVersionExpiration).
+        The emulator runs no lifecycle rules: the runtime makes the same change with
+        DeleteObject (https://docs.aws.amazon.com/AmazonS3/latest/userguide/lifecycle-expire-general-considerations.html).
+
+        Raises
+        ------
+        ValueError
+            When the key has no current version (nothing for the current-version rule to
+            expire) or not that version.
+        """
+        check_key(key)
+        if version_id is None:
+            if self.current_version(key) is None:
+                raise ValueError(f"{key!r} has no current version to expire")
+        elif version_id not in self.versions_of(key):
+            raise ValueError(f"{key!r} has no version {version_id!r}")
+        kwargs = {"VersionId": version_id} if version_id else {}
+        resp = self._s3.delete_object(Bucket=self.bucket, Key=key, **kwargs)
+        return self.record_delete(
+            key, version_id, resp.get("VersionId"), reason="Lifecycle Expiration"
+        )
+
+    def restore(self, key: str, days: int = 1) -> list[Op]:
+        """RestoreObject of ``key``'s current version (an archived one: ``GLACIER`` or
+        ``DEEP_ARCHIVE``) for ``days`` days; the two events S3 sends, ``Object Restore
+        Initiated`` (requester the caller) and ``Object Restore Completed`` (requester
+        ``s3.amazonaws.com``, ``restore-expiry-time``), neither with a sequencer or a reason
+        (metadata only). The emulator completes a restore at once.
+
+        Raises
+        ------
+        ValueError
+            When the key has no current version.
+        botocore.exceptions.ClientError
+            When the object is not archived (S3's InvalidObjectState).
+        """
+        check_key(key)
+        head = self.current_version(key)
+        if head is None:
+            raise ValueError(f"{key!r} has no current version to restore")
+        self._s3.restore_object(Bucket=self.bucket, Key=key, RestoreRequest={"Days": days})
+        obj: dict[str, Any] = {
+            "key": encode_key(key),
+            "size": head["ContentLength"],
+            "etag": head["ETag"].strip('"'),
+        }
+        version = _real_version(head.get("VersionId"), self.versioning)
+        if version:
+            obj["version-id"] = version
+        storage = {"source-storage-class": head.get("StorageClass", "GLACIER")}
+        expiry = time.strftime("%Y-%m-%dT00:00:00Z", time.gmtime(time.time() + (days + 1) * 86400))
+        return [
+            self._record(
+                "restore",
+                key,
+                version,
+                "Object Restore Initiated",
+                dict(obj),
+                None,
+                None,
+                extra=storage,
+            ),
+            self._record(
+                "restore",
+                key,
+                version,
+                "Object Restore Completed",
+                dict(obj),
+                None,
+                None,
+                requester=S3_SERVICE,
+                extra={"restore-expiry-time": expiry, **storage},
+            ),
+        ]
+
+    def current_version(self, key: str) -> dict[str, Any] | None:
+        """HeadObject of ``key``'s current version; None when it has none (a delete marker)."""
+        from botocore.exceptions import ClientError
+
+        try:
+            head: dict[str, Any] = self._s3.head_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "405"):
+                return None
+            raise
+        return head
 
     def record_put(
         self, key: str, size: int, etag: str, version_id: str | None, reason: str = "PutObject"
@@ -199,10 +333,17 @@ class FaithfulS3:
         resp = self._s3.delete_object(Bucket=self.bucket, Key=key, **kwargs)
         return self.record_delete(key, version_id, resp.get("VersionId"))
 
-    def record_delete(self, key: str, version_id: str | None, marker_version: str | None) -> Op:
+    def record_delete(
+        self,
+        key: str,
+        version_id: str | None,
+        marker_version: str | None,
+        reason: str = "DeleteObject",
+    ) -> Op:
         """The ``Object Deleted`` event of a delete already made: of version ``version_id``
         (a permanent delete), or of the key (``marker_version``: the delete marker's version
-        id S3 answered, on a versioned bucket)."""
+        id S3 answered, on a versioned bucket); ``reason`` ``DeleteObject`` or ``Lifecycle
+        Expiration`` (S3 itself the requester, no source IP)."""
         obj: dict[str, Any] = {"key": encode_key(key)}
         if version_id:
             deletion = "Permanently Deleted"
@@ -218,8 +359,10 @@ class FaithfulS3:
         else:
             deletion = "Permanently Deleted"
         obj["sequencer"] = self._clock.next()
+        if reason == "DeleteObject":
+            return self._record("delete", key, version_id, "Object Deleted", obj, reason, deletion)
         return self._record(
-            "delete", key, version_id, "Object Deleted", obj, "DeleteObject", deletion
+            "delete", key, version_id, "Object Deleted", obj, reason, deletion, requester=S3_SERVICE
         )
 
     def versions_of(self, key: str) -> set[str]:
@@ -241,18 +384,26 @@ class FaithfulS3:
         version: str | None,
         detail_type: str,
         obj: dict[str, Any],
-        reason: str,
+        reason: str | None,
         deletion: str | None,
+        *,
+        requester: str | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> Op:
+        """Record the event; ``requester`` S3 itself (``s3.amazonaws.com``: no source IP),
+        else the bucket owner; ``reason`` None for a restore; ``extra`` more detail fields."""
         detail: dict[str, Any] = {
             "version": "0",
             "bucket": {"name": self.bucket},
             "object": obj,
             "request-id": uuid.uuid4().hex[:16].upper(),
-            "requester": self.account,
-            "source-ip-address": "127.0.0.1",
-            "reason": reason,
+            "requester": requester or self.account,
         }
+        if requester is None:
+            detail["source-ip-address"] = "127.0.0.1"
+        if reason is not None:
+            detail["reason"] = reason
+        detail.update(extra or {})
         if deletion:
             detail["deletion-type"] = deletion
         event = {

@@ -38,7 +38,10 @@ first; ``reviews``: per approve/reject step, what it decided, empty when nothing
 ``changes`` every event the change bus delivered to a subscriber.
 An invalid file raises :class:`ScenarioError` before anything runs (or when S3 itself refuses a
 ``put``/``delete`` of it); any failure of the pipeline after that ends the run and is reported
-in ``error``, with everything that happened up to it.
+in ``error``, with everything that happened up to it. A line with ``"expect_failure": true``
+is meant to fail: its failure (S3's refusal included) goes to ``expected_failures`` and the run
+goes on; its success stops the run. Each step's own report list (``restores``, ``repairs``,
+``clock``, ...) is a key of the result too.
 """
 
 from __future__ import annotations
@@ -329,6 +332,10 @@ def _run(
     for lineno, _, step in steps:
         rt.step = lineno
         error = _step(run, lineno, step)
+        if step.expect_failure:
+            expected = {"step": lineno, "op": step.op, "failed": error is not None, "error": error}
+            run.report("expected_failures").append(expected)
+            error = None if error else f"line {lineno}: {step.op} was expected to fail and did not"
         if error is not None:
             break
     return _report(run, error)
@@ -386,7 +393,7 @@ def _step(run: Run, lineno: int, step: Step) -> str | None:
     except ScenarioError:
         raise
     except (ValueError, ClientError) as exc:
-        if not step.refusal_is_file_error:
+        if not step.refusal_is_file_error or step.expect_failure:
             return f"line {lineno}: {step.op} failed: {exc}"
         raise ScenarioError(f"line {lineno}: {step.op} failed: {exc}") from exc
     except Exception as exc:  # the pipeline failed: part of the report, never lost
@@ -468,6 +475,7 @@ def _report(run: Run, error: str | None) -> dict[str, Any]:
         "redrives": run.report("redrives"),
         "statuses": run.report("statuses"),
         "explanations": run.report("explanations"),
+        "expected_failures": run.report("expected_failures"),
         "bucket_config": bucket_config,
     }
     for step in STEPS.values():  # a step's report list, even when none of its lines ran

@@ -12,11 +12,20 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from s3ingest.local.steps import incidents, objects, processors, repairs, review
+from s3ingest.local.steps import (
+    clock,
+    incidents,
+    objects,
+    operator,
+    processors,
+    repairs,
+    review,
+    storage,
+)
 from s3ingest.local.steps.base import REGISTRY, Run, ScenarioError, Step
 
 #: The step modules in the order their steps are listed (an unknown op's message).
-_MODULES = (objects, repairs, review, incidents, processors)
+_MODULES = (objects, storage, repairs, review, operator, incidents, processors, clock)
 #: Every step class by its op.
 STEPS: dict[str, type[Step]] = dict(
     sorted(REGISTRY.items(), key=lambda item: _MODULES.index(sys.modules[item[1].__module__]))

@@ -18,6 +18,7 @@ from s3ingest.local.runtime import local_settings
 from s3ingest.local.s3faithful import check_key as check_key_text
 
 if TYPE_CHECKING:
+    from s3ingest.local.clock import ScenarioClock
     from s3ingest.local.incidents import Incidents
     from s3ingest.local.runtime import LocalRuntime
     from s3ingest.local.steps.objects import Versions
@@ -25,6 +26,10 @@ if TYPE_CHECKING:
 #: Every step class by its ``op``, as their modules were imported
 #: (:data:`s3ingest.local.steps.STEPS` orders them).
 REGISTRY: dict[str, type[Step]] = {}
+
+
+#: The field every step line takes: the step is meant to fail (:attr:`Step.expect_failure`).
+EXPECT_FAILURE = "expect_failure"
 
 
 class ScenarioError(ValueError):
@@ -42,6 +47,8 @@ class Run:
     origins: dict[tuple[str, str], int] = dataclasses.field(default_factory=dict)
     #: report key (``reconciliations``, ...) -> one entry per step that reports there
     reports: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
+    #: The clock an ``advance`` step moved (None: the real time).
+    clock: ScenarioClock | None = None
 
     def report(self, key: str) -> list[dict[str, Any]]:
         """The entries of report list ``key`` (created empty)."""
@@ -70,6 +77,10 @@ class Step:
     #: A ``ValueError`` or ``ClientError`` of :meth:`run` is S3 refusing the file's operation:
     #: a :class:`ScenarioError`, not a failed step.
     refusal_is_file_error: ClassVar[bool] = False
+    #: The line's ``"expect_failure": true`` (every step takes it, not a field): the step is
+    #: meant to fail; its failure is recorded in ``expected_failures`` and the run goes on, and
+    #: a step that does not fail stops it.
+    expect_failure = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -99,7 +110,8 @@ class Step:
         ScenarioError
         """
         fields = cls.json_fields()
-        unknown = set(doc) - set(fields) - {"op"}
+        check_bool(lineno, cls.op, doc, EXPECT_FAILURE)
+        unknown = set(doc) - set(fields) - {"op", EXPECT_FAILURE}
         if unknown:
             accepted = ", ".join(sorted(fields)) or "no fields"
             raise ScenarioError(
@@ -110,7 +122,9 @@ class Step:
         if missing:
             raise ScenarioError(f"line {lineno}: op {cls.op!r} needs {', '.join(missing)}")
         cls.check(lineno, doc)
-        return cls(**{f.name: doc[name] for name, f in fields.items() if name in doc})
+        step = cls(**{f.name: doc[name] for name, f in fields.items() if name in doc})
+        step.expect_failure = doc.get(EXPECT_FAILURE, False)
+        return step
 
     @classmethod
     def check(cls, lineno: int, doc: dict[str, Any]) -> None:
@@ -159,6 +173,21 @@ def check_chaos(lineno: int, doc: dict[str, Any]) -> None:
         Chaos.from_json(doc.get("chaos"))
     except (TypeError, ValueError) as exc:
         raise ScenarioError(f"line {lineno}: {exc}") from exc
+
+
+def check_crash_chaos(lineno: int, op: str, doc: dict[str, Any]) -> None:
+    """Refuse a ``chaos`` of a step that runs a state machine and delivers no events: it takes
+    ``seed`` and ``crash`` only (workers killed between an effect and its commit)."""
+    if "chaos" not in doc:
+        return
+    check_chaos(lineno, doc)
+    other = sorted(set(doc["chaos"]) - {"seed", "crash"})
+    if other:
+        article = "an" if op[0] in "aeiou" else "a"
+        raise ScenarioError(
+            f"line {lineno}: {article} {op} step's chaos takes seed and crash only (the "
+            f"run delivers no events), not {', '.join(other)}"
+        )
 
 
 def parse_time(lineno: int, name: str, value: Any) -> Any:

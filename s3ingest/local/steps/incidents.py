@@ -1,6 +1,6 @@
 """Delivery incidents and the operator's commands (:mod:`s3ingest.local.incidents`):
 ``disable_rule``, ``enable_rule``, ``break_queue_policy``, ``restore_queue_policy``,
-``fail_processor``, ``squat``, ``redrive``, ``status``, ``explain``."""
+``fail_processor``, ``fail_function``, ``squat``, ``redrive``, ``status``, ``explain``."""
 
 from __future__ import annotations
 
@@ -70,6 +70,48 @@ class FailProcessor(Step):
 
     def run(self, run: Run, lineno: int) -> None:
         run.incidents.fail_processor(self.on, self.processor)
+
+
+@dataclass
+class FailFunction(Step):
+    """``{"op": "fail_function", "function": F, "kind": "raise", "times": N}``: the next ``N``
+    invocations of the stack's function ``F`` by its state machines (named as in the stack:
+    ``ListingPlan``, ``ListingShard``, ``BackfillFunction``, ``ReprocessSegment``, ...) fail
+    without running
+    (:meth:`~s3ingest.local.lambda_service.LambdaService.inject`): ``raise`` (the handler
+    raises), ``timeout``, ``throttle`` (``TooManyRequestsException``) or ``service``
+    (``ServiceException``); the machines' retries see each one."""
+
+    op = "fail_function"
+
+    function: str
+    kind: str = "raise"
+    times: int = 1
+
+    @classmethod
+    def check(cls, lineno: int, doc: dict[str, Any]) -> None:
+        from s3ingest.local.lambda_service import FAILURE_KINDS
+
+        if not isinstance(doc["function"], str) or not doc["function"]:
+            raise ScenarioError(f"line {lineno}: fail_function function must be a function name")
+        if doc.get("kind", "raise") not in FAILURE_KINDS:
+            raise ScenarioError(
+                f"line {lineno}: fail_function kind must be one of {', '.join(FAILURE_KINDS)}"
+            )
+        times = doc.get("times", 1)
+        if not isinstance(times, int) or isinstance(times, bool) or times < 1:
+            raise ScenarioError(f"line {lineno}: fail_function times must be at least 1")
+
+    def run(self, run: Run, lineno: int) -> None:
+        from s3ingest.local import machines
+
+        for name in machines.NAMES:  # the functions of every machine, as the stack deploys them
+            run.rt.machines.register_functions(machines.load(name))
+        lambdas = run.rt.machines.lambdas
+        if self.function not in lambdas.functions:
+            names = ", ".join(sorted(lambdas.functions))
+            raise ScenarioError(f"line {lineno}: no function {self.function!r} ({names})")
+        lambdas.inject(self.function, self.kind, self.times)
 
 
 @dataclass

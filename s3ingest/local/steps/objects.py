@@ -13,8 +13,9 @@ from s3ingest.local.steps.base import Run, ScenarioError, Step, check_chaos, che
 
 @dataclass
 class Put(Step):
-    """``{"op": "put", "key": K, "body": TEXT}``: PutObject; S3's event (if EventBridge delivery
-    is on for the bucket) is queued for a flush."""
+    """``{"op": "put", "key": K, "body": TEXT}``: PutObject (``"storage_class": C`` puts it in
+    that class: ``GLACIER`` for a later ``restore``); S3's event (if EventBridge delivery is on
+    for the bucket) is queued for a flush."""
 
     op = "put"
     refusal_is_file_error = True
@@ -22,19 +23,25 @@ class Put(Step):
     key: str
     body: str
     bucket: str | None = None
+    storage_class: str | None = None
 
     @classmethod
     def check(cls, lineno: int, doc: dict[str, Any]) -> None:
         check_key(lineno, doc["key"])
         if not isinstance(doc["body"], str):
             raise ScenarioError(f"line {lineno}: put body must be a string")
+        if doc.get("storage_class", "STANDARD") not in STORAGE_CLASSES:
+            raise ScenarioError(
+                f"line {lineno}: put storage_class must be one of {', '.join(STORAGE_CLASSES)}"
+            )
 
     def check_in_order(self, lineno: int, versioning: str | None, puts: dict[int, str]) -> None:
         puts[lineno] = self.key
 
     def run(self, run: Run, lineno: int) -> None:
         s3 = run.rt.bucket(self.bucket)
-        _created(run, lineno, s3.put(self.key, str(self.body)), s3.versioning)
+        done = s3.put(self.key, str(self.body), self.storage_class)
+        created(run, lineno, done, s3.versioning)
 
 
 @dataclass
@@ -59,7 +66,7 @@ class Copy(Step):
 
     def run(self, run: Run, lineno: int) -> None:
         s3 = run.rt.bucket(self.bucket)
-        _created(run, lineno, s3.copy(self.key, self.source), s3.versioning)
+        created(run, lineno, s3.copy(self.key, self.source), s3.versioning)
 
 
 @dataclass
@@ -106,10 +113,24 @@ class Delete(Step):
     def run(self, run: Run, lineno: int) -> None:
         version = run.versions.resolve(lineno, self.version_id)
         s3 = run.rt.bucket(self.bucket)
-        _created(run, lineno, s3.delete(self.key, version), s3.versioning)
+        created(run, lineno, s3.delete(self.key, version), s3.versioning)
 
 
-def _created(run: Run, lineno: int, done: Op, versioning: str | None) -> None:
+#: The storage classes a ``put`` takes (S3's PutObject ``x-amz-storage-class``).
+STORAGE_CLASSES = (
+    "STANDARD",
+    "STANDARD_IA",
+    "ONEZONE_IA",
+    "INTELLIGENT_TIERING",
+    "GLACIER",
+    "DEEP_ARCHIVE",
+    "GLACIER_IR",
+)
+
+
+def created(run: Run, lineno: int, done: Op, versioning: str | None) -> None:
+    """Note the versions ``done`` (an S3 operation of line ``lineno``) made or removed, and the
+    line its event came from."""
     run.versions.record(lineno, done, versioning)
     run.origins[(done.key, done.event["detail"]["object"]["sequencer"])] = lineno
 

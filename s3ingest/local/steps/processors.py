@@ -8,7 +8,15 @@ from typing import Any
 
 from s3ingest.commands.reprocess import cause_text
 from s3ingest.local.chaos import Chaos
-from s3ingest.local.steps.base import Run, ScenarioError, Step, check_chaos, check_effects_setup
+from s3ingest.local.machines import REPROCESS
+from s3ingest.local.steps.base import (
+    Run,
+    ScenarioError,
+    Step,
+    check_crash_chaos,
+    check_effects_setup,
+)
+from s3ingest.local.steps.during import During, check_during_in_order, parse_during
 
 
 @dataclass
@@ -31,6 +39,8 @@ class Configure(Step):
     def run(self, run: Run, lineno: int) -> None:
         rt = run.rt
         rt.configure(self.processors, rt.settings.hold if self.hold is ... else self.hold)
+        if run.clock is not None:  # the new effect runner reads the scenario's clock too
+            run.clock.install(rt)
         run.record(self, lineno, {"processors": [dict(p) for p in self.processors]})
 
 
@@ -50,9 +60,12 @@ class Reprocess(Step):
     dry_run: bool = False
     remove: bool = False
     chaos: dict[str, Any] | None = None
+    during: list[dict[str, Any]] | None = None
 
     @classmethod
     def check(cls, lineno: int, doc: dict[str, Any]) -> None:
+        if "during" in doc:
+            parse_during(lineno, cls.op, doc["during"])
         if not isinstance(doc["processor"], str) or not doc["processor"]:
             raise ScenarioError(f"line {lineno}: reprocess processor must be a processor's name")
         for name in ("bucket", "prefix"):
@@ -63,22 +76,19 @@ class Reprocess(Step):
         for name in ("dry_run", "remove"):
             if name in doc and not isinstance(doc[name], bool):
                 raise ScenarioError(f"line {lineno}: reprocess {name} must be true or false")
-        if "chaos" in doc:
-            check_chaos(lineno, doc)
-            other = sorted(set(doc["chaos"]) - {"seed", "crash"})
-            if other:
-                raise ScenarioError(
-                    f"line {lineno}: a reprocess step's chaos takes seed and crash only (the "
-                    f"run delivers no events), not {', '.join(other)}"
-                )
+        check_crash_chaos(lineno, cls.op, doc)
         rate = doc.get("rate")
         if rate is not None and (
             isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0
         ):
             raise ScenarioError(f"line {lineno}: reprocess rate must be a positive number (keys/s)")
 
+    def check_in_order(self, lineno: int, versioning: str | None, puts: dict[int, str]) -> None:
+        check_during_in_order(lineno, self.during or [], versioning, puts)
+
     def run(self, run: Run, lineno: int) -> None:
         rt = run.rt
+        during = During(run, lineno, self.during, REPROCESS) if self.during is not None else None
         with rt.crashing(Chaos.from_json(self.chaos) if self.chaos is not None else None):
             summary = rt.reprocess(
                 self.processor,
@@ -87,7 +97,10 @@ class Reprocess(Step):
                 rate=self.rate,
                 dry_run=self.dry_run,
                 remove=self.remove,
+                between=during,
             )
+        if during is not None:
+            summary = {**summary, "during": during.finish()}
         run.record(self, lineno, summary)
         execution = summary["execution"]
         if execution["status"] != "SUCCEEDED":

@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from s3ingest.local.runtime import BACKFILL_ENGINES, BATCH_OPERATIONS
-from s3ingest.local.steps.base import Run, ScenarioError, Step, json_name, parse_time
+from s3ingest.local.chaos import Chaos
+from s3ingest.local.machines import (
+    BACKFILL_BATCH_OPERATIONS,
+    BACKFILL_DISTRIBUTED_MAP,
+    BACKFILL_LISTING,
+)
+from s3ingest.local.runtime import BACKFILL_ENGINES, BATCH_OPERATIONS, DISTRIBUTED_MAP
+from s3ingest.local.steps.base import (
+    Run,
+    ScenarioError,
+    Step,
+    check_crash_chaos,
+    json_name,
+    parse_time,
+)
+from s3ingest.local.steps.during import During, check_during_in_order, parse_during, run_execution
 
 #: ``backfill`` sources: an inventory report (default) or a live listing.
 BACKFILL_SOURCES = ("inventory", "listing")
@@ -58,9 +73,14 @@ class Backfill(Step):
     engine: str = BATCH_OPERATIONS
     source: str = "inventory"
     bucket: str | None = None
+    during: list[dict[str, Any]] | None = None
+    chaos: dict[str, Any] | None = None
 
     @classmethod
     def check(cls, lineno: int, doc: dict[str, Any]) -> None:
+        if "during" in doc:
+            parse_during(lineno, cls.op, doc["during"])
+        check_crash_chaos(lineno, cls.op, doc)
         if doc.get("source", "inventory") not in BACKFILL_SOURCES:
             raise ScenarioError(f"line {lineno}: backfill source must be inventory or listing")
         if doc.get("source") == "listing" and "engine" in doc:
@@ -73,11 +93,17 @@ class Backfill(Step):
                 f"line {lineno}: backfill engine must be one of {', '.join(BACKFILL_ENGINES)}"
             )
 
+    def check_in_order(self, lineno: int, versioning: str | None, puts: dict[int, str]) -> None:
+        check_during_in_order(lineno, self.during or [], versioning, puts)
+
     def run(self, run: Run, lineno: int) -> None:
-        if self.source == "listing":
-            backfill = run.rt.backfill_listing(self.bucket)
-        else:
-            backfill = run.rt.backfill(engine=self.engine, bucket=self.bucket)
+        with run.rt.crashing(Chaos.from_json(self.chaos) if self.chaos is not None else None):
+            if self.during is not None:
+                backfill = self._run_during(run, lineno, self.during)
+            elif self.source == "listing":
+                backfill = run.rt.backfill_listing(self.bucket)
+            else:
+                backfill = run.rt.backfill(engine=self.engine, bucket=self.bucket)
         run.record(self, lineno, backfill)
         execution = backfill.get("execution")
         if execution and execution["status"] != "SUCCEEDED":
@@ -85,6 +111,29 @@ class Backfill(Step):
                 f"execution {execution['status']}: {execution.get('error')}: "
                 f"{execution.get('cause')}"
             )
+
+    def _run_during(self, run: Run, lineno: int, lines: list[dict[str, Any]]) -> dict[str, Any]:
+        """The backfill's execution started as :meth:`LocalRuntime.backfill` (or
+        ``backfill_listing``) starts it, with the ``during`` lines run while it runs."""
+        rt = run.rt
+        if self.source == "listing":
+            machine = BACKFILL_LISTING
+            name = rt.resources.landing(self.bucket).name
+            request: dict[str, Any] = {"bucket": name, "run": f"listing-{uuid.uuid4().hex[:16]}"}
+        else:
+            machine = (
+                BACKFILL_DISTRIBUTED_MAP
+                if self.engine == DISTRIBUTED_MAP
+                else BACKFILL_BATCH_OPERATIONS
+            )
+            request = {"manifest": rt.write_inventory(self.bucket), "maxFailures": 0}
+        during = During(run, lineno, lines, machine)
+        execution = run_execution(run, machine, request, during)
+        return {
+            **(execution.output or {}),
+            "execution": execution.summary(),
+            "during": during.finish(),
+        }
 
 
 @dataclass
@@ -125,9 +174,26 @@ class Onboard(Step):
     report = "onboardings"
 
     bucket: str | None = None
+    during: list[dict[str, Any]] | None = None
+    chaos: dict[str, Any] | None = None
+
+    @classmethod
+    def check(cls, lineno: int, doc: dict[str, Any]) -> None:
+        if "during" in doc:
+            parse_during(lineno, cls.op, doc["during"])
+        check_crash_chaos(lineno, cls.op, doc)
+
+    def check_in_order(self, lineno: int, versioning: str | None, puts: dict[int, str]) -> None:
+        check_during_in_order(lineno, self.during or [], versioning, puts)
 
     def run(self, run: Run, lineno: int) -> None:
-        onboarded = run.rt.onboard(self.bucket)
+        with run.rt.crashing(Chaos.from_json(self.chaos) if self.chaos is not None else None):
+            if self.during is None:
+                onboarded = run.rt.onboard(self.bucket)
+            else:
+                during = During(run, lineno, self.during, BACKFILL_LISTING)
+                onboarded = run.rt.onboard(self.bucket, between=during)
+                onboarded = {**onboarded, "during": during.finish()}
         run.record(self, lineno, onboarded)
         if onboarded["status"] != "done":
             raise ValueError(f"onboarding {onboarded['status']}")
