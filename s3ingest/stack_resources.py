@@ -1,6 +1,7 @@
 """The stack's resources the local runtime creates too, as the settings give them: the ingest
-queue and its dead-letter queue, the ledger table, the ingest rule and its archive, and (with
-``changeStream``) the change relay's dead-letter queue and the change bus's rule and archive.
+queue and its dead-letter queue, the ledger table, the ingest rule and its archive, (with
+``changeStream``) the change relay's dead-letter queue and the change bus's rule and archive, and
+each landing bucket's inventory configuration.
 
 One description, read by the CDK features (:mod:`s3ingest_cdk.features`) and by the local
 provisioner (:func:`s3ingest.local.emulator.provision`), beside the function-role table
@@ -19,7 +20,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from s3ingest.function_roles import CHANGE_RELAY
-from s3ingest.settings import CHANGE_SOURCE, Settings, ingest_event_pattern
+from s3ingest.settings import (
+    CHANGE_SOURCE,
+    INVENTORY_ID,
+    INVENTORY_PREFIX,
+    Settings,
+    ingest_event_pattern,
+)
 from s3ingest_fn.adapters.dynamo_ledger import PARTITION_KEY, TTL_ATTRIBUTE
 from s3ingest_fn.adapters.sqs import DEAD_LETTER_MAX_MESSAGE_BYTES, INGEST_QUEUE_MAX_MESSAGE_BYTES
 
@@ -29,6 +36,39 @@ DAY_SECONDS = 86_400
 LEDGER_STREAM_VIEW = "NEW_IMAGE"
 #: The change bus's rule and archive: every change the relay publishes (``source`` ``s3ingest``).
 CHANGE_PATTERN: Mapping[str, Any] = {"source": [CHANGE_SOURCE]}
+
+#: Optional inventory fields reconciliation reads (CONTRACT C12: ETag / versionId mismatches).
+INVENTORY_OPTIONAL_FIELDS = (
+    "Size",
+    "LastModifiedDate",
+    "ETag",
+    "IsMultipartUploaded",
+    "StorageClass",
+)
+
+
+def inventory_configuration(destination_arn: Any, account_id: Any) -> dict[str, Any]:
+    """The stack's daily inventory of a landing bucket (id ``s3ingest-daily``) as
+    PutBucketInventoryConfiguration takes it: CSV, all versions, the optional fields
+    reconciliation reads, to ``destination_arn`` under ``inventory/``; ``account_id`` owns the
+    destination (``AccountId``, checked by S3 before it writes,
+    https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutBucketInventoryConfiguration.html).
+    Either may be a CDK token."""
+    return {
+        "Id": INVENTORY_ID,
+        "IsEnabled": True,
+        "Destination": {
+            "S3BucketDestination": {
+                "AccountId": account_id,
+                "Bucket": destination_arn,
+                "Format": "CSV",
+                "Prefix": INVENTORY_PREFIX,
+            }
+        },
+        "IncludedObjectVersions": "All",
+        "OptionalFields": list(INVENTORY_OPTIONAL_FIELDS),
+        "Schedule": {"Frequency": "Daily"},
+    }
 
 
 @dataclass(frozen=True)

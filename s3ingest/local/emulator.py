@@ -48,7 +48,6 @@ from s3ingest.local.encryption import (
 from s3ingest.local.in_process import serve_in_process
 from s3ingest.settings import (
     INVENTORY_ID,
-    INVENTORY_PREFIX,
     BucketSpec,
     Settings,
     ingest_event_pattern,
@@ -601,9 +600,7 @@ def provision(
             s3.put_bucket_inventory_configuration(
                 Bucket=b.name,
                 Id=FOREIGN_INVENTORY_ID,
-                InventoryConfiguration=_inventory_configuration(
-                    FOREIGN_INVENTORY_ID, foreign_inventory_bucket, "reports", "Weekly", "Current"
-                ),
+                InventoryConfiguration=_foreign_inventory(foreign_inventory_bucket),
             )
         if not b.existing or b.account:  # EventBridge delivery on from the start
             notification["EventBridgeConfiguration"] = {}
@@ -615,12 +612,8 @@ def provision(
         s3.put_bucket_inventory_configuration(
             Bucket=b.name,
             Id=INVENTORY_ID,
-            InventoryConfiguration=_inventory_configuration(
-                INVENTORY_ID,
-                inventory_bucket,
-                INVENTORY_PREFIX,
-                "Daily",
-                "All" if b.versioning else "Current",
+            InventoryConfiguration=stack_resources.inventory_configuration(
+                f"arn:aws:s3:::{inventory_bucket}", ACCOUNT
             ),
         )
     s3 = central_s3
@@ -719,23 +712,16 @@ def provision(
     )
 
 
-def _inventory_configuration(
-    ident: str, destination: str, prefix: str, frequency: str, versions: str
-) -> dict[str, Any]:
-    """An S3 ``InventoryConfiguration`` (CSV, daily or weekly, with the fields the pipeline
-    reads), https://docs.aws.amazon.com/AmazonS3/latest/API/API_InventoryConfiguration.html."""
+def _foreign_inventory(destination: str) -> dict[str, Any]:
+    """Another team's weekly CSV inventory of current versions to ``destination``
+    (https://docs.aws.amazon.com/AmazonS3/latest/API/API_InventoryConfiguration.html)."""
+    target = {"Bucket": f"arn:aws:s3:::{destination}", "Format": "CSV", "Prefix": "reports"}
     return {
-        "Id": ident,
+        "Id": FOREIGN_INVENTORY_ID,
         "IsEnabled": True,
-        "Destination": {
-            "S3BucketDestination": {
-                "Bucket": f"arn:aws:s3:::{destination}",
-                "Format": "CSV",
-                "Prefix": prefix,
-            }
-        },
-        "Schedule": {"Frequency": frequency},
-        "IncludedObjectVersions": versions,
+        "Destination": {"S3BucketDestination": target},
+        "Schedule": {"Frequency": "Weekly"},
+        "IncludedObjectVersions": "Current",
         "OptionalFields": ["Size", "LastModifiedDate", "ETag"],
     }
 

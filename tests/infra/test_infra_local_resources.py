@@ -11,6 +11,7 @@ import pytest
 
 from s3ingest import stack_resources
 from s3ingest.local.emulator import ACCOUNT, Emulator, provision
+from s3ingest.settings import INVENTORY_ID, BucketSpec
 from s3ingest_cdk.synth import Synth
 
 
@@ -140,3 +141,20 @@ def test_the_local_provisioner_creates_what_the_template_deploys(
     deployed_archive = _props(synth, p.change_bus.archive)
     assert described["RetentionDays"] == deployed_archive["RetentionDays"]
     assert json.loads(described["EventPattern"]) == deployed_change
+
+
+def test_a_local_landing_bucket_has_the_stacks_inventory_configuration(
+    adopted_synth: Synth, emulator: Emulator
+) -> None:
+    # an existing, unversioned bucket: the stack's configuration is the custom resource's
+    synth, p = adopted_synth, adopted_synth.pipeline
+    ((_, setup),) = synth.resources("Custom::S3IngestBucketSetup").items()
+    r = provision(emulator, synth.settings, buckets=[BucketSpec(existing=True, versioned=False)])
+    local = emulator.client("s3").get_bucket_inventory_configuration(
+        Bucket=r.bucket, Id=INVENTORY_ID
+    )["InventoryConfiguration"]
+    text = json.dumps(setup["Properties"]["Inventory"])
+    text = text.replace(json.dumps({"Ref": "AWS::AccountId"}), json.dumps(ACCOUNT))
+    inventory_arn = {"Fn::GetAtt": [synth.logical_id(p.landings.shared.inventory), "Arn"]}
+    text = text.replace(json.dumps(inventory_arn), json.dumps(f"arn:aws:s3:::{r.inventory_bucket}"))
+    assert local == json.loads(text)
