@@ -21,6 +21,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from s3ingest import outputs as output
+from s3ingest import stack_resources
 from s3ingest.encryption import remote_inventories
 from s3ingest.settings import DEFAULT_PROCESSOR_NAME, BucketSpec, Settings, SettingsError
 from s3ingest.settings.fields import keyword_parameters
@@ -526,7 +527,11 @@ class S3IngestPipeline(Construct):
         self.ledger = LedgerTable(
             self,
             "Ledger",
-            stream=dynamodb.StreamViewType.NEW_IMAGE if settings.change_stream else None,
+            stream=(
+                dynamodb.StreamViewType(view)
+                if (view := stack_resources.ledger(settings).stream_view)
+                else None
+            ),
             warm_write_units=settings.ledger_warm_write_units,
         )
         self.table: dynamodb.Table = self.ledger.table

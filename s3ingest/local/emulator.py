@@ -2,11 +2,12 @@
 
 :class:`Emulator` starts the server on a free loopback port (or a given one); :func:`provision`
 creates, from the same :class:`~s3ingest.settings.Settings` as the CDK stack, the landing buckets
-(:class:`LocalBucket`: created by the stack or existing, versioned or not, with key filters), the
-ingest queue and its dead-letter queue (redrive policy), the ledger table (key ``pk``, TTL
-``expires_at``), and the ingest rule with its SQS target and archive on the default bus, using the
-stack's own event pattern (:func:`~s3ingest.settings.ingest_event_pattern`, with the buckets' key
-filters). S3 Control answers S3 Batch Operations jobs (:mod:`s3ingest.local.s3control_jobs`).
+(:class:`LocalBucket`: created by the stack or existing, versioned or not, with key filters) and,
+as the stack's description gives them (:mod:`s3ingest.stack_resources`, which the CDK features
+read too), the ingest queue and its dead-letter queue, the ledger table, the ingest rule with its
+SQS target and its archive on the default bus and, with the change stream, the change bus with
+its rule and archive and the relay's dead-letter queue. S3 Control answers S3 Batch Operations
+jobs (:mod:`s3ingest.local.s3control_jobs`).
 
 Each landing bucket gets the stack's S3 Inventory configuration (:data:`INVENTORY_ID`); a bucket
 the stack creates has EventBridge delivery on, an existing one keeps it off until onboarding
@@ -35,6 +36,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from s3ingest import stack_resources
 from s3ingest.local import moto_patches, requests, s3control_jobs
 from s3ingest.local.encryption import (
     encrypt_bucket,
@@ -45,16 +47,13 @@ from s3ingest.local.encryption import (
 )
 from s3ingest.local.in_process import serve_in_process
 from s3ingest.settings import (
-    CHANGE_SOURCE,
     INVENTORY_ID,
-    INVENTORY_PREFIX,
     BucketSpec,
     Settings,
     ingest_event_pattern,
 )
 from s3ingest.settings.buckets import read_role_arn
-from s3ingest_fn.adapters.dynamo_ledger import PARTITION_KEY, TTL_ATTRIBUTE
-from s3ingest_fn.adapters.sqs import DEAD_LETTER_MAX_MESSAGE_BYTES, INGEST_QUEUE_MAX_MESSAGE_BYTES
+from s3ingest.stack_resources import QueueSpec
 from s3ingest_fn.core.scope import Scope
 
 REGION = "us-east-1"
@@ -601,9 +600,7 @@ def provision(
             s3.put_bucket_inventory_configuration(
                 Bucket=b.name,
                 Id=FOREIGN_INVENTORY_ID,
-                InventoryConfiguration=_inventory_configuration(
-                    FOREIGN_INVENTORY_ID, foreign_inventory_bucket, "reports", "Weekly", "Current"
-                ),
+                InventoryConfiguration=_foreign_inventory(foreign_inventory_bucket),
             )
         if not b.existing or b.account:  # EventBridge delivery on from the start
             notification["EventBridgeConfiguration"] = {}
@@ -615,55 +612,27 @@ def provision(
         s3.put_bucket_inventory_configuration(
             Bucket=b.name,
             Id=INVENTORY_ID,
-            InventoryConfiguration=_inventory_configuration(
-                INVENTORY_ID,
-                inventory_bucket,
-                INVENTORY_PREFIX,
-                "Daily",
-                "All" if b.versioning else "Current",
+            InventoryConfiguration=stack_resources.inventory_configuration(
+                f"arn:aws:s3:::{inventory_bucket}", ACCOUNT
             ),
         )
     s3 = central_s3
     bucket = landing[0].name
-    day = 86_400
-    dlq_url = sqs.create_queue(
-        QueueName=f"ingest-dlq-{suffix}",
-        Attributes={
-            "MessageRetentionPeriod": str(settings.dlq_retention_days * day),
-            "MaximumMessageSize": str(DEAD_LETTER_MAX_MESSAGE_BYTES),
-            **queue_attributes(key_arn),
-        },
-    )["QueueUrl"]
+    described = stack_resources.describe(settings, [b.pattern_entry() for b in landing])
+    dlq_url = _create_queue(sqs, f"ingest-dlq-{suffix}", described.dead_letter_queue, key_arn)
     dlq_arn = _queue_arn(sqs, dlq_url)
-    queue_url = sqs.create_queue(
-        QueueName=f"ingest-{suffix}",
-        Attributes={
-            "MessageRetentionPeriod": str(settings.queue_retention_days * day),
-            "VisibilityTimeout": str(settings.queue_visibility_timeout_seconds),
-            "MaximumMessageSize": str(INGEST_QUEUE_MAX_MESSAGE_BYTES),
-            "RedrivePolicy": json.dumps(
-                {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": settings.max_receive_count}
-            ),
-            **queue_attributes(key_arn),
-        },
-    )["QueueUrl"]
+    queue_url = _create_queue(sqs, f"ingest-{suffix}", described.ingest_queue, key_arn, dlq_arn)
     queue_arn = _queue_arn(sqs, queue_url)
     table = f"ledger-{suffix}"
-    stream: dict[str, Any] = {}
-    if settings.change_stream:
-        stream = {"StreamSpecification": {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}}
     created = ddb.create_table(
         TableName=table,
-        BillingMode="PAY_PER_REQUEST",
-        KeySchema=[{"AttributeName": PARTITION_KEY, "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": PARTITION_KEY, "AttributeType": "S"}],
-        **stream,
+        **described.ledger.create_table_arguments(),
         **table_encryption(key_arn),
     )
     ddb.update_time_to_live(
-        TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
+        TableName=table, TimeToLiveSpecification=described.ledger.time_to_live()
     )
-    pattern = json.dumps(ingest_event_pattern([b.pattern_entry() for b in landing]))
+    pattern = json.dumps(described.ingest_rule.pattern)
     rule = f"ingest-{suffix}"
     events.put_rule(Name=rule, EventPattern=pattern, State="ENABLED")
     events.put_targets(Rule=rule, Targets=[{"Id": "ingest-queue", "Arn": queue_arn}])
@@ -674,7 +643,7 @@ def provision(
         ArchiveName=archive,
         EventSourceArn=bus_arn,
         EventPattern=pattern,
-        RetentionDays=settings.archive_retention_days,
+        RetentionDays=described.ingest_rule.archive_retention_days,
     )
     output_bucket = None
     if settings.processor_entries():
@@ -689,21 +658,31 @@ def provision(
             **key_id_argument("KmsKeyId", key_arn),
         )["ARN"]
     stream_arn = change_bus = change_queue_url = change_dlq_url = None
-    if settings.change_stream:
+    if described.change_rule and described.change_dead_letter_queue:
         stream_arn = created["TableDescription"]["LatestStreamArn"]
         change_bus = f"s3ingest-changes-{suffix}"
-        events.create_event_bus(Name=change_bus, **key_id_argument("KmsKeyIdentifier", key_arn))
+        bus = events.create_event_bus(
+            Name=change_bus, **key_id_argument("KmsKeyIdentifier", key_arn)
+        )["EventBusArn"]
+        change_pattern = json.dumps(described.change_rule.pattern)
+        events.create_archive(
+            ArchiveName=f"changes-archive-{suffix}",
+            EventSourceArn=bus,
+            EventPattern=change_pattern,
+            RetentionDays=described.change_rule.archive_retention_days,
+        )
+        # the local stand-in for the audit log group: a queue the change bus's rule targets
         change_queue_url = sqs.create_queue(
             QueueName=f"changes-{suffix}", Attributes=queue_attributes(key_arn)
         )["QueueUrl"]
-        change_dlq_url = sqs.create_queue(
-            QueueName=f"changes-dlq-{suffix}", Attributes=queue_attributes(key_arn)
-        )["QueueUrl"]
+        change_dlq_url = _create_queue(
+            sqs, f"changes-dlq-{suffix}", described.change_dead_letter_queue, key_arn
+        )
         events.put_rule(
             Name=f"changes-{suffix}",
             EventBusName=change_bus,
             State="ENABLED",
-            EventPattern=json.dumps({"source": [CHANGE_SOURCE]}),
+            EventPattern=change_pattern,
         )
         events.put_targets(
             Rule=f"changes-{suffix}",
@@ -733,25 +712,27 @@ def provision(
     )
 
 
-def _inventory_configuration(
-    ident: str, destination: str, prefix: str, frequency: str, versions: str
-) -> dict[str, Any]:
-    """An S3 ``InventoryConfiguration`` (CSV, daily or weekly, with the fields the pipeline
-    reads), https://docs.aws.amazon.com/AmazonS3/latest/API/API_InventoryConfiguration.html."""
+def _foreign_inventory(destination: str) -> dict[str, Any]:
+    """Another team's weekly CSV inventory of current versions to ``destination``
+    (https://docs.aws.amazon.com/AmazonS3/latest/API/API_InventoryConfiguration.html)."""
+    target = {"Bucket": f"arn:aws:s3:::{destination}", "Format": "CSV", "Prefix": "reports"}
     return {
-        "Id": ident,
+        "Id": FOREIGN_INVENTORY_ID,
         "IsEnabled": True,
-        "Destination": {
-            "S3BucketDestination": {
-                "Bucket": f"arn:aws:s3:::{destination}",
-                "Format": "CSV",
-                "Prefix": prefix,
-            }
-        },
-        "Schedule": {"Frequency": frequency},
-        "IncludedObjectVersions": versions,
+        "Destination": {"S3BucketDestination": target},
+        "Schedule": {"Frequency": "Weekly"},
+        "IncludedObjectVersions": "Current",
         "OptionalFields": ["Size", "LastModifiedDate", "ETag"],
     }
+
+
+def _create_queue(
+    sqs: Any, name: str, spec: QueueSpec, key_arn: str | None, dead_letter_arn: str | None = None
+) -> str:
+    """Create queue ``name`` as ``spec`` describes it (encrypted with ``key_arn``, redriven to
+    ``dead_letter_arn``); return its URL."""
+    attributes = {**spec.attributes(dead_letter_arn), **queue_attributes(key_arn)}
+    return str(sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"])
 
 
 def _queue_arn(sqs: Any, url: str) -> str:

@@ -11,7 +11,8 @@ from aws_cdk import aws_logs as logs
 from aws_cdk.interfaces.aws_events import IRuleRef
 from constructs import Construct
 
-from s3ingest.settings import CHANGE_SOURCE
+from s3ingest.stack_resources import CHANGE_PATTERN
+from s3ingest_cdk.constructs.event_routing import event_pattern
 from s3ingest_cdk.constructs.python_function import retention
 
 #: The statement id of the change bus's policy: only the relay's role may publish.
@@ -30,8 +31,9 @@ def change_bus_name(stage: str) -> str:
 
 def change_pattern() -> events.EventPattern:
     """Every change the relay publishes: ``source`` ``s3ingest`` (``CHANGE_SOURCE``), both
-    detail types (``Object Ingested``, ``Object Tombstoned``)."""
-    return events.EventPattern(source=[CHANGE_SOURCE])
+    detail types (``Object Ingested``, ``Object Tombstoned``), as
+    :data:`s3ingest.stack_resources.CHANGE_PATTERN` (the local runtime's too)."""
+    return event_pattern(CHANGE_PATTERN)
 
 
 @jsii.implements(events.IRuleTarget)

@@ -19,19 +19,12 @@ from s3ingest.settings import (
     InventoryRef,
     inventory_report_prefix,
 )
+from s3ingest.stack_resources import INVENTORY_OPTIONAL_FIELDS
+from s3ingest.stack_resources import inventory_configuration as _inventory_configuration
 from s3ingest_fn import config as fn_config
 
 if TYPE_CHECKING:
     from s3ingest_cdk.constructs.bucket_setup import BucketSetupProvider
-
-#: Optional inventory fields reconciliation reads (CONTRACT C12: ETag / versionId mismatches).
-INVENTORY_OPTIONAL_FIELDS = (
-    "Size",
-    "LastModifiedDate",
-    "ETag",
-    "IsMultipartUploaded",
-    "StorageClass",
-)
 
 
 def secure_bucket(
@@ -256,22 +249,10 @@ def inventory_configuration(
     ``account_id``: the account that owns ``destination`` (``AccountId``, checked by S3 before
     it writes; the destination may be another account's, in the source's Region,
     https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutBucketInventoryConfiguration.html);
-    ``None``: the stack's account."""
-    return {
-        "Id": INVENTORY_ID,
-        "IsEnabled": True,
-        "Destination": {
-            "S3BucketDestination": {
-                "AccountId": account_id if account_id is not None else Aws.ACCOUNT_ID,
-                "Bucket": destination.bucket_arn,
-                "Format": "CSV",
-                "Prefix": INVENTORY_PREFIX,
-            }
-        },
-        "IncludedObjectVersions": "All",
-        "OptionalFields": list(INVENTORY_OPTIONAL_FIELDS),
-        "Schedule": {"Frequency": "Daily"},
-    }
+    ``None``: the stack's account. :func:`s3ingest.stack_resources.inventory_configuration`,
+    the local runtime's too."""
+    account = account_id if account_id is not None else Aws.ACCOUNT_ID
+    return _inventory_configuration(destination.bucket_arn, account)
 
 
 def allow_inventory_delivery(destination: s3.Bucket, sources: list[s3.IBucket]) -> None:

@@ -9,7 +9,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from constructs import Construct
 
-from s3ingest import function_roles
+from s3ingest import function_roles, stack_resources
 from s3ingest.settings import Settings
 from s3ingest_cdk.constructs import ChangeBus
 from s3ingest_cdk.constructs.change_bus import change_bus_name
@@ -72,7 +72,10 @@ class ChangeStream(Construct):
             self,
             "ChangeBus",
             bus_name=change_bus_name(settings.stage),
-            archive_retention=Duration.days(settings.archive_retention_days),
+            # the stack's description, which the local runtime provisions from too
+            archive_retention=Duration.days(
+                stack_resources.change_rule(settings).archive_retention_days
+            ),
             log_retention_days=settings.log_retention_days,
             log_keys=settings.log_keys,
         )

@@ -10,8 +10,8 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from s3ingest import function_roles
-from s3ingest.settings import Settings, ingest_event_pattern
+from s3ingest import function_roles, stack_resources
+from s3ingest.settings import Settings
 from s3ingest_cdk.constructs import IngestQueue, IngestRouting
 from s3ingest_cdk.constructs.function import RoleFunction
 from s3ingest_cdk.constructs.landing_bucket import Landings
@@ -68,23 +68,27 @@ class Ingestion(Construct):
         processors: IngestProcessors | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        # the stack's description, which the local runtime provisions from too
+        spec, dead_spec = stack_resources.ingest_queues(settings)
+        assert spec.visibility_timeout_seconds is not None and spec.max_receive_count is not None
         self.ingest_queue = IngestQueue(
             self,
             "Ingest",
-            visibility_timeout=Duration.seconds(settings.queue_visibility_timeout_seconds),
-            retention_period=Duration.days(settings.queue_retention_days),
-            dead_letter_retention_period=Duration.days(settings.dlq_retention_days),
-            max_receive_count=settings.max_receive_count,
+            visibility_timeout=Duration.seconds(spec.visibility_timeout_seconds),
+            retention_period=Duration.seconds(spec.retention_seconds),
+            dead_letter_retention_period=Duration.seconds(dead_spec.retention_seconds),
+            max_receive_count=spec.max_receive_count,
         )
         queue = self.ingest_queue.queue
         dead_letter_queue = self.ingest_queue.dead_letter_queue
+        rule = stack_resources.ingest_rule(settings, [e.pattern_entry for e in landings.entries])
         self.routing = IngestRouting(
             self,
             "Routing",
-            pattern=ingest_event_pattern([e.pattern_entry for e in landings.entries]),
+            pattern=rule.pattern,
             queue=queue,
-            archive_retention=Duration.days(settings.archive_retention_days),
-            dead_letter_retention_period=Duration.days(settings.dlq_retention_days),
+            archive_retention=Duration.days(rule.archive_retention_days),
+            dead_letter_retention_period=Duration.seconds(dead_spec.retention_seconds),
         )
         acknowledge(
             self.routing.target_dead_letter_queue,
