@@ -1,4 +1,5 @@
-"""cdk-nag AwsSolutions: no unacknowledged finding; acknowledgements per resource, with reasons."""
+"""cdk-nag AwsSolutions and Serverless: no unacknowledged finding; acknowledgements per resource,
+with reasons."""
 
 from __future__ import annotations
 
@@ -7,15 +8,16 @@ from typing import Any
 
 import pytest
 from aws_cdk import App, Stack, Validations
-from cdk_nag import AwsSolutionsChecks
+from aws_cdk import aws_lambda as lambda_
+from cdk_nag import AwsSolutionsChecks, NagPack, ServerlessChecks
 
 from s3ingest_cdk.synth import Synth
 
 from .conftest import VARIANTS
 
 
-def _findings(app: App) -> list[str]:
-    report = AwsSolutionsChecks(verbose=True).validate_scope(app)
+def _findings(app: App, pack: type[NagPack] = AwsSolutionsChecks) -> list[str]:
+    report = pack(verbose=True).validate_scope(app)
     return [
         f"{violation.rule_name} at {resource.construct_path}: {violation.description}"
         for violation in report.violations
@@ -23,8 +25,9 @@ def _findings(app: App) -> list[str]:
     ]
 
 
-def _acknowledgements(app: App) -> dict[str, dict[str, Any]]:
-    """Construct path -> {rule id: reason} of every acknowledgement in the tree.
+def _acknowledgements(app: App, pack: str = "AwsSolutions") -> dict[str, dict[str, Any]]:
+    """Construct path -> {rule id: reason} of every acknowledgement of a rule of ``pack`` (the
+    rule ids' prefix) in the tree.
 
     aws-cdk-lib records a cdk-nag id under an ``Annotation::`` prefix; cdk-nag strips it.
     """
@@ -33,7 +36,9 @@ def _acknowledgements(app: App) -> dict[str, dict[str, Any]]:
         for entry in construct.node.metadata:
             if entry.type == Validations.ACKNOWLEDGED_RULES_METADATA_KEY:
                 rules = {re.sub(r"(?i)^annotation::", "", k): v for k, v in entry.data.items()}
-                found.setdefault(construct.node.path, {}).update(rules)
+                rules = {k: v for k, v in rules.items() if k.startswith(f"{pack}-")}
+                if rules:
+                    found.setdefault(construct.node.path, {}).update(rules)
     return found
 
 
@@ -47,8 +52,10 @@ def test_no_unacknowledged_nag_finding(variant: str, request: pytest.FixtureRequ
 #: The feature (attribute of the pipeline) that owns each construct acknowledged.
 _FEATURES = {
     "DeliveryCheck": "monitoring",
+    "Ingest": "ingestion",
     "IngestFunction": "ingestion",
     "Routing": "ingestion",
+    "ReconcileSchedule": "reconciliation",
     "ReconcileFunction": "reconciliation",
     "ReconcileFanOutFunction": "reconciliation",
     "ReconcileStateMachine": "reconciliation",
@@ -56,6 +63,7 @@ _FEATURES = {
     "BackfillFunction": "backfilling",
     "BatchOperations": "backfilling",
     "BackfillStateMachine": "backfilling",
+    "ChangeBus": "change_stream",
     "ChangeRelay": "change_stream",
     "ListingPlan": "listing",
     "ListingShard": "listing",
@@ -323,3 +331,68 @@ def test_no_acknowledgement_on_stack_or_app(synth: Synth) -> None:
             for entry in construct.node.metadata
             if entry.type == Validations.ACKNOWLEDGED_RULES_METADATA_KEY
         ]
+
+
+# --- cdk-nag Serverless (``ServerlessChecks``): a team that runs that pack in CI too ---------
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_no_unacknowledged_serverless_finding(variant: str, request: pytest.FixtureRequest) -> None:
+    synth: Synth = request.getfixturevalue(variant)
+    findings = _findings(synth.app, ServerlessChecks)
+    assert not findings, "unacknowledged cdk-nag Serverless findings:\n" + "\n".join(findings)
+
+
+#: What every s3ingest function acknowledges of the Serverless pack (tracing off).
+_FUNCTION_SERVERLESS = {
+    "Serverless-LambdaLatestVersion",
+    "Serverless-LambdaDLQ",
+    "Serverless-LambdaTracing",
+}
+
+
+def test_serverless_acknowledgements_are_on_resources_with_reasons(synth: Synth) -> None:
+    acknowledgements = _acknowledgements(synth.app, "Serverless")
+    functions = [
+        c.node.path for c in synth.stack.node.find_all() if isinstance(c, lambda_.Function)
+    ]
+    assert len(functions) >= 10
+    mapping = synth.pipeline.ingestion.ingest.function.node.children
+    (esm,) = (c for c in mapping if isinstance(c, lambda_.EventSourceMapping))
+    # Each on the one construct it is about: every function, the ingest queue's mapping, the two
+    # dead-letter queues, the two schedules' rules.
+    assert {path: set(rules) for path, rules in acknowledgements.items()} == {
+        **{path: _FUNCTION_SERVERLESS for path in functions},
+        esm.node.path: {"Serverless-LambdaEventSourceMappingDestination"},
+        _path(synth, "Ingest/DeadLetterQueue"): {"Serverless-SQSRedrivePolicy"},
+        _path(synth, "Routing/TargetDeadLetterQueue"): {"Serverless-SQSRedrivePolicy"},
+        _path(synth, "DeliveryCheck/Schedule"): {"Serverless-EventBusDLQ"},
+        _path(synth, "ReconcileSchedule/Rule"): {"Serverless-EventBusDLQ"},
+    }
+    _assert_reasons(acknowledgements)
+    # The dead-letter reason says who invokes the function, and how
+    dlq = {path: rules["Serverless-LambdaDLQ"] for path, rules in acknowledgements.items()}
+    assert "event source mapping" in dlq[_path(synth, "IngestFunction/Function")]
+    assert "schedule" in dlq[_path(synth, "ReconcileFunction/Function")]
+    assert "schedule" in dlq[_path(synth, "DeliveryCheck/Function")]
+    assert "state machine" in dlq[_path(synth, "ListingShard/Function")]
+    assert "Batch Operations" in dlq[_path(synth, "BackfillFunction/Function")]
+
+
+def test_serverless_acknowledges_tracing_only_where_it_is_off(fanout_synth: Synth) -> None:
+    # GIVEN tracing on (and the change stream, the alarm e-mail)
+    acknowledgements = _acknowledgements(fanout_synth.app, "Serverless")
+    rules = {rule for found in acknowledgements.values() for rule in found}
+    # THEN no function acknowledges tracing; the relay's queue, the audit rule and the e-mail
+    # subscription carry their own reasons
+    assert "Serverless-LambdaTracing" not in rules
+    assert {
+        "Serverless-SQSRedrivePolicy",
+        "Serverless-SNSRedrivePolicy",
+        "Serverless-EventBusDLQ",
+    } <= rules
+    assert (
+        "archive"
+        in acknowledgements[_path(fanout_synth, "ChangeBus/Rule")]["Serverless-EventBusDLQ"]
+    )
+    _assert_reasons(acknowledgements)

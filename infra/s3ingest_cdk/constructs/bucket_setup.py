@@ -35,6 +35,15 @@ SETUP_ACTIONS = (
 )
 
 
+#: The provider framework function's memory, MiB: Lambda's default, given explicitly.
+FRAMEWORK_MEMORY_MIB = 128
+_DEPLOY_TIME_ONLY = (
+    "A custom resource's function, run only while CloudFormation creates, updates or deletes "
+    "the stack, on no request path: each run is in its log group and in the stack's events; "
+    "X-Ray tracing would bill traces of deployments."
+)
+
+
 class BucketSetupProvider(Construct):
     """The provider (CDK's ``custom_resources.Provider``) of the bucket-setup resources, one
     per pipeline: our ``onEvent`` function (Python, its own role and log group as every
@@ -84,12 +93,21 @@ class BucketSetupProvider(Construct):
         )
         self.function = parts.function
         self.role = parts.role
+        pinned = (
+            "Python 3.13 is pinned on purpose: the function's dependency wheels are resolved "
+            "for CPython 3.13 (s3ingest_cdk.bundling)."
+        )
+        acknowledge(self.function, "AwsSolutions-L1", pinned)
+        acknowledge(self.function, "Serverless-LambdaLatestVersion", pinned)
         acknowledge(
             self.function,
-            "AwsSolutions-L1",
-            "Python 3.13 is pinned on purpose: the function's dependency wheels are resolved "
-            "for CPython 3.13 (s3ingest_cdk.bundling).",
+            "Serverless-LambdaDLQ",
+            "Invoked synchronously only, by CDK's provider framework function, which reports "
+            "its failure to CloudFormation (the stack operation fails and rolls back): a "
+            "function's dead-letter queue receives failed asynchronous invocations only "
+            "(https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-retain-records.html).",
         )
+        acknowledge(self.function, "Serverless-LambdaTracing", _DEPLOY_TIME_ONLY)
         framework_role = iam.Role(
             self,
             "FrameworkRole",
@@ -117,6 +135,19 @@ class BucketSetupProvider(Construct):
         policy_cfn = policy.node.default_child if policy is not None else None
         if isinstance(framework_cfn, CfnResource) and isinstance(policy_cfn, CfnResource):
             framework_cfn.add_override("DependsOn", [policy_cfn.logical_id])
+        # Lambda's default, said explicitly: the same function (Serverless-LambdaDefaultMemorySize)
+        if isinstance(framework_cfn, CfnResource):
+            framework_cfn.add_property_override("MemorySize", FRAMEWORK_MEMORY_MIB)
+        acknowledge(
+            framework,
+            "Serverless-LambdaDLQ",
+            "CDK's provider framework function, invoked by CloudFormation for each event of "
+            "the custom resources (https://docs.aws.amazon.com/AWSCloudFormation/latest/"
+            "UserGuide/crpg-ref.html): a failure fails the stack operation, which CloudFormation "
+            "reports in the stack's events and rolls back; the event is sent again with the "
+            "next deployment, nothing is left to replay from a dead-letter queue.",
+        )
+        acknowledge(framework, "Serverless-LambdaTracing", _DEPLOY_TIME_ONLY)
         acknowledge(
             framework,
             "AwsSolutions-L1",

@@ -57,6 +57,7 @@ def rule_dead_letter_queue(scope: Construct, construct_id: str) -> sqs.Queue:
     retries, https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html): a
     :func:`secure_queue` kept 14 days and retained with the stack (its messages are evidence),
     its cdk-nag finding acknowledged."""
+    from s3ingest_cdk.features.evidence import acknowledge_dead_letter_queue
     from s3ingest_cdk.nag import acknowledge
 
     queue = secure_queue(scope, construct_id, retention_period=RULE_DLQ_RETENTION)
@@ -68,6 +69,7 @@ def rule_dead_letter_queue(scope: Construct, construct_id: str) -> sqs.Queue:
         "(https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html); "
         "cdk-nag only recognises SQS redrive and Lambda DLQs.",
     )
+    acknowledge_dead_letter_queue(queue, "a rule target's DeadLetterConfig")
     return queue
 
 

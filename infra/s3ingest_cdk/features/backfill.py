@@ -24,9 +24,11 @@ from s3ingest_cdk.constructs.python_function import reserve_concurrency
 from s3ingest_cdk.features.evidence import (
     REPORTS_EVIDENCE,
     SFN_LOGGING_EVIDENCE,
+    STATE_MACHINE_INVOKER,
     acknowledge_distributed_map,
     acknowledge_function,
     acknowledge_state_machine_invoke,
+    synchronous_evidence,
 )
 from s3ingest_cdk.features.service import IngestProcessors, grant_ingest_service
 from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
@@ -129,7 +131,12 @@ class Backfill(Construct):
         control_role = self.backfill_control.role
         for name, value in landings.inventory_environment(self).items():
             control.add_environment(name, value)
-        acknowledge_function(control, control_role, tracing=settings.tracing)
+        acknowledge_function(
+            control,
+            control_role,
+            tracing=settings.tracing,
+            dead_letters=synchronous_evidence(STATE_MACHINE_INVOKER),
+        )
         if settings.backfill_engine != BATCH_OPERATIONS:
             # distributed-map: it is the worker (one invocation per data file, in parallel)
             reserve_concurrency(control, settings.backfill_reserved_concurrency)
@@ -171,7 +178,14 @@ class Backfill(Construct):
                 ).to_env(),
             )
             acknowledge_function(
-                self.backfill.function, self.backfill.role, tracing=settings.tracing
+                self.backfill.function,
+                self.backfill.role,
+                tracing=settings.tracing,
+                dead_letters=synchronous_evidence(
+                    "S3 Batch Operations (one invocation per object, whose failure the job "
+                    "retries or records in its completion report: "
+                    "https://docs.aws.amazon.com/AmazonS3/latest/userguide/batch-ops-invoke-lambda.html)"
+                ),
             )
             # A backfill never takes more of the account's concurrency than this.
             reserve_concurrency(self.backfill.function, settings.backfill_reserved_concurrency)

@@ -14,7 +14,13 @@ from s3ingest.settings import Settings
 from s3ingest_cdk.constructs import ChangeBus
 from s3ingest_cdk.constructs.change_bus import change_bus_name
 from s3ingest_cdk.constructs.function import RoleFunction
-from s3ingest_cdk.features.evidence import RUNTIME_EVIDENCE, STREAM_EVIDENCE, XRAY_EVIDENCE
+from s3ingest_cdk.features.evidence import (
+    STREAM_EVIDENCE,
+    XRAY_EVIDENCE,
+    acknowledge_dead_letter_queue,
+    acknowledge_function,
+    synchronous_evidence,
+)
 from s3ingest_cdk.nag import acknowledge
 from s3ingest_fn import config as fn_config
 from s3ingest_fn.adapters.dynamo_ledger import STREAM_FILTER
@@ -79,6 +85,14 @@ class ChangeStream(Construct):
             log_retention_days=settings.log_retention_days,
             log_keys=settings.log_keys,
         )
+        acknowledge(
+            self.change_bus.rule,
+            "Serverless-EventBusDLQ",
+            "The change audit log's rule: every change it matches is also in the change bus's "
+            "archive (replayable for archiveRetentionDays, "
+            "https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-archive.html) and in "
+            "the ledger, the source of truth; a dead-letter queue would hold a third copy.",
+        )
         bus_name = self.change_bus.bus.event_bus_name
         self.change_relay = RoleFunction(
             self,
@@ -90,7 +104,16 @@ class ChangeStream(Construct):
             ).to_env(),
         )
         relay = self.change_relay.function
-        acknowledge(relay, "AwsSolutions-L1", RUNTIME_EVIDENCE)
+        # Its role's "*" (X-Ray and dynamodb:ListStreams) is acknowledged below, in one reason.
+        acknowledge_function(
+            relay,
+            None,
+            tracing=settings.tracing,
+            dead_letters=synchronous_evidence(
+                "its DynamoDB stream event source mapping, whose on-failure destination is its "
+                "own dead-letter queue (the change relay's DeadLetterQueue)"
+            ),
+        )
         # PutEvents on the change bus only; the bus's policy admits no one else.
         self.change_bus.bus.grant_put_events_to(relay)
         self.change_bus.admit_only(self.change_relay.role)
@@ -138,4 +161,8 @@ class ChangeStream(Construct):
             "https://docs.aws.amazon.com/lambda/latest/dg/services-dynamodb-errors.html) and the "
             "relay's own for changes it can never publish; cdk-nag only recognises SQS redrive "
             "and Lambda DLQs.",
+        )
+        acknowledge_dead_letter_queue(
+            self.change_relay.dead_letter_queue,
+            "the change relay's event source mapping's on-failure destination",
         )

@@ -36,9 +36,11 @@ from s3ingest_cdk.constructs.landing_bucket import CHECKPOINT_BUCKET_ENV, Landin
 from s3ingest_cdk.constructs.python_function import reserve_concurrency
 from s3ingest_cdk.features.evidence import (
     SFN_LOGGING_EVIDENCE,
+    STATE_MACHINE_INVOKER,
     acknowledge_distributed_map,
     acknowledge_function,
     acknowledge_state_machine_invoke,
+    synchronous_evidence,
 )
 from s3ingest_cdk.features.service import IngestProcessors, grant_ingest_service
 from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
@@ -230,7 +232,12 @@ class CheckpointedRun(Construct):
             owner = RoleFunction(
                 self, row=row, settings=settings, code=code, environment={**common, **env}
             )
-            acknowledge_function(owner.function, owner.role, tracing=settings.tracing)
+            acknowledge_function(
+                owner.function,
+                owner.role,
+                tracing=settings.tracing,
+                dead_letters=synchronous_evidence(STATE_MACHINE_INVOKER),
+            )
             steps.append(owner)
         self.plan, self.part, self.summarize = steps
         # The part workers never take more of the account's concurrency than this.

@@ -1,5 +1,6 @@
 """cdk-nag evidence shared by the features: the reasons a finding is acceptable, with the AWS
-reference each rests on, and the acknowledgements every s3ingest function carries."""
+reference each rests on, and the acknowledgements every s3ingest function carries (the
+AwsSolutions pack's and the Serverless pack's, ``cdk_nag.ServerlessChecks``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from aws_cdk import Arn, ArnFormat, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_stepfunctions as sfn
+from constructs import IConstruct
 
 from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
 
@@ -36,6 +38,37 @@ RUNTIME_EVIDENCE = (
     "CPython 3.13 (s3ingest_cdk.bundling) and Powertools for AWS Lambda 3.37 is tested on it; "
     "moving to a newer runtime is a deliberate upgrade, not a synth-time drift."
 )
+TRACING_EVIDENCE = (
+    "X-Ray active tracing is the 'tracing' setting, off by default: it bills every trace "
+    "recorded and scanned (https://aws.amazon.com/xray/pricing/) and adds the X-Ray SDK's cost "
+    "to each invocation; the functions log each record's outcome with its correlation id "
+    "instead (Powertools structured logs). A team that wants traces sets tracing: true, and "
+    "this acknowledgement goes away with the finding."
+)
+DEAD_LETTER_DOC = (
+    "https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-retain-records.html"
+    "#invocation-dlq"
+)
+SCHEDULED_EVIDENCE = (
+    "Invoked asynchronously only by its EventBridge schedule, with a fixed input: a failed run "
+    "is retried twice by Lambda and otherwise reports nothing, which its alarm treats as "
+    "breaching, and the next scheduled run does the same work again; a dead-letter queue "
+    "(DeadLetterConfig, "
+    f"{DEAD_LETTER_DOC}) would hold schedule ticks, with nothing to replay."
+)
+SCHEDULE_TARGET_EVIDENCE = (
+    "A schedule's target: each event is a tick with a fixed input, nothing to replay from a "
+    "dead-letter queue; a tick EventBridge fails to deliver after its retries "
+    "(https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-retry-policy.html) "
+    "is counted in the rule's FailedInvocations metric and the next tick starts the same run."
+)
+DEAD_LETTER_QUEUE_EVIDENCE = (
+    "This queue is itself a dead-letter queue ({what}): its messages are read by the operator "
+    "and moved back to their source with a redrive (SQS StartMessageMoveTask, "
+    "https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/"
+    "sqs-configure-dead-letter-queue-redrive.html); a redrive policy on it would only move "
+    "that evidence on to a second dead-letter queue."
+)
 REPORTS_EVIDENCE = (
     "on this bucket's inventory reports only (inventory/<bucket>/s3ingest-daily/): each "
     "report's folder, manifest and data file names are chosen by S3 at delivery "
@@ -50,11 +83,45 @@ def acknowledge_xray(role: iam.IRole, *, tracing: bool) -> None:
         acknowledge(role, "AwsSolutions-IAM5[Resource::*]", XRAY_EVIDENCE)
 
 
-def acknowledge_function(function: lambda_.IFunction, role: iam.IRole, *, tracing: bool) -> None:
-    """What every s3ingest function carries: its pinned runtime (AwsSolutions-L1) and, with
-    ``tracing``, X-Ray's wildcard on its role."""
-    acknowledge_xray(role, tracing=tracing)
+#: Who invokes a state machine's step functions (:func:`synchronous_evidence`).
+STATE_MACHINE_INVOKER = (
+    "its state machine's LambdaInvoke task (RequestResponse), which retries a failed step and "
+    "otherwise fails the execution, whose failure is alarmed"
+)
+
+
+def synchronous_evidence(invoked_by: str) -> str:
+    """The Serverless-LambdaDLQ reason of a function invoked synchronously by ``invoked_by``
+    (which sees each failure: it retries the work or records it)."""
+    return (
+        f"Invoked synchronously only, by {invoked_by}, which sees each failure and retries or "
+        "records the work itself: a function's dead-letter queue (DeadLetterConfig) receives "
+        f"failed asynchronous invocations only ({DEAD_LETTER_DOC})."
+    )
+
+
+def acknowledge_function(
+    function: lambda_.IFunction, role: iam.IRole | None, *, tracing: bool, dead_letters: str
+) -> None:
+    """What every s3ingest function carries: its pinned runtime (AwsSolutions-L1,
+    Serverless-LambdaLatestVersion), why it has no dead-letter queue of its own
+    (Serverless-LambdaDLQ: ``dead_letters``, :data:`SCHEDULED_EVIDENCE` or
+    :func:`synchronous_evidence`), and with ``tracing`` X-Ray's wildcard on its role (``None``:
+    the caller acknowledges the role's ``*``), without it the tracing setting
+    (Serverless-LambdaTracing)."""
+    if role is not None:
+        acknowledge_xray(role, tracing=tracing)
     acknowledge(function, "AwsSolutions-L1", RUNTIME_EVIDENCE)
+    acknowledge(function, "Serverless-LambdaLatestVersion", RUNTIME_EVIDENCE)
+    acknowledge(function, "Serverless-LambdaDLQ", dead_letters)
+    if not tracing:
+        acknowledge(function, "Serverless-LambdaTracing", TRACING_EVIDENCE)
+
+
+def acknowledge_dead_letter_queue(queue: IConstruct, what: str) -> None:
+    """A dead-letter queue's own missing redrive policy (Serverless-SQSRedrivePolicy): ``what``
+    names whose dead-letter queue it is."""
+    acknowledge(queue, "Serverless-SQSRedrivePolicy", DEAD_LETTER_QUEUE_EVIDENCE.format(what=what))
 
 
 def acknowledge_state_machine_invoke(

@@ -16,7 +16,11 @@ from s3ingest_cdk.constructs import IngestQueue, IngestRouting
 from s3ingest_cdk.constructs.function import RoleFunction
 from s3ingest_cdk.constructs.landing_bucket import Landings
 from s3ingest_cdk.constructs.python_function import reserve_concurrency
-from s3ingest_cdk.features.evidence import acknowledge_function
+from s3ingest_cdk.features.evidence import (
+    acknowledge_dead_letter_queue,
+    acknowledge_function,
+    synchronous_evidence,
+)
 from s3ingest_cdk.features.service import IngestProcessors, grant_ingest_service
 from s3ingest_cdk.nag import acknowledge
 from s3ingest_fn import config as fn_config
@@ -97,6 +101,12 @@ class Ingestion(Construct):
             "(https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html); "
             "cdk-nag only recognises SQS redrive and Lambda DLQs.",
         )
+        acknowledge_dead_letter_queue(
+            self.routing.target_dead_letter_queue, "the ingest rule target's DeadLetterConfig"
+        )
+        acknowledge_dead_letter_queue(
+            dead_letter_queue, "the ingest queue's redrive policy, and invalid messages"
+        )
         self.ingest = RoleFunction(
             self,
             row=function_roles.INGEST,
@@ -115,7 +125,15 @@ class Ingestion(Construct):
         reserve_concurrency(function, settings.ingest_reserved_concurrency)
         for name, value in landings.scope_environment(self).items():
             function.add_environment(name, value)
-        acknowledge_function(function, self.ingest.role, tracing=settings.tracing)
+        acknowledge_function(
+            function,
+            self.ingest.role,
+            tracing=settings.tracing,
+            dead_letters=synchronous_evidence(
+                "the ingest queue's event source mapping (a failed record returns to the queue "
+                "and, after maxReceiveCount receives, moves to the ingest dead-letter queue)"
+            ),
+        )
         grant_ingest_service(
             function,
             ledger_table=ledger_table,
@@ -137,4 +155,16 @@ class Ingestion(Construct):
                 max_concurrency=settings.max_concurrency,
                 report_batch_item_failures=True,
             )
+        )
+        (mapping,) = (
+            c for c in function.node.children if isinstance(c, lambda_.EventSourceMapping)
+        )
+        acknowledge(
+            mapping,
+            "Serverless-LambdaEventSourceMappingDestination",
+            "An SQS event source mapping takes no on-failure destination (DestinationConfig is "
+            "for Kinesis, DynamoDB Streams and Kafka sources only: "
+            "https://docs.aws.amazon.com/lambda/latest/api/API_CreateEventSourceMapping.html); "
+            "a record that keeps failing moves to the ingest dead-letter queue by the queue's "
+            "redrive policy (maxReceiveCount), whose age is alarmed.",
         )

@@ -25,9 +25,14 @@ from s3ingest_cdk.constructs.operational_alarms import dead_letter_age_threshold
 from s3ingest_cdk.features.backfill import Backfill
 from s3ingest_cdk.features.change_stream import ChangeStream
 from s3ingest_cdk.features.checkpointed_run import ListingBackfill, Reprocess
-from s3ingest_cdk.features.evidence import acknowledge_function
+from s3ingest_cdk.features.evidence import (
+    SCHEDULE_TARGET_EVIDENCE,
+    SCHEDULED_EVIDENCE,
+    acknowledge_function,
+)
 from s3ingest_cdk.features.ingestion import Ingestion
 from s3ingest_cdk.features.reconciliation import Reconciliation
+from s3ingest_cdk.nag import acknowledge
 from s3ingest_fn.config import DeliveryCheckConfig
 
 #: How often the delivery check runs: the delivery alarm (30-minute periods) sees at least one
@@ -112,17 +117,33 @@ class Monitoring(Construct):
             actions=["s3:GetBucketNotification"],
             resource_arns=[b.bucket_arn for b in landings.buckets],
         )
-        events.Rule(
+        schedule = events.Rule(
             self.delivery_check,
             "Schedule",
             description="s3ingest: checks the landing bucket's EventBridge delivery",
             schedule=events.Schedule.rate(DELIVERY_CHECK_INTERVAL),
             targets=[targets.LambdaFunction(self.delivery_check.function)],
         )
+        acknowledge(schedule, "Serverless-EventBusDLQ", SCHEDULE_TARGET_EVIDENCE)
+        # A run that fails or never runs reports nothing: the delivery alarm treats missing
+        # data as breaching.
         acknowledge_function(
-            self.delivery_check.function, self.delivery_check.role, tracing=settings.tracing
+            self.delivery_check.function,
+            self.delivery_check.role,
+            tracing=settings.tracing,
+            dead_letters=SCHEDULED_EVIDENCE,
         )
         self.alarm_topic = AlarmTopic(self, "AlarmTopic", email=settings.alarm_email)
+        if self.alarm_topic.subscription is not None:
+            acknowledge(
+                self.alarm_topic.subscription,
+                "Serverless-SNSRedrivePolicy",
+                "An e-mail subscription to the alarm topic: a notification SNS cannot deliver "
+                "to the address would wait in a redrive queue nobody reads (SNS dead-letter "
+                "queues: https://docs.aws.amazon.com/sns/latest/dg/sns-dead-letter-queues.html), "
+                "while the alarm itself stays in ALARM, with its history, in CloudWatch and on "
+                "the operations dashboard.",
+            )
         queue = ingestion.ingest_queue
         relay = change_stream.change_relay if change_stream is not None else None
         fan_out = reconciliation.reconcile_fan_out

@@ -25,14 +25,28 @@ from s3ingest_cdk.constructs.reconcile_state_machine import (
 )
 from s3ingest_cdk.features.evidence import (
     REPORTS_EVIDENCE,
+    SCHEDULE_TARGET_EVIDENCE,
     SFN_LOGGING_EVIDENCE,
+    STATE_MACHINE_INVOKER,
     acknowledge_distributed_map,
     acknowledge_function,
     acknowledge_state_machine_invoke,
+    synchronous_evidence,
 )
 from s3ingest_cdk.features.service import grant_read_objects
 from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
 from s3ingest_fn import config as fn_config
+
+#: Why the single-run reconcile function has no dead-letter queue (Serverless-LambdaDLQ).
+RECONCILE_EVIDENCE = (
+    "Invoked asynchronously by the reconcile schedule (without the fan-out), with a fixed "
+    "request, or by an operator, who sees the answer: a failed scheduled run is retried twice "
+    "by Lambda, its errors are alarmed "
+    "(ReconcileErrors) and so is a run that never completes (the reconcile heartbeat), and the "
+    "next run compares the whole bucket again; a dead-letter queue (DeadLetterConfig, "
+    "https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-retain-records.html) would "
+    "hold fixed requests, with nothing to replay."
+)
 
 
 class Reconciliation(Construct):
@@ -111,7 +125,7 @@ class Reconciliation(Construct):
             )
             for name, value in landings.inventory_environment(self).items():
                 owner.function.add_environment(name, value)
-            self._grant(owner, ledger_table, queue)
+            self._grant(owner, ledger_table, queue, scheduled=row is function_roles.RECONCILE)
             return owner
 
         self.reconcile = reconcile_function(function_roles.RECONCILE)
@@ -142,14 +156,27 @@ class Reconciliation(Construct):
             schedule_expression=settings.reconcile_schedule,
             targets=schedule_targets,
         )
+        for rule in self.reconcile_schedule.rules:
+            acknowledge(rule, "Serverless-EventBusDLQ", SCHEDULE_TARGET_EVIDENCE)
         self.drift = DriftAlarm(
             self, "Drift", stage=settings.stage, runbook_base_url=settings.runbook_base_url
         )
 
-    def _grant(self, owner: RoleFunction, table: dynamodb.ITable, queue: sqs.IQueue) -> None:
-        """What a reconcile function reads and writes, and nothing else; its acknowledgements."""
+    def _grant(
+        self, owner: RoleFunction, table: dynamodb.ITable, queue: sqs.IQueue, *, scheduled: bool
+    ) -> None:
+        """What a reconcile function reads and writes, and nothing else; its acknowledgements
+        (``scheduled``: the reconcile function, which the schedule may invoke; otherwise the
+        fan-out's, which its state machine invokes)."""
         function = owner.function
-        acknowledge_function(function, owner.role, tracing=self._tracing)
+        acknowledge_function(
+            function,
+            owner.role,
+            tracing=self._tracing,
+            dead_letters=RECONCILE_EVIDENCE
+            if scheduled
+            else synchronous_evidence(STATE_MACHINE_INVOKER),
+        )
         for bucket in self._landings.buckets:
             # Listing: GetBucketVersioning picks ListObjectVersions or ListObjectsV2
             # (https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectVersions.html: the
