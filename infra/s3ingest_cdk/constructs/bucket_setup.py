@@ -136,8 +136,8 @@ class BucketSetupProvider(Construct):
         if isinstance(framework_cfn, CfnResource) and isinstance(policy_cfn, CfnResource):
             framework_cfn.add_override("DependsOn", [policy_cfn.logical_id])
         # Lambda's default, said explicitly: the same function (Serverless-LambdaDefaultMemorySize)
-        if isinstance(framework_cfn, CfnResource):
-            framework_cfn.add_property_override("MemorySize", FRAMEWORK_MEMORY_MIB)
+        if isinstance(framework_cfn, lambda_.CfnFunction):
+            framework_cfn.memory_size = FRAMEWORK_MEMORY_MIB
         acknowledge(
             framework,
             "Serverless-LambdaDLQ",
