@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from aws_cdk import App, CfnElement, Stack
 from aws_cdk import aws_lambda as lambda_
-from cdk_nag import AwsSolutionsChecks
+from cdk_nag import AwsSolutionsChecks, ServerlessChecks
 from cfnlint.api import ManualArgs, lint_file
 from typer.testing import CliRunner
 
@@ -116,6 +116,19 @@ def test_cdk_nag_finds_nothing_unacknowledged(team_app: tuple[App, Any, Path]) -
         for violation in report.violations
         for resource in violation.violating_resources
     ]
+    assert not findings, "\n".join(findings)
+
+
+def test_cdk_nag_serverless_finds_nothing_unacknowledged(team_app: tuple[App, Any, Path]) -> None:
+    # GIVEN a team that runs cdk-nag's Serverless pack in CI as well
+    app, _, _ = team_app
+    report = ServerlessChecks(verbose=True).validate_scope(app)
+    findings = [
+        f"{violation.rule_name} at {resource.construct_path}"
+        for violation in report.violations
+        for resource in violation.violating_resources
+    ]
+    # THEN the pipeline inside its stack has nothing unacknowledged either
     assert not findings, "\n".join(findings)
 
 
