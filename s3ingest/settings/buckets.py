@@ -304,8 +304,10 @@ class BucketSpec:
         p.extend(kms_key_problems(f"{where}.kmsKeyArn", self.kms_key_arn, allow_create=False))
         if self.kms_key_arn is not None and not self.existing:
             p.append(
-                f"{where}.kmsKeyArn: only an existing bucket names its key (a bucket the stack "
-                "creates is encrypted with the stack's kmsKeyArn)"
+                f"{where}.kmsKeyArn: only an existing bucket names its key: mark a bucket the "
+                'stack does not create existing ("existing": true; BucketSpec(existing=True), '
+                "as every bucket of an S3IngestSourceStack); a bucket the stack creates is "
+                "encrypted with the stack's kmsKeyArn"
             )
         p.extend(self._filter_problems(where))
         p.extend(self._account_problems(where))

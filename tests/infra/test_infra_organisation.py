@@ -542,3 +542,24 @@ def test_a_remote_sse_kms_buckets_key_goes_to_its_read_role_only() -> None:
     )
     # AND no central role is granted the producer's key (its reads assume the read role)
     assert PRODUCER_KEY not in json.dumps(assembly.get_stack_by_name("KeyedCentral").template)
+
+
+def test_a_source_buckets_key_without_existing_says_what_to_do() -> None:
+    # GIVEN the producer's SSE-KMS bucket in the source stack, its key named but not existing=True
+    app = App(analytics_reporting=False)
+    with pytest.raises(SettingsError) as caught:
+        S3IngestSourceStack(
+            app,
+            "KeyedSource",
+            env=Environment(account=PRODUCER_ACCOUNT, region="us-east-1"),
+            central_account=CENTRAL_ACCOUNT,
+            central_region="us-east-1",
+            buckets=[BucketSpec(name=PRODUCER_BUCKET, inventory=False, kms_key_arn=PRODUCER_KEY)],
+            reader_role_arns=[f"arn:aws:iam::{CENTRAL_ACCOUNT}:role/S3Ingest-*"],
+            code=INLINE,
+        )
+    # THEN the refusal names the fix, as docs/organisation.md does
+    (problem,) = caught.value.problems
+    assert "BucketSpec(existing=True)" in problem
+    doc = (PROJECT_ROOT / "docs" / "organisation.md").read_text()
+    assert "BucketSpec(name=..., existing=True, kms_key_arn=...)" in doc

@@ -75,8 +75,10 @@ def test_a_bucket_key_is_refused_on_a_created_bucket_and_create_is_not_a_bucket_
             }
         )
     assert caught.value.problems == [
-        "buckets[0].kmsKeyArn: only an existing bucket names its key (a bucket the stack "
-        "creates is encrypted with the stack's kmsKeyArn)",
+        "buckets[0].kmsKeyArn: only an existing bucket names its key: mark a bucket the stack "
+        'does not create existing ("existing": true; BucketSpec(existing=True), as every '
+        "bucket of an S3IngestSourceStack); a bucket the stack creates is encrypted with the "
+        "stack's kmsKeyArn",
         "buckets[1].kmsKeyArn: 'create' is not a KMS key ARN "
         "(arn:aws:kms:<region>:<account>:key/<id>)",
     ]
