@@ -22,6 +22,7 @@ central stack's ``InventoryBucketName`` output, as an ARN), ``assetsBucket``.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import zipfile
 from pathlib import Path
@@ -49,6 +50,9 @@ DEFAULTS = {
 #: The central stack's name: its roles' names start with it (CloudFormation names a role
 #: ``<stack>-<logical id>-<suffix>``), which is what the read roles trust.
 CENTRAL_STACK = "S3Ingest-org"
+#: Where ``python app.py`` writes the cloud assembly (relative to the working directory), and
+#: so the StackSet template's assets (``<OUTDIR>/stackset``) that ``publish`` uploads.
+OUTDIR = "cdk.out"
 #: The StackSet's TemplateBody limit (CloudFormation quota), bytes.
 TEMPLATE_BODY_LIMIT = 51_200
 
@@ -198,6 +202,7 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["publish"]:  # python app.py publish <cdk.out> <bucket>
         publish_assets(Path(sys.argv[2]), sys.argv[3])
     else:
-        main_app = App()
+        # cdk.out, as the CDK CLI would (it names its own in CDK_OUTDIR): `publish` reads it
+        main_app = App() if os.environ.get("CDK_OUTDIR") else App(outdir=OUTDIR)
         build(main_app)
         main_app.synth()

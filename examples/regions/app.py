@@ -19,6 +19,7 @@ Context (``-c key=value``): ``hubAccount``, ``hubRegion``, ``euAccount``, ``usAc
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from aws_cdk import App, CfnOutput, Environment, Stack
@@ -110,6 +111,7 @@ def build(app: App, code: lambda_.Code | None = None) -> dict[str, Stack]:
 
 
 if __name__ == "__main__":
-    main_app = App()
+    # cdk.out, as the CDK CLI would (it names its own in CDK_OUTDIR)
+    main_app = App() if os.environ.get("CDK_OUTDIR") else App(outdir="cdk.out")
     build(main_app)
     main_app.synth()
