@@ -371,7 +371,7 @@ def test_serverless_acknowledgements_are_on_resources_with_reasons(synth: Synth)
     }
     _assert_reasons(acknowledgements)
     # The dead-letter reason says who invokes the function, and how
-    dlq = {path: rules.get("Serverless-LambdaDLQ") for path, rules in acknowledgements.items()}
+    dlq = {path: str(rules.get("Serverless-LambdaDLQ")) for path, rules in acknowledgements.items()}
     assert "event source mapping" in dlq[_path(synth, "IngestFunction/Function")]
     assert "schedule" in dlq[_path(synth, "ReconcileFunction/Function")]
     assert "schedule" in dlq[_path(synth, "DeliveryCheck/Function")]
