@@ -21,6 +21,15 @@ os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 
+#: The Node.js the repository pins (package.json, installed by `make node_modules/.stamp`).
+PINNED_NODE = Path(__file__).resolve().parent.parent / "node_modules" / ".bin" / "node"
+# jsii (the Python CDK) runs on it, as under `make unit`, even when pytest is started without it
+# first on PATH (JSII_NODE, read when jsii starts its Node process at the first `import
+# aws_cdk`): on the machine's Node, an end-of-life release makes jsii's runtime print its
+# support banner, which jsii's Python side echoes as bytes reprs (b'!!  Node 20 is ...').
+if PINNED_NODE.exists():
+    os.environ.setdefault("JSII_NODE", str(PINNED_NODE))
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Refuse the run when a ``contract(...)`` marker names no rule of ``docs/contract.md``
