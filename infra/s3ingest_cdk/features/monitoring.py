@@ -141,8 +141,7 @@ class Monitoring(Construct):
                 "An e-mail subscription to the alarm topic: a notification SNS cannot deliver "
                 "to the address would wait in a redrive queue nobody reads (SNS dead-letter "
                 "queues: https://docs.aws.amazon.com/sns/latest/dg/sns-dead-letter-queues.html), "
-                "while the alarm itself stays in ALARM, with its history, in CloudWatch and on "
-                "the operations dashboard.",
+                "while the alarm itself stays in ALARM, with its history, in CloudWatch.",
             )
         queue = ingestion.ingest_queue
         relay = change_stream.change_relay if change_stream is not None else None
