@@ -4,6 +4,7 @@ first use (issue 37), and then behave as the clients they wrap."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from s3ingest_fn.config import ClientConfig, IngestConfig
 
 
 @pytest.fixture
-def made(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def made(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     services: list[str] = []
 
     def fake(clients: ClientConfig, service: str, **kwargs: Any) -> Any:
@@ -52,8 +53,7 @@ def test_a_lazy_client_is_made_once_on_first_use_and_forwards(made: list[str]) -
     assert not lazy.made and made == []
     results: list[str] = []
     threads = [
-        threading.Thread(target=lambda: results.append(lazy.head_object(Key="k")))
-        for _ in range(8)
+        threading.Thread(target=lambda: results.append(lazy.head_object(Key="k"))) for _ in range(8)
     ]
     for thread in threads:
         thread.start()
