@@ -130,6 +130,8 @@ _IGNORED = ("__pycache__", "*.pyc", "*.pyo")
 BOTOCORE_SERVICES = frozenset(
     {"dynamodb", "events", "lambda", "s3", "secretsmanager", "sqs", "sts"}
 )
+#: The service models X-Ray tracing adds (the X-Ray SDK's sampling client).
+TRACING_SERVICES = frozenset({"xray"})
 #: Top-level entries of the dependencies that only X-Ray tracing imports (the Powertools
 #: ``Tracer``, created only with ``tracing`` on): left out of a package with tracing off.
 TRACING_ONLY = (
@@ -141,7 +143,7 @@ TRACING_ONLY = (
 )
 #: Salts the asset hash and the dependency cache key with what the bundling does to the
 #: installed packages (bytecode, trimmed service models): a change re-bundles.
-BUNDLE_FORMAT = "pyc-unchecked-hash;botocore-data-trimmed;tracing-optional"
+BUNDLE_FORMAT = "pyc-unchecked-hash;botocore-data-trimmed;tracing-optional;xray-model"
 
 
 class ProcessorPackageError(SettingsError):
@@ -460,16 +462,17 @@ class PipLocalBundling:
 
     def _left_out(self, root: Path) -> Any:
         """The ``copytree`` ``ignore`` of the dependencies: :data:`TRACING_ONLY` without
-        ``tracing``, the service models not in :data:`BOTOCORE_SERVICES` without
-        ``extra_sources``."""
+        ``tracing``, the service models not in :data:`BOTOCORE_SERVICES` (and, with
+        ``tracing``, :data:`TRACING_SERVICES`) without ``extra_sources``."""
         data = root / "botocore" / "data"
+        kept = BOTOCORE_SERVICES | (TRACING_SERVICES if self.tracing else frozenset())
 
         def ignore(directory: str, names: list[str]) -> set[str]:
             here = Path(directory)
             if here == root and not self.tracing:
                 return {n for n in names if any(fnmatch.fnmatch(n, p) for p in TRACING_ONLY)}
             if here == data and not self.extra_sources:
-                return {n for n in names if (here / n).is_dir() and n not in BOTOCORE_SERVICES}
+                return {n for n in names if (here / n).is_dir() and n not in kept}
             return set()
 
         return ignore

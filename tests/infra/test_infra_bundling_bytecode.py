@@ -8,12 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from s3ingest.packaging import PYTHON_VERSION, cache_tag, magic_number
+from s3ingest.packaging import PIP_PLATFORM, PYTHON_VERSION, cache_tag, magic_number
 from s3ingest_cdk.bundling import (
     BOTOCORE_SERVICES,
     FUNCTION_PACKAGE,
     FUNCTIONS_DIR,
+    LOCK_FILE,
     RUNTIME,
+    PipLocalBundling,
 )
 from s3ingest_cdk.synth import Synth
 
@@ -104,3 +106,34 @@ def test_the_clients_are_made_from_the_trimmed_package_as_lambda_imports_it(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_with_tracing_the_xray_model_and_sdk_are_kept(tmp_path: Path) -> None:
+    # the X-Ray SDK's sampler makes an "xray" client: without its model the tracing cold
+    # start failed (UnknownServiceError: 'xray'), seen by python -m bench --only bundle
+    functions = tmp_path / "functions"
+    (functions / "pkg").mkdir(parents=True)
+    (functions / "pkg" / "__init__.py").write_text("")
+    (functions / LOCK_FILE).write_text("a==1 --hash=sha256:00\n")
+    made = {}
+    for tracing in (True, False):
+        bundler = PipLocalBundling(
+            functions_dir=functions,
+            package="pkg",
+            cache_dir=tmp_path / "cache",
+            python_version=PYTHON_VERSION,
+            platform=PIP_PLATFORM,
+            tracing=tracing,
+        )
+        deps = tmp_path / "cache" / bundler.cache_key()
+        for name in ("xray", "s3", "ec2", "aws_xray_sdk", "wrapt"):
+            parent = deps / "botocore" / "data" if name in ("xray", "s3", "ec2") else deps
+            (parent / name).mkdir(parents=True, exist_ok=True)
+        out = tmp_path / f"out-{tracing}"
+        out.mkdir()
+        bundler.try_bundle(str(out))
+        made[tracing] = {p.name for p in (out / "botocore" / "data").iterdir()} | {
+            p.name for p in out.iterdir() if p.name in ("aws_xray_sdk", "wrapt")
+        }
+    assert made[True] == {"xray", "s3", "aws_xray_sdk", "wrapt"}
+    assert made[False] == {"s3"}
