@@ -206,10 +206,11 @@ def pip_install(
     *,
     platform: str = PIP_PLATFORM,
     python_version: str = PYTHON_VERSION,
+    bytecode: bool = True,
 ) -> Path:
     """Install ``requirements`` (pip arguments: ``-r FILE``, ``-c FILE``, ``--require-hashes``)
     for ``platform`` / CPython ``python_version`` into ``target``, unless it exists, compiled to
-    bytecode of ``python_version`` (:func:`compile_bytecode`).
+    bytecode of ``python_version`` (:func:`compile_bytecode`) unless ``bytecode`` is False.
 
     Raises
     ------
@@ -249,7 +250,8 @@ def pip_install(
         ) from err
     shutil.rmtree(staging / "bin", ignore_errors=True)  # console scripts: unused on Lambda
     try:
-        compile_bytecode([staging], python_version)
+        if bytecode:
+            compile_bytecode([staging], python_version)
     except BundlingError:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -267,6 +269,7 @@ def install_processor_requirements(
     lock: Path | None = None,
     platform: str = PIP_PLATFORM,
     python_version: str = PYTHON_VERSION,
+    bytecode: bool = True,
 ) -> Path:
     """The directory of ``requirements`` installed (:func:`pip_install`), once per content hash
     of it, of ``lock`` and of the platform: ``cache_dir/proc-<platform>-cp<version>-<hash>``.
@@ -291,4 +294,6 @@ def install_processor_requirements(
         constraints = cache_dir / f"{key}.constraints.txt"
         constraints.write_text("".join(f"{pin}\n" for pin in lock_pins(lock)))
         args += ["-c", str(constraints)]
-    return pip_install(target, args, platform=platform, python_version=python_version)
+    return pip_install(
+        target, args, platform=platform, python_version=python_version, bytecode=bytecode
+    )
