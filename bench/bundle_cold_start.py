@@ -13,6 +13,7 @@ interleaved run by run:
 
 - the ingest cold start: import of the handler module, settings, clients (the DynamoDB one;
   S3 and SQS are made on first use), and with ``tracing`` on the X-Ray tracer;
+- the same cold start from the package without its ``__pycache__`` (as shipped before);
 - ``import boto3`` plus a DynamoDB client, and ``boto3`` plus the DynamoDB, S3 and SQS clients
   (the issue's baseline), from the same bundle's ``boto3`` and ``botocore``.
 
@@ -54,6 +55,7 @@ ENV = {
 }
 RUNS = 15
 OFF = "cold start, tracing off"
+BEFORE = "cold start, tracing off, without bytecode"
 ON = "cold start, tracing on (X-Ray SDK)"
 #: An interpreter to import the bundle with (its version is the bundle's), instead of
 #: :func:`interpreter`'s choice.
@@ -143,10 +145,15 @@ def run(runs: int = RUNS) -> None:
             tracing: build(scratch / f"tracing-{tracing}", cache, version, tracing=tracing)
             for tracing in (False, True)
         }
+        # the same package as it shipped before issue 37 compiled it (botocore/data and the
+        # X-Ray SDK aside): every module compiled at every cold start
+        uncompiled = scratch / "uncompiled"
+        shutil.copytree(bundles[False], uncompiled, ignore=shutil.ignore_patterns("__pycache__"))
         env = {"PATH": os.environ.get("PATH", ""), **ENV}
         variants = {
             OFF: (bundles[False], COLD_START, "true"),
             ON: (bundles[True], COLD_START, "false"),
+            BEFORE: (uncompiled, COLD_START, "true"),
             "boto3 + dynamodb": (bundles[False], BOTO3.format(services=("dynamodb",)), "true"),
             "boto3 + dynamodb, s3, sqs": (
                 bundles[False],
@@ -165,6 +172,7 @@ def run(runs: int = RUNS) -> None:
         print(_line("boto3 + dynamodb", samples["boto3 + dynamodb"], three))
         print(_line(f"{OFF} (target <= 1.00)", samples[OFF], three))
         print(_line(ON, samples[ON], three))
+        print(_line(BEFORE, samples[BEFORE], three))
         for tracing, bundle in bundles.items():
             unzipped, zipped = sizes(bundle, scratch)
             print(
