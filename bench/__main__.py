@@ -19,6 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench import (
         backfill_cost,
         batch_concurrency,
+        bundle_cold_start,
         effects_cost,
         import_time,
         onboard,
@@ -34,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         "requests": lambda a: requests_per_event.run(a.events, a.seed, not a.no_version_deletes),
         "concurrency": lambda a: batch_concurrency.run(),
         "import": lambda a: import_time.run(),
+        "bundle": lambda a: bundle_cold_start.run(a.bundle_runs),
         "reconcile": lambda a: reconcile_diff.run(a.rows, a.baseline_rows),
         "backfill": lambda a: backfill_cost.run(),
         "effects": lambda a: effects_cost.run(a.effect_events, a.seed),
@@ -64,6 +66,12 @@ def main(argv: list[str] | None = None) -> int:
         default=200,
         help="deliveries in the processors run, for each of N = 1, 2, 3, 5 processors: "
         "s3ingest's protocol against Powertools idempotency around each processor (default 200)",
+    )
+    parser.add_argument(
+        "--bundle-runs",
+        type=int,
+        default=15,
+        help="runs of each variant in the bundle cold-start run, interleaved (default 15)",
     )
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument(

@@ -6,17 +6,23 @@
 3.13 --implementation cp``: pip accepts only binary wheels for that platform, nothing is compiled
 on the host (https://docs.aws.amazon.com/lambda/latest/dg/python-package.html). Each install is
 staged beside its target and renamed into place, once per cache key.
+
+The installed modules are compiled to bytecode for :data:`PYTHON_VERSION`
+(:func:`compile_bytecode`): ``/var/task`` is read-only in Lambda, so a package without
+``__pycache__`` is compiled again, module by module, in every new execution environment.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 #: The Lambda platform the wheels are installed for (the functions' runtime and architecture).
@@ -26,8 +32,150 @@ PYTHON_VERSION = "3.13"
 PROCESSOR_REQUIREMENTS = ("requirements.lock", "requirements.txt")
 
 
+#: The bytecode magic number of each CPython minor version the runtime may be (the first two
+#: bytes, little-endian, of ``importlib.util.MAGIC_NUMBER``; constant within a minor version).
+MAGIC_NUMBERS = {"3.11": 3495, "3.12": 3531, "3.13": 3571}
+#: The npm package whose CPython (compiled to WebAssembly, run by Node.js) compiles bytecode for
+#: :data:`PYTHON_VERSION` on a host without that interpreter (``package.json`` pins it).
+PYODIDE_PACKAGE = "pyodide"
+
+
 class BundlingError(RuntimeError):
     """Raised when dependencies cannot be resolved for the Lambda platform."""
+
+
+def cache_tag(python_version: str = PYTHON_VERSION) -> str:
+    """The ``__pycache__`` tag of CPython ``python_version``: ``"cpython-313"``."""
+    return "cpython-" + python_version.replace(".", "")
+
+
+def magic_number(python_version: str = PYTHON_VERSION) -> bytes:
+    """The 4-byte header a ``.pyc`` of CPython ``python_version`` starts with."""
+    return MAGIC_NUMBERS[python_version].to_bytes(2, "little") + b"\r\n"
+
+
+_PYODIDE_SCRIPT = """
+import { pathToFileURL } from "node:url";
+const [pyodide, top, ...paths] = process.argv.slice(1);
+const { loadPyodide } = await import(pathToFileURL(pyodide).href);
+const py = await loadPyodide();
+const mounts = [];
+paths.forEach((path, index) => {
+  const dir = "/m" + index;
+  py.FS.mkdirTree(dir);
+  py.FS.mount(py.FS.filesystems.NODEFS, { root: path }, dir);
+  mounts.push(dir);
+});
+py.globals.set("mounts", py.toPy(mounts));
+py.globals.set("top", Number(top));
+const failed = py.runPython(`
+import compileall, py_compile
+mode = py_compile.PycInvalidationMode.UNCHECKED_HASH
+not all([
+    compileall.compile_dir(d, quiet=1, invalidation_mode=mode, maxlevels=0 if i >= top else None)
+    for i, d in enumerate(mounts)
+])
+`);
+process.exit(failed ? 1 : 0);
+"""
+
+_COMPILE_SCRIPT = (
+    "import compileall, py_compile, sys\n"
+    "mode = py_compile.PycInvalidationMode.UNCHECKED_HASH\n"
+    "top = int(sys.argv[1])\n"
+    "sys.exit(not all([compileall.compile_dir(d, quiet=1, invalidation_mode=mode,"
+    " maxlevels=0 if i >= top else None) for i, d in enumerate(sys.argv[2:])]))\n"
+)
+
+
+def find_pyodide(starts: Iterable[Path] = ()) -> Path | None:
+    """The ``pyodide.mjs`` of the :data:`PYODIDE_PACKAGE` npm package in a ``node_modules`` of
+    ``starts``, this package's directory or the working directory, or of one above them."""
+    for start in (*starts, Path(__file__).resolve().parent, Path.cwd().resolve()):
+        for candidate in (start, *start.parents):
+            found = candidate / "node_modules" / PYODIDE_PACKAGE / "pyodide.mjs"
+            if found.is_file():
+                return found
+    return None
+
+
+def _runs(interpreter: str, python_version: str) -> bool:
+    """Whether ``interpreter`` runs and is CPython ``python_version`` (a version manager's shim
+    may name a version it cannot run)."""
+    probe = "import sys; print('%d.%d' % sys.version_info[:2], sys.implementation.name)"
+    try:
+        found = subprocess.run(
+            [interpreter, "-I", "-c", probe], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return found.returncode == 0 and found.stdout.split() == [python_version, "cpython"]
+
+
+def bytecode_compiler(python_version: str = PYTHON_VERSION) -> list[str] | None:
+    """The command that compiles directories (its last arguments) to bytecode of CPython
+    ``python_version``: this interpreter when it is that version, else a ``python3.13`` on
+    ``PATH`` that runs, else :data:`PYODIDE_PACKAGE` (CPython 3.13 compiled to WebAssembly: the
+    same compiler, the same bytecode) under Node.js; None when there is none."""
+    if f"{sys.version_info.major}.{sys.version_info.minor}" == python_version:
+        return [sys.executable, "-I", "-c", _COMPILE_SCRIPT]
+    interpreter = shutil.which(f"python{python_version}")
+    if interpreter is not None and _runs(interpreter, python_version):
+        return [interpreter, "-I", "-c", _COMPILE_SCRIPT]
+    pyodide = find_pyodide()
+    node = shutil.which("node") or (
+        str(pyodide.parents[1] / ".bin" / "node") if pyodide is not None else None
+    )
+    if pyodide is None or node is None or not os.access(node, os.X_OK):
+        return None
+    return [node, "--input-type=module", "-e", _PYODIDE_SCRIPT, str(pyodide)]
+
+
+def compile_bytecode(
+    directories: Sequence[Path],
+    python_version: str = PYTHON_VERSION,
+    *,
+    top_only: Sequence[Path] = (),
+) -> bool:
+    """Compile every module under ``directories``, and the modules at the top of ``top_only``,
+    to ``__pycache__/*.cpython-313.pyc`` (:func:`cache_tag`) with an interpreter of
+    ``python_version`` (:func:`bytecode_compiler`).
+
+    The ``.pyc`` files are unchecked-hash ones (PEP 552): the runtime loads them without
+    comparing the source's modification time, which the bundling's copies and the asset's
+    zip do not keep. Returns False, with a warning, when no interpreter of ``python_version``
+    is found (the package then works, compiling its modules at each cold start).
+
+    Raises
+    ------
+    BundlingError
+        When the compiler fails (a module that does not compile for ``python_version``).
+    """
+    command = bytecode_compiler(python_version)
+    if command is None:
+        warnings.warn(
+            f"no CPython {python_version} (nor Node.js with the {PYODIDE_PACKAGE!r} npm "
+            "package) to compile the function package's bytecode: Lambda compiles it at "
+            "every cold start",
+            stacklevel=2,
+        )
+        return False
+    if not directories and not top_only:
+        return True
+    existing = [str(directory.resolve()) for directory in (*directories, *top_only)]
+    try:
+        subprocess.run(
+            [*command, str(len(directories)), *existing],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+    except subprocess.CalledProcessError as err:
+        raise BundlingError(
+            f"could not compile {', '.join(existing)} for CPython {python_version}:\n"
+            f"{err.stdout}{err.stderr}"
+        ) from err
+    return True
 
 
 def processor_requirements(package_dir: str | None, root: Path) -> Path | None:
@@ -58,9 +206,11 @@ def pip_install(
     *,
     platform: str = PIP_PLATFORM,
     python_version: str = PYTHON_VERSION,
+    bytecode: bool = True,
 ) -> Path:
     """Install ``requirements`` (pip arguments: ``-r FILE``, ``-c FILE``, ``--require-hashes``)
-    for ``platform`` / CPython ``python_version`` into ``target``, unless it exists.
+    for ``platform`` / CPython ``python_version`` into ``target``, unless it exists, compiled to
+    bytecode of ``python_version`` (:func:`compile_bytecode`) unless ``bytecode`` is False.
 
     Raises
     ------
@@ -100,6 +250,12 @@ def pip_install(
         ) from err
     shutil.rmtree(staging / "bin", ignore_errors=True)  # console scripts: unused on Lambda
     try:
+        if bytecode:
+            compile_bytecode([staging], python_version)
+    except BundlingError:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    try:
         staging.rename(target)  # atomic publish; a concurrent synth may have won the race
     except OSError:
         shutil.rmtree(staging, ignore_errors=True)
@@ -113,6 +269,7 @@ def install_processor_requirements(
     lock: Path | None = None,
     platform: str = PIP_PLATFORM,
     python_version: str = PYTHON_VERSION,
+    bytecode: bool = True,
 ) -> Path:
     """The directory of ``requirements`` installed (:func:`pip_install`), once per content hash
     of it, of ``lock`` and of the platform: ``cache_dir/proc-<platform>-cp<version>-<hash>``.
@@ -137,4 +294,6 @@ def install_processor_requirements(
         constraints = cache_dir / f"{key}.constraints.txt"
         constraints.write_text("".join(f"{pin}\n" for pin in lock_pins(lock)))
         args += ["-c", str(constraints)]
-    return pip_install(target, args, platform=platform, python_version=python_version)
+    return pip_install(
+        target, args, platform=platform, python_version=python_version, bytecode=bytecode
+    )

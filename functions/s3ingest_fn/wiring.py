@@ -512,6 +512,36 @@ def _client(clients: ClientConfig, service: str, **kwargs: Any) -> Any:
         return session.client(service, **kwargs)
 
 
+class LazyClient:
+    """A boto3 client made by ``factory`` on its first attribute access (one, under a lock:
+    the ingest function's record threads share it), then that client's attributes: the cold
+    start skips the clients the common path never calls (S3 for a held or replayed object's
+    content and a processor's reads, SQS for a dead letter)."""
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self._factory: Callable[[], Any] | None = factory
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def made(self) -> bool:
+        """Whether the client has been made."""
+        return self._factory is None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._factory is not None:
+            with self._lock:
+                if self._factory is not None:
+                    self._client = self._factory()
+                    self._factory = None
+        return getattr(self._client, name)
+
+
+def lazy_client(clients: ClientConfig, service: str, **kwargs: Any) -> LazyClient:
+    """:func:`client` made on first use (:class:`LazyClient`)."""
+    return LazyClient(partial(client, clients, service, **kwargs))
+
+
 def function_clients(env: Mapping[str, str] | None = None) -> ClientConfig:
     """What the function's boto3 clients are made from (region, endpoint, credentials of the
     invocation's environment)."""
@@ -582,7 +612,7 @@ def build_ingest_service(settings: IngestConfig, clients: ClientConfig) -> Inges
     return ingest_service(
         wrap_effects=wrap_effects,
         holds=hold_policies(entries, {"HOLD": settings.hold_json or ""}),
-        s3=client(clients, "s3"),
+        s3=lazy_client(clients, "s3"),
         dynamodb=client(clients, "dynamodb"),
         table=settings.ledger_table_name,
         tombstone_ttl_seconds=settings.tombstone_ttl_seconds,
@@ -623,7 +653,7 @@ def _message_processor(settings: IngestConfig, clients: ClientConfig) -> Message
 
     return message_processor(
         build_ingest_service(settings, clients),
-        client(clients, "sqs"),
+        lazy_client(clients, "sqs"),
         settings.dead_letter_queue_url,
         owners=parse_owners(clients.bucket_owners_json),
     )

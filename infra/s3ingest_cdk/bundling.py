@@ -51,6 +51,7 @@ from s3ingest.packaging import (
     PIP_PLATFORM,
     PYTHON_VERSION,
     BundlingError,
+    compile_bytecode,
     install_processor_requirements,
     pip_install,
 )
@@ -121,6 +122,28 @@ RUNTIME = lambda_.Runtime.PYTHON_3_13
 ARCHITECTURE = lambda_.Architecture.ARM_64
 
 _IGNORED = ("__pycache__", "*.pyc", "*.pyo")
+
+#: The service models of ``botocore/data`` the package keeps (the clients ``s3ingest_fn``
+#: creates: ``wiring.client``); the other ~440 are left out of a package without processors.
+#: Every file at the top of ``botocore/data`` (``endpoints.json``, ``partitions.json``,
+#: ``sdk-default-configuration.json``, ``_retry.json``) is kept.
+BOTOCORE_SERVICES = frozenset(
+    {"dynamodb", "events", "lambda", "s3", "secretsmanager", "sqs", "sts"}
+)
+#: The service models X-Ray tracing adds (the X-Ray SDK's sampling client).
+TRACING_SERVICES = frozenset({"xray"})
+#: Top-level entries of the dependencies that only X-Ray tracing imports (the Powertools
+#: ``Tracer``, created only with ``tracing`` on): left out of a package with tracing off.
+TRACING_ONLY = (
+    "aws_xray_sdk",
+    "aws_xray_sdk-*.dist-info",
+    "wrapt",
+    "wrapt-stubs",
+    "wrapt-*.dist-info",
+)
+#: Salts the asset hash and the dependency cache key with what the bundling does to the
+#: installed packages (bytecode, trimmed service models): a change re-bundles.
+BUNDLE_FORMAT = "pyc-unchecked-hash;botocore-data-trimmed;tracing-optional;xray-model"
 
 
 class ProcessorPackageError(SettingsError):
@@ -369,6 +392,13 @@ class PipLocalBundling:
     requirements : pathlib.Path, optional
         The processors' dependencies (:func:`processor_requirements`), installed after the lock
         into their own cache directory, constrained to the lock's versions.
+    tracing : bool
+        The ``tracing`` setting: off, the X-Ray SDK and ``wrapt`` (:data:`TRACING_ONLY`) are
+        left out.
+
+    The modules are compiled to bytecode of ``python_version`` (unchecked-hash ``.pyc``:
+    :func:`s3ingest.packaging.compile_bytecode`); without ``extra_sources`` (no team code that
+    may create any client), ``botocore/data`` keeps only :data:`BOTOCORE_SERVICES`.
 
     Notes
     -----
@@ -387,7 +417,9 @@ class PipLocalBundling:
         extra_sources: Sequence[Path] = (),
         lock: Path | None = None,
         requirements: Path | None = None,
+        tracing: bool = True,
     ) -> None:
+        self.tracing = tracing
         self.functions_dir = functions_dir
         self.requirements = requirements
         self._lock = lock
@@ -406,9 +438,11 @@ class PipLocalBundling:
             When pip cannot install the lock for the target platform (or a hash differs).
         """
         out = Path(output_dir)
-        shutil.copytree(self.dependencies(), out, dirs_exist_ok=True)
+        dependencies = self.dependencies()
+        shutil.copytree(dependencies, out, ignore=self._left_out(dependencies), dirs_exist_ok=True)
         if self.requirements is not None:
             shutil.copytree(self.processor_dependencies(), out, dirs_exist_ok=True)
+        copied: list[Path] = []
         for source in (self.functions_dir / self.package, *self.extra_sources):
             if source.is_file():
                 shutil.copy2(source, out / source.name)
@@ -419,7 +453,29 @@ class PipLocalBundling:
                 ignore=shutil.ignore_patterns(*_IGNORED),
                 dirs_exist_ok=True,
             )
+            copied.append(out / source.name)
+        # the dependencies were compiled once, in their cache (pip_install); these are new (a
+        # processor's module at the package's root: the root's top-level modules, not below)
+        loose = [out] if any(source.is_file() for source in self.extra_sources) else []
+        compile_bytecode(copied, self.python_version, top_only=loose)
         return True
+
+    def _left_out(self, root: Path) -> Any:
+        """The ``copytree`` ``ignore`` of the dependencies: :data:`TRACING_ONLY` without
+        ``tracing``, the service models not in :data:`BOTOCORE_SERVICES` (and, with
+        ``tracing``, :data:`TRACING_SERVICES`) without ``extra_sources``."""
+        data = root / "botocore" / "data"
+        kept = BOTOCORE_SERVICES | (TRACING_SERVICES if self.tracing else frozenset())
+
+        def ignore(directory: str, names: list[str]) -> set[str]:
+            here = Path(directory)
+            if here == root and not self.tracing:
+                return {n for n in names if any(fnmatch.fnmatch(n, p) for p in TRACING_ONLY)}
+            if here == data and not self.extra_sources:
+                return {n for n in names if (here / n).is_dir() and n not in kept}
+            return set()
+
+        return ignore
 
     @property
     def lock_file(self) -> Path:
@@ -429,6 +485,7 @@ class PipLocalBundling:
     def cache_key(self) -> str:
         """Key of the dependency cache: lock file hash, platform and Python version."""
         digest = hashlib.sha256(self.lock_file.read_bytes())
+        digest.update(f"\0{BUNDLE_FORMAT}".encode())
         return f"deps-{self.platform}-cp{self.python_version}-{digest.hexdigest()[:20]}"
 
     def dependencies(self) -> Path:
@@ -484,16 +541,16 @@ def function_code(
     requirements: Path | None = None,
     imports: Mapping[str, str] | None = None,
     notes: list[str] | None = None,
+    tracing: bool = True,
 ) -> lambda_.Code:
     """Asset code of the functions, bundled locally by :class:`PipLocalBundling`.
 
-    In a checkout (``functions_dir`` holds the lock) the asset hash is the source hash of
-    ``functions_dir`` (lock and code), so CDK re-bundles only when either changes. With
-    ``extra_sources`` (a processor's package), or from an installed package (``functions_dir`` is
-    ``site-packages``: the asset is then the package directory alone, and the lock the packaged
-    one, :func:`lock_path`), it is a hash of the package, the lock, ``requirements`` and those
-    sources, names and contents: the package differs from the one without them, and a change to
-    a processor outside ``functions_dir`` re-bundles too.
+    The asset hash is a hash of :data:`BUNDLE_FORMAT`, ``tracing``, and the files (names and
+    contents) of ``functions_dir`` in a checkout (lock and code), else (an installed package:
+    ``functions_dir`` is ``site-packages``, the asset the package directory alone, the lock the
+    packaged one, :func:`lock_path`) of the package and the lock; and of ``extra_sources`` and
+    ``requirements``: CDK re-bundles when any changes, a package with a processor differs from
+    the one without, and a change to a processor outside ``functions_dir`` re-bundles too.
 
     With ``extra_sources`` the package is built here, at synth, into
     ``cache_dir/bundle-<hash>`` (once per hash), and each of ``imports`` is imported from it
@@ -513,6 +570,9 @@ def function_code(
         ``"package.module:function"`` by setting, checked in the built package.
     notes : list of str, optional
         Receives what the import check could not check on this host.
+    tracing : bool
+        The functions' ``tracing`` setting (off: no X-Ray SDK in the package, a package of its
+        own: :class:`PipLocalBundling`).
 
     Returns
     -------
@@ -530,7 +590,6 @@ def function_code(
     lock = lock_path(functions_dir)
     checkout = lock.parent == functions_dir
     source = functions_dir if checkout else functions_dir / package
-    custom_hash: dict[str, Any] = {}
     bundler = PipLocalBundling(
         functions_dir=functions_dir,
         package=package,
@@ -540,22 +599,25 @@ def function_code(
         extra_sources=extra_sources,
         lock=lock,
         requirements=requirements,
+        tracing=tracing,
     )
-    if extra_sources or not checkout:
-        digest = hashlib.sha256(b"s3ingest-function-package\0")
-        if checkout:
-            _fingerprint(digest, functions_dir, "functions")
-        else:
-            _fingerprint(digest, source, f"package:{package}")
-            _fingerprint(digest, lock, "lock")
-        for extra in extra_sources:
-            _fingerprint(digest, extra, f"extra:{extra.name}")
-        if requirements is not None:
-            _fingerprint(digest, requirements, "requirements")
-        custom_hash = {
-            "asset_hash_type": AssetHashType.CUSTOM,
-            "asset_hash": digest.hexdigest(),
-        }
+    # always a custom hash: what the bundling makes of the sources (BUNDLE_FORMAT, tracing) is
+    # part of the package, and CDK reuses a bundled asset directory of the same hash
+    digest = hashlib.sha256(b"s3ingest-function-package\0")
+    digest.update(f"{BUNDLE_FORMAT}\0tracing={tracing}\0".encode())
+    if checkout:
+        _fingerprint(digest, functions_dir, "functions")
+    else:
+        _fingerprint(digest, source, f"package:{package}")
+        _fingerprint(digest, lock, "lock")
+    for extra in extra_sources:
+        _fingerprint(digest, extra, f"extra:{extra.name}")
+    if requirements is not None:
+        _fingerprint(digest, requirements, "requirements")
+    custom_hash: dict[str, Any] = {
+        "asset_hash_type": AssetHashType.CUSTOM,
+        "asset_hash": digest.hexdigest(),
+    }
     if extra_sources:
         built = _built(bundler, cache_dir / f"bundle-{custom_hash['asset_hash'][:20]}")
         found = check_imports(built, imports or {}, requirements=requirements)

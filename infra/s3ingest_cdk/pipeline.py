@@ -460,6 +460,7 @@ class S3IngestPipeline(Construct):
             requirements=processor_requirements(settings.processor_package_dir),
             imports=imports,
             notes=notes,
+            tracing=settings.tracing,
         )
         for note in notes:
             Annotations.of(self).add_info(note)

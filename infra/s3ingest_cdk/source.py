@@ -202,7 +202,7 @@ class S3IngestSource(Construct):
         log_retention_days: int,
     ) -> None:
         if code is None:
-            code = function_code(cache_dir=build_cache(self))
+            code = function_code(cache_dir=build_cache(self), tracing=False)
         self.bucket_setup = BucketSetupProvider(
             self, "BucketSetup", code=code, log_retention_days=log_retention_days
         )

@@ -208,8 +208,12 @@ def processor_dependencies(package_dir: str, directory: str | Path | None = None
     # the function lock of a checkout (functions/), else none (an installed package's lock is
     # s3ingest_cdk's package data, of the [cdk] extra)
     lock = Path(s3ingest_fn.__file__).resolve().parents[1] / "requirements.lock"
+    # imported by this interpreter, not the runtime's: no bytecode for the runtime's Python
     return install_processor_requirements(
-        requirements, run_dir(directory) / "build", lock=lock if lock.is_file() else None
+        requirements,
+        run_dir(directory) / "build",
+        lock=lock if lock.is_file() else None,
+        bytecode=False,
     )
 
 

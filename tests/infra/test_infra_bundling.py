@@ -13,6 +13,7 @@ import pytest
 from aws_cdk import App, Stack
 from aws_cdk import aws_lambda as lambda_
 
+from s3ingest.packaging import cache_tag
 from s3ingest.settings import SettingsError
 from s3ingest_cdk.bundling import (
     FUNCTION_PACKAGE,
@@ -31,6 +32,9 @@ from s3ingest_cdk.bundling import (
 )
 from s3ingest_cdk.synth import Synth
 
+#: The ``__pycache__`` tag of the runtime's Python (``cpython-313``).
+_TAG = cache_tag(PYTHON_VERSION)
+
 
 def _asset_dir(synth: Synth) -> Path:
     (asset,) = [p for p in synth.outdir.glob("asset.*") if p.is_dir()]
@@ -41,12 +45,14 @@ def test_asset_holds_the_function_package_and_its_dependencies(synth: Synth) -> 
     asset = _asset_dir(synth)
     assert (asset / "s3ingest_fn" / "__init__.py").is_file()
     assert (asset / "aws_lambda_powertools").is_dir()
-    assert not list(asset.rglob("__pycache__"))
+    # compiled files: the runtime's only (issue 37; test_infra_bundling_bytecode.py)
+    assert not [p for p in asset.rglob("*.pyc") if f".{_TAG}." not in p.name]
     assert not (asset / "bin").exists()
 
 
-def test_native_wheels_target_linux_arm64(synth: Synth) -> None:
-    extensions = list(_asset_dir(synth).rglob("*.so"))
+def test_native_wheels_target_linux_arm64(fanout_synth: Synth) -> None:
+    # the fan-out synth traces: its package holds wrapt (tracing off, none: issue 37)
+    extensions = list(_asset_dir(fanout_synth).rglob("*.so"))
     assert extensions, "expected at least one compiled extension (wrapt)"
     for extension in extensions:
         assert "x86_64" not in extension.name, extension
@@ -106,11 +112,13 @@ def _pins(text: str) -> dict[str, str]:
 def test_fanout_asset_holds_the_example_processor(synth: Synth, fanout_synth: Synth) -> None:
     # GIVEN processor = "s3ingest_examples.sidecar:process" (fan-out synth) or none (default)
     with_processor = _asset_dir(fanout_synth)
-    # THEN its package is copied beside the function package, compiled files left out ...
+    # THEN its package is copied beside the function package, the host's compiled files left
+    # out (the runtime's are compiled in the package: issue 37) ...
     assert (with_processor / "s3ingest_examples" / "sidecar.py").is_file()
     assert (with_processor / "s3ingest_examples" / "__init__.py").is_file()
     assert (with_processor / "s3ingest_fn" / "__init__.py").is_file()
-    assert not list(with_processor.rglob("__pycache__"))
+    assert not [p for p in with_processor.rglob("*.pyc") if f".{_TAG}." not in p.name]
+    assert (with_processor / "s3ingest_examples" / "__pycache__" / f"sidecar.{_TAG}.pyc").is_file()
     # ... and only there: the two packages are two assets
     without = _asset_dir(synth)
     assert not (without / "s3ingest_examples").exists()
@@ -159,6 +167,7 @@ def _team_dir(root: Path) -> Path:
     (team / "team_effects" / "__init__.py").write_text("")
     (team / "team_effects" / "thumbnails.py").write_text("def make(change, content): pass\n")
     (team / "team_effects" / "__pycache__").mkdir()
+    (team / "team_effects" / "__pycache__" / "thumbnails.cpython-311.pyc").write_bytes(b"")
     (team / "helpers.py").write_text("")
     (team / "data").mkdir()  # not a package: left out
     (team / "README.md").write_text("")
@@ -193,7 +202,12 @@ def test_processor_package_dir_copies_its_top_level_packages_and_modules(tmp_pat
     assert (out / "s3ingest_fn" / "__init__.py").is_file()
     assert (out / "team_effects" / "thumbnails.py").is_file()
     assert (out / "helpers.py").is_file()
-    assert not (out / "team_effects" / "__pycache__").exists()
+    # compiled for the runtime, the host's compiled file left out; the root's module too
+    assert sorted(p.name for p in (out / "team_effects" / "__pycache__").iterdir()) == [
+        f"__init__.{_TAG}.pyc",
+        f"thumbnails.{_TAG}.pyc",
+    ]
+    assert (out / "__pycache__" / f"helpers.{_TAG}.pyc").is_file()
     assert not (out / "data").exists() and not (out / "README.md").exists()
 
 

@@ -1,0 +1,181 @@
+"""The ingest function's cold start from the bundle as shipped, against ``boto3`` plus clients.
+
+The bundle is built (outside the timed window) by the function the CDK asset is built with,
+:meth:`s3ingest_cdk.bundling.PipLocalBundling.try_bundle`, once with ``tracing`` off and once
+on, for the Python that runs it here and this host's platform (so that ``wrapt``'s native
+module imports): the runtime's Python (3.13) when the host has one, else the host's own, whose
+bytecode the bundle then holds. Each child interpreter imports as Lambda does: ``python -I -S
+-B`` (no site-packages, no working directory, no ``.pyc`` written), the bundle directory
+first on ``sys.path``, the standard library after it.
+
+Timed in the child with ``time.perf_counter``, interpreter start-up excluded, the variants
+interleaved run by run:
+
+- the ingest cold start: import of the handler module, settings, clients (the DynamoDB one;
+  S3 and SQS are made on first use), and with ``tracing`` on the X-Ray tracer;
+- the same cold start from the package without its ``__pycache__`` (as shipped before);
+- ``import boto3`` plus a DynamoDB client, and ``boto3`` plus the DynamoDB, S3 and SQS clients
+  (the issue's baseline), from the same bundle's ``boto3`` and ``botocore``.
+
+Target: the cold start, tracing off, at most 1.0 times ``boto3`` plus the three clients. Also
+printed: the bundle's size, unzipped and zipped (deflate, as the CDK asset's zip).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+#: The child's code: ``{body}`` timed after the bundle is put first on ``sys.path``.
+CHILD = (
+    "import sys, time; sys.path.insert(0, {bundle!r}); t = time.perf_counter()\n"
+    "{body}\n"
+    "print(time.perf_counter() - t)\n"
+)
+COLD_START = "import s3ingest_fn.handlers.ingest as h; h._build_from_env()"
+BOTO3 = "import boto3; [boto3.client(s) for s in {services!r}]"
+#: What the function's environment holds at a cold start (credentials: Lambda's, in the
+#: environment, so that no client looks for others).
+ENV = {
+    "LEDGER_TABLE_NAME": "ledger",
+    "DEAD_LETTER_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/dlq",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+    "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+    "AWS_SECRET_ACCESS_KEY": "secret",
+    "AWS_SESSION_TOKEN": "token",
+    "POWERTOOLS_METRICS_DISABLED": "true",
+}
+RUNS = 15
+OFF = "cold start, tracing off"
+BEFORE = "cold start, tracing off, without bytecode"
+ON = "cold start, tracing on (X-Ray SDK)"
+#: An interpreter to import the bundle with (its version is the bundle's), instead of
+#: :func:`interpreter`'s choice.
+PYTHON_ENV = "S3INGEST_BENCH_PYTHON"
+
+
+def interpreter() -> tuple[str, str]:
+    """The interpreter the bundle is imported with and its ``X.Y``: :data:`PYTHON_ENV`'s, else
+    one of the runtime's version that runs (:data:`s3ingest.packaging.PYTHON_VERSION`), else
+    this one."""
+    from s3ingest.packaging import PYTHON_VERSION, _runs
+
+    given = os.environ.get(PYTHON_ENV)
+    if given:
+        version = subprocess.run(
+            [given, "-I", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        return given, version
+    found = shutil.which(f"python{PYTHON_VERSION}")
+    if found is not None and _runs(found, PYTHON_VERSION):
+        return found, PYTHON_VERSION
+    return sys.executable, f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def build(target: Path, cache: Path, python_version: str, *, tracing: bool) -> Path:
+    """The function bundle, as the CDK asset is built, for ``python_version`` and this host."""
+    from s3ingest_cdk.bundling import FUNCTION_PACKAGE, FUNCTIONS_DIR, PipLocalBundling, lock_path
+
+    host = {"x86_64": "manylinux2014_x86_64", "aarch64": "manylinux2014_aarch64"}
+    target.mkdir(parents=True)
+    PipLocalBundling(
+        functions_dir=FUNCTIONS_DIR,
+        package=FUNCTION_PACKAGE,
+        cache_dir=cache,
+        python_version=python_version,
+        platform=host.get(platform.machine(), "manylinux2014_aarch64"),
+        lock=lock_path(),
+        tracing=tracing,
+    ).try_bundle(str(target))
+    return target
+
+
+def sizes(bundle: Path, scratch: Path) -> tuple[float, float]:
+    """The bundle's size unzipped and zipped (deflate), MB."""
+    files = [p for p in bundle.rglob("*") if p.is_file()]
+    archive = scratch / f"{bundle.name}.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as out:
+        for path in files:
+            out.write(path, path.relative_to(bundle).as_posix())
+    return sum(p.stat().st_size for p in files) / 1e6, archive.stat().st_size / 1e6
+
+
+def _sample(python: str, bundle: Path, body: str, env: dict[str, str]) -> float:
+    code = CHILD.format(bundle=str(bundle), body=body)
+    done = subprocess.run(
+        [python, "-I", "-S", "-B", "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=bundle,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the child failed ({bundle.name}):\n{done.stderr}")
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def _line(label: str, samples: list[float], base: list[float] | None = None) -> str:
+    ms = [s * 1000 for s in samples]
+    text = (
+        f"   {label:<44} min {min(ms):7.1f}  median {statistics.median(ms):7.1f}"
+        f"  max {max(ms):7.1f} ms"
+    )
+    if base is not None:
+        text += f"   ratio {statistics.median(samples) / statistics.median(base):5.2f}"
+    return text
+
+
+def run(runs: int = RUNS) -> None:
+    python, version = interpreter()
+    with tempfile.TemporaryDirectory(prefix="s3ingest-bundle-bench-") as tmp:
+        scratch = Path(tmp)
+        cache = scratch / "cache"
+        bundles = {
+            tracing: build(scratch / f"tracing-{tracing}", cache, version, tracing=tracing)
+            for tracing in (False, True)
+        }
+        # the same package as it shipped before issue 37 compiled it (botocore/data and the
+        # X-Ray SDK aside): every module compiled at every cold start
+        uncompiled = scratch / "uncompiled"
+        shutil.copytree(bundles[False], uncompiled, ignore=shutil.ignore_patterns("__pycache__"))
+        env = {"PATH": os.environ.get("PATH", ""), **ENV}
+        variants = {
+            OFF: (bundles[False], COLD_START, "true"),
+            ON: (bundles[True], COLD_START, "false"),
+            BEFORE: (uncompiled, COLD_START, "true"),
+            "boto3 + dynamodb": (bundles[False], BOTO3.format(services=("dynamodb",)), "true"),
+            "boto3 + dynamodb, s3, sqs": (
+                bundles[False],
+                BOTO3.format(services=("dynamodb", "s3", "sqs")),
+                "true",
+            ),
+        }
+        samples: dict[str, list[float]] = {name: [] for name in variants}
+        for _ in range(runs):  # interleaved: the machine's load falls on every variant alike
+            for name, (bundle, body, disabled) in variants.items():
+                child_env = {**env, "POWERTOOLS_TRACE_DISABLED": disabled}
+                samples[name].append(_sample(python, bundle, body, child_env))
+        print(f"   python {version} ({python}), -I -S -B, {runs} runs interleaved")
+        three = samples["boto3 + dynamodb, s3, sqs"]
+        print(_line("boto3 + dynamodb, s3, sqs (baseline)", three))
+        print(_line("boto3 + dynamodb", samples["boto3 + dynamodb"], three))
+        print(_line(f"{OFF} (target <= 1.00)", samples[OFF], three))
+        print(_line(ON, samples[ON], three))
+        print(_line(BEFORE, samples[BEFORE], three))
+        for tracing, bundle in bundles.items():
+            unzipped, zipped = sizes(bundle, scratch)
+            print(
+                f"   bundle, tracing {'on ' if tracing else 'off'}: {unzipped:5.1f} MB unzipped, "
+                f"{zipped:5.1f} MB zipped"
+            )

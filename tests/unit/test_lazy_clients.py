@@ -1,0 +1,64 @@
+"""The ingest function's cold start makes only the DynamoDB client: S3 and SQS are made on
+first use (issue 37), and then behave as the clients they wrap."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from s3ingest_fn import wiring
+from s3ingest_fn.config import ClientConfig, IngestConfig
+
+
+@pytest.fixture
+def made(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    services: list[str] = []
+
+    def fake(clients: ClientConfig, service: str, **kwargs: Any) -> Any:
+        services.append(service)
+        return _Fake(service)
+
+    monkeypatch.setattr(wiring, "client", fake)
+    wiring.build_ingest_service.cache_clear()
+    wiring._message_processor.cache_clear()
+    yield services
+    wiring.build_ingest_service.cache_clear()
+    wiring._message_processor.cache_clear()
+
+
+class _Fake:
+    def __init__(self, service: str) -> None:
+        self.service = service
+
+    def head_object(self, **kwargs: Any) -> str:
+        return f"{self.service}:{kwargs['Key']}"
+
+
+def test_the_cold_start_makes_the_dynamodb_client_only(made: list[str]) -> None:
+    settings = IngestConfig.from_env(
+        {"LEDGER_TABLE_NAME": "ledger", "DEAD_LETTER_QUEUE_URL": "https://sqs/q"}
+    )
+    clients = ClientConfig.from_env({"AWS_DEFAULT_REGION": "us-east-1"})
+    processor = wiring._message_processor(settings, clients)
+    assert processor is not None
+    assert made == ["dynamodb"]
+
+
+def test_a_lazy_client_is_made_once_on_first_use_and_forwards(made: list[str]) -> None:
+    clients = ClientConfig.from_env({"AWS_DEFAULT_REGION": "us-east-1"})
+    lazy = wiring.lazy_client(clients, "s3")
+    assert not lazy.made and made == []
+    results: list[str] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(lazy.head_object(Key="k"))) for _ in range(8)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == ["s3:k"] * 8
+    assert lazy.made and made == ["s3"]
+    assert lazy.service == "s3"
