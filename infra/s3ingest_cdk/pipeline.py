@@ -190,10 +190,8 @@ class S3IngestPipeline(Construct):
         ``<outdir>/.s3ingest-build`` (the app's ``cdk.out``), never the app's source folder. Name
         a directory that outlives ``cdk.out`` to keep the cache across clean synths.
     publish_outputs : bool, default True
-        Add the outputs the CLI reads to the stack, named with the stage
-        (``S3IngestUploadsLedgerTableName``, :mod:`s3ingest_cdk.discovery`), so that
-        ``s3ingest --stack NAME [--pipeline STAGE]`` operates it; ``S3IngestStack`` declares
-        them under their plain names instead.
+        Add the outputs the CLI reads to the stack, named with the stage (``s3ingest --stack
+        NAME [--pipeline STAGE]``, :mod:`s3ingest_cdk.discovery`).
     **overrides
         Any other field of :class:`s3ingest.settings.Settings` by name (``stage``,
         ``processor``, ``hold``, ``operator_role_arns``, ...; ``docs/settings.md`` gives each
@@ -528,11 +526,7 @@ class S3IngestPipeline(Construct):
         self.ledger = LedgerTable(
             self,
             "Ledger",
-            stream=(
-                dynamodb.StreamViewType(view)
-                if (view := stack_resources.ledger(settings).stream_view)
-                else None
-            ),
+            stream=_stream_view(stack_resources.ledger(settings).stream_view),
             warm_write_units=settings.ledger_warm_write_units,
         )
         self.table: dynamodb.Table = self.ledger.table
@@ -880,6 +874,10 @@ class S3IngestPipeline(Construct):
             outputs[output.CHANGE_DEAD_LETTER_QUEUE_URL] = relay.dead_letter_queue.queue_url
             outputs[output.CHANGE_RELAY_FUNCTION_NAME] = relay.function.function_name
         return outputs
+
+
+def _stream_view(view: str | None) -> dynamodb.StreamViewType | None:
+    return dynamodb.StreamViewType(view) if view else None
 
 
 def _keyword_signature() -> inspect.Signature:

@@ -133,11 +133,11 @@ def test_publish_uploads_what_python_app_py_wrote(
     ran: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # GIVEN the organisation example's `python app.py` (step 3 reads its cdk.out)
-    cwd = ran["organisation"]
+    tmp_cwd = ran["organisation"]
     (command,) = [c for c in _commands(EXAMPLES / "organisation" / "README.md") if "publish" in c]
     _, _, _, outdir, bucket = shlex.split(command)
     assert outdir == "cdk.out"
-    stackset = cwd / "cdk.out" / "stackset"
+    stackset = tmp_cwd / "cdk.out" / "stackset"
     expected = {
         destination["objectKey"]
         for asset in json.loads((stackset / "Source.assets.json").read_text())["files"].values()
@@ -152,7 +152,7 @@ def test_publish_uploads_what_python_app_py_wrote(
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
-    monkeypatch.chdir(cwd)
+    monkeypatch.chdir(tmp_cwd)
     module = _module(EXAMPLES / "organisation")
     with mock_aws():
         s3 = boto3.client("s3", region_name="eu-west-1")

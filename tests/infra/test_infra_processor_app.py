@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from aws_cdk import App
 
-from s3ingest.packaging import PROCESSOR_REQUIREMENTS, lock_pins
+from s3ingest.packaging import PROCESSOR_REQUIREMENTS, PYTHON_VERSION, cache_tag, lock_pins
 from s3ingest.settings import SettingsError
 from s3ingest_cdk.bundle_check import ProcessorImportError, check_imports
 from s3ingest_cdk.bundling import BUILD_SUBDIR, lock_path
@@ -90,7 +90,10 @@ def test_the_example_synthesizes_with_the_package_in_its_bundle(example: dict[st
     assert (asset / IMPORTED / "__init__.py").is_file()
     assert (asset / "text_unidecode").is_dir()
     assert (asset / "s3ingest_fn" / "__init__.py").is_file()
-    assert not list(asset.rglob("__pycache__"))
+    # compiled files: the runtime's Python's only, the team's processor's too (issue 37)
+    tag = cache_tag(PYTHON_VERSION)
+    assert not [p for p in asset.rglob("*.pyc") if f".{tag}." not in p.name]
+    assert (asset / "team_slugs" / "__pycache__" / f"index.{tag}.pyc").is_file()
     # built and cached under the outdir
     cache = outdir / BUILD_SUBDIR
     assert [p.name for p in cache.iterdir() if p.name.startswith("proc-") and p.is_dir()]

@@ -316,7 +316,10 @@ def test_a_reconcile_step_without_bucket_in_a_one_bucket_scenario_reports_as_bef
         (['{"bucket": "b-one"}', '{"bucket": "b-two"}'], "only the first line"),
         (['{"op": "put", "key": "a", "key": "b", "body": "1"}'], "given twice"),
         # (a listing backfill is a step now: an unknown field is still refused)
-        (['{"op": "backfill", "manifest": "m.json"}'], "accepts: bucket, engine, source"),
+        (
+            ['{"op": "backfill", "manifest": "m.json"}'],
+            "accepts: bucket, chaos, during, engine, source",
+        ),
         (['{"op": "backfill", "source": "listing", "engine": "distributed-map"}'], "one engine"),
         (['{"op": "backfill", "source": "s3"}'], "inventory or listing"),
         (['{"op": "backfill", "engine": "glue"}'], "backfill engine must be one of"),
