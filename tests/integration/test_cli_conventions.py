@@ -13,24 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from s3ingest.cli import app
-
-#: An environment with no AWS credentials, profile or region anywhere.
-BARE = {
-    "AWS_ACCESS_KEY_ID": None,
-    "AWS_SECRET_ACCESS_KEY": None,
-    "AWS_SESSION_TOKEN": None,
-    "AWS_PROFILE": None,
-    "AWS_DEFAULT_PROFILE": None,
-    "AWS_REGION": None,
-    "AWS_DEFAULT_REGION": None,
-    "AWS_CONFIG_FILE": "/nonexistent/config",
-    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/credentials",
-    "AWS_EC2_METADATA_DISABLED": "true",
-    "AWS_CONTAINER_CREDENTIALS_FULL_URI": None,
-    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": None,
-    "AWS_WEB_IDENTITY_TOKEN_FILE": None,
-    "S3INGEST_STACK": None,
-}
+from tests.cli_env import BARE
 
 
 def run(args: list[str], **env: str) -> Any:

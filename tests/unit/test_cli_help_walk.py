@@ -15,24 +15,9 @@ from typer.testing import CliRunner
 
 from s3ingest.cli import app
 from s3ingest.cli.context import aws_options
+from tests.cli_env import BARE, REPR
 
-#: An environment with no AWS credentials, profile or region anywhere.
-BARE = {
-    "AWS_ACCESS_KEY_ID": None,
-    "AWS_SECRET_ACCESS_KEY": None,
-    "AWS_SESSION_TOKEN": None,
-    "AWS_PROFILE": None,
-    "AWS_DEFAULT_PROFILE": None,
-    "AWS_REGION": None,
-    "AWS_DEFAULT_REGION": None,
-    "AWS_CONFIG_FILE": "/nonexistent/config",
-    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/credentials",
-    "AWS_EC2_METADATA_DISABLED": "true",
-    "S3INGEST_STACK": None,
-}
 CREDS = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x"}
-#: What a Python repr looks like in text: a dict, list or tuple of strings, None, an object.
-REPR = re.compile(r"\{'[^']*': |\['[^']*'[,\]]|\('[^']*',|\bNone\b| object at 0x")
 
 
 def run(args: list[str], **env: str) -> Any:
