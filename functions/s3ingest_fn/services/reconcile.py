@@ -22,8 +22,9 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence, Sized
 from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import TypeVar
 
 from s3ingest_fn.core.diff import (
     EFFECT_BEHIND,
@@ -80,6 +81,8 @@ __all__ = [
     "combine_reports",
     "held_ages",
 ]
+
+_Page = TypeVar("_Page", bound=Sized)
 
 #: Parallel Scan segments (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Scan.html#Scan.ParallelScan).
 SCAN_SEGMENTS = 8
@@ -203,18 +206,28 @@ class Reconciler:
         self, request: ReconcileRequest, report: ReconcileReport, tick: Progress, pool: Executor
     ) -> None:
         """The ``inventory`` source: each key's state of the report in memory, the ledger
-        streamed through :func:`~s3ingest_fn.core.diff.diff`."""
+        streamed through :func:`~s3ingest_fn.core.diff.diff` (in columns when pyarrow is
+        importable: :func:`columnar`)."""
         try:
             manifest_key = request.manifest_key or self.newest_manifest()
             manifest = self.manifest(manifest_key)
             report.manifest = manifest_key
             report.taken_at_ms = manifest.created_ms
-            rows = self._inventory_rows(manifest)
             compare_versions = "VersionId" in manifest.columns or "version_id" in manifest.columns
             compare_etags = "ETag" in manifest.columns or "e_tag" in manifest.columns
-            truth = bucket_truth(_counting(rows, report, tick), prefix=request.prefix)
+            in_columns = columnar(self.scanner)
+            if not in_columns:
+                rows = self._inventory_rows(manifest)
+                truth = bucket_truth(_counting(rows, report, tick), prefix=request.prefix)
         except TransientError as exc:
             raise ReconcileError(f"reading the bucket's state failed: {exc}") from exc
+        if in_columns:
+            from s3ingest_fn.services.reconcile_columnar import run_columnar
+
+            run_columnar(
+                self, request, report, tick, pool, manifest, compare_versions, compare_etags
+            )
+            return
         if self.scope.prefixes or self.scope.suffixes:
             truth = {k: t for k, t in truth.items() if self.scope.contains(k)}
         report.bucket_keys = len(truth)
@@ -355,13 +368,22 @@ class Reconciler:
     ) -> Iterator[list[LedgerRow]]:
         """:meth:`scan_ledger`'s pages (one Scan request each), in the order they arrive; a
         page counts in :attr:`held` from its arrival until the consumer asks for the next."""
-        pages: queue.Queue[list[LedgerRow] | BaseException | None] = queue.Queue(
-            maxsize=2 * SCAN_SEGMENTS
-        )
+        return self.pump_pages(self.scan_pages, report, tick)
+
+    def pump_pages(
+        self,
+        pages_of: Callable[[int, int], Iterator[_Page]],
+        report: ReconcileReport,
+        tick: Progress,
+    ) -> Iterator[_Page]:
+        """The pages ``pages_of(segment, total)`` yields for each of :data:`SCAN_SEGMENTS`
+        segments, one thread each, through a queue of at most ``2 * SCAN_SEGMENTS`` pages (what
+        a thread makes of a page, it makes in its thread)."""
+        pages: queue.Queue[_Page | BaseException | None] = queue.Queue(maxsize=2 * SCAN_SEGMENTS)
         held = self.held
         stop = threading.Event()
 
-        def put(item: list[LedgerRow] | BaseException | None) -> bool:
+        def put(item: _Page | BaseException | None) -> bool:
             while not stop.is_set():
                 try:
                     pages.put(item, timeout=0.5)
@@ -372,7 +394,7 @@ class Reconciler:
 
         def worker(segment: int) -> None:
             try:
-                for page in self.scan_pages(segment, SCAN_SEGMENTS):
+                for page in pages_of(segment, SCAN_SEGMENTS):
                     held.add(len(page))
                     if not put(page):
                         return
@@ -514,6 +536,17 @@ class Reconciler:
         if tick is not None:
             tick("repair", sent)
         return sent
+
+
+def columnar(scanner: LedgerScanner) -> bool:
+    """Whether the ``inventory`` source runs in columns
+    (:mod:`~s3ingest_fn.services.reconcile_columnar`): pyarrow is importable and the scanner
+    reads pages as columns; else the per-key pass over :func:`~s3ingest_fn.core.diff.diff`."""
+    if not hasattr(scanner, "column_pages"):
+        return False
+    from importlib.util import find_spec
+
+    return find_spec("pyarrow") is not None
 
 
 def _counting(

@@ -10,6 +10,8 @@ most 1 MB, and a filter applies after the read.
 
 from __future__ import annotations
 
+import json
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -45,9 +47,10 @@ from s3ingest_fn.adapters.dynamo_ledger.layout import (
     hold_attribute,
     version_attribute,
 )
+from s3ingest_fn.core.ledger_columns import LedgerColumns
 from s3ingest_fn.core.model import TransientError
 from s3ingest_fn.core.ports import SegmentPage
-from s3ingest_fn.core.row import DEFAULT_PROCESSOR, HELD, Effect, LedgerRow, summary_effect
+from s3ingest_fn.core.row import DEFAULT_PROCESSOR, DONE, HELD, Effect, LedgerRow, summary_effect
 from s3ingest_fn.core.sequencer import WIDTH
 
 #: What a reconciliation reads of a row (both layouts): key, state, version, ETag, sequencer
@@ -124,30 +127,139 @@ def _scanned_row(item: Mapping[str, Any], bucket: str, named: bool = False) -> L
             effects[DEFAULT_PROCESSOR] = effect
         held = {name for name, e in effects.items() if e.status == HELD}
         effect = summary_effect({n: e for n, e in effects.items() if n not in held})
-    return LedgerRow(
+    return _row(
         bucket,
         item[PARTITION_KEY]["S"][len(bucket) + 1 :],
         item[_STATE]["S"] == "p",
-        "",  # raw_key
-        None if seq is None else seq["S"].ljust(WIDTH, "0"),  # seq, normalised
-        None,  # raw_seq
-        False,  # observed
+        None if seq is None else seq["S"],
         None if version is None else version["S"],
         None if etag is None else etag["S"],
+        0 if updated is None else int(updated["N"]),
+        _s(item.get(_CHG_ID)),
+        effect,
+        effects,
+    )
+
+
+def _row(
+    bucket: str,
+    key: str,
+    present: bool,
+    seq: str | None,
+    version: str | None,
+    etag: str | None,
+    updated: int,
+    change: str | None,
+    effect: Effect | None,
+    effects: dict[str, Effect],
+) -> LedgerRow:
+    """The row :func:`_scanned_row` and :func:`_columns_row` build (one positional call)."""
+    return LedgerRow(
+        bucket,
+        key,
+        present,
+        "",  # raw_key
+        None if seq is None else seq.ljust(WIDTH, "0"),  # seq, normalised
+        None,  # raw_seq
+        False,  # observed
+        version,
+        etag,
         None,  # size
         0,  # rev
         "",  # event_name
         "",  # reason
         "",  # source
-        0 if updated is None else int(updated["N"]),
+        updated,
         None,  # expires_at
         (),  # history
         None,  # op
-        _s(item.get(_CHG_ID)),  # change_id
+        change,  # change_id
         None,  # change_seq
         effect,
         effects,  # named_effects: every processor's own (several processors)
     )
+
+
+def _columns_row(
+    bucket: str,
+    key: str,
+    present: bool,
+    seq: str | None,
+    version: str | None,
+    etag: str | None,
+    updated: int,
+    change: str | None,
+    status: str | None,
+    lease: int | None,
+    done: str | None,
+    fx_version: int | None,
+) -> LedgerRow:
+    """:func:`_scanned_row` of a plain item (no legacy layout, no named or held effect) from
+    its :class:`~s3ingest_fn.core.ledger_columns.LedgerColumns` fields."""
+    effect = (
+        None
+        if status is None
+        else Effect(
+            _FX_STATUS.get(status, status),
+            lease_until_ms=lease,
+            hold=None,
+            done_change_id=done,
+            version=fx_version or 1,
+        )
+    )
+    return _row(bucket, key, present, seq, version, etag, updated, change, effect, {})
+
+
+def _columns(items: list[dict[str, Any]], bucket: str, named: bool) -> LedgerColumns:
+    """A page's items as :class:`~s3ingest_fn.core.ledger_columns.LedgerColumns`: one list
+    comprehension per field (no object per item); the items of the legacy layout, with a
+    held effect or with a named processor's effect are built in full (``special``)."""
+    cut = len(bucket) + 1
+    held = _FX_CODES[HELD]
+    special = {
+        i: _scanned_row(item, bucket, named)
+        for i, item in enumerate(items)
+        if _LEGACY_MARK in item
+        or _FX_HOLD in item
+        or (named and any(a.startswith(f"{_FX}:") for a in item))
+        or (item.get(_FX) or {}).get("S") == held
+    }
+    return LedgerColumns(
+        bucket,
+        [item[PARTITION_KEY]["S"][cut:] for item in items],
+        [item[_STATE]["S"] == "p" for item in items],
+        [None if (av := item.get(_SEQ)) is None else av["S"] for item in items],
+        [None if (av := item.get(_VERSION)) is None else av["S"] for item in items],
+        [None if (av := item.get(_ETAG)) is None else av["S"] for item in items],
+        [0 if (av := item.get(_UPDATED)) is None else int(av["N"]) for item in items],
+        [None if (av := item.get(_CHG_ID)) is None else av["S"] for item in items],
+        [None if (av := item.get(_FX)) is None else av["S"] for item in items],
+        [None if (av := item.get(_FX_LEASE)) is None else int(av["N"]) for item in items],
+        [None if (av := item.get(_FX_DONE)) is None else av["S"] for item in items],
+        [None if (av := item.get(_FX_VERSION)) is None else int(av["N"]) for item in items],
+        _columns_row,
+        _FX_CODES[DONE],
+        special,
+    )
+
+
+#: Set by :meth:`DynamoLedgerScanner.column_pages` around its Scan calls, in its thread: the
+#: ``before-parse`` handler then keeps the raw body (:func:`_keep_raw_body`).
+_RAW = threading.local()
+_RAW_BODY = "s3ingestRawBody"
+
+
+def _keep_raw_body(
+    response_dict: dict[str, Any], customized_response_dict: dict[str, Any], **_: Any
+) -> None:
+    """botocore's ``before-parse`` event (emitted by its endpoint with the HTTP response's
+    ``body``; ``customized_response_dict`` is merged into the parsed response): a successful
+    Scan answer asked for raw keeps its body bytes and leaves the shape parser an empty
+    document, so the page is read by one ``json.loads`` instead of botocore's walk of every
+    attribute value (errors are parsed as ever)."""
+    if getattr(_RAW, "wanted", False) and response_dict.get("status_code") == 200:
+        customized_response_dict[_RAW_BODY] = response_dict["body"]
+        response_dict["body"] = b"{}"
 
 
 #: Items a Scan page evaluates at most. A compact item is about 120-200 bytes, so the 1 MB page
@@ -270,16 +382,7 @@ class DynamoLedgerScanner:
         TransientError
             When a Scan request fails (the caller reports the run failed).
         """
-        kwargs: dict[str, Any] = {
-            "TableName": self._table,
-            "TotalSegments": total,
-            "Segment": segment,
-            "Limit": SCAN_PAGE_ROWS,
-            "ProjectionExpression": ", ".join(_ph(a) for a in self._attributes),
-            "FilterExpression": f"begins_with(#{PARTITION_KEY}, :prefix)",
-            "ExpressionAttributeNames": {_ph(a): a for a in self._attributes},
-            "ExpressionAttributeValues": {":prefix": {"S": f"{bucket}/"}},
-        }
+        kwargs = self._scan_kwargs(bucket, segment, total)
         while True:
             try:
                 page = self._ddb.scan(**kwargs)
@@ -295,6 +398,54 @@ class DynamoLedgerScanner:
             if last is None:
                 return
             kwargs["ExclusiveStartKey"] = last
+
+    def column_pages(self, bucket: str, segment: int, total: int) -> Iterator[LedgerColumns]:
+        """:meth:`pages` as :class:`~s3ingest_fn.core.ledger_columns.LedgerColumns`, each
+        page's body read by ``json.loads`` (the wire format is the parsed one: ``{"S": ...}``,
+        numbers as strings; the projection holds no binary attribute) when the client is
+        botocore's, the parsed response otherwise.
+
+        Raises
+        ------
+        TransientError
+            When a Scan request fails.
+        """
+        events = getattr(getattr(self._ddb, "meta", None), "events", None)
+        if events is not None:
+            events.register(
+                "before-parse.dynamodb.Scan", _keep_raw_body, unique_id="s3ingest-raw-scan"
+            )
+        kwargs = self._scan_kwargs(bucket, segment, total)
+        while True:
+            _RAW.wanted = True
+            try:
+                page: Mapping[str, Any] = self._ddb.scan(**kwargs)
+            except (ClientError, BotoCoreError) as exc:
+                raise TransientError(f"dynamodb scan: {exc}") from exc
+            finally:
+                _RAW.wanted = False
+            raw = page.get(_RAW_BODY)
+            if raw is not None:
+                page = json.loads(raw)
+            last = page.get("LastEvaluatedKey")
+            columns = _columns(page.get("Items", []), bucket, self._named)
+            del page, raw
+            yield columns
+            if last is None:
+                return
+            kwargs["ExclusiveStartKey"] = last
+
+    def _scan_kwargs(self, bucket: str, segment: int, total: int) -> dict[str, Any]:
+        return {
+            "TableName": self._table,
+            "TotalSegments": total,
+            "Segment": segment,
+            "Limit": SCAN_PAGE_ROWS,
+            "ProjectionExpression": ", ".join(_ph(a) for a in self._attributes),
+            "FilterExpression": f"begins_with(#{PARTITION_KEY}, :prefix)",
+            "ExpressionAttributeNames": {_ph(a): a for a in self._attributes},
+            "ExpressionAttributeValues": {":prefix": {"S": f"{bucket}/"}},
+        }
 
     def all_rows(self) -> Iterator[LedgerRow]:
         """Every row of the table, every bucket, read strongly consistent (the local runtime's

@@ -1,0 +1,604 @@
+"""The ``inventory`` reconciliation in columns (pyarrow): the report's keys and the ledger's rows
+compared in bulk, per-row Python only for the rows that differ (CONTRACT C12).
+
+The report's data files are read by pyarrow's CSV reader (ORC and Parquet by pyarrow, any file
+it cannot carry exactly by :func:`~s3ingest_fn.services.inventory.read_rows`) into one table of
+each key's latest state (:func:`truth_table`, the columns of
+:class:`~s3ingest_fn.core.diff.Truth`). The ledger's Scan pages arrive as
+:class:`~s3ingest_fn.core.ledger_columns.LedgerColumns` and become record batches in the scan
+threads; :func:`diff_columns` takes them :data:`CHUNK_ROWS` at a time, joins each chunk to the
+report on the key (a hash join: :func:`pyarrow.compute.index_in` of the report's keys in the
+chunk's), and keeps a row when its state, version, ETag, times, sequencer and effect match
+trivially. Every other row goes through :func:`~s3ingest_fn.core.diff.classify` (and the held
+effects' count) as in the per-key pass, so what is found and repaired is the same
+(``tests/unit/test_reconcile_columnar.py`` checks the two on random histories).
+
+Memory, measured (``bench/reconcile_diff.py``): the report's table (about 100 bytes per key),
+one chunk of the ledger (about 230 bytes per row) and pyarrow itself.
+"""
+
+from __future__ import annotations
+
+import bisect
+import importlib.util
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from s3ingest_fn.core import sequencer
+from s3ingest_fn.core.bounds import MAX_ETAG_CHARS, MAX_VERSION_ID_BYTES
+from s3ingest_fn.core.diff import DiffStats, Drift, Truth, classify, classify_unrecorded
+from s3ingest_fn.core.events import MAX_KEY_BYTES
+from s3ingest_fn.core.ledger_columns import LedgerColumns
+from s3ingest_fn.core.model import InventoryRow, TransientError
+from s3ingest_fn.core.row import LedgerRow
+from s3ingest_fn.core.scope import BucketScope
+from s3ingest_fn.services.inventory import InventoryError, Manifest, read_rows
+from s3ingest_fn.services.reconcile_run import (
+    Progress,
+    ReconcileError,
+    ReconcileReport,
+    ReconcileRequest,
+    RepairBatch,
+)
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
+    from s3ingest_fn.services.reconcile import Reconciler
+
+#: Ledger rows joined to the report at once: each chunk hashes the chunk's keys and probes the
+#: report's, so the report is read len(ledger) / CHUNK_ROWS times; a chunk holds about 230 bytes
+#: per row (60 MB).
+CHUNK_ROWS = 262_144
+#: The columns of :func:`truth_table`'s table.
+TRUTH_FIELDS = ("key", "visible", "version_id", "etag", "last_modified_ms")
+_TRUTH_SCHEMA = pa.schema(
+    [
+        ("key", pa.string()),
+        ("visible", pa.bool_()),
+        ("version_id", pa.string()),
+        ("etag", pa.string()),
+        ("last_modified_ms", pa.int64()),
+    ]
+)
+_LEDGER_SCHEMA = pa.schema(
+    [
+        ("keys", pa.string()),
+        ("present", pa.bool_()),
+        ("seq", pa.string()),
+        ("version", pa.string()),
+        ("etag", pa.string()),
+        ("updated", pa.int64()),
+        ("change", pa.string()),
+        ("status", pa.string()),
+        ("lease", pa.int64()),
+        ("done", pa.string()),
+        ("fx_version", pa.int64()),
+    ]
+)
+#: A stored sequencer of the layout S3 sends, at most :data:`~sequencer.MAX_EVENT_WIDTH`
+#: significant digits: only its time can contradict it (compared with the ceiling in bulk).
+_PLAIN_SEQ = rf"^00[0-9A-F]{{0,{sequencer.MAX_EVENT_WIDTH - 2}}}0*$"
+
+
+def available() -> bool:
+    """Whether pyarrow can be imported (the CLI's ``arrow`` extra; the reconcile function's
+    bundle)."""
+    return importlib.util.find_spec("pyarrow") is not None
+
+
+class _Unusual(Exception):
+    """A data file's value the bulk path does not carry exactly: the file is read row by row."""
+
+
+# -- the report ---------------------------------------------------------------------------
+
+
+def truth_table(
+    manifest: Manifest,
+    files: Iterable[bytes],
+    *,
+    prefix: str = "",
+    scope: BucketScope | None = None,
+    counted: Callable[[int], None] = lambda n: None,
+) -> pa.Table:
+    """Each key's current state (:data:`TRUTH_FIELDS`) of the report's data files, as
+    :func:`~s3ingest_fn.core.diff.bucket_truth` reduces them: the latest version of each key
+    under ``prefix`` in ``scope``, the newest when a report repeats a key (the later row on a
+    tie). ``counted(n)``: ``n`` more rows read.
+
+    Raises
+    ------
+    InventoryError, InvalidMessageError
+        As :func:`~s3ingest_fn.services.inventory.read_rows`, for a file that is not valid.
+    """
+    parts = []
+    for data in files:
+        part = _file_table(manifest, data)
+        counted(part.num_rows)
+        parts.append(part)
+    table = pa.concat_tables(parts) if parts else _empty_versions()
+    keep = table["latest"]
+    if prefix:
+        keep = pc.and_(keep, pc.starts_with(table["key"], prefix))
+    table = table.filter(keep)
+    if pc.count_distinct(table["key"]).as_py() != table.num_rows:
+        table = _newest_per_key(table)
+    if scope is not None and (scope.prefixes or scope.suffixes):
+        table = table.filter(_in_scope(table["key"], scope))
+    dead = table["delete_marker"]
+    return pa.table(
+        {
+            "key": table["key"],
+            "visible": pc.invert(dead),
+            "version_id": pc.if_else(dead, pa.scalar(None, pa.string()), table["version_id"]),
+            "etag": pc.if_else(dead, pa.scalar(None, pa.string()), table["etag"]),
+            "last_modified_ms": table["last_modified_ms"],
+        },
+        schema=_TRUTH_SCHEMA,
+    ).combine_chunks()
+
+
+def _empty_versions() -> pa.Table:
+    return _python_table([])
+
+
+def _newest_per_key(table: pa.Table) -> pa.Table:
+    order = pa.table(
+        {
+            "key": table["key"],
+            "ms": pc.fill_null(table["last_modified_ms"], 0),
+            "at": pa.array(range(table.num_rows), pa.int64()),
+        }
+    )
+    idx = pc.sort_indices(order, [("key", "ascending"), ("ms", "ascending"), ("at", "ascending")])
+    ranked = table.take(idx)
+    keys = ranked["key"].combine_chunks()
+    last = pc.not_equal(keys.slice(0, len(keys) - 1), keys.slice(1))
+    keep = pa.concat_arrays([last, pa.array([True])]) if len(keys) else pa.array([], pa.bool_())
+    return ranked.filter(keep)
+
+
+def _in_scope(keys: pa.ChunkedArray | pa.Array, scope: BucketScope) -> Any:
+    """:meth:`BucketScope.contains` in bulk."""
+    length = pc.utf8_length(keys)
+    found = None
+    for p in scope.prefixes or ("",):
+        for s in scope.suffixes or ("",):
+            one = pc.and_(
+                pc.and_(pc.starts_with(keys, p), pc.ends_with(keys, s)),
+                pc.greater_equal(length, len(p) + len(s)),
+            )
+            found = one if found is None else pc.or_(found, one)
+    return found
+
+
+def _file_table(manifest: Manifest, data: bytes) -> pa.Table:
+    """One data file's versions: key, latest, delete_marker, version_id, etag,
+    last_modified_ms."""
+    if manifest.file_format.upper() == "CSV":
+        try:
+            return _csv_table(manifest.columns, data)
+        except (_Unusual, pa.ArrowException):
+            pass  # read row by row below: the same rows, or the reader's exact error
+    return _python_table(read_rows(manifest, data))
+
+
+def _python_table(rows: Iterable[InventoryRow]) -> pa.Table:
+    cols: dict[str, list[Any]] = {
+        n: [] for n in ("key", "latest", "delete_marker", "version_id", "etag", "ms")
+    }
+    for r in rows:
+        cols["key"].append(r.key)
+        cols["latest"].append(r.is_latest)
+        cols["delete_marker"].append(r.is_delete_marker)
+        cols["version_id"].append(r.version_id)
+        cols["etag"].append(r.etag)
+        cols["ms"].append(r.last_modified_ms)
+    return _versions(
+        pa.array(cols["key"], pa.string()),
+        pa.array(cols["latest"], pa.bool_()),
+        pa.array(cols["delete_marker"], pa.bool_()),
+        pa.array(cols["version_id"], pa.string()),
+        pa.array(cols["etag"], pa.string()),
+        pa.array(cols["ms"], pa.int64()),
+    )
+
+
+def _versions(*columns: Any) -> pa.Table:
+    names = ("key", "latest", "delete_marker", "version_id", "etag", "last_modified_ms")
+    return pa.table(dict(zip(names, columns, strict=True)))
+
+
+def _csv_table(columns: tuple[str, ...], data: bytes) -> pa.Table:
+    """A gzip CSV data file in bulk, each value as the row reader would read it
+    (:func:`~s3ingest_fn.services.inventory.read_rows`); :class:`_Unusual` for a value it
+    would refuse or that this path cannot carry exactly."""
+    if "Bucket" not in columns or "Key" not in columns:
+        raise _Unusual("schema")
+    wanted = [
+        c
+        for c in ("Key", "VersionId", "IsLatest", "IsDeleteMarker", "ETag", "LastModifiedDate")
+        if c in columns
+    ]
+    table = pacsv.read_csv(
+        pa.input_stream(pa.py_buffer(data), compression="gzip"),
+        read_options=pacsv.ReadOptions(column_names=list(columns), block_size=1 << 22),
+        convert_options=pacsv.ConvertOptions(
+            column_types={c: pa.string() for c in columns},
+            include_columns=wanted,
+            strings_can_be_null=False,
+        ),
+    )
+    n = table.num_rows
+    none = pa.nulls(n, pa.string())
+    keys = _decode_keys(table["Key"])
+    versions = none
+    if "VersionId" in columns:
+        v = table["VersionId"]
+        if n and pc.max(pc.binary_length(v)).as_py() > MAX_VERSION_ID_BYTES:
+            raise _Unusual("version")
+        versions = pc.if_else(pc.is_in(v, pa.array(["", "null"])), none, v)
+    etags = none
+    if "ETag" in columns:
+        bare = pc.utf8_trim(table["ETag"], '"')
+        long = pc.greater(pc.utf8_length(table["ETag"]), MAX_ETAG_CHARS + 2)
+        shape = pc.match_substring_regex(bare, r"^[0-9A-Fa-f-]*$")
+        if n and (pc.any(long).as_py() or not pc.all(shape).as_py()):
+            raise _Unusual("etag")
+        if n and pc.max(pc.utf8_length(bare)).as_py() > MAX_ETAG_CHARS:
+            raise _Unusual("etag")
+        etags = pc.if_else(pc.equal(bare, ""), none, bare)
+    latest = pc.equal(table["IsLatest"], "true") if "IsLatest" in columns else pa.repeat(True, n)
+    dead = (
+        pc.equal(table["IsDeleteMarker"], "true")
+        if "IsDeleteMarker" in columns
+        else pa.repeat(False, n)
+    )
+    ms: Any = pa.nulls(n, pa.int64())
+    if "LastModifiedDate" in columns:
+        text = table["LastModifiedDate"]
+        stamped = pc.ends_with(text, "Z")
+        if n and not pc.all(pc.or_(stamped, pc.equal(text, ""))).as_py():
+            raise _Unusual("time")  # a time without its zone: the row reader's rules
+        when = pc.if_else(stamped, text, none)
+        ms = pc.cast(pc.cast(when, pa.timestamp("ms", "UTC")), pa.int64())
+    return _versions(keys, latest, dead, versions, etags, ms)
+
+
+def _decode_keys(raw: pa.ChunkedArray) -> Any:
+    """:func:`~s3ingest_fn.core.events.decode_form_key` in bulk: ``+`` is a space, each
+    ``%XY`` the byte ``XY`` (``%25`` last, so a decoded ``%`` starts nothing)."""
+    raw = raw.combine_chunks()
+    if len(raw) and pc.min(pc.utf8_length(raw)).as_py() == 0:
+        raise _Unusual("empty key")
+    spaced = pc.replace_substring(raw, "+", " ")
+    pct = pc.match_substring(raw, "%")
+    if pc.any(pct).as_py():
+        quoted = raw.filter(pct)
+        if not pc.all(
+            pc.equal(
+                pc.count_substring(quoted, "%"),
+                pc.count_substring_regex(quoted, "%[0-9A-Fa-f]{2}"),
+            )
+        ).as_py():
+            raise _Unusual("percent")
+        after = pc.list_flatten(pc.list_slice(pc.split_pattern(quoted, "%"), 1))
+        codes = sorted(
+            pc.unique(pc.utf8_slice_codeunits(after, 0, 2)).to_pylist(),
+            key=lambda c: c == "25",
+        )
+        decoded = spaced.cast(pa.binary())
+        for code in codes:
+            decoded = pc.replace_substring(decoded, f"%{code}", bytes([int(code, 16)]))
+        try:
+            spaced = decoded.cast(pa.string())
+        except pa.ArrowInvalid as exc:
+            raise _Unusual("utf-8") from exc
+    if len(raw) and pc.max(pc.binary_length(spaced)).as_py() > MAX_KEY_BYTES:
+        raise _Unusual("long key")
+    return spaced
+
+
+# -- the ledger ---------------------------------------------------------------------------
+
+
+@dataclass
+class ColumnBatch:
+    """One Scan page as a record batch (:data:`_LEDGER_SCHEMA`), with what rebuilds a row."""
+
+    batch: pa.RecordBatch
+    special: dict[int, LedgerRow]
+    row_of: Callable[..., LedgerRow]
+    bucket: str
+    done_code: str
+
+    def __len__(self) -> int:
+        return self.batch.num_rows
+
+    def row(self, i: int) -> LedgerRow:
+        """The ``i``-th row, as the per-key scan builds it."""
+        found = self.special.get(i)
+        if found is not None:
+            return found
+        return self.row_of(self.bucket, *(c[i].as_py() for c in self.batch.columns))
+
+
+def to_batch(page: LedgerColumns) -> ColumnBatch:
+    """A page's lists as a record batch (about a quarter of the lists' memory)."""
+    arrays = [
+        pa.array(getattr(page, f), t)
+        for f, t in zip(page.FIELDS, _LEDGER_SCHEMA.types, strict=True)
+    ]
+    return ColumnBatch(
+        pa.RecordBatch.from_arrays(arrays, schema=_LEDGER_SCHEMA),
+        page.special,
+        page.row_of,
+        page.bucket,
+        page.done_code,
+    )
+
+
+def _equal(a: Any, b: Any) -> Any:
+    """``a == b`` as Python compares optional strings (None equals None)."""
+    return pc.fill_null(pc.or_kleene(pc.equal(a, b), pc.and_(pc.is_null(a), pc.is_null(b))), False)
+
+
+def diff_columns(
+    truth: pa.Table,
+    pages: Iterable[ColumnBatch],
+    *,
+    taken_at_ms: int,
+    compare_versions: bool,
+    compare_etags: bool,
+    stats: DiffStats,
+    prefix: str = "",
+    scope: BucketScope | None = None,
+    out_of_scope: Callable[[str], None] = lambda key: None,
+    each_row: Callable[[LedgerRow], None] = lambda row: None,
+    target_version: int | None = None,
+    chunk_rows: int = CHUNK_ROWS,
+) -> Iterator[Drift]:
+    """:func:`~s3ingest_fn.core.diff.diff` of the report's table against the ledger's pages,
+    in bulk: the same drift, the same counts.
+
+    Parameters
+    ----------
+    truth : pyarrow.Table
+        From :func:`truth_table`.
+    pages : iterable of ColumnBatch
+    taken_at_ms, compare_versions, compare_etags, stats, prefix
+        As :func:`~s3ingest_fn.core.diff.diff`.
+    scope : BucketScope, optional
+        Rows out of it are passed to ``out_of_scope(key)`` and left out.
+    each_row : callable
+        Called with each row compared row by row (the reconciler counts its held effects and
+        the processors it is behind): a row kept in bulk has none (no effect, or one ``done``
+        at ``target_version`` or above for its change).
+    target_version : int or None
+        The highest configured processor's version; None: no processor is configured (an
+        absent effect is then nobody's to run).
+    """
+    state = _Seen(pa.repeat(False, truth.num_rows))
+    chunk: list[ColumnBatch] = []
+    rows = 0
+    args = (taken_at_ms, compare_versions, compare_etags, stats, prefix, scope)
+    for page in pages:
+        chunk.append(page)
+        rows += len(page)
+        if rows >= chunk_rows:
+            yield from _chunk(truth, chunk, state, *args, out_of_scope, each_row, target_version)
+            chunk, rows = [], 0
+    if chunk:
+        yield from _chunk(truth, chunk, state, *args, out_of_scope, each_row, target_version)
+    yield from _unrecorded(truth, state.seen, taken_at_ms, stats)
+
+
+@dataclass
+class _Seen:
+    """The report's keys a ledger row matched so far (a boolean array)."""
+
+    seen: Any
+
+
+def _truth_at(truth: pa.Table, i: int) -> Truth:
+    return Truth(*(truth.column(name)[i].as_py() for name in TRUTH_FIELDS[1:]))
+
+
+def _chunk(
+    truth: pa.Table,
+    pages: list[ColumnBatch],
+    state: _Seen,
+    taken_at_ms: int,
+    compare_versions: bool,
+    compare_etags: bool,
+    stats: DiffStats,
+    prefix: str,
+    scope: BucketScope | None,
+    out_of_scope: Callable[[str], None],
+    each_row: Callable[[LedgerRow], None],
+    target_version: int | None,
+) -> Iterator[Drift]:
+    table = pa.Table.from_batches([p.batch for p in pages], _LEDGER_SCHEMA).combine_chunks()
+    starts = [0]
+    for p in pages[:-1]:
+        starts.append(starts[-1] + len(p))
+    n = table.num_rows
+    keys = table["keys"].combine_chunks()
+    wanted = pc.starts_with(keys, prefix) if prefix else pa.repeat(True, n)
+    if scope is not None and (scope.prefixes or scope.suffixes):
+        inside = _in_scope(keys, scope)
+        for i in pc.indices_nonzero(pc.and_not(wanted, inside)).to_pylist():
+            out_of_scope(keys[i].as_py())
+        wanted = pc.and_(wanted, inside)
+    stats.ledger_rows += pc.sum(pc.cast(wanted, pa.int64())).as_py() or 0
+    # the join: each report key's position in this chunk (a hash of the chunk's keys), then
+    # each row's position in the report (a hash of the matched positions, integers)
+    where = pc.index_in(truth["key"], value_set=keys)
+    hit = pc.is_valid(where)
+    state.seen = pc.or_(state.seen, hit)
+    report_rows = pc.indices_nonzero(hit)
+    rows_hit = pc.drop_null(where)
+    match = pc.take(report_rows, pc.index_in(pa.array(range(n), pa.int32()), value_set=rows_hit))
+    visible = pc.fill_null(pc.take(truth["visible"], match), False)
+    lm = pc.fill_null(pc.take(truth["last_modified_ms"], match), 0)
+    present = table["present"]
+    same = pc.and_(visible, present)
+    if compare_versions:
+        same = pc.and_(same, _equal(table["version"], pc.take(truth["version_id"], match)))
+    if compare_etags:
+        same = pc.and_(same, _equal(table["etag"], pc.take(truth["etag"], match)))
+    same = pc.or_(same, pc.and_(pc.invert(visible), pc.invert(present)))
+    settled = pc.less_equal(pc.max_element_wise(table["updated"], lm), taken_at_ms)
+    seq = table["seq"]
+    ceiling = sequencer.ceiling(taken_at_ms / 1000)
+    seq_ok = pc.fill_null(
+        pc.or_kleene(
+            pc.is_null(seq),
+            pc.and_kleene(
+                pc.match_substring_regex(seq, _PLAIN_SEQ),
+                pc.less_equal(pc.utf8_rpad(seq, sequencer.WIDTH, "0"), ceiling),
+            ),
+        ),
+        False,
+    )
+    status = table["status"]
+    done = pc.fill_null(pc.equal(status, pages[0].done_code), False)
+    if target_version is None:
+        effect_ok = pc.or_(pc.is_null(status), done)
+    else:
+        current = pc.fill_null(
+            pc.or_kleene(
+                pc.or_kleene(pc.is_null(table["done"]), pc.is_null(table["change"])),
+                pc.equal(table["done"], table["change"]),
+            ),
+            False,
+        )
+        versioned = pc.greater_equal(pc.fill_null(table["fx_version"], 1), target_version)
+        effect_ok = pc.or_(
+            pc.and_(pc.is_null(status), pc.invert(present)),
+            pc.and_(done, pc.and_(versioned, current)),
+        )
+    plain = pc.and_(pc.and_(same, settled), pc.and_(seq_ok, effect_ok))
+    look = set(pc.indices_nonzero(pc.and_not(wanted, plain)).to_pylist())
+    look.update(
+        start + i
+        for p, start in zip(pages, starts, strict=True)
+        for i in p.special
+        if wanted[start + i].as_py()
+    )
+    found_at = match.to_pylist() if look else []
+    for i in sorted(look):
+        j = bisect.bisect_right(starts, i) - 1
+        row = pages[j].row(i - starts[j])
+        each_row(row)
+        t = found_at[i]
+        found = classify(
+            row,
+            _truth_at(truth, t) if t is not None else None,
+            taken_at_ms=taken_at_ms,
+            compare_versions=compare_versions,
+            compare_etags=compare_etags,
+            stats=stats,
+        )
+        if found is not None:
+            yield found
+
+
+def _unrecorded(truth: pa.Table, seen: Any, taken_at_ms: int, stats: DiffStats) -> Iterator[Drift]:
+    """The report's visible keys no ledger row matched, row by row
+    (:func:`~s3ingest_fn.core.diff.classify_unrecorded`)."""
+    if not truth.num_rows:
+        return
+    left = pc.and_not(truth["visible"].combine_chunks(), seen)
+    for i in pc.indices_nonzero(left).to_pylist():
+        found = classify_unrecorded(
+            truth["key"][i].as_py(),
+            _truth_at(truth, i),
+            taken_at_ms=taken_at_ms,
+            stats=stats,
+        )
+        if found is not None:
+            yield found
+
+
+# -- the run ------------------------------------------------------------------------------
+
+
+def run_columnar(
+    reconciler: Reconciler,
+    request: ReconcileRequest,
+    report: ReconcileReport,
+    tick: Progress,
+    pool: Executor,
+    manifest: Manifest,
+    compare_versions: bool,
+    compare_etags: bool,
+) -> None:
+    """:meth:`Reconciler._run_inventory` in columns: the same report, repairs and errors.
+
+    Raises
+    ------
+    ReconcileError
+        When a data file or the ledger cannot be read, a HEAD or the queue fails.
+    """
+    reading = [""]
+
+    def files() -> Iterator[bytes]:
+        for data_key in manifest.files:
+            reading[0] = data_key
+            yield reconciler.get_inventory_object(data_key)
+
+    def counted(n: int) -> None:
+        report.bucket_rows += n
+        tick("bucket", n)
+
+    try:
+        truth = truth_table(
+            manifest, files(), prefix=request.prefix, scope=reconciler.scope, counted=counted
+        )
+    except TransientError as exc:
+        raise ReconcileError(f"reading the bucket's state failed: {exc}") from exc
+    except InventoryError as exc:
+        raise ReconcileError(f"s3://{reconciler.inventory_bucket}/{reading[0]}: {exc}") from exc
+    report.bucket_keys = truth.num_rows
+    stats = DiffStats(snapshot_ms=report.taken_at_ms)
+    margin = reconciler.margin(request)
+    report.margin_s = margin / 1000
+    batch = RepairBatch(reconciler, report, tick, request.dry_run, pool)
+    now_ms = int(reconciler.now() * 1000)
+    scanner: Any = reconciler.scanner
+    targets = reconciler.targets
+
+    def pages_of(segment: int, total: int) -> Iterator[ColumnBatch]:
+        for page in scanner.column_pages(reconciler.bucket, segment, total):
+            yield to_batch(page)
+
+    def each_row(row: LedgerRow) -> None:
+        report.count_held(row, now_ms, targets)
+
+    for d in diff_columns(
+        truth,
+        reconciler.pump_pages(pages_of, report, tick),
+        taken_at_ms=report.taken_at_ms - margin,
+        compare_versions=compare_versions,
+        compare_etags=compare_etags,
+        stats=stats,
+        prefix=request.prefix,
+        scope=reconciler.scope,
+        out_of_scope=report.out_of_scope_row,
+        each_row=each_row,
+        target_version=max((t.version for t in targets), default=None),
+    ):
+        report.count(d)
+        batch.add(d)
+        if batch.full:
+            batch.flush()
+    batch.flush()
+    report.ledger_rows, report.skipped_recent = stats.ledger_rows, stats.skipped_recent
+    report.skipped_after_snapshot = stats.skipped_after_snapshot
