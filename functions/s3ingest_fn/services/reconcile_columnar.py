@@ -32,10 +32,11 @@ import pyarrow.csv as pacsv
 from s3ingest_fn.core import sequencer
 from s3ingest_fn.core.bounds import MAX_ETAG_CHARS, MAX_VERSION_ID_BYTES
 from s3ingest_fn.core.diff import DiffStats, Drift, Truth, classify, classify_unrecorded
+from s3ingest_fn.core.effects import EffectTarget
 from s3ingest_fn.core.events import MAX_KEY_BYTES
 from s3ingest_fn.core.ledger_columns import LedgerColumns
 from s3ingest_fn.core.model import InventoryRow, TransientError
-from s3ingest_fn.core.row import LedgerRow
+from s3ingest_fn.core.row import DEFAULT_PROCESSOR, LedgerRow
 from s3ingest_fn.core.scope import BucketScope
 from s3ingest_fn.services.inventory import InventoryError, Manifest, read_rows
 from s3ingest_fn.services.reconcile_run import (
@@ -184,7 +185,7 @@ def _file_table(manifest: Manifest, data: bytes) -> pa.Table:
     if manifest.file_format.upper() == "CSV":
         try:
             return _csv_table(manifest.columns, data)
-        except (_Unusual, pa.ArrowException):
+        except (_Unusual, pa.ArrowException, OSError):
             pass  # read row by row below: the same rows, or the reader's exact error
     return _python_table(read_rows(manifest, data))
 
@@ -593,7 +594,7 @@ def run_columnar(
         scope=reconciler.scope,
         out_of_scope=report.out_of_scope_row,
         each_row=each_row,
-        target_version=max((t.version for t in targets), default=None),
+        target_version=_target_version(targets),
     ):
         report.count(d)
         batch.add(d)
@@ -602,3 +603,14 @@ def run_columnar(
     batch.flush()
     report.ledger_rows, report.skipped_recent = stats.ledger_rows, stats.skipped_recent
     report.skipped_after_snapshot = stats.skipped_after_snapshot
+
+
+def _target_version(targets: tuple[EffectTarget, ...]) -> int | None:
+    """What :func:`diff_columns` keeps in bulk of the rows' effects: None without processors,
+    the highest version of the default processor's, and with a named one no present row (a row
+    without the named processor's effect is behind it: row by row)."""
+    if not targets:
+        return None
+    if any(t.name != DEFAULT_PROCESSOR for t in targets):
+        return 2**62
+    return max(t.version for t in targets)
