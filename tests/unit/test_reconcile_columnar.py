@@ -331,12 +331,12 @@ def test_scan_pages_are_parsed_straight_to_the_fields_the_diff_reads() -> None:
         _scan_answer(items[half:], None),
     ]
     client = _client(list(answers))
-    parsed: list[Any] = []
-    client.meta.events.register(
-        "after-call.dynamodb.Scan",
-        lambda parsed, **_: parsed_seen.append(sorted(parsed)),
-    )
-    parsed_seen = parsed
+    parsed_seen: list[list[str]] = []
+
+    def after_call(parsed: dict[str, Any], **_: Any) -> None:
+        parsed_seen.append(sorted(parsed))
+
+    client.meta.events.register("after-call.dynamodb.Scan", after_call)
     scanner = DynamoLedgerScanner(client, "ledger")
     # WHEN the scanner reads them as columns
     pages = list(scanner.column_pages(BUCKET, 0, 1))
