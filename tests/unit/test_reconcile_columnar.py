@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import json
 import random
 import threading
 import time
@@ -26,8 +27,8 @@ from s3ingest_fn.adapters.dynamo_ledger import item_of
 from s3ingest_fn.adapters.dynamo_ledger.scan import (
     _DIFF_ATTRIBUTES,
     DynamoLedgerScanner,
-    _columns,
     _scanned_row,
+    columns_of,
 )
 from s3ingest_fn.core.diff import DiffStats, bucket_truth, diff
 from s3ingest_fn.core.effects import EffectTarget
@@ -150,10 +151,10 @@ def _manifest(columns: tuple[str, ...] = SCHEMA) -> Manifest:
     return Manifest(BUCKET, "inv", TAKEN, "CSV", columns, ("data.csv.gz",))
 
 
-def _pages(rows: list[LedgerRow], size: int) -> Iterator[rc.ColumnBatch]:
+def _pages(rows: list[LedgerRow], size: int) -> Iterator[LedgerColumns]:
     items = [{k: v for k, v in item_of(r).items() if k in _DIFF_ATTRIBUTES} for r in rows]
     for i in range(0, len(items), size):
-        yield rc.to_batch(_columns(items[i : i + size], BUCKET, False))
+        yield columns_of(json.dumps({"Items": items[i : i + size]}).encode(), BUCKET, False)[0]
 
 
 def _per_key_rows(rows: list[LedgerRow]) -> list[LedgerRow]:
@@ -292,8 +293,6 @@ def test_times_without_a_zone_and_multi_member_gzip_read_as_the_row_reader_reads
 
 
 def _scan_answer(items: list[dict[str, Any]], last: dict[str, Any] | None) -> bytes:
-    import json
-
     body: dict[str, Any] = {"Items": items, "Count": len(items), "ScannedCount": len(items)}
     if last is not None:
         body["LastEvaluatedKey"] = last
@@ -371,11 +370,10 @@ class _SlowColumnsScanner:
     def column_pages(self, bucket: str, segment: int, total: int) -> Iterator[LedgerColumns]:
         for p in range(self.pages):
             keys = [f"{segment}-{p}-{i}" for i in range(self.size)]
-            yield _columns(
-                [{"pk": {"S": f"{bucket}/{k}"}, "st": {"S": "p"}, "ut": {"N": "1"}} for k in keys],
-                bucket,
-                False,
-            )
+            items = [
+                {"pk": {"S": f"{bucket}/{k}"}, "st": {"S": "p"}, "ut": {"N": "1"}} for k in keys
+            ]
+            yield columns_of(json.dumps({"Items": items}).encode(), bucket, False)[0]
 
 
 def test_the_pages_in_flight_are_bounded() -> None:
@@ -393,9 +391,8 @@ def test_the_pages_in_flight_are_bounded() -> None:
     )
     report = ReconcileReport(source="inventory", bucket=BUCKET, prefix="", dry_run=True)
 
-    def pages_of(segment: int, total: int) -> Iterator[rc.ColumnBatch]:
-        for page in scanner.column_pages(BUCKET, segment, total):
-            yield rc.to_batch(page)
+    def pages_of(segment: int, total: int) -> Iterator[LedgerColumns]:
+        return scanner.column_pages(BUCKET, segment, total)
 
     seen = 0
     for page in r.pump_pages(pages_of, report, lambda p, n: None):

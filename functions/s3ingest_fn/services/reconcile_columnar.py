@@ -5,8 +5,9 @@ The report's data files are read by pyarrow's CSV reader (ORC and Parquet by pya
 it cannot carry exactly by :func:`~s3ingest_fn.services.inventory.read_rows`) into one table of
 each key's latest state (:func:`truth_table`, the columns of
 :class:`~s3ingest_fn.core.diff.Truth`). The ledger's Scan pages arrive as
-:class:`~s3ingest_fn.core.ledger_columns.LedgerColumns` and become record batches in the scan
-threads; :func:`diff_columns` takes them :data:`CHUNK_ROWS` at a time, joins each chunk to the
+:class:`~s3ingest_fn.core.ledger_columns.LedgerColumns` (record batches read from the raw
+Scan bodies by pyarrow's JSON reader in the scan threads); :func:`diff_columns` takes them
+:data:`CHUNK_ROWS` at a time, joins each chunk to the
 report on the key (a hash join: :func:`pyarrow.compute.index_in` of the report's keys in the
 chunk's), and keeps a row when its state, version, ETag, times, sequencer and effect match
 trivially. Every other row goes through :func:`~s3ingest_fn.core.diff.classify` (and the held
@@ -65,21 +66,6 @@ _TRUTH_SCHEMA = pa.schema(
         ("version_id", pa.string()),
         ("etag", pa.string()),
         ("last_modified_ms", pa.int64()),
-    ]
-)
-_LEDGER_SCHEMA = pa.schema(
-    [
-        ("keys", pa.string()),
-        ("present", pa.bool_()),
-        ("seq", pa.string()),
-        ("version", pa.string()),
-        ("etag", pa.string()),
-        ("updated", pa.int64()),
-        ("change", pa.string()),
-        ("status", pa.string()),
-        ("lease", pa.int64()),
-        ("done", pa.string()),
-        ("fx_version", pa.int64()),
     ]
 )
 #: A stored sequencer of the layout S3 sends, at most :data:`~sequencer.MAX_EVENT_WIDTH`
@@ -309,42 +295,6 @@ def _decode_keys(raw: pa.ChunkedArray) -> Any:
 # -- the ledger ---------------------------------------------------------------------------
 
 
-@dataclass
-class ColumnBatch:
-    """One Scan page as a record batch (:data:`_LEDGER_SCHEMA`), with what rebuilds a row."""
-
-    batch: pa.RecordBatch
-    special: dict[int, LedgerRow]
-    row_of: Callable[..., LedgerRow]
-    bucket: str
-    done_code: str
-
-    def __len__(self) -> int:
-        return self.batch.num_rows
-
-    def row(self, i: int) -> LedgerRow:
-        """The ``i``-th row, as the per-key scan builds it."""
-        found = self.special.get(i)
-        if found is not None:
-            return found
-        return self.row_of(self.bucket, *(c[i].as_py() for c in self.batch.columns))
-
-
-def to_batch(page: LedgerColumns) -> ColumnBatch:
-    """A page's lists as a record batch (about a quarter of the lists' memory)."""
-    arrays = [
-        pa.array(getattr(page, f), t)
-        for f, t in zip(page.FIELDS, _LEDGER_SCHEMA.types, strict=True)
-    ]
-    return ColumnBatch(
-        pa.RecordBatch.from_arrays(arrays, schema=_LEDGER_SCHEMA),
-        page.special,
-        page.row_of,
-        page.bucket,
-        page.done_code,
-    )
-
-
 def _equal(a: Any, b: Any) -> Any:
     """``a == b`` as Python compares optional strings (None equals None)."""
     return pc.fill_null(pc.or_kleene(pc.equal(a, b), pc.and_(pc.is_null(a), pc.is_null(b))), False)
@@ -352,7 +302,7 @@ def _equal(a: Any, b: Any) -> Any:
 
 def diff_columns(
     truth: pa.Table,
-    pages: Iterable[ColumnBatch],
+    pages: Iterable[LedgerColumns],
     *,
     taken_at_ms: int,
     compare_versions: bool,
@@ -372,7 +322,7 @@ def diff_columns(
     ----------
     truth : pyarrow.Table
         From :func:`truth_table`.
-    pages : iterable of ColumnBatch
+    pages : iterable of LedgerColumns
     taken_at_ms, compare_versions, compare_etags, stats, prefix
         As :func:`~s3ingest_fn.core.diff.diff`.
     scope : BucketScope, optional
@@ -386,7 +336,7 @@ def diff_columns(
         absent effect is then nobody's to run).
     """
     state = _Seen(pa.repeat(False, truth.num_rows))
-    chunk: list[ColumnBatch] = []
+    chunk: list[LedgerColumns] = []
     rows = 0
     args = (taken_at_ms, compare_versions, compare_etags, stats, prefix, scope)
     for page in pages:
@@ -413,7 +363,7 @@ def _truth_at(truth: pa.Table, i: int) -> Truth:
 
 def _chunk(
     truth: pa.Table,
-    pages: list[ColumnBatch],
+    pages: list[LedgerColumns],
     state: _Seen,
     taken_at_ms: int,
     compare_versions: bool,
@@ -425,7 +375,7 @@ def _chunk(
     each_row: Callable[[LedgerRow], None],
     target_version: int | None,
 ) -> Iterator[Drift]:
-    table = pa.Table.from_batches([p.batch for p in pages], _LEDGER_SCHEMA).combine_chunks()
+    table = pa.Table.from_batches([p.batch for p in pages]).combine_chunks()
     starts = [0]
     for p in pages[:-1]:
         starts.append(starts[-1] + len(p))
@@ -457,13 +407,14 @@ def _chunk(
     same = pc.or_(same, pc.and_(pc.invert(visible), pc.invert(present)))
     settled = pc.less_equal(pc.max_element_wise(table["updated"], lm), taken_at_ms)
     seq = table["seq"]
+    padded = pc.utf8_rpad(seq, sequencer.WIDTH, "0")  # as the row holds it (stored trimmed)
     ceiling = sequencer.ceiling(taken_at_ms / 1000)
     seq_ok = pc.fill_null(
         pc.or_kleene(
             pc.is_null(seq),
             pc.and_kleene(
-                pc.match_substring_regex(seq, _PLAIN_SEQ),
-                pc.less_equal(pc.utf8_rpad(seq, sequencer.WIDTH, "0"), ceiling),
+                pc.match_substring_regex(padded, _PLAIN_SEQ),
+                pc.less_equal(padded, ceiling),
             ),
         ),
         False,
@@ -576,9 +527,8 @@ def run_columnar(
     scanner: Any = reconciler.scanner
     targets = reconciler.targets
 
-    def pages_of(segment: int, total: int) -> Iterator[ColumnBatch]:
-        for page in scanner.column_pages(reconciler.bucket, segment, total):
-            yield to_batch(page)
+    def pages_of(segment: int, total: int) -> Iterator[LedgerColumns]:
+        return scanner.column_pages(reconciler.bucket, segment, total)
 
     def each_row(row: LedgerRow) -> None:
         report.count_held(row, now_ms, targets)

@@ -50,7 +50,7 @@ from s3ingest_fn.adapters.dynamo_ledger.layout import (
 from s3ingest_fn.core.ledger_columns import LedgerColumns
 from s3ingest_fn.core.model import TransientError
 from s3ingest_fn.core.ports import SegmentPage
-from s3ingest_fn.core.row import DEFAULT_PROCESSOR, DONE, HELD, Effect, LedgerRow, summary_effect
+from s3ingest_fn.core.row import DEFAULT_PROCESSOR, HELD, Effect, LedgerRow, summary_effect
 from s3ingest_fn.core.sequencer import WIDTH
 
 #: What a reconciliation reads of a row (both layouts): key, state, version, ETag, sequencer
@@ -210,37 +210,13 @@ def _columns_row(
     return _row(bucket, key, present, seq, version, etag, updated, change, effect, {})
 
 
-def _columns(items: list[dict[str, Any]], bucket: str, named: bool) -> LedgerColumns:
-    """A page's items as :class:`~s3ingest_fn.core.ledger_columns.LedgerColumns`: one list
-    comprehension per field (no object per item); the items of the legacy layout, with a
-    held effect or with a named processor's effect are built in full (``special``)."""
-    cut = len(bucket) + 1
-    held = _FX_CODES[HELD]
-    special = {
-        i: _scanned_row(item, bucket, named)
-        for i, item in enumerate(items)
-        if _LEGACY_MARK in item
-        or _FX_HOLD in item
-        or (named and any(a.startswith(f"{_FX}:") for a in item))
-        or (item.get(_FX) or {}).get("S") == held
-    }
-    return LedgerColumns(
-        bucket,
-        [item[PARTITION_KEY]["S"][cut:] for item in items],
-        [item[_STATE]["S"] == "p" for item in items],
-        [None if (av := item.get(_SEQ)) is None else av["S"] for item in items],
-        [None if (av := item.get(_VERSION)) is None else av["S"] for item in items],
-        [None if (av := item.get(_ETAG)) is None else av["S"] for item in items],
-        [0 if (av := item.get(_UPDATED)) is None else int(av["N"]) for item in items],
-        [None if (av := item.get(_CHG_ID)) is None else av["S"] for item in items],
-        [None if (av := item.get(_FX)) is None else av["S"] for item in items],
-        [None if (av := item.get(_FX_LEASE)) is None else int(av["N"]) for item in items],
-        [None if (av := item.get(_FX_DONE)) is None else av["S"] for item in items],
-        [None if (av := item.get(_FX_VERSION)) is None else int(av["N"]) for item in items],
-        _columns_row,
-        _FX_CODES[DONE],
-        special,
-    )
+def columns_of(body: bytes, bucket: str, named: bool) -> tuple[LedgerColumns, Any]:
+    """A Scan answer's body as :class:`~s3ingest_fn.core.ledger_columns.LedgerColumns` and its
+    ``LastEvaluatedKey`` (:func:`~s3ingest_fn.adapters.dynamo_ledger.scan_arrow.decode`;
+    needs pyarrow)."""
+    from s3ingest_fn.adapters.dynamo_ledger.scan_arrow import decode
+
+    return decode(body, bucket, named, _columns_row, _scanned_row)
 
 
 #: Set by :meth:`DynamoLedgerScanner.column_pages` around its Scan calls, in its thread: the
@@ -255,8 +231,8 @@ def _keep_raw_body(
     """botocore's ``before-parse`` event (emitted by its endpoint with the HTTP response's
     ``body``; ``customized_response_dict`` is merged into the parsed response): a successful
     Scan answer asked for raw keeps its body bytes and leaves the shape parser an empty
-    document, so the page is read by one ``json.loads`` instead of botocore's walk of every
-    attribute value (errors are parsed as ever)."""
+    document, so the page is read in bulk instead of by botocore's walk of every attribute
+    value (errors are parsed as ever)."""
     if getattr(_RAW, "wanted", False) and response_dict.get("status_code") == 200:
         customized_response_dict[_RAW_BODY] = response_dict["body"]
         response_dict["body"] = b"{}"
@@ -401,9 +377,9 @@ class DynamoLedgerScanner:
 
     def column_pages(self, bucket: str, segment: int, total: int) -> Iterator[LedgerColumns]:
         """:meth:`pages` as :class:`~s3ingest_fn.core.ledger_columns.LedgerColumns`, each
-        page's body read by ``json.loads`` (the wire format is the parsed one: ``{"S": ...}``,
-        numbers as strings; the projection holds no binary attribute) when the client is
-        botocore's, the parsed response otherwise.
+        page's raw body read by pyarrow's JSON reader (:func:`columns_of`; the wire format is
+        the parsed one: ``{"S": ...}``, numbers as strings; the projection holds no binary
+        attribute). Needs pyarrow.
 
         Raises
         ------
@@ -425,10 +401,9 @@ class DynamoLedgerScanner:
             finally:
                 _RAW.wanted = False
             raw = page.get(_RAW_BODY)
-            if raw is not None:
-                page = json.loads(raw)
-            last = page.get("LastEvaluatedKey")
-            columns = _columns(page.get("Items", []), bucket, self._named)
+            if raw is None:  # not botocore's client (a test's fake): its parsed answer
+                raw = json.dumps(page).encode()
+            columns, last = columns_of(raw, bucket, self._named)
             del page, raw
             yield columns
             if last is None:
