@@ -25,7 +25,6 @@ from hypothesis import strategies as st
 
 from s3ingest_fn.adapters.dynamo_ledger import item_of
 from s3ingest_fn.adapters.dynamo_ledger.scan import (
-    _DIFF_ATTRIBUTES,
     DynamoLedgerScanner,
     _scanned_row,
     columns_of,
@@ -141,6 +140,10 @@ def world(seed: int, n: int = 40) -> tuple[list[list[str]], list[LedgerRow]]:
     return lines, rows
 
 
+#: What the scanner projects with the default processor configured.
+PROJECTED = DynamoLedgerScanner(None, "ledger")._attributes  # type: ignore[arg-type]
+
+
 def _csv(lines: list[list[str]]) -> bytes:
     out = io.StringIO()
     csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(lines)
@@ -152,15 +155,14 @@ def _manifest(columns: tuple[str, ...] = SCHEMA) -> Manifest:
 
 
 def _pages(rows: list[LedgerRow], size: int) -> Iterator[LedgerColumns]:
-    items = [{k: v for k, v in item_of(r).items() if k in _DIFF_ATTRIBUTES} for r in rows]
+    items = [{k: v for k, v in item_of(r).items() if k in PROJECTED} for r in rows]
     for i in range(0, len(items), size):
         yield columns_of(json.dumps({"Items": items[i : i + size]}).encode(), BUCKET, False)[0]
 
 
 def _per_key_rows(rows: list[LedgerRow]) -> list[LedgerRow]:
     return [
-        _scanned_row({k: v for k, v in item_of(r).items() if k in _DIFF_ATTRIBUTES}, BUCKET)
-        for r in rows
+        _scanned_row({k: v for k, v in item_of(r).items() if k in PROJECTED}, BUCKET) for r in rows
     ]
 
 
@@ -323,7 +325,7 @@ def _client(answers: list[bytes]) -> Any:
 def test_scan_pages_are_parsed_straight_to_the_fields_the_diff_reads() -> None:
     # GIVEN Scan answers holding compact items of every kind
     _, rows = world(7, n=60)
-    items = [{k: v for k, v in item_of(r).items() if k in _DIFF_ATTRIBUTES} for r in rows]
+    items = [{k: v for k, v in item_of(r).items() if k in PROJECTED} for r in rows]
     half = len(items) // 2
     answers = [
         _scan_answer(items[:half], {"pk": {"S": f"{BUCKET}/x"}}),
@@ -348,7 +350,7 @@ def test_scan_pages_are_parsed_straight_to_the_fields_the_diff_reads() -> None:
 
 def test_the_raw_body_is_kept_only_for_the_columnar_read() -> None:
     _, rows = world(8, n=10)
-    items = [{k: v for k, v in item_of(r).items() if k in _DIFF_ATTRIBUTES} for r in rows]
+    items = [{k: v for k, v in item_of(r).items() if k in PROJECTED} for r in rows]
     answers = [_scan_answer(items, None)] * 2
     client = _client(list(answers))
     scanner = DynamoLedgerScanner(client, "ledger")
@@ -408,3 +410,46 @@ def test_the_pages_in_flight_are_bounded() -> None:
 def test_the_bulk_reader_and_the_row_reader_refuse_a_bad_data_file_alike() -> None:
     with pytest.raises(InventoryError):
         rc.truth_table(_manifest(), [b"not gzip"])
+
+
+@pytest.mark.parametrize("seq", [None, "00", "00643717F9F8B85354", "0064371700000000000000"])
+@pytest.mark.parametrize("effect", [None, Effect("done", done_change_id="c1", version=2)])
+def test_rows_that_match_the_report_are_not_compared_row_by_row(
+    seq: str | None, effect: Effect | None
+) -> None:
+    # GIVEN a ledger that matches the report, sequencers stored trimmed of their padding
+    lines = [
+        [BUCKET, f"k{i}", f"v{i}", "true", "false", "1", _iso(TAKEN - 9), f"{i:032x}"]
+        for i in range(50)
+    ]
+    rows = [
+        LedgerRow(
+            BUCKET,
+            f"k{i}",
+            True,
+            seq=None if seq is None else seq.ljust(64, "0"),
+            version_id=f"v{i}",
+            etag=f"{i:032x}",
+            updated_at=TAKEN - 9,
+            change_id="c1",
+            effect=effect,
+            rev=1,
+        )
+        for i in range(50)
+    ]
+    looked: list[LedgerRow] = []
+    # WHEN the columnar pass diffs them (the default processor configured at version 2)
+    found = list(
+        rc.diff_columns(
+            rc.truth_table(_manifest(), [_csv(lines)]),
+            _pages(rows, 7),
+            taken_at_ms=TAKEN,
+            compare_versions=True,
+            compare_etags=True,
+            stats=DiffStats(),
+            each_row=looked.append,
+            target_version=None if effect is None else 2,
+        )
+    )
+    # THEN nothing differs and no row went through Python
+    assert found == [] and looked == []
