@@ -101,7 +101,19 @@ def ledger_scanner(
     per page), reading the effects of ``processors`` (names) too."""
     from s3ingest_fn.adapters.dynamo_ledger import DynamoLedgerScanner
 
-    return DynamoLedgerScanner(dynamodb, table, processors)
+    return DynamoLedgerScanner(dynamodb, table, processors, scan_decoder())
+
+
+def scan_decoder() -> Any:
+    """The Scan body's reader into columns where pyarrow is importable (the CLI's ``arrow``
+    extra; the reconciliation then runs in columns), else None (the per-key pass)."""
+    from importlib.util import find_spec
+
+    if find_spec("pyarrow") is None:
+        return None
+    from s3ingest_fn.adapters.dynamo_ledger.scan_arrow import decode
+
+    return decode
 
 
 def objects(s3: Any) -> S3Objects:
@@ -352,7 +364,7 @@ def reconciler(
         listing=S3Listing(s3),
         inventory=S3InventoryStore(s3),
         repairs=SqsRepairQueue(sqs, queue_url),
-        scanner=DynamoLedgerScanner(dynamodb, table, processors),
+        scanner=DynamoLedgerScanner(dynamodb, table, processors, scan_decoder()),
         bucket=bucket,
         table=table,
         queue_url=queue_url,

@@ -26,9 +26,10 @@ from hypothesis import strategies as st
 from s3ingest_fn.adapters.dynamo_ledger import item_of
 from s3ingest_fn.adapters.dynamo_ledger.scan import (
     DynamoLedgerScanner,
+    _columns_row,
     _scanned_row,
-    columns_of,
 )
+from s3ingest_fn.adapters.dynamo_ledger.scan_arrow import decode
 from s3ingest_fn.core.diff import DiffStats, bucket_truth, diff
 from s3ingest_fn.core.effects import EffectTarget
 from s3ingest_fn.core.ledger_columns import LedgerColumns
@@ -138,6 +139,10 @@ def world(seed: int, n: int = 40) -> tuple[list[list[str]], list[LedgerRow]]:
     rnd.shuffle(lines)
     rnd.shuffle(rows)
     return lines, rows
+
+
+def columns_of(body: bytes, bucket: str, named: bool) -> tuple[LedgerColumns, Any]:
+    return decode(body, bucket, named, _columns_row, _scanned_row)
 
 
 #: What the scanner projects with the default processor configured.
@@ -338,7 +343,7 @@ def test_scan_pages_are_parsed_straight_to_the_fields_the_diff_reads() -> None:
         parsed_seen.append(sorted(parsed))
 
     client.meta.events.register("after-call.dynamodb.Scan", after_call)
-    scanner = DynamoLedgerScanner(client, "ledger")
+    scanner = DynamoLedgerScanner(client, "ledger", decode=decode)
     # WHEN the scanner reads them as columns
     pages = list(scanner.column_pages(BUCKET, 0, 1))
     # THEN each row is the per-key scan's row, and botocore's parser walked no item
@@ -353,7 +358,7 @@ def test_the_raw_body_is_kept_only_for_the_columnar_read() -> None:
     items = [{k: v for k, v in item_of(r).items() if k in PROJECTED} for r in rows]
     answers = [_scan_answer(items, None)] * 2
     client = _client(list(answers))
-    scanner = DynamoLedgerScanner(client, "ledger")
+    scanner = DynamoLedgerScanner(client, "ledger", decode=decode)
     list(scanner.column_pages(BUCKET, 0, 1))  # the handler is registered on the client now
     # WHEN the same client's per-key Scan runs THEN its items are parsed by botocore as ever
     assert [r for page in scanner.pages(BUCKET, 0, 1) for r in page] == _per_key_rows(rows)

@@ -540,13 +540,10 @@ class Reconciler:
 
 def columnar(scanner: LedgerScanner) -> bool:
     """Whether the ``inventory`` source runs in columns
-    (:mod:`~s3ingest_fn.services.reconcile_columnar`): pyarrow is importable and the scanner
-    reads pages as columns; else the per-key pass over :func:`~s3ingest_fn.core.diff.diff`."""
-    if not hasattr(scanner, "column_pages"):
-        return False
-    from importlib.util import find_spec
-
-    return find_spec("pyarrow") is not None
+    (:mod:`~s3ingest_fn.services.reconcile_columnar`): the scanner reads pages as columns (it
+    was given a decoder: pyarrow is importable); else the per-key pass over
+    :func:`~s3ingest_fn.core.diff.diff`."""
+    return getattr(scanner, "decode", None) is not None
 
 
 def _counting(

@@ -26,10 +26,6 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pacsv
-
 from s3ingest_fn.core import sequencer
 from s3ingest_fn.core.bounds import MAX_ETAG_CHARS, MAX_VERSION_ID_BYTES
 from s3ingest_fn.core.diff import DiffStats, Drift, Truth, classify, classify_unrecorded
@@ -51,6 +47,8 @@ from s3ingest_fn.services.reconcile_run import (
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
+    import pyarrow as pa
+
     from s3ingest_fn.services.reconcile import Reconciler
 
 #: Ledger rows joined to the report at once: each chunk hashes the chunk's keys and probes the
@@ -59,15 +57,6 @@ if TYPE_CHECKING:
 CHUNK_ROWS = 262_144
 #: The columns of :func:`truth_table`'s table.
 TRUTH_FIELDS = ("key", "visible", "version_id", "etag", "last_modified_ms")
-_TRUTH_SCHEMA = pa.schema(
-    [
-        ("key", pa.string()),
-        ("visible", pa.bool_()),
-        ("version_id", pa.string()),
-        ("etag", pa.string()),
-        ("last_modified_ms", pa.int64()),
-    ]
-)
 #: A stored sequencer of the layout S3 sends, at most :data:`~sequencer.MAX_EVENT_WIDTH`
 #: significant digits: only its time can contradict it (compared with the ceiling in bulk).
 _PLAIN_SEQ = rf"^00[0-9A-F]{{0,{sequencer.MAX_EVENT_WIDTH - 2}}}0*$"
@@ -104,6 +93,9 @@ def truth_table(
     InventoryError, InvalidMessageError
         As :func:`~s3ingest_fn.services.inventory.read_rows`, for a file that is not valid.
     """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     parts = []
     for data in files:
         part = _file_table(manifest, data)
@@ -127,15 +119,27 @@ def truth_table(
             "etag": pc.if_else(dead, pa.scalar(None, pa.string()), table["etag"]),
             "last_modified_ms": table["last_modified_ms"],
         },
-        schema=_TRUTH_SCHEMA,
+        schema=pa.schema(
+            [
+                ("key", pa.string()),
+                ("visible", pa.bool_()),
+                ("version_id", pa.string()),
+                ("etag", pa.string()),
+                ("last_modified_ms", pa.int64()),
+            ]
+        ),
     ).combine_chunks()
 
 
 def _empty_versions() -> pa.Table:
+
     return _python_table([])
 
 
 def _newest_per_key(table: pa.Table) -> pa.Table:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     order = pa.table(
         {
             "key": table["key"],
@@ -153,6 +157,8 @@ def _newest_per_key(table: pa.Table) -> pa.Table:
 
 def _in_scope(keys: pa.ChunkedArray | pa.Array, scope: BucketScope) -> Any:
     """:meth:`BucketScope.contains` in bulk."""
+    import pyarrow.compute as pc
+
     length = pc.utf8_length(keys)
     found = None
     for p in scope.prefixes or ("",):
@@ -168,6 +174,8 @@ def _in_scope(keys: pa.ChunkedArray | pa.Array, scope: BucketScope) -> Any:
 def _file_table(manifest: Manifest, data: bytes) -> pa.Table:
     """One data file's versions: key, latest, delete_marker, version_id, etag,
     last_modified_ms."""
+    import pyarrow as pa
+
     if manifest.file_format.upper() == "CSV":
         try:
             return _csv_table(manifest.columns, data)
@@ -177,6 +185,8 @@ def _file_table(manifest: Manifest, data: bytes) -> pa.Table:
 
 
 def _python_table(rows: Iterable[InventoryRow]) -> pa.Table:
+    import pyarrow as pa
+
     cols: dict[str, list[Any]] = {
         n: [] for n in ("key", "latest", "delete_marker", "version_id", "etag", "ms")
     }
@@ -198,6 +208,8 @@ def _python_table(rows: Iterable[InventoryRow]) -> pa.Table:
 
 
 def _versions(*columns: Any) -> pa.Table:
+    import pyarrow as pa
+
     names = ("key", "latest", "delete_marker", "version_id", "etag", "last_modified_ms")
     return pa.table(dict(zip(names, columns, strict=True)))
 
@@ -206,6 +218,10 @@ def _csv_table(columns: tuple[str, ...], data: bytes) -> pa.Table:
     """A gzip CSV data file in bulk, each value as the row reader would read it
     (:func:`~s3ingest_fn.services.inventory.read_rows`); :class:`_Unusual` for a value it
     would refuse or that this path cannot carry exactly."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
+
     if "Bucket" not in columns or "Key" not in columns:
         raise _Unusual("schema")
     wanted = [
@@ -261,6 +277,9 @@ def _csv_table(columns: tuple[str, ...], data: bytes) -> pa.Table:
 def _decode_keys(raw: pa.ChunkedArray) -> Any:
     """:func:`~s3ingest_fn.core.events.decode_form_key` in bulk: ``+`` is a space, each
     ``%XY`` the byte ``XY`` (``%25`` last, so a decoded ``%`` starts nothing)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     raw = raw.combine_chunks()
     if len(raw) and pc.min(pc.utf8_length(raw)).as_py() == 0:
         raise _Unusual("empty key")
@@ -297,6 +316,8 @@ def _decode_keys(raw: pa.ChunkedArray) -> Any:
 
 def _equal(a: Any, b: Any) -> Any:
     """``a == b`` as Python compares optional strings (None equals None)."""
+    import pyarrow.compute as pc
+
     return pc.fill_null(pc.or_kleene(pc.equal(a, b), pc.and_(pc.is_null(a), pc.is_null(b))), False)
 
 
@@ -335,6 +356,8 @@ def diff_columns(
         The highest configured processor's version; None: no processor is configured (an
         absent effect is then nobody's to run).
     """
+    import pyarrow as pa
+
     state = _Seen(pa.repeat(False, truth.num_rows))
     chunk: list[LedgerColumns] = []
     rows = 0
@@ -358,6 +381,7 @@ class _Seen:
 
 
 def _truth_at(truth: pa.Table, i: int) -> Truth:
+
     return Truth(*(truth.column(name)[i].as_py() for name in TRUTH_FIELDS[1:]))
 
 
@@ -375,6 +399,9 @@ def _chunk(
     each_row: Callable[[LedgerRow], None],
     target_version: int | None,
 ) -> Iterator[Drift]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     table = pa.Table.from_batches([p.batch for p in pages]).combine_chunks()
     starts = [0]
     for p in pages[:-1]:
@@ -465,6 +492,8 @@ def _chunk(
 def _unrecorded(truth: pa.Table, seen: Any, taken_at_ms: int, stats: DiffStats) -> Iterator[Drift]:
     """The report's visible keys no ledger row matched, row by row
     (:func:`~s3ingest_fn.core.diff.classify_unrecorded`)."""
+    import pyarrow.compute as pc
+
     if not truth.num_rows:
         return
     left = pc.and_not(truth["visible"].combine_chunks(), seen)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -210,14 +210,8 @@ def _columns_row(
     return _row(bucket, key, present, seq, version, etag, updated, change, effect, {})
 
 
-def columns_of(body: bytes, bucket: str, named: bool) -> tuple[LedgerColumns, Any]:
-    """A Scan answer's body as :class:`~s3ingest_fn.core.ledger_columns.LedgerColumns` and its
-    ``LastEvaluatedKey`` (:func:`~s3ingest_fn.adapters.dynamo_ledger.scan_arrow.decode`;
-    needs pyarrow)."""
-    from s3ingest_fn.adapters.dynamo_ledger.scan_arrow import decode
-
-    return decode(body, bucket, named, _columns_row, _scanned_row)
-
+#: ``decode(body, bucket, named, row_of, scanned_row) -> (columns, LastEvaluatedKey)``.
+Decode = Callable[..., tuple[LedgerColumns, Any]]
 
 #: Set by :meth:`DynamoLedgerScanner.column_pages` around its Scan calls, in its thread: the
 #: ``before-parse`` handler then keeps the raw body (:func:`_keep_raw_body`).
@@ -312,13 +306,22 @@ class DynamoLedgerScanner:
         The stack's processors besides the default one: their effect status and lease are
         read too, and each row's ``effect`` sums them up
         (:func:`~s3ingest_fn.core.row.summary_effect`).
+    decode : callable, optional
+        :func:`~s3ingest_fn.adapters.dynamo_ledger.scan_arrow.decode` where pyarrow is
+        (:func:`s3ingest_fn.wiring.ledger_scanner` passes it): :meth:`column_pages` reads with it.
     """
 
     def __init__(
-        self, client: DynamoDBClient, table_name: str, processors: Sequence[str] = ()
+        self,
+        client: DynamoDBClient,
+        table_name: str,
+        processors: Sequence[str] = (),
+        decode: Decode | None = None,
     ) -> None:
         self._ddb = client
         self._table = table_name
+        #: Reads a Scan body into columns (:meth:`column_pages`); None: rows only.
+        self.decode = decode
         named = [p for p in processors if p != DEFAULT_PROCESSOR]
         self._named = bool(named)
         # the default processor's state is read unless only named processors are configured
@@ -377,15 +380,19 @@ class DynamoLedgerScanner:
 
     def column_pages(self, bucket: str, segment: int, total: int) -> Iterator[LedgerColumns]:
         """:meth:`pages` as :class:`~s3ingest_fn.core.ledger_columns.LedgerColumns`, each
-        page's raw body read by pyarrow's JSON reader (:func:`columns_of`; the wire format is
-        the parsed one: ``{"S": ...}``, numbers as strings; the projection holds no binary
-        attribute). Needs pyarrow.
+        page's raw body read by the scanner's ``decode``
+        (:func:`~s3ingest_fn.adapters.dynamo_ledger.scan_arrow.decode`: the wire format is the
+        parsed one, ``{"S": ...}``, numbers as strings; the projection holds no binary
+        attribute).
 
         Raises
         ------
         TransientError
             When a Scan request fails.
         """
+        decode = self.decode
+        if decode is None:
+            raise TypeError("this scanner reads no columns (it was given no decode)")
         events = getattr(getattr(self._ddb, "meta", None), "events", None)
         if events is not None:
             events.register(
@@ -403,7 +410,7 @@ class DynamoLedgerScanner:
             raw = page.get(_RAW_BODY)
             if raw is None:  # not botocore's client (a test's fake): its parsed answer
                 raw = json.dumps(page).encode()
-            columns, last = columns_of(raw, bucket, self._named)
+            columns, last = decode(raw, bucket, self._named, _columns_row, _scanned_row)
             del page, raw
             yield columns
             if last is None:

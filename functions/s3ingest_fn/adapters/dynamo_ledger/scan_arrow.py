@@ -7,13 +7,10 @@ CLI's ``arrow`` extra); :meth:`DynamoLedgerScanner.column_pages` is its caller.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
-
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.json as pajson
 
 from s3ingest_fn.adapters.dynamo_ledger.layout import (
     _CHG_ID,
@@ -34,30 +31,41 @@ from s3ingest_fn.adapters.dynamo_ledger.layout import (
 from s3ingest_fn.core.ledger_columns import FIELDS, LedgerColumns
 from s3ingest_fn.core.row import DONE, HELD, LedgerRow
 
-_S = pa.struct([("S", pa.string())])
-_N = pa.struct([("N", pa.string())])
-#: Attribute -> (column, type); every other attribute is ignored by the reader.
-_READ = {
-    PARTITION_KEY: _S,
-    _STATE: _S,
-    _SEQ: _S,
-    _VERSION: _S,
-    _ETAG: _S,
-    _UPDATED: _N,
-    _CHG_ID: _S,
-    _FX: _S,
-    _FX_LEASE: _N,
-    _FX_DONE: _S,
-    _FX_VERSION: _N,
-    _LEGACY_MARK: _S,
-}
-_SCHEMA = pa.schema(
-    [
-        ("Items", pa.list_(pa.struct(list(_READ.items())))),
-        ("LastEvaluatedKey", pa.struct([(PARTITION_KEY, _S)])),
-    ]
+
+@functools.cache
+def _options() -> Any:
+    """The JSON reader's options: the items' attributes read (:data:`_READ`), typed; every
+    other attribute ignored."""
+    import pyarrow as pa
+    import pyarrow.json as pajson
+
+    s = pa.struct([("S", pa.string())])
+    n = pa.struct([("N", pa.string())])
+    read = [(name, n if name in (_UPDATED, _FX_LEASE, _FX_VERSION) else s) for name in _READ]
+    schema = pa.schema(
+        [
+            ("Items", pa.list_(pa.struct(read))),
+            ("LastEvaluatedKey", pa.struct([(PARTITION_KEY, s)])),
+        ]
+    )
+    return pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+
+
+#: The attributes read of an item; every other one is ignored by the reader.
+_READ = (
+    PARTITION_KEY,
+    _STATE,
+    _SEQ,
+    _VERSION,
+    _ETAG,
+    _UPDATED,
+    _CHG_ID,
+    _FX,
+    _FX_LEASE,
+    _FX_DONE,
+    _FX_VERSION,
+    _LEGACY_MARK,
 )
-_OPTIONS = pajson.ParseOptions(explicit_schema=_SCHEMA, unexpected_field_behavior="ignore")
 #: Items a column cannot carry, found in the raw bytes (a false match only costs a slow page):
 #: a held effect's hold, another processor's effect.
 _HOLD = re.compile(rb'"%s"\s*:' % _FX_HOLD.encode())
@@ -79,20 +87,19 @@ def decode(
     row_of, scanned_row : callable
         The adapter's row builders (of :data:`FIELDS` values; of a whole item).
     """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.json as pajson
+
     read = pajson.ReadOptions(block_size=max(len(body) + 1, 1 << 16), use_threads=False)
-    table = pajson.read_json(pa.BufferReader(body), read_options=read, parse_options=_OPTIONS)
+    table = pajson.read_json(pa.BufferReader(body), read_options=read, parse_options=_options())
     last_col = table["LastEvaluatedKey"][0]
     last = (
         None
         if not last_col.is_valid
         else {PARTITION_KEY: {"S": last_col.as_py()[PARTITION_KEY]["S"]}}
     )
-    items = pc.list_flatten(table["Items"]).combine_chunks() if table.num_rows else None
-    if items is None or len(items) == 0:
-        empty = pa.RecordBatch.from_pylist(
-            [], schema=pa.schema([(f, t) for f, t in zip(FIELDS, _TYPES, strict=True)])
-        )
-        return LedgerColumns(bucket, empty, row_of, _FX_CODES[DONE]), last
+    items = pc.list_flatten(table["Items"]).combine_chunks()  # one JSON document: one row
 
     def value(attr: str) -> Any:
         return items.field(attr).field(0)
@@ -131,18 +138,3 @@ def decode(
             or (item.get(_FX) or {}).get("S") == _FX_CODES[HELD]
         }
     return LedgerColumns(bucket, batch, row_of, _FX_CODES[DONE], special), last
-
-
-_TYPES = (
-    pa.string(),
-    pa.bool_(),
-    pa.string(),
-    pa.string(),
-    pa.string(),
-    pa.int64(),
-    pa.string(),
-    pa.string(),
-    pa.int64(),
-    pa.string(),
-    pa.int64(),
-)
