@@ -98,14 +98,12 @@ def truth_table(
 
     parts = []
     for data in files:
-        part = _file_table(manifest, data)
-        counted(part.num_rows)
+        part, read = _file_table(manifest, data)
+        counted(read)
+        if prefix:
+            part = part.filter(pc.starts_with(part["key"], prefix))
         parts.append(part)
     table = pa.concat_tables(parts) if parts else _empty_versions()
-    keep = table["latest"]
-    if prefix:
-        keep = pc.and_(keep, pc.starts_with(table["key"], prefix))
-    table = table.filter(keep)
     if pc.count_distinct(table["key"]).as_py() != table.num_rows:
         table = _newest_per_key(table)
     if scope is not None and (scope.prefixes or scope.suffixes):
@@ -128,12 +126,11 @@ def truth_table(
                 ("last_modified_ms", pa.int64()),
             ]
         ),
-    ).combine_chunks()
+    )
 
 
 def _empty_versions() -> pa.Table:
-
-    return _python_table([])
+    return _python_table([])[0]
 
 
 def _newest_per_key(table: pa.Table) -> pa.Table:
@@ -171,9 +168,9 @@ def _in_scope(keys: pa.ChunkedArray | pa.Array, scope: BucketScope) -> Any:
     return found
 
 
-def _file_table(manifest: Manifest, data: bytes) -> pa.Table:
-    """One data file's versions: key, latest, delete_marker, version_id, etag,
-    last_modified_ms."""
+def _file_table(manifest: Manifest, data: bytes) -> tuple[pa.Table, int]:
+    """One data file's latest versions (key, delete_marker, version_id, etag,
+    last_modified_ms) and the number of rows read."""
     import pyarrow as pa
 
     if manifest.file_format.upper() == "CSV":
@@ -184,7 +181,12 @@ def _file_table(manifest: Manifest, data: bytes) -> pa.Table:
     return _python_table(read_rows(manifest, data))
 
 
-def _python_table(rows: Iterable[InventoryRow]) -> pa.Table:
+def _latest(table: pa.Table) -> pa.Table:
+    """The rows of the keys' latest versions (``latest`` dropped)."""
+    return table.filter(table["latest"]).drop_columns(["latest"])
+
+
+def _python_table(rows: Iterable[InventoryRow]) -> tuple[pa.Table, int]:
     import pyarrow as pa
 
     cols: dict[str, list[Any]] = {
@@ -197,7 +199,7 @@ def _python_table(rows: Iterable[InventoryRow]) -> pa.Table:
         cols["version_id"].append(r.version_id)
         cols["etag"].append(r.etag)
         cols["ms"].append(r.last_modified_ms)
-    return _versions(
+    table = _versions(
         pa.array(cols["key"], pa.string()),
         pa.array(cols["latest"], pa.bool_()),
         pa.array(cols["delete_marker"], pa.bool_()),
@@ -205,6 +207,7 @@ def _python_table(rows: Iterable[InventoryRow]) -> pa.Table:
         pa.array(cols["etag"], pa.string()),
         pa.array(cols["ms"], pa.int64()),
     )
+    return _latest(table), len(cols["key"])
 
 
 def _versions(*columns: Any) -> pa.Table:
@@ -214,12 +217,12 @@ def _versions(*columns: Any) -> pa.Table:
     return pa.table(dict(zip(names, columns, strict=True)))
 
 
-def _csv_table(columns: tuple[str, ...], data: bytes) -> pa.Table:
-    """A gzip CSV data file in bulk, each value as the row reader would read it
-    (:func:`~s3ingest_fn.services.inventory.read_rows`); :class:`_Unusual` for a value it
+def _csv_table(columns: tuple[str, ...], data: bytes) -> tuple[pa.Table, int]:
+    """A gzip CSV data file in bulk, block by block (each block's latest versions kept, so the
+    file is never held as text or as all its columns), each value as the row reader would read
+    it (:func:`~s3ingest_fn.services.inventory.read_rows`); :class:`_Unusual` for a value it
     would refuse or that this path cannot carry exactly."""
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.csv as pacsv
 
     if "Bucket" not in columns or "Key" not in columns:
@@ -229,15 +232,29 @@ def _csv_table(columns: tuple[str, ...], data: bytes) -> pa.Table:
         for c in ("Key", "VersionId", "IsLatest", "IsDeleteMarker", "ETag", "LastModifiedDate")
         if c in columns
     ]
-    table = pacsv.read_csv(
+    reader = pacsv.open_csv(
         pa.input_stream(pa.py_buffer(data), compression="gzip"),
-        read_options=pacsv.ReadOptions(column_names=list(columns), block_size=1 << 22),
+        read_options=pacsv.ReadOptions(
+            column_names=list(columns), block_size=1 << 22, use_threads=False
+        ),
         convert_options=pacsv.ConvertOptions(
             column_types={c: pa.string() for c in columns},
             include_columns=wanted,
             strings_can_be_null=False,
         ),
     )
+    blocks, read = [], 0
+    for batch in reader:
+        read += batch.num_rows
+        blocks.append(_latest(_csv_block(columns, pa.Table.from_batches([batch]))))
+    return (pa.concat_tables(blocks) if blocks else _empty_versions()), read
+
+
+def _csv_block(columns: tuple[str, ...], table: pa.Table) -> pa.Table:
+    """One block of :func:`_csv_table`, its values read as the row reader reads them."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     n = table.num_rows
     none = pa.nulls(n, pa.string())
     keys = _decode_keys(table["Key"])
