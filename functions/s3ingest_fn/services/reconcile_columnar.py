@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 #: Ledger rows joined to the report at once: each chunk hashes the chunk's keys and probes the
 #: report's, so the report is read len(ledger) / CHUNK_ROWS times; a chunk holds about 230 bytes
 #: per row (60 MB).
-CHUNK_ROWS = 262_144
+CHUNK_ROWS = 131_072
 #: The columns of :func:`truth_table`'s table.
 TRUTH_FIELDS = ("key", "visible", "version_id", "etag", "last_modified_ms")
 #: A stored sequencer of the layout S3 sends, at most :data:`~sequencer.MAX_EVENT_WIDTH`
@@ -108,25 +108,7 @@ def truth_table(
         table = _newest_per_key(table)
     if scope is not None and (scope.prefixes or scope.suffixes):
         table = table.filter(_in_scope(table["key"], scope))
-    dead = table["delete_marker"]
-    return pa.table(
-        {
-            "key": table["key"],
-            "visible": pc.invert(dead),
-            "version_id": pc.if_else(dead, pa.scalar(None, pa.string()), table["version_id"]),
-            "etag": pc.if_else(dead, pa.scalar(None, pa.string()), table["etag"]),
-            "last_modified_ms": table["last_modified_ms"],
-        },
-        schema=pa.schema(
-            [
-                ("key", pa.string()),
-                ("visible", pa.bool_()),
-                ("version_id", pa.string()),
-                ("etag", pa.string()),
-                ("last_modified_ms", pa.int64()),
-            ]
-        ),
-    )
+    return table
 
 
 def _empty_versions() -> pa.Table:
@@ -182,8 +164,23 @@ def _file_table(manifest: Manifest, data: bytes) -> tuple[pa.Table, int]:
 
 
 def _latest(table: pa.Table) -> pa.Table:
-    """The rows of the keys' latest versions (``latest`` dropped)."""
-    return table.filter(table["latest"]).drop_columns(["latest"])
+    """The rows of the keys' latest versions as :data:`TRUTH_FIELDS` (a delete marker's
+    version and ETag are None), block by block: no copy of the whole report at the end."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table = table.filter(table["latest"])
+    dead = table["delete_marker"]
+    none = pa.scalar(None, pa.string())
+    return pa.table(
+        {
+            "key": table["key"],
+            "visible": pc.invert(dead),
+            "version_id": pc.if_else(dead, none, table["version_id"]),
+            "etag": pc.if_else(dead, none, table["etag"]),
+            "last_modified_ms": table["last_modified_ms"],
+        }
+    )
 
 
 def _python_table(rows: Iterable[InventoryRow]) -> tuple[pa.Table, int]:
@@ -235,7 +232,7 @@ def _csv_table(columns: tuple[str, ...], data: bytes) -> tuple[pa.Table, int]:
     reader = pacsv.open_csv(
         pa.input_stream(pa.py_buffer(data), compression="gzip"),
         read_options=pacsv.ReadOptions(
-            column_names=list(columns), block_size=1 << 22, use_threads=False
+            column_names=list(columns), block_size=1 << 20, use_threads=False
         ),
         convert_options=pacsv.ConvertOptions(
             column_types={c: pa.string() for c in columns},
@@ -419,7 +416,7 @@ def _chunk(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    table = pa.Table.from_batches([p.batch for p in pages]).combine_chunks()
+    table = pa.Table.from_batches([p.batch for p in pages])  # the pages' buffers, not copied
     starts = [0]
     for p in pages[:-1]:
         starts.append(starts[-1] + len(p))
@@ -488,12 +485,11 @@ def _chunk(
         for i in p.special
         if wanted[start + i].as_py()
     )
-    found_at = match.to_pylist() if look else []
     for i in sorted(look):
         j = bisect.bisect_right(starts, i) - 1
         row = pages[j].row(i - starts[j])
         each_row(row)
-        t = found_at[i]
+        t = match[i].as_py()
         found = classify(
             row,
             _truth_at(truth, t) if t is not None else None,
