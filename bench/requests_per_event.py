@@ -28,9 +28,9 @@ import time
 from collections import Counter
 from typing import Any
 
-from s3ingest.local.chaos import Chaos
-from s3ingest.local.emulator import Emulator
-from s3ingest.local.runtime import LocalRuntime
+from s3ingest.local.emulator.chaos import Chaos
+from s3ingest.local.emulator.server import Emulator
+from s3ingest.local.stack.runtime import LocalRuntime
 
 WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}
 READS = {"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"}

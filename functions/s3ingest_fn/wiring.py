@@ -2,7 +2,7 @@
 services over both.
 
 Two layers: builders that take their clients and settings (the deployed CLI,
-``s3ingest/deployed.py``, and the local runtime, ``s3ingest/local/runtime.py``, call them with
+``s3ingest/deployed.py``, and the local runtime, ``s3ingest/local/stack/runtime.py``, call them with
 their own clients), and the Lambda handlers' cold-start builders, which read the function's
 environment, make boto3 clients and cache the result once per process. Imports happen inside
 the builders, so importing a handler module stays cheap (``bench/import_time.py`` measures it).

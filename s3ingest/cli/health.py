@@ -119,8 +119,8 @@ def verify_command(
     if local and not local_stack_running():
         require_local("s3ingest verify --local")
         from s3ingest.commands.verify import LocalPipeline
-        from s3ingest.local.emulator import Emulator
-        from s3ingest.local.runtime import LocalRuntime, local_settings
+        from s3ingest.local.emulator.server import Emulator
+        from s3ingest.local.stack.runtime import LocalRuntime, local_settings
 
         # a fresh local runtime on the embedded emulator (stopped on exit)
         with Emulator() as emu:

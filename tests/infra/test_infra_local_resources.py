@@ -1,6 +1,6 @@
 """The local runtime provisions from the stack's own description (:mod:`s3ingest.stack_resources`):
 the description equals the synthesized template's properties, and what the local provisioner
-creates from the same settings (:func:`s3ingest.local.emulator.provision`) has them too."""
+creates from the same settings (:func:`s3ingest.local.emulator.server.provision`) has them too."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from s3ingest import stack_resources
-from s3ingest.local.emulator import ACCOUNT, Emulator, provision
+from s3ingest.local.emulator.server import ACCOUNT, Emulator, provision
 from s3ingest.settings import INVENTORY_ID, BucketSpec
 from s3ingest_cdk.synth import Synth
 

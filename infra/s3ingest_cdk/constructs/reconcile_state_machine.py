@@ -1,7 +1,7 @@
 """The fan-out reconciliation: a Step Functions state machine over the fan-out step function.
 
 Each step's payload carries exactly the fields ``s3ingest_fn.services.fanout.FanOut`` reads; the
-local runtime executes this machine as synthesized (``s3ingest/local/executions.py``).
+local runtime executes this machine as synthesized (``s3ingest/local/stack/executions.py``).
 """
 
 from __future__ import annotations
