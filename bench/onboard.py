@@ -22,8 +22,9 @@ from typing import Any
 
 from bench.onboard_model import PerObject, report
 from s3ingest.local.emulator.chaos import Chaos
-from s3ingest.local.emulator.server import ACCOUNT, Emulator, LocalBucket
+from s3ingest.local.emulator.server import ACCOUNT, Emulator
 from s3ingest.local.rehearsal.demo import HOSTILE_KEYS
+from s3ingest.local.stack.provisioning import LocalBucket
 from s3ingest.local.stack.runtime import LocalRuntime, local_settings
 from s3ingest.onboard import backfill_summary
 from s3ingest.settings import BucketSpec

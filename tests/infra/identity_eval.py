@@ -125,11 +125,11 @@ class Local:
     arn: str | None = None
 
 
-#: Construct path (under the stack) -> what of :class:`s3ingest.local.emulator.server.Resources`
+#: Construct path (under the stack) -> what of :class:`s3ingest.local.stack.provisioning.Resources`
 #: names it and its ARN's form.
 def local_names(synth: Synth, resources: Any, machines: Mapping[str, str]) -> dict[str, Local]:
     """Logical id -> :class:`Local`, for the resources of ``synth`` the local runtime
-    provisioned (``resources``: its :class:`~s3ingest.local.emulator.server.Resources`;
+    provisioned (``resources``: its :class:`~s3ingest.local.stack.provisioning.Resources`;
     ``machines``: construct path -> the local state machine's ARN)."""
 
     def bucket(name: str) -> Local:

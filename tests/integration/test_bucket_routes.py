@@ -144,8 +144,8 @@ def test_example_remote_kms_bucket_scenario_onboards_and_converges() -> None:
     objects and another team's configuration, onboards from the central account, takes live
     traffic with drops and duplicates, reconciles and converges, the foreign configuration
     intact."""
-    from s3ingest.local.emulator.server import FOREIGN_INVENTORY_ID, FOREIGN_QUEUE_ID
     from s3ingest.local.rehearsal.scenario import run_scenario
+    from s3ingest.local.stack.provisioning import FOREIGN_INVENTORY_ID, FOREIGN_QUEUE_ID
 
     result = run_scenario(Path("examples/scenarios/remote-kms-bucket.jsonl"))
     assert result["error"] is None
@@ -168,8 +168,8 @@ def test_the_same_scenario_with_the_central_accounts_own_credentials_fails(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # GIVEN the pipeline and its functions without the bucket's read role (no READ_ROLES)
-    from s3ingest.local.emulator.server import Resources
     from s3ingest.local.rehearsal.scenario import run_scenario
+    from s3ingest.local.stack.provisioning import Resources
 
     monkeypatch.setattr(Resources, "read_roles", property(lambda self: {}))
     # WHEN the scenario runs THEN its first read of the bucket is refused, as S3 refuses it

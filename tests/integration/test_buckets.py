@@ -12,14 +12,10 @@ from typing import Any
 import pytest
 
 from s3ingest.local.emulator.requests import request_kind
-from s3ingest.local.emulator.server import (
-    FOREIGN_INVENTORY_ID,
-    FOREIGN_QUEUE_ID,
-    Emulator,
-    LocalBucket,
-)
+from s3ingest.local.emulator.server import Emulator
 from s3ingest.local.rehearsal.scenario import ScenarioError, parse_lines
 from s3ingest.local.stack.oracles import Oracles
+from s3ingest.local.stack.provisioning import FOREIGN_INVENTORY_ID, FOREIGN_QUEUE_ID, LocalBucket
 from s3ingest.local.stack.runtime import LocalRuntime, describe_bucket, local_settings
 from s3ingest.settings import INVENTORY_ID, BucketSpec
 from s3ingest_fn import wiring

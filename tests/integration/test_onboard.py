@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from s3ingest.cli import app
 from s3ingest.deployed import DeployedStack, StackNotFoundError
-from s3ingest.local.emulator.server import FOREIGN_INVENTORY_ID, FOREIGN_QUEUE_ID
+from s3ingest.local.stack.provisioning import FOREIGN_INVENTORY_ID, FOREIGN_QUEUE_ID
 from s3ingest.onboard import estimate_cost, price_class, run_id
 
 
@@ -148,7 +148,7 @@ def test_cli_onboard_against_a_stack_asks_first_then_resumes(
     reconciliation), with the stack's clients pointed at a local deployment."""
     from s3ingest import cli
     from s3ingest.cli import context as cli_context
-    from s3ingest.local.emulator.server import LocalBucket
+    from s3ingest.local.stack.provisioning import LocalBucket
     from s3ingest.local.stack.runtime import LocalRuntime, local_settings
     from s3ingest.settings import BucketSpec
 

@@ -262,7 +262,11 @@ def run_existing_demo(
         <report> | None, "bucket_config", "foreign_config_intact", "converged", "differences",
         "ledger_rows", "visible_objects", "effects"}``.
     """
-    from s3ingest.local.emulator.server import FOREIGN_INVENTORY_ID, FOREIGN_QUEUE_ID, LocalBucket
+    from s3ingest.local.stack.provisioning import (
+        FOREIGN_INVENTORY_ID,
+        FOREIGN_QUEUE_ID,
+        LocalBucket,
+    )
     from s3ingest.settings import BucketSpec
 
     rng = random.Random(seed)

@@ -55,12 +55,13 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from s3ingest.local.emulator.server import ACCOUNT, Emulator, LocalBucket
+from s3ingest.local.emulator.server import ACCOUNT, Emulator
 from s3ingest.local.rehearsal.incidents import Incidents
 from s3ingest.local.rehearsal.steps import STEPS, Run, ScenarioError, Step, step_class
 from s3ingest.local.rehearsal.steps.base import check_effects_setup
 from s3ingest.local.rehearsal.steps.objects import Versions, version_ref
 from s3ingest.local.rehearsal.steps.repairs import BACKFILL_SOURCES
+from s3ingest.local.stack.provisioning import LocalBucket
 from s3ingest.local.stack.runtime import LocalRuntime, local_settings
 from s3ingest.settings import BucketSpec, Settings
 from s3ingest.settings.buckets import ACCOUNT_RE

@@ -19,7 +19,7 @@ from s3ingest.local.emulator.moto_delivery import denies_eventbridge
 from s3ingest.local.stack.sources import publish_s3_events
 
 if TYPE_CHECKING:
-    from s3ingest.local.emulator.server import Resources
+    from s3ingest.local.stack.provisioning import Resources
 
 
 def route_down(events: Any, sqs: Any, resources: Resources) -> bool:

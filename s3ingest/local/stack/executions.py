@@ -20,8 +20,9 @@ from typing import Any
 from s3ingest.local import machines
 from s3ingest.local.emulator.function_logs import FunctionLogs
 from s3ingest.local.emulator.lambda_service import LambdaService
-from s3ingest.local.emulator.server import ACCOUNT, REGION, Emulator, Resources
+from s3ingest.local.emulator.server import ACCOUNT, REGION, Emulator
 from s3ingest.local.emulator.stepfunctions import enable_executor
+from s3ingest.local.stack.provisioning import Resources
 from s3ingest_fn import config as fn_config
 
 #: Execution statuses that end :meth:`LocalMachines.run`'s wait.

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from s3ingest.local.emulator.s3faithful import MAX_KEY_BYTES
-from s3ingest.local.emulator.server import Resources
+from s3ingest.local.stack.provisioning import Resources
 from s3ingest_fn.contract import CANARY_PREFIX
 from s3ingest_fn.core.effects import (
     LATEST,

@@ -25,8 +25,9 @@ from s3ingest_fn.services.reconcile import (
 
 if TYPE_CHECKING:
     from s3ingest.local.emulator.s3faithful import FaithfulS3
-    from s3ingest.local.emulator.server import Emulator, Resources
+    from s3ingest.local.emulator.server import Emulator
     from s3ingest.local.stack.executions import LocalMachines
+    from s3ingest.local.stack.provisioning import Resources
     from s3ingest_fn.core.decide import IngestService
     from s3ingest_fn.core.scope import Scope
 

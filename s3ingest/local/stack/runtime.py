@@ -54,7 +54,7 @@ from s3ingest.local.emulator.lambda_service import (
     run_with_timeout,
 )
 from s3ingest.local.emulator.s3faithful import FaithfulS3, SequencerClock
-from s3ingest.local.emulator.server import ACCOUNT, Emulator, LocalBucket, Resources, provision
+from s3ingest.local.emulator.server import ACCOUNT, Emulator
 from s3ingest.local.machines import (
     BACKFILL_BATCH_OPERATIONS,
     BACKFILL_DISTRIBUTED_MAP,
@@ -70,6 +70,7 @@ from s3ingest.local.stack.oracles import (
     EffectRun,
     Oracles,
 )
+from s3ingest.local.stack.provisioning import LocalBucket, Resources, provision
 from s3ingest.local.stack.reconciling import Reconciliations
 from s3ingest.local.stack.sources import (
     LOCAL_VISIBILITY_TIMEOUT,
@@ -179,7 +180,7 @@ class LocalRuntime(Reconciliations):
         Seeds the sequencer suffixes and the crash draws.
     buckets : sequence of BucketSpec or LocalBucket, optional
         Several landing buckets, created or existing, with key filters
-        (:class:`~s3ingest.local.emulator.server.LocalBucket`); the first is :attr:`faithful` and
+        (:class:`~s3ingest.local.stack.provisioning.LocalBucket`); the first is :attr:`faithful` and
         ``resources.bucket``.
     resources : Resources, optional
         Resources already provisioned (a saved state restored): nothing is provisioned.

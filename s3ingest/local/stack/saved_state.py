@@ -1,7 +1,7 @@
 """A local stack's state saved to a folder and loaded back (``s3ingest local up --state DIR``,
 ``local down``): moto's backends of the services the stack uses, pickled in one piece (shared
 references kept), with the settings' context and the provisioned
-:class:`~s3ingest.local.emulator.server.Resources`.
+:class:`~s3ingest.local.stack.provisioning.Resources`.
 
 A pickle runs code when loaded, so nothing is unpickled before it is known to be this user's:
 
@@ -27,6 +27,8 @@ import copyreg
 import dataclasses
 import hashlib
 import hmac
+import importlib
+import io
 import json
 import os
 import pickle
@@ -166,10 +168,31 @@ def load(directory: Path) -> dict[str, Any] | None:
         return None
     _locks_as_new()
     try:
-        state: dict[str, Any] = pickle.loads(payload)
+        state: dict[str, Any] = _Unpickler(io.BytesIO(payload)).load()
     except Exception as exc:
         raise StateError(f"{directory / STATE_FILE}: cannot be read ({exc})") from exc
     return state
+
+
+#: Where a state saved before the local runtime's split (0.2.0) names its classes: the old
+#: ``s3ingest.local.emulator`` module's, now in these two.
+_MOVED = {
+    "s3ingest.local.emulator": (
+        "s3ingest.local.stack.provisioning",
+        "s3ingest.local.emulator.server",
+    )
+}
+
+
+class _Unpickler(pickle.Unpickler):
+    """Finds a class under the module that holds it now (:data:`_MOVED`)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        for now in _MOVED.get(module, ()):
+            found = getattr(importlib.import_module(now), name, None)
+            if found is not None:
+                return found
+        return super().find_class(module, name)
 
 
 def key_path() -> Path:
