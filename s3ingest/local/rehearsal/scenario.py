@@ -1,48 +1,12 @@
 """Scenario files: a JSON Lines script of S3 operations and deliveries, run on the local runtime.
 
-Format (one JSON object per line; blank lines and lines starting with ``#`` are skipped):
-
-* optional first line ``{"bucket": NAME, "versioning": "Enabled" | "Suspended" | null,
-  "processor": "package.module:function" | null, "change_stream": true | false}``; by default
-  the example processor (``s3ingest_examples.sidecar:process``) and the change stream run;
-  ``"processors": [{"name": N, "handler": "pkg.mod:handler" | "module": "pkg.mod:fn",
-  "mode": "latest" | "every-change", "prefixes": [...], "suffixes": [...], "kinds":
-  [...]}, ...]`` instead of ``processor`` runs several processors, each effectively once (a
-  ``handler`` is a processor function's Lambda handler, run in-process: ``docs/processor-api.md``);
-  or, for several buckets, ``{"buckets": [{"name": N, "versioning": V, "prefixes": [...],
-  "suffixes": [...], "existing": true, "foreign_config": true}, ...], "processor": ...,
-  "change_stream": ...}`` (only ``name`` required): ``existing`` buckets exist before the
-  pipeline and S3 sends no EventBridge events for them until an ``onboard`` step;
-  ``foreign_config`` gives a bucket another team's SQS notification and inventory
-  configurations; key filters keep other keys out of the ledger; ``"account": "<12 digits>"``
-  makes an existing bucket another account's (its source stack deployed there: delivery on,
-  read through its role, ``docs/organisation.md``) and ``"kms": true`` encrypts it with SSE-KMS
-  under a key of its own account;
-* every op acting on a bucket takes ``"bucket": N`` (default: the first bucket; for
-  ``reconcile``, every bucket);
-* the steps, ``{"op": NAME, ...}``: one class each in :mod:`s3ingest.local.rehearsal.steps` (its
-fields,
-  its check, its run, its report list), listed in ``docs/scenarios.md``;
-* first line ``"hold": {...}`` (the ``hold`` setting's form, ``docs/hold.md``; a processor entry
-  may carry its own): effects the policy holds wait for an ``approve`` or ``reject`` step.
-
-The result (:func:`run_scenario`) is ``{"error": str | None, "messages": [...], "ledger": [...],
-"bucket": [...], "effects": [...], "changes": [...], "effects_problems": [...], "held": [...],
-"trail": [...], "reviews": [...], "configurations": [...], "reprocesses": [...],
-"converged": bool, "dropped": n, "undelivered": n,
-"redrives": [...], "statuses": [...], "explanations": [...]}`` as documented in docs/scenarios.md
-(``redrives``, ``statuses``, ``explanations``: per step, ``{"step": N, ...}`` with what the
-command prints with ``--json``; ``held``:
-the changes still held at the end; ``trail``: per key with any, its review decisions, newest
-first; ``reviews``: per approve/reject step, what it decided, empty when nothing matched):
-``effects`` lists every completed processor run with its change id and fencing token,
-``changes`` every event the change bus delivered to a subscriber.
-An invalid file raises :class:`ScenarioError` before anything runs (or when S3 itself refuses a
-``put``/``delete`` of it); any failure of the pipeline after that ends the run and is reported
-in ``error``, with everything that happened up to it. A line with ``"expect_failure": true``
-is meant to fail: its failure (S3's refusal included) goes to ``expected_failures`` and the run
-goes on; its success stops the run. Each step's own report list (``restores``, ``repairs``,
-``clock``, ...) is a key of the result too.
+The format, every step and the result's keys are in ``docs/scenarios.md`` (the reference a test
+holds the steps to); each step is one class in :mod:`s3ingest.local.rehearsal.steps`. An invalid
+file raises :class:`ScenarioError` before anything runs (or when S3 itself refuses a
+``put``/``delete`` of it); a failure of the pipeline after that ends the run and is reported in
+the result's ``error``, with everything that happened up to it. A line with
+``"expect_failure": true`` is meant to fail: its failure goes to ``expected_failures`` and the
+run goes on; its success stops the run.
 """
 
 from __future__ import annotations
