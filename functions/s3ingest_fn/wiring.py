@@ -5,7 +5,8 @@ Two layers: builders that take their clients and settings (the deployed CLI,
 ``s3ingest/deployed.py``, and the local runtime, ``s3ingest/local/runtime.py``, call them with
 their own clients), and the Lambda handlers' cold-start builders, which read the function's
 environment, make boto3 clients and cache the result once per process. Imports happen inside
-the builders, so importing a handler module stays cheap (``bench/import_time.py`` measures it).
+the builders, so importing a handler module stays cheap (``bench/bundle_cold_start.py``
+measures it, on the built bundle).
 """
 
 from __future__ import annotations

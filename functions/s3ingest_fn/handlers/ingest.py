@@ -245,7 +245,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     (``package.module:function``) runs the team's effect for every applied change (CONTRACT
     C11), with leases that end with this invocation; ``POWERTOOLS_TRACE_DISABLED=true`` (the
     stack's default, setting ``tracing`` off) skips the X-Ray SDK and its cold-start cost
-    (``bench/import_time.py``).
+    (``bench/bundle_cold_start.py``).
     """
     global _handler
     from s3ingest_fn import wiring
