@@ -98,3 +98,42 @@ def test_the_ledger_s_size_and_warm_throughput_come_from_describe_table() -> Non
     warm = {"ItemCount": 5, "WarmThroughput": {"WriteUnitsPerSecond": 40_000}}
     assert floor.ledger_size(Ddb(warm), "ledger") == (5, 40_000)
     assert floor.ledger_size(Ddb({}), "ledger") == (0, None)
+
+
+@pytest.mark.parametrize(
+    ("objects", "warm", "printed"),
+    [(50_000_000, None, 2), (50_000_000, 40_000, 0), (1_000_000, None, 0), (None, None, 0)],
+)
+def test_onboard_prints_the_estimate_when_the_ramp_binds(
+    monkeypatch: pytest.MonkeyPatch, objects: int | None, warm: int | None, printed: int
+) -> None:
+    from s3ingest.cli import floor_notice
+    from s3ingest.cli import onboard as cli
+
+    lines: list[str] = []
+    monkeypatch.setattr(floor_notice, "bucket_objects", lambda deployed, bucket: objects)
+    monkeypatch.setattr(floor_notice, "ledger", lambda deployed: (0, warm))
+    monkeypatch.setattr(
+        cli, "console", type("C", (), {"print": lambda s, x, **k: lines.append(x)})()
+    )
+    cli._estimate(object(), "landing")
+    assert len(lines) == printed
+    if printed:
+        assert lines[0].startswith("estimate: onboarding 50,000,000 keys")
+        assert "ledgerWarmWriteUnits=40000" in lines[1]
+
+
+def test_an_unreadable_size_prints_nothing() -> None:
+    from botocore.exceptions import NoCredentialsError
+
+    from s3ingest.cli import floor_notice
+
+    class Deployed:
+        outputs = {"LedgerTableName": "ledger"}
+
+        def client(self, service: str) -> Any:
+            raise NoCredentialsError()
+
+    assert floor_notice.bucket_objects(Deployed(), "landing") is None
+    assert floor_notice.ledger(Deployed()) is None
+    assert floor_notice.ledger(type("D", (), {"outputs": {}})()) is None
