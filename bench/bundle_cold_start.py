@@ -8,8 +8,8 @@ bytecode the bundle then holds. Each child interpreter imports as Lambda does: `
 -B`` (no site-packages, no working directory, no ``.pyc`` written), the bundle directory
 first on ``sys.path``, the standard library after it.
 
-Timed in the child with ``time.perf_counter``, interpreter start-up excluded, the variants
-interleaved run by run:
+Timed in the child with ``time.perf_counter`` (wall) and ``time.process_time`` (CPU: steadier
+on a shared machine), interpreter start-up excluded, the variants interleaved run by run:
 
 - the ingest cold start: import of the handler module, settings, clients (the DynamoDB one,
   botocore's: boto3 is imported with the first S3 client; S3 and SQS are made on first use),
@@ -40,8 +40,9 @@ from pathlib import Path
 #: The child's code: ``{body}`` timed after the bundle is put first on ``sys.path``.
 CHILD = (
     "import sys, time; sys.path.insert(0, {bundle!r}); t = time.perf_counter()\n"
+    "c = time.process_time()\n"
     "{body}\n"
-    "print(time.perf_counter() - t)\n"
+    "print(time.perf_counter() - t, time.process_time() - c)\n"
 )
 COLD_START = "import s3ingest_fn.handlers.ingest as h; h._build_from_env()"
 BOTO3 = "import boto3; [boto3.client(s) for s in {services!r}]"
@@ -118,7 +119,8 @@ def sizes(bundle: Path, scratch: Path) -> tuple[float, float]:
     return sum(p.stat().st_size for p in files) / 1e6, archive.stat().st_size / 1e6
 
 
-def _sample(python: str, bundle: Path, body: str, env: dict[str, str]) -> float:
+def _sample(python: str, bundle: Path, body: str, env: dict[str, str]) -> tuple[float, float]:
+    """One child's (wall, CPU) seconds of ``body``."""
     code = CHILD.format(bundle=str(bundle), body=body)
     done = subprocess.run(
         [python, "-I", "-S", "-B", "-c", code],
@@ -129,7 +131,8 @@ def _sample(python: str, bundle: Path, body: str, env: dict[str, str]) -> float:
     )
     if done.returncode != 0:
         raise RuntimeError(f"the child failed ({bundle.name}):\n{done.stderr}")
-    return float(done.stdout.strip().splitlines()[-1])
+    wall, cpu = done.stdout.strip().splitlines()[-1].split()
+    return float(wall), float(cpu)
 
 
 def _line(label: str, samples: list[float], base: list[float] | None = None) -> str:
@@ -172,11 +175,14 @@ def run(runs: int = RUNS) -> None:
             "import s3ingest_fn.handlers.ingest": (bundles[False], IMPORT_HANDLER, "true"),
         }
         samples: dict[str, list[float]] = {name: [] for name in variants}
+        cpu: dict[str, list[float]] = {name: [] for name in variants}
         for _ in range(runs):  # interleaved: the machine's load falls on every variant alike
             for name, (bundle, body, disabled) in variants.items():
                 child_env = {**env, "POWERTOOLS_TRACE_DISABLED": disabled}
-                samples[name].append(_sample(python, bundle, body, child_env))
-        print(f"   python {version} ({python}), -I -S -B, {runs} runs interleaved")
+                wall_s, cpu_s = _sample(python, bundle, body, child_env)
+                samples[name].append(wall_s)
+                cpu[name].append(cpu_s)
+        print(f"   python {version} ({python}), -I -S -B, {runs} runs interleaved; wall time:")
         three = samples["boto3 + dynamodb, s3, sqs"]
         print(_line("boto3 + dynamodb, s3, sqs (baseline)", three))
         print(_line("boto3 + dynamodb", samples["boto3 + dynamodb"], three))
@@ -191,6 +197,15 @@ def run(runs: int = RUNS) -> None:
                 "import s3ingest_fn.handlers.ingest (vs import boto3)",
                 samples[IMPORT_HANDLER],
                 boto3,
+            )
+        )
+        print("   process CPU time (steadier than wall time on a shared machine):")
+        base_cpu = cpu["boto3 + dynamodb, s3, sqs"]
+        for name in (OFF, ON, BEFORE, "botocore + dynamodb"):
+            print(_line(f"{name} (CPU)", cpu[name], base_cpu))
+        print(
+            _line(
+                "import s3ingest_fn.handlers.ingest (CPU)", cpu[IMPORT_HANDLER], cpu["import boto3"]
             )
         )
         for tracing, bundle in bundles.items():
