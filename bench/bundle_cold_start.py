@@ -201,6 +201,7 @@ def run(runs: int = RUNS) -> None:
         )
         print("   process CPU time (steadier than wall time on a shared machine):")
         base_cpu = cpu["boto3 + dynamodb, s3, sqs"]
+        print(_line("boto3 + dynamodb, s3, sqs (baseline) (CPU)", base_cpu))
         for name in (OFF, ON, BEFORE, "botocore + dynamodb"):
             print(_line(f"{name} (CPU)", cpu[name], base_cpu))
         print(
