@@ -21,7 +21,6 @@ def main(argv: list[str] | None = None) -> int:
         batch_concurrency,
         bundle_cold_start,
         effects_cost,
-        import_time,
         onboard,
         processor_writes,
         reconcile_diff,
@@ -29,12 +28,12 @@ def main(argv: list[str] | None = None) -> int:
         reprocess,
         requests_per_event,
         row_size,
+        runtime_speed,
     )
 
     benches = {
         "requests": lambda a: requests_per_event.run(a.events, a.seed, not a.no_version_deletes),
         "concurrency": lambda a: batch_concurrency.run(),
-        "import": lambda a: import_time.run(),
         "bundle": lambda a: bundle_cold_start.run(a.bundle_runs),
         "reconcile": lambda a: reconcile_diff.run(a.rows, a.baseline_rows),
         "backfill": lambda a: backfill_cost.run(),
@@ -44,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         "processors": lambda a: processor_writes.run(a.processor_events, a.seed),
         "records": lambda a: records_per_message.run(),
         "reprocess": lambda a: reprocess.run(a.reprocess_keys, a.live_operations, a.seed),
+        "runtime": lambda a: runtime_speed.run(a.runtime_events, a.runtime_samples, a.seed),
     }
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument(
@@ -73,6 +73,14 @@ def main(argv: list[str] | None = None) -> int:
         default=15,
         help="runs of each variant in the bundle cold-start run, interleaved (default 15)",
     )
+    parser.add_argument(
+        "--runtime-events",
+        type=int,
+        default=400,
+        help="events a sample in the runtime run: this tree's local runtime against commit "
+        "488c6db's, built in the run (default 400)",
+    )
+    parser.add_argument("--runtime-samples", type=int, default=3)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument(
         "--no-version-deletes",
