@@ -33,12 +33,16 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKLOAD = """
 import random, sys, time
 sys.path[:0] = [{tree!r}, {functions!r}]
-from s3ingest.local.chaos import Chaos
 from s3ingest.local.emulator import Emulator
-from s3ingest.local.runtime import LocalRuntime
-import s3ingest.local.runtime, s3ingest_fn
+try:  # the local runtime's layout since issue 35 item 6
+    from s3ingest.local.emulator.chaos import Chaos
+    from s3ingest.local.stack.runtime import LocalRuntime
+except ImportError:  # the earlier commit's
+    from s3ingest.local.chaos import Chaos
+    from s3ingest.local.runtime import LocalRuntime
+import s3ingest_fn
 
-for module in (s3ingest.local.runtime, s3ingest_fn):  # the tree's, not the installed ones
+for module in (sys.modules[LocalRuntime.__module__], s3ingest_fn):  # the tree's, not the installed
     assert module.__file__.startswith({tree!r}), module.__file__
 rng = random.Random({seed})
 keys = [f"data/{{i:04d}}/file {{i}}+x.csv" for i in range(max(10, {events} // 40))]
