@@ -104,8 +104,6 @@ class ChangeStreamForwarder(Construct):
     ----------
     scope : constructs.Construct
         A construct of the pipeline's stack.
-    construct_id : str
-        Construct id.
     pipeline : s3ingest_cdk.S3IngestPipeline
         The pipeline, with ``change_stream`` on.
     hub_bus_arn : str
@@ -230,8 +228,6 @@ class ChangeStreamHub(Construct):
     ----------
     scope : constructs.Construct
         Parent construct (the hub's stack, in the hub's Region).
-    construct_id : str
-        Construct id.
     forwarded : sequence of ForwardedRegion
         The regional pipelines it admits.
     bus_name : str

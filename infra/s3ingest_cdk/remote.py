@@ -142,10 +142,6 @@ class RemoteSources(Construct):
 
     Parameters
     ----------
-    scope : constructs.Construct
-        The pipeline.
-    construct_id : str
-        Construct id.
     stage : str
         The pipeline's stage (the statement ids ``s3ingest-<stage>-remote-<account>``).
     entries : sequence of (BucketSpec, aws_cdk.aws_s3.IBucket)

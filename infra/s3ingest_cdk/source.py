@@ -80,8 +80,6 @@ class S3IngestSource(Construct):
     ----------
     scope : constructs.Construct
         A stack in the buckets' account and Region.
-    construct_id : str
-        Construct id.
     central_account : str
         The pipeline's account (12 digits).
     central_region : str

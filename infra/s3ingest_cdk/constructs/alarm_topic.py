@@ -46,10 +46,6 @@ class AlarmTopic(Construct):
 
     Parameters
     ----------
-    scope : constructs.Construct
-        Parent construct.
-    construct_id : str
-        Construct id.
     email : str, optional
         An address to subscribe (SNS mails it a confirmation link first); none when omitted.
 

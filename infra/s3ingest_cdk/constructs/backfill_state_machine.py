@@ -114,24 +114,12 @@ class BackfillStateMachine(Construct):
 
     Parameters
     ----------
-    scope : constructs.Construct
-        Parent construct.
-    construct_id : str
-        Construct id.
-    engine : str
-        ``"batch-operations"`` or ``"distributed-map"``.
-    control_function : aws_cdk.aws_lambda.IFunction
-        The steps' function (``s3ingest_fn.handlers.backfill_control.handler``).
-    backfill_function : aws_cdk.aws_lambda.IFunction or None
-        The function the Batch Operations job invokes (``batch-operations``; ``None`` otherwise).
     batch_role : aws_cdk.aws_iam.IRole or None
         The role the job runs as (``batch-operations``; ``None`` otherwise): the only role this
         state machine may pass, and only to S3 Batch Operations.
     report_bucket : aws_cdk.aws_s3.IBucket
         Where the job writes its completion report (under ``backfill-reports/``;
         ``batch-operations`` only).
-    log_retention_days : int
-        Log retention, days; one of CloudWatch Logs' allowed values.
 
     Attributes
     ----------

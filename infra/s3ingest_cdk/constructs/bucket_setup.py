@@ -52,17 +52,6 @@ class BucketSetupProvider(Construct):
     Each :meth:`set_up` adds one ``Custom::S3IngestBucketSetup`` resource and grants the
     ``onEvent`` function :data:`SETUP_ACTIONS` on that bucket's ARN only.
 
-    Parameters
-    ----------
-    scope : constructs.Construct
-        The pipeline.
-    construct_id : str
-        Construct id.
-    code : aws_cdk.aws_lambda.Code
-        The bundled ``functions/`` package.
-    log_retention_days : int
-        Log retention of both functions, days.
-
     Attributes
     ----------
     function : aws_cdk.aws_lambda.Function
@@ -176,8 +165,6 @@ class BucketSetupProvider(Construct):
 
         Parameters
         ----------
-        bucket : aws_cdk.aws_s3.IBucket
-            The existing bucket.
         event_bridge : bool
             Switch its EventBridge delivery on (and leave it as found on deletion).
         inventory : Mapping or None

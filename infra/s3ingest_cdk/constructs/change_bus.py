@@ -126,10 +126,6 @@ class ChangeBus(Construct):
 
     Parameters
     ----------
-    scope : constructs.Construct
-        Parent construct.
-    construct_id : str
-        Construct id.
     bus_name : str
         The bus name (``s3ingest-changes-<stage>``): consumers' rules name it.
     archive_retention : aws_cdk.Duration

@@ -192,16 +192,10 @@ class CheckpointedRunStateMachine(Construct):
 
     Parameters
     ----------
-    scope : constructs.Construct
-        Parent construct.
-    construct_id : str
-        Construct id.
     states : RunStates
         The run's own (:func:`listing_states`, :func:`reprocess_states`).
     plan_function, part_function, summarize_function : aws_cdk.aws_lambda.IFunction
         The handlers of ``Plan``, of the part's step and of ``Summarize``.
-    log_retention_days : int
-        Log retention, days.
     timeout : aws_cdk.Duration
         Longest a run may take (:data:`RUN_TIMEOUT` by default).
 

@@ -26,12 +26,6 @@ class LedgerTable(Construct):
 
     Parameters
     ----------
-    scope : constructs.Construct
-        Parent construct.
-    construct_id : str
-        Construct id.
-    stream : aws_cdk.aws_dynamodb.StreamViewType, optional
-        The stream's view type; no stream when omitted.
     warm_write_units : int, optional
         Pre-warmed write request units per second (DynamoDB warm throughput,
         ``WarmThroughput.WriteUnitsPerSecond``,

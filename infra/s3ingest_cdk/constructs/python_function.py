@@ -110,16 +110,6 @@ def python_function(
     scope : constructs.Construct
         The construct that owns the function; gets the children ``Role``, ``LogGroup`` and
         ``Function``.
-    description : str
-        Function description.
-    role_description : str
-        Role description.
-    handler : str
-        Entry point inside the bundled ``s3ingest_fn`` package.
-    code : aws_cdk.aws_lambda.Code
-        The bundled ``functions/`` package (:func:`s3ingest_cdk.bundling.function_code`).
-    timeout : aws_cdk.Duration
-        Function timeout.
     memory_size_mib : int
         Function memory, MiB.
     log_retention_days : int
@@ -127,8 +117,6 @@ def python_function(
     tracing : bool
         X-Ray active tracing (the ``tracing`` setting; off by default: the X-Ray SDK adds about
         300 ms to a cold start).
-    service_name : str
-        ``POWERTOOLS_SERVICE_NAME``.
     environment : Mapping[str, str]
         The function's own variables; the Powertools variables (service name, metrics namespace
         ``S3Ingest``, log level ``INFO``) and ``S3INGEST_STACK`` (the stack's name, the ``stack``

@@ -67,14 +67,6 @@ class ReconcileStateMachine(Construct):
 
     Parameters
     ----------
-    scope : constructs.Construct
-        Parent construct.
-    construct_id : str
-        Construct id.
-    function : aws_cdk.aws_lambda.IFunction
-        The fan-out step function (``s3ingest_fn.handlers.reconcile_fanout.handler``).
-    log_retention_days : int
-        Log retention, days; one of CloudWatch Logs' allowed values.
     timeout : aws_cdk.Duration
         Longest a run may take (:data:`RUN_TIMEOUT` by default).
 

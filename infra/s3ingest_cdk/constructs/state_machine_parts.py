@@ -49,10 +49,6 @@ def execution_logs(scope: Construct, *, description: str, log_retention_days: in
 
     Parameters
     ----------
-    scope : constructs.Construct
-        The construct that owns the state machine.
-    description : str
-        The key's description.
     log_retention_days : int
         Log retention, days; one of CloudWatch Logs' allowed values.
 
@@ -137,14 +133,8 @@ def lambda_step(
 
     Parameters
     ----------
-    scope : constructs.Construct
-        The construct that owns the state machine.
     state_id : str
         Construct id and state name.
-    function : aws_cdk.aws_lambda.IFunction
-        The function invoked.
-    payload : aws_cdk.aws_stepfunctions.TaskInput
-        The event.
     result_selector, result_path, output_path
         As for :class:`aws_cdk.aws_stepfunctions_tasks.LambdaInvoke`.
 

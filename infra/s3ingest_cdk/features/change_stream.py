@@ -41,19 +41,6 @@ CHANGE_RETRY_ATTEMPTS = 1000
 class ChangeStream(Construct):
     """Publish every applied change, in order per key, to the pipeline's own bus.
 
-    Parameters
-    ----------
-    scope : constructs.Construct
-        The pipeline.
-    construct_id : str
-        Construct id.
-    settings : s3ingest.settings.Settings
-        Validated settings (stage names the bus ``s3ingest-changes-<stage>``).
-    code : aws_cdk.aws_lambda.Code
-        The bundled function package.
-    ledger_table : aws_cdk.aws_dynamodb.ITable
-        The ledger, with its stream (``NEW_IMAGE``).
-
     Attributes
     ----------
     change_bus : s3ingest_cdk.constructs.ChangeBus

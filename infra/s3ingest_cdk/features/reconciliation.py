@@ -57,23 +57,6 @@ class Reconciliation(Construct):
     with ``settings.reconcile_fan_out`` a Step Functions Distributed Map over the inventory's
     data files, through the fan-out step function.
 
-    Parameters
-    ----------
-    scope : constructs.Construct
-        The pipeline.
-    construct_id : str
-        Construct id.
-    settings : s3ingest.settings.Settings
-        Validated settings.
-    code : aws_cdk.aws_lambda.Code
-        The bundled function package.
-    landings : s3ingest_cdk.constructs.landing_bucket.Landings
-        The landing buckets (each one's inventory, or a listing without one).
-    ledger_table : aws_cdk.aws_dynamodb.ITable
-        The ledger (scanned).
-    queue : aws_cdk.aws_sqs.IQueue
-        The ingest queue (repairs are sent to it).
-
     Attributes
     ----------
     reconcile : s3ingest_cdk.constructs.function.RoleFunction
