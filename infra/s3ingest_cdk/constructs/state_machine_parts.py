@@ -21,6 +21,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
+from s3ingest_cdk.constructs.dependencies import depend_on_policies_not_role
 from s3ingest_cdk.constructs.python_function import retention
 from s3ingest_cdk.encryption import pipeline_key
 
@@ -160,3 +161,30 @@ def lambda_step(
         jitter_strategy=sfn.JitterType.FULL,
     )
     return step
+
+
+def logged_state_machine(
+    scope: Construct,
+    *,
+    comment: str,
+    definition: sfn.IChainable,
+    log_group: logs.ILogGroup,
+    timeout: Duration | None = None,
+) -> sfn.StateMachine:
+    """``StateMachine`` in ``scope``: a Standard workflow with X-Ray tracing, logging level ALL
+    with execution data to ``log_group`` (:func:`execution_logs`'), made after its role's
+    policies (:func:`~s3ingest_cdk.constructs.dependencies.depend_on_policies_not_role`)."""
+    machine = sfn.StateMachine(
+        scope,
+        "StateMachine",
+        comment=comment,
+        definition_body=sfn.DefinitionBody.from_chainable(definition),
+        state_machine_type=sfn.StateMachineType.STANDARD,
+        logs=sfn.LogOptions(
+            destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=True
+        ),
+        tracing_enabled=True,
+        timeout=timeout,
+    )
+    depend_on_policies_not_role(machine, machine.role)
+    return machine
