@@ -550,8 +550,6 @@ def function_code(
     ----------
     cache_dir : pathlib.Path
         The build cache (``<outdir>/.s3ingest-build`` or the pipeline's ``bundle_cache_dir``).
-    functions_dir, package
-        As for :class:`PipLocalBundling`.
     imports : mapping of str to str, optional
         ``"package.module:function"`` by setting, checked in the built package.
     notes : list of str, optional

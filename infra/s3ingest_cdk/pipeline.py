@@ -372,8 +372,7 @@ class S3IngestPipeline(Construct):
         self._landing_buckets(settings, sources, code)
         output_bucket, processors = self._shared_state(settings, code)
         self._ingestion(settings, code, output_bucket, processors)
-        self._backfill(settings, code, output_bucket, processors)
-        self._checkpointed_runs(settings, code, output_bucket, processors)
+        self._runs(settings, code, output_bucket, processors)
         self._change_stream(settings, code)
         self._monitoring(settings, code)
         self._index_functions(settings)
@@ -560,28 +559,6 @@ class S3IngestPipeline(Construct):
         )
         self.ingest_service_functions: list[lambda_.Function] = [self.ingest_function]
 
-    def _checkpointed_runs(
-        self,
-        settings: Settings,
-        code: lambda_.Code,
-        output_bucket: s3.IBucket | None,
-        processors: IngestProcessors,
-    ) -> None:
-        """The listing backfill and the reprocess run (every stack)."""
-        kwargs: dict[str, Any] = {
-            "settings": settings,
-            "code": code,
-            "landings": self.landings,
-            "ledger_table": self.table,
-            "dead_letter_queue": self.dead_letter_queue,
-            "output_bucket": output_bucket,
-            "processors": processors,
-        }
-        self.listing = ListingBackfill(self, "Listing", **kwargs)
-        self.ingest_service_functions.extend(self.listing.ingest_service_functions)
-        self.reprocess = Reprocess(self, "Reprocess", **kwargs)
-        self.ingest_service_functions.extend(self.reprocess.ingest_service_functions)
-
     def _change_stream(self, settings: Settings, code: lambda_.Code) -> None:
         """The change-stream feature (``change_stream`` only)."""
         self.change_stream: ChangeStream | None = None
@@ -724,35 +701,37 @@ class S3IngestPipeline(Construct):
         #: The adopted buckets' key ARNs granted ``kms:Decrypt``, by role path.
         self.bucket_key_grants: dict[str, list[str]] = grant_bucket_keys(self, bucket_keys)
 
-    def _backfill(
+    def _runs(
         self,
         settings: Settings,
         code: lambda_.Code,
         output_bucket: s3.IBucket | None,
         processors: IngestProcessors,
     ) -> None:
-        """The inventory backfill feature, only when every bucket has an inventory (the
-        manifest the job reads)."""
+        """The inventory backfill, only when every bucket has an inventory (the manifest the job
+        reads); the listing backfill and the reprocess run (every stack)."""
+        kwargs: dict[str, Any] = {
+            "settings": settings,
+            "code": code,
+            "landings": self.landings,
+            "ledger_table": self.table,
+            "dead_letter_queue": self.dead_letter_queue,
+            "output_bucket": output_bucket,
+            "processors": processors,
+        }
         self.backfilling: Backfill | None = None
         if self.landings.all_inventoried:
-            self.backfilling = Backfill(
-                self,
-                "Backfill",
-                settings=settings,
-                code=code,
-                landings=self.landings,
-                ledger_table=self.table,
-                queue=self.queue,
-                dead_letter_queue=self.dead_letter_queue,
-                output_bucket=output_bucket,
-                processors=processors,
-            )
+            self.backfilling = Backfill(self, "Backfill", queue=self.queue, **kwargs)
             self.ingest_service_functions.extend(self.backfilling.ingest_service_functions)
         backfilling = self.backfilling
         self.backfill_control = backfilling.backfill_control if backfilling else None
         self.backfill = backfilling.backfill if backfilling else None
         self.batch_operations = backfilling.batch_operations if backfilling else None
         self.backfill_state_machine = backfilling.backfill_state_machine if backfilling else None
+        self.listing = ListingBackfill(self, "Listing", **kwargs)
+        self.ingest_service_functions.extend(self.listing.ingest_service_functions)
+        self.reprocess = Reprocess(self, "Reprocess", **kwargs)
+        self.ingest_service_functions.extend(self.reprocess.ingest_service_functions)
 
     def outputs(self) -> dict[str, str]:
         """The values the operator CLI reads (``s3ingest --stack``), by output name

@@ -63,11 +63,6 @@ class S3IngestStack(Stack):
         Stack id; also the CloudFormation stack name (``settings.stack_name``).
     settings : s3ingest.settings.Settings
         Validated deployment settings; ``bucket_name`` adopts that bucket (by name).
-
-    Attributes
-    ----------
-    settings : s3ingest.settings.Settings
-        The settings.
     """
 
     def __init__(

@@ -54,10 +54,6 @@ class BucketSetupProvider(Construct):
 
     Attributes
     ----------
-    function : aws_cdk.aws_lambda.Function
-        The ``onEvent`` function.
-    role : aws_cdk.aws_iam.Role
-        Its role.
     provider : aws_cdk.custom_resources.Provider
         The provider (``service_token`` of the resources).
     """
@@ -169,10 +165,6 @@ class BucketSetupProvider(Construct):
             Switch its EventBridge delivery on (and leave it as found on deletion).
         inventory : Mapping or None
             The stack's ``InventoryConfiguration`` to add (its own id only), or None.
-
-        Returns
-        -------
-        aws_cdk.CustomResource
         """
         iam.Grant.add_to_principal(
             grantee=self.function, actions=list(SETUP_ACTIONS), resource_arns=[bucket.bucket_arn]

@@ -197,8 +197,6 @@ class CheckpointedRunStateMachine(Construct):
     ----------
     states : RunStates
         The run's own (:func:`listing_states`, :func:`reprocess_states`).
-    plan_function, part_function, summarize_function : aws_cdk.aws_lambda.IFunction
-        The handlers of ``Plan``, of the part's step and of ``Summarize``.
     timeout : aws_cdk.Duration
         Longest a run may take (:data:`RUN_TIMEOUT` by default).
 

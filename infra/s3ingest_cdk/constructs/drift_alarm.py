@@ -51,8 +51,6 @@ class DriftAlarm(Construct):
     ----------
     alarm : aws_cdk.aws_cloudwatch.Alarm
         The alarm on ``drift_total``.
-    total : aws_cdk.aws_cloudwatch.Metric
-        ``drift_total``.
     by_kind : dict[str, aws_cdk.aws_cloudwatch.Metric]
         ``drift_missing``, ``drift_deleted_but_live``, ``drift_content_mismatch``,
         ``drift_sequencer_contradicted`` by kind, for dashboards (no alarm on them).

@@ -111,10 +111,6 @@ class IngestRouting(Construct):
 
     Attributes
     ----------
-    rule : aws_cdk.aws_events.Rule
-        The ingest rule.
-    archive : aws_cdk.aws_events.Archive
-        The archive of the ingest events.
     target_dead_letter_queue : aws_cdk.aws_sqs.Queue
         Events EventBridge could not deliver to the queue.
     """

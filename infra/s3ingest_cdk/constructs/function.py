@@ -40,10 +40,6 @@ class RoleFunction(Construct):
 
     Attributes
     ----------
-    function : aws_cdk.aws_lambda.Function
-    role : aws_cdk.aws_iam.Role
-    log_group : aws_cdk.aws_logs.LogGroup
-    row : s3ingest.function_roles.FunctionRole
     dead_letter_queue : aws_cdk.aws_sqs.Queue
         Its own dead-letter queue (``DeadLetterQueue``, made before the function), when its row
         has :attr:`~s3ingest.function_roles.FunctionRole.dead_letter_days`.

@@ -92,13 +92,6 @@ class IngestQueue(Construct):
     dead_letter_retention_period : aws_cdk.Duration
         Message retention of the dead-letter queue; not shorter than ``retention_period``, because a
         standard queue keeps a message's original enqueue timestamp when it is moved.
-
-    Attributes
-    ----------
-    queue : aws_cdk.aws_sqs.Queue
-        The ingest queue.
-    dead_letter_queue : aws_cdk.aws_sqs.Queue
-        Its dead-letter queue.
     """
 
     def __init__(

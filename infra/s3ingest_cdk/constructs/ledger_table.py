@@ -32,11 +32,6 @@ class LedgerTable(Construct):
         https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html;
         the ``ledgerWarmWriteUnits`` setting): a large backfill writes at that rate from its
         start instead of waiting for on-demand scaling. None: no warm throughput.
-
-    Attributes
-    ----------
-    table : aws_cdk.aws_dynamodb.Table
-        The ledger table.
     """
 
     def __init__(

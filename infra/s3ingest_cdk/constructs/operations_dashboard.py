@@ -49,11 +49,6 @@ class OperationsDashboard(Construct):
     Rows: the ingest outcomes and the drift found by reconciliation; the ingest queue (depth, age
     of its oldest message) and the dead-letter queues; every function's errors, throttles and
     duration; the state of every alarm.
-
-    Attributes
-    ----------
-    dashboard : aws_cdk.aws_cloudwatch.Dashboard
-        The dashboard.
     """
 
     def __init__(

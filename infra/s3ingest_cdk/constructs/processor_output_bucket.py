@@ -24,8 +24,6 @@ class ProcessorOutputBucket(Construct):
 
     Attributes
     ----------
-    bucket : aws_cdk.aws_s3.Bucket
-        The output bucket.
     access_logs_bucket : aws_cdk.aws_s3.IBucket
         Where its server access logs go (given, or made here).
     """

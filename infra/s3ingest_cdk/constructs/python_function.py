@@ -67,12 +67,8 @@ class PythonFunction:
 
     Attributes
     ----------
-    function : aws_cdk.aws_lambda.Function
-        The function.
     role : aws_cdk.aws_iam.Role
         Its execution role (no managed policy; only the log-group write grant).
-    log_group : aws_cdk.aws_logs.LogGroup
-        Its log group.
     """
 
     function: lambda_.Function
@@ -121,10 +117,6 @@ def python_function(
         The function's own variables; the Powertools variables (service name, metrics namespace
         ``S3Ingest``, log level ``INFO``) and ``S3INGEST_STACK`` (the stack's name, the ``stack``
         dimension of every metric the function emits) are added.
-
-    Returns
-    -------
-    PythonFunction
 
     Raises
     ------

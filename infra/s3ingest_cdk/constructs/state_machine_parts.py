@@ -32,8 +32,6 @@ class ExecutionLogs:
 
     Attributes
     ----------
-    log_group : aws_cdk.aws_logs.LogGroup
-        The execution log group.
     log_key : aws_cdk.aws_kms.IKey
         The key that encrypts it (the pipeline's, with ``kmsKeyArn``).
     """
@@ -52,10 +50,6 @@ def execution_logs(scope: Construct, *, description: str, log_retention_days: in
     ----------
     log_retention_days : int
         Log retention, days; one of CloudWatch Logs' allowed values.
-
-    Returns
-    -------
-    ExecutionLogs
 
     Raises
     ------
@@ -134,14 +128,8 @@ def lambda_step(
 
     Parameters
     ----------
-    state_id : str
-        Construct id and state name.
     result_selector, result_path, output_path
         As for :class:`aws_cdk.aws_stepfunctions_tasks.LambdaInvoke`.
-
-    Returns
-    -------
-    aws_cdk.aws_stepfunctions_tasks.LambdaInvoke
     """
     step = tasks.LambdaInvoke(
         scope,

@@ -60,16 +60,10 @@ class Backfill(Construct):
 
     Attributes
     ----------
-    backfill_control : s3ingest_cdk.constructs.function.RoleFunction
-        The state machine's step function.
     backfill : s3ingest_cdk.constructs.function.RoleFunction or None
         The function S3 Batch Operations invokes (``batch-operations`` only).
     batch_operations : s3ingest_cdk.constructs.BatchOperationsRole or None
         The role the job runs as (``batch-operations`` only).
-    backfill_state_machine : s3ingest_cdk.constructs.BackfillStateMachine
-        The state machine.
-    ingest_service_functions : list[aws_cdk.aws_lambda.Function]
-        The functions here that run the ledger rules (and the processor).
     """
 
     def __init__(

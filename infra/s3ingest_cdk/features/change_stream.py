@@ -47,8 +47,6 @@ class ChangeStream(Construct):
         ``bus``, ``archive``, ``audit_log_group`` and the audit ``rule``.
     change_relay : s3ingest_cdk.constructs.function.RoleFunction
         ``function``, ``role``, ``log_group`` and the mapping's ``dead_letter_queue``.
-    change_source : aws_cdk.aws_lambda_event_sources.DynamoEventSource
-        The relay's event source.
     """
 
     def __init__(

@@ -57,8 +57,6 @@ class RunSpec:
         The run and its part, as the cdk-nag reasons name them (``"listing"``, ``"shard"``).
     rows : tuple of three s3ingest.function_roles.FunctionRole
         The plan, part and summary functions' rows.
-    machine_id : str
-        The state machine's construct id.
     states : callable
         The machine's :class:`RunStates` from the settings.
     checkpoint_prefix : str
@@ -161,13 +159,9 @@ class CheckpointedRun(Construct):
 
     Attributes
     ----------
-    plan, part, summarize : s3ingest_cdk.constructs.function.RoleFunction
-        The step functions (:mod:`s3ingest.function_roles`).
     state_machine : CheckpointedRunStateMachine
         The state machine (:mod:`s3ingest_cdk.constructs.checkpointed_run_state_machine`; its
         ``state_machine``: an output of the stack).
-    ingest_service_functions : list[aws_cdk.aws_lambda.Function]
-        The function here that runs the ledger rules and the processors.
     """
 
     SPEC: ClassVar[RunSpec]

@@ -48,10 +48,6 @@ class Monitoring(Construct):
     delivery_check : s3ingest_cdk.constructs.function.RoleFunction
         The scheduled check of the landing bucket's EventBridge delivery (its alarm is
         ``alarms.delivery_off``).
-    alarm_topic : s3ingest_cdk.constructs.AlarmTopic
-        The topic every alarm notifies (``alarm_email`` subscribes an address).
-    alarms : s3ingest_cdk.constructs.OperationalAlarms
-        The operational alarms (the drift alarm included).
     dead_letter_queues : dict[str, aws_cdk.aws_sqs.IQueue]
         Every dead-letter queue of the stack, by the name of its age alarm (``ingest-dlq``,
         ``rule-target-dlq``, ``change-stream-dlq``).

@@ -59,17 +59,9 @@ class Reconciliation(Construct):
 
     Attributes
     ----------
-    reconcile : s3ingest_cdk.constructs.function.RoleFunction
-        The single-run reconcile function.
-    reconcile_fan_out : s3ingest_cdk.constructs.function.RoleFunction or None
-        The fan-out step function (``reconcile_fan_out`` only).
-    reconcile_state_machine : s3ingest_cdk.constructs.ReconcileStateMachine or None
-        The fan-out state machine (``reconcile_fan_out`` only).
     reconcile_schedule : s3ingest_cdk.constructs.ReconcileSchedule
         The scheduled rule(s) that start reconciliation: the reconcile function (every bucket
         in turn), or with the fan-out one target per bucket (input ``{"bucket": <name>}``).
-    drift : s3ingest_cdk.constructs.DriftAlarm
-        The drift metrics and ``drift.alarm``.
     queue_senders : list of aws_cdk.aws_iam.IRole
         The roles granted ``sqs:SendMessage`` on the ingest queue (its policy admits them).
 
