@@ -22,10 +22,6 @@ def drift_metric(metric_name: str, *, stack_name: str, period: Duration) -> clou
     ----------
     metric_name : str
         ``"drift_total"`` or ``"drift_<kind>"``.
-    stack_name : str
-        The stack whose series it is (the ``stack`` dimension).
-    period : aws_cdk.Duration
-        Aggregation period.
     """
     return cloudwatch.Metric(
         namespace=METRICS_NAMESPACE,
@@ -48,14 +44,6 @@ class DriftAlarm(Construct):
 
     Parameters
     ----------
-    scope : constructs.Construct
-        Parent construct.
-    construct_id : str
-        Construct id.
-    stage : str
-        The stage: the alarm is ``s3ingest-<stage>-drift``.
-    runbook_base_url : str
-        The runbook's URL (``runbookBaseUrl``); the description links its section.
     period : aws_cdk.Duration
         Evaluation period (one day by default, the default schedule's interval).
 
@@ -63,8 +51,6 @@ class DriftAlarm(Construct):
     ----------
     alarm : aws_cdk.aws_cloudwatch.Alarm
         The alarm on ``drift_total``.
-    total : aws_cdk.aws_cloudwatch.Metric
-        ``drift_total``.
     by_kind : dict[str, aws_cdk.aws_cloudwatch.Metric]
         ``drift_missing``, ``drift_deleted_but_live``, ``drift_content_mismatch``,
         ``drift_sequencer_contradicted`` by kind, for dashboards (no alarm on them).

@@ -57,36 +57,11 @@ class Reconciliation(Construct):
     with ``settings.reconcile_fan_out`` a Step Functions Distributed Map over the inventory's
     data files, through the fan-out step function.
 
-    Parameters
-    ----------
-    scope : constructs.Construct
-        The pipeline.
-    construct_id : str
-        Construct id.
-    settings : s3ingest.settings.Settings
-        Validated settings.
-    code : aws_cdk.aws_lambda.Code
-        The bundled function package.
-    landings : s3ingest_cdk.constructs.landing_bucket.Landings
-        The landing buckets (each one's inventory, or a listing without one).
-    ledger_table : aws_cdk.aws_dynamodb.ITable
-        The ledger (scanned).
-    queue : aws_cdk.aws_sqs.IQueue
-        The ingest queue (repairs are sent to it).
-
     Attributes
     ----------
-    reconcile : s3ingest_cdk.constructs.function.RoleFunction
-        The single-run reconcile function.
-    reconcile_fan_out : s3ingest_cdk.constructs.function.RoleFunction or None
-        The fan-out step function (``reconcile_fan_out`` only).
-    reconcile_state_machine : s3ingest_cdk.constructs.ReconcileStateMachine or None
-        The fan-out state machine (``reconcile_fan_out`` only).
     reconcile_schedule : s3ingest_cdk.constructs.ReconcileSchedule
         The scheduled rule(s) that start reconciliation: the reconcile function (every bucket
         in turn), or with the fan-out one target per bucket (input ``{"bucket": <name>}``).
-    drift : s3ingest_cdk.constructs.DriftAlarm
-        The drift metrics and ``drift.alarm``.
     queue_senders : list of aws_cdk.aws_iam.IRole
         The roles granted ``sqs:SendMessage`` on the ingest queue (its policy admits them).
 
