@@ -119,3 +119,72 @@ def test_verify_says_which_input_is_gone(emulator: Any, tmp_path: Path) -> None:
 def test_a_document_that_is_not_an_attestation_is_refused() -> None:
     with pytest.raises(ValueError, match="not an s3ingest attestation"):
         load_document(json.dumps({"roots": {}}))
+
+
+def test_a_raised_processor_version_attests_the_keys_behind_it(
+    emulator: Any, tmp_path: Path
+) -> None:
+    # GIVEN two keys processed by the sidecar at version 1, then its version raised to 2 and
+    # an audit processor added that only concerns reports/
+    sidecar = {"name": "sidecar", "handler": "s3ingest_examples.sidecar:handler", "mode": "latest"}
+    audit = {
+        "name": "audit",
+        "handler": "s3ingest_examples.audit:handler",
+        "mode": "every-change",
+        "prefixes": ["reports/"],
+    }
+    path = tmp_path / "scenario.jsonl"
+    lines = [
+        {
+            "bucket": f"attest-{uuid.uuid4().hex[:10]}",
+            "versioning": "Enabled",
+            "processors": [sidecar],
+        },
+        {"op": "put", "key": "reports/a.csv", "body": "a"},
+        {"op": "put", "key": "notes/b.txt", "body": "b"},
+        {"op": "flush"},
+        {"op": "attest"},
+        {"op": "configure", "processors": [{**sidecar, "version": 2}, audit]},
+        {"op": "attest", "processors": ["sidecar"]},
+        {"op": "attest", "processors": ["audit"]},
+        {"op": "reprocess", "processor": "sidecar"},
+        {"op": "reprocess", "processor": "audit"},
+        {"op": "attest"},
+    ]
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+    result = run_scenario(path, emulator=emulator)
+    assert result["error"] is None, result["error"]
+    before, sidecar_v2, audit_added, after = (a["document"] for a in result["attestations"])
+    # THEN at version 1 the roots are equal; once raised, both keys are behind the sidecar
+    assert before["equal"] and before["processors"][0]["version"] == 1
+    assert not sidecar_v2["equal"]
+    assert [d["key"] for d in sidecar_v2["differences"]] == ["notes/b.txt", "reports/a.csv"]
+    # the audit processor is owed only the key its filter concerns
+    assert [d["key"] for d in audit_added["differences"]] == ["reports/a.csv"]
+    # after the reprocess runs both processors are done at their versions: equal roots
+    assert after["equal"], after["differences"]
+    assert [(p["name"], p["version"]) for p in after["processors"]] == [
+        ("audit", 1),
+        ("sidecar", 2),
+    ]
+
+
+def test_verify_names_an_inventory_report_gone(emulator: Any, tmp_path: Path) -> None:
+    result = _run(
+        emulator,
+        tmp_path,
+        [
+            {"op": "put", "key": "a.txt", "body": "one"},
+            {"op": "flush"},
+            {"op": "attest", "source": "inventory"},
+        ],
+    )
+    doc = result["attestations"][0]["document"]
+    report = doc["inputs"]["bucket"]
+    s3 = emulator.client("s3")
+    # WHEN the report's manifest expires
+    s3.delete_object(Bucket=report["inventory_bucket"], Key=report["manifest"])
+    # THEN the leaves still match, and the report is named gone
+    found = verify_document(doc, s3)
+    assert found["match"] is False and found["gone"] == ["bucket"]
+    assert found["checks"][0]["status"] == "match"
