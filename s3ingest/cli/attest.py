@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from s3ingest.cli.app import app
-from s3ingest.cli.context import aws_call, connect_target
+from s3ingest.cli.context import aws_call, aws_options, connect_target
 from s3ingest.cli.errors import fail
 from s3ingest.cli.options import (
     EXIT_UNHEALTHY,
@@ -165,16 +165,17 @@ def attest_verify(
 ) -> None:
     """Recompute the roots of a saved attestation from the inputs it names (its leaves, and
     an inventory report it was made from) while they exist, and say whether they match and
-    which input is gone. Exit code 0 when every input there matches, 1 when one does not or
-    is gone."""
+    which input is gone. Without --stack or --local, the inputs are read with the default AWS
+    credentials (--profile, --region, the environment): no stack is needed. Exit code 0 when
+    every input there matches, 1 when one does not or is gone."""
     from s3ingest.commands.attest import load_document, verify_document
 
     try:
         document = load_document(file.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise typer.BadParameter(f"{file}: {exc}", param_hint="FILE") from exc
-    deployed = connect_target(ctx, stack, local)
-    found = aws_call(lambda: verify_document(document, deployed.client("s3")))
+    s3 = aws_call(lambda: _verify_client(ctx, stack, local))
+    found = aws_call(lambda: verify_document(document, s3))
     exit_code = 0 if found["match"] else EXIT_UNHEALTHY
     if as_json:
         sys.stdout.write(json.dumps(found) + "\n")
@@ -186,3 +187,16 @@ def attest_verify(
     for name in found["gone"]:
         out.print(f"  [red]gone[/]: {name}")
     raise typer.Exit(exit_code)
+
+
+def _verify_client(ctx: typer.Context, stack: str | None, local: bool) -> Any:
+    """The S3 client ``attest verify`` reads the inputs with: the stack's (``--stack``, also
+    from $S3INGEST_STACK or before the command) or the local stack's (``--local``); with
+    neither, the default credentials chain's (boto3's default session, with ``--profile`` and
+    ``--region``): an auditor needs read access to the inputs, not the stack."""
+    if stack is None and not local and aws_options.stack is None:
+        import boto3
+
+        session = boto3.Session(profile_name=aws_options.profile, region_name=aws_options.region)
+        return session.client("s3")
+    return connect_target(ctx, stack, local).client("s3")
