@@ -18,12 +18,11 @@ from s3ingest_fn.services.attestation import (
     AttestError,
     AttestRequest,
     attest,
-    document_bytes,
-    document_key,
     inventory_rows,
     recompute,
     recompute_bucket_root,
 )
+from s3ingest_fn.services.attestation_store import store
 from s3ingest_fn.services.inventory import InventoryError, Manifest
 from s3ingest_fn.services.reconcile import INVENTORY, Reconciler
 
@@ -46,13 +45,6 @@ def _get(s3: Any, bucket: str, key: str, version_id: str | None = None) -> bytes
             where = f"s3://{bucket}/{key}" + (f" (version {version_id})" if version_id else "")
             raise Gone(where) from exc
         raise
-
-
-def _put(s3: Any, bucket: str, key: str, body: bytes, content_type: str) -> str | None:
-    """PutObject; the version id (None in a bucket without versioning)."""
-    answer = s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType=content_type)
-    version = answer.get("VersionId")
-    return str(version) if version and version != "null" else None
 
 
 def attest_bucket(
@@ -94,21 +86,7 @@ def attest_bucket(
         ),
         stack=stack,
     )
-    document = made.document
-    key = document_key(document)
-    leaves_key = key[: -len(".json")] + ".leaves.jsonl"
-    leaves_version = _put(s3, store_bucket, leaves_key, made.leaves, "application/x-ndjson")
-    document["inputs"]["leaves"].update(
-        {"bucket": store_bucket, "key": leaves_key, "version_id": leaves_version}
-    )
-    body = document_bytes(document)
-    version = _put(s3, store_bucket, key, body, "application/json")
-    return {
-        "document": document,
-        "location": {"bucket": store_bucket, "key": key, "version_id": version},
-        "document_sha256": hashlib.sha256(body).hexdigest(),
-        "differences_total": len(made.differences),
-    }
+    return store(made, s3, store_bucket)
 
 
 def load_document(raw: str) -> dict[str, Any]:
