@@ -76,7 +76,8 @@ def _run(
         return repairs_applied
 
     monkeypatch.setattr(attestation_store, "settle", settle)
-    summary = reconcile.handler({"source": "inventory", "marginSeconds": 0}, Context())
+    event = {"source": "inventory", "marginSeconds": 0, "attest": True}
+    summary = reconcile.handler(event, Context())
     assert summary["repairs_queued"] == 1
     return rt, recorder, summary
 
@@ -126,3 +127,28 @@ def test_the_scheduled_run_counts_a_bucket_whose_roots_still_differ(
     assert [d["key"] for d in document["differences"]] == ["lost"]
     assert json.loads(recorder.entries[0]["Detail"])["equal"] is False
     assert _differs(capsys.readouterr().out) in ([1], [[1]], [1.0])
+
+
+def test_the_local_schedule_attests_every_bucket_after_draining_its_repairs(
+    emulator: Any,
+) -> None:
+    # GIVEN a local deployment whose one event was lost
+    rt = LocalRuntime(emulator, versioning="Enabled")
+    rt.faithful.put("kept", "1")
+    rt.flush(Chaos(seed=0))
+    rt.drain()
+    rt.faithful.put("lost", "2")
+    rt.faithful.take_pending()
+    # WHEN reconciled as the schedule does (its repairs drained)
+    summary = rt.reconcile_every_bucket("listing")
+    assert summary["repairs_queued"] == 1
+    # THEN the bucket's attestation, made after the repairs, has equal roots over both keys
+    _, body = _stored(rt)
+    document = json.loads(body)
+    assert document["equal"] is True and document["counts"]["keys"] == 2
+    # and attestation_differs (0) is in the emulator's CloudWatch, as the function emits it
+    listed = rt.emu.client("cloudwatch").list_metrics(MetricName="attestation_differs")
+    stacks = {
+        d["Value"] for m in listed["Metrics"] for d in m["Dimensions"] if d["Name"] == "stack"
+    }
+    assert rt.metrics_stack in stacks

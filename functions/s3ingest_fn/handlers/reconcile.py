@@ -4,7 +4,8 @@ Environment: see :func:`s3ingest_fn.wiring.function_reconciler`.
 
 Event in (all optional): ``{"bucket": str, "source": "inventory" | "listing", "prefix": str,
 "dryRun": bool, "manifest": "<key of a manifest.json in the inventory bucket>",
-"marginSeconds": int}``. The schedule sends ``{"source": "inventory"}``. Without ``bucket``
+"marginSeconds": int, "attest": bool}``. The schedule sends ``{"source": "inventory",
+"attest": true}``. Without ``bucket``
 every bucket of ``SCOPE`` is reconciled in turn; a bucket without an inventory
 (``INVENTORIES``) is reconciled from its listing.
 
@@ -18,12 +19,13 @@ held-changes alarm watches. When some buckets fail,
 the others are still reconciled and counted, then the invocation fails naming the failed ones
 (the heartbeat metric is emitted only when every bucket completed).
 
-Attestation (issue 38): with ``ATTESTATION_BUCKET_NAME`` set (the stack's own bucket), a run
-that is not a dry run waits for its repairs to leave the ingest queue (at most
+Attestation (issue 38): with ``"attest": true`` in the event (the schedule sends it) and
+``ATTESTATION_BUCKET_NAME`` set (the stack's own bucket), a run that is not a dry run waits
+for its repairs to leave the ingest queue (at most
 :data:`~s3ingest_fn.services.attestation_store.SETTLE_SECONDS`), then attests each reconciled
-bucket from the run's source (:mod:`s3ingest_fn.services.attestation_store`): the document under
-``attestations/<bucket>/``, its SHA-256 in the log (key ``attestation_sha256``) and, with
-``CHANGE_BUS_NAME``, on the change bus (detail-type ``Attestation Made``); the metric
+bucket from the run's source (:mod:`s3ingest_fn.services.attestation_store`): the document
+under ``attestations/<bucket>/``, its SHA-256 in the log (key ``attestation_sha256``) and,
+with ``CHANGE_BUS_NAME``, on the change bus (detail-type ``Attestation Made``); the metric
 ``attestation_differs`` counts the buckets whose roots differ (the attestation alarm watches
 it). An attestation that cannot be made fails the invocation after the others.
 """
@@ -165,7 +167,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     summary = combine_reports(reports) if reports else {"reports": []}
     emit_behind_metrics(summary.get("effects_behind_by_processor") or {})
     logger.info("reconciliation finished", extra=summary)
-    if reports and not request.dry_run:
+    if reports and not request.dry_run and event.get("attest") is True:
         failed += attest_after_repairs(reports)
     if failed:
         raise ReconcileError(
