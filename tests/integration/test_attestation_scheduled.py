@@ -152,3 +152,27 @@ def test_the_local_schedule_attests_every_bucket_after_draining_its_repairs(
         d["Value"] for m in listed["Metrics"] for d in m["Dimensions"] if d["Name"] == "stack"
     }
     assert rt.metrics_stack in stacks
+
+
+def test_the_local_stacks_bucket_is_versioned_and_records_the_documents_versions(
+    emulator: Any,
+) -> None:
+    # GIVEN a local deployment (its bucket versioned, as the stack's)
+    rt = LocalRuntime(emulator)
+    s3 = rt.emu.client("s3")
+    versioning = s3.get_bucket_versioning(Bucket=rt.resources.inventory_bucket)
+    assert versioning.get("Status") == "Enabled"
+    rt.faithful.put("kept", "1")
+    rt.flush(Chaos(seed=0))
+    rt.drain()
+    # WHEN the schedule attests
+    rt.reconcile_every_bucket("listing")
+    key, _ = _stored(rt)
+    document = json.loads(
+        s3.get_object(Bucket=rt.resources.inventory_bucket, Key=key)["Body"].read()
+    )
+    # THEN the leaves' version id is recorded, and a deleted document keeps its version
+    assert document["inputs"]["leaves"]["version_id"]
+    s3.delete_object(Bucket=rt.resources.inventory_bucket, Key=key)
+    versions = s3.list_object_versions(Bucket=rt.resources.inventory_bucket, Prefix=key)
+    assert [v["Key"] for v in versions.get("Versions", [])] == [key]
