@@ -17,6 +17,7 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
 def main(argv: list[str] | None = None) -> int:
     from bench import (
+        attestation_tree,
         backfill_cost,
         batch_concurrency,
         bundle_cold_start,
@@ -44,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         "records": lambda a: records_per_message.run(),
         "reprocess": lambda a: reprocess.run(a.reprocess_keys, a.live_operations, a.seed),
         "runtime": lambda a: runtime_speed.run(a.runtime_events, a.runtime_samples, a.seed),
+        "attest": lambda a: attestation_tree.run(a.attest_keys),
     }
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument(
@@ -119,6 +121,12 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=100_000,
         help="objects of a local bucket a processor added later is run over (default 100000)",
+    )
+    parser.add_argument(
+        "--attest-keys",
+        type=int,
+        default=1_000_000,
+        help="keys of the attestation's trees, beside the diff over them (default 10^6)",
     )
     parser.add_argument("--only", nargs="*", choices=sorted(benches), default=sorted(benches))
     args = parser.parse_args(argv)

@@ -68,6 +68,10 @@ def status_command(
             f"{result['change_dead_letter_queue']['visible']}"
         )
     out.print(f"last reconciliation drift: {plain(result['last_drift'] or 'none')}")
+    for landing, made in (result.get("last_attestation") or {}).items():
+        verdict = "none" if made is None else ("equal" if made["equal"] else "differ")
+        when = f" at {made['taken_at']}" if made is not None else ""
+        out.print(f"last attestation of {landing}: {verdict}{when}", highlight=False)
     out.print(f"EventBridge delivery: {_on_off(result['eventbridge_delivery'])}")
     out.print(f"newest backfill: {plain(result['last_backfill'] or 'none')}")
     out.print(f"running backfills: {plain(result['running_backfills'])}")

@@ -216,16 +216,25 @@ class ChangeBus(Construct):
         identity policy grants it (``grant_put_events_to``). CDK writes the statement as
         ``AWS::Events::EventBusPolicy``.
         """
-        self.bus.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid=ONLY_THE_RELAY_SID,
-                effect=iam.Effect.DENY,
-                principals=[iam.AnyPrincipal()],
-                actions=["events:PutEvents"],
-                resources=[self.bus.event_bus_arn],
-                conditions={
-                    "StringNotEquals": {"aws:PrincipalArn": [r.role_arn for r in publishers]},
-                    "Bool": {"aws:PrincipalIsAWSService": "false"},
-                },
-            )
+        self._publishers = list(publishers)
+        self._only = iam.PolicyStatement(
+            sid=ONLY_THE_RELAY_SID,
+            effect=iam.Effect.DENY,
+            principals=[iam.AnyPrincipal()],
+            actions=["events:PutEvents"],
+            resources=[self.bus.event_bus_arn],
+            conditions={
+                "StringNotEquals": {"aws:PrincipalArn": [r.role_arn for r in publishers]},
+                "Bool": {"aws:PrincipalIsAWSService": "false"},
+            },
+        )
+        self.bus.add_to_resource_policy(self._only)
+
+    def admit(self, publisher: iam.IRole) -> None:
+        """Admit one more publisher to the policy :meth:`admit_only` wrote (the scheduled
+        reconciliation's role, which publishes attestations); its identity policy must grant
+        ``events:PutEvents`` too."""
+        self._publishers.append(publisher)
+        self._only.add_condition(
+            "StringNotEquals", {"aws:PrincipalArn": [r.role_arn for r in self._publishers]}
         )

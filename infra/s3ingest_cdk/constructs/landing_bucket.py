@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import jsii
-from aws_cdk import Aws, CfnResource, CustomResource, RemovalPolicy, Stack
+from aws_cdk import Aws, CfnResource, CustomResource, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct, IValidation
@@ -25,6 +25,11 @@ from s3ingest_fn import config as fn_config
 
 if TYPE_CHECKING:
     from s3ingest_cdk.constructs.bucket_setup import BucketSetupProvider
+
+
+#: The prefixes of the stack's bucket whose objects are overwritten (the fan-out's work, the
+#: listing backfill's and the reprocess runs' checkpoints): their noncurrent versions expire.
+OVERWRITTEN_PREFIXES = ("reconcile-work/", "backfill-listing/", "reprocess/")
 
 
 def secure_bucket(
@@ -320,14 +325,22 @@ class LandingBucket(Construct):
             )
             shared = SharedBuckets(
                 access_logs=access_logs,
+                # versioned: it keeps the attestations (attestations/<bucket>/, issue 38)
                 inventory=secure_bucket(
                     self,
                     "Inventory",
-                    versioned=False,
+                    versioned=True,
                     access_logs_bucket=access_logs,
                     access_logs_prefix="inventory/",
                 ),
             )
+            # the runs' checkpoints are overwritten as they go: their old versions expire
+            for prefix in OVERWRITTEN_PREFIXES:
+                shared.inventory.add_lifecycle_rule(
+                    id=f"ExpireOld{prefix.title().replace('-', '').rstrip('/')}Versions",
+                    prefix=prefix,
+                    noncurrent_version_expiration=Duration.days(7),
+                )
         self.shared = shared
         self.access_logs_bucket: s3.Bucket | None = None
         self.inventory_bucket: s3.Bucket | None = None

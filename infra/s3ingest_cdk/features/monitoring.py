@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -201,6 +202,14 @@ class Monitoring(Construct):
                 Duration.seconds(settings.hold_alarm_seconds) if settings.holds else None
             ),
         )
+        # The attestation alarm (issue 38), notified as the drift alarm is.
+        attestation = reconciliation.drift.attestation
+        attestation.add_alarm_action(cw_actions.SnsAction(self.alarm_topic.topic))
+        attestation.add_ok_action(cw_actions.SnsAction(self.alarm_topic.topic))
+        self.alarms.alarms.append(attestation)
+        if change_stream is not None:
+            reconciliation.announce_on(change_stream.change_bus.bus)
+            change_stream.change_bus.admit(reconciliation.reconcile.role)
         functions: dict[str, lambda_.IFunction] = {
             "ingest": ingestion.ingest.function,
             "reconcile": reconciliation.reconcile.function,

@@ -36,6 +36,8 @@ from s3ingest_cdk.features.evidence import (
 from s3ingest_cdk.features.service import grant_read_objects
 from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
 from s3ingest_fn import config as fn_config
+from s3ingest_fn.services.attestation import ROOT as ATTESTATION_ROOT
+from s3ingest_fn.services.attestation_store import ATTESTATION_BUCKET_ENV
 
 #: Why the single-run reconcile function has no dead-letter queue (Serverless-LambdaDLQ).
 RECONCILE_EVIDENCE = (
@@ -104,6 +106,7 @@ class Reconciliation(Construct):
             return owner
 
         self.reconcile = reconcile_function(function_roles.RECONCILE)
+        self._attestations(self.reconcile, landings, queue)
         self.reconcile_fan_out: RoleFunction | None = None
         self.reconcile_state_machine: ReconcileStateMachine | None = None
         schedule_targets: list[events.IRuleTarget]
@@ -115,7 +118,8 @@ class Reconciliation(Construct):
         else:
             # Every bucket in turn: from its inventory, or a listing of a bucket without one
             # (a mix: the function picks per bucket from INVENTORIES).
-            request: dict[str, str] = {}
+            # the daily run attests each bucket after its repairs (issue 38)
+            request: dict[str, str | bool] = {"attest": True}
             if landings.all_inventoried:
                 request["source"] = "inventory"
             elif not landings.with_reports:
@@ -175,6 +179,31 @@ class Reconciliation(Construct):
         queue.grant(function, "sqs:SendMessage")
         self.queue_senders.append(owner.role)
         grant_reports(self, function, owner.role, self._landings)
+
+    def _attestations(self, owner: RoleFunction, landings: Landings, queue: sqs.IQueue) -> None:
+        """The scheduled run's attestations (issue 38): written under ``attestations/`` of the
+        stack's bucket (s3:PutObject there only), after the repairs left the ingest queue
+        (sqs:GetQueueAttributes)."""
+        store = landings.shared.inventory
+        owner.function.add_environment(ATTESTATION_BUCKET_ENV, store.bucket_name)
+        documents = store.arn_for_objects(f"{ATTESTATION_ROOT}/*")
+        iam.Grant.add_to_principal(
+            grantee=owner.function, actions=["s3:PutObject"], resource_arns=[documents]
+        )
+        acknowledge(
+            owner.role,
+            wildcard_resource_finding(self, documents),
+            "The scheduled reconciliation writes one attestation document and its leaves per "
+            "bucket and snapshot under attestations/<bucket>/ of the stack's bucket only "
+            "(s3:PutObject); the keys are snapshot times, known at run time.",
+        )
+        queue.grant(owner.function, "sqs:GetQueueAttributes")
+
+    def announce_on(self, bus: events.IEventBus) -> None:
+        """Publish the scheduled run's attestations on the change bus (``CHANGE_BUS_NAME``,
+        events:PutEvents on that bus only)."""
+        self.reconcile.function.add_environment(fn_config.CHANGE_BUS_NAME, bus.event_bus_name)
+        bus.grant_put_events_to(self.reconcile.function)
 
     def _fan_out(self, owner: RoleFunction, settings: Settings) -> list[events.IRuleTarget]:
         """The fan-out's work prefix, its state machine and the schedule's targets (one per

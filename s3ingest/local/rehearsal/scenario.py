@@ -438,6 +438,7 @@ def _report(run: Run, error: str | None) -> dict[str, Any]:
         "configurations": run.report("configurations"),
         "reprocesses": run.report("reprocesses"),
         "onboardings": run.report("onboardings"),
+        "attestations": run.report("attestations"),
         "redrives": run.report("redrives"),
         "statuses": run.report("statuses"),
         "explanations": run.report("explanations"),

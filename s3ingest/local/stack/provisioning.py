@@ -255,6 +255,8 @@ def provision(
     inventory_bucket = f"s3ingest-inventory-{suffix}"
     s3.create_bucket(Bucket=inventory_bucket)
     encrypt_bucket(s3, inventory_bucket, key_arn)
+    # versioned, as the stack's (it keeps the attestations: docs/attestation.md)
+    s3.put_bucket_versioning(Bucket=inventory_bucket, VersioningConfiguration={"Status": "Enabled"})
     foreign_queue_url = foreign_inventory_bucket = None
     if any(b.foreign_config for b in landing):
         foreign_queue_url = sqs.create_queue(QueueName=f"other-team-{suffix}")["QueueUrl"]

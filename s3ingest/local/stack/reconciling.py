@@ -13,6 +13,7 @@ from s3ingest.local.emulator.inventory_writer import write_inventory
 from s3ingest.local.machines import RECONCILE_FANOUT
 from s3ingest.settings import inventory_report_prefix
 from s3ingest_fn import wiring
+from s3ingest_fn.contract import METRICS_NAMESPACE
 from s3ingest_fn.core.diff import DRIFT_KINDS
 from s3ingest_fn.services.reconcile import (
     INVENTORY,
@@ -262,4 +263,39 @@ class Reconciliations:
             self._record_reconciliation(combined)  # the scheduled function's one run
         if not dry_run:
             self.drain()
+            if not fan_out:  # as the scheduled function, after its repairs (issue 38)
+                self._attest(reports)
         return combined
+
+    def _attest(self, reports: Sequence[ReconcileReport]) -> None:
+        """The scheduled function's attestations (:func:`s3ingest_fn.handlers.reconcile.
+        attest_after_repairs`): each bucket's document in the stack's bucket, and
+        ``attestation_differs`` in the emulator's CloudWatch."""
+        from s3ingest_fn.contract import ATTESTATION_DIFFERS_METRIC, metric_dimensions
+        from s3ingest_fn.services.attestation_store import scheduled
+
+        differs = 0
+        for report in reports:
+            stored = scheduled(
+                self.reconciler(report.bucket),
+                self.s3,
+                store_bucket=self.resources.inventory_bucket,
+                stack=self.metrics_stack,
+                source=report.source,
+                margin_ms=round(report.margin_s * 1000),
+            )
+            differs += not stored["document"]["equal"]
+        self.emu.client("cloudwatch").put_metric_data(
+            Namespace=METRICS_NAMESPACE,
+            MetricData=[
+                {
+                    "MetricName": ATTESTATION_DIFFERS_METRIC,
+                    "Dimensions": [
+                        {"Name": k, "Value": v}
+                        for k, v in metric_dimensions(self.metrics_stack).items()
+                    ],
+                    "Unit": "Count",
+                    "Value": differs,
+                }
+            ],
+        )

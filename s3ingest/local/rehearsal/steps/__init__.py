@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from s3ingest.local.rehearsal.steps import (
+    attest,
     clock,
     incidents,
     objects,
@@ -25,7 +26,7 @@ from s3ingest.local.rehearsal.steps import (
 from s3ingest.local.rehearsal.steps.base import REGISTRY, Run, ScenarioError, Step
 
 #: The step modules in the order their steps are listed (an unknown op's message).
-_MODULES = (objects, storage, repairs, review, operator, incidents, processors, clock)
+_MODULES = (objects, storage, repairs, attest, review, operator, incidents, processors, clock)
 #: Every step class by its op.
 STEPS: dict[str, type[Step]] = dict(
     sorted(REGISTRY.items(), key=lambda item: _MODULES.index(sys.modules[item[1].__module__]))
