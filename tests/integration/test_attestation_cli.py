@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from s3ingest.cli import app
-from s3ingest.local import daemon
+from s3ingest.local.stack import daemon
 
 
 def _cli(*args: str) -> tuple[int, str]:
