@@ -17,11 +17,11 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
 def main(argv: list[str] | None = None) -> int:
     from bench import (
+        attestation_tree,
         backfill_cost,
         batch_concurrency,
         bundle_cold_start,
         effects_cost,
-        import_time,
         onboard,
         processor_writes,
         reconcile_diff,
@@ -29,12 +29,12 @@ def main(argv: list[str] | None = None) -> int:
         reprocess,
         requests_per_event,
         row_size,
+        runtime_speed,
     )
 
     benches = {
         "requests": lambda a: requests_per_event.run(a.events, a.seed, not a.no_version_deletes),
         "concurrency": lambda a: batch_concurrency.run(),
-        "import": lambda a: import_time.run(),
         "bundle": lambda a: bundle_cold_start.run(a.bundle_runs),
         "reconcile": lambda a: reconcile_diff.run(a.rows, a.baseline_rows),
         "backfill": lambda a: backfill_cost.run(),
@@ -44,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
         "processors": lambda a: processor_writes.run(a.processor_events, a.seed),
         "records": lambda a: records_per_message.run(),
         "reprocess": lambda a: reprocess.run(a.reprocess_keys, a.live_operations, a.seed),
+        "runtime": lambda a: runtime_speed.run(a.runtime_events, a.runtime_samples, a.seed),
+        "attest": lambda a: attestation_tree.run(a.attest_keys),
     }
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument(
@@ -73,6 +75,14 @@ def main(argv: list[str] | None = None) -> int:
         default=15,
         help="runs of each variant in the bundle cold-start run, interleaved (default 15)",
     )
+    parser.add_argument(
+        "--runtime-events",
+        type=int,
+        default=400,
+        help="events a sample in the runtime run: this tree's local runtime against commit "
+        "488c6db's, built in the run (default 400)",
+    )
+    parser.add_argument("--runtime-samples", type=int, default=3)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument(
         "--no-version-deletes",
@@ -111,6 +121,12 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=100_000,
         help="objects of a local bucket a processor added later is run over (default 100000)",
+    )
+    parser.add_argument(
+        "--attest-keys",
+        type=int,
+        default=1_000_000,
+        help="keys of the attestation's trees, beside the diff over them (default 10^6)",
     )
     parser.add_argument("--only", nargs="*", choices=sorted(benches), default=sorted(benches))
     args = parser.parse_args(argv)

@@ -11,8 +11,8 @@ import json
 from collections import Counter
 from typing import Any
 
-from s3ingest.local.emulator import Emulator
-from s3ingest.local.runtime import LocalRuntime
+from s3ingest.local.emulator.server import Emulator
+from s3ingest.local.stack.runtime import LocalRuntime
 
 
 def _count(client: Any, service: str) -> Counter[str]:

@@ -13,7 +13,7 @@ import json
 import time
 from typing import Any
 
-from s3ingest.local.s3faithful import SequencerClock, encode_key
+from s3ingest.local.emulator.s3faithful import SequencerClock, encode_key
 from s3ingest.settings import Settings
 from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
 from s3ingest_fn.adapters.sqs import DeadLetter

@@ -8,14 +8,18 @@ bytecode the bundle then holds. Each child interpreter imports as Lambda does: `
 -B`` (no site-packages, no working directory, no ``.pyc`` written), the bundle directory
 first on ``sys.path``, the standard library after it.
 
-Timed in the child with ``time.perf_counter``, interpreter start-up excluded, the variants
-interleaved run by run:
+Timed in the child with ``time.perf_counter`` (wall) and ``time.process_time`` (CPU: steadier
+on a shared machine), interpreter start-up excluded, the variants interleaved run by run:
 
-- the ingest cold start: import of the handler module, settings, clients (the DynamoDB one;
-  S3 and SQS are made on first use), and with ``tracing`` on the X-Ray tracer;
+- the ingest cold start: import of the handler module, settings, clients (the DynamoDB one,
+  botocore's: boto3 is imported with the first S3 client; S3 and SQS are made on first use),
+  and with ``tracing`` on the X-Ray tracer;
 - the same cold start from the package without its ``__pycache__`` (as shipped before);
 - ``import boto3`` plus a DynamoDB client, and ``boto3`` plus the DynamoDB, S3 and SQS clients
-  (the issue's baseline), from the same bundle's ``boto3`` and ``botocore``.
+  (the issue's baseline), from the same bundle's ``boto3`` and ``botocore``; botocore plus a
+  DynamoDB client (the SDK's own share of the cold start);
+- the handler module's import alone against ``import boto3`` alone (what ``bench/import_time.py``
+  timed on the development tree; now on the bundle).
 
 Target: the cold start, tracing off, at most 1.0 times ``boto3`` plus the three clients. Also
 printed: the bundle's size, unzipped and zipped (deflate, as the CDK asset's zip).
@@ -36,11 +40,15 @@ from pathlib import Path
 #: The child's code: ``{body}`` timed after the bundle is put first on ``sys.path``.
 CHILD = (
     "import sys, time; sys.path.insert(0, {bundle!r}); t = time.perf_counter()\n"
+    "c = time.process_time()\n"
     "{body}\n"
-    "print(time.perf_counter() - t)\n"
+    "print(time.perf_counter() - t, time.process_time() - c)\n"
 )
 COLD_START = "import s3ingest_fn.handlers.ingest as h; h._build_from_env()"
 BOTO3 = "import boto3; [boto3.client(s) for s in {services!r}]"
+BOTOCORE = "import botocore.session; botocore.session.Session().create_client('dynamodb')"
+IMPORT_HANDLER = "import s3ingest_fn.handlers.ingest"
+IMPORT_BOTO3 = "import boto3"
 #: What the function's environment holds at a cold start (credentials: Lambda's, in the
 #: environment, so that no client looks for others).
 ENV = {
@@ -111,7 +119,8 @@ def sizes(bundle: Path, scratch: Path) -> tuple[float, float]:
     return sum(p.stat().st_size for p in files) / 1e6, archive.stat().st_size / 1e6
 
 
-def _sample(python: str, bundle: Path, body: str, env: dict[str, str]) -> float:
+def _sample(python: str, bundle: Path, body: str, env: dict[str, str]) -> tuple[float, float]:
+    """One child's (wall, CPU) seconds of ``body``."""
     code = CHILD.format(bundle=str(bundle), body=body)
     done = subprocess.run(
         [python, "-I", "-S", "-B", "-c", code],
@@ -122,13 +131,14 @@ def _sample(python: str, bundle: Path, body: str, env: dict[str, str]) -> float:
     )
     if done.returncode != 0:
         raise RuntimeError(f"the child failed ({bundle.name}):\n{done.stderr}")
-    return float(done.stdout.strip().splitlines()[-1])
+    wall, cpu = done.stdout.strip().splitlines()[-1].split()
+    return float(wall), float(cpu)
 
 
 def _line(label: str, samples: list[float], base: list[float] | None = None) -> str:
     ms = [s * 1000 for s in samples]
     text = (
-        f"   {label:<44} min {min(ms):7.1f}  median {statistics.median(ms):7.1f}"
+        f"   {label:<52} min {min(ms):7.1f}  median {statistics.median(ms):7.1f}"
         f"  max {max(ms):7.1f} ms"
     )
     if base is not None:
@@ -160,19 +170,45 @@ def run(runs: int = RUNS) -> None:
                 BOTO3.format(services=("dynamodb", "s3", "sqs")),
                 "true",
             ),
+            "botocore + dynamodb": (bundles[False], BOTOCORE, "true"),
+            "import boto3": (bundles[False], IMPORT_BOTO3, "true"),
+            "import s3ingest_fn.handlers.ingest": (bundles[False], IMPORT_HANDLER, "true"),
         }
         samples: dict[str, list[float]] = {name: [] for name in variants}
+        cpu: dict[str, list[float]] = {name: [] for name in variants}
         for _ in range(runs):  # interleaved: the machine's load falls on every variant alike
             for name, (bundle, body, disabled) in variants.items():
                 child_env = {**env, "POWERTOOLS_TRACE_DISABLED": disabled}
-                samples[name].append(_sample(python, bundle, body, child_env))
-        print(f"   python {version} ({python}), -I -S -B, {runs} runs interleaved")
+                wall_s, cpu_s = _sample(python, bundle, body, child_env)
+                samples[name].append(wall_s)
+                cpu[name].append(cpu_s)
+        print(f"   python {version} ({python}), -I -S -B, {runs} runs interleaved; wall time:")
         three = samples["boto3 + dynamodb, s3, sqs"]
         print(_line("boto3 + dynamodb, s3, sqs (baseline)", three))
         print(_line("boto3 + dynamodb", samples["boto3 + dynamodb"], three))
         print(_line(f"{OFF} (target <= 1.00)", samples[OFF], three))
         print(_line(ON, samples[ON], three))
         print(_line(BEFORE, samples[BEFORE], three))
+        print(_line("botocore + dynamodb", samples["botocore + dynamodb"], three))
+        boto3 = samples["import boto3"]
+        print(_line("import boto3", boto3))
+        print(
+            _line(
+                "import s3ingest_fn.handlers.ingest (vs import boto3)",
+                samples[IMPORT_HANDLER],
+                boto3,
+            )
+        )
+        print("   process CPU time (steadier than wall time on a shared machine):")
+        base_cpu = cpu["boto3 + dynamodb, s3, sqs"]
+        print(_line("boto3 + dynamodb, s3, sqs (baseline) (CPU)", base_cpu))
+        for name in (OFF, ON, BEFORE, "botocore + dynamodb"):
+            print(_line(f"{name} (CPU)", cpu[name], base_cpu))
+        print(
+            _line(
+                "import s3ingest_fn.handlers.ingest (CPU)", cpu[IMPORT_HANDLER], cpu["import boto3"]
+            )
+        )
         for tracing, bundle in bundles.items():
             unzipped, zipped = sizes(bundle, scratch)
             print(

@@ -1,7 +1,7 @@
 """DynamoDB requests per event with an effect hook: s3ingest's claim/commit protocol against
 Powertools Idempotency around the same hook, in one run (CONTRACT C5, C8, C11).
 
-One stream of EventBridge S3 events (:class:`~s3ingest.local.s3faithful.FaithfulS3` on a
+One stream of EventBridge S3 events (:class:`~s3ingest.local.emulator.s3faithful.FaithfulS3` on a
 versioned bucket, parsed by :func:`s3ingest_fn.core.events.parse_body`) is delivered, in the same
 order, to four designs on one in-process moto (``mock_aws``), single-threaded:
 
@@ -35,9 +35,9 @@ expiry (Powertools) has passed.
 
 moto spends about 20 ms of CPU on one ledger UpdateItem (it parses the ~30-action update
 expression twice and runs validation passes that are quadratic in the number of actions), so the
-run installs the emulator's moto patches (:mod:`s3ingest.local.fast_moto`: memoised parsing, the
-same answers and errors) while it runs (:func:`_fast_moto`). Counts are taken on the client and
-do not depend on it.
+run installs the emulator's moto patches (:mod:`s3ingest.local.emulator.fast_moto`: memoised
+parsing, the same answers and errors) while it runs (:func:`_fast_moto`). Counts are taken on the
+client and do not depend on it.
 """
 
 from __future__ import annotations
@@ -62,8 +62,8 @@ from aws_lambda_powertools.utilities.idempotency import (
 from moto import mock_aws
 
 from bench.requests_per_event import READS, WRITES
-from s3ingest.local import fast_moto
-from s3ingest.local.s3faithful import FaithfulS3, SequencerClock
+from s3ingest.local.emulator import fast_moto
+from s3ingest.local.emulator.s3faithful import FaithfulS3, SequencerClock
 from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
 from s3ingest_fn.adapters.s3_objects import S3ContentReader, S3Objects
 from s3ingest_fn.core import sequencer
@@ -183,8 +183,8 @@ class Tally:
 @contextlib.contextmanager
 def _fast_moto() -> Iterator[None]:
     """Speed up moto's expression handling for the duration of the run (see the module
-    docstring): :func:`s3ingest.local.fast_moto.install`, restored afterwards when it was not in
-    force before."""
+    docstring): :func:`s3ingest.local.emulator.fast_moto.install`, restored afterwards when it was
+    not in force before."""
     was = fast_moto.installed()
     fast_moto.install()
     try:

@@ -3,7 +3,7 @@ memory, convergence; then the model of the same onboarding of 50 million objects
 
 A versioned bucket that predates the pipeline holds N objects (one in ten with a hostile key:
 spaces, ``+``, ``%``, control characters, non-ASCII, a 1,024-byte key) and another team's queue
-notification and inventory configurations. :meth:`s3ingest.local.runtime.LocalRuntime.onboard`
+notification and inventory configurations. :meth:`s3ingest.local.stack.runtime.LocalRuntime.onboard`
 runs what ``s3ingest onboard`` runs on AWS: EventBridge delivery switched on, the listing backfill
 state machine's execution (Distributed Map over key-range shards, the real handlers), then a
 listing reconciliation. Live traffic (puts, overwrites, deletes, delivered duplicated and
@@ -21,10 +21,11 @@ from collections import Counter
 from typing import Any
 
 from bench.onboard_model import PerObject, report
-from s3ingest.local.chaos import Chaos
-from s3ingest.local.demo import HOSTILE_KEYS
-from s3ingest.local.emulator import ACCOUNT, Emulator, LocalBucket
-from s3ingest.local.runtime import LocalRuntime, local_settings
+from s3ingest.local.emulator.chaos import Chaos
+from s3ingest.local.emulator.server import ACCOUNT, Emulator
+from s3ingest.local.rehearsal.demo import HOSTILE_KEYS
+from s3ingest.local.stack.provisioning import LocalBucket
+from s3ingest.local.stack.runtime import LocalRuntime, local_settings
 from s3ingest.onboard import backfill_summary
 from s3ingest.settings import BucketSpec
 

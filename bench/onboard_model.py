@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from s3ingest.floor import S3_GETS_PER_PREFIX_PER_S, ramp_seconds
 from s3ingest.onboard import PRICES
 
 # -- Published quotas (us-east-1 defaults) ------------------------------------------------------
@@ -84,16 +85,8 @@ class PerObject:
 def ddb_seconds(units: float, warm_units_per_s: int | None) -> float:
     """Seconds to consume ``units`` write units on an on-demand table that starts at 4,000/s
     (or ``warm_units_per_s`` when pre-warmed) and doubles every 30 minutes, up to the table
-    quota."""
-    rate = min(warm_units_per_s or DDB_NEW_TABLE_WRU_PER_S, DDB_TABLE_QUOTA_PER_S)
-    elapsed, left = 0.0, units
-    while left > 0:
-        step = rate * DDB_DOUBLING_S
-        if left <= step:
-            return elapsed + left / rate
-        elapsed, left = elapsed + DDB_DOUBLING_S, left - step
-        rate = min(rate * 2, DDB_TABLE_QUOTA_PER_S)
-    return elapsed
+    quota (:func:`s3ingest.floor.ramp_seconds`, what the CLI estimates with)."""
+    return ramp_seconds(units, warm_units_per_s)
 
 
 def listing_model(
@@ -175,7 +168,11 @@ def report(per: PerObject, objects: int = 50_000_000, shards: int = 32) -> list[
     """Printable lines: the listing backfill at default quotas, pre-warmed, and the inventory
     route, for ``objects`` objects."""
     lines = []
-    for label, warm in (("default quotas", None), ("ledgerWarmWriteUnits=20000", 20_000)):
+    for label, warm in (
+        ("default quotas", None),
+        ("ledgerWarmWriteUnits=20000", 20_000),
+        ("ledgerWarmWriteUnits=40000 (the table quota: the floor)", DDB_TABLE_QUOTA_PER_S),
+    ):
         m = listing_model(objects, per, shards=shards, warm_units_per_s=warm)
         lines.append(
             f"listing backfill, {label}: {float(m['seconds']) / 60:.0f} min "
@@ -183,6 +180,12 @@ def report(per: PerObject, objects: int = 50_000_000, shards: int = 32) -> list[
             f"{float(m['ledger_seconds']) / 60:.0f} min; binds: {m['binding']}), "
             f"${float(m['cost_usd']):.2f}"
         )
+    lines.append(
+        f"S3's per-prefix floor: {objects * per.heads / S3_GETS_PER_PREFIX_PER_S / 60:.1f} min "
+        f"for the HEADs ({per.heads:.2f} an object) if the keys share one partitioned prefix "
+        f"({S3_GETS_PER_PREFIX_PER_S:,} GET/HEAD a second; "
+        "https://docs.aws.amazon.com/AmazonS3/latest/userguide/optimizing-performance.html)"
+    )
     inv = inventory_model(objects, heads=1.0)
     lines.append(
         f"inventory + Batch Operations: {float(inv['seconds']) / 3600:.1f} h "

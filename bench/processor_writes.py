@@ -38,9 +38,9 @@ constant 1 per write and is not used. Per ``applied`` event the figures are per 
 ``all/applied`` divides every request of the run (duplicates and stale events included) by the
 applied changes.
 
-The emulator's memoised expression parsing (:mod:`s3ingest.local.fast_moto`, the same answers
-and errors) is installed while the run lasts; counts are taken on the client and do not depend
-on it. The processors of one change run concurrently (each commits on its own); each design's
+The emulator's memoised expression parsing (:mod:`s3ingest.local.emulator.fast_moto`, the same
+answers and errors) is installed while the run lasts; counts are taken on the client and do not
+depend on it. The processors of one change run concurrently (each commits on its own); each design's
 requests are answered one at a time, as DynamoDB applies the writes to one item (see
 :class:`Tally`).
 """
@@ -67,7 +67,7 @@ from moto.dynamodb.models import dynamodb_backends
 
 from bench.effects_cost import BUCKET, CATEGORIES, Delivery, workload
 from bench.requests_per_event import READS, WRITES
-from s3ingest.local import fast_moto
+from s3ingest.local.emulator import fast_moto
 from s3ingest_fn import wiring
 from s3ingest_fn.adapters.dynamo_ledger import item_size, write_units
 from s3ingest_fn.core.effects import (

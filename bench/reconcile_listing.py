@@ -44,8 +44,9 @@ def _serve(n: int, conn: Any) -> None:
     from moto.core import DEFAULT_ACCOUNT_ID
     from moto.s3.models import s3_backends
 
-    from s3ingest.local.emulator import Emulator, provision
-    from s3ingest.local.runtime import local_settings
+    from s3ingest.local.emulator.server import Emulator
+    from s3ingest.local.stack.provisioning import provision
+    from s3ingest.local.stack.runtime import local_settings
     from s3ingest_fn.adapters.dynamo_ledger import item_of
     from s3ingest_fn.core.row import LedgerRow
 

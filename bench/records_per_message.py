@@ -17,8 +17,8 @@ import json
 import time
 from typing import Any
 
-from s3ingest.local.emulator import Emulator
-from s3ingest.local.runtime import LocalRuntime
+from s3ingest.local.emulator.server import Emulator
+from s3ingest.local.stack.runtime import LocalRuntime
 from s3ingest.settings import Settings
 from s3ingest_fn.core.events import MAX_RECORDS_PER_MESSAGE
 

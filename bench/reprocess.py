@@ -5,10 +5,10 @@ invocations per key, peak memory; then the model of the same run over 50 million
 
 A versioned bucket holds N objects whose ledger rows predate the processor (written as an
 onboarding leaves them, with no effect state for it). The processor ``thumbs`` is configured
-(:meth:`~s3ingest.local.runtime.LocalRuntime.configure`, as a deploy would), then
-:meth:`~s3ingest.local.runtime.LocalRuntime.reprocess` runs the stack's reprocess state machine
-(a Distributed Map over 16 ledger Scan segments, the real handlers) while puts, overwrites and
-deletes of the same keys are delivered, duplicated and reordered, through the live path. The
+(:meth:`~s3ingest.local.stack.runtime.LocalRuntime.configure`, as a deploy would), then
+:meth:`~s3ingest.local.stack.runtime.LocalRuntime.reprocess` runs the stack's reprocess state
+machine (a Distributed Map over 16 ledger Scan segments, the real handlers) while puts, overwrites
+and deletes of the same keys are delivered, duplicated and reordered, through the live path. The
 emulator counts every request by operation.
 """
 
@@ -23,9 +23,9 @@ from collections import Counter
 from typing import Any
 
 from bench.reprocess_model import PerKey, report
-from s3ingest.local.chaos import Chaos
-from s3ingest.local.emulator import ACCOUNT, Emulator
-from s3ingest.local.runtime import LocalRuntime, local_settings
+from s3ingest.local.emulator.chaos import Chaos
+from s3ingest.local.emulator.server import ACCOUNT, Emulator
+from s3ingest.local.stack.runtime import LocalRuntime, local_settings
 from s3ingest_fn.adapters.dynamo_ledger import item_of, item_size, write_units
 from s3ingest_fn.core.effects import AppliedChange, PinnedContent, change_id
 from s3ingest_fn.core.row import LedgerRow

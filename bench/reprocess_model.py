@@ -25,6 +25,7 @@ from bench.onboard_model import (
     WRITE_S,
     ddb_seconds,
 )
+from s3ingest.floor import S3_GETS_PER_PREFIX_PER_S, TABLE_QUOTA_PER_S, floor_segments
 from s3ingest.settings import DEFAULTS
 
 #: Lambda (arm64) per GB-second, the reprocess functions' architecture.
@@ -115,16 +116,23 @@ def reprocess_model(
 
 
 def report(per: PerKey, keys: int = 50_000_000) -> list[str]:
-    """Printable lines: the default run, a wider one, and one capped by ``--rate``."""
+    """Printable lines: the default run, wider ones (the segments the CLI picks for a ledger
+    warmed to the 40,000 quota, :func:`s3ingest.floor.floor_segments`), ones capped by
+    ``--rate``, and S3's per-prefix GET floor for the processor's reads."""
     lines = []
+    chosen = floor_segments(keys, TABLE_QUOTA_PER_S)
     for label, kwargs in (
         (f"defaults (16 segments x {KEYS_AT_ONCE} at once)", {}),
         ("--segments 128 --concurrency 128", {"segments": 128}),
         ("the same, ledger pre-warmed to 40,000 WRU/s", {"segments": 128}),
+        (
+            f"the CLI's choice, ledger pre-warmed to 40,000 WRU/s ({chosen} segments)",
+            {"segments": chosen},
+        ),
         ("--rate 1000", {"rate": 1000.0}),
         ("--rate 1000 --concurrency 4", {"rate": 1000.0, "segments": 4}),
     ):
-        warm = 40_000 if "pre-warmed" in label else None
+        warm = TABLE_QUOTA_PER_S if "pre-warmed" in label else None
         m = reprocess_model(keys, per, warm_units_per_s=warm, **kwargs)
         lines.append(
             f"{label}: {float(m['seconds']) / 3600:.1f} h (workers "
@@ -133,4 +141,11 @@ def report(per: PerKey, keys: int = 50_000_000) -> list[str]:
             f"${float(m['cost_usd']):.2f} (ledger ${float(m['ledger_cost_usd']):.2f}; the "
             f"processor's own reads ${float(m['processor_reads_usd']):.2f} on top)"
         )
+    floor_min = keys * per.s3_gets / S3_GETS_PER_PREFIX_PER_S / 60
+    lines.append(
+        f"S3's per-prefix floor: {floor_min:.1f} min for the processor's reads "
+        f"({per.s3_gets:.2f} GET a key) if the keys share one partitioned prefix "
+        f"({S3_GETS_PER_PREFIX_PER_S:,} GET a second; "
+        "https://docs.aws.amazon.com/AmazonS3/latest/userguide/optimizing-performance.html)"
+    )
     return lines

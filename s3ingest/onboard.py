@@ -20,7 +20,7 @@ local runtime.
 
 The clients and the reconciliation come from an :class:`OnboardTarget`: built over a deployed
 stack (:func:`s3ingest.commands.context.connect`) or over a local runtime
-(:meth:`s3ingest.local.runtime.LocalRuntime.onboard`).
+(:meth:`s3ingest.local.stack.runtime.LocalRuntime.onboard`).
 """
 
 from __future__ import annotations

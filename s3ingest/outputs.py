@@ -100,10 +100,55 @@ def published_prefix(stage: str) -> str:
     return "S3Ingest" + "".join(part[:1].upper() + part[1:] for part in stage.split("-"))
 
 
+#: Every output name above (not :data:`PIPELINE_STAGE`, which names a published pipeline).
+NAMES = frozenset(
+    {
+        BUCKET_NAME,
+        BUCKET_NAMES,
+        BUCKET_SCOPE,
+        QUEUE_URL,
+        DEAD_LETTER_QUEUE_URL,
+        EVENT_TARGET_DEAD_LETTER_QUEUE_URL,
+        LEDGER_TABLE_NAME,
+        FUNCTION_NAME,
+        ARCHIVE_NAME,
+        ARCHIVE_ARN,
+        RULE_NAME,
+        RULE_ARN,
+        ALARM_TOPIC_ARN,
+        DASHBOARD_NAME,
+        INVENTORY_BUCKET_NAME,
+        RECONCILE_FUNCTION_NAME,
+        DRIFT_ALARM_NAME,
+        DELIVERY_CHECK_FUNCTION_NAME,
+        RECONCILE_STATE_MACHINE_ARN,
+        BACKFILL_STATE_MACHINE_ARN,
+        LISTING_BACKFILL_STATE_MACHINE_ARN,
+        REPROCESS_STATE_MACHINE_ARN,
+        BACKFILL_FUNCTION_NAME,
+        BACKFILL_ROLE_ARN,
+        REPORT_BUCKET_NAME,
+        PROCESSOR_OUTPUT_BUCKET,
+        PROCESSOR_NAMES,
+        PROCESSOR_TARGETS,
+        HOLD_PROCESSORS,
+        PROCESSOR_INVOKER_ROLE_ARNS,
+        PROCESSOR_FUNCTIONS,
+        BUCKET_OWNERS,
+        REMOTE_READ_ROLE_ARNS,
+        LOG_KEY_SECRET_ARN,
+        LOG_KEYS,
+        CHANGE_BUS_NAME,
+        CHANGE_BUS_ARN,
+        CHANGE_ARCHIVE_NAME,
+        CHANGE_AUDIT_LOG_GROUP_NAME,
+        CHANGE_DEAD_LETTER_QUEUE_URL,
+        CHANGE_RELAY_FUNCTION_NAME,
+        VERSION,
+    }
+)
+
+
 def names() -> frozenset[str]:
-    """Every output name this module declares."""
-    return frozenset(
-        value
-        for key, value in globals().items()
-        if key.isupper() and isinstance(value, str) and key != "PIPELINE_STAGE"
-    )
+    """Every output name this module declares (:data:`NAMES`)."""
+    return NAMES

@@ -1,6 +1,6 @@
 """The processors' third-party dependencies, installed for the Lambda platform without Docker
 (no AWS CDK needed: the CDK bundling, :mod:`s3ingest_cdk.bundling`, and the local runtime,
-:func:`s3ingest.local.daemon.deploy`, both install them with these functions).
+:func:`s3ingest.local.stack.daemon.deploy`, both install them with these functions).
 
 ``pip install --target --platform manylinux2014_aarch64 --only-binary=:all: --python-version
 3.13 --implementation cp``: pip accepts only binary wheels for that platform, nothing is compiled

@@ -4,7 +4,7 @@ queue and its dead-letter queue, the ledger table, the ingest rule and its archi
 each landing bucket's inventory configuration.
 
 One description, read by the CDK features (:mod:`s3ingest_cdk.features`) and by the local
-provisioner (:func:`s3ingest.local.emulator.provision`), beside the function-role table
+provisioner (:func:`s3ingest.local.stack.provisioning.provision`), beside the function-role table
 (:mod:`s3ingest.function_roles`): the same :class:`~s3ingest.settings.Settings` give the same
 properties locally as deployed (``tests/infra/test_infra_local_resources.py`` compares both with
 the synthesized template). CDK-free, like the role table. Property names are CloudFormation's,

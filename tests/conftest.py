@@ -51,7 +51,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         Path(dump).write_text(json.dumps({k: sorted(set(v)) for k, v in seen.items()}))
 
 
-#: ``s3ingest.local.daemon.RUN_DIR_ENV`` (not imported here: conftest stays light).
+#: ``s3ingest.local.stack.daemon.RUN_DIR_ENV`` (not imported here: conftest stays light).
 RUN_DIR_ENV = "S3INGEST_RUN_DIR"
 
 
@@ -84,9 +84,9 @@ def _run_dir_of_the_test(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
 @pytest.fixture(scope="session")
 def emulator() -> Iterator[object]:
-    """A started :class:`s3ingest.local.emulator.Emulator`, shared by the session; each test
+    """A started :class:`s3ingest.local.emulator.server.Emulator`, shared by the session; each test
     provisions its own uniquely named resources on it."""
-    from s3ingest.local.emulator import Emulator
+    from s3ingest.local.emulator.server import Emulator
 
     with Emulator() as emu:
         yield emu

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 from s3ingest_fn.config import LOCAL_RECORDER, invocation_env
 
-#: Where the local stack lives (:mod:`s3ingest.local.emulator`): the ARNs of recorded calls.
+#: Where the local stack lives (:mod:`s3ingest.local.emulator.server`): the ARNs of recorded calls.
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
 

@@ -76,7 +76,7 @@ def _running(run: Mapping[str, Any]) -> Iterator[None]:
     """``s3ingest local up``'s run file reading ``run`` while the block runs: ``--local``
     commands act on the local deployment through the deployed code path
     (:func:`s3ingest.commands.context.connect_local`), with ``run``'s credentials."""
-    from s3ingest.local import daemon
+    from s3ingest.local.stack import daemon
 
     original = daemon.running
     daemon.running = lambda directory: dict(run)
@@ -92,9 +92,9 @@ def record(emu: Any) -> tuple[dict[str, set[Request]], dict[str, str]]:
     from typer.testing import CliRunner
 
     from s3ingest.cli import app
-    from s3ingest.local.chaos import Chaos
-    from s3ingest.local.daemon import outputs as local_outputs
-    from s3ingest.local.runtime import LocalRuntime, local_settings
+    from s3ingest.local.emulator.chaos import Chaos
+    from s3ingest.local.stack.daemon import outputs as local_outputs
+    from s3ingest.local.stack.runtime import LocalRuntime, local_settings
 
     rt = LocalRuntime(emu, local_settings(hold={"prefixes": ["held/"]}))
     try:
@@ -282,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args(argv)
-    from s3ingest.local.emulator import Emulator
+    from s3ingest.local.emulator.server import Emulator
 
     with Emulator() as emu:
         text = generated(emu)

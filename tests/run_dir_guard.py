@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-#: The checkout's root, and its run directory (``s3ingest.local.daemon.RUN_DIR`` there).
+#: The checkout's root, and its run directory (``s3ingest.local.stack.daemon.RUN_DIR`` there).
 REPO = Path(__file__).resolve().parents[1]
 REPO_RUN_DIR = REPO / ".s3ingest"
 

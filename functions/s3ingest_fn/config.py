@@ -19,7 +19,7 @@ steps (:class:`BackfillControlConfig`), the change relay (:class:`ChangeRelayCon
 delivery check (:class:`DeliveryCheckConfig`), the bucket set-up (:class:`BucketSetupConfig`);
 the AWS clients of any of them: :class:`ClientConfig`; how any of them logs object keys:
 :class:`LogConfig`. Pure standard library: importing this
-module stays cheap (``bench/import_time.py``).
+module stays cheap (``bench/bundle_cold_start.py``).
 """
 
 from __future__ import annotations

@@ -34,6 +34,9 @@ LAG_METRIC = "ingest_lag_ms"
 RECONCILE_HEARTBEAT_METRIC = "reconcile_completed"
 #: Processor effects held for review found by a reconciliation run (``docs/hold.md``).
 HELD_EFFECTS_METRIC = "held_effects"
+#: The scheduled reconciliation's buckets whose attestation, made after the run's repairs, has
+#: differing roots (issue 38); the attestation alarm watches it.
+ATTESTATION_DIFFERS_METRIC = "attestation_differs"
 #: The oldest held change's age when a reconciliation run read it, seconds (0: none held); the
 #: held-changes alarm watches it.
 HELD_OLDEST_METRIC = "held_oldest_seconds"

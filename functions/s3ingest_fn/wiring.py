@@ -2,10 +2,11 @@
 services over both.
 
 Two layers: builders that take their clients and settings (the deployed CLI,
-``s3ingest/deployed.py``, and the local runtime, ``s3ingest/local/runtime.py``, call them with
+``s3ingest/deployed.py``, and the local runtime, ``s3ingest/local/stack/runtime.py``, call them with
 their own clients), and the Lambda handlers' cold-start builders, which read the function's
 environment, make boto3 clients and cache the result once per process. Imports happen inside
-the builders, so importing a handler module stays cheap (``bench/import_time.py`` measures it).
+the builders, so importing a handler module stays cheap (``bench/bundle_cold_start.py``
+measures it, on the built bundle).
 """
 
 from __future__ import annotations
@@ -481,12 +482,14 @@ def function_config(model: type[_C], env: Mapping[str, str] | None = None) -> _C
 
 
 _SESSIONS: dict[ClientConfig, Any] = {}
+#: The boto3 session (for S3's clients) on each configuration's botocore session.
+_S3_SESSIONS: dict[ClientConfig, Any] = {}
 _SESSIONS_LOCK = threading.Lock()
 
 
 def client(clients: ClientConfig, service: str, **kwargs: Any) -> Any:
     """A boto3 client of ``service`` made from ``clients`` (the function's region, endpoint and
-    credentials; unset fields: boto3's default chain), one boto3 session per configuration
+    credentials; unset fields: botocore's default chain), one botocore session per configuration
     (a session caches the service models; it is not thread-safe, hence the lock). For ``s3``
     with buckets of other accounts (``clients.read_roles``), a
     :class:`~s3ingest_fn.adapters.bucket_routes.BucketRoutedS3`: each of those buckets is read
@@ -508,20 +511,32 @@ def client(clients: ClientConfig, service: str, **kwargs: Any) -> Any:
 
 
 def _client(clients: ClientConfig, service: str, **kwargs: Any) -> Any:
-    import boto3
+    """A client from the configuration's botocore session; ``s3``'s through a boto3 session on
+    that botocore session (boto3 adds S3's transfer methods, ``upload_file`` and the like, that a
+    team's processor may call). The other services' clients are botocore's own, as boto3 would
+    make them: the cold start skips importing boto3 (and ``s3transfer``, which it imports)."""
+    import botocore.session
 
     with _SESSIONS_LOCK:
-        session: Any = _SESSIONS.get(clients)
-        if session is None:
-            session = _SESSIONS[clients] = boto3.session.Session(
-                aws_access_key_id=clients.access_key_id,
-                aws_secret_access_key=clients.secret_access_key,
-                aws_session_token=clients.session_token,
-                region_name=clients.region,
-            )
+        core: Any = _SESSIONS.get(clients)
+        if core is None:
+            core = _SESSIONS[clients] = botocore.session.Session()
+            if clients.region:
+                core.set_config_variable("region", clients.region)
+            if clients.access_key_id or clients.secret_access_key or clients.session_token:
+                core.set_credentials(
+                    clients.access_key_id, clients.secret_access_key, clients.session_token
+                )
         if clients.endpoint_url and "endpoint_url" not in kwargs:
             kwargs["endpoint_url"] = clients.endpoint_url
-        return session.client(service, **kwargs)
+        if service != "s3":
+            return core.create_client(service, **kwargs)
+        s3_session: Any = _S3_SESSIONS.get(clients)
+        if s3_session is None:
+            import boto3.session
+
+            s3_session = _S3_SESSIONS[clients] = boto3.session.Session(botocore_session=core)
+        return s3_session.client(service, **kwargs)
 
 
 class LazyClient:

@@ -69,8 +69,6 @@ def check_imports(
 
     Parameters
     ----------
-    bundle : pathlib.Path
-        The deployment package's directory.
     specs : mapping of str to str
         ``"package.module:function"`` by the setting that names it (``"processors[0].module"``).
     requirements : pathlib.Path, optional

@@ -193,12 +193,8 @@ def processor_sources(
         The ``processorPackageDir`` setting, relative to ``project_root`` (or absolute): every
         top-level package and module in it is copied, and the processor's top-level package must
         be one of them.
-    functions_dir : pathlib.Path
-        Where the processor's top-level package is looked for without ``package_dir``.
     project_root : pathlib.Path
         What a relative ``package_dir`` is relative to (the directory of ``cdk.json``).
-    package : str
-        The function package (a processor inside it needs nothing more).
     setting : str
         Names ``processor`` in the problems (``"processors[1].handler"``).
 
@@ -376,10 +372,6 @@ class PipLocalBundling:
     ----------
     functions_dir : Path
         Directory holding ``requirements.lock`` (:data:`LOCK_FILE`) and the function package.
-    package : str
-        Name of the package directory copied into the bundle.
-    cache_dir : Path
-        Where installed dependencies are cached, one directory per lock file hash.
     python_version : str
         Target CPython version, ``"3.13"``.
     platform : str
@@ -387,8 +379,6 @@ class PipLocalBundling:
     extra_sources : Sequence[pathlib.Path]
         Package directories and module files copied to the package root beside ``package``
         (a processor's, :func:`processor_sources`).
-    lock : pathlib.Path, optional
-        The hashed lock to install; ``functions_dir / requirements.lock`` by default.
     requirements : pathlib.Path, optional
         The processors' dependencies (:func:`processor_requirements`), installed after the lock
         into their own cache directory, constrained to the lock's versions.
@@ -560,12 +550,6 @@ def function_code(
     ----------
     cache_dir : pathlib.Path
         The build cache (``<outdir>/.s3ingest-build`` or the pipeline's ``bundle_cache_dir``).
-    functions_dir, package
-        As for :class:`PipLocalBundling`.
-    extra_sources : Sequence[pathlib.Path]
-        Copied beside ``package`` (:func:`processor_sources`).
-    requirements : pathlib.Path, optional
-        The processors' dependencies (:func:`processor_requirements`).
     imports : mapping of str to str, optional
         ``"package.module:function"`` by setting, checked in the built package.
     notes : list of str, optional

@@ -49,15 +49,9 @@ def compose(
 
     Parameters
     ----------
-    app : aws_cdk.App
-        The app whose context holds the settings.
-    env : aws_cdk.Environment, optional
-        Stack environment; :func:`default_environment` when omitted.
     nag : bool
         Register cdk-nag's AwsSolutions pack as a policy-validation plugin, so synth fails on any
         unacknowledged finding (cdk-nag 3.x, ``Validations.of(app).add_plugins``).
-    code : aws_cdk.aws_lambda.Code, optional
-        Function code override (tests); the locally bundled ``functions/`` by default.
 
     Raises
     ------

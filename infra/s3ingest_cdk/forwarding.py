@@ -102,12 +102,6 @@ class ChangeStreamForwarder(Construct):
 
     Parameters
     ----------
-    scope : constructs.Construct
-        A construct of the pipeline's stack.
-    construct_id : str
-        Construct id.
-    pipeline : s3ingest_cdk.S3IngestPipeline
-        The pipeline, with ``change_stream`` on.
     hub_bus_arn : str
         The hub bus (:func:`hub_bus_arn`), in another Region or account.
 
@@ -228,16 +222,8 @@ class ChangeStreamHub(Construct):
 
     Parameters
     ----------
-    scope : constructs.Construct
-        Parent construct (the hub's stack, in the hub's Region).
-    construct_id : str
-        Construct id.
-    forwarded : sequence of ForwardedRegion
-        The regional pipelines it admits.
     bus_name : str
         The hub bus's name (:data:`HUB_BUS_NAME`); the forwarders' ``hub_bus_arn`` names it.
-    archive_retention : aws_cdk.Duration
-        How long the archive keeps the changes (whole days).
 
     Attributes
     ----------

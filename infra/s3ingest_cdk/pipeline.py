@@ -153,14 +153,6 @@ class S3IngestPipeline(Construct):
         inventory by a custom resource that keeps every other configuration and leaves the
         bucket as found on deletion (``docs/existing-buckets.md``). The first bucket is the
         default one (``BucketName``).
-    processor : str, optional
-        ``"package.module:function"`` run for every applied change (CONTRACT C11); the same as
-        ``processors=[ProcessorConfig("default", module=processor)]``.
-    processor_version : int, optional
-        ``processor``'s version (1 and up, default 1; the ``processorVersion`` setting): raise
-        it when the processor's code changes so that the outputs of earlier code are stale.
-        Above 1, the functions get the processor as ``PROCESSORS`` (with its version) instead
-        of ``PROCESSOR``. A :class:`~s3ingest_cdk.ProcessorConfig` has its own ``version``.
     processors : sequence of s3ingest_cdk.ProcessorConfig, optional
         Several named processors (the ``processors`` setting), each with its key filters and
         delivery mode: the team's own Lambda function (``function`` or ``function_arn``,
@@ -172,16 +164,6 @@ class S3IngestPipeline(Construct):
     processor_policy_statements : sequence of aws_cdk.aws_iam.PolicyStatement, optional
         Added to the roles of the functions that run the in-process processors (``processor``
         or ``module`` entries), for what those need beyond the landing and output buckets.
-    hold : mapping, optional
-        Hold for review (the ``hold`` setting, ``docs/hold.md``): the policy, in the settings
-        form of :mod:`s3ingest_fn.core.hold`, of every processor without its own
-        (:attr:`ProcessorConfig.hold <s3ingest_cdk.ProcessorConfig>`). The functions that run
-        the processors get it as ``HOLD``; with any hold the pipeline adds the held-changes
-        alarm (``hold_alarm_seconds``).
-    operator_role_arns : sequence of str, optional
-        The operators' IAM role ARNs (the ``operatorRoleArns`` setting): with the stack's own
-        rule and roles, the only principals the ingest queue's policy lets send to it (a
-        redrive from its dead-letter queue, ``docs/runbook.md``).
     code : aws_cdk.aws_lambda.Code, optional
         The functions' code; the bundled ``s3ingest_fn`` package by default (with the
         processor's package), built without Docker (:mod:`s3ingest_cdk.bundling`).
@@ -209,40 +191,19 @@ class S3IngestPipeline(Construct):
 
     Attributes
     ----------
-    settings : s3ingest.settings.Settings
-        The validated settings.
-    bucket : aws_cdk.aws_s3.IBucket
-        The landing bucket (given or created).
-    table : aws_cdk.aws_dynamodb.Table
-        The ledger table.
-    queue, dead_letter_queue : aws_cdk.aws_sqs.Queue
-        The ingest queue and its dead-letter queue.
-    ingest_function : aws_cdk.aws_lambda.Function
-        The ingest function.
-    topic : aws_cdk.aws_sns.Topic
-        The alarm topic.
-    bus : aws_cdk.aws_events.EventBus or None
-        The change bus (``change_stream`` only).
+    settings, bucket, table, queue, dead_letter_queue, ingest_function, topic, bus
+        The validated settings and the shared resources (``bus``: ``change_stream`` only).
+    ingestion, reconciliation, monitoring, backfilling, listing, reprocess, change_stream
+        The features (:mod:`s3ingest_cdk.features`); ``backfilling`` (every bucket with an
+        inventory) and ``change_stream`` may be None.
+    landings, bucket_setup
+        Every landing bucket and the shared buckets; the existing buckets' setup provider.
     state_machines : dict[str, aws_cdk.aws_stepfunctions.StateMachine]
         ``"backfill"`` (inventory), ``"backfill-listing"``, ``"reprocess"`` and
         (``reconcile_fan_out``) ``"reconcile"``.
     functions : dict[str, aws_cdk.aws_lambda.Function]
         Every function, by role: ``ingest``, ``reconcile``, ``delivery-check`` and, when
         deployed, ``reconcile-fan-out``, ``backfill-control``, ``backfill``, ``change-relay``.
-    ingestion, reconciliation, monitoring : Construct
-        The features (:mod:`s3ingest_cdk.features`).
-    backfilling : s3ingest_cdk.features.Backfill or None
-        The inventory backfill feature (when every bucket has an inventory).
-    listing : s3ingest_cdk.features.checkpointed_run.ListingBackfill
-        The listing backfill (always).
-    reprocess : s3ingest_cdk.features.checkpointed_run.Reprocess
-        The reprocess run (always: ``--remove`` cleans a removed processor's state).
-    landings : s3ingest_cdk.constructs.landing_bucket.Landings
-        Every landing bucket (``landings.entries``) and the shared buckets.
-    bucket_setup : s3ingest_cdk.constructs.bucket_setup.BucketSetupProvider or None
-        The provider of the existing buckets' setup resources (when one is set up).
-    change_stream : s3ingest_cdk.features.ChangeStream or None
-        The change-stream feature (``change_stream`` only).
     remote_sources : s3ingest_cdk.remote.RemoteSources or None
         The central side of the buckets of other accounts (``BucketSpec.account``): the
         default bus's statement, their inventories' delivery (``docs/organisation.md``).
@@ -264,8 +225,6 @@ class S3IngestPipeline(Construct):
         processor name), when there are any.
     processor_functions : dict[str, aws_cdk.aws_lambda.Function]
         The same functions, by processor name (empty without ``handler`` entries).
-    processor_policy_statements : tuple of aws_cdk.aws_iam.PolicyStatement
-        The extra statements given to the functions that run the in-process processors.
     encryption_key : aws_cdk.aws_kms.IKey or None
         The ``kms_key_arn`` key (created or imported) every encryptable resource uses
         (``docs/encryption.md``); None without it.
@@ -413,8 +372,7 @@ class S3IngestPipeline(Construct):
         self._landing_buckets(settings, sources, code)
         output_bucket, processors = self._shared_state(settings, code)
         self._ingestion(settings, code, output_bucket, processors)
-        self._backfill(settings, code, output_bucket, processors)
-        self._checkpointed_runs(settings, code, output_bucket, processors)
+        self._runs(settings, code, output_bucket, processors)
         self._change_stream(settings, code)
         self._monitoring(settings, code)
         self._index_functions(settings)
@@ -601,28 +559,6 @@ class S3IngestPipeline(Construct):
         )
         self.ingest_service_functions: list[lambda_.Function] = [self.ingest_function]
 
-    def _checkpointed_runs(
-        self,
-        settings: Settings,
-        code: lambda_.Code,
-        output_bucket: s3.IBucket | None,
-        processors: IngestProcessors,
-    ) -> None:
-        """The listing backfill and the reprocess run (every stack)."""
-        kwargs: dict[str, Any] = {
-            "settings": settings,
-            "code": code,
-            "landings": self.landings,
-            "ledger_table": self.table,
-            "dead_letter_queue": self.dead_letter_queue,
-            "output_bucket": output_bucket,
-            "processors": processors,
-        }
-        self.listing = ListingBackfill(self, "Listing", **kwargs)
-        self.ingest_service_functions.extend(self.listing.ingest_service_functions)
-        self.reprocess = Reprocess(self, "Reprocess", **kwargs)
-        self.ingest_service_functions.extend(self.reprocess.ingest_service_functions)
-
     def _change_stream(self, settings: Settings, code: lambda_.Code) -> None:
         """The change-stream feature (``change_stream`` only)."""
         self.change_stream: ChangeStream | None = None
@@ -765,35 +701,37 @@ class S3IngestPipeline(Construct):
         #: The adopted buckets' key ARNs granted ``kms:Decrypt``, by role path.
         self.bucket_key_grants: dict[str, list[str]] = grant_bucket_keys(self, bucket_keys)
 
-    def _backfill(
+    def _runs(
         self,
         settings: Settings,
         code: lambda_.Code,
         output_bucket: s3.IBucket | None,
         processors: IngestProcessors,
     ) -> None:
-        """The inventory backfill feature, only when every bucket has an inventory (the
-        manifest the job reads)."""
+        """The inventory backfill, only when every bucket has an inventory (the manifest the job
+        reads); the listing backfill and the reprocess run (every stack)."""
+        kwargs: dict[str, Any] = {
+            "settings": settings,
+            "code": code,
+            "landings": self.landings,
+            "ledger_table": self.table,
+            "dead_letter_queue": self.dead_letter_queue,
+            "output_bucket": output_bucket,
+            "processors": processors,
+        }
         self.backfilling: Backfill | None = None
         if self.landings.all_inventoried:
-            self.backfilling = Backfill(
-                self,
-                "Backfill",
-                settings=settings,
-                code=code,
-                landings=self.landings,
-                ledger_table=self.table,
-                queue=self.queue,
-                dead_letter_queue=self.dead_letter_queue,
-                output_bucket=output_bucket,
-                processors=processors,
-            )
+            self.backfilling = Backfill(self, "Backfill", queue=self.queue, **kwargs)
             self.ingest_service_functions.extend(self.backfilling.ingest_service_functions)
         backfilling = self.backfilling
         self.backfill_control = backfilling.backfill_control if backfilling else None
         self.backfill = backfilling.backfill if backfilling else None
         self.batch_operations = backfilling.batch_operations if backfilling else None
         self.backfill_state_machine = backfilling.backfill_state_machine if backfilling else None
+        self.listing = ListingBackfill(self, "Listing", **kwargs)
+        self.ingest_service_functions.extend(self.listing.ingest_service_functions)
+        self.reprocess = Reprocess(self, "Reprocess", **kwargs)
+        self.ingest_service_functions.extend(self.reprocess.ingest_service_functions)
 
     def outputs(self) -> dict[str, str]:
         """The values the operator CLI reads (``s3ingest --stack``), by output name

@@ -142,21 +142,11 @@ class RemoteSources(Construct):
 
     Parameters
     ----------
-    scope : constructs.Construct
-        The pipeline.
-    construct_id : str
-        Construct id.
     stage : str
         The pipeline's stage (the statement ids ``s3ingest-<stage>-remote-<account>``).
-    entries : sequence of (BucketSpec, aws_cdk.aws_s3.IBucket)
-        Every landing bucket with its spec.
-    inventory : aws_cdk.aws_s3.Bucket
-        The stack's inventory bucket (the remote buckets' own inventories land there).
 
     Attributes
     ----------
-    accounts : list of str
-        The remote accounts, sorted.
     bus_policies : dict of str to aws_cdk.aws_events.CfnEventBusPolicy
         The default bus's statement of each remote account (``s3ingest-<stage>-remote-<account>``).
     bus_policy : aws_cdk.aws_events.CfnEventBusPolicy or None

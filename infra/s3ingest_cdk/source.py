@@ -80,8 +80,6 @@ class S3IngestSource(Construct):
     ----------
     scope : constructs.Construct
         A stack in the buckets' account and Region.
-    construct_id : str
-        Construct id.
     central_account : str
         The pipeline's account (12 digits).
     central_region : str
@@ -112,12 +110,8 @@ class S3IngestSource(Construct):
 
     Attributes
     ----------
-    rule : aws_cdk.aws_events.Rule
-        The forwarding rule.
     dead_letter_queue : aws_cdk.aws_sqs.Queue
         Events the rule could not deliver.
-    read_role : aws_cdk.aws_iam.Role
-        The role the central pipeline assumes.
     bucket_setup : BucketSetupProvider
         The set-up provider (one resource per bucket in ``setups``).
     """
@@ -348,10 +342,6 @@ class S3IngestSourceStack(Stack):
 
     Parameters
     ----------
-    scope : constructs.Construct
-        The app (or a stage).
-    construct_id : str
-        Stack id.
     **kwargs
         :class:`S3IngestSource`'s props, and :class:`aws_cdk.Stack`'s (``env``,
         ``synthesizer``, ``description``, ...).

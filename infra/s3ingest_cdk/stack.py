@@ -59,23 +59,10 @@ class S3IngestStack(Stack):
 
     Parameters
     ----------
-    scope : constructs.Construct
-        The app.
     construct_id : str
         Stack id; also the CloudFormation stack name (``settings.stack_name``).
     settings : s3ingest.settings.Settings
         Validated deployment settings; ``bucket_name`` adopts that bucket (by name).
-    code : aws_cdk.aws_lambda.Code, optional
-        The functions' code; the bundled package by default.
-    **kwargs
-        Passed to :class:`aws_cdk.Stack` (``env``, ...).
-
-    Attributes
-    ----------
-    settings : s3ingest.settings.Settings
-        The settings.
-    pipeline : s3ingest_cdk.pipeline.S3IngestPipeline
-        Everything the stack deploys.
     """
 
     def __init__(

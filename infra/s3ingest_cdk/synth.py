@@ -56,22 +56,8 @@ class Synth:
 
     Attributes
     ----------
-    app : aws_cdk.App
-        The synthesized construct tree.
-    stack : s3ingest_cdk.stack.S3IngestStack
-        The stack.
     pipeline : s3ingest_cdk.pipeline.S3IngestPipeline
         The stack's pipeline (the constructs it composes are its attributes).
-    settings : s3ingest.settings.Settings
-        The settings it was built from.
-    template : dict
-        The CloudFormation template.
-    assertions : aws_cdk.assertions.Template
-        The same template, for ``aws_cdk.assertions``.
-    template_path : pathlib.Path
-        The template file in the cloud assembly.
-    outdir : pathlib.Path
-        The cloud assembly directory.
     """
 
     app: App

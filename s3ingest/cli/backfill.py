@@ -83,7 +83,7 @@ def backfill_start(
     stack = one_target(ctx, stack, local)
     if local and not local_stack_running():
         require_local("s3ingest backfill start --local")
-        from s3ingest.local.demo import run_backfill_demo
+        from s3ingest.local.rehearsal.demo import run_backfill_demo
 
         if manifest or not wait:
             raise typer.BadParameter(

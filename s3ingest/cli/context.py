@@ -68,8 +68,8 @@ def connect_target(ctx: typer.Context, stack: str | None, local: bool) -> Deploy
     if name is not None:
         return connect(name)
     from s3ingest.commands.context import connect_local
-    from s3ingest.local.daemon import LocalStackError, run_dir, running
-    from s3ingest.local.s3control_jobs import local_host
+    from s3ingest.local.emulator.s3control_jobs import local_host
+    from s3ingest.local.stack.daemon import LocalStackError, run_dir, running
 
     try:
         run = running(run_dir())
@@ -80,10 +80,10 @@ def connect_target(ctx: typer.Context, stack: str | None, local: bool) -> Deploy
 
 def local_stack_running() -> bool:
     """Whether ``s3ingest local up`` runs a local stack from the current directory
-    (:func:`s3ingest.local.daemon.running`): ``--local`` of ``reconcile``, ``backfill``,
+    (:func:`s3ingest.local.stack.daemon.running`): ``--local`` of ``reconcile``, ``backfill``,
     ``onboard`` and ``verify`` then acts on it (:func:`connect_target`), else on a fresh local
     runtime of their own."""
-    from s3ingest.local.daemon import LocalStackError, run_dir, running
+    from s3ingest.local.stack.daemon import LocalStackError, run_dir, running
 
     try:
         running(run_dir())

@@ -68,6 +68,10 @@ def status_command(
             f"{result['change_dead_letter_queue']['visible']}"
         )
     out.print(f"last reconciliation drift: {plain(result['last_drift'] or 'none')}")
+    for landing, made in (result.get("last_attestation") or {}).items():
+        verdict = "none" if made is None else ("equal" if made["equal"] else "differ")
+        when = f" at {made['taken_at']}" if made is not None else ""
+        out.print(f"last attestation of {landing}: {verdict}{when}", highlight=False)
     out.print(f"EventBridge delivery: {_on_off(result['eventbridge_delivery'])}")
     out.print(f"newest backfill: {plain(result['last_backfill'] or 'none')}")
     out.print(f"running backfills: {plain(result['running_backfills'])}")
@@ -119,8 +123,8 @@ def verify_command(
     if local and not local_stack_running():
         require_local("s3ingest verify --local")
         from s3ingest.commands.verify import LocalPipeline
-        from s3ingest.local.emulator import Emulator
-        from s3ingest.local.runtime import LocalRuntime, local_settings
+        from s3ingest.local.emulator.server import Emulator
+        from s3ingest.local.stack.runtime import LocalRuntime, local_settings
 
         # a fresh local runtime on the embedded emulator (stopped on exit)
         with Emulator() as emu:

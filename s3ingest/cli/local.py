@@ -134,7 +134,7 @@ def demo(
     With --existing, onboard an existing bucket instead; with --hold-deletes, hold a mass
     delete for review."""
     require_local("s3ingest local demo")
-    from s3ingest.local.demo import DemoOptions, run_demo
+    from s3ingest.local.rehearsal.demo import DemoOptions, run_demo
 
     if existing or hold_deletes:
         given = [
@@ -243,7 +243,7 @@ def scenario(
     ledger does not equal the bucket at the end, the effects broke a rule or a step failed, 2
     for an invalid scenario file)."""
     require_local("s3ingest local scenario")
-    from s3ingest.local.scenario import ScenarioError, run_scenario
+    from s3ingest.local.rehearsal.scenario import ScenarioError, run_scenario
 
     try:
         # what the processors print goes to stderr: --json's stdout is the result alone
@@ -415,7 +415,7 @@ def _command_line(command: str, entry: dict[str, Any]) -> str:
 def _hold_demo(*, seed: int, as_json: bool) -> None:
     """``local demo --hold-deletes``: run, print, end with the exit code (0 when nothing held
     ran before its approval, every approved effect ran, and the pipeline converged)."""
-    from s3ingest.local.demo import run_hold_demo
+    from s3ingest.local.rehearsal.demo import run_hold_demo
 
     with task_bar(hidden=as_json) as bar:
         task = bar.add_task("starting the emulator", total=None)
@@ -460,7 +460,7 @@ def _hold_demo(*, seed: int, as_json: bool) -> None:
 def onboard_locally(*, seed: int, as_json: bool) -> None:
     """``onboard --local`` and ``local demo --existing``: run, print, end with the exit code
     (0 when the onboarding finished, the ledger converged and the foreign entries survived)."""
-    from s3ingest.local.demo import run_existing_demo
+    from s3ingest.local.rehearsal.demo import run_existing_demo
 
     with OnboardBar(hidden=as_json) as on_progress:
         report = run_existing_demo(seed=seed, on_progress=on_progress)

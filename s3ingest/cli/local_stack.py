@@ -1,7 +1,7 @@
 """``s3ingest local up``, ``local down``, ``local status`` and ``local logs``: the stack on the
-embedded emulator in a background process that stays up (:mod:`s3ingest.local.daemon`), which
+embedded emulator in a background process that stays up (:mod:`s3ingest.local.stack.daemon`), which
 the operator commands reach with ``--local``, and what its functions printed
-(:mod:`s3ingest.local.function_logs`).
+(:mod:`s3ingest.local.emulator.function_logs`).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def up_command(
         writable by others, another moto, a signature that does not verify), a --port in use or a
         stack already running, 1 when it did not start."""
     require_local("s3ingest local up")
-    from s3ingest.local import daemon, saved_state
+    from s3ingest.local.stack import daemon, saved_state
     from s3ingest.settings import Settings, SettingsError
 
     try:
@@ -89,7 +89,7 @@ def up_command(
         fail(str(exc), EXIT_USAGE, kind=type(exc).__name__)
     directory = daemon.run_dir()
     if port is not None:
-        from s3ingest.local.emulator import PortInUseError, check_port
+        from s3ingest.local.emulator.server import PortInUseError, check_port
 
         try:
             check_port(port)
@@ -157,7 +157,7 @@ def _render(info: dict[str, Any]) -> None:
 def status_command(as_json: AsJson = False) -> None:
     """Whether the stack s3ingest local up started runs (its pid alive, its endpoint
     answering) and its resources. Exit code 0 when it runs, 1 when not."""
-    from s3ingest.local import daemon
+    from s3ingest.local.stack import daemon
 
     report = daemon.probe(daemon.run_dir())
     ok = bool(report["running"] and report.get("answers"))
@@ -180,7 +180,7 @@ def down_command(state: StateDir = None, as_json: AsJson = False) -> None:
     """Stop the stack s3ingest local up started (its process only, by its pid); its state,
     held in that process's memory, goes with it unless saved: to --state DIR, or to the folder
     of local up --state. Exit code 1 when none runs, 2 for a refused --state folder."""
-    from s3ingest.local import daemon, saved_state
+    from s3ingest.local.stack import daemon, saved_state
 
     try:
         if state is not None:
@@ -228,7 +228,8 @@ def logs_command(
     line: its UTC time and, without FUNCTION, the function's name first; with --json, one JSON
     object per line ({"function", "time", "text"}). Exit code 1 when no local stack ran here, 2
     for a FUNCTION without a log (the logs there are named; with --follow, it is waited for)."""
-    from s3ingest.local import daemon, function_logs
+    from s3ingest.local.emulator import function_logs
+    from s3ingest.local.stack import daemon
 
     directory = daemon.run_dir() / daemon.LOGS_DIR
     if not directory.is_dir():

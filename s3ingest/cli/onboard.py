@@ -57,7 +57,9 @@ def onboard_command(
     EventBridge delivery and (after confirmation, or --yes) switch it on keeping every other
     notification configuration, run the listing backfill state machine with a progress bar,
     then a listing reconciliation that closes the window between the listing and the first
-    events. Prints objects, elapsed time, requests by kind and an estimated cost. Re-running
+    events. Before it starts, when the ledger table's on-demand ramp binds, prints an estimate
+    from the bucket's size (S3's daily NumberOfObjects metric) with the warm-throughput setting
+    and its cost. Prints objects, elapsed time, requests by kind and an estimated cost. Re-running
     resumes the same backfill run. Exit code 1 when it did not finish (declined, failed)."""
     stack = one_target(ctx, stack, local)
     if local and not local_stack_running():
@@ -76,6 +78,7 @@ def onboard_command(
         deployed, LISTING_BACKFILL_STATE_MACHINE_ARN, INVENTORY_BUCKET_NAME
     )
     reconciler = aws_call(lambda: deployed.reconciler(name))
+    _estimate(deployed, name)
 
     def reconcile(target_bucket: str, on_rows: Any) -> dict[str, Any]:
         from s3ingest.commands import reconcile as commands
@@ -123,3 +126,18 @@ def onboard_command(
         )
     emit_onboard(report, as_json)
     raise typer.Exit(0 if report["status"] == "done" else EXIT_UNHEALTHY)
+
+
+def _estimate(deployed: Any, bucket: str) -> None:
+    """The ledger's estimate of onboarding ``bucket`` when the ramp binds (stderr)."""
+    from s3ingest import floor
+    from s3ingest.cli import floor_notice
+
+    objects = floor_notice.bucket_objects(deployed, bucket)
+    if objects is None:
+        return
+    size = floor_notice.ledger(deployed)
+    warm = size[1] if size else None
+    floor_notice.notice(
+        console, floor.estimate("onboarding", objects, floor.ONBOARD_WRITES_PER_OBJECT, warm)
+    )

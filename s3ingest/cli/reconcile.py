@@ -147,7 +147,7 @@ def _reconcile_locally(*, source: str, prefix: str, dry_run: bool, fan_out: bool
     reconciliation: its report with ``converged`` and ``differences`` (the ledger against the
     bucket after the repairs). With ``fan_out``, an execution of the stack's fan-out state
     machine reconciles (the report is its summary with ``"execution"``)."""
-    from s3ingest.local.demo import DemoOptions, run_demo
+    from s3ingest.local.rehearsal.demo import DemoOptions, run_demo
 
     demo = run_demo(
         DemoOptions(

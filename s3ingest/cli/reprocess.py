@@ -78,7 +78,8 @@ def reprocess(
             min=1,
             max=1000,
             metavar="N",
-            help="Parallel Scan segments of the ledger (default 16).",
+            help="Parallel Scan segments of the ledger (default 16; a new run on a ledger warmed "
+            "past what 16 reach: enough segments to reach its warm throughput).",
         ),
     ] = None,
     concurrency: Annotated[
@@ -113,7 +114,10 @@ def reprocess(
     under a lower version or for an earlier change, superseded, or left pending by a worker
     that died), once per key, with the same claims and fencing tokens as live ingest (rule C11
     of docs/contract.md): safe beside live traffic and to run twice. Keys deleted before the
-    processor existed are not run (docs/reprocess.md)."""
+    processor existed are not run (docs/reprocess.md). A new run without --segments,
+    --concurrency or --rate reads the ledger's size and warm throughput: when the table's
+    on-demand ramp binds it prints an estimate (the warm-throughput setting, its cost, S3's
+    per-prefix GET floor), and on a warm table it runs enough segments to reach it."""
     from s3ingest.commands import reprocess as commands
 
     if prefix and not bucket:
@@ -151,6 +155,14 @@ def reprocess(
             f"not one of the stack's buckets ({', '.join(buckets)})", param_hint="--bucket"
         )
     (arn,) = require_outputs(deployed, OUTPUT)
+    if run is None and segments is None and concurrency is None and rate is None:
+        chosen = _floor_segments(deployed, dry_run or remove)
+        if chosen:
+            request.update(segments=chosen, concurrency=chosen)
+            console.print(
+                f"{chosen} segments, all at once, to reach the ledger's warm throughput "
+                f"(resume with --run {name} --segments {chosen} --concurrency {chosen})"
+            )
     sfn = deployed.client("stepfunctions")
     try:
         execution = aws_call(lambda: commands.start_reprocess(sfn, arn, request))
@@ -228,3 +240,22 @@ def emit_reprocess(status: dict[str, Any], as_json: bool, *, target: str = "") -
         for sample in samples:
             console.print(f"  {sample.get('bucket')}/{sample.get('key')}")
         console.print(f"once the processor works, finish them with:\n  {behind['command']}")
+
+
+def _floor_segments(deployed: Any, counting: bool) -> int | None:
+    """Segments (all at once) for the ledger's writes to reach its warm throughput, when more
+    than the default; prints the estimate when the table's on-demand ramp binds. None: the
+    default (an unreadable table, a small one, a cold one, or a run that writes no claims)."""
+    from s3ingest import floor
+    from s3ingest.cli import floor_notice
+
+    size = floor_notice.ledger(deployed)
+    if size is None or counting:
+        return None
+    keys, warm = size
+    floor_notice.notice(
+        console,
+        floor.estimate("reprocess", keys, floor.REPROCESS_WRITES_PER_KEY, warm, gets_per_item=1.0),
+    )
+    chosen = floor.floor_segments(keys, warm)
+    return chosen if chosen > floor.DEFAULT_SEGMENTS else None

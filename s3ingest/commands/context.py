@@ -130,8 +130,8 @@ class EndpointSession:
     else is the wrapped session's.
 
     ``wrap`` maps a service to a function applied to each new client of it (the CLI passes
-    :func:`s3ingest.local.s3control_jobs.local_host` for ``s3control``: S3 Control requests sent
-    to the endpoint's host).
+    :func:`s3ingest.local.emulator.s3control_jobs.local_host` for ``s3control``: S3 Control requests
+    sent to the endpoint's host).
     """
 
     def __init__(

@@ -13,9 +13,11 @@ from s3ingest.outputs import (
     ARCHIVE_ARN,
     BACKFILL_STATE_MACHINE_ARN,
     BUCKET_NAME,
+    BUCKET_NAMES,
     CHANGE_DEAD_LETTER_QUEUE_URL,
     DEAD_LETTER_QUEUE_URL,
     EVENT_TARGET_DEAD_LETTER_QUEUE_URL,
+    INVENTORY_BUCKET_NAME,
     PROCESSOR_NAMES,
     QUEUE_URL,
 )
@@ -94,6 +96,9 @@ def status(
         older than ``max_age_seconds``, EventBridge delivery off on the bucket, drift above
         zero in the last reconciliation, or the newest backfill FAILED or TIMED_OUT (an ABORTED
         one was stopped on purpose). ``eventbridge_delivery`` is None when it cannot be read.
+        With the stack's bucket (output ``InventoryBucketName``), ``"last_attestation"``:
+        per landing bucket its newest attestation (:func:`last_attestations`), unhealthy when
+        its roots differ.
     """
     now = now or datetime.now(UTC)
 
@@ -193,6 +198,8 @@ def status(
     if CHANGE_DEAD_LETTER_QUEUE_URL in outputs:
         # changes the relay can never publish, and batches it gave up on (docs/runbook.md)
         out["change_dead_letter_queue"] = depth(outputs[CHANGE_DEAD_LETTER_QUEUE_URL])
+    attested, attestation_problems = _attestations(s3, outputs)
+    out.update(attested)
     problems = [
         f"{name.replace('_', ' ')} holds {out[name]['visible'] + out[name]['in_flight']} message(s)"
         for name in ("dead_letter_queue", "target_dead_letter_queue", "change_dead_letter_queue")
@@ -211,6 +218,7 @@ def status(
         problems.append(
             f"the last reconciliation found {out['last_drift']['drift_total']} difference(s)"
         )
+    problems += attestation_problems
     if last_backfill and last_backfill["status"] in FAILED_EXECUTION:
         problems.append(f"the newest backfill ended {last_backfill['status']}")
     names = [n for n in outputs.get(PROCESSOR_NAMES, "").split(",") if n]
@@ -223,6 +231,55 @@ def status(
                     "and completed none (its changes wait, then dead-letter: docs/runbook.md)"
                 )
     return {"healthy": not problems, "problems": problems, **out}
+
+
+def _attestations(s3: Any, outputs: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """``{"last_attestation": ...}`` (nothing without ``InventoryBucketName``) and the
+    problems it shows: each bucket whose newest attestation has differing roots."""
+    if INVENTORY_BUCKET_NAME not in outputs:
+        return {}, []
+    found = last_attestations(s3, outputs)
+    problems = [
+        f"the last attestation of {landing} ({made['taken_at']}) has differing roots "
+        f"({made['differing']} key(s))"
+        for landing, made in found.items()
+        if made is not None and not made["equal"]
+    ]
+    return {"last_attestation": found}, problems
+
+
+def last_attestations(s3: Any, outputs: dict[str, str]) -> dict[str, Any]:
+    """Per landing bucket (``BucketNames``), its newest attestation under
+    ``attestations/<bucket>/`` of the stack's bucket (``InventoryBucketName``): ``{"taken_at",
+    "equal", "keys", "differing", "document", "sha256"}``, or None when there is none or it
+    cannot be read (docs/attestation.md)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from s3ingest_fn.services.attestation_store import newest
+
+    store = outputs[INVENTORY_BUCKET_NAME]
+    landings = [b for b in outputs.get(BUCKET_NAMES, "").split(",") if b] or [
+        outputs[n] for n in (BUCKET_NAME,) if n in outputs
+    ]
+    found: dict[str, Any] = {}
+    for landing in landings:
+        try:
+            doc = newest(s3, store, landing)
+        except (ClientError, BotoCoreError, ValueError, KeyError):
+            doc = None
+        found[landing] = (
+            None
+            if doc is None
+            else {
+                "taken_at": doc["snapshot"]["taken_at"],
+                "equal": bool(doc["equal"]),
+                "keys": doc["counts"]["keys"],
+                "differing": doc["differences_total"],
+                "document": f"s3://{store}/{doc['_location']['key']}",
+                "sha256": doc["_sha256"],
+            }
+        )
+    return found
 
 
 def processor_effects(

@@ -17,6 +17,7 @@ CHANGE_DETAIL_TYPES = {
     "held": "Object Held",
     "approved": "Change Approved",
     "rejected": "Change Rejected",
+    "attestation": "Attestation Made",
 }
 
 

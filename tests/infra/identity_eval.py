@@ -125,12 +125,12 @@ class Local:
     arn: str | None = None
 
 
-#: Construct path (under the stack) -> what of :class:`s3ingest.local.emulator.Resources` names
-#: it and its ARN's form.
+#: Construct path (under the stack) -> what of :class:`s3ingest.local.stack.provisioning.Resources`
+#: names it and its ARN's form.
 def local_names(synth: Synth, resources: Any, machines: Mapping[str, str]) -> dict[str, Local]:
     """Logical id -> :class:`Local`, for the resources of ``synth`` the local runtime
-    provisioned (``resources``: its :class:`~s3ingest.local.emulator.Resources`; ``machines``:
-    construct path -> the local state machine's ARN)."""
+    provisioned (``resources``: its :class:`~s3ingest.local.stack.provisioning.Resources`;
+    ``machines``: construct path -> the local state machine's ARN)."""
 
     def bucket(name: str) -> Local:
         return Local(name, f"arn:aws:s3:::{name}")

@@ -174,7 +174,9 @@ def test_only_the_relay_may_put_events(fanout_synth: Synth) -> None:
             actions = statement["Action"]
             if "events:PutEvents" in ([actions] if isinstance(actions, str) else actions):
                 putters.extend(policy["Properties"]["Roles"])
-    assert putters == [relay_role]
+    # ... and the scheduled reconcile function's, which publishes attestations (issue 38)
+    reconcile_role = _ref(fanout_synth.logical_id(fanout_synth.pipeline.reconcile.role))
+    assert sorted(putters, key=str) == sorted([relay_role, reconcile_role], key=str)
 
 
 def test_relay_dead_letter_queue_is_encrypted_tls_only_and_kept_14_days(
@@ -268,7 +270,9 @@ def test_the_change_bus_admits_only_the_relay(fanout_synth: Synth) -> None:
             s["Effect"] == "Deny" and _applies(s, caller, is_service=False) for s in statements
         )
     ]
-    assert admitted == [relay_role]
+    # (and the scheduled reconcile function's role, which publishes attestations: issue 38)
+    reconcile_role = _arn(synth.logical_id(synth.pipeline.reconcile.role))
+    assert sorted(admitted, key=str) == sorted([relay_role, reconcile_role], key=str)
     # ... and grants nothing (the relay's own IAM policy allows it; no one else's does) ...
     assert all(s["Effect"] == "Deny" for s in statements)
     # ... and leaves AWS services acting for EventBridge (an archive's replay) alone

@@ -23,8 +23,8 @@ from cfnlint.api import ManualArgs, lint_file
 from typer.testing import CliRunner
 
 from s3ingest.cli import app as cli_app
-from s3ingest.local.daemon import outputs
-from s3ingest.local.runtime import LocalRuntime, local_settings
+from s3ingest.local.stack.daemon import outputs
+from s3ingest.local.stack.runtime import LocalRuntime, local_settings
 from s3ingest.outputs import LEDGER_TABLE_NAME, PIPELINE_STAGE, published_prefix
 from s3ingest_cdk import S3IngestPipeline
 from s3ingest_cdk.synth import PROJECT_ROOT

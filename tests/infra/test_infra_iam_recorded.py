@@ -22,10 +22,15 @@ from typing import Any
 import pytest
 from aws_cdk import aws_lambda as lambda_
 
-from s3ingest.local.chaos import Chaos
-from s3ingest.local.emulator import Emulator
-from s3ingest.local.lambda_service import LambdaService
-from s3ingest.local.runtime import BATCH_OPERATIONS, DISTRIBUTED_MAP, LocalRuntime, local_settings
+from s3ingest.local.emulator.chaos import Chaos
+from s3ingest.local.emulator.lambda_service import LambdaService
+from s3ingest.local.emulator.server import Emulator
+from s3ingest.local.stack.runtime import (
+    BATCH_OPERATIONS,
+    DISTRIBUTED_MAP,
+    LocalRuntime,
+    local_settings,
+)
 from s3ingest_cdk.local_machines import VARIANTS as CONTEXTS
 from s3ingest_cdk.synth import Synth
 from tests.iam_calls import Request, recording

@@ -1,6 +1,7 @@
 """The local runtime provisions from the stack's own description (:mod:`s3ingest.stack_resources`):
 the description equals the synthesized template's properties, and what the local provisioner
-creates from the same settings (:func:`s3ingest.local.emulator.provision`) has them too."""
+creates from the same settings (:func:`s3ingest.local.stack.provisioning.provision`) has them
+too."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Any
 import pytest
 
 from s3ingest import stack_resources
-from s3ingest.local.emulator import ACCOUNT, Emulator, provision
+from s3ingest.local.emulator.server import ACCOUNT, Emulator
+from s3ingest.local.stack.provisioning import provision
 from s3ingest.settings import INVENTORY_ID, BucketSpec
 from s3ingest_cdk.synth import Synth
 

@@ -88,6 +88,12 @@ def _xray(synth: Synth) -> set[str]:
     return {"AwsSolutions-IAM5[Resource::*]"} if synth.settings.tracing else set()
 
 
+def _attestations(synth: Synth) -> str:
+    """The scheduled reconcile function's wildcard on the stack's bucket (issue 38)."""
+    store_id = synth.logical_id(synth.pipeline.landings.shared.inventory)
+    return f"AwsSolutions-IAM5[Resource::<{store_id}.Arn>/attestations/*]"
+
+
 def _expected_function_acknowledgements(synth: Synth) -> dict[str, set[str]]:
     bucket_id = synth.logical_id(synth.pipeline.landing.bucket)
     inventory = synth.pipeline.landing.inventory_bucket
@@ -99,7 +105,8 @@ def _expected_function_acknowledgements(synth: Synth) -> dict[str, set[str]]:
         "s3ingest-daily/*]"
     )
     xray = _xray(synth)
-    reconcile_role = {*xray, objects, reports}
+    # the scheduled run's attestations: written under attestations/ of the stack's bucket only
+    reconcile_role = {*xray, objects, reports, _attestations(synth)}
     # The delivery check: its runtime, and X-Ray on its role with tracing (its one grant,
     # s3:GetBucketNotification, names the landing bucket).
     delivery_check = {_path(synth, "DeliveryCheck/Function"): {"AwsSolutions-L1"}}
@@ -272,9 +279,10 @@ def test_fanout_acknowledgements_are_on_resources_with_reasons(fanout_synth: Syn
         **_expected_reprocess_acknowledgements(synth),
     }
     # THEN the fan-out function has the reconcile function's plus its work prefix ...
-    expected[_path(synth, "ReconcileFanOutFunction/Role")] = expected[
-        _path(synth, "ReconcileFunction/Role")
-    ] | {f"AwsSolutions-IAM5[Resource::<{inventory_id}.Arn>/reconcile-work/*]"}
+    # (the scheduled function's attestations are its own)
+    expected[_path(synth, "ReconcileFanOutFunction/Role")] = (
+        expected[_path(synth, "ReconcileFunction/Role")] - {_attestations(synth)}
+    ) | {f"AwsSolutions-IAM5[Resource::<{inventory_id}.Arn>/reconcile-work/*]"}
     expected[_path(synth, "ReconcileFanOutFunction/Function")] = {"AwsSolutions-L1"}
     # ... and the state machine's role and Distributed Map policy carry their own wildcards only
     expected[_path(synth, "ReconcileStateMachine/StateMachine/Role")] = {

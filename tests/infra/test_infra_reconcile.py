@@ -102,6 +102,17 @@ def _reconcile_grants(synth: Synth) -> dict[str, list[Any]]:
     }
 
 
+def _attestation_grants(synth: Synth) -> dict[str, list[Any]]:
+    """The scheduled reconcile function's own (issue 38): PutObject under attestations/ of the
+    stack's bucket only, the ingest queue's depth (its repairs left it)."""
+    store_id = synth.logical_id(synth.pipeline.landings.shared.inventory)
+    queue_id = synth.logical_id(synth.pipeline.ingest_queue.queue)
+    return {
+        "s3:PutObject": [_objects(_arn(store_id), "/attestations/*")],
+        "sqs:GetQueueAttributes": [_arn(queue_id)],
+    }
+
+
 def _sorted(granted: dict[str, list[Any]]) -> dict[str, list[str]]:
     return {
         action: sorted(json.dumps(r, sort_keys=True) for r in resources)
@@ -143,9 +154,10 @@ def test_schedule_invokes_the_reconcile_function_with_the_inventory_source(synth
     (target,) = props["Targets"]
     assert {key: value for key, value in target.items() if key != "Id"} == {
         "Arn": _arn(function_id),
-        "Input": '{"source":"inventory"}',
+        "Input": '{"attest":true,"source":"inventory"}',
     }
-    assert json.loads(target["Input"]) == {"source": "inventory"}
+    # the daily run attests each bucket after its repairs (issue 38)
+    assert json.loads(target["Input"]) == {"source": "inventory", "attest": True}
     # AND only this rule may invoke the function
     permissions = [
         p["Properties"]
@@ -176,7 +188,11 @@ def test_reconcile_function_handler_runtime_and_environment(synth: Synth) -> Non
     assert props["LoggingConfig"] == {"LogFormat": "JSON", "LogGroup": _ref(log_group_id)}
     assert props["MemorySize"] == settings.reconcile_memory_mb == 3008
     assert props["Timeout"] == settings.reconcile_timeout_seconds == 900
-    assert props["Environment"]["Variables"] == _environment(synth)
+    assert props["Environment"]["Variables"] == {
+        **_environment(synth),
+        # where the scheduled run's attestations go (issue 38): the stack's own bucket
+        "ATTESTATION_BUCKET_NAME": _ref(synth.logical_id(synth.pipeline.landings.shared.inventory)),
+    }
     assert props["Role"] == _arn(synth.logical_id(synth.pipeline.reconcile.role))
     # The same bundled asset as the ingest function.
     _, ingest = _resource(synth, synth.pipeline.ingest.function)
@@ -227,6 +243,7 @@ def test_reconcile_role_is_least_privilege(synth: Synth) -> None:
     assert _sorted(granted) == _sorted(
         {
             **_reconcile_grants(synth),
+            **_attestation_grants(synth),
             "logs:CreateLogStream": [_arn(log_group_id)],
             "logs:PutLogEvents": [_arn(log_group_id)],
         }
@@ -235,7 +252,9 @@ def test_reconcile_role_is_least_privilege(synth: Synth) -> None:
     queue_id = synth.logical_id(synth.pipeline.ingest_queue.queue)
     assert granted["dynamodb:Scan"] == [_arn(table_id)]
     assert granted["sqs:SendMessage"] == [_arn(queue_id)]
-    assert not [action for action in granted if action.startswith(("dynamodb:Put", "s3:Put"))]
+    assert not [action for action in granted if action.startswith("dynamodb:Put")]
+    # s3:PutObject: the attestations only (issue 38), never the landing bucket
+    assert granted["s3:PutObject"] == _attestation_grants(synth)["s3:PutObject"]
 
 
 @pytest.mark.contract("C12")
@@ -305,7 +324,15 @@ def test_no_fan_out_without_the_setting(synth: Synth) -> None:
     inventory = synth.pipeline.landing.inventory_bucket
     assert inventory is not None
     _, bucket = _resource(synth, inventory)
-    assert "LifecycleConfiguration" not in bucket["Properties"]
+    # no work to expire: only the checkpoints' old versions (the bucket is versioned, issue 38)
+    rules = bucket["Properties"]["LifecycleConfiguration"]["Rules"]
+    assert [r["Id"] for r in rules] == [
+        "ExpireOldReconcileWorkVersions",
+        "ExpireOldBackfillListingVersions",
+        "ExpireOldReprocessVersions",
+    ]
+    assert all("ExpirationInDays" not in r for r in rules)
+    assert bucket["Properties"]["VersioningConfiguration"] == {"Status": "Enabled"}
 
 
 # --- An adopted bucket: the stack's own inventory, so the schedule reads it -----------------------
@@ -317,7 +344,7 @@ def test_adopted_bucket_is_reconciled_from_its_inventory(adopted_synth: Synth) -
     synth = adopted_synth
     _, rule = _resource(synth, synth.pipeline.reconcile_schedule.rule)
     (target,) = rule["Properties"]["Targets"]
-    assert json.loads(target["Input"]) == {"source": "inventory"}
+    assert json.loads(target["Input"]) == {"source": "inventory", "attest": True}
     _, function = _resource(synth, synth.pipeline.reconcile.function)
     variables = function["Properties"]["Environment"]["Variables"]
     assert variables["BUCKET_NAME"] == ADOPTED_BUCKET
@@ -342,7 +369,7 @@ def test_a_bucket_without_inventory_is_reconciled_by_listing(tmp_path: Path) -> 
     rule = template["Resources"][stack.get_logical_id(_cfn(pipeline.reconcile_schedule.rule))]
     (target,) = rule["Properties"]["Targets"]
     # THEN the schedule lists the bucket, and the function has no inventory to read
-    assert json.loads(target["Input"]) == {"source": "listing"}
+    assert json.loads(target["Input"]) == {"source": "listing", "attest": True}
     function = template["Resources"][stack.get_logical_id(_cfn(pipeline.reconcile.function))]
     variables = function["Properties"]["Environment"]["Variables"]
     assert variables["BUCKET_NAME"] == ADOPTED_BUCKET
@@ -370,6 +397,7 @@ def test_adopted_bucket_reconcile_grants(adopted_synth: Synth) -> None:
             "s3:GetObjectVersion": [objects],
             "dynamodb:Scan": [_arn(synth.logical_id(synth.pipeline.ledger.table))],
             "sqs:SendMessage": [_arn(synth.logical_id(synth.pipeline.ingest_queue.queue))],
+            **_attestation_grants(synth),
         }
     )
 
@@ -750,12 +778,26 @@ def test_fanout_work_prefix_expires(fanout_synth: Synth) -> None:
     _, bucket = _resource(fanout_synth, inventory)
     assert bucket["Properties"]["LifecycleConfiguration"] == {
         "Rules": [
+            # the stack's bucket is versioned (issue 38): the checkpoints' old versions expire
+            *(
+                {
+                    "Id": f"ExpireOld{name}Versions",
+                    "Prefix": prefix,
+                    "NoncurrentVersionExpiration": {"NoncurrentDays": 7},
+                    "Status": "Enabled",
+                }
+                for name, prefix in (
+                    ("ReconcileWork", "reconcile-work/"),
+                    ("BackfillListing", "backfill-listing/"),
+                    ("Reprocess", "reprocess/"),
+                )
+            ),
             {
                 "Id": "ExpireReconcileWork",
                 "Prefix": "reconcile-work/",
                 "ExpirationInDays": 7,
                 "Status": "Enabled",
-            }
+            },
         ]
     }
 

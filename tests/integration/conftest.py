@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from s3ingest.local.emulator import Emulator
-from s3ingest.local.s3control_jobs import BatchOperations
+from s3ingest.local.emulator.s3control_jobs import BatchOperations
+from s3ingest.local.emulator.server import Emulator
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 from botocore.exceptions import ConnectionClosedError
 from botocore.httpsession import URLLib3Session
 
-from s3ingest.local.runtime import LocalRuntime
+from s3ingest.local.stack.runtime import LocalRuntime
 from s3ingest_fn import wiring
 from s3ingest_fn.adapters.dynamo_ledger.operations import own_write
 from s3ingest_fn.core.effects import AppliedChange, PinnedContent, ProcessorSpec

@@ -1,6 +1,6 @@
 """The stack's batch-operations backfill machine, executed end to end on the emulator: moto's
 executor runs the synthesized definition, its S3 Control CreateJob/DescribeJob answered by the
-emulated Batch Operations jobs (s3ingest.local.s3control_jobs), whose tasks invoke the real
+emulated Batch Operations jobs (s3ingest.local.emulator.s3control_jobs), whose tasks invoke the real
 backfill function in the in-process Lambda service (CONTRACT C13)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from s3ingest.local.emulator import ACCOUNT, Emulator
-from s3ingest.local.runtime import LocalRuntime
-from s3ingest.local.s3control_jobs import BatchOperations
+from s3ingest.local.emulator.s3control_jobs import BatchOperations
+from s3ingest.local.emulator.server import ACCOUNT, Emulator
+from s3ingest.local.stack.runtime import LocalRuntime
 from s3ingest_fn.services.backfill_control import REPORT_PREFIX
 
 pytestmark = [pytest.mark.contract("C13"), pytest.mark.slow]

@@ -1,7 +1,7 @@
 """Reads of a bucket in another account go through that account's read role
 (:mod:`s3ingest_fn.adapters.bucket_routes`), on the emulator with two accounts (moto keeps
 state per account; the emulator refuses a bucket of another account, as S3 refuses a caller
-the bucket's policy does not admit: :mod:`s3ingest.local.moto_accounts`)."""
+the bucket's policy does not admit: :mod:`s3ingest.local.emulator.moto_accounts`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any, cast
 import pytest
 from botocore.exceptions import ClientError
 
-from s3ingest.local.emulator import ACCOUNT, REGION
+from s3ingest.local.emulator.server import ACCOUNT, REGION
 from s3ingest_fn import wiring
 from s3ingest_fn.adapters.bucket_routes import BucketRoutedS3, assumed_session
 from s3ingest_fn.adapters.s3_objects import S3ContentReader, S3Objects
@@ -107,8 +107,8 @@ def test_a_remote_bucket_is_ingested_reconciled_and_backfilled_through_its_role(
 ) -> None:
     # GIVEN a pipeline whose landing bucket is an existing bucket of the producer's account
     # (its source stack deployed: delivery on), holding objects from before the pipeline
-    from s3ingest.local.chaos import Chaos
-    from s3ingest.local.runtime import LocalRuntime, local_settings
+    from s3ingest.local.emulator.chaos import Chaos
+    from s3ingest.local.stack.runtime import LocalRuntime, local_settings
     from s3ingest.settings import BucketSpec
 
     name = f"producer-{uuid.uuid4().hex[:12]}"
@@ -144,8 +144,8 @@ def test_example_remote_kms_bucket_scenario_onboards_and_converges() -> None:
     objects and another team's configuration, onboards from the central account, takes live
     traffic with drops and duplicates, reconciles and converges, the foreign configuration
     intact."""
-    from s3ingest.local.emulator import FOREIGN_INVENTORY_ID, FOREIGN_QUEUE_ID
-    from s3ingest.local.scenario import run_scenario
+    from s3ingest.local.rehearsal.scenario import run_scenario
+    from s3ingest.local.stack.provisioning import FOREIGN_INVENTORY_ID, FOREIGN_QUEUE_ID
 
     result = run_scenario(Path("examples/scenarios/remote-kms-bucket.jsonl"))
     assert result["error"] is None
@@ -168,8 +168,8 @@ def test_the_same_scenario_with_the_central_accounts_own_credentials_fails(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # GIVEN the pipeline and its functions without the bucket's read role (no READ_ROLES)
-    from s3ingest.local.emulator import Resources
-    from s3ingest.local.scenario import run_scenario
+    from s3ingest.local.rehearsal.scenario import run_scenario
+    from s3ingest.local.stack.provisioning import Resources
 
     monkeypatch.setattr(Resources, "read_roles", property(lambda self: {}))
     # WHEN the scenario runs THEN its first read of the bucket is refused, as S3 refuses it
@@ -185,8 +185,8 @@ def test_a_remote_bucket_backfills_on_each_engine_reconciles_from_inventory_and_
 ) -> None:
     # GIVEN a remote bucket (the producer's) with objects from before the pipeline, and a
     # processor holding mass deletes
-    from s3ingest.local.chaos import Chaos
-    from s3ingest.local.runtime import LocalRuntime, local_settings
+    from s3ingest.local.emulator.chaos import Chaos
+    from s3ingest.local.stack.runtime import LocalRuntime, local_settings
     from s3ingest.settings import BucketSpec
 
     name = f"producer-{uuid.uuid4().hex[:12]}"
@@ -225,7 +225,7 @@ def test_onboarding_a_remote_bucket_with_delivery_off_leaves_it_to_its_source_st
     emulator: Any,
 ) -> None:
     # GIVEN a remote bucket whose owner switched EventBridge delivery off
-    from s3ingest.local.runtime import LocalRuntime, local_settings
+    from s3ingest.local.stack.runtime import LocalRuntime, local_settings
     from s3ingest.settings import BucketSpec
 
     name = f"producer-{uuid.uuid4().hex[:12]}"

@@ -11,16 +11,12 @@ from typing import Any
 
 import pytest
 
-from s3ingest.local.emulator import (
-    FOREIGN_INVENTORY_ID,
-    FOREIGN_QUEUE_ID,
-    Emulator,
-    LocalBucket,
-)
-from s3ingest.local.oracles import Oracles
-from s3ingest.local.requests import request_kind
-from s3ingest.local.runtime import LocalRuntime, describe_bucket, local_settings
-from s3ingest.local.scenario import ScenarioError, parse_lines
+from s3ingest.local.emulator.requests import request_kind
+from s3ingest.local.emulator.server import Emulator
+from s3ingest.local.rehearsal.scenario import ScenarioError, parse_lines
+from s3ingest.local.stack.oracles import Oracles
+from s3ingest.local.stack.provisioning import FOREIGN_INVENTORY_ID, FOREIGN_QUEUE_ID, LocalBucket
+from s3ingest.local.stack.runtime import LocalRuntime, describe_bucket, local_settings
 from s3ingest.settings import INVENTORY_ID, BucketSpec
 from s3ingest_fn import wiring
 from s3ingest_fn.core.scope import Scope
@@ -251,7 +247,7 @@ def test_the_emulator_counts_the_requests_it_answers(emulator: Emulator) -> None
 def test_example_two_bucket_scenario_keeps_out_of_scope_keys_out_of_the_ledger() -> None:
     """Done-when check of issue 15: two buckets, a prefix (and suffix) filter, converged, no
     out-of-scope key in the ledger (the oracle fails on one)."""
-    from s3ingest.local.scenario import run_scenario
+    from s3ingest.local.rehearsal.scenario import run_scenario
 
     result = run_scenario(Path("examples/scenarios/two-buckets.jsonl"))
     assert result["error"] is None
@@ -278,7 +274,7 @@ def test_example_two_bucket_scenario_keeps_out_of_scope_keys_out_of_the_ledger()
 def test_each_listing_backfill_step_lists_the_bucket_again(tmp_path: Path) -> None:
     """A second ``backfill`` with ``"source": "listing"`` is a new run: objects put between the
     two (no events: delivery is off on the existing bucket) come in with it."""
-    from s3ingest.local.scenario import run_scenario
+    from s3ingest.local.rehearsal.scenario import run_scenario
 
     scenario = tmp_path / "twice.jsonl"
     scenario.write_text(

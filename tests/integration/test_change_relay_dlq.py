@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from s3ingest.local.runtime import LocalRuntime, local_settings
+from s3ingest.local.stack.runtime import LocalRuntime, local_settings
 from s3ingest_fn.adapters.dynamo_ledger import item_of
 from s3ingest_fn.adapters.sqs import REASON_ATTRIBUTE, SOURCE_ID_ATTRIBUTE
 from s3ingest_fn.services.changes import DEAD_LETTER_BODY_MAX

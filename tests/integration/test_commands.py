@@ -17,8 +17,8 @@ from s3ingest.commands import backfill, reconcile
 from s3ingest.commands.context import AwsOptions, Deployed, connect
 from s3ingest.commands.explain import explain, explain_key
 from s3ingest.commands.redrive import redrive
-from s3ingest.local.emulator import LocalBucket
-from s3ingest.local.runtime import LocalRuntime
+from s3ingest.local.stack.provisioning import LocalBucket
+from s3ingest.local.stack.runtime import LocalRuntime
 from s3ingest.settings import BucketSpec
 from s3ingest_fn.effect_targets import hold_names
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from s3ingest.local.chaos import Chaos
-from s3ingest.local.runtime import LocalRuntime
+from s3ingest.local.emulator.chaos import Chaos
+from s3ingest.local.stack.runtime import LocalRuntime
 from s3ingest.settings import Settings
 from s3ingest_fn.core.events import parse_body
 from s3ingest_fn.core.model import Outcome

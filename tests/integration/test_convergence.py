@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from s3ingest.local.chaos import Chaos
-from s3ingest.local.runtime import LocalRuntime
+from s3ingest.local.emulator.chaos import Chaos
+from s3ingest.local.stack.runtime import LocalRuntime
 from s3ingest_fn.core.row import LedgerRow
 
 KEYS = ("k", "a b+c", "dir/é%")

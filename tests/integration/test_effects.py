@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from s3ingest.local.chaos import kill_after_effect
-from s3ingest.local.runtime import LocalRuntime
+from s3ingest.local.emulator.chaos import kill_after_effect
+from s3ingest.local.stack.runtime import LocalRuntime
 from s3ingest_fn import wiring
 from s3ingest_fn.core.decide import LEASE_WAITS
 from s3ingest_fn.core.effects import (
@@ -301,8 +301,8 @@ def test_a_newer_change_that_waits_for_a_short_effect_needs_no_retry(emulator: A
 def test_reconciliation_re_runs_an_effect_whose_message_reached_the_dlq(emulator: Any) -> None:
     # GIVEN a worker killed between effect and commit on every receive, and a message allowed
     # one receive: it goes to the dead-letter queue with its effect left pending
-    from s3ingest.local.chaos import Chaos
-    from s3ingest.local.runtime import local_settings
+    from s3ingest.local.emulator.chaos import Chaos
+    from s3ingest.local.stack.runtime import local_settings
 
     rt = LocalRuntime(
         emulator, local_settings(change_stream=False, max_receive_count=1), versioning="Enabled"
@@ -443,8 +443,8 @@ def test_through_the_handler_the_change_stream_publishes_every_applied_change(
 ) -> None:
     # GIVEN the local pipeline with the example processor and the change stream, and workers
     # killed between effect and commit
-    from s3ingest.local.chaos import Chaos
-    from s3ingest.local.runtime import local_settings
+    from s3ingest.local.emulator.chaos import Chaos
+    from s3ingest.local.stack.runtime import local_settings
 
     rt = LocalRuntime(emulator, local_settings(), versioning="Enabled", seed=5)
     for i in range(12):

@@ -16,8 +16,8 @@ from typing import Any, cast
 
 import pytest
 
-from s3ingest.local.chaos import Chaos, kill_after_effect
-from s3ingest.local.runtime import LocalRuntime, local_settings
+from s3ingest.local.emulator.chaos import Chaos, kill_after_effect
+from s3ingest.local.stack.runtime import LocalRuntime, local_settings
 from s3ingest_fn import wiring
 from s3ingest_fn.core.effects import (
     AppliedChange,

@@ -1,4 +1,4 @@
-"""Throttling injected locally (:mod:`s3ingest.local.faults`) ends with nothing lost, and
+"""Throttling injected locally (:mod:`s3ingest.local.emulator.faults`) ends with nothing lost, and
 Lambda's concurrency limits.
 
 DynamoDB throttling reaches the ingest path through botocore's error shape and retries; what is
@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from s3ingest.commands.redrive import redrive_valid
-from s3ingest.local.chaos import Chaos
-from s3ingest.local.faults import (
+from s3ingest.local.emulator.chaos import Chaos
+from s3ingest.local.emulator.faults import (
     DONE,
     REFUSED,
     THROTTLED,
@@ -30,7 +30,7 @@ from s3ingest.local.faults import (
     backfill_workers,
     leases_within_receives,
 )
-from s3ingest.local.runtime import LocalRuntime, local_settings
+from s3ingest.local.stack.runtime import LocalRuntime, local_settings
 
 #: How a record retried because of an injected DynamoDB throttle is told (its result's reason).
 FAULT_CAUSED = (

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from s3ingest.local.runtime import LocalRuntime
+from s3ingest.local.stack.runtime import LocalRuntime
 from s3ingest_fn import wiring
 from s3ingest_fn.core.effects import AppliedChange, PinnedContent, ProcessorSpec
 

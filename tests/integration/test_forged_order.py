@@ -21,9 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from s3ingest.local.emulator import ACCOUNT
-from s3ingest.local.runtime import LocalRuntime, local_settings
-from s3ingest.local.scenario import run_scenario
+from s3ingest.local.emulator.server import ACCOUNT
+from s3ingest.local.rehearsal.scenario import run_scenario
+from s3ingest.local.stack.runtime import LocalRuntime, local_settings
 from s3ingest_fn.core.diff import DRIFT_KINDS
 
 KEY = "in/doc.txt"

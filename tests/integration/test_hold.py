@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from s3ingest.local.chaos import kill_after_effect
+from s3ingest.local.emulator.chaos import kill_after_effect
 from s3ingest_fn import wiring
 from s3ingest_fn.core.effects import EVERY_CHANGE, LATEST, AppliedChange
 from s3ingest_fn.core.events import parse_body

@@ -15,7 +15,7 @@ from urllib.parse import quote_plus
 
 import pytest
 
-from s3ingest.local.scenario import ScenarioError, run_scenario
+from s3ingest.local.rehearsal.scenario import ScenarioError, run_scenario
 from s3ingest_fn.core.claimed import NEVER_HELD
 from tests.samples import load_sample
 

@@ -13,8 +13,8 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from s3ingest.local.emulator import REGION, Emulator
-from s3ingest.local.in_process import serve_in_process
+from s3ingest.local.emulator.in_process import serve_in_process
+from s3ingest.local.emulator.server import REGION, Emulator
 
 Outcome = tuple[str, Any]
 

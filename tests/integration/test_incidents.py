@@ -1,5 +1,5 @@
-"""Incident chaos on the local runtime (``s3ingest/local/incidents.py``) and the rehearsable
-runbook scenarios of ``examples/incidents/`` (``docs/runbook.md``, "Rehearse it")."""
+"""Incident chaos on the local runtime (``s3ingest/local/rehearsal/incidents.py``) and the
+rehearsable runbook scenarios of ``examples/incidents/`` (``docs/runbook.md``, "Rehearse it")."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from s3ingest.cli import app
-from s3ingest.local.chaos import Chaos
-from s3ingest.local.runtime import LocalRuntime, local_settings
-from s3ingest.local.scenario import ScenarioError, parse_lines, run_scenario
+from s3ingest.local.emulator.chaos import Chaos
+from s3ingest.local.rehearsal.scenario import ScenarioError, parse_lines, run_scenario
+from s3ingest.local.stack.runtime import LocalRuntime, local_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 INCIDENTS = sorted((ROOT / "examples" / "incidents").glob("*.jsonl"))
@@ -148,7 +148,7 @@ def test_undelivered_events_are_in_the_archive_and_the_rule_stays_enabled(emulat
 
 
 def test_a_flush_while_the_route_is_down_delivers_nothing(emulator: Any) -> None:
-    from s3ingest.local.incidents import Incidents
+    from s3ingest.local.rehearsal.incidents import Incidents
 
     rt = LocalRuntime(emulator, local_settings())
     incidents = Incidents(rt)
@@ -182,7 +182,7 @@ def test_a_partial_undelivered_rate_is_seeded_and_leaves_the_other_draws_alone()
 
 
 def test_queue_policy_deny_is_read_for_eventbridge_only() -> None:
-    from s3ingest.local.moto_delivery import denies_eventbridge
+    from s3ingest.local.emulator.moto_delivery import denies_eventbridge
 
     def policy(effect: str, principal: Any, action: Any) -> str:
         statement = {"Effect": effect, "Principal": principal, "Action": action}

@@ -1,5 +1,5 @@
 """The local Lambda service: registered functions run in-process, as Lambda runs them
-(:mod:`s3ingest.local.lambda_service`)."""
+(:mod:`s3ingest.local.emulator.lambda_service`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from s3ingest.local.lambda_service import LambdaService
+from s3ingest.local.emulator.lambda_service import LambdaService
 
 PREFIX = "tests.integration.test_lambda_service"
 #: What the Event handler saw, by marker.

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from s3ingest.local.chaos import Chaos
-from s3ingest.local.runtime import LocalRuntime
+from s3ingest.local.emulator.chaos import Chaos
+from s3ingest.local.stack.runtime import LocalRuntime
 from s3ingest_fn import wiring
 from s3ingest_fn.core.decide import IngestService
 from s3ingest_fn.core.model import TransientError
@@ -359,7 +359,7 @@ def test_the_handlers_plan_list_and_summarize_from_the_environment(
 
 def test_the_emulator_lists_versions_after_a_key_marker_given_alone(emulator: Any) -> None:
     # S3 lists the keys after key-marker; unpatched moto starts at the marker's own versions
-    # and drops the first version at or after it (s3ingest/local/moto_s3_markers.py)
+    # and drops the first version at or after it (s3ingest/local/emulator/moto_s3_markers.py)
     s3 = emulator.client("s3")
     bucket = "h2-markers-" + str(id(s3))[-6:]
     s3.create_bucket(Bucket=bucket)

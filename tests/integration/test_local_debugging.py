@@ -19,8 +19,8 @@ import pytest
 from typer.testing import CliRunner
 
 from s3ingest.cli import app
-from s3ingest.local import daemon
-from s3ingest.local.emulator import PortInUseError, check_port
+from s3ingest.local.emulator.server import PortInUseError, check_port
+from s3ingest.local.stack import daemon
 
 DEADLINE_SECONDS = 90.0
 

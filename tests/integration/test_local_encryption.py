@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from s3ingest.local.runtime import local_settings
-from s3ingest.local.scenario import run_scenario
+from s3ingest.local.rehearsal.scenario import run_scenario
+from s3ingest.local.stack.runtime import local_settings
 
 SCENARIO = Path(__file__).parents[2] / "examples" / "scenarios" / "existing-bucket.jsonl"
 

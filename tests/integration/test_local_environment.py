@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from s3ingest.local.runtime import LocalRuntime
+from s3ingest.local.stack.runtime import LocalRuntime
 from s3ingest.settings import Settings
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from s3ingest.local.runtime import LocalRuntime, local_settings
+from s3ingest.local.stack.runtime import LocalRuntime, local_settings
 from s3ingest_fn.core import effects
 
 #: Released by the test once the first invocation has timed out.

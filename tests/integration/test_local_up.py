@@ -1,7 +1,7 @@
 """``s3ingest local up``: the stack on the emulator in a background process, written to by a
 plain boto3 client against the printed endpoint, read with ``--local`` on the operator
 commands through the deployed code path, and stopped by ``local down`` (issue 26); and the
-S3-faithful events of writes by any client (:mod:`s3ingest.local.outside_writes`)."""
+S3-faithful events of writes by any client (:mod:`s3ingest.local.emulator.outside_writes`)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ import pytest
 from typer.testing import CliRunner
 
 from s3ingest.cli import app
-from s3ingest.local import daemon, outside_writes, saved_state
-from s3ingest.local.runtime import LocalRuntime
+from s3ingest.local.emulator import outside_writes
+from s3ingest.local.stack import daemon, saved_state
+from s3ingest.local.stack.runtime import LocalRuntime
 
 #: Every wait of these tests ends by then (seconds), whatever happens.
 DEADLINE_SECONDS = 90.0
@@ -142,7 +143,7 @@ def test_local_up_ingests_what_boto3_writes_and_local_commands_read_it(
 def test_reconcile_onboard_verify_and_backfill_local_act_on_the_running_stack(
     local_stack: dict[str, Any],
 ) -> None:
-    from s3ingest.local.inventory_writer import write_inventory
+    from s3ingest.local.emulator.inventory_writer import write_inventory
     from s3ingest_fn.adapters.dynamo_ledger.layout import PARTITION_KEY, row_pk
 
     # GIVEN the running local stack with two objects ingested

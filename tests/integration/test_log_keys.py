@@ -17,7 +17,7 @@ import pytest
 from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 from typer.testing import CliRunner
 
-from s3ingest.local.runtime import LocalRuntime, local_settings
+from s3ingest.local.stack.runtime import LocalRuntime, local_settings
 from s3ingest_fn import contract
 from s3ingest_fn.core.model import Result
 from s3ingest_fn.handlers import ingest
@@ -218,7 +218,7 @@ def test_log_key_says_a_stack_hashes_no_key(
     from s3ingest.cli import context as cli_context
     from s3ingest.commands.context import Deployed
     from s3ingest.deployed import DeployedStack
-    from s3ingest.local.daemon import outputs
+    from s3ingest.local.stack.daemon import outputs
 
     # GIVEN a local stack (the outputs local up writes) whose logs hash no key
     rt = LocalRuntime(emulator, local_settings(log_keys=mode))

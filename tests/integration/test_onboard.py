@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from s3ingest.cli import app
 from s3ingest.deployed import DeployedStack, StackNotFoundError
-from s3ingest.local.emulator import FOREIGN_INVENTORY_ID, FOREIGN_QUEUE_ID
+from s3ingest.local.stack.provisioning import FOREIGN_INVENTORY_ID, FOREIGN_QUEUE_ID
 from s3ingest.onboard import estimate_cost, price_class, run_id
 
 
@@ -56,7 +56,7 @@ def test_example_existing_bucket_scenario_onboards_and_converges() -> None:
     """Done-when check of issue 15: an existing bucket holding objects, with a foreign
     notification configuration, onboards, converges and shows the foreign configuration
     intact."""
-    from s3ingest.local.scenario import run_scenario
+    from s3ingest.local.rehearsal.scenario import run_scenario
 
     result = run_scenario(Path("examples/scenarios/existing-bucket.jsonl"))
     assert result["error"] is None
@@ -76,7 +76,7 @@ def test_example_existing_bucket_scenario_onboards_and_converges() -> None:
 
 
 def test_onboarding_with_live_traffic_converges_and_a_rerun_resumes() -> None:
-    from s3ingest.local.demo import run_existing_demo
+    from s3ingest.local.rehearsal.demo import run_existing_demo
 
     report = run_existing_demo(objects=120, live_operations=20, seed=3, onboard_twice=True)
     assert report["converged"] is True, report["differences"]
@@ -127,7 +127,7 @@ class _Session:
 
 def _deployed(rt: Any) -> Any:
     from s3ingest.commands.context import Deployed
-    from s3ingest.local.runtime import BACKFILL_LISTING
+    from s3ingest.local.stack.runtime import BACKFILL_LISTING
 
     r = rt.resources
     outputs = {
@@ -148,8 +148,8 @@ def test_cli_onboard_against_a_stack_asks_first_then_resumes(
     reconciliation), with the stack's clients pointed at a local deployment."""
     from s3ingest import cli
     from s3ingest.cli import context as cli_context
-    from s3ingest.local.emulator import LocalBucket
-    from s3ingest.local.runtime import LocalRuntime, local_settings
+    from s3ingest.local.stack.provisioning import LocalBucket
+    from s3ingest.local.stack.runtime import LocalRuntime, local_settings
     from s3ingest.settings import BucketSpec
 
     rt = LocalRuntime(

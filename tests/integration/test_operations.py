@@ -28,8 +28,8 @@ from s3ingest.commands.replay import (
     start_replay,
 )
 from s3ingest.commands.status import status
-from s3ingest.local.chaos import Chaos
-from s3ingest.local.runtime import LocalRuntime
+from s3ingest.local.emulator.chaos import Chaos
+from s3ingest.local.stack.runtime import LocalRuntime
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -195,7 +195,7 @@ def test_explain_shows_ledger_beside_bucket(emulator: Any) -> None:
 
 
 def test_explain_shows_the_processor_effect_of_the_row_change(emulator: Any) -> None:
-    from s3ingest.local.runtime import local_settings
+    from s3ingest.local.stack.runtime import local_settings
 
     rt = LocalRuntime(emulator, local_settings(change_stream=False), versioning="Enabled")
     rt.faithful.put("doc", "1")

@@ -16,8 +16,8 @@ import boto3
 import jsonschema
 import pytest
 
-from s3ingest.local.emulator import Emulator
-from s3ingest.local.lambda_service import LambdaService
+from s3ingest.local.emulator.lambda_service import LambdaService
+from s3ingest.local.emulator.server import Emulator
 from s3ingest_examples.sidecar import sidecar_key
 from s3ingest_fn.adapters import processor_function as pf
 from s3ingest_fn.adapters.processor_function import (
@@ -226,7 +226,7 @@ def test_a_processor_deployed_as_its_own_lambda_runs_under_the_claim_effectively
     a failed invocation is retried alone, a duplicate and a stale event invoke nothing."""
     import json as json_
 
-    from s3ingest.local.runtime import LocalRuntime, local_settings
+    from s3ingest.local.stack.runtime import LocalRuntime, local_settings
     from s3ingest_fn import wiring
     from s3ingest_fn.core.events import parse_body
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from s3ingest.local.emulator import REGION
-from s3ingest.local.runtime import LocalRuntime, local_settings
+from s3ingest.local.emulator.server import REGION
+from s3ingest.local.stack.runtime import LocalRuntime, local_settings
 from tests.processors import recorder
 
 RECORDER = "tests.processors.recorder:process"

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from s3ingest.local.runtime import LocalRuntime, local_settings
-from s3ingest.local.scenario import ScenarioError, parse_lines, run_scenario
+from s3ingest.local.rehearsal.scenario import ScenarioError, parse_lines, run_scenario
+from s3ingest.local.stack.runtime import LocalRuntime, local_settings
 from s3ingest.settings import Settings
 from s3ingest_fn import config, wiring
 

@@ -22,8 +22,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from s3ingest.local.chaos import kill_after_effect
-from s3ingest.local.runtime import LocalRuntime
+from s3ingest.local.emulator.chaos import kill_after_effect
+from s3ingest.local.stack.runtime import LocalRuntime
 from s3ingest_fn import wiring
 from s3ingest_fn.core.effects import (
     EVERY_CHANGE,

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from s3ingest.cli import app
 from s3ingest.deployed import DeployedStack, StackNotFoundError
-from s3ingest.local.chaos import Chaos
-from s3ingest.local.runtime import LocalRuntime
+from s3ingest.local.emulator.chaos import Chaos
+from s3ingest.local.stack.runtime import LocalRuntime
 
 
 class Context:

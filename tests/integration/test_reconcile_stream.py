@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from s3ingest.local.runtime import LocalRuntime
+from s3ingest.local.stack.runtime import LocalRuntime
 from s3ingest.settings import inventory_report_prefix
 from s3ingest_fn import wiring
 from s3ingest_fn.adapters.s3_objects import S3Listing

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from s3ingest.cli.render import skipped_rows
-from s3ingest.local.runtime import LocalRuntime
+from s3ingest.local.stack.runtime import LocalRuntime
 from tests.integration.test_convergence import Monotonic, op_strategy, run_history
 
 pytestmark = pytest.mark.contract("C12")

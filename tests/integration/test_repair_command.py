@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from s3ingest.cli import app
 from s3ingest.commands import repair as commands
-from s3ingest.local.chaos import Chaos
-from s3ingest.local.runtime import LocalRuntime
+from s3ingest.local.emulator.chaos import Chaos
+from s3ingest.local.stack.runtime import LocalRuntime
 from s3ingest_fn.core.row import RowState, WriteMeta
 from s3ingest_fn.core.sequencer import normalize
 from tests.integration.test_commands import _stack

@@ -221,3 +221,38 @@ def test_default_run_names_are_run_names() -> None:
     name = reprocess_ops.default_run("my processor/v2", now=0)
     assert name == "my-processor-v2-19700101T000000Z"
     assert reprocess_ops.RUN_NAME.match(name)
+
+
+@pytest.mark.parametrize(
+    ("size", "segments", "says"),
+    [
+        ((50_000_000, 40_000), 83, None),  # warm to the quota: the segments to reach it
+        ((50_000_000, None), None, "the ramp binds"),  # a cold table: the ramp, and what helps
+        ((10_000, 40_000), None, None),  # small: the default
+    ],
+)
+def test_a_new_run_reaches_a_warm_ledger_and_says_when_the_ramp_binds(
+    started: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    size: tuple[int, int | None],
+    segments: int | None,
+    says: str | None,
+) -> None:
+    from s3ingest.cli import floor_notice
+
+    monkeypatch.setattr(floor_notice, "ledger", lambda deployed: size)
+    result = run("--stack", "S", "--processor", "thumbs", "--json")
+    assert result.exit_code == 0, result.output
+    (request,) = started["requests"]
+    assert request.get("segments") == segments and request.get("concurrency") == segments
+    if says:
+        assert says in result.stderr
+        assert "ledgerWarmWriteUnits=40000" in result.stderr
+        assert "5,500 GET/s" in result.stderr
+    else:
+        assert "ramp binds" not in result.stderr
+    # an operator's own choice, or a run resumed by name, is left alone
+    result = run("--stack", "S", "--processor", "thumbs", "--segments", "8", "--json")
+    assert started["requests"][-1]["segments"] == 8 and "concurrency" not in started["requests"][-1]
+    result = run("--stack", "S", "--processor", "thumbs", "--run", "r1", "--json")
+    assert "segments" not in started["requests"][-1]

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from s3ingest.commands import reprocess as reprocess_ops
-from s3ingest.local.runtime import LocalRuntime, local_settings
+from s3ingest.local.stack.runtime import LocalRuntime, local_settings
 from s3ingest.settings import Settings
 
 KEYS = 12

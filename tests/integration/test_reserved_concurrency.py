@@ -22,12 +22,12 @@ from typing import Any
 
 import pytest
 
-from s3ingest.local import stepfunctions
-from s3ingest.local.chaos import Chaos
-from s3ingest.local.emulator import Emulator
-from s3ingest.local.faults import INGEST, Concurrency, limit_concurrency
-from s3ingest.local.inventory_writer import write_inventory
-from s3ingest.local.runtime import DISTRIBUTED_MAP, LocalRuntime, local_settings
+from s3ingest.local.emulator import stepfunctions
+from s3ingest.local.emulator.chaos import Chaos
+from s3ingest.local.emulator.faults import INGEST, Concurrency, limit_concurrency
+from s3ingest.local.emulator.inventory_writer import write_inventory
+from s3ingest.local.emulator.server import Emulator
+from s3ingest.local.stack.runtime import DISTRIBUTED_MAP, LocalRuntime, local_settings
 from s3ingest.settings import BucketSpec
 from s3ingest_fn.handlers import backfill_control, listing_backfill
 

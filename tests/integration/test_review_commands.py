@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from s3ingest.cli import app
-from s3ingest.local.runtime import LocalRuntime, local_settings
+from s3ingest.local.stack.runtime import LocalRuntime, local_settings
 from tests.integration.test_commands import _stack
 
 

@@ -1,6 +1,7 @@
 """S3 Batch Operations jobs on the emulator's S3 Control endpoint, through boto3: CreateJob,
-DescribeJob, ListJobs and UpdateJobStatus as AWS answers them (s3ingest.local.s3control_jobs);
-the completion report as the backfill state machine's Report step reads it."""
+DescribeJob, ListJobs and UpdateJobStatus as AWS answers them
+(s3ingest.local.emulator.s3control_jobs); the completion report as the backfill state machine's
+Report step reads it."""
 
 from __future__ import annotations
 
@@ -13,12 +14,12 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from s3ingest.local.batch_ops import TaskError
-from s3ingest.local.emulator import ACCOUNT, Emulator
-from s3ingest.local.lambda_service import LambdaService
-from s3ingest.local.runtime import LocalRuntime
-from s3ingest.local.s3control_jobs import BatchOperations, local_host
-from s3ingest.local.stepfunctions import enable_executor
+from s3ingest.local.emulator.batch_ops import TaskError
+from s3ingest.local.emulator.lambda_service import LambdaService
+from s3ingest.local.emulator.s3control_jobs import BatchOperations, local_host
+from s3ingest.local.emulator.server import ACCOUNT, Emulator
+from s3ingest.local.emulator.stepfunctions import enable_executor
+from s3ingest.local.stack.runtime import LocalRuntime
 from s3ingest_fn.services.backfill import handle_invocation
 from s3ingest_fn.services.backfill_control import REPORT_PREFIX, read_report
 

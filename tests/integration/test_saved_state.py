@@ -16,8 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from s3ingest.cli import app
-from s3ingest.local import daemon, saved_state
-from s3ingest.local.moto_patches import moto_version
+from s3ingest.local.emulator.moto_patches import moto_version
+from s3ingest.local.stack import daemon, saved_state
 
 
 class Trap:

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from s3ingest.cli import app
-from s3ingest.local.scenario import ScenarioError, parse_lines, run_scenario
+from s3ingest.local.rehearsal.scenario import ScenarioError, parse_lines, run_scenario
 from tests.samples import load_sample
 
 
@@ -443,8 +443,8 @@ def test_a_flush_crash_rate_does_not_reach_later_steps(emulator: Any, tmp_path: 
 
 @pytest.mark.contract("C13")
 def test_crashes_injected_into_a_backfill_are_temporary_task_failures(emulator: Any) -> None:
-    from s3ingest.local.chaos import Chaos
-    from s3ingest.local.runtime import LocalRuntime, local_settings
+    from s3ingest.local.emulator.chaos import Chaos
+    from s3ingest.local.stack.runtime import LocalRuntime, local_settings
 
     # GIVEN objects whose events were lost, and a backfill whose workers die after the effect
     rt = LocalRuntime(emulator, local_settings(), versioning="Enabled")
@@ -478,7 +478,7 @@ def test_a_long_key_gets_a_sidecar_that_fits_s3s_key_limit(emulator: Any, tmp_pa
 def test_a_step_that_fails_is_reported_with_everything_before_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from s3ingest.local.runtime import LocalRuntime
+    from s3ingest.local.stack.runtime import LocalRuntime
 
     def broken(self: LocalRuntime, *args: Any, **kwargs: Any) -> dict[str, Any]:
         raise RuntimeError("the job was cancelled")
@@ -503,7 +503,7 @@ def test_a_step_that_fails_is_reported_with_everything_before_it(
 
 
 def test_keys_s3_refuses_are_refused_by_the_local_runtime(emulator: Any) -> None:
-    from s3ingest.local.runtime import LocalRuntime
+    from s3ingest.local.stack.runtime import LocalRuntime
 
     rt = LocalRuntime(emulator, versioning=None)
     with pytest.raises(ValueError, match="over 1024 bytes"):

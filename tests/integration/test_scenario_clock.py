@@ -1,5 +1,5 @@
 """The ``advance`` step: the scenario's clock moves forward for the pipeline's in-process code
-(:mod:`s3ingest.local.clock`): hold windows end, sequencers carry the later time, and the
+(:mod:`s3ingest.local.rehearsal.clock`): hold windows end, sequencers carry the later time, and the
 ingest path still accepts them."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from s3ingest.local.scenario import ScenarioError, run_scenario
+from s3ingest.local.rehearsal.scenario import ScenarioError, run_scenario
 
 
 def write(tmp_path: Path, lines: list[Any]) -> Path:

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from s3ingest.local.runtime import LOCAL_ACTOR
-from s3ingest.local.scenario import ScenarioError, run_scenario
+from s3ingest.local.rehearsal.scenario import ScenarioError, run_scenario
+from s3ingest.local.stack.runtime import LOCAL_ACTOR
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "scenarios" / "hold-mass-delete.jsonl"
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from s3ingest.local.scenario import ScenarioError, run_scenario
+from s3ingest.local.rehearsal.scenario import ScenarioError, run_scenario
 
 SIDECAR = {"name": "sidecar", "handler": "s3ingest_examples.sidecar:handler", "mode": "latest"}
 

@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from s3ingest.local.scenario import run_scenario
+from s3ingest.local.rehearsal.scenario import run_scenario
 
 
 def write(tmp_path: Path, lines: list[Any]) -> Path:

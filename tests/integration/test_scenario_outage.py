@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from s3ingest.local.scenario import run_scenario
+from s3ingest.local.rehearsal.scenario import run_scenario
 
 SIDECAR = "s3ingest_examples.sidecar:handler"
 KEYS = ("a.csv", "b.csv", "c.csv")

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from s3ingest.cli import app
-from s3ingest.local.scenario import ScenarioError, run_scenario
+from s3ingest.local.rehearsal.scenario import ScenarioError, run_scenario
 
 EXAMPLE = Path("examples/scenarios/processors-over-time.jsonl")
 VERSIONS = {"sidecar": 2, "audit": 1}

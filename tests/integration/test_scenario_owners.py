@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from s3ingest.local.scenario import ScenarioError, parse_lines, run_scenario
+from s3ingest.local.rehearsal.scenario import ScenarioError, parse_lines, run_scenario
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "scenarios" / "bucket-owners.jsonl"
 SQUATTED = "producer-drop"

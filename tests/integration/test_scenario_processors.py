@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from s3ingest.local.scenario import ScenarioError, parse_lines, run_scenario
+from s3ingest.local.rehearsal.scenario import ScenarioError, parse_lines, run_scenario
 
 
 def _runs(result: dict[str, Any], processor: str) -> list[tuple[str, str]]:

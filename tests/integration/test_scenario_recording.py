@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from s3ingest.local.scenario import run_scenario
+from s3ingest.local.rehearsal.scenario import run_scenario
 
 
 @pytest.mark.contract("C11", "C13")

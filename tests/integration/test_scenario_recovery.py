@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from s3ingest.local.scenario import ScenarioError, run_scenario
+from s3ingest.local.rehearsal.scenario import ScenarioError, run_scenario
 
 
 def write(tmp_path: Path, lines: list[Any]) -> Path:

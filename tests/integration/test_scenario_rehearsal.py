@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from s3ingest.local.scenario import run_scenario
+from s3ingest.local.rehearsal.scenario import run_scenario
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "scenarios" / "rehearsal.jsonl"
 

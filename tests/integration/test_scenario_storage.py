@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from s3ingest.local.scenario import ScenarioError, run_scenario
-from s3ingest.local.steps.base import Run
+from s3ingest.local.rehearsal.scenario import ScenarioError, run_scenario
+from s3ingest.local.rehearsal.steps.base import Run
 
 REAL = Path(__file__).resolve().parents[1] / "events"
 
@@ -24,7 +24,7 @@ def write(tmp_path: Path, lines: list[Any]) -> Path:
 
 def _events(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """Every event the scenario's S3 operations emitted (recorded as the steps run)."""
-    from s3ingest.local.steps import objects
+    from s3ingest.local.rehearsal.steps import objects
 
     seen: list[dict[str, Any]] = []
     created = objects.created
@@ -33,7 +33,7 @@ def _events(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
         seen.append(done.event)
         created(run, lineno, done, versioning)
 
-    from s3ingest.local.steps import storage
+    from s3ingest.local.rehearsal.steps import storage
 
     monkeypatch.setattr(storage, "created", record)
     return seen
@@ -65,7 +65,7 @@ def test_a_multipart_upload_is_ingested_with_its_reason(emulator: Any, tmp_path:
 
 
 def test_a_multipart_part_below_5_mib_but_the_last_is_refused(emulator: Any) -> None:
-    from s3ingest.local.runtime import LocalRuntime, local_settings
+    from s3ingest.local.stack.runtime import LocalRuntime, local_settings
 
     rt = LocalRuntime(emulator, local_settings(processor=None))
     try:
@@ -154,7 +154,7 @@ def test_a_restore_sends_both_events_which_the_ingest_rule_does_not_match(
 
 def test_a_restore_event_that_reaches_the_handler_is_ignored_as_metadata(emulator: Any) -> None:
     # GIVEN the restore events, sent to the queue anyway (a widened rule, a hand redrive)
-    from s3ingest.local.runtime import LocalRuntime, local_settings
+    from s3ingest.local.stack.runtime import LocalRuntime, local_settings
 
     rt = LocalRuntime(emulator, local_settings(processor=None))
     try:
@@ -177,7 +177,7 @@ def test_a_restore_event_that_reaches_the_handler_is_ignored_as_metadata(emulato
 
 
 def test_restore_events_are_shaped_as_s3s(emulator: Any) -> None:
-    from s3ingest.local.runtime import LocalRuntime, local_settings
+    from s3ingest.local.stack.runtime import LocalRuntime, local_settings
 
     rt = LocalRuntime(emulator, local_settings(processor=None))
     try:

@@ -19,7 +19,7 @@ from s3ingest.local.machines import (
     BACKFILL_DISTRIBUTED_MAP,
     RECONCILE_FANOUT,
 )
-from s3ingest.local.runtime import DISTRIBUTED_MAP, LocalRuntime, local_settings
+from s3ingest.local.stack.runtime import DISTRIBUTED_MAP, LocalRuntime, local_settings
 from s3ingest_fn.core.decide import IngestService
 from s3ingest_fn.core.model import TransientError
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from s3ingest.commands.verify import LocalPipeline, verify
-from s3ingest.local.chaos import Chaos
-from s3ingest.local.runtime import LocalRuntime, local_settings
+from s3ingest.local.emulator.chaos import Chaos
+from s3ingest.local.stack.runtime import LocalRuntime, local_settings
 from s3ingest_fn.contract import CANARY_PREFIX
 
 

@@ -199,7 +199,8 @@ def test_row_attribute_names_appear_only_in_the_ledger_adapter() -> None:
     names = set(dynamo_ledger.ATTRIBUTES) | set(dynamo_ledger.LEGACY_ATTRIBUTES)
     assert {"pk", "h0", "fx"} <= names  # the adapter's own lists, so this cannot go stale
     # ``op`` is kept from the legacy layout because the deployed stream filter names it; the
-    # same word is the step field of the local scenario format (s3ingest/local/scenario.py)
+    # same word is the step field of the local scenario format
+    # (s3ingest/local/rehearsal/scenario.py)
     names -= set(dynamo_ledger.SHARED_WORDS)
     sources = [
         p

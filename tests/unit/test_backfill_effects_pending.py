@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from s3ingest.local.chaos import kill_after_effect
+from s3ingest.local.emulator.chaos import kill_after_effect
 from s3ingest_fn.core.decide import IngestService
 from s3ingest_fn.core.effects import AppliedChange, EffectRunner, PinnedContent
 from s3ingest_fn.core.model import Change as IngestChange

@@ -21,7 +21,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from s3ingest.local import moto_patches
+from s3ingest.local.emulator import moto_patches
 from s3ingest_fn.handlers.bucket_setup import (
     handle,
     inventory_configuration,
@@ -39,8 +39,8 @@ THEIRS = "their-weekly"
 def moto_reports_event_bridge() -> None:
     """moto's GetBucketNotificationConfiguration answering ``EventBridgeConfiguration`` when the
     bucket has it, and its DeleteBucketInventoryConfiguration deleting that configuration only:
-    the local emulator's own fixes of those gaps (:mod:`s3ingest.local.moto_patches`), which
-    patch moto's S3 responses for the whole process."""
+    the local emulator's own fixes of those gaps (:mod:`s3ingest.local.emulator.moto_patches`),
+    which patch moto's S3 responses for the whole process."""
     moto_patches.install(
         patches=moto_patches.named(
             "s3-notification-reports-eventbridge", "s3-delete-one-inventory-configuration"

@@ -183,6 +183,16 @@ def test_status_text_shows_nested_values_as_text(healthy: dict[str, Any]) -> Non
     assert "oldest -\n" in text
 
 
+def test_status_text_shows_each_buckets_last_attestation(healthy: dict[str, Any]) -> None:
+    healthy["last_attestation"] = {
+        "a": {"taken_at": "2026-12-07T10:00:00.000000Z", "equal": False, "differing": 2},
+        "b": None,
+    }
+    text = run(["status", "--stack", "X"], **AWS).stdout
+    assert "last attestation of a: differ at 2026-12-07T10:00:00.000000Z\n" in text
+    assert "last attestation of b: none\n" in text
+
+
 def test_replay_text_shows_nested_values_as_text(
     stack: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,5 +1,5 @@
-"""The local runtime's crash chaos (:class:`s3ingest.local.chaos.CrashInjector`) is a function
-of its seed and of the processors and keys it draws for, never of the order in which the
+"""The local runtime's crash chaos (:class:`s3ingest.local.emulator.chaos.CrashInjector`) is a
+function of its seed and of the processors and keys it draws for, never of the order in which the
 records' threads reach it nor of a run's version ids, change ids or bucket names: one seed
 replays one set of crashes."""
 
@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from s3ingest.local.chaos import Chaos, CrashInjector, InjectedCrash
+from s3ingest.local.emulator.chaos import Chaos, CrashInjector, InjectedCrash
 from s3ingest_fn.core.effects import AppliedChange
 
 

@@ -1,4 +1,5 @@
-"""The emulator's moto patches (:mod:`s3ingest.local.fast_moto`) change nothing moto answers.
+"""The emulator's moto patches (:mod:`s3ingest.local.emulator.fast_moto`) change nothing moto
+answers.
 
 The same requests (the ledger's own writes and reads, hand-written expressions of every kind, and
 malformed ones moto rejects) run on a fresh in-process moto without the patches and with them;
@@ -17,7 +18,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from s3ingest.local import fast_moto
+from s3ingest.local.emulator import fast_moto
 from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
 from s3ingest_fn.core import sequencer
 from s3ingest_fn.core.model import TransientError

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from s3ingest.local import function_logs
-from s3ingest.local.function_logs import FunctionLogs, routed
-from s3ingest.local.lambda_service import run_with_timeout
+from s3ingest.local.emulator import function_logs
+from s3ingest.local.emulator.function_logs import FunctionLogs, routed
+from s3ingest.local.emulator.lambda_service import run_with_timeout
 from s3ingest_fn.core.context import in_caller_context
 
 STAMPED = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z ")

@@ -168,3 +168,20 @@ def test_the_upward_import_check_sees_a_function_local_import(tmp_path: Path) ->
 def test_the_circle_check_finds_a_circle() -> None:
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+#: The local runtime's layers, lowest first: each imports only the ones before it (issue 35).
+LOCAL_LAYERS = ("emulator", "stack", "rehearsal")
+
+
+def test_the_local_layers_import_only_downward() -> None:
+    local = ROOT / "s3ingest" / "local"
+    upward = {
+        f"{path.relative_to(ROOT)}: {name}"
+        for depth, layer in enumerate(LOCAL_LAYERS)
+        for path in (local / layer).rglob("*.py")
+        for name in _imports_of(path)
+        for above in LOCAL_LAYERS[depth + 1 :]
+        if name == f"s3ingest.local.{above}" or name.startswith(f"s3ingest.local.{above}.")
+    }
+    assert upward == set()

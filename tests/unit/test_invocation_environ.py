@@ -1,5 +1,5 @@
-"""``os.environ`` as the local runtime lays it (:mod:`s3ingest.local.environment`): outside an
-invocation it behaves as the process environment, operators included; inside one it answers
+"""``os.environ`` as the local runtime lays it (:mod:`s3ingest.local.emulator.environment`): outside
+an invocation it behaves as the process environment, operators included; inside one it answers
 from that invocation's environment alone. Tested on a view over a plain dict, so the process
 environment is never touched."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 
-from s3ingest.local.environment import InvocationEnviron
+from s3ingest.local.emulator.environment import InvocationEnviron
 from s3ingest_fn.config import carry_context, use_env
 
 

@@ -3,14 +3,21 @@ first use (issue 37), and then behave as the clients they wrap."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from s3ingest_fn import wiring
 from s3ingest_fn.config import ClientConfig, IngestConfig
+
+FUNCTIONS = Path(wiring.__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -62,3 +69,46 @@ def test_a_lazy_client_is_made_once_on_first_use_and_forwards(made: list[str]) -
     assert results == ["s3:k"] * 8
     assert lazy.made and made == ["s3"]
     assert lazy.service == "s3"
+
+
+def test_the_cold_start_imports_no_boto3(tmp_path: Path) -> None:
+    """The cold start's DynamoDB client is botocore's own: boto3 (and s3transfer, which it
+    imports, about a third of the cold start) is imported on the first S3 client only."""
+    code = (
+        "import json, sys\n"
+        "import s3ingest_fn.handlers.ingest as h\n"
+        "h._build_from_env()\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('boto3', 's3transfer', 'botocore'))))\n"
+    )
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": str(FUNCTIONS),
+        "LEDGER_TABLE_NAME": "ledger",
+        "DEAD_LETTER_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/dlq",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+        "AWS_SECRET_ACCESS_KEY": "secret",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_METRICS_DISABLED": "true",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout.splitlines()[-1])
+    assert "botocore.client" in loaded  # the check ran: the DynamoDB client was made
+    assert [m for m in loaded if not m.startswith("botocore")] == []
+
+
+def test_clients_are_botocore_s_with_the_configuration_and_s3_has_boto3_transfers() -> None:
+    clients = ClientConfig(
+        region="eu-west-1", access_key_id="AKIDEXAMPLE", secret_access_key="secret"
+    )
+    ddb = wiring._client(clients, "dynamodb")
+    s3 = wiring._client(clients, "s3")
+    assert ddb.meta.region_name == "eu-west-1" and s3.meta.region_name == "eu-west-1"
+    assert ddb._request_signer._credentials.access_key == "AKIDEXAMPLE"
+    assert s3._request_signer._credentials.secret_key == "secret"
+    assert hasattr(s3, "upload_file") and hasattr(s3, "download_file")
+    assert wiring._client(clients, "s3").meta.events is not None  # one boto3 session, reused

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from s3ingest.local.daemon import processor_dependencies
+from s3ingest.local.stack.daemon import processor_dependencies
 
 #: A small pure-Python package of the local index (no dependencies of its own).
 PACKAGE = "text-unidecode==1.3"

@@ -1,6 +1,6 @@
-"""The moto patch registry (:mod:`s3ingest.local.moto_patches`): every patched target exists in
-the installed moto with the shape its patch expects, a correctness patch refuses a moto outside
-its versions, a speed patch is skipped there, the ``local`` extra pins the tested range, and
+"""The moto patch registry (:mod:`s3ingest.local.emulator.moto_patches`): every patched target
+exists in the installed moto with the shape its patch expects, a correctness patch refuses a moto
+outside its versions, a speed patch is skipped there, the ``local`` extra pins the tested range, and
 nothing but the registry applies a patch.
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from s3ingest.local import moto_patches
-from s3ingest.local.moto_patches import PATCHES, TESTED, MotoPatchError, Patch, Target
+from s3ingest.local.emulator import moto_patches
+from s3ingest.local.emulator.moto_patches import PATCHES, TESTED, MotoPatchError, Patch, Target
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,7 +49,7 @@ def _fake(name: str, kind: moto_patches.Kind, versions: tuple[str, str] = TESTED
 def test_every_target_exists_in_the_installed_moto_with_its_shape() -> None:
     # GIVEN a fresh interpreter (no patch applied yet), WHEN every target is checked
     script = (
-        "import json; from s3ingest.local import moto_patches;"
+        "import json; from s3ingest.local.emulator import moto_patches;"
         "print(json.dumps(moto_patches.problems()))"
     )
     out = subprocess.run(
@@ -146,7 +146,7 @@ def test_install_is_idempotent() -> None:
     assert moto_patches.install() == [patch.name for patch in PATCHES]
     assert LambdaBackend.invoke is invoke
     assert S3Backend.list_object_versions is listing
-    assert invoke.__module__ == "s3ingest.local.lambda_service"
+    assert invoke.__module__ == "s3ingest.local.emulator.lambda_service"
 
 
 def test_named_patches() -> None:
@@ -183,4 +183,4 @@ def test_only_the_registry_applies_patches_and_only_the_emulator_installs_them()
         for call in _calls(path):
             if call in banned or call == "moto_patches.install":
                 callers.setdefault(call, []).append(str(path.relative_to(ROOT)))
-    assert callers == {"moto_patches.install": ["s3ingest/local/emulator.py"]}
+    assert callers == {"moto_patches.install": ["s3ingest/local/emulator/server.py"]}

@@ -136,7 +136,7 @@ def test_local_extra_covers_the_local_runtime() -> None:
     project = _project()
     allowed = _names(project["dependencies"]) | _names(project["optional-dependencies"]["local"])
     arrow = _names(project["optional-dependencies"]["arrow"])
-    imports = _third_party(f"{LOCAL_RUNTIME}.demo", f"{LOCAL_RUNTIME}.scenario")
+    imports = _third_party(f"{LOCAL_RUNTIME}.rehearsal.demo", f"{LOCAL_RUNTIME}.rehearsal.scenario")
     assert "moto" in imports and "aws_lambda_powertools" in imports
     uncovered = {
         module: sorted(sites)

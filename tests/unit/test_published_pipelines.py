@@ -49,3 +49,14 @@ def test_the_s3ingest_stack_s_own_outputs_are_its_pipeline() -> None:
     assert own.pipeline() is own
     with pytest.raises(StackNotFoundError, match=r"no pipeline 'dev'.*none"):
         own.pipeline("dev")
+
+
+def test_names_are_every_output_name_the_module_declares() -> None:
+    from s3ingest import outputs
+
+    declared = {
+        value
+        for key, value in vars(outputs).items()
+        if key.isupper() and isinstance(value, str) and key != "PIPELINE_STAGE"
+    }
+    assert outputs.names() == declared

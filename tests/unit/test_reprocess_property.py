@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
-from s3ingest.local.chaos import kill_after_effect
+from s3ingest.local.emulator.chaos import kill_after_effect
 from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
 from s3ingest_fn.core.decide import IngestService
 from s3ingest_fn.core.effects import (

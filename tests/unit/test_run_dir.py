@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from s3ingest.local import daemon
+from s3ingest.local.stack import daemon
 from tests import run_dir_guard
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -37,7 +37,7 @@ def test_a_test_s_run_directory_is_its_own_outside_the_repository(tmp_path: Path
     assert not here.resolve().is_relative_to(run_dir_guard.REPO)
     # AND a process a test starts (the daemon, a CLI) inherits it
     out = subprocess.run(
-        [sys.executable, "-c", "from s3ingest.local.daemon import run_dir; print(run_dir())"],
+        [sys.executable, "-c", "from s3ingest.local.stack.daemon import run_dir; print(run_dir())"],
         capture_output=True,
         text=True,
         check=True,

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from s3ingest.local.batch_ops import TaskResult
-from s3ingest.local.s3control_jobs import REPORT_SCHEMA, _report_csv
+from s3ingest.local.emulator.batch_ops import TaskResult
+from s3ingest.local.emulator.s3control_jobs import REPORT_SCHEMA, _report_csv
 from s3ingest_fn.services.backfill_control import read_report
 from tests.fakes import FakeInventoryStore
 

@@ -1,5 +1,5 @@
-"""The scenario steps' registry (:mod:`s3ingest.local.steps`) against their reference: every
-step has its line in a step table of ``docs/scenarios.md`` (the incident steps: ``docs/
+"""The scenario steps' registry (:mod:`s3ingest.local.rehearsal.steps`) against their reference:
+every step has its line in a step table of ``docs/scenarios.md`` (the incident steps: ``docs/
 local-runtime.md#incidents-in-scenarios``) naming each of its fields, and every step line there
 is a registered step; the report lists the steps fill are the result's."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from s3ingest.local.steps import STEPS
+from s3ingest.local.rehearsal.steps import STEPS
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The pages whose tables list the steps.

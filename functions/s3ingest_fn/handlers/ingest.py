@@ -1,8 +1,9 @@
 """The ingest Lambda handler: SQS batch in, partial batch response out.
 
-Thin by design: Powertools decorators, Powertools' batch processor, one call per record. Records
-of a batch run concurrently on a bounded thread pool (CONTRACT C10); a record whose outcome is
-``retried`` is reported in ``batchItemFailures`` and comes back after the visibility timeout
+Thin by design: Powertools decorators, a partial batch response as Powertools' SQS batch
+processor makes it, one call per record. Records of a batch run concurrently on a bounded thread
+pool (CONTRACT C10); a record whose outcome is ``retried`` is reported in ``batchItemFailures``
+and comes back after the visibility timeout
 (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-errorhandling.html).
 
 Event shape in: the Lambda SQS event (``{"Records": [{"messageId", "body", ...}]}``).
@@ -11,6 +12,8 @@ Shape out: ``{"batchItemFailures": [{"itemIdentifier": messageId}, ...]}``.
 
 from __future__ import annotations
 
+import logging
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -19,11 +22,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
-from aws_lambda_powertools.utilities.batch import (
-    BatchProcessor,
-    EventType,
-    process_partial_response,
-)
 
 from s3ingest_fn.config import carry_context
 from s3ingest_fn.contract import INGEST_SERVICE, LAG_METRIC, OTHER_BUCKET, PROCESSOR_DIMENSION
@@ -37,8 +35,6 @@ from s3ingest_fn.handlers.telemetry import (
 )
 
 if TYPE_CHECKING:
-    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-
     from s3ingest_fn.services.ingest import MessageProcessor
 
 logger = function_logger(INGEST_SERVICE)
@@ -48,21 +44,85 @@ class RetryRecordError(Exception):
     """Raised inside the batch processor to mark a record as a batch item failure."""
 
 
-class ConcurrentBatchProcessor(BatchProcessor):
-    """Powertools' SQS :class:`BatchProcessor`, with the records of a batch processed on a bounded
-    thread pool instead of one after another (CONTRACT C10).
+#: The logger Powertools' batch processor logs its debug lines to (kept: the same lines).
+_BATCH_LOGGER = logging.getLogger("aws_lambda_powertools.utilities.batch.base")
+#: Powertools' error for an event that is not a batch, word for word.
+_NOT_A_BATCH = (
+    "Invalid event format. Please ensure batch event is a valid SQS event. \n"
+    "See sample events in our documentation for either SQS, KinesisDataStreams, "
+    "DynamoDBStreams, Kafka: \n "
+    "https://docs.powertools.aws.dev/lambda/python/latest/utilities/batch/"
+    "#processing-messages-from-sqs"
+)
 
-    Success and failure bookkeeping, and the partial batch response, stay Powertools'. Only for
-    standard queues: a FIFO queue needs in-order processing that stops at the first failure.
+
+class SQSMessage:
+    """An SQS record as the record handler reads it: the two fields of Powertools'
+    ``SQSRecord`` it uses (``messageId``, ``body``; a missing one raises ``KeyError``)."""
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self._raw = raw
+
+    @property
+    def message_id(self) -> str:
+        """``messageId``."""
+        return str(self._raw["messageId"])
+
+    @property
+    def body(self) -> str:
+        """``body``."""
+        return str(self._raw["body"])
+
+
+def partial_batch_response(
+    event: dict[str, Any], record_handler: Callable[[SQSMessage], Any], pool: ThreadPoolExecutor
+) -> dict[str, Any]:
+    """The partial batch response of ``event``'s records, each run through ``record_handler`` on
+    ``pool``: what Powertools' ``process_partial_response`` with
+    ``BatchProcessor(EventType.SQS, raise_on_entire_batch_failure=False)`` returns (a record
+    whose handler raises is a failure, in the order they failed; the same debug lines), without
+    importing Powertools' batch package at the cold start (with its asyncio and every event
+    source's data classes: ``bench/bundle_cold_start.py``).
+
+    Raises
+    ------
+    ValueError
+        ``event`` is not a mapping.
+    UnexpectedBatchTypeError
+        Its ``Records`` are missing, empty or not a list (Powertools' exception).
     """
+    try:
+        records = event.get("Records", [])
+    except AttributeError:
+        raise ValueError(_NOT_A_BATCH)  # noqa: B904 (Powertools chains it implicitly)
+    if not records or not isinstance(records, list):
+        from aws_lambda_powertools.utilities.batch.exceptions import UnexpectedBatchTypeError
 
-    def __init__(self, pool: ThreadPoolExecutor) -> None:
-        super().__init__(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-        self._pool = pool
+        raise UnexpectedBatchTypeError(
+            "Unexpected batch event type. Possible values are: SQS, KinesisDataStreams, "
+            "DynamoDBStreams, Kafka"
+        )
+    failed: list[SQSMessage] = []
 
-    def process(self) -> list[tuple[Any, ...]]:
-        """Run the record handler for every record, at most ``pool`` size at once."""
-        return list(self._pool.map(carry_context(self._process_record), self.records))
+    def one(record: dict[str, Any]) -> None:
+        message = SQSMessage(record)
+        try:
+            record_handler(message)
+        except Exception:
+            kind, value, _ = sys.exc_info()
+            _BATCH_LOGGER.debug(
+                "Record cannot be converted to customer's model; converting without model"
+            )
+            _BATCH_LOGGER.debug(f"Record processing exception: {kind}:{value}")
+            failed.append(message)  # list.append is atomic under the GIL
+
+    list(pool.map(carry_context(one), records))
+    if not failed:
+        _BATCH_LOGGER.debug(f"All {len(records)} records successfully processed")
+        return {"batchItemFailures": []}
+    return {"batchItemFailures": [{"itemIdentifier": m.message_id} for m in failed]}
 
 
 def make_handler(
@@ -100,7 +160,7 @@ def make_handler(
         if bind is not None:
             bind(context)  # effect leases end with this invocation
 
-        def record_handler(record: SQSRecord) -> str:
+        def record_handler(record: SQSMessage) -> str:
             results = processor.process(record.body, record.message_id)
             finished = clock_ms()
             for result in results:
@@ -112,12 +172,7 @@ def make_handler(
                 raise RetryRecordError(retry[0])
             return ",".join(r.outcome.value for r in results)
 
-        response = process_partial_response(
-            event=event,
-            record_handler=record_handler,
-            processor=ConcurrentBatchProcessor(pool),
-            context=context,
-        )
+        response = partial_batch_response(event, record_handler, pool)
         if emit is None:
             with invocation_metrics() as metrics:
                 for result in done:
@@ -245,7 +300,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     (``package.module:function``) runs the team's effect for every applied change (CONTRACT
     C11), with leases that end with this invocation; ``POWERTOOLS_TRACE_DISABLED=true`` (the
     stack's default, setting ``tracing`` off) skips the X-Ray SDK and its cold-start cost
-    (``bench/import_time.py``).
+    (``bench/bundle_cold_start.py``).
     """
     global _handler
     from s3ingest_fn import wiring

@@ -4,7 +4,8 @@ Environment: see :func:`s3ingest_fn.wiring.function_reconciler`.
 
 Event in (all optional): ``{"bucket": str, "source": "inventory" | "listing", "prefix": str,
 "dryRun": bool, "manifest": "<key of a manifest.json in the inventory bucket>",
-"marginSeconds": int}``. The schedule sends ``{"source": "inventory"}``. Without ``bucket``
+"marginSeconds": int, "attest": bool}``. The schedule sends ``{"source": "inventory",
+"attest": true}``. Without ``bucket``
 every bucket of ``SCOPE`` is reconciled in turn; a bucket without an inventory
 (``INVENTORIES``) is reconciled from its listing.
 
@@ -17,6 +18,16 @@ buckets; namespace ``S3Ingest``), which the stack's drift alarm watches, and the
 held-changes alarm watches. When some buckets fail,
 the others are still reconciled and counted, then the invocation fails naming the failed ones
 (the heartbeat metric is emitted only when every bucket completed).
+
+Attestation (issue 38): with ``"attest": true`` in the event (the schedule sends it) and
+``ATTESTATION_BUCKET_NAME`` set (the stack's own bucket), a run that is not a dry run waits
+for its repairs to leave the ingest queue (at most
+:data:`~s3ingest_fn.services.attestation_store.SETTLE_SECONDS`), then attests each reconciled
+bucket from the run's source (:mod:`s3ingest_fn.services.attestation_store`): the document
+under ``attestations/<bucket>/``, its SHA-256 in the log (key ``attestation_sha256``) and,
+with ``CHANGE_BUS_NAME``, on the change bus (detail-type ``Attestation Made``); the metric
+``attestation_differs`` counts the buckets whose roots differ (the attestation alarm watches
+it). An attestation that cannot be made fails the invocation after the others.
 """
 
 from __future__ import annotations
@@ -28,7 +39,9 @@ from typing import Any
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from s3ingest_fn import wiring
+from s3ingest_fn.config import CHANGE_BUS_NAME, STACK_ENV, invocation_env
 from s3ingest_fn.contract import (
+    ATTESTATION_DIFFERS_METRIC,
     EFFECTS_BEHIND_PROCESSOR_METRIC,
     HELD_EFFECTS_METRIC,
     HELD_OLDEST_METRIC,
@@ -38,6 +51,7 @@ from s3ingest_fn.contract import (
 )
 from s3ingest_fn.core.diff import DRIFT_KINDS
 from s3ingest_fn.handlers.telemetry import function_logger, invocation_metrics
+from s3ingest_fn.services import attestation_store
 from s3ingest_fn.services.reconcile import (
     INVENTORY,
     LISTING,
@@ -153,9 +167,55 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     summary = combine_reports(reports) if reports else {"reports": []}
     emit_behind_metrics(summary.get("effects_behind_by_processor") or {})
     logger.info("reconciliation finished", extra=summary)
+    if reports and not request.dry_run and event.get("attest") is True:
+        failed += attest_after_repairs(reports)
     if failed:
         raise ReconcileError(
             f"reconciliation failed for {len(failed)} of {len(buckets)} buckets: "
             + "; ".join(failed)
         )
     return summary
+
+
+def attest_after_repairs(reports: list[ReconcileReport]) -> list[str]:
+    """Attest each reconciled bucket once its repairs left the ingest queue (the module's
+    docstring); emit ``attestation_differs``. Returns the buckets whose attestation failed,
+    each ``"<bucket>: <why>"`` (nothing when ``ATTESTATION_BUCKET_NAME`` is unset)."""
+    env = invocation_env()
+    store_bucket = env.get(attestation_store.ATTESTATION_BUCKET_ENV)
+    if not store_bucket:
+        return []
+    clients = wiring.function_clients()
+    first = wiring.function_reconciler(reports[0].bucket)
+    if any(r.repairs_queued or r.pending_effects or r.effects_behind for r in reports):
+        depth = attestation_store.queue_depth(wiring.client(clients, "sqs"), first.queue_url)
+        if not attestation_store.settle(depth):
+            logger.warning("repairs still queued when attesting")
+    s3, bus = wiring.client(clients, "s3"), env.get(CHANGE_BUS_NAME)
+    failed: list[str] = []
+    differs = 0
+    for report in reports:
+        try:
+            stored = attestation_store.scheduled(
+                wiring.function_reconciler(report.bucket),
+                s3,
+                store_bucket=store_bucket,
+                stack=env.get(STACK_ENV, ""),
+                source=report.source,
+                margin_ms=round(report.margin_s * 1000),
+            )
+        except attestation_store.AttestError as exc:
+            logger.exception("attestation failed", extra={"bucket": report.bucket})
+            failed.append(f"{report.bucket}: attestation: {exc}")
+            continue
+        differs += not stored["document"]["equal"]
+        said = attestation_store.summary(stored)
+        logger.info(
+            "attestation made",
+            extra={**said, "attestation_sha256": stored["document_sha256"]},
+        )
+        if bus and not attestation_store.announce(stored, wiring.function_change_publisher(), bus):
+            logger.error("the change bus did not take the attestation", extra=said)
+    with invocation_metrics() as metrics:
+        metrics.add_metric(name=ATTESTATION_DIFFERS_METRIC, unit=MetricUnit.Count, value=differs)
+    return failed

@@ -66,6 +66,7 @@ DETAIL_TYPES = {
     "held": "Object Held",
     "approved": "Change Approved",
     "rejected": "Change Rejected",
+    "attestation": "Attestation Made",
 }
 
 

@@ -6,16 +6,6 @@ from s3ingest_cdk.constructs.alarm_topic import AlarmTopic
 from s3ingest_cdk.constructs.backfill_state_machine import BackfillStateMachine
 from s3ingest_cdk.constructs.batch_operations_role import BatchOperationsRole
 from s3ingest_cdk.constructs.change_bus import ChangeBus
-from s3ingest_cdk.constructs.deprecated_functions import (
-    BackfillControlFunction,
-    BackfillFunction,
-    ChangeRelayFunction,
-    DeliveryCheckFunction,
-    IngestFunction,
-    ProcessorFunction,
-    ReconcileFunction,
-    StepFunction,
-)
 from s3ingest_cdk.constructs.drift_alarm import DriftAlarm
 from s3ingest_cdk.constructs.event_routing import IngestRouting
 from s3ingest_cdk.constructs.function import RoleFunction
@@ -30,26 +20,18 @@ from s3ingest_cdk.constructs.reconcile_state_machine import ReconcileStateMachin
 
 __all__ = [
     "AlarmTopic",
-    "BackfillControlFunction",
-    "BackfillFunction",
     "BackfillStateMachine",
     "BatchOperationsRole",
     "ChangeBus",
-    "ChangeRelayFunction",
-    "DeliveryCheckFunction",
     "DriftAlarm",
-    "IngestFunction",
     "IngestQueue",
     "IngestRouting",
     "LandingBucket",
     "LedgerTable",
     "OperationalAlarms",
     "OperationsDashboard",
-    "ProcessorFunction",
     "ProcessorOutputBucket",
-    "ReconcileFunction",
     "ReconcileSchedule",
     "ReconcileStateMachine",
     "RoleFunction",
-    "StepFunction",
 ]

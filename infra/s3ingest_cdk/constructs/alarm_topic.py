@@ -46,22 +46,14 @@ class AlarmTopic(Construct):
 
     Parameters
     ----------
-    scope : constructs.Construct
-        Parent construct.
-    construct_id : str
-        Construct id.
     email : str, optional
         An address to subscribe (SNS mails it a confirmation link first); none when omitted.
 
     Attributes
     ----------
-    topic : aws_cdk.aws_sns.Topic
-        The alarm topic.
     key : aws_cdk.aws_kms.IKey
         The key that encrypts it (the pipeline's, with ``kmsKeyArn``: its policy lets
         CloudWatch alarms of this account use it, :mod:`s3ingest.encryption`).
-    subscription : aws_cdk.aws_sns.Subscription or None
-        The e-mail subscription, when ``email`` is given.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, email: str | None = None) -> None:

@@ -19,8 +19,11 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from s3ingest_cdk.constructs.batch_operations_role import BATCH_OPERATIONS_PRINCIPAL
-from s3ingest_cdk.constructs.dependencies import depend_on_policies_not_role
-from s3ingest_cdk.constructs.state_machine_parts import execution_logs, lambda_step
+from s3ingest_cdk.constructs.state_machine_parts import (
+    execution_logs,
+    lambda_step,
+    logged_state_machine,
+)
 
 #: ``backfillEngine`` values (``s3ingest.settings.BACKFILL_ENGINES``).
 BATCH_OPERATIONS = "batch-operations"
@@ -114,33 +117,14 @@ class BackfillStateMachine(Construct):
 
     Parameters
     ----------
-    scope : constructs.Construct
-        Parent construct.
-    construct_id : str
-        Construct id.
-    engine : str
-        ``"batch-operations"`` or ``"distributed-map"``.
-    control_function : aws_cdk.aws_lambda.IFunction
-        The steps' function (``s3ingest_fn.handlers.backfill_control.handler``).
-    backfill_function : aws_cdk.aws_lambda.IFunction or None
-        The function the Batch Operations job invokes (``batch-operations``; ``None`` otherwise).
     batch_role : aws_cdk.aws_iam.IRole or None
         The role the job runs as (``batch-operations``; ``None`` otherwise): the only role this
         state machine may pass, and only to S3 Batch Operations.
     report_bucket : aws_cdk.aws_s3.IBucket
         Where the job writes its completion report (under ``backfill-reports/``;
         ``batch-operations`` only).
-    log_retention_days : int
-        Log retention, days; one of CloudWatch Logs' allowed values.
 
-    Attributes
-    ----------
-    state_machine : aws_cdk.aws_stepfunctions.StateMachine
-        The state machine.
-    log_group : aws_cdk.aws_logs.LogGroup
-        Its execution log group.
-    log_key : aws_cdk.aws_kms.Key
-        The key that encrypts the log group.
+    Attributes: ``state_machine``, its ``log_group`` and ``log_key`` (:func:`execution_logs`).
     create_job : aws_cdk.aws_stepfunctions_tasks.CallAwsService or None
         The ``CreateJob`` task (``batch-operations`` only).
 
@@ -185,18 +169,12 @@ class BackfillStateMachine(Construct):
         definition = self._start(
             self._batch_operations() if engine == BATCH_OPERATIONS else self._distributed_map()
         )
-        self.state_machine = sfn.StateMachine(
+        self.state_machine = logged_state_machine(
             self,
-            "StateMachine",
             comment=f"s3ingest: backfill of pre-existing objects ({engine})",
-            definition_body=sfn.DefinitionBody.from_chainable(definition),
-            state_machine_type=sfn.StateMachineType.STANDARD,
-            logs=sfn.LogOptions(
-                destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True
-            ),
-            tracing_enabled=True,
+            definition=definition,
+            log_group=self.log_group,
         )
-        depend_on_policies_not_role(self.state_machine, self.state_machine.role)
 
     # -- shared: input defaults, prepare, threshold --------------------------------------------
 

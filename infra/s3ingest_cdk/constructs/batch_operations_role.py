@@ -20,13 +20,6 @@ class BatchOperationsRole(Construct):
     permission is attached here: the backfill feature grants reading the inventory manifest,
     invoking the backfill function and writing the completion report, and nothing else.
 
-    Parameters
-    ----------
-    scope : constructs.Construct
-        Parent construct.
-    construct_id : str
-        Construct id.
-
     Attributes
     ----------
     role : aws_cdk.aws_iam.Role

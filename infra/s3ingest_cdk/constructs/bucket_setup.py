@@ -52,23 +52,8 @@ class BucketSetupProvider(Construct):
     Each :meth:`set_up` adds one ``Custom::S3IngestBucketSetup`` resource and grants the
     ``onEvent`` function :data:`SETUP_ACTIONS` on that bucket's ARN only.
 
-    Parameters
-    ----------
-    scope : constructs.Construct
-        The pipeline.
-    construct_id : str
-        Construct id.
-    code : aws_cdk.aws_lambda.Code
-        The bundled ``functions/`` package.
-    log_retention_days : int
-        Log retention of both functions, days.
-
     Attributes
     ----------
-    function : aws_cdk.aws_lambda.Function
-        The ``onEvent`` function.
-    role : aws_cdk.aws_iam.Role
-        Its role.
     provider : aws_cdk.custom_resources.Provider
         The provider (``service_token`` of the resources).
     """
@@ -176,16 +161,10 @@ class BucketSetupProvider(Construct):
 
         Parameters
         ----------
-        bucket : aws_cdk.aws_s3.IBucket
-            The existing bucket.
         event_bridge : bool
             Switch its EventBridge delivery on (and leave it as found on deletion).
         inventory : Mapping or None
             The stack's ``InventoryConfiguration`` to add (its own id only), or None.
-
-        Returns
-        -------
-        aws_cdk.CustomResource
         """
         iam.Grant.add_to_principal(
             grantee=self.function, actions=list(SETUP_ACTIONS), resource_arns=[bucket.bucket_arn]

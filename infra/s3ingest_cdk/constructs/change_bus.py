@@ -47,8 +47,6 @@ class LogGroupTarget:
 
     Parameters
     ----------
-    log_group : aws_cdk.aws_logs.ILogGroup
-        The log group the rule writes matching events to.
     message : str, optional
         The log event's message, with :class:`aws_cdk.aws_events.EventField` placeholders: an
         input transformer writes ``{"timestamp": <time>, "message": message}`` (the shape a
@@ -126,33 +124,10 @@ class ChangeBus(Construct):
 
     Parameters
     ----------
-    scope : constructs.Construct
-        Parent construct.
-    construct_id : str
-        Construct id.
-    bus_name : str
-        The bus name (``s3ingest-changes-<stage>``): consumers' rules name it.
-    archive_retention : aws_cdk.Duration
-        How long the archive keeps changes (whole days).
-    log_retention_days : int
-        Retention of the change audit log, days; one of CloudWatch Logs' allowed values.
     log_keys : str
         The ``logKeys`` setting: with ``hashed`` or ``none`` the audit log keeps
         :func:`audit_message` of each change (``keyHash``, or nothing, for the key); subscribers
         still get the whole event.
-
-    Attributes
-    ----------
-    bus : aws_cdk.aws_events.EventBus
-        The change bus.
-    archive : aws_cdk.aws_events.Archive
-        The archive of every change.
-    audit_log_group : aws_cdk.aws_logs.LogGroup
-        The change audit log.
-    audit_log_policy : aws_cdk.aws_logs.ResourcePolicy
-        What lets EventBridge write to it.
-    rule : aws_cdk.aws_events.Rule
-        The change-stream rule.
 
     Raises
     ------
@@ -241,16 +216,25 @@ class ChangeBus(Construct):
         identity policy grants it (``grant_put_events_to``). CDK writes the statement as
         ``AWS::Events::EventBusPolicy``.
         """
-        self.bus.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid=ONLY_THE_RELAY_SID,
-                effect=iam.Effect.DENY,
-                principals=[iam.AnyPrincipal()],
-                actions=["events:PutEvents"],
-                resources=[self.bus.event_bus_arn],
-                conditions={
-                    "StringNotEquals": {"aws:PrincipalArn": [r.role_arn for r in publishers]},
-                    "Bool": {"aws:PrincipalIsAWSService": "false"},
-                },
-            )
+        self._publishers = list(publishers)
+        self._only = iam.PolicyStatement(
+            sid=ONLY_THE_RELAY_SID,
+            effect=iam.Effect.DENY,
+            principals=[iam.AnyPrincipal()],
+            actions=["events:PutEvents"],
+            resources=[self.bus.event_bus_arn],
+            conditions={
+                "StringNotEquals": {"aws:PrincipalArn": [r.role_arn for r in publishers]},
+                "Bool": {"aws:PrincipalIsAWSService": "false"},
+            },
+        )
+        self.bus.add_to_resource_policy(self._only)
+
+    def admit(self, publisher: iam.IRole) -> None:
+        """Admit one more publisher to the policy :meth:`admit_only` wrote (the scheduled
+        reconciliation's role, which publishes attestations); its identity policy must grant
+        ``events:PutEvents`` too."""
+        self._publishers.append(publisher)
+        self._only.add_condition(
+            "StringNotEquals", {"aws:PrincipalArn": [r.role_arn for r in self._publishers]}
         )

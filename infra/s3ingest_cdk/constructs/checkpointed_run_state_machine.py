@@ -29,8 +29,11 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from s3ingest_cdk.constructs.dependencies import depend_on_policies_not_role
-from s3ingest_cdk.constructs.state_machine_parts import execution_logs, lambda_step
+from s3ingest_cdk.constructs.state_machine_parts import (
+    execution_logs,
+    lambda_step,
+    logged_state_machine,
+)
 
 #: Labels of the Distributed Maps' Map Runs (they name the child executions).
 SHARDS_MAP_LABEL = "ListingShards"
@@ -192,27 +195,12 @@ class CheckpointedRunStateMachine(Construct):
 
     Parameters
     ----------
-    scope : constructs.Construct
-        Parent construct.
-    construct_id : str
-        Construct id.
     states : RunStates
         The run's own (:func:`listing_states`, :func:`reprocess_states`).
-    plan_function, part_function, summarize_function : aws_cdk.aws_lambda.IFunction
-        The handlers of ``Plan``, of the part's step and of ``Summarize``.
-    log_retention_days : int
-        Log retention, days.
     timeout : aws_cdk.Duration
         Longest a run may take (:data:`RUN_TIMEOUT` by default).
 
-    Attributes
-    ----------
-    state_machine : aws_cdk.aws_stepfunctions.StateMachine
-        The state machine.
-    log_group : aws_cdk.aws_logs.LogGroup
-        Its execution log group.
-    log_key : aws_cdk.aws_kms.Key
-        The key that encrypts the log group.
+    Attributes: ``state_machine``, its ``log_group`` and ``log_key`` (:func:`execution_logs`).
     """
 
     def __init__(
@@ -281,16 +269,10 @@ class CheckpointedRunStateMachine(Construct):
             payload=sfn.TaskInput.from_object(states.summarize_payload),
             output_path="$.Payload",
         )
-        self.state_machine = sfn.StateMachine(
+        self.state_machine = logged_state_machine(
             self,
-            "StateMachine",
             comment=states.comment,
-            definition_body=sfn.DefinitionBody.from_chainable(plan.next(all_parts).next(summarize)),
-            state_machine_type=sfn.StateMachineType.STANDARD,
-            logs=sfn.LogOptions(
-                destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True
-            ),
-            tracing_enabled=True,
+            definition=plan.next(all_parts).next(summarize),
+            log_group=self.log_group,
             timeout=timeout,
         )
-        depend_on_policies_not_role(self.state_machine, self.state_machine.role)

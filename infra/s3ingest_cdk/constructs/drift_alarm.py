@@ -7,7 +7,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from s3ingest_cdk.constructs.operational_alarms import alarm_name, runbook
-from s3ingest_fn.contract import METRICS_NAMESPACE, metric_dimensions
+from s3ingest_fn.contract import ATTESTATION_DIFFERS_METRIC, METRICS_NAMESPACE, metric_dimensions
 
 #: Per-kind drift metrics (``drift_<kind>``), as ``s3ingest_fn.core.diff.DRIFT_KINDS``.
 DRIFT_KINDS = ("missing", "deleted_but_live", "content_mismatch", "sequencer_contradicted")
@@ -22,10 +22,6 @@ def drift_metric(metric_name: str, *, stack_name: str, period: Duration) -> clou
     ----------
     metric_name : str
         ``"drift_total"`` or ``"drift_<kind>"``.
-    stack_name : str
-        The stack whose series it is (the ``stack`` dimension).
-    period : aws_cdk.Duration
-        Aggregation period.
     """
     return cloudwatch.Metric(
         namespace=METRICS_NAMESPACE,
@@ -48,14 +44,6 @@ class DriftAlarm(Construct):
 
     Parameters
     ----------
-    scope : constructs.Construct
-        Parent construct.
-    construct_id : str
-        Construct id.
-    stage : str
-        The stage: the alarm is ``s3ingest-<stage>-drift``.
-    runbook_base_url : str
-        The runbook's URL (``runbookBaseUrl``); the description links its section.
     period : aws_cdk.Duration
         Evaluation period (one day by default, the default schedule's interval).
 
@@ -63,11 +51,13 @@ class DriftAlarm(Construct):
     ----------
     alarm : aws_cdk.aws_cloudwatch.Alarm
         The alarm on ``drift_total``.
-    total : aws_cdk.aws_cloudwatch.Metric
-        ``drift_total``.
     by_kind : dict[str, aws_cdk.aws_cloudwatch.Metric]
         ``drift_missing``, ``drift_deleted_but_live``, ``drift_content_mismatch``,
         ``drift_sequencer_contradicted`` by kind, for dashboards (no alarm on them).
+    attestation : aws_cdk.aws_cloudwatch.Alarm
+        ``s3ingest-<stage>-attestation``: the scheduled run's attestation, made after its
+        repairs, has differing roots for a bucket (``attestation_differs`` >= 1, daily
+        maximum; no data is not breaching). Its actions are added by the monitoring feature.
     """
 
     def __init__(
@@ -97,6 +87,23 @@ class DriftAlarm(Construct):
                 f"queue. Runbook: {runbook(runbook_base_url, 'events-lost-upstream')}"
             ),
             metric=self.total,
+            threshold=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        self.attestation = cloudwatch.Alarm(
+            self,
+            "AttestationAlarm",
+            alarm_name=alarm_name(stage, "attestation"),
+            alarm_description=(
+                "s3ingest: the scheduled reconciliation's attestation, made after its repairs, "
+                "has differing roots (attestation_differs >= 1): keys whose ledger row or "
+                "processor version still differs from the bucket; the document under "
+                "attestations/<bucket>/ of the stack's bucket names them. Runbook: "
+                f"{runbook(runbook_base_url, 'events-lost-upstream')}"
+            ),
+            metric=drift_metric(ATTESTATION_DIFFERS_METRIC, stack_name=stack_name, period=period),
             threshold=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             evaluation_periods=1,

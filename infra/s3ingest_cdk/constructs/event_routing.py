@@ -104,25 +104,13 @@ class IngestRouting(Construct):
 
     Parameters
     ----------
-    scope : constructs.Construct
-        Parent construct.
-    construct_id : str
-        Construct id.
     pattern : Mapping[str, Any]
         The event pattern of the rule and of the archive (``settings.ingest_event_pattern``).
-    queue : aws_cdk.aws_sqs.IQueue
-        The rule's target.
     archive_retention : aws_cdk.Duration
         How long the archive keeps events (whole days).
-    dead_letter_retention_period : aws_cdk.Duration
-        Message retention of the rule target's dead-letter queue.
 
     Attributes
     ----------
-    rule : aws_cdk.aws_events.Rule
-        The ingest rule.
-    archive : aws_cdk.aws_events.Archive
-        The archive of the ingest events.
     target_dead_letter_queue : aws_cdk.aws_sqs.Queue
         Events EventBridge could not deliver to the queue.
     """

@@ -33,34 +33,13 @@ class RoleFunction(Construct):
     """The function of one :class:`~s3ingest.function_roles.FunctionRole`, with its own role
     and log group; the feature that deploys it grants the rest.
 
-    Parameters
-    ----------
-    scope : constructs.Construct
-        Parent construct (a feature).
-    construct_id : str or None
-        Construct id; ``None``: the row's.
-    row : s3ingest.function_roles.FunctionRole
-        The role's row: handler, service name, descriptions, memory and timeout.
-    settings : s3ingest.settings.Settings
-        Validated settings: memory, timeout, ``logRetentionDays``, ``tracing``.
-    code : aws_cdk.aws_lambda.Code
-        The bundled ``functions/`` package.
-    environment : mapping of str to str, or callable
-        The function's own variables (its row's configuration model's ``to_env()``), or a
-        callable that makes them from this construct.
-    timeout_seconds : int, optional
-        Replaces the row's timeout (a processor's ``timeoutSeconds``).
-    handler : str, optional
-        Replaces the row's handler (a processor's).
-    fields : mapping of str to str, optional
-        Filled into the row's descriptions (a processor's ``name`` and ``handler``).
+    ``construct_id`` ``None``: the row's. ``environment``: the function's own variables (its
+    row's configuration model's ``to_env()``), or a callable that makes them from this construct.
+    ``timeout_seconds``, ``handler`` and ``fields`` (filled into the row's descriptions) are a
+    processor's own.
 
     Attributes
     ----------
-    function : aws_cdk.aws_lambda.Function
-    role : aws_cdk.aws_iam.Role
-    log_group : aws_cdk.aws_logs.LogGroup
-    row : s3ingest.function_roles.FunctionRole
     dead_letter_queue : aws_cdk.aws_sqs.Queue
         Its own dead-letter queue (``DeadLetterQueue``, made before the function), when its row
         has :attr:`~s3ingest.function_roles.FunctionRole.dead_letter_days`.
@@ -84,37 +63,7 @@ class RoleFunction(Construct):
         handler: str | None = None,
         fields: Mapping[str, str] | None = None,
     ) -> None:
-        self._make(
-            scope,
-            construct_id or row.construct_id,
-            row=row,
-            code=code,
-            environment=environment,
-            timeout_seconds=row.timeout(settings) if timeout_seconds is None else timeout_seconds,
-            memory_size_mib=row.memory(settings),
-            log_retention_days=settings.log_retention_days,
-            tracing=settings.tracing,
-            handler=handler,
-            fields=fields,
-        )
-
-    def _make(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        row: FunctionRole,
-        code: lambda_.Code,
-        environment: Environment,
-        timeout_seconds: int,
-        memory_size_mib: int,
-        log_retention_days: int,
-        tracing: bool,
-        handler: str | None = None,
-        fields: Mapping[str, str] | None = None,
-    ) -> None:
-        """The construct of ``row`` with explicit sizes (the deprecated per-role classes')."""
-        super().__init__(scope, construct_id)
+        super().__init__(scope, construct_id or row.construct_id)
         fields = fields or {}
         self.row = row
         self._dead_letter_queue: sqs.Queue | None = None
@@ -128,10 +77,12 @@ class RoleFunction(Construct):
             role_description=row.role_description.format(**fields),
             handler=handler or row.handler,
             code=code,
-            timeout=Duration.seconds(timeout_seconds),
-            memory_size_mib=memory_size_mib,
-            log_retention_days=log_retention_days,
-            tracing=tracing,
+            timeout=Duration.seconds(
+                row.timeout(settings) if timeout_seconds is None else timeout_seconds
+            ),
+            memory_size_mib=row.memory(settings),
+            log_retention_days=settings.log_retention_days,
+            tracing=settings.tracing,
             service_name=row.service,
             environment=environment(self) if callable(environment) else environment,
         )

@@ -86,27 +86,12 @@ class IngestQueue(Construct):
 
     Parameters
     ----------
-    scope : constructs.Construct
-        Parent construct.
-    construct_id : str
-        Construct id.
     visibility_timeout : aws_cdk.Duration
         Visibility timeout of the ingest queue; at least six times the function timeout
         (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html).
-    retention_period : aws_cdk.Duration
-        Message retention of the ingest queue.
     dead_letter_retention_period : aws_cdk.Duration
         Message retention of the dead-letter queue; not shorter than ``retention_period``, because a
         standard queue keeps a message's original enqueue timestamp when it is moved.
-    max_receive_count : int
-        Receives before a message moves to the dead-letter queue.
-
-    Attributes
-    ----------
-    queue : aws_cdk.aws_sqs.Queue
-        The ingest queue.
-    dead_letter_queue : aws_cdk.aws_sqs.Queue
-        Its dead-letter queue.
     """
 
     def __init__(

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import jsii
-from aws_cdk import Aws, CfnResource, CustomResource, RemovalPolicy, Stack
+from aws_cdk import Aws, CfnResource, CustomResource, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct, IValidation
@@ -25,6 +25,11 @@ from s3ingest_fn import config as fn_config
 
 if TYPE_CHECKING:
     from s3ingest_cdk.constructs.bucket_setup import BucketSetupProvider
+
+
+#: The prefixes of the stack's bucket whose objects are overwritten (the fan-out's work, the
+#: listing backfill's and the reprocess runs' checkpoints): their noncurrent versions expire.
+OVERWRITTEN_PREFIXES = ("reconcile-work/", "backfill-listing/", "reprocess/")
 
 
 def secure_bucket(
@@ -113,10 +118,7 @@ def enable_event_bridge(bucket: s3.Bucket) -> None:
     backed by a singleton Lambda (managed policy, extra runtime, cdk-nag findings) to do what this
     native CloudFormation property does. Other notification configurations set on the L1 are kept.
 
-    Parameters
-    ----------
-    bucket : aws_cdk.aws_s3.Bucket
-        A bucket created in the app (not imported: an imported bucket's owner turns delivery on).
+    ``bucket``: created in the app (an imported bucket's owner turns delivery on).
 
     Raises
     ------
@@ -186,13 +188,8 @@ class EventBridgeDeliveryCheck:
     set up, sends no events to EventBridge (the pipeline would record nothing of it); imported
     buckets pass (their owner's configuration is not in the app; the delivery check alarms).
 
-    Parameters
-    ----------
-    bucket : aws_cdk.aws_s3.IBucket
-        The landing bucket.
-    as_source : bool
-        ``True`` when it came as a :class:`~s3ingest_cdk.pipeline.LandingBucketSource` (whose
-        ``spec.event_bridge`` is ``False``), ``False`` for the ``bucket`` prop: the fix named.
+    ``as_source``: it came as a :class:`~s3ingest_cdk.pipeline.LandingBucketSource` (whose
+    ``spec.event_bridge`` is ``False``), not as the ``bucket`` prop: the fix named differs.
     """
 
     def __init__(self, bucket: s3.IBucket, *, as_source: bool) -> None:
@@ -223,16 +220,11 @@ class SharedBuckets:
     """The buckets every landing bucket of a pipeline shares (created by the first
     :class:`LandingBucket`).
 
-    Attributes
-    ----------
-    access_logs : aws_cdk.aws_s3.Bucket
-        Destination of the server access logs of the created landing buckets and of
-        ``inventory``.
-    inventory : aws_cdk.aws_s3.Bucket
-        Destination of the stack's own inventory reports of every landing bucket
-        (``inventory/<bucket>/s3ingest-daily/``), of the Batch Operations completion reports and
-        the fan-out's work files, and the listing backfill's checkpoints
-        (``backfill-listing/<bucket>/<run>/``).
+    ``access_logs`` receives the server access logs of the created landing buckets and of
+    ``inventory``; ``inventory`` the stack's own inventory reports of every landing bucket
+    (``inventory/<bucket>/s3ingest-daily/``), the Batch Operations completion reports, the
+    fan-out's work files and the listing backfill's checkpoints
+    (``backfill-listing/<bucket>/<run>/``).
     """
 
     access_logs: s3.Bucket
@@ -302,44 +294,13 @@ class LandingBucket(Construct):
     ``AccessLogs`` and ``Inventory``, the ids the single-bucket stack always had); the others
     get them as ``shared``.
 
-    Parameters
-    ----------
-    scope : constructs.Construct
-        Parent construct.
-    construct_id : str
-        Construct id (``spec.construct_id(index)``).
-    spec : s3ingest.settings.BucketSpec
-        The entry (its ``name`` may be a CDK token for a bucket of the app).
-    bucket : aws_cdk.aws_s3.IBucket or None
-        The existing bucket to use; ``None``: created, or imported by ``spec.name`` when
-        ``spec.existing``.
-    shared : SharedBuckets or None
-        The pipeline's shared buckets; ``None`` creates them here.
-    setup : BucketSetupProvider or None
-        The provider of the ``Setup`` custom resource (existing buckets; ``None``: the bucket
-        is not reconfigured at all).
-
-    Attributes
-    ----------
-    spec : s3ingest.settings.BucketSpec
-        The entry.
-    bucket : aws_cdk.aws_s3.IBucket
-        The landing bucket (created or existing).
-    owned : bool
-        ``True`` when this construct created the bucket.
-    shared : SharedBuckets
-        The pipeline's shared buckets.
-    access_logs_bucket : aws_cdk.aws_s3.Bucket or None
-        Destination of this bucket's server access logs (created buckets only).
-    inventory_bucket : aws_cdk.aws_s3.Bucket or None
-        Where the stack's own inventory of this bucket lands (``shared.inventory``), or None.
-    report_bucket : aws_cdk.aws_s3.IBucket or None
-        Where this bucket's inventory reports land (the stack's or an existing configuration's
-        destination), or None without an inventory.
-    report_prefix : str or None
-        The folder of this bucket's reports in ``report_bucket``.
-    setup : aws_cdk.CustomResource or None
-        The bucket-setup resource (existing buckets with a provider).
+    ``construct_id`` is ``spec.construct_id(index)``; ``spec.name`` may be a CDK token for a
+    bucket of the app. ``bucket``: the existing bucket to use (``None``: created, or imported by
+    name when ``spec.existing``); ``setup`` ``None``: an existing bucket is not reconfigured at
+    all. ``owned``: this construct created the bucket; ``access_logs_bucket`` (created buckets
+    only), ``inventory_bucket`` (the stack's own inventory), ``report_bucket`` and
+    ``report_prefix`` (where its inventory reports land, the stack's or the owner's) and
+    ``setup`` (the custom resource) are ``None`` where they do not apply.
     """
 
     def __init__(
@@ -364,14 +325,22 @@ class LandingBucket(Construct):
             )
             shared = SharedBuckets(
                 access_logs=access_logs,
+                # versioned: it keeps the attestations (attestations/<bucket>/, issue 38)
                 inventory=secure_bucket(
                     self,
                     "Inventory",
-                    versioned=False,
+                    versioned=True,
                     access_logs_bucket=access_logs,
                     access_logs_prefix="inventory/",
                 ),
             )
+            # the runs' checkpoints are overwritten as they go: their old versions expire
+            for prefix in OVERWRITTEN_PREFIXES:
+                shared.inventory.add_lifecycle_rule(
+                    id=f"ExpireOld{prefix.title().replace('-', '').rstrip('/')}Versions",
+                    prefix=prefix,
+                    noncurrent_version_expiration=Duration.days(7),
+                )
         self.shared = shared
         self.access_logs_bucket: s3.Bucket | None = None
         self.inventory_bucket: s3.Bucket | None = None
@@ -488,13 +457,8 @@ CHECKPOINT_BUCKET_ENV = fn_config.CHECKPOINT_BUCKET_NAME
 class Landings:
     """The pipeline's landing buckets, in the settings' order, as the features use them.
 
-    Attributes
-    ----------
-    entries : tuple of LandingBucket
-        One per ``buckets`` entry (the first is the default bucket: ``BUCKET_NAME``, the
-        ``BucketName`` output).
-    shared : SharedBuckets
-        The access-logs and inventory (checkpoint) buckets.
+    ``entries``: one per ``buckets`` entry, the first the default bucket (``BUCKET_NAME``, the
+    ``BucketName`` output).
     """
 
     entries: tuple[LandingBucket, ...]

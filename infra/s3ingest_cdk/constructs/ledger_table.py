@@ -26,23 +26,12 @@ class LedgerTable(Construct):
 
     Parameters
     ----------
-    scope : constructs.Construct
-        Parent construct.
-    construct_id : str
-        Construct id.
-    stream : aws_cdk.aws_dynamodb.StreamViewType, optional
-        The stream's view type; no stream when omitted.
     warm_write_units : int, optional
         Pre-warmed write request units per second (DynamoDB warm throughput,
         ``WarmThroughput.WriteUnitsPerSecond``,
         https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html;
         the ``ledgerWarmWriteUnits`` setting): a large backfill writes at that rate from its
         start instead of waiting for on-demand scaling. None: no warm throughput.
-
-    Attributes
-    ----------
-    table : aws_cdk.aws_dynamodb.Table
-        The ledger table.
     """
 
     def __init__(

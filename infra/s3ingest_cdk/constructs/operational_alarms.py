@@ -82,62 +82,13 @@ class OperationalAlarms(Construct):
     Every description ends with its runbook section's absolute URL. Custom metrics are this
     stack's own series (``service=s3ingest``, ``stack=<stack name>``).
 
-    Parameters
-    ----------
-    scope : constructs.Construct
-        Parent construct.
-    construct_id : str
-        Construct id.
-    stage : str
-        The stage, in every alarm's name.
-    runbook_base_url : str
-        The runbook's URL (``runbookBaseUrl``); descriptions link ``<url>#<section>``.
-    topic : aws_cdk.aws_sns.ITopic
-        The alarm and OK action of every alarm (and of ``drift_alarm``).
-    queue, dead_letter_queue : aws_cdk.aws_sqs.IQueue
-        The ingest queue and its dead-letter queue.
-    target_dead_letter_queue : aws_cdk.aws_sqs.IQueue
-        The ingest rule target's dead-letter queue (events EventBridge could not deliver).
-    ingest_function, reconcile_function : aws_cdk.aws_lambda.IFunction
-        The ingest function and the single-run reconcile function.
-    drift_alarm : aws_cdk.aws_cloudwatch.Alarm
-        The drift alarm (``DriftAlarm.alarm``); gets the same actions.
-    ledger_table : aws_cdk.aws_dynamodb.ITable
-        The ledger (its read and write throttle events).
-    ingest_rule : aws_cdk.aws_events.IRule
-        The ingest rule on the default bus (its ``FailedInvocations`` and
-        ``InvocationsFailedToBeSentToDlq``, dimension ``RuleName`` only).
-    lag_threshold : aws_cdk.Duration
-        End-to-end lag (p99 of ``ingest_lag_ms`` over 5 minutes) above which the lag alarm fires
-        (``lagAlarmSeconds``).
-    heartbeat_period : aws_cdk.Duration
-        The reconcile schedule's interval plus a margin: no completed reconciliation in it fires
-        the heartbeat alarm.
-    timeouts : Mapping[str, tuple[aws_cdk.aws_lambda.IFunction, aws_cdk.Duration]]
-        ``what`` (``"ingest"``, ``"reconcile"``, ...) -> a function with a timeout setting and
-        that timeout; each gets a duration alarm, ``s3ingest-<stage>-<what>-duration``.
-    reconcile_state_machine : aws_cdk.aws_stepfunctions.IStateMachine, optional
-        The fan-out reconciliation (``reconcileFanOut`` only).
-    backfill_state_machine : aws_cdk.aws_stepfunctions.IStateMachine, optional
-        The backfill (only when the stack owns the inventory).
-    change_relay_function : aws_cdk.aws_lambda.IFunction, optional
-        The change-stream relay (``changeStream`` only; with ``change_dead_letter_queue``).
-    change_dead_letter_queue : aws_cdk.aws_sqs.IQueue, optional
-        The relay's on-failure destination: stream batches it gave up on.
-    listing_state_machine : aws_cdk.aws_stepfunctions.IStateMachine, optional
-        The listing backfill (every stack deploys it).
-    dead_letter_ages : Mapping[str, tuple[aws_cdk.aws_sqs.IQueue, aws_cdk.Duration]], optional
-        ``what`` (``"ingest-dlq"``, ...) -> a dead-letter queue and the age of its oldest message
-        that fires its alarm, ``s3ingest-<stage>-<what>-age``
-        (:func:`dead_letter_age_threshold`).
-    hold_threshold : aws_cdk.Duration, optional
-        With hold for review only (``hold``, or a processor's own): the oldest held change
-        older than this (``holdAlarmSeconds``) fires the held-changes alarm. Reconciliation
-        measures the age when it runs, so the alarm watches the Maximum of
-        ``held_oldest_seconds`` over ``heartbeat_period`` (one run's datapoint in each) and can
-        lag by up to the reconcile schedule.
-    reprocess_state_machine : aws_cdk.aws_stepfunctions.IStateMachine, optional
-        The reprocess run (every stack deploys it).
+    ``timeouts``: ``what`` (``"ingest"``, ...) -> a function and its timeout, each alarmed as
+    ``<what>-duration``; ``dead_letter_ages``: ``what`` -> a DLQ and the age that fires
+    ``<what>-age`` (:func:`dead_letter_age_threshold`); ``heartbeat_period``: the reconcile
+    schedule's interval plus a margin; ``hold_threshold`` (``holdAlarmSeconds``, hold for review
+    only) is measured by each reconciliation, so that alarm can lag by up to the schedule. The
+    ingest rule's metrics have the dimension ``RuleName`` only. The optional state machines and
+    the change relay (with its DLQ) get their alarms where given.
 
     Attributes
     ----------

@@ -49,28 +49,6 @@ class OperationsDashboard(Construct):
     Rows: the ingest outcomes and the drift found by reconciliation; the ingest queue (depth, age
     of its oldest message) and the dead-letter queues; every function's errors, throttles and
     duration; the state of every alarm.
-
-    Parameters
-    ----------
-    scope : constructs.Construct
-        Parent construct.
-    construct_id : str
-        Construct id.
-    dashboard_name : str
-        The dashboard's name (``s3ingest-<stage>``).
-    queue, dead_letter_queue, target_dead_letter_queue : aws_cdk.aws_sqs.IQueue
-        The ingest queue, its dead-letter queue and the rule target's dead-letter queue.
-    change_dead_letter_queue : aws_cdk.aws_sqs.IQueue, optional
-        The change-stream relay's dead-letter queue (``changeStream`` only).
-    functions : Mapping[str, aws_cdk.aws_lambda.IFunction]
-        Label -> function, for the Lambda widgets.
-    alarms : Sequence[aws_cdk.aws_cloudwatch.IAlarm]
-        The alarms of the status widget.
-
-    Attributes
-    ----------
-    dashboard : aws_cdk.aws_cloudwatch.Dashboard
-        The dashboard.
     """
 
     def __init__(

@@ -22,19 +22,8 @@ class ProcessorOutputBucket(Construct):
     ``processor-output/`` in the stack's access-logs bucket. An adopted landing bucket has no
     access-logs bucket in the stack: this construct then makes its own.
 
-    Parameters
-    ----------
-    scope : constructs.Construct
-        Parent construct.
-    construct_id : str
-        Construct id.
-    access_logs_bucket : aws_cdk.aws_s3.IBucket, optional
-        The stack's access-logs bucket (``LandingBucket.access_logs_bucket``).
-
     Attributes
     ----------
-    bucket : aws_cdk.aws_s3.Bucket
-        The output bucket.
     access_logs_bucket : aws_cdk.aws_s3.IBucket
         Where its server access logs go (given, or made here).
     """

@@ -67,12 +67,8 @@ class PythonFunction:
 
     Attributes
     ----------
-    function : aws_cdk.aws_lambda.Function
-        The function.
     role : aws_cdk.aws_iam.Role
         Its execution role (no managed policy; only the log-group write grant).
-    log_group : aws_cdk.aws_logs.LogGroup
-        Its log group.
     """
 
     function: lambda_.Function
@@ -110,16 +106,6 @@ def python_function(
     scope : constructs.Construct
         The construct that owns the function; gets the children ``Role``, ``LogGroup`` and
         ``Function``.
-    description : str
-        Function description.
-    role_description : str
-        Role description.
-    handler : str
-        Entry point inside the bundled ``s3ingest_fn`` package.
-    code : aws_cdk.aws_lambda.Code
-        The bundled ``functions/`` package (:func:`s3ingest_cdk.bundling.function_code`).
-    timeout : aws_cdk.Duration
-        Function timeout.
     memory_size_mib : int
         Function memory, MiB.
     log_retention_days : int
@@ -127,16 +113,10 @@ def python_function(
     tracing : bool
         X-Ray active tracing (the ``tracing`` setting; off by default: the X-Ray SDK adds about
         300 ms to a cold start).
-    service_name : str
-        ``POWERTOOLS_SERVICE_NAME``.
     environment : Mapping[str, str]
         The function's own variables; the Powertools variables (service name, metrics namespace
         ``S3Ingest``, log level ``INFO``) and ``S3INGEST_STACK`` (the stack's name, the ``stack``
         dimension of every metric the function emits) are added.
-
-    Returns
-    -------
-    PythonFunction
 
     Raises
     ------

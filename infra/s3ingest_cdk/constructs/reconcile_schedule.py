@@ -21,10 +21,6 @@ class ReconcileSchedule(Construct):
 
     Parameters
     ----------
-    scope : constructs.Construct
-        Parent construct.
-    construct_id : str
-        Construct id.
     schedule_expression : str
         ``rate(...)`` or ``cron(...)`` (``settings.reconcile_schedule``, validated there).
     targets : sequence of aws_cdk.aws_events.IRuleTarget

@@ -1,7 +1,7 @@
 """The fan-out reconciliation: a Step Functions state machine over the fan-out step function.
 
 Each step's payload carries exactly the fields ``s3ingest_fn.services.fanout.FanOut`` reads; the
-local runtime executes this machine as synthesized (``s3ingest/local/executions.py``).
+local runtime executes this machine as synthesized (``s3ingest/local/stack/executions.py``).
 """
 
 from __future__ import annotations
@@ -14,8 +14,11 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from s3ingest_cdk.constructs.dependencies import depend_on_policies_not_role
-from s3ingest_cdk.constructs.state_machine_parts import execution_logs, lambda_step
+from s3ingest_cdk.constructs.state_machine_parts import (
+    execution_logs,
+    lambda_step,
+    logged_state_machine,
+)
 
 #: Where the fan-out writes its shards in the inventory bucket (``fanout.WORK_PREFIX``).
 WORK_PREFIX = "reconcile-work/"
@@ -67,25 +70,10 @@ class ReconcileStateMachine(Construct):
 
     Parameters
     ----------
-    scope : constructs.Construct
-        Parent construct.
-    construct_id : str
-        Construct id.
-    function : aws_cdk.aws_lambda.IFunction
-        The fan-out step function (``s3ingest_fn.handlers.reconcile_fanout.handler``).
-    log_retention_days : int
-        Log retention, days; one of CloudWatch Logs' allowed values.
     timeout : aws_cdk.Duration
         Longest a run may take (:data:`RUN_TIMEOUT` by default).
 
-    Attributes
-    ----------
-    state_machine : aws_cdk.aws_stepfunctions.StateMachine
-        The state machine.
-    log_group : aws_cdk.aws_logs.LogGroup
-        Its execution log group.
-    log_key : aws_cdk.aws_kms.Key
-        The key that encrypts the log group.
+    Attributes: ``state_machine``, its ``log_group`` and ``log_key`` (:func:`execution_logs`).
     """
 
     def __init__(
@@ -106,19 +94,13 @@ class ReconcileStateMachine(Construct):
         )
         self.log_group = parts.log_group
         self.log_key = parts.log_key
-        self.state_machine = sfn.StateMachine(
+        self.state_machine = logged_state_machine(
             self,
-            "StateMachine",
             comment="s3ingest: fan-out reconciliation of the ledger with the bucket's inventory",
-            definition_body=sfn.DefinitionBody.from_chainable(self._definition()),
-            state_machine_type=sfn.StateMachineType.STANDARD,
-            logs=sfn.LogOptions(
-                destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True
-            ),
-            tracing_enabled=True,
+            definition=self._definition(),
+            log_group=self.log_group,
             timeout=timeout,
         )
-        depend_on_policies_not_role(self.state_machine, self.state_machine.role)
 
     def _step(
         self,

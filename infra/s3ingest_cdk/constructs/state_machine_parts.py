@@ -21,6 +21,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
+from s3ingest_cdk.constructs.dependencies import depend_on_policies_not_role
 from s3ingest_cdk.constructs.python_function import retention
 from s3ingest_cdk.encryption import pipeline_key
 
@@ -31,8 +32,6 @@ class ExecutionLogs:
 
     Attributes
     ----------
-    log_group : aws_cdk.aws_logs.LogGroup
-        The execution log group.
     log_key : aws_cdk.aws_kms.IKey
         The key that encrypts it (the pipeline's, with ``kmsKeyArn``).
     """
@@ -49,16 +48,8 @@ def execution_logs(scope: Construct, *, description: str, log_retention_days: in
 
     Parameters
     ----------
-    scope : constructs.Construct
-        The construct that owns the state machine.
-    description : str
-        The key's description.
     log_retention_days : int
         Log retention, days; one of CloudWatch Logs' allowed values.
-
-    Returns
-    -------
-    ExecutionLogs
 
     Raises
     ------
@@ -137,20 +128,8 @@ def lambda_step(
 
     Parameters
     ----------
-    scope : constructs.Construct
-        The construct that owns the state machine.
-    state_id : str
-        Construct id and state name.
-    function : aws_cdk.aws_lambda.IFunction
-        The function invoked.
-    payload : aws_cdk.aws_stepfunctions.TaskInput
-        The event.
     result_selector, result_path, output_path
         As for :class:`aws_cdk.aws_stepfunctions_tasks.LambdaInvoke`.
-
-    Returns
-    -------
-    aws_cdk.aws_stepfunctions_tasks.LambdaInvoke
     """
     step = tasks.LambdaInvoke(
         scope,
@@ -170,3 +149,30 @@ def lambda_step(
         jitter_strategy=sfn.JitterType.FULL,
     )
     return step
+
+
+def logged_state_machine(
+    scope: Construct,
+    *,
+    comment: str,
+    definition: sfn.IChainable,
+    log_group: logs.ILogGroup,
+    timeout: Duration | None = None,
+) -> sfn.StateMachine:
+    """``StateMachine`` in ``scope``: a Standard workflow with X-Ray tracing, logging level ALL
+    with execution data to ``log_group`` (:func:`execution_logs`'), made after its role's
+    policies (:func:`~s3ingest_cdk.constructs.dependencies.depend_on_policies_not_role`)."""
+    machine = sfn.StateMachine(
+        scope,
+        "StateMachine",
+        comment=comment,
+        definition_body=sfn.DefinitionBody.from_chainable(definition),
+        state_machine_type=sfn.StateMachineType.STANDARD,
+        logs=sfn.LogOptions(
+            destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=True
+        ),
+        tracing_enabled=True,
+        timeout=timeout,
+    )
+    depend_on_policies_not_role(machine, machine.role)
+    return machine

@@ -58,40 +58,12 @@ class Backfill(Construct):
     function S3 Batch Operations invokes and the role the job runs as; grants and cdk-nag
     acknowledgements with them.
 
-    Parameters
-    ----------
-    scope : constructs.Construct
-        The pipeline.
-    construct_id : str
-        Construct id.
-    settings : s3ingest.settings.Settings
-        Validated settings (``backfill_engine`` picks the engine).
-    code : aws_cdk.aws_lambda.Code
-        The bundled function package.
-    landings : s3ingest_cdk.constructs.landing_bucket.Landings
-        The landing buckets, each with an inventory (its reports: manifests and data files);
-        ``landings.shared.inventory`` holds the completion reports.
-    ledger_table : aws_cdk.aws_dynamodb.ITable
-        The ledger.
-    queue, dead_letter_queue : aws_cdk.aws_sqs.IQueue
-        The ingest queue and its dead-letter queue (the functions' settings).
-    output_bucket : aws_cdk.aws_s3.IBucket or None
-        The processor output bucket (with an in-process processor).
-    processors : s3ingest_cdk.features.service.IngestProcessors, optional
-        What the ``processors`` setting gives the functions that run them.
-
     Attributes
     ----------
-    backfill_control : s3ingest_cdk.constructs.function.RoleFunction
-        The state machine's step function.
     backfill : s3ingest_cdk.constructs.function.RoleFunction or None
         The function S3 Batch Operations invokes (``batch-operations`` only).
     batch_operations : s3ingest_cdk.constructs.BatchOperationsRole or None
         The role the job runs as (``batch-operations`` only).
-    backfill_state_machine : s3ingest_cdk.constructs.BackfillStateMachine
-        The state machine.
-    ingest_service_functions : list[aws_cdk.aws_lambda.Function]
-        The functions here that run the ledger rules (and the processor).
     """
 
     def __init__(

@@ -41,27 +41,12 @@ CHANGE_RETRY_ATTEMPTS = 1000
 class ChangeStream(Construct):
     """Publish every applied change, in order per key, to the pipeline's own bus.
 
-    Parameters
-    ----------
-    scope : constructs.Construct
-        The pipeline.
-    construct_id : str
-        Construct id.
-    settings : s3ingest.settings.Settings
-        Validated settings (stage names the bus ``s3ingest-changes-<stage>``).
-    code : aws_cdk.aws_lambda.Code
-        The bundled function package.
-    ledger_table : aws_cdk.aws_dynamodb.ITable
-        The ledger, with its stream (``NEW_IMAGE``).
-
     Attributes
     ----------
     change_bus : s3ingest_cdk.constructs.ChangeBus
         ``bus``, ``archive``, ``audit_log_group`` and the audit ``rule``.
     change_relay : s3ingest_cdk.constructs.function.RoleFunction
         ``function``, ``role``, ``log_group`` and the mapping's ``dead_letter_queue``.
-    change_source : aws_cdk.aws_lambda_event_sources.DynamoEventSource
-        The relay's event source.
     """
 
     def __init__(

@@ -57,8 +57,6 @@ class RunSpec:
         The run and its part, as the cdk-nag reasons name them (``"listing"``, ``"shard"``).
     rows : tuple of three s3ingest.function_roles.FunctionRole
         The plan, part and summary functions' rows.
-    machine_id : str
-        The state machine's construct id.
     states : callable
         The machine's :class:`RunStates` from the settings.
     checkpoint_prefix : str
@@ -159,36 +157,11 @@ class CheckpointedRun(Construct):
     concurrency is ``backfillReservedConcurrency``; the checkpoints (read by all, written by
     plan and part) under the spec's prefix only; listing or Scan as the spec says.
 
-    Parameters
-    ----------
-    scope : constructs.Construct
-        The pipeline.
-    construct_id : str
-        Construct id (no ``Backfill`` in the listing's: the inventory backfill's ids are its own).
-    settings : s3ingest.settings.Settings
-        Validated settings (timeouts, memory, concurrency, processor, tracing).
-    code : aws_cdk.aws_lambda.Code
-        The bundled function package.
-    landings : s3ingest_cdk.constructs.landing_bucket.Landings
-        The landing buckets and the checkpoint bucket (``landings.shared.inventory``).
-    ledger_table : aws_cdk.aws_dynamodb.ITable
-        The ledger.
-    dead_letter_queue : aws_cdk.aws_sqs.IQueue
-        The ingest dead-letter queue (the ingest service's setting).
-    output_bucket : aws_cdk.aws_s3.IBucket or None
-        The processor output bucket (with an in-process processor).
-    processors : s3ingest_cdk.features.service.IngestProcessors, optional
-        What the ``processors`` setting gives the functions that run them.
-
     Attributes
     ----------
-    plan, part, summarize : s3ingest_cdk.constructs.function.RoleFunction
-        The step functions (:mod:`s3ingest.function_roles`).
     state_machine : CheckpointedRunStateMachine
         The state machine (:mod:`s3ingest_cdk.constructs.checkpointed_run_state_machine`; its
         ``state_machine``: an output of the stack).
-    ingest_service_functions : list[aws_cdk.aws_lambda.Function]
-        The function here that runs the ledger rules and the processors.
     """
 
     SPEC: ClassVar[RunSpec]

@@ -30,25 +30,6 @@ class Ingestion(Construct):
     """The live path: the ingest rule and its archive, the ingest queue and its dead-letter
     queue, and the ingest function with its grants and its cdk-nag acknowledgements.
 
-    Parameters
-    ----------
-    scope : constructs.Construct
-        The pipeline.
-    construct_id : str
-        Construct id.
-    settings : s3ingest.settings.Settings
-        Validated settings (retentions, batch, concurrency, timeouts, processor, tracing).
-    code : aws_cdk.aws_lambda.Code
-        The bundled function package.
-    landings : s3ingest_cdk.constructs.landing_bucket.Landings
-        The landing buckets (their events matched by name and key filters).
-    ledger_table : aws_cdk.aws_dynamodb.ITable
-        The ledger.
-    output_bucket : aws_cdk.aws_s3.IBucket or None
-        The processor output bucket (with an in-process processor).
-    processors : s3ingest_cdk.features.service.IngestProcessors, optional
-        What the ``processors`` setting gives the functions that run them.
-
     Attributes
     ----------
     ingest_queue : s3ingest_cdk.constructs.IngestQueue

@@ -37,19 +37,6 @@ SECRET_LENGTH = 64
 class LogKeys(Construct):
     """Apply ``settings.log_keys`` to ``functions`` and ``state_machines``.
 
-    Parameters
-    ----------
-    scope : constructs.Construct
-        The pipeline.
-    construct_id : str
-        Construct id.
-    settings : s3ingest.settings.Settings
-        Validated settings.
-    functions : Mapping[str, aws_cdk.aws_lambda.Function]
-        Every function that logs (``S3IngestPipeline.functions``).
-    state_machines : Mapping[str, aws_cdk.aws_stepfunctions.StateMachine]
-        The stack's state machines.
-
     Attributes
     ----------
     secret : aws_cdk.aws_secretsmanager.Secret or None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -43,38 +44,11 @@ DELIVERY_CHECK_INTERVAL = Duration.minutes(15)
 class Monitoring(Construct):
     """What tells the operator something is wrong, and where to look.
 
-    Parameters
-    ----------
-    scope : constructs.Construct
-        The pipeline.
-    construct_id : str
-        Construct id.
-    settings : s3ingest.settings.Settings
-        Validated settings (stage, alarm e-mail, thresholds, runbook URL).
-    code : aws_cdk.aws_lambda.Code
-        The bundled function package (the delivery check).
-    landings : s3ingest_cdk.constructs.landing_bucket.Landings
-        The landing buckets (the delivery check reads each one's notification configuration).
-    ledger_table : aws_cdk.aws_dynamodb.ITable
-        The ledger (throttling alarm).
-    ingestion, reconciliation : Construct
-        The features watched.
-    backfill, change_stream : Construct or None
-        The optional features watched, when deployed.
-    listing : s3ingest_cdk.features.checkpointed_run.ListingBackfill, optional
-        The listing backfill (its state machine's failure alarm).
-    reprocess : s3ingest_cdk.features.checkpointed_run.Reprocess, optional
-        The reprocess run (its state machine's failure alarm).
-
     Attributes
     ----------
     delivery_check : s3ingest_cdk.constructs.function.RoleFunction
         The scheduled check of the landing bucket's EventBridge delivery (its alarm is
         ``alarms.delivery_off``).
-    alarm_topic : s3ingest_cdk.constructs.AlarmTopic
-        The topic every alarm notifies (``alarm_email`` subscribes an address).
-    alarms : s3ingest_cdk.constructs.OperationalAlarms
-        The operational alarms (the drift alarm included).
     dead_letter_queues : dict[str, aws_cdk.aws_sqs.IQueue]
         Every dead-letter queue of the stack, by the name of its age alarm (``ingest-dlq``,
         ``rule-target-dlq``, ``change-stream-dlq``).
@@ -228,6 +202,14 @@ class Monitoring(Construct):
                 Duration.seconds(settings.hold_alarm_seconds) if settings.holds else None
             ),
         )
+        # The attestation alarm (issue 38), notified as the drift alarm is.
+        attestation = reconciliation.drift.attestation
+        attestation.add_alarm_action(cw_actions.SnsAction(self.alarm_topic.topic))
+        attestation.add_ok_action(cw_actions.SnsAction(self.alarm_topic.topic))
+        self.alarms.alarms.append(attestation)
+        if change_stream is not None:
+            reconciliation.announce_on(change_stream.change_bus.bus)
+            change_stream.change_bus.admit(reconciliation.reconcile.role)
         functions: dict[str, lambda_.IFunction] = {
             "ingest": ingestion.ingest.function,
             "reconcile": reconciliation.reconcile.function,

@@ -147,19 +147,6 @@ class Processors(Construct):
     ``settings.processors``, named by the processor, each with the entry's ``timeoutSeconds``,
     ``functionMemoryMb`` and its own role.
 
-    Parameters
-    ----------
-    scope : constructs.Construct
-        The pipeline.
-    construct_id : str
-        Construct id.
-    settings : s3ingest.settings.Settings
-        Validated settings (``processors``, memory, log retention, tracing).
-    code : aws_cdk.aws_lambda.Code
-        The bundled function package (with the handlers' packages).
-    output_bucket : aws_cdk.aws_s3.IBucket, optional
-        The processor output bucket (each function may write and delete its objects).
-
     Attributes
     ----------
     functions : dict[str, s3ingest_cdk.constructs.function.RoleFunction]
@@ -241,17 +228,6 @@ def ingest_processors(
     its ``PROCESSOR`` variable), the JSON list of :meth:`Settings.processor_entries`, a ``handler``
     entry given as ``functionArn`` of its deployed function (``deployed``). Invoke grants: the
     ``functionArn`` of every processor function, exactly (no version or alias wildcard).
-
-    Parameters
-    ----------
-    scope : constructs.Construct
-        Any construct of the stack (resolves the JSON's tokens).
-    settings : s3ingest.settings.Settings
-        Validated settings.
-    deployed : mapping of str to aws_cdk.aws_lambda.IFunction
-        The deployed ``handler`` functions, by processor name.
-    statements : sequence of aws_cdk.aws_iam.PolicyStatement
-        The extra statements of the in-process processors (``processorPolicyStatements``).
     """
     entries: list[dict[str, Any]] = []
     for entry in settings.processor_entries():

@@ -36,6 +36,8 @@ from s3ingest_cdk.features.evidence import (
 from s3ingest_cdk.features.service import grant_read_objects
 from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
 from s3ingest_fn import config as fn_config
+from s3ingest_fn.services.attestation import ROOT as ATTESTATION_ROOT
+from s3ingest_fn.services.attestation_store import ATTESTATION_BUCKET_ENV
 
 #: Why the single-run reconcile function has no dead-letter queue (Serverless-LambdaDLQ).
 RECONCILE_EVIDENCE = (
@@ -57,36 +59,11 @@ class Reconciliation(Construct):
     with ``settings.reconcile_fan_out`` a Step Functions Distributed Map over the inventory's
     data files, through the fan-out step function.
 
-    Parameters
-    ----------
-    scope : constructs.Construct
-        The pipeline.
-    construct_id : str
-        Construct id.
-    settings : s3ingest.settings.Settings
-        Validated settings.
-    code : aws_cdk.aws_lambda.Code
-        The bundled function package.
-    landings : s3ingest_cdk.constructs.landing_bucket.Landings
-        The landing buckets (each one's inventory, or a listing without one).
-    ledger_table : aws_cdk.aws_dynamodb.ITable
-        The ledger (scanned).
-    queue : aws_cdk.aws_sqs.IQueue
-        The ingest queue (repairs are sent to it).
-
     Attributes
     ----------
-    reconcile : s3ingest_cdk.constructs.function.RoleFunction
-        The single-run reconcile function.
-    reconcile_fan_out : s3ingest_cdk.constructs.function.RoleFunction or None
-        The fan-out step function (``reconcile_fan_out`` only).
-    reconcile_state_machine : s3ingest_cdk.constructs.ReconcileStateMachine or None
-        The fan-out state machine (``reconcile_fan_out`` only).
     reconcile_schedule : s3ingest_cdk.constructs.ReconcileSchedule
         The scheduled rule(s) that start reconciliation: the reconcile function (every bucket
         in turn), or with the fan-out one target per bucket (input ``{"bucket": <name>}``).
-    drift : s3ingest_cdk.constructs.DriftAlarm
-        The drift metrics and ``drift.alarm``.
     queue_senders : list of aws_cdk.aws_iam.IRole
         The roles granted ``sqs:SendMessage`` on the ingest queue (its policy admits them).
 
@@ -129,6 +106,7 @@ class Reconciliation(Construct):
             return owner
 
         self.reconcile = reconcile_function(function_roles.RECONCILE)
+        self._attestations(self.reconcile, landings, queue)
         self.reconcile_fan_out: RoleFunction | None = None
         self.reconcile_state_machine: ReconcileStateMachine | None = None
         schedule_targets: list[events.IRuleTarget]
@@ -140,7 +118,8 @@ class Reconciliation(Construct):
         else:
             # Every bucket in turn: from its inventory, or a listing of a bucket without one
             # (a mix: the function picks per bucket from INVENTORIES).
-            request: dict[str, str] = {}
+            # the daily run attests each bucket after its repairs (issue 38)
+            request: dict[str, str | bool] = {"attest": True}
             if landings.all_inventoried:
                 request["source"] = "inventory"
             elif not landings.with_reports:
@@ -200,6 +179,31 @@ class Reconciliation(Construct):
         queue.grant(function, "sqs:SendMessage")
         self.queue_senders.append(owner.role)
         grant_reports(self, function, owner.role, self._landings)
+
+    def _attestations(self, owner: RoleFunction, landings: Landings, queue: sqs.IQueue) -> None:
+        """The scheduled run's attestations (issue 38): written under ``attestations/`` of the
+        stack's bucket (s3:PutObject there only), after the repairs left the ingest queue
+        (sqs:GetQueueAttributes)."""
+        store = landings.shared.inventory
+        owner.function.add_environment(ATTESTATION_BUCKET_ENV, store.bucket_name)
+        documents = store.arn_for_objects(f"{ATTESTATION_ROOT}/*")
+        iam.Grant.add_to_principal(
+            grantee=owner.function, actions=["s3:PutObject"], resource_arns=[documents]
+        )
+        acknowledge(
+            owner.role,
+            wildcard_resource_finding(self, documents),
+            "The scheduled reconciliation writes one attestation document and its leaves per "
+            "bucket and snapshot under attestations/<bucket>/ of the stack's bucket only "
+            "(s3:PutObject); the keys are snapshot times, known at run time.",
+        )
+        queue.grant(owner.function, "sqs:GetQueueAttributes")
+
+    def announce_on(self, bus: events.IEventBus) -> None:
+        """Publish the scheduled run's attestations on the change bus (``CHANGE_BUS_NAME``,
+        events:PutEvents on that bus only)."""
+        self.reconcile.function.add_environment(fn_config.CHANGE_BUS_NAME, bus.event_bus_name)
+        bus.grant_put_events_to(self.reconcile.function)
 
     def _fan_out(self, owner: RoleFunction, settings: Settings) -> list[events.IRuleTarget]:
         """The fan-out's work prefix, its state machine and the schedule's targets (one per

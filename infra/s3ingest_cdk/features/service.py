@@ -145,16 +145,6 @@ def grant_ingest_service(
 
     Parameters
     ----------
-    function : aws_cdk.aws_lambda.Function
-        The function (its role gets the grants and the acknowledgements).
-    ledger_table : aws_cdk.aws_dynamodb.ITable
-        The ledger.
-    buckets : sequence of aws_cdk.aws_s3.IBucket
-        The landing buckets (the grants are per bucket).
-    processor : str or None
-        ``"package.module:function"``; ``None``: no effects.
-    output_bucket : aws_cdk.aws_s3.IBucket or None
-        The processor output bucket (with an in-process processor only).
     objects_reason : str
         Why this function reads the landing objects by wildcard (the AwsSolutions-IAM5 reason).
     processors : IngestProcessors, optional

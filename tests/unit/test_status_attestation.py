@@ -1,0 +1,67 @@
+"""``s3ingest status``'s ``last_attestation`` (issue 38 item 3): per landing bucket the newest
+document under ``attestations/<bucket>/`` of the stack's bucket, unhealthy when its roots
+differ; nothing without the ``InventoryBucketName`` output."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from s3ingest.commands.status import _attestations
+
+STORE = "stack-own-bucket"
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket=STORE)
+        yield client
+
+
+def _put(s3: Any, bucket: str, stamp: str, *, equal: bool, differing: int) -> bytes:
+    body = json.dumps(
+        {
+            "bucket": bucket,
+            "snapshot": {"taken_at": stamp},
+            "equal": equal,
+            "counts": {"keys": 3},
+            "differences_total": differing,
+        }
+    ).encode()
+    key = f"attestations/{bucket}/{stamp.replace(':', '').replace('-', '')}.json"
+    s3.put_object(Bucket=STORE, Key=key, Body=body)
+    s3.put_object(Bucket=STORE, Key=key[: -len(".json")] + ".leaves.jsonl", Body=b"")
+    return body
+
+
+def test_status_shows_each_buckets_newest_attestation_and_its_verdict(s3: Any) -> None:
+    _put(s3, "a", "2026-12-06T00:00:00Z", equal=True, differing=0)
+    newest = _put(s3, "a", "2026-12-07T00:00:00Z", equal=False, differing=2)
+    outputs = {"InventoryBucketName": STORE, "BucketNames": "a,b", "BucketName": "a"}
+    found, problems = _attestations(s3, outputs)
+    made = found["last_attestation"]["a"]
+    assert (made["taken_at"], made["equal"], made["differing"]) == (
+        "2026-12-07T00:00:00Z",
+        False,
+        2,
+    )
+    assert made["sha256"] == hashlib.sha256(newest).hexdigest()
+    assert made["document"] == f"s3://{STORE}/attestations/a/20261207T000000Z.json"
+    assert found["last_attestation"]["b"] is None  # never attested
+    assert problems == [
+        "the last attestation of a (2026-12-07T00:00:00Z) has differing roots (2 key(s))"
+    ]
+
+
+def test_status_has_no_attestation_key_without_the_stacks_bucket(s3: Any) -> None:
+    assert _attestations(s3, {"BucketName": "a"}) == ({}, [])
