@@ -46,6 +46,11 @@ DELIVERY_METRIC = "eventbridge_delivery_enabled"
 #: handed to a processor; their change events are published (verify awaits them), so change-bus
 #: subscribers may filter this prefix out.
 CANARY_PREFIX = "_s3ingest-canary/"
+#: Where attestations go in the stack's bucket: ``<ATTESTATION_ROOT>/<bucket>/<snapshot>.json``
+#: and its leaves (docs/attestation.md); the reconcile function's role may write under it only.
+ATTESTATION_ROOT = "attestations"
+#: The reconcile function's variable naming the bucket its scheduled attestations go to.
+ATTESTATION_BUCKET_ENV = "ATTESTATION_BUCKET_NAME"
 #: The ``service`` of each function's logs: its ``POWERTOOLS_SERVICE_NAME`` (set by the stack)
 #: and its handler's Powertools Logger (:func:`s3ingest_fn.handlers.telemetry.function_logger`).
 INGEST_SERVICE = "s3ingest"

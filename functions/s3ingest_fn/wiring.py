@@ -99,22 +99,17 @@ def ledger_scanner(
     dynamodb: Any, table: str, processors: Sequence[str] = ()
 ) -> DynamoLedgerScanner:
     """The ledger's row scanner over a DynamoDB client and table (parallel Scan, one request
-    per page), reading the effects of ``processors`` (names) too."""
-    from s3ingest_fn.adapters.dynamo_ledger import DynamoLedgerScanner
-
-    return DynamoLedgerScanner(dynamodb, table, processors, scan_decoder())
-
-
-def scan_decoder() -> Any:
-    """The Scan body's reader into columns where pyarrow is importable (the CLI's ``arrow``
-    extra; the reconciliation then runs in columns), else None (the per-key pass)."""
+    per page), reading the effects of ``processors`` (names) too; into columns where pyarrow is
+    importable (the CLI's ``arrow`` extra), else row by row (the deployed functions)."""
     from importlib.util import find_spec
 
+    from s3ingest_fn.adapters.dynamo_ledger import DynamoLedgerScanner
+
     if find_spec("pyarrow") is None:
-        return None
+        return DynamoLedgerScanner(dynamodb, table, processors)
     from s3ingest_fn.adapters.dynamo_ledger.scan_arrow import decode
 
-    return decode
+    return DynamoLedgerScanner(dynamodb, table, processors, decode)
 
 
 def objects(s3: Any) -> S3Objects:
@@ -354,7 +349,6 @@ def reconciler(
     ``scope`` (the bucket's key filters; None: every key) count; the effects of
     ``processors`` (names) are checked with the default one's; rows behind each of
     ``targets`` are counted."""
-    from s3ingest_fn.adapters.dynamo_ledger import DynamoLedgerScanner
     from s3ingest_fn.adapters.inventory import S3InventoryStore
     from s3ingest_fn.adapters.s3_objects import S3Listing, S3Objects
     from s3ingest_fn.adapters.sqs import SqsRepairQueue
@@ -365,7 +359,7 @@ def reconciler(
         listing=S3Listing(s3),
         inventory=S3InventoryStore(s3),
         repairs=SqsRepairQueue(sqs, queue_url),
-        scanner=DynamoLedgerScanner(dynamodb, table, processors, scan_decoder()),
+        scanner=ledger_scanner(dynamodb, table, processors),
         bucket=bucket,
         table=table,
         queue_url=queue_url,
@@ -468,13 +462,7 @@ def _config(model: Any, items: tuple[tuple[str, str], ...]) -> Any:
 def function_config(model: type[_C], env: Mapping[str, str] | None = None) -> _C:
     """``model`` (a role of :mod:`s3ingest_fn.config`) read from ``env`` (default the
     invocation's environment, :func:`~s3ingest_fn.config.invocation_env`), validated once per
-    distinct environment.
-
-    Raises
-    ------
-    ConfigError
-        Naming every missing or malformed variable.
-    """
+    distinct environment. Raises ``ConfigError`` naming every missing or malformed variable."""
     from s3ingest_fn.config import invocation_env
 
     env = invocation_env() if env is None else env

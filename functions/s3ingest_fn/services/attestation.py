@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from s3ingest_fn.contract import CANARY_PREFIX
+from s3ingest_fn.contract import ATTESTATION_ROOT, CANARY_PREFIX
 from s3ingest_fn.core.attestation import (
     ENCODING,
     FANOUT,
@@ -53,9 +53,7 @@ from s3ingest_fn.services.reconcile_run import DEFAULT_MARGIN_MS, ReconcileError
 DOCUMENT = "s3ingest-attestation/1"
 #: Differing keys the document names at most (``differences_total`` counts them all).
 DOCUMENT_DIFFERENCES = 1000
-#: Where the documents go in the stack's bucket: ``<ROOT>/<bucket>/<snapshot>.json`` and the
-#: leaves beside it (``.leaves.jsonl``).
-ROOT = "attestations"
+ROOT = ATTESTATION_ROOT
 
 
 class AttestError(Exception):

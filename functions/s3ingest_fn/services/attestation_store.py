@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from s3ingest_fn.contract import ATTESTATION_BUCKET_ENV
 from s3ingest_fn.core.ports import ChangeEntry, ChangePublisher
 from s3ingest_fn.services.attestation import (
     ROOT,
@@ -28,9 +29,6 @@ from s3ingest_fn.services.attestation import (
 from s3ingest_fn.services.changes import DETAIL_TYPES, SOURCE
 from s3ingest_fn.services.reconcile import Reconciler
 
-#: The Lambda environment's name of the bucket the scheduled run stores attestations in (the
-#: stack's own bucket, output ``InventoryBucketName``); unset: the run attests nothing.
-ATTESTATION_BUCKET_ENV = "ATTESTATION_BUCKET_NAME"
 #: The change bus's ``detail-type`` of an attestation (``DETAIL_TYPES["attestation"]``).
 DETAIL_TYPE = DETAIL_TYPES["attestation"]
 #: The longest the scheduled run waits for its repairs to leave the ingest queue, seconds.

@@ -36,8 +36,7 @@ from s3ingest_cdk.features.evidence import (
 from s3ingest_cdk.features.service import grant_read_objects
 from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
 from s3ingest_fn import config as fn_config
-from s3ingest_fn.services.attestation import ROOT as ATTESTATION_ROOT
-from s3ingest_fn.services.attestation_store import ATTESTATION_BUCKET_ENV
+from s3ingest_fn.contract import ATTESTATION_BUCKET_ENV, ATTESTATION_ROOT
 
 #: Why the single-run reconcile function has no dead-letter queue (Serverless-LambdaDLQ).
 RECONCILE_EVIDENCE = (
