@@ -87,7 +87,6 @@ def truth_table(
     InventoryError, InvalidMessageError
         As :func:`~s3ingest_fn.services.inventory.read_rows`, for a file that is not valid.
     """
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     parts = []
@@ -97,12 +96,38 @@ def truth_table(
         if prefix:
             part = part.filter(pc.starts_with(part["key"], prefix))
         parts.append(part)
-    table = pa.concat_tables(parts) if parts else _empty_versions()
-    if pc.count_distinct(table["key"]).as_py() != table.num_rows:
-        table = _newest_per_key(table)
+        del part
+    table = _by_key(parts)
     if scope is not None and (scope.prefixes or scope.suffixes):
         table = table.filter(_in_scope(table["key"], scope))
     return table
+
+
+def _by_key(parts: list[pa.Table]) -> pa.Table:
+    """The parts (emptied) as one table in key order (what :func:`diff_columns` searches), each
+    key once (the newest when it repeats): the keys' sort order (8 bytes per key) and the keys
+    in it compared with their neighbours, then the other columns reordered one at a time (never
+    two copies of the report)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table = pa.concat_tables(parts) if parts else _empty_versions()
+    parts.clear()
+    names = table.column_names
+    columns = {name: table[name] for name in names}
+    del table
+    for name in names:  # one array each (a take of many chunks would concatenate them first)
+        columns[name] = columns[name].combine_chunks()
+    order = pc.sort_indices(columns["key"])
+    keys = columns["key"].take(order)
+    if len(keys) and pc.any(pc.equal(keys.slice(0, len(keys) - 1), keys.slice(1))).as_py():
+        del keys, order
+        return _newest_per_key(pa.table(columns))
+    columns["key"] = keys
+    del keys
+    for name in names[1:]:
+        columns[name] = columns[name].take(order)
+    return pa.table(columns)
 
 
 def _empty_versions() -> pa.Table:
@@ -364,9 +389,8 @@ def diff_columns(
         The highest configured processor's version; None: no processor is configured (an
         absent effect is then nobody's to run).
     """
-    import pyarrow as pa
 
-    state = _Seen(pa.repeat(False, truth.num_rows))
+    state = _Seen(truth["key"].combine_chunks(), [])
     chunk: list[LedgerColumns] = []
     rows = 0
     args = (taken_at_ms, compare_versions, compare_etags, stats, prefix, scope)
@@ -378,14 +402,17 @@ def diff_columns(
             chunk, rows = [], 0
     if chunk:
         yield from _chunk(truth, chunk, state, *args, out_of_scope, each_row, target_version)
+    del chunk
     yield from _unrecorded(truth, state.seen, taken_at_ms, stats)
 
 
 @dataclass
 class _Seen:
-    """The report's keys a ledger row matched so far (a boolean array)."""
+    """The report's keys, in order (one array), and the positions of those a ledger row
+    matched so far (an integer array per chunk)."""
 
-    seen: Any
+    keys: Any
+    seen: list[Any]
 
 
 def _truth_at(truth: pa.Table, i: int) -> Truth:
@@ -423,14 +450,10 @@ def _chunk(
             out_of_scope(keys[i].as_py())
         wanted = pc.and_(wanted, inside)
     stats.ledger_rows += pc.sum(pc.cast(wanted, pa.int64())).as_py() or 0
-    # the join: each report key's position in this chunk (a hash of the chunk's keys), then
-    # each row's position in the report (a hash of the matched positions, integers)
-    where = pc.index_in(truth["key"], value_set=keys)
-    hit = pc.is_valid(where)
-    state.seen = pc.or_(state.seen, hit)
-    report_rows = pc.indices_nonzero(hit)
-    rows_hit = pc.drop_null(where)
-    match = pc.take(report_rows, pc.index_in(pa.array(range(n), pa.int32()), value_set=rows_hit))
+    # the join: each row's key searched in the report's (in key order: a binary search per
+    # row, no hash, nothing the size of the report)
+    match = _positions(state.keys, keys)
+    state.seen.append(pc.drop_null(match))
     visible = pc.fill_null(pc.take(truth["visible"], match), False)
     lm = pc.fill_null(pc.take(truth["last_modified_ms"], match), 0)
     present = table["present"]
@@ -496,15 +519,36 @@ def _chunk(
             yield found
 
 
-def _unrecorded(truth: pa.Table, seen: Any, taken_at_ms: int, stats: DiffStats) -> Iterator[Drift]:
+def _positions(ordered: pa.Array, keys: Any) -> Any:
+    """Each of ``keys``' position in ``ordered`` (sorted, distinct), null where it is not."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not len(ordered):
+        return pa.nulls(len(keys), pa.uint64())
+    at = pc.search_sorted(ordered, keys)
+    inside = pc.less(at, len(ordered))
+    at = pc.if_else(inside, at, pa.scalar(0, pa.uint64()))
+    hit = pc.and_(inside, pc.equal(ordered.take(at), keys))
+    return pc.if_else(hit, at, pa.scalar(None, pa.uint64()))
+
+
+def _unrecorded(
+    truth: pa.Table, seen: list[Any], taken_at_ms: int, stats: DiffStats
+) -> Iterator[Drift]:
     """The report's visible keys no ledger row matched, row by row
     (:func:`~s3ingest_fn.core.diff.classify_unrecorded`)."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     if not truth.num_rows:
         return
-    left = pc.and_not(truth["visible"].combine_chunks(), seen)
-    for i in pc.indices_nonzero(left).to_pylist():
+    visible = pc.indices_nonzero(truth["visible"].combine_chunks())
+    matched = pa.chunked_array(seen, pa.uint64()).combine_chunks()
+    del seen[:]
+    matched = matched.take(pc.sort_indices(matched))
+    left = pc.is_null(_positions(matched, visible))
+    for i in visible.filter(left).to_pylist():
         found = classify_unrecorded(
             truth["key"][i].as_py(),
             _truth_at(truth, i),
