@@ -22,6 +22,7 @@ pyarrow's allocator: about 350 bytes per key above the floor at 10^6 keys.
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
 #: Ledger rows joined to the report at once: each chunk hashes the chunk's keys and probes the
 #: report's, so the report is read len(ledger) / CHUNK_ROWS times (8 at 10^6 rows, about 1 s
 #: of CPU); a chunk holds about 150 bytes per row (20 MB).
-CHUNK_ROWS = 131_072
+CHUNK_ROWS = 32_768
 #: The columns of :func:`truth_table`'s table.
 TRUTH_FIELDS = ("key", "visible", "version_id", "etag", "last_modified_ms")
 #: A stored sequencer of the layout S3 sends, at most :data:`~sequencer.MAX_EVENT_WIDTH`
@@ -89,6 +90,7 @@ def truth_table(
     """
     import pyarrow.compute as pc
 
+    _allocator()
     parts = []
     for data in files:
         part, read = _file_table(manifest, data)
@@ -118,6 +120,7 @@ def _by_key(parts: list[pa.Table]) -> pa.Table:
     del table
     for name in names:  # one array each (a take of many chunks would concatenate them first)
         columns[name] = columns[name].combine_chunks()
+        _release()
     order = pc.sort_indices(columns["key"])
     keys = columns["key"].take(order)
     if len(keys) and pc.any(pc.equal(keys.slice(0, len(keys) - 1), keys.slice(1))).as_py():
@@ -127,7 +130,40 @@ def _by_key(parts: list[pa.Table]) -> pa.Table:
     del keys
     for name in names[1:]:
         columns[name] = columns[name].take(order)
+        _release()
     return pa.table(columns)
+
+
+@functools.cache
+def _allocator() -> None:
+    """Once per process: pyarrow's arrays from the C library's allocator, which hands back
+    every block of 256 KiB or more when it is freed (``mallopt(M_MMAP_THRESHOLD)``, glibc;
+    elsewhere its default). A bulk pass allocates and frees blocks of every size in turn, in
+    nine threads: mimalloc (pyarrow's default) and glibc's sliding threshold keep them, about
+    100 MiB above what is in use at 10^6 keys (docs/reconciliation.md#scale)."""
+    import ctypes
+    import ctypes.util
+
+    import pyarrow as pa
+
+    pa.set_memory_pool(pa.system_memory_pool())
+    name = ctypes.util.find_library("c")
+    if name and "libc.so" in name:
+        ctypes.CDLL(name).mallopt(_M_MMAP_THRESHOLD, 256 * 1024)
+
+
+#: glibc's ``M_MMAP_THRESHOLD`` parameter of ``mallopt``.
+_M_MMAP_THRESHOLD = -3
+#: CSV blocks (1 MiB each) read between two :func:`_release` calls.
+_RELEASE_BLOCKS = 8
+
+
+def _release() -> None:
+    """Hand the memory pyarrow's allocator holds free back to the system (a bulk pass frees
+    blocks of every size in turn: without it the process keeps them)."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
 
 
 def _empty_versions() -> pa.Table:
@@ -263,6 +299,8 @@ def _csv_table(columns: tuple[str, ...], data: bytes) -> tuple[pa.Table, int]:
     for batch in reader:
         read += batch.num_rows
         blocks.append(_latest(_csv_block(columns, pa.Table.from_batches([batch]))))
+        if len(blocks) % _RELEASE_BLOCKS == 0:
+            _release()
     return (pa.concat_tables(blocks) if blocks else _empty_versions()), read
 
 
@@ -389,7 +427,7 @@ def diff_columns(
         The highest configured processor's version; None: no processor is configured (an
         absent effect is then nobody's to run).
     """
-
+    _allocator()
     state = _Seen(truth["key"].combine_chunks(), [])
     chunk: list[LedgerColumns] = []
     rows = 0
@@ -400,6 +438,7 @@ def diff_columns(
         if rows >= chunk_rows:
             yield from _chunk(truth, chunk, state, *args, out_of_scope, each_row, target_version)
             chunk, rows = [], 0
+            _release()
     if chunk:
         yield from _chunk(truth, chunk, state, *args, out_of_scope, each_row, target_version)
     del chunk
@@ -453,7 +492,7 @@ def _chunk(
     # the join: each row's key searched in the report's (in key order: a binary search per
     # row, no hash, nothing the size of the report)
     match = _positions(state.keys, keys)
-    state.seen.append(pc.drop_null(match))
+    state.seen.append(pc.drop_null(match).cast(pa.uint32()))
     visible = pc.fill_null(pc.take(truth["visible"], match), False)
     lm = pc.fill_null(pc.take(truth["last_modified_ms"], match), 0)
     present = table["present"]
@@ -543,12 +582,22 @@ def _unrecorded(
 
     if not truth.num_rows:
         return
-    visible = pc.indices_nonzero(truth["visible"].combine_chunks())
-    matched = pa.chunked_array(seen, pa.uint64()).combine_chunks()
+    matched = pa.chunked_array(seen, pa.uint32()).combine_chunks()
     del seen[:]
-    matched = matched.take(pc.sort_indices(matched))
-    left = pc.is_null(_positions(matched, visible))
-    for i in visible.filter(left).to_pylist():
+    matched = matched.take(pc.sort_indices(matched)).cast(pa.uint64())
+    visible = truth["visible"].combine_chunks()
+    for start in range(0, len(visible), CHUNK_ROWS):  # a chunk's positions at a time
+        shown = pc.indices_nonzero(visible.slice(start, CHUNK_ROWS))
+        at = pc.add(shown, pa.scalar(start, pa.uint64()))
+        left = at.filter(pc.is_null(_positions(matched, at))).to_pylist()
+        yield from _unrecorded_rows(truth, left, taken_at_ms, stats)
+
+
+def _unrecorded_rows(
+    truth: pa.Table, left: list[int], taken_at_ms: int, stats: DiffStats
+) -> Iterator[Drift]:
+    """:func:`_unrecorded` of the report's rows at positions ``left``."""
+    for i in left:
         found = classify_unrecorded(
             truth["key"][i].as_py(),
             _truth_at(truth, i),
