@@ -296,6 +296,28 @@ def test_times_without_a_zone_and_multi_member_gzip_read_as_the_row_reader_reads
     ) == {k: t.last_modified_ms for k, t in truth.items()}
 
 
+def test_the_report_table_is_in_key_order_for_the_ledgers_binary_search() -> None:
+    # GIVEN a report whose keys are out of order (as a bucket's inventory may be, one data
+    # file after another), none repeated
+    keys = ["m", "b", "z", "a b", "a"]
+    data = _csv(
+        [
+            ["bkt", quote_plus(k), "v", "true", "false", "1", "2026-01-01T00:00:00.000Z", "e"]
+            for k in keys
+        ]
+    )
+    # WHEN it is read in columns
+    table = rc.truth_table(_manifest(), [data])
+    # THEN its keys come in order (what diff_columns' search_sorted needs), each row intact
+    assert table["key"].to_pylist() == sorted(keys)
+    assert table["version_id"].to_pylist() == ["v"] * len(keys)
+    # AND a ledger chunk's keys are found at their positions, an absent one nowhere
+    import pyarrow as pa
+
+    found = rc._positions(table["key"].combine_chunks(), pa.array(["z", "c", "a"]))
+    assert found.to_pylist() == [4, None, 0]
+
+
 # -- the Scan pages -----------------------------------------------------------------------
 
 

@@ -7,16 +7,17 @@ each key's latest state (:func:`truth_table`, the columns of
 :class:`~s3ingest_fn.core.diff.Truth`). The ledger's Scan pages arrive as
 :class:`~s3ingest_fn.core.ledger_columns.LedgerColumns` (record batches read from the raw
 Scan bodies by pyarrow's JSON reader in the scan threads); :func:`diff_columns` takes them
-:data:`CHUNK_ROWS` at a time, joins each chunk to the
-report on the key (a hash join: :func:`pyarrow.compute.index_in` of the report's keys in the
-chunk's), and keeps a row when its state, version, ETag, times, sequencer and effect match
-trivially. Every other row goes through :func:`~s3ingest_fn.core.diff.classify` (and the held
-effects' count) as in the per-key pass, so what is found and repaired is the same
+:data:`CHUNK_ROWS` at a time, joins each chunk to the report on the key (the report in key
+order, each row's key found by binary search: :func:`pyarrow.compute.search_sorted`), and
+keeps a row when its state, version, ETag, times, sequencer and effect match trivially.
+Every other row goes through :func:`~s3ingest_fn.core.diff.classify` (and the held effects'
+count) as in the per-key pass, so what is found and repaired is the same
 (``tests/unit/test_reconcile_columnar.py`` checks the two on random histories).
 
-Memory, measured (``bench/reconcile_diff.py``, docs/reconciliation.md): the report's table
-(88 bytes per key), one chunk of the ledger (about 150 bytes per row), the join's hash and
-pyarrow's allocator: about 350 bytes per key above the floor at 10^6 keys.
+Memory, measured (``bench/reconcile_diff.py``, docs/reconciliation.md#scale): the report's
+table (88 bytes per key) and, while it is put in key order, its sort order and one reordered
+column; one chunk of the ledger (about 150 bytes per row) and the pages in flight; the freed
+memory handed back to the system as the pass goes (:func:`_allocator`, :func:`_release`).
 """
 
 from __future__ import annotations
@@ -52,9 +53,8 @@ if TYPE_CHECKING:
 
     from s3ingest_fn.services.reconcile import Reconciler
 
-#: Ledger rows joined to the report at once: each chunk hashes the chunk's keys and probes the
-#: report's, so the report is read len(ledger) / CHUNK_ROWS times (8 at 10^6 rows, about 1 s
-#: of CPU); a chunk holds about 150 bytes per row (20 MB).
+#: Ledger rows joined to the report at once: a binary search per row, so the cost is per row,
+#: not per chunk; a chunk holds about 150 bytes per row (5 MB).
 CHUNK_ROWS = 32_768
 #: The columns of :func:`truth_table`'s table.
 TRUTH_FIELDS = ("key", "visible", "version_id", "etag", "last_modified_ms")
