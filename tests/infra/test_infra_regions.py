@@ -143,7 +143,14 @@ def test_regional_change_bus_still_admits_only_the_relay(
     assert statement["Sid"].endswith(ONLY_THE_RELAY_SID)
     admitted = statement["Condition"]["StringNotEquals"]["aws:PrincipalArn"]
     relay_roles = [r for r in _resources(template, "AWS::IAM::Role") if "ChangeRelay" in r]
-    assert [symbol(a) for a in admitted] == [f"arn:{r}" for r in relay_roles]
+    # ... and the scheduled reconcile function's, which publishes attestations (issue 38)
+    reconcile_roles = [
+        r for r in _resources(template, "AWS::IAM::Role") if "ReconcileFunctionRole" in r
+    ]
+    assert len(relay_roles) == len(reconcile_roles) == 1
+    assert sorted(symbol(a) for a in admitted) == sorted(
+        f"arn:{r}" for r in relay_roles + reconcile_roles
+    )
     # THEN the forwarder's role is refused PutEvents on the change bus (it needs none)
     forwarder_role = next(r for r in _resources(template, "AWS::IAM::Role") if "Forwarder" in r)
     bus = symbol(statement["Resource"])

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -76,6 +78,11 @@ def _run(
         return repairs_applied
 
     monkeypatch.setattr(attestation_store, "settle", settle)
+    # The handler's Powertools logger writes to the stream it was made with (the sys.stdout of
+    # whichever test imported the handler first): this test's captured stdout for its run.
+    for handler in logging.getLogger(reconcile.logger.name).handlers:
+        if isinstance(handler, logging.StreamHandler):
+            monkeypatch.setattr(handler, "stream", sys.stdout)
     event = {"source": "inventory", "marginSeconds": 0, "attest": True}
     summary = reconcile.handler(event, Context())
     assert summary["repairs_queued"] == 1

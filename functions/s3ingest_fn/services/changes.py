@@ -42,6 +42,7 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from s3ingest_fn.adapters.dynamo_ledger import is_applied_change, is_review, row_from_item
+from s3ingest_fn.contract import ATTESTATION_DETAIL_TYPE
 from s3ingest_fn.core.model import TransientError
 from s3ingest_fn.core.ports import ChangeEntry, ChangePublisher, DeadLetters
 
@@ -66,7 +67,7 @@ DETAIL_TYPES = {
     "held": "Object Held",
     "approved": "Change Approved",
     "rejected": "Change Rejected",
-    "attestation": "Attestation Made",
+    "attestation": ATTESTATION_DETAIL_TYPE,
 }
 
 
