@@ -51,8 +51,7 @@ CANARY_PREFIX = "_s3ingest-canary/"
 ATTESTATION_ROOT = "attestations"
 #: The reconcile function's variable naming the bucket its scheduled attestations go to.
 ATTESTATION_BUCKET_ENV = "ATTESTATION_BUCKET_NAME"
-#: The change bus's ``detail-type`` of an attestation, the only one the reconcile function's role
-#: may put on the bus (its ``events:detail-type`` condition).
+#: The change bus's ``detail-type`` of an attestation (the scheduled reconciliation's event).
 ATTESTATION_DETAIL_TYPE = "Attestation Made"
 #: The ``service`` of each function's logs: its ``POWERTOOLS_SERVICE_NAME`` (set by the stack)
 #: and its handler's Powertools Logger (:func:`s3ingest_fn.handlers.telemetry.function_logger`).

@@ -179,22 +179,6 @@ def test_only_the_relay_may_put_events(fanout_synth: Synth) -> None:
     assert sorted(putters, key=str) == sorted([relay_role, reconcile_role], key=str)
 
 
-def test_the_reconcile_function_may_put_attestations_only(fanout_synth: Synth) -> None:
-    # GIVEN the reconcile function's role, which the change bus admits (issue 38)
-    role = _ref(fanout_synth.logical_id(fanout_synth.pipeline.reconcile.role))
-    statements = [
-        statement
-        for policy in fanout_synth.resources("AWS::IAM::Policy").values()
-        if role in policy["Properties"]["Roles"]
-        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
-        if "events:PutEvents" in str(statement["Action"])
-    ]
-    # THEN its one PutEvents grant holds for the change source's attestations only
-    assert [s["Condition"] for s in statements] == [
-        {"StringEquals": {"events:source": "s3ingest", "events:detail-type": "Attestation Made"}}
-    ]
-
-
 def test_relay_dead_letter_queue_is_encrypted_tls_only_and_kept_14_days(
     fanout_synth: Synth,
 ) -> None:

@@ -13,7 +13,7 @@ from constructs import Construct
 
 from s3ingest import function_roles
 from s3ingest.function_roles import FunctionRole
-from s3ingest.settings import CHANGE_SOURCE, Settings
+from s3ingest.settings import Settings
 from s3ingest_cdk.constructs import DriftAlarm, ReconcileSchedule, ReconcileStateMachine
 from s3ingest_cdk.constructs.event_routing import rule_role
 from s3ingest_cdk.constructs.function import RoleFunction
@@ -36,7 +36,7 @@ from s3ingest_cdk.features.evidence import (
 from s3ingest_cdk.features.service import grant_read_objects
 from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
 from s3ingest_fn import config as fn_config
-from s3ingest_fn.contract import ATTESTATION_BUCKET_ENV, ATTESTATION_DETAIL_TYPE, ATTESTATION_ROOT
+from s3ingest_fn.contract import ATTESTATION_BUCKET_ENV, ATTESTATION_ROOT
 
 #: Why the single-run reconcile function has no dead-letter queue (Serverless-LambdaDLQ).
 RECONCILE_EVIDENCE = (
@@ -199,23 +199,10 @@ class Reconciliation(Construct):
         queue.grant(owner.function, "sqs:GetQueueAttributes")
 
     def announce_on(self, bus: events.IEventBus) -> None:
-        """Publish the scheduled run's attestations on the change bus (``CHANGE_BUS_NAME``):
-        events:PutEvents on that bus, of attestations only (the ``events:source`` and
-        ``events:detail-type`` condition keys,
-        https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-conditions.html)."""
+        """Publish the scheduled run's attestations on the change bus (``CHANGE_BUS_NAME``,
+        events:PutEvents on that bus only)."""
         self.reconcile.function.add_environment(fn_config.CHANGE_BUS_NAME, bus.event_bus_name)
-        self.reconcile.function.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["events:PutEvents"],
-                resources=[bus.event_bus_arn],
-                conditions={
-                    "StringEquals": {
-                        "events:source": CHANGE_SOURCE,
-                        "events:detail-type": ATTESTATION_DETAIL_TYPE,
-                    }
-                },
-            )
-        )
+        bus.grant_put_events_to(self.reconcile.function)
 
     def _fan_out(self, owner: RoleFunction, settings: Settings) -> list[events.IRuleTarget]:
         """The fan-out's work prefix, its state machine and the schedule's targets (one per
