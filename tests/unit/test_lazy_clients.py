@@ -3,10 +3,6 @@ first use (issue 37), and then behave as the clients they wrap."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,8 +12,7 @@ import pytest
 
 from s3ingest_fn import wiring
 from s3ingest_fn.config import ClientConfig, IngestConfig
-
-FUNCTIONS = Path(wiring.__file__).resolve().parents[1]
+from tests.cold_start import ingest_cold_start_modules
 
 
 @pytest.fixture
@@ -74,29 +69,11 @@ def test_a_lazy_client_is_made_once_on_first_use_and_forwards(made: list[str]) -
 def test_the_cold_start_imports_no_boto3(tmp_path: Path) -> None:
     """The cold start's DynamoDB client is botocore's own: boto3 (and s3transfer, which it
     imports, about a third of the cold start) is imported on the first S3 client only."""
-    code = (
-        "import json, sys\n"
-        "import s3ingest_fn.handlers.ingest as h\n"
-        "h._build_from_env()\n"
-        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('boto3', 's3transfer', 'botocore'))))\n"
-    )
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": str(FUNCTIONS),
-        "LEDGER_TABLE_NAME": "ledger",
-        "DEAD_LETTER_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/dlq",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
-        "AWS_SECRET_ACCESS_KEY": "secret",
-        "POWERTOOLS_TRACE_DISABLED": "true",
-        "POWERTOOLS_METRICS_DISABLED": "true",
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
-    loaded = json.loads(done.stdout.splitlines()[-1])
+    loaded = [
+        m
+        for m in ingest_cold_start_modules(tmp_path)
+        if m.split(".")[0] in ("boto3", "s3transfer", "botocore")
+    ]
     assert "botocore.client" in loaded  # the check ran: the DynamoDB client was made
     assert [m for m in loaded if not m.startswith("botocore")] == []
 

@@ -3,10 +3,6 @@ the same errors, on the same events, without Powertools' batch package at the co
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -19,8 +15,7 @@ from aws_lambda_powertools.utilities.batch import (
 )
 
 from s3ingest_fn.handlers import ingest
-
-FUNCTIONS = Path(ingest.__file__).resolve().parents[2]
+from tests.cold_start import ingest_cold_start_modules
 
 
 def _handler(record: Any) -> str:
@@ -78,28 +73,7 @@ def test_an_event_powertools_refuses_is_refused_alike(event: Any) -> None:
 
 
 def test_the_cold_start_imports_no_powertools_batch_package(tmp_path: Path) -> None:
-    code = (
-        "import json, sys\n"
-        "import s3ingest_fn.handlers.ingest as h\n"
-        "h._build_from_env()\n"
-        "print(json.dumps(sorted(sys.modules)))\n"
-    )
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": str(FUNCTIONS),
-        "LEDGER_TABLE_NAME": "ledger",
-        "DEAD_LETTER_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/dlq",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
-        "AWS_SECRET_ACCESS_KEY": "secret",
-        "POWERTOOLS_TRACE_DISABLED": "true",
-        "POWERTOOLS_METRICS_DISABLED": "true",
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
-    loaded = json.loads(done.stdout.splitlines()[-1])
+    loaded = ingest_cold_start_modules(tmp_path)
     assert "s3ingest_fn.handlers.ingest" in loaded  # the check ran
     assert [m for m in loaded if m.startswith("aws_lambda_powertools.utilities.batch")] == []
     assert "aws_lambda_powertools.utilities.data_classes" not in loaded

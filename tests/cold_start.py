@@ -1,0 +1,42 @@
+"""The ingest function's cold start in a fresh interpreter, as the unit tests inspect it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import s3ingest_fn
+
+#: The folder holding ``s3ingest_fn`` (the Lambda package's root).
+FUNCTIONS = Path(s3ingest_fn.__file__).resolve().parents[1]
+_CODE = (
+    "import json, sys\n"
+    "import s3ingest_fn.handlers.ingest as h\n"
+    "h._build_from_env()\n"
+    "print(json.dumps(sorted(sys.modules)))\n"
+)
+
+
+def ingest_cold_start_modules(cwd: Path) -> list[str]:
+    """Every module loaded after importing the ingest handler and building it from a minimal
+    environment (tracing and metrics off, fake credentials), run in ``cwd``."""
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": str(FUNCTIONS),
+        "LEDGER_TABLE_NAME": "ledger",
+        "DEAD_LETTER_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/dlq",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+        "AWS_SECRET_ACCESS_KEY": "secret",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_METRICS_DISABLED": "true",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _CODE], env=env, cwd=cwd, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    loaded: list[str] = json.loads(done.stdout.splitlines()[-1])
+    return loaded
