@@ -20,6 +20,7 @@ import argparse
 import json
 import re
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -36,13 +37,16 @@ END = "<!-- iam-commands: end -->"
 #: another): a call signed with it is the operator's.
 OPERATOR_KEY = "s3ingest-operator"
 STACK = "S3Ingest-iam"
+#: The label of ``attest``, whose JSON document ``attest verify`` reads.
+ATTEST = "`attest`"
 #: Actions no resource-level permission narrows, and what the table says for them.
 ANY_RESOURCE = "`*` (no resource-level permissions)"
 
 
-def commands(bucket: str) -> list[tuple[str, list[str]]]:
+def commands(bucket: str, document: Path) -> list[tuple[str, list[str]]]:
     """(the table's label, the CLI's arguments) of each command recorded, in the table's
-    order, over landing bucket ``bucket`` (its keys as :func:`record` puts them)."""
+    order, over landing bucket ``bucket`` (its keys as :func:`record` puts them);
+    ``attest verify`` reads ``document``, where :func:`record` keeps ``attest --json``'s."""
     now = datetime.now(UTC).replace(microsecond=0)
     window = [
         "--from",
@@ -68,6 +72,8 @@ def commands(bucket: str) -> list[tuple[str, list[str]]]:
         ("`backfill status`", ["backfill", "status"]),
         # --no-wait: what following the run reads depends on when each poll lands
         ("`reprocess --no-wait`", ["reprocess", "--processor", "default", "--no-wait"]),
+        (ATTEST, ["attest", *margin, "--json"]),
+        ("`attest verify`", ["attest", "verify", str(document)]),
     ]
 
 
@@ -125,12 +131,15 @@ def record(emu: Any) -> tuple[dict[str, set[Request]], dict[str, str]]:
             "outputs": outputs,
         }
         found: dict[str, set[Request]] = {}
-        with _running(run):
-            for label, args in commands(rt.resources.bucket):
+        with _running(run), tempfile.TemporaryDirectory() as kept:
+            document = Path(kept) / "attestation.json"
+            for label, args in commands(rt.resources.bucket, document):
                 with recording() as calls:
                     result = CliRunner().invoke(app, [*args, "--local"], env={"COLUMNS": "200"})
                 if result.exit_code not in (0, 1):
                     raise RuntimeError(f"{label}: exit {result.exit_code}: {result.output}")
+                if label == ATTEST:
+                    document.write_text(result.stdout, encoding="utf-8")
                 found[label] = calls.made_with(OPERATOR_KEY)
                 _settle(rt, outputs)
         return found, outputs

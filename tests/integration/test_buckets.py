@@ -298,3 +298,32 @@ def test_each_listing_backfill_step_lists_the_bucket_again(tmp_path: Path) -> No
     first, second = result["backfills"]
     assert first["run"] != second["run"]
     assert second["counts"]["listed"] == 3
+
+
+def test_a_scenario_leaves_no_bucket_for_the_next_one_of_the_process(emulator: Emulator) -> None:
+    """moto keeps one state per process: the two-bucket example after the bucket-owners
+    example (both name ``landing-main``) found the first one's ``report.csv`` in its bucket and
+    its reconciliation put it in the ledger. A scenario removes the buckets it made."""
+    from s3ingest.local.rehearsal.scenario import run_scenario
+
+    named = {"landing-main", "producer-drop", "landing-filtered"}
+    first = run_scenario(Path("examples/scenarios/bucket-owners.jsonl"), emulator=emulator)
+    assert first["error"] is None
+    assert not named & set(emulator.bucket_owners())
+    second = run_scenario(Path("examples/scenarios/two-buckets.jsonl"))
+    assert ("landing-main", "report.csv") not in {(r["bucket"], r["key"]) for r in second["ledger"]}
+    assert not named & set(emulator.bucket_owners())
+
+
+def test_the_stack_does_not_take_over_a_bucket_of_its_landing_name(emulator: Emulator) -> None:
+    """A landing bucket the stack creates whose name exists fails, as CloudFormation's
+    ``AWS::S3::Bucket`` does; onboarding it is ``existing``."""
+    from s3ingest.local.stack.provisioning import provision
+
+    emulator.client("s3").create_bucket(Bucket="taken-landing")
+    try:
+        with pytest.raises(ValueError, match=r"taken-landing already exists.*existing"):
+            provision(emulator, local_settings(), buckets=[BucketSpec(name="taken-landing")])
+    finally:
+        emulator.remove_bucket("taken-landing")
+    assert "taken-landing" not in emulator.bucket_owners()

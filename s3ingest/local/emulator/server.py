@@ -287,6 +287,30 @@ class Emulator:
             aws_session_token=creds["SessionToken"],
         )
 
+    def bucket_owners(self) -> dict[str, str]:
+        """Every bucket the emulator holds, by name: its owner's account id. moto keeps its
+        state per process, not per server: a bucket an earlier emulator of this process made is
+        here too (moto 5.2.5's ``s3_backends.bucket_accounts``)."""
+        from moto.s3.models import s3_backends
+
+        return {name: account for name, (_, account) in s3_backends.bucket_accounts.items()}
+
+    def remove_bucket(self, name: str) -> None:
+        """Delete bucket ``name`` as its owner, with every version and delete marker in it
+        (``DeleteObjects``, then ``DeleteBucket``); nothing when it is gone."""
+        account = self.bucket_owners().get(name)
+        if account is None:
+            return
+        s3 = self.account_client("s3", account)
+        for page in s3.get_paginator("list_object_versions").paginate(Bucket=name):
+            doomed = [
+                {"Key": v["Key"], "VersionId": v["VersionId"]}
+                for v in page.get("Versions", []) + page.get("DeleteMarkers", [])
+            ]
+            if doomed:
+                s3.delete_objects(Bucket=name, Delete={"Objects": doomed, "Quiet": True})
+        s3.delete_bucket(Bucket=name)
+
     def reading_through(self, read_roles: Mapping[str, str]) -> Any:
         """An S3 client of the emulator's account that reads each bucket of ``read_roles``
         through its role, as the functions' clients do

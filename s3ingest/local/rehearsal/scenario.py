@@ -275,8 +275,26 @@ def run_scenario(
     setup, steps = _read(text.split("\n"))  # JSON Lines: only "\n" ends a line
     if emulator is None:
         with Emulator() as emu:
-            return _run(emu, setup, steps, settings)
-    return _run(emulator, setup, steps, settings)
+            return _run_alone(emu, setup, steps, settings)
+    return _run_alone(emulator, setup, steps, settings)
+
+
+def _run_alone(
+    emu: Emulator,
+    setup: dict[str, Any],
+    steps: list[tuple[int, dict[str, Any], Step]],
+    settings: Settings | None,
+) -> dict[str, Any]:
+    """:func:`_run`, then the buckets it made under the names its set-up line gives removed:
+    moto keeps one state per process, so they would otherwise be the next scenario's, objects
+    and all (the stack's own buckets have the deployment's unique suffix and stay)."""
+    named = {b["name"] for b in setup.get("buckets") or []} | {setup.get("bucket")} - {None}
+    before = set(emu.bucket_owners())
+    try:
+        return _run(emu, setup, steps, settings)
+    finally:
+        for name in sorted((set(emu.bucket_owners()) - before) & named):
+            emu.remove_bucket(name)
 
 
 def _run(

@@ -249,6 +249,12 @@ def provision(
     names = [b.name for b in landing]
     if len(set(names)) != len(names):
         raise ValueError(f"a landing bucket is listed twice: {names}")
+    taken = sorted(b.name for b in landing if not b.existing and b.name in emu.bucket_owners())
+    if taken:  # as CloudFormation's AWS::S3::Bucket fails on a name that exists
+        raise ValueError(
+            f"landing bucket {', '.join(taken)} already exists: the stack creates the buckets "
+            'it is given; mark one "existing" to onboard it'
+        )
     central_s3, sqs, ddb, events = (emu.client(s) for s in ("s3", "sqs", "dynamodb", "events"))
     s3 = central_s3
     key_arn = local_key(emu, settings, suffix)  # kmsKeyArn (not enforced locally)
