@@ -41,6 +41,9 @@ ALARM_TOPIC_ARN = "AlarmTopicArn"
 DASHBOARD_NAME = "DashboardName"
 #: The stack's inventory bucket (inventories and checkpoints).
 INVENTORY_BUCKET_NAME = "InventoryBucketName"
+#: The attestations' own bucket, under S3 Object Lock (``attestationRetentionDays`` only;
+#: otherwise they are kept in :data:`INVENTORY_BUCKET_NAME`).
+ATTESTATION_BUCKET_NAME = "AttestationBucketName"
 #: The reconciliation function's name.
 RECONCILE_FUNCTION_NAME = "ReconcileFunctionName"
 #: The drift alarm's name.
@@ -100,6 +103,12 @@ def published_prefix(stage: str) -> str:
     return "S3Ingest" + "".join(part[:1].upper() + part[1:] for part in stage.split("-"))
 
 
+def attestation_store(outputs: dict[str, str]) -> str | None:
+    """The bucket the attestations are kept in: :data:`ATTESTATION_BUCKET_NAME`, else the
+    stack's bucket (:data:`INVENTORY_BUCKET_NAME`); None when the outputs name neither."""
+    return outputs.get(ATTESTATION_BUCKET_NAME) or outputs.get(INVENTORY_BUCKET_NAME)
+
+
 #: Every output name above (not :data:`PIPELINE_STAGE`, which names a published pipeline).
 NAMES = frozenset(
     {
@@ -118,6 +127,7 @@ NAMES = frozenset(
         ALARM_TOPIC_ARN,
         DASHBOARD_NAME,
         INVENTORY_BUCKET_NAME,
+        ATTESTATION_BUCKET_NAME,
         RECONCILE_FUNCTION_NAME,
         DRIFT_ALARM_NAME,
         DELIVERY_CHECK_FUNCTION_NAME,

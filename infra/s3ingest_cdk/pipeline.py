@@ -758,6 +758,10 @@ class S3IngestPipeline(Construct):
         # The stack's inventory bucket (every stack has it: inventories and checkpoints).
         inventory_bucket = self.landings.shared.inventory
         outputs[output.INVENTORY_BUCKET_NAME] = inventory_bucket.bucket_name
+        if self.reconciliation.attestation_bucket is not None:
+            outputs[output.ATTESTATION_BUCKET_NAME] = (
+                self.reconciliation.attestation_bucket.bucket_name
+            )
         outputs[output.RECONCILE_FUNCTION_NAME] = self.reconcile.function.function_name
         outputs[output.DRIFT_ALARM_NAME] = self.drift.alarm.alarm_name
         outputs[output.DELIVERY_CHECK_FUNCTION_NAME] = self.delivery_check.function.function_name

@@ -24,7 +24,7 @@ from s3ingest.cli.options import (
     choices,
 )
 from s3ingest.cli.render import console, out
-from s3ingest.outputs import INVENTORY_BUCKET_NAME
+from s3ingest.outputs import ATTESTATION_BUCKET_NAME, INVENTORY_BUCKET_NAME, attestation_store
 
 attest_app = typer.Typer(
     help="Attest that, at one reconciliation snapshot, every object of the bucket was in the "
@@ -94,11 +94,11 @@ def attest_command(
     if manifest is not None and source != "inventory":
         raise typer.BadParameter("--manifest needs --source inventory", param_hint="--manifest")
     deployed = connect_target(ctx, stack, local)
-    store = deployed.outputs.get(INVENTORY_BUCKET_NAME)
+    store = attestation_store(deployed.outputs)
     if not store:
         fail(
             f"the stack has no bucket of its own to keep attestations in "
-            f"(output {INVENTORY_BUCKET_NAME})",
+            f"(output {ATTESTATION_BUCKET_NAME} or {INVENTORY_BUCKET_NAME})",
             EXIT_USAGE,
         )
     reconciler = aws_call(lambda: deployed.reconciler(bucket))

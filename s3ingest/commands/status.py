@@ -17,9 +17,9 @@ from s3ingest.outputs import (
     CHANGE_DEAD_LETTER_QUEUE_URL,
     DEAD_LETTER_QUEUE_URL,
     EVENT_TARGET_DEAD_LETTER_QUEUE_URL,
-    INVENTORY_BUCKET_NAME,
     PROCESSOR_NAMES,
     QUEUE_URL,
+    attestation_store,
 )
 from s3ingest_fn.adapters.s3_objects import eventbridge_delivery_enabled
 from s3ingest_fn.contract import METRICS_NAMESPACE, metric_dimensions
@@ -234,9 +234,10 @@ def status(
 
 
 def _attestations(s3: Any, outputs: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
-    """``{"last_attestation": ...}`` (nothing without ``InventoryBucketName``) and the
-    problems it shows: each bucket whose newest attestation has differing roots."""
-    if INVENTORY_BUCKET_NAME not in outputs:
+    """``{"last_attestation": ...}`` (nothing without a bucket to keep them,
+    :func:`~s3ingest.outputs.attestation_store`) and the problems it shows: each bucket whose
+    newest attestation has differing roots."""
+    if attestation_store(outputs) is None:
         return {}, []
     found = last_attestations(s3, outputs)
     problems = [
@@ -250,14 +251,16 @@ def _attestations(s3: Any, outputs: dict[str, str]) -> tuple[dict[str, Any], lis
 
 def last_attestations(s3: Any, outputs: dict[str, str]) -> dict[str, Any]:
     """Per landing bucket (``BucketNames``), its newest attestation under
-    ``attestations/<bucket>/`` of the stack's bucket (``InventoryBucketName``): ``{"taken_at",
+    ``attestations/<bucket>/`` of :func:`~s3ingest.outputs.attestation_store`: ``{"taken_at",
     "equal", "keys", "differing", "document", "sha256"}``, or None when there is none or it
     cannot be read (docs/attestation.md)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     from s3ingest_fn.services.attestation_store import newest
 
-    store = outputs[INVENTORY_BUCKET_NAME]
+    store = attestation_store(outputs)
+    if store is None:
+        return {}
     landings = [b for b in outputs.get(BUCKET_NAMES, "").split(",") if b] or [
         outputs[n] for n in (BUCKET_NAME,) if n in outputs
     ]

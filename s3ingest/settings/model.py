@@ -410,6 +410,17 @@ class Settings:
         ),
         check=_fan_out_rule,
     )
+    attestation_retention_days: int | None = setting(
+        None,
+        (
+            "keep the attestations in a bucket of their own under S3 Object Lock, compliance "
+            "mode, for this many days: no one, root included, deletes or overwrites a version "
+            "before then, and Object Lock cannot be turned off on that bucket; `null`: kept in "
+            "the stack's bucket, versioned ([attestation](attestation.md))"
+        ),
+        unit="days",
+        bounds=(1, 36500),
+    )
     reconcile_memory_mb: int = setting(
         3008,
         "the reconcile Lambda's memory",

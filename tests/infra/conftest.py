@@ -129,12 +129,15 @@ KMS_BUCKET = "partner-kms-bucket"
 KMS_BUCKET_KEY_ARN = "arn:aws:kms:us-east-1:123456789012:key/0b6c1a2e-3f4d-4e5f-8a9b-0c1d2e3f4a5b"
 #: The encrypted synth: the fan-out app (every optional part: both Step Functions engines, the
 #: change stream, a processor, an alarm e-mail) with ``kmsKeyArn: create``, hashed log keys (the
-#: secret) and, besides the created bucket, an adopted SSE-KMS bucket naming its own key.
+#: secret), attestations kept under S3 Object Lock (:data:`KMS_ATTESTATION_DAYS`) and, besides
+#: the created bucket, an adopted SSE-KMS bucket naming its own key.
+KMS_ATTESTATION_DAYS = 400
 KMS = {
     **CONTEXTS["fanout"],
     "stage": "kms",
     "kmsKeyArn": "create",
     "logKeys": "hashed",
+    "attestationRetentionDays": KMS_ATTESTATION_DAYS,
     "buckets": [{}, {"name": KMS_BUCKET, "existing": True, "kmsKeyArn": KMS_BUCKET_KEY_ARN}],
 }
 

@@ -188,3 +188,43 @@ def test_verify_names_an_inventory_report_gone(emulator: Any, tmp_path: Path) ->
     found = verify_document(doc, s3)
     assert found["match"] is False and found["gone"] == ["bucket"]
     assert found["checks"][0]["status"] == "match"
+
+
+def test_a_locked_attestation_outlives_a_delete_until_its_retention(
+    emulator: Any, tmp_path: Path
+) -> None:
+    """``attestationRetentionDays``: the documents and leaves in the stack's Attestations
+    bucket under S3 Object Lock, compliance mode (moto keeps the lock and refuses the delete
+    of a locked version, as S3 does)."""
+    from datetime import UTC, datetime, timedelta
+
+    from botocore.exceptions import ClientError
+
+    from s3ingest.local.stack.runtime import local_settings
+
+    path = tmp_path / "scenario.jsonl"
+    lines = [
+        {"bucket": f"attest-{uuid.uuid4().hex[:10]}", "versioning": "Enabled"},
+        {"op": "put", "key": "a.txt", "body": "one"},
+        {"op": "flush"},
+        {"op": "attest"},
+    ]
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+    settings = local_settings(attestation_retention_days=30)
+    result = run_scenario(path, settings=settings, emulator=emulator)
+    assert result["error"] is None, result["error"]
+    (made,) = result["attestations"]
+    assert made["verified"]["match"] is True
+    s3 = emulator.client("s3")
+    leaves = made["document"]["inputs"]["leaves"]
+    for where in (made["location"], leaves):
+        assert where["bucket"].startswith("s3ingest-attestations-")
+        version = {"Bucket": where["bucket"], "Key": where["key"], "VersionId": where["version_id"]}
+        head = s3.head_object(**version)
+        assert head["ObjectLockMode"] == "COMPLIANCE"
+        left = head["ObjectLockRetainUntilDate"] - datetime.now(UTC)
+        assert timedelta(days=29) < left <= timedelta(days=30)
+        with pytest.raises(ClientError) as refused:
+            s3.delete_object(**version)
+        assert refused.value.response["Error"]["Code"] == "AccessDenied"
+    assert verify_document(made["document"], s3)["match"] is True

@@ -19,6 +19,7 @@ def test_every_field_declares_a_setting_and_a_context_key() -> None:
         "ledgerWarmWriteUnits",
         "ingestReservedConcurrency",
         "backfillReservedConcurrency",
+        "attestationRetentionDays",
     } == OPTIONAL_INT_KEYS
 
 

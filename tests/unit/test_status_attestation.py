@@ -65,3 +65,32 @@ def test_status_shows_each_buckets_newest_attestation_and_its_verdict(s3: Any) -
 
 def test_status_has_no_attestation_key_without_the_stacks_bucket(s3: Any) -> None:
     assert _attestations(s3, {"BucketName": "a"}) == ({}, [])
+
+
+def test_status_reads_the_locked_attestation_bucket_when_the_stack_has_one(s3: Any) -> None:
+    # GIVEN attestationRetentionDays: the documents in their own bucket, the stack's bucket
+    # holding an older one from before the setting
+    _put(s3, "a", "2026-12-07T00:00:00Z", equal=True, differing=0)
+    s3.create_bucket(Bucket="locked-attestations")
+    body = json.dumps(
+        {
+            "bucket": "a",
+            "snapshot": {"taken_at": "2026-12-01T00:00:00Z"},
+            "equal": False,
+            "counts": {"keys": 3},
+            "differences_total": 1,
+        }
+    ).encode()
+    s3.put_object(
+        Bucket="locked-attestations", Key="attestations/a/20261201T000000Z.json", Body=body
+    )
+    outputs = {
+        "InventoryBucketName": STORE,
+        "AttestationBucketName": "locked-attestations",
+        "BucketName": "a",
+    }
+    found, _ = _attestations(s3, outputs)
+    # THEN status reads the locked bucket's, not the stack bucket's newer one
+    made = found["last_attestation"]["a"]
+    assert made["document"] == "s3://locked-attestations/attestations/a/20261201T000000Z.json"
+    assert made["equal"] is False

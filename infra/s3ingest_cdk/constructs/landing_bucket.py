@@ -39,6 +39,7 @@ def secure_bucket(
     versioned: bool,
     access_logs_bucket: s3.IBucket | None,
     access_logs_prefix: str | None,
+    locked_days: int | None = None,
 ) -> s3.Bucket:
     """A bucket with the defaults every bucket of the stack shares.
 
@@ -48,12 +49,20 @@ def secure_bucket(
     https://docs.aws.amazon.com/AmazonS3/latest/userguide/security-best-practices.html
 
     Server access logs (``access_logs_bucket``) are delivered under the destination's bucket
-    policy (:func:`server_access_logs`), whatever the app's feature flags say.
+    policy (:func:`server_access_logs`), whatever the app's feature flags say. ``locked_days``:
+    S3 Object Lock on, every new object version kept ``locked_days`` days in compliance mode
+    by default (versioned; https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-lock.html).
     """
     bucket = s3.Bucket(
         scope,
         construct_id,
-        versioned=versioned,
+        versioned=versioned or locked_days is not None,
+        object_lock_enabled=True if locked_days is not None else None,
+        object_lock_default_retention=(
+            s3.ObjectLockRetention.compliance(Duration.days(locked_days))
+            if locked_days is not None
+            else None
+        ),
         encryption=s3.BucketEncryption.S3_MANAGED,
         enforce_ssl=True,
         minimum_tls_version=1.2,

@@ -8,6 +8,7 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -17,7 +18,7 @@ from s3ingest.settings import Settings
 from s3ingest_cdk.constructs import DriftAlarm, ReconcileSchedule, ReconcileStateMachine
 from s3ingest_cdk.constructs.event_routing import rule_role
 from s3ingest_cdk.constructs.function import RoleFunction
-from s3ingest_cdk.constructs.landing_bucket import CHECKPOINT_BUCKET_ENV, Landings
+from s3ingest_cdk.constructs.landing_bucket import CHECKPOINT_BUCKET_ENV, Landings, secure_bucket
 from s3ingest_cdk.constructs.reconcile_state_machine import (
     INVENTORY_MAP_LABEL,
     WORK_EXPIRATION,
@@ -105,7 +106,7 @@ class Reconciliation(Construct):
             return owner
 
         self.reconcile = reconcile_function(function_roles.RECONCILE)
-        self._attestations(self.reconcile, landings, queue)
+        self._attestations(self.reconcile, landings, queue, settings.attestation_retention_days)
         self.reconcile_fan_out: RoleFunction | None = None
         self.reconcile_state_machine: ReconcileStateMachine | None = None
         schedule_targets: list[events.IRuleTarget]
@@ -179,11 +180,29 @@ class Reconciliation(Construct):
         self.queue_senders.append(owner.role)
         grant_reports(self, function, owner.role, self._landings)
 
-    def _attestations(self, owner: RoleFunction, landings: Landings, queue: sqs.IQueue) -> None:
+    def _attestations(
+        self,
+        owner: RoleFunction,
+        landings: Landings,
+        queue: sqs.IQueue,
+        retention_days: int | None,
+    ) -> None:
         """The scheduled run's attestations (issue 38): written under ``attestations/`` of the
-        stack's bucket (s3:PutObject there only), after the repairs left the ingest queue
-        (sqs:GetQueueAttributes)."""
+        stack's bucket, or with ``retention_days`` of :attr:`attestation_bucket` (S3 Object
+        Lock, compliance mode), s3:PutObject there only, after the repairs left the ingest
+        queue (sqs:GetQueueAttributes)."""
         store = landings.shared.inventory
+        #: The attestations' own bucket (``attestationRetentionDays`` only).
+        self.attestation_bucket: s3.Bucket | None = None
+        if retention_days is not None:
+            store = self.attestation_bucket = secure_bucket(
+                self,
+                "Attestations",
+                versioned=True,
+                access_logs_bucket=landings.shared.access_logs,
+                access_logs_prefix="attestations/",
+                locked_days=retention_days,
+            )
         owner.function.add_environment(ATTESTATION_BUCKET_ENV, store.bucket_name)
         documents = store.arn_for_objects(f"{ATTESTATION_ROOT}/*")
         iam.Grant.add_to_principal(

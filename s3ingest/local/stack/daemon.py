@@ -150,6 +150,7 @@ def outputs(rt: Any) -> dict[str, str]:
         output.RULE_ARN: events.describe_rule(Name=r.rule)["Arn"],
         output.INVENTORY_BUCKET_NAME: r.inventory_bucket,
         output.REPORT_BUCKET_NAME: r.inventory_bucket,
+        **({output.ATTESTATION_BUCKET_NAME: r.attestation_bucket} if r.attestation_bucket else {}),
         output.LISTING_BACKFILL_STATE_MACHINE_ARN: rt.machines.machine(BACKFILL_LISTING),
         output.REPROCESS_STATE_MACHINE_ARN: rt.machines.machine(REPROCESS),
     }

@@ -137,6 +137,8 @@ class Resources:
     rule: str
     archive: str
     inventory_bucket: str
+    #: The attestations' own bucket, under S3 Object Lock (``attestationRetentionDays``).
+    attestation_bucket: str | None = None
     #: The processor's output bucket (with a processor configured).
     output_bucket: str | None = None
     #: Change stream (``changeStream``): the ledger's DynamoDB stream, the stack's own bus, and
@@ -156,6 +158,11 @@ class Resources:
     #: ``kmsKeyArn``: the emulator's key the resources name
     #: (:mod:`s3ingest.local.emulator.encryption`).
     kms_key_arn: str | None = None
+
+    @property
+    def attestation_store(self) -> str:
+        """Where attestations are kept: :attr:`attestation_bucket`, else the stack's bucket."""
+        return self.attestation_bucket or self.inventory_bucket
 
     @property
     def read_roles(self) -> dict[str, str]:
@@ -263,6 +270,7 @@ def provision(
     encrypt_bucket(s3, inventory_bucket, key_arn)
     # versioned, as the stack's (it keeps the attestations: docs/attestation.md)
     s3.put_bucket_versioning(Bucket=inventory_bucket, VersioningConfiguration={"Status": "Enabled"})
+    attestation_bucket = _attestation_bucket(s3, settings, suffix, key_arn)
     foreign_queue_url = foreign_inventory_bucket = None
     if any(b.foreign_config for b in landing):
         foreign_queue_url = sqs.create_queue(QueueName=f"other-team-{suffix}")["QueueUrl"]
@@ -392,6 +400,7 @@ def provision(
         rule=rule,
         archive=archive,
         inventory_bucket=inventory_bucket,
+        attestation_bucket=attestation_bucket,
         output_bucket=output_bucket,
         stream_arn=stream_arn,
         change_bus=change_bus,
@@ -444,3 +453,24 @@ def forward_remote_events(
     for account in sorted({b.account for b in landing if b.account}):
         mine = [b.pattern_entry() for b in landing if b.account == account]
         forward_events(emu, account, mine, bus_arn, f"s3ingest-source-forward-{suffix}")
+
+
+def _attestation_bucket(
+    s3: Any, settings: Settings, suffix: str, key_arn: str | None
+) -> str | None:
+    """The stack's ``Attestations`` bucket with ``attestationRetentionDays``: Object Lock on,
+    each new version kept that many days in compliance mode (None without the setting)."""
+    days = settings.attestation_retention_days
+    if days is None:
+        return None
+    name = f"s3ingest-attestations-{suffix}"
+    s3.create_bucket(Bucket=name, ObjectLockEnabledForBucket=True)
+    encrypt_bucket(s3, name, key_arn)
+    s3.put_object_lock_configuration(
+        Bucket=name,
+        ObjectLockConfiguration={
+            "ObjectLockEnabled": "Enabled",
+            "Rule": {"DefaultRetention": {"Mode": "COMPLIANCE", "Days": days}},
+        },
+    )
+    return name

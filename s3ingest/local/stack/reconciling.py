@@ -269,7 +269,7 @@ class Reconciliations:
 
     def _attest(self, reports: Sequence[ReconcileReport]) -> None:
         """The scheduled function's attestations (:func:`s3ingest_fn.handlers.reconcile.
-        attest_after_repairs`): each bucket's document in the stack's bucket, and
+        attest_after_repairs`): each bucket's document where attestations are kept, and
         ``attestation_differs`` in the emulator's CloudWatch."""
         from s3ingest_fn.contract import ATTESTATION_DIFFERS_METRIC, metric_dimensions
         from s3ingest_fn.services.attestation_store import scheduled
@@ -279,7 +279,7 @@ class Reconciliations:
             stored = scheduled(
                 self.reconciler(report.bucket),
                 self.s3,
-                store_bucket=self.resources.inventory_bucket,
+                store_bucket=self.resources.attestation_store,
                 stack=self.metrics_stack,
                 source=report.source,
                 margin_ms=round(report.margin_s * 1000),

@@ -44,7 +44,7 @@ class Attest(Step):
         made = attest_bucket(
             rt.reconciler(self.bucket),
             rt.s3,
-            store_bucket=rt.resources.inventory_bucket,
+            store_bucket=rt.resources.attestation_store,
             stack=rt.metrics_stack,
             source=self.source,
             prefix="",
