@@ -19,17 +19,31 @@ def statements_of(synth: Synth, role: Any) -> list[dict[str, Any]]:
     return found
 
 
+#: The actions a grant may hold to a condition (the reconcile role's PutEvents of attestations
+#: only, by ``events:source`` and ``events:detail-type``); any other conditioned Allow fails
+#: :func:`allowed`, whose readers take a grant as unconditional.
+CONDITIONED = frozenset({"events:PutEvents"})
+
+
 def allowed(statements: list[dict[str, Any]]) -> dict[str, list[str]]:
-    """Action -> the resources it is allowed on (sorted JSON); every statement an Allow without
-    a condition."""
+    """Action -> the resources it is allowed on (sorted JSON); every statement an Allow, without
+    a condition but on :data:`CONDITIONED` actions, whose entry is then
+    ``{"Resource": ..., "Condition": ...}``."""
     granted: dict[str, list[str]] = {}
     for statement in statements:
         assert statement["Effect"] == "Allow"
-        assert "Condition" not in statement, statement
         actions, resources = statement["Action"], statement["Resource"]
-        for action in [actions] if isinstance(actions, str) else actions:
+        actions = [actions] if isinstance(actions, str) else actions
+        condition = statement.get("Condition")
+        assert condition is None or set(actions) <= CONDITIONED, statement
+        for action in actions:
             for resource in resources if isinstance(resources, list) else [resources]:
-                granted.setdefault(action, []).append(json.dumps(resource, sort_keys=True))
+                entry = (
+                    resource
+                    if condition is None
+                    else {"Resource": resource, "Condition": condition}
+                )
+                granted.setdefault(action, []).append(json.dumps(entry, sort_keys=True))
     return {action: sorted(resources) for action, resources in granted.items()}
 
 

@@ -179,6 +179,23 @@ def test_only_the_relay_may_put_events(fanout_synth: Synth) -> None:
     assert sorted(putters, key=str) == sorted([relay_role, reconcile_role], key=str)
 
 
+def test_the_reconcile_role_may_put_attestations_only(fanout_synth: Synth) -> None:
+    """Input from inside the account is not trusted: the reconcile role publishes on the
+    change bus events of source s3ingest and detail-type Attestation Made, never a change
+    subscribers would act on (events:source, events:detail-type)."""
+    from .iam import role_allowed
+
+    assert fanout_synth.pipeline.change_bus is not None
+    bus = fanout_synth.logical_id(fanout_synth.pipeline.change_bus.bus)
+    granted = role_allowed(fanout_synth, fanout_synth.pipeline.reconcile.role)
+    condition = {
+        "StringEquals": {"events:detail-type": "Attestation Made", "events:source": "s3ingest"}
+    }
+    assert granted["events:PutEvents"] == [
+        json.dumps({"Condition": condition, "Resource": _arn(bus)}, sort_keys=True)
+    ]
+
+
 def test_relay_dead_letter_queue_is_encrypted_tls_only_and_kept_14_days(
     fanout_synth: Synth,
 ) -> None:

@@ -15,6 +15,7 @@ from constructs import Construct
 from s3ingest import function_roles
 from s3ingest.function_roles import FunctionRole
 from s3ingest.settings import Settings
+from s3ingest.settings.events import CHANGE_SOURCE
 from s3ingest_cdk.constructs import DriftAlarm, ReconcileSchedule, ReconcileStateMachine
 from s3ingest_cdk.constructs.event_routing import rule_role
 from s3ingest_cdk.constructs.function import RoleFunction
@@ -37,7 +38,11 @@ from s3ingest_cdk.features.evidence import (
 from s3ingest_cdk.features.service import grant_read_objects
 from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
 from s3ingest_fn import config as fn_config
-from s3ingest_fn.contract import ATTESTATION_BUCKET_ENV, ATTESTATION_ROOT
+from s3ingest_fn.contract import (
+    ATTESTATION_BUCKET_ENV,
+    ATTESTATION_DETAIL_TYPE,
+    ATTESTATION_ROOT,
+)
 
 #: Why the single-run reconcile function has no dead-letter queue (Serverless-LambdaDLQ).
 RECONCILE_EVIDENCE = (
@@ -218,10 +223,23 @@ class Reconciliation(Construct):
         queue.grant(owner.function, "sqs:GetQueueAttributes")
 
     def announce_on(self, bus: events.IEventBus) -> None:
-        """Publish the scheduled run's attestations on the change bus (``CHANGE_BUS_NAME``,
-        events:PutEvents on that bus only)."""
+        """Publish the scheduled run's attestations on the change bus (``CHANGE_BUS_NAME``):
+        events:PutEvents on that bus, of ``source`` ``s3ingest`` and ``detail-type``
+        ``Attestation Made`` only, so the role cannot publish a change that subscribers would
+        trust (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-conditions.html)."""
         self.reconcile.function.add_environment(fn_config.CHANGE_BUS_NAME, bus.event_bus_name)
-        bus.grant_put_events_to(self.reconcile.function)
+        self.reconcile.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["events:PutEvents"],
+                resources=[bus.event_bus_arn],
+                conditions={
+                    "StringEquals": {
+                        "events:source": CHANGE_SOURCE,
+                        "events:detail-type": ATTESTATION_DETAIL_TYPE,
+                    }
+                },
+            )
+        )
 
     def _fan_out(self, owner: RoleFunction, settings: Settings) -> list[events.IRuleTarget]:
         """The fan-out's work prefix, its state machine and the schedule's targets (one per
