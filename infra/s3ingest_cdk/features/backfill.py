@@ -31,7 +31,7 @@ from s3ingest_cdk.features.evidence import (
     synchronous_evidence,
 )
 from s3ingest_cdk.features.service import IngestProcessors, grant_ingest_service
-from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
+from s3ingest_cdk.nag import acknowledge, grant, wildcard_resource_finding
 from s3ingest_fn import config as fn_config
 
 _OBSERVE_EVIDENCE = (
@@ -120,14 +120,8 @@ class Backfill(Construct):
                 continue
             reports = entry.report_bucket.arn_for_objects(f"{entry.report_prefix}*")
             report_arns.append(reports)
-            iam.Grant.add_to_principal(
-                grantee=control,
-                actions=["s3:ListBucket"],
-                resource_arns=[entry.report_bucket.bucket_arn],
-            )
-            iam.Grant.add_to_principal(
-                grantee=control, actions=["s3:GetObject"], resource_arns=[reports]
-            )
+            grant(control, ["s3:ListBucket"], entry.report_bucket.bucket_arn)
+            grant(control, ["s3:GetObject"], reports)
             acknowledge(
                 control_role,
                 wildcard_resource_finding(self, reports),
@@ -203,9 +197,7 @@ class Backfill(Construct):
         # report: the completion reports (ListBucket above makes a missing one a 404, which it
         # reads as "no failure").
         completion_reports = inventory_bucket.arn_for_objects(f"{REPORT_PREFIX}/*")
-        iam.Grant.add_to_principal(
-            grantee=control.function, actions=["s3:GetObject"], resource_arns=[completion_reports]
-        )
+        grant(control.function, ["s3:GetObject"], completion_reports)
         completion_finding = wildcard_resource_finding(self, completion_reports)
         acknowledge(
             control.role,
@@ -218,25 +210,15 @@ class Backfill(Construct):
         self.batch_operations = BatchOperationsRole(self, "BatchOperations")
         batch_role = self.batch_operations.role
         for reports in report_arns:
-            iam.Grant.add_to_principal(
-                grantee=batch_role,
-                actions=["s3:GetObject", "s3:GetObjectVersion"],
-                resource_arns=[reports],
-            )
+            grant(batch_role, ["s3:GetObject", "s3:GetObjectVersion"], reports)
             acknowledge(
                 batch_role,
                 wildcard_resource_finding(self, reports),
                 "S3 Batch Operations reads the job's manifest and the data files it lists "
                 f"(s3:GetObject, s3:GetObjectVersion) {REPORTS_EVIDENCE}",
             )
-        iam.Grant.add_to_principal(
-            grantee=batch_role,
-            actions=["lambda:InvokeFunction"],
-            resource_arns=[backfill.function_arn],
-        )
-        iam.Grant.add_to_principal(
-            grantee=batch_role, actions=["s3:PutObject"], resource_arns=[completion_reports]
-        )
+        grant(batch_role, ["lambda:InvokeFunction"], backfill.function_arn)
+        grant(batch_role, ["s3:PutObject"], completion_reports)
         acknowledge(
             batch_role,
             completion_finding,

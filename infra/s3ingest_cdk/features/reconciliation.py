@@ -34,7 +34,7 @@ from s3ingest_cdk.features.evidence import (
     synchronous_evidence,
 )
 from s3ingest_cdk.features.service import grant_read_objects
-from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
+from s3ingest_cdk.nag import acknowledge, grant, wildcard_resource_finding
 from s3ingest_fn import config as fn_config
 from s3ingest_fn.contract import ATTESTATION_BUCKET_ENV, ATTESTATION_ROOT
 
@@ -159,10 +159,10 @@ class Reconciliation(Construct):
             # Listing: GetBucketVersioning picks ListObjectVersions or ListObjectsV2
             # (https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectVersions.html: the
             # s3:ListBucketVersions permission).
-            iam.Grant.add_to_principal(
-                grantee=function,
-                actions=["s3:ListBucket", "s3:ListBucketVersions", "s3:GetBucketVersioning"],
-                resource_arns=[bucket.bucket_arn],
+            grant(
+                function,
+                ["s3:ListBucket", "s3:ListBucketVersions", "s3:GetBucketVersioning"],
+                bucket.bucket_arn,
             )
             # Confirmation: a HEAD of each key that differs (HeadObject needs s3:GetObject).
             objects_arn = grant_read_objects(function, bucket)
@@ -186,9 +186,7 @@ class Reconciliation(Construct):
         store = landings.shared.inventory
         owner.function.add_environment(ATTESTATION_BUCKET_ENV, store.bucket_name)
         documents = store.arn_for_objects(f"{ATTESTATION_ROOT}/*")
-        iam.Grant.add_to_principal(
-            grantee=owner.function, actions=["s3:PutObject"], resource_arns=[documents]
-        )
+        grant(owner.function, ["s3:PutObject"], documents)
         acknowledge(
             owner.role,
             wildcard_resource_finding(self, documents),
@@ -213,9 +211,7 @@ class Reconciliation(Construct):
         fan_out.add_environment(CHECKPOINT_BUCKET_ENV, inventory_bucket.bucket_name)
         # The fan-out's shards: written by one step, read by a later one of the same run.
         work = inventory_bucket.arn_for_objects(f"{WORK_PREFIX}*")
-        iam.Grant.add_to_principal(
-            grantee=fan_out, actions=["s3:GetObject", "s3:PutObject"], resource_arns=[work]
-        )
+        grant(fan_out, ["s3:GetObject", "s3:PutObject"], work)
         acknowledge(
             owner.role,
             wildcard_resource_finding(self, work),
@@ -257,14 +253,8 @@ def grant_reports(
         if entry.report_bucket is None or entry.report_prefix is None:  # pragma: no cover
             continue
         reports = entry.report_bucket.arn_for_objects(f"{entry.report_prefix}*")
-        iam.Grant.add_to_principal(
-            grantee=function,
-            actions=["s3:ListBucket"],
-            resource_arns=[entry.report_bucket.bucket_arn],
-        )
-        iam.Grant.add_to_principal(
-            grantee=function, actions=["s3:GetObject"], resource_arns=[reports]
-        )
+        grant(function, ["s3:ListBucket"], entry.report_bucket.bucket_arn)
+        grant(function, ["s3:GetObject"], reports)
         acknowledge(
             role, wildcard_resource_finding(scope, reports), f"s3:GetObject {REPORTS_EVIDENCE}"
         )
