@@ -444,15 +444,6 @@ class LandingBucket(Construct):
         ]
 
 
-#: The environment variables the stack gives every function that reads the landing buckets or
-#: writes the ledger: ``SCOPE`` (``s3ingest_fn.core.scope.Scope.to_json``'s shape, the settings'
-#: bucket order), ``INVENTORIES`` (``[{"name", "bucket", "prefix"}]``, one per bucket with an
-#: inventory) and ``CHECKPOINT_BUCKET_NAME`` (the listing backfill's checkpoints).
-SCOPE_ENV = fn_config.SCOPE
-INVENTORIES_ENV = fn_config.INVENTORIES
-CHECKPOINT_BUCKET_ENV = fn_config.CHECKPOINT_BUCKET_NAME
-
-
 @dataclass(frozen=True)
 class Landings:
     """The pipeline's landing buckets, in the settings' order, as the features use them.
@@ -512,12 +503,12 @@ class Landings:
 
     def scope_environment(self, scope: Construct) -> dict[str, str]:
         """``{"SCOPE": ...}``."""
-        return {SCOPE_ENV: self.scope_json(scope)}
+        return {fn_config.SCOPE: self.scope_json(scope)}
 
     def inventory_environment(self, scope: Construct) -> dict[str, str]:
         """``SCOPE`` and ``INVENTORIES``, plus ``INVENTORY_BUCKET_NAME`` and
         ``INVENTORY_PREFIX`` of the first bucket when it has an inventory (back compat)."""
-        env = {**self.scope_environment(scope), INVENTORIES_ENV: self.inventories_json(scope)}
+        env = {**self.scope_environment(scope), fn_config.INVENTORIES: self.inventories_json(scope)}
         first = self.first
         if first.report_bucket is not None and first.report_prefix is not None:
             env[fn_config.INVENTORY_BUCKET_NAME] = first.report_bucket.bucket_name

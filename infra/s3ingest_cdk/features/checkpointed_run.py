@@ -31,7 +31,7 @@ from s3ingest_cdk.constructs.checkpointed_run_state_machine import (
     reprocess_states,
 )
 from s3ingest_cdk.constructs.function import RoleFunction
-from s3ingest_cdk.constructs.landing_bucket import CHECKPOINT_BUCKET_ENV, Landings
+from s3ingest_cdk.constructs.landing_bucket import Landings
 from s3ingest_cdk.constructs.python_function import reserve_concurrency
 from s3ingest_cdk.features.evidence import (
     SFN_LOGGING_EVIDENCE,
@@ -184,7 +184,7 @@ class CheckpointedRun(Construct):
         common = {
             **landings.scope_environment(self),
             fn_config.BUCKET_NAME: landings.first.bucket.bucket_name,
-            CHECKPOINT_BUCKET_ENV: checkpoints.bucket_name,
+            fn_config.CHECKPOINT_BUCKET_NAME: checkpoints.bucket_name,
             fn_config.LEDGER_TABLE_NAME: ledger_table.table_name,
             fn_config.DEAD_LETTER_QUEUE_URL: dead_letter_queue.queue_url,
             fn_config.TOMBSTONE_TTL_SECONDS: str(settings.tombstone_ttl_seconds),

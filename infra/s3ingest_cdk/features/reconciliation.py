@@ -17,7 +17,7 @@ from s3ingest.settings import Settings
 from s3ingest_cdk.constructs import DriftAlarm, ReconcileSchedule, ReconcileStateMachine
 from s3ingest_cdk.constructs.event_routing import rule_role
 from s3ingest_cdk.constructs.function import RoleFunction
-from s3ingest_cdk.constructs.landing_bucket import CHECKPOINT_BUCKET_ENV, Landings
+from s3ingest_cdk.constructs.landing_bucket import Landings
 from s3ingest_cdk.constructs.reconcile_state_machine import (
     INVENTORY_MAP_LABEL,
     WORK_EXPIRATION,
@@ -208,7 +208,7 @@ class Reconciliation(Construct):
         fan_out = owner.function
         inventory_bucket = self._landings.shared.inventory
         # Its work files go to the stack's own inventory bucket, whoever owns the inventories.
-        fan_out.add_environment(CHECKPOINT_BUCKET_ENV, inventory_bucket.bucket_name)
+        fan_out.add_environment(fn_config.CHECKPOINT_BUCKET_NAME, inventory_bucket.bucket_name)
         # The fan-out's shards: written by one step, read by a later one of the same run.
         work = inventory_bucket.arn_for_objects(f"{WORK_PREFIX}*")
         grant(fan_out, ["s3:GetObject", "s3:PutObject"], work)
