@@ -151,35 +151,12 @@ class OperationalAlarms(Construct):
 
     Attributes
     ----------
-    dead_letters, target_dead_letters, oldest_message_age : aws_cdk.aws_cloudwatch.Alarm
-        Ingest DLQ depth > 0; rule target DLQ depth > 0; oldest ingest message > 15 minutes.
-    ingest_errors, ingest_throttles, reconcile_errors : aws_cdk.aws_cloudwatch.Alarm
-        Lambda ``Errors`` / ``Throttles`` > 0.
-    reconcile_failed, backfill_failed, listing_failed, reprocess_failed : Alarm or None
-        Failed, timed-out or aborted executions: fan-out reconciliations, backfills, listing
-        backfills, reprocess runs.
-    reprocess_keys_behind : Alarm or None
-        A reprocess run that ended with keys behind: ``reprocess_keys_behind`` (emitted by the
-        run's summary, stack dimensions) Maximum over 5 minutes > 0, missing data not breaching.
-    dead_letter_ages : dict[str, aws_cdk.aws_cloudwatch.Alarm]
-        ``what`` -> the DLQ's oldest message older than its threshold (one hourly datapoint).
-    change_dead_letters, change_relay_errors, change_relay_behind : aws_cdk.aws_cloudwatch.Alarm
-        or None
-        Change-stream DLQ depth > 0; relay ``Errors`` > 0; relay ``IteratorAge`` > 15 minutes for
-        15 minutes (``changeStream`` only).
-    ingest_lag, reconcile_heartbeat, ledger_throttles : aws_cdk.aws_cloudwatch.Alarm
-        p99 lag over 5 minutes > ``lag_threshold``; ``reconcile_completed`` Sum < 1 over
-        ``heartbeat_period`` (missing data breaching); ledger read + write throttle events > 0.
-    durations : dict[str, aws_cdk.aws_cloudwatch.Alarm]
-        ``what`` -> Maximum ``Duration`` over 5 minutes > 80% of the function's timeout.
-    rule_failed_invocations, rule_dlq_failures : aws_cdk.aws_cloudwatch.Alarm
-        The ingest rule's ``FailedInvocations`` > 0 and ``InvocationsFailedToBeSentToDlq`` > 0.
-    delivery_off : aws_cdk.aws_cloudwatch.Alarm
-        ``eventbridge_delivery_enabled`` Minimum < 1 in two 30-minute periods (missing data
-        breaching): the bucket stopped sending events to EventBridge, or the check stopped.
-    held_changes : aws_cdk.aws_cloudwatch.Alarm or None
-        ``held_oldest_seconds`` Maximum over ``heartbeat_period`` > ``hold_threshold`` seconds
-        (missing data not breaching; ``hold_threshold`` only).
+    dead_letters, ..., held_changes : aws_cdk.aws_cloudwatch.Alarm
+        As annotated below, one per row of the table in ``__init__`` (metric, threshold,
+        periods, runbook section); an optional one is None where what it watches is not given.
+    dead_letter_ages, durations : dict[str, aws_cdk.aws_cloudwatch.Alarm]
+        By ``what``: each DLQ's oldest message (one hourly datapoint); each function's Maximum
+        ``Duration`` over 5 minutes against 80% of its timeout.
     alarms : list[aws_cdk.aws_cloudwatch.Alarm]
         Every alarm above that exists, and the drift alarm.
     """
