@@ -30,6 +30,7 @@ from s3ingest_cdk.features.evidence import (
     acknowledge_state_machine_invoke,
     synchronous_evidence,
 )
+from s3ingest_cdk.features.reconciliation import grant_reports
 from s3ingest_cdk.features.service import IngestProcessors, grant_ingest_service
 from s3ingest_cdk.nag import acknowledge, grant, wildcard_resource_finding
 from s3ingest_fn import config as fn_config
@@ -114,19 +115,9 @@ class Backfill(Construct):
             reserve_concurrency(control, settings.backfill_reserved_concurrency)
         # prepare: the newest report is listed by prefix; its manifest HEAD and read (checksum
         # included); backfill_file reads the data files. Every bucket's reports.
-        report_arns = []
-        for entry in landings.with_reports:
-            if entry.report_bucket is None:  # pragma: no cover - with_reports has one
-                continue
-            reports = entry.report_bucket.arn_for_objects(f"{entry.report_prefix}*")
-            report_arns.append(reports)
-            grant(control, ["s3:ListBucket"], entry.report_bucket.bucket_arn)
-            grant(control, ["s3:GetObject"], reports)
-            acknowledge(
-                control_role,
-                wildcard_resource_finding(self, reports),
-                f"s3:GetObject (and HEAD) {REPORTS_EVIDENCE}",
-            )
+        report_arns = grant_reports(
+            self, control, control_role, landings, "s3:GetObject (and HEAD)"
+        )
         self.backfill: RoleFunction | None = None
         self.batch_operations: BatchOperationsRole | None = None
         if settings.backfill_engine == BATCH_OPERATIONS:

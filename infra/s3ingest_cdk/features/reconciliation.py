@@ -245,16 +245,22 @@ class Reconciliation(Construct):
 
 
 def grant_reports(
-    scope: Construct, function: lambda_.IFunction, role: iam.IRole, landings: Landings
-) -> None:
+    scope: Construct,
+    function: lambda_.IFunction,
+    role: iam.IRole,
+    landings: Landings,
+    reads: str = "s3:GetObject",
+) -> list[str]:
     """Read of every landing bucket's inventory reports: ListBucket on each report bucket
-    (the newest report is found by prefix) and GetObject on each bucket's report folder only."""
+    (the newest report is found by prefix) and GetObject on each bucket's report folder only
+    (``reads``: those reads, as the acknowledgement names them); returns the folders' ARNs."""
+    arns = []
     for entry in landings.with_reports:
         if entry.report_bucket is None or entry.report_prefix is None:  # pragma: no cover
             continue
         reports = entry.report_bucket.arn_for_objects(f"{entry.report_prefix}*")
+        arns.append(reports)
         grant(function, ["s3:ListBucket"], entry.report_bucket.bucket_arn)
         grant(function, ["s3:GetObject"], reports)
-        acknowledge(
-            role, wildcard_resource_finding(scope, reports), f"s3:GetObject {REPORTS_EVIDENCE}"
-        )
+        acknowledge(role, wildcard_resource_finding(scope, reports), f"{reads} {REPORTS_EVIDENCE}")
+    return arns
