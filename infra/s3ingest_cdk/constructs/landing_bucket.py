@@ -247,14 +247,17 @@ def inventory_configuration(
     return _inventory_configuration(destination.bucket_arn, account)
 
 
-def allow_inventory_delivery(destination: s3.Bucket, sources: list[s3.IBucket]) -> None:
+def allow_inventory_delivery(
+    destination: s3.Bucket, sources: list[s3.IBucket], account: str | None = None
+) -> None:
     """The destination policy the S3 User Guide gives for inventory reports: ``s3:PutObject``
-    under ``inventory/`` by ``s3.amazonaws.com``, only for these source buckets of this account
-    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/configure-inventory.html)."""
+    under ``inventory/`` by ``s3.amazonaws.com``, only for these source buckets of ``account``
+    (None: this stack's; another account's gets a statement of its own, its id suffixed with
+    the account) (https://docs.aws.amazon.com/AmazonS3/latest/userguide/configure-inventory.html)."""
     source_arns: Any = [b.bucket_arn for b in sources]
     destination.add_to_resource_policy(
         iam.PolicyStatement(
-            sid="AllowS3InventoryDelivery",
+            sid=f"AllowS3InventoryDelivery{account or ''}",
             effect=iam.Effect.ALLOW,
             principals=[iam.ServicePrincipal("s3.amazonaws.com")],
             actions=["s3:PutObject"],
@@ -264,7 +267,7 @@ def allow_inventory_delivery(destination: s3.Bucket, sources: list[s3.IBucket]) 
                     "aws:SourceArn": source_arns[0] if len(source_arns) == 1 else source_arns
                 },
                 "StringEquals": {
-                    "aws:SourceAccount": Aws.ACCOUNT_ID,
+                    "aws:SourceAccount": account or Aws.ACCOUNT_ID,
                     "s3:x-amz-acl": "bucket-owner-full-control",
                 },
             },
