@@ -29,6 +29,7 @@ from constructs import Construct, IConstruct
 from s3ingest.encryption import key_policy_statements
 from s3ingest.key_use import KMS_ACTIONS, READ  # docs/iam.md's table reads the same
 from s3ingest.settings import CREATE_KEY, Settings
+from s3ingest_cdk.nag import grant
 
 #: The attribute of the pipeline construct that holds its key.
 _KEY_ATTRIBUTE = "encryption_key"
@@ -146,7 +147,7 @@ def grant_key_use(root: Construct, key: kms.IKey) -> dict[str, list[str]]:
             needed.update(READ)
         if needed:
             actions = sorted(needed)
-            iam.Grant.add_to_principal(grantee=role, actions=actions, resource_arns=[key.key_arn])
+            grant(role, actions, key.key_arn)
             granted[role.node.path] = actions
     return granted
 
@@ -179,9 +180,7 @@ def grant_bucket_keys(
                 for s in statements
             )
             if reads:
-                iam.Grant.add_to_principal(
-                    grantee=role, actions=list(READ), resource_arns=[key_arn]
-                )
+                grant(role, READ, key_arn)
                 granted.setdefault(role.node.path, []).append(key_arn)
     return granted
 

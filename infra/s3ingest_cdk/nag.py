@@ -1,4 +1,5 @@
-"""cdk-nag 3.x helpers: acknowledgements recorded on one construct, with the evidence.
+"""cdk-nag 3.x helpers: acknowledgements recorded on one construct, with the evidence; and
+:func:`grant`, the identity-policy grant most of them acknowledge.
 
 cdk-nag 3 reports through CDK's policy-validation framework and reads acknowledgements made with
 ``Validations.of(construct).acknowledge(...)``; a finding of a rule that reports several findings
@@ -9,10 +10,20 @@ per resource (``AwsSolutions-IAM5``) is acknowledged one at a time as ``RuleId[F
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from aws_cdk import Acknowledgment, Stack, Validations
+from aws_cdk import aws_iam as iam
 from constructs import IConstruct
+
+
+def grant(grantee: iam.IGrantable, actions: Sequence[str], *resource_arns: str) -> None:
+    """``actions`` on ``resource_arns`` in ``grantee``'s identity policy
+    (``iam.Grant.add_to_principal``)."""
+    iam.Grant.add_to_principal(
+        grantee=grantee, actions=list(actions), resource_arns=list(resource_arns)
+    )
 
 
 def acknowledge(construct: IConstruct, rule_id: str, reason: str) -> None:

@@ -36,8 +36,8 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from s3ingest.settings import BucketSpec, ingest_event_pattern
-from s3ingest.settings.buckets import INVENTORY_PREFIX
 from s3ingest.settings.buckets import read_role_arn as settings_read_role_arn
+from s3ingest_cdk.constructs.landing_bucket import allow_inventory_delivery
 from s3ingest_cdk.encryption import flatten
 
 #: The event shapes the central bus admits from other accounts: the ingest rule's.
@@ -180,27 +180,9 @@ class RemoteSources(Construct):
             )
         self.bus_policy = next(iter(self.bus_policies.values()), None)
         for account in self.accounts:
-            arns: Any = [
-                b.bucket_arn for s, b in remote if s.account == account and s.inventory is True
-            ]
-            if not arns:
-                continue
-            inventory.add_to_resource_policy(
-                iam.PolicyStatement(
-                    sid=f"AllowS3InventoryDelivery{account}",
-                    effect=iam.Effect.ALLOW,
-                    principals=[iam.ServicePrincipal("s3.amazonaws.com")],
-                    actions=["s3:PutObject"],
-                    resources=[inventory.arn_for_objects(f"{INVENTORY_PREFIX}/*")],
-                    conditions={
-                        "ArnLike": {"aws:SourceArn": arns[0] if len(arns) == 1 else arns},
-                        "StringEquals": {
-                            "aws:SourceAccount": account,
-                            "s3:x-amz-acl": "bucket-owner-full-control",
-                        },
-                    },
-                )
-            )
+            delivered = [b for s, b in remote if s.account == account and s.inventory is True]
+            if delivered:
+                allow_inventory_delivery(inventory, delivered, account)
         regions = sorted({s.region for s, _ in entries if s.region is not None})
         self.region_rule = (
             require_region(self, "SameRegion", regions[0], "a landing bucket")

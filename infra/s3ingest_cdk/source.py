@@ -21,6 +21,7 @@ account deploys, in the bucket's Region, for a central pipeline in the same Regi
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -351,18 +352,11 @@ class S3IngestSourceStack(Stack):
     source : S3IngestSource
     """
 
-    #: The props that go to :class:`S3IngestSource`.
-    SOURCE_PROPS = (
-        "central_account",
-        "central_region",
-        "buckets",
-        "reader_role_arns",
-        "central_bus_arn",
-        "inventory_destination_arn",
-        "organization_id",
-        "role_name",
-        "code",
-        "log_retention_days",
+    #: The props that go to :class:`S3IngestSource`: its keyword-only parameters.
+    SOURCE_PROPS = tuple(
+        name
+        for name, parameter in inspect.signature(S3IngestSource.__init__).parameters.items()
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY
     )
 
     def __init__(self, scope: Construct, construct_id: str, **kwargs: Any) -> None:

@@ -15,7 +15,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from s3ingest_cdk.constructs.python_function import python_function, retention
-from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
+from s3ingest_cdk.nag import acknowledge, grant, wildcard_resource_finding
 from s3ingest_fn.contract import BUCKET_SETUP_SERVICE
 
 #: The onEvent handler (``s3ingest_fn.handlers.bucket_setup.on_event``).
@@ -166,9 +166,7 @@ class BucketSetupProvider(Construct):
         inventory : Mapping or None
             The stack's ``InventoryConfiguration`` to add (its own id only), or None.
         """
-        iam.Grant.add_to_principal(
-            grantee=self.function, actions=list(SETUP_ACTIONS), resource_arns=[bucket.bucket_arn]
-        )
+        grant(self.function, SETUP_ACTIONS, bucket.bucket_arn)
         properties: dict[str, Any] = {
             "BucketName": bucket.bucket_name,
             "EventBridge": "true" if event_bridge else "false",

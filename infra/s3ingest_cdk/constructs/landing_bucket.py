@@ -256,14 +256,17 @@ def inventory_configuration(
     return _inventory_configuration(destination.bucket_arn, account)
 
 
-def allow_inventory_delivery(destination: s3.Bucket, sources: list[s3.IBucket]) -> None:
+def allow_inventory_delivery(
+    destination: s3.Bucket, sources: list[s3.IBucket], account: str | None = None
+) -> None:
     """The destination policy the S3 User Guide gives for inventory reports: ``s3:PutObject``
-    under ``inventory/`` by ``s3.amazonaws.com``, only for these source buckets of this account
-    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/configure-inventory.html)."""
+    under ``inventory/`` by ``s3.amazonaws.com``, only for these source buckets of ``account``
+    (None: this stack's; another account's gets a statement of its own, its id suffixed with
+    the account) (https://docs.aws.amazon.com/AmazonS3/latest/userguide/configure-inventory.html)."""
     source_arns: Any = [b.bucket_arn for b in sources]
     destination.add_to_resource_policy(
         iam.PolicyStatement(
-            sid="AllowS3InventoryDelivery",
+            sid=f"AllowS3InventoryDelivery{account or ''}",
             effect=iam.Effect.ALLOW,
             principals=[iam.ServicePrincipal("s3.amazonaws.com")],
             actions=["s3:PutObject"],
@@ -273,7 +276,7 @@ def allow_inventory_delivery(destination: s3.Bucket, sources: list[s3.IBucket]) 
                     "aws:SourceArn": source_arns[0] if len(source_arns) == 1 else source_arns
                 },
                 "StringEquals": {
-                    "aws:SourceAccount": Aws.ACCOUNT_ID,
+                    "aws:SourceAccount": account or Aws.ACCOUNT_ID,
                     "s3:x-amz-acl": "bucket-owner-full-control",
                 },
             },
@@ -453,15 +456,6 @@ class LandingBucket(Construct):
         ]
 
 
-#: The environment variables the stack gives every function that reads the landing buckets or
-#: writes the ledger: ``SCOPE`` (``s3ingest_fn.core.scope.Scope.to_json``'s shape, the settings'
-#: bucket order), ``INVENTORIES`` (``[{"name", "bucket", "prefix"}]``, one per bucket with an
-#: inventory) and ``CHECKPOINT_BUCKET_NAME`` (the listing backfill's checkpoints).
-SCOPE_ENV = fn_config.SCOPE
-INVENTORIES_ENV = fn_config.INVENTORIES
-CHECKPOINT_BUCKET_ENV = fn_config.CHECKPOINT_BUCKET_NAME
-
-
 @dataclass(frozen=True)
 class Landings:
     """The pipeline's landing buckets, in the settings' order, as the features use them.
@@ -521,12 +515,12 @@ class Landings:
 
     def scope_environment(self, scope: Construct) -> dict[str, str]:
         """``{"SCOPE": ...}``."""
-        return {SCOPE_ENV: self.scope_json(scope)}
+        return {fn_config.SCOPE: self.scope_json(scope)}
 
     def inventory_environment(self, scope: Construct) -> dict[str, str]:
         """``SCOPE`` and ``INVENTORIES``, plus ``INVENTORY_BUCKET_NAME`` and
         ``INVENTORY_PREFIX`` of the first bucket when it has an inventory (back compat)."""
-        env = {**self.scope_environment(scope), INVENTORIES_ENV: self.inventories_json(scope)}
+        env = {**self.scope_environment(scope), fn_config.INVENTORIES: self.inventories_json(scope)}
         first = self.first
         if first.report_bucket is not None and first.report_prefix is not None:
             env[fn_config.INVENTORY_BUCKET_NAME] = first.report_bucket.bucket_name

@@ -4,6 +4,7 @@ missing runs, throttling, functions near their timeout, and events that stopped 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -72,6 +73,64 @@ def alarm_name(stage: str, what: str) -> str:
     return f"s3ingest-{stage}-{what}"
 
 
+def _depth(queue: sqs.IQueue) -> cloudwatch.IMetric:
+    """The queue's visible messages, Maximum over 5 minutes."""
+    return queue.metric_approximate_number_of_messages_visible(
+        statistic=cloudwatch.Stats.MAXIMUM, period=_FIVE_MINUTES
+    )
+
+
+def _failed(machine: sfn.IStateMachine, label: str, period: Duration) -> cloudwatch.IMetric:
+    """Executions of ``machine`` that failed, timed out or were aborted, summed over ``period``
+    (https://docs.aws.amazon.com/step-functions/latest/dg/procedure-cw-metrics.html)."""
+    return cloudwatch.MathExpression(
+        expression="failed + timedOut + aborted",
+        using_metrics={
+            "failed": machine.metric_failed(statistic=cloudwatch.Stats.SUM),
+            "timedOut": machine.metric_timed_out(statistic=cloudwatch.Stats.SUM),
+            "aborted": machine.metric_aborted(statistic=cloudwatch.Stats.SUM),
+        },
+        label=f"{label} executions failed, timed out or aborted",
+        period=period,
+    )
+
+
+def _rule_metric(rule: events.IRule, metric_name: str) -> cloudwatch.Metric:
+    """A metric of a rule on the default bus: dimension ``RuleName`` only (a custom bus's
+    rules add ``EventBusName``;
+    https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-monitoring.html)."""
+    return cloudwatch.Metric(
+        namespace="AWS/Events",
+        metric_name=metric_name,
+        dimensions_map={"RuleName": rule.rule_name},
+        statistic=cloudwatch.Stats.SUM,
+        period=_FIVE_MINUTES,
+    )
+
+
+def _pascal(what: str) -> str:
+    """``ingest-dlq`` -> ``IngestDlq``: a construct id from an alarm's ``what``."""
+    return "".join(word.capitalize() for word in what.split("-"))
+
+
+class _Row(NamedTuple):
+    """One alarm: the attribute that holds it (``attr[key]`` for a dict attribute), its
+    construct id, ``what`` (``s3ingest-<stage>-<what>``), runbook anchor, metric, threshold and
+    periods (all must breach), description. Above the threshold, missing data not breaching;
+    ``heartbeat``: below it, missing data breaching."""
+
+    attr: str
+    construct_id: str
+    what: str
+    anchor: str
+    metric: cloudwatch.IMetric
+    threshold: float
+    periods: int
+    description: str
+    heartbeat: bool = False
+    key: str | None = None
+
+
 class OperationalAlarms(Construct):
     """Alarms on what needs an operator, each notifying ``topic`` on ALARM and on OK, each named
     ``s3ingest-<stage>-<what>``.
@@ -92,38 +151,37 @@ class OperationalAlarms(Construct):
 
     Attributes
     ----------
-    dead_letters, target_dead_letters, oldest_message_age : aws_cdk.aws_cloudwatch.Alarm
-        Ingest DLQ depth > 0; rule target DLQ depth > 0; oldest ingest message > 15 minutes.
-    ingest_errors, ingest_throttles, reconcile_errors : aws_cdk.aws_cloudwatch.Alarm
-        Lambda ``Errors`` / ``Throttles`` > 0.
-    reconcile_failed, backfill_failed, listing_failed, reprocess_failed : Alarm or None
-        Failed, timed-out or aborted executions: fan-out reconciliations, backfills, listing
-        backfills, reprocess runs.
-    reprocess_keys_behind : Alarm or None
-        A reprocess run that ended with keys behind: ``reprocess_keys_behind`` (emitted by the
-        run's summary, stack dimensions) Maximum over 5 minutes > 0, missing data not breaching.
-    dead_letter_ages : dict[str, aws_cdk.aws_cloudwatch.Alarm]
-        ``what`` -> the DLQ's oldest message older than its threshold (one hourly datapoint).
-    change_dead_letters, change_relay_errors, change_relay_behind : aws_cdk.aws_cloudwatch.Alarm
-        or None
-        Change-stream DLQ depth > 0; relay ``Errors`` > 0; relay ``IteratorAge`` > 15 minutes for
-        15 minutes (``changeStream`` only).
-    ingest_lag, reconcile_heartbeat, ledger_throttles : aws_cdk.aws_cloudwatch.Alarm
-        p99 lag over 5 minutes > ``lag_threshold``; ``reconcile_completed`` Sum < 1 over
-        ``heartbeat_period`` (missing data breaching); ledger read + write throttle events > 0.
-    durations : dict[str, aws_cdk.aws_cloudwatch.Alarm]
-        ``what`` -> Maximum ``Duration`` over 5 minutes > 80% of the function's timeout.
-    rule_failed_invocations, rule_dlq_failures : aws_cdk.aws_cloudwatch.Alarm
-        The ingest rule's ``FailedInvocations`` > 0 and ``InvocationsFailedToBeSentToDlq`` > 0.
-    delivery_off : aws_cdk.aws_cloudwatch.Alarm
-        ``eventbridge_delivery_enabled`` Minimum < 1 in two 30-minute periods (missing data
-        breaching): the bucket stopped sending events to EventBridge, or the check stopped.
-    held_changes : aws_cdk.aws_cloudwatch.Alarm or None
-        ``held_oldest_seconds`` Maximum over ``heartbeat_period`` > ``hold_threshold`` seconds
-        (missing data not breaching; ``hold_threshold`` only).
+    dead_letters, ..., held_changes : aws_cdk.aws_cloudwatch.Alarm
+        As annotated below, one per row of the table in ``__init__`` (metric, threshold,
+        periods, runbook section); an optional one is None where what it watches is not given.
+    dead_letter_ages, durations : dict[str, aws_cdk.aws_cloudwatch.Alarm]
+        By ``what``: each DLQ's oldest message (one hourly datapoint); each function's Maximum
+        ``Duration`` over 5 minutes against 80% of its timeout.
     alarms : list[aws_cdk.aws_cloudwatch.Alarm]
         Every alarm above that exists, and the drift alarm.
     """
+
+    dead_letters: cloudwatch.Alarm
+    target_dead_letters: cloudwatch.Alarm
+    oldest_message_age: cloudwatch.Alarm
+    ingest_errors: cloudwatch.Alarm
+    ingest_throttles: cloudwatch.Alarm
+    reconcile_errors: cloudwatch.Alarm
+    reconcile_failed: cloudwatch.Alarm | None = None
+    backfill_failed: cloudwatch.Alarm | None = None
+    listing_failed: cloudwatch.Alarm | None = None
+    reprocess_failed: cloudwatch.Alarm | None = None
+    reprocess_keys_behind: cloudwatch.Alarm | None = None
+    change_dead_letters: cloudwatch.Alarm | None = None
+    change_relay_errors: cloudwatch.Alarm | None = None
+    change_relay_behind: cloudwatch.Alarm | None = None
+    ingest_lag: cloudwatch.Alarm
+    reconcile_heartbeat: cloudwatch.Alarm
+    ledger_throttles: cloudwatch.Alarm
+    rule_failed_invocations: cloudwatch.Alarm
+    rule_dlq_failures: cloudwatch.Alarm
+    delivery_off: cloudwatch.Alarm
+    held_changes: cloudwatch.Alarm | None = None
 
     def __init__(
         self,
@@ -159,352 +217,176 @@ class OperationalAlarms(Construct):
         self._stage = stage
         self._runbook_base_url = runbook_base_url
         self._dimensions = metric_dimensions(Stack.of(self).stack_name)
-
-        self.dead_letters = self._above_zero(
-            "DeadLetterQueueDepth",
-            "ingest-dlq-depth",
-            dead_letter_queue.metric_approximate_number_of_messages_visible(
-                statistic=cloudwatch.Stats.MAXIMUM, period=_FIVE_MINUTES
-            ),
-            "s3ingest: messages in the ingest dead-letter queue (invalid or repeatedly failing "
-            "records, with their reason)",
-            "poison-message-in-the-dlq",
+        self.dead_letter_ages: dict[str, cloudwatch.Alarm] = {}
+        self.durations: dict[str, cloudwatch.Alarm] = {}
+        maximum, total, five, hour = (
+            cloudwatch.Stats.MAXIMUM,
+            cloudwatch.Stats.SUM,
+            _FIVE_MINUTES,
+            _ONE_HOUR,
         )
-        self.target_dead_letters = self._above_zero(
-            "TargetDeadLetterQueueDepth",
-            "rule-target-dlq-depth",
-            target_dead_letter_queue.metric_approximate_number_of_messages_visible(
-                statistic=cloudwatch.Stats.MAXIMUM, period=_FIVE_MINUTES
-            ),
-            "s3ingest: events EventBridge could not deliver to the ingest queue are in the rule "
-            "target's dead-letter queue",
-            "events-lost-upstream",
-        )
-        self.oldest_message_age = self._alarm(
-            "OldestMessageAge",
-            "ingest-oldest-message-age",
-            queue.metric_approximate_age_of_oldest_message(
-                statistic=cloudwatch.Stats.MAXIMUM, period=_FIVE_MINUTES
-            ),
-            threshold=MAX_MESSAGE_AGE.to_seconds(),
-            evaluation_periods=3,
-            description=(
-                "s3ingest: the oldest message in the ingest queue has waited more than "
-                "15 minutes for 15 minutes"
-            ),
-            anchor="ingest-falling-behind",
-        )
-        self.ingest_errors = self._above_zero(
-            "IngestErrors",
-            "ingest-errors",
-            ingest_function.metric_errors(statistic=cloudwatch.Stats.SUM, period=_FIVE_MINUTES),
-            "s3ingest: the ingest function failed invocations (whole batches go back to the queue)",
-            "ingest-falling-behind",
-        )
-        self.ingest_throttles = self._alarm(
-            "IngestThrottles",
-            "ingest-throttles",
-            ingest_function.metric_throttles(statistic=cloudwatch.Stats.SUM, period=_FIVE_MINUTES),
-            threshold=0,
-            evaluation_periods=2,
-            description="s3ingest: the ingest function was throttled for 10 minutes",
-            anchor="ingest-falling-behind",
-        )
-        self.reconcile_errors = self._above_zero(
-            "ReconcileErrors",
-            "reconcile-errors",
-            reconcile_function.metric_errors(statistic=cloudwatch.Stats.SUM, period=_ONE_HOUR),
-            "s3ingest: a reconciliation run failed; lost events stay unrepaired until one succeeds",
-            "events-lost-upstream",
-        )
-        self.reconcile_failed: cloudwatch.Alarm | None = None
+        # fmt: off
+        rows = [
+            _Row("dead_letters", "DeadLetterQueueDepth", "ingest-dlq-depth",
+                 "poison-message-in-the-dlq", _depth(dead_letter_queue), 0, 1,
+                 "s3ingest: messages in the ingest dead-letter queue (invalid or repeatedly "
+                 "failing records, with their reason)"),
+            _Row("target_dead_letters", "TargetDeadLetterQueueDepth", "rule-target-dlq-depth",
+                 "events-lost-upstream", _depth(target_dead_letter_queue), 0, 1,
+                 "s3ingest: events EventBridge could not deliver to the ingest queue are in the "
+                 "rule target's dead-letter queue"),
+            _Row("oldest_message_age", "OldestMessageAge", "ingest-oldest-message-age",
+                 "ingest-falling-behind",
+                 queue.metric_approximate_age_of_oldest_message(statistic=maximum, period=five),
+                 MAX_MESSAGE_AGE.to_seconds(), 3,
+                 "s3ingest: the oldest message in the ingest queue has waited more than 15 "
+                 "minutes for 15 minutes"),
+            _Row("ingest_errors", "IngestErrors", "ingest-errors", "ingest-falling-behind",
+                 ingest_function.metric_errors(statistic=total, period=five), 0, 1,
+                 "s3ingest: the ingest function failed invocations (whole batches go back to the "
+                 "queue)"),
+            _Row("ingest_throttles", "IngestThrottles", "ingest-throttles", "ingest-falling-behind",
+                 ingest_function.metric_throttles(statistic=total, period=five), 0, 2,
+                 "s3ingest: the ingest function was throttled for 10 minutes"),
+            _Row("reconcile_errors", "ReconcileErrors", "reconcile-errors", "events-lost-upstream",
+                 reconcile_function.metric_errors(statistic=total, period=hour), 0, 1,
+                 "s3ingest: a reconciliation run failed; lost events stay unrepaired until one "
+                 "succeeds"),
+        ]
         if reconcile_state_machine is not None:
-            self.reconcile_failed = self._executions_failed(
-                "ReconcileExecutionsFailed",
-                "reconcile-executions-failed",
-                reconcile_state_machine,
-                "Fan-out reconciliation",
-                "s3ingest: a fan-out reconciliation execution failed, timed out or was aborted; "
-                "lost events stay unrepaired until one succeeds",
+            rows.append(_Row(
+                "reconcile_failed", "ReconcileExecutionsFailed", "reconcile-executions-failed",
                 "events-lost-upstream",
-                period=_ONE_HOUR,
-            )
-        self.backfill_failed: cloudwatch.Alarm | None = None
+                _failed(reconcile_state_machine, "Fan-out reconciliation", hour), 0, 1,
+                "s3ingest: a fan-out reconciliation execution failed, timed out or was aborted; "
+                "lost events stay unrepaired until one succeeds"))
         if backfill_state_machine is not None:
-            self.backfill_failed = self._executions_failed(
-                "BackfillExecutionsFailed",
-                "backfill-executions-failed",
-                backfill_state_machine,
-                "Backfill",
+            rows.append(_Row(
+                "backfill_failed", "BackfillExecutionsFailed", "backfill-executions-failed",
+                "bucket-adopted-with-existing-objects",
+                _failed(backfill_state_machine, "Backfill", five), 0, 1,
                 "s3ingest: a backfill execution failed, timed out or was aborted; pre-existing "
-                "objects may be missing from the ledger",
-                "bucket-adopted-with-existing-objects",
-            )
-        self.listing_failed: cloudwatch.Alarm | None = None
+                "objects may be missing from the ledger"))
         if listing_state_machine is not None:
-            self.listing_failed = self._executions_failed(
-                "ListingExecutionsFailed",
-                "listing-executions-failed",
-                listing_state_machine,
-                "Listing backfill",
-                "s3ingest: a listing backfill execution failed, timed out or was aborted; the "
-                "objects of its key ranges may be missing from the ledger",
+            rows.append(_Row(
+                "listing_failed", "ListingExecutionsFailed", "listing-executions-failed",
                 "bucket-adopted-with-existing-objects",
-            )
-        self.reprocess_failed: cloudwatch.Alarm | None = None
-        self.reprocess_keys_behind: cloudwatch.Alarm | None = None
+                _failed(listing_state_machine, "Listing backfill", five), 0, 1,
+                "s3ingest: a listing backfill execution failed, timed out or was aborted; the "
+                "objects of its key ranges may be missing from the ledger"))
         if reprocess_state_machine is not None:
-            self.reprocess_failed = self._executions_failed(
-                "ReprocessExecutionsFailed",
-                "reprocess-executions-failed",
-                reprocess_state_machine,
-                "Reprocess",
+            rows.append(_Row(
+                "reprocess_failed", "ReprocessExecutionsFailed", "reprocess-executions-failed",
+                "reprocess-run-failed", _failed(reprocess_state_machine, "Reprocess", five), 0, 1,
                 "s3ingest: a reprocess execution failed, timed out or was aborted; rows of its "
                 "segments may still be behind for the processor (run it again with the same "
-                "--run to resume)",
+                "--run to resume)"))
+            rows.append(_Row(
+                "reprocess_keys_behind", "ReprocessKeysBehind", "reprocess-keys-behind",
                 "reprocess-run-failed",
-            )
-            self.reprocess_keys_behind = self._alarm(
-                "ReprocessKeysBehind",
-                "reprocess-keys-behind",
-                self._custom(REPROCESS_KEYS_BEHIND_METRIC, cloudwatch.Stats.MAXIMUM, _FIVE_MINUTES),
-                threshold=0,
-                evaluation_periods=1,
-                description=(
-                    "s3ingest: a reprocess run ended with keys behind (a processor failed or its "
-                    "worker died: their effects stay pending; the run's summary names them and "
-                    "the command that finishes them)"
-                ),
-                anchor="reprocess-run-failed",
-            )
-        self.dead_letter_ages: dict[str, cloudwatch.Alarm] = {}
+                self._custom(REPROCESS_KEYS_BEHIND_METRIC, maximum, five), 0, 1,
+                "s3ingest: a reprocess run ended with keys behind (a processor failed or its "
+                "worker died: their effects stay pending; the run's summary names them and the "
+                "command that finishes them)"))
         for what, (dlq, threshold) in (dead_letter_ages or {}).items():
-            self.dead_letter_ages[what] = self._dead_letter_age(what, dlq, threshold)
-        self.change_dead_letters: cloudwatch.Alarm | None = None
-        self.change_relay_errors: cloudwatch.Alarm | None = None
-        self.change_relay_behind: cloudwatch.Alarm | None = None
-        if change_relay_function is not None and change_dead_letter_queue is not None:
-            self._change_stream(change_relay_function, change_dead_letter_queue)
-        self._operating(
-            ledger_table=ledger_table,
-            ingest_rule=ingest_rule,
-            lag_threshold=lag_threshold,
-            heartbeat_period=heartbeat_period,
-            timeouts=timeouts,
-        )
-        self.held_changes: cloudwatch.Alarm | None = None
-        if hold_threshold is not None:
-            self.held_changes = self._held_changes(hold_threshold, heartbeat_period)
+            rows.append(_Row(
+                "dead_letter_ages", _pascal(what) + "OldestMessageAge", f"{what}-age",
+                "dlq-messages-near-expiry",
+                dlq.metric_approximate_age_of_oldest_message(statistic=maximum, period=hour),
+                threshold.to_seconds(), 1,
+                f"s3ingest: the oldest message of the dead-letter queue {what} has been there more "
+                f"than {threshold.to_seconds() / 86_400:g} days; it expires before long unless "
+                "redriven or read", key=what))
+        relay, relay_dlq = change_relay_function, change_dead_letter_queue
+        if relay is not None and relay_dlq is not None:
+            rows.extend([
+                _Row("change_dead_letters", "ChangeStreamDeadLetterQueueDepth",
+                     "change-stream-dlq-depth", "change-stream-dlq", _depth(relay_dlq), 0, 1,
+                     "s3ingest: the change relay dead-lettered changes it can never publish (each "
+                     "message holds the reason and the change), or gave up on a batch it could "
+                     "not publish (the message holds the batch's stream position; the ledger rows "
+                     "still hold them)"),
+                _Row("change_relay_errors", "ChangeRelayErrors", "change-relay-errors",
+                     "change-stream-errors", relay.metric_errors(statistic=total, period=five),
+                     0, 1,
+                     "s3ingest: the change-stream relay failed invocations (Lambda retries the "
+                     "batch; the stream's shard waits)"),
+                _Row("change_relay_behind", "ChangeRelayIteratorAge", "change-relay-iterator-age",
+                     "change-stream-errors",
+                     relay.metric("IteratorAge", statistic=maximum, period=five),
+                     MAX_CHANGE_AGE.to_milliseconds(), 3,
+                     "s3ingest: the change-stream relay has been more than 15 minutes behind the "
+                     "ledger for 15 minutes (changes are not being published)"),
+            ])
+        rows.extend([
+            _Row("ingest_lag", "IngestLag", "ingest-lag", "ingest-lag",
+                 self._custom(LAG_METRIC, cloudwatch.Stats.p(99), five),
+                 lag_threshold.to_milliseconds(), 1,
+                 "s3ingest: the p99 end-to-end lag of live events (S3 event time to ledger "
+                 f"decision) was above {int(lag_threshold.to_seconds())} s over 5 minutes "
+                 "(replays excluded)"),
+            _Row("reconcile_heartbeat", "ReconcileHeartbeat", "reconcile-heartbeat",
+                 "reconciliation-not-running",
+                 self._custom(RECONCILE_HEARTBEAT_METRIC, total, heartbeat_period), 1, 1,
+                 "s3ingest: no reconciliation completed in the last "
+                 f"{heartbeat_period.to_hours():g} hours (the schedule's interval plus 1 hour); "
+                 "lost events are not being repaired", heartbeat=True),
+            _Row("ledger_throttles", "LedgerThrottles", "ledger-throttles", "ledger-throttled",
+                 cloudwatch.MathExpression(
+                     expression="reads + writes",
+                     using_metrics={
+                         "reads": ledger_table.metric("ReadThrottleEvents", statistic=total),
+                         "writes": ledger_table.metric("WriteThrottleEvents", statistic=total),
+                     },
+                     label="Ledger read and write throttle events",
+                     period=five,
+                 ), 0, 1,
+                 "s3ingest: DynamoDB throttled reads or writes of the ledger table (records are "
+                 "retried; a sustained burst fills the dead-letter queue)"),
+            *(
+                _Row("durations", _pascal(what) + "Duration", f"{what}-duration",
+                     "function-near-timeout",
+                     function.metric_duration(statistic=maximum, period=five),
+                     DURATION_TIMEOUT_SHARE * timeout.to_milliseconds(), 1,
+                     f"s3ingest: an invocation of the {what} function took more than 80% of its "
+                     f"{int(timeout.to_seconds())} s timeout", key=what)
+                for what, (function, timeout) in timeouts.items()
+            ),
+            _Row("rule_failed_invocations", "IngestRuleFailedInvocations",
+                 "ingest-rule-failed-invocations", "ingest-rule-failing",
+                 _rule_metric(ingest_rule, "FailedInvocations"), 0, 1,
+                 "s3ingest: the ingest rule failed to deliver events to the ingest queue and "
+                 "could not put them in its dead-letter queue either"),
+            _Row("rule_dlq_failures", "IngestRuleDlqFailures", "ingest-rule-dlq-failures",
+                 "ingest-rule-failing",
+                 _rule_metric(ingest_rule, "InvocationsFailedToBeSentToDlq"), 0, 1,
+                 "s3ingest: the ingest rule could not send undeliverable events to its "
+                 "dead-letter queue: those events are lost"),
+            _Row("delivery_off", "DeliveryOff", "eventbridge-delivery-off",
+                 "eventbridge-delivery-off",
+                 self._custom(DELIVERY_METRIC, cloudwatch.Stats.MINIMUM, DELIVERY_PERIOD), 1, 2,
+                 "s3ingest: the landing bucket's EventBridge delivery is off, or the delivery "
+                 "check stopped reporting, for 1 hour; no event reaches the pipeline",
+                 heartbeat=True),
+        ])
+        if hold_threshold is not None:  # one datapoint a reconciliation: the heartbeat's period
+            seconds = int(hold_threshold.to_seconds())
+            rows.append(_Row(
+                "held_changes", "HeldChanges", "held-changes", "held-changes",
+                self._custom(HELD_OLDEST_METRIC, maximum, heartbeat_period), seconds, 1,
+                f"s3ingest: a change has been held for review for more than {seconds} s (as the "
+                "last reconciliation measured it); its processor effect waits for approve or "
+                "reject"))
+        # fmt: on
+        for row in rows:
+            alarm = self._alarm(row)
+            if row.key is None:
+                setattr(self, row.attr, alarm)
+            else:
+                getattr(self, row.attr)[row.key] = alarm
         drift_alarm.add_alarm_action(self._action)
         drift_alarm.add_ok_action(self._action)
         self.alarms.append(drift_alarm)
-
-    def _executions_failed(
-        self,
-        alarm_id: str,
-        what: str,
-        machine: sfn.IStateMachine,
-        label: str,
-        description: str,
-        anchor: str,
-        *,
-        period: Duration = _FIVE_MINUTES,
-    ) -> cloudwatch.Alarm:
-        """Executions of ``machine`` that failed, timed out or were aborted, summed over
-        ``period`` (https://docs.aws.amazon.com/step-functions/latest/dg/procedure-cw-metrics.html)."""
-        return self._above_zero(
-            alarm_id,
-            what,
-            cloudwatch.MathExpression(
-                expression="failed + timedOut + aborted",
-                using_metrics={
-                    "failed": machine.metric_failed(statistic=cloudwatch.Stats.SUM),
-                    "timedOut": machine.metric_timed_out(statistic=cloudwatch.Stats.SUM),
-                    "aborted": machine.metric_aborted(statistic=cloudwatch.Stats.SUM),
-                },
-                label=f"{label} executions failed, timed out or aborted",
-                period=period,
-            ),
-            description,
-            anchor,
-        )
-
-    def _dead_letter_age(self, what: str, dlq: sqs.IQueue, threshold: Duration) -> cloudwatch.Alarm:
-        """The DLQ's oldest message older than ``threshold``: it expires unseen unless an
-        operator acts (:func:`dead_letter_age_threshold`)."""
-        days = threshold.to_seconds() / 86_400
-        return self._alarm(
-            "".join(word.capitalize() for word in what.split("-")) + "OldestMessageAge",
-            f"{what}-age",
-            dlq.metric_approximate_age_of_oldest_message(
-                statistic=cloudwatch.Stats.MAXIMUM, period=_ONE_HOUR
-            ),
-            threshold=threshold.to_seconds(),
-            evaluation_periods=1,
-            description=(
-                f"s3ingest: the oldest message of the dead-letter queue {what} has been there more "
-                f"than {days:g} days; it expires before long unless redriven or read"
-            ),
-            anchor="dlq-messages-near-expiry",
-        )
-
-    def _held_changes(self, threshold: Duration, period: Duration) -> cloudwatch.Alarm:
-        """A change held for review longer than ``threshold``: its effect waits for an
-        operator's approve or reject (``docs/hold.md``). The age comes from the reconciliation
-        (one datapoint per run), so the period is the heartbeat's: each holds a run."""
-        seconds = int(threshold.to_seconds())
-        return self._alarm(
-            "HeldChanges",
-            "held-changes",
-            self._custom(HELD_OLDEST_METRIC, cloudwatch.Stats.MAXIMUM, period),
-            threshold=seconds,
-            evaluation_periods=1,
-            description=(
-                f"s3ingest: a change has been held for review for more than {seconds} s (as the "
-                "last reconciliation measured it); its processor effect waits for approve or "
-                "reject"
-            ),
-            anchor="held-changes",
-        )
-
-    def _change_stream(self, relay: lambda_.IFunction, dead_letter_queue: sqs.IQueue) -> None:
-        """The change stream's alarms: dropped batches, relay failures, a stuck stream."""
-        self.change_dead_letters = self._above_zero(
-            "ChangeStreamDeadLetterQueueDepth",
-            "change-stream-dlq-depth",
-            dead_letter_queue.metric_approximate_number_of_messages_visible(
-                statistic=cloudwatch.Stats.MAXIMUM, period=_FIVE_MINUTES
-            ),
-            "s3ingest: the change relay dead-lettered changes it can never publish (each message "
-            "holds the reason and the change), or gave up on a batch it could not publish "
-            "(the message holds the batch's stream position; the ledger rows still hold them)",
-            "change-stream-dlq",
-        )
-        self.change_relay_errors = self._above_zero(
-            "ChangeRelayErrors",
-            "change-relay-errors",
-            relay.metric_errors(statistic=cloudwatch.Stats.SUM, period=_FIVE_MINUTES),
-            "s3ingest: the change-stream relay failed invocations (Lambda retries the batch; "
-            "the stream's shard waits)",
-            "change-stream-errors",
-        )
-        self.change_relay_behind = self._alarm(
-            "ChangeRelayIteratorAge",
-            "change-relay-iterator-age",
-            relay.metric("IteratorAge", statistic=cloudwatch.Stats.MAXIMUM, period=_FIVE_MINUTES),
-            threshold=MAX_CHANGE_AGE.to_milliseconds(),
-            evaluation_periods=3,
-            description=(
-                "s3ingest: the change-stream relay has been more than 15 minutes behind the "
-                "ledger for 15 minutes (changes are not being published)"
-            ),
-            anchor="change-stream-errors",
-        )
-
-    def _operating(
-        self,
-        *,
-        ledger_table: dynamodb.ITable,
-        ingest_rule: events.IRule,
-        lag_threshold: Duration,
-        heartbeat_period: Duration,
-        timeouts: Mapping[str, tuple[lambda_.IFunction, Duration]],
-    ) -> None:
-        """The signals of a pipeline in production: lag, the reconciliation heartbeat, ledger
-        throttling, functions near their timeout, the ingest rule failing, delivery off."""
-        seconds = int(lag_threshold.to_seconds())
-        self.ingest_lag = self._alarm(
-            "IngestLag",
-            "ingest-lag",
-            self._custom(LAG_METRIC, cloudwatch.Stats.p(99), _FIVE_MINUTES),
-            threshold=lag_threshold.to_milliseconds(),
-            evaluation_periods=1,
-            description=(
-                f"s3ingest: the p99 end-to-end lag of live events (S3 event time to ledger "
-                f"decision) was above {seconds} s over 5 minutes (replays excluded)"
-            ),
-            anchor="ingest-lag",
-        )
-        hours = heartbeat_period.to_hours()
-        self.reconcile_heartbeat = self._alarm(
-            "ReconcileHeartbeat",
-            "reconcile-heartbeat",
-            self._custom(RECONCILE_HEARTBEAT_METRIC, cloudwatch.Stats.SUM, heartbeat_period),
-            threshold=1,
-            comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-            missing=cloudwatch.TreatMissingData.BREACHING,
-            evaluation_periods=1,
-            description=(
-                f"s3ingest: no reconciliation completed in the last {hours:g} hours (the "
-                "schedule's interval plus 1 hour); lost events are not being repaired"
-            ),
-            anchor="reconciliation-not-running",
-        )
-        self.ledger_throttles = self._above_zero(
-            "LedgerThrottles",
-            "ledger-throttles",
-            cloudwatch.MathExpression(
-                expression="reads + writes",
-                using_metrics={
-                    "reads": ledger_table.metric(
-                        "ReadThrottleEvents", statistic=cloudwatch.Stats.SUM
-                    ),
-                    "writes": ledger_table.metric(
-                        "WriteThrottleEvents", statistic=cloudwatch.Stats.SUM
-                    ),
-                },
-                label="Ledger read and write throttle events",
-                period=_FIVE_MINUTES,
-            ),
-            "s3ingest: DynamoDB throttled reads or writes of the ledger table (records are "
-            "retried; a sustained burst fills the dead-letter queue)",
-            "ledger-throttled",
-        )
-        self.durations: dict[str, cloudwatch.Alarm] = {}
-        for what, (function, timeout) in timeouts.items():
-            construct_id = "".join(word.capitalize() for word in what.split("-")) + "Duration"
-            self.durations[what] = self._alarm(
-                construct_id,
-                f"{what}-duration",
-                function.metric_duration(statistic=cloudwatch.Stats.MAXIMUM, period=_FIVE_MINUTES),
-                threshold=DURATION_TIMEOUT_SHARE * timeout.to_milliseconds(),
-                evaluation_periods=1,
-                description=(
-                    f"s3ingest: an invocation of the {what} function took more than 80% of its "
-                    f"{int(timeout.to_seconds())} s timeout"
-                ),
-                anchor="function-near-timeout",
-            )
-        self.rule_failed_invocations = self._above_zero(
-            "IngestRuleFailedInvocations",
-            "ingest-rule-failed-invocations",
-            self._rule_metric(ingest_rule, "FailedInvocations"),
-            "s3ingest: the ingest rule failed to deliver events to the ingest queue and could not "
-            "put them in its dead-letter queue either",
-            "ingest-rule-failing",
-        )
-        self.rule_dlq_failures = self._above_zero(
-            "IngestRuleDlqFailures",
-            "ingest-rule-dlq-failures",
-            self._rule_metric(ingest_rule, "InvocationsFailedToBeSentToDlq"),
-            "s3ingest: the ingest rule could not send undeliverable events to its dead-letter "
-            "queue: those events are lost",
-            "ingest-rule-failing",
-        )
-        self.delivery_off = self._alarm(
-            "DeliveryOff",
-            "eventbridge-delivery-off",
-            self._custom(DELIVERY_METRIC, cloudwatch.Stats.MINIMUM, DELIVERY_PERIOD),
-            threshold=1,
-            comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-            missing=cloudwatch.TreatMissingData.BREACHING,
-            evaluation_periods=2,
-            description=(
-                "s3ingest: the landing bucket's EventBridge delivery is off, or the delivery "
-                "check stopped reporting, for 1 hour; no event reaches the pipeline"
-            ),
-            anchor="eventbridge-delivery-off",
-        )
 
     def _custom(self, metric_name: str, statistic: str, period: Duration) -> cloudwatch.Metric:
         """One of this stack's own custom metrics (namespace ``S3Ingest``)."""
@@ -516,63 +398,25 @@ class OperationalAlarms(Construct):
             period=period,
         )
 
-    @staticmethod
-    def _rule_metric(rule: events.IRule, metric_name: str) -> cloudwatch.Metric:
-        """A metric of a rule on the default bus: dimension ``RuleName`` only (a custom bus's
-        rules add ``EventBusName``;
-        https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-monitoring.html)."""
-        return cloudwatch.Metric(
-            namespace="AWS/Events",
-            metric_name=metric_name,
-            dimensions_map={"RuleName": rule.rule_name},
-            statistic=cloudwatch.Stats.SUM,
-            period=_FIVE_MINUTES,
-        )
-
-    def _above_zero(
-        self, alarm_id: str, what: str, metric: cloudwatch.IMetric, description: str, anchor: str
-    ) -> cloudwatch.Alarm:
-        return self._alarm(
-            alarm_id,
-            what,
-            metric,
-            threshold=0,
-            evaluation_periods=1,
-            description=description,
-            anchor=anchor,
-        )
-
-    def _alarm(
-        self,
-        alarm_id: str,
-        what: str,
-        metric: cloudwatch.IMetric,
-        *,
-        threshold: float,
-        evaluation_periods: int,
-        description: str,
-        anchor: str,
-        comparison: cloudwatch.ComparisonOperator = (
-            cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
-        ),
-        missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
-    ) -> cloudwatch.Alarm:
-        """``metric`` compared with ``threshold`` (by default: above it) in all of
-        ``evaluation_periods`` periods, named ``s3ingest-<stage>-<what>``; notifies the topic on
-        ALARM and on OK."""
+    def _alarm(self, row: _Row) -> cloudwatch.Alarm:
+        """The alarm of ``row``, named ``s3ingest-<stage>-<what>``; notifies the topic on ALARM
+        and on OK."""
         alarm = cloudwatch.Alarm(
             self,
-            alarm_id,
-            alarm_name=alarm_name(self._stage, what),
-            metric=metric,
-            threshold=threshold,
-            comparison_operator=comparison,
-            evaluation_periods=evaluation_periods,
-            datapoints_to_alarm=evaluation_periods,
-            treat_missing_data=missing,
-            alarm_description=(
-                f"{description}. Runbook: {runbook(self._runbook_base_url, anchor)}"
-            ),
+            row.construct_id,
+            alarm_name=alarm_name(self._stage, row.what),
+            metric=row.metric,
+            threshold=row.threshold,
+            comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD
+            if row.heartbeat
+            else cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=row.periods,
+            datapoints_to_alarm=row.periods,
+            treat_missing_data=cloudwatch.TreatMissingData.BREACHING
+            if row.heartbeat
+            else cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description=f"{row.description}. Runbook: "
+            f"{runbook(self._runbook_base_url, row.anchor)}",
         )
         alarm.add_alarm_action(self._action)
         alarm.add_ok_action(self._action)

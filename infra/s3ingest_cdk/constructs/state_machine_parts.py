@@ -56,48 +56,40 @@ def execution_logs(scope: Construct, *, description: str, log_retention_days: in
     ValueError
         When ``log_retention_days`` is not a CloudWatch Logs retention value.
     """
-    shared = pipeline_key(scope)
-    if shared is not None:
-        log_group = logs.LogGroup(
+    log_key = pipeline_key(scope)
+    if log_key is None:
+        log_key = kms.Key(
             scope,
-            "LogGroup",
-            retention=retention(log_retention_days),
-            encryption_key=shared,
+            "LogKey",
+            description=description,
+            enable_key_rotation=True,
             removal_policy=RemovalPolicy.RETAIN,
         )
-        return ExecutionLogs(log_group=log_group, log_key=shared)
-    log_key = kms.Key(
-        scope,
-        "LogKey",
-        description=description,
-        enable_key_rotation=True,
-        removal_policy=RemovalPolicy.RETAIN,
-    )
-    # CloudWatch Logs encrypts with the key on the log group's behalf; the condition keeps the
-    # grant to log groups of this account and region. The log group's own ARN cannot be named:
-    # the log group refers to the key, so the key's policy referring back would be a cycle.
-    # https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html
-    log_key.add_to_resource_policy(
-        iam.PolicyStatement(
-            sid="AllowCloudWatchLogsOfThisAccountAndRegion",
-            principals=[iam.ServicePrincipal(f"logs.{Aws.REGION}.amazonaws.com")],
-            actions=[
-                "kms:Encrypt*",
-                "kms:Decrypt*",
-                "kms:ReEncrypt*",
-                "kms:GenerateDataKey*",
-                "kms:Describe*",
-            ],
-            resources=["*"],
-            conditions={
-                "ArnLike": {
-                    "kms:EncryptionContext:aws:logs:arn": (
-                        f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:{Aws.ACCOUNT_ID}:log-group:*"
-                    )
-                }
-            },
+        # CloudWatch Logs encrypts with the key on the log group's behalf; the condition keeps the
+        # grant to log groups of this account and region. The log group's own ARN cannot be named:
+        # the log group refers to the key, so the key's policy referring back would be a cycle.
+        # https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html
+        log_key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowCloudWatchLogsOfThisAccountAndRegion",
+                principals=[iam.ServicePrincipal(f"logs.{Aws.REGION}.amazonaws.com")],
+                actions=[
+                    "kms:Encrypt*",
+                    "kms:Decrypt*",
+                    "kms:ReEncrypt*",
+                    "kms:GenerateDataKey*",
+                    "kms:Describe*",
+                ],
+                resources=["*"],
+                conditions={
+                    "ArnLike": {
+                        "kms:EncryptionContext:aws:logs:arn": (
+                            f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:{Aws.ACCOUNT_ID}:log-group:*"
+                        )
+                    }
+                },
+            )
         )
-    )
     log_group = logs.LogGroup(
         scope,
         "LogGroup",

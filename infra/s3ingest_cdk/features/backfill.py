@@ -30,8 +30,9 @@ from s3ingest_cdk.features.evidence import (
     acknowledge_state_machine_invoke,
     synchronous_evidence,
 )
+from s3ingest_cdk.features.reconciliation import grant_reports
 from s3ingest_cdk.features.service import IngestProcessors, grant_ingest_service
-from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
+from s3ingest_cdk.nag import acknowledge, grant, wildcard_resource_finding
 from s3ingest_fn import config as fn_config
 
 _OBSERVE_EVIDENCE = (
@@ -114,25 +115,9 @@ class Backfill(Construct):
             reserve_concurrency(control, settings.backfill_reserved_concurrency)
         # prepare: the newest report is listed by prefix; its manifest HEAD and read (checksum
         # included); backfill_file reads the data files. Every bucket's reports.
-        report_arns = []
-        for entry in landings.with_reports:
-            if entry.report_bucket is None:  # pragma: no cover - with_reports has one
-                continue
-            reports = entry.report_bucket.arn_for_objects(f"{entry.report_prefix}*")
-            report_arns.append(reports)
-            iam.Grant.add_to_principal(
-                grantee=control,
-                actions=["s3:ListBucket"],
-                resource_arns=[entry.report_bucket.bucket_arn],
-            )
-            iam.Grant.add_to_principal(
-                grantee=control, actions=["s3:GetObject"], resource_arns=[reports]
-            )
-            acknowledge(
-                control_role,
-                wildcard_resource_finding(self, reports),
-                f"s3:GetObject (and HEAD) {REPORTS_EVIDENCE}",
-            )
+        report_arns = grant_reports(
+            self, control, control_role, landings, "s3:GetObject (and HEAD)"
+        )
         self.backfill: RoleFunction | None = None
         self.batch_operations: BatchOperationsRole | None = None
         if settings.backfill_engine == BATCH_OPERATIONS:
@@ -203,9 +188,7 @@ class Backfill(Construct):
         # report: the completion reports (ListBucket above makes a missing one a 404, which it
         # reads as "no failure").
         completion_reports = inventory_bucket.arn_for_objects(f"{REPORT_PREFIX}/*")
-        iam.Grant.add_to_principal(
-            grantee=control.function, actions=["s3:GetObject"], resource_arns=[completion_reports]
-        )
+        grant(control.function, ["s3:GetObject"], completion_reports)
         completion_finding = wildcard_resource_finding(self, completion_reports)
         acknowledge(
             control.role,
@@ -218,25 +201,15 @@ class Backfill(Construct):
         self.batch_operations = BatchOperationsRole(self, "BatchOperations")
         batch_role = self.batch_operations.role
         for reports in report_arns:
-            iam.Grant.add_to_principal(
-                grantee=batch_role,
-                actions=["s3:GetObject", "s3:GetObjectVersion"],
-                resource_arns=[reports],
-            )
+            grant(batch_role, ["s3:GetObject", "s3:GetObjectVersion"], reports)
             acknowledge(
                 batch_role,
                 wildcard_resource_finding(self, reports),
                 "S3 Batch Operations reads the job's manifest and the data files it lists "
                 f"(s3:GetObject, s3:GetObjectVersion) {REPORTS_EVIDENCE}",
             )
-        iam.Grant.add_to_principal(
-            grantee=batch_role,
-            actions=["lambda:InvokeFunction"],
-            resource_arns=[backfill.function_arn],
-        )
-        iam.Grant.add_to_principal(
-            grantee=batch_role, actions=["s3:PutObject"], resource_arns=[completion_reports]
-        )
+        grant(batch_role, ["lambda:InvokeFunction"], backfill.function_arn)
+        grant(batch_role, ["s3:PutObject"], completion_reports)
         acknowledge(
             batch_role,
             completion_finding,

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from aws_cdk import aws_dynamodb as dynamodb
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
@@ -32,7 +31,7 @@ from s3ingest_cdk.constructs.checkpointed_run_state_machine import (
     reprocess_states,
 )
 from s3ingest_cdk.constructs.function import RoleFunction
-from s3ingest_cdk.constructs.landing_bucket import CHECKPOINT_BUCKET_ENV, Landings
+from s3ingest_cdk.constructs.landing_bucket import Landings
 from s3ingest_cdk.constructs.python_function import reserve_concurrency
 from s3ingest_cdk.features.evidence import (
     SFN_LOGGING_EVIDENCE,
@@ -43,7 +42,7 @@ from s3ingest_cdk.features.evidence import (
     synchronous_evidence,
 )
 from s3ingest_cdk.features.service import IngestProcessors, grant_ingest_service
-from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
+from s3ingest_cdk.nag import acknowledge, grant, wildcard_resource_finding
 from s3ingest_fn import config as fn_config
 
 
@@ -185,7 +184,7 @@ class CheckpointedRun(Construct):
         common = {
             **landings.scope_environment(self),
             fn_config.BUCKET_NAME: landings.first.bucket.bucket_name,
-            CHECKPOINT_BUCKET_ENV: checkpoints.bucket_name,
+            fn_config.CHECKPOINT_BUCKET_NAME: checkpoints.bucket_name,
             fn_config.LEDGER_TABLE_NAME: ledger_table.table_name,
             fn_config.DEAD_LETTER_QUEUE_URL: dead_letter_queue.queue_url,
             fn_config.TOMBSTONE_TTL_SECONDS: str(settings.tombstone_ttl_seconds),
@@ -217,10 +216,10 @@ class CheckpointedRun(Construct):
         reserve_concurrency(self.part.function, settings.backfill_reserved_concurrency)
         if spec.lists_buckets:
             for owner in (self.plan, self.part):
-                iam.Grant.add_to_principal(
-                    grantee=owner.function,
-                    actions=["s3:ListBucket", "s3:ListBucketVersions", "s3:GetBucketVersioning"],
-                    resource_arns=[b.bucket_arn for b in landings.buckets],
+                grant(
+                    owner.function,
+                    ["s3:ListBucket", "s3:ListBucketVersions", "s3:GetBucketVersioning"],
+                    *[b.bucket_arn for b in landings.buckets],
                 )
         grant_ingest_service(
             self.part.function,
@@ -242,14 +241,8 @@ class CheckpointedRun(Construct):
             (self.summarize, ["s3:GetObject"]),
         ):
             # ListBucket: a checkpoint not yet written reads as 404 rather than 403
-            iam.Grant.add_to_principal(
-                grantee=owner.function,
-                actions=["s3:ListBucket"],
-                resource_arns=[checkpoints.bucket_arn],
-            )
-            iam.Grant.add_to_principal(
-                grantee=owner.function, actions=actions, resource_arns=[objects]
-            )
+            grant(owner.function, ["s3:ListBucket"], checkpoints.bucket_arn)
+            grant(owner.function, actions, objects)
             acknowledge(
                 owner.role,
                 wildcard_resource_finding(self, objects),

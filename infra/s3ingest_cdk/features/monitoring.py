@@ -7,7 +7,6 @@ from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -33,7 +32,7 @@ from s3ingest_cdk.features.evidence import (
 )
 from s3ingest_cdk.features.ingestion import Ingestion
 from s3ingest_cdk.features.reconciliation import Reconciliation
-from s3ingest_cdk.nag import acknowledge
+from s3ingest_cdk.nag import acknowledge, grant
 from s3ingest_fn.config import DeliveryCheckConfig
 
 #: How often the delivery check runs: the delivery alarm (30-minute periods) sees at least one
@@ -86,10 +85,10 @@ class Monitoring(Construct):
         )
         # GetBucketNotificationConfiguration needs s3:GetBucketNotification, on these buckets
         # (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetBucketNotificationConfiguration.html).
-        iam.Grant.add_to_principal(
-            grantee=self.delivery_check.function,
-            actions=["s3:GetBucketNotification"],
-            resource_arns=[b.bucket_arn for b in landings.buckets],
+        grant(
+            self.delivery_check.function,
+            ["s3:GetBucketNotification"],
+            *[b.bucket_arn for b in landings.buckets],
         )
         schedule = events.Rule(
             self.delivery_check,

@@ -25,7 +25,7 @@ from s3ingest.settings import (
 from s3ingest_cdk.constructs.function import RoleFunction, lambda_handler
 from s3ingest_cdk.features.evidence import acknowledge_function, synchronous_evidence
 from s3ingest_cdk.features.service import IngestProcessors
-from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
+from s3ingest_cdk.nag import acknowledge, grant, wildcard_resource_finding
 from s3ingest_fn import config as fn_config
 
 
@@ -201,11 +201,7 @@ def _grant_outputs(owner: RoleFunction, name: str, output_bucket: s3.IBucket) ->
     """``s3:PutObject`` and ``s3:DeleteObject`` on ``output_bucket``'s objects for processor
     function ``name`` (the example sidecar writes one output per key, deletes it on removal)."""
     outputs_arn = output_bucket.arn_for_objects("*")
-    iam.Grant.add_to_principal(
-        grantee=owner.function,
-        actions=["s3:PutObject", "s3:DeleteObject"],
-        resource_arns=[outputs_arn],
-    )
+    grant(owner.function, ["s3:PutObject", "s3:DeleteObject"], outputs_arn)
     acknowledge(
         owner.role,
         wildcard_resource_finding(owner, outputs_arn),

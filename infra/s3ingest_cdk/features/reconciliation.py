@@ -19,7 +19,7 @@ from s3ingest.settings.events import CHANGE_SOURCE
 from s3ingest_cdk.constructs import DriftAlarm, ReconcileSchedule, ReconcileStateMachine
 from s3ingest_cdk.constructs.event_routing import rule_role
 from s3ingest_cdk.constructs.function import RoleFunction
-from s3ingest_cdk.constructs.landing_bucket import CHECKPOINT_BUCKET_ENV, Landings, secure_bucket
+from s3ingest_cdk.constructs.landing_bucket import Landings, secure_bucket
 from s3ingest_cdk.constructs.reconcile_state_machine import (
     INVENTORY_MAP_LABEL,
     WORK_EXPIRATION,
@@ -36,7 +36,7 @@ from s3ingest_cdk.features.evidence import (
     synchronous_evidence,
 )
 from s3ingest_cdk.features.service import grant_read_objects
-from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
+from s3ingest_cdk.nag import acknowledge, grant, wildcard_resource_finding
 from s3ingest_fn import config as fn_config
 from s3ingest_fn.contract import (
     ATTESTATION_BUCKET_ENV,
@@ -165,10 +165,10 @@ class Reconciliation(Construct):
             # Listing: GetBucketVersioning picks ListObjectVersions or ListObjectsV2
             # (https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectVersions.html: the
             # s3:ListBucketVersions permission).
-            iam.Grant.add_to_principal(
-                grantee=function,
-                actions=["s3:ListBucket", "s3:ListBucketVersions", "s3:GetBucketVersioning"],
-                resource_arns=[bucket.bucket_arn],
+            grant(
+                function,
+                ["s3:ListBucket", "s3:ListBucketVersions", "s3:GetBucketVersioning"],
+                bucket.bucket_arn,
             )
             # Confirmation: a HEAD of each key that differs (HeadObject needs s3:GetObject).
             objects_arn = grant_read_objects(function, bucket)
@@ -210,9 +210,7 @@ class Reconciliation(Construct):
             )
         owner.function.add_environment(ATTESTATION_BUCKET_ENV, store.bucket_name)
         documents = store.arn_for_objects(f"{ATTESTATION_ROOT}/*")
-        iam.Grant.add_to_principal(
-            grantee=owner.function, actions=["s3:PutObject"], resource_arns=[documents]
-        )
+        grant(owner.function, ["s3:PutObject"], documents)
         acknowledge(
             owner.role,
             wildcard_resource_finding(self, documents),
@@ -247,12 +245,10 @@ class Reconciliation(Construct):
         fan_out = owner.function
         inventory_bucket = self._landings.shared.inventory
         # Its work files go to the stack's own inventory bucket, whoever owns the inventories.
-        fan_out.add_environment(CHECKPOINT_BUCKET_ENV, inventory_bucket.bucket_name)
+        fan_out.add_environment(fn_config.CHECKPOINT_BUCKET_NAME, inventory_bucket.bucket_name)
         # The fan-out's shards: written by one step, read by a later one of the same run.
         work = inventory_bucket.arn_for_objects(f"{WORK_PREFIX}*")
-        iam.Grant.add_to_principal(
-            grantee=fan_out, actions=["s3:GetObject", "s3:PutObject"], resource_arns=[work]
-        )
+        grant(fan_out, ["s3:GetObject", "s3:PutObject"], work)
         acknowledge(
             owner.role,
             wildcard_resource_finding(self, work),
@@ -286,22 +282,22 @@ class Reconciliation(Construct):
 
 
 def grant_reports(
-    scope: Construct, function: lambda_.IFunction, role: iam.IRole, landings: Landings
-) -> None:
+    scope: Construct,
+    function: lambda_.IFunction,
+    role: iam.IRole,
+    landings: Landings,
+    reads: str = "s3:GetObject",
+) -> list[str]:
     """Read of every landing bucket's inventory reports: ListBucket on each report bucket
-    (the newest report is found by prefix) and GetObject on each bucket's report folder only."""
+    (the newest report is found by prefix) and GetObject on each bucket's report folder only
+    (``reads``: those reads, as the acknowledgement names them); returns the folders' ARNs."""
+    arns = []
     for entry in landings.with_reports:
         if entry.report_bucket is None or entry.report_prefix is None:  # pragma: no cover
             continue
         reports = entry.report_bucket.arn_for_objects(f"{entry.report_prefix}*")
-        iam.Grant.add_to_principal(
-            grantee=function,
-            actions=["s3:ListBucket"],
-            resource_arns=[entry.report_bucket.bucket_arn],
-        )
-        iam.Grant.add_to_principal(
-            grantee=function, actions=["s3:GetObject"], resource_arns=[reports]
-        )
-        acknowledge(
-            role, wildcard_resource_finding(scope, reports), f"s3:GetObject {REPORTS_EVIDENCE}"
-        )
+        arns.append(reports)
+        grant(function, ["s3:ListBucket"], entry.report_bucket.bucket_arn)
+        grant(function, ["s3:GetObject"], reports)
+        acknowledge(role, wildcard_resource_finding(scope, reports), f"{reads} {REPORTS_EVIDENCE}")
+    return arns

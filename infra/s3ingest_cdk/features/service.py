@@ -13,7 +13,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 
-from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
+from s3ingest_cdk.nag import acknowledge, grant, wildcard_resource_finding
 from s3ingest_fn import config as fn_config
 
 
@@ -22,11 +22,7 @@ def grant_read_objects(function: lambda_.IFunction, bucket: s3.IBucket) -> str:
     ``bucket``'s objects; returns the objects' ARN pattern (for the acknowledgement of its
     wildcard, which the caller words)."""
     objects_arn = bucket.arn_for_objects("*")
-    iam.Grant.add_to_principal(
-        grantee=function,
-        actions=["s3:GetObject", "s3:GetObjectVersion"],
-        resource_arns=[objects_arn],
-    )
+    grant(function, ["s3:GetObject", "s3:GetObjectVersion"], objects_arn)
     return objects_arn
 
 
@@ -82,11 +78,7 @@ def grant_processors(function: lambda_.Function, processors: IngestProcessors) -
     for name, value in processors.variables:
         function.add_environment(name, value)
     if processors.function_arns:
-        iam.Grant.add_to_principal(
-            grantee=function,
-            actions=["lambda:InvokeFunction"],
-            resource_arns=list(processors.function_arns),
-        )
+        grant(function, ["lambda:InvokeFunction"], *processors.function_arns)
     merged: list[str] = []
     for index, statement in enumerate(processors.statements):
         function.add_to_role_policy(statement.copy())
@@ -157,9 +149,7 @@ def grant_ingest_service(
     ledger_table.grant(function, "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
     for bucket in buckets:
         objects_arn = grant_read_objects(function, bucket)
-        iam.Grant.add_to_principal(
-            grantee=function, actions=["s3:ListBucket"], resource_arns=[bucket.bucket_arn]
-        )
+        grant(function, ["s3:ListBucket"], bucket.bucket_arn)
         acknowledge(role, wildcard_resource_finding(function, objects_arn), objects_reason)
     if processors is not None:
         grant_processors(function, processors)
@@ -170,14 +160,8 @@ def grant_ingest_service(
         function.add_environment(fn_config.PROCESSOR, processor)  # else PROCESSORS carries it
     function.add_environment(fn_config.OUTPUT_BUCKET, output_bucket.bucket_name)
     outputs_arn = output_bucket.arn_for_objects("*")
-    iam.Grant.add_to_principal(
-        grantee=function,
-        actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
-        resource_arns=[outputs_arn],
-    )
-    iam.Grant.add_to_principal(
-        grantee=function, actions=["s3:ListBucket"], resource_arns=[output_bucket.bucket_arn]
-    )
+    grant(function, ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], outputs_arn)
+    grant(function, ["s3:ListBucket"], output_bucket.bucket_arn)
     acknowledge(
         role,
         wildcard_resource_finding(function, outputs_arn),
