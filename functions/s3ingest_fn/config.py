@@ -37,7 +37,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from s3ingest_fn.contract import DELIVERY_BUCKETS_ENV, STACK_ENV
 from s3ingest_fn.core.context import in_caller_context
 from s3ingest_fn.core.scope import Scope
-from s3ingest_fn.effect_targets import PROCESSOR_TARGETS  # noqa: F401 (the stack's name for it)
+from s3ingest_fn.effect_targets import (  # noqa: F401 (the stack reads them here)
+    PROCESSOR_TARGETS,
+    targets_json,
+)
 from s3ingest_fn.owners import parse_owners
 
 if TYPE_CHECKING:  # re-exported: __getattr__ below

@@ -231,6 +231,7 @@ def test_the_other_roles_models_read_through_config() -> None:
     from s3ingest_fn import config_roles
 
     assert config.ReconcileConfig is config_roles.ReconcileConfig
+    assert config.targets_json is config_roles.targets_json  # the stack's synth reads it here
     assert config.ROLES["ingest"] is config.IngestConfig
     assert config.ROLES["reconcile"] is config.ReconcileConfig
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
