@@ -586,7 +586,7 @@ class Settings:
         (
             "X-Ray active tracing of the Lambda functions (with the Powertools tracer in the "
             "ingest function). Off, the functions have no X-Ray permission and "
-            "`POWERTOOLS_TRACE_DISABLED=true`: the X-Ray SDK adds about 60 ms of CPU to the "
+            "`POWERTOOLS_TRACE_DISABLED=true`: the X-Ray SDK adds 60-100 ms of CPU to the "
             "ingest function's cold start (`python -m bench --only bundle`) and is in "
             "maintenance mode. The state machines are traced either way"
         ),
