@@ -21,7 +21,9 @@ on a shared machine), interpreter start-up excluded, the variants interleaved ru
 - the handler module's import alone against ``import boto3`` alone (what ``bench/import_time.py``
   timed on the development tree; now on the bundle).
 
-Target: the cold start, tracing off, at most 1.0 times ``boto3`` plus the three clients. Also
+Each ratio is printed as the ratio of the medians and, run by run (each run's variants ran
+back to back), its min, median and max. Target: the cold start, tracing off, at most 1.0
+times ``boto3`` plus the three clients. Also
 printed: the bundle's size, unzipped and zipped (deflate, as the CDK asset's zip).
 """
 
@@ -136,6 +138,8 @@ def _sample(python: str, bundle: Path, body: str, env: dict[str, str]) -> tuple[
 
 
 def _line(label: str, samples: list[float], base: list[float] | None = None) -> str:
+    """``label``'s min, median and max in ms; against ``base`` (the same runs, interleaved),
+    the ratio of the medians and the min, median and max of the run-by-run ratios."""
     ms = [s * 1000 for s in samples]
     text = (
         f"   {label:<52} min {min(ms):7.1f}  median {statistics.median(ms):7.1f}"
@@ -143,6 +147,11 @@ def _line(label: str, samples: list[float], base: list[float] | None = None) -> 
     )
     if base is not None:
         text += f"   ratio {statistics.median(samples) / statistics.median(base):5.2f}"
+        per_run = [s / b for s, b in zip(samples, base, strict=True)]
+        text += (
+            f" (run by run: min {min(per_run):.2f}  median {statistics.median(per_run):.2f}"
+            f"  max {max(per_run):.2f})"
+        )
     return text
 
 

@@ -13,16 +13,33 @@ import s3ingest_fn
 #: The folder holding ``s3ingest_fn`` (the Lambda package's root).
 FUNCTIONS = Path(s3ingest_fn.__file__).resolve().parents[1]
 _CODE = (
-    "import json, sys\n"
+    "import dataclasses, json, sys\n"
     "import s3ingest_fn.handlers.ingest as h\n"
     "h._build_from_env()\n"
-    "print(json.dumps(sorted(sys.modules)))\n"
+    "print(json.dumps({probe}))\n"
+)
+#: What :func:`ingest_cold_start_modules` prints: every loaded module's name.
+_MODULES = "sorted(sys.modules)"
+#: What :func:`ingest_cold_start_dataclasses` prints: each loaded module's dataclasses.
+_DATACLASSES = (
+    "sorted(f'{n}.{k}' for n, m in list(sys.modules.items()) if n.startswith('s3ingest_fn')"
+    " for k, v in vars(m).items() if isinstance(v, type) and dataclasses.is_dataclass(v)"
+    " and v.__module__ == n)"
 )
 
 
 def ingest_cold_start_modules(cwd: Path) -> list[str]:
     """Every module loaded after importing the ingest handler and building it from a minimal
     environment (tracing and metrics off, fake credentials), run in ``cwd``."""
+    return _cold_start(cwd, _MODULES)
+
+
+def ingest_cold_start_dataclasses(cwd: Path) -> list[str]:
+    """``module.Class`` of every dataclass of ``s3ingest_fn`` the same cold start built."""
+    return _cold_start(cwd, _DATACLASSES)
+
+
+def _cold_start(cwd: Path, probe: str) -> list[str]:
     env = {
         "PATH": os.environ.get("PATH", ""),
         "PYTHONPATH": str(FUNCTIONS),
@@ -35,7 +52,11 @@ def ingest_cold_start_modules(cwd: Path) -> list[str]:
         "POWERTOOLS_METRICS_DISABLED": "true",
     }
     done = subprocess.run(
-        [sys.executable, "-c", _CODE], env=env, cwd=cwd, capture_output=True, text=True
+        [sys.executable, "-c", _CODE.format(probe=probe)],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 0, done.stderr
     loaded: list[str] = json.loads(done.stdout.splitlines()[-1])

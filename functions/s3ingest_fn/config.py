@@ -19,26 +19,44 @@ steps (:class:`BackfillControlConfig`), the change relay (:class:`ChangeRelayCon
 delivery check (:class:`DeliveryCheckConfig`), the bucket set-up (:class:`BucketSetupConfig`);
 the AWS clients of any of them: :class:`ClientConfig`; how any of them logs object keys:
 :class:`LogConfig`. Pure standard library: importing this
-module stays cheap (``bench/bundle_cold_start.py``).
+module stays cheap (``bench/bundle_cold_start.py``). The other roles' models (and
+:class:`Inventory`, :data:`ROLES`) live in :mod:`s3ingest_fn.config_roles` and are imported
+from here on first use, so the ingest function's cold start builds only its own dataclasses.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, fields
-from typing import Any, ClassVar, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from s3ingest_fn.contract import DELIVERY_BUCKETS_ENV, STACK_ENV
 from s3ingest_fn.core.context import in_caller_context
-from s3ingest_fn.core.effects import EffectTarget
 from s3ingest_fn.core.scope import Scope
-from s3ingest_fn.effect_targets import PROCESSOR_TARGETS, read_targets, targets_json
+from s3ingest_fn.effect_targets import (  # noqa: F401 (the stack reads them here)
+    PROCESSOR_TARGETS,
+    targets_json,
+)
 from s3ingest_fn.owners import parse_owners
+
+if TYPE_CHECKING:  # re-exported: __getattr__ below
+    from s3ingest_fn.config_roles import (  # noqa: F401
+        ROLES,
+        BackfillConfig,
+        BackfillControlConfig,
+        BucketSetupConfig,
+        ChangeRelayConfig,
+        DeliveryCheckConfig,
+        FanOutConfig,
+        Inventory,
+        ListingBackfillConfig,
+        ReconcileConfig,
+        ReprocessConfig,
+    )
 
 # -- variable names ---------------------------------------------------------------------------
 
@@ -193,53 +211,6 @@ def _put(env: dict[str, str], name: str, value: Any) -> None:
 
 
 # -- typed entries ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Inventory:
-    """One ``INVENTORIES`` entry: bucket ``name``'s reports are written to ``bucket`` under
-    ``prefix``."""
-
-    name: str
-    bucket: str
-    prefix: str = ""
-
-    def as_dict(self) -> dict[str, str]:
-        """``{"name", "bucket", "prefix"}``."""
-        return {"name": self.name, "bucket": self.bucket, "prefix": self.prefix}
-
-    @staticmethod
-    def to_json(entries: Sequence[Inventory]) -> str:
-        """The ``INVENTORIES`` value."""
-        return compact([e.as_dict() for e in entries])
-
-    @classmethod
-    def parse(cls, raw: str | None) -> tuple[Inventory, ...]:
-        """``INVENTORIES``' entries (empty: none).
-
-        Raises
-        ------
-        ValueError
-            When it is not a JSON list of ``{"name", "bucket", "prefix"?}`` objects.
-        """
-        if not raw:
-            return ()
-        try:
-            entries = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"INVENTORIES is not JSON: {exc.msg}") from exc
-        if not isinstance(entries, list):
-            raise ValueError("INVENTORIES must be a JSON list")
-        found = []
-        for entry in entries:
-            if not (
-                isinstance(entry, dict)
-                and isinstance(entry.get("name"), str)
-                and isinstance(entry.get("bucket"), str)
-            ):
-                raise ValueError(f"INVENTORIES entry without name or bucket: {entry!r}")
-            found.append(cls(entry["name"], entry["bucket"], str(entry.get("prefix") or "")))
-        return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -520,273 +491,6 @@ def _ingest_values(env: Mapping[str, str], problems: list[str]) -> dict[str, Any
 
 
 @dataclass(frozen=True)
-class BackfillConfig(IngestConfig):
-    """The inventory backfill function's (Batch Operations) environment: the ingest
-    function's (``DEAD_LETTER_QUEUE_URL`` unused here, validated alike)."""
-
-    ROLE: ClassVar[str] = "backfill"
-
-
-@dataclass(frozen=True)
-class ListingBackfillConfig(IngestConfig):
-    """The listing backfill functions' environment: the ingest function's plus
-    ``CHECKPOINT_BUCKET_NAME``."""
-
-    ROLE: ClassVar[str] = "listing backfill"
-
-    checkpoint_bucket_name: str = ""
-
-    @classmethod
-    def _read(cls: type[C], env: Mapping[str, str], problems: list[str]) -> C:
-        values = _ingest_values(env, problems)
-        values["checkpoint_bucket_name"] = _required(env, CHECKPOINT_BUCKET_NAME, problems)
-        return cls(**values)
-
-    def to_env(self) -> dict[str, str]:
-        env = super().to_env()
-        _put(env, CHECKPOINT_BUCKET_NAME, self.checkpoint_bucket_name)
-        return env
-
-    def ingest(self) -> IngestConfig:
-        """The ingest part (what builds the ingest service)."""
-        return IngestConfig(
-            **{f.name: getattr(self, f.name) for f in fields(IngestConfig) if f.init}
-        )
-
-
-@dataclass(frozen=True)
-class ReprocessConfig(ListingBackfillConfig):
-    """The reprocess functions' environment (plan, segment, summarize): the ingest function's
-    (the ledger, ``SCOPE``, ``PROCESSORS`` or ``PROCESSOR``, ``HOLD``, ``TRAIL_LENGTH``,
-    ``OUTPUT_BUCKET``: the segment step runs the processors) plus ``CHECKPOINT_BUCKET_NAME``
-    (the run's plan and checkpoints, under ``reprocess/<run>/``)."""
-
-    ROLE: ClassVar[str] = "reprocess"
-
-
-@dataclass(frozen=True)
-class ReconcileConfig(_Config):
-    """The reconcile function's environment.
-
-    Attributes
-    ----------
-    ledger_table_name, ingest_queue_url : str
-        ``LEDGER_TABLE_NAME``, ``INGEST_QUEUE_URL`` (repairs go there)
-    bucket_name, scope_json : str or None
-        ``BUCKET_NAME``, ``SCOPE`` (:attr:`buckets`: the buckets covered)
-    inventories : tuple of Inventory
-        ``INVENTORIES``
-    inventory_bucket_name, inventory_prefix : str or None
-        ``INVENTORY_BUCKET_NAME``, ``INVENTORY_PREFIX``: the first bucket's inventory when
-        ``INVENTORIES`` names none for it
-    processor_names : tuple of str
-        ``PROCESSOR_NAMES``, else the names of ``PROCESSORS`` / ``PROCESSOR``
-    processor_targets : tuple of EffectTarget
-        ``PROCESSOR_TARGETS``, else those of ``PROCESSORS`` / ``PROCESSOR``: rows behind each
-        are counted (``effects_behind_by_processor``)
-    """
-
-    ROLE: ClassVar[str] = "reconcile"
-
-    ledger_table_name: str
-    ingest_queue_url: str
-    bucket_name: str | None = None
-    scope_json: str | None = None
-    inventories: tuple[Inventory, ...] = ()
-    inventory_bucket_name: str | None = None
-    inventory_prefix: str | None = None
-    processor_names: tuple[str, ...] = ()
-    processor_targets: tuple[EffectTarget, ...] = ()
-
-    @property
-    def scope(self) -> Scope:
-        """``SCOPE``, else ``BUCKET_NAME`` alone, else everything."""
-        return Scope.from_env({SCOPE: self.scope_json or "", BUCKET_NAME: self.bucket_name or ""})
-
-    @property
-    def buckets(self) -> tuple[str, ...]:
-        """The buckets a scheduled reconciliation covers, in order: ``SCOPE``'s, else
-        ``BUCKET_NAME``."""
-        names = self.scope.names
-        return names or ((self.bucket_name,) if self.bucket_name else ())
-
-    def inventory_of(self, bucket: str) -> tuple[str, str] | None:
-        """``(destination bucket, report folder)`` of ``bucket``'s inventory, or None."""
-        return self.inventory_map().get(bucket)
-
-    def inventory_map(self) -> dict[str, tuple[str, str]]:
-        """Each bucket's inventory reports, ``{source bucket: (destination, folder)}``:
-        ``INVENTORIES``, and for the first bucket when it names none, ``INVENTORY_BUCKET_NAME``
-        and ``INVENTORY_PREFIX``."""
-        found = {e.name: (e.bucket, e.prefix) for e in self.inventories}
-        first = self.buckets[0] if self.buckets else None
-        if first and first not in found and self.inventory_bucket_name:
-            found[first] = (self.inventory_bucket_name, self.inventory_prefix or "")
-        return found
-
-    @classmethod
-    def _read(cls: type[C], env: Mapping[str, str], problems: list[str]) -> C:
-        return cls(**_reconcile_values(env, problems))
-
-    def to_env(self) -> dict[str, str]:
-        env: dict[str, str] = {}
-        _put(env, LEDGER_TABLE_NAME, self.ledger_table_name)
-        _put(env, INGEST_QUEUE_URL, self.ingest_queue_url)
-        _put(env, BUCKET_NAME, self.bucket_name)
-        _put(env, SCOPE, self.scope_json)
-        if self.inventories:
-            env[INVENTORIES] = Inventory.to_json(self.inventories)
-        _put(env, INVENTORY_BUCKET_NAME, self.inventory_bucket_name)
-        _put(env, INVENTORY_PREFIX, self.inventory_prefix)
-        _put(env, PROCESSOR_NAMES, ",".join(self.processor_names))
-        if self.processor_targets:
-            env[PROCESSOR_TARGETS] = targets_json(
-                [dataclasses.asdict(t) for t in self.processor_targets]
-            )
-        return env
-
-
-def _reconcile_values(env: Mapping[str, str], problems: list[str]) -> dict[str, Any]:
-    ledger_table_name = _required(env, LEDGER_TABLE_NAME, problems)
-    queue_url = _required(env, INGEST_QUEUE_URL, problems)
-    scope_json = env.get(SCOPE) or None
-    scope = Scope()
-    try:
-        scope = Scope.from_env({SCOPE: scope_json or ""})
-    except ValueError as exc:
-        problems.append(str(exc))
-    if not scope.names and not env.get(BUCKET_NAME):
-        problems.append(f"{BUCKET_NAME} is not set")
-    inventories: tuple[Inventory, ...] = ()
-    try:
-        inventories = Inventory.parse(env.get(INVENTORIES))
-    except ValueError as exc:
-        problems.append(str(exc))
-    listed = _names(env.get(PROCESSOR_NAMES))
-    entries = read_processors(env, problems)
-    names = listed or tuple(e.name for e in entries)
-    targets = read_targets(env.get(PROCESSOR_TARGETS), [e.as_dict() for e in entries], problems)
-    return {
-        "ledger_table_name": ledger_table_name,
-        "ingest_queue_url": queue_url,
-        "bucket_name": env.get(BUCKET_NAME) or None,
-        "scope_json": scope_json,
-        "inventories": inventories,
-        "inventory_bucket_name": env.get(INVENTORY_BUCKET_NAME) or None,
-        "inventory_prefix": env.get(INVENTORY_PREFIX) if INVENTORY_PREFIX in env else None,
-        "processor_names": names,
-        "processor_targets": targets,
-    }
-
-
-@dataclass(frozen=True)
-class FanOutConfig(ReconcileConfig):
-    """The fan-out reconciliation's step function: the reconcile function's environment plus
-    ``CHECKPOINT_BUCKET_NAME`` (optional)."""
-
-    ROLE: ClassVar[str] = "reconcile fan-out"
-
-    checkpoint_bucket_name: str | None = None
-
-    @classmethod
-    def _read(cls: type[C], env: Mapping[str, str], problems: list[str]) -> C:
-        values = _reconcile_values(env, problems)
-        values["checkpoint_bucket_name"] = env.get(CHECKPOINT_BUCKET_NAME) or None
-        return cls(**values)
-
-    def to_env(self) -> dict[str, str]:
-        env = super().to_env()
-        _put(env, CHECKPOINT_BUCKET_NAME, self.checkpoint_bucket_name)
-        return env
-
-
-@dataclass(frozen=True)
-class BackfillControlConfig(_Config):
-    """The backfill state machine's step function: the reconcile function's environment (the
-    inventory it reads), the ingest function's (the service it records through), and
-    ``REPORT_BUCKET_NAME`` (``report`` only)."""
-
-    ROLE: ClassVar[str] = "backfill control"
-
-    reconcile: ReconcileConfig
-    ingest: IngestConfig
-    report_bucket_name: str | None = None
-
-    @classmethod
-    def _read(cls: type[C], env: Mapping[str, str], problems: list[str]) -> C:
-        reconcile = ReconcileConfig(**_reconcile_values(env, problems))
-        own: list[str] = []
-        ingest = IngestConfig(**_ingest_values(env, own))
-        problems.extend(p for p in own if p not in problems)
-        return cls(  # type: ignore[call-arg]
-            reconcile=reconcile, ingest=ingest, report_bucket_name=env.get(REPORT_BUCKET_NAME)
-        )
-
-    def to_env(self) -> dict[str, str]:
-        env = {**self.reconcile.to_env(), **self.ingest.to_env()}
-        _put(env, REPORT_BUCKET_NAME, self.report_bucket_name)
-        return env
-
-
-@dataclass(frozen=True)
-class ChangeRelayConfig(_Config):
-    """The change relay's environment: ``CHANGE_BUS_NAME``, and ``DEAD_LETTER_QUEUE_URL`` (the
-    relay's own dead-letter queue, for changes that can never be published; unset: such a
-    change stops its batch instead)."""
-
-    ROLE: ClassVar[str] = "change relay"
-
-    change_bus_name: str
-    dead_letter_queue_url: str | None = None
-
-    @classmethod
-    def _read(cls: type[C], env: Mapping[str, str], problems: list[str]) -> C:
-        return cls(  # type: ignore[call-arg]
-            change_bus_name=_required(env, CHANGE_BUS_NAME, problems),
-            dead_letter_queue_url=env.get(DEAD_LETTER_QUEUE_URL) or None,
-        )
-
-    def to_env(self) -> dict[str, str]:
-        env = {CHANGE_BUS_NAME: self.change_bus_name}
-        _put(env, DEAD_LETTER_QUEUE_URL, self.dead_letter_queue_url)
-        return env
-
-
-@dataclass(frozen=True)
-class DeliveryCheckConfig(_Config):
-    """The delivery check's environment: ``DELIVERY_CHECK_BUCKETS`` (comma-separated)."""
-
-    ROLE: ClassVar[str] = "delivery check"
-
-    buckets: tuple[str, ...]
-
-    @classmethod
-    def _read(cls: type[C], env: Mapping[str, str], problems: list[str]) -> C:
-        buckets = _names(env.get(DELIVERY_CHECK_BUCKETS))
-        if not buckets:
-            problems.append(f"{DELIVERY_CHECK_BUCKETS} names no bucket")
-        return cls(buckets=buckets)  # type: ignore[call-arg]
-
-    def to_env(self) -> dict[str, str]:
-        return {DELIVERY_CHECK_BUCKETS: ",".join(self.buckets)}
-
-
-@dataclass(frozen=True)
-class BucketSetupConfig(_Config):
-    """The bucket-setup custom resource's environment: none of its own (the request carries
-    the bucket and what to set up)."""
-
-    ROLE: ClassVar[str] = "bucket setup"
-
-    @classmethod
-    def _read(cls: type[C], env: Mapping[str, str], problems: list[str]) -> C:
-        return cls()
-
-    def to_env(self) -> dict[str, str]:
-        return {}
-
-
-@dataclass(frozen=True)
 class ClientConfig(_Config):
     """What a function's boto3 clients are made from: ``AWS_REGION`` (else
     ``AWS_DEFAULT_REGION``), ``AWS_ENDPOINT_URL`` (the local runtime's emulator) and the
@@ -875,16 +579,28 @@ class LogConfig(_Config):
         return env
 
 
-#: Each role's model, by the name the stack's functions use (``S3IngestPipeline.functions``).
-ROLES: dict[str, type[_Config]] = {
-    "ingest": IngestConfig,
-    "backfill": BackfillConfig,
-    "listing": ListingBackfillConfig,
-    "reprocess": ReprocessConfig,
-    "reconcile": ReconcileConfig,
-    "reconcile-fan-out": FanOutConfig,
-    "backfill-control": BackfillControlConfig,
-    "change-relay": ChangeRelayConfig,
-    "delivery-check": DeliveryCheckConfig,
-    "bucket-setup": BucketSetupConfig,
-}
+#: The names :mod:`s3ingest_fn.config_roles` defines, read through this module.
+_ROLE_NAMES = frozenset(
+    {
+        "ROLES",
+        "BackfillConfig",
+        "BackfillControlConfig",
+        "BucketSetupConfig",
+        "ChangeRelayConfig",
+        "DeliveryCheckConfig",
+        "FanOutConfig",
+        "Inventory",
+        "ListingBackfillConfig",
+        "ReconcileConfig",
+        "ReprocessConfig",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    """The other roles' models, imported on first use (PEP 562: a module ``__getattr__``)."""
+    if name in _ROLE_NAMES:
+        from s3ingest_fn import config_roles
+
+        return getattr(config_roles, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

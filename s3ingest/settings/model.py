@@ -597,8 +597,9 @@ class Settings:
         (
             "X-Ray active tracing of the Lambda functions (with the Powertools tracer in the "
             "ingest function). Off, the functions have no X-Ray permission and "
-            "`POWERTOOLS_TRACE_DISABLED=true`: the X-Ray SDK adds about 300 ms to a cold start "
-            "and is in maintenance mode. The state machines are traced either way"
+            "`POWERTOOLS_TRACE_DISABLED=true`: the X-Ray SDK adds 60-100 ms of CPU to the "
+            "ingest function's cold start (`python -m bench --only bundle`) and is in "
+            "maintenance mode. The state machines are traced either way"
         ),
     )
     log_keys: str = setting(

@@ -29,3 +29,12 @@ def test_sizes_are_the_files_and_their_deflated_zip(tmp_path: Path) -> None:
     assert 0 < zipped < unzipped / 10
     with zipfile.ZipFile(tmp_path / "bundle.zip") as archive:
         assert archive.namelist() == ["pkg/a.py"]
+
+
+def test_a_ratio_line_gives_the_run_by_run_spread() -> None:
+    """Beside the ratio of the medians, the min, median and max of the runs' own ratios (each
+    run's variants ran back to back)."""
+    line = bundle_cold_start._line("x", [0.2, 0.3, 0.9], [0.4, 0.3, 0.3])
+    assert "ratio  1.00" in line
+    assert "(run by run: min 0.50  median 1.00  max 3.00)" in line
+    assert "run by run" not in bundle_cold_start._line("x", [0.2, 0.3, 0.9])

@@ -89,3 +89,12 @@ def test_clients_are_botocore_s_with_the_configuration_and_s3_has_boto3_transfer
     assert s3._request_signer._credentials.secret_key == "secret"
     assert hasattr(s3, "upload_file") and hasattr(s3, "download_file")
     assert wiring._client(clients, "s3").meta.events is not None  # one boto3 session, reused
+
+
+def test_the_cold_start_imports_no_ledger_scan(tmp_path: Path) -> None:
+    """The ingest function never scans the ledger: the adapter's scan (and its columns) is
+    imported on first use of its names, not with the adapter."""
+    loaded = ingest_cold_start_modules(tmp_path)
+    assert "s3ingest_fn.adapters.dynamo_ledger.operations" in loaded  # the check ran
+    assert "s3ingest_fn.adapters.dynamo_ledger.scan" not in loaded
+    assert "s3ingest_fn.core.ledger_columns" not in loaded

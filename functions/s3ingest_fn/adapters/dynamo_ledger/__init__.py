@@ -12,8 +12,11 @@ how a row is stored.
 * :mod:`~s3ingest_fn.adapters.dynamo_ledger.scan`: :class:`DynamoLedgerScanner` (the
   reconciliation's parallel Scan) and :func:`held_rows`.
 
-The names below are the adapter's face: import them from here.
+The names below are the adapter's face: import them from here. The scan's are imported on
+first use (the ingest function's cold start never scans: ``bench/bundle_cold_start.py``).
 """
+
+from typing import TYPE_CHECKING, Any
 
 from s3ingest_fn.adapters.dynamo_ledger.codec import (
     is_applied_change,
@@ -38,12 +41,14 @@ from s3ingest_fn.adapters.dynamo_ledger.layout import (
     version_attribute,
 )
 from s3ingest_fn.adapters.dynamo_ledger.operations import DynamoLedger
-from s3ingest_fn.adapters.dynamo_ledger.scan import (
-    SCAN_PAGE_ROWS,
-    DynamoLedgerScanner,
-    DynamoLedgerSegments,
-    held_rows,
-)
+
+if TYPE_CHECKING:  # read through __getattr__ below
+    from s3ingest_fn.adapters.dynamo_ledger.scan import (
+        SCAN_PAGE_ROWS,
+        DynamoLedgerScanner,
+        DynamoLedgerSegments,
+        held_rows,
+    )
 
 __all__ = [
     "ATTRIBUTES",
@@ -70,3 +75,17 @@ __all__ = [
     "version_attribute",
     "write_units",
 ]
+
+#: The names of :mod:`~s3ingest_fn.adapters.dynamo_ledger.scan` read through this package.
+_SCAN_NAMES = frozenset(
+    {"SCAN_PAGE_ROWS", "DynamoLedgerScanner", "DynamoLedgerSegments", "held_rows"}
+)
+
+
+def __getattr__(name: str) -> Any:
+    """The scan's names, imported on first use (PEP 562)."""
+    if name in _SCAN_NAMES:
+        from s3ingest_fn.adapters.dynamo_ledger import scan
+
+        return getattr(scan, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
