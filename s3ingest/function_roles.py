@@ -20,6 +20,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from s3ingest_fn import config as fn_config
+from s3ingest_fn import config_roles as fn_roles
 from s3ingest_fn import contract
 
 if TYPE_CHECKING:
@@ -142,10 +143,10 @@ _listing = partial(
     "listing backfill",
     "listing_backfill",
     contract.LISTING_SERVICE,
-    fn_config.ListingBackfillConfig,
+    fn_roles.ListingBackfillConfig,
 )
 _reprocess = partial(
-    _step, "reprocess", "reprocess", contract.REPROCESS_SERVICE, fn_config.ReprocessConfig
+    _step, "reprocess", "reprocess", contract.REPROCESS_SERVICE, fn_roles.ReprocessConfig
 )
 
 
@@ -169,7 +170,7 @@ RECONCILE = FunctionRole(
     "ReconcileFunction",
     f"{_HANDLERS}reconcile.handler",
     contract.RECONCILE_SERVICE,
-    fn_config.ReconcileConfig,
+    fn_roles.ReconcileConfig,
     _RECONCILE,
     _RECONCILE,
     _reconcile_timeout,
@@ -180,7 +181,7 @@ RECONCILE_FANOUT = FunctionRole(
     "ReconcileFanOutFunction",
     f"{_HANDLERS}reconcile_fanout.handler",
     contract.RECONCILE_SERVICE,
-    fn_config.FanOutConfig,
+    fn_roles.FanOutConfig,
     _FANOUT,
     _FANOUT,
     _reconcile_timeout,
@@ -191,7 +192,7 @@ BACKFILL = FunctionRole(
     "BackfillFunction",
     f"{_HANDLERS}backfill.handler",
     contract.BACKFILL_SERVICE,
-    fn_config.BackfillConfig,
+    fn_roles.BackfillConfig,
     "s3ingest: backfills one object per S3 Batch Operations task (ledger rules)",
     "s3ingest backfill function (S3 Batch Operations tasks)",
     timeout=lambda s: s.ingest_side_timeout(s.backfill_function_timeout_seconds),
@@ -201,7 +202,7 @@ BACKFILL_CONTROL = FunctionRole(
     "BackfillControlFunction",
     f"{_HANDLERS}backfill_control.handler",
     contract.BACKFILL_SERVICE,
-    fn_config.BackfillControlConfig,
+    fn_roles.BackfillControlConfig,
     _CONTROL,
     _CONTROL,
     _backfill_control_timeout,
@@ -212,7 +213,7 @@ CHANGE_RELAY = FunctionRole(
     "ChangeRelay",
     f"{_HANDLERS}change_stream.handler",
     contract.CHANGE_RELAY_SERVICE,
-    fn_config.ChangeRelayConfig,
+    fn_roles.ChangeRelayConfig,
     "s3ingest: publishes the ledger's applied changes to the change bus",
     "s3ingest change-stream relay",
     dead_letter_days=CHANGE_DEAD_LETTER_DAYS,
@@ -222,7 +223,7 @@ DELIVERY_CHECK = FunctionRole(
     "DeliveryCheck",
     f"{_HANDLERS}delivery_check.handler",
     contract.DELIVERY_CHECK_SERVICE,
-    fn_config.DeliveryCheckConfig,
+    fn_roles.DeliveryCheckConfig,
     "s3ingest: checks that the landing bucket sends its events to EventBridge",
     "s3ingest EventBridge delivery check",
     # one GetBucketNotificationConfiguration per bucket: seconds, not the ingest's settings

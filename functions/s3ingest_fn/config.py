@@ -20,8 +20,8 @@ delivery check (:class:`DeliveryCheckConfig`), the bucket set-up (:class:`Bucket
 the AWS clients of any of them: :class:`ClientConfig`; how any of them logs object keys:
 :class:`LogConfig`. Pure standard library: importing this
 module stays cheap (``bench/bundle_cold_start.py``). The other roles' models (and
-:class:`Inventory`, :data:`ROLES`) live in :mod:`s3ingest_fn.config_roles` and are imported
-from here on first use, so the ingest function's cold start builds only its own dataclasses.
+:class:`Inventory`, :data:`ROLES`) live in :mod:`s3ingest_fn.config_roles`, which the
+ingest function never imports: its cold start builds only its own dataclasses.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from s3ingest_fn.contract import DELIVERY_BUCKETS_ENV, STACK_ENV
 from s3ingest_fn.core.context import in_caller_context
@@ -42,21 +42,6 @@ from s3ingest_fn.effect_targets import (  # noqa: F401 (the stack reads them her
     targets_json,
 )
 from s3ingest_fn.owners import parse_owners
-
-if TYPE_CHECKING:  # re-exported: __getattr__ below
-    from s3ingest_fn.config_roles import (  # noqa: F401
-        ROLES,
-        BackfillConfig,
-        BackfillControlConfig,
-        BucketSetupConfig,
-        ChangeRelayConfig,
-        DeliveryCheckConfig,
-        FanOutConfig,
-        Inventory,
-        ListingBackfillConfig,
-        ReconcileConfig,
-        ReprocessConfig,
-    )
 
 # -- variable names ---------------------------------------------------------------------------
 
@@ -577,30 +562,3 @@ class LogConfig(_Config):
             env[LOG_KEYS] = self.log_keys
         _put(env, LOG_KEY_SECRET_ARN, self.secret_arn)
         return env
-
-
-#: The names :mod:`s3ingest_fn.config_roles` defines, read through this module.
-_ROLE_NAMES = frozenset(
-    {
-        "ROLES",
-        "BackfillConfig",
-        "BackfillControlConfig",
-        "BucketSetupConfig",
-        "ChangeRelayConfig",
-        "DeliveryCheckConfig",
-        "FanOutConfig",
-        "Inventory",
-        "ListingBackfillConfig",
-        "ReconcileConfig",
-        "ReprocessConfig",
-    }
-)
-
-
-def __getattr__(name: str) -> Any:
-    """The other roles' models, imported on first use (PEP 562: a module ``__getattr__``)."""
-    if name in _ROLE_NAMES:
-        from s3ingest_fn import config_roles
-
-        return getattr(config_roles, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,14 +22,9 @@ if TYPE_CHECKING:
     from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger, DynamoLedgerScanner
     from s3ingest_fn.adapters.eventbridge import EventBridgePublisher
     from s3ingest_fn.adapters.s3_objects import S3EventDelivery, S3Objects
-    from s3ingest_fn.config import (
-        ClientConfig,
-        IngestConfig,
-        ListingBackfillConfig,
-        ReconcileConfig,
-        ReprocessConfig,
-    )
+    from s3ingest_fn.config import ClientConfig, IngestConfig
     from s3ingest_fn.config import IngestConfig as FunctionSettings
+    from s3ingest_fn.config_roles import ListingBackfillConfig, ReconcileConfig, ReprocessConfig
     from s3ingest_fn.core.decide import IngestService
     from s3ingest_fn.core.effects import (
         EffectRunner,
@@ -691,7 +686,7 @@ def function_scope() -> Scope:
 
 def inventories_from_env(env: Any, first_bucket: str | None) -> dict[str, tuple[str, str]]:
     """Each bucket's inventory reports, ``{source bucket: (destination bucket, report
-    folder)}``: ``INVENTORIES`` (:class:`~s3ingest_fn.config.Inventory`), and for
+    folder)}``: ``INVENTORIES`` (:class:`~s3ingest_fn.config_roles.Inventory`), and for
     ``first_bucket`` when it names none, ``INVENTORY_BUCKET_NAME`` and ``INVENTORY_PREFIX``.
 
     Raises
@@ -699,7 +694,8 @@ def inventories_from_env(env: Any, first_bucket: str | None) -> dict[str, tuple[
     ValueError
         When ``INVENTORIES`` is not a JSON list of such objects.
     """
-    from s3ingest_fn.config import INVENTORIES, INVENTORY_BUCKET_NAME, INVENTORY_PREFIX, Inventory
+    from s3ingest_fn.config import INVENTORIES, INVENTORY_BUCKET_NAME, INVENTORY_PREFIX
+    from s3ingest_fn.config_roles import Inventory
 
     found = {e.name: (e.bucket, e.prefix) for e in Inventory.parse(env.get(INVENTORIES))}
     legacy = env.get(INVENTORY_BUCKET_NAME)
@@ -709,14 +705,14 @@ def inventories_from_env(env: Any, first_bucket: str | None) -> dict[str, tuple[
 
 
 def function_reconcile_config() -> ReconcileConfig:
-    """The invocation's :class:`~s3ingest_fn.config.ReconcileConfig`.
+    """The invocation's :class:`~s3ingest_fn.config_roles.ReconcileConfig`.
 
     Raises
     ------
     ConfigError
         Naming every missing or malformed variable.
     """
-    from s3ingest_fn.config import ReconcileConfig
+    from s3ingest_fn.config_roles import ReconcileConfig
 
     return function_config(ReconcileConfig)
 
@@ -734,7 +730,7 @@ def function_reconcile_buckets() -> tuple[str, ...]:
 @_clears("build_reconciler")
 def function_reconciler(bucket: str | None = None) -> Reconciler:
     """Reconciliation of ``bucket`` (default: the first of the configuration's buckets) over
-    the invocation's :class:`~s3ingest_fn.config.ReconcileConfig` (ledger, ingest queue, key
+    the invocation's :class:`~s3ingest_fn.config_roles.ReconcileConfig` (ledger, ingest queue, key
     filters, inventories: none, it can only be listed).
 
     Raises
@@ -844,7 +840,7 @@ def s3_client(owners: Mapping[str, str] | None = None) -> Any:
 @_clears("_listing_backfill")
 def function_listing_backfill() -> ListingBackfill:
     """The listing backfill function's service over the invocation's
-    :class:`~s3ingest_fn.config.ListingBackfillConfig`: the ingest service of its ingest part,
+    :class:`~s3ingest_fn.config_roles.ListingBackfillConfig`: the ingest service of its ingest part,
     ``CHECKPOINT_BUCKET_NAME`` for the checkpoints, ``RECORD_CONCURRENCY`` entries recorded
     at once.
 
@@ -853,7 +849,7 @@ def function_listing_backfill() -> ListingBackfill:
     ValueError
         When ``CHECKPOINT_BUCKET_NAME`` or the ingest environment is missing.
     """
-    from s3ingest_fn.config import ListingBackfillConfig
+    from s3ingest_fn.config_roles import ListingBackfillConfig
 
     return _listing_backfill(function_config(ListingBackfillConfig), function_clients())
 
@@ -871,7 +867,7 @@ def _listing_backfill(settings: ListingBackfillConfig, clients: ClientConfig) ->
 @_clears("_reprocessor")
 def function_reprocessor() -> Reprocessor:
     """The reprocess functions' service over the invocation's
-    :class:`~s3ingest_fn.config.ReprocessConfig`: the ingest service of its ingest part (the
+    :class:`~s3ingest_fn.config_roles.ReprocessConfig`: the ingest service of its ingest part (the
     ledger, the processors and their hold policies), ``CHECKPOINT_BUCKET_NAME`` for the plan
     and checkpoints, ``RECORD_CONCURRENCY`` rows of a page run at once.
 
@@ -881,7 +877,7 @@ def function_reprocessor() -> Reprocessor:
         When ``CHECKPOINT_BUCKET_NAME`` or the ingest environment is missing, or a processor
         cannot be imported.
     """
-    from s3ingest_fn.config import ReprocessConfig
+    from s3ingest_fn.config_roles import ReprocessConfig
 
     return _reprocessor(function_config(ReprocessConfig), function_clients())
 

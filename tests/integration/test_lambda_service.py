@@ -54,7 +54,7 @@ def relay_config(event: Any, context: Any) -> dict[str, Any]:
     """The change relay's configuration and publisher as this invocation's cold start built
     them."""
     from s3ingest_fn import wiring
-    from s3ingest_fn.config import ChangeRelayConfig
+    from s3ingest_fn.config_roles import ChangeRelayConfig
 
     config = wiring.function_config(ChangeRelayConfig)
     return {

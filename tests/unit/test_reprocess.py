@@ -806,7 +806,8 @@ def test_the_claim_refuses_an_effect_already_done_at_the_version(world: World) -
 
 
 def test_processor_targets_round_trip_and_a_malformed_variable_is_a_config_problem() -> None:
-    from s3ingest_fn.config import ConfigError, ReconcileConfig
+    from s3ingest_fn.config import ConfigError
+    from s3ingest_fn.config_roles import ReconcileConfig
     from s3ingest_fn.core.effects import EffectTarget
     from s3ingest_fn.effect_targets import parse_targets, targets_json
 

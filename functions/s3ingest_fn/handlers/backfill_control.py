@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from s3ingest_fn import wiring
-from s3ingest_fn.config import BackfillControlConfig
+from s3ingest_fn.config_roles import BackfillControlConfig
 from s3ingest_fn.contract import BACKFILL_SERVICE
 from s3ingest_fn.handlers.telemetry import function_logger
 from s3ingest_fn.services import backfill_control

@@ -21,7 +21,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from s3ingest_fn import wiring
-from s3ingest_fn.config import ChangeRelayConfig
+from s3ingest_fn.config_roles import ChangeRelayConfig
 from s3ingest_fn.contract import CHANGE_RELAY_SERVICE
 from s3ingest_fn.core.ports import ChangeEntry, ChangePublisher, DeadLetters, PublishOutcome
 from s3ingest_fn.handlers.telemetry import function_logger, invocation_metrics, key_policy

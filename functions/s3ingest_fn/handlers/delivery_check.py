@@ -14,7 +14,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 
 from s3ingest_fn import wiring
-from s3ingest_fn.config import DeliveryCheckConfig
+from s3ingest_fn.config_roles import DeliveryCheckConfig
 from s3ingest_fn.contract import DELIVERY_CHECK_SERVICE, DELIVERY_METRIC
 from s3ingest_fn.core.ports import EventDelivery
 from s3ingest_fn.handlers.telemetry import function_logger, invocation_metrics

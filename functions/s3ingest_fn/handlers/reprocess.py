@@ -24,7 +24,7 @@ left behind, 0 when none; the stack's dimensions only), which the reprocess alar
 Environment: the ingest function's (``LEDGER_TABLE_NAME``, ``DEAD_LETTER_QUEUE_URL``,
 ``TOMBSTONE_TTL_SECONDS``, ``RECORD_CONCURRENCY``, ``SCOPE`` / ``BUCKET_NAME``, ``PROCESSORS``
 or ``PROCESSOR``, ``HOLD``), plus ``CHECKPOINT_BUCKET_NAME``
-(:class:`~s3ingest_fn.config.ReprocessConfig`). The segment's role needs ``dynamodb:Scan``
+(:class:`~s3ingest_fn.config_roles.ReprocessConfig`). The segment's role needs ``dynamodb:Scan``
 and the ledger rules' grants (it runs the processors); every step ``s3:GetObject`` (and plan
 and segment ``s3:PutObject``) on the checkpoint bucket's ``reprocess/`` prefix.
 """

@@ -34,6 +34,7 @@ from s3ingest_cdk.features.reconciliation import grant_reports
 from s3ingest_cdk.features.service import IngestProcessors, grant_ingest_service
 from s3ingest_cdk.nag import acknowledge, grant, wildcard_resource_finding
 from s3ingest_fn import config as fn_config
+from s3ingest_fn import config_roles as fn_roles
 
 _OBSERVE_EVIDENCE = (
     "The backfill observes whichever objects the inventory lists (C7): s3:GetObject and "
@@ -126,7 +127,7 @@ class Backfill(Construct):
                 row=function_roles.BACKFILL,
                 settings=settings,
                 code=code,
-                environment=fn_config.BackfillConfig(
+                environment=fn_roles.BackfillConfig(
                     ledger_table_name=ledger_table.table_name,
                     dead_letter_queue_url=dead_letter_queue.queue_url,
                     tombstone_ttl_seconds=settings.tombstone_ttl_seconds,

@@ -22,7 +22,7 @@ from s3ingest_cdk.features.evidence import (
     synchronous_evidence,
 )
 from s3ingest_cdk.nag import acknowledge
-from s3ingest_fn import config as fn_config
+from s3ingest_fn import config_roles as fn_roles
 from s3ingest_fn.adapters.dynamo_ledger import STREAM_FILTER
 
 #: The change stream's batch: records of one shard per invocation (the relay publishes them in
@@ -84,7 +84,7 @@ class ChangeStream(Construct):
             row=function_roles.CHANGE_RELAY,
             settings=settings,
             code=code,
-            environment=lambda owner: fn_config.ChangeRelayConfig(
+            environment=lambda owner: fn_roles.ChangeRelayConfig(
                 bus_name, owner.dead_letter_queue.queue_url
             ).to_env(),
         )

@@ -33,7 +33,7 @@ from s3ingest_cdk.features.evidence import (
 from s3ingest_cdk.features.ingestion import Ingestion
 from s3ingest_cdk.features.reconciliation import Reconciliation
 from s3ingest_cdk.nag import acknowledge, grant
-from s3ingest_fn.config import DeliveryCheckConfig
+from s3ingest_fn.config_roles import DeliveryCheckConfig
 
 #: How often the delivery check runs: the delivery alarm (30-minute periods) sees at least one
 #: run per period.

@@ -38,6 +38,7 @@ from s3ingest_cdk.features.evidence import (
 from s3ingest_cdk.features.service import grant_read_objects
 from s3ingest_cdk.nag import acknowledge, grant, wildcard_resource_finding
 from s3ingest_fn import config as fn_config
+from s3ingest_fn import config_roles as fn_roles
 from s3ingest_fn.contract import (
     ATTESTATION_BUCKET_ENV,
     ATTESTATION_DETAIL_TYPE,
@@ -95,7 +96,7 @@ class Reconciliation(Construct):
         #: The roles granted sqs:SendMessage on the ingest queue (its policy admits them).
         self.queue_senders: list[iam.IRole] = []
 
-        environment = fn_config.ReconcileConfig(
+        environment = fn_roles.ReconcileConfig(
             ledger_table_name=ledger_table.table_name,
             ingest_queue_url=queue.queue_url,
             bucket_name=landings.first.bucket.bucket_name,

@@ -87,7 +87,8 @@ from s3ingest_fn import wiring
 from s3ingest_fn.adapters.bucket_owners import expect_owners
 from s3ingest_fn.adapters.dynamo_ledger import DynamoLedger
 from s3ingest_fn.adapters.s3_objects import S3Objects
-from s3ingest_fn.config import Inventory, use_env
+from s3ingest_fn.config import use_env
+from s3ingest_fn.config_roles import Inventory
 from s3ingest_fn.core.effects import EffectRunner, ProcessorSpec
 from s3ingest_fn.core.model import Result
 from s3ingest_fn.core.row import LedgerRow
