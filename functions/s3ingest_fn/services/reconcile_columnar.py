@@ -23,11 +23,11 @@ memory handed back to the system as the pass goes (:func:`_allocator`, :func:`_r
 from __future__ import annotations
 
 import bisect
-import functools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from s3ingest_fn import arrow_memory
 from s3ingest_fn.core import sequencer
 from s3ingest_fn.core.bounds import MAX_ETAG_CHARS, MAX_VERSION_ID_BYTES
 from s3ingest_fn.core.diff import DiffStats, Drift, Truth, classify, classify_unrecorded
@@ -88,9 +88,9 @@ def truth_table(
     InventoryError, InvalidMessageError
         As :func:`~s3ingest_fn.services.inventory.read_rows`, for a file that is not valid.
     """
+    _allocator()  # before pyarrow's first import
     import pyarrow.compute as pc
 
-    _allocator()
     parts = []
     for data in files:
         part, read = _file_table(manifest, data)
@@ -134,36 +134,14 @@ def _by_key(parts: list[pa.Table]) -> pa.Table:
     return pa.table(columns)
 
 
-@functools.cache
 def _allocator() -> None:
-    """Once per process: pyarrow's arrays from the C library's allocator, which hands back
-    every block of 256 KiB or more when it is freed (``mallopt(M_MMAP_THRESHOLD)``, glibc;
-    elsewhere its default). A bulk pass allocates and frees blocks of every size in turn, in
-    nine threads: mimalloc (pyarrow's default) and glibc's sliding threshold keep them, about
-    100 MiB above what is in use at 10^6 keys (docs/reconciliation.md#scale)."""
-    import ctypes
-    import ctypes.util
-
-    import pyarrow as pa
-
-    pa.set_memory_pool(pa.system_memory_pool())
-    name = ctypes.util.find_library("c")
-    if name and "libc.so" in name:
-        ctypes.CDLL(name).mallopt(_M_MMAP_THRESHOLD, 256 * 1024)
+    """pyarrow imported with the system allocator (:func:`s3ingest_fn.arrow_memory.prepare`)."""
+    arrow_memory.prepare()
 
 
-#: glibc's ``M_MMAP_THRESHOLD`` parameter of ``mallopt``.
-_M_MMAP_THRESHOLD = -3
 #: CSV blocks (1 MiB each) read between two :func:`_release` calls.
 _RELEASE_BLOCKS = 8
-
-
-def _release() -> None:
-    """Hand the memory pyarrow's allocator holds free back to the system (a bulk pass frees
-    blocks of every size in turn: without it the process keeps them)."""
-    import pyarrow as pa
-
-    pa.default_memory_pool().release_unused()
+_release = arrow_memory.release
 
 
 def _empty_versions() -> pa.Table:
