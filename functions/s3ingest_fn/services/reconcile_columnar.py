@@ -119,7 +119,7 @@ def _by_key(parts: list[pa.Table]) -> pa.Table:
     columns = {name: table[name] for name in names}
     del table
     for name in names:  # one array each (a take of many chunks would concatenate them first)
-        columns[name] = columns[name].combine_chunks()
+        columns[name] = _one_array(columns[name])
         _release()
     order = pc.sort_indices(columns["key"])
     keys = columns["key"].take(order)
@@ -132,6 +132,12 @@ def _by_key(parts: list[pa.Table]) -> pa.Table:
         columns[name] = columns[name].take(order)
         _release()
     return pa.table(columns)
+
+
+def _one_array(column: pa.ChunkedArray) -> pa.Array:
+    """The column as one array: its chunk when it has one (``combine_chunks`` copies even
+    that), else the chunks concatenated."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
 def _allocator() -> None:
@@ -406,7 +412,7 @@ def diff_columns(
         absent effect is then nobody's to run).
     """
     _allocator()
-    state = _Seen(truth["key"].combine_chunks(), [])
+    state = _Seen(_one_array(truth["key"]), [])
     chunk: list[LedgerColumns] = []
     rows = 0
     args = (taken_at_ms, compare_versions, compare_etags, stats, prefix, scope)
@@ -563,7 +569,7 @@ def _unrecorded(
     matched = pa.chunked_array(seen, pa.uint32()).combine_chunks()
     del seen[:]
     matched = matched.take(pc.sort_indices(matched)).cast(pa.uint64())
-    visible = truth["visible"].combine_chunks()
+    visible = _one_array(truth["visible"])
     for start in range(0, len(visible), CHUNK_ROWS):  # a chunk's positions at a time
         shown = pc.indices_nonzero(visible.slice(start, CHUNK_ROWS))
         at = pc.add(shown, pa.scalar(start, pa.uint64()))
