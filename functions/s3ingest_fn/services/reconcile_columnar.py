@@ -54,8 +54,9 @@ if TYPE_CHECKING:
     from s3ingest_fn.services.reconcile import Reconciler
 
 #: Ledger rows joined to the report at once: a binary search per row, so the cost is per row,
-#: not per chunk; a chunk holds about 150 bytes per row (5 MB).
-CHUNK_ROWS = 32_768
+#: not per chunk; a chunk holds about 150 bytes per row (1.2 MB) and its intermediate columns
+#: (a padded sequencer, the report's values taken to it) a few times that.
+CHUNK_ROWS = 8_192
 #: The columns of :func:`truth_table`'s table.
 TRUTH_FIELDS = ("key", "visible", "version_id", "etag", "last_modified_ms")
 #: A stored sequencer of the layout S3 sends, at most :data:`~sequencer.MAX_EVENT_WIDTH`
