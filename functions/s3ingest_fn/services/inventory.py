@@ -194,9 +194,10 @@ def _csv_rows(columns: tuple[str, ...], data: bytes) -> Iterator[InventoryRow]:
 
 
 def _arrow_rows(fmt: str, data: bytes) -> Iterator[InventoryRow]:
-    try:
-        import pyarrow as pa
+    from s3ingest_fn import arrow_memory
 
+    try:
+        pa = arrow_memory.prepare()
         if fmt == "ORC":
             import pyarrow.orc as orc
 

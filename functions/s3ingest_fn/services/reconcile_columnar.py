@@ -14,20 +14,22 @@ Every other row goes through :func:`~s3ingest_fn.core.diff.classify` (and the he
 count) as in the per-key pass, so what is found and repaired is the same
 (``tests/unit/test_reconcile_columnar.py`` checks the two on random histories).
 
-Memory, measured (``bench/reconcile_diff.py``, docs/reconciliation.md#scale): the report's
-table (88 bytes per key) and, while it is put in key order, its sort order and one reordered
-column; one chunk of the ledger (about 150 bytes per row) and the pages in flight; the freed
-memory handed back to the system as the pass goes (:func:`_allocator`, :func:`_release`).
+Memory, measured (``bench/reconcile_diff.py``, docs/reconciliation.md#scale: 269 MiB at
+10^6 keys, about 130 bytes a key above 140 MiB): the report's table (88 bytes per key) and,
+while it is put in key order, its sort order and one reordered column (the peak); one chunk of
+the ledger (about 150 bytes per row) and the pages in flight; pyarrow imported with the
+system allocator, the freed memory handed back as the pass goes (:func:`_allocator`,
+:func:`_release`).
 """
 
 from __future__ import annotations
 
 import bisect
-import functools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from s3ingest_fn import arrow_memory
 from s3ingest_fn.core import sequencer
 from s3ingest_fn.core.bounds import MAX_ETAG_CHARS, MAX_VERSION_ID_BYTES
 from s3ingest_fn.core.diff import DiffStats, Drift, Truth, classify, classify_unrecorded
@@ -54,8 +56,9 @@ if TYPE_CHECKING:
     from s3ingest_fn.services.reconcile import Reconciler
 
 #: Ledger rows joined to the report at once: a binary search per row, so the cost is per row,
-#: not per chunk; a chunk holds about 150 bytes per row (5 MB).
-CHUNK_ROWS = 32_768
+#: not per chunk; a chunk holds about 150 bytes per row (1.2 MB) and its intermediate columns
+#: (a padded sequencer, the report's values taken to it) a few times that.
+CHUNK_ROWS = 8_192
 #: The columns of :func:`truth_table`'s table.
 TRUTH_FIELDS = ("key", "visible", "version_id", "etag", "last_modified_ms")
 #: A stored sequencer of the layout S3 sends, at most :data:`~sequencer.MAX_EVENT_WIDTH`
@@ -88,9 +91,9 @@ def truth_table(
     InventoryError, InvalidMessageError
         As :func:`~s3ingest_fn.services.inventory.read_rows`, for a file that is not valid.
     """
+    _allocator()  # before pyarrow's first import
     import pyarrow.compute as pc
 
-    _allocator()
     parts = []
     for data in files:
         part, read = _file_table(manifest, data)
@@ -119,7 +122,7 @@ def _by_key(parts: list[pa.Table]) -> pa.Table:
     columns = {name: table[name] for name in names}
     del table
     for name in names:  # one array each (a take of many chunks would concatenate them first)
-        columns[name] = columns[name].combine_chunks()
+        columns[name] = _one_array(columns[name])
         _release()
     order = pc.sort_indices(columns["key"])
     keys = columns["key"].take(order)
@@ -134,36 +137,20 @@ def _by_key(parts: list[pa.Table]) -> pa.Table:
     return pa.table(columns)
 
 
-@functools.cache
+def _one_array(column: pa.ChunkedArray) -> pa.Array:
+    """The column as one array: its chunk when it has one (``combine_chunks`` copies even
+    that), else the chunks concatenated."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
 def _allocator() -> None:
-    """Once per process: pyarrow's arrays from the C library's allocator, which hands back
-    every block of 256 KiB or more when it is freed (``mallopt(M_MMAP_THRESHOLD)``, glibc;
-    elsewhere its default). A bulk pass allocates and frees blocks of every size in turn, in
-    nine threads: mimalloc (pyarrow's default) and glibc's sliding threshold keep them, about
-    100 MiB above what is in use at 10^6 keys (docs/reconciliation.md#scale)."""
-    import ctypes
-    import ctypes.util
-
-    import pyarrow as pa
-
-    pa.set_memory_pool(pa.system_memory_pool())
-    name = ctypes.util.find_library("c")
-    if name and "libc.so" in name:
-        ctypes.CDLL(name).mallopt(_M_MMAP_THRESHOLD, 256 * 1024)
+    """pyarrow imported with the system allocator (:func:`s3ingest_fn.arrow_memory.prepare`)."""
+    arrow_memory.prepare()
 
 
-#: glibc's ``M_MMAP_THRESHOLD`` parameter of ``mallopt``.
-_M_MMAP_THRESHOLD = -3
 #: CSV blocks (1 MiB each) read between two :func:`_release` calls.
 _RELEASE_BLOCKS = 8
-
-
-def _release() -> None:
-    """Hand the memory pyarrow's allocator holds free back to the system (a bulk pass frees
-    blocks of every size in turn: without it the process keeps them)."""
-    import pyarrow as pa
-
-    pa.default_memory_pool().release_unused()
+_release = arrow_memory.release
 
 
 def _empty_versions() -> pa.Table:
@@ -428,7 +415,7 @@ def diff_columns(
         absent effect is then nobody's to run).
     """
     _allocator()
-    state = _Seen(truth["key"].combine_chunks(), [])
+    state = _Seen(_one_array(truth["key"]), [])
     chunk: list[LedgerColumns] = []
     rows = 0
     args = (taken_at_ms, compare_versions, compare_etags, stats, prefix, scope)
@@ -585,7 +572,7 @@ def _unrecorded(
     matched = pa.chunked_array(seen, pa.uint32()).combine_chunks()
     del seen[:]
     matched = matched.take(pc.sort_indices(matched)).cast(pa.uint64())
-    visible = truth["visible"].combine_chunks()
+    visible = _one_array(truth["visible"])
     for start in range(0, len(visible), CHUNK_ROWS):  # a chunk's positions at a time
         shown = pc.indices_nonzero(visible.slice(start, CHUNK_ROWS))
         at = pc.add(shown, pa.scalar(start, pa.uint64()))
