@@ -56,6 +56,10 @@ def commands(bucket: str, document: Path) -> list[tuple[str, list[str]]]:
     ]
     margin = ["--margin-seconds", "0"]
     return [
+        # first: status then reads the newest attestation
+        (ATTEST, ["attest", *margin, "--json"]),
+        ("`attest verify`", ["attest", "verify", str(document)]),
+        ("`attest --source inventory`", ["attest", "--source", "inventory", *margin]),
         ("`status`", ["status"]),
         ("`explain`", ["explain", bucket, "kept.txt"]),
         ("`repair`", ["repair", "lost-1.txt", "--wait", "0"]),
@@ -72,8 +76,6 @@ def commands(bucket: str, document: Path) -> list[tuple[str, list[str]]]:
         ("`backfill status`", ["backfill", "status"]),
         # --no-wait: what following the run reads depends on when each poll lands
         ("`reprocess --no-wait`", ["reprocess", "--processor", "default", "--no-wait"]),
-        (ATTEST, ["attest", *margin, "--json"]),
-        ("`attest verify`", ["attest", "verify", str(document)]),
     ]
 
 

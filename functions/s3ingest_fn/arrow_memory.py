@@ -34,19 +34,30 @@ def prepare() -> Any:
         return _prepare()
 
 
+def _process_environ() -> Any:
+    """The process's own environment, which Arrow C++ reads: ``os.environ``, or the mapping it
+    wraps where a host made it a per-invocation view (the local Lambda service,
+    ``s3ingest.local.emulator.environment``): a write to the view would not reach it."""
+    env: Any = os.environ
+    return env if isinstance(env, os._Environ) else getattr(env, "base", env)
+
+
 @functools.cache
 def _prepare() -> Any:
-    if "pyarrow" not in sys.modules and POOL_VARIABLE not in os.environ:
-        os.environ[POOL_VARIABLE] = "system"
+    env = _process_environ()
+    if "pyarrow" not in sys.modules and POOL_VARIABLE not in env:
+        # set for the import only: another thread starting a child process meanwhile passes it
+        # on (harmless: the child gets the system allocator too)
+        env[POOL_VARIABLE] = "system"
         try:
             import pyarrow as pa
 
             pa.default_memory_pool()
         finally:
-            del os.environ[POOL_VARIABLE]
+            del env[POOL_VARIABLE]
     import pyarrow as pa
 
-    if os.environ.get(POOL_VARIABLE) in (None, "system"):
+    if env.get(POOL_VARIABLE) in (None, "system"):
         pa.set_memory_pool(pa.system_memory_pool())
         _mmap_threshold()
     return pa

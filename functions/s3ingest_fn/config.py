@@ -11,16 +11,11 @@ The environment of the invocation under way is :func:`invocation_env`: the one t
 Lambda service set for it (:func:`use_env`, a :class:`contextvars.ContextVar`), else the
 process environment (deployed, Lambda gives each execution environment its own process).
 
-Roles and their models: ingest and the inventory backfill (:class:`IngestConfig`,
-:class:`BackfillConfig`), the listing backfill (:class:`ListingBackfillConfig`), reconcile and
-its fan-out (:class:`ReconcileConfig`, :class:`FanOutConfig`), the reprocess run
-(:class:`ReprocessConfig`), the backfill state machine's
-steps (:class:`BackfillControlConfig`), the change relay (:class:`ChangeRelayConfig`), the
-delivery check (:class:`DeliveryCheckConfig`), the bucket set-up (:class:`BucketSetupConfig`);
-the AWS clients of any of them: :class:`ClientConfig`; how any of them logs object keys:
-:class:`LogConfig`. Pure standard library: importing this
-module stays cheap (``bench/bundle_cold_start.py``). The other roles' models (and
-:class:`Inventory`, :data:`ROLES`) live in :mod:`s3ingest_fn.config_roles`, which the
+The ingest function's model (:class:`IngestConfig`); the AWS clients of any role:
+:class:`ClientConfig`; how any of them logs object keys: :class:`LogConfig`. Pure standard
+library: importing this module stays cheap (``bench/bundle_cold_start.py``). The other roles'
+models (and :class:`~s3ingest_fn.config_roles.Inventory`,
+:data:`~s3ingest_fn.config_roles.ROLES`) live in :mod:`s3ingest_fn.config_roles`, which the
 ingest function never imports: its cold start builds only its own dataclasses.
 """
 

@@ -1,7 +1,7 @@
-"""The environment models of every function role but ingest's (:mod:`s3ingest_fn.config`
-re-exports each of them, imported on first use): the inventory and listing backfills, the
-reprocess run, reconcile and its fan-out, the backfill state machine's steps, the change relay,
-the delivery check, the bucket set-up; :data:`ROLES`, every role's model by name.
+"""The environment models of every function role but ingest's: the inventory and listing
+backfills, the reprocess run, reconcile and its fan-out, the backfill state machine's steps,
+the change relay, the delivery check, the bucket set-up; :data:`ROLES`, every role's model by
+name.
 
 Apart from :mod:`s3ingest_fn.config` so that the ingest function's cold start, which reads
 :class:`~s3ingest_fn.config.IngestConfig` alone, builds none of these dataclasses (nor imports

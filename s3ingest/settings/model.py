@@ -414,9 +414,9 @@ class Settings:
         None,
         (
             "keep the attestations in a bucket of their own under S3 Object Lock, compliance "
-            "mode, for this many days: no one, root included, deletes or overwrites a version "
-            "before then, and Object Lock cannot be turned off on that bucket; `null`: kept in "
-            "the stack's bucket, versioned ([attestation](attestation.md))"
+            "mode, for this many days: no one, root included, deletes a version or shortens "
+            "its retention before then, and Object Lock cannot be turned off on that bucket; "
+            "`null`: kept in the stack's bucket, versioned ([attestation](attestation.md))"
         ),
         unit="days",
         bounds=(1, 36500),

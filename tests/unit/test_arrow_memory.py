@@ -60,3 +60,25 @@ def test_a_pool_the_user_chose_is_kept() -> None:
     pytest.importorskip("pyarrow")
     rows, backend, _, variable = _fresh(ARROW_DEFAULT_MEMORY_POOL="mimalloc")
     assert (rows, backend, variable) == (5000, "mimalloc", "mimalloc")
+
+
+def test_an_invocations_view_of_the_environment_does_not_hide_the_process_pool() -> None:
+    """Inside a local invocation ``os.environ`` is a per-invocation view: the pool variable
+    must still reach the process's own environment, which Arrow C++ reads."""
+    pytest.importorskip("pyarrow")
+    code = (
+        "from s3ingest.local.emulator import environment\n"
+        "from s3ingest_fn.config import use_env\n"
+        "environment.install()\n"
+        "with use_env({}):\n" + "\n".join("    " + line for line in _CODE.strip().splitlines())
+    )
+    base = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**base, "PYTHONPATH": os.pathsep.join([str(FUNCTIONS), os.getcwd()])},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    rows, backend, mimalloc_peak, _ = json.loads(done.stdout)
+    assert (rows, backend, mimalloc_peak) == (5000, "system", 0)

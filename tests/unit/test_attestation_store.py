@@ -71,3 +71,31 @@ def test_the_change_event_carries_the_documents_sha256_and_where_it_is() -> None
     assert detail["differing"] == 1 and detail["taken_at"] == "2026-12-07T00:00:00.000000Z"
     # a refused event is said so (the handler logs it)
     assert attestation_store.announce(_stored(), Refusing(), "bus") is False
+
+
+def test_a_document_is_put_with_a_checksum_whatever_the_sdks_setting(
+    monkeypatch: Any,
+) -> None:
+    """S3 refuses a PutObject without Content-MD5 or a checksum header into a bucket under
+    Object Lock; with ``request_checksum_calculation`` ``when_required`` the SDK sends none
+    unless the request names an algorithm (API_PutObject)."""
+    import boto3
+    from botocore.config import Config
+    from botocore.stub import Stubber
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    config = Config(request_checksum_calculation="when_required")
+    s3 = boto3.client("s3", region_name="us-east-1", config=config)
+    expected = {
+        "Bucket": "locked",
+        "Key": "attestations/b/x.json",
+        "Body": b"{}",
+        "ContentType": "application/json",
+        "ChecksumAlgorithm": "SHA256",
+    }
+    with Stubber(s3) as stub:
+        stub.add_response("put_object", {"VersionId": "v1"}, expected_params=expected)
+        put = attestation_store.put
+        assert put(s3, "locked", "attestations/b/x.json", b"{}", "application/json") == "v1"
+        stub.assert_no_pending_responses()

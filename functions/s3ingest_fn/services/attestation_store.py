@@ -36,8 +36,13 @@ SETTLE_SECONDS = 120.0
 
 
 def put(s3: Any, bucket: str, key: str, body: bytes, content_type: str) -> str | None:
-    """PutObject; the version id (None in a bucket without versioning)."""
-    answer = s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType=content_type)
+    """PutObject with a SHA-256 checksum, which a bucket under Object Lock requires (the SDK
+    sends none where ``request_checksum_calculation`` is ``when_required``,
+    https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutObject.html); the version id (None in
+    a bucket without versioning)."""
+    answer = s3.put_object(
+        Bucket=bucket, Key=key, Body=body, ContentType=content_type, ChecksumAlgorithm="SHA256"
+    )
     version = answer.get("VersionId")
     return str(version) if version and version != "null" else None
 

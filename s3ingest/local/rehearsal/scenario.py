@@ -12,6 +12,7 @@ run goes on; its success stops the run.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -29,6 +30,8 @@ from s3ingest.local.stack.provisioning import LocalBucket
 from s3ingest.local.stack.runtime import LocalRuntime, local_settings
 from s3ingest.settings import BucketSpec, Settings
 from s3ingest.settings.buckets import ACCOUNT_RE
+
+_log = logging.getLogger(__name__)
 
 __all__ = [
     "BACKFILL_SOURCES",
@@ -294,7 +297,10 @@ def _run_alone(
         return _run(emu, setup, steps, settings)
     finally:
         for name in sorted((set(emu.bucket_owners()) - before) & named):
-            emu.remove_bucket(name)
+            try:
+                emu.remove_bucket(name)
+            except ClientError as exc:  # the run's result (or its error) is what to report
+                _log.warning("could not remove the scenario's bucket %s: %s", name, exc)
 
 
 def _run(
