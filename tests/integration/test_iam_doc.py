@@ -43,8 +43,13 @@ def test_the_commands_that_read_or_write_encrypted_data_need_the_key(table: str)
     # the ledger, the queues or the buckets' objects: kms:Decrypt at least
     for command in ("explain", "held", "approve", "reject", "redrive", "repair", "reconcile"):
         assert any(re.match(f"`{command}[ `]", label) for label in needs_key), command
-    # status reads queue attributes, metrics and executions only: no encrypted data
-    assert "`status`" not in needs_key
+    # status reads queue attributes, metrics and executions, and of the stack's objects only
+    # the newest attestation: the key for that one
+    status = rows["`status`"]
+    reads = [line for line in status if "s3:GetObject" in line]
+    assert "`status`" in needs_key
+    assert reads and all("keys under `attestations/`" in line for line in reads), reads
+    assert not any("dynamodb:" in line or "sqs:ReceiveMessage" in line for line in status)
 
 
 def test_the_commands_that_send_to_the_ingest_queue_name_operator_role_arns(table: str) -> None:
