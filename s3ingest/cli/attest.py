@@ -30,8 +30,9 @@ attest_app = typer.Typer(
     help="Attest that, at one reconciliation snapshot, every object of the bucket was in the "
     "ledger with its version and ETag and every processor's effect was done at its version: a "
     "Merkle root over the bucket and one over the ledger, counts and the snapshot's inputs, "
-    "stored as a JSON document in the stack's bucket (attestations/BUCKET/SNAPSHOT.json, its "
-    "leaves beside it). Prints the document's SHA-256 and every differing key. Exit code 0 "
+    "stored as a JSON document in the stack's bucket, or its Attestations bucket under Object "
+    "Lock with attestationRetentionDays (attestations/BUCKET/SNAPSHOT.json, its leaves beside "
+    "it). Prints the document's SHA-256 and every differing key. Exit code 0 "
     "when the roots are equal, 1 when they differ (docs/attestation.md).",
 )
 app.add_typer(
