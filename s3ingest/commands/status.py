@@ -98,7 +98,7 @@ def status(
         one was stopped on purpose). ``eventbridge_delivery`` is None when it cannot be read.
         With the stack's bucket (output ``InventoryBucketName``), ``"last_attestation"``:
         per landing bucket its newest attestation (:func:`last_attestations`), unhealthy when
-        its roots differ.
+        its roots differ or it cannot be read.
     """
     now = now or datetime.now(UTC)
 
@@ -236,24 +236,32 @@ def status(
 def _attestations(s3: Any, outputs: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
     """``{"last_attestation": ...}`` (nothing without a bucket to keep them,
     :func:`~s3ingest.outputs.attestation_store`) and the problems it shows: each bucket whose
-    newest attestation has differing roots."""
+    newest attestation has differing roots or cannot be read (a hidden verdict is not a good
+    one)."""
     if attestation_store(outputs) is None:
         return {}, []
-    found = last_attestations(s3, outputs)
+    unreadable: dict[str, str] = {}
+    found = last_attestations(s3, outputs, unreadable)
     problems = [
         f"the last attestation of {landing} ({made['taken_at']}) has differing roots "
         f"({made['differing']} key(s))"
         for landing, made in found.items()
         if made is not None and not made["equal"]
     ]
+    problems += [
+        f"the last attestation of {landing} could not be read: {why}"
+        for landing, why in unreadable.items()
+    ]
     return {"last_attestation": found}, problems
 
 
-def last_attestations(s3: Any, outputs: dict[str, str]) -> dict[str, Any]:
+def last_attestations(
+    s3: Any, outputs: dict[str, str], unreadable: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Per landing bucket (``BucketNames``), its newest attestation under
     ``attestations/<bucket>/`` of :func:`~s3ingest.outputs.attestation_store`: ``{"taken_at",
     "equal", "keys", "differing", "document", "sha256"}``, or None when there is none or it
-    cannot be read (docs/attestation.md)."""
+    cannot be read; why it cannot goes to ``unreadable`` by bucket (docs/attestation.md)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     from s3ingest_fn.services.attestation_store import newest
@@ -268,8 +276,10 @@ def last_attestations(s3: Any, outputs: dict[str, str]) -> dict[str, Any]:
     for landing in landings:
         try:
             doc = newest(s3, store, landing)
-        except (ClientError, BotoCoreError, ValueError, KeyError):
+        except (ClientError, BotoCoreError, ValueError, KeyError) as exc:
             doc = None
+            if unreadable is not None:
+                unreadable[landing] = _reason(exc)
         found[landing] = (
             None
             if doc is None
@@ -283,6 +293,16 @@ def last_attestations(s3: Any, outputs: dict[str, str]) -> dict[str, Any]:
             }
         )
     return found
+
+
+def _reason(exc: Exception) -> str:
+    """An S3 error's code and message (``AccessDenied: ...``), else the exception's text."""
+    from botocore.exceptions import ClientError
+
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        return f"{error.get('Code', 'error')}: {error.get('Message', '')}".rstrip(": ")
+    return f"{type(exc).__name__}: {exc}"
 
 
 def processor_effects(

@@ -94,3 +94,25 @@ def test_status_reads_the_locked_attestation_bucket_when_the_stack_has_one(s3: A
     made = found["last_attestation"]["a"]
     assert made["document"] == "s3://locked-attestations/attestations/a/20261201T000000Z.json"
     assert made["equal"] is False
+
+
+def test_an_attestation_status_cannot_read_is_a_problem_not_a_clean_bill(s3: Any) -> None:
+    # GIVEN a newest document that is not an attestation (or one the caller may not read)
+    s3.put_object(Bucket=STORE, Key="attestations/a/20261207T000000Z.json", Body=b"{not json")
+    outputs = {"InventoryBucketName": STORE, "BucketName": "a"}
+    found, problems = _attestations(s3, outputs)
+    # THEN no verdict, and status says it could not read one instead of staying healthy
+    assert found["last_attestation"]["a"] is None
+    assert len(problems) == 1
+    assert problems[0].startswith("the last attestation of a could not be read: ")
+
+
+def test_an_access_denied_read_names_its_code(s3: Any) -> None:
+    from botocore.exceptions import ClientError
+
+    from s3ingest.commands.status import _reason
+
+    denied = ClientError(
+        {"Error": {"Code": "AccessDenied", "Message": "Access Denied"}}, "GetObject"
+    )
+    assert _reason(denied) == "AccessDenied: Access Denied"
