@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -276,25 +277,21 @@ def run_scenario(
     except UnicodeDecodeError as exc:
         raise ScenarioError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     setup, steps = _read(text.split("\n"))  # JSON Lines: only "\n" ends a line
-    if emulator is None:
-        with Emulator() as emu:
-            return _run_alone(emu, setup, steps, settings)
-    return _run_alone(emulator, setup, steps, settings)
+    with ExitStack() as stack:
+        emu = emulator if emulator is not None else stack.enter_context(Emulator())
+        with _named_buckets_removed(emu, setup):
+            return _run(emu, setup, steps, settings)
 
 
-def _run_alone(
-    emu: Emulator,
-    setup: dict[str, Any],
-    steps: list[tuple[int, dict[str, Any], Step]],
-    settings: Settings | None,
-) -> dict[str, Any]:
-    """:func:`_run`, then the buckets it made under the names its set-up line gives removed:
-    moto keeps one state per process, so they would otherwise be the next scenario's, objects
-    and all (the stack's own buckets have the deployment's unique suffix and stay)."""
+@contextmanager
+def _named_buckets_removed(emu: Emulator, setup: dict[str, Any]) -> Iterator[None]:
+    """Remove, when the block ends, the buckets it made under the names ``setup`` gives: moto
+    keeps one state per process, so they would otherwise be the next scenario's, objects and
+    all (the stack's own buckets have the deployment's unique suffix and stay)."""
     named = {b["name"] for b in setup.get("buckets") or []} | {setup.get("bucket")} - {None}
     before = set(emu.bucket_owners())
     try:
-        return _run(emu, setup, steps, settings)
+        yield
     finally:
         for name in sorted((set(emu.bucket_owners()) - before) & named):
             try:

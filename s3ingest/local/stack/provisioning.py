@@ -256,7 +256,8 @@ def provision(
     names = [b.name for b in landing]
     if len(set(names)) != len(names):
         raise ValueError(f"a landing bucket is listed twice: {names}")
-    taken = sorted(b.name for b in landing if not b.existing and b.name in emu.bucket_owners())
+    held = emu.bucket_owners()
+    taken = sorted(b.name for b in landing if not b.existing and b.name in held)
     if taken:  # as CloudFormation's AWS::S3::Bucket fails on a name that exists
         raise ValueError(
             f"landing bucket {', '.join(taken)} already exists: the stack creates the buckets "
