@@ -7,17 +7,26 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import s3ingest_fn
 
 #: The folder holding ``s3ingest_fn`` (the Lambda package's root).
 FUNCTIONS = Path(s3ingest_fn.__file__).resolve().parents[1]
 _CODE = (
-    "import dataclasses, json, sys\n"
+    "import dataclasses, gc, json, sys\n"
     "import s3ingest_fn.handlers.ingest as h\n"
-    "h._build_from_env()\n"
+    "h.built()\n"
     "print(json.dumps({probe}))\n"
 )
+#: A handler module's import alone, then ``{probe}``.
+_IMPORT = (
+    "import gc, importlib, json\nimportlib.import_module({module!r})\nprint(json.dumps({probe}))\n"
+)
+#: Whether the garbage collector runs, and how many objects it keeps frozen.
+_COLLECTOR = "[gc.isenabled(), gc.get_freeze_count()]"
+#: What Lambda's Python runtime sets (``s3ingest_fn.handlers`` pauses the collector under it).
+LAMBDA_ENV = {"AWS_EXECUTION_ENV": "AWS_Lambda_python3.13"}
 #: What :func:`ingest_cold_start_modules` prints: every loaded module's name.
 _MODULES = "sorted(sys.modules)"
 #: What :func:`ingest_cold_start_dataclasses` prints: each loaded module's dataclasses.
@@ -39,7 +48,24 @@ def ingest_cold_start_dataclasses(cwd: Path) -> list[str]:
     return _cold_start(cwd, _DATACLASSES)
 
 
-def _cold_start(cwd: Path, probe: str) -> list[str]:
+def ingest_cold_start_collector(cwd: Path, env: dict[str, str]) -> tuple[bool, int]:
+    """After the same cold start with ``env`` added: whether the garbage collector runs, and how
+    many objects it keeps frozen."""
+    enabled, frozen = _cold_start(cwd, _COLLECTOR, env)
+    return bool(enabled), int(frozen)
+
+
+def import_collector(cwd: Path, module: str, env: dict[str, str]) -> tuple[bool, int]:
+    """:func:`ingest_cold_start_collector` after importing handler ``module`` alone."""
+    enabled, frozen = _cold_start(
+        cwd, _COLLECTOR, env, _IMPORT.format(module=module, probe="{probe}")
+    )
+    return bool(enabled), int(frozen)
+
+
+def _cold_start(
+    cwd: Path, probe: str, extra: dict[str, str] | None = None, code: str = _CODE
+) -> list[Any]:
     env = {
         "PATH": os.environ.get("PATH", ""),
         "PYTHONPATH": str(FUNCTIONS),
@@ -50,14 +76,15 @@ def _cold_start(cwd: Path, probe: str) -> list[str]:
         "AWS_SECRET_ACCESS_KEY": "secret",
         "POWERTOOLS_TRACE_DISABLED": "true",
         "POWERTOOLS_METRICS_DISABLED": "true",
+        **(extra or {}),
     }
     done = subprocess.run(
-        [sys.executable, "-c", _CODE.format(probe=probe)],
+        [sys.executable, "-c", code.format(probe=probe)],
         env=env,
         cwd=cwd,
         capture_output=True,
         text=True,
     )
     assert done.returncode == 0, done.stderr
-    loaded: list[str] = json.loads(done.stdout.splitlines()[-1])
+    loaded: list[Any] = json.loads(done.stdout.splitlines()[-1])
     return loaded

@@ -38,3 +38,23 @@ def test_a_ratio_line_gives_the_run_by_run_spread() -> None:
     assert "ratio  1.00" in line
     assert "(run by run: min 0.50  median 1.00  max 3.00)" in line
     assert "run by run" not in bundle_cold_start._line("x", [0.2, 0.3, 0.9])
+
+
+def test_a_child_runs_its_body_in_a_function_with_its_environment_changes(tmp_path: Path) -> None:
+    """As Lambda's runtime calls a handler: from a function, not the module's top level; a None
+    in the variant's environment unsets that variable."""
+    body = (
+        "import os, sys; assert sys._getframe().f_code.co_name == 'cold_start'; "
+        "assert 'GONE' not in os.environ and os.environ['KEPT'] == 'yes'"
+    )
+    variant = bundle_cold_start.Variant(tmp_path, body, {"GONE": None, "KEPT": "yes"})
+    wall, cpu = bundle_cold_start._sample(sys.executable, variant, {"GONE": "1", "PATH": ""})
+    assert wall >= 0 and cpu >= 0
+    with pytest.raises(RuntimeError, match="the child failed"):
+        bundle_cold_start._sample(sys.executable, variant._replace(env={}), {"GONE": "1"})
+
+
+def test_the_top_level_child_runs_its_body_at_the_module_s_top_level(tmp_path: Path) -> None:
+    body = "import sys; assert sys._getframe().f_code.co_name == '<module>'"
+    variant = bundle_cold_start.Variant(tmp_path, body, {}, bundle_cold_start.TOP_LEVEL_CHILD)
+    assert bundle_cold_start._sample(sys.executable, variant, {})[1] >= 0

@@ -16,6 +16,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from s3ingest_fn import wiring
 from s3ingest_fn.contract import BACKFILL_EFFECTS_PENDING_METRIC, BACKFILL_SERVICE
+from s3ingest_fn.handlers import resume
 from s3ingest_fn.handlers.telemetry import function_logger, invocation_metrics
 from s3ingest_fn.services.backfill import EFFECTS_PENDING, handle_invocation
 
@@ -46,3 +47,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             extra={"job_id": (event.get("job") or {}).get("id"), **result, **keys},
         )
     return response
+
+
+#: the cold start ends with this module (see :mod:`s3ingest_fn.handlers`)
+resume()

@@ -10,6 +10,7 @@ from typing import Any
 from s3ingest_fn import wiring
 from s3ingest_fn.config_roles import BackfillControlConfig
 from s3ingest_fn.contract import BACKFILL_SERVICE
+from s3ingest_fn.handlers import resume
 from s3ingest_fn.handlers.telemetry import function_logger
 from s3ingest_fn.services import backfill_control
 
@@ -49,3 +50,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         extra={"action": action, **{k: v for k, v in result.items() if k != "samples"}},
     )
     return result
+
+
+#: the cold start ends with this module (see :mod:`s3ingest_fn.handlers`)
+resume()

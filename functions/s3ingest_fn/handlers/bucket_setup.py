@@ -30,6 +30,7 @@ from typing import Any
 
 from s3ingest_fn import wiring
 from s3ingest_fn.contract import BUCKET_SETUP_SERVICE
+from s3ingest_fn.handlers import resume
 from s3ingest_fn.handlers.telemetry import function_logger
 from s3ingest_fn.services import bucket_setup
 
@@ -242,3 +243,7 @@ def on_event(event: dict[str, Any], context: Any) -> dict[str, Any]:
     result = handle(s3, event)
     _logger.info("bucket setup %s: %s", event.get("RequestType"), result)
     return result
+
+
+#: the cold start ends with this module (see :mod:`s3ingest_fn.handlers`)
+resume()

@@ -24,6 +24,7 @@ from s3ingest_fn import wiring
 from s3ingest_fn.config_roles import ChangeRelayConfig
 from s3ingest_fn.contract import CHANGE_RELAY_SERVICE
 from s3ingest_fn.core.ports import ChangeEntry, ChangePublisher, DeadLetters, PublishOutcome
+from s3ingest_fn.handlers import resume
 from s3ingest_fn.handlers.telemetry import function_logger, invocation_metrics, key_policy
 from s3ingest_fn.log_keys import KeyPolicy
 from s3ingest_fn.services.changes import publish
@@ -136,3 +137,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             metrics,
             dead_letters,
         )
+
+
+#: the cold start ends with this module (see :mod:`s3ingest_fn.handlers`)
+resume()

@@ -17,6 +17,7 @@ from s3ingest_fn import wiring
 from s3ingest_fn.config_roles import DeliveryCheckConfig
 from s3ingest_fn.contract import DELIVERY_CHECK_SERVICE, DELIVERY_METRIC
 from s3ingest_fn.core.ports import EventDelivery
+from s3ingest_fn.handlers import resume
 from s3ingest_fn.handlers.telemetry import function_logger, invocation_metrics
 
 logger = function_logger(DELIVERY_CHECK_SERVICE)
@@ -55,3 +56,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     with invocation_metrics() as metrics:
         metrics.add_metric(name=DELIVERY_METRIC, unit=MetricUnit.Count, value=int(enabled))
     return {"buckets": states, "enabled": enabled}
+
+
+#: the cold start ends with this module (see :mod:`s3ingest_fn.handlers`)
+resume()

@@ -27,6 +27,7 @@ from s3ingest_fn.config import carry_context
 from s3ingest_fn.contract import INGEST_SERVICE, LAG_METRIC, OTHER_BUCKET, PROCESSOR_DIMENSION
 from s3ingest_fn.core.model import Outcome, Result
 from s3ingest_fn.core.row import DEFAULT_PROCESSOR
+from s3ingest_fn.handlers import cold_start, resume
 from s3ingest_fn.handlers.telemetry import (
     bucket_metrics,
     dimension_metrics,
@@ -290,6 +291,22 @@ def _build_from_env() -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     return make_handler(wiring.function_message_processor(), settings.record_concurrency)
 
 
+def built() -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    """The handler of this invocation's configuration, built on its first use (the cold start,
+    the garbage collector paused: :func:`s3ingest_fn.handlers.cold_start`)."""
+    global _handler
+    from s3ingest_fn import wiring
+
+    key = (wiring.function_settings(), wiring.function_clients())
+    if _handler is None:
+        _handler = {}
+    made = _handler.get(key)
+    if made is None:
+        with cold_start():
+            made = _handler[key] = _build_from_env()
+    return made
+
+
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda entry point (``s3ingest_fn.handlers.ingest.handler``).
@@ -302,13 +319,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     stack's default, setting ``tracing`` off) skips the X-Ray SDK and its cold-start cost
     (``bench/bundle_cold_start.py``).
     """
-    global _handler
-    from s3ingest_fn import wiring
+    return built()(event, context)
 
-    key = (wiring.function_settings(), wiring.function_clients())
-    if _handler is None:
-        _handler = {}
-    built = _handler.get(key)
-    if built is None:
-        built = _handler[key] = _build_from_env()
-    return built(event, context)
+
+#: the cold start ends with this module (see :mod:`s3ingest_fn.handlers`)
+resume()

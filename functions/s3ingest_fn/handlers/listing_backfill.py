@@ -27,6 +27,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from s3ingest_fn import wiring
 from s3ingest_fn.contract import BUCKET_DIMENSION, LISTING_SERVICE
+from s3ingest_fn.handlers import resume
 from s3ingest_fn.handlers.telemetry import function_logger, invocation_metrics
 from s3ingest_fn.services.listing_backfill import Shard
 
@@ -116,3 +117,7 @@ def summarize(event: dict[str, Any], context: Any) -> dict[str, Any]:
     result = backfill.summarize(_bucket(event), str(event.get("run") or ""))
     logger.info("listing backfill summary", extra=result)
     return result
+
+
+#: the cold start ends with this module (see :mod:`s3ingest_fn.handlers`)
+resume()

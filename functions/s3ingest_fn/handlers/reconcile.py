@@ -50,6 +50,7 @@ from s3ingest_fn.contract import (
     RECONCILE_SERVICE,
 )
 from s3ingest_fn.core.diff import DRIFT_KINDS
+from s3ingest_fn.handlers import resume
 from s3ingest_fn.handlers.telemetry import function_logger, invocation_metrics
 from s3ingest_fn.services import attestation_store
 from s3ingest_fn.services.reconcile import (
@@ -219,3 +220,7 @@ def attest_after_repairs(reports: list[ReconcileReport]) -> list[str]:
     with invocation_metrics() as metrics:
         metrics.add_metric(name=ATTESTATION_DIFFERS_METRIC, unit=MetricUnit.Count, value=differs)
     return failed
+
+
+#: the cold start ends with this module (see :mod:`s3ingest_fn.handlers`)
+resume()

@@ -13,6 +13,7 @@ from typing import Any
 
 from s3ingest_fn import wiring
 from s3ingest_fn.contract import RECONCILE_SERVICE
+from s3ingest_fn.handlers import resume
 from s3ingest_fn.handlers.reconcile import emit_behind_metrics, emit_summary_metrics
 from s3ingest_fn.handlers.telemetry import function_logger, invocation_metrics
 from s3ingest_fn.services.fanout import FanOut, bucket_of
@@ -42,3 +43,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         emit_behind_metrics(result.get("effects_behind_by_processor") or {})
         logger.info("reconciliation finished", extra=result)
     return result
+
+
+#: the cold start ends with this module (see :mod:`s3ingest_fn.handlers`)
+resume()

@@ -42,6 +42,7 @@ from s3ingest_fn.contract import (
     REPROCESS_METRIC_PREFIX,
     REPROCESS_SERVICE,
 )
+from s3ingest_fn.handlers import resume
 from s3ingest_fn.handlers.telemetry import function_logger, invocation_metrics
 
 logger = function_logger(REPROCESS_SERVICE)
@@ -149,3 +150,7 @@ def summarize(event: dict[str, Any], context: Any) -> dict[str, Any]:
         metrics.add_metric(name=REPROCESS_KEYS_BEHIND_METRIC, unit=MetricUnit.Count, value=behind)
     logger.info("reprocess summary", extra=result)
     return result
+
+
+#: the cold start ends with this module (see :mod:`s3ingest_fn.handlers`)
+resume()
