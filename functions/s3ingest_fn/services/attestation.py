@@ -326,65 +326,128 @@ def attest(
     names = {k for k, t in truth.items() if t.visible} | {
         k for k, row in rows.items() if row.present
     }
-    bucket, fields = r.bucket, snap.fields
-    builder = PairBuilder()
-    lines: list[bytes] = []
-    skipped = 0
-    counts = {"bucket_present": 0, "ledger_present": 0}
+    tree = TreeWriter(r.bucket, targets, snap.fields, cutoff)
     for key in sorted(names, key=key_order):
-        seen, row = truth.get(key), rows.get(key)
-        changed = max(
+        tree.key(key, truth.get(key), rows.get(key))
+    return tree.attestation(
+        stack=stack,
+        scope=r.scope.as_dict(),
+        prefix=request.prefix,
+        source=request.source,
+        taken_ms=snap.taken_ms,
+        margin_ms=margin,
+        inputs=snap.inputs,
+    )
+
+
+class TreeWriter:
+    """Both trees and the leaves file of one attestation, fed key by key in key order
+    (:func:`attest` over its snapshot; :mod:`s3ingest_fn.services.attestation_pass` over the
+    diff's pass): the same bytes from the same keys and leaves whichever feeds it.
+
+    Parameters
+    ----------
+    bucket : str
+    targets : sequence of EffectTarget
+        The processors attested, sorted by name.
+    fields : set of str
+        ``version_id`` and ``etag`` when the snapshot carries them.
+    cutoff_ms : int
+        The snapshot's time minus the margin: a key either side changed after it is skipped.
+    """
+
+    def __init__(
+        self, bucket: str, targets: Sequence[EffectTarget], fields: set[str], cutoff_ms: int
+    ) -> None:
+        self.bucket, self.targets, self.fields, self.cutoff = bucket, targets, fields, cutoff_ms
+        self.builder = PairBuilder()
+        self.lines = bytearray()
+        self.skipped = 0
+        self.counts = {"bucket_present": 0, "ledger_present": 0}
+
+    def changed(self, seen: Truth | None, row: LedgerRow | None) -> int:
+        """When either side last changed the key (epoch ms; 0: unknown)."""
+        return max(
             row.updated_at if row is not None else 0,
             (seen.last_modified_ms or 0) if seen is not None else 0,
         )
-        if changed > cutoff:
-            skipped += 1
-            lines.append(json.dumps({"key": key, "skipped": True}).encode())
-            continue
-        left = bucket_leaf(bucket, key, seen, targets, fields)
-        right = ledger_leaf(bucket, key, row, targets, fields)
-        counts["bucket_present"] += left.state == PRESENT
-        counts["ledger_present"] += right.state == PRESENT
-        builder.add(key, left, right)
-        lines.append(
-            json.dumps(
-                {"key": key, "bucket": _leaf_json(left), "ledger": _leaf_json(right)}
-            ).encode()
+
+    def key(self, key: str, seen: Truth | None, row: LedgerRow | None) -> None:
+        """One key of the snapshot's names (visible in the bucket or present in the ledger),
+        after the previous one in key order."""
+        if self.changed(seen, row) > self.cutoff:
+            self.skip(key)
+            return
+        self.leaves(
+            key,
+            bucket_leaf(self.bucket, key, seen, self.targets, self.fields),
+            ledger_leaf(self.bucket, key, row, self.targets, self.fields),
         )
-    leaves = b"\n".join(lines) + (b"\n" if lines else b"")
-    bucket_root, ledger_root = builder.roots()
-    differences = [d.as_dict() for d in builder.differences()]
-    document: dict[str, Any] = {
-        "attestation": DOCUMENT,
-        "stack": stack,
-        "bucket": bucket,
-        "prefix": request.prefix,
-        "scope": r.scope.as_dict(),
-        "snapshot": {
-            "source": request.source,
-            "taken_at": _iso(snap.taken_ms),
-            "taken_at_ms": snap.taken_ms,
-            "margin_s": margin / 1000,
-        },
-        "tree": {"encoding": ENCODING, "hash": "sha256", "fanout": FANOUT},
-        "fields": sorted(fields),
-        "processors": [target_dict(t) for t in targets],
-        "inputs": {
-            **snap.inputs,
-            "leaves": {"sha256": hashlib.sha256(leaves).hexdigest(), "bytes": len(leaves)},
-        },
-        "counts": {
-            "keys": builder.count,
-            **counts,
-            "skipped_recent": skipped,
-            "differing": len(differences),
-        },
-        "roots": {"bucket": bucket_root.hex(), "ledger": ledger_root.hex()},
-        "equal": bucket_root == ledger_root,
-        "differences": differences[:DOCUMENT_DIFFERENCES],
-        "differences_total": len(differences),
-    }
-    return Attestation(document, leaves, differences)
+
+    def skip(self, key: str) -> None:
+        """A key changed after the cutoff: named in the leaves file, no leaf."""
+        self.skipped += 1
+        self.lines += json.dumps({"key": key, "skipped": True}).encode() + b"\n"
+
+    def leaves(self, key: str, left: Leaf, right: Leaf) -> None:
+        """A key's two leaves (the bucket's, the ledger's)."""
+        self.counts["bucket_present"] += left.state == PRESENT
+        self.counts["ledger_present"] += right.state == PRESENT
+        self.builder.add(key, left, right)
+        self.lines += (
+            json.dumps({"key": key, "bucket": _leaf_json(left), "ledger": _leaf_json(right)})
+            .encode()
+            + b"\n"
+        )
+
+    def attestation(
+        self,
+        *,
+        stack: str,
+        scope: dict[str, Any],
+        prefix: str,
+        source: str,
+        taken_ms: int,
+        margin_ms: int,
+        inputs: dict[str, Any],
+    ) -> Attestation:
+        """The attestation of the keys fed (:func:`attest`'s result)."""
+        leaves = bytes(self.lines)
+        self.lines = bytearray()
+        builder = self.builder
+        bucket_root, ledger_root = builder.roots()
+        differences = [d.as_dict() for d in builder.differences()]
+        document: dict[str, Any] = {
+            "attestation": DOCUMENT,
+            "stack": stack,
+            "bucket": self.bucket,
+            "prefix": prefix,
+            "scope": scope,
+            "snapshot": {
+                "source": source,
+                "taken_at": _iso(taken_ms),
+                "taken_at_ms": taken_ms,
+                "margin_s": margin_ms / 1000,
+            },
+            "tree": {"encoding": ENCODING, "hash": "sha256", "fanout": FANOUT},
+            "fields": sorted(self.fields),
+            "processors": [target_dict(t) for t in self.targets],
+            "inputs": {
+                **inputs,
+                "leaves": {"sha256": hashlib.sha256(leaves).hexdigest(), "bytes": len(leaves)},
+            },
+            "counts": {
+                "keys": builder.count,
+                **self.counts,
+                "skipped_recent": self.skipped,
+                "differing": len(differences),
+            },
+            "roots": {"bucket": bucket_root.hex(), "ledger": ledger_root.hex()},
+            "equal": bucket_root == ledger_root,
+            "differences": differences[:DOCUMENT_DIFFERENCES],
+            "differences_total": len(differences),
+        }
+        return Attestation(document, leaves, differences)
 
 
 def document_key(document: dict[str, Any]) -> str:
