@@ -45,7 +45,12 @@ from s3ingest_fn.core.effects import CREATED, EffectTarget
 from s3ingest_fn.core.model import InventoryRow, TransientError
 from s3ingest_fn.core.row import DONE, LedgerRow
 from s3ingest_fn.services.inventory import InventoryError, read_rows
-from s3ingest_fn.services.reconcile import INVENTORY, LISTING, Reconciler, ReconcileReport
+from s3ingest_fn.services.reconcile import (
+    LISTING,
+    Reconciler,
+    ReconcileReport,
+    inventory_inputs,
+)
 from s3ingest_fn.services.reconcile_listing import listing_prefixes
 from s3ingest_fn.services.reconcile_run import DEFAULT_MARGIN_MS, ReconcileError
 
@@ -229,9 +234,7 @@ class _Snapshot:
                 }
             else:
                 key = request.manifest_key or r.newest_manifest()
-                manifest = r.manifest(key)
-                raw = r.get_inventory_object(key)
-                checksum = r.get_inventory_object(key.rsplit("/", 1)[0] + "/manifest.checksum")
+                manifest, raw, checksum = r.manifest_read(key)
                 taken = manifest.created_ms
                 truth = bucket_truth(
                     inventory_rows(r.get_inventory_object, manifest.files, manifest),
@@ -242,16 +245,9 @@ class _Snapshot:
                     self.fields.discard("version_id")
                 if not columns & {"ETag", "e_tag"}:
                     self.fields.discard("etag")
-                self.inputs["bucket"] = {
-                    "kind": INVENTORY,
-                    "inventory_bucket": r.inventory_bucket,
-                    "manifest": key,
-                    "manifest_checksum": checksum.decode("ascii", "replace").strip().lower(),
-                    "manifest_sha256": hashlib.sha256(raw).hexdigest(),
-                    "taken_at": _iso(taken),
-                    "taken_at_ms": taken,
-                    "files": len(manifest.files),
-                }
+                self.inputs["bucket"] = inventory_inputs(
+                    r.inventory_bucket, key, manifest, raw, checksum
+                )
         except (TransientError, ReconcileError) as exc:
             raise AttestError(f"reading the bucket's state failed: {exc}") from exc
         self.taken_ms = taken
@@ -395,8 +391,9 @@ class TreeWriter:
         self.counts["ledger_present"] += right.state == PRESENT
         self.builder.add(key, left, right)
         self.lines += (
-            json.dumps({"key": key, "bucket": _leaf_json(left), "ledger": _leaf_json(right)})
-            .encode()
+            json.dumps(
+                {"key": key, "bucket": _leaf_json(left), "ledger": _leaf_json(right)}
+            ).encode()
             + b"\n"
         )
 
