@@ -192,7 +192,7 @@ def test_the_scheduled_attestation_reads_the_report_and_the_ledger_once(
     from botocore.client import BaseClient
 
     calls: list[tuple[str, dict[str, Any]]] = []
-    make = BaseClient._make_api_call
+    make = BaseClient._make_api_call  # type: ignore[attr-defined]
 
     def counting(self: Any, operation: str, params: dict[str, Any]) -> Any:
         calls.append((operation, dict(params)))

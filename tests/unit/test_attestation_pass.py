@@ -114,7 +114,7 @@ def _reconciler(
         listing=FakeBucketListing([]),
         inventory=store,
         repairs=FakeRepairQueue(),
-        scanner=scanner,  # type: ignore[arg-type]
+        scanner=scanner,
         bucket=BUCKET,
         table="ledger",
         queue_url="q",
