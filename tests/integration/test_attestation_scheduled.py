@@ -233,3 +233,24 @@ def test_the_scheduled_attestation_reads_the_report_and_the_ledger_once(
         for op, p in calls[started[0] :]
         if op.startswith("ListObject") and p.get("Bucket") == landing
     ]
+
+
+def test_the_local_schedule_attests_an_inventory_run_from_its_own_pass(emulator: Any) -> None:
+    # GIVEN a local deployment whose one event was lost
+    rt = LocalRuntime(emulator, versioning="Enabled")
+    rt.faithful.put("kept", "1")
+    rt.flush(Chaos(seed=0))
+    rt.drain()
+    rt.faithful.put("lost", "2")
+    rt.faithful.take_pending()
+    # WHEN reconciled from an inventory as the schedule does (its repairs drained)
+    summary = rt.reconcile_every_bucket("inventory")
+    assert summary["repairs_queued"] == 1
+    # THEN the attestation is the run's pass's: the report it read named, the repaired key's
+    # row (written after the report) skipped, the other key attested equal
+    _, body = _stored(rt)
+    document = json.loads(body)
+    assert document["snapshot"]["source"] == "inventory"
+    assert document["inputs"]["bucket"]["manifest"].endswith("manifest.json")
+    assert document["equal"] is True
+    assert (document["counts"]["keys"], document["counts"]["skipped_recent"]) == (1, 1)
