@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import IO, Any
 
 from s3ingest_fn.contract import ATTESTATION_ROOT, CANARY_PREFIX
 from s3ingest_fn.core.attestation import (
@@ -56,6 +57,9 @@ from s3ingest_fn.services.reconcile_run import DEFAULT_MARGIN_MS, ReconcileError
 
 #: The document's format.
 DOCUMENT = "s3ingest-attestation/1"
+#: The leaves file's bytes kept in memory before it is spooled to a temporary file (a leaf
+#: pair is about 250 bytes: beyond this, memory would grow with the keys).
+LEAVES_IN_MEMORY = 8 << 20
 #: Differing keys the document names at most (``differences_total`` counts them all).
 DOCUMENT_DIFFERENCES = 1000
 ROOT = ATTESTATION_ROOT
@@ -82,12 +86,23 @@ class AttestRequest:
 
 @dataclass
 class Attestation:
-    """An attestation made: ``document`` (JSON-ready), ``leaves`` (the leaves file's bytes,
-    JSON lines), and every differing key."""
+    """An attestation made: ``document`` (JSON-ready), the leaves file (JSON lines, spooled
+    to a temporary file past :data:`LEAVES_IN_MEMORY` bytes: :meth:`leaves_file`;
+    :attr:`leaves` its bytes), and every differing key."""
 
     document: dict[str, Any]
-    leaves: bytes
+    spool: IO[bytes]
     differences: list[dict[str, Any]] = field(default_factory=list)
+
+    def leaves_file(self) -> IO[bytes]:
+        """The leaves file, from its start (PutObject's ``Body``)."""
+        self.spool.seek(0)
+        return self.spool
+
+    @property
+    def leaves(self) -> bytes:
+        """The leaves file's bytes (all in memory: for small attestations and tests)."""
+        return self.leaves_file().read()
 
 
 def _iso(ms: int) -> str:
@@ -357,7 +372,10 @@ class TreeWriter:
     ) -> None:
         self.bucket, self.targets, self.fields, self.cutoff = bucket, targets, fields, cutoff_ms
         self.builder = PairBuilder()
-        self.lines = bytearray()
+        #: The leaves file, spooled (:class:`Attestation` keeps it open).
+        self.lines: IO[bytes] = tempfile.SpooledTemporaryFile(LEAVES_IN_MEMORY)  # noqa: SIM115
+        self.digest = hashlib.sha256()
+        self.size = 0
         self.skipped = 0
         self.counts = {"bucket_present": 0, "ledger_present": 0}
 
@@ -383,19 +401,20 @@ class TreeWriter:
     def skip(self, key: str) -> None:
         """A key changed after the cutoff: named in the leaves file, no leaf."""
         self.skipped += 1
-        self.lines += json.dumps({"key": key, "skipped": True}).encode() + b"\n"
+        self._line({"key": key, "skipped": True})
+
+    def _line(self, entry: dict[str, Any]) -> None:
+        line = json.dumps(entry).encode() + b"\n"
+        self.lines.write(line)
+        self.digest.update(line)
+        self.size += len(line)
 
     def leaves(self, key: str, left: Leaf, right: Leaf) -> None:
         """A key's two leaves (the bucket's, the ledger's)."""
         self.counts["bucket_present"] += left.state == PRESENT
         self.counts["ledger_present"] += right.state == PRESENT
         self.builder.add(key, left, right)
-        self.lines += (
-            json.dumps(
-                {"key": key, "bucket": _leaf_json(left), "ledger": _leaf_json(right)}
-            ).encode()
-            + b"\n"
-        )
+        self._line({"key": key, "bucket": _leaf_json(left), "ledger": _leaf_json(right)})
 
     def attestation(
         self,
@@ -409,8 +428,6 @@ class TreeWriter:
         inputs: dict[str, Any],
     ) -> Attestation:
         """The attestation of the keys fed (:func:`attest`'s result)."""
-        leaves = bytes(self.lines)
-        self.lines = bytearray()
         builder = self.builder
         bucket_root, ledger_root = builder.roots()
         differences = [d.as_dict() for d in builder.differences()]
@@ -431,7 +448,7 @@ class TreeWriter:
             "processors": [target_dict(t) for t in self.targets],
             "inputs": {
                 **inputs,
-                "leaves": {"sha256": hashlib.sha256(leaves).hexdigest(), "bytes": len(leaves)},
+                "leaves": {"sha256": self.digest.hexdigest(), "bytes": self.size},
             },
             "counts": {
                 "keys": builder.count,
@@ -444,7 +461,7 @@ class TreeWriter:
             "differences": differences[:DOCUMENT_DIFFERENCES],
             "differences_total": len(differences),
         }
-        return Attestation(document, leaves, differences)
+        return Attestation(document, self.lines, differences)
 
 
 def document_key(document: dict[str, Any]) -> str:

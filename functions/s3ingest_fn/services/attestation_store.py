@@ -13,7 +13,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import IO, Any
 
 from s3ingest_fn.contract import ATTESTATION_BUCKET_ENV
 from s3ingest_fn.core.model import TransientError
@@ -38,7 +38,7 @@ DETAIL_TYPE = DETAIL_TYPES["attestation"]
 SETTLE_SECONDS = 120.0
 
 
-def put(s3: Any, bucket: str, key: str, body: bytes, content_type: str) -> str | None:
+def put(s3: Any, bucket: str, key: str, body: bytes | IO[bytes], content_type: str) -> str | None:
     """PutObject with a SHA-256 checksum, which a bucket under Object Lock requires (the SDK
     sends none where ``request_checksum_calculation`` is ``when_required``,
     https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutObject.html); the version id (None in
@@ -62,7 +62,7 @@ def store(made: Attestation, s3: Any, bucket: str) -> dict[str, Any]:
     document = made.document
     key = document_key(document)
     leaves_key = key[: -len(".json")] + ".leaves.jsonl"
-    leaves_version = put(s3, bucket, leaves_key, made.leaves, "application/x-ndjson")
+    leaves_version = put(s3, bucket, leaves_key, made.leaves_file(), "application/x-ndjson")
     document["inputs"]["leaves"].update(
         {"bucket": bucket, "key": leaves_key, "version_id": leaves_version}
     )
