@@ -414,7 +414,9 @@ class TreeWriter:
         self.counts["bucket_present"] += left.state == PRESENT
         self.counts["ledger_present"] += right.state == PRESENT
         self.builder.add(key, left, right)
-        self._line({"key": key, "bucket": _leaf_json(left), "ledger": _leaf_json(right)})
+        bucket = _leaf_json(left)
+        ledger = bucket if right is left else _leaf_json(right)
+        self._line({"key": key, "bucket": bucket, "ledger": ledger})
 
     def attestation(
         self,
