@@ -126,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         "--attest-keys",
         type=int,
         default=1_000_000,
-        help="keys of the attestation's trees, beside the diff over them (default 10^6)",
+        help="keys of the reconciliation's pass with the attestation's trees, beside the pass "
+        "alone, and of the trees alone (default 10^6)",
     )
     parser.add_argument("--only", nargs="*", choices=sorted(benches), default=sorted(benches))
     args = parser.parse_args(argv)

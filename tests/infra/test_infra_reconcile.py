@@ -104,12 +104,15 @@ def _reconcile_grants(synth: Synth) -> dict[str, list[Any]]:
 
 def _attestation_grants(synth: Synth) -> dict[str, list[Any]]:
     """The scheduled reconcile function's own (issue 38): PutObject under attestations/ of the
-    stack's bucket only, the ingest queue's depth (its repairs left it)."""
+    stack's bucket only, the ingest queue's depth (its repairs left it), GetItem on the ledger
+    table (the repaired keys' rows, read again after the repairs)."""
     store_id = synth.logical_id(synth.pipeline.landings.shared.inventory)
     queue_id = synth.logical_id(synth.pipeline.ingest_queue.queue)
+    table_id = synth.logical_id(synth.pipeline.ledger.table)
     return {
         "s3:PutObject": [_objects(_arn(store_id), "/attestations/*")],
         "sqs:GetQueueAttributes": [_arn(queue_id)],
+        "dynamodb:GetItem": [_arn(table_id)],
     }
 
 

@@ -183,3 +183,74 @@ def test_the_local_stacks_bucket_is_versioned_and_records_the_documents_versions
     s3.delete_object(Bucket=rt.resources.inventory_bucket, Key=key)
     versions = s3.list_object_versions(Bucket=rt.resources.inventory_bucket, Prefix=key)
     assert [v["Key"] for v in versions.get("Versions", [])] == [key]
+
+
+def test_the_scheduled_attestation_reads_the_report_and_the_ledger_once(
+    emulator: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN every AWS request of the process counted (the setup's, the run's, the attestation's)
+    from botocore.client import BaseClient
+
+    calls: list[tuple[str, dict[str, Any]]] = []
+    make = BaseClient._make_api_call  # type: ignore[attr-defined]
+
+    def counting(self: Any, operation: str, params: dict[str, Any]) -> Any:
+        calls.append((operation, dict(params)))
+        return make(self, operation, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", counting)
+    from s3ingest_fn.handlers import reconcile
+
+    started = [0]
+    handler = reconcile.handler
+
+    def marked(event: dict[str, Any], context: Any) -> Any:
+        started[0] = len(calls)  # the setup's requests before
+        return handler(event, context)
+
+    monkeypatch.setattr(reconcile, "handler", marked)
+    # WHEN the scheduled run reconciles from its inventory and attests after its repairs
+    rt, _, _ = _run(emulator, monkeypatch, repairs_applied=True)
+    document = json.loads(_stored(rt)[1])
+    assert document["equal"] is True
+    # THEN the ledger was scanned once (one first page a segment), each of the report's
+    # objects read once, and the one repaired key's row read again alone
+    table, store = rt.resources.table, rt.resources.inventory_bucket
+    run = calls[started[0] :]
+    scans = [p for op, p in run if op == "Scan" and p.get("TableName") == table]
+    first_pages = [p["Segment"] for p in scans if "ExclusiveStartKey" not in p]
+    assert sorted(first_pages) == list(range(scans[0]["TotalSegments"]))
+    reads = [
+        p["Key"]
+        for op, p in run
+        if op == "GetObject" and p["Bucket"] == store and p["Key"].startswith("inventory/")
+    ]
+    assert reads and len(reads) == len(set(reads)), reads
+    # and the landing bucket was not listed (by the run or its attestation)
+    landing = rt.resources.bucket
+    assert not [
+        op
+        for op, p in calls[started[0] :]
+        if op.startswith("ListObject") and p.get("Bucket") == landing
+    ]
+
+
+def test_the_local_schedule_attests_an_inventory_run_from_its_own_pass(emulator: Any) -> None:
+    # GIVEN a local deployment whose one event was lost
+    rt = LocalRuntime(emulator, versioning="Enabled")
+    rt.faithful.put("kept", "1")
+    rt.flush(Chaos(seed=0))
+    rt.drain()
+    rt.faithful.put("lost", "2")
+    rt.faithful.take_pending()
+    # WHEN reconciled from an inventory as the schedule does (its repairs drained)
+    summary = rt.reconcile_every_bucket("inventory")
+    assert summary["repairs_queued"] == 1
+    # THEN the attestation is the run's pass's: the report it read named, the repaired key's
+    # row (written after the report) skipped, the other key attested equal
+    _, body = _stored(rt)
+    document = json.loads(body)
+    assert document["snapshot"]["source"] == "inventory"
+    assert document["inputs"]["bucket"]["manifest"].endswith("manifest.json")
+    assert document["equal"] is True
+    assert (document["counts"]["keys"], document["counts"]["skipped_recent"]) == (1, 1)

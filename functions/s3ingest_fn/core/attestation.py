@@ -366,7 +366,8 @@ class PairBuilder:
         if self._last is not None and order <= self._last:
             raise ValueError(f"keys out of order at {key!r}")
         self._last = order
-        lh, rh = left.hash(), right.hash()
+        lh = left.hash()
+        rh = lh if right is left else right.hash()  # one leaf for both sides: hashed once
         if lh != rh:
             self._differing.append((self.left.start + self.left.count, key))
         self.left.add(lh)

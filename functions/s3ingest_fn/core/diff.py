@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from s3ingest_fn.core import sequencer
 from s3ingest_fn.core.model import InventoryRow
@@ -131,6 +131,17 @@ class DiffStats:
             self.skipped_after_snapshot += 1
 
 
+class DiffTap(Protocol):
+    """What :func:`diff` shows of its pass to whoever builds on it (the attestation's trees,
+    :class:`~s3ingest_fn.services.attestation_pass.TreeTap`)."""
+
+    def row(self, row: LedgerRow, seen: Truth | None) -> None:
+        """Each ledger row under the prefix, with its key's state taken out of the map."""
+
+    def rest(self, truth: dict[str, Truth]) -> None:
+        """The map once the ledger is read: the keys without a row."""
+
+
 def diff(
     truth: dict[str, Truth],
     ledger_rows: Iterable[LedgerRow],
@@ -140,6 +151,7 @@ def diff(
     compare_etags: bool,
     stats: DiffStats | None = None,
     prefix: str = "",
+    tap: DiffTap | None = None,
 ) -> Iterator[Drift]:
     """Yield the drift between the bucket (``truth``) and the ledger.
 
@@ -160,6 +172,8 @@ def diff(
         Filled with counts.
     prefix : str
         Only ledger keys starting with it.
+    tap : DiffTap, optional
+        Shown each row with its key's state, then the keys left (:class:`DiffTap`).
     """
     stats = stats if stats is not None else DiffStats()
     for row in ledger_rows:
@@ -167,9 +181,12 @@ def diff(
         if not key.startswith(prefix):
             continue
         stats.ledger_rows += 1
+        seen = truth.pop(key, None)
+        if tap is not None:
+            tap.row(row, seen)
         found = classify(
             row,
-            truth.pop(key, None),
+            seen,
             taken_at_ms=taken_at_ms,
             compare_versions=compare_versions,
             compare_etags=compare_etags,
@@ -177,8 +194,10 @@ def diff(
         )
         if found is not None:
             yield found
-    for key, seen in truth.items():
-        found = classify_unrecorded(key, seen, taken_at_ms=taken_at_ms, stats=stats)
+    if tap is not None:
+        tap.rest(truth)
+    for key, left in truth.items():
+        found = classify_unrecorded(key, left, taken_at_ms=taken_at_ms, stats=stats)
         if found is not None:
             yield found
 

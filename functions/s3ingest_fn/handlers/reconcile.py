@@ -23,7 +23,10 @@ Attestation (issue 38): with ``"attest": true`` in the event (the schedule sends
 ``ATTESTATION_BUCKET_NAME`` set (the stack's own bucket), a run that is not a dry run waits
 for its repairs to leave the ingest queue (at most
 :data:`~s3ingest_fn.services.attestation_store.SETTLE_SECONDS`), then attests each reconciled
-bucket from the run's source (:mod:`s3ingest_fn.services.attestation_store`): the document
+bucket (:mod:`s3ingest_fn.services.attestation_store`): an ``inventory`` run from the trees
+its own pass built (:mod:`s3ingest_fn.services.attestation_pass`; the rows of the keys it
+repaired read again by GetItem, nothing else), a ``listing`` run from a second listing and
+Scan; the document
 under ``attestations/<bucket>/``, its SHA-256 in the log (key ``attestation_sha256``) and,
 with ``CHANGE_BUS_NAME``, on the change bus (detail-type ``Attestation Made``); the metric
 ``attestation_differs`` counts the buckets whose roots differ (the attestation alarm watches
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
@@ -139,13 +143,22 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     buckets = [str(named)] if named else list(wiring.function_reconcile_buckets())
     reports: list[ReconcileReport] = []
     failed: list[str] = []
+    taps: dict[str, attestation_store.TreeTap] = {}
+    attesting = (
+        not request.dry_run
+        and event.get("attest") is True
+        and bool(invocation_env().get(attestation_store.ATTESTATION_BUCKET_ENV))
+    )
     for bucket in buckets:
         reconciler = wiring.function_reconciler(bucket)
         own = request
         if request.source == INVENTORY and not reconciler.inventory_bucket:
             own = replace(request, source=LISTING, manifest_key=None)  # no inventory: list it
+        tap = None
+        if attesting and own.source == INVENTORY:  # the trees from the run's own pass
+            tap = taps[reconciler.bucket] = attestation_store.tap_for(reconciler)
         try:
-            reports.append(reconciler.run(own))
+            reports.append(reconciler.run(own, tap=tap))
         except ReconcileError as exc:
             logger.exception(
                 "reconciliation failed", extra={"source": own.source, "bucket": bucket}
@@ -169,7 +182,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     emit_behind_metrics(summary.get("effects_behind_by_processor") or {})
     logger.info("reconciliation finished", extra=summary)
     if reports and not request.dry_run and event.get("attest") is True:
-        failed += attest_after_repairs(reports)
+        failed += attest_after_repairs(reports, taps)
     if failed:
         raise ReconcileError(
             f"reconciliation failed for {len(failed)} of {len(buckets)} buckets: "
@@ -178,10 +191,15 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return summary
 
 
-def attest_after_repairs(reports: list[ReconcileReport]) -> list[str]:
+def attest_after_repairs(
+    reports: list[ReconcileReport], taps: Mapping[str, attestation_store.TreeTap] | None = None
+) -> list[str]:
     """Attest each reconciled bucket once its repairs left the ingest queue (the module's
-    docstring); emit ``attestation_differs``. Returns the buckets whose attestation failed,
+    docstring): from its run's pass where ``taps`` has the bucket's (an ``inventory`` run:
+    the repaired keys' rows read again, nothing else), else from a second read of its
+    source; emit ``attestation_differs``. Returns the buckets whose attestation failed,
     each ``"<bucket>: <why>"`` (nothing when ``ATTESTATION_BUCKET_NAME`` is unset)."""
+    taps = taps or {}
     env = invocation_env()
     store_bucket = env.get(attestation_store.ATTESTATION_BUCKET_ENV)
     if not store_bucket:
@@ -195,6 +213,7 @@ def attest_after_repairs(reports: list[ReconcileReport]) -> list[str]:
     s3, bus = wiring.client(clients, "s3"), env.get(CHANGE_BUS_NAME)
     failed: list[str] = []
     differs = 0
+    ledger = wiring.ledger(wiring.client(clients, "dynamodb"), first.table, 0)
     for report in reports:
         try:
             stored = attestation_store.scheduled(
@@ -204,6 +223,9 @@ def attest_after_repairs(reports: list[ReconcileReport]) -> list[str]:
                 stack=env.get(STACK_ENV, ""),
                 source=report.source,
                 margin_ms=round(report.margin_s * 1000),
+                prefix=report.prefix,
+                tap=taps.get(report.bucket),
+                read_row=partial(ledger.get, report.bucket),
             )
         except attestation_store.AttestError as exc:
             logger.exception("attestation failed", extra={"bucket": report.bucket})

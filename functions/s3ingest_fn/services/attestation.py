@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import IO, Any
 
 from s3ingest_fn.contract import ATTESTATION_ROOT, CANARY_PREFIX
 from s3ingest_fn.core.attestation import (
@@ -45,12 +46,20 @@ from s3ingest_fn.core.effects import CREATED, EffectTarget
 from s3ingest_fn.core.model import InventoryRow, TransientError
 from s3ingest_fn.core.row import DONE, LedgerRow
 from s3ingest_fn.services.inventory import InventoryError, read_rows
-from s3ingest_fn.services.reconcile import INVENTORY, LISTING, Reconciler, ReconcileReport
+from s3ingest_fn.services.reconcile import (
+    LISTING,
+    Reconciler,
+    ReconcileReport,
+    inventory_inputs,
+)
 from s3ingest_fn.services.reconcile_listing import listing_prefixes
 from s3ingest_fn.services.reconcile_run import DEFAULT_MARGIN_MS, ReconcileError
 
 #: The document's format.
 DOCUMENT = "s3ingest-attestation/1"
+#: The leaves file's bytes kept in memory before it is spooled to a temporary file (a leaf
+#: pair is about 250 bytes: beyond this, memory would grow with the keys).
+LEAVES_IN_MEMORY = 8 << 20
 #: Differing keys the document names at most (``differences_total`` counts them all).
 DOCUMENT_DIFFERENCES = 1000
 ROOT = ATTESTATION_ROOT
@@ -77,12 +86,23 @@ class AttestRequest:
 
 @dataclass
 class Attestation:
-    """An attestation made: ``document`` (JSON-ready), ``leaves`` (the leaves file's bytes,
-    JSON lines), and every differing key."""
+    """An attestation made: ``document`` (JSON-ready), the leaves file (JSON lines, spooled
+    to a temporary file past :data:`LEAVES_IN_MEMORY` bytes: :meth:`leaves_file`;
+    :attr:`leaves` its bytes), and every differing key."""
 
     document: dict[str, Any]
-    leaves: bytes
+    spool: IO[bytes]
     differences: list[dict[str, Any]] = field(default_factory=list)
+
+    def leaves_file(self) -> IO[bytes]:
+        """The leaves file, from its start (PutObject's ``Body``)."""
+        self.spool.seek(0)
+        return self.spool
+
+    @property
+    def leaves(self) -> bytes:
+        """The leaves file's bytes (all in memory: for small attestations and tests)."""
+        return self.leaves_file().read()
 
 
 def _iso(ms: int) -> str:
@@ -229,9 +249,7 @@ class _Snapshot:
                 }
             else:
                 key = request.manifest_key or r.newest_manifest()
-                manifest = r.manifest(key)
-                raw = r.get_inventory_object(key)
-                checksum = r.get_inventory_object(key.rsplit("/", 1)[0] + "/manifest.checksum")
+                manifest, raw, checksum = r.manifest_read(key)
                 taken = manifest.created_ms
                 truth = bucket_truth(
                     inventory_rows(r.get_inventory_object, manifest.files, manifest),
@@ -242,16 +260,9 @@ class _Snapshot:
                     self.fields.discard("version_id")
                 if not columns & {"ETag", "e_tag"}:
                     self.fields.discard("etag")
-                self.inputs["bucket"] = {
-                    "kind": INVENTORY,
-                    "inventory_bucket": r.inventory_bucket,
-                    "manifest": key,
-                    "manifest_checksum": checksum.decode("ascii", "replace").strip().lower(),
-                    "manifest_sha256": hashlib.sha256(raw).hexdigest(),
-                    "taken_at": _iso(taken),
-                    "taken_at_ms": taken,
-                    "files": len(manifest.files),
-                }
+                self.inputs["bucket"] = inventory_inputs(
+                    r.inventory_bucket, key, manifest, raw, checksum
+                )
         except (TransientError, ReconcileError) as exc:
             raise AttestError(f"reading the bucket's state failed: {exc}") from exc
         self.taken_ms = taken
@@ -326,65 +337,133 @@ def attest(
     names = {k for k, t in truth.items() if t.visible} | {
         k for k, row in rows.items() if row.present
     }
-    bucket, fields = r.bucket, snap.fields
-    builder = PairBuilder()
-    lines: list[bytes] = []
-    skipped = 0
-    counts = {"bucket_present": 0, "ledger_present": 0}
+    tree = TreeWriter(r.bucket, targets, snap.fields, cutoff)
     for key in sorted(names, key=key_order):
-        seen, row = truth.get(key), rows.get(key)
-        changed = max(
+        tree.key(key, truth.get(key), rows.get(key))
+    return tree.attestation(
+        stack=stack,
+        scope=r.scope.as_dict(),
+        prefix=request.prefix,
+        source=request.source,
+        taken_ms=snap.taken_ms,
+        margin_ms=margin,
+        inputs=snap.inputs,
+    )
+
+
+class TreeWriter:
+    """Both trees and the leaves file of one attestation, fed key by key in key order
+    (:func:`attest` over its snapshot; :mod:`s3ingest_fn.services.attestation_pass` over the
+    diff's pass): the same bytes from the same keys and leaves whichever feeds it.
+
+    Parameters
+    ----------
+    bucket : str
+    targets : sequence of EffectTarget
+        The processors attested, sorted by name.
+    fields : set of str
+        ``version_id`` and ``etag`` when the snapshot carries them.
+    cutoff_ms : int
+        The snapshot's time minus the margin: a key either side changed after it is skipped.
+    """
+
+    def __init__(
+        self, bucket: str, targets: Sequence[EffectTarget], fields: set[str], cutoff_ms: int
+    ) -> None:
+        self.bucket, self.targets, self.fields, self.cutoff = bucket, targets, fields, cutoff_ms
+        self.builder = PairBuilder()
+        #: The leaves file, spooled (:class:`Attestation` keeps it open).
+        self.lines: IO[bytes] = tempfile.SpooledTemporaryFile(LEAVES_IN_MEMORY)  # noqa: SIM115
+        self.digest = hashlib.sha256()
+        self.size = 0
+        self.skipped = 0
+        self.counts = {"bucket_present": 0, "ledger_present": 0}
+
+    def changed(self, seen: Truth | None, row: LedgerRow | None) -> int:
+        """When either side last changed the key (epoch ms; 0: unknown)."""
+        return max(
             row.updated_at if row is not None else 0,
             (seen.last_modified_ms or 0) if seen is not None else 0,
         )
-        if changed > cutoff:
-            skipped += 1
-            lines.append(json.dumps({"key": key, "skipped": True}).encode())
-            continue
-        left = bucket_leaf(bucket, key, seen, targets, fields)
-        right = ledger_leaf(bucket, key, row, targets, fields)
-        counts["bucket_present"] += left.state == PRESENT
-        counts["ledger_present"] += right.state == PRESENT
-        builder.add(key, left, right)
-        lines.append(
-            json.dumps(
-                {"key": key, "bucket": _leaf_json(left), "ledger": _leaf_json(right)}
-            ).encode()
+
+    def key(self, key: str, seen: Truth | None, row: LedgerRow | None) -> None:
+        """One key of the snapshot's names (visible in the bucket or present in the ledger),
+        after the previous one in key order."""
+        if self.changed(seen, row) > self.cutoff:
+            self.skip(key)
+            return
+        self.leaves(
+            key,
+            bucket_leaf(self.bucket, key, seen, self.targets, self.fields),
+            ledger_leaf(self.bucket, key, row, self.targets, self.fields),
         )
-    leaves = b"\n".join(lines) + (b"\n" if lines else b"")
-    bucket_root, ledger_root = builder.roots()
-    differences = [d.as_dict() for d in builder.differences()]
-    document: dict[str, Any] = {
-        "attestation": DOCUMENT,
-        "stack": stack,
-        "bucket": bucket,
-        "prefix": request.prefix,
-        "scope": r.scope.as_dict(),
-        "snapshot": {
-            "source": request.source,
-            "taken_at": _iso(snap.taken_ms),
-            "taken_at_ms": snap.taken_ms,
-            "margin_s": margin / 1000,
-        },
-        "tree": {"encoding": ENCODING, "hash": "sha256", "fanout": FANOUT},
-        "fields": sorted(fields),
-        "processors": [target_dict(t) for t in targets],
-        "inputs": {
-            **snap.inputs,
-            "leaves": {"sha256": hashlib.sha256(leaves).hexdigest(), "bytes": len(leaves)},
-        },
-        "counts": {
-            "keys": builder.count,
-            **counts,
-            "skipped_recent": skipped,
-            "differing": len(differences),
-        },
-        "roots": {"bucket": bucket_root.hex(), "ledger": ledger_root.hex()},
-        "equal": bucket_root == ledger_root,
-        "differences": differences[:DOCUMENT_DIFFERENCES],
-        "differences_total": len(differences),
-    }
-    return Attestation(document, leaves, differences)
+
+    def skip(self, key: str) -> None:
+        """A key changed after the cutoff: named in the leaves file, no leaf."""
+        self.skipped += 1
+        self._line({"key": key, "skipped": True})
+
+    def _line(self, entry: dict[str, Any]) -> None:
+        line = json.dumps(entry).encode() + b"\n"
+        self.lines.write(line)
+        self.digest.update(line)
+        self.size += len(line)
+
+    def leaves(self, key: str, left: Leaf, right: Leaf) -> None:
+        """A key's two leaves (the bucket's, the ledger's)."""
+        self.counts["bucket_present"] += left.state == PRESENT
+        self.counts["ledger_present"] += right.state == PRESENT
+        self.builder.add(key, left, right)
+        bucket = _leaf_json(left)
+        ledger = bucket if right is left else _leaf_json(right)
+        self._line({"key": key, "bucket": bucket, "ledger": ledger})
+
+    def attestation(
+        self,
+        *,
+        stack: str,
+        scope: dict[str, Any],
+        prefix: str,
+        source: str,
+        taken_ms: int,
+        margin_ms: int,
+        inputs: dict[str, Any],
+    ) -> Attestation:
+        """The attestation of the keys fed (:func:`attest`'s result)."""
+        builder = self.builder
+        bucket_root, ledger_root = builder.roots()
+        differences = [d.as_dict() for d in builder.differences()]
+        document: dict[str, Any] = {
+            "attestation": DOCUMENT,
+            "stack": stack,
+            "bucket": self.bucket,
+            "prefix": prefix,
+            "scope": scope,
+            "snapshot": {
+                "source": source,
+                "taken_at": _iso(taken_ms),
+                "taken_at_ms": taken_ms,
+                "margin_s": margin_ms / 1000,
+            },
+            "tree": {"encoding": ENCODING, "hash": "sha256", "fanout": FANOUT},
+            "fields": sorted(self.fields),
+            "processors": [target_dict(t) for t in self.targets],
+            "inputs": {
+                **inputs,
+                "leaves": {"sha256": self.digest.hexdigest(), "bytes": self.size},
+            },
+            "counts": {
+                "keys": builder.count,
+                **self.counts,
+                "skipped_recent": self.skipped,
+                "differing": len(differences),
+            },
+            "roots": {"bucket": bucket_root.hex(), "ledger": ledger_root.hex()},
+            "equal": bucket_root == ledger_root,
+            "differences": differences[:DOCUMENT_DIFFERENCES],
+            "differences_total": len(differences),
+        }
+        return Attestation(document, self.lines, differences)
 
 
 def document_key(document: dict[str, Any]) -> str:

@@ -13,10 +13,12 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import IO, Any
 
 from s3ingest_fn.contract import ATTESTATION_BUCKET_ENV
+from s3ingest_fn.core.model import TransientError
 from s3ingest_fn.core.ports import ChangeEntry, ChangePublisher
+from s3ingest_fn.core.row import LedgerRow
 from s3ingest_fn.services.attestation import (
     ROOT,
     Attestation,
@@ -26,6 +28,7 @@ from s3ingest_fn.services.attestation import (
     document_bytes,
     document_key,
 )
+from s3ingest_fn.services.attestation_pass import TreeTap
 from s3ingest_fn.services.changes import DETAIL_TYPES, SOURCE
 from s3ingest_fn.services.reconcile import Reconciler
 
@@ -35,7 +38,7 @@ DETAIL_TYPE = DETAIL_TYPES["attestation"]
 SETTLE_SECONDS = 120.0
 
 
-def put(s3: Any, bucket: str, key: str, body: bytes, content_type: str) -> str | None:
+def put(s3: Any, bucket: str, key: str, body: bytes | IO[bytes], content_type: str) -> str | None:
     """PutObject with a SHA-256 checksum, which a bucket under Object Lock requires (the SDK
     sends none where ``request_checksum_calculation`` is ``when_required``,
     https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutObject.html); the version id (None in
@@ -59,7 +62,7 @@ def store(made: Attestation, s3: Any, bucket: str) -> dict[str, Any]:
     document = made.document
     key = document_key(document)
     leaves_key = key[: -len(".json")] + ".leaves.jsonl"
-    leaves_version = put(s3, bucket, leaves_key, made.leaves, "application/x-ndjson")
+    leaves_version = put(s3, bucket, leaves_key, made.leaves_file(), "application/x-ndjson")
     document["inputs"]["leaves"].update(
         {"bucket": bucket, "key": leaves_key, "version_id": leaves_version}
     )
@@ -167,9 +170,19 @@ def scheduled(
     stack: str,
     source: str,
     margin_ms: int | None = None,
+    prefix: str = "",
+    tap: TreeTap | None = None,
+    read_row: Callable[[str], LedgerRow | None] | None = None,
 ) -> dict[str, Any]:
     """The scheduled run's attestation of the reconciler's bucket over every configured
-    processor, from ``source`` with ``margin_ms`` (the run's), stored in ``store_bucket``.
+    processor, stored in ``store_bucket``.
+
+    With ``tap`` (an ``inventory`` run's, :mod:`s3ingest_fn.services.attestation_pass`): the
+    trees of the run's own pass under ``prefix`` (the run's), the rows of the keys it queued
+    a repair for read again with ``read_row(key)`` (what the repairs wrote); neither the
+    report nor the ledger is read again. Without (a ``listing`` run):
+    :func:`~s3ingest_fn.services.attestation.attest` from ``source`` with ``margin_ms`` (the
+    run's), a second read of both.
 
     Returns
     -------
@@ -181,14 +194,31 @@ def scheduled(
     AttestError
         When a reader fails.
     """
-    made = attest(reconciler, AttestRequest(source=source, margin_ms=margin_ms), stack=stack)
+    if tap is None:
+        made = attest(reconciler, AttestRequest(source=source, margin_ms=margin_ms), stack=stack)
+        return store(made, s3, store_bucket)
+    if tap.repaired:
+        if read_row is None:
+            raise AttestError("the repaired keys' rows cannot be read again")
+        try:
+            tap.recheck({key: read_row(key) for key in dict.fromkeys(tap.repaired)})
+        except TransientError as exc:
+            raise AttestError(f"reading the repaired keys' rows failed: {exc}") from exc
+    made = tap.attestation(stack=stack, scope=reconciler.scope.as_dict(), prefix=prefix)
     return store(made, s3, store_bucket)
+
+
+def tap_for(reconciler: Reconciler, clock: Callable[[], float] = time.time) -> TreeTap:
+    """A tap for the scheduled run's pass over the reconciler's bucket: every configured
+    processor attested."""
+    return TreeTap(reconciler.bucket, sorted(reconciler.targets, key=lambda t: t.name), clock)
 
 
 __all__ = [
     "ATTESTATION_BUCKET_ENV",
     "DETAIL_TYPE",
     "AttestError",
+    "TreeTap",
     "announce",
     "attestation_event",
     "newest",
@@ -197,4 +227,5 @@ __all__ = [
     "settle",
     "store",
     "summary",
+    "tap_for",
 ]

@@ -17,6 +17,7 @@ before a key filter was added) is counted apart (``out_of_scope``), never repair
 
 from __future__ import annotations
 
+import hashlib
 import json
 import queue
 import threading
@@ -24,7 +25,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence, Sized
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from s3ingest_fn.core.diff import (
     EFFECT_BEHIND,
@@ -81,6 +82,9 @@ __all__ = [
     "combine_reports",
     "held_ages",
 ]
+
+if TYPE_CHECKING:
+    from s3ingest_fn.services.attestation_pass import TreeTap
 
 _Page = TypeVar("_Page", bound=Sized)
 
@@ -162,7 +166,12 @@ class Reconciler:
         """The reconciler's clock, epoch seconds."""
         return self._clock()
 
-    def run(self, request: ReconcileRequest, progress: Progress | None = None) -> ReconcileReport:
+    def run(
+        self,
+        request: ReconcileRequest,
+        progress: Progress | None = None,
+        tap: TreeTap | None = None,
+    ) -> ReconcileReport:
         """Reconcile once.
 
         Parameters
@@ -172,6 +181,9 @@ class Reconciler:
             ``progress(phase, count)``: ``count`` more ledger rows read ("ledger"), listing or
             inventory entries read ("bucket"), differences checked with a HEAD ("confirm"),
             repairs queued ("repair"). A resumed listing run first ticks what was done.
+        tap : TreeTap, optional
+            The ``inventory`` source's pass feeds it the attestation's trees
+            (:mod:`s3ingest_fn.services.attestation_pass`); None for a listing run.
 
         Returns
         -------
@@ -183,7 +195,11 @@ class Reconciler:
             When the source or the ledger cannot be read, a HEAD or the queue fails (a listing
             run's checkpoint keeps what was done), or a listing run's checkpoint is of another
             request.
+        ValueError
+            For a tap given to a listing run.
         """
+        if tap is not None and request.source == LISTING:
+            raise ValueError("a listing run feeds no attestation tree")
         started = self._clock()
         report = ReconcileReport(
             source=request.source,
@@ -198,23 +214,38 @@ class Reconciler:
                 if run_listing(self, request, report, tick, pool, started):
                     return report  # a finished run's report, as it was
             else:
-                self._run_inventory(request, report, tick, pool)
+                self._run_inventory(request, report, tick, pool, tap)
         report.duration_s = round(self._clock() - started, 3)
         return report
 
     def _run_inventory(
-        self, request: ReconcileRequest, report: ReconcileReport, tick: Progress, pool: Executor
+        self,
+        request: ReconcileRequest,
+        report: ReconcileReport,
+        tick: Progress,
+        pool: Executor,
+        tap: TreeTap | None = None,
     ) -> None:
         """The ``inventory`` source: each key's state of the report in memory, the ledger
         streamed through :func:`~s3ingest_fn.core.diff.diff` (in columns when pyarrow is
-        importable: :func:`columnar`)."""
+        importable: :func:`columnar`), shown to ``tap``."""
         try:
             manifest_key = request.manifest_key or self.newest_manifest()
-            manifest = self.manifest(manifest_key)
+            manifest, raw, checksum = self.manifest_read(manifest_key)
             report.manifest = manifest_key
             report.taken_at_ms = manifest.created_ms
             compare_versions = "VersionId" in manifest.columns or "version_id" in manifest.columns
             compare_etags = "ETag" in manifest.columns or "e_tag" in manifest.columns
+            if tap is not None:
+                tap.snapshot(
+                    taken_ms=manifest.created_ms,
+                    margin_ms=self.margin(request),
+                    versions=compare_versions,
+                    etags=compare_etags,
+                )
+                tap.inputs["bucket"] = inventory_inputs(
+                    self.inventory_bucket, manifest_key, manifest, raw, checksum
+                )
             in_columns = columnar(self.scanner)
             if not in_columns:
                 rows = self._inventory_rows(manifest)
@@ -225,8 +256,10 @@ class Reconciler:
             from s3ingest_fn.services.reconcile_columnar import run_columnar
 
             run_columnar(
-                self, request, report, tick, pool, manifest, compare_versions, compare_etags
+                self, request, report, tick, pool, manifest, compare_versions, compare_etags, tap
             )
+            if tap is not None:
+                tap.ledger_read(self.table, report.ledger_requests)
             return
         if self.scope.prefixes or self.scope.suffixes:
             truth = {k: t for k, t in truth.items() if self.scope.contains(k)}
@@ -234,6 +267,8 @@ class Reconciler:
         stats = DiffStats(snapshot_ms=report.taken_at_ms)
         report.margin_s = self.margin(request) / 1000
         batch = RepairBatch(self, report, tick, request.dry_run, pool)
+        if tap is not None:
+            batch.queued = tap.queued
         for d in diff(
             truth,
             self.scoped(self.scan_ledger(report, tick), report, request.prefix),
@@ -242,12 +277,15 @@ class Reconciler:
             compare_etags=compare_etags,
             stats=stats,
             prefix=request.prefix,
+            tap=tap,
         ):
             report.count(d)
             batch.add(d)
             if batch.full:
                 batch.flush()
         batch.flush()
+        if tap is not None:
+            tap.ledger_read(self.table, report.ledger_requests)
         report.ledger_rows, report.skipped_recent = stats.ledger_rows, stats.skipped_recent
         report.skipped_after_snapshot = stats.skipped_after_snapshot
 
@@ -315,12 +353,21 @@ class Reconciler:
         ------
         ReconcileError
         """
+        return self.manifest_read(key)[0]
+
+    def manifest_read(self, key: str) -> tuple[Manifest, bytes, bytes]:
+        """:meth:`manifest`, with the bytes read: the manifest's and its checksum file's.
+
+        Raises
+        ------
+        ReconcileError
+        """
         if not self.inventory_bucket:
             raise ReconcileError("no inventory bucket configured")
         try:
             raw = self.get_inventory_object(key)
             checksum = self.get_inventory_object(key.rsplit("/", 1)[0] + "/manifest.checksum")
-            return Manifest.parse(raw, checksum)
+            return Manifest.parse(raw, checksum), raw, checksum
         except InventoryError as exc:
             raise ReconcileError(f"s3://{self.inventory_bucket}/{key}: {exc}") from exc
 
@@ -536,6 +583,26 @@ class Reconciler:
         if tick is not None:
             tick("repair", sent)
         return sent
+
+
+def inventory_inputs(
+    store: str | None, key: str, manifest: Manifest, raw: bytes, checksum: bytes
+) -> dict[str, object]:
+    """An attestation's ``inputs.bucket`` for an inventory report: where its manifest is
+    (``store``, ``key``), its checksum file's value, the SHA-256 of its bytes, its time and
+    its data files' count."""
+    from s3ingest_fn.services.attestation import _iso
+
+    return {
+        "kind": INVENTORY,
+        "inventory_bucket": store,
+        "manifest": key,
+        "manifest_checksum": checksum.decode("ascii", "replace").strip().lower(),
+        "manifest_sha256": hashlib.sha256(raw).hexdigest(),
+        "taken_at": _iso(manifest.created_ms),
+        "taken_at_ms": manifest.created_ms,
+        "files": len(manifest.files),
+    }
 
 
 def columnar(scanner: LedgerScanner) -> bool:

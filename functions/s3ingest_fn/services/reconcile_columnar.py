@@ -27,7 +27,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from s3ingest_fn import arrow_memory
 from s3ingest_fn.core import sequencer
@@ -372,6 +372,26 @@ def _decode_keys(raw: pa.ChunkedArray) -> Any:
 # -- the ledger ---------------------------------------------------------------------------
 
 
+class ColumnTap(Protocol):
+    """What :func:`diff_columns` shows of its pass to whoever builds on it (the attestation's
+    trees, :class:`~s3ingest_fn.services.attestation_pass.TreeTap`)."""
+
+    def table(self, truth: pa.Table) -> None:
+        """The report's table, before any row."""
+
+    def bulk_agrees(self, table: pa.Table) -> Any:
+        """Of a chunk's rows, those whose record the tap can take from the report's row alone
+        when they are kept in bulk (a boolean array)."""
+
+    def agreed_at(self, positions: Iterable[int], rows: int) -> None:
+        """The report positions of such rows, and the chunk's rows under the prefix in
+        scope."""
+
+    def row_at(self, position: int | None, row: LedgerRow, seen: Truth | None) -> None:
+        """Every other row of the chunk under the prefix in scope, at its key's report
+        position (None: none)."""
+
+
 def _equal(a: Any, b: Any) -> Any:
     """``a == b`` as Python compares optional strings (None equals None)."""
     import pyarrow.compute as pc
@@ -393,6 +413,7 @@ def diff_columns(
     each_row: Callable[[LedgerRow], None] = lambda row: None,
     target_version: int | None = None,
     chunk_rows: int = CHUNK_ROWS,
+    tap: ColumnTap | None = None,
 ) -> Iterator[Drift]:
     """:func:`~s3ingest_fn.core.diff.diff` of the report's table against the ledger's pages,
     in bulk: the same drift, the same counts.
@@ -413,8 +434,12 @@ def diff_columns(
     target_version : int or None
         The highest configured processor's version; None: no processor is configured (an
         absent effect is then nobody's to run).
+    tap : ColumnTap, optional
+        Shown the report, then each row (:class:`ColumnTap`).
     """
     _allocator()
+    if tap is not None:
+        tap.table(truth)
     state = _Seen(_one_array(truth["key"]), [])
     chunk: list[LedgerColumns] = []
     rows = 0
@@ -423,11 +448,13 @@ def diff_columns(
         chunk.append(page)
         rows += len(page)
         if rows >= chunk_rows:
-            yield from _chunk(truth, chunk, state, *args, out_of_scope, each_row, target_version)
+            yield from _chunk(
+                truth, chunk, state, *args, out_of_scope, each_row, target_version, tap
+            )
             chunk, rows = [], 0
             _release()
     if chunk:
-        yield from _chunk(truth, chunk, state, *args, out_of_scope, each_row, target_version)
+        yield from _chunk(truth, chunk, state, *args, out_of_scope, each_row, target_version, tap)
     del chunk
     yield from _unrecorded(truth, state.seen, taken_at_ms, stats)
 
@@ -459,6 +486,7 @@ def _chunk(
     out_of_scope: Callable[[str], None],
     each_row: Callable[[LedgerRow], None],
     target_version: int | None,
+    tap: ColumnTap | None = None,
 ) -> Iterator[Drift]:
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -528,14 +556,31 @@ def _chunk(
         for i in p.special
         if wanted[start + i].as_py()
     )
+    taps: set[int] = set()
+    if tap is not None:
+        kept = pc.and_(wanted, plain)
+        agrees = pc.and_(kept, tap.bulk_agrees(table))
+        tap.agreed_at(
+            pc.drop_null(match.filter(agrees)).to_pylist(),
+            pc.sum(pc.cast(wanted, pa.int64())).as_py() or 0,
+        )
+        taps = set(pc.indices_nonzero(pc.and_not(kept, agrees)).to_pylist()) - look
+    for i in sorted(taps):  # kept in bulk, but the tap needs the row
+        j = bisect.bisect_right(starts, i) - 1
+        t = match[i].as_py()
+        assert tap is not None
+        tap.row_at(t, pages[j].row(i - starts[j]), _truth_at(truth, t) if t is not None else None)
     for i in sorted(look):
         j = bisect.bisect_right(starts, i) - 1
         row = pages[j].row(i - starts[j])
         each_row(row)
         t = match[i].as_py()
+        seen = _truth_at(truth, t) if t is not None else None
+        if tap is not None:
+            tap.row_at(t, row, seen)
         found = classify(
             row,
-            _truth_at(truth, t) if t is not None else None,
+            seen,
             taken_at_ms=taken_at_ms,
             compare_versions=compare_versions,
             compare_etags=compare_etags,
@@ -607,8 +652,10 @@ def run_columnar(
     manifest: Manifest,
     compare_versions: bool,
     compare_etags: bool,
+    tap: Any = None,
 ) -> None:
-    """:meth:`Reconciler._run_inventory` in columns: the same report, repairs and errors.
+    """:meth:`Reconciler._run_inventory` in columns: the same report, repairs and errors
+    (``tap``: :class:`ColumnTap`, also told the repairs queued).
 
     Raises
     ------
@@ -639,6 +686,8 @@ def run_columnar(
     margin = reconciler.margin(request)
     report.margin_s = margin / 1000
     batch = RepairBatch(reconciler, report, tick, request.dry_run, pool)
+    if tap is not None:
+        batch.queued = tap.queued
     now_ms = int(reconciler.now() * 1000)
     scanner: Any = reconciler.scanner
     targets = reconciler.targets
@@ -661,6 +710,7 @@ def run_columnar(
         out_of_scope=report.out_of_scope_row,
         each_row=each_row,
         target_version=_target_version(targets),
+        tap=tap,
     ):
         report.count(d)
         batch.add(d)

@@ -346,6 +346,8 @@ class RepairBatch:
             pool,
         )
         self.pending: list[Drift] = []
+        #: Told the differences whose repairs were queued (an attestation re-reads their rows).
+        self.queued: Callable[[list[Drift]], None] = lambda drifts: None
 
     def add(self, drift: Drift) -> None:
         """One more difference (counted in the report by the caller)."""
@@ -372,6 +374,7 @@ class RepairBatch:
         self.report.add_samples(confirmed)
         if not self.dry_run and confirmed:
             self.report.repairs_queued += self.r.queue_repairs(confirmed, self.pool, self.tick)
+            self.queued(confirmed)
         self.r.held.drop(len(drifts))
 
 

@@ -112,7 +112,9 @@ class Reconciliation(Construct):
             return owner
 
         self.reconcile = reconcile_function(function_roles.RECONCILE)
-        self._attestations(self.reconcile, landings, queue, settings.attestation_retention_days)
+        self._attestations(
+            self.reconcile, landings, ledger_table, queue, settings.attestation_retention_days
+        )
         self.reconcile_fan_out: RoleFunction | None = None
         self.reconcile_state_machine: ReconcileStateMachine | None = None
         schedule_targets: list[events.IRuleTarget]
@@ -190,13 +192,15 @@ class Reconciliation(Construct):
         self,
         owner: RoleFunction,
         landings: Landings,
+        table: dynamodb.ITable,
         queue: sqs.IQueue,
         retention_days: int | None,
     ) -> None:
         """The scheduled run's attestations (issue 38): written under ``attestations/`` of the
         stack's bucket, or with ``retention_days`` of :attr:`attestation_bucket` (S3 Object
         Lock, compliance mode), s3:PutObject there only, after the repairs left the ingest
-        queue (sqs:GetQueueAttributes)."""
+        queue (sqs:GetQueueAttributes), the repaired keys' ledger rows read again
+        (dynamodb:GetItem: the trees are the run's pass's otherwise)."""
         store = landings.shared.inventory
         #: The attestations' own bucket (``attestationRetentionDays`` only).
         self.attestation_bucket: s3.Bucket | None = None
@@ -220,6 +224,7 @@ class Reconciliation(Construct):
             "(s3:PutObject); the keys are snapshot times, known at run time.",
         )
         queue.grant(owner.function, "sqs:GetQueueAttributes")
+        table.grant(owner.function, "dynamodb:GetItem")
 
     def announce_on(self, bus: events.IEventBus) -> None:
         """Publish the scheduled run's attestations on the change bus (``CHANGE_BUS_NAME``):

@@ -6,7 +6,7 @@ deployment's resources, one bucket or every bucket, and the stack's fan-out stat
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from s3ingest.local.emulator.inventory_writer import write_inventory
@@ -15,6 +15,8 @@ from s3ingest.settings import inventory_report_prefix
 from s3ingest_fn import wiring
 from s3ingest_fn.contract import METRICS_NAMESPACE
 from s3ingest_fn.core.diff import DRIFT_KINDS
+from s3ingest_fn.services.attestation_pass import TreeTap
+from s3ingest_fn.services.attestation_store import tap_for
 from s3ingest_fn.services.reconcile import (
     INVENTORY,
     Progress,
@@ -126,10 +128,11 @@ class Reconciliations:
         progress: Progress | None = None,
         drain: bool = True,
         bucket: str | None = None,
+        tap: TreeTap | None = None,
     ) -> ReconcileReport:
         """Run one reconciliation of landing bucket ``bucket`` (the first when None; writing
         an inventory report first for ``inventory``), then drain the repairs through the
-        ingest handler.
+        ingest handler; an ``inventory`` run's pass feeds ``tap`` (the attestation's trees).
 
         ``margin_seconds`` defaults to 0 here: locally, nothing changes after the snapshot.
         """
@@ -141,7 +144,7 @@ class Reconciliations:
             manifest_key=manifest,
             margin_ms=margin_seconds * 1000,
         )
-        report = self.reconciler(bucket).run(request, progress)
+        report = self.reconciler(bucket).run(request, progress, tap)
         if drain and not dry_run:
             self.drain()
         return report
@@ -248,6 +251,11 @@ class Reconciliations:
             for summary in summaries:  # each execution's summarize function emits its own
                 self._record_reconciliation(summary)
         else:
+            taps: dict[str, TreeTap] = {}
+            if not dry_run and source == INVENTORY:  # the trees from each run's own pass
+                for name in names:
+                    tap = tap_for(self.reconciler(name))
+                    taps[name] = taps[tap.bucket] = tap
             reports = [
                 self.reconcile(
                     source,
@@ -256,6 +264,7 @@ class Reconciliations:
                     margin_seconds=margin_seconds,
                     drain=False,
                     bucket=name,
+                    tap=taps.get(name),
                 )
                 for name in names
             ]
@@ -264,16 +273,23 @@ class Reconciliations:
         if not dry_run:
             self.drain()
             if not fan_out:  # as the scheduled function, after its repairs (issue 38)
-                self._attest(reports)
+                self._attest(reports, taps)
         return combined
 
-    def _attest(self, reports: Sequence[ReconcileReport]) -> None:
+    def _attest(
+        self, reports: Sequence[ReconcileReport], taps: Mapping[str, TreeTap] | None = None
+    ) -> None:
         """The scheduled function's attestations (:func:`s3ingest_fn.handlers.reconcile.
-        attest_after_repairs`): each bucket's document where attestations are kept, and
-        ``attestation_differs`` in the emulator's CloudWatch."""
+        attest_after_repairs`): each bucket's document where attestations are kept (from its
+        run's pass where ``taps`` has the bucket's), and ``attestation_differs`` in the
+        emulator's CloudWatch."""
+        from functools import partial
+
         from s3ingest_fn.contract import ATTESTATION_DIFFERS_METRIC, metric_dimensions
         from s3ingest_fn.services.attestation_store import scheduled
 
+        taps = taps or {}
+        ledger = wiring.ledger(self.ddb, self.resources.table, 0)
         differs = 0
         for report in reports:
             stored = scheduled(
@@ -283,6 +299,9 @@ class Reconciliations:
                 stack=self.metrics_stack,
                 source=report.source,
                 margin_ms=round(report.margin_s * 1000),
+                prefix=report.prefix,
+                tap=taps.get(report.bucket),
+                read_row=partial(ledger.get, report.bucket),
             )
             differs += not stored["document"]["equal"]
         self.emu.client("cloudwatch").put_metric_data(
