@@ -6,7 +6,8 @@ interpreter, its peak RSS the kernel's ``VmHWM`` since its ``exec``, its own; it
 ``ru_maxrss`` would start at the parent's peak); it holds the interpreter, the imports, the
 report's bytes and what the side builds):
 
-- **columnar** (what ships where pyarrow is importable: the CLI, the local runtime):
+- **columnar** (what ships where pyarrow is importable: the reconcile function, the CLI, the
+  local runtime):
   :func:`~s3ingest_fn.services.reconcile_columnar.truth_table` over the gzip CSV, the real
   parallel Scan (:meth:`Reconciler.pump_pages`, 8 segments, pages read by ``json.loads`` of the
   raw body into columns) and :func:`~s3ingest_fn.services.reconcile_columnar.diff_columns`;
