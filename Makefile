@@ -133,12 +133,15 @@ settings-doc: $(STAMP)  ## regenerate docs/settings.md (the settings reference) 
 
 # UV_PYTHON_DOWNLOADS=never: uv resolves for Python 3.13 from the metadata alone; it must not
 # fetch an interpreter from outside the package index.
-lock: $(STAMP)  ## regenerate the hashed lock files from pyproject.toml, functions/requirements.txt and requirements-docs.txt
+lock: $(STAMP)  ## regenerate the hashed lock files from pyproject.toml, functions/requirements.txt, functions/packages.txt and requirements-docs.txt
 	UV_PYTHON_DOWNLOADS=never $(UV) pip compile pyproject.toml --all-extras --universal \
 		--generate-hashes $(LOCK_ARGS) -o $(LOCK)
 	UV_PYTHON_DOWNLOADS=never $(UV) pip compile functions/requirements.txt \
 		--python-platform aarch64-manylinux2014 --python-version 3.13 --generate-hashes \
 		$(LOCK_ARGS) -o $(FN_LOCK)
+	UV_PYTHON_DOWNLOADS=never $(UV) pip compile functions/packages.txt \
+		--python-platform aarch64-manylinux_2_28 --python-version 3.13 --generate-hashes \
+		-c $(FN_LOCK) $(LOCK_ARGS) -o functions/packages.lock
 	UV_PYTHON_DOWNLOADS=never $(UV) pip compile requirements-docs.txt --universal \
 		--generate-hashes -c $(LOCK) $(LOCK_ARGS) -o $(DOCS_LOCK)
 

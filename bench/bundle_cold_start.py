@@ -20,6 +20,9 @@ on a shared machine), interpreter start-up excluded, the variants interleaved ru
 - ``import boto3`` plus a DynamoDB client, and ``boto3`` plus the DynamoDB, S3 and SQS clients
   (the issue's baseline), from the same bundle's ``boto3`` and ``botocore``; botocore plus a
   DynamoDB client (the SDK's own share of the cold start);
+- the reconcile function's cold start (handler, reconciler) key by key from the shared
+  bundle, and in columns from its own (the bundle and pyarrow, ``FunctionRole.packages``), with
+  the pyarrow modules its first run imports;
 - the handler module's import alone against ``import boto3`` alone (what ``bench/import_time.py``
   timed on the development tree; now on the bundle).
 
@@ -70,6 +73,18 @@ TOP_LEVEL_COLD_START = "import s3ingest_fn.handlers.ingest as h; h._build_from_e
 BOTO3 = "import boto3; [boto3.client(s) for s in {services!r}]"
 BOTOCORE = "import botocore.session; botocore.session.Session().create_client('dynamodb')"
 IMPORT_HANDLER = "import s3ingest_fn.handlers.ingest"
+#: The reconcile function's cold start: its handler, its reconciler (clients, the scanner);
+#: in columns (its own asset, with pyarrow) also the pyarrow modules its first run imports.
+RECONCILE = (
+    "import s3ingest_fn.handlers.reconcile; from s3ingest_fn import wiring; "
+    "wiring.function_reconciler()"
+)
+RECONCILE_COLUMNS = (
+    RECONCILE + "; from s3ingest_fn.arrow_memory import prepare; prepare(); "
+    "import pyarrow.compute, pyarrow.csv, pyarrow.json"
+)
+RECONCILE_KEYS_LABEL = "reconcile cold start, key by key (shared asset)"
+RECONCILE_COLUMNS_LABEL = "reconcile cold start, in columns (its asset, pyarrow)"
 IMPORT_BOTO3 = "import boto3"
 #: What the function's environment holds at a cold start (credentials: Lambda's, in the
 #: environment, so that no client looks for others).
@@ -84,6 +99,8 @@ ENV = {
     "POWERTOOLS_METRICS_DISABLED": "true",
     "AWS_EXECUTION_ENV": "AWS_Lambda_python3.13",
     "AWS_LAMBDA_FUNCTION_NAME": "s3ingest-ingest",
+    "INGEST_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/ingest",
+    "BUCKET_NAME": "landing",
 }
 RUNS = 15
 OFF = "cold start, tracing off"
@@ -122,9 +139,23 @@ def interpreter() -> tuple[str, str]:
     return sys.executable, f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
-def build(target: Path, cache: Path, python_version: str, *, tracing: bool) -> Path:
-    """The function bundle, as the CDK asset is built, for ``python_version`` and this host."""
-    from s3ingest_cdk.bundling import FUNCTION_PACKAGE, FUNCTIONS_DIR, PipLocalBundling, lock_path
+def build(
+    target: Path,
+    cache: Path,
+    python_version: str,
+    *,
+    tracing: bool,
+    packages: tuple[str, ...] = (),
+) -> Path:
+    """The function bundle, as the CDK asset is built, for ``python_version`` and this host;
+    with a role's own ``packages`` (the reconcile function's: ``("pyarrow",)``)."""
+    from s3ingest_cdk.bundling import (
+        FUNCTION_PACKAGE,
+        FUNCTIONS_DIR,
+        PipLocalBundling,
+        lock_path,
+        role_lock_path,
+    )
 
     host = {"x86_64": "manylinux2014_x86_64", "aarch64": "manylinux2014_aarch64"}
     target.mkdir(parents=True)
@@ -136,6 +167,8 @@ def build(target: Path, cache: Path, python_version: str, *, tracing: bool) -> P
         platform=host.get(platform.machine(), "manylinux2014_aarch64"),
         lock=lock_path(),
         tracing=tracing,
+        packages=packages,
+        packages_lock=role_lock_path() if packages else None,
     ).try_bundle(str(target))
     return target
 
@@ -208,6 +241,15 @@ def run(runs: int = RUNS) -> None:
             tracing: build(scratch / f"tracing-{tracing}", cache, version, tracing=tracing)
             for tracing in (False, True)
         }
+        from s3ingest.function_roles import RECONCILE as RECONCILE_ROLE
+
+        reconcile = build(
+            scratch / "reconcile",
+            cache,
+            version,
+            tracing=False,
+            packages=RECONCILE_ROLE.packages,
+        )
         # the same package as it shipped before issue 37 compiled it (botocore/data and the
         # X-Ray SDK aside): every module compiled at every cold start
         uncompiled = scratch / "uncompiled"
@@ -227,6 +269,8 @@ def run(runs: int = RUNS) -> None:
             "botocore + dynamodb": Variant(bundles[False], BOTOCORE, off),
             "import boto3": Variant(bundles[False], IMPORT_BOTO3, off),
             IMPORT_HANDLER: Variant(bundles[False], IMPORT_HANDLER, off),
+            RECONCILE_KEYS_LABEL: Variant(bundles[False], RECONCILE, off),
+            RECONCILE_COLUMNS_LABEL: Variant(reconcile, RECONCILE_COLUMNS, off),
         }
         samples: dict[str, list[float]] = {name: [] for name in variants}
         cpu: dict[str, list[float]] = {name: [] for name in variants}
@@ -271,6 +315,26 @@ def run(runs: int = RUNS) -> None:
             _line(
                 "import s3ingest_fn.handlers.ingest (CPU)", cpu[IMPORT_HANDLER], cpu["import boto3"]
             )
+        )
+        keys = samples[RECONCILE_KEYS_LABEL]
+        print(_line(RECONCILE_KEYS_LABEL, keys))
+        print(
+            _line(
+                f"{RECONCILE_COLUMNS_LABEL} (vs key by key)", samples[RECONCILE_COLUMNS_LABEL], keys
+            )
+        )
+        print(_line(f"{RECONCILE_KEYS_LABEL} (CPU)", cpu[RECONCILE_KEYS_LABEL]))
+        print(
+            _line(
+                f"{RECONCILE_COLUMNS_LABEL} (CPU)",
+                cpu[RECONCILE_COLUMNS_LABEL],
+                cpu[RECONCILE_KEYS_LABEL],
+            )
+        )
+        unzipped, zipped = sizes(reconcile, scratch)
+        print(
+            f"   reconcile asset (tracing off, pyarrow): {unzipped:5.1f} MB unzipped, "
+            f"{zipped:5.1f} MB zipped (Lambda's limit: 250 MB unzipped)"
         )
         for tracing, bundle in bundles.items():
             unzipped, zipped = sizes(bundle, scratch)

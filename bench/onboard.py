@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import json
 import random
-import resource
 import sys
 import time
 from collections import Counter
 from typing import Any
 
+from bench.memory import in_child, peak_mib
 from bench.onboard_model import PerObject, report
 from s3ingest.local.emulator.chaos import Chaos
 from s3ingest.local.emulator.server import ACCOUNT, Emulator
@@ -61,11 +61,6 @@ def _put_before(keys: list[str]) -> None:
         )
 
 
-def _peak_rss_mib() -> float:
-    # ru_maxrss is KiB on Linux
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def _by_kind(requests: dict[str, int]) -> dict[str, int]:
     kinds: Counter[str] = Counter()
     for name, count in requests.items():
@@ -86,7 +81,12 @@ def _by_kind(requests: dict[str, int]) -> dict[str, int]:
 
 
 def run(objects: int = 100_000, live_operations: int = 2_000, seed: int = 15) -> dict[str, Any]:
-    """Onboard a local existing bucket of ``objects`` objects and print the figures."""
+    """Onboard a local existing bucket of ``objects`` objects and print the figures, in a
+    spawned child (:func:`bench.memory.in_child`: the peak RSS printed is the run's own)."""
+    return in_child(_run, objects, live_operations, seed)
+
+
+def _run(objects: int, live_operations: int, seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
     keys = _keys(objects, rng)
     settings = local_settings(processor=None, change_stream=False)
@@ -131,7 +131,7 @@ def run(objects: int = 100_000, live_operations: int = 2_000, seed: int = 15) ->
                 rt.drain()
 
             before = emu.request_counts()
-            rss_before = _peak_rss_mib()
+            rss_before = peak_mib()
             started = time.perf_counter()
             onboarded = rt.onboard(between=live)
             elapsed = time.perf_counter() - started
@@ -153,8 +153,8 @@ def run(objects: int = 100_000, live_operations: int = 2_000, seed: int = 15) ->
     per = {kind: count / total for kind, count in sorted(kinds.items())}
     print("   requests per object: " + ", ".join(f"{k} {v:.4f}" for k, v in per.items()))
     print(
-        f"   peak RSS {_peak_rss_mib():.0f} MiB (before onboarding {rss_before:.0f} MiB; "
-        "the emulator and its objects live in this process too)"
+        f"   peak RSS {peak_mib():.0f} MiB, the run's own process (VmHWM; before onboarding "
+        f"{rss_before:.0f} MiB; the emulator and its objects live in this process too)"
     )
     print(
         f"   converged: {comparison.converged} "

@@ -1,12 +1,13 @@
 """The reconciliation diff at scale: N inventory rows against N ledger rows with 1% drift, side
 by side in one run, repeated.
 
-Three sides, each in its own spawned child process (a fresh interpreter: its peak RSS, the
-kernel's ``VmHWM`` since its ``exec``, is its own (:func:`_peak_mib`; its ``ru_maxrss`` would
-start at the parent's peak); it holds the interpreter, the imports, the report's bytes and what
-the side builds):
+Three sides, each in its own spawned child process (:func:`bench.memory.in_child`: a fresh
+interpreter, its peak RSS the kernel's ``VmHWM`` since its ``exec``, its own; its
+``ru_maxrss`` would start at the parent's peak); it holds the interpreter, the imports, the
+report's bytes and what the side builds):
 
-- **columnar** (what ships where pyarrow is importable: the CLI, the local runtime):
+- **columnar** (what ships where pyarrow is importable: the reconcile function, the CLI, the
+  local runtime):
   :func:`~s3ingest_fn.services.reconcile_columnar.truth_table` over the gzip CSV, the real
   parallel Scan (:meth:`Reconciler.pump_pages`, 8 segments, pages read by ``json.loads`` of the
   raw body into columns) and :func:`~s3ingest_fn.services.reconcile_columnar.diff_columns`;
@@ -35,7 +36,6 @@ import gzip
 import hashlib
 import io
 import json
-import multiprocessing
 import os
 import resource
 import statistics
@@ -43,6 +43,8 @@ import tempfile
 import time
 from typing import Any
 from urllib.parse import quote_plus, unquote_plus
+
+from bench.memory import in_child, peak_mib
 
 SCHEMA = "Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size, LastModifiedDate, ETag"
 BUCKET = "bench-bucket"
@@ -342,36 +344,14 @@ def baseline(folder: str, n: int) -> dict[str, Any]:
 SIDES = {"columnar": columnar, "per-key": per_key, "baseline": baseline}
 
 
-def _peak_mib() -> float:
-    """This process's own peak RSS, MiB: the kernel's ``VmHWM``, the high-water mark of the
-    memory it has had since its ``exec`` (Linux), else ``ru_maxrss``. A spawned child's
-    ``ru_maxrss`` is never below its parent's peak (``fork`` copies the parent's high-water mark
-    and ``exec`` keeps it): here the parent's, which built the fixture (about 400 MiB at 10^6
-    keys)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def _child(name: str, folder: str, n: int, conn: Any) -> None:
+def _child(name: str, folder: str, n: int) -> dict[str, Any]:
     result = SIDES[name](folder, n)
-    result["peak_mib"] = _peak_mib()
-    conn.send(result)
+    result["peak_mib"] = peak_mib()
+    return result
 
 
 def _run_child(name: str, folder: str, n: int) -> dict[str, Any]:
-    ctx = multiprocessing.get_context("spawn")
-    parent, child = ctx.Pipe()
-    proc = ctx.Process(target=_child, args=(name, folder, n, child))
-    proc.start()
-    result: dict[str, Any] = parent.recv()
-    proc.join()
-    return result
+    return in_child(_child, name, folder, n)
 
 
 def _spread(values: list[float]) -> str:

@@ -3,7 +3,8 @@ in-memory one (each key's state of the whole listing in a dict), for N keys.
 
 The emulator (moto's server) runs in a process of its own, filled through moto's S3 backend (the
 objects) and BatchWriteItem (the ledger rows), so its storage is not counted; each measurement
-runs in a fresh process of its own too (``ru_maxrss`` is a process's lifetime peak). The bucket
+runs in a fresh spawned process of its own too, its peak its own ``VmHWM``
+(:func:`bench.memory.in_child`, :func:`bench.memory.peak_mib`). The bucket
 is unversioned (moto's ListObjectVersions copies the whole bucket per request). Drift: 1% of the
 keys missing from the ledger, and 0.1% more ledger rows whose object is gone.
 
@@ -22,10 +23,11 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import resource
 import time
 import tracemalloc
 from typing import Any
+
+from bench.memory import in_child, peak_mib
 
 KEYS_DEFAULT = (20_000, 100_000)
 MIB = 1024 * 1024
@@ -80,15 +82,6 @@ def _serve(n: int, conn: Any) -> None:
         conn.recv()  # stop
 
 
-def _measure(info: dict[str, Any], mode: str, conn: Any) -> None:
-    """One run in a fresh process: ``streamed`` or ``in-memory``; sends its figures, or
-    ``{"error"}``."""
-    try:
-        conn.send(_measured(info, mode))
-    except Exception as exc:  # reported by the parent, which would wait forever otherwise
-        conn.send({"error": f"{type(exc).__name__}: {exc}"})
-
-
 def _measured(info: dict[str, Any], mode: str) -> dict[str, Any]:
     import boto3
     from botocore.config import Config
@@ -116,7 +109,7 @@ def _measured(info: dict[str, Any], mode: str) -> dict[str, Any]:
         table=info["table"],
         queue_url=info["queue"],
     )
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    before = peak_mib() * MIB
     tracemalloc.start()
     started = time.perf_counter()
     out: dict[str, Any] = {}
@@ -153,7 +146,7 @@ def _measured(info: dict[str, Any], mode: str) -> dict[str, Any]:
     out["traced_peak"] = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     out["rss_before"] = before
-    out["rss_peak"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    out["rss_peak"] = peak_mib() * MIB
     return out
 
 
@@ -172,13 +165,10 @@ def run(
         print(f"   {n:,} keys: emulator filled in {time.perf_counter() - filled:.0f} s", flush=True)
         try:
             for mode in modes:
-                mine, theirs = ctx.Pipe()
-                child = ctx.Process(target=_measure, args=(info, mode, theirs))
-                child.start()
-                got = mine.recv()
-                child.join()
-                if "error" in got:
-                    print(f"   {mode:>9}: failed: {got['error']}", flush=True)
+                try:  # a fresh spawned process: _measured's peak is its own
+                    got = in_child(_measured, info, mode)
+                except RuntimeError as exc:
+                    print(f"   {mode:>9}: failed: {exc}", flush=True)
                     continue
                 got.update(keys=n, mode=mode)
                 results.append(got)

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import json
 import random
-import resource
 import sys
 import time
 from collections import Counter
 from typing import Any
 
+from bench.memory import in_child, peak_mib
 from bench.reprocess_model import PerKey, report
 from s3ingest.local.emulator.chaos import Chaos
 from s3ingest.local.emulator.server import ACCOUNT, Emulator
@@ -77,13 +77,14 @@ def _seed(rt: LocalRuntime, keys: list[str]) -> None:
         )
 
 
-def _peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def run(keys_n: int = 100_000, live_operations: int = 2_000, seed: int = 27) -> dict[str, Any]:
     """Reprocess a local bucket of ``keys_n`` objects for one new processor and print the
-    figures."""
+    figures, in a spawned child (:func:`bench.memory.in_child`: the peak RSS printed is the
+    run's own)."""
+    return in_child(_run, keys_n, live_operations, seed)
+
+
+def _run(keys_n: int, live_operations: int, seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
     keys = [f"{rng.getrandbits(16):04x}/{i:07d}.json" for i in range(keys_n)]
     settings = local_settings(processor=None, processors=(), change_stream=False)
@@ -118,7 +119,7 @@ def run(keys_n: int = 100_000, live_operations: int = 2_000, seed: int = 27) -> 
                 rt.drain()
 
             before = emu.request_counts()
-            rss_before = _peak_rss_mib()
+            rss_before = peak_mib()
             started = time.perf_counter()
             summary = rt.reprocess("thumbs", segments=16, between=live)
             elapsed = time.perf_counter() - started
@@ -151,7 +152,8 @@ def run(keys_n: int = 100_000, live_operations: int = 2_000, seed: int = 27) -> 
         f"most runs of one change: {max(by_change.values(), default=0)}"
     )
     print(
-        f"   peak RSS {_peak_rss_mib():.0f} MiB (before the run {rss_before:.0f} MiB; the "
+        f"   peak RSS {peak_mib():.0f} MiB, the run's own process (VmHWM; before the run "
+        f"{rss_before:.0f} MiB; the "
         f"emulator and its objects live in this process too); estimated AWS cost of this run "
         f"${summary.get('estimated_cost_usd')}"
     )

@@ -80,6 +80,10 @@ class FunctionRole:
         Settings -> timeout (seconds) and memory (MiB).
     dead_letter_days : int or None
         Retention (days) of a dead-letter queue of its own (the change relay's), else ``None``.
+    packages : tuple of str
+        Names of ``functions/packages.lock`` (pinned, hashed: :data:`ROLE_PACKAGES_LOCK`)
+        installed for the Lambda platform into this role's asset only, with what they need
+        from that lock (``s3ingest_cdk.bundling.function_code``); ``()``: the shared asset.
     """
 
     name: str
@@ -92,6 +96,12 @@ class FunctionRole:
     timeout: Sized = _function_timeout
     memory: Sized = _function_memory
     dead_letter_days: int | None = None
+    packages: tuple[str, ...] = ()
+
+
+#: The lock the roles' :attr:`FunctionRole.packages` are pinned in (beside the functions' own
+#: ``requirements.lock``; generated from ``functions/packages.txt`` by ``make lock``).
+ROLE_PACKAGES_LOCK = "packages.lock"
 
 
 #: How long the change relay's dead-letter queue keeps a dead-lettered change or a dropped
@@ -175,6 +185,8 @@ RECONCILE = FunctionRole(
     _RECONCILE,
     _reconcile_timeout,
     _reconcile_memory,
+    # the columnar reconciliation (s3ingest_fn.services.reconcile_columnar): docs/reconciliation.md
+    packages=("pyarrow",),
 )
 RECONCILE_FANOUT = FunctionRole(
     "reconcile-fanout",

@@ -28,6 +28,20 @@ from pathlib import Path
 #: The Lambda platform the wheels are installed for (the functions' runtime and architecture).
 PIP_PLATFORM = "manylinux2014_aarch64"
 PYTHON_VERSION = "3.13"
+#: The glibc the roles' own packages (:func:`install_role_packages`) may also be built for,
+#: beside :data:`PIP_PLATFORM`'s 2.17: the ``python3.13`` runtime runs on Amazon Linux 2023
+#: (glibc 2.34, https://docs.aws.amazon.com/lambda/latest/dg/lambda-runtimes.html), and
+#: pyarrow ships its ``aarch64`` wheels for glibc 2.28 only.
+ROLE_GLIBC = "2_28"
+
+
+def role_platforms(platform: str) -> tuple[str, ...]:
+    """The platforms besides ``platform`` (``manylinux2014_<arch>``) a role's own packages may
+    be built for: ``manylinux_2_28_<arch>`` (:data:`ROLE_GLIBC`)."""
+    arch = platform.removeprefix("manylinux2014_")
+    return (f"manylinux_{ROLE_GLIBC}_{arch}",) if arch != platform else ()
+
+
 #: The processors' dependency files in ``processorPackageDir``; the first found is used.
 PROCESSOR_REQUIREMENTS = ("requirements.lock", "requirements.txt")
 
@@ -207,10 +221,12 @@ def pip_install(
     platform: str = PIP_PLATFORM,
     python_version: str = PYTHON_VERSION,
     bytecode: bool = True,
+    also: Sequence[str] = (),
 ) -> Path:
     """Install ``requirements`` (pip arguments: ``-r FILE``, ``-c FILE``, ``--require-hashes``)
-    for ``platform`` / CPython ``python_version`` into ``target``, unless it exists, compiled to
-    bytecode of ``python_version`` (:func:`compile_bytecode`) unless ``bytecode`` is False.
+    for ``platform`` (and the platforms ``also`` names) / CPython ``python_version`` into
+    ``target``, unless it exists, compiled to bytecode of ``python_version``
+    (:func:`compile_bytecode`) unless ``bytecode`` is False.
 
     Raises
     ------
@@ -234,6 +250,7 @@ def pip_install(
         str(staging),
         "--platform",
         platform,
+        *(arg for extra in also for arg in ("--platform", extra)),
         "--only-binary=:all:",
         "--python-version",
         python_version,
@@ -296,4 +313,96 @@ def install_processor_requirements(
         args += ["-c", str(constraints)]
     return pip_install(
         target, args, platform=platform, python_version=python_version, bytecode=bytecode
+    )
+
+
+def _lock_entries(lock: Path) -> dict[str, tuple[str, set[str]]]:
+    """Each entry of a ``uv pip compile`` lock by normalised name: its text (pin and hashes)
+    and the names its ``# via`` comment gives (what needs it; ``-r ...`` kept as is)."""
+    entries: dict[str, tuple[str, set[str]]] = {}
+    name, in_via = "", False
+    lines: list[str] = []
+    via: set[str] = set()
+
+    def close() -> None:
+        if name:
+            entries[name] = ("\n".join(lines) + "\n", via)
+
+    for line in lock.read_text().splitlines():
+        pin = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==", line)
+        if pin:
+            close()
+            name, lines, via, in_via = _normalise(pin.group(1)), [line], set(), False
+        elif name and line.startswith("    --hash"):
+            lines.append(line)
+        elif name and line.strip().startswith("# via"):
+            rest = line.strip()[len("# via") :].strip()
+            in_via = not rest
+            if rest:
+                via.add(_normalise(rest))
+        elif name and in_via and line.strip().startswith("#   "):
+            via.add(_normalise(line.strip()[1:].strip()))
+    close()
+    return entries
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def locked_requirements(lock: Path, names: Sequence[str]) -> str:
+    """The entries of ``lock`` (pins with their hashes) for ``names`` and every entry they need
+    (an entry whose ``# via`` names one of them), as a requirements file.
+
+    Raises
+    ------
+    BundlingError
+        When a name is not in ``lock``.
+    """
+    entries = _lock_entries(lock)
+    wanted = {_normalise(n) for n in names}
+    missing = sorted(wanted - entries.keys())
+    if missing:
+        raise BundlingError(f"{lock.name} pins no {', '.join(missing)} (make lock)")
+    grew = True
+    while grew:
+        needed = {n for n, (_, via) in entries.items() if via & wanted}
+        grew = not needed <= wanted
+        wanted |= needed
+    return "".join(entries[n][0] for n in sorted(wanted))
+
+
+def install_role_packages(
+    names: Sequence[str],
+    lock: Path,
+    cache_dir: Path,
+    *,
+    platform: str = PIP_PLATFORM,
+    python_version: str = PYTHON_VERSION,
+) -> Path:
+    """The directory of a role's own ``names`` installed from ``lock``
+    (:func:`locked_requirements`, ``--require-hashes``) for ``platform`` and
+    :func:`role_platforms` (:func:`pip_install`), once per content of those entries and
+    platform: ``cache_dir/role-<platform>-cp<version>-<hash>``.
+
+    Raises
+    ------
+    BundlingError
+        When a name is not in ``lock`` or pip cannot install them.
+    """
+    text = locked_requirements(lock, names)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:20]
+    key = f"role-{platform}-cp{python_version}-{digest}"
+    target = cache_dir / key
+    if target.is_dir():
+        return target
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    requirements = cache_dir / f"{key}.requirements.txt"
+    requirements.write_text(text)
+    return pip_install(
+        target,
+        ["--require-hashes", "-r", str(requirements)],
+        platform=platform,
+        python_version=python_version,
+        also=role_platforms(platform),
     )

@@ -47,12 +47,15 @@ from aws_cdk import aws_lambda as lambda_
 
 import s3ingest_fn
 import s3ingest_processor
+from s3ingest.function_roles import ROLE_PACKAGES_LOCK
 from s3ingest.packaging import (
     PIP_PLATFORM,
     PYTHON_VERSION,
     BundlingError,
     compile_bytecode,
     install_processor_requirements,
+    install_role_packages,
+    locked_requirements,
     pip_install,
 )
 from s3ingest.packaging import processor_requirements as _requirements_in
@@ -96,6 +99,10 @@ LOCK_FILE = "requirements.lock"
 #: ``functions/requirements.lock``; ``pyproject.toml``'s ``[tool.setuptools.package-data]`` puts
 #: its content in the wheel), for an installed package, where ``functions/`` does not exist.
 PACKAGED_LOCK_FILE = "function-requirements.lock"
+#: The roles' own packages' lock (:data:`s3ingest.function_roles.ROLE_PACKAGES_LOCK`) as
+#: package data of ``s3ingest_cdk`` (a symbolic link in the repository, like
+#: :data:`PACKAGED_LOCK_FILE`).
+PACKAGED_ROLE_LOCK_FILE = "function-packages.lock"
 
 
 def lock_path(functions_dir: Path = FUNCTIONS_DIR) -> Path:
@@ -114,6 +121,25 @@ def lock_path(functions_dir: Path = FUNCTIONS_DIR) -> Path:
     if packaged.is_file():
         return packaged
     raise FileNotFoundError(f"no {LOCK_FILE} in {functions_dir} and no packaged {packaged}")
+
+
+def role_lock_path(functions_dir: Path = FUNCTIONS_DIR) -> Path:
+    """The roles' packages' lock: ``functions_dir``'s (a checkout), else the packaged copy.
+
+    Raises
+    ------
+    FileNotFoundError
+        When neither exists.
+    """
+    checkout = functions_dir / ROLE_PACKAGES_LOCK
+    if checkout.is_file():
+        return checkout
+    packaged = Path(
+        str(importlib.resources.files("s3ingest_cdk").joinpath(PACKAGED_ROLE_LOCK_FILE))
+    )
+    if packaged.is_file():
+        return packaged
+    raise FileNotFoundError(f"no {ROLE_PACKAGES_LOCK} in {functions_dir} and no {packaged}")
 
 
 #: The Lambda runtime the package is built for; keep it in step with
@@ -140,6 +166,20 @@ TRACING_ONLY = (
     "wrapt",
     "wrapt-stubs",
     "wrapt-*.dist-info",
+)
+#: What a role's own packages (:attr:`s3ingest.function_roles.FunctionRole.packages`) ship
+#: without, by path under the package root (``fnmatch``): sources, headers and tests, and
+#: pyarrow's Flight RPC libraries and C++ test module (no other of its libraries needs them:
+#: their ``DT_NEEDED`` entries, checked by ``tests/infra/test_infra_role_packages.py``).
+ROLE_LEFT_OUT = (
+    "*/tests",
+    "*/include",
+    "*.pxd",
+    "*.pyx",
+    "*.pxi",
+    "pyarrow/src",
+    "pyarrow/*flight*",
+    "pyarrow/_pyarrow_cpp_tests*",
 )
 #: Salts the asset hash and the dependency cache key with what the bundling does to the
 #: installed packages (bytecode, trimmed service models): a change re-bundles.
@@ -356,10 +396,18 @@ def _files(source: Path) -> Iterator[Path]:
             yield path
 
 
-def _fingerprint(digest: Any, root: Path, label: str) -> None:
-    """Add every file of ``root`` (path relative to it, and content) to ``digest``."""
+#: The roles' packages' files in ``functions/``, left out of the shared asset's hash (a role's
+#: asset hashes the lock entries it installs: :func:`function_code`).
+ROLE_PACKAGE_FILES = frozenset({ROLE_PACKAGES_LOCK, "packages.txt"})
+
+
+def _fingerprint(digest: Any, root: Path, label: str, skip: frozenset[str] = frozenset()) -> None:
+    """Add every file of ``root`` (path relative to it, and content) to ``digest``, but the
+    names ``skip`` gives at its top."""
     base = root if root.is_dir() else root.parent
     for path in _files(root):
+        if path.parent == root and path.name in skip:
+            continue
         digest.update(f"{label}\0{path.relative_to(base).as_posix()}\0".encode())
         digest.update(hashlib.sha256(path.read_bytes()).digest())
 
@@ -385,6 +433,10 @@ class PipLocalBundling:
     tracing : bool
         The ``tracing`` setting: off, the X-Ray SDK and ``wrapt`` (:data:`TRACING_ONLY`) are
         left out.
+    packages : Sequence[str]
+        A role's own packages (:attr:`~s3ingest.function_roles.FunctionRole.packages`),
+        installed from ``packages_lock`` (:func:`s3ingest.packaging.install_role_packages`)
+        without :data:`ROLE_LEFT_OUT`.
 
     The modules are compiled to bytecode of ``python_version`` (unchecked-hash ``.pyc``:
     :func:`s3ingest.packaging.compile_bytecode`); without ``extra_sources`` (no team code that
@@ -408,8 +460,12 @@ class PipLocalBundling:
         lock: Path | None = None,
         requirements: Path | None = None,
         tracing: bool = True,
+        packages: Sequence[str] = (),
+        packages_lock: Path | None = None,
     ) -> None:
         self.tracing = tracing
+        self.packages = tuple(packages)
+        self.packages_lock = packages_lock
         self.functions_dir = functions_dir
         self.requirements = requirements
         self._lock = lock
@@ -432,6 +488,9 @@ class PipLocalBundling:
         shutil.copytree(dependencies, out, ignore=self._left_out(dependencies), dirs_exist_ok=True)
         if self.requirements is not None:
             shutil.copytree(self.processor_dependencies(), out, dirs_exist_ok=True)
+        if self.packages:
+            own = self.role_packages()
+            shutil.copytree(own, out, ignore=_role_left_out(own), dirs_exist_ok=True)
         copied: list[Path] = []
         for source in (self.functions_dir / self.package, *self.extra_sources):
             if source.is_file():
@@ -487,6 +546,24 @@ class PipLocalBundling:
             python_version=self.python_version,
         )
 
+    def role_packages(self) -> Path:
+        """Directory of :attr:`packages` installed for the platform, once per content of their
+        lock entries (:func:`s3ingest.packaging.install_role_packages`).
+
+        Raises
+        ------
+        BundlingError
+            When a package is not in the lock, or pip cannot install it.
+        """
+        lock = self.packages_lock if self.packages_lock is not None else role_lock_path()
+        return install_role_packages(
+            self.packages,
+            lock,
+            self.cache_dir,
+            platform=self.platform,
+            python_version=self.python_version,
+        )
+
     def processor_dependencies(self) -> Path:
         """Directory of the processors' dependencies (``requirements``), installed once per
         content hash of it and of the lock, constrained to the lock's pins
@@ -506,6 +583,20 @@ class PipLocalBundling:
             platform=self.platform,
             python_version=self.python_version,
         )
+
+
+def _role_left_out(root: Path) -> Any:
+    """The ``copytree`` ``ignore`` leaving :data:`ROLE_LEFT_OUT` out of ``root``."""
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        here = Path(directory).relative_to(root)
+        return {
+            n
+            for n in names
+            if any(fnmatch.fnmatch((here / n).as_posix(), p) for p in ROLE_LEFT_OUT)
+        }
+
+    return ignore
 
 
 def build_cache(scope: Any, given: str | PathLike[str] | None = None) -> Path:
@@ -532,6 +623,7 @@ def function_code(
     imports: Mapping[str, str] | None = None,
     notes: list[str] | None = None,
     tracing: bool = True,
+    packages: Sequence[str] = (),
 ) -> lambda_.Code:
     """Asset code of the functions, bundled locally by :class:`PipLocalBundling`.
 
@@ -557,6 +649,11 @@ def function_code(
     tracing : bool
         The functions' ``tracing`` setting (off: no X-Ray SDK in the package, a package of its
         own: :class:`PipLocalBundling`).
+    packages : Sequence[str]
+        A role's own packages (:attr:`~s3ingest.function_roles.FunctionRole.packages`): an
+        asset of its own, its hash salted with their lock entries
+        (:func:`s3ingest.packaging.locked_requirements`); ``()``: the shared asset, its hash
+        as without this parameter.
 
     Returns
     -------
@@ -584,13 +681,15 @@ def function_code(
         lock=lock,
         requirements=requirements,
         tracing=tracing,
+        packages=packages,
+        packages_lock=role_lock_path(functions_dir) if packages else None,
     )
     # always a custom hash: what the bundling makes of the sources (BUNDLE_FORMAT, tracing) is
     # part of the package, and CDK reuses a bundled asset directory of the same hash
     digest = hashlib.sha256(b"s3ingest-function-package\0")
     digest.update(f"{BUNDLE_FORMAT}\0tracing={tracing}\0".encode())
     if checkout:
-        _fingerprint(digest, functions_dir, "functions")
+        _fingerprint(digest, functions_dir, "functions", ROLE_PACKAGE_FILES)
     else:
         _fingerprint(digest, source, f"package:{package}")
         _fingerprint(digest, lock, "lock")
@@ -598,6 +697,9 @@ def function_code(
         _fingerprint(digest, extra, f"extra:{extra.name}")
     if requirements is not None:
         _fingerprint(digest, requirements, "requirements")
+    if packages:
+        assert bundler.packages_lock is not None
+        digest.update(b"packages\0" + locked_requirements(bundler.packages_lock, packages).encode())
     custom_hash: dict[str, Any] = {
         "asset_hash_type": AssetHashType.CUSTOM,
         "asset_hash": digest.hexdigest(),

@@ -368,7 +368,11 @@ class S3IngestPipeline(Construct):
     ) -> None:
         """Every feature, in the order their constructs are added (logical ids do not depend
         on it; the order of policy statements and dependencies does)."""
-        code = code if code is not None else self._function_code(settings)
+        #: The bundled package (None: the caller's ``code``, used by every role as it is).
+        self._bundled: lambda_.Code | None = None
+        self._role_codes: dict[tuple[str, ...], lambda_.Code] = {}
+        if code is None:
+            code = self._bundled = self._function_code(settings)
         self._landing_buckets(settings, sources, code)
         output_bucket, processors = self._shared_state(settings, code)
         self._ingestion(settings, code, output_bucket, processors)
@@ -393,9 +397,22 @@ class S3IngestPipeline(Construct):
         #: Service statements CDK wrote with ``aws:SourceArn`` only, held to this account too.
         self.held_to_account = hold_to_account(self)
 
-    def _function_code(self, settings: Settings) -> lambda_.Code:
+    def role_code(self, packages: tuple[str, ...], code: lambda_.Code) -> lambda_.Code:
+        """The code of a role with its own ``packages``
+        (:attr:`~s3ingest.function_roles.FunctionRole.packages`) for the pipeline's ``code``:
+        the bundled package with them (one asset per set of packages), or ``code`` as it is when
+        it is not the bundled one (the caller's ``code``: what it holds is the caller's)."""
+        if not packages or self._bundled is None or code is not self._bundled:
+            return code
+        if packages not in self._role_codes:
+            self._role_codes[packages] = self._function_code(self.settings, packages)
+        return self._role_codes[packages]
+
+    def _function_code(self, settings: Settings, packages: tuple[str, ...] = ()) -> lambda_.Code:
         """The bundled functions' package, with the processors' sources and requirements
-        (:mod:`s3ingest_cdk.bundling`); the bundler's notes as info annotations."""
+        (:mod:`s3ingest_cdk.bundling`) and a role's own ``packages``; the bundler's notes as
+        info annotations (the processors' imports are checked in the package without
+        ``packages``)."""
         extra = (
             processors_sources(settings.processor_entries(), settings.processor_package_dir)
             if settings.processors
@@ -414,9 +431,10 @@ class S3IngestPipeline(Construct):
             cache_dir=build_cache(self, self._bundle_cache_dir),
             extra_sources=extra,
             requirements=processor_requirements(settings.processor_package_dir),
-            imports=imports,
+            imports={} if packages else imports,
             notes=notes,
             tracing=settings.tracing,
+            packages=packages,
         )
         for note in notes:
             Annotations.of(self).add_info(note)

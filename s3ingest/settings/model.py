@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from s3ingest.reconcile_sizing import RECONCILE_MEMORY_MIB
 from s3ingest.settings.buckets import BUCKET_NAME_RE, BucketSpec, kms_key_problems, parse_buckets
 from s3ingest.settings.context import (
     SettingsError,
@@ -422,7 +423,7 @@ class Settings:
         bounds=(1, 36500),
     )
     reconcile_memory_mb: int = setting(
-        3008,
+        RECONCILE_MEMORY_MIB,  # from the bytes per key: s3ingest/reconcile_sizing.py
         "the reconcile Lambda's memory",
         unit="MiB",
         bounds=(128, 10240),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from s3ingest_cdk.synth import Synth
@@ -77,3 +78,19 @@ def targets_environment(synth: Synth) -> dict[str, str]:
 
     entries = synth.settings.processor_entries()
     return {PROCESSOR_TARGETS: targets_json(entries)} if entries else {}
+
+
+def function_asset(synth: Synth, logical_id_prefix: str) -> Path:
+    """The asset directory of the function whose logical id starts with ``logical_id_prefix``
+    (``"IngestFunction"``, ``"ReconcileFunction"``): its ``Code.S3Key`` is ``<hash>.zip``."""
+    (key,) = {
+        resource["Properties"]["Code"]["S3Key"]
+        for logical_id, resource in synth.resources("AWS::Lambda::Function").items()
+        if logical_id.startswith(logical_id_prefix)
+    }
+    return synth.outdir / f"asset.{key.removesuffix('.zip')}"
+
+
+def shared_asset(synth: Synth) -> Path:
+    """The asset every function without packages of its own runs (the ingest function's)."""
+    return function_asset(synth, "IngestFunction")

@@ -31,14 +31,15 @@ from s3ingest_cdk.bundling import (
     processor_sources,
 )
 from s3ingest_cdk.synth import Synth
+from tests.infra.functions import shared_asset
 
 #: The ``__pycache__`` tag of the runtime's Python (``cpython-313``).
 _TAG = cache_tag(PYTHON_VERSION)
 
 
 def _asset_dir(synth: Synth) -> Path:
-    (asset,) = [p for p in synth.outdir.glob("asset.*") if p.is_dir()]
-    return asset
+    # the shared one (the reconcile function's has pyarrow too: test_infra_role_packages.py)
+    return shared_asset(synth)
 
 
 def test_asset_holds_the_function_package_and_its_dependencies(synth: Synth) -> None:

@@ -18,11 +18,12 @@ from s3ingest_cdk.bundling import (
     PipLocalBundling,
 )
 from s3ingest_cdk.synth import Synth
+from tests.infra.functions import shared_asset
 
 
 def _asset_dir(synth: Synth) -> Path:
-    (asset,) = [p for p in synth.outdir.glob("asset.*") if p.is_dir()]
-    return asset
+    # the shared one (the reconcile function's has pyarrow too: test_infra_role_packages.py)
+    return shared_asset(synth)
 
 
 def _uncompiled(asset: Path) -> list[Path]:

@@ -22,6 +22,7 @@ from .asl import LAMBDA_RETRY, THROTTLE_RETRY, definition
 from .conftest import ADOPTED_BUCKET
 from .functions import (
     common_environment,
+    function_asset,
     inventories_environment,
     scope_environment,
     targets_environment,
@@ -197,9 +198,12 @@ def test_reconcile_function_handler_runtime_and_environment(synth: Synth) -> Non
         "ATTESTATION_BUCKET_NAME": _ref(synth.logical_id(synth.pipeline.landings.shared.inventory)),
     }
     assert props["Role"] == _arn(synth.logical_id(synth.pipeline.reconcile.role))
-    # The same bundled asset as the ingest function.
+    # An asset of its own: the ingest function's package and pyarrow, for the columnar
+    # reconciliation (FunctionRole.packages; tests/infra/test_infra_role_packages.py).
     _, ingest = _resource(synth, synth.pipeline.ingest.function)
-    assert props["Code"] == ingest["Properties"]["Code"]
+    assert props["Code"]["S3Bucket"] == ingest["Properties"]["Code"]["S3Bucket"]
+    assert props["Code"]["S3Key"] != ingest["Properties"]["Code"]["S3Key"]
+    assert (function_asset(synth, "ReconcileFunction") / "pyarrow").is_dir()
     assert log_group["Properties"]["RetentionInDays"] == settings.log_retention_days
     assert log_group["DeletionPolicy"] == "Retain"
     (policy_id,) = [

@@ -24,11 +24,9 @@ class Context:
     aws_request_id = "req-1"
 
 
-@pytest.mark.contract("C12")
-def test_reconcile_handler_returns_summary_and_emits_drift_metrics(
-    emulator: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    # GIVEN a deployment where two events were lost
+def _lost_events(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[LocalRuntime, str]:
+    """A deployment where two events were lost, the reconcile function's environment set for
+    it; the runtime and its newest inventory manifest's key."""
     rt = LocalRuntime(emulator, versioning="Enabled")
     rt.faithful.put("kept", "1")
     rt.faithful.put("lost", "1")
@@ -49,9 +47,19 @@ def test_reconcile_handler_returns_summary_and_emits_drift_metrics(
     }.items():
         monkeypatch.setenv(name, value)
     from s3ingest_fn import wiring
-    from s3ingest_fn.handlers import reconcile
 
     wiring.function_reconciler.cache_clear()  # built from this test's environment
+    return rt, manifest
+
+
+@pytest.mark.contract("C12")
+def test_reconcile_handler_returns_summary_and_emits_drift_metrics(
+    emulator: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a deployment where two events were lost
+    rt, manifest = _lost_events(emulator, monkeypatch)
+    from s3ingest_fn.handlers import reconcile
+
     # WHEN the scheduled event runs
     summary = reconcile.handler({"source": "inventory", "marginSeconds": 0}, Context())
     # THEN the summary names the newest report and the drift, and metrics were emitted
@@ -69,6 +77,40 @@ def test_reconcile_handler_returns_summary_and_emits_drift_metrics(
     }
     assert {"drift_total", "drift_missing", "repairs_queued"} <= metrics
     assert any(doc.get("drift_total") in (1, [1], 1.0) for doc in emf), emf
+    rt.drain()
+    assert rt.compare().converged
+
+
+def test_the_reconcile_handler_runs_in_columns_where_pyarrow_imports(
+    emulator: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN pyarrow importable (the reconcile function's asset holds it:
+    # tests/infra/test_infra_role_packages.py) and the per-key diff made to fail
+    pytest.importorskip("pyarrow")
+    rt, manifest = _lost_events(emulator, monkeypatch)
+    from s3ingest_fn.handlers import reconcile
+    from s3ingest_fn.services import reconcile as service
+    from s3ingest_fn.services import reconcile_columnar
+
+    ran: list[str] = []
+    columnar = reconcile_columnar.run_columnar
+
+    def recorded(*args: Any, **kwargs: Any) -> None:
+        ran.append("columns")
+        columnar(*args, **kwargs)
+
+    def per_key(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the inventory reconciliation fell back to the per-key diff")
+
+    monkeypatch.setattr(reconcile_columnar, "run_columnar", recorded)
+    monkeypatch.setattr(service, "diff", per_key)
+    monkeypatch.setattr(service, "bucket_truth", per_key)
+    # WHEN the scheduled event runs
+    summary = reconcile.handler({"source": "inventory", "marginSeconds": 0}, Context())
+    # THEN it ran in columns and found what the per-key pass finds
+    assert ran == ["columns"]
+    assert summary["manifest"] == manifest
+    assert summary["drift"]["missing"] == 1 and summary["repairs_queued"] == 1
     rt.drain()
     assert rt.compare().converged
 

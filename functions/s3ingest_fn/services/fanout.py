@@ -56,6 +56,8 @@ from s3ingest_fn.services.reconcile import (
 from s3ingest_fn.services.reconcile_run import BEHIND_SAMPLES
 
 WORK_PREFIX = "reconcile-work/"
+#: 64 partitions of ~500 B a key (key by key) at the default 3,008 MiB hold 3.9e8 keys; a 5e7
+#: bucket needs 9 by memory, and 64 gives 473 MiB a child: s3ingest/reconcile_sizing.py.
 DEFAULT_PARTITIONS = 64
 DEFAULT_SEGMENTS = 16
 

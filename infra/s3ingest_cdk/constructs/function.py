@@ -29,6 +29,21 @@ def lambda_handler(handler: str) -> str:
     return f"{module}.{function}"
 
 
+def role_code(scope: Construct, row: FunctionRole, code: lambda_.Code) -> lambda_.Code:
+    """``code``, or for a row with its own
+    :attr:`~s3ingest.function_roles.FunctionRole.packages` the code the nearest enclosing
+    construct with a ``role_code`` method (the pipeline,
+    :meth:`s3ingest_cdk.S3IngestPipeline.role_code`) makes of it."""
+    if not row.packages:
+        return code
+    for outer in reversed(scope.node.scopes):
+        make = getattr(outer, "role_code", None)
+        if callable(make):
+            made: lambda_.Code = make(row.packages, code)
+            return made
+    return code
+
+
 class RoleFunction(Construct):
     """The function of one :class:`~s3ingest.function_roles.FunctionRole`, with its own role
     and log group; the feature that deploys it grants the rest.
@@ -36,7 +51,8 @@ class RoleFunction(Construct):
     ``construct_id`` ``None``: the row's. ``environment``: the function's own variables (its
     row's configuration model's ``to_env()``), or a callable that makes them from this construct.
     ``timeout_seconds``, ``handler`` and ``fields`` (filled into the row's descriptions) are a
-    processor's own.
+    processor's own. A row with :attr:`~s3ingest.function_roles.FunctionRole.packages` gets
+    the pipeline's code with them (:func:`role_code`).
 
     Attributes
     ----------
@@ -76,7 +92,7 @@ class RoleFunction(Construct):
             description=row.description.format(**fields),
             role_description=row.role_description.format(**fields),
             handler=handler or row.handler,
-            code=code,
+            code=role_code(self, row, code),
             timeout=Duration.seconds(
                 row.timeout(settings) if timeout_seconds is None else timeout_seconds
             ),
