@@ -22,13 +22,13 @@ memory bound, ``O(16 x depth)``).
 from __future__ import annotations
 
 import itertools
-import multiprocessing
 import os
 import resource
 import tempfile
 import time
 from typing import Any
 
+from bench.memory import in_child, peak_mib
 from s3ingest_fn.core.attestation import Fragment, Leaf, PairBuilder, combine, depth_of
 from s3ingest_fn.core.diff import Truth, diff
 from s3ingest_fn.core.row import LedgerRow
@@ -179,22 +179,15 @@ def _side(name: str, folder: str, n: int) -> dict[str, Any]:
     return out
 
 
-def _child(name: str, folder: str, n: int, conn: Any) -> None:
-    from bench.reconcile_diff import _peak_mib
-
+def _measured(name: str, folder: str, n: int) -> dict[str, Any]:
+    """:func:`_side` and this process's own peak (run in a child: :func:`bench.memory.in_child`)."""
     result = _side(name, folder, n)
-    result["peak_mib"] = _peak_mib()
-    conn.send(result)
+    result["peak_mib"] = peak_mib()
+    return result
 
 
 def _in_child(name: str, folder: str, n: int) -> dict[str, Any]:
-    ctx = multiprocessing.get_context("spawn")
-    parent, child = ctx.Pipe()
-    proc = ctx.Process(target=_child, args=(name, folder, n, child))
-    proc.start()
-    result: dict[str, Any] = parent.recv()
-    proc.join()
-    return result
+    return in_child(_measured, name, folder, n)
 
 
 SIDES = ("per-key", "per-key+trees", "columnar", "columnar+trees")
