@@ -33,6 +33,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+
+def iso_ms(ms: int) -> str:
+    """A document's time: epoch milliseconds ``ms`` as ISO 8601 UTC with microseconds
+    (``2026-03-01T00:00:00.000000Z``)."""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
 
 #: The leaf encoding's name, the leaf's first field: a later encoding gets another name.
 ENCODING = "s3ingest-attestation-leaf/1"

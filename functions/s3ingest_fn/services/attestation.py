@@ -39,6 +39,7 @@ from s3ingest_fn.core.attestation import (
     Leaf,
     PairBuilder,
     absent,
+    iso_ms,
     key_order,
 )
 from s3ingest_fn.core.diff import Truth, bucket_truth
@@ -103,10 +104,6 @@ class Attestation:
     def leaves(self) -> bytes:
         """The leaves file's bytes (all in memory: for small attestations and tests)."""
         return self.leaves_file().read()
-
-
-def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _targets(r: Reconciler, names: Sequence[str] | None) -> tuple[EffectTarget, ...]:
@@ -242,7 +239,7 @@ class _Snapshot:
                         truth.update(bucket_truth(page.rows, prefix=prefix))
                 self.inputs["bucket"] = {
                     "kind": LISTING,
-                    "taken_at": _iso(taken),
+                    "taken_at": iso_ms(taken),
                     "taken_at_ms": taken,
                     "requests": requests,
                     "rows": rows,
@@ -282,7 +279,7 @@ class _Snapshot:
         self.inputs["ledger"] = {
             "kind": "ledger-scan",
             "table": self.r.table,
-            "read_at": _iso(int(self._clock() * 1000)),
+            "read_at": iso_ms(int(self._clock() * 1000)),
             "requests": report.ledger_requests,
             "rows": len(rows),
         }
@@ -441,7 +438,7 @@ class TreeWriter:
             "scope": scope,
             "snapshot": {
                 "source": source,
-                "taken_at": _iso(taken_ms),
+                "taken_at": iso_ms(taken_ms),
                 "taken_at_ms": taken_ms,
                 "margin_s": margin_ms / 1000,
             },

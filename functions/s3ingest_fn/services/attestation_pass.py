@@ -25,13 +25,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from s3ingest_fn.core.attestation import iso_ms
 from s3ingest_fn.core.diff import Drift, Truth
 from s3ingest_fn.core.effects import EffectTarget
 from s3ingest_fn.core.row import DEFAULT_PROCESSOR, LedgerRow
 from s3ingest_fn.services.attestation import (
     Attestation,
     TreeWriter,
-    _iso,
     bucket_leaf,
     ledger_leaf,
 )
@@ -148,7 +148,7 @@ class TreeTap:
         self.inputs["ledger"] = {
             "kind": "ledger-scan",
             "table": table,
-            "read_at": _iso(int(self._clock() * 1000)),
+            "read_at": iso_ms(int(self._clock() * 1000)),
             "requests": requests,
             "rows": self.rows,
         }

@@ -591,7 +591,7 @@ def inventory_inputs(
     """An attestation's ``inputs.bucket`` for an inventory report: where its manifest is
     (``store``, ``key``), its checksum file's value, the SHA-256 of its bytes, its time and
     its data files' count."""
-    from s3ingest_fn.services.attestation import _iso
+    from s3ingest_fn.core.attestation import iso_ms
 
     return {
         "kind": INVENTORY,
@@ -599,7 +599,7 @@ def inventory_inputs(
         "manifest": key,
         "manifest_checksum": checksum.decode("ascii", "replace").strip().lower(),
         "manifest_sha256": hashlib.sha256(raw).hexdigest(),
-        "taken_at": _iso(manifest.created_ms),
+        "taken_at": iso_ms(manifest.created_ms),
         "taken_at_ms": manifest.created_ms,
         "files": len(manifest.files),
     }
