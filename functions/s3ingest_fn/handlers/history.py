@@ -24,8 +24,8 @@ Environment: ``HISTORY_CATALOG``, ``HISTORY_TABLE``, ``HISTORY_LOCATION``
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -122,24 +122,29 @@ def write_batch(
     }
 
 
-_TABLE: Table | None = None
+#: The history table of each environment (catalog, table, location), loaded (or created) once
+#: per container.
+_TABLES: dict[tuple[str, str, str], Table] = {}
 
 
-def _table() -> Table:
-    """The history table of this environment, loaded (or created) once per container."""
-    global _TABLE
-    if _TABLE is None:
-        catalog, identifier, location = history.catalog_from_env()
-        _TABLE = history.ensure_table(catalog, identifier, location)
-    return _TABLE
+def table_of(env: Mapping[str, str]) -> Table:
+    """The history table ``env`` names (:func:`s3ingest_fn.services.history.catalog_from_env`),
+    refreshed to its newest snapshot."""
+    names = (history.HISTORY_CATALOG, history.HISTORY_TABLE, history.HISTORY_LOCATION)
+    key = (env.get(names[0], ""), env.get(names[1], ""), env.get(names[2], ""))
+    if key not in _TABLES:
+        catalog, identifier, location = history.catalog_from_env(env)
+        _TABLES[key] = history.ensure_table(catalog, identifier, location)
+    return _TABLES[key].refresh()
 
 
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda entry point (``s3ingest_fn.handlers.history.handler``)."""
     from s3ingest_fn import wiring
+    from s3ingest_fn.config import invocation_env
 
-    dead_letters = wiring.function_change_dead_letters(os.environ.get("DEAD_LETTER_QUEUE_URL"))
-    table = _table()
-    response = write_batch(table.refresh(), event, dead_letters)
+    env = invocation_env()
+    dead_letters = wiring.function_change_dead_letters(env.get("DEAD_LETTER_QUEUE_URL") or None)
+    response = write_batch(table_of(env), event, dead_letters)
     return {"batchItemFailures": response["batchItemFailures"]}
