@@ -42,13 +42,15 @@ def change(cid: str, key: str, kind: str = "created", at: int = T0, rev: int = 1
     }  # fmt: skip
 
 
-def review(cid: str, key: str, action: str, actor: str, at: int = T0) -> dict[str, Any]:
+def review(
+    cid: str, key: str, action: str, actor: str, at: int = T0, rev: int = 2
+) -> dict[str, Any]:
     return {
         "source": "s3ingest",
         "detail-type": {"held": "Object Held", "approved": "Change Approved"}[action],
         "detail": {
             "id": cid, "bucket": "land", "key": key, "processor": "thumbs", "action": action,
-            "reason": "delete", "actor": actor, "sequencer": "0001", "rev": 2, "at": at,
+            "reason": "delete", "actor": actor, "sequencer": "0001", "rev": rev, "at": at,
         },
     }  # fmt: skip
 
