@@ -13,14 +13,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from s3ingest import outputs as output
 from s3ingest.history_queries import QUERIES, Query
 
 __all__ = ["HistoryUnavailable", "query_athena", "query_local"]
 
 #: The stack outputs the deployed queries need (``historyTable``): the Athena workgroup, and
 #: the table as ``database.table`` in the Glue catalog.
-HISTORY_WORKGROUP_OUTPUT = "HistoryWorkGroup"
-HISTORY_TABLE_OUTPUT = "HistoryTable"
+HISTORY_WORKGROUP_OUTPUT = output.HISTORY_WORK_GROUP
+HISTORY_TABLE_OUTPUT = output.HISTORY_TABLE
 
 
 class HistoryUnavailable(RuntimeError):

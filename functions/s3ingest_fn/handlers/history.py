@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from s3ingest_fn.contract import HISTORY_SERVICE
 from s3ingest_fn.core.model import TransientError
 from s3ingest_fn.core.ports import DeadLetters
 from s3ingest_fn.handlers.telemetry import function_logger
@@ -37,7 +38,7 @@ from s3ingest_fn.services import history
 if TYPE_CHECKING:
     from pyiceberg.table import Table
 
-logger = function_logger("s3ingest-history")
+logger = function_logger(HISTORY_SERVICE)
 
 #: Outcomes of :func:`write_batch`, in the order they are reported.
 OUTCOMES = ("applied", "duplicate", "ignored", "invalid", "retried")
@@ -143,8 +144,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda entry point (``s3ingest_fn.handlers.history.handler``)."""
     from s3ingest_fn import wiring
     from s3ingest_fn.config import invocation_env
+    from s3ingest_fn.config_roles import HistoryConfig
 
-    env = invocation_env()
-    dead_letters = wiring.function_change_dead_letters(env.get("DEAD_LETTER_QUEUE_URL") or None)
-    response = write_batch(table_of(env), event, dead_letters)
+    config = wiring.function_config(HistoryConfig)
+    dead_letters = wiring.function_change_dead_letters(config.dead_letter_queue_url)
+    response = write_batch(table_of(invocation_env()), event, dead_letters)
     return {"batchItemFailures": response["batchItemFailures"]}

@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from s3ingest_fn.config import HISTORY_CATALOG, HISTORY_LOCATION, HISTORY_TABLE
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.catalog import Catalog
@@ -74,14 +76,11 @@ APPLIED_KINDS = ("created", "removed")
 #: Detail-types of the change bus that are not changes (no row; outcome ``ignored``).
 IGNORED_DETAIL_TYPES = ("Attestation Made",)
 
-#: The environment: pyiceberg catalog properties as JSON (``{"type": "glue"}``, or ``{"type":
-#: "sql", "uri": "sqlite:///...", "warehouse": "file:///..."}``), and the table as
-#: ``<namespace>.<name>``.
-HISTORY_CATALOG = "HISTORY_CATALOG"
-HISTORY_TABLE = "HISTORY_TABLE"
-#: The table's location when :func:`ensure_table` creates it (optional; default: the catalog's
-#: warehouse).
-HISTORY_LOCATION = "HISTORY_LOCATION"
+# The environment (names of s3ingest_fn.config; the role's model is
+# s3ingest_fn.config_roles.HistoryConfig): HISTORY_CATALOG, pyiceberg catalog properties as JSON
+# ({"type": "glue"}, or {"type": "sql", "uri": "sqlite:///...", "warehouse": "file:///..."});
+# HISTORY_TABLE, <namespace>.<name>; HISTORY_LOCATION, the table's location when ensure_table
+# creates it (optional; default: the catalog's warehouse).
 #: The catalog's name in pyiceberg (appears in nothing the table stores).
 CATALOG_NAME = "s3ingest"
 #: The table's properties: no library retry of a refused commit (module docstring).
@@ -158,7 +157,11 @@ def _arrow_schema() -> pa.Schema:
 def ensure_table(catalog: Catalog, identifier: str, location: str | None = None) -> Table:
     """The history table ``identifier`` (``namespace.name``), created with its namespace when
     absent (partitioned by ``event_date``). A concurrent creation is taken as done."""
-    from pyiceberg.exceptions import NamespaceAlreadyExistsError, TableAlreadyExistsError
+    from pyiceberg.exceptions import (
+        NamespaceAlreadyExistsError,
+        NoSuchNamespaceError,
+        TableAlreadyExistsError,
+    )
     from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg.transforms import IdentityTransform
 
@@ -168,10 +171,13 @@ def ensure_table(catalog: Catalog, identifier: str, location: str | None = None)
     except Exception as exc:  # NoSuchTableError, or NoSuchNamespaceError from some catalogs
         if type(exc).__name__ not in ("NoSuchTableError", "NoSuchNamespaceError"):
             raise
-    try:
-        catalog.create_namespace(namespace)
-    except NamespaceAlreadyExistsError:
-        pass
+    try:  # the stack's Glue database exists: its role may read it, not create databases
+        catalog.load_namespace_properties(namespace)
+    except NoSuchNamespaceError:
+        try:
+            catalog.create_namespace(namespace)
+        except NamespaceAlreadyExistsError:
+            pass
     spec = PartitionSpec(
         PartitionField(
             source_id=_FIELD_IDS["event_date"],
