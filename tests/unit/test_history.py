@@ -4,6 +4,7 @@ poison record is classified (C9)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from pathlib import Path
@@ -208,3 +209,24 @@ def test_a_table_without_the_retry_property_gets_it(tmp_path: Path) -> None:
     assert (
         history.ensure_table(cat, "s3ingest.history").properties["commit.retry.num-retries"] == "0"
     )
+
+
+def test_the_check_for_written_keys_reads_only_files_of_the_batchs_time_span(
+    tmp_path: Path,
+) -> None:
+    """Each commit adds a data file; the keys of a batch are looked up in the files whose
+    event_time bounds meet the batch's span only (change ids are hashes: their bounds prune
+    nothing), so a commit does not read every file of its day."""
+    table = history.ensure_table(catalog(tmp_path), "s3ingest.history")
+    ids = [hashlib.md5(f"{n}".encode()).hexdigest() for n in range(30)]
+    windows = [
+        [change(ids[w * 5 + i], f"k{i}", at=T0 + w * 60_000 + i) for i in range(5)]
+        for w in range(6)
+    ]
+    for events in windows:
+        write_batch(table, sqs(*events))
+    assert len(table.refresh().inspect.files()) == 6
+    replayed = [history.row_from_event(e) for e in windows[3]]
+    scan = history.existing_scan(table, replayed)  # type: ignore[arg-type]
+    assert len(list(scan.plan_files())) == 1
+    assert write_batch(table, sqs(*windows[3]))["outcomes"] == {"duplicate": 5}

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.catalog import Catalog
     from pyiceberg.schema import Schema
-    from pyiceberg.table import Table
+    from pyiceberg.table import DataScan, Table
 
 __all__ = [
     "APPLIED_KINDS",
@@ -335,20 +335,33 @@ class Written:
     retries: int = 0
 
 
-def _existing(table: Table, rows: Sequence[Mapping[str, Any]]) -> set[str]:
-    """Which of the rows' change keys ``table`` holds: a scan of the rows' days only."""
-    from pyiceberg.expressions import And, In, Reference
+def existing_scan(table: Table, rows: Sequence[Mapping[str, Any]]) -> DataScan:
+    """The scan :func:`write` reads the rows' change keys with: the rows' days (partitions)
+    and the span of their times (each data file's ``event_time`` bounds prune it: a batch's
+    changes are close in time, a replayed change keeps its time), then the keys."""
+    from pyiceberg.expressions import And, GreaterThanOrEqual, In, LessThanOrEqual, Reference
 
-    if table.current_snapshot() is None:
-        return set()
-    days = {r["event_date"].isoformat() for r in rows}
-    found = table.scan(
+    times = [r["event_time"] for r in rows]
+    return table.scan(
         row_filter=And(
-            In(term=Reference("event_date"), values=days),
+            And(
+                In(term=Reference("event_date"), values={t.date().isoformat() for t in times}),
+                And(
+                    GreaterThanOrEqual(term=Reference("event_time"), value=min(times).isoformat()),
+                    LessThanOrEqual(term=Reference("event_time"), value=max(times).isoformat()),
+                ),
+            ),
             In(term=Reference("change_key"), values={r["change_key"] for r in rows}),
         ),
         selected_fields=("change_key",),
-    ).to_arrow()
+    )
+
+
+def _existing(table: Table, rows: Sequence[Mapping[str, Any]]) -> set[str]:
+    """Which of the rows' change keys ``table`` holds (:func:`existing_scan`)."""
+    if table.current_snapshot() is None:
+        return set()
+    found = existing_scan(table, rows).to_arrow()
     return set(found.column("change_key").to_pylist())
 
 
