@@ -230,3 +230,9 @@ def test_the_check_for_written_keys_reads_only_files_of_the_batchs_time_span(
     scan = history.existing_scan(table, replayed)  # type: ignore[arg-type]
     assert len(list(scan.plan_files())) == 1
     assert write_batch(table, sqs(*windows[3]))["outcomes"] == {"duplicate": 5}
+
+
+def test_the_docs_list_every_column() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "history.md").read_text()
+    for name, _, _ in history.COLUMNS:
+        assert f"`{name}`" in docs, name
