@@ -317,10 +317,10 @@ def test_fanout_acknowledgements_are_on_resources_with_reasons(fanout_synth: Syn
     # ... and the history writer (historyTable): X-Ray, the table's files, its runtime
     history = synth.pipeline.history
     assert history is not None
-    inventory = synth.logical_id(synth.pipeline.landings.shared.inventory)
+    stack_bucket = synth.logical_id(synth.pipeline.landings.shared.inventory)
     expected[_path(synth, "HistoryWriter/Role")] = {
         "AwsSolutions-IAM5[Resource::*]",
-        f"AwsSolutions-IAM5[Resource::<{inventory}.Arn>/history/*]",
+        f"AwsSolutions-IAM5[Resource::<{stack_bucket}.Arn>/history/*]",
     }
     expected[_path(synth, "HistoryWriter/Function")] = {"AwsSolutions-L1"}
     assert {path: set(rules) for path, rules in acknowledgements.items()} == expected

@@ -35,8 +35,8 @@ TABLE = "s3ingest.history"
 
 def history_dir(directory: Path | None = None) -> Path:
     """The local history folder: ``directory``, else the run directory's ``history/``
-    (:func:`s3ingest.local.stack.daemon.run_dir`)."""
-    from s3ingest.local.stack.daemon import run_dir
+    (:func:`s3ingest.local.stack.run_directory.run_dir`)."""
+    from s3ingest.local.stack.run_directory import run_dir
 
     return directory if directory is not None else run_dir() / HISTORY_DIR
 
