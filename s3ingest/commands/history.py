@@ -48,16 +48,18 @@ def query_local(
     ValueError
         An unknown query, or a value it needs missing.
     """
+    from s3ingest import extras
+
     query = _query(name)
     arguments = query.arguments(values)
     try:
-        import duckdb
+        extras.require("history", "s3ingest history --local")
+    except extras.MissingExtraError as exc:
+        raise HistoryUnavailable(str(exc)) from None
+    import duckdb
 
-        from s3ingest.local.stack.history import local_table
-    except ImportError as exc:
-        raise HistoryUnavailable(
-            f"{exc.name} is not installed: pip install 's3ingest[history]'"
-        ) from None
+    from s3ingest.local.stack.history import local_table
+
     try:
         table = local_table(directory)
     except LookupError as exc:
