@@ -22,6 +22,7 @@ def main(argv: list[str] | None = None) -> int:
         batch_concurrency,
         bundle_cold_start,
         effects_cost,
+        history_writer,
         onboard,
         processor_writes,
         reconcile_diff,
@@ -46,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         "reprocess": lambda a: reprocess.run(a.reprocess_keys, a.live_operations, a.seed),
         "runtime": lambda a: runtime_speed.run(a.runtime_events, a.runtime_samples, a.seed),
         "attest": lambda a: attestation_tree.run(a.attest_keys),
+        "history": lambda a: history_writer.run(a.history_commits),
     }
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument(
@@ -128,6 +130,12 @@ def main(argv: list[str] | None = None) -> int:
         default=1_000_000,
         help="keys of the reconciliation's pass with the attestation's trees, beside the pass "
         "alone, and of the trees alone (default 10^6)",
+    )
+    parser.add_argument(
+        "--history-commits",
+        type=int,
+        default=10,
+        help="commits of each batch size (10, 100, 1000 changes) in the history run (default 10)",
     )
     parser.add_argument("--only", nargs="*", choices=sorted(benches), default=sorted(benches))
     args = parser.parse_args(argv)

@@ -3,8 +3,10 @@ one is installed, for the commands that need it.
 
 ``pip install s3ingest`` gives the operator CLI for deployed stacks; ``s3ingest[local]`` adds the
 local runtime (moto's server, the Lambda handlers' Powertools); ``s3ingest[arrow]`` reads ORC and
-Parquet inventories; ``s3ingest[cdk]`` the CDK app. Those modules are imported only by the
-commands that use them, so the base CLI starts without them.
+Parquet inventories; ``s3ingest[history]`` the history table (pyiceberg, duckdb: ``s3ingest
+history --local``, a local deployment with ``historyTable``); ``s3ingest[cdk]`` the CDK app.
+Those modules are imported only by the commands that use them, so the base CLI starts without
+them.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import importlib.util
 #: Extra name -> the top-level modules it brings (checked without importing them).
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "local": ("moto", "aws_lambda_powertools"),
+    "history": ("pyiceberg", "pyarrow", "duckdb"),
 }
 
 

@@ -230,6 +230,19 @@ CHANGE_RELAY = FunctionRole(
     "s3ingest change-stream relay",
     dead_letter_days=CHANGE_DEAD_LETTER_DAYS,
 )
+#: The history writer (``historyTable``): one SQS batch of change events per invocation, one
+#: Iceberg commit each (seconds); pyarrow and pyiceberg want the memory.
+HISTORY = FunctionRole(
+    "history",
+    "HistoryWriter",
+    f"{_HANDLERS}history.handler",
+    contract.HISTORY_SERVICE,
+    fn_roles.HistoryConfig,
+    "s3ingest: writes the change stream to the history table (Apache Iceberg)",
+    "s3ingest history writer",
+    fixed(300),
+    fixed(1024),
+)
 DELIVERY_CHECK = FunctionRole(
     "delivery-check",
     "DeliveryCheck",
@@ -298,6 +311,7 @@ ROLES: dict[str, FunctionRole] = {
         BACKFILL,
         BACKFILL_CONTROL,
         CHANGE_RELAY,
+        HISTORY,
         DELIVERY_CHECK,
         PROCESSOR,
         LISTING_PLAN,

@@ -87,6 +87,11 @@ CHANGE_ARCHIVE_NAME = "ChangeArchiveName"
 CHANGE_AUDIT_LOG_GROUP_NAME = "ChangeAuditLogGroupName"
 CHANGE_DEAD_LETTER_QUEUE_URL = "ChangeDeadLetterQueueUrl"
 CHANGE_RELAY_FUNCTION_NAME = "ChangeRelayFunctionName"
+#: The history table (``historyTable``): the Athena workgroup of its named queries, the table
+#: as ``database.table`` in the Glue catalog, and the writer's dead-letter queue.
+HISTORY_WORK_GROUP = "HistoryWorkGroup"
+HISTORY_TABLE = "HistoryTable"
+HISTORY_DEAD_LETTER_QUEUE_URL = "HistoryDeadLetterQueueUrl"
 #: The package version the stack was synthesized with (the stack's own output).
 VERSION = "Version"
 
@@ -154,6 +159,9 @@ NAMES = frozenset(
         CHANGE_AUDIT_LOG_GROUP_NAME,
         CHANGE_DEAD_LETTER_QUEUE_URL,
         CHANGE_RELAY_FUNCTION_NAME,
+        HISTORY_WORK_GROUP,
+        HISTORY_TABLE,
+        HISTORY_DEAD_LETTER_QUEUE_URL,
         VERSION,
     }
 )

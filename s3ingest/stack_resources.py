@@ -163,6 +163,10 @@ class StackResources:
     #: With ``changeStream``: the relay's own dead-letter queue and the change bus's rule.
     change_dead_letter_queue: QueueSpec | None = None
     change_rule: RuleSpec | None = None
+    #: With ``historyTable``: the history writer's queue (a rule on the change bus sends every
+    #: change to it) and its dead-letter queue.
+    history_queue: QueueSpec | None = None
+    history_dead_letter_queue: QueueSpec | None = None
 
 
 def ingest_queues(settings: Settings) -> tuple[QueueSpec, QueueSpec]:
@@ -206,6 +210,22 @@ def change_dead_letter_queue() -> QueueSpec:
     return QueueSpec(retention_seconds=days * DAY_SECONDS)
 
 
+#: The history writer's queue: a batch's commit takes seconds, the visibility timeout covers
+#: the function's timeout (5 minutes) with room; a record failing 5 receives is dead-lettered.
+HISTORY_VISIBILITY_SECONDS = 6 * 60
+HISTORY_MAX_RECEIVE_COUNT = 5
+
+
+def history_queues() -> tuple[QueueSpec, QueueSpec]:
+    """The history writer's queue and its dead-letter queue (14 days, SQS's longest)."""
+    queue = QueueSpec(
+        retention_seconds=4 * DAY_SECONDS,
+        visibility_timeout_seconds=HISTORY_VISIBILITY_SECONDS,
+        max_receive_count=HISTORY_MAX_RECEIVE_COUNT,
+    )
+    return queue, QueueSpec(retention_seconds=14 * DAY_SECONDS)
+
+
 def describe(settings: Settings, entries: Sequence[Mapping[str, Any]]) -> StackResources:
     """Every resource of :class:`StackResources` for ``settings``, the ingest rule matching the
     buckets ``entries`` (``[{"name", "prefixes", "suffixes", "account"?}]``)."""
@@ -218,4 +238,8 @@ def describe(settings: Settings, entries: Sequence[Mapping[str, Any]]) -> StackR
         ingest_rule=ingest_rule(settings, entries),
         change_dead_letter_queue=change_dead_letter_queue() if changes else None,
         change_rule=change_rule(settings) if changes else None,
+        history_queue=history_queues()[0] if changes and settings.history_table else None,
+        history_dead_letter_queue=(
+            history_queues()[1] if changes and settings.history_table else None
+        ),
     )

@@ -22,6 +22,9 @@ from s3ingest_fn.config import (
     CHECKPOINT_BUCKET_NAME,
     DEAD_LETTER_QUEUE_URL,
     DELIVERY_CHECK_BUCKETS,
+    HISTORY_CATALOG,
+    HISTORY_LOCATION,
+    HISTORY_TABLE,
     INGEST_QUEUE_URL,
     INVENTORIES,
     INVENTORY_BUCKET_NAME,
@@ -326,6 +329,36 @@ class ChangeRelayConfig(_Config):
 
 
 @dataclass(frozen=True)
+class HistoryConfig(_Config):
+    """The history writer's environment: ``HISTORY_CATALOG`` (pyiceberg catalog properties as
+    JSON, ``{"type": "glue"}`` deployed), ``HISTORY_TABLE`` (``database.table``),
+    ``HISTORY_LOCATION`` (the table's S3 location when the writer creates it) and
+    ``DEAD_LETTER_QUEUE_URL`` (its queue's dead-letter queue, for invalid records at once)."""
+
+    ROLE: ClassVar[str] = "history writer"
+
+    catalog: str
+    table: str
+    location: str | None = None
+    dead_letter_queue_url: str | None = None
+
+    @classmethod
+    def _read(cls: type[C], env: Mapping[str, str], problems: list[str]) -> C:
+        return cls(  # type: ignore[call-arg]
+            catalog=_required(env, HISTORY_CATALOG, problems),
+            table=_required(env, HISTORY_TABLE, problems),
+            location=env.get(HISTORY_LOCATION) or None,
+            dead_letter_queue_url=env.get(DEAD_LETTER_QUEUE_URL) or None,
+        )
+
+    def to_env(self) -> dict[str, str]:
+        env = {HISTORY_CATALOG: self.catalog, HISTORY_TABLE: self.table}
+        _put(env, HISTORY_LOCATION, self.location)
+        _put(env, DEAD_LETTER_QUEUE_URL, self.dead_letter_queue_url)
+        return env
+
+
+@dataclass(frozen=True)
 class DeliveryCheckConfig(_Config):
     """The delivery check's environment: ``DELIVERY_CHECK_BUCKETS`` (comma-separated)."""
 
@@ -369,6 +402,7 @@ ROLES: dict[str, type[_Config]] = {
     "reconcile-fan-out": FanOutConfig,
     "backfill-control": BackfillControlConfig,
     "change-relay": ChangeRelayConfig,
+    "history": HistoryConfig,
     "delivery-check": DeliveryCheckConfig,
     "bucket-setup": BucketSetupConfig,
 }

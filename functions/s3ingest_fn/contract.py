@@ -64,6 +64,7 @@ REPROCESS_SERVICE = "s3ingest-reprocess"
 DELIVERY_CHECK_SERVICE = "s3ingest-delivery-check"
 BUCKET_SETUP_SERVICE = "s3ingest-bucket-setup"
 PROCESSOR_SERVICE = "s3ingest-processor"
+HISTORY_SERVICE = "s3ingest-history"
 #: The reprocess run's counts, per processor (``PROCESSOR_DIMENSION``): ``reprocess_<count>``
 #: for each count a segment call added (``run``, ``failed``, ``superseded``, ...;
 #: :data:`s3ingest_fn.services.reprocess.COUNTS`), :data:`REPROCESS_RUN_METRIC` and

@@ -38,6 +38,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "alarmEmail": "oncall@example.com",
         "processor": "s3ingest_examples.sidecar:process",
         "changeStream": True,
+        "historyTable": True,
         "tracing": True,
     },
 }

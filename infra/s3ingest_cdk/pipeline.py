@@ -52,6 +52,7 @@ from s3ingest_cdk.features import (
     Reconciliation,
 )
 from s3ingest_cdk.features.checkpointed_run import ListingBackfill, Reprocess
+from s3ingest_cdk.features.history import History
 from s3ingest_cdk.features.log_keys import LogKeys
 from s3ingest_cdk.features.processors import ProcessorConfig, Processors, ingest_processors
 from s3ingest_cdk.features.service import IngestProcessors
@@ -588,6 +589,17 @@ class S3IngestPipeline(Construct):
         self.change_relay = self.change_stream.change_relay if self.change_stream else None
         self.change_source = self.change_stream.change_source if self.change_stream else None
         self.bus: events.EventBus | None = self.change_bus.bus if self.change_bus else None
+        #: ``historyTable``: the history table's writer, database and queries.
+        self.history: History | None = None
+        if settings.history_table and self.bus is not None:
+            self.history = History(
+                self,
+                "History",
+                settings=settings,
+                code=code,
+                bus=self.bus,
+                bucket=self.landings.shared.inventory,
+            )
 
     def _monitoring(self, settings: Settings, code: lambda_.Code) -> None:
         """The monitoring feature (alarms, dashboard, delivery check) over the others."""
@@ -602,6 +614,7 @@ class S3IngestPipeline(Construct):
             reconciliation=self.reconciliation,
             backfill=self.backfilling,
             change_stream=self.change_stream,
+            history=self.history,
             listing=self.listing,
             reprocess=self.reprocess,
         )
@@ -633,6 +646,7 @@ class S3IngestPipeline(Construct):
                 ("backfill-control", self.backfill_control),
                 ("backfill", self.backfill),
                 ("change-relay", self.change_relay),
+                ("history", self.history.writer if self.history else None),
                 ("delivery-check", self.delivery_check),
                 ("listing-plan", self.listing.plan),
                 ("listing-shard", self.listing.shard),
@@ -833,6 +847,10 @@ class S3IngestPipeline(Construct):
             outputs[output.CHANGE_AUDIT_LOG_GROUP_NAME] = bus.audit_log_group.log_group_name
             outputs[output.CHANGE_DEAD_LETTER_QUEUE_URL] = relay.dead_letter_queue.queue_url
             outputs[output.CHANGE_RELAY_FUNCTION_NAME] = relay.function.function_name
+        if self.history is not None:
+            outputs[output.HISTORY_WORK_GROUP] = str(self.history.work_group.name)
+            outputs[output.HISTORY_TABLE] = self.history.table
+            outputs[output.HISTORY_DEAD_LETTER_QUEUE_URL] = self.history.dead_letter_queue.queue_url
         return outputs
 
 

@@ -12,7 +12,8 @@ One module per command group, each adding its commands to the root :data:`app`
 ``redrive``), :mod:`~s3ingest.cli.reprocess`, :mod:`~s3ingest.cli.explain`,
 :mod:`~s3ingest.cli.repair`,
 :mod:`~s3ingest.cli.review` (``held``, ``approve``, ``reject``) and :mod:`~s3ingest.cli.health`
-(``status``, ``verify``), :mod:`~s3ingest.cli.attest` (``attest``, ``attest verify``);
+(``status``, ``verify``), :mod:`~s3ingest.cli.attest` (``attest``, ``attest verify``),
+:mod:`~s3ingest.cli.history` (``history``);
 shared options and exit codes in :mod:`~s3ingest.cli.options`, the
 AWS call guard and the stack's clients in :mod:`~s3ingest.cli.context`, output in
 :mod:`~s3ingest.cli.render`.
@@ -23,7 +24,7 @@ from __future__ import annotations
 # isort: off
 # Each import registers its group's commands on `app`: `s3ingest --help` lists them in this order.
 from s3ingest.cli import local, local_stack, reconcile, onboard, backfill, replay  # noqa: F401
-from s3ingest.cli import reprocess, explain, repair, review, health, attest  # noqa: F401
+from s3ingest.cli import reprocess, explain, repair, review, health, attest, history  # noqa: F401
 
 # isort: on
 from s3ingest.cli.app import app

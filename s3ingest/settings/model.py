@@ -49,30 +49,8 @@ _ROLE_ARN_RE = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$
 
 # CloudWatch Logs accepts only these retention periods (days).
 # https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_PutRetentionPolicy.html
-LOG_RETENTION_DAYS = (
-    1,
-    3,
-    5,
-    7,
-    14,
-    30,
-    60,
-    90,
-    120,
-    150,
-    180,
-    365,
-    400,
-    545,
-    731,
-    1096,
-    1827,
-    2192,
-    2557,
-    2922,
-    3288,
-    3653,
-)
+_RETENTION = "1 3 5 7 14 30 60 90 120 150 180 365 400 545 731 1096 1827 2192 2557 2922 3288 3653"
+LOG_RETENTION_DAYS = tuple(int(days) for days in _RETENTION.split())
 
 _STAGE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,31}$")
 # A plausible address (one "@", a dotted domain, no spaces); SNS confirms it by mail anyway.
@@ -242,6 +220,12 @@ def _hold_rule(s: Settings) -> list[str]:
 def _hold_alarm_rule(s: Settings) -> list[str]:
     if s.hold_alarm_seconds < 60:
         return [f"holdAlarmSeconds: {s.hold_alarm_seconds} is below 60"]
+    return []
+
+
+def _history_rule(s: Settings) -> list[str]:
+    if s.history_table and not s.change_stream:
+        return ["historyTable needs changeStream: the table is written from the change stream"]
     return []
 
 
@@ -569,10 +553,15 @@ class Settings:
     )
     change_stream: bool = setting(
         False,
-        (
-            "publish every applied change on the stack's own bus `s3ingest-changes-<stage>` "
-            "([the change stream](processors.md#the-change-stream))"
-        ),
+        "publish every applied change on the stack's own bus `s3ingest-changes-<stage>` "
+        "([the change stream](processors.md#the-change-stream))",
+    )
+    history_table: bool = setting(
+        False,
+        "every change on the change stream (applied changes, holds, reviews) as a row of an "
+        "Apache Iceberg table, once per change however often it is delivered, with named "
+        "queries (`s3ingest history`; [history.md](history.md)). Needs `changeStream`",
+        check=_history_rule,
     )
     lag_alarm_seconds: int = setting(
         300,

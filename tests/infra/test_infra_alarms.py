@@ -276,6 +276,8 @@ def _expected_alarms(synth: Synth) -> dict[str, tuple[dict[str, Any], str]]:
         "ingest-dlq": (settings.dlq_retention_days - settings.queue_retention_days) * DAY,
         "rule-target-dlq": settings.dlq_retention_days * DAY,
         "change-stream-dlq": 14 * DAY,
+        # redriven from the history queue (4 days) and sent to (the rule, the writer): 14 days
+        "history-dlq": (14 - 4) * DAY,
     }
     assert set(alarms.dead_letter_ages) == set(pipeline.monitoring.dead_letter_queues)
     for what, alarm in alarms.dead_letter_ages.items():
@@ -390,6 +392,8 @@ def _duration_timeouts(synth: Synth) -> dict[str, tuple[Any, int]]:
             pipeline.change_relay.function,
             settings.function_timeout_seconds,
         )
+    if pipeline.history is not None:  # its row's fixed timeout
+        timeouts["history"] = (pipeline.history.writer.function, 300)
     return timeouts
 
 

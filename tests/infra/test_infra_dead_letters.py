@@ -17,6 +17,7 @@ from .conftest import TEAM_VARIANTS, VARIANTS
 #: 5db4616): retaining them must not rename them (a new id deploys a new, empty queue).
 DLQ_IDS = {"IngestDeadLetterQueueE8016E9B", "RoutingTargetDeadLetterQueueFEC4F13F"}
 CHANGE_DLQ_ID = "ChangeRelayDeadLetterQueue81CC1262"
+HISTORY_DLQ_ID = "HistoryDeadLetterQueue764C6AA2"
 #: The team app's (``Stack(app, "Team")`` holding ``S3IngestPipeline(stack, "Ingest")``).
 TEAM_DLQ_IDS = {
     "IngestIngestionIngestDeadLetterQueue09951EC6",
@@ -93,8 +94,12 @@ def test_every_dead_letter_queue_is_retained_under_its_id(
     if variant in TEAM_VARIANTS:
         assert set(dlqs) == TEAM_DLQ_IDS
     else:
-        has_change_stream = request.getfixturevalue(variant).settings.change_stream
-        assert set(dlqs) == DLQ_IDS | ({CHANGE_DLQ_ID} if has_change_stream else set())
+        settings = request.getfixturevalue(variant).settings
+        assert set(dlqs) == (
+            DLQ_IDS
+            | ({CHANGE_DLQ_ID} if settings.change_stream else set())
+            | ({HISTORY_DLQ_ID} if settings.history_table else set())
+        )
     for logical_id, resource in template["Resources"].items():
         if resource["Type"] != "AWS::SQS::Queue":
             continue

@@ -29,6 +29,6 @@ def test_the_default_synth_deploys_the_rows_handlers_and_service_names(synth: Sy
         for f in functions.values()
     }
     for row in function_roles.ROLES.values():
-        if row.name in {"reconcile-fanout", "change-relay", "processor"}:
+        if row.name in {"reconcile-fanout", "change-relay", "history", "processor"}:
             continue  # not in the default variant
         assert (row.handler, row.service) in deployed, row.name

@@ -67,11 +67,17 @@ DEFAULT = {
     },
 }
 
-#: The variant with every option (fan-out, distributed-map backfill, processor, change stream).
+#: The variant with every option (fan-out, distributed-map backfill, processor, change stream,
+#: history table).
 EVERY_OPTION = {
     "AWS::DynamoDB::Table": {"LedgerTable9343E4AA"},
     "AWS::S3::Bucket": DEFAULT["AWS::S3::Bucket"] | {"ProcessorOutputBucket4330C209"},
-    "AWS::SQS::Queue": DEFAULT["AWS::SQS::Queue"] | {"ChangeRelayDeadLetterQueue81CC1262"},
+    "AWS::SQS::Queue": DEFAULT["AWS::SQS::Queue"]
+    | {
+        "ChangeRelayDeadLetterQueue81CC1262",
+        "HistoryDeadLetterQueue764C6AA2",
+        "HistoryQueueF72F1452",
+    },
     "AWS::Events::Archive": {"RoutingArchive0E233778", "ChangeBusArchive9E9DC90D"},
     "AWS::Logs::LogGroup": {
         "BackfillControlFunctionLogGroup01E9C3F1",
@@ -79,6 +85,7 @@ EVERY_OPTION = {
         "ChangeBusAuditLog76F612C0",
         "ChangeRelayLogGroup5528582F",
         "DeliveryCheckLogGroup72395482",
+        "HistoryHistoryWriterLogGroup64069B10",
         "IngestFunctionLogGroup8E264078",
         "ReconcileFanOutFunctionLogGroup311CB7EC",
         "ReconcileFunctionLogGroupAF84F3A2",

@@ -65,6 +65,7 @@ _FEATURES = {
     "BackfillStateMachine": "backfilling",
     "ChangeBus": "change_stream",
     "ChangeRelay": "change_stream",
+    "HistoryWriter": "history",
     "ListingPlan": "listing",
     "ListingShard": "listing",
     "ListingSummarize": "listing",
@@ -313,6 +314,15 @@ def test_fanout_acknowledgements_are_on_resources_with_reasons(fanout_synth: Syn
     expected[_path(synth, "ChangeRelay/Role")] = {"AwsSolutions-IAM5[Resource::*]"}
     expected[_path(synth, "ChangeRelay/Function")] = {"AwsSolutions-L1"}
     expected[_path(synth, "ChangeRelay/DeadLetterQueue")] = {"AwsSolutions-SQS3"}
+    # ... and the history writer (historyTable): X-Ray, the table's files, its runtime
+    history = synth.pipeline.history
+    assert history is not None
+    stack_bucket = synth.logical_id(synth.pipeline.landings.shared.inventory)
+    expected[_path(synth, "HistoryWriter/Role")] = {
+        "AwsSolutions-IAM5[Resource::*]",
+        f"AwsSolutions-IAM5[Resource::<{stack_bucket}.Arn>/history/*]",
+    }
+    expected[_path(synth, "HistoryWriter/Function")] = {"AwsSolutions-L1"}
     assert {path: set(rules) for path, rules in acknowledgements.items()} == expected
     _assert_reasons(acknowledgements)
     relay_role = acknowledgements[_path(synth, "ChangeRelay/Role")]

@@ -118,6 +118,7 @@ def test_base_dependencies_cover_every_import_of_the_cli_outside_the_local_runti
     project = _project()
     base = _names(project["dependencies"])
     arrow = _names(project["optional-dependencies"]["arrow"])
+    history = _names(project["optional-dependencies"]["history"])
     imports = _third_party("s3ingest.cli", skip=LOCAL_RUNTIME)
     assert {"typer", "rich", "boto3", "botocore"} <= set(imports)
     uncovered = {}
@@ -128,6 +129,8 @@ def test_base_dependencies_cover_every_import_of_the_cli_outside_the_local_runti
             continue
         if dists & arrow and all(lazily for _, lazily in sites):
             continue  # pyarrow: imported when an ORC or Parquet inventory is read
+        if dists & history and all(lazily for _, lazily in sites):
+            continue  # pyiceberg, duckdb: imported by `s3ingest history --local`
         uncovered[module] = sorted(sites)
     assert uncovered == {}
 
@@ -135,14 +138,17 @@ def test_base_dependencies_cover_every_import_of_the_cli_outside_the_local_runti
 def test_local_extra_covers_the_local_runtime() -> None:
     project = _project()
     allowed = _names(project["dependencies"]) | _names(project["optional-dependencies"]["local"])
-    arrow = _names(project["optional-dependencies"]["arrow"])
+    # arrow and history: imported lazily (an ORC or Parquet inventory; historyTable)
+    lazy = _names(project["optional-dependencies"]["arrow"]) | _names(
+        project["optional-dependencies"]["history"]
+    )
     imports = _third_party(f"{LOCAL_RUNTIME}.rehearsal.demo", f"{LOCAL_RUNTIME}.rehearsal.scenario")
     assert "moto" in imports and "aws_lambda_powertools" in imports
     uncovered = {
         module: sorted(sites)
         for module, sites in imports.items()
         if not _distributions(module) & allowed
-        and not (_distributions(module) & arrow and all(lazily for _, lazily in sites))
+        and not (_distributions(module) & lazy and all(lazily for _, lazily in sites))
     }
     assert uncovered == {}
     for module in extras.EXTRA_MODULES["local"]:

@@ -30,6 +30,7 @@ from s3ingest_cdk.features.evidence import (
     SCHEDULED_EVIDENCE,
     acknowledge_function,
 )
+from s3ingest_cdk.features.history import History
 from s3ingest_cdk.features.ingestion import Ingestion
 from s3ingest_cdk.features.reconciliation import Reconciliation
 from s3ingest_cdk.nag import acknowledge, grant
@@ -68,6 +69,7 @@ class Monitoring(Construct):
         reconciliation: Reconciliation,
         backfill: Backfill | None,
         change_stream: ChangeStream | None,
+        history: History | None = None,
         listing: ListingBackfill | None = None,
         reprocess: Reprocess | None = None,
     ) -> None:
@@ -164,6 +166,12 @@ class Monitoring(Construct):
                 relay.dead_letter_queue,
                 dead_letter_age_threshold(Duration.days(CHANGE_DEAD_LETTER_DAYS), None),
             )
+        if history is not None:
+            dead_letter_ages["history-dlq"] = (
+                history.dead_letter_queue,
+                dead_letter_age_threshold(Duration.days(14), Duration.days(4)),
+            )
+            timeouts["history"] = (history.writer.function, Duration.seconds(300))
         self.dead_letter_queues = {what: dlq for what, (dlq, _) in dead_letter_ages.items()}
         self.alarms = OperationalAlarms(
             self,

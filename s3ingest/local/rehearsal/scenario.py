@@ -27,6 +27,7 @@ from s3ingest.local.rehearsal.steps import STEPS, Run, ScenarioError, Step, step
 from s3ingest.local.rehearsal.steps.base import check_effects_setup
 from s3ingest.local.rehearsal.steps.objects import Versions, version_ref
 from s3ingest.local.rehearsal.steps.repairs import BACKFILL_SOURCES
+from s3ingest.local.stack.history import history_summary
 from s3ingest.local.stack.provisioning import LocalBucket
 from s3ingest.local.stack.runtime import LocalRuntime, local_settings
 from s3ingest.settings import BucketSpec, Settings
@@ -53,6 +54,7 @@ _SETUP_FIELDS = {
     "processor",
     "processors",
     "change_stream",
+    "history",
     "buckets",
     "hold",
 }
@@ -130,7 +132,7 @@ def _setup_line(lineno: int, doc: dict[str, Any], setup: dict[str, Any], *, firs
         raise ScenarioError(
             f"line {lineno}: unknown set-up field {', '.join(unknown)} "
             '(a step needs "op"; the set-up line takes bucket, '
-            "versioning, processor, processors, change_stream, buckets, hold)"
+            "versioning, processor, processors, change_stream, history, buckets, hold)"
         )
     if not first or unknown:
         raise ScenarioError(
@@ -335,6 +337,8 @@ def _runtime(emu: Emulator, setup: dict[str, Any], settings: Settings | None) ->
         overrides: dict[str, Any] = {
             k: setup[k] for k in ("processor", "change_stream", "hold") if k in setup
         }
+        if setup.get("history"):
+            overrides["history_table"] = True
         if "processors" in setup:
             overrides.update(processor=None, processors=setup["processors"])
         settings = local_settings(**overrides)
@@ -405,6 +409,7 @@ def _report(run: Run, error: str | None) -> dict[str, Any]:
         if row.trail
     ]
     bucket_config = rt.bucket_config()
+    history = history_summary(rt)
     rt.close()
     result: dict[str, Any] = {
         "error": error,
@@ -466,6 +471,8 @@ def _report(run: Run, error: str | None) -> dict[str, Any]:
         "expected_failures": run.report("expected_failures"),
         "bucket_config": bucket_config,
     }
+    if history is not None:
+        result["history"] = history
     for step in STEPS.values():  # a step's report list, even when none of its lines ran
         if step.report is not None:
             result.setdefault(step.report, run.report(step.report))

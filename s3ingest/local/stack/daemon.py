@@ -40,14 +40,14 @@ from typing import Any
 
 from s3ingest import outputs as output
 
-#: The run directory under the current directory, and the run file in it.
-RUN_DIR = ".s3ingest"
+# the run directory's names, here too for the callers of this module
+from s3ingest.local.stack.run_directory import RUN_DIR, RUN_DIR_ENV, run_dir  # noqa: F401
+
+#: The run file in the run directory, and the daemon's log.
 RUN_FILE = "local.json"
 LOG_FILE = "local.log"
 #: The functions' and processors' logs in the run directory, one ``<name>.log`` each.
 LOGS_DIR = "logs"
-#: Names another run directory than :data:`RUN_DIR` of the current directory.
-RUN_DIR_ENV = "S3INGEST_RUN_DIR"
 #: The settings ``local up --state DIR --context`` deploys over a saved stack (another
 #: processor configuration, as a ``cdk deploy`` of it): the rest is the saved state's.
 REDEPLOYABLE = ("processors", "hold")
@@ -74,16 +74,6 @@ class LocalStackError(RuntimeError):
 
 #: The daemon's exit code when its settings or processors are refused (the CLI's usage error).
 EXIT_REFUSED = 2
-
-
-def run_dir(directory: str | Path | None = None) -> Path:
-    """The run directory: ``directory`` when given, else the environment's
-    :data:`RUN_DIR_ENV` (``S3INGEST_RUN_DIR``) when set and not empty, else :data:`RUN_DIR` of
-    the current directory."""
-    if directory is not None:
-        return Path(directory)
-    named = os.environ.get(RUN_DIR_ENV, "").strip()
-    return Path(named) if named else Path.cwd() / RUN_DIR
 
 
 def read_context(pairs: Sequence[str], cdk_json: Path | None = None) -> dict[str, Any]:

@@ -148,6 +148,10 @@ class Resources:
     change_queue_url: str | None = None
     #: The relay's dead-letter queue: changes it can never publish, with their reason.
     change_dlq_url: str | None = None
+    #: ``historyTable``: the history writer's queue (a rule on the change bus targets it) and
+    #: its dead-letter queue.
+    history_queue_url: str | None = None
+    history_dlq_url: str | None = None
     #: Every landing bucket, in order (the first is :attr:`bucket`).
     buckets: tuple[LandingBucket, ...] = ()
     #: Another team's queue and inventory destination (``foreign_config`` buckets).
@@ -360,6 +364,7 @@ def provision(
             **key_id_argument("KmsKeyId", key_arn),
         )["ARN"]
     stream_arn = change_bus = change_queue_url = change_dlq_url = None
+    history_queue_url = history_dlq_url = None
     if described.change_rule and described.change_dead_letter_queue:
         stream_arn = created["TableDescription"]["LatestStreamArn"]
         change_bus = f"s3ingest-changes-{suffix}"
@@ -391,6 +396,9 @@ def provision(
             EventBusName=change_bus,
             Targets=[{"Id": "subscriber", "Arn": _queue_arn(sqs, change_queue_url)}],
         )
+        history_queue_url, history_dlq_url = _history_queues(
+            emu, described, change_bus, change_pattern, suffix, key_arn
+        )
     return Resources(
         bucket=bucket,
         versioning=landing[0].versioning,
@@ -407,6 +415,8 @@ def provision(
         change_bus=change_bus,
         change_queue_url=change_queue_url,
         change_dlq_url=change_dlq_url,
+        history_queue_url=history_queue_url,
+        history_dlq_url=history_dlq_url,
         buckets=landing,
         foreign_queue_url=foreign_queue_url,
         foreign_inventory_bucket=foreign_inventory_bucket,
@@ -427,6 +437,34 @@ def _foreign_inventory(destination: str) -> dict[str, Any]:
         "IncludedObjectVersions": "Current",
         "OptionalFields": ["Size", "LastModifiedDate", "ETag"],
     }
+
+
+def _history_queues(
+    emu: Emulator,
+    described: Any,
+    change_bus: str,
+    pattern: str,
+    suffix: str,
+    key_arn: str | None,
+) -> tuple[str | None, str | None]:
+    """The history writer's queue and dead-letter queue, and the rule ``history-<suffix>`` on
+    the change bus sending every change to the queue (as the stack's history feature); None,
+    None without ``historyTable``."""
+    if not (described.history_queue and described.history_dead_letter_queue):
+        return None, None
+    sqs, events = emu.client("sqs"), emu.client("events")
+    dlq = _create_queue(sqs, f"history-dlq-{suffix}", described.history_dead_letter_queue, key_arn)
+    queue = _create_queue(
+        sqs, f"history-{suffix}", described.history_queue, key_arn, _queue_arn(sqs, dlq)
+    )
+    rule = f"history-{suffix}"
+    events.put_rule(Name=rule, EventBusName=change_bus, State="ENABLED", EventPattern=pattern)
+    events.put_targets(
+        Rule=rule,
+        EventBusName=change_bus,
+        Targets=[{"Id": "history", "Arn": _queue_arn(sqs, queue)}],
+    )
+    return queue, dlq
 
 
 def _create_queue(

@@ -61,6 +61,7 @@ from s3ingest.local.machines import (
     BACKFILL_LISTING,
     REPROCESS,
 )
+from s3ingest.local.stack import history
 from s3ingest.local.stack.delivery import publish_flush
 from s3ingest.local.stack.executions import Execution, LocalMachines
 from s3ingest.local.stack.oracles import (
@@ -288,6 +289,7 @@ class LocalRuntime(Reconciliations):
                 self.resources.stream_arn,
                 lambda e: self._relay(publisher, bus, e, None, dead),
                 self.resources.change_queue_url,
+                history.event_source(self.sqs, self.resources),
             )
         self._machines: LocalMachines | None = None
         self.oracles = Oracles(
@@ -409,8 +411,7 @@ class LocalRuntime(Reconciliations):
 
     @property
     def changes(self) -> list[dict[str, Any]]:
-        """Change-stream events a subscriber received: ``{"detail-type", "source", "detail"}``
-        (empty without the change stream)."""
+        """Change-stream events a subscriber received (``{"detail-type", "source", "detail"}``)."""
         return self.stream_source.changes if self.stream_source else []
 
     @property

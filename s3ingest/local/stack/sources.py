@@ -259,6 +259,8 @@ class StreamEventSource:
     subscriber_queue_url : str or None
         The queue a rule on the change bus delivers to; what arrives there is collected in
         :attr:`changes`.
+    history : SqsEventSource, optional
+        The history writer's event source (``historyTable``), drained after each pump.
     """
 
     def __init__(
@@ -268,8 +270,10 @@ class StreamEventSource:
         stream_arn: str,
         relay: Callable[[dict[str, Any]], dict[str, Any]],
         subscriber_queue_url: str | None,
+        history: SqsEventSource | None = None,
     ) -> None:
         self.streams = streams
+        self.history = history
         self.sqs = sqs
         self.stream_arn = stream_arn
         self.relay = relay
@@ -280,7 +284,8 @@ class StreamEventSource:
 
     def pump(self) -> int:
         """Invoke the relay once over everything new in every shard of the stream, then collect
-        what the subscriber received; return how many change events arrived.
+        what the subscriber received (and drain the history queue); return how many change
+        events arrived.
 
         Raises
         ------
@@ -316,7 +321,10 @@ class StreamEventSource:
                 if response["batchItemFailures"]:
                     raise RuntimeError(f"change relay failed: {response}")
             self._iterators[shard_id] = it
-        return self._collect()
+        got = self._collect()
+        if self.history is not None:
+            self.history.drain()
+        return got
 
     def _collect(self) -> int:
         url = self.subscriber_queue_url

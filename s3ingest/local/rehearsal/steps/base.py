@@ -206,8 +206,11 @@ def parse_time(lineno: int, name: str, value: Any) -> Any:
 def check_effects_setup(lineno: int, doc: dict[str, Any]) -> None:
     """Refuse the set-up line's (or a ``configure`` step's) processors, change stream and hold
     when the settings would refuse them."""
-    if "change_stream" in doc and not isinstance(doc["change_stream"], bool):
-        raise ScenarioError(f"line {lineno}: change_stream must be true or false")
+    for flag in ("change_stream", "history"):
+        if flag in doc and not isinstance(doc[flag], bool):
+            raise ScenarioError(f"line {lineno}: {flag} must be true or false")
+    if doc.get("history") and doc.get("change_stream") is False:
+        raise ScenarioError(f"line {lineno}: history needs the change stream (change_stream)")
     if "processor" in doc:
         processor = doc["processor"]
         if processor is not None and not isinstance(processor, str):

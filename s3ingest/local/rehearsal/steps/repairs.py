@@ -26,6 +26,7 @@ from s3ingest.local.rehearsal.steps.during import (
     parse_during,
     run_execution,
 )
+from s3ingest.local.stack.history import replay_changes
 from s3ingest.local.stack.runtime import BACKFILL_ENGINES, BATCH_OPERATIONS, DISTRIBUTED_MAP
 
 #: ``backfill`` sources: an inventory report (default) or a live listing.
@@ -143,18 +144,22 @@ class Backfill(Step):
 
 @dataclass
 class Replay(Step):
-    """``{"op": "replay", "from": ISO-8601, "to": ISO-8601}`` (both optional: everything
-    archived so far): an EventBridge replay from the archive to the ingest rule, then a
-    drain."""
+    """``{"op": "replay", "from": ISO-8601, "to": ISO-8601, "archive": "ingest" | "changes"}``
+    (all optional: everything archived so far, the ingest archive): an EventBridge replay from
+    the ingest archive to the ingest rule, then a drain; or from the change bus's archive to
+    the history rule (``historyTable``), then the history queue drained."""
 
     op = "replay"
     report = "replays"
 
     start: str | None = field(default=None, metadata=json_name("from"))
     end: str | None = field(default=None, metadata=json_name("to"))
+    archive: str = "ingest"
 
     @classmethod
     def check(cls, lineno: int, doc: dict[str, Any]) -> None:
+        if doc.get("archive", "ingest") not in ("ingest", "changes"):
+            raise ScenarioError(f'line {lineno}: replay "archive" is "ingest" or "changes"')
         times = {
             name: parse_time(lineno, name, doc[name]) for name in ("from", "to") if name in doc
         }
@@ -166,6 +171,9 @@ class Replay(Step):
     def run(self, run: Run, lineno: int) -> None:
         start = parse_time(lineno, "from", self.start) if self.start is not None else None
         end = parse_time(lineno, "to", self.end) if self.end is not None else None
+        if self.archive == "changes":
+            run.record(self, lineno, replay_changes(run.rt, start, end))
+            return
         run.record(self, lineno, run.rt.replay(start, end))
 
 

@@ -1,0 +1,214 @@
+"""The history table (``historyTable``, docs/history.md): a rule on the change bus -> the history
+queue (with its dead-letter queue) -> the history writer -> an Apache Iceberg table in the Glue
+catalog, its files in the stack's bucket under ``history/``; an Athena workgroup with the named
+queries of :mod:`s3ingest.history_queries`.
+
+The stack creates the Glue database; the writer creates the table on its first batch
+(:func:`s3ingest_fn.services.history.ensure_table`, the one schema and partitioning), so the
+schema is written once.
+"""
+
+from __future__ import annotations
+
+import re
+
+from aws_cdk import Aws, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_athena as athena
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_glue as glue
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from s3ingest import function_roles, stack_resources
+from s3ingest.history_queries import QUERIES
+from s3ingest.settings import Settings
+from s3ingest_cdk.constructs.function import RoleFunction
+from s3ingest_cdk.constructs.ingest_queue import secure_queue
+from s3ingest_cdk.features.evidence import (
+    acknowledge_dead_letter_queue,
+    acknowledge_function,
+    synchronous_evidence,
+)
+from s3ingest_cdk.nag import acknowledge, grant, wildcard_resource_finding
+from s3ingest_fn import config_roles as fn_roles
+
+#: Where the table's files and Athena's results go in the stack's bucket.
+HISTORY_PREFIX = "history/"
+RESULTS_PREFIX = "athena-results/"
+#: The table's name in its database.
+TABLE_NAME = "history"
+#: Records per invocation (one Iceberg commit each) and the wait to fill a batch: fewer,
+#: larger commits (docs/history.md, files per commit).
+BATCH_SIZE = 100
+BATCH_WINDOW = Duration.seconds(30)
+#: Invocations at once at most: concurrent commits conflict and are redone (SQS's minimum).
+MAX_CONCURRENCY = 2
+
+
+def database_name(stage: str) -> str:
+    """The Glue database of a stage: ``s3ingest_history_<stage>`` (lower case, ``_`` for any
+    other character: Glue's and Athena's names)."""
+    return "s3ingest_history_" + re.sub(r"[^a-z0-9_]", "_", stage.lower())
+
+
+class History(Construct):
+    """The history table's writer, database and queries.
+
+    Attributes
+    ----------
+    queue, dead_letter_queue : aws_cdk.aws_sqs.Queue
+    writer : s3ingest_cdk.constructs.function.RoleFunction
+    database : aws_cdk.aws_glue.CfnDatabase
+    work_group : aws_cdk.aws_athena.CfnWorkGroup
+    table : str
+        ``database.table``, for the CLI (output ``HistoryTable``).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        code: lambda_.Code,
+        bus: events.IEventBus,
+        bucket: s3.IBucket,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        queue_spec, dead_spec = stack_resources.history_queues()
+        self.dead_letter_queue = secure_queue(
+            self, "DeadLetterQueue", retention_period=Duration.seconds(dead_spec.retention_seconds)
+        )
+        self.dead_letter_queue.apply_removal_policy(RemovalPolicy.RETAIN)
+        assert queue_spec.visibility_timeout_seconds and queue_spec.max_receive_count
+        self.queue = secure_queue(
+            self,
+            "Queue",
+            retention_period=Duration.seconds(queue_spec.retention_seconds),
+            visibility_timeout=Duration.seconds(queue_spec.visibility_timeout_seconds),
+            dead_letter_queue=sqs.DeadLetterQueue(
+                queue=self.dead_letter_queue, max_receive_count=queue_spec.max_receive_count
+            ),
+        )
+        acknowledge_dead_letter_queue(self.dead_letter_queue, "the history queue's redrive target")
+        self.rule = events.Rule(
+            self,
+            "Rule",
+            event_bus=bus,
+            event_pattern=events.EventPattern(
+                source=list(stack_resources.CHANGE_PATTERN["source"])
+            ),
+            targets=[targets.SqsQueue(self.queue, dead_letter_queue=self.dead_letter_queue)],
+        )
+        stack = Stack.of(self)
+        db = database_name(settings.stage)
+        self.table = f"{db}.{TABLE_NAME}"
+        self.database = glue.CfnDatabase(
+            self,
+            "Database",
+            catalog_id=Aws.ACCOUNT_ID,
+            database_input=glue.CfnDatabase.DatabaseInputProperty(
+                name=db,
+                description="s3ingest: the change stream's history (Apache Iceberg)",
+                location_uri=bucket.s3_url_for_object(HISTORY_PREFIX),
+            ),
+        )
+        self.writer = RoleFunction(
+            self,
+            row=function_roles.HISTORY,
+            settings=settings,
+            code=code,
+            environment=fn_roles.HistoryConfig(
+                catalog='{"type": "glue"}',
+                table=self.table,
+                location=bucket.s3_url_for_object(HISTORY_PREFIX + TABLE_NAME),
+                dead_letter_queue_url=self.dead_letter_queue.queue_url,
+            ).to_env(),
+        )
+        function = self.writer.function
+        acknowledge_function(
+            function,
+            self.writer.role,
+            tracing=settings.tracing,
+            dead_letters=synchronous_evidence(
+                "its SQS event source mapping (the history queue, whose redrive policy moves a "
+                "record failing 5 receives to the history dead-letter queue)"
+            ),
+        )
+        function.add_event_source(
+            event_sources.SqsEventSource(
+                self.queue,
+                batch_size=BATCH_SIZE,
+                max_batching_window=BATCH_WINDOW,
+                max_concurrency=MAX_CONCURRENCY,
+                report_batch_item_failures=True,
+            )
+        )
+        (mapping,) = (
+            c for c in function.node.children if isinstance(c, lambda_.EventSourceMapping)
+        )
+        acknowledge(
+            mapping,
+            "Serverless-LambdaEventSourceMappingDestination",
+            "An SQS event source mapping takes no on-failure destination (DestinationConfig is "
+            "for Kinesis, DynamoDB Streams and Kafka sources only: "
+            "https://docs.aws.amazon.com/lambda/latest/api/API_CreateEventSourceMapping.html); "
+            "a record that keeps failing moves to the history dead-letter queue by the queue's "
+            "redrive policy (maxReceiveCount), whose age is alarmed.",
+        )
+        self.dead_letter_queue.grant_send_messages(function)
+        # The table's files: read, write and remove (Iceberg's own cleanup) under history/ only;
+        # ListBucket so that a missing file reads as absent (404), not forbidden (403).
+        files = bucket.arn_for_objects(HISTORY_PREFIX + "*")
+        grant(function, ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], files)
+        grant(function, ["s3:ListBucket"], bucket.bucket_arn)
+        acknowledge(
+            self.writer.role,
+            wildcard_resource_finding(self, files),
+            "The history writer reads and writes the table's data and metadata files under "
+            "history/ of the stack's bucket only; Iceberg names each file when it writes it "
+            "(https://iceberg.apache.org/spec/#file-system-operations).",
+        )
+        # The Glue catalog: read the database, read and create/commit the one table.
+        glue_arn = f"arn:{Aws.PARTITION}:glue:{stack.region}:{stack.account}"
+        grant(
+            function,
+            ["glue:GetDatabase", "glue:GetTable", "glue:CreateTable", "glue:UpdateTable"],
+            f"{glue_arn}:catalog",
+            f"{glue_arn}:database/{db}",
+            f"{glue_arn}:table/{db}/{TABLE_NAME}",
+        )
+        self.work_group = athena.CfnWorkGroup(
+            self,
+            "WorkGroup",
+            name=f"s3ingest-history-{settings.stage}",
+            description="s3ingest: queries of the history table",
+            recursive_delete_option=True,
+            work_group_configuration=athena.CfnWorkGroup.WorkGroupConfigurationProperty(
+                enforce_work_group_configuration=True,
+                publish_cloud_watch_metrics_enabled=True,
+                result_configuration=athena.CfnWorkGroup.ResultConfigurationProperty(
+                    output_location=bucket.s3_url_for_object(RESULTS_PREFIX),
+                    encryption_configuration=athena.CfnWorkGroup.EncryptionConfigurationProperty(
+                        encryption_option="SSE_S3"
+                    ),
+                ),
+            ),
+        )
+        quoted = f'"{db}"."{TABLE_NAME}"'
+        for name, query in QUERIES.items():
+            named = athena.CfnNamedQuery(
+                self,
+                f"Query{name.title()}",
+                name=f"s3ingest-history-{name}",
+                description=query.description[:1024],
+                database=db,
+                query_string=query.render(quoted, "athena"),
+                work_group=self.work_group.name,
+            )
+            named.add_dependency(self.work_group)
+            named.add_dependency(self.database)

@@ -1,0 +1,147 @@
+"""``s3ingest history QUERY``: a named query of the history table (:mod:`s3ingest.history_queries`),
+locally by duckdb over the table's scan, deployed by Athena in the stack's workgroup.
+
+Result shape (both): ``{"query", "columns": [...], "rows": [{column: value}, ...]}``; times are
+datetimes (UTC), counts and milliseconds numbers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from s3ingest import outputs as output
+from s3ingest.history_queries import QUERIES, Query
+
+__all__ = ["HistoryUnavailable", "query_athena", "query_local"]
+
+#: The stack outputs the deployed queries need (``historyTable``): the Athena workgroup, and
+#: the table as ``database.table`` in the Glue catalog.
+HISTORY_WORKGROUP_OUTPUT = output.HISTORY_WORK_GROUP
+HISTORY_TABLE_OUTPUT = output.HISTORY_TABLE
+
+
+class HistoryUnavailable(RuntimeError):
+    """No history table to query (none locally, or a stack without ``historyTable``)."""
+
+
+def _query(name: str) -> Query:
+    if name not in QUERIES:
+        raise ValueError(f"unknown query {name!r} (one of {', '.join(QUERIES)})")
+    return QUERIES[name]
+
+
+def query_local(
+    name: str, values: Mapping[str, Any], directory: Path | None = None
+) -> dict[str, Any]:
+    """Run query ``name`` with ``values`` (``key``, ``bucket``, ``prefix``, ``since``,
+    ``processor``) by duckdb over the local history table (the run directory's ``history/``,
+    or ``directory``).
+
+    Raises
+    ------
+    HistoryUnavailable
+        No local history table (or pyiceberg and duckdb not installed: the ``history`` extra).
+    ValueError
+        An unknown query, or a value it needs missing.
+    """
+    from s3ingest import extras
+
+    query = _query(name)
+    arguments = query.arguments(values)
+    try:
+        extras.require("history", "s3ingest history --local")
+    except extras.MissingExtraError as exc:
+        raise HistoryUnavailable(str(exc)) from None
+    import duckdb
+
+    from s3ingest.local.stack.history import local_table
+
+    try:
+        table = local_table(directory)
+    except LookupError as exc:
+        raise HistoryUnavailable(str(exc)) from None
+    arrow = table.scan().to_arrow()
+    with duckdb.connect() as con:
+        con.execute("SET TimeZone = 'UTC'")
+        con.register("history", arrow)
+        cursor = con.execute(query.render("history", "duckdb"), arguments)
+        columns = [d[0] for d in cursor.description or []]
+        rows = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+    return {"query": name, "columns": columns, "rows": [_utc(r) for r in rows]}
+
+
+def _utc(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: v.astimezone(UTC) if isinstance(v, datetime) and v.tzinfo else v for k, v in row.items()
+    }
+
+
+def _literal(value: Any) -> str:
+    """An Athena execution parameter: a quoted string literal."""
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def query_athena(
+    athena: Any,
+    outputs: Mapping[str, str],
+    name: str,
+    values: Mapping[str, Any],
+    *,
+    poll_seconds: float = 1.0,
+    timeout_seconds: float = 300.0,
+) -> dict[str, Any]:
+    """Run query ``name`` in the stack's Athena workgroup (StartQueryExecution with execution
+    parameters, GetQueryExecution until it ends, GetQueryResults;
+    https://docs.aws.amazon.com/athena/latest/APIReference/API_StartQueryExecution.html).
+
+    Raises
+    ------
+    HistoryUnavailable
+        The stack has no history table (outputs ``HistoryWorkGroup``, ``HistoryTable``).
+    RuntimeError
+        The query failed or was cancelled (Athena's reason), or did not end in time.
+    """
+    query = _query(name)
+    arguments = query.arguments(values)
+    workgroup, table = outputs.get(HISTORY_WORKGROUP_OUTPUT), outputs.get(HISTORY_TABLE_OUTPUT)
+    if not workgroup or not table:
+        raise HistoryUnavailable(
+            f"the stack has no history table (outputs {HISTORY_WORKGROUP_OUTPUT} and "
+            f"{HISTORY_TABLE_OUTPUT} missing): deploy it with historyTable: true"
+        )
+    quoted = ".".join(f'"{part}"' for part in table.split(".", 1))
+    started = athena.start_query_execution(
+        QueryString=query.render(quoted, "athena"),
+        WorkGroup=workgroup,
+        ExecutionParameters=[_literal(a) for a in arguments],
+    )
+    execution_id = started["QueryExecutionId"]
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        status = athena.get_query_execution(QueryExecutionId=execution_id)["QueryExecution"][
+            "Status"
+        ]
+        if status["State"] == "SUCCEEDED":
+            break
+        if status["State"] in ("FAILED", "CANCELLED"):
+            reason = status.get("StateChangeReason", "")
+            raise RuntimeError(f"Athena query {execution_id} {status['State']}: {reason}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"Athena query {execution_id} did not end in {timeout_seconds} s")
+        time.sleep(poll_seconds)
+    columns: list[str] = []
+    rows: list[dict[str, Any]] = []
+    for page in athena.get_paginator("get_query_results").paginate(QueryExecutionId=execution_id):
+        result = page["ResultSet"]
+        if not columns:
+            columns = [c["Name"] for c in result["ResultSetMetadata"]["ColumnInfo"]]
+        for row in result["Rows"]:
+            cells = [d.get("VarCharValue") for d in row["Data"]]
+            if cells == columns:  # the header row Athena returns first
+                continue
+            rows.append(dict(zip(columns, cells, strict=False)))
+    return {"query": name, "columns": columns, "rows": rows}

@@ -1,0 +1,238 @@
+"""The history table's writer (functions/s3ingest_fn/services/history.py) and its handler, on a
+SQLite catalog in tmp_path: one row per change, a replayed or redelivered batch adds none, a
+poison record is classified (C9)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import CommitFailedException
+
+from s3ingest_fn.handlers.history import write_batch
+from s3ingest_fn.services import history
+
+DAY_MS = 86_400_000
+T0 = 1_780_000_000_000  # epoch ms
+
+
+def catalog(tmp_path: Path) -> SqlCatalog:
+    (tmp_path / "warehouse").mkdir(exist_ok=True)
+    return SqlCatalog(
+        "s3ingest",
+        uri=f"sqlite:///{tmp_path / 'catalog.db'}",
+        warehouse=f"file://{tmp_path / 'warehouse'}",
+    )
+
+
+def change(cid: str, key: str, kind: str = "created", at: int = T0, rev: int = 1) -> dict[str, Any]:
+    return {
+        "source": "s3ingest",
+        "detail-type": {"created": "Object Ingested", "removed": "Object Tombstoned"}[kind],
+        "time": "2026-06-01T00:00:00Z",
+        "detail": {
+            "id": cid, "bucket": "land", "key": key, "kind": kind, "sequencer": f"00{rev:04d}",
+            "versionId": None, "etag": "e", "size": 3, "rev": rev, "source": "event",
+            "eventName": "ObjectCreated:Put", "reason": None, "observed": False, "appliedAt": at,
+        },
+    }  # fmt: skip
+
+
+def review(
+    cid: str, key: str, action: str, actor: str, at: int = T0, rev: int = 2
+) -> dict[str, Any]:
+    return {
+        "source": "s3ingest",
+        "detail-type": {"held": "Object Held", "approved": "Change Approved"}[action],
+        "detail": {
+            "id": cid, "bucket": "land", "key": key, "processor": "thumbs", "action": action,
+            "reason": "delete", "actor": actor, "sequencer": "0001", "rev": rev, "at": at,
+        },
+    }  # fmt: skip
+
+
+def sqs(*bodies: Any) -> dict[str, Any]:
+    return {
+        "Records": [
+            {"messageId": f"m{n}", "body": b if isinstance(b, str) else json.dumps(b)}
+            for n, b in enumerate(bodies)
+        ]
+    }
+
+
+def rows(table: Any) -> list[dict[str, Any]]:
+    return list(table.refresh().scan().to_arrow().to_pylist())
+
+
+def test_a_row_per_change_and_a_replay_adds_none(tmp_path: Path) -> None:
+    table = history.ensure_table(catalog(tmp_path), "s3ingest.history")
+    events = [
+        change("c1", "a", at=T0),
+        change("c2", "a", "removed", at=T0 + 1000, rev=2),
+        change("c3", "b", at=T0 + DAY_MS),  # another day, another partition
+        review("c2", "a", "held", "policy"),
+        review("c2", "a", "approved", "alice"),
+    ]
+    first = write_batch(table, sqs(*events))
+    assert first == {"batchItemFailures": [], "outcomes": {"applied": 5}}
+    got = rows(table)
+    assert sorted(r["change_key"] for r in got) == [
+        "c1", "c2", "c2/approved/thumbs", "c2/held/thumbs", "c3",
+    ]  # fmt: skip
+    by_key = {r["change_key"]: r for r in got}
+    assert by_key["c2/approved/thumbs"]["actor"] == "alice"
+    assert by_key["c2"]["kind"] == "removed" and by_key["c2"]["rev"] == 2
+    snapshots = len(table.snapshots())
+    # the whole batch again (a replay), then a redelivery of two in one batch with a new change
+    again = write_batch(table, sqs(*events))
+    assert again == {"batchItemFailures": [], "outcomes": {"duplicate": 5}}
+    assert len(table.refresh().snapshots()) == snapshots  # no commit at all
+    mixed = write_batch(table, sqs(events[0], events[0], change("c4", "b", at=T0 + 5)))
+    assert mixed["outcomes"] == {"applied": 1, "duplicate": 2}
+    keys = [r["change_key"] for r in rows(table)]
+    assert len(keys) == 6 and len(set(keys)) == 6
+
+
+def test_table_is_partitioned_by_day_and_created_once(tmp_path: Path) -> None:
+    cat = catalog(tmp_path)
+    table = history.ensure_table(cat, "s3ingest.history")
+    assert (
+        history.ensure_table(cat, "s3ingest.history").metadata_location == table.metadata_location
+    )
+    write_batch(table, sqs(change("c1", "a"), change("c2", "a", at=T0 + 2 * DAY_MS)))
+    files = table.refresh().inspect.files().to_pylist()
+    assert len(files) == 2  # one per day
+    assert [f.name for f in table.spec().fields] == ["event_date"]
+
+
+@pytest.mark.contract("C9")
+def test_a_poison_record_is_classified_and_nothing_is_lost(tmp_path: Path) -> None:
+    table = history.ensure_table(catalog(tmp_path), "s3ingest.history")
+    sent: list[tuple[str, str, str, str]] = []
+
+    class Dead:
+        def send(self, body: str, reason: str, detail: str, message_id: str) -> None:
+            sent.append((body, reason, detail, message_id))
+
+    no_id = change("x", "a")
+    del no_id["detail"]["id"]
+    attestation = {"source": "s3ingest", "detail-type": "Attestation Made", "detail": {}}
+    batch = sqs("{not json", no_id, {"source": "aws.s3", "detail-type": "Object Created"},
+                attestation, change("c1", "a"))  # fmt: skip
+    with_dlq = write_batch(table, batch, Dead())
+    assert with_dlq == {
+        "batchItemFailures": [],
+        "outcomes": {"applied": 1, "ignored": 1, "invalid": 3},
+    }
+    assert [s[3] for s in sent] == ["m0", "m1", "m2"]
+    assert "detail.id missing" in sent[1][2]
+    # without a dead-letter queue an invalid record is reported failed: the queue's redrive
+    # policy moves it to its dead-letter queue after maxReceiveCount receives
+    without = write_batch(table, batch)
+    assert without["batchItemFailures"] == [{"itemIdentifier": f"m{n}"} for n in range(3)]
+    assert without["outcomes"] == {"duplicate": 1, "ignored": 1, "invalid": 3}
+
+
+@pytest.mark.contract("C9")
+def test_a_failed_write_is_retried_not_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = history.ensure_table(catalog(tmp_path), "s3ingest.history")
+
+    def refused(*_: Any, **__: Any) -> None:
+        raise CommitFailedException("refused")
+
+    monkeypatch.setattr(type(table), "append", refused)
+    monkeypatch.setattr(history.time, "sleep", lambda _: None)
+    out = write_batch(table, sqs(change("c1", "a"), "{bad"))
+    assert out["batchItemFailures"] == [{"itemIdentifier": "m1"}, {"itemIdentifier": "m0"}]
+    assert out["outcomes"] == {"invalid": 1, "retried": 1}
+
+
+def test_concurrent_writers_of_one_change_add_one_row(tmp_path: Path) -> None:
+    cat = catalog(tmp_path)
+    history.ensure_table(cat, "s3ingest.history")
+    first, second = cat.load_table("s3ingest.history"), cat.load_table("s3ingest.history")
+    # second loaded before first commits: its first commit is refused, then it finds c1 there
+    assert history.write(first, [history.row_from_event(change("c1", "a"))]).added == ["c1"]  # type: ignore[list-item]
+    out = history.write(
+        second,
+        [history.row_from_event(change("c1", "a")), history.row_from_event(change("c2", "b"))],  # type: ignore[list-item]
+    )
+    assert out.added == ["c2"] and out.duplicates == ["c1"]
+    keys = Counter(r["change_key"] for r in rows(cat.load_table("s3ingest.history")))
+    assert keys == {"c1": 1, "c2": 1}
+
+
+def test_a_stale_table_sees_rows_of_another_writer(tmp_path: Path) -> None:
+    cat = catalog(tmp_path)
+    history.ensure_table(cat, "s3ingest.history")
+    first, second = cat.load_table("s3ingest.history"), cat.load_table("s3ingest.history")
+    history.write(first, [history.row_from_event(change("c1", "a"))])  # type: ignore[list-item]
+    history.write(first, [history.row_from_event(change("c2", "a"))])  # type: ignore[list-item]
+    out = history.write(second, [history.row_from_event(change("c1", "a"))])  # type: ignore[list-item]
+    assert out.added == [] and out.duplicates == ["c1"]
+
+
+def test_catalog_from_env_names_what_is_missing(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="HISTORY_CATALOG, HISTORY_TABLE not set"):
+        history.catalog_from_env({})
+    with pytest.raises(ValueError, match="not JSON"):
+        history.catalog_from_env({"HISTORY_CATALOG": "{", "HISTORY_TABLE": "a.b"})
+    props = {
+        "type": "sql",
+        "uri": f"sqlite:///{tmp_path / 'c.db'}",
+        "warehouse": f"file://{tmp_path}",
+    }
+    cat, ident, location = history.catalog_from_env(
+        {"HISTORY_CATALOG": json.dumps(props), "HISTORY_TABLE": "s3ingest.history"}
+    )
+    assert ident == "s3ingest.history" and location is None
+    assert history.ensure_table(cat, ident).name() == ("s3ingest", "history")
+
+
+def test_a_table_without_the_retry_property_gets_it(tmp_path: Path) -> None:
+    """pyiceberg retries a refused append by itself (4 times by default), past the check for
+    keys already written: the writer turns that off on a table created elsewhere."""
+    cat = catalog(tmp_path)
+    cat.create_namespace("s3ingest")
+    cat.create_table("s3ingest.history", schema=history.table_schema())
+    first, second = cat.load_table("s3ingest.history"), cat.load_table("s3ingest.history")
+    history.write(first, [history.row_from_event(change("c1", "a"))])  # type: ignore[list-item]
+    out = history.write(second, [history.row_from_event(change("c1", "a"))])  # type: ignore[list-item]
+    assert out.added == [] and out.duplicates == ["c1"]
+    assert (
+        history.ensure_table(cat, "s3ingest.history").properties["commit.retry.num-retries"] == "0"
+    )
+
+
+def test_the_check_for_written_keys_reads_only_files_of_the_batchs_time_span(
+    tmp_path: Path,
+) -> None:
+    """Each commit adds a data file; the keys of a batch are looked up in the files whose
+    event_time bounds meet the batch's span only (change ids are hashes: their bounds prune
+    nothing), so a commit does not read every file of its day."""
+    table = history.ensure_table(catalog(tmp_path), "s3ingest.history")
+    ids = [hashlib.md5(f"{n}".encode()).hexdigest() for n in range(30)]
+    windows = [
+        [change(ids[w * 5 + i], f"k{i}", at=T0 + w * 60_000 + i) for i in range(5)]
+        for w in range(6)
+    ]
+    for events in windows:
+        write_batch(table, sqs(*events))
+    assert len(table.refresh().inspect.files()) == 6
+    replayed = [history.row_from_event(e) for e in windows[3]]
+    scan = history.existing_scan(table, replayed)  # type: ignore[arg-type]
+    assert len(list(scan.plan_files())) == 1
+    assert write_batch(table, sqs(*windows[3]))["outcomes"] == {"duplicate": 5}
+
+
+def test_the_docs_list_every_column() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "history.md").read_text()
+    for name, _, _ in history.COLUMNS:
+        assert f"`{name}`" in docs, name

@@ -1,0 +1,144 @@
+"""``s3ingest history QUERY``: the named queries (s3ingest/history_queries.py) by duckdb over the
+local history table of the test's run directory, and by Athena over a stack's outputs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from s3ingest.cli import app
+from s3ingest.commands.history import HistoryUnavailable, query_athena, query_local
+from s3ingest.history_queries import QUERIES, like_prefix
+from s3ingest.local.stack.history import local_table
+from s3ingest_fn.handlers.history import write_batch
+from tests.cli_env import BARE
+from tests.unit.test_history import T0, change, review, sqs
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def table() -> Any:
+    """The run directory's local history table: key a created, overwritten, removed (held,
+    approved by alice), key b created a day later, key a_ (LIKE's wildcard) created."""
+    t = local_table(fresh=True)
+    events = [
+        change("c1", "a", at=T0, rev=1),
+        change("c2", "a", at=T0 + 1_000, rev=2),
+        change("c3", "a", "removed", at=T0 + 2_000, rev=3),
+        review("c3", "a", "held", "policy", at=T0 + 2_000, rev=4),
+        review("c3", "a", "approved", "alice", at=T0 + 3_000, rev=5),
+        change("c4", "b/x", at=T0 + 86_400_000),
+        change("c5", "a_", at=T0 + 5_000),
+    ]
+    write_batch(t, sqs(*events))
+    write_batch(t, sqs(*events))  # a replay: no row
+    return t
+
+
+def history(*args: str) -> Any:
+    return runner.invoke(app, ["history", *args], env=BARE)
+
+
+def test_trail_lists_each_change_of_the_key_once_in_order(table: Any) -> None:
+    got = history("trail", "--key", "a", "--local", "--json")
+    assert got.exit_code == 0, got.output
+    doc = json.loads(got.stdout)
+    assert doc["query"] == "trail"
+    assert [r["change_key"] for r in doc["rows"]] == [
+        "c1", "c2", "c3", "c3/held/thumbs", "c3/approved/thumbs",
+    ]  # fmt: skip
+    assert doc["rows"][-1]["actor"] == "alice"
+
+
+def test_changes_since_and_under_a_prefix(table: Any) -> None:
+    since = "2026-05-28T20:26:41Z"  # T0 + 1 s
+    got = json.loads(history("changes", "--since", since, "--local", "--json").stdout)
+    assert [r["change_key"] for r in got["rows"]] == ["c2", "c3", "c5", "c4"]
+    under = json.loads(history("changes", "--prefix", "b/", "--local", "--json").stdout)
+    assert [r["key"] for r in under["rows"]] == ["b/x"]
+    # "_" is LIKE's one-character wildcard: the prefix "a_" is taken literally
+    literal = json.loads(history("changes", "--prefix", "a_", "--local", "--json").stdout)
+    assert [r["key"] for r in literal["rows"]] == ["a_"]
+
+
+def test_held_processor_and_lag(table: Any) -> None:
+    held = json.loads(history("held", "--local", "--json").stdout)["rows"]
+    assert [(r["key"], r["decision"], r["actor"]) for r in held] == [("a", "approved", "alice")]
+    reviews = json.loads(history("processor", "--processor", "thumbs", "--local", "--json").stdout)
+    assert [r["kind"] for r in reviews["rows"]] == ["held", "approved"]
+    lag = json.loads(history("lag", "--local", "--json").stdout)["rows"]
+    assert lag[0]["changes"] == 5
+    text = history("trail", "--key", "a", "--local")
+    assert text.exit_code == 0 and "5 row(s)" in text.stdout
+
+
+def test_errors_are_clear(table: Any) -> None:
+    missing = history("trail", "--local", "--json")
+    assert missing.exit_code == 2 and "this query needs --key" in missing.output
+    unknown = history("everything", "--local")
+    assert unknown.exit_code == 2 and "unknown query 'everything'" in unknown.output
+    bad_time = history("changes", "--since", "yesterday", "--local")
+    assert bad_time.exit_code == 2 and "ISO-8601" in bad_time.output
+
+
+def test_no_local_table_is_exit_3(tmp_path: Any) -> None:
+    got = history("trail", "--key", "a", "--local", "--json")
+    assert got.exit_code == 3
+    assert json.loads(got.stdout)["error"]["type"] == "NoHistoryTable"
+    with pytest.raises(HistoryUnavailable, match="no local history table"):
+        query_local("trail", {"key": "a"}, tmp_path / "none")
+
+
+class FakeAthena:
+    def __init__(self) -> None:
+        self.started: list[dict[str, Any]] = []
+
+    def start_query_execution(self, **kwargs: Any) -> dict[str, Any]:
+        self.started.append(kwargs)
+        return {"QueryExecutionId": "q1"}
+
+    def get_query_execution(self, QueryExecutionId: str) -> dict[str, Any]:
+        return {"QueryExecution": {"Status": {"State": "SUCCEEDED"}}}
+
+    def get_paginator(self, name: str) -> Any:
+        page = {
+            "ResultSet": {
+                "ResultSetMetadata": {"ColumnInfo": [{"Name": "key"}, {"Name": "kind"}]},
+                "Rows": [
+                    {"Data": [{"VarCharValue": "key"}, {"VarCharValue": "kind"}]},
+                    {"Data": [{"VarCharValue": "a"}, {"VarCharValue": "created"}]},
+                ],
+            }
+        }
+
+        class Pages:
+            def paginate(self, **_: Any) -> list[dict[str, Any]]:
+                return [page]
+
+        return Pages()
+
+
+def test_deployed_queries_run_in_the_stacks_workgroup() -> None:
+    athena = FakeAthena()
+    outputs = {"HistoryWorkGroup": "s3ingest-history", "HistoryTable": "s3ingest_db.history"}
+    got = query_athena(athena, outputs, "trail", {"key": "it's"}, poll_seconds=0)
+    assert got["columns"] == ["key", "kind"]
+    assert got["rows"] == [{"key": "a", "kind": "created"}]
+    (call,) = athena.started
+    assert call["WorkGroup"] == "s3ingest-history"
+    assert 'FROM "s3ingest_db"."history"' in call["QueryString"]
+    assert call["ExecutionParameters"] == ["'it''s'", "'%'"]
+    with pytest.raises(HistoryUnavailable, match="HistoryWorkGroup and HistoryTable missing"):
+        query_athena(athena, {}, "trail", {"key": "a"})
+
+
+def test_every_query_renders_for_both_dialects() -> None:
+    for query in QUERIES.values():
+        athena = query.render('"db"."t"', "athena")
+        assert "{" not in athena and "quantile_cont" not in athena
+        assert athena.count("?") == len(query.params)
+    assert like_prefix("a_%\\") == "a\\_\\%\\\\%"
