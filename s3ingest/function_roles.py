@@ -242,6 +242,8 @@ HISTORY = FunctionRole(
     "s3ingest history writer",
     fixed(300),
     fixed(1024),
+    # the Iceberg writer (s3ingest_fn.services.history) with its Glue catalog: docs/history.md
+    packages=("pyiceberg",),
 )
 DELIVERY_CHECK = FunctionRole(
     "delivery-check",

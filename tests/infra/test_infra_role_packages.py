@@ -46,9 +46,23 @@ def _elf(path: Path) -> tuple[int, list[str]]:
     return machine, needed
 
 
-def test_the_reconcile_role_names_pyarrow_and_no_other_role_a_package() -> None:
+def test_the_reconcile_and_history_roles_name_their_packages_and_no_other_role_one() -> None:
     assert function_roles.RECONCILE.packages == ("pyarrow",)
-    assert [r.name for r in function_roles.ROLES.values() if r.packages] == ["reconcile"]
+    assert function_roles.HISTORY.packages == ("pyiceberg",)
+    named = sorted(r.name for r in function_roles.ROLES.values() if r.packages)
+    assert named == ["history", "reconcile"]
+
+
+def test_the_history_asset_holds_pyiceberg_pyarrow_and_the_glue_model(fanout_synth: Synth) -> None:
+    """The writer's Glue catalog (pyiceberg's, through boto3) needs the Glue service model,
+    which the shared asset's trimmed botocore leaves out."""
+    asset = function_asset(fanout_synth, "HistoryHistoryWriter")
+    assert asset != shared_asset(fanout_synth)
+    assert (asset / "s3ingest_fn" / "services" / "history.py").is_file()
+    assert (asset / "pyiceberg" / "catalog" / "glue.py").is_file()
+    assert (asset / "pyarrow").is_dir()
+    assert list((asset / "botocore" / "data" / "glue").rglob("service-2.json*"))
+    assert not (shared_asset(fanout_synth) / "pyiceberg").exists()
 
 
 def test_the_reconcile_asset_holds_pyarrow_for_the_runtime(synth: Synth) -> None:
