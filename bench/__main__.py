@@ -17,6 +17,7 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
 def main(argv: list[str] | None = None) -> int:
     from bench import (
+        attestation_fanout,
         attestation_tree,
         backfill_cost,
         batch_concurrency,
@@ -46,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         "reprocess": lambda a: reprocess.run(a.reprocess_keys, a.live_operations, a.seed),
         "runtime": lambda a: runtime_speed.run(a.runtime_events, a.runtime_samples, a.seed),
         "attest": lambda a: attestation_tree.run(a.attest_keys),
+        "attest-fanout": lambda a: attestation_fanout.run(a.attest_keys),
     }
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument(
