@@ -193,3 +193,56 @@ def test_runs_are_cut_into_objects_and_merged_in_key_order(monkeypatch: Any) -> 
     assert len(objects) > 2
     assert made.leaves == _alone(lines, rows, "", 0).leaves
     assert PREFIX  # the report's folder, as the single pass's tests write it
+
+
+@pytest.mark.parametrize(
+    ("asked", "dry_run", "attests"),
+    [(True, False, True), (True, True, False), (False, False, False), (None, False, False)],
+)
+def test_the_plan_attests_when_asked_and_not_a_dry_run(
+    asked: bool | None, dry_run: bool, attests: bool
+) -> None:
+    r, _, _ = _reconciler([], [], in_columns=False)
+    event: dict[str, Any] = {"manifest": MANIFEST, "dryRun": dry_run}
+    if asked is not None:
+        event["attest"] = asked
+    assert FanOut(r).plan(event)["attest"] is attests
+
+
+def test_a_partition_not_attesting_writes_no_run() -> None:
+    lines, rows = world(9, n=60)
+    r, store, _ = _reconciler(lines, rows, in_columns=False)
+    fan = FanOut(r)
+    plan = fan.plan({"manifest": MANIFEST, "partitions": 2, "segments": 1, "dryRun": True})
+    common = {"runId": plan["runId"], "partitions": 2, "prefix": ""}
+    for f in plan["files"]:
+        fan.shard_inventory({**common, "manifest": plan["manifest"], "file": f})
+    fan.shard_ledger({**common, "segment": 0, "segments": 1})
+    fields = ("createdMs", "marginMs", "dryRun", "compareVersions", "compareEtags", "attest")
+    result = fan.diff_partition({**common, **{f: plan[f] for f in fields}, "partition": 0})
+    assert "attestLines" not in result
+    assert not [k for k in store.keys("inv", WORK_PREFIX) if "/attest/" in k]
+
+
+@pytest.mark.parametrize(("store", "attests"), [("", False), ("attestations-bucket", True)])
+def test_the_step_function_plans_no_attestation_without_a_place_to_keep_it(
+    monkeypatch: pytest.MonkeyPatch, store: str, attests: bool
+) -> None:
+    from s3ingest_fn.config import use_env
+    from s3ingest_fn.handlers import reconcile_fanout
+
+    r, _, _ = _reconciler([], [], in_columns=False)
+    monkeypatch.setattr(reconcile_fanout.wiring, "function_reconciler", lambda bucket: r)
+
+    class Context:
+        function_name = "fan-out"
+        memory_limit_in_mb = 3008
+        invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:fan-out"
+        aws_request_id = "req-1"
+
+    env = {"ATTESTATION_BUCKET_NAME": store} if store else {}
+    with use_env(env):
+        plan = reconcile_fanout.handler(
+            {"action": "plan", "manifest": MANIFEST, "attest": True}, Context()
+        )
+    assert plan["attest"] is attests
