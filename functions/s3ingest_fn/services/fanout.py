@@ -15,6 +15,11 @@ A hash-partitioned diff in three map phases, each step a Lambda invocation of
    :class:`~s3ingest_fn.services.reconcile.RepairBatch`).
 4. ``summarize``: add the children's counts up, emit the drift metrics.
 
+With the plan's ``attest`` (the schedule's), each ``diff_partition`` child also writes its
+partition's sorted run of attestation leaves, and the handler's ``summarize`` merges them into
+the bucket's attestation (:mod:`s3ingest_fn.services.attestation_fanout`,
+:meth:`FanOut.attestation`).
+
 Every key's inventory row and ledger row land in the same partition, so each partition's diff is
 exact; memory per child is bounded by the partition count.
 
