@@ -17,6 +17,7 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
 def main(argv: list[str] | None = None) -> int:
     from bench import (
+        attestation_fanout,
         attestation_tree,
         backfill_cost,
         batch_concurrency,
@@ -48,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         "runtime": lambda a: runtime_speed.run(a.runtime_events, a.runtime_samples, a.seed),
         "attest": lambda a: attestation_tree.run(a.attest_keys),
         "history": lambda a: history_writer.run(a.history_commits),
+        "attest-fanout": lambda a: attestation_fanout.run(a.attest_keys),
     }
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument(

@@ -176,7 +176,10 @@ def test_only_the_relay_may_put_events(fanout_synth: Synth) -> None:
                 putters.extend(policy["Properties"]["Roles"])
     # ... and the scheduled reconcile function's, which publishes attestations (issue 38)
     reconcile_role = _ref(fanout_synth.logical_id(fanout_synth.pipeline.reconcile.role))
-    assert sorted(putters, key=str) == sorted([relay_role, reconcile_role], key=str)
+    # ... and the fan-out's, whose summarize step attests (issue 38)
+    assert fanout_synth.pipeline.reconcile_fan_out is not None
+    fan_out_role = _ref(fanout_synth.logical_id(fanout_synth.pipeline.reconcile_fan_out.role))
+    assert sorted(putters, key=str) == sorted([relay_role, reconcile_role, fan_out_role], key=str)
 
 
 def test_the_reconcile_role_may_put_attestations_only(fanout_synth: Synth) -> None:
@@ -289,7 +292,10 @@ def test_the_change_bus_admits_only_the_relay(fanout_synth: Synth) -> None:
     ]
     # (and the scheduled reconcile function's role, which publishes attestations: issue 38)
     reconcile_role = _arn(synth.logical_id(synth.pipeline.reconcile.role))
-    assert sorted(admitted, key=str) == sorted([relay_role, reconcile_role], key=str)
+    # (and the fan-out's, whose summarize step attests too)
+    assert synth.pipeline.reconcile_fan_out is not None
+    fan_out_role = _arn(synth.logical_id(synth.pipeline.reconcile_fan_out.role))
+    assert sorted(admitted, key=str) == sorted([relay_role, reconcile_role, fan_out_role], key=str)
     # ... and grants nothing (the relay's own IAM policy allows it; no one else's does) ...
     assert all(s["Effect"] == "Deny" for s in statements)
     # ... and leaves AWS services acting for EventBridge (an archive's replay) alone

@@ -57,8 +57,11 @@ def _resource(synth: Synth, construct: Any) -> tuple[str, dict[str, Any]]:
     return logical_id, synth.template["Resources"][logical_id]
 
 
-def _granted(synth: Synth, role: Any) -> dict[str, list[Any]]:
-    """Action -> the resources it is allowed on, over every policy attached to ``role``."""
+def _granted(
+    synth: Synth, role: Any, conditioned: dict[str, Any] | None = None
+) -> dict[str, list[Any]]:
+    """Action -> the resources it is allowed on, over every policy attached to ``role``; a
+    statement with a condition only for an action of ``conditioned``, with that condition."""
     role_ref = _ref(synth.logical_id(role))
     granted: dict[str, list[Any]] = {}
     for policy in synth.resources("AWS::IAM::Policy").values():
@@ -67,8 +70,10 @@ def _granted(synth: Synth, role: Any) -> dict[str, list[Any]]:
         assert policy["Properties"]["Roles"] == [role_ref]
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
             assert statement["Effect"] == "Allow"
-            assert "Condition" not in statement
             actions = statement["Action"]
+            if "Condition" in statement:
+                assert conditioned is not None and actions in conditioned
+                assert statement["Condition"] == conditioned[actions]
             resources = statement["Resource"]
             for action in [actions] if isinstance(actions, str) else actions:
                 for resource in resources if isinstance(resources, list) else [resources]:
@@ -556,6 +561,7 @@ def test_fanout_diff_map_and_summary(fanout_synth: Synth) -> None:
         "compareVersions.$": "$.plan.compareVersions",
         "compareEtags.$": "$.plan.compareEtags",
         "prefix.$": "$.plan.prefix",
+        "attest.$": "$.plan.attest",
     }
     assert states["Summarize"]["Parameters"]["Payload"] == {
         "action": "summarize",
@@ -702,7 +708,10 @@ def test_fanout_schedule_starts_the_state_machine(fanout_synth: Synth) -> None:
     assert target["Arn"] == _ref(machine_id)
     # one target per bucket, naming it (the one bucket here)
     bucket_id = synth.logical_id(synth.pipeline.landing.bucket)
-    assert target["Input"] == {"Fn::Join": ["", ['{"bucket":"', _ref(bucket_id), '"}']]}
+    # and asking for the bucket's attestation after the repairs (issue 38)
+    assert target["Input"] == {
+        "Fn::Join": ["", ['{"bucket":"', _ref(bucket_id), '","attest":true}']]
+    }
     role_id = target["RoleArn"]["Fn::GetAtt"][0]
     role = synth.template["Resources"][role_id]["Properties"]
     # only this account's rules may assume the schedule's role (confused deputy, issue 34:
@@ -753,6 +762,8 @@ def test_fanout_function_env_handler_and_grants(fanout_synth: Synth) -> None:
     assert fan_out is not None
     inventory = synth.pipeline.landing.inventory_bucket
     assert inventory is not None
+    bus = synth.pipeline.bus
+    assert bus is not None
     _, function = _resource(synth, fan_out.function)
     props = function["Properties"]
     assert props["Handler"] == FANOUT_HANDLER
@@ -760,16 +771,31 @@ def test_fanout_function_env_handler_and_grants(fanout_synth: Synth) -> None:
         **_environment(synth),
         # the work files' bucket: the stack's own, whoever owns the inventory (issue 15)
         "CHECKPOINT_BUCKET_NAME": _ref(synth.logical_id(inventory)),
+        # its summarize step attests the bucket (issue 38): where, and the bus it announces on
+        "ATTESTATION_BUCKET_NAME": _ref(synth.logical_id(synth.pipeline.landings.shared.inventory)),
+        "CHANGE_BUS_NAME": _ref(synth.logical_id(bus)),
     }
     assert props["MemorySize"] == 3008 and props["Timeout"] == 900
     log_group_id = synth.logical_id(fan_out.log_group)
     grants = _reconcile_grants(synth)
     work = _objects(_arn(synth.logical_id(inventory)), f"/{WORK_PREFIX}*")
     grants["s3:GetObject"] = [*grants["s3:GetObject"], work]
-    assert _sorted(_granted(synth, fan_out.role)) == _sorted(
+    attesting = _attestation_grants(synth)
+    # the attestation's event on the change bus, of its source and detail-type only
+    announces = {
+        "events:PutEvents": {
+            "StringEquals": {
+                "events:source": "s3ingest",
+                "events:detail-type": "Attestation Made",
+            }
+        }
+    }
+    assert _sorted(_granted(synth, fan_out.role, announces)) == _sorted(
         {
             **grants,
-            "s3:PutObject": [work],
+            **attesting,
+            "s3:PutObject": [work, *attesting["s3:PutObject"]],
+            "events:PutEvents": [_arn(synth.logical_id(bus))],
             "logs:CreateLogStream": [_arn(log_group_id)],
             "logs:PutLogEvents": [_arn(log_group_id)],
         }

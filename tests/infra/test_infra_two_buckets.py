@@ -200,8 +200,8 @@ def test_fan_out_runs_once_per_bucket(two_bucket_synth: Synth) -> None:
     bucket_id = synth.logical_id(synth.pipeline.landing.bucket)
     assert [t["Arn"] for t in targets] == [_ref(synth.logical_id(machine.state_machine))] * 2
     assert [t["Input"] for t in targets] == [
-        {"Fn::Join": ["", ['{"bucket":"', _ref(bucket_id), '"}']]},
-        json.dumps({"bucket": PARTNER_BUCKET}, separators=(",", ":")),
+        {"Fn::Join": ["", ['{"bucket":"', _ref(bucket_id), '","attest":true}']]},
+        json.dumps({"bucket": PARTNER_BUCKET, "attest": True}, separators=(",", ":")),
     ]
 
 

@@ -232,16 +232,25 @@ def attest_after_repairs(
             failed.append(f"{report.bucket}: attestation: {exc}")
             continue
         differs += not stored["document"]["equal"]
-        said = attestation_store.summary(stored)
-        logger.info(
-            "attestation made",
-            extra={**said, "attestation_sha256": stored["document_sha256"]},
-        )
-        if bus and not attestation_store.announce(stored, wiring.function_change_publisher(), bus):
-            logger.error("the change bus did not take the attestation", extra=said)
+        said_of(stored, bus)
+    emit_differs(differs)
+    return failed
+
+
+def said_of(stored: dict[str, Any], bus: str | None) -> dict[str, Any]:
+    """Log a stored attestation (its SHA-256 as ``attestation_sha256``) and, with ``bus``,
+    announce it on the change bus; returns :func:`attestation_store.summary`."""
+    said = attestation_store.summary(stored)
+    logger.info("attestation made", extra={**said, "attestation_sha256": stored["document_sha256"]})
+    if bus and not attestation_store.announce(stored, wiring.function_change_publisher(), bus):
+        logger.error("the change bus did not take the attestation", extra=said)
+    return said
+
+
+def emit_differs(differs: int) -> None:
+    """Emit ``attestation_differs`` (the buckets whose roots differ; the attestation alarm)."""
     with invocation_metrics() as metrics:
         metrics.add_metric(name=ATTESTATION_DIFFERS_METRIC, unit=MetricUnit.Count, value=differs)
-    return failed
 
 
 #: the cold start ends with this module (see :mod:`s3ingest_fn.handlers`)

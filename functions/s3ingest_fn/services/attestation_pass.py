@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from s3ingest_fn.core.attestation import iso_ms
@@ -194,20 +194,29 @@ class TreeTap:
             inputs=self.inputs,
         )
 
-    def _per_key(self, tree: TreeWriter) -> None:
+    def states(self) -> Iterator[tuple[str, Truth | None, LedgerRow | None, bool]]:
+        """The per-key pass's keys in key order, each with its state, its row (None: none, or
+        not kept: the leaves agree) and whether both leaves are the bucket's; a key neither
+        visible nor present may come (:func:`named` tells)."""
         agreed, other, rest = self._agreed, self._other, self._rest
         names = [*agreed, *other, *(k for k, t in rest.items() if t.visible and k not in other)]
         # str order is code point order, which is UTF-8 bytes' (key_order); the builder checks
         for key in sorted(names):
             seen = agreed.get(key)
             if seen is not None:
+                yield key, seen, None, True
+            elif key in other:
+                yield key, *other[key], False
+            else:
+                yield key, rest[key], None, False
+
+    def _per_key(self, tree: TreeWriter) -> None:
+        for key, seen, row, agreed in self.states():
+            if agreed:
                 leaf = bucket_leaf(self.bucket, key, seen, self.targets, self.fields)
                 tree.leaves(key, leaf, leaf)
-            elif key in other:
-                if _named(*other[key]):
-                    tree.key(key, *other[key])
-            else:
-                tree.key(key, rest[key], None)
+            elif named(seen, row):
+                tree.key(key, seen, row)
 
     def _columnar(self, tree: TreeWriter) -> None:
         table = self._table
@@ -240,7 +249,7 @@ class TreeTap:
 
     def _alone(self, tree: TreeWriter, key: str) -> None:
         seen, row = self._other[key]
-        if _named(seen, row):
+        if named(seen, row):
             tree.key(key, seen, row)
 
     def bulk_agrees(self, table: pa.Table) -> Any:
@@ -252,7 +261,7 @@ class TreeTap:
         return self._table["key"]
 
 
-def _named(seen: Truth | None, row: LedgerRow | None) -> bool:
+def named(seen: Truth | None, row: LedgerRow | None) -> bool:
     """Whether a key is one of the snapshot's (visible in the bucket or present in the
     ledger)."""
     return (seen is not None and seen.visible) or (row is not None and row.present)

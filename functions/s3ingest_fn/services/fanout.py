@@ -15,6 +15,11 @@ A hash-partitioned diff in three map phases, each step a Lambda invocation of
    :class:`~s3ingest_fn.services.reconcile.RepairBatch`).
 4. ``summarize``: add the children's counts up, emit the drift metrics.
 
+With the plan's ``attest`` (the schedule's), each ``diff_partition`` child also writes its
+partition's sorted run of attestation leaves, and the handler's ``summarize`` merges them into
+the bucket's attestation (:mod:`s3ingest_fn.services.attestation_fanout`,
+:meth:`FanOut.attestation`).
+
 Every key's inventory row and ledger row land in the same partition, so each partition's diff is
 exact; memory per child is bounded by the partition count.
 
@@ -30,8 +35,9 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -43,7 +49,18 @@ from s3ingest_fn.core.diff import (
     diff,
     suspect_sequencer,
 )
+from s3ingest_fn.core.effects import EffectTarget
 from s3ingest_fn.core.row import Effect, LedgerRow
+from s3ingest_fn.services.attestation import Attestation
+from s3ingest_fn.services.attestation_fanout import (
+    SIDE,
+    attestation,
+    done_of,
+    restore,
+    tap_of,
+    targets_of,
+    write_run,
+)
 from s3ingest_fn.services.inventory import read_rows
 from s3ingest_fn.services.reconcile import (
     CONCURRENCY,
@@ -114,6 +131,8 @@ class FanOut:
             "marginMs": int(margin) * 1000 if margin is not None else DEFAULT_MARGIN_MS[INVENTORY],
             "compareVersions": "VersionId" in manifest.columns or "version_id" in manifest.columns,
             "compareEtags": "ETag" in manifest.columns or "e_tag" in manifest.columns,
+            # the diff's children write sorted runs of the leaves for summarize's attestation
+            "attest": bool(event.get("attest")) and not bool(event.get("dryRun", False)),
         }
 
     def shard_inventory(self, event: dict[str, Any]) -> dict[str, Any]:
@@ -146,7 +165,8 @@ class FanOut:
         for row in rows:
             if row.key.startswith(prefix):
                 held.count_held(row, now_ms, self.r.targets)
-        records = (_ledger_record(r, now_ms / 1000) for r in rows)
+        targets = targets_of(self.r)
+        records = (_ledger_record(r, now_ms / 1000, targets) for r in rows)
         written = self._write_shards(
             event["runId"],
             "ledger",
@@ -182,8 +202,11 @@ class FanOut:
             dry_run=bool(event["dryRun"]),
         )
         stats = DiffStats(snapshot_ms=int(event["createdMs"]))
+        tap = tap_of(self.r, event) if event.get("attest") else None
         with ThreadPoolExecutor(max_workers=CONCURRENCY) as pool:
             batch = RepairBatch(self.r, report, lambda phase, n: None, report.dry_run, pool)
+            if tap is not None:
+                batch.queued = tap.queued
             for d in diff(
                 truth,
                 ledger,
@@ -192,13 +215,19 @@ class FanOut:
                 compare_etags=bool(event["compareEtags"]),
                 stats=stats,
                 prefix=event.get("prefix", ""),
+                tap=tap,
             ):
                 report.count(d)
                 batch.add(d)
                 if batch.full:
                     batch.flush()
             batch.flush()
+        attested: dict[str, Any] = {}
+        if tap is not None:
+            written = write_run(tap, lambda i, body: self._put_run(run, p, i, body))
+            attested = {"attestLines": written["lines"]}
         return {
+            **attested,
             "partition": p,
             "ledgerRows": stats.ledger_rows,
             "skippedRecent": stats.skipped_recent,
@@ -241,7 +270,43 @@ class FanOut:
             **_behind(event.get("ledger", [])),
         }
 
+    def attestation(
+        self,
+        event: dict[str, Any],
+        *,
+        stack: str,
+        read_row: Callable[[str], LedgerRow | None] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> Attestation:
+        """``summarize``'s event (a plan with ``attest``) -> the run's attestation, merged
+        from the partitions' sorted runs (:mod:`s3ingest_fn.services.attestation_fanout`);
+        ``read_row(key)`` reads a repaired key's row again."""
+        plan = event["plan"]
+        store, bucket = self._store, self.r.require_inventory_bucket()
+
+        def objects(p: int) -> Iterator[bytes]:
+            for key in store.keys(bucket, self._run_prefix(plan["runId"], p)):
+                yield self.r.get_inventory_object(key)
+
+        return attestation(
+            self.r,
+            plan,
+            [objects(p) for p in range(int(plan["partitions"]))],
+            ledger_requests=sum(int(s["requests"]) for s in event.get("ledger", [])),
+            ledger_rows=sum(int(p["ledgerRows"]) for p in event.get("partitions", [])),
+            stack=stack,
+            read_row=read_row,
+            clock=clock,
+        )
+
     # -- shards ---------------------------------------------------------------------------
+
+    def _run_prefix(self, run: str, partition: int) -> str:
+        return f"{WORK_PREFIX}{run}/{SIDE}/{partition:04d}/"
+
+    def _put_run(self, run: str, partition: int, index: int, body: bytes) -> None:
+        key = f"{self._run_prefix(run, partition)}{index:06d}.jsonl.gz"
+        self._store.put(self.r.require_inventory_bucket(), key, body)
 
     def _shard_key(self, run: str, side: str, partition: int, name: str) -> str:
         return f"{WORK_PREFIX}{run}/{side}/{partition:04d}/{name}.jsonl.gz"
@@ -273,10 +338,11 @@ class FanOut:
                     yield json.loads(line)
 
 
-def _ledger_record(row: LedgerRow, now_s: float) -> list[Any]:
-    """What the diff reads of a ledger row, as a JSON list in a work shard (key first; the
-    sequencer only when S3 cannot have sent it at ``now_s``,
-    :func:`~s3ingest_fn.core.diff.suspect_sequencer`)."""
+def _ledger_record(row: LedgerRow, now_s: float, targets: Sequence[EffectTarget] = ()) -> list[Any]:
+    """What the diff and the attestation read of a ledger row, as a JSON list in a work shard
+    (key first; the sequencer only when S3 cannot have sent it at ``now_s``,
+    :func:`~s3ingest_fn.core.diff.suspect_sequencer`; last, the done version of each of
+    ``targets`` whose effect is done, :func:`~s3ingest_fn.services.attestation_fanout.done_of`)."""
     effect = row.effect
     return [
         row.key,
@@ -289,6 +355,7 @@ def _ledger_record(row: LedgerRow, now_s: float) -> list[Any]:
         effect.done_change_id if effect else None,
         row.change_id,
         suspect_sequencer(row, now_s),
+        done_of(row, targets),
     ]
 
 
@@ -298,7 +365,7 @@ def _ledger_row(bucket: str, rec: list[Any]) -> LedgerRow:
     sequencer."""
     key, present, version_id, etag, updated_at, status, lease, done, change = rec[:9]
     seq = rec[9] if len(rec) > 9 else None
-    return LedgerRow(
+    row = LedgerRow(
         bucket=bucket,
         key=key,
         present=present is True or present == "present",
@@ -309,6 +376,7 @@ def _ledger_row(bucket: str, rec: list[Any]) -> LedgerRow:
         change_id=change,
         seq=seq,
     )
+    return restore(row, rec[10]) if len(rec) > 10 and rec[10] else row
 
 
 def _behind(segments: list[dict[str, Any]]) -> dict[str, Any]:

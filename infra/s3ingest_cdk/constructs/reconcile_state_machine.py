@@ -60,8 +60,10 @@ class ReconcileStateMachine(Construct):
        ``$.plan.files`` (one child execution per inventory data file, at most 100 at once), and
        ``ShardLedger``, a Map over ``$.plan.segmentList`` (one parallel-Scan segment each).
     4. ``DiffPartitions`` (Map over ``$.plan.partitionList``, at most 40 at once, result at
-       ``$.partitions``).
-    5. ``Summarize`` (Task): its result is the execution's output.
+       ``$.partitions``); with the plan's ``attest``, each child also writes its partition's
+       sorted run of attestation leaves.
+    5. ``Summarize`` (Task): its result is the execution's output (with ``attest``, after the
+       attestation merged from the runs).
 
     Every task retries Lambda's transient errors and throttling; any failed child fails the run
     (a partial diff would report partial drift). Standard workflow, X-Ray tracing, logging level
@@ -183,6 +185,7 @@ class ReconcileStateMachine(Construct):
                     "compareVersions",
                     "compareEtags",
                     "prefix",
+                    "attest",
                 ),
                 **_item("partition"),
             },

@@ -217,6 +217,8 @@ class Monitoring(Construct):
         if change_stream is not None:
             reconciliation.announce_on(change_stream.change_bus.bus)
             change_stream.change_bus.admit(reconciliation.reconcile.role)
+            if reconciliation.reconcile_fan_out is not None:  # its summarize step attests too
+                change_stream.change_bus.admit(reconciliation.reconcile_fan_out.role)
         functions: dict[str, lambda_.IFunction] = {
             "ingest": ingestion.ingest.function,
             "reconcile": reconciliation.reconcile.function,

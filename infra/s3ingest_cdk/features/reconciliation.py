@@ -112,9 +112,8 @@ class Reconciliation(Construct):
             return owner
 
         self.reconcile = reconcile_function(function_roles.RECONCILE)
-        self._attestations(
-            self.reconcile, landings, ledger_table, queue, settings.attestation_retention_days
-        )
+        self._attestations(landings, settings.attestation_retention_days)
+        self._attesting(self.reconcile, ledger_table, queue)
         self.reconcile_fan_out: RoleFunction | None = None
         self.reconcile_state_machine: ReconcileStateMachine | None = None
         schedule_targets: list[events.IRuleTarget]
@@ -122,6 +121,8 @@ class Reconciliation(Construct):
             if not landings.all_inventoried:  # pragma: no cover - Settings.problems() rules it out
                 raise ValueError("reconcileFanOut needs an S3 Inventory of every bucket")
             self.reconcile_fan_out = reconcile_function(function_roles.RECONCILE_FANOUT)
+            # its summarize step attests each bucket from the partitions' runs (issue 38)
+            self._attesting(self.reconcile_fan_out, ledger_table, queue)
             schedule_targets = self._fan_out(self.reconcile_fan_out, settings)
         else:
             # Every bucket in turn: from its inventory, or a listing of a bucket without one
@@ -188,19 +189,10 @@ class Reconciliation(Construct):
         self.queue_senders.append(owner.role)
         grant_reports(self, function, owner.role, self._landings)
 
-    def _attestations(
-        self,
-        owner: RoleFunction,
-        landings: Landings,
-        table: dynamodb.ITable,
-        queue: sqs.IQueue,
-        retention_days: int | None,
-    ) -> None:
-        """The scheduled run's attestations (issue 38): written under ``attestations/`` of the
-        stack's bucket, or with ``retention_days`` of :attr:`attestation_bucket` (S3 Object
-        Lock, compliance mode), s3:PutObject there only, after the repairs left the ingest
-        queue (sqs:GetQueueAttributes), the repaired keys' ledger rows read again
-        (dynamodb:GetItem: the trees are the run's pass's otherwise)."""
+    def _attestations(self, landings: Landings, retention_days: int | None) -> None:
+        """Where the scheduled run's attestations go (issue 38): ``attestations/`` of the
+        stack's bucket, or with ``retention_days`` :attr:`attestation_bucket` (S3 Object Lock,
+        compliance mode)."""
         store = landings.shared.inventory
         #: The attestations' own bucket (``attestationRetentionDays`` only).
         self.attestation_bucket: s3.Bucket | None = None
@@ -213,6 +205,14 @@ class Reconciliation(Construct):
                 access_logs_prefix="attestations/",
                 locked_days=retention_days,
             )
+        self._attestation_store = store
+
+    def _attesting(self, owner: RoleFunction, table: dynamodb.ITable, queue: sqs.IQueue) -> None:
+        """What a function that attests may do (the scheduled reconcile function, the
+        fan-out's step function): s3:PutObject under ``attestations/`` of the store only,
+        after the repairs left the ingest queue (sqs:GetQueueAttributes), the repaired keys'
+        ledger rows read again (dynamodb:GetItem: the trees are the run's pass's otherwise)."""
+        store = self._attestation_store
         owner.function.add_environment(ATTESTATION_BUCKET_ENV, store.bucket_name)
         documents = store.arn_for_objects(f"{ATTESTATION_ROOT}/*")
         grant(owner.function, ["s3:PutObject"], documents)
@@ -231,19 +231,22 @@ class Reconciliation(Construct):
         events:PutEvents on that bus, of ``source`` ``s3ingest`` and ``detail-type``
         ``Attestation Made`` only, so the role cannot publish a change that subscribers would
         trust (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-conditions.html)."""
-        self.reconcile.function.add_environment(fn_config.CHANGE_BUS_NAME, bus.event_bus_name)
-        self.reconcile.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["events:PutEvents"],
-                resources=[bus.event_bus_arn],
-                conditions={
-                    "StringEquals": {
-                        "events:source": CHANGE_SOURCE,
-                        "events:detail-type": ATTESTATION_DETAIL_TYPE,
-                    }
-                },
+        for owner in (self.reconcile, self.reconcile_fan_out):
+            if owner is None:
+                continue
+            owner.function.add_environment(fn_config.CHANGE_BUS_NAME, bus.event_bus_name)
+            owner.role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["events:PutEvents"],
+                    resources=[bus.event_bus_arn],
+                    conditions={
+                        "StringEquals": {
+                            "events:source": CHANGE_SOURCE,
+                            "events:detail-type": ATTESTATION_DETAIL_TYPE,
+                        }
+                    },
+                )
             )
-        )
 
     def _fan_out(self, owner: RoleFunction, settings: Settings) -> list[events.IRuleTarget]:
         """The fan-out's work prefix, its state machine and the schedule's targets (one per
@@ -280,7 +283,10 @@ class Reconciliation(Construct):
         return [
             targets.SfnStateMachine(
                 state_machine,
-                input=events.RuleTargetInput.from_object({"bucket": bucket.bucket_name}),
+                # the daily run attests the bucket after its repairs (issue 38)
+                input=events.RuleTargetInput.from_object(
+                    {"bucket": bucket.bucket_name, "attest": True}
+                ),
                 role=role,
             )
             for bucket in self._landings.buckets

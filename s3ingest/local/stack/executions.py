@@ -146,6 +146,8 @@ class LocalMachines:
             "Pipeline/Ingestion/Ingest/Queue": r.queue_url,
             "Pipeline/Ingestion/Ingest/DeadLetterQueue": r.dlq_url,
             "Pipeline/Ledger/Table": r.table,
+            # the fan-out announces its attestations there (none: no change stream, no event)
+            "Pipeline/ChangeStream/ChangeBus/Bus": r.change_bus or "",
             "Pipeline/Backfill/BatchOperations/Role.Arn": self._role(
                 BATCH_OPERATIONS_ROLE, "batchoperations.s3.amazonaws.com"
             ),

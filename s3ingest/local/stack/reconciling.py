@@ -159,10 +159,14 @@ class Reconciliations:
         partitions: int | None = None,
         segments: int | None = None,
         bucket: str | None = None,
+        attest: bool = False,
     ) -> dict[str, Any]:
         """Reconcile with an execution of the stack's fan-out state machine over an S3
         Inventory report written now, then drain the repairs; ``partitions`` and ``segments``
-        are its input (the plan's defaults when None).
+        are its input (the plan's defaults when None); with ``attest`` (the schedule's
+        ``{"attest": true}``), its summarize step attests the bucket once the repairs left the
+        ingest queue (the summary's ``attestation``; nothing drains the queue during the
+        execution: a run with repairs waits for them as long as the function allows).
 
         Returns the machine's summary plus ``"execution"``
         (:meth:`~s3ingest.local.stack.executions.Execution.summary`).
@@ -182,6 +186,8 @@ class Reconciliations:
             event["partitions"] = partitions
         if segments is not None:
             event["segments"] = segments
+        if attest:
+            event["attest"] = True
         if bucket is not None:
             event["bucket"] = self.resources.landing(bucket).name
         execution = self.machines.run(RECONCILE_FANOUT, event)
