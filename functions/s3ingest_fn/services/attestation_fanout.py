@@ -34,7 +34,7 @@ from dataclasses import replace
 from operator import itemgetter
 from typing import Any
 
-from s3ingest_fn.core.attestation import NOT_CONCERNED, NOT_DONE, Leaf, key_order
+from s3ingest_fn.core.attestation import NOT_CONCERNED, NOT_DONE, Leaf, iso_ms, key_order
 from s3ingest_fn.core.diff import Truth
 from s3ingest_fn.core.effects import EffectTarget
 from s3ingest_fn.core.row import DEFAULT_PROCESSOR, DONE, Effect, LedgerRow
@@ -42,7 +42,6 @@ from s3ingest_fn.services.attestation import (
     Attestation,
     TreeWriter,
     _done_version,
-    _iso,
     _leaf_json,
     bucket_leaf,
     leaf_from_json,
@@ -231,7 +230,7 @@ def attestation(
         "ledger": {
             "kind": "ledger-scan",
             "table": r.table,
-            "read_at": _iso(int(clock() * 1000)),
+            "read_at": iso_ms(int(clock() * 1000)),
             "requests": ledger_requests,
             "rows": ledger_rows,
         },
