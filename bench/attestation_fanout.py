@@ -12,9 +12,6 @@ Run: ``python -m bench.attestation_fanout [keys]``.
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-import resource
 import sys
 import tempfile
 import time
@@ -23,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.attestation_tree import BUCKET, FANOUT_PARTITIONS, MODELLED, _keys, _leaves
+from bench.memory import in_child, peak_mib
 from s3ingest_fn.services.attestation import TreeWriter
 from s3ingest_fn.services.attestation_fanout import _RunWriter, merge
 from s3ingest_fn.services.attestation_pass import TreeTap
@@ -60,7 +58,9 @@ def write(keys: int, folder: Path) -> dict[str, float]:
     return {"write_s": time.perf_counter() - started, "bytes": size}
 
 
-def _merge(folder: str, out: Any) -> None:
+def _merge(folder: str) -> dict[str, Any]:
+    """The merge's figures, run in a child (:func:`bench.memory.in_child`): its peak its own."""
+
     def objects(p: int) -> Iterator[bytes]:
         for path in sorted((Path(folder) / f"{p:04d}").iterdir()):
             yield path.read_bytes()
@@ -72,30 +72,21 @@ def _merge(folder: str, out: Any) -> None:
     made = tree.attestation(
         stack="s", scope={}, prefix="", source="inventory", taken_ms=10**13, margin_ms=0, inputs={}
     )
-    status = Path(f"/proc/{os.getpid()}/status").read_text()
-    hwm = next((int(x.split()[1]) for x in status.splitlines() if x.startswith("VmHWM")), 0)
-    out.put(
-        {
-            "wall": time.perf_counter() - wall,
-            "cpu": time.process_time() - cpu,
-            "peak_mib": (hwm or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) / 1024,
-            "keys": made.document["counts"]["keys"],
-            "differing": made.document["differences_total"],
-            "leaves_bytes": made.document["inputs"]["leaves"]["bytes"],
-        }
-    )
+    return {
+        "wall": time.perf_counter() - wall,
+        "cpu": time.process_time() - cpu,
+        "peak_mib": peak_mib(),
+        "keys": made.document["counts"]["keys"],
+        "differing": made.document["differences_total"],
+        "leaves_bytes": made.document["inputs"]["leaves"]["bytes"],
+    }
 
 
 def run(keys: int = 1_000_000) -> dict[str, Any]:
     """Print the figures (the module's docstring)."""
     with tempfile.TemporaryDirectory() as folder:
         w = write(keys, Path(folder))
-        ctx = multiprocessing.get_context("spawn")
-        out = ctx.Queue()
-        child = ctx.Process(target=_merge, args=(folder, out))
-        child.start()
-        m = out.get()
-        child.join()
+        m = in_child(_merge, folder)
     per_key = w["bytes"] / keys
     scale = MODELLED / keys
     print(

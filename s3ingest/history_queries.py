@@ -56,7 +56,7 @@ class Query:
             if name in ("bucket", "prefix"):
                 out.append(like_prefix(value or "", whole=name == "bucket" and bool(value)))
             elif name == "since":
-                out.append(value or "1970-01-01T00:00:00+00:00")
+                out.append(value or "1970-01-01 00:00:00+00:00")
             elif value is None or value == "":
                 raise ValueError(f"this query needs --{name}")
             else:

@@ -65,6 +65,11 @@ DELIVERY_CHECK_SERVICE = "s3ingest-delivery-check"
 BUCKET_SETUP_SERVICE = "s3ingest-bucket-setup"
 PROCESSOR_SERVICE = "s3ingest-processor"
 HISTORY_SERVICE = "s3ingest-history"
+#: The deployed catalog's properties: Glue, no botocore retry of a call. A commit whose
+#: ``UpdateTable`` answer was lost and retried would be refused as a concurrent change, and
+#: pyiceberg would then delete the files of a commit that landed; without the retry the error
+#: is not a refused commit, the files stay, and SQS's retry finds the rows written.
+HISTORY_GLUE_CATALOG: dict[str, object] = {"type": "glue", "glue.max-retries": 0}
 #: The reprocess run's counts, per processor (``PROCESSOR_DIMENSION``): ``reprocess_<count>``
 #: for each count a segment call added (``run``, ``failed``, ``superseded``, ...;
 #: :data:`s3ingest_fn.services.reprocess.COUNTS`), :data:`REPROCESS_RUN_METRIC` and

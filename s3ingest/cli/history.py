@@ -64,7 +64,12 @@ def history_command(
     SQL in the stack's workgroup (outputs HistoryWorkGroup, HistoryTable). --json prints
     {"query", "columns", "rows"}. Exit code 2 for an unknown query or a missing option the
     query needs, 3 when there is no history table to query."""
-    from s3ingest.commands.history import HistoryUnavailable, query_athena, query_local
+    from s3ingest.commands.history import (
+        HistoryQueryFailed,
+        HistoryUnavailable,
+        query_athena,
+        query_local,
+    )
 
     if query not in QUERIES:
         raise typer.BadParameter(
@@ -75,7 +80,8 @@ def history_command(
         "bucket": bucket,
         "prefix": prefix,
         "processor": processor,
-        "since": _parse_when(since, "--since").isoformat() if since else None,
+        # a space, not "T": Athena (Trino) refuses ISO 8601's "T" in a cast to a timestamp
+        "since": _parse_when(since, "--since").isoformat(sep=" ") if since else None,
     }
     name = one_target(ctx, stack, local)
     try:
@@ -87,6 +93,8 @@ def history_command(
             result = aws_call(lambda: query_athena(athena, deployed.outputs, query, values))
     except HistoryUnavailable as exc:
         fail(str(exc), EXIT_AWS, kind="NoHistoryTable")
+    except HistoryQueryFailed as exc:
+        fail(str(exc), EXIT_AWS, kind="HistoryQueryFailed")
     except ValueError as exc:
         fail(str(exc), EXIT_USAGE)
     if as_json:

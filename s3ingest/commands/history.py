@@ -16,12 +16,16 @@ from typing import Any
 from s3ingest import outputs as output
 from s3ingest.history_queries import QUERIES, Query
 
-__all__ = ["HistoryUnavailable", "query_athena", "query_local"]
+__all__ = ["HistoryQueryFailed", "HistoryUnavailable", "query_athena", "query_local"]
 
 #: The stack outputs the deployed queries need (``historyTable``): the Athena workgroup, and
 #: the table as ``database.table`` in the Glue catalog.
 HISTORY_WORKGROUP_OUTPUT = output.HISTORY_WORK_GROUP
 HISTORY_TABLE_OUTPUT = output.HISTORY_TABLE
+
+
+class HistoryQueryFailed(RuntimeError):
+    """Raised when a deployed query fails, is cancelled or does not end in time."""
 
 
 class HistoryUnavailable(RuntimeError):
@@ -102,7 +106,7 @@ def query_athena(
     ------
     HistoryUnavailable
         The stack has no history table (outputs ``HistoryWorkGroup``, ``HistoryTable``).
-    RuntimeError
+    HistoryQueryFailed
         The query failed or was cancelled (Athena's reason), or did not end in time.
     """
     query = _query(name)
@@ -129,9 +133,11 @@ def query_athena(
             break
         if status["State"] in ("FAILED", "CANCELLED"):
             reason = status.get("StateChangeReason", "")
-            raise RuntimeError(f"Athena query {execution_id} {status['State']}: {reason}")
+            raise HistoryQueryFailed(f"Athena query {execution_id} {status['State']}: {reason}")
         if time.monotonic() > deadline:
-            raise RuntimeError(f"Athena query {execution_id} did not end in {timeout_seconds} s")
+            raise HistoryQueryFailed(
+                f"Athena query {execution_id} did not end in {timeout_seconds} s"
+            )
         time.sleep(poll_seconds)
     columns: list[str] = []
     rows: list[dict[str, Any]] = []

@@ -64,7 +64,7 @@ def test_on_the_change_bus_feeds_the_writer_once_per_batch(fanout_synth: Synth) 
     assert mapping["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert mapping["Properties"]["ScalingConfig"] == {"MaximumConcurrency": 2}
     env = _writer(synth)["Properties"]["Environment"]["Variables"]
-    assert json.loads(env["HISTORY_CATALOG"]) == {"type": "glue"}
+    assert json.loads(env["HISTORY_CATALOG"]) == {"type": "glue", "glue.max-retries": 0}
     assert env["HISTORY_TABLE"] == "s3ingest_history_fanout.history"
     assert env["DEAD_LETTER_QUEUE_URL"] == {"Ref": dlq}
 

@@ -139,6 +139,35 @@ def test_a_poison_record_is_classified_and_nothing_is_lost(tmp_path: Path) -> No
 
 
 @pytest.mark.contract("C9")
+def test_values_no_column_takes_are_invalid_records_not_a_failed_batch(tmp_path: Path) -> None:
+    """A time beyond datetime's range, an integer beyond a long, a lone surrogate: each record
+    goes to the dead-letter queue with its reason, and the batch's good change is written."""
+    table = history.ensure_table(catalog(tmp_path), "s3ingest.history")
+    sent: list[tuple[str, str]] = []
+
+    class Dead:
+        def send(self, body: str, reason: str, detail: str, message_id: str) -> None:
+            sent.append((message_id, detail))
+
+    infinite = '{"source": "s3ingest", "detail-type": "Object Ingested", "detail": {"id": "i",'
+    infinite += ' "bucket": "land", "key": "k", "appliedAt": 1e400}}'  # json reads inf
+    huge = change("h", "k")
+    huge["detail"]["size"] = 10**20
+    early = change("e", "k")
+    early["detail"]["appliedAt"] = -(10**17)
+    surrogate = change("s", "a\ud800")
+    batch = sqs(infinite, huge, early, surrogate, change("c1", "a"))
+    assert write_batch(table, batch, Dead()) == {
+        "batchItemFailures": [],
+        "outcomes": {"applied": 1, "invalid": 4},
+    }
+    assert [m for m, _ in sent] == ["m0", "m1", "m2", "m3"]
+    assert "appliedAt" in sent[0][1] and "size" in sent[1][1] and "appliedAt" in sent[2][1]
+    assert "key" in sent[3][1]
+    assert [r["change_key"] for r in rows(table)] == ["c1"]
+
+
+@pytest.mark.contract("C9")
 def test_a_failed_write_is_retried_not_lost(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -236,3 +265,30 @@ def test_the_docs_list_every_column() -> None:
     docs = (Path(__file__).resolve().parents[2] / "docs" / "history.md").read_text()
     for name, _, _ in history.COLUMNS:
         assert f"`{name}`" in docs, name
+
+
+def test_the_deployed_glue_catalog_makes_no_retry_of_a_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A retried UpdateTable whose first answer was lost is refused as a concurrent change and
+    pyiceberg deletes the commit's files: the Glue client makes one attempt a call."""
+    from s3ingest_fn.contract import HISTORY_GLUE_CATALOG
+
+    for name, value in (("AWS_DEFAULT_REGION", "us-east-1"), ("AWS_ACCESS_KEY_ID", "a")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "b")
+    env = {"HISTORY_CATALOG": json.dumps(HISTORY_GLUE_CATALOG), "HISTORY_TABLE": "db.history"}
+    catalog, name, _ = history.catalog_from_env(env)
+    assert name == "db.history"
+    assert catalog.glue.meta.config.retries == {"mode": "standard", "total_max_attempts": 1}  # type: ignore[attr-defined]
+
+
+def test_the_table_merges_manifests_as_commits_add_them(tmp_path: Path) -> None:
+    """Otherwise every commit adds a manifest and the check for written keys opens them all."""
+    table = history.ensure_table(catalog(tmp_path), "s3ingest.history")
+    assert table.properties["commit.manifest-merge.enabled"] == "true"
+    for n in range(110):
+        history.write(table, [history.row_from_event(change(f"c{n}", "a"))])  # type: ignore[list-item]
+    manifests = table.refresh().current_snapshot().manifests(table.io)  # type: ignore[union-attr]
+    assert len(manifests) <= 100
+    assert len(rows(table)) == 110

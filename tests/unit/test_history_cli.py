@@ -10,7 +10,12 @@ import pytest
 from typer.testing import CliRunner
 
 from s3ingest.cli import app
-from s3ingest.commands.history import HistoryUnavailable, query_athena, query_local
+from s3ingest.commands.history import (
+    HistoryQueryFailed,
+    HistoryUnavailable,
+    query_athena,
+    query_local,
+)
 from s3ingest.history_queries import QUERIES, like_prefix
 from s3ingest.local.stack.history import local_table
 from s3ingest_fn.handlers.history import write_batch
@@ -134,6 +139,34 @@ def test_deployed_queries_run_in_the_stacks_workgroup() -> None:
     assert call["ExecutionParameters"] == ["'it''s'", "'%'"]
     with pytest.raises(HistoryUnavailable, match="HistoryWorkGroup and HistoryTable missing"):
         query_athena(athena, {}, "trail", {"key": "a"})
+
+
+def test_deployed_times_are_sent_as_athena_casts_them_and_a_failed_query_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Athena (Trino) refuses ISO 8601's "T" in ``CAST(... AS TIMESTAMP WITH TIME ZONE)``: the
+    default and the CLI's ``--since`` are sent with a space."""
+    athena = FakeAthena()
+    outputs = {"HistoryWorkGroup": "w", "HistoryTable": "db.history"}
+    query_athena(athena, outputs, "changes", {}, poll_seconds=0)
+    assert "'1970-01-01 00:00:00+00:00'" in athena.started[0]["ExecutionParameters"]
+    seen: list[dict[str, Any]] = []
+
+    def capture(query: str, values: dict[str, Any]) -> dict[str, Any]:
+        seen.append(values)
+        return {"query": query, "columns": [], "rows": []}
+
+    monkeypatch.setattr("s3ingest.commands.history.query_local", capture)
+    assert history("changes", "--since", "2026-03-01T10:00:00Z", "--local").exit_code == 0
+    assert seen[0]["since"] == "2026-03-01 10:00:00+00:00"
+
+    class Failing(FakeAthena):
+        def get_query_execution(self, QueryExecutionId: str) -> dict[str, Any]:
+            status = {"State": "FAILED", "StateChangeReason": "INVALID_CAST_ARGUMENT"}
+            return {"QueryExecution": {"Status": status}}
+
+    with pytest.raises(HistoryQueryFailed, match="FAILED: INVALID_CAST_ARGUMENT"):
+        query_athena(Failing(), outputs, "trail", {"key": "a"}, poll_seconds=0)
 
 
 def test_every_query_renders_for_both_dialects() -> None:

@@ -83,8 +83,11 @@ IGNORED_DETAIL_TYPES = ("Attestation Made",)
 # creates it (optional; default: the catalog's warehouse).
 #: The catalog's name in pyiceberg (appears in nothing the table stores).
 CATALOG_NAME = "s3ingest"
-#: The table's properties: no library retry of a refused commit (module docstring).
-TABLE_PROPERTIES = {"commit.retry.num-retries": "0"}
+#: The table's properties: no library retry of a refused commit (module docstring); manifests
+#: merged as commits add them (pyiceberg appends one manifest a commit otherwise, and the check
+#: for written keys would open every one of the day's: ``commit.manifest-merge.enabled``,
+#: https://iceberg.apache.org/docs/latest/configuration/#write-properties).
+TABLE_PROPERTIES = {"commit.retry.num-retries": "0", "commit.manifest-merge.enabled": "true"}
 
 #: Columns: (name, type, doc). Types: ``string``, ``long``, ``date``, ``timestamptz`` (microseconds,
 #: UTC).
@@ -226,7 +229,11 @@ def catalog_from_env(env: Mapping[str, str] | None = None) -> tuple[Catalog, str
         raise ValueError(f'history table: {HISTORY_CATALOG} must be an object with a "type"')
     if "." not in env[HISTORY_TABLE]:
         raise ValueError(f"history table: {HISTORY_TABLE} must be <namespace>.<name>")
-    catalog = load_catalog(CATALOG_NAME, **{k: str(v) for k, v in props.items()})
+    # numbers stay numbers: botocore compares glue.max-retries with an int
+    catalog = load_catalog(
+        CATALOG_NAME,
+        **{k: v if type(v) is int else str(v) for k, v in props.items()},  # type: ignore[arg-type]
+    )
     return catalog, env[HISTORY_TABLE], env.get(HISTORY_LOCATION) or None
 
 
@@ -242,7 +249,10 @@ def _ms(value: Any, name: str) -> datetime | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidChange(f"detail.{name} is not epoch milliseconds")
-    return datetime.fromtimestamp(value / 1000, UTC)
+    try:
+        return datetime.fromtimestamp(value / 1000, UTC)
+    except (OverflowError, OSError, ValueError) as exc:  # inf, nan, out of datetime's range
+        raise InvalidChange(f"detail.{name} is not epoch milliseconds: {exc}") from exc
 
 
 def _published(value: Any) -> datetime | None:
@@ -250,13 +260,20 @@ def _published(value: Any) -> datetime | None:
         return None
     try:
         return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
-    except ValueError:
+    except (ValueError, OverflowError):
         return None
 
 
 def _text(detail: Mapping[str, Any], name: str) -> str | None:
     value = detail.get(name)
-    return None if value is None else str(value)
+    if value is None:
+        return None
+    text = str(value)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate: no UTF-8 string column takes it
+        raise InvalidChange(f"detail.{name} is not UTF-8 text") from exc
+    return text
 
 
 def _int(detail: Mapping[str, Any], name: str) -> int | None:
@@ -265,6 +282,8 @@ def _int(detail: Mapping[str, Any], name: str) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidChange(f"detail.{name} is not an integer")
+    if not -(2**63) <= value < 2**63:  # the column is a long
+        raise InvalidChange(f"detail.{name} is out of a 64-bit integer's range")
     return value
 
 
@@ -296,6 +315,7 @@ def row_from_event(
     for name in ("id", "bucket", "key"):
         if not isinstance(detail.get(name), str) or not detail[name]:
             raise InvalidChange(f"detail.{name} missing")
+        _text(detail, name)  # UTF-8 text
     applied = kind in APPLIED_KINDS
     event_time = _ms(detail.get("appliedAt" if applied else "at"), "appliedAt" if applied else "at")
     if event_time is None:

@@ -10,6 +10,7 @@ schema is written once.
 
 from __future__ import annotations
 
+import json
 import re
 
 from aws_cdk import Aws, Duration, RemovalPolicy, Stack
@@ -35,6 +36,7 @@ from s3ingest_cdk.features.evidence import (
 )
 from s3ingest_cdk.nag import acknowledge, grant, wildcard_resource_finding
 from s3ingest_fn import config_roles as fn_roles
+from s3ingest_fn import contract
 
 #: Where the table's files and Athena's results go in the stack's bucket.
 HISTORY_PREFIX = "history/"
@@ -123,7 +125,7 @@ class History(Construct):
             settings=settings,
             code=code,
             environment=fn_roles.HistoryConfig(
-                catalog='{"type": "glue"}',
+                catalog=json.dumps(contract.HISTORY_GLUE_CATALOG),
                 table=self.table,
                 location=bucket.s3_url_for_object(HISTORY_PREFIX + TABLE_NAME),
                 dead_letter_queue_url=self.dead_letter_queue.queue_url,
