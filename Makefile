@@ -91,8 +91,8 @@ synth: $(STAMP) $(STAMP_NPM)  ## cdk synth with the pinned CDK CLI and Node (no 
 machines: $(STAMP) $(STAMP_NPM)  ## rewrite s3ingest/local/machines/*.json (the state machines the local runtime runs) from a synth
 	$(WITH_NODE) $(BIN)/python -m s3ingest_cdk.local_machines --write
 
-bench: $(STAMP)  ## benchmarks: figures and ratios, not pass/fail
-	$(BIN)/python -m bench
+bench: $(STAMP) $(STAMP_NPM)  ## benchmarks: figures and ratios, not pass/fail (with the pinned Node: the bundle bench synthesizes)
+	$(WITH_NODE) $(BIN)/python -m bench
 
 contract-index: $(STAMP)  ## regenerate docs/contract-tests.md (rule -> tests) from the tests' contract markers
 	$(BIN)/python -m tests.contract_index
