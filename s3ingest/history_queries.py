@@ -114,7 +114,8 @@ def like_prefix(text: str, *, whole: bool = False) -> str:
 
 QUERIES: dict[str, Query] = {
     "trail": Query(
-        "every change of one key, once each, in order: applied changes, holds and decisions",
+        "every change of one key, once each, in order: applied changes, holds, decisions and "
+        "effects done",
         "SELECT event_time, bucket, key, kind, change_key, sequencer, rev, version_id, etag, "
         "size, processor, actor, reason FROM {table} "
         "WHERE key = ? AND bucket LIKE ? ESCAPE '\\' "
