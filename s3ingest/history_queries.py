@@ -100,9 +100,7 @@ def _version(value: Any) -> int:
     except ValueError:
         version = 0
     if version < 1:
-        raise ValueError(
-            f"--processor-version must be a whole number of at least 1, not {value!r}"
-        )
+        raise ValueError(f"--processor-version must be a whole number of at least 1, not {value!r}")
     return version
 
 

@@ -32,7 +32,9 @@ def history(*args: str) -> dict[str, Any]:
 
 
 @pytest.mark.contract("C11")
-def test_history_holds_each_change_and_effect_once_after_a_replay_of_everything(emulator: Any) -> None:
+def test_history_holds_each_change_and_effect_once_after_a_replay_of_everything(
+    emulator: Any,
+) -> None:
     started = datetime.now(UTC) - timedelta(seconds=1)
     result = run_scenario(EXAMPLE, emulator=emulator)
     assert result["error"] is None and result["converged"], result["differences"]
@@ -89,7 +91,6 @@ def test_history_holds_each_change_and_effect_once_after_a_replay_of_everything(
     later = (datetime.now(UTC) + timedelta(minutes=1)).isoformat()
     assert history("changes", "--since", later)["rows"] == []
 
-
     # the keys a catalog version has not reached (its effects done are rows): version 2 did
     # the new q4's put and, by the reprocess, q3; q4's delete is held, not done
     held = ("reports/q4.csv", "removed", None, "held")
@@ -104,7 +105,7 @@ def test_history_holds_each_change_and_effect_once_after_a_replay_of_everything(
 
 
 def _behind(version: int) -> list[tuple[str, str, int | None, str | None]]:
-    rows = history(
-        "processor", "--processor", "catalog", "--processor-version", str(version)
-    )["rows"]
+    rows = history("processor", "--processor", "catalog", "--processor-version", str(version))[
+        "rows"
+    ]
     return [(r["key"], r["kind"], r["done_version"], r["review"]) for r in rows]
