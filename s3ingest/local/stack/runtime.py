@@ -282,13 +282,12 @@ class LocalRuntime(Reconciliations):
         self.stream_source: StreamEventSource | None = None
         if self.resources.stream_arn and self.resources.change_bus:
             bus, publisher = self.resources.change_bus, wiring.change_publisher(self.events)
-            effects = self.settings.history_table  # as the stack's relay (EFFECT_EVENTS)
             dead = wiring.change_dead_letters(self.sqs, self.resources.change_dlq_url)
             self.stream_source = StreamEventSource(
                 emu.client("dynamodbstreams"),
                 self.sqs,
                 self.resources.stream_arn,
-                lambda e: self._relay(publisher, bus, e, None, dead, effects),
+                lambda e: self._relay(publisher, bus, e, None, dead, self.settings.history_table),
                 self.resources.change_queue_url,
                 history.event_source(self.sqs, self.resources),
             )
