@@ -21,6 +21,8 @@ from s3ingest_fn.adapters.dynamo_ledger import (
     is_applied_change,
     is_effect_done,
     is_review,
+    item_size,
+    write_units,
 )
 from s3ingest_fn.adapters.dynamo_ledger.updates import finish_request
 from s3ingest_fn.config_roles import ChangeRelayConfig
@@ -225,3 +227,22 @@ def test_the_relays_environment_names_effects_only_when_on() -> None:
 def test_the_function_package_agrees_with_the_settings_module_on_effects() -> None:
     assert changes.EFFECT_SOURCE == EFFECT_SOURCE
     assert changes.EFFECT_DETAIL_TYPE == EFFECT_DETAIL_TYPE
+
+
+def test_a_done_commits_marker_keeps_the_largest_item_one_write_unit() -> None:
+    from bench.row_size import BUCKET as LONGEST_BUCKET
+    from bench.row_size import _largest_item
+
+    key = "k" * 512
+    with moto_ledger_table() as client:
+        lg = DynamoLedger(client, "ledger", 0)
+        _largest_item(client, lg, key)
+        row = lg.get(LONGEST_BUCKET, key)
+        assert row is not None and row.effect is not None and row.effect.token is not None
+        assert lg.finish(
+            LONGEST_BUCKET, key, row.effect.token, "done", change_id="f" * 32, version=2, at=NOW_MS
+        )
+        pk = {PARTITION_KEY: {"S": f"{LONGEST_BUCKET}/{key}"}}
+        item = client.get_item(TableName="ledger", Key=pk)["Item"]
+    assert "fc" in item
+    assert write_units(item_size(item)) == 1
