@@ -28,11 +28,34 @@ _ORDER_OF_KIND = (
 )
 
 
+# Keys behind a processor version: each key's newest applied change (by time, then revision),
+# the highest version of the processor that did it (a ``done`` row), and the processor's last
+# review of it. A created key is behind unless done at the version or later; a removal only
+# when the processor held it and never did it (a removal it was never asked about, such as a
+# key deleted before it existed, is not behind, as for ``s3ingest reprocess``).
+_BEHIND = (
+    "WITH applied AS (SELECT bucket, key, kind, change_id, event_time, rev, "
+    "row_number() OVER (PARTITION BY bucket, key ORDER BY event_time DESC, rev DESC) AS n "
+    "FROM {table} WHERE kind IN ('created', 'removed') AND bucket LIKE ? ESCAPE '\\' "
+    "AND key LIKE ? ESCAPE '\\'), "
+    "done AS (SELECT change_id, max(processor_version) AS done_version FROM {table} "
+    "WHERE kind = 'done' AND processor = ? GROUP BY change_id), "
+    "reviewed AS (SELECT change_id, max_by(kind, event_time) AS review FROM {table} "
+    "WHERE kind IN ('held', 'approved', 'rejected') AND processor = ? GROUP BY change_id) "
+    "SELECT a.event_time, a.bucket, a.key, a.kind, a.change_id, d.done_version, r.review "
+    "FROM applied a LEFT JOIN done d ON d.change_id = a.change_id "
+    "LEFT JOIN reviewed r ON r.change_id = a.change_id "
+    "WHERE a.n = 1 AND (d.done_version IS NULL OR d.done_version < CAST(? AS BIGINT)) "
+    "AND (a.kind = 'created' OR (r.review IS NOT NULL AND d.done_version IS NULL)) "
+    "ORDER BY a.bucket, a.key"
+)
+
+
 @dataclass(frozen=True)
 class Query:
     """One named query: its ``description``, SQL (``{table}``, ``{percentile}``, ``?``) and
     the names of its parameters in order (``key``, ``bucket``, ``prefix``, ``since``,
-    ``processor``)."""
+    ``processor``, ``processor_version``; a name may come more than once)."""
 
     description: str
     sql: str
@@ -43,12 +66,14 @@ class Query:
         return self.sql.format(table=table, percentile=DIALECTS[dialect])
 
     def arguments(self, values: Mapping[str, Any]) -> list[Any]:
-        """The parameters' values in order (``bucket`` and ``prefix`` as LIKE patterns).
+        """The parameters' values in order (``bucket`` and ``prefix`` as LIKE patterns,
+        ``processor_version`` a whole number, default 1).
 
         Raises
         ------
         ValueError
-            A required value missing (``key`` for ``trail``, ``processor`` for ``processor``).
+            A required value missing (``key`` for ``trail``, ``processor`` for ``processor``
+            and ``reviews``), or ``processor_version`` not a whole number of at least 1.
         """
         out: list[Any] = []
         for name in self.params:
@@ -57,11 +82,26 @@ class Query:
                 out.append(like_prefix(value or "", whole=name == "bucket" and bool(value)))
             elif name == "since":
                 out.append(value or "1970-01-01 00:00:00+00:00")
+            elif name == "processor_version":
+                out.append(_version(value))
             elif value is None or value == "":
                 raise ValueError(f"this query needs --{name}")
             else:
                 out.append(value)
         return out
+
+
+def _version(value: Any) -> int:
+    """A processor version: a whole number of at least 1 (None: 1, any version)."""
+    if value is None or value == "":
+        return 1
+    try:
+        version = int(str(value))
+    except ValueError:
+        version = 0
+    if version < 1:
+        raise ValueError(f"--processor-version must be a whole number of at least 1, not {value!r}")
+    return version
 
 
 def like_prefix(text: str, *, whole: bool = False) -> str:
@@ -72,7 +112,8 @@ def like_prefix(text: str, *, whole: bool = False) -> str:
 
 QUERIES: dict[str, Query] = {
     "trail": Query(
-        "every change of one key, once each, in order: applied changes, holds and decisions",
+        "every change of one key, once each, in order: applied changes, holds, decisions and "
+        "effects done",
         "SELECT event_time, bucket, key, kind, change_key, sequencer, rev, version_id, etag, "
         "size, processor, actor, reason FROM {table} "
         "WHERE key = ? AND bucket LIKE ? ESCAPE '\\' "
@@ -89,6 +130,13 @@ QUERIES: dict[str, Query] = {
         ("bucket", "prefix", "since"),
     ),
     "processor": Query(
+        "keys a processor version has not reached: each key whose newest applied change that "
+        "version (or a later one) has not done, by bucket and key prefix; a removal only when "
+        "the processor reviewed it (held) and did not do it",
+        _BEHIND,
+        ("bucket", "prefix", "processor", "processor", "processor_version"),
+    ),
+    "reviews": Query(
         "one processor's held and reviewed changes since a time: per decision, the key and actor",
         "SELECT event_time, bucket, key, kind, change_id, actor, reason FROM {table} "
         f"WHERE processor = ? AND kind IN ('held', 'approved', 'rejected') AND {_SINCE} "

@@ -22,6 +22,7 @@ from typing import Any
 from s3ingest.function_roles import CHANGE_RELAY
 from s3ingest.settings import (
     CHANGE_SOURCE,
+    EFFECT_SOURCE,
     INVENTORY_ID,
     INVENTORY_PREFIX,
     Settings,
@@ -36,6 +37,9 @@ DAY_SECONDS = 86_400
 LEDGER_STREAM_VIEW = "NEW_IMAGE"
 #: The change bus's rule and archive: every change the relay publishes (``source`` ``s3ingest``).
 CHANGE_PATTERN: Mapping[str, Any] = {"source": [CHANGE_SOURCE]}
+#: The history rule's pattern: the changes, and the effects done the relay publishes with
+#: ``historyTable`` under their own ``source`` (:data:`~s3ingest.settings.EFFECT_SOURCE`).
+HISTORY_PATTERN: Mapping[str, Any] = {"source": [CHANGE_SOURCE, EFFECT_SOURCE]}
 
 #: Optional inventory fields reconciliation reads (CONTRACT C12: ETag / versionId mismatches).
 INVENTORY_OPTIONAL_FIELDS = (

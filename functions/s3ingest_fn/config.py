@@ -71,6 +71,8 @@ OUTPUT_BUCKET = "OUTPUT_BUCKET"
 #: The Batch Operations completion reports (the backfill control's ``report`` step).
 REPORT_BUCKET_NAME = "REPORT_BUCKET_NAME"
 CHANGE_BUS_NAME = "CHANGE_BUS_NAME"
+#: The change relay also publishes effects done (``Effect Done``): ``true`` with ``historyTable``.
+EFFECT_EVENTS = "EFFECT_EVENTS"
 #: The history writer's catalog (pyiceberg properties, JSON), table and its location.
 HISTORY_CATALOG = "HISTORY_CATALOG"
 HISTORY_TABLE = "HISTORY_TABLE"

@@ -22,6 +22,7 @@ from s3ingest_fn.config import (
     CHECKPOINT_BUCKET_NAME,
     DEAD_LETTER_QUEUE_URL,
     DELIVERY_CHECK_BUCKETS,
+    EFFECT_EVENTS,
     HISTORY_CATALOG,
     HISTORY_LOCATION,
     HISTORY_TABLE,
@@ -306,25 +307,30 @@ class BackfillControlConfig(_Config):
 
 @dataclass(frozen=True)
 class ChangeRelayConfig(_Config):
-    """The change relay's environment: ``CHANGE_BUS_NAME``, and ``DEAD_LETTER_QUEUE_URL`` (the
+    """The change relay's environment: ``CHANGE_BUS_NAME``, ``DEAD_LETTER_QUEUE_URL`` (the
     relay's own dead-letter queue, for changes that can never be published; unset: such a
-    change stops its batch instead)."""
+    change stops its batch instead) and ``EFFECT_EVENTS`` (``true``: also publish effects done,
+    ``historyTable``; unset otherwise, so the environment is as before)."""
 
     ROLE: ClassVar[str] = "change relay"
 
     change_bus_name: str
     dead_letter_queue_url: str | None = None
+    effect_events: bool = False
 
     @classmethod
     def _read(cls: type[C], env: Mapping[str, str], problems: list[str]) -> C:
         return cls(  # type: ignore[call-arg]
             change_bus_name=_required(env, CHANGE_BUS_NAME, problems),
             dead_letter_queue_url=env.get(DEAD_LETTER_QUEUE_URL) or None,
+            effect_events=env.get(EFFECT_EVENTS, "").lower() == "true",
         )
 
     def to_env(self) -> dict[str, str]:
         env = {CHANGE_BUS_NAME: self.change_bus_name}
         _put(env, DEAD_LETTER_QUEUE_URL, self.dead_letter_queue_url)
+        if self.effect_events:
+            env[EFFECT_EVENTS] = "true"
         return env
 
 

@@ -46,7 +46,17 @@ def history_command(
     ] = None,
     processor: Annotated[
         str | None,
-        typer.Option("--processor", metavar="NAME", help="The processor (processor)."),
+        typer.Option("--processor", metavar="NAME", help="The processor (processor, reviews)."),
+    ] = None,
+    processor_version: Annotated[
+        str | None,
+        typer.Option(
+            "--processor-version",
+            metavar="V",
+            help="The processor's version (processor): keys that version, or a later one, "
+            "has not reached; default 1 (no version has done them). Not --version, the "
+            "global option printing s3ingest's own.",
+        ),
     ] = None,
     stack: StackOrLocal = None,
     local: Annotated[
@@ -80,6 +90,7 @@ def history_command(
         "bucket": bucket,
         "prefix": prefix,
         "processor": processor,
+        "processor_version": processor_version,
         # a space, not "T": Athena (Trino) refuses ISO 8601's "T" in a cast to a timestamp
         "since": _parse_when(since, "--since").isoformat(sep=" ") if since else None,
     }

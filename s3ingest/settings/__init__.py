@@ -38,6 +38,8 @@ from s3ingest.settings.context import (
 from s3ingest.settings.events import (
     CHANGE_DETAIL_TYPES,
     CHANGE_SOURCE,
+    EFFECT_DETAIL_TYPE,
+    EFFECT_SOURCE,
     ingest_event_pattern,
     key_filters,
 )
@@ -84,6 +86,8 @@ __all__ = [
     "DEFAULT_PROCESSOR_NAME",
     "DEFAULT_PROCESSOR_TIMEOUT_SECONDS",
     "DEFAULT_PROCESSOR_VERSION",
+    "EFFECT_DETAIL_TYPE",
+    "EFFECT_SOURCE",
     "HEARTBEAT_MARGIN_SECONDS",
     "INVENTORY_ID",
     "INVENTORY_PREFIX",

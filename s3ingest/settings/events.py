@@ -19,6 +19,10 @@ CHANGE_DETAIL_TYPES = {
     "rejected": "Change Rejected",
     "attestation": "Attestation Made",
 }
+#: An effect committed done, published with ``historyTable`` under a ``source`` of its own (so a
+#: rule matching :data:`CHANGE_SOURCE` never gets it as a change) for the history table.
+EFFECT_SOURCE = "s3ingest.effects"
+EFFECT_DETAIL_TYPE = "Effect Done"
 
 
 def ingest_event_pattern(

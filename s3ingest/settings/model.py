@@ -558,9 +558,10 @@ class Settings:
     )
     history_table: bool = setting(
         False,
-        "every change on the change stream (applied changes, holds, reviews) as a row of an "
-        "Apache Iceberg table, once per change however often it is delivered, with named "
-        "queries (`s3ingest history`; [history.md](history.md)). Needs `changeStream`",
+        "every change on the change stream (applied changes, holds, reviews) and every effect "
+        "done (the relay publishes these for it) as a row of an Apache Iceberg table, once per "
+        "change however often it is delivered, with named queries (`s3ingest history`; "
+        "[history.md](history.md)). Needs `changeStream`",
         check=_history_rule,
     )
     lag_alarm_seconds: int = setting(

@@ -33,6 +33,7 @@ from s3ingest_fn.core.row import (
     OP_APPLY,
     OP_CLAIM,
     OP_COMMIT,
+    OP_DONE,
     OP_FORGET,
     OP_RELEASE,
     OP_SEQ,
@@ -220,6 +221,7 @@ class FakeLedger:
         change_id: str | None = None,
         more: bool = False,
         version: int = 1,
+        at: int | None = None,
     ) -> bool:
         _default_only(processor)
         if more:
@@ -230,7 +232,7 @@ class FakeLedger:
         done = (change_id or row.change_id) if status == DONE else row.effect.done_change_id
         self.rows[(bucket, key)] = dataclasses.replace(
             row,
-            op=OP_COMMIT,
+            op=OP_DONE if status == DONE else OP_COMMIT,
             effect=dataclasses.replace(
                 row.effect,
                 status=status,

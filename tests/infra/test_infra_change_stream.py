@@ -14,7 +14,7 @@ from s3ingest.function_roles import CHANGE_RELAY
 from s3ingest.settings import CHANGE_SOURCE, Settings
 from s3ingest_cdk.features.change_stream import CHANGE_MAX_RECORD_AGE, CHANGE_RETRY_ATTEMPTS
 from s3ingest_cdk.synth import Synth
-from s3ingest_fn.adapters.dynamo_ledger import STREAM_FILTER
+from s3ingest_fn.adapters.dynamo_ledger import EFFECT_STREAM_FILTER, STREAM_FILTER
 
 from .functions import common_environment, tracing_config, xray_grants
 from .iam import expected as _grants
@@ -108,9 +108,26 @@ def test_relay_mapping_is_ordered_filtered_and_bounded(fanout_synth: Synth) -> N
             "OnFailure": {"Destination": _arn(synth.logical_id(relay.dead_letter_queue))}
         },
     }
-    # ... and passes applied changes only: exactly the relay's own filter
-    (only,) = filters["Filters"]
+    # ... and passes applied changes and reviews: exactly the relay's own filter; with the
+    # history table (this variant has it) also effects committed done
+    assert synth.settings.history_table
+    changes, effects = filters["Filters"]
+    assert json.loads(changes["Pattern"]) == STREAM_FILTER
+    assert json.loads(effects["Pattern"]) == EFFECT_STREAM_FILTER
+
+
+@pytest.mark.contract("C11")
+def test_without_the_history_table_the_relay_gets_changes_and_reviews_only(
+    remote_kms_synth: Synth,
+) -> None:
+    # GIVEN changeStream without historyTable
+    synth = remote_kms_synth
+    assert synth.settings.change_stream and not synth.settings.history_table
+    # THEN the mapping has the one filter it had, and the relay publishes no effect
+    (only,) = _relay_mapping(synth)["Properties"]["FilterCriteria"]["Filters"]
     assert json.loads(only["Pattern"]) == STREAM_FILTER
+    env = _props(synth, _relay(synth).function)["Environment"]["Variables"]
+    assert "EFFECT_EVENTS" not in env
 
 
 def test_relay_function_handler_and_environment(fanout_synth: Synth) -> None:
@@ -129,6 +146,8 @@ def test_relay_function_handler_and_environment(fanout_synth: Synth) -> None:
         "CHANGE_BUS_NAME": _ref(synth.logical_id(_bus(synth).bus)),
         # the relay's own DLQ: changes it can never publish, with their reason
         "DEAD_LETTER_QUEUE_URL": _ref(synth.logical_id(relay.dead_letter_queue)),
+        # historyTable: effects done too, for the history table
+        "EFFECT_EVENTS": "true",
         **common_environment(synth, "s3ingest"),
     }
     assert "ManagedPolicyArns" not in _props(synth, relay.role)

@@ -53,7 +53,8 @@ def test_on_the_change_bus_feeds_the_writer_once_per_batch(fanout_synth: Synth) 
         for r in synth.resources("AWS::Events::Rule").values()
         if any(t["Arn"] == {"Fn::GetAtt": [queue, "Arn"]} for t in r["Properties"]["Targets"])
     )
-    assert rule["Properties"]["EventPattern"] == {"source": ["s3ingest"]}
+    # the changes and the effects done, which have a source of their own
+    assert rule["Properties"]["EventPattern"] == {"source": ["s3ingest", "s3ingest.effects"]}
     bus = synth.logical_id(synth.pipeline.bus)
     assert rule["Properties"]["EventBusName"] == {"Ref": bus}
     (mapping,) = (

@@ -56,6 +56,20 @@ def review(
     }  # fmt: skip
 
 
+def effect(
+    cid: str, key: str, version: int = 1, at: int = T0 + 500, processor: str = "thumbs"
+) -> dict[str, Any]:
+    """An ``Effect Done`` event (s3ingest_fn.services.changes.effect_event)."""
+    return {
+        "source": "s3ingest.effects",
+        "detail-type": "Effect Done",
+        "detail": {
+            "id": cid, "bucket": "land", "key": key, "processor": processor,
+            "version": version, "rev": 1, "at": at,
+        },
+    }  # fmt: skip
+
+
 def sqs(*bodies: Any) -> dict[str, Any]:
     return {
         "Records": [
@@ -292,3 +306,75 @@ def test_the_table_merges_manifests_as_commits_add_them(tmp_path: Path) -> None:
     manifests = table.refresh().current_snapshot().manifests(table.io)  # type: ignore[union-attr]
     assert len(manifests) <= 100
     assert len(rows(table)) == 110
+
+
+def test_an_effect_done_is_a_row_per_processor_version_and_a_replay_adds_none(
+    tmp_path: Path,
+) -> None:
+    table = history.ensure_table(catalog(tmp_path), "s3ingest.history")
+    events = [
+        change("c1", "a"),
+        effect("c1", "a", 1),
+        effect("c1", "a", 2, at=T0 + 9_000),  # a reprocess under version 2
+        effect("c1", "a", 1, processor="audit"),
+    ]
+    assert write_batch(table, sqs(*events))["outcomes"] == {"applied": 4}
+    # a relay retry, a redrive: the same events again, alone and with the batch
+    assert write_batch(table, sqs(events[1]))["outcomes"] == {"duplicate": 1}
+    assert write_batch(table, sqs(*events))["outcomes"] == {"duplicate": 4}
+    got = {r["change_key"]: r for r in rows(table)}
+    assert sorted(got) == ["c1", "c1/done/audit/1", "c1/done/thumbs/1", "c1/done/thumbs/2"]
+    done = got["c1/done/thumbs/2"]
+    assert (done["kind"], done["change_id"], done["processor"], done["processor_version"]) == (
+        "done", "c1", "thumbs", 2,
+    )  # fmt: skip
+    assert done["event_time"].timestamp() * 1000 == T0 + 9_000
+    assert got["c1"]["processor_version"] is None
+
+
+def test_an_effect_event_without_its_processor_or_version_is_invalid(tmp_path: Path) -> None:
+    table = history.ensure_table(catalog(tmp_path), "s3ingest.history")
+    no_version = effect("c1", "a")
+    del no_version["detail"]["version"]
+    no_processor = effect("c1", "a")
+    no_processor["detail"]["processor"] = None
+    not_ours = {**effect("c1", "a"), "detail-type": "Object Ingested"}
+    out = write_batch(table, sqs(no_version, no_processor, not_ours))
+    assert out["outcomes"] == {"invalid": 3}
+    assert rows(table) == []
+
+
+def test_a_table_created_before_processor_version_gains_the_column(tmp_path: Path) -> None:
+    """The table is unreleased, but a local or test deployment may hold one written by the
+    previous writer: ensure_table adds the missing column (optional; old rows null)."""
+    import pyarrow as pa
+    from pyiceberg.schema import Schema
+
+    cat = catalog(tmp_path)
+    cat.create_namespace("s3ingest")
+    new = history.table_schema()
+    old = Schema(
+        *(f for f in new.fields if f.name != "processor_version"),
+        identifier_field_ids=list(new.identifier_field_ids),
+    )
+    before = cat.create_table("s3ingest.history", schema=old)
+    written = dict(history.row_from_event(change("c0", "z")) or {})
+    del written["processor_version"]
+    arrow = history._arrow_schema()
+    before.append(
+        pa.Table.from_pylist(
+            [written], schema=pa.schema([f for f in arrow if f.name != "processor_version"])
+        )
+    )
+    table = history.ensure_table(cat, "s3ingest.history")
+    names = [f.name for f in table.schema().fields]
+    assert names[-1] == "processor_version"
+    assert (
+        table.schema().find_field("processor_version").field_id
+        == new.find_field("processor_version").field_id
+    )
+    assert write_batch(table, sqs(change("c1", "a"), effect("c1", "a", 3)))["outcomes"] == {
+        "applied": 2
+    }
+    got = {r["change_key"]: r["processor_version"] for r in rows(table)}
+    assert got == {"c0": None, "c1": None, "c1/done/thumbs/3": 3}

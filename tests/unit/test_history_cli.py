@@ -20,7 +20,7 @@ from s3ingest.history_queries import QUERIES, like_prefix
 from s3ingest.local.stack.history import local_table
 from s3ingest_fn.handlers.history import write_batch
 from tests.cli_env import BARE
-from tests.unit.test_history import T0, change, review, sqs
+from tests.unit.test_history import T0, change, effect, review, sqs
 
 runner = CliRunner()
 
@@ -70,10 +70,10 @@ def test_changes_since_and_under_a_prefix(table: Any) -> None:
     assert [r["key"] for r in literal["rows"]] == ["a_"]
 
 
-def test_held_processor_and_lag(table: Any) -> None:
+def test_held_reviews_and_lag(table: Any) -> None:
     held = json.loads(history("held", "--local", "--json").stdout)["rows"]
     assert [(r["key"], r["decision"], r["actor"]) for r in held] == [("a", "approved", "alice")]
-    reviews = json.loads(history("processor", "--processor", "thumbs", "--local", "--json").stdout)
+    reviews = json.loads(history("reviews", "--processor", "thumbs", "--local", "--json").stdout)
     assert [r["kind"] for r in reviews["rows"]] == ["held", "approved"]
     lag = json.loads(history("lag", "--local", "--json").stdout)["rows"]
     assert lag[0]["changes"] == 5
@@ -175,3 +175,55 @@ def test_every_query_renders_for_both_dialects() -> None:
         assert "{" not in athena and "quantile_cont" not in athena
         assert athena.count("?") == len(query.params)
     assert like_prefix("a_%\\") == "a\\_\\%\\\\%"
+
+
+def _behind(*args: str) -> list[tuple[str, str, Any, Any]]:
+    got = history("processor", "--processor", "thumbs", *args, "--local", "--json")
+    assert got.exit_code == 0, got.output
+    return [
+        (r["key"], r["kind"], r["done_version"], r["review"])
+        for r in json.loads(got.stdout)["rows"]
+    ]
+
+
+def test_processor_lists_the_keys_a_version_has_not_reached() -> None:
+    t = local_table(fresh=True)
+    write_batch(
+        t,
+        sqs(
+            # a: overwritten, its newest change done by version 2 (its first by 1 only)
+            change("a1", "a", at=T0), effect("a1", "a", 1),
+            change("a2", "a", at=T0 + 1_000, rev=2), effect("a2", "a", 2, at=T0 + 1_500),
+            # b: done by version 1; c: never done (created before the processor existed)
+            change("b1", "b", at=T0), effect("b1", "b", 1),
+            change("c1", "c", at=T0),
+            # d: removed, the removal held (not done); e: removed and done; f: removed unasked
+            change("d1", "d", at=T0), effect("d1", "d", 2),
+            change("d2", "d", "removed", at=T0 + 2_000, rev=2),
+            review("d2", "d", "held", "policy", at=T0 + 2_000, rev=3),
+            change("e1", "e", at=T0), effect("e1", "e", 1),
+            change("e2", "e", "removed", at=T0 + 2_000, rev=2), effect("e2", "e", 1),
+            change("f1", "f", "removed", at=T0),
+            # another processor's effects count for nothing here
+            change("g1", "g", at=T0), effect("g1", "g", 9, processor="audit"),
+        ),
+    )  # fmt: skip
+    held = ("d", "removed", None, "held")
+    assert _behind("--processor-version", "2") == [
+        ("b", "created", 1, None), ("c", "created", None, None), held, ("g", "created", None, None),
+    ]  # fmt: skip
+    # default 1: keys no version has done
+    assert _behind() == [("c", "created", None, None), held, ("g", "created", None, None)]
+    assert [k for k, *_ in _behind("--processor-version", "3")] == ["a", "b", "c", "d", "g"]
+    assert [k for k, *_ in _behind("--processor-version", "3", "--prefix", "a")] == ["a"]
+    for bad in ("0", "two"):
+        got = history("processor", "--processor", "thumbs", "--processor-version", bad, "--local")
+        assert got.exit_code == 2, got.output
+    # --version stays the global option (s3ingest's own version)
+    assert "s3ingest" in history("processor", "--version").stdout
+
+
+def test_the_processor_query_casts_its_version_for_athena() -> None:
+    query = QUERIES["processor"]
+    assert query.arguments({"processor": "p", "processor_version": "3"}) == ["%", "%", "p", "p", 3]
+    assert "CAST(? AS BIGINT)" in query.render('"db"."t"', "athena")

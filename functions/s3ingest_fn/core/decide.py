@@ -761,6 +761,7 @@ class IngestService:
                 change_id=change.change_id,
                 more=more,
                 version=self.effects.version_of(change.processor),
+                at=self.effects.clock_ms(),
             ):
                 return "lease-lost", None
         return status, None

@@ -126,9 +126,11 @@ class Ledger(Protocol):
         change_id: str | None = None,
         more: bool = False,
         version: int = 1,
+        at: int | None = None,
     ) -> bool:
         """Commit ``processor``'s effect (``done`` or ``superseded``) for ``change_id`` if
-        ``token`` still holds the claim (``done`` records the processor's ``version``);
+        ``token`` still holds the claim (``done`` records the processor's ``version``, and
+        ``at``, epoch ms, for the change stream's ``Effect Done``);
         ``more``: an every-change queue goes on after it."""
         ...
 

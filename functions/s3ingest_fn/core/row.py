@@ -19,6 +19,9 @@ APPROVED = "approved"
 #: What the last write to a row was: a change was applied (the change stream publishes exactly
 #: these), only the sequencer moved, an effect was re-claimed, released or committed.
 OP_APPLY, OP_SEQ, OP_CLAIM, OP_RELEASE, OP_COMMIT = "apply", "seq", "claim", "release", "commit"
+#: A processor's effect was committed ``done`` (a commit of any other status is
+#: :data:`OP_COMMIT`); with ``historyTable`` the change stream publishes these as ``Effect Done``.
+OP_DONE = "done"
 #: A removed processor's effect state was cleaned from the row (``s3ingest reprocess --remove``).
 OP_FORGET = "forget"
 #: A processor's effect was held, approved or rejected (the change stream publishes these too).

@@ -8,8 +8,10 @@ record neither published nor dead-lettered; Lambda retries from there
 (https://docs.aws.amazon.com/lambda/latest/dg/services-ddb-batchfailurereporting.html). A change
 that can never be published goes to the relay's dead-letter queue with its reason
 (:func:`s3ingest_fn.services.changes.publish`). Environment: ``CHANGE_BUS_NAME``,
-``DEAD_LETTER_QUEUE_URL`` (the relay's); with ``LOG_KEYS=hashed`` each event's detail also
-carries ``keyHash`` (:class:`KeyHashing`), which the change audit log keeps instead of the key.
+``DEAD_LETTER_QUEUE_URL`` (the relay's), ``EFFECT_EVENTS`` (``true``: also effects done,
+filtered by :data:`~s3ingest_fn.adapters.dynamo_ledger.EFFECT_STREAM_FILTER`); with
+``LOG_KEYS=hashed`` each event's detail also carries ``keyHash`` (:class:`KeyHashing`), which
+the change audit log keeps instead of the key.
 """
 
 from __future__ import annotations
@@ -63,8 +65,10 @@ def relay(
     event: dict[str, Any],
     metrics: EphemeralMetrics | None = None,
     dead_letters: DeadLetters | None = None,
+    effects: bool = False,
 ) -> dict[str, Any]:
-    """Publish the applied changes of one stream batch.
+    """Publish the applied changes (and reviews; with ``effects``, effects done) of one stream
+    batch.
 
     Parameters
     ----------
@@ -80,6 +84,9 @@ def relay(
     dead_letters : DeadLetters, optional
         The relay's dead-letter queue, for changes that can never be published (None: they
         stop the batch instead).
+    effects : bool
+        Also publish effects committed done (``Effect Done``; ``EFFECT_EVENTS``, with
+        ``historyTable``).
 
     Returns
     -------
@@ -91,7 +98,7 @@ def relay(
     policy = key_policy()
     if policy.mode == "hashed":
         publisher = KeyHashing(publisher, policy)
-    published, failed_at, dead = publish(publisher, bus_name, records, dead_letters)
+    published, failed_at, dead = publish(publisher, bus_name, records, dead_letters, effects)
     if metrics is not None:
         metrics.add_metric(name="changes_published", unit=MetricUnit.Count, value=len(published))
         if dead:
@@ -136,6 +143,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             event,
             metrics,
             dead_letters,
+            config.effect_events,
         )
 
 

@@ -5,8 +5,9 @@ change with its deterministic change id, in the same conditional write
 (:mod:`s3ingest_fn.adapters.dynamo_ledger`), and the
 table's DynamoDB stream carries the row's new image. A relay Lambda, subscribed to the stream
 with the filter :data:`s3ingest_fn.adapters.dynamo_ledger.STREAM_FILTER` (so it is invoked only
-for applied changes, never for effect commits, claims or TTL deletions), turns each record into
-one event with :func:`change_event` and publishes it with PutEvents.
+for applied changes and reviews, never for claims or TTL deletions; with ``historyTable`` also
+:data:`~s3ingest_fn.adapters.dynamo_ledger.EFFECT_STREAM_FILTER`, effects committed done), turns
+each record into one event with :func:`change_event` and publishes it with PutEvents.
 
 Guarantees, and where they come from:
 
@@ -33,6 +34,9 @@ Event shape: ``source`` :data:`~s3ingest.settings.CHANGE_SOURCE` (``"s3ingest"``
 as :func:`change_event` documents; and, for the hold policy's decisions
 (:mod:`s3ingest_fn.core.hold`), ``"Object Held"``, ``"Change Approved"`` and
 ``"Change Rejected"`` (:func:`review_event`), published from the write that recorded them.
+With ``historyTable``, also each effect committed ``done`` (``source`` ``"s3ingest.effects"``,
+``detail-type`` ``"Effect Done"``, :func:`effect_event`), for the history table's ``done`` rows;
+its own ``source`` keeps it from every rule that matches the changes'.
 """
 
 from __future__ import annotations
@@ -41,7 +45,13 @@ import json
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from s3ingest_fn.adapters.dynamo_ledger import is_applied_change, is_review, row_from_item
+from s3ingest_fn.adapters.dynamo_ledger import (
+    done_effect,
+    is_applied_change,
+    is_effect_done,
+    is_review,
+    row_from_item,
+)
 from s3ingest_fn.contract import ATTESTATION_DETAIL_TYPE
 from s3ingest_fn.core.model import TransientError
 from s3ingest_fn.core.ports import ChangeEntry, ChangePublisher, DeadLetters
@@ -49,10 +59,13 @@ from s3ingest_fn.core.ports import ChangeEntry, ChangePublisher, DeadLetters
 __all__ = [
     "DEAD_LETTER_BODY_MAX",
     "DETAIL_TYPES",
+    "EFFECT_DETAIL_TYPE",
+    "EFFECT_SOURCE",
     "SOURCE",
     "Relayed",
     "change_event",
     "dead_letter_body",
+    "effect_event",
     "is_applied_change",
     "publish",
     "review_event",
@@ -69,6 +82,12 @@ DETAIL_TYPES = {
     "rejected": "Change Rejected",
     "attestation": ATTESTATION_DETAIL_TYPE,
 }
+#: An effect done (``historyTable`` only): a ``source`` of its own, so that a rule matching the
+#: change stream's ``source`` (the stack's audit rule and archive, a team's subscription) never
+#: receives it as a change. Kept in step with ``s3ingest.settings.EFFECT_SOURCE`` /
+#: ``EFFECT_DETAIL_TYPE``.
+EFFECT_SOURCE = "s3ingest.effects"
+EFFECT_DETAIL_TYPE = "Effect Done"
 
 
 def change_event(record: dict[str, Any], bus_name: str) -> ChangeEntry:
@@ -155,6 +174,55 @@ def review_event(record: dict[str, Any], bus_name: str) -> ChangeEntry:
     }
 
 
+def effect_event(record: dict[str, Any], bus_name: str) -> ChangeEntry:
+    """The PutEvents entry for the stream record of an effect committed ``done``
+    (:func:`~s3ingest_fn.adapters.dynamo_ledger.is_effect_done`).
+
+    Returns
+    -------
+    ChangeEntry
+        As :func:`change_event`; ``Source`` :data:`EFFECT_SOURCE`, ``DetailType``
+        :data:`EFFECT_DETAIL_TYPE`; ``Detail`` is JSON of ``{"id", "bucket", "key",
+        "processor", "version", "rev", "at"}`` (``id``: the change the effect completed;
+        ``version``: the processor's; ``rev``: the row's revision at the commit; ``at``: epoch
+        ms, the commit's clock, else the stream record's ``ApproximateCreationDateTime``, whole
+        seconds). Every field comes from the record, so each delivery of it is the same event.
+    """
+    done = done_effect(record)
+    at = done.at
+    if at is None:
+        approx = record.get("dynamodb", {}).get("ApproximateCreationDateTime")
+        at = int(float(approx) * 1000) if isinstance(approx, int | float) else None
+    detail = {
+        "id": done.change_id,
+        "bucket": done.bucket,
+        "key": done.key,
+        "processor": done.processor,
+        "version": done.version,
+        "rev": done.rev,
+        "at": at,
+    }
+    partition = str(record.get("eventSourceARN") or "arn:aws").split(":")[1] or "aws"
+    return {
+        "Source": EFFECT_SOURCE,
+        "DetailType": EFFECT_DETAIL_TYPE,
+        "EventBusName": bus_name,
+        "Detail": json.dumps(detail),
+        "Resources": [f"arn:{partition}:s3:::{done.bucket}"],
+    }
+
+
+def _entry(record: dict[str, Any], bus_name: str, effects: bool) -> ChangeEntry | None:
+    """The entry of one stream record, or None for a record the relay does not publish."""
+    if is_applied_change(record):
+        return change_event(record, bus_name)
+    if is_review(record):
+        return review_event(record, bus_name)
+    if effects and is_effect_done(record):
+        return effect_event(record, bus_name)
+    return None
+
+
 #: The largest body of a dead-lettered change, bytes: SQS's 256 KiB message limit (body and
 #: attributes together; https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html)
 #: less 8 KiB for the attributes the dead-letter adapter adds (reason, sequence number).
@@ -227,6 +295,7 @@ def publish(
     bus_name: str,
     records: Iterable[dict[str, Any]],
     dead_letters: DeadLetters | None = None,
+    effects: bool = False,
 ) -> Relayed:
     """Publish the changes among ``records`` in order; dead-letter those that can never be
     published; stop at the first the bus did not accept for now.
@@ -244,16 +313,15 @@ def publish(
         batch goes on. None: such a change stops the batch like a transient refusal (Lambda's
         retries, then the on-failure destination, take it). A send the queue refuses
         (:class:`~s3ingest_fn.core.model.TransientError`) stops the batch at that record.
+    effects : bool
+        Also publish effects committed ``done`` (:func:`effect_event`; ``historyTable``).
+        False: their records are skipped, as any record that is not a change.
 
     Returns
     -------
     Relayed
     """
-    todo = [
-        (r, change_event(r, bus_name) if is_applied_change(r) else review_event(r, bus_name))
-        for r in records
-        if is_applied_change(r) or is_review(r)
-    ]
+    todo = [(r, entry) for r in records if (entry := _entry(r, bus_name, effects)) is not None]
     outcome = publisher.publish([entry for _, entry in todo])
     stop = len(todo) if outcome.stopped is None else outcome.stopped
     dead: list[tuple[str, str]] = []

@@ -1,13 +1,16 @@
 """The history table: every change on the change stream as a row of an Apache Iceberg table.
 
 Rows come from the change bus's events (:mod:`s3ingest_fn.services.changes`): an applied
-change (``Object Ingested`` / ``Object Tombstoned``) and a hold policy's decision (``Object
-Held``, ``Change Approved``, ``Change Rejected``). Each row has a **change key** that is the same
-for every delivery of one change and different for any two changes:
+change (``Object Ingested`` / ``Object Tombstoned``), a hold policy's decision (``Object
+Held``, ``Change Approved``, ``Change Rejected``) and a processor's effect done (``Effect Done``,
+``source`` ``s3ingest.effects``). Each row has a **change key** that is the same for every
+delivery of one change and different for any two changes:
 
 * an applied change: its change id (``detail.id``, deterministic per ledger write);
 * a review: ``<held change id>/<action>/<processor>`` (the held change's id is shared by its
-  hold and its decisions; one hold per processor of a change).
+  hold and its decisions; one hold per processor of a change);
+* an effect done: ``<change id>/done/<processor>/<version>`` (one row per processor version
+  that completed the change).
 
 **Exactly once.** :func:`write` drops keys the batch repeats, reads which of the batch's keys
 the table already holds (a scan filtered by the keys and the rows' days, so only the days'
@@ -61,8 +64,10 @@ __all__ = [
     "write",
 ]
 
-#: The event source of the change stream (``s3ingest_fn.services.changes.SOURCE``).
+#: The event source of the change stream (``s3ingest_fn.services.changes.SOURCE``), and of its
+#: effects done (``EFFECT_SOURCE``).
 SOURCE = "s3ingest"
+EFFECT_SOURCE = "s3ingest.effects"
 #: ``detail-type`` -> the row's ``kind``.
 KINDS = {
     "Object Ingested": "created",
@@ -71,6 +76,8 @@ KINDS = {
     "Change Approved": "approved",
     "Change Rejected": "rejected",
 }
+#: ``source`` -> its ``detail-type`` -> the row's ``kind``.
+KINDS_BY_SOURCE = {SOURCE: KINDS, EFFECT_SOURCE: {"Effect Done": "done"}}
 #: Kinds of an applied change (the others are reviews).
 APPLIED_KINDS = ("created", "removed")
 #: Detail-types of the change bus that are not changes (no row; outcome ``ignored``).
@@ -94,7 +101,7 @@ TABLE_PROPERTIES = {"commit.retry.num-retries": "0", "commit.manifest-merge.enab
 COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("change_key", "string", "unique per change, the same for every delivery"),
     ("change_id", "string", "the applied change's id (a review: the held change's)"),
-    ("kind", "string", "created, removed, held, approved or rejected"),
+    ("kind", "string", "created, removed, held, approved, rejected or done"),
     ("bucket", "string", "the landing bucket"),
     ("key", "string", "the object key"),
     ("sequencer", "string", "the change's S3 sequencer (null for an observation)"),
@@ -105,12 +112,19 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("source", "string", "what reported the change (event, reconcile, backfill, ...)"),
     ("event_name", "string", "the S3 event name or reason"),
     ("reason", "string", "why (a tombstone's, a hold's, a review's)"),
-    ("processor", "string", "a review's processor"),
+    ("processor", "string", "a review's or an effect done's processor"),
     ("actor", "string", "a review's actor (policy for a hold)"),
-    ("event_time", "timestamptz", "applied (a change) or decided (a review), the ledger's clock"),
+    (
+        "event_time",
+        "timestamptz",
+        "applied (a change), decided (a review) or committed (an effect), the ledger's clock",
+    ),
     ("event_date", "date", "the UTC day of event_time (the partition)"),
     ("published_time", "timestamptz", "the event's time on the change bus (seconds)"),
     ("written_time", "timestamptz", "when the history writer wrote the row"),
+    # added after the others (field ids follow this order): a table created before it gets it
+    # from ensure_table
+    ("processor_version", "long", "an effect done's processor version"),
 )
 _FIELD_IDS = {name: n for n, (name, _, _) in enumerate(COLUMNS, start=1)}
 
@@ -119,17 +133,23 @@ class InvalidChange(ValueError):
     """An event that can never be a row (not the change stream's, or a field missing)."""
 
 
-def table_schema() -> Schema:
-    """The table's Iceberg schema (:data:`COLUMNS`; ``change_key`` required, the identifier)."""
-    from pyiceberg.schema import Schema
-    from pyiceberg.types import DateType, LongType, NestedField, StringType, TimestamptzType
+def _iceberg_types() -> dict[str, Any]:
+    from pyiceberg.types import DateType, LongType, StringType, TimestamptzType
 
-    types = {
+    return {
         "string": StringType,
         "long": LongType,
         "date": DateType,
         "timestamptz": TimestamptzType,
     }
+
+
+def table_schema() -> Schema:
+    """The table's Iceberg schema (:data:`COLUMNS`; ``change_key`` required, the identifier)."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import NestedField
+
+    types = _iceberg_types()
     return Schema(
         *(
             NestedField(
@@ -203,11 +223,27 @@ def ensure_table(catalog: Catalog, identifier: str, location: str | None = None)
 
 
 def _properties_kept(table: Table) -> Table:
-    """``table`` with :data:`TABLE_PROPERTIES` set (one commit when one was not)."""
+    """``table`` with :data:`TABLE_PROPERTIES` set and every column of :data:`COLUMNS` (one
+    commit each when something was missing: a table created by an earlier writer, before
+    ``processor_version``, gains the column, optional, its old rows null)."""
     props = table.properties
     if any(props.get(k) != v for k, v in TABLE_PROPERTIES.items()):
         with table.transaction() as tx:
             tx.set_properties(TABLE_PROPERTIES)
+    have = {f.name for f in table.schema().fields}
+    missing = [(n, t, d) for n, t, d in COLUMNS if n not in have]
+    if missing:
+        from pyiceberg.exceptions import CommitFailedException
+
+        types = _iceberg_types()
+        try:
+            with table.update_schema() as update:
+                for name, kind, doc in missing:
+                    update.add_column(name, types[kind](), doc=doc)
+        except CommitFailedException:  # another writer evolved it (or committed) first
+            table = table.refresh()
+            if {n for n, _, _ in missing} - {f.name for f in table.schema().fields}:
+                raise
     return table
 
 
@@ -241,6 +277,8 @@ def change_key(kind: str, detail: Mapping[str, Any]) -> str:
     """The row's change key (module docstring)."""
     if kind in APPLIED_KINDS:
         return str(detail["id"])
+    if kind == "done":
+        return f"{detail['id']}/done/{detail['processor']}/{detail['version']}"
     return f"{detail['id']}/{kind}/{detail.get('processor') or '-'}"
 
 
@@ -302,20 +340,24 @@ def row_from_event(
     if not isinstance(event, Mapping):
         raise InvalidChange("the event is not a JSON object")
     detail_type = event.get("detail-type")
-    if event.get("source") != SOURCE:
+    kinds = KINDS_BY_SOURCE.get(str(event.get("source")))
+    if kinds is None:
         raise InvalidChange(f"source {event.get('source')!r} is not the change stream's")
     if detail_type in IGNORED_DETAIL_TYPES:
         return None
-    kind = KINDS.get(str(detail_type))
+    kind = kinds.get(str(detail_type))
     if kind is None:
         raise InvalidChange(f"unknown detail-type {detail_type!r}")
     detail = event.get("detail")
     if not isinstance(detail, Mapping):
         raise InvalidChange("detail is not an object")
-    for name in ("id", "bucket", "key"):
+    for name in ("id", "bucket", "key", *(("processor",) if kind == "done" else ())):
         if not isinstance(detail.get(name), str) or not detail[name]:
             raise InvalidChange(f"detail.{name} missing")
         _text(detail, name)  # UTF-8 text
+    version = _int(detail, "version") if kind == "done" else None
+    if kind == "done" and version is None:
+        raise InvalidChange("detail.version missing")
     applied = kind in APPLIED_KINDS
     event_time = _ms(detail.get("appliedAt" if applied else "at"), "appliedAt" if applied else "at")
     if event_time is None:
@@ -336,6 +378,7 @@ def row_from_event(
         "reason": _text(detail, "reason"),
         "processor": _text(detail, "processor"),
         "actor": _text(detail, "actor"),
+        "processor_version": version,
         "event_time": event_time,
         "event_date": event_time.date(),
         "published_time": _published(event.get("time")),

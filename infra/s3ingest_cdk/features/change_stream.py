@@ -23,7 +23,7 @@ from s3ingest_cdk.features.evidence import (
 )
 from s3ingest_cdk.nag import acknowledge
 from s3ingest_fn import config_roles as fn_roles
-from s3ingest_fn.adapters.dynamo_ledger import STREAM_FILTER
+from s3ingest_fn.adapters.dynamo_ledger import EFFECT_STREAM_FILTER, STREAM_FILTER
 
 #: The change stream's batch: records of one shard per invocation (the relay publishes them in
 #: order, at most ten and 256 KB per PutEvents request).
@@ -79,13 +79,16 @@ class ChangeStream(Construct):
             "the ledger, the source of truth; a dead-letter queue would hold a third copy.",
         )
         bus_name = self.change_bus.bus.event_bus_name
+        # Effects done are published for the history table only: no rule of the stack matches
+        # them otherwise, and each would cost a PutEvents entry (and a relay invocation).
+        effects = settings.history_table
         self.change_relay = RoleFunction(
             self,
             row=function_roles.CHANGE_RELAY,
             settings=settings,
             code=code,
             environment=lambda owner: fn_roles.ChangeRelayConfig(
-                bus_name, owner.dead_letter_queue.queue_url
+                bus_name, owner.dead_letter_queue.queue_url, effect_events=effects
             ).to_env(),
         )
         relay = self.change_relay.function
@@ -127,9 +130,13 @@ class ChangeStream(Construct):
             # https://docs.aws.amazon.com/lambda/latest/dg/services-ddb-params.html
             retry_attempts=CHANGE_RETRY_ATTEMPTS,
             max_record_age=CHANGE_MAX_RECORD_AGE,
-            # Applied changes only (never effect claims or commits, nor TTL deletions): the
-            # relay's own filter, so the two cannot drift.
-            filters=[lambda_.FilterCriteria.filter(STREAM_FILTER)],
+            # Applied changes and reviews (never effect claims, nor TTL deletions), and with the
+            # history table effects committed done: the relay's own filters, so they cannot
+            # drift. Without it the mapping is as it was, one filter.
+            filters=[
+                lambda_.FilterCriteria.filter(f)
+                for f in (STREAM_FILTER, *((EFFECT_STREAM_FILTER,) if effects else ()))
+            ],
             on_failure=event_sources.SqsDlq(self.change_relay.dead_letter_queue),
         )
         relay.add_event_source(self.change_source)

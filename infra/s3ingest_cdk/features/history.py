@@ -102,7 +102,7 @@ class History(Construct):
             "Rule",
             event_bus=bus,
             event_pattern=events.EventPattern(
-                source=list(stack_resources.CHANGE_PATTERN["source"])
+                source=list(stack_resources.HISTORY_PATTERN["source"])
             ),
             targets=[targets.SqsQueue(self.queue, dead_letter_queue=self.dead_letter_queue)],
         )

@@ -397,7 +397,7 @@ def provision(
             Targets=[{"Id": "subscriber", "Arn": _queue_arn(sqs, change_queue_url)}],
         )
         history_queue_url, history_dlq_url = _history_queues(
-            emu, described, change_bus, change_pattern, suffix, key_arn
+            emu, described, change_bus, json.dumps(stack_resources.HISTORY_PATTERN), suffix, key_arn
         )
     return Resources(
         bucket=bucket,
@@ -448,8 +448,8 @@ def _history_queues(
     key_arn: str | None,
 ) -> tuple[str | None, str | None]:
     """The history writer's queue and dead-letter queue, and the rule ``history-<suffix>`` on
-    the change bus sending every change to the queue (as the stack's history feature); None,
-    None without ``historyTable``."""
+    the change bus sending every change and effect done (``pattern``) to the queue (as the
+    stack's history feature); None, None without ``historyTable``."""
     if not (described.history_queue and described.history_dead_letter_queue):
         return None, None
     sqs, events = emu.client("sqs"), emu.client("events")

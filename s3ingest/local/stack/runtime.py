@@ -287,7 +287,7 @@ class LocalRuntime(Reconciliations):
                 emu.client("dynamodbstreams"),
                 self.sqs,
                 self.resources.stream_arn,
-                lambda e: self._relay(publisher, bus, e, None, dead),
+                lambda e: self._relay(publisher, bus, e, None, dead, self.settings.history_table),
                 self.resources.change_queue_url,
                 history.event_source(self.sqs, self.resources),
             )

@@ -19,7 +19,10 @@ first use (the ingest function's cold start never scans: ``bench/bundle_cold_sta
 from typing import TYPE_CHECKING, Any
 
 from s3ingest_fn.adapters.dynamo_ledger.codec import (
+    DoneEffect,
+    done_effect,
     is_applied_change,
+    is_effect_done,
     is_review,
     item_of,
     item_size,
@@ -29,6 +32,7 @@ from s3ingest_fn.adapters.dynamo_ledger.codec import (
 from s3ingest_fn.adapters.dynamo_ledger.layout import (
     ATTRIBUTES,
     COUNTER_PREFIX,
+    EFFECT_STREAM_FILTER,
     LEGACY_ATTRIBUTES,
     PARTITION_KEY,
     SHARED_WORDS,
@@ -53,20 +57,24 @@ if TYPE_CHECKING:  # read through __getattr__ below
 __all__ = [
     "ATTRIBUTES",
     "COUNTER_PREFIX",
+    "EFFECT_STREAM_FILTER",
     "LEGACY_ATTRIBUTES",
     "PARTITION_KEY",
     "SCAN_PAGE_ROWS",
     "SHARED_WORDS",
     "STREAM_FILTER",
     "TTL_ATTRIBUTE",
+    "DoneEffect",
     "DynamoLedger",
     "DynamoLedgerScanner",
     "DynamoLedgerSegments",
+    "done_effect",
     "effect_attributes",
     "event_key",
     "held_rows",
     "hold_attribute",
     "is_applied_change",
+    "is_effect_done",
     "is_review",
     "item_of",
     "item_size",

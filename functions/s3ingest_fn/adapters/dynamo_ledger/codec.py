@@ -10,7 +10,7 @@ Items are in attribute-value form (``{"S": ...}``, ``{"N": ...}``, ...); the lay
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from s3ingest_fn.adapters.dynamo_ledger.layout import (
     _CHG_ID,
@@ -20,6 +20,7 @@ from s3ingest_fn.adapters.dynamo_ledger.layout import (
     _EVENT_PREFIXES,
     _FX,
     _FX_CODES,
+    _FX_COMMIT,
     _FX_HOLD,
     _FX_QUEUE,
     _FX_STATUS,
@@ -55,6 +56,7 @@ from s3ingest_fn.core.row import (
     DELETED,
     OP_APPLY,
     OP_APPROVE,
+    OP_DONE,
     OP_HOLD,
     OP_REJECT,
     PRESENT,
@@ -432,6 +434,50 @@ def is_review(record: Mapping[str, Any]) -> bool:
         record.get("eventName") in ("INSERT", "MODIFY")
         and image.get(_OP) in ({"S": OP_HOLD}, {"S": OP_APPROVE}, {"S": OP_REJECT})
         and _TRAIL[0] in image
+    )
+
+
+def is_effect_done(record: Mapping[str, Any]) -> bool:
+    """Whether a DynamoDB stream record is an effect committed ``done`` (``op`` ``done`` with
+    its ``fc``: the change stream publishes it as ``Effect Done`` with ``historyTable``; the
+    relay's own check of
+    :data:`~s3ingest_fn.adapters.dynamo_ledger.layout.EFFECT_STREAM_FILTER`)."""
+    image = record.get("dynamodb", {}).get("NewImage") or {}
+    return (
+        record.get("eventName") in ("INSERT", "MODIFY")
+        and image.get(_OP) == {"S": OP_DONE}
+        and "L" in (image.get(_FX_COMMIT) or {})
+    )
+
+
+class DoneEffect(NamedTuple):
+    """The effect a ``done`` commit's stream record completed (:func:`done_effect`):
+    ``processor`` and its ``version``, the ``change_id`` it completed, the row's ``bucket``,
+    ``key`` and ``rev``, and ``at`` (epoch ms; None when the commit did not record it)."""
+
+    bucket: str
+    key: str
+    change_id: str | None
+    processor: str
+    version: int
+    rev: int
+    at: int | None
+
+
+def done_effect(record: Mapping[str, Any]) -> DoneEffect:
+    """The :class:`DoneEffect` of a record :func:`is_effect_done` accepts (``fc``; a change id
+    it leaves NULL is the row's ``ci``)."""
+    image = record["dynamodb"]["NewImage"]
+    processor, version, chg, at = (_opt(v) for v in image[_FX_COMMIT]["L"])
+    row = row_from_item(image)
+    return DoneEffect(
+        bucket=row.bucket,
+        key=row.key,
+        change_id=str(chg) if chg is not None else row.change_id,
+        processor=str(processor),
+        version=int(version),
+        rev=row.rev,
+        at=int(at) if at is not None else None,
     )
 
 

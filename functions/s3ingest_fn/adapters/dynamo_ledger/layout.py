@@ -26,8 +26,10 @@ ut    N     epoch ms of the last decision written (also in ``h0``; kept apart so
             reconciliation's Scan reads it without the history)
 op    S     what the last write was: ``apply`` (a change was applied: the change stream
             publishes exactly these, :data:`STREAM_FILTER`), ``seq`` (only the sequencer moved),
-            ``claim``, ``release``, ``commit`` (effects), ``migrate`` (a legacy item rewritten).
-            The legacy layout's name, kept: the deployed stream filter names it
+            ``claim``, ``release``, ``commit`` (effects), ``done`` (an effect committed done:
+            with ``historyTable`` the change stream publishes it, :data:`EFFECT_STREAM_FILTER`),
+            ``migrate`` (a legacy item rewritten). The legacy layout's name, kept: the deployed
+            stream filter names it
 ci    S     id of the applied change (:func:`s3ingest_fn.core.effects.change_id`)
 cq    S     that change's own sequencer as received; absent for an observation
 fe    S     effect of the applied change (only with a processor): ``p`` pending, ``d`` done,
@@ -46,6 +48,9 @@ fh    L     the held change of the effect and its review (:mod:`s3ingest_fn.core
             at or NULL]``; removed by the next commit
 fv    N     the processor's version that completed the last ``done`` effect; absent: 1 (the
             default, and every effect done before processors had versions)
+fc    L     the effect the write set ``op`` to ``done`` for: ``[processor, version, change id or
+            NULL (the row's ``ci``), done at (epoch ms) or NULL]``; set by that commit, removed
+            by the next write of a change or a sequencer (the row's largest item stays as it was)
 fe:N  ...   the same seven (``fe:N``, ``ft:N``, ``fl:N``, ``fd:N``, ``fq:N``, ``fh:N``,
             ``fv:N``) for the processor named ``N`` of several; the unsuffixed ones belong to
             the ``default`` processor (the single ``processor`` setting), as before there were
@@ -88,6 +93,7 @@ from s3ingest_fn.core.row import (
     MAX_TRAIL,
     OP_APPLY,
     OP_APPROVE,
+    OP_DONE,
     OP_HOLD,
     OP_REJECT,
     PENDING,
@@ -107,7 +113,7 @@ _RAW_KEY, _STATE, _SEQ, _RAW_SEQ, _OBSERVED = "rk", "st", "sq", "rq", "ob"
 _VERSION, _ETAG, _SIZE, _REV, _OP = "vi", "et", "sz", "rv", "op"
 _CHG_ID, _CHG_SEQ, _UPDATED = "ci", "cq", "ut"
 _FX, _FX_TOKEN, _FX_LEASE, _FX_DONE, _FX_QUEUE = "fe", "ft", "fl", "fd", "fq"
-_FX_HOLD, _FX_VERSION = "fh", "fv"
+_FX_HOLD, _FX_VERSION, _FX_COMMIT = "fh", "fv", "fc"
 _HISTORY = tuple(f"h{i}" for i in range(HISTORY_SLOTS))
 _TRAIL = tuple(f"t{i}" for i in range(MAX_TRAIL))
 #: Items that are not ledger rows (the mass-delete breaker's counters) have partition keys
@@ -137,6 +143,7 @@ ATTRIBUTES: tuple[str, ...] = (
     _FX_QUEUE,
     _FX_HOLD,
     _FX_VERSION,
+    _FX_COMMIT,
     *_HISTORY,
     *_TRAIL,
     TTL_ATTRIBUTE,
@@ -170,6 +177,15 @@ _LEGACY_GUARDED = ("rev", _OP, "fx", "fx_token", "fx_lease", "fx_done")
 STREAM_FILTER: dict[str, Any] = {
     "eventName": ["INSERT", "MODIFY"],
     "dynamodb": {"NewImage": {_OP: {"S": [OP_APPLY, OP_HOLD, OP_APPROVE, OP_REJECT]}}},
+}
+
+#: The relay's second filter with ``historyTable``: effects committed ``done`` (``op`` ``done``,
+#: written only by an effect's commit, an UpdateItem of an existing row). The stack adds it only
+#: then, so a stack without the history table invokes the relay for applied changes and
+#: reviews alone, as before.
+EFFECT_STREAM_FILTER: dict[str, Any] = {
+    "eventName": ["MODIFY"],
+    "dynamodb": {"NewImage": {_OP: {"S": [OP_DONE]}}},
 }
 
 _STATES = {PRESENT: "p", DELETED: "d"}

@@ -315,11 +315,13 @@ class DynamoLedger:
         change_id: str | None = None,
         more: bool = False,
         version: int = 1,
+        at: int | None = None,
     ) -> bool:
         """Commit ``processor``'s effect (``status``: ``done``, ``superseded`` or ``skipped``,
         the hold policy's answer) if ``token``
         still holds the claim; removes the lease; ``done`` also records the change it completed
-        for (``change_id``, default the row's change) and the processor's ``version``. One
+        for (``change_id``, default the row's change) and the processor's ``version``, and
+        marks the write as an effect done at ``at`` (epoch ms) for the change stream. One
         UpdateItem.
 
         ``more``: an ``every-change`` processor's queue holds more changes after this one: only
@@ -335,7 +337,7 @@ class DynamoLedger:
         TransientError
             On throttling or a service error.
         """
-        request = finish_request(processor, token, status, change_id, more, version)
+        request = finish_request(processor, token, status, change_id, more, version, at)
         return self._call(bucket, key, request).applied
 
     def claim_behind(

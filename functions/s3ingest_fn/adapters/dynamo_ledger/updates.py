@@ -32,6 +32,7 @@ from s3ingest_fn.adapters.dynamo_ledger.layout import (
     _ETAG,
     _FX,
     _FX_CODES,
+    _FX_COMMIT,
     _FX_DONE,
     _FX_HOLD,
     _FX_LEASE,
@@ -70,6 +71,7 @@ from s3ingest_fn.core.row import (
     OP_APPROVE,
     OP_CLAIM,
     OP_COMMIT,
+    OP_DONE,
     OP_FORGET,
     OP_HOLD,
     OP_REJECT,
@@ -236,6 +238,7 @@ class _ChangeWrite:
         self.sets[_STATE] = {"S": _STATES[PRESENT if state.present else DELETED]}
         self.sets[_OP] = {"S": OP_SEQ if same_change else OP_APPLY}
         self.sets[_UPDATED] = {"N": str(now_ms)}
+        self.removes.append(_FX_COMMIT)  # the last done commit's marker (layout: fc)
         self.put(_RAW_KEY, _raw_key_av(meta.raw_key, meta.key))
         self.put(_OBSERVED, {"BOOL": True} if observed else None)
 
@@ -445,23 +448,46 @@ def reclaim_request(processor: str, old_token: int, claim: Claim) -> dict[str, A
 
 
 def finish_request(
-    processor: str, token: int, status: str, change_id: str | None, more: bool, version: int = 1
+    processor: str,
+    token: int,
+    status: str,
+    change_id: str | None,
+    more: bool,
+    version: int = 1,
+    at: int | None = None,
 ) -> dict[str, Any]:
     """Commit ``processor``'s effect held by ``token``: ``status`` (``done`` also records
     ``change_id``, None: the row's change, and the processor's ``version``: ``fv``, removed for
     1), the lease, queue and hold removed; ``more``: only the queue's first change leaves it and
-    the claim goes on."""
+    the claim goes on. A ``done`` commit (``more`` too) writes ``op`` ``done`` and ``fc``, the
+    effect it completed (``at``: epoch ms, None: not known), which the change stream publishes
+    with ``historyTable``; any other status writes ``op`` ``commit``."""
     fx, fx_token, fx_lease, fx_done, fx_queue = effect_attributes(processor)
     fh = hold_attribute(processor)
     names = {_ph(n): n for n in (_OP, fx_token, fh)}
-    values: dict[str, Any] = {":commit": {"S": OP_COMMIT}, ":token": {"N": str(token)}}
+    values: dict[str, Any] = {":token": {"N": str(token)}}
+    if status == DONE:
+        values[":commit"] = {"S": OP_DONE}
+        values[":fc"] = {
+            "L": [
+                {"S": processor},
+                {"N": str(version)},
+                {"S": change_id} if change_id is not None else {"NULL": True},
+                {"N": str(at)} if at is not None else {"NULL": True},
+            ]
+        }
+        names[_ph(_FX_COMMIT)] = _FX_COMMIT
+        commit = f"#{_OP} = :commit, {_ph(_FX_COMMIT)} = :fc"
+    else:
+        values[":commit"] = {"S": OP_COMMIT}
+        commit = f"#{_OP} = :commit"
     if more:
         names[_ph(fx_queue)] = fx_queue
-        expr = f"SET #{_OP} = :commit REMOVE {_ph(fx_queue)}[0], {_ph(fh)}"
+        expr = f"SET {commit} REMOVE {_ph(fx_queue)}[0], {_ph(fh)}"
     else:
         names.update({_ph(n): n for n in (fx, fx_lease, fx_queue)})
         values[":status"] = {"S": _FX_CODES.get(status, status)}
-        expr = f"SET {_ph(fx)} = :status, #{_OP} = :commit"
+        expr = f"SET {_ph(fx)} = :status, {commit}"
         removes = [fx_lease, fx_queue, fh]
         if status == DONE:
             names[_ph(fx_done)] = fx_done
