@@ -74,7 +74,7 @@ logger = logging.getLogger(__name__)
 #: Snapshots kept however old (the table's last commits, for time travel on a quiet table).
 KEEP_SNAPSHOTS = 10
 #: Snapshots younger than this are kept (hours; the setting ``historySnapshotRetentionHours``).
-RETENTION_HOURS = 24
+RETENTION_HOURS = 6
 #: A closed day with more data files than this is compacted into one.
 COMPACT_MIN_FILES = 10
 #: Seconds after which no further day is started (the function's timeout is 300 s); the days
