@@ -67,7 +67,7 @@ class FakeLambda:
 
     def invoke(self, **kwargs: Any) -> dict[str, Any]:
         self.calls.append(kwargs)
-        response = {"Payload": io.BytesIO(json.dumps(self.payload).encode())}
+        response: dict[str, Any] = {"Payload": io.BytesIO(json.dumps(self.payload).encode())}
         if self.error:
             response["FunctionError"] = self.error
         return response

@@ -141,9 +141,10 @@ def compact(table: Table, day: date) -> bool:
 
     Raises whatever else the catalog or the storage raises (nothing is committed then)."""
     from pyiceberg.exceptions import CommitFailedException
-    from pyiceberg.expressions import EqualTo
+    from pyiceberg.expressions import EqualTo, Reference
+    from pyiceberg.expressions.literals import literal
 
-    only_day = EqualTo("event_date", day.isoformat())
+    only_day = EqualTo(term=Reference("event_date"), value=literal(day.isoformat()))
     rows = table.scan(row_filter=only_day).to_arrow().sort_by("event_time")
     try:
         table.overwrite(
