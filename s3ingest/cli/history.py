@@ -17,11 +17,13 @@ from s3ingest.cli.options import EXIT_AWS, EXIT_USAGE, AsJson, StackOrLocal
 from s3ingest.cli.render import Table, out, plain, to_json
 from s3ingest.cli.replay import _parse_when
 from s3ingest.history_queries import QUERIES
-from s3ingest_fn.services.history_maintenance import RETENTION_HOURS
 
 _QUERY_HELP = "; ".join(f"{name}: {q.description}" for name, q in QUERIES.items())
 #: Not a query: the table's maintenance.
 MAINTAIN = "maintain"
+#: ``historySnapshotRetentionHours``'s default, as the deployed schedule's (not imported: the
+#: functions' package loads Powertools, which the CLI does not at load).
+RETENTION_HOURS = 6
 
 
 @app.command("history", short_help="A named query of the history table (historyTable).")

@@ -101,8 +101,9 @@ def _maintenance_event(retention_hours: int) -> dict[str, Any]:
 
 def maintain_local(retention_hours: int, directory: Path | None = None) -> dict[str, Any]:
     """Maintain the local history table (the run directory's ``history/``, or ``directory``)
-    with the history writer's own :func:`s3ingest_fn.handlers.history.maintain`. Returns its
-    figures (:class:`~s3ingest_fn.services.history_maintenance.Maintained`).
+    with what the history writer runs on a maintenance event
+    (:func:`s3ingest_fn.services.history_maintenance.run`). Returns its figures
+    (:class:`~s3ingest_fn.services.history_maintenance.Maintained`).
 
     Raises
     ------
@@ -119,13 +120,13 @@ def maintain_local(retention_hours: int, directory: Path | None = None) -> dict[
     except extras.MissingExtraError as exc:
         raise HistoryUnavailable(str(exc)) from None
     from s3ingest.local.stack.history import local_table
-    from s3ingest_fn.handlers.history import maintain
+    from s3ingest_fn.services.history_maintenance import run
 
     try:
         table = local_table(directory)
     except LookupError as exc:
         raise HistoryUnavailable(str(exc)) from None
-    return maintain(table, event)
+    return run(table, event)
 
 
 def maintain_deployed(

@@ -95,5 +95,8 @@ def test_the_handler_maintains_on_a_maintenance_event() -> None:
         handler.maintain(table, {"maintenance": {"retentionHours": "6"}})
 
 
-def test_the_settings_default_is_the_maintenances() -> None:
+def test_the_settings_default_is_the_maintenances_and_the_clis() -> None:
+    from s3ingest.cli.history import RETENTION_HOURS
+
     assert Settings().history_snapshot_retention_hours == history_maintenance.RETENTION_HOURS
+    assert RETENTION_HOURS == history_maintenance.RETENTION_HOURS

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from s3ingest_fn.contract import HISTORY_SERVICE
@@ -140,22 +140,17 @@ MAINTENANCE = "maintenance"
 def maintain(
     table: Table, event: Mapping[str, Any], *, now: datetime | None = None
 ) -> dict[str, Any]:
-    """Maintain the history table as ``event`` (``{"maintenance": {"retentionHours": H}}``,
-    H default :data:`~s3ingest_fn.services.history_maintenance.RETENTION_HOURS`) asks; returns
-    :meth:`~s3ingest_fn.services.history_maintenance.Maintained.to_dict`, also logged.
+    """Maintain the history table as ``event`` asks
+    (:func:`s3ingest_fn.services.history_maintenance.run`); returns the figures, also logged.
 
     Raises
     ------
     ValueError
         ``retentionHours`` not a positive integer, or a table that retries refused commits.
     """
-    spec = event.get(MAINTENANCE) or {}
-    hours = spec.get("retentionHours", history_maintenance.RETENTION_HOURS)
-    if isinstance(hours, bool) or not isinstance(hours, int) or hours < 1:
-        raise ValueError(f"maintenance: retentionHours must be a positive integer, not {hours!r}")
-    result = history_maintenance.maintain(table, now=now, retention=timedelta(hours=hours))
-    logger.info("history: table maintained", extra=result.to_dict())
-    return result.to_dict()
+    figures = history_maintenance.run(table, event, now=now)
+    logger.info("history: table maintained", extra=figures)
+    return figures
 
 
 #: The history table of each environment (catalog, table, location), loaded (or created) once

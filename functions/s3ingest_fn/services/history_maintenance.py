@@ -45,7 +45,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -67,6 +67,7 @@ __all__ = [
     "day_files",
     "expire",
     "maintain",
+    "run",
 ]
 
 logger = logging.getLogger(__name__)
@@ -312,3 +313,19 @@ def maintain(
     result.bytes_after = sum(f.file_size_in_bytes for fs in after.values() for f in fs)
     result.seconds = round(clock() - started, 3)
     return result
+
+
+def run(table: Table, event: Mapping[str, Any], *, now: datetime | None = None) -> dict[str, Any]:
+    """:func:`maintain` as a maintenance event asks (``{"maintenance": {"retentionHours": H}}``,
+    H default :data:`RETENTION_HOURS`); returns :meth:`Maintained.to_dict`.
+
+    Raises
+    ------
+    ValueError
+        ``retentionHours`` not a positive integer, or a table that retries refused commits.
+    """
+    spec = event.get("maintenance") or {}
+    hours = spec.get("retentionHours", RETENTION_HOURS)
+    if isinstance(hours, bool) or not isinstance(hours, int) or hours < 1:
+        raise ValueError(f"maintenance: retentionHours must be a positive integer, not {hours!r}")
+    return maintain(table, now=now, retention=timedelta(hours=hours)).to_dict()
