@@ -132,6 +132,18 @@ def test_on_an_hourly_schedule_maintains_the_table(fanout_synth: Synth) -> None:
     (target,) = rule["Properties"]["Targets"]
     retention = synth.settings.history_snapshot_retention_hours
     assert json.loads(target["Input"]) == {"maintenance": {"retentionHours": retention}}
+    # what the maintenance commits and deletes with: the writer's own grants
+    role = synth.logical_id(history.writer.role)
+    actions = {
+        a
+        for p in synth.resources("AWS::IAM::Policy").values()
+        if {"Ref": role} in p["Properties"]["Roles"]
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        for a in _list(s["Action"])
+    }
+    assert {"glue:UpdateTable", "s3:DeleteObject"} <= actions
+    output = synth.template["Outputs"]["HistoryWriterFunctionName"]["Value"]
+    assert output == {"Ref": writer}
 
 
 def test_on_the_bucket_expires_athena_results_and_deleted_history_files_only(

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from s3ingest.cli import app
 from s3ingest.commands.history import HistoryQueryFailed, HistoryUnavailable, maintain_deployed
-from s3ingest.local.stack.history import local_table
+from s3ingest.local.stack.history import history_dir, local_env, local_table
 from s3ingest.settings import Settings
 from s3ingest_fn.handlers import history as handler
 from s3ingest_fn.services import history_maintenance
@@ -93,6 +93,24 @@ def test_the_handler_maintains_on_a_maintenance_event() -> None:
     assert figures["files_after"] == 2 and figures["rows"] == 24
     with pytest.raises(ValueError, match="retentionHours"):
         handler.maintain(table, {"maintenance": {"retentionHours": "6"}})
+
+
+class Context:
+    function_name = "history"
+    memory_limit_in_mb = 1024
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:history"
+    aws_request_id = "req-1"
+
+
+def test_the_lambda_entry_point_takes_the_schedules_event(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    table = written()
+    for name, value in local_env(history_dir()).items():
+        monkeypatch.setenv(name, value)
+    figures = handler.handler({"maintenance": {"retentionHours": 6}}, Context())
+    assert figures["files_after"] == 2 and len(figures["days_compacted"]) == 2
+    assert table.refresh().scan().to_arrow().num_rows == 24
 
 
 def test_the_settings_default_is_the_maintenances_and_the_clis() -> None:
