@@ -88,10 +88,12 @@ CHANGE_AUDIT_LOG_GROUP_NAME = "ChangeAuditLogGroupName"
 CHANGE_DEAD_LETTER_QUEUE_URL = "ChangeDeadLetterQueueUrl"
 CHANGE_RELAY_FUNCTION_NAME = "ChangeRelayFunctionName"
 #: The history table (``historyTable``): the Athena workgroup of its named queries, the table
-#: as ``database.table`` in the Glue catalog, and the writer's dead-letter queue.
+#: as ``database.table`` in the Glue catalog, the writer's dead-letter queue, and the writer
+#: (``s3ingest history maintain`` invokes it).
 HISTORY_WORK_GROUP = "HistoryWorkGroup"
 HISTORY_TABLE = "HistoryTable"
 HISTORY_DEAD_LETTER_QUEUE_URL = "HistoryDeadLetterQueueUrl"
+HISTORY_WRITER_FUNCTION_NAME = "HistoryWriterFunctionName"
 #: The package version the stack was synthesized with (the stack's own output).
 VERSION = "Version"
 
@@ -162,6 +164,7 @@ NAMES = frozenset(
         HISTORY_WORK_GROUP,
         HISTORY_TABLE,
         HISTORY_DEAD_LETTER_QUEUE_URL,
+        HISTORY_WRITER_FUNCTION_NAME,
         VERSION,
     }
 )

@@ -847,10 +847,11 @@ class S3IngestPipeline(Construct):
             outputs[output.CHANGE_AUDIT_LOG_GROUP_NAME] = bus.audit_log_group.log_group_name
             outputs[output.CHANGE_DEAD_LETTER_QUEUE_URL] = relay.dead_letter_queue.queue_url
             outputs[output.CHANGE_RELAY_FUNCTION_NAME] = relay.function.function_name
-        if self.history is not None:
-            outputs[output.HISTORY_WORK_GROUP] = str(self.history.work_group.name)
-            outputs[output.HISTORY_TABLE] = self.history.table
-            outputs[output.HISTORY_DEAD_LETTER_QUEUE_URL] = self.history.dead_letter_queue.queue_url
+        if (history := self.history) is not None:
+            outputs[output.HISTORY_WORK_GROUP] = str(history.work_group.name)
+            outputs[output.HISTORY_TABLE] = history.table
+            outputs[output.HISTORY_DEAD_LETTER_QUEUE_URL] = history.dead_letter_queue.queue_url
+            outputs[output.HISTORY_WRITER_FUNCTION_NAME] = history.writer.function.function_name
         return outputs
 
 

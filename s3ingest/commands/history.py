@@ -1,5 +1,8 @@
 """``s3ingest history QUERY``: a named query of the history table (:mod:`s3ingest.history_queries`),
-locally by duckdb over the table's scan, deployed by Athena in the stack's workgroup.
+locally by duckdb over the table's scan, deployed by Athena in the stack's workgroup; and
+``s3ingest history maintain``: the table's maintenance
+(:mod:`s3ingest_fn.services.history_maintenance`), locally on the local table, deployed by the
+history writer the stack's schedule also invokes.
 
 Result shape (both): ``{"query", "columns": [...], "rows": [{column: value}, ...]}``; times are
 datetimes (UTC), counts and milliseconds numbers.
@@ -7,6 +10,7 @@ datetimes (UTC), counts and milliseconds numbers.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -16,12 +20,23 @@ from typing import Any
 from s3ingest import outputs as output
 from s3ingest.history_queries import QUERIES, Query
 
-__all__ = ["HistoryQueryFailed", "HistoryUnavailable", "query_athena", "query_local"]
+__all__ = [
+    "HistoryQueryFailed",
+    "HistoryUnavailable",
+    "maintain_deployed",
+    "maintain_local",
+    "query_athena",
+    "query_local",
+]
 
 #: The stack outputs the deployed queries need (``historyTable``): the Athena workgroup, and
 #: the table as ``database.table`` in the Glue catalog.
 HISTORY_WORKGROUP_OUTPUT = output.HISTORY_WORK_GROUP
 HISTORY_TABLE_OUTPUT = output.HISTORY_TABLE
+#: The history writer, which maintains the table when invoked with a maintenance event.
+HISTORY_WRITER_OUTPUT = output.HISTORY_WRITER_FUNCTION_NAME
+#: Seconds to wait for the deployed maintenance (the writer's timeout is 300 s).
+MAINTAIN_READ_TIMEOUT = 330
 
 
 class HistoryQueryFailed(RuntimeError):
@@ -76,6 +91,74 @@ def query_local(
         columns = [d[0] for d in cursor.description or []]
         rows = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
     return {"query": name, "columns": columns, "rows": [_utc(r) for r in rows]}
+
+
+def _maintenance_event(retention_hours: int) -> dict[str, Any]:
+    if isinstance(retention_hours, bool) or retention_hours < 1:
+        raise ValueError(f"--retention-hours must be at least 1, not {retention_hours}")
+    return {"maintenance": {"retentionHours": retention_hours}}
+
+
+def maintain_local(retention_hours: int, directory: Path | None = None) -> dict[str, Any]:
+    """Maintain the local history table (the run directory's ``history/``, or ``directory``)
+    with what the history writer runs on a maintenance event
+    (:func:`s3ingest_fn.services.history_maintenance.run`). Returns its figures
+    (:class:`~s3ingest_fn.services.history_maintenance.Maintained`).
+
+    Raises
+    ------
+    HistoryUnavailable
+        No local history table (or the ``history`` extra missing).
+    ValueError
+        ``retention_hours`` below 1, or a table that retries refused commits.
+    """
+    from s3ingest import extras
+
+    event = _maintenance_event(retention_hours)
+    try:
+        extras.require("history", "s3ingest history maintain --local")
+    except extras.MissingExtraError as exc:
+        raise HistoryUnavailable(str(exc)) from None
+    from s3ingest.local.stack.history import local_table
+    from s3ingest_fn.services.history_maintenance import run
+
+    try:
+        table = local_table(directory)
+    except LookupError as exc:
+        raise HistoryUnavailable(str(exc)) from None
+    return run(table, event)
+
+
+def maintain_deployed(
+    lambda_client: Any, outputs: Mapping[str, str], retention_hours: int
+) -> dict[str, Any]:
+    """Invoke the stack's history writer (output ``HistoryWriterFunctionName``) with a
+    maintenance event, synchronously (``lambda_client`` should wait
+    :data:`MAINTAIN_READ_TIMEOUT` seconds and not retry;
+    https://docs.aws.amazon.com/lambda/latest/api/API_Invoke.html). Returns its figures.
+
+    Raises
+    ------
+    HistoryUnavailable
+        The stack has no history writer output.
+    HistoryQueryFailed
+        The function failed (its error message).
+    """
+    event = _maintenance_event(retention_hours)
+    name = outputs.get(HISTORY_WRITER_OUTPUT)
+    if not name:
+        raise HistoryUnavailable(
+            f"the stack has no history writer (output {HISTORY_WRITER_OUTPUT} missing): deploy "
+            "it with historyTable: true"
+        )
+    response = lambda_client.invoke(
+        FunctionName=name, InvocationType="RequestResponse", Payload=json.dumps(event).encode()
+    )
+    payload = json.loads(response["Payload"].read() or b"null")
+    if response.get("FunctionError") or not isinstance(payload, dict):
+        message = payload.get("errorMessage") if isinstance(payload, dict) else payload
+        raise HistoryQueryFailed(f"history maintenance by {name} failed: {message}")
+    return payload
 
 
 def _utc(row: dict[str, Any]) -> dict[str, Any]:

@@ -564,6 +564,20 @@ class Settings:
         "[history.md](history.md)). Needs `changeStream`",
         check=_history_rule,
     )
+    history_snapshot_retention_hours: int = setting(
+        6,
+        (
+            "with `historyTable`, the hourly maintenance expires the table's snapshots older "
+            "than this (keeping the last 10 however old) and deletes the files only they "
+            "reached; closed days with more than 10 data files are compacted into one. Every "
+            "commit rewrites the table's metadata file, which lists each snapshot kept (about "
+            "0.85 KB each): at 10^6 changes a day, 6 hours is about 2.5 MB a commit, 7 days "
+            "would be about 60 MB ([maintenance](history.md#maintenance)). Time travel reaches "
+            "back this far"
+        ),
+        unit="hours",
+        bounds=(1, 720),
+    )
     lag_alarm_seconds: int = setting(
         300,
         (

@@ -117,3 +117,57 @@ def test_on_the_named_queries_are_the_clis(fanout_synth: Synth) -> None:
 
 def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
+
+
+def test_on_an_hourly_schedule_maintains_the_table(fanout_synth: Synth) -> None:
+    synth = fanout_synth
+    history = synth.pipeline.history
+    assert history is not None
+    writer = synth.logical_id(history.writer.function)
+    (rule,) = (
+        r
+        for r in synth.resources("AWS::Events::Rule").values()
+        if any(t["Arn"] == {"Fn::GetAtt": [writer, "Arn"]} for t in r["Properties"]["Targets"])
+    )
+    assert rule["Properties"]["ScheduleExpression"] == "rate(1 hour)"
+    (target,) = rule["Properties"]["Targets"]
+    retention = synth.settings.history_snapshot_retention_hours
+    assert json.loads(target["Input"]) == {"maintenance": {"retentionHours": retention}}
+    # what the maintenance commits and deletes with: the writer's own grants
+    role = synth.logical_id(history.writer.role)
+    actions = {
+        a
+        for p in synth.resources("AWS::IAM::Policy").values()
+        if {"Ref": role} in p["Properties"]["Roles"]
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        for a in _list(s["Action"])
+    }
+    assert {"glue:UpdateTable", "s3:DeleteObject"} <= actions
+    output = synth.template["Outputs"]["HistoryWriterFunctionName"]["Value"]
+    assert output == {"Ref": writer}
+
+
+def test_on_the_bucket_expires_athena_results_and_deleted_history_files_only(
+    fanout_synth: Synth,
+) -> None:
+    synth = fanout_synth
+    history = synth.pipeline.history
+    assert history is not None
+    bucket = synth.logical_id(synth.pipeline.landings.shared.inventory)
+    rules = {
+        r["Id"]: r
+        for r in synth.template["Resources"][bucket]["Properties"]["LifecycleConfiguration"][
+            "Rules"
+        ]
+    }
+    results = rules["ExpireAthenaResults"]
+    assert results["Prefix"] == "athena-results/" and results["ExpirationInDays"] == 7
+    deleted = rules["ExpireDeletedHistoryFiles"]
+    assert deleted["Prefix"] == "history/"
+    assert deleted["NoncurrentVersionExpiration"] == {"NoncurrentDays": 7}
+    # a current file under history/ never expires: the table's snapshots read it
+    for rule in rules.values():
+        if "history/".startswith(rule.get("Prefix", "")) or rule.get("Prefix", "").startswith(
+            "history/"
+        ):
+            assert "ExpirationInDays" not in rule and "ExpirationDate" not in rule, rule

@@ -831,6 +831,22 @@ def test_fanout_work_prefix_expires(fanout_synth: Synth) -> None:
                 "ExpirationInDays": 7,
                 "Status": "Enabled",
             },
+            # the history table (the fanout variant has it): its deleted files' versions, never
+            # its current files; Athena's results
+            {
+                "Id": "ExpireDeletedHistoryFiles",
+                "Prefix": "history/",
+                "NoncurrentVersionExpiration": {"NoncurrentDays": 7},
+                "ExpiredObjectDeleteMarker": True,
+                "Status": "Enabled",
+            },
+            {
+                "Id": "ExpireAthenaResults",
+                "Prefix": "athena-results/",
+                "ExpirationInDays": 7,
+                "NoncurrentVersionExpiration": {"NoncurrentDays": 1},
+                "Status": "Enabled",
+            },
         ]
     }
 

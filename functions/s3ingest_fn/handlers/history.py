@@ -17,6 +17,10 @@ Every record ends with one outcome (CONTRACT C9, logged and counted):
 * ``retried``: the table could not be written (a commit refused too often, the catalog or
   storage failing): every valid record of the batch is reported failed and comes back.
 
+The same function maintains the table when the stack's hourly schedule invokes it with
+``{"maintenance": {"retentionHours": H}}`` (:func:`maintain`,
+:mod:`s3ingest_fn.services.history_maintenance`); it returns the figures.
+
 Environment: ``HISTORY_CATALOG``, ``HISTORY_TABLE``, ``HISTORY_LOCATION``
 (:func:`s3ingest_fn.services.history.catalog_from_env`), ``DEAD_LETTER_QUEUE_URL`` (optional).
 """
@@ -34,7 +38,7 @@ from s3ingest_fn.core.model import TransientError
 from s3ingest_fn.core.ports import DeadLetters
 from s3ingest_fn.handlers import resume
 from s3ingest_fn.handlers.telemetry import function_logger
-from s3ingest_fn.services import history
+from s3ingest_fn.services import history, history_maintenance
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -129,6 +133,26 @@ def write_batch(
     }
 
 
+#: The key of a maintenance event (the schedule's input).
+MAINTENANCE = "maintenance"
+
+
+def maintain(
+    table: Table, event: Mapping[str, Any], *, now: datetime | None = None
+) -> dict[str, Any]:
+    """Maintain the history table as ``event`` asks
+    (:func:`s3ingest_fn.services.history_maintenance.run`); returns the figures, also logged.
+
+    Raises
+    ------
+    ValueError
+        ``retentionHours`` not a positive integer, or a table that retries refused commits.
+    """
+    figures = history_maintenance.run(table, event, now=now)
+    logger.info("history: table maintained", extra=figures)
+    return figures
+
+
 #: The history table of each environment (catalog, table, location), loaded (or created) once
 #: per container.
 _TABLES: dict[tuple[str, str, str], Table] = {}
@@ -153,6 +177,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     from s3ingest_fn.config_roles import HistoryConfig
 
     config = wiring.function_config(HistoryConfig)
+    if MAINTENANCE in event:  # the hourly schedule
+        return maintain(table_of(invocation_env()), event)
     dead_letters = wiring.function_change_dead_letters(config.dead_letter_queue_url)
     response = write_batch(table_of(invocation_env()), event, dead_letters)
     return {"batchItemFailures": response["batchItemFailures"]}

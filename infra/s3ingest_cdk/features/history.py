@@ -3,6 +3,11 @@ queue (with its dead-letter queue) -> the history writer -> an Apache Iceberg ta
 catalog, its files in the stack's bucket under ``history/``; an Athena workgroup with the named
 queries of :mod:`s3ingest.history_queries`.
 
+An hourly schedule invokes the writer with ``{"maintenance": {"retentionHours": H}}``
+(``historySnapshotRetentionHours``): the same function compacts closed days, expires snapshots
+and deletes the files only they reached (:mod:`s3ingest_fn.services.history_maintenance`), with
+the Glue UpdateTable and the S3 DeleteObject under ``history/`` it already has.
+
 The stack creates the Glue database; the writer creates the table on its first batch
 (:func:`s3ingest_fn.services.history.ensure_table`, the one schema and partitioning), so the
 schema is written once.
@@ -30,9 +35,10 @@ from s3ingest.settings import Settings
 from s3ingest_cdk.constructs.function import RoleFunction
 from s3ingest_cdk.constructs.ingest_queue import secure_queue
 from s3ingest_cdk.features.evidence import (
+    DEAD_LETTER_DOC,
+    SCHEDULE_TARGET_EVIDENCE,
     acknowledge_dead_letter_queue,
     acknowledge_function,
-    synchronous_evidence,
 )
 from s3ingest_cdk.nag import acknowledge, grant, wildcard_resource_finding
 from s3ingest_fn import config_roles as fn_roles
@@ -49,6 +55,15 @@ BATCH_SIZE = 100
 BATCH_WINDOW = Duration.seconds(30)
 #: Invocations at once at most: concurrent commits conflict and are redone (SQS's minimum).
 MAX_CONCURRENCY = 2
+#: How often the table is maintained (docs/history.md#maintenance).
+MAINTENANCE_INTERVAL = Duration.hours(1)
+#: Athena's query results: read once by the caller, then kept this long (and their old
+#: versions a day: the bucket is versioned).
+RESULTS_EXPIRATION = Duration.days(7)
+#: The table's deleted files (noncurrent versions: the bucket is versioned) are kept this long.
+#: Never an expiration of current objects under history/: the table's live files have no age
+#: limit, and an expired one would break every snapshot that reads it.
+DELETED_FILES_EXPIRATION = Duration.days(7)
 
 
 def database_name(stage: str) -> str:
@@ -64,6 +79,8 @@ class History(Construct):
     ----------
     queue, dead_letter_queue : aws_cdk.aws_sqs.Queue
     writer : s3ingest_cdk.constructs.function.RoleFunction
+        Also the table's maintenance, invoked by ``maintenance`` (an hourly rule).
+    maintenance : aws_cdk.aws_events.Rule
     database : aws_cdk.aws_glue.CfnDatabase
     work_group : aws_cdk.aws_athena.CfnWorkGroup
     table : str
@@ -78,7 +95,7 @@ class History(Construct):
         settings: Settings,
         code: lambda_.Code,
         bus: events.IEventBus,
-        bucket: s3.IBucket,
+        bucket: s3.Bucket,
     ) -> None:
         super().__init__(scope, construct_id)
         queue_spec, dead_spec = stack_resources.history_queues()
@@ -136,11 +153,34 @@ class History(Construct):
             function,
             self.writer.role,
             tracing=settings.tracing,
-            dead_letters=synchronous_evidence(
-                "its SQS event source mapping (the history queue, whose redrive policy moves a "
-                "record failing 5 receives to the history dead-letter queue)"
+            dead_letters=(
+                "Invoked synchronously by its SQS event source mapping (the history queue, whose "
+                "redrive policy moves a record failing 5 receives to the history dead-letter "
+                "queue), and asynchronously only by its hourly maintenance schedule, with a fixed "
+                "input: a failed maintenance is retried twice by Lambda, and the next tick does "
+                "the same work again; a dead-letter queue (DeadLetterConfig, "
+                f"{DEAD_LETTER_DOC}) would hold schedule ticks, with nothing to replay."
             ),
         )
+        self.maintenance = events.Rule(
+            self,
+            "Maintenance",
+            description="s3ingest: compacts the history table and expires its snapshots",
+            schedule=events.Schedule.rate(MAINTENANCE_INTERVAL),
+            targets=[
+                targets.LambdaFunction(
+                    function,
+                    event=events.RuleTargetInput.from_object(
+                        {
+                            "maintenance": {
+                                "retentionHours": settings.history_snapshot_retention_hours
+                            }
+                        }
+                    ),
+                )
+            ],
+        )
+        acknowledge(self.maintenance, "Serverless-EventBusDLQ", SCHEDULE_TARGET_EVIDENCE)
         function.add_event_source(
             event_sources.SqsEventSource(
                 self.queue,
@@ -163,7 +203,8 @@ class History(Construct):
             "redrive policy (maxReceiveCount), whose age is alarmed.",
         )
         self.dead_letter_queue.grant_send_messages(function)
-        # The table's files: read, write and remove (Iceberg's own cleanup) under history/ only;
+        # The table's files: read, write and remove (Iceberg's own cleanup, the maintenance's
+        # deletion of files only expired snapshots reached) under history/ only;
         # ListBucket so that a missing file reads as absent (404), not forbidden (403).
         files = bucket.arn_for_objects(HISTORY_PREFIX + "*")
         grant(function, ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], files)
@@ -175,7 +216,8 @@ class History(Construct):
             "history/ of the stack's bucket only; Iceberg names each file when it writes it "
             "(https://iceberg.apache.org/spec/#file-system-operations).",
         )
-        # The Glue catalog: read the database, read and create/commit the one table.
+        # The Glue catalog: read the database, read and create/commit the one table (a write, a
+        # compaction, a snapshot expiry: each an UpdateTable).
         glue_arn = f"arn:{Aws.PARTITION}:glue:{stack.region}:{stack.account}"
         grant(
             function,
@@ -183,6 +225,21 @@ class History(Construct):
             f"{glue_arn}:catalog",
             f"{glue_arn}:database/{db}",
             f"{glue_arn}:table/{db}/{TABLE_NAME}",
+        )
+        # The bucket is versioned (it keeps the attestations): a deleted file stays as a
+        # noncurrent version until this expires it. history/ gets no expiration of current
+        # objects: that would delete files the table's snapshots read and corrupt it.
+        bucket.add_lifecycle_rule(
+            id="ExpireDeletedHistoryFiles",
+            prefix=HISTORY_PREFIX,
+            noncurrent_version_expiration=DELETED_FILES_EXPIRATION,
+            expired_object_delete_marker=True,
+        )
+        bucket.add_lifecycle_rule(
+            id="ExpireAthenaResults",
+            prefix=RESULTS_PREFIX,
+            expiration=RESULTS_EXPIRATION,
+            noncurrent_version_expiration=Duration.days(1),
         )
         self.work_group = athena.CfnWorkGroup(
             self,
