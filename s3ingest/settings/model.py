@@ -566,15 +566,9 @@ class Settings:
     )
     history_snapshot_retention_hours: int = setting(
         6,
-        (
-            "with `historyTable`, the hourly maintenance expires the table's snapshots older "
-            "than this (keeping the last 10 however old) and deletes the files only they "
-            "reached; closed days with more than 10 data files are compacted into one. Every "
-            "commit rewrites the table's metadata file, which lists each snapshot kept (about "
-            "0.85 KB each): at 10^6 changes a day, 6 hours is about 2.5 MB a commit, 7 days "
-            "would be about 60 MB ([maintenance](history.md#maintenance)). Time travel reaches "
-            "back this far"
-        ),
+        "with `historyTable`, the hourly maintenance expires the table's snapshots older than "
+        "this (the last 10 stay) and deletes the files only they reached; time travel reaches "
+        "back this far ([maintenance](history.md#maintenance): why hours, not days)",
         unit="hours",
         bounds=(1, 720),
     )
