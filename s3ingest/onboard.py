@@ -399,10 +399,11 @@ def _follow(
 ) -> dict[str, Any]:
     deadline = target.clock() + timeout_seconds
     total: int | None = None
+    seen: dict[str, tuple[str, Any]] = {}
     while True:
         described: dict[str, Any] = target.sfn.describe_execution(executionArn=arn)
         if on_progress:
-            progress = checkpoint_progress(target.s3, target.checkpoint_bucket, bucket, run)
+            progress = checkpoint_progress(target.s3, target.checkpoint_bucket, bucket, run, seen)
             if total is None:
                 total = progress["shards"]["planned"] or planned_shards(target.sfn, arn)
             on_progress("backfill", progress["shards"]["done"], total, progress["objects"])
@@ -446,11 +447,21 @@ def _state_transitions(sfn: Any, arn: str) -> int:
         kwargs["nextToken"] = page["nextToken"]
 
 
-def checkpoint_progress(s3: Any, checkpoint_bucket: str, bucket: str, run: str) -> dict[str, Any]:
+def checkpoint_progress(
+    s3: Any,
+    checkpoint_bucket: str,
+    bucket: str,
+    run: str,
+    seen: dict[str, tuple[str, Any]] | None = None,
+) -> dict[str, Any]:
     """``{"shards": {"done", "started", "planned"}, "objects"}`` from the run's files in the
     checkpoint bucket (``backfill-listing/<bucket>/<run>/``: ``plan.json`` with the run's
     ``shards``, and one ``<shard id>.json`` per shard started, with ``done`` and ``counts``);
-    ``planned`` is None before the plan is written."""
+    ``planned`` is None before the plan is written.
+
+    ``seen`` (key -> (ETag, document), filled here) spares a poll the GetObject of a file whose
+    ETag the listing shows unchanged: a follow reads each checkpoint once per write, not once
+    per poll (a done shard's file never changes)."""
     prefix = f"{CHECKPOINT_FOLDER}/{bucket}/{run}/"
     started = done = objects = 0
     planned: int | None = None
@@ -458,8 +469,14 @@ def checkpoint_progress(s3: Any, checkpoint_bucket: str, bucket: str, run: str) 
         Bucket=checkpoint_bucket, Prefix=prefix
     ):
         for item in page.get("Contents", []):
-            body = s3.get_object(Bucket=checkpoint_bucket, Key=item["Key"])["Body"].read()
-            doc = json.loads(body)
+            known = (seen or {}).get(item["Key"])
+            if known is not None and known[0] == item["ETag"]:
+                doc = known[1]
+            else:
+                got = s3.get_object(Bucket=checkpoint_bucket, Key=item["Key"])
+                doc = json.loads(got["Body"].read())
+                if seen is not None:
+                    seen[item["Key"]] = (got["ETag"], doc)
             if item["Key"] == f"{prefix}{PLAN_FILE}":
                 shards = doc.get("shards") if isinstance(doc, dict) else None
                 planned = len(shards) if isinstance(shards, list) else None
