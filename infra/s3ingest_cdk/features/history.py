@@ -19,7 +19,6 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_glue as glue
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -31,8 +30,7 @@ from s3ingest_cdk.constructs.function import RoleFunction
 from s3ingest_cdk.constructs.ingest_queue import secure_queue
 from s3ingest_cdk.features.evidence import (
     acknowledge_dead_letter_queue,
-    acknowledge_function,
-    synchronous_evidence,
+    add_queue_source,
 )
 from s3ingest_cdk.nag import acknowledge, grant, wildcard_resource_finding
 from s3ingest_fn import config_roles as fn_roles
@@ -132,35 +130,14 @@ class History(Construct):
             ).to_env(),
         )
         function = self.writer.function
-        acknowledge_function(
-            function,
-            self.writer.role,
+        add_queue_source(
+            self.writer,
+            self.queue,
+            name="history",
             tracing=settings.tracing,
-            dead_letters=synchronous_evidence(
-                "its SQS event source mapping (the history queue, whose redrive policy moves a "
-                "record failing 5 receives to the history dead-letter queue)"
-            ),
-        )
-        function.add_event_source(
-            event_sources.SqsEventSource(
-                self.queue,
-                batch_size=BATCH_SIZE,
-                max_batching_window=BATCH_WINDOW,
-                max_concurrency=MAX_CONCURRENCY,
-                report_batch_item_failures=True,
-            )
-        )
-        (mapping,) = (
-            c for c in function.node.children if isinstance(c, lambda_.EventSourceMapping)
-        )
-        acknowledge(
-            mapping,
-            "Serverless-LambdaEventSourceMappingDestination",
-            "An SQS event source mapping takes no on-failure destination (DestinationConfig is "
-            "for Kinesis, DynamoDB Streams and Kafka sources only: "
-            "https://docs.aws.amazon.com/lambda/latest/api/API_CreateEventSourceMapping.html); "
-            "a record that keeps failing moves to the history dead-letter queue by the queue's "
-            "redrive policy (maxReceiveCount), whose age is alarmed.",
+            batch_size=BATCH_SIZE,
+            max_batching_window=BATCH_WINDOW,
+            max_concurrency=MAX_CONCURRENCY,
         )
         self.dead_letter_queue.grant_send_messages(function)
         # The table's files: read, write and remove (Iceberg's own cleanup) under history/ only;

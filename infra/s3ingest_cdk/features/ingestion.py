@@ -6,7 +6,6 @@ from __future__ import annotations
 from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
@@ -18,8 +17,7 @@ from s3ingest_cdk.constructs.landing_bucket import Landings
 from s3ingest_cdk.constructs.python_function import reserve_concurrency
 from s3ingest_cdk.features.evidence import (
     acknowledge_dead_letter_queue,
-    acknowledge_function,
-    synchronous_evidence,
+    add_queue_source,
 )
 from s3ingest_cdk.features.service import IngestProcessors, grant_ingest_service
 from s3ingest_cdk.nag import acknowledge
@@ -106,15 +104,6 @@ class Ingestion(Construct):
         reserve_concurrency(function, settings.ingest_reserved_concurrency)
         for name, value in landings.scope_environment(self).items():
             function.add_environment(name, value)
-        acknowledge_function(
-            function,
-            self.ingest.role,
-            tracing=settings.tracing,
-            dead_letters=synchronous_evidence(
-                "the ingest queue's event source mapping (a failed record returns to the queue "
-                "and, after maxReceiveCount receives, moves to the ingest dead-letter queue)"
-            ),
-        )
         grant_ingest_service(
             function,
             ledger_table=ledger_table,
@@ -128,24 +117,12 @@ class Ingestion(Construct):
         )
         # Invalid messages go to the DLQ with their reason (C9).
         dead_letter_queue.grant(function, "sqs:SendMessage")
-        function.add_event_source(
-            event_sources.SqsEventSource(
-                queue,
-                batch_size=settings.batch_size,
-                max_batching_window=Duration.seconds(settings.max_batching_window_seconds),
-                max_concurrency=settings.max_concurrency,
-                report_batch_item_failures=True,
-            )
-        )
-        (mapping,) = (
-            c for c in function.node.children if isinstance(c, lambda_.EventSourceMapping)
-        )
-        acknowledge(
-            mapping,
-            "Serverless-LambdaEventSourceMappingDestination",
-            "An SQS event source mapping takes no on-failure destination (DestinationConfig is "
-            "for Kinesis, DynamoDB Streams and Kafka sources only: "
-            "https://docs.aws.amazon.com/lambda/latest/api/API_CreateEventSourceMapping.html); "
-            "a record that keeps failing moves to the ingest dead-letter queue by the queue's "
-            "redrive policy (maxReceiveCount), whose age is alarmed.",
+        add_queue_source(
+            self.ingest,
+            queue,
+            name="ingest",
+            tracing=settings.tracing,
+            batch_size=settings.batch_size,
+            max_batching_window=Duration.seconds(settings.max_batching_window_seconds),
+            max_concurrency=settings.max_concurrency,
         )
