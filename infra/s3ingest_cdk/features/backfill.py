@@ -26,8 +26,8 @@ from s3ingest_cdk.features.evidence import (
     SFN_LOGGING_EVIDENCE,
     STATE_MACHINE_INVOKER,
     acknowledge_distributed_map,
-    acknowledge_function,
     acknowledge_state_machine_invoke,
+    acknowledged_function,
     synchronous_evidence,
 )
 from s3ingest_cdk.features.reconciliation import grant_reports
@@ -85,8 +85,9 @@ class Backfill(Construct):
         super().__init__(scope, construct_id)
         bucket = landings.first.bucket
         inventory_bucket = landings.shared.inventory
-        self.backfill_control = RoleFunction(
+        self.backfill_control = acknowledged_function(
             self,
+            dead_letters=synchronous_evidence(STATE_MACHINE_INVOKER),
             row=function_roles.BACKFILL_CONTROL,
             settings=settings,
             code=code,
@@ -105,12 +106,6 @@ class Backfill(Construct):
         control_role = self.backfill_control.role
         for name, value in landings.inventory_environment(self).items():
             control.add_environment(name, value)
-        acknowledge_function(
-            control,
-            control_role,
-            tracing=settings.tracing,
-            dead_letters=synchronous_evidence(STATE_MACHINE_INVOKER),
-        )
         if settings.backfill_engine != BATCH_OPERATIONS:
             # distributed-map: it is the worker (one invocation per data file, in parallel)
             reserve_concurrency(control, settings.backfill_reserved_concurrency)
@@ -122,8 +117,13 @@ class Backfill(Construct):
         self.backfill: RoleFunction | None = None
         self.batch_operations: BatchOperationsRole | None = None
         if settings.backfill_engine == BATCH_OPERATIONS:
-            self.backfill = RoleFunction(
+            self.backfill = acknowledged_function(
                 self,
+                dead_letters=synchronous_evidence(
+                    "S3 Batch Operations (one invocation per object, whose failure the job "
+                    "retries or records in its completion report: "
+                    "https://docs.aws.amazon.com/AmazonS3/latest/userguide/batch-ops-invoke-lambda.html)"
+                ),
                 row=function_roles.BACKFILL,
                 settings=settings,
                 code=code,
@@ -134,16 +134,6 @@ class Backfill(Construct):
                     bucket_name=bucket.bucket_name,
                     record_concurrency=settings.record_concurrency,
                 ).to_env(),
-            )
-            acknowledge_function(
-                self.backfill.function,
-                self.backfill.role,
-                tracing=settings.tracing,
-                dead_letters=synchronous_evidence(
-                    "S3 Batch Operations (one invocation per object, whose failure the job "
-                    "retries or records in its completion report: "
-                    "https://docs.aws.amazon.com/AmazonS3/latest/userguide/batch-ops-invoke-lambda.html)"
-                ),
             )
             # A backfill never takes more of the account's concurrency than this.
             reserve_concurrency(self.backfill.function, settings.backfill_reserved_concurrency)

@@ -37,8 +37,8 @@ from s3ingest_cdk.features.evidence import (
     SFN_LOGGING_EVIDENCE,
     STATE_MACHINE_INVOKER,
     acknowledge_distributed_map,
-    acknowledge_function,
     acknowledge_state_machine_invoke,
+    acknowledged_function,
     synchronous_evidence,
 )
 from s3ingest_cdk.features.service import IngestProcessors, grant_ingest_service
@@ -201,13 +201,12 @@ class CheckpointedRun(Construct):
                 named.update(dict(processors.variables))
         steps = []
         for row, env in zip(spec.rows, (named, {}, {}), strict=True):
-            owner = RoleFunction(
-                self, row=row, settings=settings, code=code, environment={**common, **env}
-            )
-            acknowledge_function(
-                owner.function,
-                owner.role,
-                tracing=settings.tracing,
+            owner = acknowledged_function(
+                self,
+                row=row,
+                settings=settings,
+                code=code,
+                environment={**common, **env},
                 dead_letters=synchronous_evidence(STATE_MACHINE_INVOKER),
             )
             steps.append(owner)

@@ -12,7 +12,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
-from constructs import IConstruct
+from constructs import Construct, IConstruct
 
 from s3ingest_cdk.constructs.function import RoleFunction
 from s3ingest_cdk.nag import acknowledge, wildcard_resource_finding
@@ -120,6 +120,17 @@ def acknowledge_function(
     acknowledge(function, "Serverless-LambdaDLQ", dead_letters)
     if not tracing:
         acknowledge(function, "Serverless-LambdaTracing", TRACING_EVIDENCE)
+
+
+def acknowledged_function(
+    scope: Construct, construct_id: str | None = None, *, dead_letters: str, **kwargs: Any
+) -> RoleFunction:
+    """A :class:`RoleFunction` (``kwargs``: its keywords) with :func:`acknowledge_function`'s
+    acknowledgements (``dead_letters``; tracing: its ``settings``')."""
+    owner = RoleFunction(scope, construct_id, **kwargs)
+    tracing = kwargs["settings"].tracing
+    acknowledge_function(owner.function, owner.role, tracing=tracing, dead_letters=dead_letters)
+    return owner
 
 
 def add_queue_source(

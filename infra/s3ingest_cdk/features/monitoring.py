@@ -19,7 +19,6 @@ from s3ingest_cdk.constructs import (
     OperationalAlarms,
     OperationsDashboard,
 )
-from s3ingest_cdk.constructs.function import RoleFunction
 from s3ingest_cdk.constructs.landing_bucket import Landings
 from s3ingest_cdk.constructs.operational_alarms import dead_letter_age_threshold
 from s3ingest_cdk.features.backfill import Backfill
@@ -28,7 +27,7 @@ from s3ingest_cdk.features.checkpointed_run import ListingBackfill, Reprocess
 from s3ingest_cdk.features.evidence import (
     SCHEDULE_TARGET_EVIDENCE,
     SCHEDULED_EVIDENCE,
-    acknowledge_function,
+    acknowledged_function,
 )
 from s3ingest_cdk.features.history import History
 from s3ingest_cdk.features.ingestion import Ingestion
@@ -75,8 +74,11 @@ class Monitoring(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         # Is the bucket still sending its events? (Nothing else notices when it stops.)
-        self.delivery_check = RoleFunction(
+        # A run that fails or never runs reports nothing: the delivery alarm treats missing
+        # data as breaching.
+        self.delivery_check = acknowledged_function(
             self,
+            dead_letters=SCHEDULED_EVIDENCE,
             row=function_roles.DELIVERY_CHECK,
             settings=settings,
             code=code,
@@ -100,14 +102,6 @@ class Monitoring(Construct):
             targets=[targets.LambdaFunction(self.delivery_check.function)],
         )
         acknowledge(schedule, "Serverless-EventBusDLQ", SCHEDULE_TARGET_EVIDENCE)
-        # A run that fails or never runs reports nothing: the delivery alarm treats missing
-        # data as breaching.
-        acknowledge_function(
-            self.delivery_check.function,
-            self.delivery_check.role,
-            tracing=settings.tracing,
-            dead_letters=SCHEDULED_EVIDENCE,
-        )
         self.alarm_topic = AlarmTopic(self, "AlarmTopic", email=settings.alarm_email)
         if self.alarm_topic.subscription is not None:
             acknowledge(
