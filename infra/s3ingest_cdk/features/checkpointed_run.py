@@ -38,9 +38,9 @@ from s3ingest_cdk.features.evidence import (
     STATE_MACHINE_INVOKER,
     acknowledge_distributed_map,
     acknowledge_state_machine_invoke,
-    acknowledged_function,
     synchronous_evidence,
 )
+from s3ingest_cdk.features.role_function import acknowledged_function
 from s3ingest_cdk.features.service import IngestProcessors, grant_ingest_service
 from s3ingest_cdk.nag import acknowledge, grant, wildcard_resource_finding
 from s3ingest_fn import config as fn_config

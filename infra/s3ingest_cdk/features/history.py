@@ -30,8 +30,8 @@ from s3ingest_cdk.constructs.function import RoleFunction
 from s3ingest_cdk.constructs.ingest_queue import secure_queue
 from s3ingest_cdk.features.evidence import (
     acknowledge_dead_letter_queue,
-    add_queue_source,
 )
+from s3ingest_cdk.features.role_function import add_queue_source
 from s3ingest_cdk.nag import acknowledge, grant, wildcard_resource_finding
 from s3ingest_fn import config_roles as fn_roles
 from s3ingest_fn import contract

@@ -17,8 +17,8 @@ from s3ingest_cdk.constructs.landing_bucket import Landings
 from s3ingest_cdk.constructs.python_function import reserve_concurrency
 from s3ingest_cdk.features.evidence import (
     acknowledge_dead_letter_queue,
-    add_queue_source,
 )
+from s3ingest_cdk.features.role_function import add_queue_source
 from s3ingest_cdk.features.service import IngestProcessors, grant_ingest_service
 from s3ingest_cdk.nag import acknowledge
 from s3ingest_fn import config as fn_config

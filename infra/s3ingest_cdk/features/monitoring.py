@@ -27,11 +27,11 @@ from s3ingest_cdk.features.checkpointed_run import ListingBackfill, Reprocess
 from s3ingest_cdk.features.evidence import (
     SCHEDULE_TARGET_EVIDENCE,
     SCHEDULED_EVIDENCE,
-    acknowledged_function,
 )
 from s3ingest_cdk.features.history import History
 from s3ingest_cdk.features.ingestion import Ingestion
 from s3ingest_cdk.features.reconciliation import Reconciliation
+from s3ingest_cdk.features.role_function import acknowledged_function
 from s3ingest_cdk.nag import acknowledge, grant
 from s3ingest_fn.config_roles import DeliveryCheckConfig
 

@@ -23,7 +23,8 @@ from s3ingest.settings import (
     is_function_processor,
 )
 from s3ingest_cdk.constructs.function import RoleFunction, lambda_handler
-from s3ingest_cdk.features.evidence import acknowledged_function, synchronous_evidence
+from s3ingest_cdk.features.evidence import synchronous_evidence
+from s3ingest_cdk.features.role_function import acknowledged_function
 from s3ingest_cdk.features.service import IngestProcessors
 from s3ingest_cdk.nag import acknowledge, grant, wildcard_resource_finding
 from s3ingest_fn import config as fn_config
