@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from aws_cdk import Aws
-from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
@@ -11,7 +10,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from s3ingest import function_roles
-from s3ingest.settings import Settings, inventory_report_prefix
+from s3ingest.settings import inventory_report_prefix
 from s3ingest_cdk.constructs import BackfillStateMachine, BatchOperationsRole
 from s3ingest_cdk.constructs.backfill_state_machine import (
     BATCH_OPERATIONS,
@@ -19,7 +18,6 @@ from s3ingest_cdk.constructs.backfill_state_machine import (
     REPORT_PREFIX,
 )
 from s3ingest_cdk.constructs.function import RoleFunction
-from s3ingest_cdk.constructs.landing_bucket import Landings
 from s3ingest_cdk.constructs.python_function import reserve_concurrency
 from s3ingest_cdk.features.evidence import (
     REPORTS_EVIDENCE,
@@ -31,7 +29,7 @@ from s3ingest_cdk.features.evidence import (
 )
 from s3ingest_cdk.features.reconciliation import grant_reports
 from s3ingest_cdk.features.role_function import acknowledged_function
-from s3ingest_cdk.features.service import IngestProcessors, grant_ingest_service
+from s3ingest_cdk.features.service import Given, grant_ingest_service
 from s3ingest_cdk.nag import acknowledge, grant, wildcard_resource_finding
 from s3ingest_fn import config as fn_config
 from s3ingest_fn import config_roles as fn_roles
@@ -73,16 +71,12 @@ class Backfill(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        settings: Settings,
-        code: lambda_.Code,
-        landings: Landings,
-        ledger_table: dynamodb.ITable,
+        given: Given,
         queue: sqs.IQueue,
         dead_letter_queue: sqs.IQueue,
-        output_bucket: s3.IBucket | None,
-        processors: IngestProcessors | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        settings, code, landings, ledger_table, output_bucket, processors = given
         bucket = landings.first.bucket
         inventory_bucket = landings.shared.inventory
         self.backfill_control = acknowledged_function(

@@ -4,22 +4,17 @@ ingest function -> the ledger (CONTRACT C1-C11)."""
 from __future__ import annotations
 
 from aws_cdk import Duration
-from aws_cdk import aws_dynamodb as dynamodb
-from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from s3ingest import function_roles, stack_resources
-from s3ingest.settings import Settings
 from s3ingest_cdk.constructs import IngestQueue, IngestRouting
 from s3ingest_cdk.constructs.function import RoleFunction
-from s3ingest_cdk.constructs.landing_bucket import Landings
 from s3ingest_cdk.constructs.python_function import reserve_concurrency
 from s3ingest_cdk.features.evidence import (
     acknowledge_dead_letter_queue,
 )
 from s3ingest_cdk.features.role_function import add_queue_source
-from s3ingest_cdk.features.service import IngestProcessors, grant_ingest_service
+from s3ingest_cdk.features.service import Given, grant_ingest_service
 from s3ingest_cdk.nag import acknowledge
 from s3ingest_fn import config as fn_config
 
@@ -43,14 +38,10 @@ class Ingestion(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        settings: Settings,
-        code: lambda_.Code,
-        landings: Landings,
-        ledger_table: dynamodb.ITable,
-        output_bucket: s3.IBucket | None,
-        processors: IngestProcessors | None = None,
+        given: Given,
     ) -> None:
         super().__init__(scope, construct_id)
+        settings, code, landings, ledger_table, output_bucket, processors = given
         # the stack's description, which the local runtime provisions from too
         spec, dead_spec = stack_resources.ingest_queues(settings)
         assert spec.visibility_timeout_seconds is not None and spec.max_receive_count is not None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch_actions as cw_actions
-from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
@@ -13,13 +12,11 @@ from constructs import Construct
 
 from s3ingest import function_roles
 from s3ingest.function_roles import CHANGE_DEAD_LETTER_DAYS
-from s3ingest.settings import Settings
 from s3ingest_cdk.constructs import (
     AlarmTopic,
     OperationalAlarms,
     OperationsDashboard,
 )
-from s3ingest_cdk.constructs.landing_bucket import Landings
 from s3ingest_cdk.constructs.operational_alarms import dead_letter_age_threshold
 from s3ingest_cdk.features.backfill import Backfill
 from s3ingest_cdk.features.change_stream import ChangeStream
@@ -32,6 +29,7 @@ from s3ingest_cdk.features.history import History
 from s3ingest_cdk.features.ingestion import Ingestion
 from s3ingest_cdk.features.reconciliation import Reconciliation
 from s3ingest_cdk.features.role_function import acknowledged_function
+from s3ingest_cdk.features.service import Given
 from s3ingest_cdk.nag import acknowledge, grant
 from s3ingest_fn.config_roles import DeliveryCheckConfig
 
@@ -60,10 +58,7 @@ class Monitoring(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        settings: Settings,
-        code: lambda_.Code,
-        landings: Landings,
-        ledger_table: dynamodb.ITable,
+        given: Given,
         ingestion: Ingestion,
         reconciliation: Reconciliation,
         backfill: Backfill | None,
@@ -73,6 +68,7 @@ class Monitoring(Construct):
         reprocess: Reprocess | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        settings, code, landings, ledger_table, _, _ = given
         # Is the bucket still sending its events? (Nothing else notices when it stops.)
         # A run that fails or never runs reports nothing: the delivery alarm treats missing
         # data as breaching.

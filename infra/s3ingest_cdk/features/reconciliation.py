@@ -35,7 +35,7 @@ from s3ingest_cdk.features.evidence import (
     synchronous_evidence,
 )
 from s3ingest_cdk.features.role_function import acknowledged_function
-from s3ingest_cdk.features.service import grant_read_objects
+from s3ingest_cdk.features.service import Given, grant_read_objects
 from s3ingest_cdk.nag import acknowledge, grant, wildcard_resource_finding
 from s3ingest_fn import config as fn_config
 from s3ingest_fn import config_roles as fn_roles
@@ -84,13 +84,11 @@ class Reconciliation(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        settings: Settings,
-        code: lambda_.Code,
-        landings: Landings,
-        ledger_table: dynamodb.ITable,
+        given: Given,
         queue: sqs.IQueue,
     ) -> None:
         super().__init__(scope, construct_id)
+        settings, code, landings, ledger_table, _, _ = given
         self._landings = landings
         #: The roles granted sqs:SendMessage on the ingest queue (its policy admits them).
         self.queue_senders: list[iam.IRole] = []
