@@ -114,32 +114,21 @@ def lock_path(functions_dir: Path = FUNCTIONS_DIR) -> Path:
     FileNotFoundError
         When neither exists.
     """
-    checkout = functions_dir / LOCK_FILE
-    if checkout.is_file():
-        return checkout
-    packaged = Path(str(importlib.resources.files("s3ingest_cdk").joinpath(PACKAGED_LOCK_FILE)))
-    if packaged.is_file():
-        return packaged
-    raise FileNotFoundError(f"no {LOCK_FILE} in {functions_dir} and no packaged {packaged}")
+    return _checkout_or_packaged(functions_dir / LOCK_FILE, PACKAGED_LOCK_FILE)
 
 
 def role_lock_path(functions_dir: Path = FUNCTIONS_DIR) -> Path:
-    """The roles' packages' lock: ``functions_dir``'s (a checkout), else the packaged copy.
+    """The roles' packages' lock, as :func:`lock_path` finds the bundle's."""
+    return _checkout_or_packaged(functions_dir / ROLE_PACKAGES_LOCK, PACKAGED_ROLE_LOCK_FILE)
 
-    Raises
-    ------
-    FileNotFoundError
-        When neither exists.
-    """
-    checkout = functions_dir / ROLE_PACKAGES_LOCK
+
+def _checkout_or_packaged(checkout: Path, packaged_name: str) -> Path:
     if checkout.is_file():
         return checkout
-    packaged = Path(
-        str(importlib.resources.files("s3ingest_cdk").joinpath(PACKAGED_ROLE_LOCK_FILE))
-    )
+    packaged = Path(str(importlib.resources.files("s3ingest_cdk").joinpath(packaged_name)))
     if packaged.is_file():
         return packaged
-    raise FileNotFoundError(f"no {ROLE_PACKAGES_LOCK} in {functions_dir} and no {packaged}")
+    raise FileNotFoundError(f"no {checkout.name} in {checkout.parent} and no packaged {packaged}")
 
 
 #: The Lambda runtime the package is built for; keep it in step with

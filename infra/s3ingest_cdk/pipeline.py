@@ -55,7 +55,7 @@ from s3ingest_cdk.features.checkpointed_run import ListingBackfill, Reprocess
 from s3ingest_cdk.features.history import History
 from s3ingest_cdk.features.log_keys import LogKeys
 from s3ingest_cdk.features.processors import ProcessorConfig, Processors, ingest_processors
-from s3ingest_cdk.features.service import IngestProcessors
+from s3ingest_cdk.features.service import Given, IngestProcessors
 from s3ingest_cdk.flags import pin_flags
 from s3ingest_cdk.owners import guard_role
 from s3ingest_cdk.pipeline_props import processor_entries, props_problems
@@ -376,10 +376,11 @@ class S3IngestPipeline(Construct):
             code = self._bundled = self._function_code(settings)
         self._landing_buckets(settings, sources, code)
         output_bucket, processors = self._shared_state(settings, code)
-        self._ingestion(settings, code, output_bucket, processors)
-        self._runs(settings, code, output_bucket, processors)
+        given = Given(settings, code, self.landings, self.table, output_bucket, processors)
+        self._ingestion(given)
+        self._runs(given)
         self._change_stream(settings, code)
-        self._monitoring(settings, code)
+        self._monitoring(given)
         self._index_functions(settings)
         self._read_remote_buckets()
         #: Owners, not names: every function knows each bucket's owner (``BUCKET_OWNERS``: the
@@ -531,39 +532,16 @@ class S3IngestPipeline(Construct):
         self.settings_processor_entries = settings.processor_entries()
         return output_bucket, processors
 
-    def _ingestion(
-        self,
-        settings: Settings,
-        code: lambda_.Code,
-        output_bucket: s3.IBucket | None,
-        processors: IngestProcessors,
-    ) -> None:
+    def _ingestion(self, given: Given) -> None:
         """The ingestion and reconciliation features, and who may send to the ingest queue."""
-        self.ingestion = Ingestion(
-            self,
-            "Ingestion",
-            settings=settings,
-            code=code,
-            landings=self.landings,
-            ledger_table=self.table,
-            output_bucket=output_bucket,
-            processors=processors,
-        )
+        self.ingestion = Ingestion(self, "Ingestion", given=given)
         self.ingest_queue = self.ingestion.ingest_queue
         self.routing = self.ingestion.routing
         self.ingest = self.ingestion.ingest
         self.queue: sqs.Queue = self.ingest_queue.queue
         self.dead_letter_queue: sqs.Queue = self.ingest_queue.dead_letter_queue
         self.ingest_function: lambda_.Function = self.ingest.function
-        self.reconciliation = Reconciliation(
-            self,
-            "Reconciliation",
-            settings=settings,
-            code=code,
-            landings=self.landings,
-            ledger_table=self.table,
-            queue=self.queue,
-        )
+        self.reconciliation = Reconciliation(self, "Reconciliation", given=given, queue=self.queue)
         self.reconcile = self.reconciliation.reconcile
         self.reconcile_fan_out = self.reconciliation.reconcile_fan_out
         self.reconcile_state_machine = self.reconciliation.reconcile_state_machine
@@ -574,7 +552,7 @@ class S3IngestPipeline(Construct):
         self.ingest_queue.admit_only(
             rules=[self.routing.rule],
             roles=self.reconciliation.queue_senders,
-            operator_role_arns=settings.operator_role_arns,
+            operator_role_arns=given.settings.operator_role_arns,
         )
         self.ingest_service_functions: list[lambda_.Function] = [self.ingest_function]
 
@@ -601,15 +579,12 @@ class S3IngestPipeline(Construct):
                 bucket=self.landings.shared.inventory,
             )
 
-    def _monitoring(self, settings: Settings, code: lambda_.Code) -> None:
+    def _monitoring(self, given: Given) -> None:
         """The monitoring feature (alarms, dashboard, delivery check) over the others."""
         self.monitoring = Monitoring(
             self,
             "Monitoring",
-            settings=settings,
-            code=code,
-            landings=self.landings,
-            ledger_table=self.table,
+            given=given,
             ingestion=self.ingestion,
             reconciliation=self.reconciliation,
             backfill=self.backfilling,
@@ -733,36 +708,28 @@ class S3IngestPipeline(Construct):
         #: The adopted buckets' key ARNs granted ``kms:Decrypt``, by role path.
         self.bucket_key_grants: dict[str, list[str]] = grant_bucket_keys(self, bucket_keys)
 
-    def _runs(
-        self,
-        settings: Settings,
-        code: lambda_.Code,
-        output_bucket: s3.IBucket | None,
-        processors: IngestProcessors,
-    ) -> None:
+    def _runs(self, given: Given) -> None:
         """The inventory backfill, only when every bucket has an inventory (the manifest the job
         reads); the listing backfill and the reprocess run (every stack)."""
-        kwargs: dict[str, Any] = {
-            "settings": settings,
-            "code": code,
-            "landings": self.landings,
-            "ledger_table": self.table,
-            "dead_letter_queue": self.dead_letter_queue,
-            "output_bucket": output_bucket,
-            "processors": processors,
-        }
+        dead_letter_queue = self.dead_letter_queue
         self.backfilling: Backfill | None = None
         if self.landings.all_inventoried:
-            self.backfilling = Backfill(self, "Backfill", queue=self.queue, **kwargs)
+            self.backfilling = Backfill(
+                self, "Backfill", given=given, queue=self.queue, dead_letter_queue=dead_letter_queue
+            )
             self.ingest_service_functions.extend(self.backfilling.ingest_service_functions)
         backfilling = self.backfilling
         self.backfill_control = backfilling.backfill_control if backfilling else None
         self.backfill = backfilling.backfill if backfilling else None
         self.batch_operations = backfilling.batch_operations if backfilling else None
         self.backfill_state_machine = backfilling.backfill_state_machine if backfilling else None
-        self.listing = ListingBackfill(self, "Listing", **kwargs)
+        self.listing = ListingBackfill(
+            self, "Listing", given=given, dead_letter_queue=dead_letter_queue
+        )
         self.ingest_service_functions.extend(self.listing.ingest_service_functions)
-        self.reprocess = Reprocess(self, "Reprocess", **kwargs)
+        self.reprocess = Reprocess(
+            self, "Reprocess", given=given, dead_letter_queue=dead_letter_queue
+        )
         self.ingest_service_functions.extend(self.reprocess.ingest_service_functions)
 
     def outputs(self) -> dict[str, str]:

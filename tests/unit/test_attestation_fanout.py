@@ -19,8 +19,8 @@ from s3ingest_fn.services import attestation_fanout
 from s3ingest_fn.services.attestation import Attestation, AttestRequest, attest
 from s3ingest_fn.services.fanout import WORK_PREFIX, FanOut
 from s3ingest_fn.services.reconcile import Reconciler
-from tests.unit.test_attestation_pass import MANIFEST, PREFIX, _reconciler
-from tests.unit.test_reconcile_columnar import BUCKET, SCHEMA, TAKEN, TARGETS, _per_key_rows, world
+from tests.attestation_world import MANIFEST, PREFIX, reconciler, snapshot
+from tests.unit.test_reconcile_columnar import BUCKET, TAKEN, TARGETS, _per_key_rows, world
 
 BOTH = (EffectTarget(DEFAULT_PROCESSOR, version=2), EffectTarget("thumbs", version=3))
 
@@ -69,7 +69,7 @@ def fan_out(
 
 
 def _alone(lines: list[list[str]], rows: list[LedgerRow], prefix: str, margin: int, **kw: Any):
-    alone, _, _ = _reconciler(lines, rows, in_columns=False, **kw)
+    alone, _, _ = reconciler(lines, rows, in_columns=False, **kw)
     request = AttestRequest(source="inventory", prefix=prefix, margin_ms=margin)
     return attest(alone, request, stack="s", clock=alone.now)
 
@@ -108,14 +108,10 @@ def test_the_fan_out_attests_what_attest_attests_over_the_same_snapshot(
     dry_run: bool,
 ) -> None:
     # GIVEN a report and a ledger with hostile keys, drift, recent changes and every effect
-    lines, rows = world(seed)
-    columns = SCHEMA if versioned else tuple(c for c in SCHEMA if c != "VersionId")
-    if not versioned:
-        lines = [line[:2] + line[3:] for line in lines]
-    kw: dict[str, Any] = {"columns": columns, "page": page, "scope": scope, "targets": targets}
+    lines, rows, kw = snapshot(seed, versioned=versioned, page=page, scope=scope, targets=targets)
     made = _alone(lines, rows, prefix, margin * 1000, **kw)
     # WHEN the fan-out reconciles it in partitions (repairing, the rows read again unchanged)
-    r, _, scanner = _reconciler(lines, rows, in_columns=False, **kw)
+    r, _, scanner = reconciler(lines, rows, in_columns=False, **kw)
     scanned = {x.key: x for x in _per_key_rows(rows)}
     fanned, _ = fan_out(
         r,
@@ -139,7 +135,7 @@ def test_the_fan_out_reads_each_data_file_and_segment_once_and_rereads_repaired_
 ) -> None:
     # GIVEN a drifted snapshot reconciled by the fan-out, repairing
     lines, rows = world(3, n=120)
-    r, store, scanner = _reconciler(lines, rows, in_columns=False)
+    r, store, scanner = reconciler(lines, rows, in_columns=False)
     read: list[str] = []
     scanned = {x.key: x for x in _per_key_rows(rows)}
 
@@ -174,7 +170,7 @@ def test_a_dropped_event_names_its_key_through_the_partitions() -> None:
         if k != "k017"
     ]
     # WHEN the fan-out attests it in several partitions, dry run (no repair)
-    made, _ = fan_out(_reconciler(lines, rows, in_columns=False)[0], partitions=7)
+    made, _ = fan_out(reconciler(lines, rows, in_columns=False)[0], partitions=7)
     # THEN the roots differ and the tree's path names that key alone
     doc = made.document
     assert doc["equal"] is False and doc["counts"]["keys"] == 40
@@ -186,7 +182,7 @@ def test_runs_are_cut_into_objects_and_merged_in_key_order(monkeypatch: Any) -> 
     # GIVEN runs cut every 5 lines
     monkeypatch.setattr(attestation_fanout, "RUN_LINES", 5)
     lines, rows = world(5, n=150)
-    r, store, _ = _reconciler(lines, rows, in_columns=False)
+    r, store, _ = reconciler(lines, rows, in_columns=False)
     made, _ = fan_out(r, partitions=3)
     # THEN several objects a partition, and the leaves those of attest
     objects = [k for k in store.gets if "/attest/0000/" in k]
@@ -202,7 +198,7 @@ def test_runs_are_cut_into_objects_and_merged_in_key_order(monkeypatch: Any) -> 
 def test_the_plan_attests_when_asked_and_not_a_dry_run(
     asked: bool | None, dry_run: bool, attests: bool
 ) -> None:
-    r, _, _ = _reconciler([], [], in_columns=False)
+    r, _, _ = reconciler([], [], in_columns=False)
     event: dict[str, Any] = {"manifest": MANIFEST, "dryRun": dry_run}
     if asked is not None:
         event["attest"] = asked
@@ -211,7 +207,7 @@ def test_the_plan_attests_when_asked_and_not_a_dry_run(
 
 def test_a_partition_not_attesting_writes_no_run() -> None:
     lines, rows = world(9, n=60)
-    r, store, _ = _reconciler(lines, rows, in_columns=False)
+    r, store, _ = reconciler(lines, rows, in_columns=False)
     fan = FanOut(r)
     plan = fan.plan({"manifest": MANIFEST, "partitions": 2, "segments": 1, "dryRun": True})
     common = {"runId": plan["runId"], "partitions": 2, "prefix": ""}
@@ -231,7 +227,7 @@ def test_the_step_function_plans_no_attestation_without_a_place_to_keep_it(
     from s3ingest_fn.config import use_env
     from s3ingest_fn.handlers import reconcile_fanout
 
-    r, _, _ = _reconciler([], [], in_columns=False)
+    r, _, _ = reconciler([], [], in_columns=False)
     monkeypatch.setattr(reconcile_fanout.wiring, "function_reconciler", lambda bucket: r)
 
     class Context:

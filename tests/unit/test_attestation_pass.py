@@ -4,127 +4,29 @@ built by key-range partitions combined, and no second read for the scheduled att
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from s3ingest_fn.adapters.dynamo_ledger import item_of as _item_of
 from s3ingest_fn.core.attestation import Fragment, combine
 from s3ingest_fn.core.effects import EffectTarget
-from s3ingest_fn.core.ledger_columns import LedgerColumns
 from s3ingest_fn.core.row import LedgerRow
 from s3ingest_fn.core.scope import BucketScope
 from s3ingest_fn.services.attestation import AttestRequest, attest, leaf_from_json
 from s3ingest_fn.services.attestation_store import scheduled, tap_for
 from s3ingest_fn.services.reconcile import Reconciler, ReconcileRequest
-from tests.fakes import FakeBucket, FakeBucketListing, FakeInventoryStore, FakeRepairQueue
+from tests.attestation_world import reconciler, snapshot
 from tests.unit.test_reconcile_columnar import (
     BUCKET,
-    PROJECTED,
-    SCHEMA,
     TAKEN,
     TARGETS,
-    _csv,
     _per_key_rows,
-    columns_of,
     world,
 )
-
-INVENTORY = "inv"
-PREFIX = f"inventory/{BUCKET}/s3ingest-daily/"
-MANIFEST = f"{PREFIX}2027-01-15T01-00Z/manifest.json"
-
-
-class Scanner:
-    """A ledger's parallel Scan over fixed rows (segment ``i`` of ``n``: every ``n``-th row,
-    ``page`` rows a page), as rows and, with ``in_columns``, as columns (the scanner pyarrow
-    makes); every request counted."""
-
-    def __init__(self, rows: list[LedgerRow], page: int, in_columns: bool) -> None:
-        self.rows, self.page = rows, page
-        self.decode: object | None = object() if in_columns else None
-        self.requests = 0
-
-    def _items(self, segment: int, total: int) -> Iterator[list[LedgerRow]]:
-        mine = self.rows[segment::total]
-        for i in range(0, max(len(mine), 1), self.page):
-            self.requests += 1
-            yield mine[i : i + self.page]
-
-    def pages(self, bucket: str, segment: int, total: int) -> Iterator[list[LedgerRow]]:
-        for chunk in self._items(segment, total):
-            yield _per_key_rows(chunk)
-
-    def column_pages(self, bucket: str, segment: int, total: int) -> Iterator[LedgerColumns]:
-        for chunk in self._items(segment, total):
-            items = [{k: v for k, v in _item_of(r).items() if k in PROJECTED} for r in chunk]
-            yield columns_of(json.dumps({"Items": items}).encode(), BUCKET, False)[0]
-
-
-class CountingStore(FakeInventoryStore):
-    """The inventory bucket, counting each GetObject by key."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gets: dict[str, int] = {}
-
-    def read(self, bucket: str, key: str) -> bytes:
-        self.gets[key] = self.gets.get(key, 0) + 1
-        return super().read(bucket, key)
-
-
-def _reconciler(
-    lines: list[list[str]],
-    rows: list[LedgerRow],
-    *,
-    columns: tuple[str, ...] = SCHEMA,
-    in_columns: bool,
-    page: int = 3,
-    scope: BucketScope | None = None,
-    targets: tuple[EffectTarget, ...] = (),
-) -> tuple[Reconciler, CountingStore, Scanner]:
-    store = CountingStore()
-    data_key = f"{PREFIX}data/one.csv.gz"
-    manifest = json.dumps(
-        {
-            "sourceBucket": BUCKET,
-            "destinationBucket": f"arn:aws:s3:::{INVENTORY}",
-            "fileFormat": "CSV",
-            "fileSchema": ", ".join(columns),
-            "creationTimestamp": str(TAKEN),
-            "files": [{"key": data_key}],
-        }
-    ).encode()
-    store.put(INVENTORY, MANIFEST, manifest)
-    store.put(
-        INVENTORY,
-        MANIFEST.replace("manifest.json", "manifest.checksum"),
-        hashlib.md5(manifest).hexdigest().encode(),
-    )
-    store.put(INVENTORY, data_key, _csv(lines))
-    scanner = Scanner(rows, page, in_columns)
-    r = Reconciler(
-        objects=FakeBucket(),
-        listing=FakeBucketListing([]),
-        inventory=store,
-        repairs=FakeRepairQueue(),
-        scanner=scanner,
-        bucket=BUCKET,
-        table="ledger",
-        queue_url="q",
-        inventory_bucket=INVENTORY,
-        inventory_prefix=PREFIX,
-        clock=lambda: TAKEN / 1000 + 7,
-        scope=scope,
-        targets=targets,
-    )
-    return r, store, scanner
 
 
 def _from_the_pass(r: Reconciler, prefix: str, margin: int) -> Any:
@@ -155,22 +57,16 @@ def test_the_pass_attests_what_attest_attests_over_the_same_snapshot(
     in_columns: bool,
 ) -> None:
     # GIVEN a report and a ledger with hostile keys, drift, recent changes and every effect
-    lines, rows = world(seed)
-    columns = SCHEMA if versioned else tuple(c for c in SCHEMA if c != "VersionId")
-    if not versioned:
-        lines = [line[:2] + line[3:] for line in lines]
-    kw: dict[str, Any] = {"columns": columns, "page": page, "scope": scope, "targets": targets}
+    lines, rows, kw = snapshot(seed, versioned=versioned, page=page, scope=scope, targets=targets)
     # WHEN attest reads the snapshot on its own, and the reconciliation's pass feeds a tap
-    alone, _, _ = _reconciler(lines, rows, in_columns=in_columns, **kw)
+    alone, _, _ = reconciler(lines, rows, in_columns=in_columns, **kw)
     made = attest(
         alone,
         AttestRequest(source="inventory", prefix=prefix, margin_ms=margin),
         stack="s",
         clock=alone.now,
     )
-    passed = _from_the_pass(
-        _reconciler(lines, rows, in_columns=in_columns, **kw)[0], prefix, margin
-    )
+    passed = _from_the_pass(reconciler(lines, rows, in_columns=in_columns, **kw)[0], prefix, margin)
     # THEN the documents (roots, counts, differences, inputs) and the leaves are the same bytes
     assert passed.leaves == made.leaves
     assert passed.document == made.document
@@ -180,7 +76,7 @@ def test_the_pass_attests_what_attest_attests_over_the_same_snapshot(
 def test_a_pass_over_the_same_snapshot_twice_gives_byte_identical_roots() -> None:
     lines, rows = world(7, n=200)
     docs = [
-        _from_the_pass(_reconciler(lines, rows, in_columns=c)[0], "", 0).document
+        _from_the_pass(reconciler(lines, rows, in_columns=c)[0], "", 0).document
         for c in (True, False, True)
     ]
     assert docs[0]["roots"] == docs[1]["roots"] == docs[2]["roots"]
@@ -191,7 +87,7 @@ def test_a_pass_over_the_same_snapshot_twice_gives_byte_identical_roots() -> Non
 def test_key_range_partitions_combined_give_the_whole_passs_roots(parts: int) -> None:
     # GIVEN the pass's leaves (in key order), cut into key ranges
     lines, rows = world(11, n=300)
-    made = _from_the_pass(_reconciler(lines, rows, in_columns=True)[0], "", 0)
+    made = _from_the_pass(reconciler(lines, rows, in_columns=True)[0], "", 0)
     entries = [json.loads(x) for x in made.leaves.splitlines()]
     hashes = [
         (
@@ -219,7 +115,7 @@ def test_the_scheduled_attestation_reads_neither_the_report_nor_the_ledger_again
 ) -> None:
     # GIVEN an inventory reconciliation that repairs drift, its pass feeding a tap
     lines, rows = world(3, n=120)
-    r, store, scanner = _reconciler(lines, rows, in_columns=in_columns)
+    r, store, scanner = reconciler(lines, rows, in_columns=in_columns)
     tap = tap_for(r, clock=r.now)
     report = r.run(ReconcileRequest(margin_ms=0), tap=tap)
     assert report.repairs_queued > 0
@@ -251,7 +147,7 @@ def test_the_scheduled_attestation_reads_neither_the_report_nor_the_ledger_again
     assert store.gets == gets and all(n == 1 for n in gets.values())
     assert sorted(read) == sorted(set(tap.repaired)) and len(read) == report.repairs_queued
     # and, the repairs not applied, the document is what attest makes of the same snapshot
-    fresh, _, _ = _reconciler(lines, rows, in_columns=in_columns)
+    fresh, _, _ = reconciler(lines, rows, in_columns=in_columns)
     made = attest(fresh, AttestRequest(source="inventory", margin_ms=0), stack="s", clock=r.now)
     assert stored["document"]["roots"] == made.document["roots"]
     assert stored["document"]["equal"] is False
@@ -261,7 +157,7 @@ def test_a_repaired_row_replaces_the_passs_and_is_skipped_as_changed_after_the_c
     # GIVEN a key the ledger missed, repaired by the run
     lines = [[BUCKET, "k", "v1", "true", "false", "1", "2027-01-15T00:00:00.000Z", "e" * 32]]
     for in_columns in (True, False):
-        r, _, _ = _reconciler(lines, [], in_columns=in_columns)
+        r, _, _ = reconciler(lines, [], in_columns=in_columns)
         r.objects.put(BUCKET, "k", "v1", "e" * 32)  # type: ignore[attr-defined]
         tap = tap_for(r, clock=r.now)
         r.run(ReconcileRequest(margin_ms=0), tap=tap)

@@ -78,6 +78,16 @@ class OperationsDashboard(Construct):
             drift_metric(name, stack_name=stack_name, period=Duration.hours(1))
             for name in (TOTAL_METRIC, *(f"drift_{kind}" for kind in DRIFT_KINDS))
         ]
+
+        def each(what: str, statistic: str) -> list[cloudwatch.IMetric]:
+            """Every function's ``metric_<what>``, labelled ``"<name> <what>"``."""
+            return [
+                getattr(f, f"metric_{what}")(
+                    label=f"{name} {what}", statistic=statistic, period=_PERIOD
+                )
+                for name, f in functions.items()
+            ]
+
         self.dashboard = cloudwatch.Dashboard(
             self,
             "Dashboard",
@@ -126,28 +136,13 @@ class OperationsDashboard(Construct):
                 [
                     cloudwatch.GraphWidget(
                         title="Lambda errors and throttles (per 5 minutes)",
-                        left=[
-                            function.metric_errors(
-                                label=f"{name} errors", statistic=summed, period=_PERIOD
-                            )
-                            for name, function in functions.items()
-                        ],
-                        right=[
-                            function.metric_throttles(
-                                label=f"{name} throttles", statistic=summed, period=_PERIOD
-                            )
-                            for name, function in functions.items()
-                        ],
+                        left=each("errors", summed),
+                        right=each("throttles", summed),
                         width=_WIDTH,
                     ),
                     cloudwatch.GraphWidget(
                         title="Lambda duration (maximum, ms)",
-                        left=[
-                            function.metric_duration(
-                                label=f"{name} duration", statistic=maximum, period=_PERIOD
-                            )
-                            for name, function in functions.items()
-                        ],
+                        left=each("duration", maximum),
                         width=_WIDTH,
                     ),
                 ],

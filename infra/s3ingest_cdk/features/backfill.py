@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from aws_cdk import Aws
-from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
@@ -11,7 +10,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from s3ingest import function_roles
-from s3ingest.settings import Settings, inventory_report_prefix
+from s3ingest.settings import inventory_report_prefix
 from s3ingest_cdk.constructs import BackfillStateMachine, BatchOperationsRole
 from s3ingest_cdk.constructs.backfill_state_machine import (
     BATCH_OPERATIONS,
@@ -19,19 +18,18 @@ from s3ingest_cdk.constructs.backfill_state_machine import (
     REPORT_PREFIX,
 )
 from s3ingest_cdk.constructs.function import RoleFunction
-from s3ingest_cdk.constructs.landing_bucket import Landings
 from s3ingest_cdk.constructs.python_function import reserve_concurrency
 from s3ingest_cdk.features.evidence import (
     REPORTS_EVIDENCE,
     SFN_LOGGING_EVIDENCE,
     STATE_MACHINE_INVOKER,
     acknowledge_distributed_map,
-    acknowledge_function,
     acknowledge_state_machine_invoke,
     synchronous_evidence,
 )
 from s3ingest_cdk.features.reconciliation import grant_reports
-from s3ingest_cdk.features.service import IngestProcessors, grant_ingest_service
+from s3ingest_cdk.features.role_function import acknowledged_function
+from s3ingest_cdk.features.service import Given, grant_ingest_service
 from s3ingest_cdk.nag import acknowledge, grant, wildcard_resource_finding
 from s3ingest_fn import config as fn_config
 from s3ingest_fn import config_roles as fn_roles
@@ -73,20 +71,17 @@ class Backfill(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        settings: Settings,
-        code: lambda_.Code,
-        landings: Landings,
-        ledger_table: dynamodb.ITable,
+        given: Given,
         queue: sqs.IQueue,
         dead_letter_queue: sqs.IQueue,
-        output_bucket: s3.IBucket | None,
-        processors: IngestProcessors | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        settings, code, landings, ledger_table, output_bucket, processors = given
         bucket = landings.first.bucket
         inventory_bucket = landings.shared.inventory
-        self.backfill_control = RoleFunction(
+        self.backfill_control = acknowledged_function(
             self,
+            dead_letters=synchronous_evidence(STATE_MACHINE_INVOKER),
             row=function_roles.BACKFILL_CONTROL,
             settings=settings,
             code=code,
@@ -105,12 +100,6 @@ class Backfill(Construct):
         control_role = self.backfill_control.role
         for name, value in landings.inventory_environment(self).items():
             control.add_environment(name, value)
-        acknowledge_function(
-            control,
-            control_role,
-            tracing=settings.tracing,
-            dead_letters=synchronous_evidence(STATE_MACHINE_INVOKER),
-        )
         if settings.backfill_engine != BATCH_OPERATIONS:
             # distributed-map: it is the worker (one invocation per data file, in parallel)
             reserve_concurrency(control, settings.backfill_reserved_concurrency)
@@ -122,8 +111,13 @@ class Backfill(Construct):
         self.backfill: RoleFunction | None = None
         self.batch_operations: BatchOperationsRole | None = None
         if settings.backfill_engine == BATCH_OPERATIONS:
-            self.backfill = RoleFunction(
+            self.backfill = acknowledged_function(
                 self,
+                dead_letters=synchronous_evidence(
+                    "S3 Batch Operations (one invocation per object, whose failure the job "
+                    "retries or records in its completion report: "
+                    "https://docs.aws.amazon.com/AmazonS3/latest/userguide/batch-ops-invoke-lambda.html)"
+                ),
                 row=function_roles.BACKFILL,
                 settings=settings,
                 code=code,
@@ -134,16 +128,6 @@ class Backfill(Construct):
                     bucket_name=bucket.bucket_name,
                     record_concurrency=settings.record_concurrency,
                 ).to_env(),
-            )
-            acknowledge_function(
-                self.backfill.function,
-                self.backfill.role,
-                tracing=settings.tracing,
-                dead_letters=synchronous_evidence(
-                    "S3 Batch Operations (one invocation per object, whose failure the job "
-                    "retries or records in its completion report: "
-                    "https://docs.aws.amazon.com/AmazonS3/latest/userguide/batch-ops-invoke-lambda.html)"
-                ),
             )
             # A backfill never takes more of the account's concurrency than this.
             reserve_concurrency(self.backfill.function, settings.backfill_reserved_concurrency)

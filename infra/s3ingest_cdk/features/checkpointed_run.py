@@ -15,9 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -31,17 +29,16 @@ from s3ingest_cdk.constructs.checkpointed_run_state_machine import (
     reprocess_states,
 )
 from s3ingest_cdk.constructs.function import RoleFunction
-from s3ingest_cdk.constructs.landing_bucket import Landings
 from s3ingest_cdk.constructs.python_function import reserve_concurrency
 from s3ingest_cdk.features.evidence import (
     SFN_LOGGING_EVIDENCE,
     STATE_MACHINE_INVOKER,
     acknowledge_distributed_map,
-    acknowledge_function,
     acknowledge_state_machine_invoke,
     synchronous_evidence,
 )
-from s3ingest_cdk.features.service import IngestProcessors, grant_ingest_service
+from s3ingest_cdk.features.role_function import acknowledged_function
+from s3ingest_cdk.features.service import Given, grant_ingest_service
 from s3ingest_cdk.nag import acknowledge, grant, wildcard_resource_finding
 from s3ingest_fn import config as fn_config
 
@@ -170,15 +167,11 @@ class CheckpointedRun(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        settings: Settings,
-        code: lambda_.Code,
-        landings: Landings,
-        ledger_table: dynamodb.ITable,
+        given: Given,
         dead_letter_queue: sqs.IQueue,
-        output_bucket: s3.IBucket | None,
-        processors: IngestProcessors | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        settings, code, landings, ledger_table, output_bucket, processors = given
         spec = self.SPEC
         checkpoints = landings.shared.inventory
         common = {
@@ -201,13 +194,12 @@ class CheckpointedRun(Construct):
                 named.update(dict(processors.variables))
         steps = []
         for row, env in zip(spec.rows, (named, {}, {}), strict=True):
-            owner = RoleFunction(
-                self, row=row, settings=settings, code=code, environment={**common, **env}
-            )
-            acknowledge_function(
-                owner.function,
-                owner.role,
-                tracing=settings.tracing,
+            owner = acknowledged_function(
+                self,
+                row=row,
+                settings=settings,
+                code=code,
+                environment={**common, **env},
                 dead_letters=synchronous_evidence(STATE_MACHINE_INVOKER),
             )
             steps.append(owner)

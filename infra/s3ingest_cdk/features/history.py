@@ -24,7 +24,6 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_glue as glue
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -38,8 +37,8 @@ from s3ingest_cdk.features.evidence import (
     DEAD_LETTER_DOC,
     SCHEDULE_TARGET_EVIDENCE,
     acknowledge_dead_letter_queue,
-    acknowledge_function,
 )
+from s3ingest_cdk.features.role_function import add_queue_source
 from s3ingest_cdk.nag import acknowledge, grant, wildcard_resource_finding
 from s3ingest_fn import config_roles as fn_roles
 from s3ingest_fn import contract
@@ -149,9 +148,10 @@ class History(Construct):
             ).to_env(),
         )
         function = self.writer.function
-        acknowledge_function(
-            function,
-            self.writer.role,
+        add_queue_source(
+            self.writer,
+            self.queue,
+            name="history",
             tracing=settings.tracing,
             dead_letters=(
                 "Invoked synchronously by its SQS event source mapping (the history queue, whose "
@@ -161,6 +161,9 @@ class History(Construct):
                 "the same work again; a dead-letter queue (DeadLetterConfig, "
                 f"{DEAD_LETTER_DOC}) would hold schedule ticks, with nothing to replay."
             ),
+            batch_size=BATCH_SIZE,
+            max_batching_window=BATCH_WINDOW,
+            max_concurrency=MAX_CONCURRENCY,
         )
         self.maintenance = events.Rule(
             self,
@@ -181,27 +184,6 @@ class History(Construct):
             ],
         )
         acknowledge(self.maintenance, "Serverless-EventBusDLQ", SCHEDULE_TARGET_EVIDENCE)
-        function.add_event_source(
-            event_sources.SqsEventSource(
-                self.queue,
-                batch_size=BATCH_SIZE,
-                max_batching_window=BATCH_WINDOW,
-                max_concurrency=MAX_CONCURRENCY,
-                report_batch_item_failures=True,
-            )
-        )
-        (mapping,) = (
-            c for c in function.node.children if isinstance(c, lambda_.EventSourceMapping)
-        )
-        acknowledge(
-            mapping,
-            "Serverless-LambdaEventSourceMappingDestination",
-            "An SQS event source mapping takes no on-failure destination (DestinationConfig is "
-            "for Kinesis, DynamoDB Streams and Kafka sources only: "
-            "https://docs.aws.amazon.com/lambda/latest/api/API_CreateEventSourceMapping.html); "
-            "a record that keeps failing moves to the history dead-letter queue by the queue's "
-            "redrive policy (maxReceiveCount), whose age is alarmed.",
-        )
         self.dead_letter_queue.grant_send_messages(function)
         # The table's files: read, write and remove (Iceberg's own cleanup, the maintenance's
         # deletion of files only expired snapshots reached) under history/ only;

@@ -4,24 +4,17 @@ ingest function -> the ledger (CONTRACT C1-C11)."""
 from __future__ import annotations
 
 from aws_cdk import Duration
-from aws_cdk import aws_dynamodb as dynamodb
-from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_lambda_event_sources as event_sources
-from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from s3ingest import function_roles, stack_resources
-from s3ingest.settings import Settings
 from s3ingest_cdk.constructs import IngestQueue, IngestRouting
 from s3ingest_cdk.constructs.function import RoleFunction
-from s3ingest_cdk.constructs.landing_bucket import Landings
 from s3ingest_cdk.constructs.python_function import reserve_concurrency
 from s3ingest_cdk.features.evidence import (
     acknowledge_dead_letter_queue,
-    acknowledge_function,
-    synchronous_evidence,
 )
-from s3ingest_cdk.features.service import IngestProcessors, grant_ingest_service
+from s3ingest_cdk.features.role_function import add_queue_source
+from s3ingest_cdk.features.service import Given, grant_ingest_service
 from s3ingest_cdk.nag import acknowledge
 from s3ingest_fn import config as fn_config
 
@@ -45,14 +38,10 @@ class Ingestion(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        settings: Settings,
-        code: lambda_.Code,
-        landings: Landings,
-        ledger_table: dynamodb.ITable,
-        output_bucket: s3.IBucket | None,
-        processors: IngestProcessors | None = None,
+        given: Given,
     ) -> None:
         super().__init__(scope, construct_id)
+        settings, code, landings, ledger_table, output_bucket, processors = given
         # the stack's description, which the local runtime provisions from too
         spec, dead_spec = stack_resources.ingest_queues(settings)
         assert spec.visibility_timeout_seconds is not None and spec.max_receive_count is not None
@@ -106,15 +95,6 @@ class Ingestion(Construct):
         reserve_concurrency(function, settings.ingest_reserved_concurrency)
         for name, value in landings.scope_environment(self).items():
             function.add_environment(name, value)
-        acknowledge_function(
-            function,
-            self.ingest.role,
-            tracing=settings.tracing,
-            dead_letters=synchronous_evidence(
-                "the ingest queue's event source mapping (a failed record returns to the queue "
-                "and, after maxReceiveCount receives, moves to the ingest dead-letter queue)"
-            ),
-        )
         grant_ingest_service(
             function,
             ledger_table=ledger_table,
@@ -128,24 +108,12 @@ class Ingestion(Construct):
         )
         # Invalid messages go to the DLQ with their reason (C9).
         dead_letter_queue.grant(function, "sqs:SendMessage")
-        function.add_event_source(
-            event_sources.SqsEventSource(
-                queue,
-                batch_size=settings.batch_size,
-                max_batching_window=Duration.seconds(settings.max_batching_window_seconds),
-                max_concurrency=settings.max_concurrency,
-                report_batch_item_failures=True,
-            )
-        )
-        (mapping,) = (
-            c for c in function.node.children if isinstance(c, lambda_.EventSourceMapping)
-        )
-        acknowledge(
-            mapping,
-            "Serverless-LambdaEventSourceMappingDestination",
-            "An SQS event source mapping takes no on-failure destination (DestinationConfig is "
-            "for Kinesis, DynamoDB Streams and Kafka sources only: "
-            "https://docs.aws.amazon.com/lambda/latest/api/API_CreateEventSourceMapping.html); "
-            "a record that keeps failing moves to the ingest dead-letter queue by the queue's "
-            "redrive policy (maxReceiveCount), whose age is alarmed.",
+        add_queue_source(
+            self.ingest,
+            queue,
+            name="ingest",
+            tracing=settings.tracing,
+            batch_size=settings.batch_size,
+            max_batching_window=Duration.seconds(settings.max_batching_window_seconds),
+            max_concurrency=settings.max_concurrency,
         )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch_actions as cw_actions
-from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
@@ -13,14 +12,11 @@ from constructs import Construct
 
 from s3ingest import function_roles
 from s3ingest.function_roles import CHANGE_DEAD_LETTER_DAYS
-from s3ingest.settings import Settings
 from s3ingest_cdk.constructs import (
     AlarmTopic,
     OperationalAlarms,
     OperationsDashboard,
 )
-from s3ingest_cdk.constructs.function import RoleFunction
-from s3ingest_cdk.constructs.landing_bucket import Landings
 from s3ingest_cdk.constructs.operational_alarms import dead_letter_age_threshold
 from s3ingest_cdk.features.backfill import Backfill
 from s3ingest_cdk.features.change_stream import ChangeStream
@@ -28,11 +24,12 @@ from s3ingest_cdk.features.checkpointed_run import ListingBackfill, Reprocess
 from s3ingest_cdk.features.evidence import (
     SCHEDULE_TARGET_EVIDENCE,
     SCHEDULED_EVIDENCE,
-    acknowledge_function,
 )
 from s3ingest_cdk.features.history import History
 from s3ingest_cdk.features.ingestion import Ingestion
 from s3ingest_cdk.features.reconciliation import Reconciliation
+from s3ingest_cdk.features.role_function import acknowledged_function
+from s3ingest_cdk.features.service import Given
 from s3ingest_cdk.nag import acknowledge, grant
 from s3ingest_fn.config_roles import DeliveryCheckConfig
 
@@ -61,10 +58,7 @@ class Monitoring(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        settings: Settings,
-        code: lambda_.Code,
-        landings: Landings,
-        ledger_table: dynamodb.ITable,
+        given: Given,
         ingestion: Ingestion,
         reconciliation: Reconciliation,
         backfill: Backfill | None,
@@ -74,9 +68,13 @@ class Monitoring(Construct):
         reprocess: Reprocess | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        settings, code, landings, ledger_table, _, _ = given
         # Is the bucket still sending its events? (Nothing else notices when it stops.)
-        self.delivery_check = RoleFunction(
+        # A run that fails or never runs reports nothing: the delivery alarm treats missing
+        # data as breaching.
+        self.delivery_check = acknowledged_function(
             self,
+            dead_letters=SCHEDULED_EVIDENCE,
             row=function_roles.DELIVERY_CHECK,
             settings=settings,
             code=code,
@@ -100,14 +98,6 @@ class Monitoring(Construct):
             targets=[targets.LambdaFunction(self.delivery_check.function)],
         )
         acknowledge(schedule, "Serverless-EventBusDLQ", SCHEDULE_TARGET_EVIDENCE)
-        # A run that fails or never runs reports nothing: the delivery alarm treats missing
-        # data as breaching.
-        acknowledge_function(
-            self.delivery_check.function,
-            self.delivery_check.role,
-            tracing=settings.tracing,
-            dead_letters=SCHEDULED_EVIDENCE,
-        )
         self.alarm_topic = AlarmTopic(self, "AlarmTopic", email=settings.alarm_email)
         if self.alarm_topic.subscription is not None:
             acknowledge(

@@ -23,7 +23,8 @@ from s3ingest.settings import (
     is_function_processor,
 )
 from s3ingest_cdk.constructs.function import RoleFunction, lambda_handler
-from s3ingest_cdk.features.evidence import acknowledge_function, synchronous_evidence
+from s3ingest_cdk.features.evidence import synchronous_evidence
+from s3ingest_cdk.features.role_function import acknowledged_function
 from s3ingest_cdk.features.service import IngestProcessors
 from s3ingest_cdk.nag import acknowledge, grant, wildcard_resource_finding
 from s3ingest_fn import config as fn_config
@@ -168,9 +169,13 @@ class Processors(Construct):
             if "handler" not in entry:
                 continue
             name, handler = entry["name"], entry["handler"]
-            owner = RoleFunction(
+            owner = acknowledged_function(
                 self,
                 name,
+                dead_letters=synchronous_evidence(
+                    "the functions that apply a change, under its claim (RequestResponse): a "
+                    "failed processor fails that change's record, which its queue or run retries"
+                ),
                 row=function_roles.PROCESSOR,
                 settings=settings,
                 code=code,
@@ -185,15 +190,6 @@ class Processors(Construct):
             )
             if output_bucket is not None:
                 _grant_outputs(owner, name, output_bucket)
-            acknowledge_function(
-                owner.function,
-                owner.role,
-                tracing=settings.tracing,
-                dead_letters=synchronous_evidence(
-                    "the functions that apply a change, under its claim (RequestResponse): a "
-                    "failed processor fails that change's record, which its queue or run retries"
-                ),
-            )
             self.functions[name] = owner
 
 

@@ -31,11 +31,11 @@ from s3ingest_cdk.features.evidence import (
     SFN_LOGGING_EVIDENCE,
     STATE_MACHINE_INVOKER,
     acknowledge_distributed_map,
-    acknowledge_function,
     acknowledge_state_machine_invoke,
     synchronous_evidence,
 )
-from s3ingest_cdk.features.service import grant_read_objects
+from s3ingest_cdk.features.role_function import acknowledged_function
+from s3ingest_cdk.features.service import Given, grant_read_objects
 from s3ingest_cdk.nag import acknowledge, grant, wildcard_resource_finding
 from s3ingest_fn import config as fn_config
 from s3ingest_fn import config_roles as fn_roles
@@ -84,15 +84,12 @@ class Reconciliation(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        settings: Settings,
-        code: lambda_.Code,
-        landings: Landings,
-        ledger_table: dynamodb.ITable,
+        given: Given,
         queue: sqs.IQueue,
     ) -> None:
         super().__init__(scope, construct_id)
+        settings, code, landings, ledger_table, _, _ = given
         self._landings = landings
-        self._tracing = settings.tracing
         #: The roles granted sqs:SendMessage on the ingest queue (its policy admits them).
         self.queue_senders: list[iam.IRole] = []
 
@@ -103,12 +100,19 @@ class Reconciliation(Construct):
         ).to_env()
 
         def reconcile_function(row: FunctionRole) -> RoleFunction:
-            owner = RoleFunction(
-                self, row=row, settings=settings, code=code, environment=environment
+            owner = acknowledged_function(
+                self,
+                row=row,
+                settings=settings,
+                code=code,
+                environment=environment,
+                dead_letters=RECONCILE_EVIDENCE
+                if row is function_roles.RECONCILE
+                else synchronous_evidence(STATE_MACHINE_INVOKER),
             )
             for name, value in landings.inventory_environment(self).items():
                 owner.function.add_environment(name, value)
-            self._grant(owner, ledger_table, queue, scheduled=row is function_roles.RECONCILE)
+            self._grant(owner, ledger_table, queue)
             return owner
 
         self.reconcile = reconcile_function(function_roles.RECONCILE)
@@ -150,21 +154,9 @@ class Reconciliation(Construct):
             self, "Drift", stage=settings.stage, runbook_base_url=settings.runbook_base_url
         )
 
-    def _grant(
-        self, owner: RoleFunction, table: dynamodb.ITable, queue: sqs.IQueue, *, scheduled: bool
-    ) -> None:
-        """What a reconcile function reads and writes, and nothing else; its acknowledgements
-        (``scheduled``: the reconcile function, which the schedule may invoke; otherwise the
-        fan-out's, which its state machine invokes)."""
+    def _grant(self, owner: RoleFunction, table: dynamodb.ITable, queue: sqs.IQueue) -> None:
+        """What a reconcile function reads and writes, and nothing else."""
         function = owner.function
-        acknowledge_function(
-            function,
-            owner.role,
-            tracing=self._tracing,
-            dead_letters=RECONCILE_EVIDENCE
-            if scheduled
-            else synchronous_evidence(STATE_MACHINE_INVOKER),
-        )
         for bucket in self._landings.buckets:
             # Listing: GetBucketVersioning picks ListObjectVersions or ListObjectsV2
             # (https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectVersions.html: the

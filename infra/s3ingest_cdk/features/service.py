@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from aws_cdk import Annotations
 from aws_cdk import aws_dynamodb as dynamodb
@@ -13,6 +14,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 
+from s3ingest.settings import Settings
+from s3ingest_cdk.constructs.landing_bucket import Landings
 from s3ingest_cdk.nag import acknowledge, grant, wildcard_resource_finding
 from s3ingest_fn import config as fn_config
 
@@ -169,3 +172,17 @@ def grant_ingest_service(
         "s3:GetObject, s3:PutObject and s3:DeleteObject on the processor output bucket's objects "
         "only (keys made from the landing keys at run time).",
     )
+
+
+class Given(NamedTuple):
+    """What the pipeline gives a feature (``settings, code, landings, ledger_table,
+    output_bucket, processors = given``): the validated settings, the functions' code, the
+    landing buckets, the ledger, the processor output bucket (None without one) and what the
+    processors give the functions that run them."""
+
+    settings: Settings
+    code: lambda_.Code
+    landings: Landings
+    ledger_table: dynamodb.ITable
+    output_bucket: s3.IBucket | None = None
+    processors: IngestProcessors | None = None
