@@ -14,11 +14,19 @@ from botocore.httpsession import URLLib3Session
 
 from s3ingest.local.stack.runtime import LocalRuntime
 from s3ingest_fn import wiring
+from s3ingest_fn.adapters.dynamo_ledger.codec import item_of
 from s3ingest_fn.adapters.dynamo_ledger.operations import own_write
 from s3ingest_fn.core.effects import AppliedChange, PinnedContent, ProcessorSpec
 from s3ingest_fn.core.events import parse_body
 from s3ingest_fn.core.model import Outcome
-from s3ingest_fn.core.row import PENDING, Claim, Effect, LedgerRow, fencing_token
+from s3ingest_fn.core.row import (
+    PENDING,
+    Claim,
+    Effect,
+    LedgerRow,
+    QueuedChange,
+    fencing_token,
+)
 
 
 class ResponseLost:
@@ -105,3 +113,56 @@ def test_only_the_write_s_own_claim_is_read_as_applied() -> None:
     assert own_write(_row(claim.lease_until_ms, token, rev=4), "c1", claim) is None
     assert own_write(_row(claim.lease_until_ms, token, change_id="c2"), "c1", claim) is None
     assert own_write(_row(claim.lease_until_ms, token), "c1", None) is None
+
+
+def _queued(change_id: str) -> QueuedChange:
+    return QueuedChange(
+        change_id=change_id,
+        present=True,
+        sequencer=None,
+        version_id=None,
+        etag='"e"',
+        size=1,
+        source="event",
+        event_name="ObjectCreated:Put",
+    )
+
+
+@pytest.mark.contract("C11")
+def test_a_queued_commit_whose_response_was_lost_removes_only_its_own_change(
+    emulator: Any,
+) -> None:
+    # GIVEN an every-change processor's claim of a row with two queued changes, q1 then q2
+    rt = LocalRuntime(emulator, versioning="Enabled")
+    ledger = rt.ledger
+    row = LedgerRow(
+        bucket=rt.faithful.bucket,
+        key="queued.csv",
+        present=True,
+        rev=4,
+        change_id="q2",
+        named_effects={
+            "p": Effect(
+                PENDING, token=7, lease_until_ms=2**40, queue=(_queued("q1"), _queued("q2"))
+            )
+        },
+    )
+    rt.ddb.put_item(TableName=ledger._table, Item=item_of(row))
+    lost = ResponseLost()
+    rt.ddb.meta.events.register("before-send.dynamodb.UpdateItem", lost)
+    try:
+        # WHEN q1's commit (more changes follow) is applied, its response lost and retried
+        committed = ledger.finish(
+            row.bucket, row.key, 7, "done", processor="p", change_id="q1", more=True
+        )
+    finally:
+        rt.ddb.meta.events.unregister("before-send.dynamodb.UpdateItem", lost)
+    # THEN the first attempt was applied, the retry removed nothing more, and the commit reads
+    # as the worker's own: q2 is still queued under the same claim
+    assert lost.lost == ["applied"]
+    assert committed is True
+    after = ledger.get(row.bucket, row.key)
+    assert after is not None
+    effect = after.effect_of("p")
+    assert effect is not None and effect.token == 7
+    assert [q.change_id for q in effect.queue] == ["q2"]

@@ -338,7 +338,16 @@ class DynamoLedger:
             On throttling or a service error.
         """
         request = finish_request(processor, token, status, change_id, more, version, at)
-        return self._call(bucket, key, request).applied
+
+        def own(row: LedgerRow) -> WriteResult | None:
+            """A retried ``more`` commit refused because its first attempt removed the head."""
+            effect = row.effect_of(processor)
+            if not more or change_id is None or effect is None or effect.token != token:
+                return None
+            head = effect.queue[0].change_id if effect.queue else None
+            return WriteResult(applied=True, old=row) if head != change_id else None
+
+        return self._call(bucket, key, request, own=own).applied
 
     def claim_behind(
         self,

@@ -458,8 +458,9 @@ def finish_request(
 ) -> dict[str, Any]:
     """Commit ``processor``'s effect held by ``token``: ``status`` (``done`` also records
     ``change_id``, None: the row's change, and the processor's ``version``: ``fv``, removed for
-    1), the lease, queue and hold removed; ``more``: only the queue's first change leaves it and
-    the claim goes on. A ``done`` commit (``more`` too) writes ``op`` ``done`` and ``fc``, the
+    1), the lease, queue and hold removed; ``more``: only the queue's first change leaves it (on
+    condition that it is ``change_id``: a retry of the request removes no other) and the claim
+    goes on. A ``done`` commit (``more`` too) writes ``op`` ``done`` and ``fc``, the
     effect it completed (``at``: epoch ms, None: not known), which the change stream publishes
     with ``historyTable``; any other status writes ``op`` ``commit``."""
     fx, fx_token, fx_lease, fx_done, fx_queue = effect_attributes(processor)
@@ -481,9 +482,13 @@ def finish_request(
     else:
         values[":commit"] = {"S": OP_COMMIT}
         commit = f"#{_OP} = :commit"
+    condition = f"{_ph(fx_token)} = :token"
     if more:
         names[_ph(fx_queue)] = fx_queue
         expr = f"SET {commit} REMOVE {_ph(fx_queue)}[0], {_ph(fh)}"
+        if change_id is not None:  # the head is this change: a retried request removes no other
+            condition += f" AND {_ph(fx_queue)}[0][0] = :head"
+            values[":head"] = {"S": change_id}
     else:
         names.update({_ph(n): n for n in (fx, fx_lease, fx_queue)})
         values[":status"] = {"S": _FX_CODES.get(status, status)}
@@ -507,7 +512,7 @@ def finish_request(
         expr += " REMOVE " + ", ".join(_ph(n) for n in removes)
     return {
         "UpdateExpression": expr,
-        "ConditionExpression": f"{_ph(fx_token)} = :token",
+        "ConditionExpression": condition,
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
     }
