@@ -76,7 +76,10 @@ def test_the_change_stream_passes_the_review_writes(fanout_synth: Synth) -> None
         for m in fanout_synth.resources("AWS::Lambda::EventSourceMapping").values()
         if "FilterCriteria" in m["Properties"]
     ]
-    (only,) = mapping["Properties"]["FilterCriteria"]["Filters"]
-    pattern = json.loads(only["Pattern"])
-    assert pattern["eventName"] == ["INSERT", "MODIFY"]
-    assert pattern["dynamodb"]["NewImage"]["op"]["S"] == ["apply", "hold", "approve", "reject"]
+    # (this variant has the history table, so a second filter passes effects done: op "done")
+    changes, effects = (
+        json.loads(f["Pattern"]) for f in mapping["Properties"]["FilterCriteria"]["Filters"]
+    )
+    assert changes["eventName"] == ["INSERT", "MODIFY"]
+    assert changes["dynamodb"]["NewImage"]["op"]["S"] == ["apply", "hold", "approve", "reject"]
+    assert effects["dynamodb"]["NewImage"]["op"]["S"] == ["done"]
