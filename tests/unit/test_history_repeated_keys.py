@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from s3ingest_fn.core.row import Claim
+from s3ingest_fn.core.row import HELD, Claim, Hold, Review
 from s3ingest_fn.handlers.history import write_batch
 from s3ingest_fn.services import history
 from s3ingest_fn.services.changes import publish
@@ -70,3 +70,51 @@ def test_a_change_done_again_after_its_effect_was_forgotten_adds_no_second_row(
         write_batch(table, sqs(event))
     keys = Counter(r["change_key"] for r in rows(table))
     assert keys[f"{applied.change_id}/done/default/1"] == 1
+
+
+def _hold(rec: Recorder, change_id: str, at: int) -> None:
+    """The hold policy holds the claimed change (a review the change stream publishes)."""
+    row = rec.ledger.get(BUCKET, KEY)
+    assert row is not None
+    token = row.effects()["default"].token
+    assert token is not None
+    review = Review(HELD, "default", change_id, "-", "delete", "policy", at)
+    held = rec.ledger.hold(BUCKET, KEY, token, "default", Hold(change_id, "delete", at), review)
+    assert held
+    rec.record()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="defect: after `reprocess --remove` and a later reprocess, the hold policy holds the "
+    "same change again a day later; its Object Held has the same change key and another time",
+)
+def test_a_change_held_again_after_its_effect_was_forgotten_adds_no_second_row(
+    tmp_path: Path,
+) -> None:
+    with moto_ledger_table() as client:
+        rec = Recorder(client)
+        applied = _apply(rec, "5")
+        _hold(rec, applied.change_id, NOW_MS + 1)
+        assert rec.ledger.forget(BUCKET, KEY, "default")
+        rec.record()
+        later = NOW_MS + DAY_MS
+        claimed = rec.ledger.claim_behind(
+            BUCKET,
+            KEY,
+            "default",
+            applied.change_id,
+            None,
+            Claim(now_ms=later, lease_until_ms=later + 60_000),
+        )
+        assert claimed.applied
+        rec.record()
+        _hold(rec, applied.change_id, later)
+        events = _bus_events(rec.records)
+    held = [e for e in events if e["detail-type"] == "Object Held"]
+    assert [h["detail"]["at"] for h in held] == [NOW_MS + 1, later]
+    table = history.ensure_table(catalog(tmp_path), "s3ingest.history")
+    for event in events:
+        write_batch(table, sqs(event))
+    keys = Counter(r["change_key"] for r in rows(table))
+    assert keys[f"{applied.change_id}/held/default"] == 1
