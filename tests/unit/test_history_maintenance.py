@@ -191,3 +191,20 @@ def test_a_refused_expiry_is_recomputed_on_the_reloaded_table(
     doomed, kept = maint.expire(table, LATER, timedelta(hours=1), 1)
     assert len(calls) == 2 and len(doomed) == 2 and kept is not None
     assert len(table.refresh().metadata.snapshots) == 1
+
+
+def test_a_table_not_partitioned_by_day_is_maintained_without_compaction(tmp_path: Path) -> None:
+    # a table another writer created without the event_date partition (same columns)
+    cat = catalog(tmp_path)
+    made = history.ensure_table(cat, "s3ingest.history")
+    table = cat.create_table(
+        "s3ingest.other", schema=made.schema(), properties=dict(made.properties)
+    )
+    for c in range(5):
+        rows = [history.row_from_event(change(f"u{c}", "k", at=T0 + c * 1000))]
+        assert history.write(table, rows).commits == 1  # type: ignore[arg-type]
+    before = content(table)
+    out = maint.maintain(table, now=LATER, retention=timedelta(hours=1), keep=2, min_files=1)
+    assert content(table) == before and sum(before.values()) == 5
+    assert (out.files_before, out.files_after, out.days_compacted) == (5, 5, [])
+    assert out.snapshots_expired == 3

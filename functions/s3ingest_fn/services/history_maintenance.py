@@ -127,12 +127,16 @@ def _day(value: Any) -> date:
 
 
 def day_files(table: Table) -> dict[date, list[DataFile]]:
-    """The current snapshot's data files by ``event_date`` partition."""
+    """The current snapshot's data files by ``event_date`` partition; a table another writer
+    made without that partition first has all its files under ``date.max``, a day never
+    closed, so never compacted."""
     days: dict[date, list[DataFile]] = defaultdict(list)
     if table.current_snapshot() is None:
         return days
+    fields = table.spec().fields
+    by_day = bool(fields) and table.schema().find_column_name(fields[0].source_id) == "event_date"
     for task in table.scan().plan_files():
-        days[_day(task.file.partition[0])].append(task.file)
+        days[_day(task.file.partition[0]) if by_day else date.max].append(task.file)
     return days
 
 
