@@ -67,22 +67,11 @@ def query_local(
     ValueError
         An unknown query, or a value it needs missing.
     """
-    from s3ingest import extras
-
     query = _query(name)
     arguments = query.arguments(values)
-    try:
-        extras.require("history", "s3ingest history --local")
-    except extras.MissingExtraError as exc:
-        raise HistoryUnavailable(str(exc)) from None
+    table = _local_table("s3ingest history --local", directory)
     import duckdb
 
-    from s3ingest.local.stack.history import local_table
-
-    try:
-        table = local_table(directory)
-    except LookupError as exc:
-        raise HistoryUnavailable(str(exc)) from None
     arrow = table.scan().to_arrow()
     with duckdb.connect() as con:
         con.execute("SET TimeZone = 'UTC'")
@@ -91,6 +80,28 @@ def query_local(
         columns = [d[0] for d in cursor.description or []]
         rows = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
     return {"query": name, "columns": columns, "rows": [_utc(r) for r in rows]}
+
+
+def _local_table(command: str, directory: Path | None) -> Any:
+    """The local history table (pyiceberg ``Table``) for ``command``.
+
+    Raises
+    ------
+    HistoryUnavailable
+        The ``history`` extra missing, or no local table.
+    """
+    from s3ingest import extras
+
+    try:
+        extras.require("history", command)
+    except extras.MissingExtraError as exc:
+        raise HistoryUnavailable(str(exc)) from None
+    from s3ingest.local.stack.history import local_table
+
+    try:
+        return local_table(directory)
+    except LookupError as exc:
+        raise HistoryUnavailable(str(exc)) from None
 
 
 def _maintenance_event(retention_hours: int) -> dict[str, Any]:
@@ -112,20 +123,10 @@ def maintain_local(retention_hours: int, directory: Path | None = None) -> dict[
     ValueError
         ``retention_hours`` below 1, or a table that retries refused commits.
     """
-    from s3ingest import extras
-
     event = _maintenance_event(retention_hours)
-    try:
-        extras.require("history", "s3ingest history maintain --local")
-    except extras.MissingExtraError as exc:
-        raise HistoryUnavailable(str(exc)) from None
-    from s3ingest.local.stack.history import local_table
+    table = _local_table("s3ingest history maintain --local", directory)
     from s3ingest_fn.services.history_maintenance import run
 
-    try:
-        table = local_table(directory)
-    except LookupError as exc:
-        raise HistoryUnavailable(str(exc)) from None
     return run(table, event)
 
 
